@@ -1,0 +1,202 @@
+//! Finding a model's files: a local directory (`--model-path`), the Hugging Face hub cache,
+//! or a download through `hf-hub`.
+//!
+//! The environment is honoured as by `huggingface_hub`: `HF_HUB_CACHE`, else `HF_HOME/hub`,
+//! else `~/.cache/huggingface/hub` for the cache; `HF_TOKEN` (else the cached login token)
+//! for gated repos; `HF_ENDPOINT`; and `HF_HUB_OFFLINE=1` to never touch the network.
+//! Files already in the cache at the requested revision are used without a request.
+
+use std::path::{Path, PathBuf};
+
+use hf_hub::{api::sync::ApiBuilder, Repo, RepoType};
+
+use crate::{Error, ErrorKind, Result};
+
+/// The files of a model as benchctl loads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFiles {
+    pub config: PathBuf,
+    pub weights: PathBuf,
+    pub tokenizer: PathBuf,
+    /// Where they came from, recorded in run files.
+    pub origin: Origin,
+}
+
+/// Where a model's files came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A local directory given with `--model-path`.
+    Directory(PathBuf),
+    /// A hub repo at a revision, resolved to a commit.
+    Hub { repo: String, revision: String, commit: String },
+}
+
+/// The files every model directory must hold.
+pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+
+/// The files of a local model directory, naming every missing one.
+pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
+    if !dir.is_dir() {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!("open model directory {}: it does not exist", dir.display()),
+        ));
+    }
+    let missing: Vec<&str> = REQUIRED_FILES.iter().copied().filter(|f| !dir.join(f).is_file()).collect();
+    if !missing.is_empty() {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!(
+                "load model directory {}: missing {} (a model directory holds {})",
+                dir.display(),
+                missing.join(", "),
+                REQUIRED_FILES.join(", ")
+            ),
+        ));
+    }
+    Ok(ModelFiles {
+        config: dir.join("config.json"),
+        weights: dir.join("model.safetensors"),
+        tokenizer: dir.join("tokenizer.json"),
+        origin: Origin::Directory(dir.to_path_buf()),
+    })
+}
+
+/// The hub settings read from the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubSettings {
+    pub cache_dir: PathBuf,
+    pub token: Option<String>,
+    pub offline: bool,
+    pub endpoint: Option<String>,
+}
+
+impl HubSettings {
+    /// Reads `HF_HUB_CACHE`, `HF_HOME`, `HF_TOKEN`, `HF_HUB_OFFLINE` and `HF_ENDPOINT`.
+    pub fn from_env() -> Self {
+        Self::from_vars(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// As [`HubSettings::from_env`], from any variable lookup (for tests).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
+        let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
+            let base = var("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
+                var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache")
+            });
+            base.join("huggingface")
+        });
+        let cache_dir = var("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| hf_home.join("hub"));
+        let token = var("HF_TOKEN").or_else(|| {
+            std::fs::read_to_string(hf_home.join("token")).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
+        });
+        let offline = var("HF_HUB_OFFLINE")
+            .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+            .unwrap_or(false);
+        Self { cache_dir, token, offline, endpoint: var("HF_ENDPOINT") }
+    }
+}
+
+/// The files of `repo` at `revision`: from the cache when all are there, else downloaded
+/// (unless offline).
+pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<ModelFiles> {
+    let mut paths = Vec::new();
+    let mut commit = None;
+    for file in REQUIRED_FILES {
+        match cached_file(&settings.cache_dir, repo, revision, file) {
+            Some((path, c)) => {
+                commit = Some(c);
+                paths.push(path);
+            }
+            None => break,
+        }
+    }
+    if paths.len() < REQUIRED_FILES.len() {
+        if settings.offline {
+            let missing = REQUIRED_FILES[paths.len()];
+            return Err(Error::new(
+                ErrorKind::MissingFile,
+                format!(
+                    "find {missing} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded (run once online, or use --model-path)",
+                    settings.cache_dir.display()
+                ),
+            ));
+        }
+        download(repo, revision, settings)?;
+        paths.clear();
+        for file in REQUIRED_FILES {
+            let (path, c) = cached_file(&settings.cache_dir, repo, revision, file).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::MissingFile,
+                    format!("find downloaded {file} of {repo}@{revision} in {}", settings.cache_dir.display()),
+                )
+            })?;
+            commit = Some(c);
+            paths.push(path);
+        }
+    }
+    Ok(ModelFiles {
+        config: paths[0].clone(),
+        weights: paths[1].clone(),
+        tokenizer: paths[2].clone(),
+        origin: Origin::Hub {
+            repo: repo.to_string(),
+            revision: revision.to_string(),
+            commit: commit.unwrap_or_default(),
+        },
+    })
+}
+
+/// `file` of `repo@revision` in the cache, with the commit it belongs to. The layout is
+/// `models--{org}--{name}/refs/{revision}` (holding the commit) and
+/// `models--{org}--{name}/snapshots/{commit}/{file}`; a revision that is a commit hash
+/// needs no ref.
+pub fn cached_file(cache_dir: &Path, repo: &str, revision: &str, file: &str) -> Option<(PathBuf, String)> {
+    let folder = cache_dir.join(format!("models--{}", repo.replace('/', "--")));
+    let commit = if is_commit_hash(revision) {
+        revision.to_string()
+    } else {
+        std::fs::read_to_string(folder.join("refs").join(revision)).ok()?.trim().to_string()
+    };
+    if !is_commit_hash(&commit) {
+        return None;
+    }
+    let path = folder.join("snapshots").join(&commit).join(file);
+    path.is_file().then_some((path, commit))
+}
+
+fn is_commit_hash(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+fn download(repo: &str, revision: &str, settings: &HubSettings) -> Result<()> {
+    let mut builder = ApiBuilder::new()
+        .with_cache_dir(settings.cache_dir.clone())
+        .with_token(settings.token.clone())
+        .with_progress(true);
+    if let Some(endpoint) = &settings.endpoint {
+        builder = builder.with_endpoint(endpoint.clone());
+    }
+    let api = builder.build().map_err(|e| {
+        Error::new(ErrorKind::MissingFile, format!("set up the hub client: {e}"))
+    })?;
+    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
+    for file in REQUIRED_FILES {
+        api_repo.get(file).map_err(|e| {
+            let text = e.to_string();
+            if text.contains("401") || text.contains("403") {
+                let hint = if settings.token.is_some() {
+                    "the token in HF_TOKEN was refused: check it has access to this repo"
+                } else {
+                    "this repo needs a token: set HF_TOKEN"
+                };
+                Error::new(ErrorKind::AccessDenied, format!("download {file} of {repo}@{revision}: {hint} ({text})"))
+            } else {
+                Error::new(
+                    ErrorKind::MissingFile,
+                    format!("download {file} of {repo}@{revision}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only, or use --model-path)"),
+                )
+            }
+        })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,535 @@
+//! CLIP (Radford et al., "Learning Transferable Visual Models From Natural Language
+//! Supervision", 2021, <https://arxiv.org/abs/2103.00020>) in Hugging Face layout, e.g.
+//! <https://huggingface.co/openai/clip-vit-base-patch32>.
+//!
+//! The architecture is read from `config.json` (`text_config`, `vision_config`,
+//! `projection_dim`): width, depth, heads, patch and image size, activation
+//! (`quick_gelu` for OpenAI weights, `gelu`), layer-norm epsilon and the end-of-text
+//! convention. It follows `transformers`' `CLIPModel` and candle-transformers' CLIP, with
+//! three differences that matter for evaluation: the activation and epsilon come from the
+//! config instead of being fixed, a missing or misshapen tensor is an error instead of a
+//! random initialisation, and texts are padded only to the longest text of a batch (the
+//! causal mask makes padding after the end token irrelevant to the pooled output).
+
+use std::path::Path;
+
+use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
+use candle_nn::{LayerNorm, Linear};
+use serde::Deserialize;
+
+use super::weights::Weights;
+use crate::hub::ModelFiles;
+use crate::preprocess::Preprocessor;
+use crate::tokenizer::ClipTokenizer;
+use crate::{DualEncoder, Error, ErrorKind, Result};
+
+/// `config.json` of a `CLIPModel`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ClipConfig {
+    pub text_config: TextConfig,
+    pub vision_config: VisionConfig,
+    #[serde(default = "defaults::projection_dim")]
+    pub projection_dim: usize,
+}
+
+/// `text_config`, with `transformers`' defaults for absent keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TextConfig {
+    #[serde(default = "defaults::vocab_size")]
+    pub vocab_size: usize,
+    #[serde(default = "defaults::text_hidden")]
+    pub hidden_size: usize,
+    #[serde(default = "defaults::text_intermediate")]
+    pub intermediate_size: usize,
+    #[serde(default = "defaults::depth")]
+    pub num_hidden_layers: usize,
+    #[serde(default = "defaults::text_heads")]
+    pub num_attention_heads: usize,
+    #[serde(default = "defaults::max_positions")]
+    pub max_position_embeddings: usize,
+    #[serde(default = "defaults::act")]
+    pub hidden_act: String,
+    #[serde(default = "defaults::eps")]
+    pub layer_norm_eps: f64,
+    /// 2 in older configs (OpenAI's uploads): the end token is then found as the largest id,
+    /// as `transformers` does for them.
+    #[serde(default = "defaults::eos")]
+    pub eos_token_id: u32,
+}
+
+/// `vision_config`, with `transformers`' defaults for absent keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct VisionConfig {
+    #[serde(default = "defaults::vision_hidden")]
+    pub hidden_size: usize,
+    #[serde(default = "defaults::vision_intermediate")]
+    pub intermediate_size: usize,
+    #[serde(default = "defaults::depth")]
+    pub num_hidden_layers: usize,
+    #[serde(default = "defaults::vision_heads")]
+    pub num_attention_heads: usize,
+    #[serde(default = "defaults::channels")]
+    pub num_channels: usize,
+    #[serde(default = "defaults::image_size")]
+    pub image_size: usize,
+    #[serde(default = "defaults::patch_size")]
+    pub patch_size: usize,
+    #[serde(default = "defaults::act")]
+    pub hidden_act: String,
+    #[serde(default = "defaults::eps")]
+    pub layer_norm_eps: f64,
+}
+
+mod defaults {
+    pub fn projection_dim() -> usize { 512 }
+    pub fn vocab_size() -> usize { 49408 }
+    pub fn text_hidden() -> usize { 512 }
+    pub fn text_intermediate() -> usize { 2048 }
+    pub fn depth() -> usize { 12 }
+    pub fn text_heads() -> usize { 8 }
+    pub fn max_positions() -> usize { 77 }
+    pub fn act() -> String { "quick_gelu".into() }
+    pub fn eps() -> f64 { 1e-5 }
+    pub fn eos() -> u32 { 49407 }
+    pub fn vision_hidden() -> usize { 768 }
+    pub fn vision_intermediate() -> usize { 3072 }
+    pub fn vision_heads() -> usize { 12 }
+    pub fn channels() -> usize { 3 }
+    pub fn image_size() -> usize { 224 }
+    pub fn patch_size() -> usize { 32 }
+}
+
+impl ClipConfig {
+    /// Reads and validates `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
+        let config: Self = serde_json::from_str(&text)
+            .map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
+        config.validate().map_err(|e| Error::new(ErrorKind::BadConfig, format!("use {}: {e}", path.display())))?;
+        Ok(config)
+    }
+
+    /// OpenAI's ViT-B/32 (`openai/clip-vit-base-patch32`), for benchmarks on random weights.
+    pub fn vit_b32() -> Self {
+        serde_json::from_str(r#"{"text_config": {}, "vision_config": {}}"#).expect("defaults are ViT-B/32")
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        let t = &self.text_config;
+        let v = &self.vision_config;
+        for (key, width, heads) in [
+            ("text_config", t.hidden_size, t.num_attention_heads),
+            ("vision_config", v.hidden_size, v.num_attention_heads),
+        ] {
+            if heads == 0 || width % heads != 0 {
+                return Err(format!("{key}.hidden_size {width} is not a multiple of num_attention_heads {heads}"));
+            }
+        }
+        if v.patch_size == 0 || v.image_size % v.patch_size != 0 {
+            return Err(format!(
+                "vision_config.image_size {} is not a multiple of patch_size {}",
+                v.image_size, v.patch_size
+            ));
+        }
+        Activation::parse(&t.hidden_act).map_err(|e| format!("text_config.hidden_act: {e}"))?;
+        Activation::parse(&v.hidden_act).map_err(|e| format!("vision_config.hidden_act: {e}"))?;
+        Ok(())
+    }
+}
+
+/// The MLP activation named by `hidden_act`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `x · σ(1.702 x)`, OpenAI's original.
+    QuickGelu,
+    /// Exact (erf) GELU, `transformers`' `gelu`.
+    Gelu,
+    /// Tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+impl Activation {
+    pub fn parse(name: &str) -> std::result::Result<Self, String> {
+        match name {
+            "quick_gelu" => Ok(Self::QuickGelu),
+            "gelu" => Ok(Self::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" => Ok(Self::GeluTanh),
+            other => Err(format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)")),
+        }
+    }
+
+    fn apply(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Self::QuickGelu => xs * candle_nn::ops::sigmoid(&(xs * 1.702f64)?)?,
+            Self::Gelu => xs.gelu_erf(),
+            Self::GeluTanh => xs.gelu(),
+        }
+    }
+}
+
+/// Shape of one transformer tower.
+#[derive(Debug, Clone, Copy)]
+struct Tower {
+    width: usize,
+    intermediate: usize,
+    depth: usize,
+    heads: usize,
+    activation: Activation,
+    eps: f64,
+}
+
+/// Multi-head self-attention with q, k and v fused into one projection.
+#[derive(Debug, Clone)]
+struct Attention {
+    qkv: Linear,
+    out: Linear,
+    heads: usize,
+    scale: f64,
+}
+
+impl Attention {
+    fn load(w: &Weights, t: &Tower) -> Result<Self> {
+        let q = w.pp("q_proj").linear(t.width, t.width, true)?;
+        let k = w.pp("k_proj").linear(t.width, t.width, true)?;
+        let v = w.pp("v_proj").linear(t.width, t.width, true)?;
+        let fuse = |parts: [Option<&Tensor>; 3]| -> Result<Tensor> {
+            let parts: Vec<&Tensor> = parts.into_iter().flatten().collect();
+            Tensor::cat(&parts, 0).map_err(|e| Error::compute("fuse attention projections", e))
+        };
+        let weight = fuse([Some(q.weight()), Some(k.weight()), Some(v.weight())])?;
+        let bias = fuse([q.bias(), k.bias(), v.bias()])?;
+        Ok(Self {
+            qkv: Linear::new(weight, Some(bias)),
+            out: w.pp("out_proj").linear(t.width, t.width, true)?,
+            heads: t.heads,
+            scale: ((t.width / t.heads) as f64).powf(-0.5),
+        })
+    }
+
+    fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let (b, s, width) = xs.dims3()?;
+        let head_dim = width / self.heads;
+        // (b, s, 3, heads, head_dim) → (3, b, heads, s, head_dim)
+        let qkv = self.qkv.forward(xs)?.reshape((b, s, 3, self.heads, head_dim))?.permute((2, 0, 3, 1, 4))?;
+        let q = (qkv.i(0)? * self.scale)?.contiguous()?;
+        let k = qkv.i(1)?.contiguous()?;
+        let v = qkv.i(2)?.contiguous()?;
+        let mut attn = q.matmul(&k.t()?)?;
+        if let Some(mask) = mask {
+            attn = attn.broadcast_add(mask)?;
+        }
+        let attn = candle_nn::ops::softmax_last_dim(&attn)?;
+        let out = attn.matmul(&v)?.transpose(1, 2)?.reshape((b, s, width))?;
+        self.out.forward(&out)
+    }
+}
+
+/// Pre-norm transformer block.
+#[derive(Debug, Clone)]
+struct Block {
+    norm1: LayerNorm,
+    attn: Attention,
+    norm2: LayerNorm,
+    fc1: Linear,
+    fc2: Linear,
+    activation: Activation,
+}
+
+impl Block {
+    fn load(w: &Weights, t: &Tower) -> Result<Self> {
+        Ok(Self {
+            norm1: w.pp("layer_norm1").layer_norm(t.width, t.eps)?,
+            attn: Attention::load(&w.pp("self_attn"), t)?,
+            norm2: w.pp("layer_norm2").layer_norm(t.width, t.eps)?,
+            fc1: w.pp("mlp.fc1").linear(t.width, t.intermediate, true)?,
+            fc2: w.pp("mlp.fc2").linear(t.intermediate, t.width, true)?,
+            activation: t.activation,
+        })
+    }
+
+    fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let xs = (self.attn.forward(&self.norm1.forward(xs)?, mask)? + xs)?;
+        let h = self.activation.apply(&self.fc1.forward(&self.norm2.forward(&xs)?)?)?;
+        self.fc2.forward(&h)? + xs
+    }
+}
+
+fn load_blocks(w: &Weights, t: &Tower) -> Result<Vec<Block>> {
+    (0..t.depth).map(|i| Block::load(&w.pp(format!("encoder.layers.{i}")), t)).collect()
+}
+
+/// The text tower and its projection.
+#[derive(Debug, Clone)]
+struct TextTower {
+    token_embedding: Tensor,
+    position_embedding: Tensor,
+    blocks: Vec<Block>,
+    final_norm: LayerNorm,
+    projection: Linear,
+    eos_token_id: u32,
+}
+
+/// The vision tower and its projection.
+#[derive(Debug, Clone)]
+struct VisionTower {
+    patch_weight: Tensor,
+    patch_size: usize,
+    class_embedding: Tensor,
+    position_embedding: Tensor,
+    pre_norm: LayerNorm,
+    blocks: Vec<Block>,
+    post_norm: LayerNorm,
+    projection: Linear,
+}
+
+/// A CLIP model: both towers, both projections and the learned temperature.
+#[derive(Debug, Clone)]
+pub struct Clip {
+    config: ClipConfig,
+    text: TextTower,
+    vision: VisionTower,
+    logit_scale: f32,
+    device: Device,
+}
+
+impl Clip {
+    /// Loads `model.safetensors` against `config`, converting weights to `dtype`.
+    pub fn load(config: ClipConfig, weights: &Path, dtype: DType, device: &Device) -> Result<Self> {
+        let w = Weights::open(weights, dtype, device)?;
+        Self::from_weights(config, &w)
+    }
+
+    /// A model with random weights of the configured shape (for benchmarks).
+    pub fn random(config: ClipConfig, dtype: DType, device: &Device) -> Result<Self> {
+        let varmap = candle_nn::VarMap::new();
+        let vb = candle_nn::VarBuilder::from_varmap(&varmap, dtype, device);
+        // The VarMap creates each tensor when asked; `get` would reject them as missing,
+        // so build through a builder that always "contains" them.
+        let w = Weights::from_var_builder(vb, "random weights").random();
+        Self::from_weights(config, &w)
+    }
+
+    fn from_weights(config: ClipConfig, w: &Weights) -> Result<Self> {
+        let tc = &config.text_config;
+        let vc = &config.vision_config;
+        let text_tower = Tower {
+            width: tc.hidden_size,
+            intermediate: tc.intermediate_size,
+            depth: tc.num_hidden_layers,
+            heads: tc.num_attention_heads,
+            activation: Activation::parse(&tc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
+            eps: tc.layer_norm_eps,
+        };
+        let vision_tower = Tower {
+            width: vc.hidden_size,
+            intermediate: vc.intermediate_size,
+            depth: vc.num_hidden_layers,
+            heads: vc.num_attention_heads,
+            activation: Activation::parse(&vc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
+            eps: vc.layer_norm_eps,
+        };
+        let t = w.pp("text_model");
+        let text = TextTower {
+            token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
+            position_embedding: t
+                .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
+            blocks: load_blocks(&t, &text_tower)?,
+            final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
+            projection: w.pp("text_projection").linear(tc.hidden_size, config.projection_dim, false)?,
+            eos_token_id: tc.eos_token_id,
+        };
+        let v = w.pp("vision_model");
+        let patches = (vc.image_size / vc.patch_size).pow(2);
+        let patch_weight = v
+            .get((vc.hidden_size, vc.num_channels, vc.patch_size, vc.patch_size), "embeddings.patch_embedding.weight")?
+            .reshape((vc.hidden_size, vc.num_channels * vc.patch_size * vc.patch_size))
+            .and_then(|p| p.t())
+            .map_err(|e| Error::compute("lay out the patch embedding", e))?;
+        let vision = VisionTower {
+            patch_weight,
+            patch_size: vc.patch_size,
+            class_embedding: v.get(vc.hidden_size, "embeddings.class_embedding")?,
+            position_embedding: v.get((patches + 1, vc.hidden_size), "embeddings.position_embedding.weight")?,
+            pre_norm: v.pp("pre_layrnorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            blocks: load_blocks(&v, &vision_tower)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            projection: w.pp("visual_projection").linear(vc.hidden_size, config.projection_dim, false)?,
+        };
+        let logit_scale = w
+            .get((), "logit_scale")?
+            .to_dtype(DType::F32)
+            .and_then(|s| s.to_scalar::<f32>())
+            .map_err(|e| Error::compute("read logit_scale", e))?
+            .exp();
+        Ok(Self { config, text, vision, logit_scale, device: w.device().clone() })
+    }
+
+    pub fn config(&self) -> &ClipConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// `exp(logit_scale)`: the factor from cosine similarity to logit.
+    pub fn logit_scale(&self) -> f32 {
+        self.logit_scale
+    }
+
+    /// Projected, unnormalised image features (`get_image_features`): `(b, C, H, W)` → `(b, projection_dim)`.
+    pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
+        self.vision_forward(pixels).map_err(|e| Error::compute("encode images", e))
+    }
+
+    /// Projected, unnormalised text features (`get_text_features`) of token id rows.
+    /// Rows may differ in length; they are padded to the longest.
+    pub fn text_features(&self, ids: &[Vec<u32>]) -> Result<Tensor> {
+        self.text_forward(ids).map_err(|e| Error::compute("encode texts", e))
+    }
+
+    fn vision_forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let v = &self.vision;
+        let (b, c, h, w) = pixels.dims4()?;
+        let p = v.patch_size;
+        let (gh, gw) = (h / p, w / p);
+        // A stride-p conv with a p×p kernel is a matmul over flattened patches.
+        let patches = pixels
+            .to_dtype(v.patch_weight.dtype())?
+            .reshape((b, c, gh, p, gw, p))?
+            .permute((0, 2, 4, 1, 3, 5))?
+            .reshape((b, gh * gw, c * p * p))?;
+        let patch_embeds = patches.broadcast_matmul(&v.patch_weight)?;
+        let width = v.class_embedding.dim(0)?;
+        let class = v.class_embedding.reshape((1, 1, width))?.broadcast_as((b, 1, width))?;
+        let xs = Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&v.position_embedding)?;
+        let mut xs = v.pre_norm.forward(&xs)?;
+        for block in &v.blocks {
+            xs = block.forward(&xs, None)?;
+        }
+        let pooled = v.post_norm.forward(&xs.i((.., 0, ..))?)?;
+        v.projection.forward(&pooled)
+    }
+
+    fn text_forward(&self, ids: &[Vec<u32>]) -> candle_core::Result<Tensor> {
+        let t = &self.text;
+        let b = ids.len();
+        let s = ids.iter().map(Vec::len).max().unwrap_or(0);
+        let max_positions = t.position_embedding.dim(0)?;
+        if b == 0 || s == 0 || s > max_positions {
+            candle_core::bail!("texts must have 1 to {max_positions} tokens, got a batch of {b} up to {s} tokens");
+        }
+        let mut flat = Vec::with_capacity(b * s);
+        let mut ends = Vec::with_capacity(b);
+        for (row, seq) in ids.iter().enumerate() {
+            flat.extend_from_slice(seq);
+            flat.extend(std::iter::repeat_n(0u32, s - seq.len()));
+            ends.push((row * s + self.end_position(seq)) as u32);
+        }
+        let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
+        let xs = t.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
+        let xs = xs.broadcast_add(&t.position_embedding.narrow(0, 0, s)?)?;
+        let mask: Vec<f32> =
+            (0..s).flat_map(|i| (0..s).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
+        let mask = Tensor::from_vec(mask, (s, s), &self.device)?.to_dtype(xs.dtype())?;
+        let mut xs = xs;
+        for block in &t.blocks {
+            xs = block.forward(&xs, Some(&mask))?;
+        }
+        let xs = t.final_norm.forward(&xs)?;
+        let ends = Tensor::from_vec(ends, (b,), &self.device)?;
+        let pooled = xs.reshape((b * s, ()))?.index_select(&ends, 0)?;
+        t.projection.forward(&pooled)
+    }
+
+    /// Where a sequence's end token is: the first `eos_token_id`, or for legacy configs
+    /// (`eos_token_id == 2`) the first largest id, as `transformers` pools.
+    fn end_position(&self, seq: &[u32]) -> usize {
+        if self.text.eos_token_id == 2 {
+            let max = seq.iter().copied().max().unwrap_or(0);
+            seq.iter().position(|&id| id == max).unwrap_or(0)
+        } else {
+            seq.iter().position(|&id| id == self.text.eos_token_id).unwrap_or(seq.len() - 1)
+        }
+    }
+}
+
+/// CLIP with its tokenizer and preprocessing: a ready [`DualEncoder`].
+#[derive(Debug, Clone)]
+pub struct ClipEncoder {
+    model: Clip,
+    tokenizer: ClipTokenizer,
+    preprocessor: Preprocessor,
+}
+
+impl ClipEncoder {
+    /// Loads a model from its files.
+    pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
+        let config = ClipConfig::from_file(&files.config)?;
+        let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
+        if tokenizer.eos() as usize >= config.text_config.vocab_size {
+            return Err(Error::new(
+                ErrorKind::Tokenizer,
+                format!(
+                    "use tokenizer {}: its end token {} is outside the model's vocabulary of {}",
+                    files.tokenizer.display(),
+                    tokenizer.eos(),
+                    config.text_config.vocab_size
+                ),
+            ));
+        }
+        let preprocessor = Preprocessor::openai_clip(config.vision_config.image_size);
+        let model = Clip::load(config, &files.weights, dtype, device)?;
+        Ok(Self { model, tokenizer, preprocessor })
+    }
+
+    /// A model of the given shape with random weights and the given tokenizer (benchmarks).
+    pub fn random(config: ClipConfig, tokenizer: ClipTokenizer, dtype: DType, device: &Device) -> Result<Self> {
+        let preprocessor = Preprocessor::openai_clip(config.vision_config.image_size);
+        Ok(Self { model: Clip::random(config, dtype, device)?, tokenizer, preprocessor })
+    }
+
+    pub fn model(&self) -> &Clip {
+        &self.model
+    }
+
+    pub fn tokenizer(&self) -> &ClipTokenizer {
+        &self.tokenizer
+    }
+}
+
+fn l2_normalise(xs: &Tensor) -> candle_core::Result<Tensor> {
+    let xs = xs.to_dtype(DType::F32)?;
+    xs.broadcast_div(&xs.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?)
+}
+
+impl DualEncoder for ClipEncoder {
+    fn device(&self) -> &Device {
+        self.model.device()
+    }
+
+    fn preprocessor(&self) -> &Preprocessor {
+        &self.preprocessor
+    }
+
+    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
+        let features = self.model.image_features(pixels)?;
+        l2_normalise(&features).map_err(|e| Error::compute("normalise image embeddings", e))
+    }
+
+    fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
+        let ids = texts.iter().map(|t| self.tokenizer.encode(t)).collect::<Result<Vec<_>>>()?;
+        let features = self.model.text_features(&ids)?;
+        l2_normalise(&features).map_err(|e| Error::compute("normalise text embeddings", e))
+    }
+
+    /// `exp(logit_scale) · cos`, the logits of `CLIPModel`.
+    fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        texts
+            .transpose(D::Minus1, D::Minus2)
+            .and_then(|t| images.matmul(&t.contiguous()?))
+            .and_then(|s| s * self.model.logit_scale as f64)
+            .map_err(|e| Error::compute("score", e))
+    }
+}

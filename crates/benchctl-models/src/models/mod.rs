@@ -1,0 +1,4 @@
+//! One module per architecture.
+
+pub mod clip;
+mod weights;

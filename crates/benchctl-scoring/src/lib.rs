@@ -1,0 +1,42 @@
+//! Scoring for benchctl: the shared item shape and the published metrics.
+//!
+//! Every suite is reduced to the same shape: an item offers K candidate images and
+//! L candidate texts together with a [`Truth`] matrix saying which (image, text) pairs
+//! match. A model turns N items into a ragged N×K×L [`ScoreTensor`]. Metrics read the
+//! scores and the truth only, never the model or the pixels, so any metric can be
+//! recomputed from a score dump.
+//!
+//! This crate is pure Rust on purpose: it has no tensor library dependency, so scoring
+//! scores produced elsewhere never needs the model zoo.
+
+pub mod metrics;
+pub mod report;
+pub mod scores;
+pub mod truth;
+
+pub use metrics::MetricFamily;
+pub use report::{Breakdown, Group, Report};
+pub use scores::{ScoreMatrix, ScoreTensor};
+pub use truth::{Tags, Truth};
+
+/// An error from scoring: scores that do not fit the items they claim to score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Error {
+    message: String,
+}
+
+impl Error {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,76 @@
+//! Winoground's text, image and group scores (Thrush et al., CVPR 2022,
+//! <https://arxiv.org/abs/2204.03162>), generalised to any K×L item.
+//!
+//! The official definitions for a 2×2 item with s(c, i):
+//! - text score: s(c0, i0) > s(c1, i0) and s(c1, i1) > s(c0, i1)
+//! - image score: s(c0, i0) > s(c0, i1) and s(c1, i1) > s(c1, i0)
+//! - group score: both.
+//!
+//! Generalised: the text score holds when, for every image, each matching text scores
+//! strictly above each non-matching text; the image score likewise per text over images.
+//! Comparisons are strict, so a tie is a miss, as in the official evaluation code.
+
+use super::{ItemView, PerItem};
+use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
+
+/// Names of the group-score metrics, in report order.
+pub const NAMES: [&str; 3] = ["text_score", "image_score", "group_score"];
+
+/// One item's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    pub text: bool,
+    pub image: bool,
+}
+
+impl Outcome {
+    pub fn group(&self) -> bool {
+        self.text && self.image
+    }
+}
+
+/// Text and image correctness of one item.
+pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
+    let text = (0..truth.images()).all(|k| {
+        separates(
+            (0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l))),
+        )
+    });
+    let image = (0..truth.texts()).all(|l| {
+        separates(
+            (0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l))),
+        )
+    });
+    Outcome { text, image }
+}
+
+/// True when every matching candidate scores strictly above every non-matching one.
+/// A row or column with no matching candidate imposes nothing.
+fn separates(candidates: impl Iterator<Item = (bool, f32)> + Clone) -> bool {
+    let lowest_match = candidates
+        .clone()
+        .filter(|(is_match, _)| *is_match)
+        .map(|(_, s)| s)
+        .fold(None, |lo: Option<f32>, s| Some(lo.map_or(s, |lo| lo.min(s))));
+    let Some(lowest_match) = lowest_match else { return true };
+    candidates.filter(|(is_match, _)| !is_match).all(|(_, s)| lowest_match > s)
+}
+
+pub(crate) struct GroupScore;
+
+impl PerItem for GroupScore {
+    fn names(&self) -> &'static [&'static str] {
+        &NAMES
+    }
+
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<f64>>> {
+        Ok(items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let o = outcome(&scores.item(i), item.truth);
+                vec![o.text as u8 as f64, o.image as u8 as f64, o.group() as u8 as f64]
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,113 @@
+//! Suite loading for benchctl: each benchmark read in its official release format and
+//! reduced to the one item shape of [`benchctl_scoring`] (K candidate images × L candidate
+//! texts with a ground-truth matrix).
+//!
+//! One module per suite; [`find`] looks a suite up by its id.
+
+pub mod error;
+pub mod image;
+mod paths;
+pub mod winoground;
+
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::{metrics::ItemView, MetricFamily, Tags, Truth};
+
+pub use error::{Error, ErrorKind, Result};
+pub use image::ImageSource;
+
+/// One benchmark item: K candidate images, L candidate texts and which pairs match.
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// The suite's own id of the item, as written in score dumps.
+    pub id: String,
+    pub images: Vec<ImageSource>,
+    pub texts: Vec<String>,
+    pub truth: Truth,
+    pub tags: Tags,
+}
+
+impl Item {
+    pub fn view(&self) -> ItemView<'_> {
+        ItemView { truth: &self.truth, tags: &self.tags }
+    }
+}
+
+/// A loaded suite: its items and how they are scored.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub id: &'static str,
+    pub data_dir: PathBuf,
+    pub metric: MetricFamily,
+    /// Tag keys the report breaks down by, in report order.
+    pub breakdown_keys: &'static [&'static str],
+    /// The annotation files the items were read from.
+    pub annotation_files: Vec<PathBuf>,
+    pub items: Vec<Item>,
+}
+
+impl Suite {
+    pub fn item_views(&self) -> Vec<ItemView<'_>> {
+        self.items.iter().map(Item::view).collect()
+    }
+
+    /// Every image file the items refer to that does not exist, in item order.
+    pub fn missing_images(&self) -> Vec<&Path> {
+        let mut seen = std::collections::HashSet::new();
+        self.items
+            .iter()
+            .flat_map(|item| &item.images)
+            .map(ImageSource::path)
+            .filter(|path| seen.insert(*path) && !path.is_file())
+            .collect()
+    }
+}
+
+/// A suite benchctl knows: its id, what it is, and its loader.
+pub struct SuiteInfo {
+    pub id: &'static str,
+    pub description: &'static str,
+    /// The metric leaderboards rank by.
+    pub headline: &'static str,
+    /// Where to get the data, printed when it is missing.
+    pub how_to_get: &'static str,
+    load: fn(&Path) -> Result<Suite>,
+}
+
+impl SuiteInfo {
+    /// Loads the suite from its official layout under `data_dir`.
+    pub fn load(&self, data_dir: &Path) -> Result<Suite> {
+        if !data_dir.is_dir() {
+            return Err(Error::new(
+                ErrorKind::MissingData,
+                format!(
+                    "find the {} data directory {}: {}",
+                    self.id,
+                    data_dir.display(),
+                    self.how_to_get
+                ),
+            ));
+        }
+        (self.load)(data_dir)
+    }
+}
+
+/// Every suite benchctl can load.
+pub const SUITES: &[SuiteInfo] = &[SuiteInfo {
+    id: "winoground",
+    description: winoground::DESCRIPTION,
+    headline: "group_score",
+    how_to_get: winoground::HOW_TO_GET,
+    load: winoground::load,
+}];
+
+/// The suite with this id, or an error listing the known ones.
+pub fn find(id: &str) -> Result<&'static SuiteInfo> {
+    SUITES.iter().find(|s| s.id == id).ok_or_else(|| {
+        let known: Vec<&str> = SUITES.iter().map(|s| s.id).collect();
+        Error::new(
+            ErrorKind::UnknownSuite,
+            format!("find suite `{id}`: known suites are {}", known.join(", ")),
+        )
+    })
+}

@@ -1,0 +1,116 @@
+//! Winoground (Thrush et al., "Winoground: Probing Vision and Language Models for
+//! Visio-Linguistic Compositionality", CVPR 2022, <https://arxiv.org/abs/2204.03162>).
+//!
+//! Official release layout (the `facebook/winoground` dataset repo):
+//! - `examples.jsonl`: one JSON object per line with `id, caption_0, caption_1, image_0,
+//!   image_1, tag, secondary_tag, num_main_preds, collapsed_tag`, where `image_k` is the
+//!   stem `ex_{id}_img_k`;
+//! - `images/<stem>.png`.
+//!
+//! Each example is one 2×2 item: image k matches caption k.
+
+use std::path::Path;
+
+use benchctl_scoring::{MetricFamily, Truth};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+
+pub const DESCRIPTION: &str = "400 pairs of images and captions that differ only in word order (text, image and group score)";
+pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co, then download examples.jsonl and images/ into this directory";
+
+/// Tag keys the report breaks down by.
+pub const BREAKDOWN_KEYS: &[&str] = &["collapsed_tag", "num_main_preds", "secondary_tag", "tag"];
+
+/// One line of `examples.jsonl`. `id` and `num_main_preds` are integers in the release;
+/// strings are accepted too.
+#[derive(Debug, Deserialize)]
+struct Example {
+    id: Value,
+    caption_0: String,
+    caption_1: String,
+    image_0: String,
+    image_1: String,
+    tag: String,
+    secondary_tag: String,
+    num_main_preds: Value,
+    collapsed_tag: String,
+}
+
+/// Loads `examples.jsonl` and resolves `images/<stem>.png` under `data_dir`.
+pub fn load(data_dir: &Path) -> Result<Suite> {
+    let annotations = data_dir.join("examples.jsonl");
+    let text = std::fs::read_to_string(&annotations).map_err(|e| {
+        Error::new(
+            ErrorKind::MissingData,
+            format!("read {}: {e} ({HOW_TO_GET})", annotations.display()),
+        )
+    })?;
+    let images_dir = data_dir.join("images");
+    let mut items = Vec::new();
+    let mut seen_ids = std::collections::HashSet::new();
+    for (index, line) in text.lines().enumerate() {
+        let line_no = index + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{} line {line_no}", annotations.display());
+        let example: Example = serde_json::from_str(line).map_err(|e| {
+            Error::new(ErrorKind::Malformed, format!("parse {}: {e}", at()))
+        })?;
+        let id = scalar_to_string(&example.id)
+            .ok_or_else(|| Error::new(ErrorKind::Malformed, format!("parse {}: `id` must be a number or string", at())))?;
+        let num_main_preds = scalar_to_string(&example.num_main_preds).ok_or_else(|| {
+            Error::new(ErrorKind::Malformed, format!("parse {}: `num_main_preds` must be a number or string", at()))
+        })?;
+        if !seen_ids.insert(id.clone()) {
+            return Err(Error::new(ErrorKind::Malformed, format!("parse {}: duplicate id {id}", at())));
+        }
+        let image = |stem: &str| -> Result<ImageSource> {
+            let path = paths::inside(&images_dir, &format!("{stem}.png"), &at())?;
+            Ok(ImageSource::File(path))
+        };
+        let secondary: Vec<String> = example
+            .secondary_tag
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(String::from)
+            .collect();
+        items.push(Item {
+            images: vec![image(&example.image_0)?, image(&example.image_1)?],
+            texts: vec![example.caption_0, example.caption_1],
+            truth: Truth::diagonal(2),
+            tags: vec![
+                ("collapsed_tag".into(), vec![example.collapsed_tag]),
+                ("num_main_preds".into(), vec![num_main_preds]),
+                ("secondary_tag".into(), secondary),
+                ("tag".into(), vec![example.tag]),
+            ],
+            id,
+        });
+    }
+    if items.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            format!("load {}: it holds no examples", annotations.display()),
+        ));
+    }
+    Ok(Suite {
+        id: "winoground",
+        data_dir: data_dir.to_path_buf(),
+        metric: MetricFamily::Group,
+        breakdown_keys: BREAKDOWN_KEYS,
+        annotation_files: vec![annotations],
+        items,
+    })
+}
+
+fn scalar_to_string(value: &Value) -> Option<String> {
+    match value {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}

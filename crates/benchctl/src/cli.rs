@@ -1,0 +1,101 @@
+//! The command line.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "benchctl", version, about = "Evaluate vision-language models on fine-grained image-text benchmarks")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Evaluate a model on a suite and store the run under the results directory.
+    Eval(EvalArgs),
+    /// Regenerate LEADERBOARD.md from the stored runs.
+    Leaderboard(LeaderboardArgs),
+    /// Measure encoder throughput on random weights of a model's architecture.
+    Bench(BenchArgs),
+    /// List the models of the zoo.
+    Models,
+    /// List the suites benchctl can load.
+    Suites,
+}
+
+/// Which model to run: a zoo id or a local directory.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct ModelChoice {
+    /// A zoo id (see `benchctl models`), resolved through the Hugging Face hub cache.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// A directory with config.json, model.safetensors and tokenizer.json.
+    #[arg(long, value_name = "DIR")]
+    pub model_path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    pub model: ModelChoice,
+    /// The suite id (see `benchctl suites`).
+    #[arg(long)]
+    pub suite: String,
+    /// The suite's data in its official layout [default: datasets/<suite>].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Images or texts per encoder forward pass.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch_size: u32,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// f32, f16 or bf16.
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Where runs are stored.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LeaderboardArgs {
+    /// Where runs are stored; LEADERBOARD.md is written there.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchPart {
+    Image,
+    Text,
+    Both,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// The zoo id whose architecture is benchmarked (weights are random).
+    #[arg(long, default_value = "clip-vit-b32")]
+    pub model: String,
+    /// A config.json to benchmark instead of the zoo entry's architecture.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = BenchPart::Both)]
+    pub part: BenchPart,
+    /// Inputs per forward pass.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: u32,
+    /// Timed batches per part (after one warm-up batch).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub iters: u32,
+    /// Tokens per benchmark text, start and end tokens included.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(2..=77))]
+    pub text_tokens: u32,
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+}

@@ -1,0 +1,286 @@
+//! `benchctl eval`: load a suite, encode each unique image and text once, score every
+//! item, compute the suite's metrics and store the run.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
+use benchctl_models::{registry, DualEncoder};
+use benchctl_scoring::{metrics, ScoreTensor};
+use benchctl_suites::{ImageSource, Suite};
+use candle_core::{DType, Device, Tensor};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use crate::cli::{EvalArgs, ModelChoice};
+use crate::results::{self, ModelRecord, Run};
+use crate::{Error, ErrorKind, Result};
+
+/// A loaded model and what identifies it in run records.
+pub struct LoadedModel {
+    pub encoder: Box<dyn DualEncoder>,
+    pub record: ModelRecord,
+}
+
+/// Resolves `--model` / `--model-path` and loads the model.
+pub fn load_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> Result<LoadedModel> {
+    let device = benchctl_models::device::parse_device(device_spec)?;
+    let dtype = benchctl_models::device::parse_dtype(dtype_spec)?;
+    let (files, architecture, id) = match (&choice.model, &choice.model_path) {
+        (Some(id), None) => {
+            let entry = registry::find(id)?;
+            let files = hub::from_hub(entry.repo, entry.revision, &HubSettings::from_env())?;
+            (files, entry.architecture, entry.id.to_string())
+        }
+        (None, Some(dir)) => {
+            let files = hub::from_dir(dir)?;
+            let architecture = registry::detect_architecture(&files.config)?;
+            let id = dir
+                .canonicalize()
+                .unwrap_or_else(|_| dir.clone())
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "local".into());
+            (files, architecture, id)
+        }
+        _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
+    };
+    let encoder = registry::load(architecture, &files, dtype, &device)?;
+    Ok(LoadedModel { encoder, record: model_record(id, &files, dtype, &device) })
+}
+
+fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
+    let (repo, revision, commit, path) = match &files.origin {
+        Origin::Hub { repo, revision, commit } => (Some(repo.clone()), Some(revision.clone()), Some(commit.clone()), None),
+        Origin::Directory(dir) => (None, None, None, Some(dir.display().to_string())),
+    };
+    ModelRecord {
+        id,
+        repo,
+        revision,
+        commit,
+        path,
+        dtype: benchctl_models::device::dtype_name(dtype).to_string(),
+        device: match device {
+            Device::Cpu => "cpu".to_string(),
+            other => format!("{other:?}").to_lowercase(),
+        },
+    }
+}
+
+/// Forward-pass counts of one run: each unique input is encoded exactly once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub unique_images: usize,
+    pub unique_texts: usize,
+    pub images_encoded: usize,
+    pub image_batches: usize,
+    pub texts_encoded: usize,
+    pub text_batches: usize,
+}
+
+/// Runs `benchctl eval` and returns the stored run.
+pub fn run(args: &EvalArgs) -> Result<(Run, PathBuf)> {
+    let started = Instant::now();
+    let started_at = results::now_rfc3339();
+    let suite_info = benchctl_suites::find(&args.suite)?;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
+    let suite = suite_info.load(&data_dir)?;
+    check_images(&suite)?;
+    let load_started = Instant::now();
+    let model = load_model(&args.model, &args.device, &args.dtype)?;
+    let load_s = load_started.elapsed().as_secs_f64();
+    let batch = args.batch_size as usize;
+
+    let (image_slots, unique_images) = unique_by(suite.items.iter().flat_map(|i| &i.images));
+    let (text_slots, unique_texts) = unique_by(suite.items.iter().flat_map(|i| &i.texts));
+    let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
+
+    let t = Instant::now();
+    let image_embeddings = encode_images(model.encoder.as_ref(), &unique_images, batch, &mut counts)?;
+    let encode_images_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let text_embeddings = encode_texts(model.encoder.as_ref(), &unique_texts, batch, &mut counts)?;
+    let encode_texts_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let scores = score_items(model.encoder.as_ref(), &suite, &image_slots, &text_slots, &image_embeddings, &text_embeddings)?;
+    let report = metrics::evaluate(suite.metric, &scores, &suite.item_views(), suite.breakdown_keys)?;
+    let score_s = t.elapsed().as_secs_f64();
+
+    let run = Run {
+        started_at,
+        model: model.record,
+        suite: results::SuiteRecord {
+            id: suite.id.to_string(),
+            data_dir: suite.data_dir.display().to_string(),
+            items: suite.items.len(),
+        },
+        batch_size: batch,
+        counts,
+        timings: results::Timings {
+            load_model_s: load_s,
+            encode_images_s,
+            encode_texts_s,
+            score_s,
+            total_s: started.elapsed().as_secs_f64(),
+        },
+        report,
+    };
+    let path = results::store(&args.results_dir, &run, &suite, &scores)?;
+    Ok((run, path))
+}
+
+/// Fails before any model work when images are missing, naming them.
+fn check_images(suite: &Suite) -> Result<()> {
+    let missing = suite.missing_images();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = missing.iter().take(5).map(|p| p.display().to_string()).collect();
+    let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
+    Err(Error::new(
+        ErrorKind::Data,
+        format!("find {} image(s) of {}: {}{more}", missing.len(), suite.id, shown.join(", ")),
+    ))
+}
+
+/// Each distinct value once, in first-seen order, and the slot of every occurrence.
+fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(values: impl Iterator<Item = &'a T>) -> (Vec<usize>, Vec<&'a T>) {
+    let mut index: HashMap<&T, usize> = HashMap::new();
+    let mut unique = Vec::new();
+    let slots = values
+        .map(|v| {
+            *index.entry(v).or_insert_with(|| {
+                unique.push(v);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    (slots, unique)
+}
+
+fn progress(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+fn encode_images(
+    model: &dyn DualEncoder,
+    images: &[&ImageSource],
+    batch: usize,
+    counts: &mut Counts,
+) -> Result<Tensor> {
+    let prep = model.preprocessor().clone();
+    let size = prep.size;
+    let bar = progress(images.len(), "encoding images");
+    let mut parts = Vec::new();
+    for chunk in images.chunks(batch) {
+        // Decode and preprocess the batch on all cores, then encode it.
+        let pixels: Vec<Vec<f32>> = chunk
+            .par_iter()
+            .map(|source| source.load_rgb().map(|img| prep.apply(&img)))
+            .collect::<std::result::Result<_, _>>()?;
+        let flat: Vec<f32> = pixels.concat();
+        let device = Device::Cpu;
+        let tensor = Tensor::from_vec(flat, (chunk.len(), 3, size, size), &device)
+            .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))?;
+        let tensor = to_model_device(tensor, model)?;
+        parts.push(model.encode_images(&tensor)?);
+        counts.images_encoded += chunk.len();
+        counts.image_batches += 1;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Tensor::cat(&parts, 0).map_err(|e| Error::new(ErrorKind::Compute, format!("gather image embeddings: {e}")))
+}
+
+fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
+    tensor
+        .to_device(model.device())
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("move an image batch to the device: {e}")))
+}
+
+fn encode_texts(model: &dyn DualEncoder, texts: &[&String], batch: usize, counts: &mut Counts) -> Result<Tensor> {
+    let bar = progress(texts.len(), "encoding texts");
+    let mut parts = Vec::new();
+    for chunk in texts.chunks(batch) {
+        let refs: Vec<&str> = chunk.iter().map(|s| s.as_str()).collect();
+        parts.push(model.encode_texts(&refs)?);
+        counts.texts_encoded += chunk.len();
+        counts.text_batches += 1;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Tensor::cat(&parts, 0).map_err(|e| Error::new(ErrorKind::Compute, format!("gather text embeddings: {e}")))
+}
+
+/// The K×L scores of every item, computed in batches of items with the same shape.
+fn score_items(
+    model: &dyn DualEncoder,
+    suite: &Suite,
+    image_slots: &[usize],
+    text_slots: &[usize],
+    images: &Tensor,
+    texts: &Tensor,
+) -> Result<ScoreTensor> {
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    // Where each item's image and text slots start.
+    let mut image_start = Vec::with_capacity(suite.items.len());
+    let mut text_start = Vec::with_capacity(suite.items.len());
+    let (mut i, mut t) = (0, 0);
+    for item in &suite.items {
+        image_start.push(i);
+        text_start.push(t);
+        i += item.images.len();
+        t += item.texts.len();
+    }
+    let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
+    for (n, item) in suite.items.iter().enumerate() {
+        by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
+    }
+    let mut per_item: Vec<Vec<f32>> = vec![Vec::new(); suite.items.len()];
+    const ITEMS_PER_BATCH: usize = 4096;
+    for ((k, l), members) in by_shape {
+        for chunk in members.chunks(ITEMS_PER_BATCH) {
+            let image_rows: Vec<u32> = chunk
+                .iter()
+                .flat_map(|&n| image_slots[image_start[n]..image_start[n] + k].iter().map(|&s| s as u32))
+                .collect();
+            let text_rows: Vec<u32> = chunk
+                .iter()
+                .flat_map(|&n| text_slots[text_start[n]..text_start[n] + l].iter().map(|&s| s as u32))
+                .collect();
+            let gather = |table: &Tensor, rows: Vec<u32>, per: usize| -> Result<Tensor> {
+                let idx = Tensor::from_vec(rows, (chunk.len() * per,), table.device()).map_err(|e| compute("index", e))?;
+                table
+                    .index_select(&idx, 0)
+                    .and_then(|t| t.reshape((chunk.len(), per, ())))
+                    .map_err(|e| compute("gather embeddings", e))
+            };
+            let scores = model.scores(&gather(images, image_rows, k)?, &gather(texts, text_rows, l)?)?;
+            let values = scores
+                .to_dtype(DType::F32)
+                .and_then(|s| s.flatten_all())
+                .and_then(|s| s.to_vec1::<f32>())
+                .map_err(|e| compute("read scores", e))?;
+            for (j, &n) in chunk.iter().enumerate() {
+                per_item[n] = values[j * k * l..(j + 1) * k * l].to_vec();
+            }
+        }
+    }
+    let mut tensor = ScoreTensor::new();
+    for (item, values) in suite.items.iter().zip(&per_item) {
+        tensor.push(item.images.len(), item.texts.len(), values).map_err(|e| {
+            Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))
+        })?;
+    }
+    Ok(tensor)
+}

@@ -1,0 +1,17 @@
+//! The `benchctl` runner: the command line over the suite, model and scoring crates.
+//!
+//! - [`cli`]: the command line;
+//! - [`eval`]: `benchctl eval`, encode once and score;
+//! - [`results`]: stored runs and score dumps;
+//! - [`leaderboard`]: `LEADERBOARD.md`;
+//! - [`bench`]: encoder throughput on random weights.
+
+pub mod bench;
+pub mod cli;
+pub mod error;
+pub mod eval;
+pub mod leaderboard;
+pub mod results;
+pub mod summary;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,65 @@
+//! The `benchctl` binary: parse the command line, run, map errors to exit codes.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use benchctl::cli::{Cli, Command};
+use benchctl::{bench, eval, leaderboard, results, summary, Error, ErrorKind};
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: failed to {e}");
+            ExitCode::from(e.kind().exit_code() as u8)
+        }
+    }
+}
+
+/// Prints to stdout; a closed pipe (`benchctl … | head`) is not an error.
+fn print(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::new(ErrorKind::Results, format!("write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Eval(args) => {
+            let (run, path) = eval::run(&args)?;
+            print(&summary::run_table(&run))?;
+            print(&format!("stored {}", path.display()))
+        }
+        Command::Leaderboard(args) => {
+            let runs = results::load_runs(&args.results_dir)?;
+            let path = args.results_dir.join("LEADERBOARD.md");
+            std::fs::create_dir_all(&args.results_dir)
+                .map_err(|e| Error::results(format!("create {}: {e}", args.results_dir.display())))?;
+            std::fs::write(&path, leaderboard::render(&runs))
+                .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;
+            print(&format!("wrote {} from {} run(s)", path.display(), runs.len()))
+        }
+        Command::Bench(args) => {
+            let (name, parts) = bench::run(&args)?;
+            print(&summary::bench_table(&name, &parts, bench::peak_rss_mib()))
+        }
+        Command::Models => {
+            let lines: Vec<String> = benchctl_models::registry::MODELS
+                .iter()
+                .map(|m| format!("{:<16} {}@{}  {}", m.id, m.repo, &m.revision[..12.min(m.revision.len())], m.description))
+                .collect();
+            print(&lines.join("\n"))
+        }
+        Command::Suites => {
+            let lines: Vec<String> =
+                benchctl_suites::SUITES.iter().map(|s| format!("{:<12} {}", s.id, s.description)).collect();
+            print(&lines.join("\n"))
+        }
+    }
+}

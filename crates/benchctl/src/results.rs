@@ -1,0 +1,223 @@
+//! Stored runs: `results/runs/<stamp>_<model>_<suite>.json` (the run) and
+//! `….scores.jsonl` (one line per item: its id and K×L scores), from which every metric
+//! can be recomputed without the model.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_suites::Suite;
+use serde::{Deserialize, Serialize};
+
+use crate::eval::Counts;
+use crate::{Error, Result};
+
+/// Version of the run file layout.
+pub const SCHEMA: u32 = 1;
+
+/// One evaluation of one model on one suite.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub started_at: String,
+    pub model: ModelRecord,
+    pub suite: SuiteRecord,
+    pub batch_size: usize,
+    pub counts: Counts,
+    pub timings: Timings,
+    pub report: Report,
+}
+
+/// Which model ran: zoo id with hub repo, revision and resolved commit, or a local path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelRecord {
+    pub id: String,
+    pub repo: Option<String>,
+    pub revision: Option<String>,
+    pub commit: Option<String>,
+    pub path: Option<String>,
+    pub dtype: String,
+    pub device: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuiteRecord {
+    pub id: String,
+    pub data_dir: String,
+    pub items: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    pub load_model_s: f64,
+    pub encode_images_s: f64,
+    pub encode_texts_s: f64,
+    pub score_s: f64,
+    pub total_s: f64,
+}
+
+impl Run {
+    pub fn to_json(&self) -> serde_json::Value {
+        let c = &self.counts;
+        serde_json::json!({
+            "schema": SCHEMA,
+            "tool": {"name": "benchctl", "version": env!("CARGO_PKG_VERSION")},
+            "started_at": self.started_at,
+            "model": self.model,
+            "suite": self.suite,
+            "options": {"batch_size": self.batch_size},
+            "counts": {
+                "unique_images": c.unique_images,
+                "unique_texts": c.unique_texts,
+                "images_encoded": c.images_encoded,
+                "image_batches": c.image_batches,
+                "texts_encoded": c.texts_encoded,
+                "text_batches": c.text_batches,
+            },
+            "timings": self.timings,
+            "report": self.report.to_json(),
+        })
+    }
+
+    /// Reads a run file's JSON; `None` names nothing, so callers add the file.
+    pub fn from_json(v: &serde_json::Value) -> std::result::Result<Self, String> {
+        let field = |k: &str| v.get(k).ok_or_else(|| format!("missing key `{k}`"));
+        let schema = field("schema")?.as_u64().ok_or("`schema` is not a number")?;
+        if schema != SCHEMA as u64 {
+            return Err(format!("schema {schema} is not supported (expected {SCHEMA})"));
+        }
+        let parse = |k: &str| -> std::result::Result<serde_json::Value, String> { Ok(field(k)?.clone()) };
+        let counts = field("counts")?;
+        let count = |k: &str| counts.get(k).and_then(|v| v.as_u64()).map(|v| v as usize).ok_or(format!("missing key `counts.{k}`"));
+        Ok(Run {
+            started_at: field("started_at")?.as_str().ok_or("`started_at` is not a string")?.to_string(),
+            model: serde_json::from_value(parse("model")?).map_err(|e| format!("key `model`: {e}"))?,
+            suite: serde_json::from_value(parse("suite")?).map_err(|e| format!("key `suite`: {e}"))?,
+            batch_size: v.pointer("/options/batch_size").and_then(|b| b.as_u64()).unwrap_or(0) as usize,
+            counts: Counts {
+                unique_images: count("unique_images")?,
+                unique_texts: count("unique_texts")?,
+                images_encoded: count("images_encoded")?,
+                image_batches: count("image_batches")?,
+                texts_encoded: count("texts_encoded")?,
+                text_batches: count("text_batches")?,
+            },
+            timings: serde_json::from_value(parse("timings")?).map_err(|e| format!("key `timings`: {e}"))?,
+            report: Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
+        })
+    }
+}
+
+/// Writes the run and its score dump under `results_dir/runs/`; returns the run file.
+/// Files are written to a temporary name and renamed, so a crash leaves no half file.
+pub fn store(results_dir: &Path, run: &Run, suite: &Suite, scores: &ScoreTensor) -> Result<PathBuf> {
+    let runs = results_dir.join("runs");
+    std::fs::create_dir_all(&runs)
+        .map_err(|e| Error::results(format!("create results directory {}: {e}", runs.display())))?;
+    let stamp: String = run.started_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let stem = format!("{stamp}_{}_{}", sanitise(&run.model.id), sanitise(&run.suite.id));
+    let scores_path = runs.join(format!("{stem}.scores.jsonl"));
+    let mut dump = Vec::new();
+    for (item, matrix) in suite.items.iter().zip(scores.iter()) {
+        let rows: Vec<&[f32]> = (0..matrix.images()).map(|k| matrix.row(k)).collect();
+        let line = serde_json::json!({"id": item.id, "scores": rows});
+        writeln!(dump, "{line}").map_err(|e| Error::results(format!("format scores: {e}")))?;
+    }
+    write_atomically(&scores_path, &dump)?;
+    let mut json = run.to_json();
+    json["scores_file"] = serde_json::Value::from(format!("{stem}.scores.jsonl"));
+    let text = serde_json::to_string_pretty(&json).map_err(|e| Error::results(format!("format run: {e}")))? + "\n";
+    let run_path = runs.join(format!("{stem}.json"));
+    write_atomically(&run_path, text.as_bytes())?;
+    Ok(run_path)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, bytes).map_err(|e| Error::results(format!("write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+}
+
+fn sanitise(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect()
+}
+
+/// Every stored run under `results_dir/runs/`, sorted by file name.
+pub fn load_runs(results_dir: &Path) -> Result<Vec<Run>> {
+    let runs = results_dir.join("runs");
+    let entries = match std::fs::read_dir(&runs) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::results(format!("read {}: {e}", runs.display()))),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
+            Run::from_json(&value).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))
+        })
+        .collect()
+}
+
+/// Reads a score dump back: item ids and their K×L scores, in file order.
+pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            #[derive(Deserialize)]
+            struct Line {
+                id: String,
+                scores: Vec<Vec<f32>>,
+            }
+            let l: Line = serde_json::from_str(line)
+                .map_err(|e| Error::results(format!("parse {} line {}: {e}", path.display(), i + 1)))?;
+            Ok((l.id, l.scores))
+        })
+        .collect()
+}
+
+/// The current UTC time as `YYYY-MM-DDThh:mm:ssZ`.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339(secs)
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDThh:mm:ssZ` (proleptic Gregorian, UTC).
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn formats_utc_dates() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_795_000_000), "2026-11-18T08:26:40Z");
+    }
+}

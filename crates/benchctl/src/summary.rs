@@ -1,0 +1,62 @@
+//! Tables printed on stdout.
+
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+
+use crate::bench::PartResult;
+use crate::results::Run;
+
+fn table(header: Vec<String>) -> Table {
+    let mut table = Table::new();
+    table.load_style(UTF8_FULL_CONDENSED).set_header(header);
+    table
+}
+
+fn right(text: String) -> Cell {
+    Cell::new(text).set_alignment(CellAlignment::Right)
+}
+
+/// The metrics of a run, overall and per breakdown group.
+pub fn run_table(run: &Run) -> String {
+    let report = &run.report;
+    let mut header = vec!["group".to_string(), "items".to_string()];
+    header.extend(report.metrics.iter().map(|(n, _)| n.clone()));
+    let mut t = table(header);
+    let mut row = vec![Cell::new("all"), right(report.items.to_string())];
+    row.extend(report.metrics.iter().map(|(_, v)| right(format!("{v:.2}"))));
+    t.add_row(row);
+    for breakdown in &report.breakdowns {
+        for group in &breakdown.groups {
+            let mut row = vec![Cell::new(format!("{}={}", breakdown.key, group.value)), right(group.items.to_string())];
+            row.extend(group.metrics.iter().map(|(_, v)| right(format!("{v:.2}"))));
+            t.add_row(row);
+        }
+    }
+    format!(
+        "{} on {} ({} items, {} images and {} texts encoded, {:.1} s)\n{t}",
+        run.model.id,
+        run.suite.id,
+        report.items,
+        run.counts.images_encoded,
+        run.counts.texts_encoded,
+        run.timings.total_s
+    )
+}
+
+/// Benchmark results.
+pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64>) -> String {
+    let mut t = table(
+        ["part", "batch", "items/s", "p50 ms/batch", "p90 ms/batch", "max ms/batch"].map(String::from).to_vec(),
+    );
+    for r in results {
+        t.add_row(vec![
+            Cell::new(r.part),
+            right(r.batch.to_string()),
+            right(format!("{:.2}", r.per_second)),
+            right(format!("{:.1}", r.p50_ms)),
+            right(format!("{:.1}", r.p90_ms)),
+            right(format!("{:.1}", r.max_ms)),
+        ]);
+    }
+    let rss = peak_rss_mib.map(|m| format!(", peak RSS {m:.0} MiB")).unwrap_or_default();
+    format!("{model} (random weights){rss}\n{t}")
+}
