@@ -170,7 +170,7 @@ def build_model(name, spec, tokenizer, seed):
         "image_embeds": image_embeds.contiguous(),
         "text_embeds": text_embeds.contiguous(),
         "logits_per_image": out.logits_per_image.contiguous(),
-    }, str(out_dir / "reference.safetensors"))
+    }, str(out_dir / "reference.safetensors"), metadata={"texts": json.dumps(MODEL_TEXTS)})
     print(f"{name}: logits_per_image\n{out.logits_per_image}")
 
 

@@ -1,0 +1,117 @@
+//! Hand-computed cases for the metrics, ties included.
+
+use benchctl_scoring::metrics::{evaluate, group, ItemView};
+use benchctl_scoring::{MetricFamily, Report, ScoreMatrix, ScoreTensor, Tags, Truth};
+
+/// Winoground's 2×2 scores from s(c, i): rows are images, columns captions.
+fn wino(c0i0: f32, c1i0: f32, c0i1: f32, c1i1: f32) -> Vec<f32> {
+    vec![c0i0, c1i0, c0i1, c1i1]
+}
+
+fn outcome(values: &[f32]) -> group::Outcome {
+    group::outcome(&ScoreMatrix::new(2, 2, values).unwrap(), &Truth::diagonal(2))
+}
+
+#[test]
+fn group_score_follows_the_official_definitions() {
+    // Both right.
+    assert_eq!(outcome(&wino(0.9, 0.1, 0.2, 0.8)), group::Outcome { text: true, image: true });
+    // Text right (each image prefers its caption), image wrong (caption 1 prefers image 0).
+    let o = outcome(&wino(0.9, 0.7, 0.2, 0.5));
+    assert_eq!(o, group::Outcome { text: true, image: false });
+    assert!(!o.group());
+    // Image right, text wrong: image 1 prefers caption 0 (0.6 > 0.5), yet caption 0 still
+    // prefers image 0 (0.9 > 0.6) and caption 1 prefers image 1 (0.5 > 0.1).
+    assert_eq!(outcome(&wino(0.9, 0.1, 0.6, 0.5)), group::Outcome { text: false, image: true });
+    // Both wrong: everything swapped.
+    assert_eq!(outcome(&wino(0.1, 0.9, 0.8, 0.2)), group::Outcome { text: false, image: false });
+}
+
+#[test]
+fn a_tie_is_a_miss() {
+    // s(c0,i0) == s(c1,i0): text fails; image comparisons are strict and hold.
+    assert_eq!(outcome(&wino(0.5, 0.5, 0.2, 0.8)), group::Outcome { text: false, image: true });
+    // s(c1,i1) == s(c1,i0): image fails.
+    assert_eq!(outcome(&wino(0.9, 0.4, 0.2, 0.4)), group::Outcome { text: true, image: false });
+    // All equal: nothing is right.
+    assert_eq!(outcome(&wino(1.0, 1.0, 1.0, 1.0)), group::Outcome { text: false, image: false });
+}
+
+#[test]
+fn generalises_to_one_image_many_texts() {
+    // One image, three texts, text 1 matches: the text score needs it strictly on top;
+    // the image score compares no images, so it holds trivially.
+    let truth = Truth::new(1, 3, vec![false, true, false]).unwrap();
+    let right = [0.1, 0.9, 0.3];
+    let tied = [0.1, 0.9, 0.9];
+    assert!(group::outcome(&ScoreMatrix::new(1, 3, &right).unwrap(), &truth).text);
+    assert!(!group::outcome(&ScoreMatrix::new(1, 3, &tied).unwrap(), &truth).text);
+    assert!(group::outcome(&ScoreMatrix::new(1, 3, &tied).unwrap(), &truth).image);
+}
+
+fn tags(collapsed: &str, secondary: &[&str]) -> Tags {
+    vec![
+        ("collapsed_tag".into(), vec![collapsed.into()]),
+        ("secondary_tag".into(), secondary.iter().map(|s| s.to_string()).collect()),
+    ]
+}
+
+#[test]
+fn evaluate_reports_percentages_and_breakdowns() {
+    let truth = Truth::diagonal(2);
+    let items_tags = [tags("Object", &["Symbolic"]), tags("Object", &[]), tags("Relation", &["Symbolic", "Series"]), tags("Both", &[])];
+    let mut scores = ScoreTensor::new();
+    scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap(); // text, image, group
+    scores.push(2, 2, &wino(0.9, 0.7, 0.2, 0.5)).unwrap(); // text only
+    scores.push(2, 2, &wino(0.9, 0.1, 0.6, 0.5)).unwrap(); // image only
+    scores.push(2, 2, &wino(0.5, 0.5, 0.5, 0.5)).unwrap(); // all ties: nothing
+    let views: Vec<ItemView> = items_tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
+    let report = evaluate(MetricFamily::Group, &scores, &views, &["collapsed_tag", "secondary_tag"]).unwrap();
+    assert_eq!(report.items, 4);
+    assert_eq!(report.metric("text_score"), Some(50.0));
+    assert_eq!(report.metric("image_score"), Some(50.0));
+    assert_eq!(report.metric("group_score"), Some(25.0));
+    let object = report.group("collapsed_tag", "Object").unwrap();
+    assert_eq!(object.items, 2);
+    assert_eq!(object.metrics, vec![("text_score".into(), 100.0), ("image_score".into(), 50.0), ("group_score".into(), 50.0)]);
+    let both = report.group("collapsed_tag", "Both").unwrap();
+    assert_eq!((both.items, both.metrics[2].1), (1, 0.0));
+    // An item with two secondary tags counts in both groups; items without one in none.
+    let symbolic = report.group("secondary_tag", "Symbolic").unwrap();
+    assert_eq!(symbolic.items, 2);
+    assert_eq!(symbolic.metrics[0].1, 50.0);
+    assert_eq!(report.group("secondary_tag", "Series").unwrap().items, 1);
+    let groups: Vec<&str> = report.breakdowns[0].groups.iter().map(|g| g.value.as_str()).collect();
+    assert_eq!(groups, ["Both", "Object", "Relation"], "groups are sorted by value");
+}
+
+#[test]
+fn report_json_round_trips_in_order() {
+    let truth = Truth::diagonal(2);
+    let t = tags("Object", &["Series"]);
+    let mut scores = ScoreTensor::new();
+    scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
+    let report = evaluate(MetricFamily::Group, &scores, &[ItemView { truth: &truth, tags: &t }], &["collapsed_tag"]).unwrap();
+    let json = report.to_json();
+    let keys: Vec<&String> = json["metrics"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["text_score", "image_score", "group_score"]);
+    assert_eq!(Report::from_json(&json).unwrap(), report);
+}
+
+#[test]
+fn mismatched_scores_are_errors() {
+    let truth = Truth::diagonal(2);
+    let t = Tags::new();
+    let view = [ItemView { truth: &truth, tags: &t }];
+    let mut wrong_shape = ScoreTensor::new();
+    wrong_shape.push(1, 2, &[0.1, 0.2]).unwrap();
+    let err = evaluate(MetricFamily::Group, &wrong_shape, &view, &[]).unwrap_err();
+    assert!(err.to_string().contains("item 0 has 2×2 candidates but its scores are 1×2"), "{err}");
+    let err = evaluate(MetricFamily::Group, &ScoreTensor::new(), &view, &[]).unwrap_err();
+    assert!(err.to_string().contains("1 items need scores, got scores for 0"), "{err}");
+    let err = evaluate(MetricFamily::Group, &ScoreTensor::new(), &[], &[]).unwrap_err();
+    assert!(err.to_string().contains("no items"), "{err}");
+    let err = ScoreTensor::new().push(2, 2, &[0.1, f32::NAN, 0.3, 0.4]).unwrap_err();
+    assert!(err.to_string().contains("NaN"), "{err}");
+    assert!(Truth::new(2, 2, vec![true]).is_err());
+}
