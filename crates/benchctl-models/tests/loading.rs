@@ -1,0 +1,104 @@
+//! Bad model files get errors that name the file, key or tensor; never a panic.
+
+use benchctl_models::hub;
+use benchctl_models::models::clip::ClipEncoder;
+use benchctl_models::{registry, ErrorKind};
+use benchctl_testkit::fixture_model;
+use candle_core::{DType, Device};
+
+/// A copy of a fixture model directory that a test may break.
+fn copy_of(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_model(name)).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+fn load(dir: &std::path::Path) -> benchctl_models::Result<ClipEncoder> {
+    let files = hub::from_dir(dir)?;
+    ClipEncoder::load(&files, DType::F32, &Device::Cpu)
+}
+
+#[test]
+fn missing_files_are_listed() {
+    let dir = copy_of("clip-tiny-a");
+    std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MissingFile);
+    assert!(err.to_string().contains("missing model.safetensors, tokenizer.json"), "{err}");
+    let err = load(std::path::Path::new("/nonexistent/model")).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/model"), "{err}");
+}
+
+#[test]
+fn weights_that_disagree_with_the_config_name_the_tensor() {
+    let dir = copy_of("clip-tiny-a");
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["vision_config"]["intermediate_size"] = 100.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadWeights);
+    let msg = err.to_string();
+    assert!(msg.contains("vision_model.encoder.layers.0.mlp.fc1.weight") && msg.contains("[100, 48]"), "{msg}");
+    assert!(msg.contains("model.safetensors"), "{msg}");
+}
+
+#[test]
+fn deeper_configs_than_the_weights_name_the_missing_tensor() {
+    let dir = copy_of("clip-tiny-a");
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["text_config"]["num_hidden_layers"] = 3.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("`text_model.encoder.layers.2.layer_norm1.weight` is missing"), "{err}");
+}
+
+#[test]
+fn malformed_configs_are_named() {
+    let dir = copy_of("clip-tiny-a");
+    std::fs::write(dir.path().join("config.json"), "{\"text_config\": {").unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadConfig);
+    assert!(err.to_string().contains("config.json"), "{err}");
+
+    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_act": "swish"}, "vision_config": {}}"#).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("text_config.hidden_act") && err.to_string().contains("swish"), "{err}");
+
+    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_size": 30, "num_attention_heads": 4}, "vision_config": {}}"#).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("not a multiple of num_attention_heads"), "{err}");
+}
+
+#[test]
+fn truncated_weights_are_an_error() {
+    let dir = copy_of("clip-tiny-b");
+    let path = dir.path().join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadWeights);
+    assert!(err.to_string().contains("model.safetensors"), "{err}");
+}
+
+#[test]
+fn unknown_models_list_the_zoo() {
+    let err = registry::find("clip-vit-b33").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UnknownModel);
+    assert!(err.to_string().contains("known models are clip-vit-b32"), "{err}");
+}
+
+#[test]
+fn model_directories_are_recognised_by_model_type() {
+    let dir = copy_of("clip-tiny-a");
+    let config = dir.path().join("config.json");
+    assert_eq!(registry::detect_architecture(&config).unwrap(), registry::Architecture::Clip);
+    std::fs::write(&config, r#"{"model_type": "blip"}"#).unwrap();
+    let err = registry::detect_architecture(&config).unwrap_err();
+    assert!(err.to_string().contains("model_type `blip` is not supported"), "{err}");
+}

@@ -1,0 +1,55 @@
+//! Helpers shared by the runner's integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs the built `benchctl` with `args` and extra environment variables.
+pub fn benchctl(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
+    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run benchctl")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Asserts success and returns the stored run file's JSON.
+pub fn stored_run(out: &Output) -> (PathBuf, serde_json::Value) {
+    assert!(out.status.success(), "benchctl failed: {}\n{}", stderr(out), stdout(out));
+    let text = stdout(out);
+    let path = text.lines().find_map(|l| l.strip_prefix("stored ")).expect("a `stored` line");
+    let path = PathBuf::from(path.trim());
+    let json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    (path, json)
+}
+
+pub fn tiny_model() -> String {
+    benchctl_testkit::fixture_model("clip-tiny-a").display().to_string()
+}
+
+pub fn demo_suite() -> PathBuf {
+    benchctl_testkit::workspace_root().join("datasets/demo/winoground")
+}
+
+/// Copies a directory tree (the demo suite) so a test may break it.
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! `benchctl eval` end to end on Winoground: the real 400 annotations in the official
+//! layout with generated images, a fixture model, and the stored run and score dump.
+
+mod common;
+
+use std::collections::HashSet;
+
+use benchctl::results::{read_scores, Run};
+use benchctl_scoring::{metrics, ScoreTensor};
+use benchctl_testkit::{read_winoground_tsv, shared, winoground_layout};
+use common::{benchctl, stored_run, tiny_model};
+
+#[test]
+fn real_annotations_end_to_end() {
+    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else { return };
+    let rows = read_winoground_tsv(&tsv);
+    let data = tempfile::tempdir().unwrap();
+    winoground_layout(&rows, data.path());
+    let results = tempfile::tempdir().unwrap();
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
+            "--data-dir", data.path().to_str().unwrap(),
+            "--results-dir", results.path().to_str().unwrap(), "--batch-size", "64",
+        ],
+        &[],
+    );
+    let (run_path, json) = stored_run(&out);
+    let report = &json["report"];
+    assert_eq!(report["items"], 400);
+    let breakdown = |key: &str, value: &str| report["breakdowns"][key][value]["items"].as_u64().unwrap();
+    assert_eq!(breakdown("collapsed_tag", "Object"), 141);
+    assert_eq!(breakdown("collapsed_tag", "Relation"), 233);
+    assert_eq!(breakdown("collapsed_tag", "Both"), 26);
+    assert_eq!(breakdown("num_main_preds", "1"), 292);
+    assert_eq!(breakdown("num_main_preds", "2"), 108);
+    for key in ["Symbolic", "Pragmatics", "Series", "Morpheme-Level"] {
+        assert!(breakdown("secondary_tag", key) > 0, "{key}");
+    }
+
+    // Encode once: every unique image and caption exactly once, in batches of 64.
+    let captions: HashSet<&str> = rows.iter().flat_map(|r| [r.caption_0.as_str(), r.caption_1.as_str()]).collect();
+    let counts = &json["counts"];
+    assert_eq!(counts["unique_images"], 800);
+    assert_eq!(counts["images_encoded"], 800);
+    assert_eq!(counts["image_batches"], 13);
+    assert_eq!(counts["unique_texts"].as_u64().unwrap() as usize, captions.len());
+    assert_eq!(counts["texts_encoded"], counts["unique_texts"]);
+
+    // The model is recorded, and the table names the model and suite.
+    assert_eq!(json["model"]["id"], "clip-tiny-a");
+    assert_eq!(json["model"]["dtype"], "f32");
+    assert!(json["tool"]["version"].is_string());
+    assert!(common::stdout(&out).contains("group_score"));
+
+    // Every metric is recomputed from the score dump alone, exactly.
+    let dump = run_path.with_file_name(json["scores_file"].as_str().unwrap());
+    let lines = read_scores(&dump).unwrap();
+    assert_eq!(lines.len(), 400);
+    let suite = benchctl_suites::find("winoground").unwrap().load(data.path()).unwrap();
+    let mut scores = ScoreTensor::new();
+    for ((id, matrix), item) in lines.iter().zip(&suite.items) {
+        assert_eq!(id, &item.id);
+        scores.push(matrix.len(), matrix[0].len(), &matrix.concat()).unwrap();
+    }
+    let recomputed = metrics::evaluate(suite.metric, &scores, &suite.item_views(), suite.breakdown_keys).unwrap();
+    let stored = Run::from_json(&json).unwrap();
+    assert_eq!(recomputed, stored.report);
+
+    // The leaderboard picks the run up.
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let md = std::fs::read_to_string(results.path().join("LEADERBOARD.md")).unwrap();
+    assert!(md.contains("## winoground") && md.contains("| clip-tiny-a |"), "{md}");
+}
+
+#[test]
+fn repeated_captions_and_images_are_encoded_once() {
+    let data = tempfile::tempdir().unwrap();
+    common::copy_tree(&common::demo_suite(), data.path());
+    // Make example 1 reuse example 0's images and captions.
+    let path = data.path().join("examples.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for key in ["image_0", "image_1", "caption_0", "caption_1"] {
+        lines[1][key] = lines[0][key].clone();
+    }
+    std::fs::write(&path, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
+            "--data-dir", data.path().to_str().unwrap(),
+            "--results-dir", results.path().to_str().unwrap(), "--batch-size", "5",
+        ],
+        &[],
+    );
+    let (_, json) = stored_run(&out);
+    let counts = &json["counts"];
+    assert_eq!(counts["unique_images"], 14);
+    assert_eq!(counts["images_encoded"], 14);
+    assert_eq!(counts["image_batches"], 3);
+    assert_eq!(counts["texts_encoded"], 14);
+    // The two identical items get identical scores.
+    let dump = std::fs::read_to_string(
+        std::path::Path::new(&common::stdout(&out).lines().last().unwrap()["stored ".len()..])
+            .with_file_name(json["scores_file"].as_str().unwrap()),
+    )
+    .unwrap();
+    let scores: Vec<serde_json::Value> = dump.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(scores[0]["scores"], scores[1]["scores"]);
+}
+
+#[test]
+fn batch_size_does_not_change_scores() {
+    let mut dumps = Vec::new();
+    for batch in ["1", "7", "32"] {
+        let results = tempfile::tempdir().unwrap();
+        let out = benchctl(
+            &[
+                "eval", "--model-path", &tiny_model(), "--suite", "winoground",
+                "--data-dir", common::demo_suite().to_str().unwrap(),
+                "--results-dir", results.path().to_str().unwrap(), "--batch-size", batch,
+            ],
+            &[],
+        );
+        let (path, json) = stored_run(&out);
+        let lines = read_scores(&path.with_file_name(json["scores_file"].as_str().unwrap())).unwrap();
+        dumps.push(lines);
+    }
+    for other in &dumps[1..] {
+        for ((_, a), (_, b)) in dumps[0].iter().zip(other) {
+            for (x, y) in a.concat().iter().zip(b.concat()) {
+                assert!((x - y).abs() < 1e-4, "{x} vs {y}");
+            }
+        }
+    }
+}

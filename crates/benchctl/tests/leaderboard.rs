@@ -1,0 +1,52 @@
+//! Snapshot of the generated leaderboard markdown.
+
+use benchctl::eval::Counts;
+use benchctl::leaderboard::render;
+use benchctl::results::{ModelRecord, Run, SuiteRecord, Timings};
+use benchctl_scoring::{Breakdown, Group, Report};
+
+fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) -> Run {
+    let metrics = vec![
+        ("text_score".to_string(), scores[0]),
+        ("image_score".to_string(), scores[1]),
+        ("group_score".to_string(), scores[2]),
+    ];
+    Run {
+        started_at: started_at.into(),
+        model: ModelRecord {
+            id: model.into(),
+            repo: commit.map(|_| format!("org/{model}")),
+            revision: commit.map(String::from),
+            commit: commit.map(String::from),
+            path: if commit.is_none() { Some(format!("/models/{model}")) } else { None },
+            dtype: "f32".into(),
+            device: "cpu".into(),
+        },
+        suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400 },
+        batch_size: 32,
+        counts: Counts::default(),
+        timings: Timings { load_model_s: 1.0, encode_images_s: 2.0, encode_texts_s: 0.5, score_s: 0.01, total_s: 3.6 },
+        report: Report {
+            items: 400,
+            metrics: metrics.clone(),
+            breakdowns: vec![Breakdown { key: "collapsed_tag".into(), groups: vec![Group { value: "Object".into(), items: 141, metrics }] }],
+        },
+    }
+}
+
+#[test]
+fn leaderboard_markdown() {
+    let runs = vec![
+        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-01T10:00:00Z", [30.75, 10.5, 8.25]),
+        // A newer run of the same model replaces the older one.
+        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-20T10:00:00Z", [30.75, 11.0, 8.75]),
+        run("clip-vit-l14", Some("32bd64288804d66eefd0ccbe215aa642df71cc41"), "2026-11-19T09:30:00Z", [28.5, 11.25, 8.75]),
+        run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
+    ];
+    insta::assert_snapshot!(render(&runs));
+}
+
+#[test]
+fn an_empty_store_says_how_to_fill_it() {
+    assert!(render(&[]).contains("No runs yet"));
+}
