@@ -80,8 +80,22 @@ pub struct Counts {
     pub text_batches: usize,
 }
 
-/// Runs `benchctl eval` and returns the stored run.
-pub fn run(args: &EvalArgs) -> Result<(Run, PathBuf)> {
+/// A finished evaluation, not yet stored.
+pub struct Evaluation {
+    pub run: Run,
+    pub suite: Suite,
+    pub scores: ScoreTensor,
+}
+
+impl Evaluation {
+    /// Stores the run and its score dump under `results_dir`; returns the run file.
+    pub fn store(&self, results_dir: &Path) -> Result<PathBuf> {
+        results::store(results_dir, &self.run, &self.suite, &self.scores)
+    }
+}
+
+/// Runs `benchctl eval` up to, not including, storing the run.
+pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let started = Instant::now();
     let started_at = results::now_rfc3339();
     let suite_info = benchctl_suites::find(&args.suite)?;
@@ -128,8 +142,7 @@ pub fn run(args: &EvalArgs) -> Result<(Run, PathBuf)> {
         },
         report,
     };
-    let path = results::store(&args.results_dir, &run, &suite, &scores)?;
-    Ok((run, path))
+    Ok(Evaluation { run, suite, scores })
 }
 
 /// Fails before any model work when images are missing, naming them.

@@ -32,8 +32,10 @@ fn print(text: &str) -> Result<(), Error> {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Eval(args) => {
-            let (run, path) = eval::run(&args)?;
-            print(&summary::run_table(&run))?;
+            let evaluation = eval::run(&args)?;
+            // The table comes first, so a results directory that cannot be written loses nothing shown.
+            print(&summary::run_table(&evaluation.run))?;
+            let path = evaluation.store(&args.results_dir)?;
             print(&format!("stored {}", path.display()))
         }
         Command::Leaderboard(args) => {

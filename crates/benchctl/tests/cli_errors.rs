@@ -104,3 +104,19 @@ fn zoo_model_offline_without_cache() {
     );
     assert_fails(&out, 4, &["openai/clip-vit-base-patch32", "HF_HUB_OFFLINE"]);
 }
+
+#[test]
+fn unwritable_results_keep_the_printed_metrics() {
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    // A file where the results directory should be: nothing can be created under it.
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
+            "--data-dir", demo_suite().to_str().unwrap(),
+            "--results-dir", blocker.path().join("sub").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_fails(&out, 5, &["create results directory"]);
+    assert!(common::stdout(&out).contains("group_score"), "the metrics were printed before the failure");
+}
