@@ -1,11 +1,16 @@
 //! Hand-computed cases for the metrics, ties included.
 
-use benchctl_scoring::metrics::{evaluate, group, ItemView};
+use benchctl_scoring::metrics::{evaluate, group, ItemView, Summary};
 use benchctl_scoring::{MetricFamily, Report, ScoreMatrix, ScoreTensor, Tags, Truth};
 
 /// Winoground's 2×2 scores from s(c, i): rows are images, columns captions.
 fn wino(c0i0: f32, c1i0: f32, c0i1: f32, c1i1: f32) -> Vec<f32> {
     vec![c0i0, c1i0, c0i1, c1i1]
+}
+
+/// Winoground-style scoring with these breakdowns.
+fn by(breakdown_keys: &'static [&'static str]) -> Summary<'static> {
+    Summary { family: MetricFamily::Group, breakdown_keys, macro_over: None }
 }
 
 fn outcome(values: &[f32]) -> group::Outcome {
@@ -66,7 +71,7 @@ fn evaluate_reports_percentages_and_breakdowns() {
     scores.push(2, 2, &wino(0.9, 0.1, 0.6, 0.5)).unwrap(); // image only
     scores.push(2, 2, &wino(0.5, 0.5, 0.5, 0.5)).unwrap(); // all ties: nothing
     let views: Vec<ItemView> = items_tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
-    let report = evaluate(MetricFamily::Group, &scores, &views, &["collapsed_tag", "secondary_tag"]).unwrap();
+    let report = evaluate(by(&["collapsed_tag", "secondary_tag"]), &scores, &views).unwrap();
     assert_eq!(report.items, 4);
     assert_eq!(report.metric("text_score"), Some(50.0));
     assert_eq!(report.metric("image_score"), Some(50.0));
@@ -91,7 +96,7 @@ fn report_json_round_trips_in_order() {
     let t = tags("Object", &["Series"]);
     let mut scores = ScoreTensor::new();
     scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
-    let report = evaluate(MetricFamily::Group, &scores, &[ItemView { truth: &truth, tags: &t }], &["collapsed_tag"]).unwrap();
+    let report = evaluate(by(&["collapsed_tag"]), &scores, &[ItemView { truth: &truth, tags: &t }]).unwrap();
     let json = report.to_json();
     let keys: Vec<&String> = json["metrics"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["text_score", "image_score", "group_score"]);
@@ -105,13 +110,34 @@ fn mismatched_scores_are_errors() {
     let view = [ItemView { truth: &truth, tags: &t }];
     let mut wrong_shape = ScoreTensor::new();
     wrong_shape.push(1, 2, &[0.1, 0.2]).unwrap();
-    let err = evaluate(MetricFamily::Group, &wrong_shape, &view, &[]).unwrap_err();
+    let err = evaluate(by(&[]), &wrong_shape, &view).unwrap_err();
     assert!(err.to_string().contains("item 0 has 2×2 candidates but its scores are 1×2"), "{err}");
-    let err = evaluate(MetricFamily::Group, &ScoreTensor::new(), &view, &[]).unwrap_err();
+    let err = evaluate(by(&[]), &ScoreTensor::new(), &view).unwrap_err();
     assert!(err.to_string().contains("1 items need scores, got scores for 0"), "{err}");
-    let err = evaluate(MetricFamily::Group, &ScoreTensor::new(), &[], &[]).unwrap_err();
+    let err = evaluate(by(&[]), &ScoreTensor::new(), &[]).unwrap_err();
     assert!(err.to_string().contains("no items"), "{err}");
     let err = ScoreTensor::new().push(2, 2, &[0.1, f32::NAN, 0.3, 0.4]).unwrap_err();
     assert!(err.to_string().contains("NaN"), "{err}");
     assert!(Truth::new(2, 2, vec![true]).is_err());
+}
+
+#[test]
+fn pairwise_accuracy_with_micro_and_macro_averages() {
+    // One image, [caption, foil]: a hit needs the caption strictly above the foil.
+    let truth = Truth::new(1, 2, vec![true, false]).unwrap();
+    let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])] };
+    let tags = [piece("plurals"), piece("plurals"), piece("plurals"), piece("existence")];
+    let mut scores = ScoreTensor::new();
+    scores.push(1, 2, &[0.9, 0.1]).unwrap(); // hit
+    scores.push(1, 2, &[0.3, 0.3]).unwrap(); // tie: miss
+    scores.push(1, 2, &[0.2, 0.7]).unwrap(); // miss
+    scores.push(1, 2, &[0.5, 0.4]).unwrap(); // hit
+    let views: Vec<ItemView> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
+    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece") };
+    let report = evaluate(summary, &scores, &views).unwrap();
+    // Micro: 2 of 4 items. Macro: mean of plurals 1/3 and existence 1/1.
+    assert_eq!(report.metric("acc_r"), Some(50.0));
+    let macro_avg = report.metric("acc_r_macro").unwrap();
+    assert!((macro_avg - (100.0 / 3.0 + 100.0) / 2.0).abs() < 1e-9, "{macro_avg}");
+    assert_eq!(report.group("piece", "existence").unwrap().metrics, vec![("acc_r".to_string(), 100.0)]);
 }

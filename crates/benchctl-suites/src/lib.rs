@@ -7,11 +7,13 @@
 pub mod error;
 pub mod image;
 mod paths;
+pub mod valse;
 pub mod winoground;
 
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::{metrics::ItemView, MetricFamily, Tags, Truth};
+use benchctl_scoring::metrics::{self, ItemView, Summary};
+use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Result};
 pub use image::ImageSource;
@@ -38,17 +40,24 @@ impl Item {
 pub struct Suite {
     pub id: &'static str,
     pub data_dir: PathBuf,
-    pub metric: MetricFamily,
-    /// Tag keys the report breaks down by, in report order.
-    pub breakdown_keys: &'static [&'static str],
+    /// Which metrics, breakdowns and averages the suite reports.
+    pub summary: Summary<'static>,
     /// The annotation files the items were read from.
     pub annotation_files: Vec<PathBuf>,
     pub items: Vec<Item>,
+    /// Records in the annotations that the suite's own validity rule leaves out
+    /// (e.g. VALSE's `mturk.caption < 2`).
+    pub excluded: usize,
 }
 
 impl Suite {
     pub fn item_views(&self) -> Vec<ItemView<'_>> {
         self.items.iter().map(Item::view).collect()
+    }
+
+    /// The suite's published metrics for scores of its items (in item order).
+    pub fn evaluate(&self, scores: &ScoreTensor) -> benchctl_scoring::Result<Report> {
+        metrics::evaluate(self.summary, scores, &self.item_views())
     }
 
     /// Every image file the items refer to that does not exist, in item order.
@@ -93,13 +102,22 @@ impl SuiteInfo {
 }
 
 /// Every suite benchctl can load.
-pub const SUITES: &[SuiteInfo] = &[SuiteInfo {
-    id: "winoground",
-    description: winoground::DESCRIPTION,
-    headline: "group_score",
-    how_to_get: winoground::HOW_TO_GET,
-    load: winoground::load,
-}];
+pub const SUITES: &[SuiteInfo] = &[
+    SuiteInfo {
+        id: "valse",
+        description: valse::DESCRIPTION,
+        headline: "acc_r_macro",
+        how_to_get: valse::HOW_TO_GET,
+        load: valse::load,
+    },
+    SuiteInfo {
+        id: "winoground",
+        description: winoground::DESCRIPTION,
+        headline: "group_score",
+        how_to_get: winoground::HOW_TO_GET,
+        load: winoground::load,
+    },
+];
 
 /// The suite with this id, or an error listing the known ones.
 pub fn find(id: &str) -> Result<&'static SuiteInfo> {

@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, Truth};
 use serde::Deserialize;
 use serde_json::Value;
@@ -100,10 +101,10 @@ pub fn load(data_dir: &Path) -> Result<Suite> {
     Ok(Suite {
         id: "winoground",
         data_dir: data_dir.to_path_buf(),
-        metric: MetricFamily::Group,
-        breakdown_keys: BREAKDOWN_KEYS,
+        summary: Summary { family: MetricFamily::Group, breakdown_keys: BREAKDOWN_KEYS, macro_over: None },
         annotation_files: vec![annotations],
         items,
+        excluded: 0,
     })
 }
 

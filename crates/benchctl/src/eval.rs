@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
 use benchctl_models::{registry, DualEncoder};
-use benchctl_scoring::{metrics, ScoreTensor};
+use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -120,7 +120,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 
     let t = Instant::now();
     let scores = score_items(model.encoder.as_ref(), &suite, &image_slots, &text_slots, &image_embeddings, &text_embeddings)?;
-    let report = metrics::evaluate(suite.metric, &scores, &suite.item_views(), suite.breakdown_keys)?;
+    let report = suite.evaluate(&scores)?;
     let score_s = t.elapsed().as_secs_f64();
 
     let run = Run {

@@ -6,7 +6,7 @@ mod common;
 use std::collections::HashSet;
 
 use benchctl::results::{read_scores, Run};
-use benchctl_scoring::{metrics, ScoreTensor};
+use benchctl_scoring::ScoreTensor;
 use benchctl_testkit::{read_winoground_tsv, shared, winoground_layout};
 use common::{benchctl, stored_run, tiny_model};
 
@@ -63,7 +63,7 @@ fn real_annotations_end_to_end() {
         assert_eq!(id, &item.id);
         scores.push(matrix.len(), matrix[0].len(), &matrix.concat()).unwrap();
     }
-    let recomputed = metrics::evaluate(suite.metric, &scores, &suite.item_views(), suite.breakdown_keys).unwrap();
+    let recomputed = suite.evaluate(&scores).unwrap();
     let stored = Run::from_json(&json).unwrap();
     assert_eq!(recomputed, stored.report);
 

@@ -63,13 +63,13 @@ impl PerItem for GroupScore {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<f64>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
         Ok(items
             .iter()
             .enumerate()
             .map(|(i, item)| {
                 let o = outcome(&scores.item(i), item.truth);
-                vec![o.text as u8 as f64, o.image as u8 as f64, o.group() as u8 as f64]
+                [o.text, o.image, o.group()].iter().map(|&hit| Some(f64::from(u8::from(hit)))).collect()
             })
             .collect())
     }

@@ -4,6 +4,7 @@
 //! [`Report`] with the headline metrics and one breakdown per tag key.
 
 pub mod group;
+pub mod pairwise;
 
 use crate::report::{Breakdown, Group, Report};
 use crate::{Error, Result, ScoreTensor, Tags, Truth};
@@ -13,6 +14,8 @@ use crate::{Error, Result, ScoreTensor, Tags, Truth};
 pub enum MetricFamily {
     /// Winoground's text / image / group score (strict `>`, a tie is a miss).
     Group,
+    /// VALSE's pairwise accuracy: the caption strictly above its foil.
+    Pairwise,
 }
 
 /// What the metrics need of one item: its truth and its tags.
@@ -22,36 +25,57 @@ pub struct ItemView<'a> {
     pub tags: &'a Tags,
 }
 
-/// Per-item results of a metric family: one 0/1 (or real) value per metric, in a fixed order.
+/// Per-item results of a metric family: one 0/1 (or real) value per metric, in a fixed
+/// order; `None` where a metric does not apply to an item.
 pub(crate) trait PerItem {
     /// Metric names, in report order.
     fn names(&self) -> &'static [&'static str];
-    /// One value per metric for each item; summaries are means ×100.
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<f64>>>;
+    /// One value per metric for each item; summaries are means ×100 over the items where
+    /// the metric applies.
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>>;
+}
+
+/// How a suite's items are summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary<'a> {
+    pub family: MetricFamily,
+    /// Tag keys to break down by, in report order.
+    pub breakdown_keys: &'a [&'a str],
+    /// A tag key whose groups are averaged with equal weight (macro average), reported as
+    /// `<metric>_macro` beside the item-weighted (micro) value.
+    pub macro_over: Option<&'a str>,
 }
 
 /// Scores every item and summarises the metrics overall and per tag value.
 ///
 /// `breakdown_keys` lists the tag keys to break down by, in report order.
-pub fn evaluate(
-    family: MetricFamily,
-    scores: &ScoreTensor,
-    items: &[ItemView<'_>],
-    breakdown_keys: &[&str],
-) -> Result<Report> {
+pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
     if items.is_empty() {
         return Err(Error::new("there are no items to score"));
     }
     let truths: Vec<&Truth> = items.iter().map(|item| item.truth).collect();
     scores.check_against(&truths)?;
-    let per_item: &dyn PerItem = match family {
+    let per_item: &dyn PerItem = match summary.family {
         MetricFamily::Group => &group::GroupScore,
+        MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
     };
     let names = per_item.names();
     let values = per_item.values(scores, items)?;
     let all: Vec<usize> = (0..items.len()).collect();
-    let metrics = summarise(names, &values, &all);
-    let breakdowns = breakdown_keys
+    let mut metrics = summarise(names, &values, &all);
+    if let Some(key) = summary.macro_over {
+        let groups: Vec<Vec<(String, f64)>> =
+            groups_of(key, items).iter().map(|(_, members)| summarise(names, &values, members)).collect();
+        for name in names {
+            let means: Vec<f64> =
+                groups.iter().filter_map(|g| g.iter().find(|(n, _)| n == name).map(|(_, v)| *v)).collect();
+            if !means.is_empty() {
+                metrics.push((format!("{name}_macro"), means.iter().sum::<f64>() / means.len() as f64));
+            }
+        }
+    }
+    let breakdowns = summary
+        .breakdown_keys
         .iter()
         .map(|key| Breakdown {
             key: key.to_string(),
@@ -68,14 +92,16 @@ pub fn evaluate(
     Ok(Report { items: items.len(), metrics, breakdowns })
 }
 
-/// Mean ×100 of each metric over the given items.
-fn summarise(names: &[&str], values: &[Vec<f64>], members: &[usize]) -> Vec<(String, f64)> {
+/// Mean ×100 of each metric over the given items where it applies; a metric that applies
+/// to none of them is left out.
+fn summarise(names: &[&str], values: &[Vec<Option<f64>>], members: &[usize]) -> Vec<(String, f64)> {
     names
         .iter()
         .enumerate()
-        .map(|(m, name)| {
-            let sum: f64 = members.iter().map(|&i| values[i][m]).sum();
-            (name.to_string(), 100.0 * sum / members.len() as f64)
+        .filter_map(|(m, name)| {
+            let defined: Vec<f64> = members.iter().filter_map(|&i| values[i][m]).collect();
+            (!defined.is_empty())
+                .then(|| (name.to_string(), 100.0 * defined.iter().sum::<f64>() / defined.len() as f64))
         })
         .collect()
 }

@@ -1,0 +1,123 @@
+//! VALSE (Parcalabescu et al., "VALSE: A Task-Independent Benchmark for Vision and Language
+//! Models Centered on Linguistic Phenomena", ACL 2022, <https://arxiv.org/abs/2112.07566>;
+//! data: <https://github.com/Heidelberg-NLP/VALSE>, `data/`).
+//!
+//! Layout: the eleven piece files of the release's `data/` folder directly under the data
+//! directory (`existence.json`, …), each a JSON object of records keyed by id with at least
+//! `dataset`, `image_file`, `caption`, `foil` and `mturk.caption`; images under
+//! `images/<source>/<image_file>`, where the source folder follows the record's `dataset`
+//! (see [`image_folder`]).
+//!
+//! Only valid records count: at least two of three annotators judged the caption correct
+//! (`mturk.caption >= 2`), as the paper does. Each valid record is one 1×2 item: the image
+//! with `[caption, foil]`, the caption matching.
+
+use std::path::Path;
+
+use benchctl_scoring::metrics::Summary;
+use benchctl_scoring::{MetricFamily, Truth};
+use serde_json::{Map, Value};
+
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+
+pub const DESCRIPTION: &str =
+    "11 pieces of captions and minimally different foils probing linguistic phenomena (pairwise accuracy)";
+pub const HOW_TO_GET: &str = "put the eleven piece files of the data/ folder of github.com/Heidelberg-NLP/VALSE here and the images under images/<swig|visdial|visual7w|coco2017|coco2014>/ (see datasets/valse.md)";
+
+/// The pieces, in the paper's order.
+pub const PIECES: [&str; 11] = [
+    "existence",
+    "plurals",
+    "counting-hard",
+    "counting-small-quant",
+    "counting-adversarial",
+    "relations",
+    "action-replacement",
+    "actant-swap",
+    "coreference-standard",
+    "coreference-hard",
+    "foil-it",
+];
+
+/// Tag keys the report breaks down by.
+pub const BREAKDOWN_KEYS: &[&str] = &["piece", "source"];
+
+/// The folder under `images/` holding a record's image, from its `dataset` field.
+pub fn image_folder(dataset: &str) -> Option<&'static str> {
+    match dataset {
+        "SWiG" => Some("swig"),
+        "VisDial_v1.0" => Some("visdial"),
+        "visual7w" => Some("visual7w"),
+        "coco2017" | "coco_2017" => Some("coco2017"),
+        "FOIL dataset" => Some("coco2014"),
+        _ => None,
+    }
+}
+
+/// Loads every piece under `data_dir`.
+pub fn load(data_dir: &Path) -> Result<Suite> {
+    let missing: Vec<String> =
+        PIECES.iter().map(|p| format!("{p}.json")).filter(|f| !data_dir.join(f).is_file()).collect();
+    if !missing.is_empty() {
+        return Err(Error::new(
+            ErrorKind::MissingData,
+            format!("find VALSE piece file(s) {} in {} ({HOW_TO_GET})", missing.join(", "), data_dir.display()),
+        ));
+    }
+    let mut items = Vec::new();
+    let mut annotation_files = Vec::new();
+    let mut excluded = 0;
+    for piece in PIECES {
+        let path = data_dir.join(format!("{piece}.json"));
+        let (valid, invalid) = load_piece(data_dir, piece, &path)?;
+        items.extend(valid);
+        excluded += invalid;
+        annotation_files.push(path);
+    }
+    Ok(Suite {
+        id: "valse",
+        data_dir: data_dir.to_path_buf(),
+        summary: Summary { family: MetricFamily::Pairwise, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("piece") },
+        annotation_files,
+        items,
+        excluded,
+    })
+}
+
+/// The valid records of one piece file as items, in file order, and how many were invalid.
+pub fn load_piece(data_dir: &Path, piece: &str, path: &Path) -> Result<(Vec<Item>, usize)> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))?;
+    let records: Map<String, Value> = serde_json::from_str(&text)
+        .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))?;
+    let mut items = Vec::new();
+    let mut invalid = 0;
+    for (key, record) in &records {
+        let at = |field: &str| format!("{} record `{key}` key `{field}`", path.display());
+        let text_field = |field: &str| -> Result<String> {
+            record.get(field).and_then(Value::as_str).map(String::from).ok_or_else(|| {
+                Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field)))
+            })
+        };
+        let votes = record.pointer("/mturk/caption").and_then(Value::as_u64).ok_or_else(|| {
+            Error::new(ErrorKind::Malformed, format!("read {}: expected a number", at("mturk.caption")))
+        })?;
+        if votes < 2 {
+            invalid += 1;
+            continue;
+        }
+        let dataset = text_field("dataset")?;
+        let folder = image_folder(&dataset).ok_or_else(|| {
+            Error::new(ErrorKind::Malformed, format!("read {}: unknown image source `{dataset}`", at("dataset")))
+        })?;
+        let image = paths::inside(&data_dir.join("images").join(folder), &text_field("image_file")?, &at("image_file"))?;
+        items.push(Item {
+            id: format!("{piece}/{key}"),
+            images: vec![ImageSource::File(image)],
+            texts: vec![text_field("caption")?, text_field("foil")?],
+            truth: Truth::new(1, 2, vec![true, false]).expect("1×2 truth is well formed"),
+            tags: vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])],
+        });
+    }
+    Ok((items, invalid))
+}

@@ -1,0 +1,86 @@
+//! The VALSE loader on the real annotations and on malformed input.
+
+use std::collections::BTreeMap;
+
+use benchctl_suites::{find, valse, ErrorKind, ImageSource};
+use benchctl_testkit::shared;
+
+#[test]
+fn loads_the_real_pieces_keeping_only_valid_records() {
+    let Some(dir) = shared("datasets/valse") else { return };
+    let suite = find("valse").unwrap().load(&dir).unwrap();
+    assert_eq!(suite.items.len(), 7702);
+    assert_eq!(suite.items.len() + suite.excluded, 8782);
+    let mut per_piece: BTreeMap<&str, usize> = BTreeMap::new();
+    for item in &suite.items {
+        *per_piece.entry(item.tags[0].1[0].as_str()).or_default() += 1;
+    }
+    let expected = BTreeMap::from([
+        ("actant-swap", 949), ("action-replacement", 648), ("coreference-hard", 104),
+        ("coreference-standard", 708), ("counting-adversarial", 691), ("counting-hard", 868),
+        ("counting-small-quant", 900), ("existence", 505), ("foil-it", 943), ("plurals", 851),
+        ("relations", 535),
+    ]);
+    assert_eq!(per_piece, expected);
+    // Every item is one image with [caption, foil], the caption matching, and its image
+    // under the folder of its source.
+    for item in &suite.items {
+        assert_eq!((item.images.len(), item.texts.len()), (1, 2));
+        assert!(item.truth.is_match(0, 0) && !item.truth.is_match(0, 1));
+        let ImageSource::File(path) = &item.images[0];
+        assert!(path.starts_with(dir.join("images").join(&item.tags[1].1[0])), "{}", path.display());
+    }
+    assert_eq!(suite.annotation_files.len(), 11);
+}
+
+fn record(votes: u64, dataset: &str, image: &str) -> serde_json::Value {
+    serde_json::json!({"dataset": dataset, "image_file": image, "caption": "two dogs", "foil": "one dog", "mturk": {"caption": votes, "foil": 0, "other": 0}})
+}
+
+/// A VALSE directory whose every piece holds `records`.
+fn layout(records: serde_json::Value) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for piece in valse::PIECES {
+        std::fs::write(dir.path().join(format!("{piece}.json")), records.to_string()).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn invalid_records_are_excluded_and_sources_map_to_folders() {
+    let dir = layout(serde_json::json!({
+        "a": record(3, "visual7w", "v7w_1.jpg"),
+        "b": record(1, "visual7w", "v7w_2.jpg"),
+        "c": record(2, "FOIL dataset", "COCO_val2014_000000000042.jpg"),
+    }));
+    let suite = find("valse").unwrap().load(dir.path()).unwrap();
+    assert_eq!((suite.items.len(), suite.excluded), (22, 11));
+    assert_eq!(suite.items[0].id, "existence/a");
+    assert_eq!(suite.items[1].images[0], ImageSource::File(dir.path().join("images/coco2014/COCO_val2014_000000000042.jpg")));
+}
+
+#[test]
+fn malformed_records_name_the_file_record_and_key() {
+    let dir = layout(serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "x.jpg", "caption": "c", "mturk": {"caption": 3}}}));
+    let err = find("valse").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    let msg = err.to_string();
+    assert!(msg.contains("existence.json record `r1` key `foil`"), "{msg}");
+
+    let dir = layout(serde_json::json!({"r1": record(3, "flickr", "x.jpg")}));
+    let err = find("valse").unwrap().load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("unknown image source `flickr`"), "{err}");
+
+    let dir = layout(serde_json::json!({"r1": record(3, "visual7w", "/etc/passwd")}));
+    assert_eq!(find("valse").unwrap().load(dir.path()).unwrap_err().kind(), ErrorKind::PathEscapes);
+}
+
+#[test]
+fn missing_pieces_are_listed() {
+    let dir = layout(serde_json::json!({}));
+    std::fs::remove_file(dir.path().join("plurals.json")).unwrap();
+    std::fs::remove_file(dir.path().join("foil-it.json")).unwrap();
+    let err = find("valse").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MissingData);
+    assert!(err.to_string().contains("plurals.json, foil-it.json"), "{err}");
+}
