@@ -141,3 +141,30 @@ fn pairwise_accuracy_with_micro_and_macro_averages() {
     assert!((macro_avg - (100.0 / 3.0 + 100.0) / 2.0).abs() < 1e-9, "{macro_avg}");
     assert_eq!(report.group("piece", "existence").unwrap().metrics, vec![("acc_r".to_string(), 100.0)]);
 }
+
+#[test]
+fn choice_accuracy_in_both_directions_ties_missing() {
+    let i2t = Truth::new(1, 3, vec![false, false, true]).unwrap();
+    let t2i = Truth::new(2, 1, vec![true, false]).unwrap();
+    let subset = |s: &str| -> Tags { vec![("subset".into(), vec![s.into()])] };
+    let (a, b) = (subset("count"), subset("existence"));
+    let mut scores = ScoreTensor::new();
+    scores.push(1, 3, &[0.1, 0.2, 0.9]).unwrap(); // i2t hit
+    scores.push(1, 3, &[0.9, 0.2, 0.9]).unwrap(); // i2t tie with the label: miss
+    scores.push(2, 1, &[0.7, 0.3]).unwrap(); // t2i hit
+    scores.push(2, 1, &[0.1, 0.3]).unwrap(); // t2i miss
+    let views = [
+        ItemView { truth: &i2t, tags: &a },
+        ItemView { truth: &i2t, tags: &b },
+        ItemView { truth: &t2i, tags: &a },
+        ItemView { truth: &t2i, tags: &b },
+    ];
+    let summary = Summary { family: MetricFamily::Choice, breakdown_keys: &["subset"], macro_over: Some("subset") };
+    let report = evaluate(summary, &scores, &views).unwrap();
+    // Each direction averages only its own items.
+    assert_eq!(report.metric("i2t_accuracy"), Some(50.0));
+    assert_eq!(report.metric("t2i_accuracy"), Some(50.0));
+    assert_eq!(report.metric("i2t_accuracy_macro"), Some(50.0));
+    let count = report.group("subset", "count").unwrap();
+    assert_eq!(count.metrics, vec![("i2t_accuracy".to_string(), 100.0), ("t2i_accuracy".to_string(), 100.0)]);
+}

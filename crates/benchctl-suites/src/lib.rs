@@ -7,6 +7,7 @@
 pub mod error;
 pub mod image;
 mod paths;
+pub mod spec;
 pub mod valse;
 pub mod winoground;
 
@@ -103,6 +104,13 @@ impl SuiteInfo {
 
 /// Every suite benchctl can load.
 pub const SUITES: &[SuiteInfo] = &[
+    SuiteInfo {
+        id: "spec",
+        description: spec::DESCRIPTION,
+        headline: "i2t_accuracy_macro",
+        how_to_get: spec::HOW_TO_GET,
+        load: spec::load,
+    },
     SuiteInfo {
         id: "valse",
         description: valse::DESCRIPTION,

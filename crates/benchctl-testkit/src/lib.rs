@@ -120,3 +120,37 @@ pub fn generated_image(seed: u64, w: u32, h: u32) -> image::RgbImage {
     let bar = (seed % w as u64) as u32;
     image::RgbImage::from_fn(w, h, |x, _| image::Rgb(if x.abs_diff(bar) < 4 { fg } else { bg }))
 }
+
+/// A small SPEC directory in the official shape under `dir`: for each subset, `per_subset`
+/// image-to-text and text-to-image entries with 2 to 9 candidates and generated images.
+/// Returns the number of (image-to-text, text-to-image) entries written.
+pub fn spec_layout(dir: &Path, subsets: &[&str], per_subset: usize) -> (usize, usize) {
+    let mut counts = (0, 0);
+    for (s, subset) in subsets.iter().enumerate() {
+        let folder = dir.join(subset);
+        std::fs::create_dir_all(folder.join("images")).expect("create subset dir");
+        let mut i2t = Vec::new();
+        let mut t2i = Vec::new();
+        for e in 0..per_subset {
+            let n = 2 + (s + e) % 8;
+            let seed = (s * 1000 + e * 10) as u64;
+            let query_image = format!("images/q_{e}.png");
+            generated_image(seed, 36, 28).save(folder.join(&query_image)).expect("write image");
+            let texts: Vec<String> = (0..n).map(|k| format!("{subset} candidate {k} of entry {e}")).collect();
+            i2t.push(serde_json::json!({"query": query_image, "keys": texts, "label": e % n}));
+            let keys: Vec<String> = (0..n)
+                .map(|k| {
+                    let name = format!("images/k_{e}_{k}.png");
+                    generated_image(seed + k as u64 + 1, 28, 36).save(folder.join(&name)).expect("write image");
+                    name
+                })
+                .collect();
+            t2i.push(serde_json::json!({"query": format!("a {subset} scene number {e}"), "keys": keys, "label": (e + 1) % n}));
+        }
+        counts.0 += i2t.len();
+        counts.1 += t2i.len();
+        std::fs::write(folder.join("image2text.json"), serde_json::Value::from(i2t).to_string()).expect("write json");
+        std::fs::write(folder.join("text2image.json"), serde_json::Value::from(t2i).to_string()).expect("write json");
+    }
+    counts
+}

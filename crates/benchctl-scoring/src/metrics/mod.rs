@@ -3,6 +3,7 @@
 //! A suite names its [`MetricFamily`]; [`evaluate`] turns the scores of its items into a
 //! [`Report`] with the headline metrics and one breakdown per tag key.
 
+pub mod choice;
 pub mod group;
 pub mod pairwise;
 
@@ -16,6 +17,8 @@ pub enum MetricFamily {
     Group,
     /// VALSE's pairwise accuracy: the caption strictly above its foil.
     Pairwise,
+    /// SPEC's multiple-choice accuracy, image-to-text and text-to-image.
+    Choice,
 }
 
 /// What the metrics need of one item: its truth and its tags.
@@ -58,6 +61,7 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
     let per_item: &dyn PerItem = match summary.family {
         MetricFamily::Group => &group::GroupScore,
         MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
+        MetricFamily::Choice => &choice::ChoiceAccuracy,
     };
     let names = per_item.names();
     let values = per_item.values(scores, items)?;

@@ -1,0 +1,102 @@
+//! SPEC (Peng et al., "Synthesize, Diagnose, and Optimize: Towards Fine-Grained
+//! Vision-Language Understanding", CVPR 2024, <https://arxiv.org/abs/2312.00081>; data: the
+//! `wjpoom/SPEC` dataset repo).
+//!
+//! Layout: one folder per subset (`absolute_size`, `relative_size`, `absolute_spatial`,
+//! `relative_spatial`, `existence`, `count`), each with
+//! - `image2text.json`: a list of `{query: <image path>, keys: [candidate texts], label}`;
+//! - `text2image.json`: a list of `{query: <text>, keys: [candidate image paths], label}`;
+//!
+//! image paths relative to the subset folder. An image-to-text entry is a 1×L item, a
+//! text-to-image entry a K×1 item; the candidate at `label` matches.
+
+use std::path::Path;
+
+use benchctl_scoring::metrics::Summary;
+use benchctl_scoring::{MetricFamily, Truth};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+
+pub const DESCRIPTION: &str =
+    "6 synthetic subsets probing size, position, existence and count (image-to-text and text-to-image accuracy)";
+pub const HOW_TO_GET: &str =
+    "download the SPEC dataset (dataset repo wjpoom/SPEC on huggingface.co) and unpack its six subset folders here";
+
+/// The subsets, in the paper's order.
+pub const SUBSETS: [&str; 6] =
+    ["absolute_size", "relative_size", "absolute_spatial", "relative_spatial", "existence", "count"];
+
+/// Tag keys the report breaks down by.
+pub const BREAKDOWN_KEYS: &[&str] = &["subset"];
+
+#[derive(Debug, Deserialize)]
+struct Entry {
+    query: String,
+    keys: Vec<String>,
+    label: Value,
+}
+
+/// Loads all six subsets under `data_dir`.
+pub fn load(data_dir: &Path) -> Result<Suite> {
+    let mut items = Vec::new();
+    let mut annotation_files = Vec::new();
+    for subset in SUBSETS {
+        let folder = data_dir.join(subset);
+        for (file, image_to_text) in [("image2text.json", true), ("text2image.json", false)] {
+            let path = folder.join(file);
+            items.extend(load_file(&folder, subset, &path, image_to_text)?);
+            annotation_files.push(path);
+        }
+    }
+    Ok(Suite {
+        id: "spec",
+        data_dir: data_dir.to_path_buf(),
+        summary: Summary { family: MetricFamily::Choice, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("subset") },
+        annotation_files,
+        items,
+        excluded: 0,
+    })
+}
+
+fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool) -> Result<Vec<Item>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::new(ErrorKind::MissingData, format!("read {}: {e} ({HOW_TO_GET})", path.display()))
+    })?;
+    let entries: Vec<Entry> = serde_json::from_str(&text)
+        .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))?;
+    let direction = if image_to_text { "i2t" } else { "t2i" };
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let at = format!("{} entry {index}", path.display());
+            let n = entry.keys.len();
+            let label = entry.label.as_u64().map(|l| l as usize).filter(|&l| l < n).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Malformed,
+                    format!("read {at}: `label` {} is not an index into its {n} keys", entry.label),
+                )
+            })?;
+            if n < 2 {
+                return Err(Error::new(ErrorKind::Malformed, format!("read {at}: `keys` needs at least 2 candidates, has {n}")));
+            }
+            let image = |p: &str| paths::inside(folder, p, &at).map(ImageSource::File);
+            let matches: Vec<bool> = (0..n).map(|i| i == label).collect();
+            let (images, texts, truth) = if image_to_text {
+                (vec![image(&entry.query)?], entry.keys, Truth::new(1, n, matches))
+            } else {
+                let images = entry.keys.iter().map(|k| image(k)).collect::<Result<Vec<_>>>()?;
+                (images, vec![entry.query], Truth::new(n, 1, matches))
+            };
+            Ok(Item {
+                id: format!("{subset}/{direction}/{index}"),
+                images,
+                texts,
+                truth: truth.map_err(|e| Error::new(ErrorKind::Malformed, format!("read {at}: {e}")))?,
+                tags: vec![("subset".into(), vec![subset.into()]), ("direction".into(), vec![direction.into()])],
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,34 @@
+//! `benchctl eval --suite spec` end to end on fixtures in the official shape.
+
+mod common;
+
+use benchctl_suites::spec;
+use benchctl_testkit::spec_layout;
+use common::{benchctl, stored_run, tiny_model};
+
+#[test]
+fn spec_fixture_end_to_end() {
+    let data = tempfile::tempdir().unwrap();
+    let (i2t, t2i) = spec_layout(data.path(), &spec::SUBSETS, 4);
+    let results = tempfile::tempdir().unwrap();
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "spec",
+            "--data-dir", data.path().to_str().unwrap(),
+            "--results-dir", results.path().to_str().unwrap(), "--batch-size", "16",
+        ],
+        &[],
+    );
+    let (_, json) = stored_run(&out);
+    let report = &json["report"];
+    assert_eq!(report["items"].as_u64().unwrap() as usize, i2t + t2i);
+    let subsets = report["breakdowns"]["subset"].as_object().unwrap();
+    assert_eq!(subsets.len(), 6);
+    for direction in ["i2t_accuracy", "t2i_accuracy"] {
+        let mean = subsets.values().map(|g| g[direction].as_f64().unwrap()).sum::<f64>() / 6.0;
+        let reported = report["metrics"][format!("{direction}_macro")].as_f64().unwrap();
+        assert!((reported - mean).abs() < 1e-9, "{direction}: {reported} vs {mean}");
+    }
+    // Each query image and each candidate image is encoded once.
+    assert_eq!(json["counts"]["images_encoded"], json["counts"]["unique_images"]);
+}
