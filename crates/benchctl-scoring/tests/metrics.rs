@@ -168,3 +168,41 @@ fn choice_accuracy_in_both_directions_ties_missing() {
     let count = report.group("subset", "count").unwrap();
     assert_eq!(count.metrics, vec![("i2t_accuracy".to_string(), 100.0), ("t2i_accuracy".to_string(), 100.0)]);
 }
+
+#[test]
+fn eqsim_deviation_with_mean_and_quartiles() {
+    use benchctl_scoring::metrics::equivariance::eqsim_deviation;
+    // s11=0.9, s12=0.1, s21=0.2, s22=0.8: |(0.8) - (0.6)| + |(0.7) - (0.7)| = 0.2
+    let m = wino(0.9, 0.1, 0.2, 0.8);
+    let d = eqsim_deviation(&ScoreMatrix::new(2, 2, &m).unwrap()).unwrap();
+    assert!((d - 0.2).abs() < 1e-6, "{d}");
+    // A perfectly equivariant item: swapping either side moves the score by the same amount.
+    assert_eq!(eqsim_deviation(&ScoreMatrix::new(2, 2, &wino(3.0, 1.0, 1.0, 3.0)).unwrap()), Some(0.0));
+    assert_eq!(eqsim_deviation(&ScoreMatrix::new(1, 2, &[1.0, 2.0]).unwrap()), None);
+
+    let truth = Truth::diagonal(2);
+    let split = |s: &str| -> Tags { vec![("split".into(), vec![s.into()])] };
+    let (a, b) = (split("eqbensd"), split("eqbengebc"));
+    let mut scores = ScoreTensor::new();
+    // Deviations 0, 1, 2, 4 (integers, so exact): s11, s12, s21, s22 = (x, 0, 0, 0) → 2|x|.
+    for x in [0.0f32, 0.5, 1.0, 2.0] {
+        scores.push(2, 2, &[x, 0.0, 0.0, 0.0]).unwrap();
+    }
+    let views = [
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &b },
+    ];
+    let summary = Summary { family: MetricFamily::Equivariance, breakdown_keys: &["split"], macro_over: Some("split") };
+    let report = evaluate(summary, &scores, &views).unwrap();
+    assert_eq!(report.metric("eqsim_deviation_mean"), Some(7.0 / 4.0));
+    // Sorted 0, 1, 2, 4: q1 at position 0.75 → 0.75; median at 1.5 → 1.5; q3 at 2.25 → 2.5.
+    assert_eq!(report.metric("eqsim_deviation_q1"), Some(0.75));
+    assert_eq!(report.metric("eqsim_deviation_median"), Some(1.5));
+    assert_eq!(report.metric("eqsim_deviation_q3"), Some(2.5));
+    // Items 2–4 (x > 0) are text-correct only when s11 > s12 and s22 > s21: 0 > 0 fails, so none are.
+    assert_eq!(report.metric("text_score"), Some(0.0));
+    // Macro over splits: eqbensd mean deviation 1.0, eqbengebc 4.0.
+    assert_eq!(report.metric("eqsim_deviation_mean_macro"), Some(2.5));
+}

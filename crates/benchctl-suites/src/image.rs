@@ -6,17 +6,29 @@ use image::RgbImage;
 
 use crate::{Error, ErrorKind, Result};
 
-/// An image on disk. Suites with other storage (e.g. raw frames) add variants here.
+/// An image on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ImageSource {
     /// A PNG or JPEG file.
     File(PathBuf),
+    /// A `.npy` array of uint8, shape (H, W, 3), channels in BGR order (OpenCV frames, as
+    /// EqBen's YouCook2 split ships them).
+    NpyBgr(PathBuf),
 }
 
 impl ImageSource {
+    /// A source for this path, by extension: `.npy` is a BGR frame, anything else a file.
+    pub fn from_path(path: PathBuf) -> Self {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+            ImageSource::NpyBgr(path)
+        } else {
+            ImageSource::File(path)
+        }
+    }
+
     pub fn path(&self) -> &Path {
         match self {
-            ImageSource::File(path) => path,
+            ImageSource::File(path) | ImageSource::NpyBgr(path) => path,
         }
     }
 
@@ -32,10 +44,27 @@ impl ImageSource {
             };
             Error::new(kind, format!("read image {}: {e}", path.display()))
         })?;
-        decode_rgb(&bytes).map_err(|e| {
-            Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display()))
-        })
+        let decoded = match self {
+            ImageSource::File(_) => decode_rgb(&bytes).map_err(|e| e.to_string()),
+            ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
+        };
+        decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }
+}
+
+/// An (H, W, 3) uint8 BGR `.npy` array as RGB.
+pub fn decode_npy_bgr(bytes: &[u8]) -> std::result::Result<RgbImage, String> {
+    let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a .npy array: {e}"))?;
+    let shape = npy.shape().to_vec();
+    if npy.order() != npyz::Order::C {
+        return Err("expected a C-ordered array".into());
+    }
+    let [h, w, 3] = shape[..] else {
+        return Err(format!("expected shape (H, W, 3), got {shape:?}"));
+    };
+    let data: Vec<u8> = npy.into_vec().map_err(|e| format!("expected uint8 values: {e}"))?;
+    let rgb: Vec<u8> = data.chunks_exact(3).flat_map(|bgr| [bgr[2], bgr[1], bgr[0]]).collect();
+    RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
 }
 
 /// Decodes PNG or JPEG bytes to 8-bit RGB.

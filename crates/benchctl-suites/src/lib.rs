@@ -4,6 +4,7 @@
 //!
 //! One module per suite; [`find`] looks a suite up by its id.
 
+pub mod eqben;
 pub mod error;
 pub mod image;
 mod paths;
@@ -104,6 +105,13 @@ impl SuiteInfo {
 
 /// Every suite benchctl can load.
 pub const SUITES: &[SuiteInfo] = &[
+    SuiteInfo {
+        id: "eqben",
+        description: eqben::DESCRIPTION,
+        headline: "group_score_macro",
+        how_to_get: eqben::HOW_TO_GET,
+        load: eqben::load,
+    },
     SuiteInfo {
         id: "spec",
         description: spec::DESCRIPTION,

@@ -27,7 +27,8 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
     for item in &suite.items {
         assert_eq!((item.images.len(), item.texts.len()), (1, 2));
         assert!(item.truth.is_match(0, 0) && !item.truth.is_match(0, 1));
-        let ImageSource::File(path) = &item.images[0];
+        let path = item.images[0].path();
+        assert!(matches!(item.images[0], ImageSource::File(_)));
         assert!(path.starts_with(dir.join("images").join(&item.tags[1].1[0])), "{}", path.display());
     }
     assert_eq!(suite.annotation_files.len(), 11);

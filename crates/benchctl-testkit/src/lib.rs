@@ -154,3 +154,73 @@ pub fn spec_layout(dir: &Path, subsets: &[&str], per_subset: usize) -> (usize, u
     }
     counts
 }
+
+/// Writes an (H, W, 3) uint8 `.npy` array of `rgb` in BGR channel order (as OpenCV frames).
+pub fn write_npy_bgr(path: &Path, rgb: &image::RgbImage) {
+    let (w, h) = rgb.dimensions();
+    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({h}, {w}, 3), }}");
+    // Magic (6) + version (2) + length (2) + header, padded with spaces to 64 bytes, newline-terminated.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(rgb.pixels().flat_map(|p| [p[2], p[1], p[0]]));
+    std::fs::write(path, bytes).expect("write npy");
+}
+
+/// An EqBen directory in the official per-split shapes under `dir`: `per_split` entries in
+/// each of the seven splits (AG nested video → subject → list with caption lists; YouCook2
+/// and GEBC video → list, YouCook2 frames as BGR `.npy`; Kubric and SD plain lists). With
+/// `light`, the SD split's annotations name `.png` files but `.jpg` files are written, as in
+/// the light release. Returns the entries written per split, in the order of `splits`.
+pub fn eqben_layout(dir: &Path, splits: &[&str], per_split: usize, light: bool) -> Vec<usize> {
+    let images = dir.join("images");
+    std::fs::create_dir_all(dir.join("annotations")).expect("create annotations");
+    splits
+        .iter()
+        .enumerate()
+        .map(|(s, split)| {
+            std::fs::create_dir_all(images.join(split)).expect("create split images");
+            let entry = |e: usize| {
+                let ext = if *split == "eqbenyoucook2" { "npy" } else { "png" };
+                let names: Vec<String> = (0..2).map(|k| format!("{split}/{e}_{k}.{ext}")).collect();
+                for (k, name) in names.iter().enumerate() {
+                    let img = generated_image((s * 1000 + e * 2 + k) as u64, 30, 20);
+                    let path = images.join(name);
+                    if ext == "npy" {
+                        write_npy_bgr(&path, &img);
+                    } else if light && *split == "eqbensd" {
+                        img.save_with_format(path.with_extension("jpg"), image::ImageFormat::Jpeg).expect("write jpg");
+                    } else {
+                        img.save(&path).expect("write png");
+                    }
+                }
+                let (c0, c1) = (format!("the {split} thing {e} before"), format!("the {split} thing {e} after"));
+                if *split == "eqbenag" {
+                    serde_json::json!({"image0": names[0], "image1": names[1], "caption0": [c0, "an alternative"], "caption1": [c1]})
+                } else {
+                    serde_json::json!({"image0": names[0], "image1": names[1], "caption0": c0, "caption1": c1})
+                }
+            };
+            let entries: Vec<serde_json::Value> = (0..per_split).map(entry).collect();
+            let json = match *split {
+                "eqbenag" => {
+                    // Two videos, the first with two subjects.
+                    let (a, b) = entries.split_at(per_split / 2);
+                    let (a1, a2) = a.split_at(a.len() / 2);
+                    serde_json::json!({"video_a": {"subject_1": a1, "subject_2": a2}, "video_b": {"subject_1": b}})
+                }
+                "eqbenyoucook2" | "eqbengebc" => {
+                    let (a, b) = entries.split_at(per_split / 2);
+                    serde_json::json!({"video_a": a, "video_b": b})
+                }
+                _ => serde_json::Value::from(entries),
+            };
+            std::fs::write(dir.join("annotations").join(format!("{split}.json")), json.to_string()).expect("write json");
+            per_split
+        })
+        .collect()
+}

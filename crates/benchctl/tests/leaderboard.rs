@@ -50,3 +50,16 @@ fn leaderboard_markdown() {
 fn an_empty_store_says_how_to_fill_it() {
     assert!(render(&[]).contains("No runs yet"));
 }
+
+#[test]
+fn lower_is_better_for_the_eqsim_deviation() {
+    let mut a = run("model-a", None, "2026-11-01T00:00:00Z", [10.0, 10.0, 10.0]);
+    let mut b = run("model-b", None, "2026-11-01T00:00:00Z", [20.0, 20.0, 20.0]);
+    for (r, deviation) in [(&mut a, 0.5), (&mut b, 1.5)] {
+        r.suite.id = "eqben".into();
+        r.report.metrics.push(("eqsim_deviation_mean".into(), deviation));
+    }
+    let md = render(&[a, b]);
+    assert!(md.contains("| model-a | 10.00 | 10.00 | 10.00 | **0.50** |"), "{md}");
+    assert!(md.contains("| model-b | **20.00** | **20.00** | **20.00** | 1.50 |"), "{md}");
+}

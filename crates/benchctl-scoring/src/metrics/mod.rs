@@ -4,6 +4,7 @@
 //! [`Report`] with the headline metrics and one breakdown per tag key.
 
 pub mod choice;
+pub mod equivariance;
 pub mod group;
 pub mod pairwise;
 
@@ -19,6 +20,24 @@ pub enum MetricFamily {
     Pairwise,
     /// SPEC's multiple-choice accuracy, image-to-text and text-to-image.
     Choice,
+    /// EqBen: Winoground's scores plus the EqSim deviation diagnostic.
+    Equivariance,
+}
+
+/// Whether a larger value of this reported metric is better (false for diagnostics such as
+/// the EqSim deviation, where lower is better).
+pub fn higher_is_better(metric: &str) -> bool {
+    !metric.starts_with("eqsim_deviation")
+}
+
+/// How per-item values of a metric are summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregate {
+    /// Mean ×100 of 0/1 outcomes, reported as `<name>`.
+    Percent,
+    /// A real-valued diagnostic, reported as `<name>_mean`, `_q1`, `_median`, `_q3` (in
+    /// score units; quartiles interpolate linearly between order statistics, numpy's default).
+    Distribution,
 }
 
 /// What the metrics need of one item: its truth and its tags.
@@ -33,6 +52,10 @@ pub struct ItemView<'a> {
 pub(crate) trait PerItem {
     /// Metric names, in report order.
     fn names(&self) -> &'static [&'static str];
+    /// How each metric is summarised; percentages unless a family says otherwise.
+    fn aggregate(&self, _metric: usize) -> Aggregate {
+        Aggregate::Percent
+    }
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>>;
@@ -62,17 +85,18 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
         MetricFamily::Group => &group::GroupScore,
         MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
         MetricFamily::Choice => &choice::ChoiceAccuracy,
+        MetricFamily::Equivariance => &equivariance::EquivarianceScores,
     };
-    let names = per_item.names();
     let values = per_item.values(scores, items)?;
     let all: Vec<usize> = (0..items.len()).collect();
-    let mut metrics = summarise(names, &values, &all);
+    let mut metrics = summarise(per_item, &values, &all);
     if let Some(key) = summary.macro_over {
         let groups: Vec<Vec<(String, f64)>> =
-            groups_of(key, items).iter().map(|(_, members)| summarise(names, &values, members)).collect();
+            groups_of(key, items).iter().map(|(_, members)| summarise(per_item, &values, members)).collect();
+        let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
         for name in names {
             let means: Vec<f64> =
-                groups.iter().filter_map(|g| g.iter().find(|(n, _)| n == name).map(|(_, v)| *v)).collect();
+                groups.iter().filter_map(|g| g.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).collect();
             if !means.is_empty() {
                 metrics.push((format!("{name}_macro"), means.iter().sum::<f64>() / means.len() as f64));
             }
@@ -88,7 +112,7 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
                 .map(|(value, members)| Group {
                     value,
                     items: members.len(),
-                    metrics: summarise(names, &values, &members),
+                    metrics: summarise(per_item, &values, &members),
                 })
                 .collect(),
         })
@@ -96,18 +120,35 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
     Ok(Report { items: items.len(), metrics, breakdowns })
 }
 
-/// Mean ×100 of each metric over the given items where it applies; a metric that applies
-/// to none of them is left out.
-fn summarise(names: &[&str], values: &[Vec<Option<f64>>], members: &[usize]) -> Vec<(String, f64)> {
-    names
-        .iter()
-        .enumerate()
-        .filter_map(|(m, name)| {
-            let defined: Vec<f64> = members.iter().filter_map(|&i| values[i][m]).collect();
-            (!defined.is_empty())
-                .then(|| (name.to_string(), 100.0 * defined.iter().sum::<f64>() / defined.len() as f64))
-        })
-        .collect()
+/// Each metric over the given items where it applies, by its [`Aggregate`]; a metric that
+/// applies to none of them is left out.
+fn summarise(per_item: &dyn PerItem, values: &[Vec<Option<f64>>], members: &[usize]) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for (m, name) in per_item.names().iter().enumerate() {
+        let mut defined: Vec<f64> = members.iter().filter_map(|&i| values[i][m]).collect();
+        if defined.is_empty() {
+            continue;
+        }
+        let mean = defined.iter().sum::<f64>() / defined.len() as f64;
+        match per_item.aggregate(m) {
+            Aggregate::Percent => out.push((name.to_string(), 100.0 * mean)),
+            Aggregate::Distribution => {
+                defined.sort_by(f64::total_cmp);
+                out.push((format!("{name}_mean"), mean));
+                for (suffix, q) in [("q1", 0.25), ("median", 0.5), ("q3", 0.75)] {
+                    out.push((format!("{name}_{suffix}"), quantile(&defined, q)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The q-quantile of sorted values, interpolating linearly between order statistics.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
 /// Items grouped by their values for `key`, groups sorted by value. Items without the key

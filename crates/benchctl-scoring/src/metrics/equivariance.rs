@@ -1,0 +1,45 @@
+//! EqBen's scores (Wang et al., "Equivariant Similarity for Vision-Language Foundation
+//! Models", ICCV 2023, <https://arxiv.org/abs/2303.14465>): Winoground's text, image and
+//! group score on each 2×2 item, plus the EqSim deviation diagnostic
+//!
+//! `|(s11 − s12) − (s22 − s21)| + |(s11 − s21) − (s22 − s12)|`
+//!
+//! with `s_ij = s(image i, caption j)`: how far the similarity change from swapping the
+//! caption differs between the two images, and swapping the image between the two captions.
+//! Zero for a perfectly equivariant model; lower is better. It is reported in score units
+//! (mean and quartiles), so it is comparable only between models with the same score scale.
+
+use super::{group, Aggregate, ItemView, PerItem};
+use crate::{Result, ScoreMatrix, ScoreTensor};
+
+/// Names of the EqBen metrics, in report order.
+pub const NAMES: [&str; 4] = ["text_score", "image_score", "group_score", "eqsim_deviation"];
+
+/// The EqSim deviation of a 2×2 item (`None` for other shapes).
+pub fn eqsim_deviation(s: &ScoreMatrix<'_>) -> Option<f64> {
+    if (s.images(), s.texts()) != (2, 2) {
+        return None;
+    }
+    let [s11, s12, s21, s22] = [s.get(0, 0), s.get(0, 1), s.get(1, 0), s.get(1, 1)].map(f64::from);
+    Some(((s11 - s12) - (s22 - s21)).abs() + ((s11 - s21) - (s22 - s12)).abs())
+}
+
+pub(crate) struct EquivarianceScores;
+
+impl PerItem for EquivarianceScores {
+    fn names(&self) -> &'static [&'static str] {
+        &NAMES
+    }
+
+    fn aggregate(&self, metric: usize) -> Aggregate {
+        if metric == 3 { Aggregate::Distribution } else { Aggregate::Percent }
+    }
+
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
+        let mut values = group::GroupScore.values(scores, items)?;
+        for (i, row) in values.iter_mut().enumerate() {
+            row.push(eqsim_deviation(&scores.item(i)));
+        }
+        Ok(values)
+    }
+}
