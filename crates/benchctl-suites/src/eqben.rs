@@ -41,80 +41,91 @@ pub const SPLITS: [(&str, usize, usize); 7] = [
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["split"];
 
-/// Loads every split under `data_dir`.
-pub fn load(data_dir: &Path) -> Result<Suite> {
-    let missing: Vec<String> = SPLITS
-        .iter()
-        .map(|(split, _, _)| format!("annotations/{split}.json"))
-        .filter(|f| !data_dir.join(f).is_file())
-        .collect();
-    if !missing.is_empty() {
-        return Err(Error::new(
-            ErrorKind::MissingData,
-            format!("find EqBen annotation file(s) {} in {} ({HOW_TO_GET})", missing.join(", "), data_dir.display()),
-        ));
-    }
+/// Loads every split under `data_dir`; every problem found goes to `problems`, and the
+/// items that could be read are kept.
+pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let image_root = data_dir.join("images");
     let mut items = Vec::new();
     let mut annotation_files = Vec::new();
     for (split, depth, _) in SPLITS {
         let path = data_dir.join("annotations").join(format!("{split}.json"));
-        items.extend(load_split(&image_root, split, depth, &path)?);
+        if !path.is_file() {
+            problems.push(Error::new(
+                ErrorKind::MissingData,
+                format!("find EqBen annotation file {} ({HOW_TO_GET})", path.display()),
+            ));
+            continue;
+        }
+        items.extend(load_split(&image_root, split, depth, &path, problems));
         annotation_files.push(path);
     }
-    Ok(Suite {
+    Suite {
         id: "eqben",
         data_dir: data_dir.to_path_buf(),
         summary: Summary { family: MetricFamily::Equivariance, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("split") },
         annotation_files,
         items,
         excluded: 0,
-    })
+    }
 }
 
 /// The items of one split file whose entries sit `depth` objects deep.
-pub fn load_split(image_root: &Path, split: &str, depth: usize, path: &Path) -> Result<Vec<Item>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))?;
-    let root: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))?;
+pub fn load_split(image_root: &Path, split: &str, depth: usize, path: &Path, problems: &mut Vec<Error>) -> Vec<Item> {
+    let root: Value = match std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+        .and_then(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+        }) {
+        Ok(root) => root,
+        Err(e) => {
+            problems.push(e);
+            return Vec::new();
+        }
+    };
     let mut entries = Vec::new();
-    collect_entries(&root, depth, String::new(), path, &mut entries)?;
+    if let Err(e) = collect_entries(&root, depth, String::new(), path, &mut entries) {
+        problems.push(e);
+        return Vec::new();
+    }
     let light = entries.first().map(|(_, e)| is_light(image_root, e)).unwrap_or(false);
-    entries
-        .iter()
-        .enumerate()
-        .map(|(index, (at, entry))| {
-            let at = format!("{} at {at}", path.display());
-            let field = |name: &str| -> Result<&Value> {
-                entry.get(name).ok_or_else(|| Error::new(ErrorKind::Malformed, format!("read {at}: missing key `{name}`")))
-            };
-            let caption = |name: &str| -> Result<String> {
-                let value = field(name)?;
-                let first = match value {
-                    Value::Array(list) => list.first(),
-                    other => Some(other),
-                };
-                first.and_then(Value::as_str).map(String::from).ok_or_else(|| {
-                    Error::new(ErrorKind::Malformed, format!("read {at}: `{name}` must be a caption or a non-empty list of them"))
-                })
-            };
-            let image = |name: &str| -> Result<ImageSource> {
-                let rel = field(name)?.as_str().ok_or_else(|| {
-                    Error::new(ErrorKind::Malformed, format!("read {at}: `{name}` must be an image path"))
-                })?;
-                let path = paths::inside(image_root, rel, &at)?;
-                Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
-            };
-            Ok(Item {
+    let mut items = Vec::new();
+    for (index, (at, entry)) in entries.iter().enumerate() {
+        let at = format!("{} at {at}", path.display());
+        match parse_entry(image_root, light, entry, &at) {
+            Ok((images, texts)) => items.push(Item {
                 id: format!("{split}/{index}"),
-                images: vec![image("image0")?, image("image1")?],
-                texts: vec![caption("caption0")?, caption("caption1")?],
+                images,
+                texts,
                 truth: Truth::diagonal(2),
                 tags: vec![("split".into(), vec![split.into()])],
-            })
-        })
-        .collect()
+            }),
+            Err(e) => problems.push(e),
+        }
+    }
+    items
+}
+
+/// The two images and two captions of an entry; `at` names the file and position.
+fn parse_entry(image_root: &Path, light: bool, entry: &Value, at: &str) -> Result<(Vec<ImageSource>, Vec<String>)> {
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
+    let field = |name: &str| entry.get(name).ok_or_else(|| malformed(format!("missing key `{name}`")));
+    let caption = |name: &str| -> Result<String> {
+        let first = match field(name)? {
+            Value::Array(list) => list.first(),
+            other => Some(other),
+        };
+        first
+            .and_then(Value::as_str)
+            .map(String::from)
+            .ok_or_else(|| malformed(format!("`{name}` must be a caption or a non-empty list of them")))
+    };
+    let image = |name: &str| -> Result<ImageSource> {
+        let rel = field(name)?.as_str().ok_or_else(|| malformed(format!("`{name}` must be an image path")))?;
+        let path = paths::inside(image_root, rel, at)?;
+        Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
+    };
+    Ok((vec![image("image0")?, image("image1")?], vec![caption("caption0")?, caption("caption1")?]))
 }
 
 /// Entries `depth` objects below `value`, in file order, with where each was found.

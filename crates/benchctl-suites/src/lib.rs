@@ -82,24 +82,46 @@ pub struct SuiteInfo {
     pub headline: &'static str,
     /// Where to get the data, printed when it is missing.
     pub how_to_get: &'static str,
-    load: fn(&Path) -> Result<Suite>,
+    /// Items in the complete official release, when known; `check` compares against it.
+    pub expected_items: Option<usize>,
+    load: fn(&Path, &mut Vec<Error>) -> Suite,
 }
 
 impl SuiteInfo {
-    /// Loads the suite from its official layout under `data_dir`.
+    /// Loads the suite from its official layout under `data_dir`, failing on the first
+    /// problem (its message says how many more `benchctl check` would list).
     pub fn load(&self, data_dir: &Path) -> Result<Suite> {
+        let (suite, mut problems) = self.load_all(data_dir)?;
+        if problems.is_empty() {
+            return Ok(suite);
+        }
+        let first = problems.remove(0);
+        if problems.is_empty() {
+            return Err(first);
+        }
+        Err(Error::new(
+            first.kind(),
+            format!(
+                "{first} (and {} more problem(s); `benchctl check --suite {} --data-dir {}` lists them all)",
+                problems.len(),
+                self.id,
+                data_dir.display()
+            ),
+        ))
+    }
+
+    /// Loads what can be read and lists every problem in the annotations (not the images:
+    /// see [`Suite::missing_images`]). Fails only when the data directory is missing.
+    pub fn load_all(&self, data_dir: &Path) -> Result<(Suite, Vec<Error>)> {
         if !data_dir.is_dir() {
             return Err(Error::new(
                 ErrorKind::MissingData,
-                format!(
-                    "find the {} data directory {}: {}",
-                    self.id,
-                    data_dir.display(),
-                    self.how_to_get
-                ),
+                format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
             ));
         }
-        (self.load)(data_dir)
+        let mut problems = Vec::new();
+        let suite = (self.load)(data_dir, &mut problems);
+        Ok((suite, problems))
     }
 }
 
@@ -110,6 +132,7 @@ pub const SUITES: &[SuiteInfo] = &[
         description: eqben::DESCRIPTION,
         headline: "group_score_macro",
         how_to_get: eqben::HOW_TO_GET,
+        expected_items: Some(251_048),
         load: eqben::load,
     },
     SuiteInfo {
@@ -117,6 +140,7 @@ pub const SUITES: &[SuiteInfo] = &[
         description: spec::DESCRIPTION,
         headline: "i2t_accuracy_macro",
         how_to_get: spec::HOW_TO_GET,
+        expected_items: None,
         load: spec::load,
     },
     SuiteInfo {
@@ -124,6 +148,7 @@ pub const SUITES: &[SuiteInfo] = &[
         description: valse::DESCRIPTION,
         headline: "acc_r_macro",
         how_to_get: valse::HOW_TO_GET,
+        expected_items: Some(7_702),
         load: valse::load,
     },
     SuiteInfo {
@@ -131,6 +156,7 @@ pub const SUITES: &[SuiteInfo] = &[
         description: winoground::DESCRIPTION,
         headline: "group_score",
         how_to_get: winoground::HOW_TO_GET,
+        expected_items: Some(400),
         load: winoground::load,
     },
 ];

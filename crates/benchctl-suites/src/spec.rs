@@ -38,65 +38,80 @@ struct Entry {
     label: Value,
 }
 
-/// Loads all six subsets under `data_dir`.
-pub fn load(data_dir: &Path) -> Result<Suite> {
+/// Loads all six subsets under `data_dir`; every problem found goes to `problems`, and the
+/// items that could be read are kept.
+pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut items = Vec::new();
     let mut annotation_files = Vec::new();
     for subset in SUBSETS {
         let folder = data_dir.join(subset);
         for (file, image_to_text) in [("image2text.json", true), ("text2image.json", false)] {
             let path = folder.join(file);
-            items.extend(load_file(&folder, subset, &path, image_to_text)?);
+            items.extend(load_file(&folder, subset, &path, image_to_text, problems));
             annotation_files.push(path);
         }
     }
-    Ok(Suite {
+    Suite {
         id: "spec",
         data_dir: data_dir.to_path_buf(),
         summary: Summary { family: MetricFamily::Choice, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("subset") },
         annotation_files,
         items,
         excluded: 0,
-    })
+    }
 }
 
-fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool) -> Result<Vec<Item>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::new(ErrorKind::MissingData, format!("read {}: {e} ({HOW_TO_GET})", path.display()))
-    })?;
-    let entries: Vec<Entry> = serde_json::from_str(&text)
-        .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))?;
-    let direction = if image_to_text { "i2t" } else { "t2i" };
-    entries
-        .into_iter()
-        .enumerate()
-        .map(|(index, entry)| {
-            let at = format!("{} entry {index}", path.display());
-            let n = entry.keys.len();
-            let label = entry.label.as_u64().map(|l| l as usize).filter(|&l| l < n).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Malformed,
-                    format!("read {at}: `label` {} is not an index into its {n} keys", entry.label),
-                )
-            })?;
-            if n < 2 {
-                return Err(Error::new(ErrorKind::Malformed, format!("read {at}: `keys` needs at least 2 candidates, has {n}")));
-            }
-            let image = |p: &str| paths::inside(folder, p, &at).map(ImageSource::File);
-            let matches: Vec<bool> = (0..n).map(|i| i == label).collect();
-            let (images, texts, truth) = if image_to_text {
-                (vec![image(&entry.query)?], entry.keys, Truth::new(1, n, matches))
-            } else {
-                let images = entry.keys.iter().map(|k| image(k)).collect::<Result<Vec<_>>>()?;
-                (images, vec![entry.query], Truth::new(n, 1, matches))
-            };
-            Ok(Item {
-                id: format!("{subset}/{direction}/{index}"),
-                images,
-                texts,
-                truth: truth.map_err(|e| Error::new(ErrorKind::Malformed, format!("read {at}: {e}")))?,
-                tags: vec![("subset".into(), vec![subset.into()]), ("direction".into(), vec![direction.into()])],
-            })
-        })
-        .collect()
+fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, problems: &mut Vec<Error>) -> Vec<Item> {
+    let entries: Vec<Value> = match std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({HOW_TO_GET})", path.display())))
+        .and_then(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+        }) {
+        Ok(entries) => entries,
+        Err(e) => {
+            problems.push(e);
+            return Vec::new();
+        }
+    };
+    let mut items = Vec::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        let at = format!("{} entry {index}", path.display());
+        match parse_entry(folder, subset, index, entry, image_to_text, &at) {
+            Ok(item) => items.push(item),
+            Err(e) => problems.push(e),
+        }
+    }
+    items
+}
+
+/// One entry as a 1×L (image-to-text) or K×1 (text-to-image) item; `at` names the file and entry.
+fn parse_entry(folder: &Path, subset: &str, index: usize, entry: Value, image_to_text: bool, at: &str) -> Result<Item> {
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
+    let entry: Entry = serde_json::from_value(entry).map_err(|e| malformed(e.to_string()))?;
+    let n = entry.keys.len();
+    if n < 2 {
+        return Err(malformed(format!("`keys` needs at least 2 candidates, has {n}")));
+    }
+    let label = entry
+        .label
+        .as_u64()
+        .map(|l| l as usize)
+        .filter(|&l| l < n)
+        .ok_or_else(|| malformed(format!("`label` {} is not an index into its {n} keys", entry.label)))?;
+    let image = |p: &str| paths::inside(folder, p, at).map(ImageSource::File);
+    let matches: Vec<bool> = (0..n).map(|i| i == label).collect();
+    let (images, texts, truth, direction) = if image_to_text {
+        (vec![image(&entry.query)?], entry.keys, Truth::new(1, n, matches), "i2t")
+    } else {
+        let images = entry.keys.iter().map(|k| image(k)).collect::<Result<Vec<_>>>()?;
+        (images, vec![entry.query], Truth::new(n, 1, matches), "t2i")
+    };
+    Ok(Item {
+        id: format!("{subset}/{direction}/{index}"),
+        images,
+        texts,
+        truth: truth.map_err(|e| malformed(e.to_string()))?,
+        tags: vec![("subset".into(), vec![subset.into()]), ("direction".into(), vec![direction.into()])],
+    })
 }

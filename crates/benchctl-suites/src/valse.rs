@@ -54,70 +54,86 @@ pub fn image_folder(dataset: &str) -> Option<&'static str> {
     }
 }
 
-/// Loads every piece under `data_dir`.
-pub fn load(data_dir: &Path) -> Result<Suite> {
-    let missing: Vec<String> =
-        PIECES.iter().map(|p| format!("{p}.json")).filter(|f| !data_dir.join(f).is_file()).collect();
-    if !missing.is_empty() {
-        return Err(Error::new(
-            ErrorKind::MissingData,
-            format!("find VALSE piece file(s) {} in {} ({HOW_TO_GET})", missing.join(", "), data_dir.display()),
-        ));
-    }
+/// Loads every piece under `data_dir`; every problem found goes to `problems`, and the
+/// items that could be read are kept.
+pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut items = Vec::new();
     let mut annotation_files = Vec::new();
     let mut excluded = 0;
     for piece in PIECES {
         let path = data_dir.join(format!("{piece}.json"));
-        let (valid, invalid) = load_piece(data_dir, piece, &path)?;
+        if !path.is_file() {
+            problems.push(Error::new(
+                ErrorKind::MissingData,
+                format!("find VALSE piece file {} ({HOW_TO_GET})", path.display()),
+            ));
+            continue;
+        }
+        let (valid, invalid) = load_piece(data_dir, piece, &path, problems);
         items.extend(valid);
         excluded += invalid;
         annotation_files.push(path);
     }
-    Ok(Suite {
+    Suite {
         id: "valse",
         data_dir: data_dir.to_path_buf(),
         summary: Summary { family: MetricFamily::Pairwise, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("piece") },
         annotation_files,
         items,
         excluded,
-    })
+    }
 }
 
 /// The valid records of one piece file as items, in file order, and how many were invalid.
-pub fn load_piece(data_dir: &Path, piece: &str, path: &Path) -> Result<(Vec<Item>, usize)> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))?;
-    let records: Map<String, Value> = serde_json::from_str(&text)
-        .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))?;
+pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<Error>) -> (Vec<Item>, usize) {
+    let records: Map<String, Value> = match std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+        .and_then(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+        }) {
+        Ok(records) => records,
+        Err(e) => {
+            problems.push(e);
+            return (Vec::new(), 0);
+        }
+    };
     let mut items = Vec::new();
     let mut invalid = 0;
     for (key, record) in &records {
-        let at = |field: &str| format!("{} record `{key}` key `{field}`", path.display());
-        let text_field = |field: &str| -> Result<String> {
-            record.get(field).and_then(Value::as_str).map(String::from).ok_or_else(|| {
-                Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field)))
-            })
-        };
-        let votes = record.pointer("/mturk/caption").and_then(Value::as_u64).ok_or_else(|| {
-            Error::new(ErrorKind::Malformed, format!("read {}: expected a number", at("mturk.caption")))
-        })?;
-        if votes < 2 {
-            invalid += 1;
-            continue;
+        match parse_record(data_dir, piece, path, key, record) {
+            Ok(Some(item)) => items.push(item),
+            Ok(None) => invalid += 1,
+            Err(e) => problems.push(e),
         }
-        let dataset = text_field("dataset")?;
-        let folder = image_folder(&dataset).ok_or_else(|| {
-            Error::new(ErrorKind::Malformed, format!("read {}: unknown image source `{dataset}`", at("dataset")))
-        })?;
-        let image = paths::inside(&data_dir.join("images").join(folder), &text_field("image_file")?, &at("image_file"))?;
-        items.push(Item {
-            id: format!("{piece}/{key}"),
-            images: vec![ImageSource::File(image)],
-            texts: vec![text_field("caption")?, text_field("foil")?],
-            truth: Truth::new(1, 2, vec![true, false]).expect("1×2 truth is well formed"),
-            tags: vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])],
-        });
     }
-    Ok((items, invalid))
+    (items, invalid)
+}
+
+/// One record as an item, or `None` when annotators did not validate its caption.
+fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &Value) -> Result<Option<Item>> {
+    let at = |field: &str| format!("{} record `{key}` key `{field}`", path.display());
+    let text_field = |field: &str| -> Result<String> {
+        record.get(field).and_then(Value::as_str).map(String::from).ok_or_else(|| {
+            Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field)))
+        })
+    };
+    let votes = record.pointer("/mturk/caption").and_then(Value::as_u64).ok_or_else(|| {
+        Error::new(ErrorKind::Malformed, format!("read {}: expected a number", at("mturk.caption")))
+    })?;
+    if votes < 2 {
+        return Ok(None);
+    }
+    let dataset = text_field("dataset")?;
+    let folder = image_folder(&dataset).ok_or_else(|| {
+        Error::new(ErrorKind::Malformed, format!("read {}: unknown image source `{dataset}`", at("dataset")))
+    })?;
+    let image = paths::inside(&data_dir.join("images").join(folder), &text_field("image_file")?, &at("image_file"))?;
+    Ok(Some(Item {
+        id: format!("{piece}/{key}"),
+        images: vec![ImageSource::File(image)],
+        texts: vec![text_field("caption")?, text_field("foil")?],
+        truth: Truth::new(1, 2, vec![true, false]).expect("1×2 truth is well formed"),
+        tags: vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])],
+    }))
 }

@@ -39,72 +39,77 @@ struct Example {
     collapsed_tag: String,
 }
 
-/// Loads `examples.jsonl` and resolves `images/<stem>.png` under `data_dir`.
-pub fn load(data_dir: &Path) -> Result<Suite> {
+/// Loads `examples.jsonl` and resolves `images/<stem>.png` under `data_dir`; every problem
+/// found goes to `problems`, and the items that could be read are kept.
+pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let annotations = data_dir.join("examples.jsonl");
-    let text = std::fs::read_to_string(&annotations).map_err(|e| {
-        Error::new(
+    let text = std::fs::read_to_string(&annotations).unwrap_or_else(|e| {
+        problems.push(Error::new(
             ErrorKind::MissingData,
             format!("read {}: {e} ({HOW_TO_GET})", annotations.display()),
-        )
-    })?;
+        ));
+        String::new()
+    });
     let images_dir = data_dir.join("images");
-    let mut items = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
     let mut seen_ids = std::collections::HashSet::new();
     for (index, line) in text.lines().enumerate() {
-        let line_no = index + 1;
         if line.trim().is_empty() {
             continue;
         }
-        let at = || format!("{} line {line_no}", annotations.display());
-        let example: Example = serde_json::from_str(line).map_err(|e| {
-            Error::new(ErrorKind::Malformed, format!("parse {}: {e}", at()))
-        })?;
-        let id = scalar_to_string(&example.id)
-            .ok_or_else(|| Error::new(ErrorKind::Malformed, format!("parse {}: `id` must be a number or string", at())))?;
-        let num_main_preds = scalar_to_string(&example.num_main_preds).ok_or_else(|| {
-            Error::new(ErrorKind::Malformed, format!("parse {}: `num_main_preds` must be a number or string", at()))
-        })?;
-        if !seen_ids.insert(id.clone()) {
-            return Err(Error::new(ErrorKind::Malformed, format!("parse {}: duplicate id {id}", at())));
+        let at = format!("{} line {}", annotations.display(), index + 1);
+        match parse_example(line, &images_dir, &at) {
+            Ok(item) if !seen_ids.insert(item.id.clone()) => {
+                problems.push(Error::new(ErrorKind::Malformed, format!("parse {at}: duplicate id {}", item.id)));
+            }
+            Ok(item) => items.push(item),
+            Err(e) => problems.push(e),
         }
-        let image = |stem: &str| -> Result<ImageSource> {
-            let path = paths::inside(&images_dir, &format!("{stem}.png"), &at())?;
-            Ok(ImageSource::File(path))
-        };
-        let secondary: Vec<String> = example
-            .secondary_tag
-            .split(',')
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(String::from)
-            .collect();
-        items.push(Item {
-            images: vec![image(&example.image_0)?, image(&example.image_1)?],
-            texts: vec![example.caption_0, example.caption_1],
-            truth: Truth::diagonal(2),
-            tags: vec![
-                ("collapsed_tag".into(), vec![example.collapsed_tag]),
-                ("num_main_preds".into(), vec![num_main_preds]),
-                ("secondary_tag".into(), secondary),
-                ("tag".into(), vec![example.tag]),
-            ],
-            id,
-        });
     }
-    if items.is_empty() {
-        return Err(Error::new(
+    if items.is_empty() && problems.is_empty() {
+        problems.push(Error::new(
             ErrorKind::Malformed,
             format!("load {}: it holds no examples", annotations.display()),
         ));
     }
-    Ok(Suite {
+    Suite {
         id: "winoground",
         data_dir: data_dir.to_path_buf(),
         summary: Summary { family: MetricFamily::Group, breakdown_keys: BREAKDOWN_KEYS, macro_over: None },
         annotation_files: vec![annotations],
         items,
         excluded: 0,
+    }
+}
+
+/// One line of `examples.jsonl` as an item; `at` names the file and line.
+fn parse_example(line: &str, images_dir: &Path, at: &str) -> Result<Item> {
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("parse {at}: {what}"));
+    let example: Example = serde_json::from_str(line).map_err(|e| malformed(e.to_string()))?;
+    let id = scalar_to_string(&example.id).ok_or_else(|| malformed("`id` must be a number or string".into()))?;
+    let num_main_preds = scalar_to_string(&example.num_main_preds)
+        .ok_or_else(|| malformed("`num_main_preds` must be a number or string".into()))?;
+    let image = |stem: &str| -> Result<ImageSource> {
+        Ok(ImageSource::File(paths::inside(images_dir, &format!("{stem}.png"), at)?))
+    };
+    let secondary: Vec<String> = example
+        .secondary_tag
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(String::from)
+        .collect();
+    Ok(Item {
+        images: vec![image(&example.image_0)?, image(&example.image_1)?],
+        texts: vec![example.caption_0, example.caption_1],
+        truth: Truth::diagonal(2),
+        tags: vec![
+            ("collapsed_tag".into(), vec![example.collapsed_tag]),
+            ("num_main_preds".into(), vec![num_main_preds]),
+            ("secondary_tag".into(), secondary),
+            ("tag".into(), vec![example.tag]),
+        ],
+        id,
     })
 }
 

@@ -56,9 +56,14 @@ fn wrong_shapes_and_bad_frames_are_named() {
     let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
     assert!(err.to_string().contains("eqbenkubric_cnt.json at [0]: missing key `caption1`"), "{err}");
 
+    // Every problem at once: the malformed entry and the missing split.
     std::fs::remove_file(dir.path().join("annotations/eqbensd.json")).unwrap();
     let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
-    assert!(err.to_string().contains("annotations/eqbensd.json"), "{err}");
+    assert!(err.to_string().contains("and 1 more problem(s)"), "{err}");
+    let (suite, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
+    assert_eq!(problems.len(), 2);
+    assert!(problems[1].to_string().contains("annotations/eqbensd.json"), "{}", problems[1]);
+    assert_eq!(suite.items.len(), 10, "the readable splits are still loaded");
 
     let frame = dir.path().join("bad.npy");
     std::fs::write(&frame, b"\x93NUMPY garbage").unwrap();

@@ -83,5 +83,11 @@ fn missing_pieces_are_listed() {
     std::fs::remove_file(dir.path().join("foil-it.json")).unwrap();
     let err = find("valse").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::MissingData);
-    assert!(err.to_string().contains("plurals.json, foil-it.json"), "{err}");
+    assert!(err.to_string().contains("plurals.json") && err.to_string().contains("1 more problem"), "{err}");
+    let (_, problems) = find("valse").unwrap().load_all(dir.path()).unwrap();
+    let named: Vec<bool> = ["plurals.json", "foil-it.json"]
+        .iter()
+        .map(|f| problems.iter().any(|p| p.to_string().contains(f)))
+        .collect();
+    assert_eq!(named, [true, true]);
 }

@@ -15,6 +15,8 @@ pub struct Cli {
 pub enum Command {
     /// Evaluate a model on a suite and store the run under the results directory.
     Eval(EvalArgs),
+    /// Validate a suite's data: every problem at once, non-zero exit when any.
+    Check(CheckArgs),
     /// Regenerate LEADERBOARD.md from the stored runs.
     Leaderboard(LeaderboardArgs),
     /// Measure encoder throughput on random weights of a model's architecture.
@@ -59,6 +61,16 @@ pub struct EvalArgs {
     /// Where runs are stored.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The suite id (see `benchctl suites`).
+    #[arg(long)]
+    pub suite: String,
+    /// The suite's data in its official layout [default: datasets/<suite>].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -2,11 +2,13 @@
 //!
 //! - [`cli`]: the command line;
 //! - [`eval`]: `benchctl eval`, encode once and score;
+//! - [`check`]: `benchctl check`, every problem of a suite's data at once;
 //! - [`results`]: stored runs and score dumps;
 //! - [`leaderboard`]: `LEADERBOARD.md`;
 //! - [`bench`]: encoder throughput on random weights.
 
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod error;
 pub mod eval;

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{bench, eval, leaderboard, results, summary, Error, ErrorKind};
+use benchctl::{bench, check, eval, leaderboard, results, summary, Error, ErrorKind};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -37,6 +37,11 @@ fn run(cli: Cli) -> Result<(), Error> {
             print(&summary::run_table(&evaluation.run))?;
             let path = evaluation.store(&args.results_dir)?;
             print(&format!("stored {}", path.display()))
+        }
+        Command::Check(args) => {
+            let report = check::run(&args)?;
+            print(&report.render())?;
+            report.into_result()
         }
         Command::Leaderboard(args) => {
             let runs = results::load_runs(&args.results_dir)?;

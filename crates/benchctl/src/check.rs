@@ -1,0 +1,85 @@
+//! `benchctl check`: validate a suite's data and report every problem at once: malformed
+//! records (with file and position), missing or undecodable images, and item counts that
+//! differ from the official release.
+
+use std::path::{Path, PathBuf};
+
+use benchctl_suites::ImageSource;
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+
+use crate::cli::CheckArgs;
+use crate::{Error, ErrorKind, Result};
+
+/// What `check` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    pub suite: String,
+    pub data_dir: PathBuf,
+    pub items: usize,
+    pub images: usize,
+    pub problems: Vec<String>,
+}
+
+impl CheckReport {
+    /// Human-readable lines: a summary, then one line per problem.
+    pub fn render(&self) -> String {
+        let mut out = format!(
+            "{} in {}: {} items, {} images, {} problem(s)",
+            self.suite,
+            self.data_dir.display(),
+            self.items,
+            self.images,
+            self.problems.len()
+        );
+        for p in &self.problems {
+            out.push_str("\n- ");
+            out.push_str(p);
+        }
+        out
+    }
+
+    /// An error (exit code 3) when any problem was found.
+    pub fn into_result(self) -> Result<()> {
+        if self.problems.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Data,
+                format!("validate {} data in {}: {} problem(s), listed above", self.suite, self.data_dir.display(), self.problems.len()),
+            ))
+        }
+    }
+}
+
+/// Runs every check on the suite's data.
+pub fn run(args: &CheckArgs) -> Result<CheckReport> {
+    let info = benchctl_suites::find(&args.suite)?;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let (suite, problems) = info.load_all(&data_dir)?;
+    let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    if let Some(expected) = info.expected_items {
+        if suite.items.len() != expected {
+            problems.push(format!(
+                "the official release has {expected} items, these annotations give {}",
+                suite.items.len()
+            ));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let images: Vec<&ImageSource> =
+        suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).collect();
+    let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
+    let mut unreadable: Vec<String> = images
+        .par_iter()
+        .filter_map(|source| {
+            let result = source.load_rgb();
+            bar.inc(1);
+            result.err().map(|e| e.to_string())
+        })
+        .collect();
+    bar.finish_and_clear();
+    unreadable.sort();
+    problems.extend(unreadable);
+    Ok(CheckReport { suite: info.id.to_string(), data_dir, items: suite.items.len(), images: images.len(), problems })
+}

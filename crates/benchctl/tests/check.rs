@@ -1,0 +1,36 @@
+//! `benchctl check` reports every problem of a suite's data at once.
+
+mod common;
+
+use benchctl_suites::spec;
+use common::{benchctl, copy_tree, demo_suite, stderr, stdout};
+
+#[test]
+fn every_problem_is_listed_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&demo_suite(), dir.path());
+    let jsonl = dir.path().join("examples.jsonl");
+    let mut text = std::fs::read_to_string(&jsonl).unwrap();
+    text.push_str("{\"id\": 8, \"caption_0\": \"x\"}\n");
+    std::fs::write(&jsonl, text).unwrap();
+    std::fs::remove_file(dir.path().join("images/ex_2_img_0.png")).unwrap();
+    std::fs::write(dir.path().join("images/ex_6_img_1.png"), b"\x89PNG broken").unwrap();
+
+    let out = benchctl(&["check", "--suite", "winoground", "--data-dir", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(report.contains("8 items, 16 images, 4 problem(s)"), "{report}");
+    for needle in ["examples.jsonl line 9", "ex_2_img_0.png", "ex_6_img_1.png", "the official release has 400 items"] {
+        assert!(report.contains(needle), "expected {needle:?} in {report}");
+    }
+    assert!(stderr(&out).contains("4 problem(s), listed above"));
+}
+
+#[test]
+fn clean_data_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    benchctl_testkit::spec_layout(dir.path(), &spec::SUBSETS, 2);
+    let out = benchctl(&["check", "--suite", "spec", "--data-dir", dir.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("24 items") && stdout(&out).contains("0 problem(s)"), "{}", stdout(&out));
+}
