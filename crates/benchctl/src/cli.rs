@@ -61,6 +61,10 @@ pub struct EvalArgs {
     /// Where runs are stored.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+    /// EqBen only: the authors' flat randomized annotation list (`[{image, caption}, …]`);
+    /// the run's scores are also written in that order as `<run>.eqben_submission.npy`.
+    #[arg(long, value_name = "FILE")]
+    pub eqben_submission: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

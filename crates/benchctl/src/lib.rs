@@ -4,6 +4,7 @@
 //! - [`eval`]: `benchctl eval`, encode once and score;
 //! - [`check`]: `benchctl check`, every problem of a suite's data at once;
 //! - [`results`]: stored runs and score dumps;
+//! - [`submission`]: scores in a benchmark's official submission layout;
 //! - [`leaderboard`]: `LEADERBOARD.md`;
 //! - [`bench`]: encoder throughput on random weights.
 
@@ -14,6 +15,7 @@ pub mod error;
 pub mod eval;
 pub mod leaderboard;
 pub mod results;
+pub mod submission;
 pub mod summary;
 
 pub use error::{Error, ErrorKind, Result};

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{bench, check, eval, leaderboard, results, summary, Error, ErrorKind};
+use benchctl::{bench, check, eval, leaderboard, results, submission, summary, Error, ErrorKind};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -32,11 +32,25 @@ fn print(text: &str) -> Result<(), Error> {
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Eval(args) => {
+            let flat_list = match &args.eqben_submission {
+                Some(_) if args.suite != "eqben" => {
+                    return Err(Error::new(ErrorKind::Usage, "use --eqben-submission: it applies to --suite eqben only"))
+                }
+                Some(path) => Some((path, submission::read_eqben_flat_list(path)?)),
+                None => None,
+            };
             let evaluation = eval::run(&args)?;
             // The table comes first, so a results directory that cannot be written loses nothing shown.
             print(&summary::run_table(&evaluation.run))?;
             let path = evaluation.store(&args.results_dir)?;
-            print(&format!("stored {}", path.display()))
+            print(&format!("stored {}", path.display()))?;
+            if let Some((flat_list, pairs)) = &flat_list {
+                let scores = submission::eqben_scores(&evaluation.suite, &evaluation.scores, pairs, flat_list)?;
+                let out = path.with_extension("eqben_submission.npy");
+                submission::write_npy_f32(&out, &scores)?;
+                print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;
+            }
+            Ok(())
         }
         Command::Check(args) => {
             let report = check::run(&args)?;

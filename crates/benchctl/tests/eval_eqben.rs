@@ -37,3 +37,74 @@ fn eqben_fixture_end_to_end() {
     let mean = per_split.values().map(|g| g["group_score"].as_f64().unwrap()).sum::<f64>() / 7.0;
     assert!((report["metrics"]["group_score_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
 }
+
+#[test]
+fn scores_export_in_the_official_submission_order() {
+    let data = tempfile::tempdir().unwrap();
+    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
+    eqben_layout(data.path(), &splits, 2, true);
+    // The authors' flat list: every (image, caption) pair of every item, shuffled. The light
+    // split's pairs keep the annotations' .png names.
+    let suite = benchctl_suites::find("eqben").unwrap().load(data.path()).unwrap();
+    let root = data.path().join("images");
+    let mut pairs = Vec::new();
+    for item in &suite.items {
+        for image in &item.images {
+            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
+            for caption in &item.texts {
+                pairs.push(serde_json::json!({"image": rel, "caption": caption}));
+            }
+        }
+    }
+    let n = pairs.len();
+    let shuffled: Vec<serde_json::Value> = (0..n).map(|i| pairs[(i * 17 + 5) % n].clone()).collect();
+    let flat = data.path().join("flat.json");
+    std::fs::write(&flat, serde_json::Value::from(shuffled.clone()).to_string()).unwrap();
+
+    let results = tempfile::tempdir().unwrap();
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "eqben",
+            "--data-dir", data.path().to_str().unwrap(),
+            "--results-dir", results.path().to_str().unwrap(),
+            "--eqben-submission", flat.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let (run_path, json) = stored_run(&out);
+    let npy = std::fs::read(run_path.with_extension("eqben_submission.npy")).unwrap();
+    let exported: Vec<f32> = npyz::NpyFile::new(&npy[..]).unwrap().into_vec().unwrap();
+    assert_eq!(exported.len(), n);
+    // Each exported value is that pair's score in the per-item dump.
+    let dump = benchctl::results::read_scores(&run_path.with_file_name(json["scores_file"].as_str().unwrap())).unwrap();
+    for (entry, value) in shuffled.iter().zip(&exported) {
+        let (i, k, l) = suite
+            .items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| {
+                let k = item.images.iter().position(|im| {
+                    im.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png") == entry["image"].as_str().unwrap()
+                })?;
+                let l = item.texts.iter().position(|t| t == entry["caption"].as_str().unwrap())?;
+                Some((i, k, l))
+            })
+            .unwrap();
+        assert_eq!(dump[i].1[k][l], *value);
+    }
+}
+
+#[test]
+fn submission_export_needs_eqben_and_a_readable_list() {
+    let out = benchctl(
+        &["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--eqben-submission", "flat.json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
+    let out = benchctl(
+        &["eval", "--model-path", &tiny_model(), "--suite", "eqben", "--eqben-submission", "/nonexistent/flat.json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(common::stderr(&out).contains("/nonexistent/flat.json"), "{}", common::stderr(&out));
+}

@@ -1,0 +1,77 @@
+//! Scores in a benchmark's official submission layout.
+//!
+//! EqBen's evaluation server takes one score per (image, caption) pair, in the order of the
+//! authors' flat randomized annotation list `[{"image": <path>, "caption": <text>}, …]`, as a
+//! float32 `.npy` vector. Image paths are relative to the suite's `images/` folder.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::ScoreTensor;
+use benchctl_suites::Suite;
+use serde::Deserialize;
+
+use crate::{Error, ErrorKind, Result};
+
+/// One entry of EqBen's flat annotation list.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Pair {
+    pub image: String,
+    pub caption: String,
+}
+
+/// Reads EqBen's flat randomized annotation list (before any model work, so a bad file
+/// costs nothing).
+pub fn read_eqben_flat_list(flat_list: &Path) -> Result<Vec<Pair>> {
+    let bad = |what: String| Error::new(ErrorKind::Data, what);
+    let text = std::fs::read_to_string(flat_list).map_err(|e| bad(format!("read {}: {e}", flat_list.display())))?;
+    serde_json::from_str(&text).map_err(|e| bad(format!("parse {}: {e}", flat_list.display())))
+}
+
+/// The scores of every pair, in the list's order.
+pub fn eqben_scores(suite: &Suite, scores: &ScoreTensor, pairs: &[Pair], flat_list: &Path) -> Result<Vec<f32>> {
+    let bad = |what: String| Error::new(ErrorKind::Data, what);
+    let image_root = suite.data_dir.join("images");
+    // (image path relative to images/, with the light release's .jpg mapped back to .png, caption) → score
+    let mut lookup: HashMap<(PathBuf, &str), f32> = HashMap::new();
+    for (item, matrix) in suite.items.iter().zip(scores.iter()) {
+        for (k, image) in item.images.iter().enumerate() {
+            let rel = image.path().strip_prefix(&image_root).unwrap_or(image.path());
+            for (l, caption) in item.texts.iter().enumerate() {
+                lookup.insert((rel.to_path_buf(), caption.as_str()), matrix.get(k, l));
+                if rel.extension().is_some_and(|e| e == "jpg") {
+                    lookup.insert((rel.with_extension("png"), caption.as_str()), matrix.get(k, l));
+                }
+            }
+        }
+    }
+    pairs
+        .iter()
+        .enumerate()
+        .map(|(i, pair)| {
+            lookup.get(&(PathBuf::from(&pair.image), pair.caption.as_str())).copied().ok_or_else(|| {
+                bad(format!(
+                    "find entry {i} of {} (image {:?}, caption {:?}) among the evaluated items",
+                    flat_list.display(),
+                    pair.image,
+                    pair.caption
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Writes a float32 vector as a `.npy` file (format version 1.0, little-endian).
+pub fn write_npy_f32(path: &Path, values: &[f32]) -> Result<()> {
+    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", values.len());
+    // Magic, version and length take 10 bytes; the header ends in a newline at a 64-byte boundary.
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    std::fs::write(path, bytes).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+}
