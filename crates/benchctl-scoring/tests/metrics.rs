@@ -206,3 +206,32 @@ fn eqsim_deviation_with_mean_and_quartiles() {
     // Macro over splits: eqbensd mean deviation 1.0, eqbengebc 4.0.
     assert_eq!(report.metric("eqsim_deviation_mean_macro"), Some(2.5));
 }
+
+#[test]
+fn retrieval_ranks_ties_and_altered_top1() {
+    use benchctl_scoring::metrics::retrieval::{drop_rate, query_outcome, summarise, QueryOutcome};
+    let none = |_: usize| false;
+    // Candidates 0..5; the match is 2.
+    let o = query_outcome(&[0.1, 0.5, 0.9, 0.3, 0.2], &[2], none).unwrap();
+    assert_eq!(o, QueryOutcome { rank: 0, top1_altered: false });
+    // Two non-matches above the match: rank 2 (a hit at 5 and 10, a miss at 1).
+    assert_eq!(query_outcome(&[0.95, 0.5, 0.9, 0.99, 0.2], &[2], none).unwrap().rank, 2);
+    // A tie with a non-match counts against the model.
+    assert_eq!(query_outcome(&[0.9, 0.5, 0.9], &[2], none).unwrap().rank, 1);
+    // With several matches the best one counts; a tie between matches costs nothing.
+    assert_eq!(query_outcome(&[0.7, 0.8, 0.8, 0.1], &[1, 2], none).unwrap().rank, 0);
+    // Top-1 altered: candidate 3 is altered and on top; a tie with an original also counts.
+    let altered = |c: usize| c == 3;
+    assert!(query_outcome(&[0.1, 0.5, 0.9, 0.95], &[2], altered).unwrap().top1_altered);
+    assert!(query_outcome(&[0.1, 0.5, 0.9, 0.9], &[2], altered).unwrap().top1_altered);
+    assert!(!query_outcome(&[0.1, 0.5, 0.9, 0.2], &[2], altered).unwrap().top1_altered);
+    assert!(query_outcome(&[0.1, f32::NAN], &[0], none).is_err());
+    assert!(query_outcome(&[0.1, 0.2], &[5], none).is_err());
+
+    let outcomes = [0, 1, 4, 7, 12].map(|rank| QueryOutcome { rank, top1_altered: rank == 12 });
+    let s = summarise(&outcomes).unwrap();
+    assert_eq!((s.r1, s.r5, s.r10, s.rsms), (20.0, 60.0, 80.0, 20.0));
+    assert_eq!(drop_rate(80.0, 60.0), Some(25.0));
+    assert_eq!(drop_rate(0.0, 0.0), None);
+    assert!(summarise(&[]).is_err());
+}

@@ -8,6 +8,7 @@ pub mod eqben;
 pub mod error;
 pub mod image;
 mod paths;
+pub mod rococo;
 pub mod spec;
 pub mod valse;
 pub mod winoground;

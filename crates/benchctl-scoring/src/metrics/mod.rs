@@ -7,6 +7,7 @@ pub mod choice;
 pub mod equivariance;
 pub mod group;
 pub mod pairwise;
+pub mod retrieval;
 
 use crate::report::{Breakdown, Group, Report};
 use crate::{Error, Result, ScoreTensor, Tags, Truth};

@@ -1,0 +1,80 @@
+//! RoCOCO: the real annotations, and the altered images' determinism.
+
+use benchctl_suites::rococo::{self, altered};
+use benchctl_testkit::{generated_image, shared};
+
+#[test]
+fn loads_the_real_test_split_and_caption_sets() {
+    let Some(dir) = shared("datasets/rococo") else { return };
+    let data = rococo::load(&dir).unwrap();
+    assert_eq!(data.images.len(), 5000);
+    assert!(data.images[0].ends_with("images/val2014/COCO_val2014_000000391895.jpg"));
+    assert_eq!(data.clean.captions.len(), 25_010);
+    assert!(data.clean.altered.iter().all(|a| !a));
+    assert_eq!(data.caption_sets.len(), 4);
+    for set in &data.caption_sets {
+        assert_eq!(set.captions.len(), 50_010, "{}", set.name);
+        assert_eq!(set.altered.iter().filter(|a| **a).count(), 25_000, "{}", set.name);
+        // Every image keeps its originals, and its altered captions point back to it.
+        assert_eq!(set.image_of.iter().copied().max(), Some(4999));
+    }
+    // The first record: five originals, then the altered ones.
+    let same = &data.caption_sets[1];
+    assert_eq!(same.name, "same_concept");
+    assert_eq!(&same.captions[..5], &data.clean.captions[..5]);
+    assert!(same.altered[5] && same.image_of[5] == 0);
+}
+
+#[test]
+fn a_set_that_does_not_repeat_the_test_split_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let ann = dir.path().join("annotations");
+    std::fs::create_dir_all(&ann).unwrap();
+    let test = serde_json::json!([{"image": "val2014/a.jpg", "caption": ["a dog", "a brown dog"]}]);
+    std::fs::write(ann.join("coco_karpathy_test.json"), test.to_string()).unwrap();
+    for set in rococo::CAPTION_SETS {
+        let record = serde_json::json!([{"image": "val2014/a.jpg", "caption": ["a dog", "a brown dog", "a dig", "a brown dig"]}]);
+        std::fs::write(ann.join(format!("{set}.json")), record.to_string()).unwrap();
+    }
+    let data = rococo::load(dir.path()).unwrap();
+    assert_eq!(data.caption_sets[3].altered, [false, false, true, true]);
+    std::fs::write(ann.join("danger.json"), r#"[{"image": "val2014/b.jpg", "caption": ["a dog", "a brown dog"]}]"#).unwrap();
+    let err = rococo::load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("danger.json record 0: its image and first 2 captions must repeat"), "{err}");
+}
+
+#[test]
+fn altered_images_are_bit_identical_for_a_seed() {
+    let images: Vec<_> = (0..6).map(|i| generated_image(i, 40 + i as u32, 30)).collect();
+    for method in [altered::Method::Mix, altered::Method::Patch] {
+        for lambda in [0.9, 0.8] {
+            let a = altered::gallery(6, method, lambda, 1).unwrap();
+            let b = altered::gallery(6, method, lambda, 1).unwrap();
+            assert_eq!(a, b);
+            for spec in &a {
+                assert_ne!(spec.base, spec.other, "an image is never mixed with itself");
+                let first = altered::render(spec, &images[spec.base], &images[spec.other]);
+                let again = altered::render(spec, &images[spec.base], &images[spec.other]);
+                assert_eq!(first.as_raw(), again.as_raw());
+                assert_eq!(first.dimensions(), images[spec.base].dimensions());
+            }
+        }
+    }
+    // Another seed draws other partners.
+    let partners = |seed| altered::gallery(100, altered::Method::Mix, 0.9, seed).unwrap().iter().map(|s| s.other).collect::<Vec<_>>();
+    assert_ne!(partners(0), partners(1));
+    assert!(altered::gallery(1, altered::Method::Mix, 0.9, 0).is_err());
+}
+
+#[test]
+fn mix_and_patch_follow_their_definitions() {
+    let white = image::RgbImage::from_pixel(20, 10, image::Rgb([255, 255, 255]));
+    let black = image::RgbImage::from_pixel(20, 10, image::Rgb([0, 0, 0]));
+    let mix = altered::AlteredImage { base: 0, other: 1, method: altered::Method::Mix, lambda: 0.8, draw: 7 };
+    // 0.8 · 255 = 204.
+    assert!(altered::render(&mix, &white, &black).pixels().all(|p| p.0 == [204, 204, 204]));
+    let patch = altered::AlteredImage { method: altered::Method::Patch, lambda: 0.75, ..mix };
+    let out = altered::render(&patch, &white, &black);
+    // Sides × √0.25 = ½: a 10 × 5 black rectangle, a quarter of the image.
+    assert_eq!(out.pixels().filter(|p| p.0 == [0, 0, 0]).count(), 50);
+}
