@@ -15,6 +15,8 @@ pub struct Cli {
 pub enum Command {
     /// Evaluate a model on a suite and store the run under the results directory.
     Eval(EvalArgs),
+    /// Compute a suite's metrics from scores produced elsewhere (no model needed).
+    Score(ScoreArgs),
     /// Validate a suite's data: every problem at once, non-zero exit when any.
     Check(CheckArgs),
     /// Regenerate LEADERBOARD.md from the stored runs.
@@ -65,6 +67,37 @@ pub struct EvalArgs {
     /// the run's scores are also written in that order as `<run>.eqben_submission.npy`.
     #[arg(long, value_name = "FILE")]
     pub eqben_submission: Option<PathBuf>,
+}
+
+/// Layouts of externally produced scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScoreFormat {
+    /// benchctl's own per-item dump: `{"id", "scores": [[...]]}` per line, rows = images.
+    Dump,
+    /// Winoground's published model scores: `{"label": "<id>_c<k>_i<j>", "score": s}` per line.
+    WinogroundJsonl,
+    /// EqBen's submission vector (`.npy`), in the order of `--eqben-flat-list`.
+    EqbenNpy,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ScoreArgs {
+    /// The suite id (see `benchctl suites`).
+    #[arg(long)]
+    pub suite: String,
+    /// The suite's data in its official layout [default: datasets/<suite>].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The scores.
+    #[arg(long, value_name = "FILE")]
+    pub scores: PathBuf,
+    /// Their layout [default: from the file name: .npy → eqben-npy, else dump unless the
+    /// first line has a `label`].
+    #[arg(long, value_enum)]
+    pub format: Option<ScoreFormat>,
+    /// With eqben-npy: the authors' flat annotation list that orders the vector.
+    #[arg(long, value_name = "FILE")]
+    pub eqben_flat_list: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -4,6 +4,7 @@
 //! - [`eval`]: `benchctl eval`, encode once and score;
 //! - [`check`]: `benchctl check`, every problem of a suite's data at once;
 //! - [`results`]: stored runs and score dumps;
+//! - [`score`]: `benchctl score`, metrics from external scores;
 //! - [`submission`]: scores in a benchmark's official submission layout;
 //! - [`leaderboard`]: `LEADERBOARD.md`;
 //! - [`bench`]: encoder throughput on random weights.
@@ -15,6 +16,7 @@ pub mod error;
 pub mod eval;
 pub mod leaderboard;
 pub mod results;
+pub mod score;
 pub mod submission;
 pub mod summary;
 

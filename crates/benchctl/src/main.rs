@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{bench, check, eval, leaderboard, results, submission, summary, Error, ErrorKind};
+use benchctl::{bench, check, eval, leaderboard, results, score, submission, summary, Error, ErrorKind};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -51,6 +51,12 @@ fn run(cli: Cli) -> Result<(), Error> {
                 print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;
             }
             Ok(())
+        }
+        Command::Score(args) => {
+            let (suite, report) = score::run(&args)?;
+            print(&summary::report_table(&format!("{} on {}", args.scores.display(), suite.id), &report))?;
+            let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| Error::results(format!("format report: {e}")))?;
+            print(&json)
         }
         Command::Check(args) => {
             let report = check::run(&args)?;

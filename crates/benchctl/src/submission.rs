@@ -28,35 +28,44 @@ pub fn read_eqben_flat_list(flat_list: &Path) -> Result<Vec<Pair>> {
     serde_json::from_str(&text).map_err(|e| bad(format!("parse {}: {e}", flat_list.display())))
 }
 
-/// The scores of every pair, in the list's order.
-pub fn eqben_scores(suite: &Suite, scores: &ScoreTensor, pairs: &[Pair], flat_list: &Path) -> Result<Vec<f32>> {
-    let bad = |what: String| Error::new(ErrorKind::Data, what);
+/// Where each (image relative to `images/`, caption) pair of an EqBen suite sits: item,
+/// image and text index. The light release's `.jpg` images answer to their `.png` names too.
+pub fn eqben_slots(suite: &Suite) -> Result<HashMap<(PathBuf, String), (usize, usize, usize)>> {
     let image_root = suite.data_dir.join("images");
-    // (image path relative to images/, with the light release's .jpg mapped back to .png, caption) → score
-    let mut lookup: HashMap<(PathBuf, &str), f32> = HashMap::new();
-    for (item, matrix) in suite.items.iter().zip(scores.iter()) {
+    let mut slots = HashMap::new();
+    for (i, item) in suite.items.iter().enumerate() {
         for (k, image) in item.images.iter().enumerate() {
             let rel = image.path().strip_prefix(&image_root).unwrap_or(image.path());
             for (l, caption) in item.texts.iter().enumerate() {
-                lookup.insert((rel.to_path_buf(), caption.as_str()), matrix.get(k, l));
+                slots.insert((rel.to_path_buf(), caption.clone()), (i, k, l));
                 if rel.extension().is_some_and(|e| e == "jpg") {
-                    lookup.insert((rel.with_extension("png"), caption.as_str()), matrix.get(k, l));
+                    slots.insert((rel.with_extension("png"), caption.clone()), (i, k, l));
                 }
             }
         }
     }
+    Ok(slots)
+}
+
+/// The scores of every pair, in the list's order.
+pub fn eqben_scores(suite: &Suite, scores: &ScoreTensor, pairs: &[Pair], flat_list: &Path) -> Result<Vec<f32>> {
+    let slots = eqben_slots(suite)?;
     pairs
         .iter()
         .enumerate()
         .map(|(i, pair)| {
-            lookup.get(&(PathBuf::from(&pair.image), pair.caption.as_str())).copied().ok_or_else(|| {
-                bad(format!(
-                    "find entry {i} of {} (image {:?}, caption {:?}) among the evaluated items",
-                    flat_list.display(),
-                    pair.image,
-                    pair.caption
-                ))
-            })
+            let &(item, k, l) = slots.get(&(PathBuf::from(&pair.image), pair.caption.clone())).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Data,
+                    format!(
+                        "find entry {i} of {} (image {:?}, caption {:?}) among the evaluated items",
+                        flat_list.display(),
+                        pair.image,
+                        pair.caption
+                    ),
+                )
+            })?;
+            Ok(scores.item(item).get(k, l))
         })
         .collect()
 }

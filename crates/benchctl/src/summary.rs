@@ -4,6 +4,7 @@ use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
 
 use crate::bench::PartResult;
 use crate::results::Run;
+use benchctl_scoring::Report;
 
 fn table(header: Vec<String>) -> Table {
     let mut table = Table::new();
@@ -17,7 +18,20 @@ fn right(text: String) -> Cell {
 
 /// The metrics of a run, overall and per breakdown group.
 pub fn run_table(run: &Run) -> String {
-    let report = &run.report;
+    let title = format!(
+        "{} on {} ({} items, {} images and {} texts encoded, {:.1} s)",
+        run.model.id,
+        run.suite.id,
+        run.report.items,
+        run.counts.images_encoded,
+        run.counts.texts_encoded,
+        run.timings.total_s
+    );
+    report_table(&title, &run.report)
+}
+
+/// A report's metrics, overall and per breakdown group, under a title line.
+pub fn report_table(title: &str, report: &Report) -> String {
     let mut header = vec!["group".to_string(), "items".to_string()];
     header.extend(report.metrics.iter().map(|(n, _)| n.clone()));
     let mut t = table(header);
@@ -31,15 +45,7 @@ pub fn run_table(run: &Run) -> String {
             t.add_row(row);
         }
     }
-    format!(
-        "{} on {} ({} items, {} images and {} texts encoded, {:.1} s)\n{t}",
-        run.model.id,
-        run.suite.id,
-        report.items,
-        run.counts.images_encoded,
-        run.counts.texts_encoded,
-        run.timings.total_s
-    )
+    format!("{title}\n{t}")
 }
 
 /// Benchmark results.

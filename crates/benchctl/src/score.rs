@@ -1,0 +1,190 @@
+//! `benchctl score`: a suite's metrics from scores produced elsewhere, e.g. by a PyTorch
+//! model outside the zoo. Every item must be scored exactly once; an unknown item or label,
+//! a missing item or pair, or a non-finite score is an error naming the offending entry.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_suites::Suite;
+use serde_json::Value;
+
+use crate::cli::{ScoreArgs, ScoreFormat};
+use crate::{submission, Error, ErrorKind, Result};
+
+/// Reads the scores, fills the suite's score tensor and computes its metrics.
+pub fn run(args: &ScoreArgs) -> Result<(Suite, Report)> {
+    let info = benchctl_suites::find(&args.suite)?;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let suite = info.load(&data_dir)?;
+    let format = match args.format {
+        Some(format) => format,
+        None => detect_format(&args.scores)?,
+    };
+    let mut matrices = Matrices::new(&suite);
+    match format {
+        ScoreFormat::Dump => read_dump(&args.scores, &mut matrices)?,
+        ScoreFormat::WinogroundJsonl => read_winoground(&args.scores, &mut matrices)?,
+        ScoreFormat::EqbenNpy => {
+            let flat = args.eqben_flat_list.as_ref().ok_or_else(|| {
+                Error::new(ErrorKind::Usage, "read EqBen submission scores: pass the flat list that orders them with --eqben-flat-list")
+            })?;
+            read_eqben_npy(&args.scores, flat, &suite, &mut matrices)?
+        }
+    }
+    let scores = matrices.finish(&args.scores)?;
+    let report = suite.evaluate(&scores)?;
+    Ok((suite, report))
+}
+
+fn detect_format(path: &Path) -> Result<ScoreFormat> {
+    if path.extension().is_some_and(|e| e == "npy") {
+        return Ok(ScoreFormat::EqbenNpy);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let labelled = serde_json::from_str::<Value>(first).ok().is_some_and(|v| v.get("label").is_some());
+    Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
+}
+
+fn bad(message: String) -> Error {
+    Error::new(ErrorKind::Data, message)
+}
+
+/// Every item's K×L scores as they arrive, NaN until set.
+struct Matrices<'a> {
+    suite: &'a Suite,
+    index: HashMap<&'a str, usize>,
+    values: Vec<Vec<f32>>,
+}
+
+impl<'a> Matrices<'a> {
+    fn new(suite: &'a Suite) -> Self {
+        let index = suite.items.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)).collect();
+        let values = suite.items.iter().map(|i| vec![f32::NAN; i.images.len() * i.texts.len()]).collect();
+        Self { suite, index, values }
+    }
+
+    fn item(&self, id: &str, at: &str) -> Result<usize> {
+        self.index.get(id).copied().ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
+    }
+
+    fn set(&mut self, item: usize, image: usize, text: usize, score: f64, at: &str) -> Result<()> {
+        let it = &self.suite.items[item];
+        if image >= it.images.len() || text >= it.texts.len() {
+            return Err(bad(format!(
+                "score {at}: item `{}` has {} image(s) and {} text(s), not image {image} and text {text}",
+                it.id,
+                it.images.len(),
+                it.texts.len()
+            )));
+        }
+        if !score.is_finite() {
+            return Err(bad(format!("score {at}: the score {score} is not a finite number")));
+        }
+        let slot = &mut self.values[item][image * it.texts.len() + text];
+        if !slot.is_nan() {
+            return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id)));
+        }
+        *slot = score as f32;
+        Ok(())
+    }
+
+    /// The score tensor, or an error naming the first unscored items.
+    fn finish(self, source: &Path) -> Result<ScoreTensor> {
+        let unscored: Vec<&str> = self
+            .values
+            .iter()
+            .zip(&self.suite.items)
+            .filter(|(v, _)| v.iter().any(|s| s.is_nan()))
+            .map(|(_, item)| item.id.as_str())
+            .collect();
+        if !unscored.is_empty() {
+            let shown: Vec<&str> = unscored.iter().take(5).copied().collect();
+            return Err(bad(format!(
+                "score {}: {} item(s) lack scores, e.g. {}",
+                source.display(),
+                unscored.len(),
+                shown.join(", ")
+            )));
+        }
+        let mut tensor = ScoreTensor::new();
+        for (item, values) in self.suite.items.iter().zip(&self.values) {
+            tensor.push(item.images.len(), item.texts.len(), values)?;
+        }
+        Ok(tensor)
+    }
+}
+
+fn lines(path: &Path) -> Result<Vec<(String, Value)>> {
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            let at = format!("{} line {}", path.display(), i + 1);
+            let value = serde_json::from_str(line).map_err(|e| bad(format!("parse {at}: {e}")))?;
+            Ok((at, value))
+        })
+        .collect()
+}
+
+fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
+    for (at, line) in lines(path)? {
+        let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
+        let item = m.item(id, &at)?;
+        let rows = line.get("scores").and_then(Value::as_array).ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+        for (k, row) in rows.iter().enumerate() {
+            let row = row.as_array().ok_or_else(|| bad(format!("parse {at}: row {k} of `scores` is not a list")))?;
+            for (l, value) in row.iter().enumerate() {
+                let score = value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
+                m.set(item, k, l, score, &at)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `<id>_c<k>_i<j>`: caption k of item id with image j.
+fn parse_label(label: &str) -> Option<(&str, usize, usize)> {
+    let (rest, image) = label.rsplit_once("_i")?;
+    let (id, caption) = rest.rsplit_once("_c")?;
+    Some((id, caption.parse().ok()?, image.parse().ok()?))
+}
+
+fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
+    for (at, line) in lines(path)? {
+        let label = line.get("label").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `label`")))?;
+        let (id, caption, image) = parse_label(label)
+            .ok_or_else(|| bad(format!("parse {at}: label `{label}` is not of the form <id>_c<k>_i<j>")))?;
+        let item = m.item(id, &format!("{at} (label `{label}`)"))?;
+        let score = line.get("score").and_then(Value::as_f64).ok_or_else(|| bad(format!("parse {at}: `score` is not a number")))?;
+        m.set(item, image, caption, score, &at)?;
+    }
+    Ok(())
+}
+
+fn read_eqben_npy(path: &Path, flat_list: &PathBuf, suite: &Suite, m: &mut Matrices) -> Result<()> {
+    let pairs = submission::read_eqben_flat_list(flat_list)?;
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("read {}: not a .npy array: {e}", path.display())))?;
+    let values: Vec<f32> = npy.into_vec().map_err(|e| bad(format!("read {}: expected float32 values: {e}", path.display())))?;
+    if values.len() != pairs.len() {
+        return Err(bad(format!(
+            "score {}: {} scores for the {} entries of {}",
+            path.display(),
+            values.len(),
+            pairs.len(),
+            flat_list.display()
+        )));
+    }
+    let slots = submission::eqben_slots(suite)?;
+    for (i, (pair, value)) in pairs.iter().zip(&values).enumerate() {
+        let at = format!("{} entry {i} (image {:?}, caption {:?})", flat_list.display(), pair.image, pair.caption);
+        let &(item, k, l) = slots
+            .get(&(PathBuf::from(&pair.image), pair.caption.clone()))
+            .ok_or_else(|| bad(format!("score {at}: no evaluated item has this image and caption")))?;
+        m.set(item, k, l, f64::from(*value), &at)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! `benchctl score` reproduces, from a score file, exactly the metrics `benchctl eval`
+//! computed, for every item suite and every supported score layout.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use benchctl_suites::{eqben, spec, valse};
+use common::{benchctl, demo_suite, stderr, stdout, stored_run, tiny_model};
+
+/// Evaluates the fixture model; returns the stored run's JSON and its score dump's path.
+fn eval(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (serde_json::Value, PathBuf) {
+    let model = tiny_model();
+    let mut args = vec![
+        "eval", "--model-path", model.as_str(), "--suite", suite,
+        "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (path, json) = stored_run(&benchctl(&args, &[]));
+    let dump = path.with_file_name(json["scores_file"].as_str().unwrap());
+    (json, dump)
+}
+
+/// The report `benchctl score` prints (its JSON follows the table).
+fn score(suite: &str, data: &Path, scores: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["score", "--suite", suite, "--data-dir", data.to_str().unwrap(), "--scores", scores.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = benchctl(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    serde_json::from_str(&text[text.find("\n{").expect("a JSON report")..]).unwrap()
+}
+
+/// A small VALSE layout of our own records (two per piece, one invalid).
+fn valse_layout(dir: &Path) {
+    for (p, piece) in valse::PIECES.iter().enumerate() {
+        let mut records = serde_json::Map::new();
+        for r in 0..3u64 {
+            let image = format!("img_{p}_{r}.jpg");
+            let path = dir.join("images/visual7w").join(&image);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            benchctl_testkit::generated_image(p as u64 * 10 + r, 30, 20).save_with_format(&path, image::ImageFormat::Jpeg).unwrap();
+            records.insert(
+                format!("{piece}_{r}"),
+                serde_json::json!({"dataset": "visual7w", "image_file": image, "caption": format!("there are {r} dogs"),
+                                   "foil": format!("there are {} dogs", r + 1), "mturk": {"caption": 1 + r, "foil": 0, "other": 0}}),
+            );
+        }
+        std::fs::write(dir.join(format!("{piece}.json")), serde_json::Value::Object(records).to_string()).unwrap();
+    }
+}
+
+#[test]
+fn own_dumps_reproduce_every_suite() {
+    let results = tempfile::tempdir().unwrap();
+    let spec_dir = tempfile::tempdir().unwrap();
+    benchctl_testkit::spec_layout(spec_dir.path(), &spec::SUBSETS, 2);
+    let eqben_dir = tempfile::tempdir().unwrap();
+    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
+    benchctl_testkit::eqben_layout(eqben_dir.path(), &splits, 2, false);
+    let valse_dir = tempfile::tempdir().unwrap();
+    valse_layout(valse_dir.path());
+    let suites: [(&str, &Path); 4] = [
+        ("winoground", &demo_suite()),
+        ("spec", spec_dir.path()),
+        ("eqben", eqben_dir.path()),
+        ("valse", valse_dir.path()),
+    ];
+    for (suite, data) in suites {
+        let (run, dump) = eval(suite, data, results.path(), &[]);
+        assert_eq!(score(suite, data, &dump, &[]), run["report"], "{suite}");
+    }
+}
+
+#[test]
+fn winoground_published_jsonl_reproduces_eval() {
+    let results = tempfile::tempdir().unwrap();
+    let (run, dump) = eval("winoground", &demo_suite(), results.path(), &[]);
+    // Rewrite the dump as Winoground's published layout: one line per (caption, image).
+    let mut jsonl = String::new();
+    for line in std::fs::read_to_string(&dump).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for image in 0..2 {
+            for caption in 0..2 {
+                let label = format!("{}_c{caption}_i{image}", v["id"].as_str().unwrap());
+                jsonl.push_str(&serde_json::json!({"label": label, "score": v["scores"][image][caption]}).to_string());
+                jsonl.push('\n');
+            }
+        }
+    }
+    let file = results.path().join("published.jsonl");
+    std::fs::write(&file, &jsonl).unwrap();
+    assert_eq!(score("winoground", &demo_suite(), &file, &[]), run["report"]);
+
+    // A missing pair, an unknown label and a non-number are errors naming the entry.
+    let broken = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        let out = benchctl(&["score", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--scores", file.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let dropped: String = jsonl.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    assert!(broken(&dropped).contains("1 item(s) lack scores, e.g. 0"));
+    assert!(broken(&jsonl.replacen("\"0_c0_i0\"", "\"99_c0_i0\"", 1)).contains("no item `99`"));
+    assert!(broken(&jsonl.replacen("\"label\":\"0_c0_i0\"", "\"label\":\"0-c0-i0\"", 1)).contains("is not of the form"));
+    let nan = jsonl.lines().next().unwrap().replace("\"score\":", "\"score\":\"NaN\",\"x\":");
+    assert!(broken(&format!("{nan}\n{dropped}")).contains("line 1: `score` is not a number"));
+}
+
+#[test]
+fn eqben_submission_vector_reproduces_eval() {
+    let data = tempfile::tempdir().unwrap();
+    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
+    eqben_layout_with_flat_list(data.path(), &splits);
+    let flat = data.path().join("flat.json");
+    let results = tempfile::tempdir().unwrap();
+    let (run, dump) = eval("eqben", data.path(), results.path(), &["--eqben-submission", flat.to_str().unwrap()]);
+    let npy = dump.with_file_name(dump.file_name().unwrap().to_str().unwrap().replace(".scores.jsonl", ".eqben_submission.npy"));
+    let report = score("eqben", data.path(), &npy, &["--eqben-flat-list", flat.to_str().unwrap()]);
+    assert_eq!(report, run["report"]);
+}
+
+/// An EqBen fixture plus a shuffled flat list of all its (image, caption) pairs.
+fn eqben_layout_with_flat_list(dir: &Path, splits: &[&str]) {
+    benchctl_testkit::eqben_layout(dir, splits, 2, true);
+    let suite = benchctl_suites::find("eqben").unwrap().load(dir).unwrap();
+    let root = dir.join("images");
+    let mut pairs = Vec::new();
+    for item in &suite.items {
+        for image in &item.images {
+            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
+            for caption in &item.texts {
+                pairs.push(serde_json::json!({"image": rel, "caption": caption}));
+            }
+        }
+    }
+    pairs.reverse();
+    std::fs::write(dir.join("flat.json"), serde_json::Value::from(pairs).to_string()).unwrap();
+}
