@@ -157,18 +157,17 @@ pub fn spec_layout(dir: &Path, subsets: &[&str], per_subset: usize) -> (usize, u
 
 /// Writes an (H, W, 3) uint8 `.npy` array of `rgb` in BGR channel order (as OpenCV frames).
 pub fn write_npy_bgr(path: &Path, rgb: &image::RgbImage) {
+    use npyz::WriterBuilder;
     let (w, h) = rgb.dimensions();
-    let mut header = format!("{{'descr': '|u1', 'fortran_order': False, 'shape': ({h}, {w}, 3), }}");
-    // Magic (6) + version (2) + length (2) + header, padded with spaces to 64 bytes, newline-terminated.
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend(rgb.pixels().flat_map(|p| [p[2], p[1], p[0]]));
-    std::fs::write(path, bytes).expect("write npy");
+    let file = std::io::BufWriter::new(std::fs::File::create(path).expect("create npy"));
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[h as u64, w as u64, 3])
+        .writer(file)
+        .begin_nd()
+        .expect("start npy");
+    writer.extend(rgb.pixels().flat_map(|p| [p[2], p[1], p[0]])).expect("write npy");
+    writer.finish().expect("finish npy");
 }
 
 /// An EqBen directory in the official per-split shapes under `dir`: `per_split` entries in

@@ -70,17 +70,8 @@ pub fn eqben_scores(suite: &Suite, scores: &ScoreTensor, pairs: &[Pair], flat_li
         .collect()
 }
 
-/// Writes a float32 vector as a `.npy` file (format version 1.0, little-endian).
+/// Writes a float32 vector as a `.npy` file.
 pub fn write_npy_f32(path: &Path, values: &[f32]) -> Result<()> {
-    let mut header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({},), }}", values.len());
-    // Magic, version and length take 10 bytes; the header ends in a newline at a 64-byte boundary.
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(path, bytes).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+    npyz::to_file_1d(path, values.iter().copied())
+        .map_err(|e| Error::results(format!("write {}: {e}", path.display())))
 }

@@ -47,15 +47,7 @@ fn scores_export_in_the_official_submission_order() {
     // split's pairs keep the annotations' .png names.
     let suite = benchctl_suites::find("eqben").unwrap().load(data.path()).unwrap();
     let root = data.path().join("images");
-    let mut pairs = Vec::new();
-    for item in &suite.items {
-        for image in &item.images {
-            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
-            for caption in &item.texts {
-                pairs.push(serde_json::json!({"image": rel, "caption": caption}));
-            }
-        }
-    }
+    let pairs = common::eqben_pairs(data.path());
     let n = pairs.len();
     let shuffled: Vec<serde_json::Value> = (0..n).map(|i| pairs[(i * 17 + 5) % n].clone()).collect();
     let flat = data.path().join("flat.json");

@@ -120,20 +120,10 @@ fn eqben_submission_vector_reproduces_eval() {
     assert_eq!(report, run["report"]);
 }
 
-/// An EqBen fixture plus a shuffled flat list of all its (image, caption) pairs.
+/// An EqBen fixture plus a reversed flat list of all its (image, caption) pairs.
 fn eqben_layout_with_flat_list(dir: &Path, splits: &[&str]) {
     benchctl_testkit::eqben_layout(dir, splits, 2, true);
-    let suite = benchctl_suites::find("eqben").unwrap().load(dir).unwrap();
-    let root = dir.join("images");
-    let mut pairs = Vec::new();
-    for item in &suite.items {
-        for image in &item.images {
-            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
-            for caption in &item.texts {
-                pairs.push(serde_json::json!({"image": rel, "caption": caption}));
-            }
-        }
-    }
+    let mut pairs = common::eqben_pairs(dir);
     pairs.reverse();
     std::fs::write(dir.join("flat.json"), serde_json::Value::from(pairs).to_string()).unwrap();
 }

@@ -53,3 +53,20 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Every (image, caption) pair of an EqBen directory as the authors' flat list names them:
+/// image paths relative to `images/`, the light release's `.jpg` under their `.png` names.
+pub fn eqben_pairs(dir: &Path) -> Vec<serde_json::Value> {
+    let suite = benchctl_suites::find("eqben").unwrap().load(dir).unwrap();
+    let root = dir.join("images");
+    let mut pairs = Vec::new();
+    for item in &suite.items {
+        for image in &item.images {
+            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
+            for caption in &item.texts {
+                pairs.push(serde_json::json!({"image": rel, "caption": caption}));
+            }
+        }
+    }
+    pairs
+}
