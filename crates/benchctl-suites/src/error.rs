@@ -18,6 +18,8 @@ pub enum ErrorKind {
     CorruptImage,
     /// An annotation names a path outside the data directory.
     PathEscapes,
+    /// The operation does not apply to this suite (e.g. K×L items of a retrieval suite).
+    Unsupported,
 }
 
 /// An error from loading a suite or one of its images.

@@ -14,6 +14,16 @@ pub enum ImageSource {
     /// A `.npy` array of uint8, shape (H, W, 3), channels in BGR order (OpenCV frames, as
     /// EqBen's YouCook2 split ships them).
     NpyBgr(PathBuf),
+    /// An image made from two others (RoCOCO's visually altered images).
+    Altered(Box<AlteredSource>),
+}
+
+/// Two image files and how [`crate::rococo::altered`] combines them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AlteredSource {
+    pub base: PathBuf,
+    pub other: PathBuf,
+    pub spec: crate::rococo::altered::AlteredImage,
 }
 
 impl ImageSource {
@@ -26,15 +36,22 @@ impl ImageSource {
         }
     }
 
+    /// The file read (for an altered image, its base image).
     pub fn path(&self) -> &Path {
         match self {
             ImageSource::File(path) | ImageSource::NpyBgr(path) => path,
+            ImageSource::Altered(altered) => &altered.base,
         }
     }
 
     /// Decodes to 8-bit RGB: alpha is dropped, greyscale replicated, 16-bit scaled down
     /// (as PIL's `convert("RGB")` does).
     pub fn load_rgb(&self) -> Result<RgbImage> {
+        if let ImageSource::Altered(altered) = self {
+            let base = ImageSource::File(altered.base.clone()).load_rgb()?;
+            let other = ImageSource::File(altered.other.clone()).load_rgb()?;
+            return Ok(crate::rococo::altered::render(&altered.spec, &base, &other));
+        }
         let path = self.path();
         let bytes = std::fs::read(path).map_err(|e| {
             let kind = if e.kind() == std::io::ErrorKind::NotFound {
@@ -47,6 +64,7 @@ impl ImageSource {
         let decoded = match self {
             ImageSource::File(_) => decode_rgb(&bytes).map_err(|e| e.to_string()),
             ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
+            ImageSource::Altered(_) => unreachable!("altered images are rendered above"),
         };
         decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }

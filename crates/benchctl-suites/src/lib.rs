@@ -85,7 +85,17 @@ pub struct SuiteInfo {
     pub how_to_get: &'static str,
     /// Items in the complete official release, when known; `check` compares against it.
     pub expected_items: Option<usize>,
-    load: fn(&Path, &mut Vec<Error>) -> Suite,
+    /// How the suite is read.
+    pub kind: SuiteKind,
+}
+
+/// How a suite is read.
+#[derive(Clone, Copy)]
+pub enum SuiteKind {
+    /// Into K×L items, by this loader (every problem goes to the list, readable items are kept).
+    Items(fn(&Path, &mut Vec<Error>) -> Suite),
+    /// Into galleries that every query is ranked against (RoCOCO, see [`rococo`]).
+    Galleries,
 }
 
 impl SuiteInfo {
@@ -120,8 +130,14 @@ impl SuiteInfo {
                 format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
             ));
         }
+        let SuiteKind::Items(load) = self.kind else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("read {} as K×L items: it is a retrieval suite, scored against whole galleries", self.id),
+            ));
+        };
         let mut problems = Vec::new();
-        let suite = (self.load)(data_dir, &mut problems);
+        let suite = load(data_dir, &mut problems);
         Ok((suite, problems))
     }
 }
@@ -134,7 +150,15 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "group_score_macro",
         how_to_get: eqben::HOW_TO_GET,
         expected_items: Some(251_048),
-        load: eqben::load,
+        kind: SuiteKind::Items(eqben::load),
+    },
+    SuiteInfo {
+        id: "rococo",
+        description: rococo::DESCRIPTION,
+        headline: "i2t_r1_altered_mean",
+        how_to_get: rococo::HOW_TO_GET,
+        expected_items: Some(5_000),
+        kind: SuiteKind::Galleries,
     },
     SuiteInfo {
         id: "spec",
@@ -142,7 +166,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "i2t_accuracy_macro",
         how_to_get: spec::HOW_TO_GET,
         expected_items: None,
-        load: spec::load,
+        kind: SuiteKind::Items(spec::load),
     },
     SuiteInfo {
         id: "valse",
@@ -150,7 +174,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "acc_r_macro",
         how_to_get: valse::HOW_TO_GET,
         expected_items: Some(7_702),
-        load: valse::load,
+        kind: SuiteKind::Items(valse::load),
     },
     SuiteInfo {
         id: "winoground",
@@ -158,7 +182,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "group_score",
         how_to_get: winoground::HOW_TO_GET,
         expected_items: Some(400),
-        load: winoground::load,
+        kind: SuiteKind::Items(winoground::load),
     },
 ];
 

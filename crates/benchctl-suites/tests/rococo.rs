@@ -47,7 +47,7 @@ fn a_set_that_does_not_repeat_the_test_split_is_rejected() {
 fn altered_images_are_bit_identical_for_a_seed() {
     let images: Vec<_> = (0..6).map(|i| generated_image(i, 40 + i as u32, 30)).collect();
     for method in [altered::Method::Mix, altered::Method::Patch] {
-        for lambda in [0.9, 0.8] {
+        for lambda in [900, 800] {
             let a = altered::gallery(6, method, lambda, 1).unwrap();
             let b = altered::gallery(6, method, lambda, 1).unwrap();
             assert_eq!(a, b);
@@ -61,19 +61,19 @@ fn altered_images_are_bit_identical_for_a_seed() {
         }
     }
     // Another seed draws other partners.
-    let partners = |seed| altered::gallery(100, altered::Method::Mix, 0.9, seed).unwrap().iter().map(|s| s.other).collect::<Vec<_>>();
+    let partners = |seed| altered::gallery(100, altered::Method::Mix, 900, seed).unwrap().iter().map(|s| s.other).collect::<Vec<_>>();
     assert_ne!(partners(0), partners(1));
-    assert!(altered::gallery(1, altered::Method::Mix, 0.9, 0).is_err());
+    assert!(altered::gallery(1, altered::Method::Mix, 900, 0).is_err());
 }
 
 #[test]
 fn mix_and_patch_follow_their_definitions() {
     let white = image::RgbImage::from_pixel(20, 10, image::Rgb([255, 255, 255]));
     let black = image::RgbImage::from_pixel(20, 10, image::Rgb([0, 0, 0]));
-    let mix = altered::AlteredImage { base: 0, other: 1, method: altered::Method::Mix, lambda: 0.8, draw: 7 };
+    let mix = altered::AlteredImage { base: 0, other: 1, method: altered::Method::Mix, lambda_milli: 800, draw: 7 };
     // 0.8 · 255 = 204.
     assert!(altered::render(&mix, &white, &black).pixels().all(|p| p.0 == [204, 204, 204]));
-    let patch = altered::AlteredImage { method: altered::Method::Patch, lambda: 0.75, ..mix };
+    let patch = altered::AlteredImage { method: altered::Method::Patch, lambda_milli: 750, ..mix };
     let out = altered::render(&patch, &white, &black);
     // Sides × √0.25 = ½: a 10 × 5 black rectangle, a quarter of the image.
     assert_eq!(out.pixels().filter(|p| p.0 == [0, 0, 0]).count(), 50);

@@ -223,3 +223,40 @@ pub fn eqben_layout(dir: &Path, splits: &[&str], per_split: usize, light: bool) 
         })
         .collect()
 }
+
+/// A small RoCOCO directory in the official shape under `dir`: `n` generated COCO-named
+/// JPEGs under `images/val2014/`, a test split with five captions per image (six for every
+/// fourth), and the four altered sets repeating them with one altered caption per original
+/// (five for the six-caption images).
+pub fn rococo_layout(dir: &Path, n: usize) {
+    let ann = dir.join("annotations");
+    std::fs::create_dir_all(&ann).expect("create annotations");
+    std::fs::create_dir_all(dir.join("images/val2014")).expect("create images");
+    let colours = ["red", "green", "blue", "white", "black", "yellow"];
+    let mut test = Vec::new();
+    for i in 0..n {
+        let name = format!("val2014/COCO_val2014_{:012}.jpg", 100 + i);
+        generated_image(i as u64 * 7, 48, 32)
+            .save_with_format(dir.join("images").join(&name), image::ImageFormat::Jpeg)
+            .expect("write image");
+        let count = if i % 4 == 0 { 6 } else { 5 };
+        let captions: Vec<String> =
+            (0..count).map(|k| format!("a {} bar on a plain background, view {k} of image {i}", colours[i % 6])).collect();
+        test.push((name, captions));
+    }
+    let records = |altered: Option<&str>| -> serde_json::Value {
+        test.iter()
+            .map(|(image, captions)| {
+                let mut all = captions.clone();
+                if let Some(word) = altered {
+                    all.extend(captions.iter().take(5).map(|c| c.replacen("bar", word, 1)));
+                }
+                serde_json::json!({"image": image, "caption": all})
+            })
+            .collect()
+    };
+    std::fs::write(ann.join("coco_karpathy_test.json"), records(None).to_string()).expect("write test");
+    for (set, word) in [("rand_voca", "zebra"), ("same_concept", "stick"), ("diff_concept", "circle"), ("danger", "knife")] {
+        std::fs::write(ann.join(format!("{set}.json")), records(Some(word)).to_string()).expect("write set");
+    }
+}

@@ -63,10 +63,26 @@ pub struct EvalArgs {
     /// Where runs are stored.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+    /// RoCOCO only: how the altered images of the text-to-image gallery are made.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [AlterMethod::Mix, AlterMethod::Patch])]
+    pub rococo_methods: Vec<AlterMethod>,
+    /// RoCOCO only: the share λ of the original image kept, in thousandths (900 = 0.9).
+    #[arg(long, value_delimiter = ',', default_values_t = [900u16, 800], value_parser = clap::value_parser!(u16).range(0..=1000))]
+    pub rococo_lambdas: Vec<u16>,
+    /// RoCOCO only: seeds of the altered galleries; results are averaged over them.
+    #[arg(long, value_delimiter = ',', default_values_t = [0u64, 1, 2])]
+    pub rococo_seeds: Vec<u64>,
     /// EqBen only: the authors' flat randomized annotation list (`[{image, caption}, …]`);
     /// the run's scores are also written in that order as `<run>.eqben_submission.npy`.
     #[arg(long, value_name = "FILE")]
     pub eqben_submission: Option<PathBuf>,
+}
+
+/// RoCOCO's image alterations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlterMethod {
+    Mix,
+    Patch,
 }
 
 /// Layouts of externally produced scores.

@@ -83,23 +83,28 @@ pub struct Counts {
 /// A finished evaluation, not yet stored.
 pub struct Evaluation {
     pub run: Run,
-    pub suite: Suite,
-    pub scores: ScoreTensor,
+    /// The score dump's lines.
+    pub dump: Vec<serde_json::Value>,
+    /// An item suite and its scores (retrieval suites have none).
+    pub scored: Option<(Suite, ScoreTensor)>,
 }
 
 impl Evaluation {
     /// Stores the run and its score dump under `results_dir`; returns the run file.
     pub fn store(&self, results_dir: &Path) -> Result<PathBuf> {
-        results::store(results_dir, &self.run, &self.suite, &self.scores)
+        results::store(results_dir, &self.run, &self.dump)
     }
 }
 
 /// Runs `benchctl eval` up to, not including, storing the run.
 pub fn run(args: &EvalArgs) -> Result<Evaluation> {
-    let started = Instant::now();
-    let started_at = results::now_rfc3339();
     let suite_info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
+    if let benchctl_suites::SuiteKind::Galleries = suite_info.kind {
+        return crate::retrieval::run(args, &data_dir);
+    }
+    let started = Instant::now();
+    let started_at = results::now_rfc3339();
     let suite = suite_info.load(&data_dir)?;
     check_images(&suite)?;
     let load_started = Instant::now();
@@ -142,7 +147,8 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
         },
         report,
     };
-    Ok(Evaluation { run, suite, scores })
+    let dump = results::item_dump(&suite, &scores);
+    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
 }
 
 /// Fails before any model work when images are missing, naming them.
@@ -160,7 +166,7 @@ fn check_images(suite: &Suite) -> Result<()> {
 }
 
 /// Each distinct value once, in first-seen order, and the slot of every occurrence.
-fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(values: impl Iterator<Item = &'a T>) -> (Vec<usize>, Vec<&'a T>) {
+pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(values: impl Iterator<Item = &'a T>) -> (Vec<usize>, Vec<&'a T>) {
     let mut index: HashMap<&T, usize> = HashMap::new();
     let mut unique = Vec::new();
     let slots = values
@@ -185,7 +191,7 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
-fn encode_images(
+pub(crate) fn encode_images(
     model: &dyn DualEncoder,
     images: &[&ImageSource],
     batch: usize,
@@ -221,7 +227,7 @@ fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
         .map_err(|e| Error::new(ErrorKind::Compute, format!("move an image batch to the device: {e}")))
 }
 
-fn encode_texts(model: &dyn DualEncoder, texts: &[&String], batch: usize, counts: &mut Counts) -> Result<Tensor> {
+pub(crate) fn encode_texts(model: &dyn DualEncoder, texts: &[&String], batch: usize, counts: &mut Counts) -> Result<Tensor> {
     let bar = progress(texts.len(), "encoding texts");
     let mut parts = Vec::new();
     for chunk in texts.chunks(batch) {

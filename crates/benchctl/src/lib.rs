@@ -4,6 +4,7 @@
 //! - [`eval`]: `benchctl eval`, encode once and score;
 //! - [`check`]: `benchctl check`, every problem of a suite's data at once;
 //! - [`results`]: stored runs and score dumps;
+//! - [`retrieval`]: `benchctl eval` of retrieval suites (RoCOCO) against whole galleries;
 //! - [`score`]: `benchctl score`, metrics from external scores;
 //! - [`submission`]: scores in a benchmark's official submission layout;
 //! - [`leaderboard`]: `LEADERBOARD.md`;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod eval;
 pub mod leaderboard;
 pub mod results;
+pub mod retrieval;
 pub mod score;
 pub mod submission;
 pub mod summary;

@@ -44,8 +44,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             print(&summary::run_table(&evaluation.run))?;
             let path = evaluation.store(&args.results_dir)?;
             print(&format!("stored {}", path.display()))?;
-            if let Some((flat_list, pairs)) = &flat_list {
-                let scores = submission::eqben_scores(&evaluation.suite, &evaluation.scores, pairs, flat_list)?;
+            if let (Some((flat_list, pairs)), Some((suite, scores))) = (&flat_list, &evaluation.scored) {
+                let scores = submission::eqben_scores(suite, scores, pairs, flat_list)?;
                 let out = path.with_extension("eqben_submission.npy");
                 submission::write_npy_f32(&out, &scores)?;
                 print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;

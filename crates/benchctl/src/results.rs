@@ -107,9 +107,22 @@ impl Run {
     }
 }
 
-/// Writes the run and its score dump under `results_dir/runs/`; returns the run file.
-/// Files are written to a temporary name and renamed, so a crash leaves no half file.
-pub fn store(results_dir: &Path, run: &Run, suite: &Suite, scores: &ScoreTensor) -> Result<PathBuf> {
+/// The score dump of an item suite: one line per item with its id and K×L scores.
+pub fn item_dump(suite: &Suite, scores: &ScoreTensor) -> Vec<serde_json::Value> {
+    suite
+        .items
+        .iter()
+        .zip(scores.iter())
+        .map(|(item, matrix)| {
+            let rows: Vec<&[f32]> = (0..matrix.images()).map(|k| matrix.row(k)).collect();
+            serde_json::json!({"id": item.id, "scores": rows})
+        })
+        .collect()
+}
+
+/// Writes the run and its dump (one JSON line each) under `results_dir/runs/`; returns the
+/// run file. Files are written to a temporary name and renamed, so a crash leaves no half file.
+pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) -> Result<PathBuf> {
     let runs = results_dir.join("runs");
     std::fs::create_dir_all(&runs)
         .map_err(|e| Error::results(format!("create results directory {}: {e}", runs.display())))?;
@@ -117,9 +130,7 @@ pub fn store(results_dir: &Path, run: &Run, suite: &Suite, scores: &ScoreTensor)
     let stem = format!("{stamp}_{}_{}", sanitise(&run.model.id), sanitise(&run.suite.id));
     let scores_path = runs.join(format!("{stem}.scores.jsonl"));
     let mut dump = Vec::new();
-    for (item, matrix) in suite.items.iter().zip(scores.iter()) {
-        let rows: Vec<&[f32]> = (0..matrix.images()).map(|k| matrix.row(k)).collect();
-        let line = serde_json::json!({"id": item.id, "scores": rows});
+    for line in dump_lines {
         writeln!(dump, "{line}").map_err(|e| Error::results(format!("format scores: {e}")))?;
     }
     write_atomically(&scores_path, &dump)?;

@@ -12,21 +12,37 @@
 use image::RgbImage;
 
 /// How an altered image is made.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
     Mix,
     Patch,
 }
 
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Mix => "mix",
+            Method::Patch => "patch",
+        }
+    }
+}
+
 /// One altered image: which test images it combines, and how.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AlteredImage {
     pub base: usize,
     pub other: usize,
     pub method: Method,
-    pub lambda: f32,
+    /// λ in thousandths (900 = 0.9), so that images hash and compare exactly.
+    pub lambda_milli: u16,
     /// The random draws of this image (patch position).
     pub draw: u64,
+}
+
+impl AlteredImage {
+    pub fn lambda(&self) -> f32 {
+        f32::from(self.lambda_milli) / 1000.0
+    }
 }
 
 /// SplitMix64: a tiny, well-mixed generator with a fixed definition.
@@ -37,8 +53,9 @@ fn splitmix64(state: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The altered gallery of `n` test images: one altered image per test image.
-pub fn gallery(n: usize, method: Method, lambda: f32, seed: u64) -> crate::Result<Vec<AlteredImage>> {
+/// The altered gallery of `n` test images: one altered image per test image; λ in
+/// thousandths.
+pub fn gallery(n: usize, method: Method, lambda_milli: u16, seed: u64) -> crate::Result<Vec<AlteredImage>> {
     if n < 2 {
         return Err(crate::Error::new(
             crate::ErrorKind::Malformed,
@@ -51,7 +68,7 @@ pub fn gallery(n: usize, method: Method, lambda: f32, seed: u64) -> crate::Resul
             // Any image but the base: draw among n − 1 and skip over the base.
             let pick = (splitmix64(draw) % (n as u64 - 1)) as usize;
             let other = if pick >= base { pick + 1 } else { pick };
-            AlteredImage { base, other, method, lambda, draw }
+            AlteredImage { base, other, method, lambda_milli, draw }
         })
         .collect())
 }
@@ -64,7 +81,7 @@ pub fn render(spec: &AlteredImage, base: &RgbImage, other: &RgbImage) -> RgbImag
     } else {
         image::imageops::resize(other, w, h, image::imageops::FilterType::CatmullRom)
     };
-    let lambda = spec.lambda.clamp(0.0, 1.0);
+    let lambda = spec.lambda().clamp(0.0, 1.0);
     match spec.method {
         Method::Mix => {
             let mut out = base.clone();

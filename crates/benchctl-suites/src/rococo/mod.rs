@@ -11,9 +11,8 @@
 //!
 //! RoCOCO is a retrieval benchmark: every query is ranked against a whole gallery, so it is
 //! read into galleries ([`Rococo`]) rather than K×L items; [`altered`] makes the visually
-//! altered images of the text-to-image gallery. Scoring it through `benchctl eval` (one
-//! blocked matrix product per gallery, [`benchctl_scoring::metrics::retrieval`]) is not
-//! wired yet, so `rococo` is not yet among [`crate::SUITES`].
+//! altered images of the text-to-image gallery. The runner scores each gallery with one
+//! blocked matrix product and `benchctl_scoring::metrics::retrieval`.
 
 pub mod altered;
 
@@ -22,6 +21,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::{paths, Error, ErrorKind, Result};
+
+pub const DESCRIPTION: &str =
+    "COCO 5K retrieval against semantically altered captions and visually altered images (R@k, drop rate, RSMS)";
+pub const HOW_TO_GET: &str = "put the annotations/ folder of github.com/pseulki/rococo here and the COCO val2014 images under images/val2014/";
 
 /// The four altered caption sets.
 pub const CAPTION_SETS: [&str; 4] = ["rand_voca", "same_concept", "diff_concept", "danger"];
@@ -67,6 +70,12 @@ fn annotations_dir(data_dir: &Path) -> PathBuf {
 /// Loads the test split and the four altered caption sets, checking that each set repeats
 /// the test split's images and original captions.
 pub fn load(data_dir: &Path) -> Result<Rococo> {
+    if !data_dir.is_dir() {
+        return Err(Error::new(
+            ErrorKind::MissingData,
+            format!("find the rococo data directory {}: {HOW_TO_GET}", data_dir.display()),
+        ));
+    }
     let dir = annotations_dir(data_dir);
     let test_path = dir.join("coco_karpathy_test.json");
     let test = read_records(&test_path)?;

@@ -1,0 +1,250 @@
+//! `benchctl eval --suite rococo`: retrieval against whole galleries.
+//!
+//! Each unique image and caption is encoded once; each gallery is scored with blocked
+//! matrix products (a block of queries against the whole gallery at a time) and every
+//! query reduced to its outcome (rank of its best match, whether its top-1 is altered) by
+//! `benchctl_scoring::metrics::retrieval`. The dump holds one line per query and gallery,
+//! from which every metric can be recomputed.
+
+use std::path::Path;
+use std::time::Instant;
+
+use benchctl_scoring::metrics::retrieval::{self, QueryOutcome, RetrievalScores};
+use benchctl_scoring::Report;
+use benchctl_suites::image::AlteredSource;
+use benchctl_suites::rococo::{self, altered, CaptionGallery};
+use benchctl_suites::ImageSource;
+use candle_core::{DType, Tensor};
+use serde_json::json;
+
+use crate::cli::{AlterMethod, EvalArgs};
+use crate::eval::{encode_images, encode_texts, load_model, unique_by, Counts, Evaluation};
+use crate::results::{self, Run, SuiteRecord, Timings};
+use crate::{Error, ErrorKind, Result};
+use benchctl_models::DualEncoder;
+
+/// Queries per block of the gallery matrix product.
+const QUERY_BLOCK: usize = 256;
+
+fn compute(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
+    move |e| Error::new(ErrorKind::Compute, format!("{what}: {e}"))
+}
+
+/// Ranks every query (rows of `queries`) against the whole `gallery`.
+fn rank_all(
+    model: &dyn DualEncoder,
+    queries: &Tensor,
+    gallery: &Tensor,
+    matches: &dyn Fn(usize) -> Vec<usize>,
+    is_altered: &dyn Fn(usize) -> bool,
+) -> Result<Vec<QueryOutcome>> {
+    let n = queries.dim(0).map_err(compute("size queries"))?;
+    let gallery = gallery.unsqueeze(0).map_err(compute("shape gallery"))?;
+    let mut outcomes = Vec::with_capacity(n);
+    for start in (0..n).step_by(QUERY_BLOCK) {
+        let len = QUERY_BLOCK.min(n - start);
+        let block = queries.narrow(0, start, len).and_then(|b| b.unsqueeze(0)).map_err(compute("slice queries"))?;
+        let rows = model
+            .scores(&block, &gallery)?
+            .squeeze(0)
+            .and_then(|s| s.to_dtype(DType::F32))
+            .and_then(|s| s.to_vec2::<f32>())
+            .map_err(compute("read gallery scores"))?;
+        for (i, row) in rows.iter().enumerate() {
+            outcomes.push(retrieval::query_outcome(row, &matches(start + i), is_altered)?);
+        }
+    }
+    Ok(outcomes)
+}
+
+/// One gallery's outcomes, named for the report and dump.
+struct GalleryResult {
+    name: String,
+    direction: &'static str,
+    outcomes: Vec<QueryOutcome>,
+}
+
+fn rows(table: &Tensor, indices: &[usize]) -> Result<Tensor> {
+    let idx: Vec<u32> = indices.iter().map(|&i| i as u32).collect();
+    let idx = Tensor::from_vec(idx, indices.len(), table.device()).map_err(compute("index rows"))?;
+    table.index_select(&idx, 0).map_err(compute("gather rows"))
+}
+
+/// Image-to-text: each test image against every caption of `gallery`; a hit is any of the
+/// image's original captions.
+fn image_to_text(model: &dyn DualEncoder, images: &Tensor, captions: &Tensor, gallery: &CaptionGallery) -> Result<Vec<QueryOutcome>> {
+    let n = images.dim(0).map_err(compute("size images"))?;
+    let mut originals = vec![Vec::new(); n];
+    for (c, (&image, &is_altered)) in gallery.image_of.iter().zip(&gallery.altered).enumerate() {
+        if !is_altered {
+            originals[image].push(c);
+        }
+    }
+    rank_all(model, images, captions, &|q| originals[q].clone(), &|c| gallery.altered[c])
+}
+
+/// Runs the RoCOCO evaluation.
+pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
+    let started = Instant::now();
+    let started_at = results::now_rfc3339();
+    let data = rococo::load(data_dir)?;
+    let missing: Vec<String> =
+        data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
+    if !missing.is_empty() {
+        return Err(Error::new(ErrorKind::Data, format!("find rococo image(s): {}", missing.join(", "))));
+    }
+    let load_started = Instant::now();
+    let model = load_model(&args.model, &args.device, &args.dtype)?;
+    let load_model_s = load_started.elapsed().as_secs_f64();
+    let encoder = model.encoder.as_ref();
+    let batch = args.batch_size as usize;
+    let mut counts = Counts { unique_images: data.images.len(), ..Default::default() };
+
+    // Every caption of every gallery, encoded once.
+    let t = Instant::now();
+    let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
+    let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| &g.captions));
+    counts.unique_texts = unique_texts.len();
+    let text_table = encode_texts(encoder, &unique_texts, batch, &mut counts)?;
+    let encode_texts_s = t.elapsed().as_secs_f64();
+    let mut gallery_rows = Vec::new();
+    let mut offset = 0;
+    for g in &galleries {
+        gallery_rows.push(rows(&text_table, &slots[offset..offset + g.captions.len()])?);
+        offset += g.captions.len();
+    }
+
+    let t = Instant::now();
+    let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
+    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts)?;
+    let mut encode_images_s = t.elapsed().as_secs_f64();
+
+    let score_started = Instant::now();
+    let mut results: Vec<GalleryResult> = Vec::new();
+    for (g, captions) in galleries.iter().zip(&gallery_rows) {
+        let outcomes = image_to_text(encoder, &image_table, captions, g)?;
+        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", outcomes });
+    }
+    // Text-to-image: the original captions against the test images, then against the test
+    // images plus each altered gallery.
+    let n = data.images.len();
+    let clean_captions = &gallery_rows[0];
+    let image_of = &data.clean.image_of;
+    let outcomes = rank_all(encoder, clean_captions, &image_table, &|q| vec![image_of[q]], &|_| false)?;
+    results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
+    let mut score_s = score_started.elapsed().as_secs_f64();
+    for &method in &args.rococo_methods {
+        let method = match method {
+            AlterMethod::Mix => altered::Method::Mix,
+            AlterMethod::Patch => altered::Method::Patch,
+        };
+        for &lambda in &args.rococo_lambdas {
+            for &seed in &args.rococo_seeds {
+                let t = Instant::now();
+                let specs = altered::gallery(n, method, lambda, seed)?;
+                let sources: Vec<ImageSource> = specs
+                    .iter()
+                    .map(|spec| {
+                        ImageSource::Altered(Box::new(AlteredSource {
+                            base: data.images[spec.base].clone(),
+                            other: data.images[spec.other].clone(),
+                            spec: *spec,
+                        }))
+                    })
+                    .collect();
+                let altered_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts)?;
+                encode_images_s += t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
+                let outcomes = rank_all(encoder, clean_captions, &gallery, &|q| vec![image_of[q]], &|c| c >= n)?;
+                results.push(GalleryResult {
+                    name: format!("{}{}_seed{seed}", method.name(), lambda / 10),
+                    direction: "t2i",
+                    outcomes,
+                });
+                score_s += t.elapsed().as_secs_f64();
+            }
+        }
+    }
+    let report = report(&results, args)?;
+    let dump = results
+        .iter()
+        .flat_map(|r| {
+            r.outcomes.iter().enumerate().map(|(q, o)| {
+                json!({"gallery": r.name, "direction": r.direction, "query": q, "rank": o.rank, "top1_altered": o.top1_altered})
+            })
+        })
+        .collect();
+    let run = Run {
+        started_at,
+        model: model.record,
+        suite: SuiteRecord { id: "rococo".into(), data_dir: data_dir.display().to_string(), items: n },
+        batch_size: batch,
+        counts,
+        timings: Timings { load_model_s, encode_images_s, encode_texts_s, score_s, total_s: started.elapsed().as_secs_f64() },
+        report,
+    };
+    Ok(Evaluation { run, dump, scored: None })
+}
+
+/// The RoCOCO report: R@k (and RSMS, drop rate) per gallery, altered image galleries
+/// averaged over seeds, plus the means over the altered galleries of each direction.
+fn report(results: &[GalleryResult], args: &EvalArgs) -> Result<Report> {
+    let find = |name: &str, direction: &str| results.iter().find(|r| r.name == name && r.direction == direction);
+    let summary = |r: &GalleryResult| retrieval::summarise(&r.outcomes).map_err(Error::from);
+    let mut metrics: Vec<(String, f64)> = Vec::new();
+    let mut push = |prefix: &str, s: &RetrievalScores, clean_r1: Option<f64>| {
+        metrics.push((format!("{prefix}_r1"), s.r1));
+        metrics.push((format!("{prefix}_r5"), s.r5));
+        metrics.push((format!("{prefix}_r10"), s.r10));
+        if let Some(clean) = clean_r1 {
+            metrics.push((format!("{prefix}_rsms"), s.rsms));
+            if let Some(drop) = retrieval::drop_rate(clean, s.r1) {
+                metrics.push((format!("{prefix}_drop"), drop));
+            }
+        }
+    };
+    let clean_i2t = summary(find("clean", "i2t").expect("the clean gallery is always scored"))?;
+    let clean_t2i = summary(find("clean", "t2i").expect("the clean gallery is always scored"))?;
+    push("clean_i2t", &clean_i2t, None);
+    push("clean_t2i", &clean_t2i, None);
+    let mut i2t_r1 = Vec::new();
+    for set in rococo::CAPTION_SETS {
+        if let Some(r) = find(set, "i2t") {
+            let s = summary(r)?;
+            i2t_r1.push(s.r1);
+            push(&format!("{set}_i2t"), &s, Some(clean_i2t.r1));
+        }
+    }
+    let mut t2i_r1 = Vec::new();
+    for &method in &args.rococo_methods {
+        let name = match method {
+            AlterMethod::Mix => "mix",
+            AlterMethod::Patch => "patch",
+        };
+        for &lambda in &args.rococo_lambdas {
+            let per_seed = args
+                .rococo_seeds
+                .iter()
+                .filter_map(|seed| find(&format!("{name}{}_seed{seed}", lambda / 10), "t2i"))
+                .map(summary)
+                .collect::<Result<Vec<_>>>()?;
+            if per_seed.is_empty() {
+                continue;
+            }
+            let k = per_seed.len() as f64;
+            let mean = |f: fn(&RetrievalScores) -> f64| per_seed.iter().map(f).sum::<f64>() / k;
+            let s = RetrievalScores { r1: mean(|s| s.r1), r5: mean(|s| s.r5), r10: mean(|s| s.r10), rsms: mean(|s| s.rsms) };
+            t2i_r1.push(s.r1);
+            push(&format!("{name}{}_t2i", lambda / 10), &s, Some(clean_t2i.r1));
+        }
+    }
+    for (name, values) in [("i2t_r1_altered_mean", &i2t_r1), ("t2i_r1_altered_mean", &t2i_r1)] {
+        if !values.is_empty() {
+            metrics.push((name.to_string(), values.iter().sum::<f64>() / values.len() as f64));
+        }
+    }
+    let items = find("clean", "i2t").map(|r| r.outcomes.len()).unwrap_or(0);
+    Ok(Report { items, metrics, breakdowns: Vec::new() })
+}
+

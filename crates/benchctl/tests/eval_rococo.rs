@@ -1,0 +1,50 @@
+//! `benchctl eval --suite rococo` end to end on a fixture in the official shape.
+
+mod common;
+
+use common::{benchctl, stored_run, tiny_model};
+
+fn eval(data: &std::path::Path, results: &std::path::Path) -> serde_json::Value {
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "rococo",
+            "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
+            "--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16",
+        ],
+        &[],
+    );
+    stored_run(&out).1
+}
+
+#[test]
+fn rococo_fixture_end_to_end() {
+    let data = tempfile::tempdir().unwrap();
+    benchctl_testkit::rococo_layout(data.path(), 12);
+    let results = tempfile::tempdir().unwrap();
+    let run = eval(data.path(), results.path());
+    let m = &run["report"]["metrics"];
+    let get = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("missing {k} in {m}"));
+    for prefix in ["clean_i2t", "clean_t2i", "same_concept_i2t", "danger_i2t", "mix90_t2i", "patch80_t2i"] {
+        let (r1, r5, r10) = (get(&format!("{prefix}_r1")), get(&format!("{prefix}_r5")), get(&format!("{prefix}_r10")));
+        assert!(0.0 <= r1 && r1 <= r5 && r5 <= r10 && r10 <= 100.0, "{prefix}: {r1} {r5} {r10}");
+    }
+    // Drop rate against the clean gallery's R@1, when that is not zero.
+    let clean = get("clean_i2t_r1");
+    if clean > 0.0 {
+        let expected = 100.0 * (clean - get("rand_voca_i2t_r1")) / clean;
+        assert!((get("rand_voca_i2t_drop") - expected).abs() < 1e-9);
+    }
+    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"].iter().map(|s| get(&format!("{s}_i2t_r1"))).sum::<f64>() / 4.0;
+    assert!((get("i2t_r1_altered_mean") - i2t_mean).abs() < 1e-9);
+
+    // 12 test images plus 12 altered ones for each of 2 methods × 2 λ × 2 seeds; each
+    // distinct caption once (originals are shared by all five galleries).
+    let counts = &run["counts"];
+    assert_eq!(counts["images_encoded"], 12 + 12 * 8);
+    assert_eq!(counts["texts_encoded"], counts["unique_texts"]);
+    assert_eq!(counts["unique_texts"], 63 + 4 * 60);
+
+    // The same seeds give the same galleries and so the same metrics.
+    let again = eval(data.path(), tempfile::tempdir().unwrap().path());
+    assert_eq!(again["report"], run["report"]);
+}
