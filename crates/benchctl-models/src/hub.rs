@@ -169,6 +169,41 @@ fn is_commit_hash(s: &str) -> bool {
 }
 
 fn download(repo: &str, revision: &str, settings: &HubSettings) -> Result<()> {
+    let api = api(settings)?;
+    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
+    for file in REQUIRED_FILES {
+        api_repo
+            .get(file)
+            .map_err(|e| hub_error(&format!("download {file} of {repo}@{revision}"), &format!("{e} (or use --model-path)"), settings))?;
+    }
+    Ok(())
+}
+
+/// Downloads every file of a dataset repo at `revision` into the hub cache and returns
+/// `(path in the repo, local file)` pairs. Gated repos need `HF_TOKEN`.
+pub fn fetch_dataset(repo: &str, revision: &str, settings: &HubSettings) -> Result<Vec<(String, PathBuf)>> {
+    if settings.offline {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!("download the dataset {repo}: HF_HUB_OFFLINE is set, so nothing is downloaded"),
+        ));
+    }
+    let api = api(settings)?;
+    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Dataset, revision.to_string()));
+    let info = api_repo.info().map_err(|e| hub_error(&format!("list the files of the dataset {repo}@{revision}"), &e.to_string(), settings))?;
+    info.siblings
+        .iter()
+        .filter(|s| !s.rfilename.starts_with('.'))
+        .map(|s| {
+            let path = api_repo
+                .get(&s.rfilename)
+                .map_err(|e| hub_error(&format!("download {} of the dataset {repo}", s.rfilename), &e.to_string(), settings))?;
+            Ok((s.rfilename.clone(), path))
+        })
+        .collect()
+}
+
+fn api(settings: &HubSettings) -> Result<hf_hub::api::sync::Api> {
     let mut builder = ApiBuilder::new()
         .with_cache_dir(settings.cache_dir.clone())
         .with_token(settings.token.clone())
@@ -176,27 +211,19 @@ fn download(repo: &str, revision: &str, settings: &HubSettings) -> Result<()> {
     if let Some(endpoint) = &settings.endpoint {
         builder = builder.with_endpoint(endpoint.clone());
     }
-    let api = builder.build().map_err(|e| {
-        Error::new(ErrorKind::MissingFile, format!("set up the hub client: {e}"))
-    })?;
-    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
-    for file in REQUIRED_FILES {
-        api_repo.get(file).map_err(|e| {
-            let text = e.to_string();
-            if text.contains("401") || text.contains("403") {
-                let hint = if settings.token.is_some() {
-                    "the token in HF_TOKEN was refused: check it has access to this repo"
-                } else {
-                    "this repo needs a token: set HF_TOKEN"
-                };
-                Error::new(ErrorKind::AccessDenied, format!("download {file} of {repo}@{revision}: {hint} ({text})"))
-            } else {
-                Error::new(
-                    ErrorKind::MissingFile,
-                    format!("download {file} of {repo}@{revision}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only, or use --model-path)"),
-                )
-            }
-        })?;
+    builder.build().map_err(|e| Error::new(ErrorKind::MissingFile, format!("set up the hub client: {e}")))
+}
+
+/// A hub failure as an error: refused access names the token, anything else the way out.
+fn hub_error(what: &str, text: &str, settings: &HubSettings) -> Error {
+    if text.contains("401") || text.contains("403") {
+        let hint = if settings.token.is_some() {
+            "the token in HF_TOKEN was refused: check it has access (gated repos need their terms accepted on huggingface.co)"
+        } else {
+            "this repo needs a token: accept its terms on huggingface.co and set HF_TOKEN"
+        };
+        Error::new(ErrorKind::AccessDenied, format!("{what}: {hint} ({text})"))
+    } else {
+        Error::new(ErrorKind::MissingFile, format!("{what}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only)"))
     }
-    Ok(())
 }

@@ -17,6 +17,8 @@ pub enum Command {
     Eval(EvalArgs),
     /// Compute a suite's metrics from scores produced elsewhere (no model needed).
     Score(ScoreArgs),
+    /// Download a suite's data from its Hugging Face dataset repo, or say how to get it.
+    Fetch(FetchArgs),
     /// Validate a suite's data: every problem at once, non-zero exit when any.
     Check(CheckArgs),
     /// Regenerate LEADERBOARD.md from the stored runs.
@@ -114,6 +116,16 @@ pub struct ScoreArgs {
     /// With eqben-npy: the authors' flat annotation list that orders the vector.
     #[arg(long, value_name = "FILE")]
     pub eqben_flat_list: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FetchArgs {
+    /// The suite id (see `benchctl suites`).
+    #[arg(long)]
+    pub suite: String,
+    /// Where to put the data [default: datasets/<suite>].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -3,6 +3,7 @@
 //! - [`cli`]: the command line;
 //! - [`eval`]: `benchctl eval`, encode once and score;
 //! - [`check`]: `benchctl check`, every problem of a suite's data at once;
+//! - [`fetch`]: `benchctl fetch`, a suite's data from the hub;
 //! - [`results`]: stored runs and score dumps;
 //! - [`retrieval`]: `benchctl eval` of retrieval suites (RoCOCO) against whole galleries;
 //! - [`score`]: `benchctl score`, metrics from external scores;
@@ -15,6 +16,7 @@ pub mod check;
 pub mod cli;
 pub mod error;
 pub mod eval;
+pub mod fetch;
 pub mod leaderboard;
 pub mod results;
 pub mod retrieval;

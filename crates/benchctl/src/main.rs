@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{bench, check, eval, leaderboard, results, score, submission, summary, Error, ErrorKind};
+use benchctl::{bench, check, eval, fetch, leaderboard, results, score, submission, summary, Error, ErrorKind};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -58,6 +58,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| Error::results(format!("format report: {e}")))?;
             print(&json)
         }
+        Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {
             let report = check::run(&args)?;
             print(&report.render())?;
