@@ -16,7 +16,7 @@ pub mod truth;
 
 pub use metrics::MetricFamily;
 pub use report::{Breakdown, Group, Report};
-pub use scores::{ScoreMatrix, ScoreTensor};
+pub use scores::{ScoreKind, ScoreMatrix, ScoreTensor};
 pub use truth::{Tags, Truth};
 
 /// An error from scoring: scores that do not fit the items they claim to score.

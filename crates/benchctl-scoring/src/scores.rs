@@ -45,17 +45,37 @@ impl<'a> ScoreMatrix<'a> {
     }
 }
 
+/// What a score means, which decides the metrics that apply.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ScoreKind {
+    /// Any real number; only the order matters (CLIP logits, cosine similarities).
+    #[default]
+    Similarity,
+    /// A match probability in [0, 1] (image-text-matching heads): thresholds apply too.
+    Probability,
+}
+
 /// N items' score matrices, stored contiguously. Items may differ in K and L.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ScoreTensor {
     shapes: Vec<(usize, usize)>,
     offsets: Vec<usize>,
     values: Vec<f32>,
+    kind: ScoreKind,
 }
 
 impl ScoreTensor {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty tensor of match probabilities: values outside [0, 1] are rejected.
+    pub fn probabilities() -> Self {
+        Self { kind: ScoreKind::Probability, ..Self::default() }
+    }
+
+    pub fn kind(&self) -> ScoreKind {
+        self.kind
     }
 
     /// Appends one item's K×L scores (row-major). NaN is rejected: it has no order.
@@ -66,6 +86,15 @@ impl ScoreTensor {
                 "score of item {} at position {pos} is NaN",
                 self.shapes.len()
             )));
+        }
+        if self.kind == ScoreKind::Probability {
+            if let Some(pos) = values.iter().position(|v| !(0.0..=1.0).contains(v)) {
+                return Err(Error::new(format!(
+                    "score of item {} at position {pos} is {}, not a probability",
+                    self.shapes.len(),
+                    values[pos]
+                )));
+            }
         }
         self.offsets.push(self.values.len());
         self.shapes.push((images, texts));

@@ -235,3 +235,41 @@ fn retrieval_ranks_ties_and_altered_top1() {
     assert_eq!(drop_rate(0.0, 0.0), None);
     assert!(summarise(&[]).is_err());
 }
+
+#[test]
+fn valse_probability_metrics() {
+    let truth = Truth::new(1, 2, vec![true, false]).unwrap();
+    let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])] };
+    let (a, b) = (piece("plurals"), piece("existence"));
+    let mut scores = ScoreTensor::probabilities();
+    scores.push(1, 2, &[0.9, 0.2]).unwrap(); // caption > .5, foil < .5, caption > foil
+    scores.push(1, 2, &[0.7, 0.6]).unwrap(); // caption ok, foil judged matching
+    scores.push(1, 2, &[0.5, 0.1]).unwrap(); // exactly 0.5 is not "matching"
+    scores.push(1, 2, &[0.3, 0.4]).unwrap(); // nothing right
+    let views = [
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &b },
+        ItemView { truth: &truth, tags: &b },
+    ];
+    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece") };
+    let report = evaluate(summary, &scores, &views).unwrap();
+    assert_eq!(report.metric("acc_r"), Some(75.0));
+    assert_eq!(report.metric("p_c"), Some(50.0));
+    // Foils below 0.5: 0.2, 0.1, 0.4 (not 0.6).
+    assert_eq!(report.metric("p_f"), Some(75.0));
+    assert_eq!(report.metric("acc"), Some(62.5));
+    assert_eq!(report.metric("min"), Some(50.0));
+    let plurals = report.group("piece", "plurals").unwrap();
+    // plurals: p_c 100, p_f 50 → acc 75, min 50.
+    assert!(plurals.metrics.contains(&("acc".to_string(), 75.0)) && plurals.metrics.contains(&("min".to_string(), 50.0)));
+    // existence: p_c 0 (0.5 and 0.3), p_f 100 → min 0; macro min = (50 + 0) / 2.
+    assert_eq!(report.metric("min_macro"), Some(25.0));
+
+    // Similarities report acc_r only; probabilities outside [0, 1] are refused.
+    let mut sims = ScoreTensor::new();
+    sims.push(1, 2, &[3.0, -1.0]).unwrap();
+    let report = evaluate(summary, &sims, &views[..1]).unwrap();
+    assert_eq!(report.metrics.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["acc_r", "acc_r_macro"]);
+    assert!(ScoreTensor::probabilities().push(1, 2, &[1.5, 0.1]).is_err());
+}

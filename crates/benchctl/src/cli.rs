@@ -116,6 +116,17 @@ pub struct ScoreArgs {
     /// With eqben-npy: the authors' flat annotation list that orders the vector.
     #[arg(long, value_name = "FILE")]
     pub eqben_flat_list: Option<PathBuf>,
+    /// What the scores are: `probability` (in [0, 1], e.g. an ITM head) adds the threshold
+    /// metrics (VALSE's p_c, p_f, acc, min).
+    #[arg(long, value_enum, default_value_t = ScoreKindArg::Similarity)]
+    pub score_kind: ScoreKindArg,
+}
+
+/// `--score-kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScoreKindArg {
+    Similarity,
+    Probability,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -9,7 +9,7 @@ use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::Suite;
 use serde_json::Value;
 
-use crate::cli::{ScoreArgs, ScoreFormat};
+use crate::cli::{ScoreArgs, ScoreFormat, ScoreKindArg};
 use crate::{submission, Error, ErrorKind, Result};
 
 /// Reads the scores, fills the suite's score tensor and computes its metrics.
@@ -32,7 +32,7 @@ pub fn run(args: &ScoreArgs) -> Result<(Suite, Report)> {
             read_eqben_npy(&args.scores, flat, &suite, &mut matrices)?
         }
     }
-    let scores = matrices.finish(&args.scores)?;
+    let scores = matrices.finish(&args.scores, args.score_kind)?;
     let report = suite.evaluate(&scores)?;
     Ok((suite, report))
 }
@@ -91,7 +91,7 @@ impl<'a> Matrices<'a> {
     }
 
     /// The score tensor, or an error naming the first unscored items.
-    fn finish(self, source: &Path) -> Result<ScoreTensor> {
+    fn finish(self, source: &Path, kind: ScoreKindArg) -> Result<ScoreTensor> {
         let unscored: Vec<&str> = self
             .values
             .iter()
@@ -108,9 +108,14 @@ impl<'a> Matrices<'a> {
                 shown.join(", ")
             )));
         }
-        let mut tensor = ScoreTensor::new();
+        let mut tensor = match kind {
+            ScoreKindArg::Similarity => ScoreTensor::new(),
+            ScoreKindArg::Probability => ScoreTensor::probabilities(),
+        };
         for (item, values) in self.suite.items.iter().zip(&self.values) {
-            tensor.push(item.images.len(), item.texts.len(), values)?;
+            tensor
+                .push(item.images.len(), item.texts.len(), values)
+                .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id)))?;
         }
         Ok(tensor)
     }

@@ -127,3 +127,43 @@ fn eqben_layout_with_flat_list(dir: &Path, splits: &[&str]) {
     pairs.reverse();
     std::fs::write(dir.join("flat.json"), serde_json::Value::from(pairs).to_string()).unwrap();
 }
+
+#[test]
+fn external_match_probabilities_get_valses_threshold_metrics() {
+    let data = tempfile::tempdir().unwrap();
+    valse_layout(data.path());
+    let suite = benchctl_suites::find("valse").unwrap().load(data.path()).unwrap();
+    // Captions at 0.8; foils at 0.3, except in the first piece, where they are at 0.6.
+    let dump: String = suite
+        .items
+        .iter()
+        .map(|item| {
+            let foil = if item.id.starts_with(valse::PIECES[0]) { 0.6 } else { 0.3 };
+            serde_json::json!({"id": item.id, "scores": [[0.8, foil]]}).to_string() + "\n"
+        })
+        .collect();
+    let file = data.path().join("itm.jsonl");
+    std::fs::write(&file, dump).unwrap();
+    let report = score("valse", data.path(), &file, &["--score-kind", "probability"]);
+    let m = &report["metrics"];
+    assert_eq!(m["acc_r"], 100.0);
+    assert_eq!(m["p_c"], 100.0);
+    let p_f = 100.0 * (suite.items.len() - 2) as f64 / suite.items.len() as f64;
+    assert!((m["p_f"].as_f64().unwrap() - p_f).abs() < 1e-9, "{m}");
+    assert!((m["min_macro"].as_f64().unwrap() - 100.0 * 10.0 / 11.0).abs() < 1e-9, "{m}");
+
+    let out_of_range: String = suite
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| serde_json::json!({"id": item.id, "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]}).to_string() + "\n")
+        .collect();
+    std::fs::write(&file, out_of_range).unwrap();
+    let out = benchctl(
+        &["score", "--suite", "valse", "--data-dir", data.path().to_str().unwrap(), "--scores", file.to_str().unwrap(), "--score-kind", "probability"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let err = stderr(&out);
+    assert!(err.contains(&format!("item `{}`", suite.items[3].id)) && err.contains("not a probability"), "{err}");
+}

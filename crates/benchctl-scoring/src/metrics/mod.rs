@@ -60,6 +60,8 @@ pub(crate) trait PerItem {
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>>;
+    /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`).
+    fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
 }
 
 /// How a suite's items are summarised.
@@ -142,6 +144,7 @@ fn summarise(per_item: &dyn PerItem, values: &[Vec<Option<f64>>], members: &[usi
             }
         }
     }
+    per_item.derive(&mut out);
     out
 }
 

@@ -6,14 +6,19 @@
 //! `s(image, caption) > s(image, foil)`; a tie is a miss. An item is one image with two
 //! texts, the caption matching. For several foils, every foil must be beaten.
 //!
-//! The paper's probability metrics (`p_c`, `p_f`, `acc`, `min`) need a model that outputs a
-//! match probability; they arrive with the image-text-matching models.
+//! For match probabilities ([`ScoreKind::Probability`], e.g. an image-text-matching head)
+//! the paper's threshold metrics apply too:
+//! - `p_c`: the caption is judged matching, `P(match | image, caption) > 0.5`;
+//! - `p_f`: the foil is judged non-matching, `P(match | image, foil) < 0.5`;
+//! - `acc = (p_c + p_f) / 2` and `min = min(p_c, p_f)`.
+//!
+//! A probability of exactly 0.5 is neither: it misses both (ties against the model).
 
 use super::{group, ItemView, PerItem};
-use crate::{Result, ScoreTensor};
+use crate::{Result, ScoreKind, ScoreTensor};
 
 /// Names of the pairwise metrics, in report order.
-pub const NAMES: [&str; 1] = ["acc_r"];
+pub const NAMES: [&str; 3] = ["acc_r", "p_c", "p_f"];
 
 pub(crate) struct PairwiseAccuracy;
 
@@ -23,11 +28,39 @@ impl PerItem for PairwiseAccuracy {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
-        // The caption beating every foil for the item's image is Winoground's text criterion.
+        let hit = |b: bool| Some(f64::from(u8::from(b)));
+        let probabilities = scores.kind() == ScoreKind::Probability;
         Ok(items
             .iter()
             .enumerate()
-            .map(|(i, item)| vec![Some(f64::from(u8::from(group::outcome(&scores.item(i), item.truth).text)))])
+            .map(|(i, item)| {
+                let matrix = scores.item(i);
+                // The caption beating every foil for the item's image is Winoground's text criterion.
+                let acc_r = hit(group::outcome(&matrix, item.truth).text);
+                if !probabilities {
+                    return vec![acc_r, None, None];
+                }
+                // Every matching pair above 0.5, every non-matching pair below it.
+                let pairs = (0..matrix.images()).flat_map(|k| (0..matrix.texts()).map(move |l| (k, l)));
+                let (mut captions, mut foils) = (true, true);
+                for (k, l) in pairs {
+                    let p = matrix.get(k, l);
+                    if item.truth.is_match(k, l) {
+                        captions &= p > 0.5;
+                    } else {
+                        foils &= p < 0.5;
+                    }
+                }
+                vec![acc_r, hit(captions), hit(foils)]
+            })
             .collect())
+    }
+
+    fn derive(&self, summary: &mut Vec<(String, f64)>) {
+        let get = |name: &str| summary.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        if let (Some(p_c), Some(p_f)) = (get("p_c"), get("p_f")) {
+            summary.push(("acc".into(), (p_c + p_f) / 2.0));
+            summary.push(("min".into(), p_c.min(p_f)));
+        }
     }
 }
