@@ -41,6 +41,35 @@ pub const SPLITS: [(&str, usize, usize); 7] = [
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["split"];
 
+/// The annotation file of the public 10 % subset.
+pub const SUBSET_FILE: &str = "eqben_subset.json";
+
+pub const SUBSET_DESCRIPTION: &str = "EqBen's public 10 % subset: shuffled 2×2 items without split labels (group score, EqSim deviation)";
+pub const SUBSET_HOW_TO_GET: &str = "download EqBen's public 10 % subset (github.com/Wangt-CN/EqBen): its annotation list as eqben_subset.json here and its images under images/";
+
+/// Loads the public 10 % subset: one list of entries in `eqben_subset.json`, images under
+/// `images/`. Without split labels it is reported as a whole.
+pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+    let path = data_dir.join(SUBSET_FILE);
+    let items = if path.is_file() {
+        load_split(&data_dir.join("images"), "subset", 0, &path, problems)
+    } else {
+        problems.push(Error::new(
+            ErrorKind::MissingData,
+            format!("find {} ({SUBSET_HOW_TO_GET})", path.display()),
+        ));
+        Vec::new()
+    };
+    Suite {
+        id: "eqben-subset",
+        data_dir: data_dir.to_path_buf(),
+        summary: Summary { family: MetricFamily::Equivariance, breakdown_keys: &[], macro_over: None },
+        annotation_files: vec![path],
+        items,
+        excluded: 0,
+    }
+}
+
 /// Loads every split under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {

@@ -153,6 +153,14 @@ pub const SUITES: &[SuiteInfo] = &[
         kind: SuiteKind::Items(eqben::load),
     },
     SuiteInfo {
+        id: "eqben-subset",
+        description: eqben::SUBSET_DESCRIPTION,
+        headline: "group_score",
+        how_to_get: eqben::SUBSET_HOW_TO_GET,
+        expected_items: None,
+        kind: SuiteKind::Items(eqben::load_subset),
+    },
+    SuiteInfo {
         id: "rococo",
         description: rococo::DESCRIPTION,
         headline: "i2t_r1_altered_mean",

@@ -70,3 +70,21 @@ fn wrong_shapes_and_bad_frames_are_named() {
     let err = ImageSource::from_path(frame).load_rgb().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::CorruptImage);
 }
+
+#[test]
+fn the_public_subset_is_one_shuffled_list() {
+    let dir = tempfile::tempdir().unwrap();
+    // Two splits' fixtures, their entries pooled into one list as the subset ships them.
+    eqben_layout(dir.path(), &["eqbenkubric_loc", "eqbensd"], 3, false);
+    let mut entries = Vec::new();
+    for split in ["eqbensd", "eqbenkubric_loc"] {
+        let text = std::fs::read_to_string(dir.path().join(format!("annotations/{split}.json"))).unwrap();
+        entries.extend(serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap());
+    }
+    std::fs::write(dir.path().join(eqben::SUBSET_FILE), serde_json::Value::from(entries).to_string()).unwrap();
+    let suite = find("eqben-subset").unwrap().load(dir.path()).unwrap();
+    assert_eq!(suite.items.len(), 6);
+    assert!(suite.missing_images().is_empty());
+    assert_eq!(suite.items[0].texts[0], "the eqbensd thing 0 before");
+    assert!(suite.summary.breakdown_keys.is_empty());
+}

@@ -121,7 +121,7 @@ fn missing_data_and_unknown_suites_explain_themselves() {
     assert!(err.to_string().contains("examples.jsonl"), "{err}");
     let err = find("winogrand").err().unwrap();
     assert_eq!(err.kind(), ErrorKind::UnknownSuite);
-    assert!(err.to_string().contains("known suites are eqben, rococo, spec, valse, winoground"), "{err}");
+    assert!(err.to_string().contains("known suites are eqben, eqben-subset, rococo, spec, valse, winoground"), "{err}");
 }
 
 #[test]

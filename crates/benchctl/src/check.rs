@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use benchctl_suites::ImageSource;
+use benchctl_suites::{rococo, ImageSource, SuiteKind};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
@@ -56,19 +56,24 @@ impl CheckReport {
 pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
-    let (suite, problems) = info.load_all(&data_dir)?;
-    let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let (items, images, mut problems): (usize, Vec<ImageSource>, Vec<String>) = match info.kind {
+        SuiteKind::Items(_) => {
+            let (suite, problems) = info.load_all(&data_dir)?;
+            let mut seen = std::collections::HashSet::new();
+            let images = suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).cloned().collect();
+            (suite.items.len(), images, problems.iter().map(ToString::to_string).collect())
+        }
+        // A retrieval suite's queries are its test images.
+        SuiteKind::Galleries => match rococo::load(&data_dir) {
+            Ok(data) => (data.images.len(), data.images.into_iter().map(ImageSource::File).collect(), Vec::new()),
+            Err(e) => (0, Vec::new(), vec![e.to_string()]),
+        },
+    };
     if let Some(expected) = info.expected_items {
-        if suite.items.len() != expected {
-            problems.push(format!(
-                "the official release has {expected} items, these annotations give {}",
-                suite.items.len()
-            ));
+        if items != expected {
+            problems.push(format!("the official release has {expected} items, these annotations give {items}"));
         }
     }
-    let mut seen = std::collections::HashSet::new();
-    let images: Vec<&ImageSource> =
-        suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).collect();
     let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
     let mut unreadable: Vec<String> = images
         .par_iter()
@@ -81,5 +86,5 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     bar.finish_and_clear();
     unreadable.sort();
     problems.extend(unreadable);
-    Ok(CheckReport { suite: info.id.to_string(), data_dir, items: suite.items.len(), images: images.len(), problems })
+    Ok(CheckReport { suite: info.id.to_string(), data_dir, items, images: images.len(), problems })
 }

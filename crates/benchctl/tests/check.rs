@@ -34,3 +34,15 @@ fn clean_data_passes() {
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("24 items") && stdout(&out).contains("0 problem(s)"), "{}", stdout(&out));
 }
+
+#[test]
+fn a_retrieval_suite_is_checked_too() {
+    let dir = tempfile::tempdir().unwrap();
+    benchctl_testkit::rococo_layout(dir.path(), 6);
+    std::fs::remove_file(dir.path().join("images/val2014/COCO_val2014_000000000102.jpg")).unwrap();
+    let out = benchctl(&["check", "--suite", "rococo", "--data-dir", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let report = stdout(&out);
+    assert!(report.contains("6 items, 6 images, 2 problem(s)"), "{report}");
+    assert!(report.contains("COCO_val2014_000000000102.jpg") && report.contains("official release has 5000"), "{report}");
+}

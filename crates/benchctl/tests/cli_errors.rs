@@ -86,7 +86,7 @@ fn unknown_model_and_suite_list_the_known_ones() {
     let out = benchctl(&["eval", "--model", "clip-vit-b99", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()], &[]);
     assert_fails(&out, 2, &["clip-vit-b99", "known models are clip-vit-b32"]);
     let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "winogrande"], &[]);
-    assert_fails(&out, 2, &["winogrande", "known suites are eqben, rococo, spec, valse, winoground"]);
+    assert_fails(&out, 2, &["winogrande", "known suites are eqben, eqben-subset, rococo, spec, valse, winoground"]);
 }
 
 #[test]
