@@ -100,3 +100,31 @@ fn submission_export_needs_eqben_and_a_readable_list() {
     assert_eq!(out.status.code(), Some(3));
     assert!(common::stderr(&out).contains("/nonexistent/flat.json"), "{}", common::stderr(&out));
 }
+
+#[test]
+fn eqben_subset_end_to_end() {
+    let data = tempfile::tempdir().unwrap();
+    eqben_layout(data.path(), &["eqbenkubric_attr", "eqbengebc"], 4, false);
+    let mut entries = serde_json::from_str::<Vec<serde_json::Value>>(
+        &std::fs::read_to_string(data.path().join("annotations/eqbenkubric_attr.json")).unwrap(),
+    )
+    .unwrap();
+    let gebc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.path().join("annotations/eqbengebc.json")).unwrap()).unwrap();
+    for video in gebc.as_object().unwrap().values() {
+        entries.extend(video.as_array().unwrap().iter().cloned());
+    }
+    std::fs::write(data.path().join(eqben::SUBSET_FILE), serde_json::Value::from(entries).to_string()).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let out = benchctl(
+        &[
+            "eval", "--model-path", &tiny_model(), "--suite", "eqben-subset",
+            "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    let (_, json) = stored_run(&out);
+    assert_eq!(json["report"]["items"], 8);
+    assert!(json["report"]["metrics"]["eqsim_deviation_median"].as_f64().unwrap() >= 0.0);
+    assert!(json["report"]["breakdowns"].as_object().unwrap().is_empty());
+}

@@ -167,3 +167,23 @@ fn external_match_probabilities_get_valses_threshold_metrics() {
     let err = stderr(&out);
     assert!(err.contains(&format!("item `{}`", suite.items[3].id)) && err.contains("not a probability"), "{err}");
 }
+
+#[test]
+fn a_piece_without_valid_records_is_left_out_of_the_averages() {
+    let data = tempfile::tempdir().unwrap();
+    valse_layout(data.path());
+    // Every record of the first piece fails validation.
+    let path = data.path().join(format!("{}.json", valse::PIECES[0]));
+    let mut records: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for record in records.values_mut() {
+        record["mturk"]["caption"] = 1.into();
+    }
+    std::fs::write(&path, serde_json::Value::Object(records).to_string()).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let (run, _) = eval("valse", data.path(), results.path(), &[]);
+    let pieces = run["report"]["breakdowns"]["piece"].as_object().unwrap();
+    assert_eq!(pieces.len(), 10);
+    assert!(!pieces.contains_key(valse::PIECES[0]));
+    let mean = pieces.values().map(|g| g["acc_r"].as_f64().unwrap()).sum::<f64>() / 10.0;
+    assert!((run["report"]["metrics"]["acc_r_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
+}
