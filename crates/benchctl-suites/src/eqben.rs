@@ -100,17 +100,8 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 
 /// The items of one split file whose entries sit `depth` objects deep.
 pub fn load_split(image_root: &Path, split: &str, depth: usize, path: &Path, problems: &mut Vec<Error>) -> Vec<Item> {
-    let root: Value = match std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
-        .and_then(|text| {
-            serde_json::from_str(&text)
-                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
-        }) {
-        Ok(root) => root,
-        Err(e) => {
-            problems.push(e);
-            return Vec::new();
-        }
+    let Some(root) = paths::read_json::<Value>(path, HOW_TO_GET, problems) else {
+        return Vec::new();
     };
     let mut entries = Vec::new();
     if let Err(e) = collect_entries(&root, depth, String::new(), path, &mut entries) {

@@ -1,4 +1,4 @@
-//! Resolving annotation paths inside a data directory.
+//! Reading annotation files and resolving the paths they name inside a data directory.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -17,4 +17,20 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
         ));
     }
     Ok(root.join(rel))
+}
+
+/// The JSON in `path`, or `None` with the reason added to `problems` (a missing file, named
+/// with `how_to_get`, or a parse error with its line and column).
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    how_to_get: &str,
+    problems: &mut Vec<Error>,
+) -> Option<T> {
+    let parsed = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))
+        .and_then(|text| {
+            serde_json::from_str(&text)
+                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+        });
+    parsed.map_err(|e| problems.push(e)).ok()
 }

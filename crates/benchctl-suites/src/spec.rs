@@ -62,17 +62,8 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 }
 
 fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, problems: &mut Vec<Error>) -> Vec<Item> {
-    let entries: Vec<Value> = match std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({HOW_TO_GET})", path.display())))
-        .and_then(|text| {
-            serde_json::from_str(&text)
-                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
-        }) {
-        Ok(entries) => entries,
-        Err(e) => {
-            problems.push(e);
-            return Vec::new();
-        }
+    let Some(entries) = paths::read_json::<Vec<Value>>(path, HOW_TO_GET, problems) else {
+        return Vec::new();
     };
     let mut items = Vec::new();
     for (index, entry) in entries.into_iter().enumerate() {

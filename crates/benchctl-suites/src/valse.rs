@@ -86,17 +86,8 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 
 /// The valid records of one piece file as items, in file order, and how many were invalid.
 pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<Error>) -> (Vec<Item>, usize) {
-    let records: Map<String, Value> = match std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
-        .and_then(|text| {
-            serde_json::from_str(&text)
-                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
-        }) {
-        Ok(records) => records,
-        Err(e) => {
-            problems.push(e);
-            return (Vec::new(), 0);
-        }
+    let Some(records) = paths::read_json::<Map<String, Value>>(path, HOW_TO_GET, problems) else {
+        return (Vec::new(), 0);
     };
     let mut items = Vec::new();
     let mut invalid = 0;
