@@ -4,7 +4,7 @@ mod common;
 
 use benchctl_suites::eqben;
 use benchctl_testkit::eqben_layout;
-use common::{benchctl, stored_run, tiny_model};
+use common::{benchctl, eval_tiny, tiny_model};
 
 #[test]
 fn eqben_fixture_end_to_end() {
@@ -12,15 +12,7 @@ fn eqben_fixture_end_to_end() {
     let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
     eqben_layout(data.path(), &splits, 4, true);
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "eqben",
-            "--data-dir", data.path().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    let (_, json) = stored_run(&out);
+    let (_, json, _) = eval_tiny("eqben", data.path(), results.path(), &[]);
     let report = &json["report"];
     assert_eq!(report["items"], 28);
     let per_split = report["breakdowns"]["split"].as_object().unwrap();
@@ -54,21 +46,12 @@ fn scores_export_in_the_official_submission_order() {
     std::fs::write(&flat, serde_json::Value::from(shuffled.clone()).to_string()).unwrap();
 
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "eqben",
-            "--data-dir", data.path().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(),
-            "--eqben-submission", flat.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let (run_path, json) = stored_run(&out);
+    let (run_path, json, _) = eval_tiny("eqben", data.path(), results.path(), &["--eqben-submission", flat.to_str().unwrap()]);
     let npy = std::fs::read(run_path.with_extension("eqben_submission.npy")).unwrap();
     let exported: Vec<f32> = npyz::NpyFile::new(&npy[..]).unwrap().into_vec().unwrap();
     assert_eq!(exported.len(), n);
     // Each exported value is that pair's score in the per-item dump.
-    let dump = benchctl::results::read_scores(&run_path.with_file_name(json["scores_file"].as_str().unwrap())).unwrap();
+    let dump = benchctl::results::read_scores(&common::dump_path(&run_path, &json)).unwrap();
     for (entry, value) in shuffled.iter().zip(&exported) {
         let (i, k, l) = suite
             .items
@@ -116,14 +99,7 @@ fn eqben_subset_end_to_end() {
     }
     std::fs::write(data.path().join(eqben::SUBSET_FILE), serde_json::Value::from(entries).to_string()).unwrap();
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "eqben-subset",
-            "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    let (_, json) = stored_run(&out);
+    let (_, json, _) = eval_tiny("eqben-subset", data.path(), results.path(), &[]);
     assert_eq!(json["report"]["items"], 8);
     assert!(json["report"]["metrics"]["eqsim_deviation_median"].as_f64().unwrap() >= 0.0);
     assert!(json["report"]["breakdowns"].as_object().unwrap().is_empty());

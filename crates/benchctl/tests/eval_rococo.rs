@@ -2,18 +2,10 @@
 
 mod common;
 
-use common::{benchctl, stored_run, tiny_model};
+use common::eval_tiny;
 
 fn eval(data: &std::path::Path, results: &std::path::Path) -> serde_json::Value {
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "rococo",
-            "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
-            "--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16",
-        ],
-        &[],
-    );
-    stored_run(&out).1
+    eval_tiny("rococo", data, results, &["--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16"]).1
 }
 
 #[test]

@@ -4,22 +4,14 @@ mod common;
 
 use benchctl_suites::spec;
 use benchctl_testkit::spec_layout;
-use common::{benchctl, stored_run, tiny_model};
+use common::eval_tiny;
 
 #[test]
 fn spec_fixture_end_to_end() {
     let data = tempfile::tempdir().unwrap();
     let (i2t, t2i) = spec_layout(data.path(), &spec::SUBSETS, 4);
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "spec",
-            "--data-dir", data.path().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(), "--batch-size", "16",
-        ],
-        &[],
-    );
-    let (_, json) = stored_run(&out);
+    let (_, json, _) = eval_tiny("spec", data.path(), results.path(), &["--batch-size", "16"]);
     let report = &json["report"];
     assert_eq!(report["items"].as_u64().unwrap() as usize, i2t + t2i);
     let subsets = report["breakdowns"]["subset"].as_object().unwrap();

@@ -5,7 +5,7 @@ mod common;
 
 use benchctl_suites::valse;
 use benchctl_testkit::{generated_image, shared};
-use common::{benchctl, stored_run, tiny_model};
+use common::eval_tiny;
 
 const PER_PIECE: usize = 6;
 
@@ -28,15 +28,7 @@ fn real_pieces_end_to_end() {
         std::fs::write(data.path().join(format!("{piece}.json")), serde_json::Value::Object(kept).to_string()).unwrap();
     }
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "valse",
-            "--data-dir", data.path().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    let (_, json) = stored_run(&out);
+    let (_, json, _) = eval_tiny("valse", data.path(), results.path(), &[]);
     let report = &json["report"];
     assert_eq!(report["items"].as_u64().unwrap() as usize, expected_valid);
     let pieces = report["breakdowns"]["piece"].as_object().unwrap();

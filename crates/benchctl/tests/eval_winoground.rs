@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use benchctl::results::{read_scores, Run};
 use benchctl_scoring::ScoreTensor;
 use benchctl_testkit::{read_winoground_tsv, shared, winoground_layout};
-use common::{benchctl, stored_run, tiny_model};
+use common::{benchctl, dump_path, eval_tiny};
 
 #[test]
 fn real_annotations_end_to_end() {
@@ -17,15 +17,7 @@ fn real_annotations_end_to_end() {
     let data = tempfile::tempdir().unwrap();
     winoground_layout(&rows, data.path());
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
-            "--data-dir", data.path().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(), "--batch-size", "64",
-        ],
-        &[],
-    );
-    let (run_path, json) = stored_run(&out);
+    let (run_path, json, out) = eval_tiny("winoground", data.path(), results.path(), &["--batch-size", "64"]);
     let report = &json["report"];
     assert_eq!(report["items"], 400);
     let breakdown = |key: &str, value: &str| report["breakdowns"][key][value]["items"].as_u64().unwrap();
@@ -54,8 +46,7 @@ fn real_annotations_end_to_end() {
     assert!(common::stdout(&out).contains("group_score"));
 
     // Every metric is recomputed from the score dump alone, exactly.
-    let dump = run_path.with_file_name(json["scores_file"].as_str().unwrap());
-    let lines = read_scores(&dump).unwrap();
+    let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
     assert_eq!(lines.len(), 400);
     let suite = benchctl_suites::find("winoground").unwrap().load(data.path()).unwrap();
     let mut scores = ScoreTensor::new();
@@ -87,26 +78,14 @@ fn repeated_captions_and_images_are_encoded_once() {
     }
     std::fs::write(&path, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
     let results = tempfile::tempdir().unwrap();
-    let out = benchctl(
-        &[
-            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
-            "--data-dir", data.path().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(), "--batch-size", "5",
-        ],
-        &[],
-    );
-    let (_, json) = stored_run(&out);
+    let (run_path, json, _) = eval_tiny("winoground", data.path(), results.path(), &["--batch-size", "5"]);
     let counts = &json["counts"];
     assert_eq!(counts["unique_images"], 14);
     assert_eq!(counts["images_encoded"], 14);
     assert_eq!(counts["image_batches"], 3);
     assert_eq!(counts["texts_encoded"], 14);
     // The two identical items get identical scores.
-    let dump = std::fs::read_to_string(
-        std::path::Path::new(&common::stdout(&out).lines().last().unwrap()["stored ".len()..])
-            .with_file_name(json["scores_file"].as_str().unwrap()),
-    )
-    .unwrap();
+    let dump = std::fs::read_to_string(dump_path(&run_path, &json)).unwrap();
     let scores: Vec<serde_json::Value> = dump.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(scores[0]["scores"], scores[1]["scores"]);
 }
@@ -116,16 +95,8 @@ fn batch_size_does_not_change_scores() {
     let mut dumps = Vec::new();
     for batch in ["1", "7", "32"] {
         let results = tempfile::tempdir().unwrap();
-        let out = benchctl(
-            &[
-                "eval", "--model-path", &tiny_model(), "--suite", "winoground",
-                "--data-dir", common::demo_suite().to_str().unwrap(),
-                "--results-dir", results.path().to_str().unwrap(), "--batch-size", batch,
-            ],
-            &[],
-        );
-        let (path, json) = stored_run(&out);
-        let lines = read_scores(&path.with_file_name(json["scores_file"].as_str().unwrap())).unwrap();
+        let (path, json, _) = eval_tiny("winoground", &common::demo_suite(), results.path(), &["--batch-size", batch]);
+        let lines = read_scores(&dump_path(&path, &json)).unwrap();
         dumps.push(lines);
     }
     for other in &dumps[1..] {

@@ -6,18 +6,12 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use benchctl_suites::{eqben, spec, valse};
-use common::{benchctl, demo_suite, stderr, stdout, stored_run, tiny_model};
+use common::{benchctl, demo_suite, stderr, stdout};
 
 /// Evaluates the fixture model; returns the stored run's JSON and its score dump's path.
 fn eval(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (serde_json::Value, PathBuf) {
-    let model = tiny_model();
-    let mut args = vec![
-        "eval", "--model-path", model.as_str(), "--suite", suite,
-        "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let (path, json) = stored_run(&benchctl(&args, &[]));
-    let dump = path.with_file_name(json["scores_file"].as_str().unwrap());
+    let (path, json, _) = common::eval_tiny(suite, data, results, extra);
+    let dump = common::dump_path(&path, &json);
     (json, dump)
 }
 

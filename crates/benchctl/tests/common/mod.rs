@@ -70,3 +70,22 @@ pub fn eqben_pairs(dir: &Path) -> Vec<serde_json::Value> {
     }
     pairs
 }
+
+/// `benchctl eval` of the tiny fixture model on `suite`, which must succeed: the run file,
+/// its JSON, and the process output.
+pub fn eval_tiny(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value, Output) {
+    let model = tiny_model();
+    let mut args = vec![
+        "eval", "--model-path", model.as_str(), "--suite", suite,
+        "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = benchctl(&args, &[]);
+    let (path, json) = stored_run(&out);
+    (path, json, out)
+}
+
+/// The score dump of a stored run.
+pub fn dump_path(run_path: &Path, run: &serde_json::Value) -> PathBuf {
+    run_path.with_file_name(run["scores_file"].as_str().unwrap())
+}
