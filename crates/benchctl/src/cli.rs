@@ -65,6 +65,10 @@ pub struct EvalArgs {
     /// Where runs are stored.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+    /// Encode everything afresh and store nothing in the embedding cache
+    /// (`BENCHCTL_CACHE`, else `~/.cache/benchctl`).
+    #[arg(long)]
+    pub no_cache: bool,
     /// RoCOCO only: how the altered images of the text-to-image gallery are made.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [AlterMethod::Mix, AlterMethod::Patch])]
     pub rococo_methods: Vec<AlterMethod>,

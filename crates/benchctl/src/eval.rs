@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
 use crate::cli::{EvalArgs, ModelChoice};
+use crate::cache::{self, EmbeddingCache};
 use crate::results::{self, ModelRecord, Run};
 use crate::{Error, ErrorKind, Result};
 
@@ -21,6 +22,18 @@ use crate::{Error, ErrorKind, Result};
 pub struct LoadedModel {
     pub encoder: Box<dyn DualEncoder>,
     pub record: ModelRecord,
+    /// Everything an embedding depends on besides its input: the embedding cache's namespace.
+    pub cache_namespace: String,
+}
+
+impl LoadedModel {
+    /// The embedding cache for this model (disabled with `--no-cache` or without a location).
+    pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
+        match cache::default_root() {
+            Some(root) if !no_cache => EmbeddingCache::open(&root, &self.cache_namespace),
+            _ => Ok(EmbeddingCache::disabled()),
+        }
+    }
 }
 
 /// Resolves `--model` / `--model-path` and loads the model.
@@ -47,7 +60,22 @@ pub fn load_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> 
         _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
     };
     let encoder = registry::load(architecture, &files, dtype, &device)?;
-    Ok(LoadedModel { encoder, record: model_record(id, &files, dtype, &device) })
+    let record = model_record(id, &files, dtype, &device);
+    // A local directory is identified by where its weights are and their size and mtime, so a
+    // replaced file gets a new namespace; a hub model by its commit.
+    let weights = std::fs::metadata(&files.weights).ok();
+    let stamp = weights.map(|m| (m.len(), m.modified().ok())).map(|(n, t)| format!("{n}:{t:?}")).unwrap_or_default();
+    let cache_namespace = format!(
+        "v1|{}|{:?}|{:?}|{:?}|{stamp}|{}|{}|{:?}",
+        record.id,
+        record.repo,
+        record.commit,
+        files.weights.canonicalize().ok(),
+        record.dtype,
+        record.device,
+        encoder.preprocessor()
+    );
+    Ok(LoadedModel { encoder, record, cache_namespace })
 }
 
 fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
@@ -69,7 +97,8 @@ fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -
     }
 }
 
-/// Forward-pass counts of one run: each unique input is encoded exactly once.
+/// Forward-pass counts of one run: each unique input is encoded at most once, and not at
+/// all when the embedding cache has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
     pub unique_images: usize,
@@ -78,6 +107,8 @@ pub struct Counts {
     pub image_batches: usize,
     pub texts_encoded: usize,
     pub text_batches: usize,
+    pub images_cached: usize,
+    pub texts_cached: usize,
 }
 
 /// A finished evaluation, not yet stored.
@@ -116,11 +147,12 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let (text_slots, unique_texts) = unique_by(suite.items.iter().flat_map(|i| &i.texts));
     let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
 
+    let mut cache = model.cache(args.no_cache)?;
     let t = Instant::now();
-    let image_embeddings = encode_images(model.encoder.as_ref(), &unique_images, batch, &mut counts)?;
+    let image_embeddings = encode_images(model.encoder.as_ref(), &unique_images, batch, &mut counts, &mut cache)?;
     let encode_images_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let text_embeddings = encode_texts(model.encoder.as_ref(), &unique_texts, batch, &mut counts)?;
+    let text_embeddings = encode_texts(model.encoder.as_ref(), &unique_texts, batch, &mut counts, &mut cache)?;
     let encode_texts_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -191,34 +223,76 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
+/// The cache key of an image: the SHA-256 of its bytes (of both sources and the recipe for
+/// an altered image).
+fn image_key(source: &ImageSource) -> Result<cache::Key> {
+    let read = |path: &Path| {
+        std::fs::read(path).map_err(|e| {
+            let kind = ErrorKind::Data;
+            Error::new(kind, format!("read image {}: {e}", path.display()))
+        })
+    };
+    Ok(match source {
+        ImageSource::File(path) => cache::key(&[b"file", &read(path)?]),
+        ImageSource::NpyBgr(path) => cache::key(&[b"npy-bgr", &read(path)?]),
+        ImageSource::Altered(a) => {
+            let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
+            cache::key(&[b"altered", &read(&a.base)?, &read(&a.other)?, recipe.as_bytes()])
+        }
+    })
+}
+
+/// Assembles `(n, dim)` embeddings from per-input rows.
+fn stack(rows: Vec<Vec<f32>>, model: &dyn DualEncoder, what: &str) -> Result<Tensor> {
+    let n = rows.len();
+    let dim = rows.first().map(Vec::len).unwrap_or(0);
+    Tensor::from_vec(rows.concat(), (n, dim), model.device())
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("gather {what} embeddings: {e}")))
+}
+
+fn to_rows(embeddings: &Tensor, what: &str) -> Result<Vec<Vec<f32>>> {
+    embeddings
+        .to_dtype(DType::F32)
+        .and_then(|e| e.to_vec2::<f32>())
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("read {what} embeddings: {e}")))
+}
+
+/// L2-normalised embeddings of `images`, in order: from the cache where it has them, the
+/// rest encoded in batches (decoded and preprocessed on all cores), each batch cached as soon
+/// as it is done.
 pub(crate) fn encode_images(
     model: &dyn DualEncoder,
     images: &[&ImageSource],
     batch: usize,
     counts: &mut Counts,
+    cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
+    let keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
+    let mut rows: Vec<Option<Vec<f32>>> = keys.iter().map(|k| cache.get(k).map(<[f32]>::to_vec)).collect();
+    let todo: Vec<usize> = (0..images.len()).filter(|&i| rows[i].is_none()).collect();
+    counts.images_cached += images.len() - todo.len();
     let prep = model.preprocessor().clone();
     let size = prep.size;
-    let bar = progress(images.len(), "encoding images");
-    let mut parts = Vec::new();
-    for chunk in images.chunks(batch) {
-        // Decode and preprocess the batch on all cores, then encode it.
+    let bar = progress(todo.len(), "encoding images");
+    for chunk in todo.chunks(batch) {
         let pixels: Vec<Vec<f32>> = chunk
             .par_iter()
-            .map(|source| source.load_rgb().map(|img| prep.apply(&img)))
+            .map(|&i| images[i].load_rgb().map(|img| prep.apply(&img)))
             .collect::<std::result::Result<_, _>>()?;
-        let flat: Vec<f32> = pixels.concat();
-        let device = Device::Cpu;
-        let tensor = Tensor::from_vec(flat, (chunk.len(), 3, size, size), &device)
+        let tensor = Tensor::from_vec(pixels.concat(), (chunk.len(), 3, size, size), &Device::Cpu)
             .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))?;
         let tensor = to_model_device(tensor, model)?;
-        parts.push(model.encode_images(&tensor)?);
+        let encoded = to_rows(&model.encode_images(&tensor)?, "image")?;
+        cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
+        for (&i, e) in chunk.iter().zip(encoded) {
+            rows[i] = Some(e);
+        }
         counts.images_encoded += chunk.len();
         counts.image_batches += 1;
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
-    Tensor::cat(&parts, 0).map_err(|e| Error::new(ErrorKind::Compute, format!("gather image embeddings: {e}")))
+    stack(rows.into_iter().map(|r| r.expect("every row is cached or encoded")).collect(), model, "image")
 }
 
 fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
@@ -227,18 +301,32 @@ fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
         .map_err(|e| Error::new(ErrorKind::Compute, format!("move an image batch to the device: {e}")))
 }
 
-pub(crate) fn encode_texts(model: &dyn DualEncoder, texts: &[&String], batch: usize, counts: &mut Counts) -> Result<Tensor> {
-    let bar = progress(texts.len(), "encoding texts");
-    let mut parts = Vec::new();
-    for chunk in texts.chunks(batch) {
-        let refs: Vec<&str> = chunk.iter().map(|s| s.as_str()).collect();
-        parts.push(model.encode_texts(&refs)?);
+/// L2-normalised embeddings of `texts`, in order, through the cache as for images.
+pub(crate) fn encode_texts(
+    model: &dyn DualEncoder,
+    texts: &[&String],
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Tensor> {
+    let keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
+    let mut rows: Vec<Option<Vec<f32>>> = keys.iter().map(|k| cache.get(k).map(<[f32]>::to_vec)).collect();
+    let todo: Vec<usize> = (0..texts.len()).filter(|&i| rows[i].is_none()).collect();
+    counts.texts_cached += texts.len() - todo.len();
+    let bar = progress(todo.len(), "encoding texts");
+    for chunk in todo.chunks(batch) {
+        let refs: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
+        let encoded = to_rows(&model.encode_texts(&refs)?, "text")?;
+        cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
+        for (&i, e) in chunk.iter().zip(encoded) {
+            rows[i] = Some(e);
+        }
         counts.texts_encoded += chunk.len();
         counts.text_batches += 1;
         bar.inc(chunk.len() as u64);
     }
     bar.finish_and_clear();
-    Tensor::cat(&parts, 0).map_err(|e| Error::new(ErrorKind::Compute, format!("gather text embeddings: {e}")))
+    stack(rows.into_iter().map(|r| r.expect("every row is cached or encoded")).collect(), model, "text")
 }
 
 /// The K×L scores of every item, computed in batches of items with the same shape.

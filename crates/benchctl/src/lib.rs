@@ -4,6 +4,7 @@
 //! - [`eval`]: `benchctl eval`, encode once and score;
 //! - [`check`]: `benchctl check`, every problem of a suite's data at once;
 //! - [`fetch`]: `benchctl fetch`, a suite's data from the hub;
+//! - [`cache`]: the embedding cache across runs;
 //! - [`results`]: stored runs and score dumps;
 //! - [`retrieval`]: `benchctl eval` of retrieval suites (RoCOCO) against whole galleries;
 //! - [`score`]: `benchctl score`, metrics from external scores;
@@ -12,6 +13,7 @@
 //! - [`bench`]: encoder throughput on random weights.
 
 pub mod bench;
+pub mod cache;
 pub mod check;
 pub mod cli;
 pub mod error;

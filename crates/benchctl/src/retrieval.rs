@@ -99,13 +99,14 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let encoder = model.encoder.as_ref();
     let batch = args.batch_size as usize;
     let mut counts = Counts { unique_images: data.images.len(), ..Default::default() };
+    let mut cache = model.cache(args.no_cache)?;
 
     // Every caption of every gallery, encoded once.
     let t = Instant::now();
     let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
     let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| &g.captions));
     counts.unique_texts = unique_texts.len();
-    let text_table = encode_texts(encoder, &unique_texts, batch, &mut counts)?;
+    let text_table = encode_texts(encoder, &unique_texts, batch, &mut counts, &mut cache)?;
     let encode_texts_s = t.elapsed().as_secs_f64();
     let mut gallery_rows = Vec::new();
     let mut offset = 0;
@@ -116,7 +117,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
     let t = Instant::now();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts)?;
+    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts, &mut cache)?;
     let mut encode_images_s = t.elapsed().as_secs_f64();
 
     let score_started = Instant::now();
@@ -152,7 +153,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                         }))
                     })
                     .collect();
-                let altered_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts)?;
+                let altered_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts, &mut cache)?;
                 encode_images_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;

@@ -19,12 +19,14 @@ fn right(text: String) -> Cell {
 /// The metrics of a run, overall and per breakdown group.
 pub fn run_table(run: &Run) -> String {
     let title = format!(
-        "{} on {} ({} items, {} images and {} texts encoded, {:.1} s)",
+        "{} on {} ({} items, {} images and {} texts encoded, {} and {} from the cache, {:.1} s)",
         run.model.id,
         run.suite.id,
         run.report.items,
         run.counts.images_encoded,
         run.counts.texts_encoded,
+        run.counts.images_cached,
+        run.counts.texts_cached,
         run.timings.total_s
     );
     report_table(&title, &run.report)

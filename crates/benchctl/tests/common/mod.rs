@@ -4,10 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Runs the built `benchctl` with `args` and extra environment variables.
+/// Runs the built `benchctl` with `args` and extra environment variables. Unless `env` names
+/// `BENCHCTL_CACHE`, each call gets a fresh, empty embedding cache.
 pub fn benchctl(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
     cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
+    if !env.iter().any(|(k, _)| *k == "BENCHCTL_CACHE") {
+        cmd.env("BENCHCTL_CACHE", tempfile::tempdir().expect("temp cache").keep());
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -1,0 +1,154 @@
+//! The embedding cache: each image and text is encoded once per model, across runs.
+//!
+//! Location: `BENCHCTL_CACHE`, else `$XDG_CACHE_HOME/benchctl`, else `~/.cache/benchctl`;
+//! `--no-cache` turns it off. One folder per model namespace: the hash of the model's
+//! identity (hub repo and commit, or local path with the weights' size and mtime), dtype,
+//! device and preprocessing. Entries are keyed by the SHA-256 of the image file's bytes (for
+//! an altered image, of both sources and the recipe) or of the text.
+//!
+//! Each process appends to its own segment file, one flushed record per encoded batch, so a
+//! killed run loses at most the batch in flight and concurrent runs never interleave. A record
+//! is `"BCE1" | key (32) | dim (u32 LE) | dim × f32 LE | check (8)`, the check being the first
+//! bytes of SHA-256 over key, dim and values: a truncated tail or a corrupt record is skipped
+//! (and so recomputed), never trusted.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::{Error, ErrorKind, Result};
+
+const MAGIC: &[u8; 4] = b"BCE1";
+
+/// A content key.
+pub type Key = [u8; 32];
+
+/// SHA-256 of `parts`, each length-prefixed so that boundaries are unambiguous.
+pub fn key(parts: &[&[u8]]) -> Key {
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    h.finalize().into()
+}
+
+fn check(key: &Key, values: &[u8]) -> [u8; 8] {
+    let digest = Sha256::new().chain_update(key).chain_update(values).finalize();
+    digest[..8].try_into().expect("8 of 32 bytes")
+}
+
+/// The default cache root from the environment.
+pub fn default_root() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("BENCHCTL_CACHE")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("benchctl")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache/benchctl")))
+}
+
+/// One model namespace of the cache.
+pub struct EmbeddingCache {
+    dir: Option<PathBuf>,
+    entries: HashMap<Key, Vec<f32>>,
+    segment: Option<std::fs::File>,
+    /// Records skipped on load as truncated or corrupt.
+    pub skipped: usize,
+}
+
+impl EmbeddingCache {
+    /// A cache that stores nothing.
+    pub fn disabled() -> Self {
+        Self { dir: None, entries: HashMap::new(), segment: None, skipped: 0 }
+    }
+
+    /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
+    pub fn open(root: &Path, namespace: &str) -> Result<Self> {
+        let dir = root.join(hex(&key(&[namespace.as_bytes()])[..16]));
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::new(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display())))?;
+        let mut cache = Self { dir: Some(dir.clone()), entries: HashMap::new(), segment: None, skipped: 0 };
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| Error::new(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+            .collect();
+        segments.sort();
+        for path in segments {
+            // An unreadable segment is skipped like a corrupt one: its entries are recomputed.
+            match std::fs::read(&path) {
+                Ok(bytes) => cache.read_segment(&bytes),
+                Err(_) => cache.skipped += 1,
+            }
+        }
+        Ok(cache)
+    }
+
+    fn read_segment(&mut self, mut bytes: &[u8]) {
+        const HEAD: usize = 4 + 32 + 4;
+        while !bytes.is_empty() {
+            if bytes.len() < HEAD || &bytes[..4] != MAGIC {
+                self.skipped += 1;
+                return;
+            }
+            let key: Key = bytes[4..36].try_into().expect("32 bytes");
+            let dim = u32::from_le_bytes(bytes[36..40].try_into().expect("4 bytes")) as usize;
+            let end = HEAD + dim * 4 + 8;
+            if dim == 0 || dim > 1 << 20 || bytes.len() < end {
+                self.skipped += 1;
+                return;
+            }
+            let values = &bytes[HEAD..HEAD + dim * 4];
+            if check(&key, values) == bytes[HEAD + dim * 4..end] {
+                let v = values.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+                self.entries.insert(key, v);
+            } else {
+                self.skipped += 1;
+            }
+            bytes = &bytes[end..];
+        }
+    }
+
+    pub fn get(&self, key: &Key) -> Option<&[f32]> {
+        self.entries.get(key).map(Vec::as_slice)
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Stores a batch of embeddings: appended to this process's segment and flushed.
+    pub fn append(&mut self, batch: &[(Key, Vec<f32>)]) -> Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        if self.segment.is_none() {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+            let path = dir.join(format!("seg-{nanos}-{}.bin", std::process::id()));
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)
+                .map_err(|e| Error::new(ErrorKind::Results, format!("create cache segment {}: {e}", path.display())))?;
+            self.segment = Some(file);
+        }
+        let mut buf = Vec::new();
+        for (key, values) in batch {
+            let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            buf.extend_from_slice(MAGIC);
+            buf.extend_from_slice(key);
+            buf.extend_from_slice(&(values.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&raw);
+            buf.extend_from_slice(&check(key, &raw));
+            self.entries.insert(*key, values.clone());
+        }
+        let file = self.segment.as_mut().expect("opened above");
+        file.write_all(&buf)
+            .and_then(|_| file.flush())
+            .map_err(|e| Error::new(ErrorKind::Results, format!("write the embedding cache in {}: {e}", dir.display())))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
