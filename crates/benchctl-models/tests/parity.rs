@@ -90,3 +90,29 @@ fn padding_a_batch_does_not_change_a_text() {
     let batched = model.model().text_features(&[short, long]).unwrap().get(0).unwrap().unsqueeze(0).unwrap();
     assert!(max_abs_diff(&alone, &batched) <= 1e-5);
 }
+
+/// Logits of a fixture model in `dtype` through the public path.
+fn logits(name: &str, dtype: DType) -> Tensor {
+    let files = hub::from_dir(&fixture_model(name)).unwrap();
+    let model = ClipEncoder::load(&files, dtype, &Device::Cpu).unwrap();
+    let r = reference(name);
+    let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
+    let pixels = r.tensors["pixel_values"].to_dtype(dtype).unwrap();
+    let images = model.encode_images(&pixels).unwrap();
+    let texts = model.encode_texts(&texts).unwrap();
+    model.scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap()).unwrap().squeeze(0).unwrap()
+}
+
+#[test]
+fn half_precision_drift_is_reported_and_bounded() {
+    // Reduced precision is an option, not the default: its drift against transformers' f32
+    // logits is measured here (printed with --nocapture) and must stay small.
+    for name in ["clip-tiny-a", "clip-tiny-b"] {
+        let reference = &reference(name).tensors["logits_per_image"];
+        for dtype in [DType::BF16, DType::F16] {
+            let d = max_abs_diff(&logits(name, dtype), reference);
+            eprintln!("{name} {dtype:?}: max abs logit drift {d}");
+            assert!(d < 0.25, "{name} {dtype:?}: logits drift by {d}");
+        }
+    }
+}
