@@ -10,9 +10,11 @@
 
 use image::RgbImage;
 
-/// OpenAI CLIP's normalisation constants.
+/// OpenAI CLIP's normalisation constants, as published (f32 keeps the nearest values).
+#[allow(clippy::excessive_precision)]
 pub const OPENAI_CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
-pub const OPENAI_CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_1];
+#[allow(clippy::excessive_precision)]
+pub const OPENAI_CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
 /// Resize of the shorter side to `size`, centre crop to `size`×`size`, then per-channel
 /// `(x / 255 − mean) / std`, laid out CHW.

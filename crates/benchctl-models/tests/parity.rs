@@ -86,7 +86,7 @@ fn padding_a_batch_does_not_change_a_text() {
     let tok = model.tokenizer();
     let short = tok.encode("a cat").unwrap();
     let long = tok.encode("a cat sitting on a very long and winding road at dusk").unwrap();
-    let alone = model.model().text_features(&[short.clone()]).unwrap();
+    let alone = model.model().text_features(std::slice::from_ref(&short)).unwrap();
     let batched = model.model().text_features(&[short, long]).unwrap().get(0).unwrap().unsqueeze(0).unwrap();
     assert!(max_abs_diff(&alone, &batched) <= 1e-5);
 }

@@ -9,7 +9,7 @@
 //! - [`retrieval`]: `benchctl eval` of retrieval suites (RoCOCO) against whole galleries;
 //! - [`score`]: `benchctl score`, metrics from external scores;
 //! - [`submission`]: scores in a benchmark's official submission layout;
-//! - [`leaderboard`]: `LEADERBOARD.md`;
+//! - [`leaderboard`]: writes `LEADERBOARD.md`;
 //! - [`bench`]: encoder throughput on random weights.
 
 pub mod bench;

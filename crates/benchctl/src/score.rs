@@ -169,7 +169,7 @@ fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
     Ok(())
 }
 
-fn read_eqben_npy(path: &Path, flat_list: &PathBuf, suite: &Suite, m: &mut Matrices) -> Result<()> {
+fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
     let pairs = submission::read_eqben_flat_list(flat_list)?;
     let bytes = std::fs::read(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
     let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("read {}: not a .npy array: {e}", path.display())))?;

@@ -28,9 +28,12 @@ pub fn read_eqben_flat_list(flat_list: &Path) -> Result<Vec<Pair>> {
     serde_json::from_str(&text).map_err(|e| bad(format!("parse {}: {e}", flat_list.display())))
 }
 
+/// (image path relative to `images/`, caption) → (item, image, text) indices.
+pub type Slots = HashMap<(PathBuf, String), (usize, usize, usize)>;
+
 /// Where each (image relative to `images/`, caption) pair of an EqBen suite sits: item,
 /// image and text index. The light release's `.jpg` images answer to their `.png` names too.
-pub fn eqben_slots(suite: &Suite) -> Result<HashMap<(PathBuf, String), (usize, usize, usize)>> {
+pub fn eqben_slots(suite: &Suite) -> Result<Slots> {
     let image_root = suite.data_dir.join("images");
     let mut slots = HashMap::new();
     for (i, item) in suite.items.iter().enumerate() {

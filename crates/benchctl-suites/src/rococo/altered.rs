@@ -93,7 +93,8 @@ pub fn render(spec: &AlteredImage, base: &RgbImage, other: &RgbImage) -> RgbImag
         Method::Patch => {
             let side = (1.0 - lambda).sqrt();
             let (pw, ph) = (((w as f32) * side).round() as u32, ((h as f32) * side).round() as u32);
-            let r = splitmix64(spec.draw ^ 0x5041_5443_48);
+            // A fixed salt ("PATCH") separates the position draw from the partner draw.
+            let r = splitmix64(spec.draw ^ 0x50_4154_4348);
             let x0 = (r % (w - pw + 1) as u64) as u32;
             let y0 = ((r >> 32) % (h - ph + 1) as u64) as u32;
             let mut out = base.clone();
