@@ -283,6 +283,105 @@ struct VisionTower {
     projection: Linear,
 }
 
+impl VisionTower {
+    /// The vision tower under `vision_model.` and its projection `visual_projection`.
+    fn load(w: &Weights, vc: &VisionConfig, projection_dim: usize) -> Result<Self> {
+        let tower = Tower {
+            width: vc.hidden_size,
+            intermediate: vc.intermediate_size,
+            depth: vc.num_hidden_layers,
+            heads: vc.num_attention_heads,
+            activation: Activation::parse(&vc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
+            eps: vc.layer_norm_eps,
+        };
+        let v = w.pp("vision_model");
+        let patches = (vc.image_size / vc.patch_size).pow(2);
+        let patch_weight = v
+            .get((vc.hidden_size, vc.num_channels, vc.patch_size, vc.patch_size), "embeddings.patch_embedding.weight")?
+            .reshape((vc.hidden_size, vc.num_channels * vc.patch_size * vc.patch_size))
+            .and_then(|p| p.t())
+            .map_err(|e| Error::compute("lay out the patch embedding", e))?;
+        Ok(VisionTower {
+            patch_weight,
+            patch_size: vc.patch_size,
+            class_embedding: v.get(vc.hidden_size, "embeddings.class_embedding")?,
+            position_embedding: v.get((patches + 1, vc.hidden_size), "embeddings.position_embedding.weight")?,
+            pre_norm: v.pp("pre_layrnorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            blocks: load_blocks(&v, &tower)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            projection: w.pp("visual_projection").linear(vc.hidden_size, projection_dim, false)?,
+        })
+    }
+
+    fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let (b, c, h, w) = pixels.dims4()?;
+        let p = self.patch_size;
+        let (gh, gw) = (h / p, w / p);
+        // A stride-p conv with a p×p kernel is a matmul over flattened patches.
+        let patches = pixels
+            .to_dtype(self.patch_weight.dtype())?
+            .reshape((b, c, gh, p, gw, p))?
+            .permute((0, 2, 4, 1, 3, 5))?
+            .reshape((b, gh * gw, c * p * p))?;
+        let patch_embeds = patches.broadcast_matmul(&self.patch_weight)?;
+        let width = self.class_embedding.dim(0)?;
+        let class = self.class_embedding.reshape((1, 1, width))?.broadcast_as((b, 1, width))?;
+        let xs = Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&self.position_embedding)?;
+        let mut xs = self.pre_norm.forward(&xs)?;
+        for block in &self.blocks {
+            xs = block.forward(&xs, None)?;
+        }
+        let pooled = self.post_norm.forward(&xs.i((.., 0, ..))?)?;
+        self.projection.forward(&pooled)
+    }
+}
+
+/// CLIP's vision tower alone, e.g. for weights converted from OpenAI's naming
+/// ([`super::clip_openai`]).
+#[derive(Debug, Clone)]
+pub struct ClipVision {
+    tower: VisionTower,
+}
+
+impl ClipVision {
+    /// The tower from tensors in Hugging Face naming (`vision_model.…`, `visual_projection.weight`).
+    pub fn from_tensors(
+        config: &VisionConfig,
+        projection_dim: usize,
+        tensors: std::collections::HashMap<String, Tensor>,
+        device: &Device,
+    ) -> Result<Self> {
+        let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, device);
+        let w = Weights::from_var_builder(vb, "converted weights");
+        Ok(Self { tower: VisionTower::load(&w, config, projection_dim)? })
+    }
+
+    /// Projected, unnormalised image features.
+    pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
+        self.tower.forward(pixels).map_err(|e| Error::compute("encode images", e))
+    }
+}
+
+/// One pre-norm residual attention block on its own (for reference vectors of a single block).
+#[derive(Debug, Clone)]
+pub struct ResidualBlock(Block);
+
+impl ResidualBlock {
+    /// The block from tensors in Hugging Face naming (`layer_norm1`, `self_attn.{q,k,v,out}_proj`,
+    /// `layer_norm2`, `mlp.fc1`, `mlp.fc2`), with OpenAI's QuickGELU and ε = 1e-5.
+    pub fn from_tensors(width: usize, heads: usize, tensors: std::collections::HashMap<String, Tensor>, device: &Device) -> Result<Self> {
+        let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, device);
+        let w = Weights::from_var_builder(vb, "converted weights");
+        let tower = Tower { width, intermediate: 4 * width, depth: 1, heads, activation: Activation::QuickGelu, eps: 1e-5 };
+        Ok(Self(Block::load(&w, &tower)?))
+    }
+
+    /// `(batch, seq, width)` → `(batch, seq, width)`, no mask.
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        self.0.forward(xs, None).map_err(|e| Error::compute("run a residual block", e))
+    }
+}
+
 /// A CLIP model: both towers, both projections and the learned temperature.
 #[derive(Debug, Clone)]
 pub struct Clip {
@@ -321,14 +420,6 @@ impl Clip {
             activation: Activation::parse(&tc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
             eps: tc.layer_norm_eps,
         };
-        let vision_tower = Tower {
-            width: vc.hidden_size,
-            intermediate: vc.intermediate_size,
-            depth: vc.num_hidden_layers,
-            heads: vc.num_attention_heads,
-            activation: Activation::parse(&vc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
-            eps: vc.layer_norm_eps,
-        };
         let t = w.pp("text_model");
         let text = TextTower {
             token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
@@ -339,23 +430,7 @@ impl Clip {
             projection: w.pp("text_projection").linear(tc.hidden_size, config.projection_dim, false)?,
             eos_token_id: tc.eos_token_id,
         };
-        let v = w.pp("vision_model");
-        let patches = (vc.image_size / vc.patch_size).pow(2);
-        let patch_weight = v
-            .get((vc.hidden_size, vc.num_channels, vc.patch_size, vc.patch_size), "embeddings.patch_embedding.weight")?
-            .reshape((vc.hidden_size, vc.num_channels * vc.patch_size * vc.patch_size))
-            .and_then(|p| p.t())
-            .map_err(|e| Error::compute("lay out the patch embedding", e))?;
-        let vision = VisionTower {
-            patch_weight,
-            patch_size: vc.patch_size,
-            class_embedding: v.get(vc.hidden_size, "embeddings.class_embedding")?,
-            position_embedding: v.get((patches + 1, vc.hidden_size), "embeddings.position_embedding.weight")?,
-            pre_norm: v.pp("pre_layrnorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
-            blocks: load_blocks(&v, &vision_tower)?,
-            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
-            projection: w.pp("visual_projection").linear(vc.hidden_size, config.projection_dim, false)?,
-        };
+        let vision = VisionTower::load(w, vc, config.projection_dim)?;
         let logit_scale = w
             .get((), "logit_scale")?
             .to_dtype(DType::F32)
@@ -390,26 +465,7 @@ impl Clip {
     }
 
     fn vision_forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let v = &self.vision;
-        let (b, c, h, w) = pixels.dims4()?;
-        let p = v.patch_size;
-        let (gh, gw) = (h / p, w / p);
-        // A stride-p conv with a p×p kernel is a matmul over flattened patches.
-        let patches = pixels
-            .to_dtype(v.patch_weight.dtype())?
-            .reshape((b, c, gh, p, gw, p))?
-            .permute((0, 2, 4, 1, 3, 5))?
-            .reshape((b, gh * gw, c * p * p))?;
-        let patch_embeds = patches.broadcast_matmul(&v.patch_weight)?;
-        let width = v.class_embedding.dim(0)?;
-        let class = v.class_embedding.reshape((1, 1, width))?.broadcast_as((b, 1, width))?;
-        let xs = Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&v.position_embedding)?;
-        let mut xs = v.pre_norm.forward(&xs)?;
-        for block in &v.blocks {
-            xs = block.forward(&xs, None)?;
-        }
-        let pooled = v.post_norm.forward(&xs.i((.., 0, ..))?)?;
-        v.projection.forward(&pooled)
+        self.vision.forward(pixels)
     }
 
     fn text_forward(&self, ids: &[Vec<u32>]) -> candle_core::Result<Tensor> {
