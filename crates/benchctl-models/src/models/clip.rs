@@ -179,6 +179,13 @@ struct Tower {
     eps: f64,
 }
 
+impl Tower {
+    fn new(width: usize, intermediate: usize, depth: usize, heads: usize, act: &str, eps: f64) -> Result<Self> {
+        let activation = Activation::parse(act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?;
+        Ok(Self { width, intermediate, depth, heads, activation, eps })
+    }
+}
+
 /// Multi-head self-attention with q, k and v fused into one projection.
 #[derive(Debug, Clone)]
 struct Attention {
@@ -286,14 +293,14 @@ struct VisionTower {
 impl VisionTower {
     /// The vision tower under `vision_model.` and its projection `visual_projection`.
     fn load(w: &Weights, vc: &VisionConfig, projection_dim: usize) -> Result<Self> {
-        let tower = Tower {
-            width: vc.hidden_size,
-            intermediate: vc.intermediate_size,
-            depth: vc.num_hidden_layers,
-            heads: vc.num_attention_heads,
-            activation: Activation::parse(&vc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
-            eps: vc.layer_norm_eps,
-        };
+        let tower = Tower::new(
+            vc.hidden_size,
+            vc.intermediate_size,
+            vc.num_hidden_layers,
+            vc.num_attention_heads,
+            &vc.hidden_act,
+            vc.layer_norm_eps,
+        )?;
         let v = w.pp("vision_model");
         let patches = (vc.image_size / vc.patch_size).pow(2);
         let patch_weight = v
@@ -412,14 +419,14 @@ impl Clip {
     fn from_weights(config: ClipConfig, w: &Weights) -> Result<Self> {
         let tc = &config.text_config;
         let vc = &config.vision_config;
-        let text_tower = Tower {
-            width: tc.hidden_size,
-            intermediate: tc.intermediate_size,
-            depth: tc.num_hidden_layers,
-            heads: tc.num_attention_heads,
-            activation: Activation::parse(&tc.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?,
-            eps: tc.layer_norm_eps,
-        };
+        let text_tower = Tower::new(
+            tc.hidden_size,
+            tc.intermediate_size,
+            tc.num_hidden_layers,
+            tc.num_attention_heads,
+            &tc.hidden_act,
+            tc.layer_norm_eps,
+        )?;
         let t = w.pp("text_model");
         let text = TextTower {
             token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
