@@ -34,6 +34,12 @@ impl Truth {
         Self { images: n, texts: n, matches }
     }
 
+    /// One image whose first of `texts` candidates matches (VALSE: `[caption, foils…]`).
+    pub fn first_text_matches(texts: usize) -> Self {
+        let texts = texts.max(1);
+        Self { images: 1, texts, matches: (0..texts).map(|l| l == 0).collect() }
+    }
+
     pub fn images(&self) -> usize {
         self.images
     }

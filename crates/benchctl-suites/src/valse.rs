@@ -124,7 +124,7 @@ fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &V
         id: format!("{piece}/{key}"),
         images: vec![ImageSource::File(image)],
         texts: vec![text_field("caption")?, text_field("foil")?],
-        truth: Truth::new(1, 2, vec![true, false]).expect("1×2 truth is well formed"),
+        truth: Truth::first_text_matches(2),
         tags: vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])],
     }))
 }

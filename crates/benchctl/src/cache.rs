@@ -37,7 +37,14 @@ pub fn key(parts: &[&[u8]]) -> Key {
 
 fn check(key: &Key, values: &[u8]) -> [u8; 8] {
     let digest = Sha256::new().chain_update(key).chain_update(values).finalize();
-    digest[..8].try_into().expect("8 of 32 bytes")
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&digest[..8]);
+    out
+}
+
+/// Little-endian u32 / f32 from exactly four bytes.
+fn le4(b: &[u8]) -> [u8; 4] {
+    [b[0], b[1], b[2], b[3]]
 }
 
 /// The default cache root from the environment.
@@ -92,8 +99,9 @@ impl EmbeddingCache {
                 self.skipped += 1;
                 return;
             }
-            let key: Key = bytes[4..36].try_into().expect("32 bytes");
-            let dim = u32::from_le_bytes(bytes[36..40].try_into().expect("4 bytes")) as usize;
+            let mut key: Key = [0; 32];
+            key.copy_from_slice(&bytes[4..36]);
+            let dim = u32::from_le_bytes(le4(&bytes[36..40])) as usize;
             let end = HEAD + dim * 4 + 8;
             if dim == 0 || dim > 1 << 20 || bytes.len() < end {
                 self.skipped += 1;
@@ -101,7 +109,7 @@ impl EmbeddingCache {
             }
             let values = &bytes[HEAD..HEAD + dim * 4];
             if check(&key, values) == bytes[HEAD + dim * 4..end] {
-                let v = values.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes"))).collect();
+                let v = values.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect();
                 self.entries.insert(key, v);
             } else {
                 self.skipped += 1;
@@ -125,13 +133,6 @@ impl EmbeddingCache {
     /// Stores a batch of embeddings: appended to this process's segment and flushed.
     pub fn append(&mut self, batch: &[(Key, Vec<f32>)]) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
-        if self.segment.is_none() {
-            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-            let path = dir.join(format!("seg-{nanos}-{}.bin", std::process::id()));
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)
-                .map_err(|e| Error::new(ErrorKind::Results, format!("create cache segment {}: {e}", path.display())))?;
-            self.segment = Some(file);
-        }
         let mut buf = Vec::new();
         for (key, values) in batch {
             let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -142,10 +143,22 @@ impl EmbeddingCache {
             buf.extend_from_slice(&check(key, &raw));
             self.entries.insert(*key, values.clone());
         }
-        let file = self.segment.as_mut().expect("opened above");
-        file.write_all(&buf)
-            .and_then(|_| file.flush())
-            .map_err(|e| Error::new(ErrorKind::Results, format!("write the embedding cache in {}: {e}", dir.display())))
+        let write_error = |e: std::io::Error| {
+            Error::new(ErrorKind::Results, format!("write the embedding cache in {}: {e}", dir.display()))
+        };
+        let file = match &mut self.segment {
+            Some(file) => file,
+            None => {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                let path = dir.join(format!("seg-{nanos}-{}.bin", std::process::id()));
+                let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(write_error)?;
+                self.segment.insert(file)
+            }
+        };
+        file.write_all(&buf).and_then(|_| file.flush()).map_err(write_error)
     }
 }
 

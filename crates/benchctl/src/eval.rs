@@ -257,9 +257,49 @@ fn to_rows(embeddings: &Tensor, what: &str) -> Result<Vec<Vec<f32>>> {
         .map_err(|e| Error::new(ErrorKind::Compute, format!("read {what} embeddings: {e}")))
 }
 
-/// L2-normalised embeddings of `images`, in order: from the cache where it has them, the
-/// rest encoded in batches (decoded and preprocessed on all cores), each batch cached as soon
-/// as it is done.
+/// How many inputs a cache-aware encode took from the cache and how many it encoded.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    cached: usize,
+    encoded: usize,
+    batches: usize,
+}
+
+/// Embeddings for `keys`, in order: rows the cache has, the rest from `encode` on batches of
+/// the missing indices, each batch cached as soon as it is done (a killed run loses at most
+/// the batch in flight).
+fn encode_through_cache(
+    model: &dyn DualEncoder,
+    keys: &[cache::Key],
+    batch: usize,
+    cache: &mut EmbeddingCache,
+    what: &str,
+    mut encode: impl FnMut(&[usize]) -> Result<Tensor>,
+) -> Result<(Tensor, Tally)> {
+    let mut rows: Vec<Option<Vec<f32>>> = keys.iter().map(|k| cache.get(k).map(<[f32]>::to_vec)).collect();
+    let todo: Vec<usize> = (0..keys.len()).filter(|&i| rows[i].is_none()).collect();
+    let mut tally = Tally { cached: keys.len() - todo.len(), ..Tally::default() };
+    let bar = progress(todo.len(), &format!("encoding {what}s"));
+    for chunk in todo.chunks(batch) {
+        let encoded = to_rows(&encode(chunk)?, what)?;
+        cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
+        for (&i, e) in chunk.iter().zip(encoded) {
+            rows[i] = Some(e);
+        }
+        tally.encoded += chunk.len();
+        tally.batches += 1;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    let rows = rows
+        .into_iter()
+        .map(|r| r.ok_or_else(|| Error::new(ErrorKind::Compute, format!("gather {what} embeddings: a row was neither cached nor encoded"))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((stack(rows, model, what)?, tally))
+}
+
+/// L2-normalised embeddings of `images`, in order, through the cache; missing ones are
+/// decoded and preprocessed on all cores, then encoded in batches.
 pub(crate) fn encode_images(
     model: &dyn DualEncoder,
     images: &[&ImageSource],
@@ -268,31 +308,21 @@ pub(crate) fn encode_images(
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
-    let mut rows: Vec<Option<Vec<f32>>> = keys.iter().map(|k| cache.get(k).map(<[f32]>::to_vec)).collect();
-    let todo: Vec<usize> = (0..images.len()).filter(|&i| rows[i].is_none()).collect();
-    counts.images_cached += images.len() - todo.len();
     let prep = model.preprocessor().clone();
     let size = prep.size;
-    let bar = progress(todo.len(), "encoding images");
-    for chunk in todo.chunks(batch) {
+    let (embeddings, tally) = encode_through_cache(model, &keys, batch, cache, "image", |chunk| {
         let pixels: Vec<Vec<f32>> = chunk
             .par_iter()
             .map(|&i| images[i].load_rgb().map(|img| prep.apply(&img)))
             .collect::<std::result::Result<_, _>>()?;
         let tensor = Tensor::from_vec(pixels.concat(), (chunk.len(), 3, size, size), &Device::Cpu)
             .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))?;
-        let tensor = to_model_device(tensor, model)?;
-        let encoded = to_rows(&model.encode_images(&tensor)?, "image")?;
-        cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
-        for (&i, e) in chunk.iter().zip(encoded) {
-            rows[i] = Some(e);
-        }
-        counts.images_encoded += chunk.len();
-        counts.image_batches += 1;
-        bar.inc(chunk.len() as u64);
-    }
-    bar.finish_and_clear();
-    stack(rows.into_iter().map(|r| r.expect("every row is cached or encoded")).collect(), model, "image")
+        Ok(model.encode_images(&to_model_device(tensor, model)?)?)
+    })?;
+    counts.images_cached += tally.cached;
+    counts.images_encoded += tally.encoded;
+    counts.image_batches += tally.batches;
+    Ok(embeddings)
 }
 
 fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
@@ -301,7 +331,7 @@ fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
         .map_err(|e| Error::new(ErrorKind::Compute, format!("move an image batch to the device: {e}")))
 }
 
-/// L2-normalised embeddings of `texts`, in order, through the cache as for images.
+/// L2-normalised embeddings of `texts`, in order, through the cache.
 pub(crate) fn encode_texts(
     model: &dyn DualEncoder,
     texts: &[&String],
@@ -310,23 +340,14 @@ pub(crate) fn encode_texts(
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
-    let mut rows: Vec<Option<Vec<f32>>> = keys.iter().map(|k| cache.get(k).map(<[f32]>::to_vec)).collect();
-    let todo: Vec<usize> = (0..texts.len()).filter(|&i| rows[i].is_none()).collect();
-    counts.texts_cached += texts.len() - todo.len();
-    let bar = progress(todo.len(), "encoding texts");
-    for chunk in todo.chunks(batch) {
+    let (embeddings, tally) = encode_through_cache(model, &keys, batch, cache, "text", |chunk| {
         let refs: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
-        let encoded = to_rows(&model.encode_texts(&refs)?, "text")?;
-        cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
-        for (&i, e) in chunk.iter().zip(encoded) {
-            rows[i] = Some(e);
-        }
-        counts.texts_encoded += chunk.len();
-        counts.text_batches += 1;
-        bar.inc(chunk.len() as u64);
-    }
-    bar.finish_and_clear();
-    stack(rows.into_iter().map(|r| r.expect("every row is cached or encoded")).collect(), model, "text")
+        Ok(model.encode_texts(&refs)?)
+    })?;
+    counts.texts_cached += tally.cached;
+    counts.texts_encoded += tally.encoded;
+    counts.text_batches += tally.batches;
+    Ok(embeddings)
 }
 
 /// The K×L scores of every item, computed in batches of items with the same shape.

@@ -205,8 +205,12 @@ fn report(results: &[GalleryResult], args: &EvalArgs) -> Result<Report> {
             }
         }
     };
-    let clean_i2t = summary(find("clean", "i2t").expect("the clean gallery is always scored"))?;
-    let clean_t2i = summary(find("clean", "t2i").expect("the clean gallery is always scored"))?;
+    let clean = |direction: &str| {
+        find("clean", direction)
+            .ok_or_else(|| Error::new(ErrorKind::Compute, format!("report rococo: the clean {direction} gallery was not scored")))
+            .and_then(summary)
+    };
+    let (clean_i2t, clean_t2i) = (clean("i2t")?, clean("t2i")?);
     push("clean_i2t", &clean_i2t, None);
     push("clean_t2i", &clean_t2i, None);
     let mut i2t_r1 = Vec::new();

@@ -112,7 +112,32 @@ impl ClipConfig {
 
     /// OpenAI's ViT-B/32 (`openai/clip-vit-base-patch32`), for benchmarks on random weights.
     pub fn vit_b32() -> Self {
-        serde_json::from_str(r#"{"text_config": {}, "vision_config": {}}"#).expect("defaults are ViT-B/32")
+        use defaults as d;
+        Self {
+            text_config: TextConfig {
+                vocab_size: d::vocab_size(),
+                hidden_size: d::text_hidden(),
+                intermediate_size: d::text_intermediate(),
+                num_hidden_layers: d::depth(),
+                num_attention_heads: d::text_heads(),
+                max_position_embeddings: d::max_positions(),
+                hidden_act: d::act(),
+                layer_norm_eps: d::eps(),
+                eos_token_id: d::eos(),
+            },
+            vision_config: VisionConfig {
+                hidden_size: d::vision_hidden(),
+                intermediate_size: d::vision_intermediate(),
+                num_hidden_layers: d::depth(),
+                num_attention_heads: d::vision_heads(),
+                num_channels: d::channels(),
+                image_size: d::image_size(),
+                patch_size: d::patch_size(),
+                hidden_act: d::act(),
+                layer_norm_eps: d::eps(),
+            },
+            projection_dim: d::projection_dim(),
+        }
     }
 
     fn validate(&self) -> std::result::Result<(), String> {

@@ -25,16 +25,12 @@ impl PerItem for ChoiceAccuracy {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
-        Ok(items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let outcome = group::outcome(&scores.item(i), item.truth);
-                let hit = |b: bool| Some(f64::from(u8::from(b)));
+        Ok(group::outcomes(scores, items)
+            .map(|(outcome, item)| {
                 let (k, l) = (item.truth.images(), item.truth.texts());
                 vec![
-                    (k == 1 && l > 1).then(|| hit(outcome.text)).flatten(),
-                    (l == 1 && k > 1).then(|| hit(outcome.image)).flatten(),
+                    (k == 1 && l > 1).then(|| group::hit(outcome.text)).flatten(),
+                    (l == 1 && k > 1).then(|| group::hit(outcome.image)).flatten(),
                 ]
             })
             .collect())

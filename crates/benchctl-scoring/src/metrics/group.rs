@@ -56,6 +56,19 @@ fn separates(candidates: impl Iterator<Item = (bool, f32)> + Clone) -> bool {
     candidates.filter(|(is_match, _)| !is_match).all(|(_, s)| lowest_match > s)
 }
 
+/// Each item's outcome with the item, in order: what every Winoground-style family reads.
+pub(crate) fn outcomes<'a>(
+    scores: &'a ScoreTensor,
+    items: &'a [ItemView<'a>],
+) -> impl Iterator<Item = (Outcome, &'a ItemView<'a>)> + 'a {
+    items.iter().enumerate().map(move |(i, item)| (outcome(&scores.item(i), item.truth), item))
+}
+
+/// A 0/1 hit as a metric value.
+pub(crate) fn hit(b: bool) -> Option<f64> {
+    Some(f64::from(u8::from(b)))
+}
+
 pub(crate) struct GroupScore;
 
 impl PerItem for GroupScore {
@@ -64,13 +77,6 @@ impl PerItem for GroupScore {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
-        Ok(items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| {
-                let o = outcome(&scores.item(i), item.truth);
-                [o.text, o.image, o.group()].iter().map(|&hit| Some(f64::from(u8::from(hit)))).collect()
-            })
-            .collect())
+        Ok(outcomes(scores, items).map(|(o, _)| vec![hit(o.text), hit(o.image), hit(o.group())]).collect())
     }
 }

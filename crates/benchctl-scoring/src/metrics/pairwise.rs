@@ -28,7 +28,7 @@ impl PerItem for PairwiseAccuracy {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
-        let hit = |b: bool| Some(f64::from(u8::from(b)));
+        let hit = group::hit;
         let probabilities = scores.kind() == ScoreKind::Probability;
         Ok(items
             .iter()
