@@ -255,13 +255,198 @@ def build_demo_suite():
     (out / "examples.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def randomise(model, skip=("logit_scale", "logit_bias")):
+    """Weights large enough that every layer moves the outputs (transformers' init is tiny)."""
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith(skip):
+                continue
+            if p.dim() >= 2:
+                p.normal_(0.0, 0.5 / p.shape[-1] ** 0.5 if "embed" not in pname else 0.5)
+            elif pname.endswith("weight") and ("norm" in pname or "ln_" in pname or "LayerNorm" in pname):
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, 0.1)
+
+
+def fresh_dir(name):
+    out_dir = FIX / name
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    return out_dir
+
+
+def build_openclip(seed=200):
+    """A tiny OpenCLIP model (GELU, open_clip's own naming) saved as open_clip saves it to the hub:
+    open_clip_config.json + open_clip_model.safetensors, with open_clip's encode_* outputs."""
+    import open_clip
+    from open_clip.model import CLIP, CLIPTextCfg, CLIPVisionCfg
+
+    torch.manual_seed(seed)
+    model_cfg = dict(embed_dim=24,
+                     vision_cfg=dict(layers=2, width=64, head_width=32, patch_size=16, image_size=64),
+                     text_cfg=dict(context_length=77, vocab_size=49408, width=32, heads=2, layers=2))
+    model = CLIP(embed_dim=24, vision_cfg=CLIPVisionCfg(**model_cfg["vision_cfg"]),
+                 text_cfg=CLIPTextCfg(**model_cfg["text_cfg"]), quick_gelu=False).eval()
+    randomise(model)
+    out_dir = fresh_dir("openclip-tiny")
+    config = {"model_cfg": model_cfg, "preprocess_cfg": {
+        "mean": [0.48145466, 0.4578275, 0.40821073], "std": [0.26862954, 0.26130258, 0.27577711],
+        "interpolation": "bicubic", "resize_mode": "shortest"}}
+    (out_dir / "open_clip_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out_dir / "open_clip_model.safetensors"))
+    shutil.copy(FIX / "tokenizer" / "tokenizer.json", out_dir / "tokenizer.json")
+    g = torch.Generator().manual_seed(seed + 1)
+    pixel_values = torch.randn(3, 3, 64, 64, generator=g)
+    tokens = open_clip.get_tokenizer("ViT-B-32")(MODEL_TEXTS)
+    with torch.no_grad():
+        image_embeds = model.encode_image(pixel_values)
+        text_embeds = model.encode_text(tokens)
+    save_file({"pixel_values": pixel_values.contiguous(), "input_ids": tokens.to(torch.int64).contiguous(),
+               "image_embeds": image_embeds.contiguous(), "text_embeds": text_embeds.contiguous(),
+               "logit_scale": model.logit_scale.detach().exp().reshape(1).contiguous()},
+              str(out_dir / "reference.safetensors"), metadata={"texts": json.dumps(MODEL_TEXTS)})
+    print("openclip-tiny: text embeds", text_embeds[:, :4])
+
+
+SIGLIP_TEXTS = ["A photo of a cat!", "two dogs, playing in the snow.", "Hello   World",
+                " ".join(["a very long caption"] * 10)]
+
+
+def build_siglip(seed=300):
+    """A tiny SiglipModel with a sentencepiece vocabulary trained here, its tokenizer.json,
+    and transformers' outputs (texts padded to max_length, as SigLIP was trained)."""
+    import sentencepiece as spm
+    from transformers import SiglipConfig, SiglipModel, SiglipTokenizer, PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import SpmConverter
+
+    out_dir = fresh_dir("siglip-tiny")
+    corpus = [f"a photo of a {c} {s} next to {n} {o}" for c in ["red", "blue", "green", "yellow", "black"]
+              for s in ["cat", "dog", "car", "tree", "house", "bird"] for n in ["two", "three", "many"]
+              for o in ["people", "snow", "boxes"]] + SIGLIP_TEXTS
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus_file = pathlib.Path(tmp) / "corpus.txt"
+        corpus_file.write_text("\n".join(t.lower() for t in corpus) + "\n")
+        spm.SentencePieceTrainer.train(input=str(corpus_file), model_prefix=str(pathlib.Path(tmp) / "sp"),
+                                       vocab_size=45, model_type="unigram", pad_id=0, eos_id=1, unk_id=2,
+                                       bos_id=-1, add_dummy_prefix=True, character_coverage=1.0)
+        slow = SiglipTokenizer(vocab_file=str(pathlib.Path(tmp) / "sp.model"), model_max_length=16)
+        fast = PreTrainedTokenizerFast(tokenizer_object=SpmConverter(slow).converted())
+        fast._tokenizer.save(str(out_dir / "tokenizer.json"))
+    max_len = 16
+    ids = slow(SIGLIP_TEXTS, padding="max_length", truncation=True, max_length=max_len, return_tensors="pt")["input_ids"]
+    for text, row in zip(SIGLIP_TEXTS, ids.tolist()):
+        body = fast._tokenizer.encode(slow.canonicalize_text(text), add_special_tokens=False).ids
+        body = (body[: max_len - 1] + [slow.eos_token_id] + [slow.pad_token_id] * max_len)[:max_len]
+        assert body == row, (text, body, row)
+    torch.manual_seed(seed)
+    config = SiglipConfig(
+        text_config=dict(vocab_size=len(slow), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=max_len, projection_size=64,
+                         pad_token_id=slow.pad_token_id, eos_token_id=slow.eos_token_id),
+        vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=64, patch_size=16))
+    model = SiglipModel(config).eval()
+    randomise(model)
+    with torch.no_grad():
+        model.logit_scale.fill_(2.3)
+        model.logit_bias.fill_(-1.5)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    g = torch.Generator().manual_seed(seed + 1)
+    pixel_values = torch.randn(3, 3, 64, 64, generator=g)
+    with torch.no_grad():
+        out = model(input_ids=ids, pixel_values=pixel_values)
+        image_embeds = model.vision_model(pixel_values=pixel_values).pooler_output
+        text_embeds = model.text_model(input_ids=ids).pooler_output
+    save_file({"pixel_values": pixel_values.contiguous(), "input_ids": ids.to(torch.int64).contiguous(),
+               "image_embeds": image_embeds.contiguous(), "text_embeds": text_embeds.contiguous(),
+               "logits_per_image": out.logits_per_image.contiguous()},
+              str(out_dir / "reference.safetensors"), metadata={"texts": json.dumps(SIGLIP_TEXTS)})
+    print("siglip-tiny: logits_per_image\n", out.logits_per_image)
+
+
+BLIP_TEXTS = ["a photo of a cat", "Two dogs playing in the snow.", "hello world",
+              " ".join(["a very long caption"] * 12)]
+
+
+def build_blip(seed=400):
+    """A tiny BlipForImageTextRetrieval with a WordPiece vocabulary, and transformers' ITM
+    probabilities and ITC cosines for every image × text pair."""
+    from transformers import BertTokenizerFast, BlipConfig, BlipForImageTextRetrieval
+
+    out_dir = fresh_dir("blip-tiny")
+    words = sorted({w for t in BLIP_TEXTS + ["a red square to the left of a blue circle"]
+                    for w in t.lower().replace(".", " . ").split()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!"] + words + ["##s", "##ing", "##ed"]
+    with tempfile.TemporaryDirectory() as tmp:
+        (pathlib.Path(tmp) / "vocab.txt").write_text("\n".join(vocab) + "\n")
+        tok = BertTokenizerFast(vocab_file=str(pathlib.Path(tmp) / "vocab.txt"), do_lower_case=True)
+        tok._tokenizer.save(str(out_dir / "tokenizer.json"))
+    torch.manual_seed(seed)
+    config = BlipConfig(
+        text_config=dict(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=40, pad_token_id=0),
+        vision_config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=64, patch_size=16),
+        image_text_hidden_size=24)
+    model = BlipForImageTextRetrieval(config).eval()
+    randomise(model)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    enc = tok(BLIP_TEXTS, padding=True, truncation=True, max_length=35, return_tensors="pt")
+    g = torch.Generator().manual_seed(seed + 1)
+    pixel_values = torch.randn(3, 3, 64, 64, generator=g)
+    n_img, n_txt = pixel_values.shape[0], enc["input_ids"].shape[0]
+    itm = torch.zeros(n_img, n_txt)
+    itc = torch.zeros(n_img, n_txt)
+    with torch.no_grad():
+        for i in range(n_img):
+            for j in range(n_txt):
+                args = dict(input_ids=enc["input_ids"][j:j + 1], attention_mask=enc["attention_mask"][j:j + 1],
+                            pixel_values=pixel_values[i:i + 1])
+                itm[i, j] = model(**args, use_itm_head=True).itm_score.softmax(dim=-1)[0, 1]
+                itc[i, j] = model(**args, use_itm_head=False).itm_score[0, 0]
+    save_file({"pixel_values": pixel_values.contiguous(), "input_ids": enc["input_ids"].to(torch.int64).contiguous(),
+               "attention_mask": enc["attention_mask"].to(torch.int64).contiguous(),
+               "itm_probability": itm.contiguous(), "itc_cosine": itc.contiguous()},
+              str(out_dir / "reference.safetensors"), metadata={"texts": json.dumps(BLIP_TEXTS)})
+    print("blip-tiny: itm\n", itm, "\nitc\n", itc)
+
+
+def build_processor_fixtures():
+    """SigLIP's and BLIP's PIL image processors (resize to a square, no crop) on the noise PNGs."""
+    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    out_dir = FIX / "preprocess"
+    tensors = {}
+    for name, processor in [("siglip", SiglipImageProcessorPil()), ("blip", BlipImageProcessorPil())]:
+        for png in sorted(out_dir.glob("noise_*.png")):
+            pixels = processor(Image.open(png).convert("RGB"), return_tensors="pt")["pixel_values"][0]
+            tensors[f"{name}/{png.stem}"] = pixels.contiguous()
+    save_file(tensors, str(out_dir / "square_resize.safetensors"))
+
+
+PARTS = {
+    "clip": lambda: [build_model(name, spec, build_tokenizer(FIX / "tokenizer"), seed=100 + seed)
+                     for seed, (name, spec) in enumerate(CONFIGS.items())],
+    "preprocess": lambda: (build_preprocess_fixtures(), build_processor_fixtures()),
+    "demo": lambda: build_demo_suite(),
+    "openclip": lambda: build_openclip(),
+    "siglip": lambda: build_siglip(),
+    "blip": lambda: build_blip(),
+}
+
+
 def main():
+    """Builds every part, or only those named: python scripts/gen_fixtures.py siglip blip"""
     os.chdir(ROOT)
-    tokenizer = build_tokenizer(FIX / "tokenizer")
-    for seed, (name, spec) in enumerate(CONFIGS.items()):
-        build_model(name, spec, tokenizer, seed=100 + seed)
-    build_preprocess_fixtures()
-    build_demo_suite()
+    chosen = sys.argv[1:] or list(PARTS)
+    unknown = [p for p in chosen if p not in PARTS]
+    if unknown:
+        sys.exit(f"unknown part(s) {unknown}; choose from {list(PARTS)}")
+    for part in chosen:
+        PARTS[part]()
 
 
 if __name__ == "__main__":

@@ -13,10 +13,12 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
+use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
+pub use super::transformer::Activation;
+use super::transformer::{l2_normalise, load_blocks, pairwise_dot, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::Preprocessor;
@@ -163,134 +165,6 @@ impl ClipConfig {
     }
 }
 
-/// The MLP activation named by `hidden_act`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    /// `x · σ(1.702 x)`, OpenAI's original.
-    QuickGelu,
-    /// Exact (erf) GELU, `transformers`' `gelu`.
-    Gelu,
-    /// Tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`).
-    GeluTanh,
-}
-
-impl Activation {
-    pub fn parse(name: &str) -> std::result::Result<Self, String> {
-        match name {
-            "quick_gelu" => Ok(Self::QuickGelu),
-            "gelu" => Ok(Self::Gelu),
-            "gelu_new" | "gelu_pytorch_tanh" => Ok(Self::GeluTanh),
-            other => Err(format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)")),
-        }
-    }
-
-    fn apply(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        match self {
-            Self::QuickGelu => xs * candle_nn::ops::sigmoid(&(xs * 1.702f64)?)?,
-            Self::Gelu => xs.gelu_erf(),
-            Self::GeluTanh => xs.gelu(),
-        }
-    }
-}
-
-/// Shape of one transformer tower.
-#[derive(Debug, Clone, Copy)]
-struct Tower {
-    width: usize,
-    intermediate: usize,
-    depth: usize,
-    heads: usize,
-    activation: Activation,
-    eps: f64,
-}
-
-impl Tower {
-    fn new(width: usize, intermediate: usize, depth: usize, heads: usize, act: &str, eps: f64) -> Result<Self> {
-        let activation = Activation::parse(act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?;
-        Ok(Self { width, intermediate, depth, heads, activation, eps })
-    }
-}
-
-/// Multi-head self-attention with q, k and v fused into one projection.
-#[derive(Debug, Clone)]
-struct Attention {
-    qkv: Linear,
-    out: Linear,
-    heads: usize,
-    scale: f64,
-}
-
-impl Attention {
-    fn load(w: &Weights, t: &Tower) -> Result<Self> {
-        let q = w.pp("q_proj").linear(t.width, t.width, true)?;
-        let k = w.pp("k_proj").linear(t.width, t.width, true)?;
-        let v = w.pp("v_proj").linear(t.width, t.width, true)?;
-        let fuse = |parts: [Option<&Tensor>; 3]| -> Result<Tensor> {
-            let parts: Vec<&Tensor> = parts.into_iter().flatten().collect();
-            Tensor::cat(&parts, 0).map_err(|e| Error::compute("fuse attention projections", e))
-        };
-        let weight = fuse([Some(q.weight()), Some(k.weight()), Some(v.weight())])?;
-        let bias = fuse([q.bias(), k.bias(), v.bias()])?;
-        Ok(Self {
-            qkv: Linear::new(weight, Some(bias)),
-            out: w.pp("out_proj").linear(t.width, t.width, true)?,
-            heads: t.heads,
-            scale: ((t.width / t.heads) as f64).powf(-0.5),
-        })
-    }
-
-    fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let (b, s, width) = xs.dims3()?;
-        let head_dim = width / self.heads;
-        // (b, s, 3, heads, head_dim) → (3, b, heads, s, head_dim)
-        let qkv = self.qkv.forward(xs)?.reshape((b, s, 3, self.heads, head_dim))?.permute((2, 0, 3, 1, 4))?;
-        let q = (qkv.i(0)? * self.scale)?.contiguous()?;
-        let k = qkv.i(1)?.contiguous()?;
-        let v = qkv.i(2)?.contiguous()?;
-        let mut attn = q.matmul(&k.t()?)?;
-        if let Some(mask) = mask {
-            attn = attn.broadcast_add(mask)?;
-        }
-        let attn = candle_nn::ops::softmax_last_dim(&attn)?;
-        let out = attn.matmul(&v)?.transpose(1, 2)?.reshape((b, s, width))?;
-        self.out.forward(&out)
-    }
-}
-
-/// Pre-norm transformer block.
-#[derive(Debug, Clone)]
-struct Block {
-    norm1: LayerNorm,
-    attn: Attention,
-    norm2: LayerNorm,
-    fc1: Linear,
-    fc2: Linear,
-    activation: Activation,
-}
-
-impl Block {
-    fn load(w: &Weights, t: &Tower) -> Result<Self> {
-        Ok(Self {
-            norm1: w.pp("layer_norm1").layer_norm(t.width, t.eps)?,
-            attn: Attention::load(&w.pp("self_attn"), t)?,
-            norm2: w.pp("layer_norm2").layer_norm(t.width, t.eps)?,
-            fc1: w.pp("mlp.fc1").linear(t.width, t.intermediate, true)?,
-            fc2: w.pp("mlp.fc2").linear(t.intermediate, t.width, true)?,
-            activation: t.activation,
-        })
-    }
-
-    fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let xs = (self.attn.forward(&self.norm1.forward(xs)?, mask)? + xs)?;
-        let h = self.activation.apply(&self.fc1.forward(&self.norm2.forward(&xs)?)?)?;
-        self.fc2.forward(&h)? + xs
-    }
-}
-
-fn load_blocks(w: &Weights, t: &Tower) -> Result<Vec<Block>> {
-    (0..t.depth).map(|i| Block::load(&w.pp(format!("encoder.layers.{i}")), t)).collect()
-}
-
 /// The text tower and its projection.
 #[derive(Debug, Clone)]
 struct TextTower {
@@ -305,8 +179,7 @@ struct TextTower {
 /// The vision tower and its projection.
 #[derive(Debug, Clone)]
 struct VisionTower {
-    patch_weight: Tensor,
-    patch_size: usize,
+    patch_embedding: PatchEmbedding,
     class_embedding: Tensor,
     position_embedding: Tensor,
     pre_norm: LayerNorm,
@@ -328,14 +201,14 @@ impl VisionTower {
         )?;
         let v = w.pp("vision_model");
         let patches = (vc.image_size / vc.patch_size).pow(2);
-        let patch_weight = v
-            .get((vc.hidden_size, vc.num_channels, vc.patch_size, vc.patch_size), "embeddings.patch_embedding.weight")?
-            .reshape((vc.hidden_size, vc.num_channels * vc.patch_size * vc.patch_size))
-            .and_then(|p| p.t())
-            .map_err(|e| Error::compute("lay out the patch embedding", e))?;
         Ok(VisionTower {
-            patch_weight,
-            patch_size: vc.patch_size,
+            patch_embedding: PatchEmbedding::load(
+                &v.pp("embeddings.patch_embedding"),
+                vc.hidden_size,
+                vc.num_channels,
+                vc.patch_size,
+                false,
+            )?,
             class_embedding: v.get(vc.hidden_size, "embeddings.class_embedding")?,
             position_embedding: v.get((patches + 1, vc.hidden_size), "embeddings.position_embedding.weight")?,
             pre_norm: v.pp("pre_layrnorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
@@ -346,23 +219,12 @@ impl VisionTower {
     }
 
     fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let (b, c, h, w) = pixels.dims4()?;
-        let p = self.patch_size;
-        let (gh, gw) = (h / p, w / p);
-        // A stride-p conv with a p×p kernel is a matmul over flattened patches.
-        let patches = pixels
-            .to_dtype(self.patch_weight.dtype())?
-            .reshape((b, c, gh, p, gw, p))?
-            .permute((0, 2, 4, 1, 3, 5))?
-            .reshape((b, gh * gw, c * p * p))?;
-        let patch_embeds = patches.broadcast_matmul(&self.patch_weight)?;
+        let b = pixels.dim(0)?;
+        let patch_embeds = self.patch_embedding.forward(pixels)?;
         let width = self.class_embedding.dim(0)?;
         let class = self.class_embedding.reshape((1, 1, width))?.broadcast_as((b, 1, width))?;
         let xs = Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&self.position_embedding)?;
-        let mut xs = self.pre_norm.forward(&xs)?;
-        for block in &self.blocks {
-            xs = block.forward(&xs, None)?;
-        }
+        let xs = run_blocks(&self.blocks, self.pre_norm.forward(&xs)?, None)?;
         let pooled = self.post_norm.forward(&xs.i((.., 0, ..))?)?;
         self.projection.forward(&pooled)
     }
@@ -404,7 +266,7 @@ impl ResidualBlock {
     pub fn from_tensors(width: usize, heads: usize, tensors: std::collections::HashMap<String, Tensor>, device: &Device) -> Result<Self> {
         let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, device);
         let w = Weights::from_var_builder(vb, "converted weights");
-        let tower = Tower { width, intermediate: 4 * width, depth: 1, heads, activation: Activation::QuickGelu, eps: 1e-5 };
+        let tower = Tower::new(width, 4 * width, 1, heads, "quick_gelu", 1e-5)?;
         Ok(Self(Block::load(&w, &tower)?))
     }
 
@@ -521,10 +383,7 @@ impl Clip {
         let mask: Vec<f32> =
             (0..s).flat_map(|i| (0..s).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
         let mask = Tensor::from_vec(mask, (s, s), &self.device)?.to_dtype(xs.dtype())?;
-        let mut xs = xs;
-        for block in &t.blocks {
-            xs = block.forward(&xs, Some(&mask))?;
-        }
+        let xs = run_blocks(&t.blocks, xs, Some(&mask))?;
         let xs = t.final_norm.forward(&xs)?;
         let ends = Tensor::from_vec(ends, (b,), &self.device)?;
         let pooled = xs.reshape((b * s, ()))?.index_select(&ends, 0)?;
@@ -587,11 +446,6 @@ impl ClipEncoder {
     }
 }
 
-fn l2_normalise(xs: &Tensor) -> candle_core::Result<Tensor> {
-    let xs = xs.to_dtype(DType::F32)?;
-    xs.broadcast_div(&xs.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?)
-}
-
 impl DualEncoder for ClipEncoder {
     fn device(&self) -> &Device {
         self.model.device()
@@ -614,9 +468,7 @@ impl DualEncoder for ClipEncoder {
 
     /// `exp(logit_scale) · cos`, the logits of `CLIPModel`.
     fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
-        texts
-            .transpose(D::Minus1, D::Minus2)
-            .and_then(|t| images.matmul(&t.contiguous()?))
+        pairwise_dot(images, texts)
             .and_then(|s| s * self.model.logit_scale as f64)
             .map_err(|e| Error::compute("score", e))
     }

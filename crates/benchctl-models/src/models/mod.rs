@@ -2,4 +2,5 @@
 
 pub mod clip;
 pub mod clip_openai;
+pub mod transformer;
 mod weights;
