@@ -420,8 +420,11 @@ def build_processor_fixtures():
 
     out_dir = FIX / "preprocess"
     tensors = {}
-    for name, processor in [("siglip", SiglipImageProcessorPil()), ("blip", BlipImageProcessorPil())]:
-        for png in sorted(out_dir.glob("noise_*.png")):
+    # Three sizes each (a downscale both ways and an upscale) keep the file small; BLIP's
+    # stretch is the same code at 384 px, so 224 px is enough to check it.
+    square = {"height": 224, "width": 224}
+    for name, processor in [("siglip", SiglipImageProcessorPil()), ("blip", BlipImageProcessorPil(size=square))]:
+        for png in [out_dir / f"noise_{s}.png" for s in ("320x227", "227x451", "40x31")]:
             pixels = processor(Image.open(png).convert("RGB"), return_tensors="pt")["pixel_values"][0]
             tensors[f"{name}/{png.stem}"] = pixels.contiguous()
     save_file(tensors, str(out_dir / "square_resize.safetensors"))

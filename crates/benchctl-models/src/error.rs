@@ -40,6 +40,11 @@ impl Error {
         self.kind
     }
 
+    /// The same error, naming the file it concerns.
+    pub fn context(self, file: &std::path::Path) -> Self {
+        Self { message: format!("{} (in {})", self.message, file.display()), ..self }
+    }
+
     /// A tensor operation failure while running a model.
     pub fn compute(what: &str, e: candle_core::Error) -> Self {
         Self::new(ErrorKind::Compute, format!("{what}: {e}"))

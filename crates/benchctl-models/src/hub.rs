@@ -31,18 +31,51 @@ pub enum Origin {
     Hub { repo: String, revision: String, commit: String },
 }
 
-/// The files every model directory must hold.
+/// The three files of a model: its config, weights and tokenizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    pub config: &'static str,
+    pub weights: &'static str,
+    pub tokenizer: &'static str,
+}
+
+impl Layout {
+    pub fn files(&self) -> [&'static str; 3] {
+        [self.config, self.weights, self.tokenizer]
+    }
+}
+
+/// `transformers`' layout.
+pub const HF_LAYOUT: Layout = Layout { config: "config.json", weights: "model.safetensors", tokenizer: "tokenizer.json" };
+
+/// OpenCLIP's hub layout (`open_clip.push_to_hf_hub`), with the `tokenizer.json` these repos carry.
+pub const OPEN_CLIP_LAYOUT: Layout =
+    Layout { config: "open_clip_config.json", weights: "open_clip_model.safetensors", tokenizer: "tokenizer.json" };
+
+/// The files every `transformers`-layout model directory must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 
-/// The files of a local model directory, naming every missing one.
+/// The files of a local model directory in either layout (`config.json` means
+/// `transformers`', `open_clip_config.json` OpenCLIP's), naming every missing one.
 pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
+    let layout = if !dir.join(HF_LAYOUT.config).is_file() && dir.join(OPEN_CLIP_LAYOUT.config).is_file() {
+        OPEN_CLIP_LAYOUT
+    } else {
+        HF_LAYOUT
+    };
+    from_dir_with(dir, layout)
+}
+
+/// The files of a local model directory in `layout`, naming every missing one.
+pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
     if !dir.is_dir() {
         return Err(Error::new(
             ErrorKind::MissingFile,
             format!("open model directory {}: it does not exist", dir.display()),
         ));
     }
-    let missing: Vec<&str> = REQUIRED_FILES.iter().copied().filter(|f| !dir.join(f).is_file()).collect();
+    let required = layout.files();
+    let missing: Vec<&str> = required.iter().copied().filter(|f| !dir.join(f).is_file()).collect();
     if !missing.is_empty() {
         return Err(Error::new(
             ErrorKind::MissingFile,
@@ -50,14 +83,14 @@ pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
                 "load model directory {}: missing {} (a model directory holds {})",
                 dir.display(),
                 missing.join(", "),
-                REQUIRED_FILES.join(", ")
+                required.join(", ")
             ),
         ));
     }
     Ok(ModelFiles {
-        config: dir.join("config.json"),
-        weights: dir.join("model.safetensors"),
-        tokenizer: dir.join("tokenizer.json"),
+        config: dir.join(layout.config),
+        weights: dir.join(layout.weights),
+        tokenizer: dir.join(layout.tokenizer),
         origin: Origin::Directory(dir.to_path_buf()),
     })
 }
@@ -99,9 +132,15 @@ impl HubSettings {
 /// The files of `repo` at `revision`: from the cache when all are there, else downloaded
 /// (unless offline).
 pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<ModelFiles> {
+    from_hub_with(repo, revision, HF_LAYOUT, settings)
+}
+
+/// As [`from_hub`], for the files of `layout`.
+pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubSettings) -> Result<ModelFiles> {
+    let required = layout.files();
     let mut paths = Vec::new();
     let mut commit = None;
-    for file in REQUIRED_FILES {
+    for file in required {
         match cached_file(&settings.cache_dir, repo, revision, file) {
             Some((path, c)) => {
                 commit = Some(c);
@@ -110,9 +149,9 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
             None => break,
         }
     }
-    if paths.len() < REQUIRED_FILES.len() {
+    if paths.len() < required.len() {
         if settings.offline {
-            let missing = REQUIRED_FILES[paths.len()];
+            let missing = required[paths.len()];
             return Err(Error::new(
                 ErrorKind::MissingFile,
                 format!(
@@ -121,9 +160,9 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
                 ),
             ));
         }
-        download(repo, revision, settings)?;
+        download(repo, revision, &required, settings)?;
         paths.clear();
-        for file in REQUIRED_FILES {
+        for file in required {
             let (path, c) = cached_file(&settings.cache_dir, repo, revision, file).ok_or_else(|| {
                 Error::new(
                     ErrorKind::MissingFile,
@@ -168,10 +207,10 @@ fn is_commit_hash(s: &str) -> bool {
     s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-fn download(repo: &str, revision: &str, settings: &HubSettings) -> Result<()> {
+fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) -> Result<()> {
     let api = api(settings)?;
     let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
-    for file in REQUIRED_FILES {
+    for file in files {
         api_repo
             .get(file)
             .map_err(|e| hub_error(&format!("download {file} of {repo}@{revision}"), &format!("{e} (or use --model-path)"), settings))?;

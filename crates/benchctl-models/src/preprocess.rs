@@ -1,6 +1,9 @@
-//! Image preprocessing exactly as OpenAI CLIP's reference code does it:
-//! `Resize(size, BICUBIC)` → `CenterCrop(size)` → `ToTensor()` → `Normalize(mean, std)`
-//! on a PIL image.
+//! Image preprocessing exactly as the models' reference code does it on a PIL image:
+//! - OpenAI CLIP / OpenCLIP: `Resize(size, BICUBIC)` (shorter side) → `CenterCrop(size)` →
+//!   `ToTensor()` → `Normalize(mean, std)`;
+//! - SigLIP and BLIP (`transformers`' PIL image processors): resize both sides to
+//!   `size × size` (BICUBIC, aspect ratio not kept, no crop) → rescale → normalise, with
+//!   mean = std = 0.5 for SigLIP (values in [−1, 1]) and OpenAI's constants for BLIP.
 //!
 //! The resize reproduces Pillow's antialiased resampling (`Resample.c`): a separable
 //! convolution whose support widens with the downscale factor, bicubic with a = −0.5,
@@ -16,11 +19,23 @@ pub const OPENAI_CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73]
 #[allow(clippy::excessive_precision)]
 pub const OPENAI_CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
-/// Resize of the shorter side to `size`, centre crop to `size`×`size`, then per-channel
-/// `(x / 255 − mean) / std`, laid out CHW.
+/// SigLIP's normalisation: to [−1, 1].
+pub const HALF: [f32; 3] = [0.5, 0.5, 0.5];
+
+/// How an image becomes `size × size`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resize {
+    /// Shorter side to `size`, then a centre crop (CLIP).
+    ShorterSideThenCrop,
+    /// Both sides to `size`, stretching (SigLIP, BLIP).
+    Stretch,
+}
+
+/// A resize to `size`×`size`, then per-channel `(x / 255 − mean) / std`, laid out CHW.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Preprocessor {
     pub size: usize,
+    pub resize: Resize,
     pub mean: [f32; 3],
     pub std: [f32; 3],
 }
@@ -28,7 +43,22 @@ pub struct Preprocessor {
 impl Preprocessor {
     /// OpenAI CLIP's preprocessing at the given input size.
     pub fn openai_clip(size: usize) -> Self {
-        Self { size, mean: OPENAI_CLIP_MEAN, std: OPENAI_CLIP_STD }
+        Self { size, resize: Resize::ShorterSideThenCrop, mean: OPENAI_CLIP_MEAN, std: OPENAI_CLIP_STD }
+    }
+
+    /// A square stretch to `size` with these constants (`transformers`' SigLIP and BLIP processors).
+    pub fn stretch(size: usize, mean: [f32; 3], std: [f32; 3]) -> Self {
+        Self { size, resize: Resize::Stretch, mean, std }
+    }
+
+    /// One line for listings: `224 px, shorter side + centre crop, bicubic, mean … std …`.
+    pub fn describe(&self) -> String {
+        let how = match self.resize {
+            Resize::ShorterSideThenCrop => "shorter side + centre crop",
+            Resize::Stretch => "stretched square",
+        };
+        let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
+        format!("{} px {how}, bicubic, mean {} std {}", self.size, fmt(&self.mean), fmt(&self.std))
     }
 
     /// Values per image: 3 × size × size.
@@ -52,7 +82,10 @@ impl Preprocessor {
         let size = self.size;
         assert_eq!(out.len(), self.len(), "output buffer has the wrong length");
         let (w, h) = (image.width() as usize, image.height() as usize);
-        let (new_w, new_h) = short_side_size(w, h, size);
+        let (new_w, new_h) = match self.resize {
+            Resize::ShorterSideThenCrop => short_side_size(w, h, size),
+            Resize::Stretch => (size, size),
+        };
         let resized = resize_bicubic(image.as_raw(), w, h, new_w, new_h);
         let top = centre_offset(new_h, size);
         let left = centre_offset(new_w, size);
@@ -147,43 +180,61 @@ fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
-/// Pillow's bicubic `Image.resize` of packed RGB8: horizontal pass, then vertical pass,
-/// each skipped when that dimension keeps its size.
+/// Pillow's bicubic `Image.resize` of packed RGB8: two separable passes, each skipped when
+/// that dimension keeps its size. Pillow (13, as in the reference environment) runs the
+/// vertical pass first when the height shrinks by more than twice as many pixels as the
+/// width, else the horizontal pass first; the order changes the 8-bit rounding in between,
+/// so it is followed here.
 pub fn resize_bicubic(src: &[u8], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
-    let horizontal = if new_w != w {
-        let (_, taps) = coefficients(w, new_w);
-        let mut out = vec![0u8; new_w * h * 3];
-        for y in 0..h {
-            let row = &src[y * w * 3..(y + 1) * w * 3];
-            let out_row = &mut out[y * new_w * 3..(y + 1) * new_w * 3];
-            for (xx, (xmin, k)) in taps.iter().enumerate() {
-                let mut acc = [1i32 << (PRECISION_BITS - 1); 3];
-                for (i, &kw) in k.iter().enumerate() {
-                    let p = &row[(xmin + i) * 3..(xmin + i) * 3 + 3];
-                    for c in 0..3 {
-                        acc[c] += p[c] as i32 * kw;
-                    }
-                }
+    let vertical_first = h > new_h && (h - new_h) as i64 > 2 * (w as i64 - new_w as i64);
+    if vertical_first {
+        let tall = resize_vertical(src.to_vec(), w, h, new_h);
+        resize_horizontal(tall, w, new_h, new_w)
+    } else {
+        let wide = resize_horizontal(src.to_vec(), w, h, new_w);
+        resize_vertical(wide, new_w, h, new_h)
+    }
+}
+
+/// The horizontal pass: `w × h` → `new_w × h`.
+fn resize_horizontal(src: Vec<u8>, w: usize, h: usize, new_w: usize) -> Vec<u8> {
+    if new_w == w {
+        return src;
+    }
+    let (_, taps) = coefficients(w, new_w);
+    let mut out = vec![0u8; new_w * h * 3];
+    for y in 0..h {
+        let row = &src[y * w * 3..(y + 1) * w * 3];
+        let out_row = &mut out[y * new_w * 3..(y + 1) * new_w * 3];
+        for (xx, (xmin, k)) in taps.iter().enumerate() {
+            let mut acc = [1i32 << (PRECISION_BITS - 1); 3];
+            for (i, &kw) in k.iter().enumerate() {
+                let p = &row[(xmin + i) * 3..(xmin + i) * 3 + 3];
                 for c in 0..3 {
-                    out_row[xx * 3 + c] = clip8(acc[c]);
+                    acc[c] += p[c] as i32 * kw;
                 }
             }
+            for c in 0..3 {
+                out_row[xx * 3 + c] = clip8(acc[c]);
+            }
         }
-        out
-    } else {
-        src.to_vec()
-    };
+    }
+    out
+}
+
+/// The vertical pass: `w × h` → `w × new_h`.
+fn resize_vertical(src: Vec<u8>, w: usize, h: usize, new_h: usize) -> Vec<u8> {
     if new_h == h {
-        return horizontal;
+        return src;
     }
     let (_, taps) = coefficients(h, new_h);
-    let stride = new_w * 3;
-    let mut out = vec![0u8; new_w * new_h * 3];
+    let stride = w * 3;
+    let mut out = vec![0u8; w * new_h * 3];
     let mut acc = vec![0i32; stride];
     for (yy, (ymin, k)) in taps.iter().enumerate() {
         acc.fill(1i32 << (PRECISION_BITS - 1));
         for (i, &kw) in k.iter().enumerate() {
-            let row = &horizontal[(ymin + i) * stride..(ymin + i + 1) * stride];
+            let row = &src[(ymin + i) * stride..(ymin + i + 1) * stride];
             for (a, &p) in acc.iter_mut().zip(row) {
                 *a += p as i32 * kw;
             }

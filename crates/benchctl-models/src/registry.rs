@@ -1,14 +1,81 @@
 //! The zoo: model ids and what each resolves to.
 //!
-//! Every entry pins a hub revision, so a run names exactly the weights it used.
+//! Every entry pins a hub revision (a commit), so a run names exactly the weights it used,
+//! and states what `benchctl models` shows: input size and preprocessing, activation,
+//! tokenizer and context length, and the score kinds it offers.
 
-use crate::{Error, ErrorKind, Result};
+use crate::hub::{Layout, ModelFiles, HF_LAYOUT, OPEN_CLIP_LAYOUT};
+use crate::models::{blip, clip::ClipEncoder, clip_openai, siglip::SiglipEncoder};
+use crate::{Error, ErrorKind, Model, Result};
 
 /// The architectures benchctl implements, one module each under [`crate::models`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Architecture {
     /// CLIP in Hugging Face layout ([`crate::models::clip`]).
     Clip,
+    /// CLIP in OpenCLIP's own naming and files ([`crate::models::clip_openai`]).
+    OpenClip,
+    /// SigLIP ([`crate::models::siglip`]).
+    Siglip,
+    /// BLIP for retrieval, ITM and ITC heads ([`crate::models::blip`]).
+    Blip,
+}
+
+impl Architecture {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Architecture::Clip => "clip",
+            Architecture::OpenClip => "openclip",
+            Architecture::Siglip => "siglip",
+            Architecture::Blip => "blip",
+        }
+    }
+
+    /// The files this architecture is loaded from.
+    pub fn layout(&self) -> Layout {
+        match self {
+            Architecture::OpenClip => OPEN_CLIP_LAYOUT,
+            _ => HF_LAYOUT,
+        }
+    }
+
+    /// The score heads it offers, the default first.
+    pub fn heads(&self) -> &'static [ScoreHead] {
+        match self {
+            Architecture::Blip => &[ScoreHead::Itm, ScoreHead::Itc],
+            Architecture::Siglip => &[ScoreHead::Sigmoid],
+            _ => &[ScoreHead::Contrastive],
+        }
+    }
+}
+
+/// Which of a model's scores a run uses (`--score`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreHead {
+    /// `exp(logit_scale) · cos`, CLIP's logits.
+    Contrastive,
+    /// `σ(exp(logit_scale) · cos + logit_bias)`, SigLIP's match probability.
+    Sigmoid,
+    /// Image-text matching: a fusion pass per pair, the match probability (BLIP).
+    Itm,
+    /// Image-text contrastive: cosine of projected features (BLIP).
+    Itc,
+}
+
+impl ScoreHead {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ScoreHead::Contrastive => "contrastive",
+            ScoreHead::Sigmoid => "sigmoid",
+            ScoreHead::Itm => "itm",
+            ScoreHead::Itc => "itc",
+        }
+    }
+
+    /// `itm`, `itc`, or the default head's own name.
+    pub fn parse(name: &str) -> Option<Self> {
+        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc].into_iter().find(|h| h.name() == name)
+    }
 }
 
 /// One zoo entry.
@@ -20,16 +87,100 @@ pub struct ModelEntry {
     pub revision: &'static str,
     pub architecture: Architecture,
     pub description: &'static str,
+    /// Input size and preprocessing, as `benchctl models` lists it.
+    pub preprocessing: &'static str,
+    /// The MLP activation the weights were trained with.
+    pub activation: &'static str,
+    /// Tokenizer and context length.
+    pub tokenizer: &'static str,
 }
 
+const CLIP_PREP_224: &str = "224 px, shorter side + centre crop, bicubic, OpenAI mean/std";
+const CLIP_BPE: &str = "CLIP BPE, 77 tokens";
+
 /// Every model in the zoo.
-pub const MODELS: &[ModelEntry] = &[ModelEntry {
-    id: "clip-vit-b32",
-    repo: "openai/clip-vit-base-patch32",
-    revision: "3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268",
-    architecture: Architecture::Clip,
-    description: "OpenAI CLIP ViT-B/32 (Radford et al., 2021), 224 px, QuickGELU",
-}];
+pub const MODELS: &[ModelEntry] = &[
+    ModelEntry {
+        id: "clip-vit-b32",
+        repo: "openai/clip-vit-base-patch32",
+        revision: "3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268",
+        architecture: Architecture::Clip,
+        description: "OpenAI CLIP ViT-B/32 (Radford et al., 2021)",
+        preprocessing: CLIP_PREP_224,
+        activation: "quick_gelu",
+        tokenizer: CLIP_BPE,
+    },
+    ModelEntry {
+        id: "clip-vit-b16",
+        repo: "openai/clip-vit-base-patch16",
+        revision: "57c216476eefef5ab752ec549e440a49ae4ae5f3",
+        architecture: Architecture::Clip,
+        description: "OpenAI CLIP ViT-B/16 (Radford et al., 2021)",
+        preprocessing: CLIP_PREP_224,
+        activation: "quick_gelu",
+        tokenizer: CLIP_BPE,
+    },
+    ModelEntry {
+        id: "clip-vit-l14",
+        repo: "openai/clip-vit-large-patch14",
+        revision: "32bd64288804d66eefd0ccbe215aa642df71cc41",
+        architecture: Architecture::Clip,
+        description: "OpenAI CLIP ViT-L/14 (Radford et al., 2021)",
+        preprocessing: CLIP_PREP_224,
+        activation: "quick_gelu",
+        tokenizer: CLIP_BPE,
+    },
+    ModelEntry {
+        id: "clip-vit-l14-336",
+        repo: "openai/clip-vit-large-patch14-336",
+        revision: "ce19dc912ca5cd21c8a653c79e251e808ccabcd1",
+        architecture: Architecture::Clip,
+        description: "OpenAI CLIP ViT-L/14 at 336 px (Radford et al., 2021)",
+        preprocessing: "336 px, shorter side + centre crop, bicubic, OpenAI mean/std",
+        activation: "quick_gelu",
+        tokenizer: CLIP_BPE,
+    },
+    ModelEntry {
+        id: "openclip-vit-b32-laion2b",
+        repo: "laion/CLIP-ViT-B-32-laion2B-s34B-b79K",
+        revision: "1a25a446712ba5ee05982a381eed697ef9b435cf",
+        architecture: Architecture::OpenClip,
+        description: "OpenCLIP ViT-B/32 trained on LAION-2B (Cherti et al., 2023), open_clip naming",
+        preprocessing: CLIP_PREP_224,
+        activation: "gelu",
+        tokenizer: CLIP_BPE,
+    },
+    ModelEntry {
+        id: "siglip-base-patch16-224",
+        repo: "google/siglip-base-patch16-224",
+        revision: "7fd15f0689c79d79e38b1c2e2e2370a7bf2761ed",
+        architecture: Architecture::Siglip,
+        description: "SigLIP B/16 (Zhai et al., 2023), sigmoid scores with logit bias",
+        preprocessing: "224 px, stretched square, bicubic, mean/std 0.5 ([-1, 1])",
+        activation: "gelu_pytorch_tanh",
+        tokenizer: "SigLIP sentencepiece, padded to 64 tokens",
+    },
+    ModelEntry {
+        id: "blip-itm-base-coco",
+        repo: "Salesforce/blip-itm-base-coco",
+        revision: "7eaa90c11850c0b17fc38c6a11e7d88bd6ac231f",
+        architecture: Architecture::Blip,
+        description: "BLIP ViT-B retrieval model fine-tuned on COCO (Li et al., 2022)",
+        preprocessing: "384 px, stretched square, bicubic, OpenAI mean/std",
+        activation: "gelu",
+        tokenizer: "BERT WordPiece (uncased), 35 tokens",
+    },
+    ModelEntry {
+        id: "blip-itm-large-coco",
+        repo: "Salesforce/blip-itm-large-coco",
+        revision: "fef05cafc05298067cbbca00b125749394a77a6f",
+        architecture: Architecture::Blip,
+        description: "BLIP ViT-L retrieval model fine-tuned on COCO (Li et al., 2022)",
+        preprocessing: "384 px, stretched square, bicubic, OpenAI mean/std",
+        activation: "gelu",
+        tokenizer: "BERT WordPiece (uncased), 35 tokens",
+    },
+];
 
 /// The entry with this id, or an error listing the known ones.
 pub fn find(id: &str) -> Result<&'static ModelEntry> {
@@ -42,33 +193,53 @@ pub fn find(id: &str) -> Result<&'static ModelEntry> {
     })
 }
 
-/// The architecture of a local model directory, from `model_type` in its `config.json`.
+/// The architecture of a local model directory: OpenCLIP when its config is
+/// `open_clip_config.json`, else from `model_type` in `config.json`.
 pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
-    let text = std::fs::read_to_string(config)
-        .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", config.display())))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", config.display())))?;
+    if config.file_name().is_some_and(|n| n == OPEN_CLIP_LAYOUT.config) {
+        return Ok(Architecture::OpenClip);
+    }
+    let value: serde_json::Value = crate::models::read_config(config)?;
     match value.get("model_type").and_then(|v| v.as_str()) {
         Some("clip") => Ok(Architecture::Clip),
+        Some("siglip") => Ok(Architecture::Siglip),
+        Some("blip") => Ok(Architecture::Blip),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
-            format!("use {}: model_type `{other}` is not supported (supported: clip)", config.display()),
+            format!("use {}: model_type `{other}` is not supported (supported: clip, siglip, blip)", config.display()),
         )),
-        None => Err(Error::new(
-            ErrorKind::BadConfig,
-            format!("use {}: it has no `model_type` key", config.display()),
-        )),
+        None => Err(Error::new(ErrorKind::BadConfig, format!("use {}: it has no `model_type` key", config.display()))),
     }
 }
 
-/// Loads a model of `architecture` from its files.
+/// The head to use: `requested` if the architecture has it, else its default.
+pub fn choose_head(architecture: Architecture, requested: Option<&str>) -> Result<ScoreHead> {
+    let heads = architecture.heads();
+    match requested {
+        None => Ok(heads[0]),
+        Some(name) => ScoreHead::parse(name).filter(|h| heads.contains(h)).ok_or_else(|| {
+            let names: Vec<&str> = heads.iter().map(ScoreHead::name).collect();
+            Error::new(
+                ErrorKind::BadConfig,
+                format!("use --score {name}: a {} model offers {}", architecture.name(), names.join(", ")),
+            )
+        }),
+    }
+}
+
+/// Loads a model of `architecture` from its files, scoring with `head`.
 pub fn load(
     architecture: Architecture,
-    files: &crate::hub::ModelFiles,
+    head: ScoreHead,
+    files: &ModelFiles,
     dtype: candle_core::DType,
     device: &candle_core::Device,
-) -> Result<Box<dyn crate::DualEncoder>> {
-    match architecture {
-        Architecture::Clip => Ok(Box::new(crate::models::clip::ClipEncoder::load(files, dtype, device)?)),
-    }
+) -> Result<Model> {
+    Ok(match (architecture, head) {
+        (Architecture::Clip, _) => Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?)),
+        (Architecture::OpenClip, _) => Model::Dual(Box::new(clip_openai::load_open_clip(files, dtype, device)?)),
+        (Architecture::Siglip, _) => Model::Dual(Box::new(SiglipEncoder::load(files, dtype, device)?)),
+        (Architecture::Blip, ScoreHead::Itc) => Model::Dual(Box::new(blip::BlipItc::load(files, dtype, device)?)),
+        (Architecture::Blip, _) => Model::Fusion(Box::new(blip::BlipItm::load(files, dtype, device)?)),
+    })
 }

@@ -1,3 +1,6 @@
+//! Tokenisation through `tokenizer.json` files, with each model family's conventions:
+//! [`ClipTokenizer`] (CLIP, OpenCLIP), [`SiglipTokenizer`] and [`BertTokenizer`] (BLIP).
+//!
 //! CLIP tokenisation through a `tokenizer.json` (Hugging Face `tokenizers` format):
 //! byte-level BPE over OpenAI's 49,408-token vocabulary, `<|startoftext|>` … `<|endoftext|>`,
 //! truncated to the context length keeping the end token, as `CLIPTokenizer(...,
@@ -31,25 +34,38 @@ impl std::fmt::Debug for ClipTokenizer {
 pub const START_OF_TEXT: &str = "<|startoftext|>";
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 
+fn open(path: &Path) -> Result<tokenizers::Tokenizer> {
+    tokenizers::Tokenizer::from_file(path)
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: {e}", path.display())))
+}
+
+fn special(inner: &tokenizers::Tokenizer, path: &Path, name: &str) -> Result<u32> {
+    inner.token_to_id(name).ok_or_else(|| {
+        Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: it has no `{name}` token", path.display()))
+    })
+}
+
+fn check_len(max_len: usize) -> Result<()> {
+    if max_len < 2 {
+        return Err(Error::new(ErrorKind::Tokenizer, format!("use a context length of {max_len}: at least 2 is needed")));
+    }
+    Ok(())
+}
+
+fn body_ids(inner: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
+    inner
+        .encode(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenise {text:?}: {e}")))
+}
+
 impl ClipTokenizer {
     /// Loads `tokenizer.json`; `max_len` is the text model's `max_position_embeddings`.
     pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
-        let inner = tokenizers::Tokenizer::from_file(path).map_err(|e| {
-            Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: {e}", path.display()))
-        })?;
-        let token = |name: &str| {
-            inner.token_to_id(name).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Tokenizer,
-                    format!("load tokenizer {}: it has no `{name}` token", path.display()),
-                )
-            })
-        };
-        let bos = token(START_OF_TEXT)?;
-        let eos = token(END_OF_TEXT)?;
-        if max_len < 2 {
-            return Err(Error::new(ErrorKind::Tokenizer, format!("use a context length of {max_len}: at least 2 is needed")));
-        }
+        let inner = open(path)?;
+        let bos = special(&inner, path, START_OF_TEXT)?;
+        let eos = special(&inner, path, END_OF_TEXT)?;
+        check_len(max_len)?;
         Ok(Self { inner, max_len, bos, eos })
     }
 
@@ -65,15 +81,102 @@ impl ClipTokenizer {
     /// `max_len − 2` tokens and the end token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let text = unescape_html(&unescape_html(text));
-        let encoding = self.inner.encode(text.as_str(), false).map_err(|e| {
-            Error::new(ErrorKind::Tokenizer, format!("tokenise {text:?}: {e}"))
-        })?;
-        let body = encoding.get_ids();
+        let body = body_ids(&self.inner, &text)?;
         let keep = body.len().min(self.max_len - 2);
         let mut ids = Vec::with_capacity(keep + 2);
         ids.push(self.bos);
         ids.extend_from_slice(&body[..keep]);
         ids.push(self.eos);
+        Ok(ids)
+    }
+}
+
+/// SigLIP's tokenizer (`SiglipTokenizer`): the text is canonicalised as big_vision does
+/// (lower-cased, ASCII punctuation removed, whitespace runs collapsed and trimmed), cut to
+/// `max_len − 1` pieces, given `</s>`, and padded with `</s>` to exactly `max_len`: SigLIP
+/// was trained on fixed-length texts and pools the last position, so the padding matters.
+#[derive(Clone)]
+pub struct SiglipTokenizer {
+    inner: tokenizers::Tokenizer,
+    max_len: usize,
+    eos: u32,
+    pad: u32,
+}
+
+impl std::fmt::Debug for SiglipTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiglipTokenizer").field("max_len", &self.max_len).finish()
+    }
+}
+
+impl SiglipTokenizer {
+    /// Loads `tokenizer.json` (a sentencepiece vocabulary converted by `transformers`); the
+    /// padding token is `</s>` as in `SiglipTokenizer`, unless `pad_id` says otherwise.
+    pub fn from_file(path: &Path, max_len: usize, pad_id: Option<u32>) -> Result<Self> {
+        let inner = open(path)?;
+        let eos = special(&inner, path, "</s>")?;
+        check_len(max_len)?;
+        Ok(Self { inner, max_len, eos, pad: pad_id.unwrap_or(eos) })
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// `canonical(text)` pieces, `</s>`, then padding: always `max_len` ids.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let mut ids = body_ids(&self.inner, &siglip_canonical(text))?;
+        ids.truncate(self.max_len - 1);
+        ids.push(self.eos);
+        ids.resize(self.max_len, self.pad);
+        Ok(ids)
+    }
+}
+
+/// big_vision's `canonicalize_text`: lower case, no ASCII punctuation, single spaces.
+pub fn siglip_canonical(text: &str) -> String {
+    let kept: String = text.to_lowercase().chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    kept.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// BERT WordPiece tokenisation as BLIP uses it: `tokenizer.json` adds `[CLS]` … `[SEP]` and
+/// lower-cases; texts are cut to `max_len` ids keeping `[SEP]` (BLIP's retrieval evaluation
+/// uses 35).
+#[derive(Clone)]
+pub struct BertTokenizer {
+    inner: tokenizers::Tokenizer,
+    max_len: usize,
+    cls: u32,
+    sep: u32,
+}
+
+impl std::fmt::Debug for BertTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BertTokenizer").field("max_len", &self.max_len).finish()
+    }
+}
+
+impl BertTokenizer {
+    pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
+        let inner = open(path)?;
+        let cls = special(&inner, path, "[CLS]")?;
+        let sep = special(&inner, path, "[SEP]")?;
+        check_len(max_len)?;
+        Ok(Self { inner, max_len, cls, sep })
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// `[CLS] pieces… [SEP]`, at most `max_len` ids.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let body = body_ids(&self.inner, text)?;
+        let keep = body.len().min(self.max_len - 2);
+        let mut ids = Vec::with_capacity(keep + 2);
+        ids.push(self.cls);
+        ids.extend_from_slice(&body[..keep]);
+        ids.push(self.sep);
         Ok(ids)
     }
 }
@@ -134,5 +237,13 @@ mod tests {
         assert_eq!(unescape_html("&#39;quoted&#x27; &quot;x&quot;"), "'quoted' \"x\"");
         assert_eq!(unescape_html("AT&T & co &unknown; &"), "AT&T & co &unknown; &");
         assert_eq!(unescape_html(&unescape_html("&amp;amp;")), "&");
+    }
+
+    #[test]
+    fn siglip_canonical_form_follows_big_vision() {
+        use super::siglip_canonical;
+        assert_eq!(siglip_canonical("  A Photo, of a CAT!!\t\n here. "), "a photo of a cat here");
+        assert_eq!(siglip_canonical("dog's-ball_(2)"), "dogsball2");
+        assert_eq!(siglip_canonical("café — ok"), "café — ok");
     }
 }

@@ -1,9 +1,14 @@
-//! Parity with transformers' `CLIPModel` on the random-weight fixtures written by
-//! `scripts/gen_fixtures.py`: image and text embeddings and logits within 1e-4.
+//! Parity with the reference implementations on the random-weight fixtures written by
+//! `scripts/gen_fixtures.py`, within 1e-4 in f32: transformers' `CLIPModel` (two configs),
+//! open_clip's `CLIP` in its own naming, `SiglipModel` and `BlipForImageTextRetrieval`
+//! (ITM and ITC); plus the f16/bf16 drift against those f32 outputs.
 
 use benchctl_models::hub;
+use benchctl_models::models::blip::{BlipItc, BlipItm};
 use benchctl_models::models::clip::ClipEncoder;
-use benchctl_models::DualEncoder;
+use benchctl_models::models::clip_openai::load_open_clip;
+use benchctl_models::models::siglip::SiglipEncoder;
+use benchctl_models::{DualEncoder, FusionEncoder, ScoreKind};
 use benchctl_testkit::fixture_model;
 use candle_core::{DType, Device, Tensor};
 
@@ -114,5 +119,139 @@ fn half_precision_drift_is_reported_and_bounded() {
             eprintln!("{name} {dtype:?}: max abs logit drift {d}");
             assert!(d < 0.25, "{name} {dtype:?}: logits drift by {d}");
         }
+    }
+}
+
+fn files(name: &str) -> hub::ModelFiles {
+    hub::from_dir(&fixture_model(name)).unwrap()
+}
+
+fn id_rows_of(ids: &Tensor) -> Vec<Vec<u32>> {
+    ids.to_vec2::<i64>().unwrap().iter().map(|r| r.iter().map(|&i| i as u32).collect()).collect()
+}
+
+fn unsqueeze_scores(model: &dyn DualEncoder, pixels: &Tensor, texts: &[String]) -> Tensor {
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let images = model.encode_images(pixels).unwrap();
+    let texts = model.encode_texts(&texts).unwrap();
+    model.scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap()).unwrap().squeeze(0).unwrap()
+}
+
+#[test]
+fn openclip_checkpoint_in_open_clip_naming_matches_open_clip() {
+    // A full open_clip state dict (GELU, `in_proj_weight`, `text_projection` as a matrix),
+    // found through `open_clip_config.json` and converted on load.
+    let f = files("openclip-tiny");
+    assert!(f.config.ends_with("open_clip_config.json"));
+    let model = load_open_clip(&f, DType::F32, &Device::Cpu).unwrap();
+    assert_eq!(model.model().config().text_config.hidden_act, "gelu");
+    let r = reference("openclip-tiny");
+    let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
+    let d = max_abs_diff(&image, &r.tensors["image_embeds"]);
+    assert!(d <= TOLERANCE, "openclip image features differ by {d}");
+
+    // open_clip pads to 77 with zeros; our rows stop at the end token.
+    let padded = id_rows_of(&r.tensors["input_ids"]);
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
+    for (o, p) in ours.iter().zip(&padded) {
+        assert_eq!(&p[..o.len()], o.as_slice());
+        assert!(p[o.len()..].iter().all(|&id| id == 0));
+    }
+    let text = model.model().text_features(&ours).unwrap();
+    let d = max_abs_diff(&text, &r.tensors["text_embeds"]);
+    assert!(d <= TOLERANCE, "openclip text features differ by {d}");
+    let scale = r.tensors["logit_scale"].to_vec1::<f32>().unwrap()[0];
+    assert!((model.model().logit_scale() - scale).abs() <= 1e-4 * scale);
+}
+
+#[test]
+fn siglip_tiny_matches_transformers() {
+    let model = SiglipEncoder::load(&files("siglip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let r = reference("siglip-tiny");
+    let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
+    let d = max_abs_diff(&image, &r.tensors["image_embeds"]);
+    assert!(d <= TOLERANCE, "siglip image features differ by {d}");
+
+    // Canonicalised, `</s>`-terminated, padded to the fixed length: the slow tokenizer's ids.
+    let rows = id_rows_of(&r.tensors["input_ids"]);
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
+    assert_eq!(ours, rows);
+    let text = model.model().text_features(&rows).unwrap();
+    let d = max_abs_diff(&text, &r.tensors["text_embeds"]);
+    assert!(d <= TOLERANCE, "siglip text features differ by {d}");
+
+    let images = model.encode_images(&r.tensors["pixel_values"]).unwrap().unsqueeze(0).unwrap();
+    let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
+    let texts = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
+    let logits = model.logits(&images, &texts).unwrap().squeeze(0).unwrap();
+    let d = max_abs_diff(&logits, &r.tensors["logits_per_image"]);
+    assert!(d <= TOLERANCE, "siglip logits differ by {d}");
+    // The scores are the sigmoid of those logits: probabilities.
+    let probabilities = model.scores(&images, &texts).unwrap().squeeze(0).unwrap();
+    let expected = candle_nn::ops::sigmoid(&r.tensors["logits_per_image"]).unwrap();
+    assert!(max_abs_diff(&probabilities, &expected) <= TOLERANCE);
+    assert_eq!(model.score_kind(), ScoreKind::Probability);
+}
+
+#[test]
+fn blip_itc_matches_transformers() {
+    let model = BlipItc::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let r = reference("blip-tiny");
+    let rows: Vec<Vec<u32>> = id_rows(&r);
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
+    assert_eq!(ours, rows, "BERT ids (the last text is cut to 35)");
+    assert_eq!(ours.last().unwrap().len(), 35);
+    let cosine = unsqueeze_scores(&model, &r.tensors["pixel_values"], &r.texts);
+    let d = max_abs_diff(&cosine, &r.tensors["itc_cosine"]);
+    assert!(d <= TOLERANCE, "blip itc cosines differ by {d}");
+}
+
+#[test]
+fn blip_itm_matches_transformers_for_every_pair() {
+    let model = BlipItm::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let r = reference("blip-tiny");
+    let states = model.encode_images(&r.tensors["pixel_values"]).unwrap();
+    let (n_images, n_texts) = (states.dim(0).unwrap(), r.texts.len());
+    // Every (image, text) pair in one padded batch, as the runner sends them.
+    let pair_images: Vec<u32> = (0..n_images).flat_map(|i| std::iter::repeat_n(i as u32, n_texts)).collect();
+    let pair_texts: Vec<&str> = (0..n_images).flat_map(|_| r.texts.iter().map(String::as_str)).collect();
+    let index = Tensor::new(pair_images, &Device::Cpu).unwrap();
+    let pair_states = states.index_select(&index, 0).unwrap();
+    let probabilities = model.score_pairs(&pair_states, &pair_texts).unwrap().reshape((n_images, n_texts)).unwrap();
+    let d = max_abs_diff(&probabilities, &r.tensors["itm_probability"]);
+    assert!(d <= TOLERANCE, "blip itm probabilities differ by {d}");
+    assert_eq!(model.score_kind(), ScoreKind::Probability);
+    assert!(model.shortlister().is_some());
+}
+
+#[test]
+fn zoo_half_precision_drift_is_reported_and_bounded() {
+    let cpu = Device::Cpu;
+    for dtype in [DType::BF16, DType::F16] {
+        let r = reference("siglip-tiny");
+        let model = SiglipEncoder::load(&files("siglip-tiny"), dtype, &cpu).unwrap();
+        let pixels = r.tensors["pixel_values"].to_dtype(dtype).unwrap();
+        let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
+        let images = model.encode_images(&pixels).unwrap().unsqueeze(0).unwrap();
+        let texts = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
+        let logits = model.logits(&images, &texts).unwrap().squeeze(0).unwrap();
+        let d = max_abs_diff(&logits, &r.tensors["logits_per_image"]);
+        eprintln!("siglip-tiny {dtype:?}: max abs logit drift {d}");
+        assert!(d < 0.25, "siglip {dtype:?} drifts by {d}");
+
+        let r = reference("blip-tiny");
+        let model = BlipItc::load(&files("blip-tiny"), dtype, &cpu).unwrap();
+        let pixels = r.tensors["pixel_values"].to_dtype(dtype).unwrap();
+        let d = max_abs_diff(&unsqueeze_scores(&model, &pixels, &r.texts), &r.tensors["itc_cosine"]);
+        eprintln!("blip-tiny itc {dtype:?}: max abs cosine drift {d}");
+        assert!(d < 0.05, "blip itc {dtype:?} drifts by {d}");
+
+        let model = BlipItm::load(&files("blip-tiny"), dtype, &cpu).unwrap();
+        let states = model.encode_images(&pixels.narrow(0, 0, 1).unwrap()).unwrap();
+        let p = model.score_pairs(&states, &[r.texts[0].as_str()]).unwrap();
+        let expected = r.tensors["itm_probability"].get(0).unwrap().narrow(0, 0, 1).unwrap();
+        let d = max_abs_diff(&p, &expected);
+        eprintln!("blip-tiny itm {dtype:?}: max abs probability drift {d}");
+        assert!(d < 0.05, "blip itm {dtype:?} drifts by {d}");
     }
 }

@@ -27,6 +27,25 @@ fn generated_pngs_match_torchvision_exactly() {
 }
 
 #[test]
+fn square_stretch_matches_siglip_and_blip_image_processors() {
+    // transformers' PIL processors: both sides resized (bicubic), no crop, then normalised.
+    use benchctl_models::preprocess::{HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
+    let expected = candle_core::safetensors::load(model_fixture("preprocess/square_resize.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(expected.len(), 6);
+    for (key, tensor) in &expected {
+        let (family, name) = key.split_once('/').unwrap();
+        let prep = match family {
+            "siglip" => Preprocessor::stretch(224, HALF, HALF),
+            "blip" => Preprocessor::stretch(224, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+            other => panic!("unexpected fixture family {other}"),
+        };
+        let img = image::open(model_fixture(&format!("preprocess/{name}.png"))).unwrap().to_rgb8();
+        let (max, _) = diffs(&prep.apply(&img), &tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        assert!(max < 1e-5, "{key}: max abs diff {max}");
+    }
+}
+
+#[test]
 fn the_reference_photo_matches_openai_preprocessing() {
     let Some(dir) = shared("reference/clip-preprocess") else { return };
     let bytes = std::fs::read(dir.join("expected_preprocessed_image.npy")).unwrap();

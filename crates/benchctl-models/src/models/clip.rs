@@ -303,6 +303,19 @@ impl Clip {
         Self::from_weights(config, &w)
     }
 
+    /// A model from tensors in Hugging Face naming (e.g. converted from OpenAI's naming);
+    /// `source` names them in errors.
+    pub fn from_tensors(
+        config: ClipConfig,
+        tensors: std::collections::HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+        source: &str,
+    ) -> Result<Self> {
+        let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, device);
+        Self::from_weights(config, &Weights::from_var_builder(vb, source))
+    }
+
     fn from_weights(config: ClipConfig, w: &Weights) -> Result<Self> {
         let tc = &config.text_config;
         let vc = &config.vision_config;
@@ -435,6 +448,11 @@ impl ClipEncoder {
     pub fn random(config: ClipConfig, tokenizer: ClipTokenizer, dtype: DType, device: &Device) -> Result<Self> {
         let preprocessor = Preprocessor::openai_clip(config.vision_config.image_size);
         Ok(Self { model: Clip::random(config, dtype, device)?, tokenizer, preprocessor })
+    }
+
+    /// A model with its tokenizer and preprocessing.
+    pub fn from_parts(model: Clip, tokenizer: ClipTokenizer, preprocessor: Preprocessor) -> Self {
+        Self { model, tokenizer, preprocessor }
     }
 
     pub fn model(&self) -> &Clip {

@@ -9,12 +9,26 @@
 //!   `visual_projection.weight`, transposed;
 //! - in each `transformer.resblocks.N`: `attn.in_proj_weight` / `_bias` (q, k and v stacked)
 //!   split into `self_attn.{q,k,v}_proj`; `attn.out_proj` → `self_attn.out_proj`; `ln_1`,
-//!   `ln_2` → `layer_norm1`, `layer_norm2`; `mlp.c_fc`, `mlp.c_proj` → `mlp.fc1`, `mlp.fc2`.
+//!   `ln_2` → `layer_norm1`, `layer_norm2`; `mlp.c_fc`, `mlp.c_proj` → `mlp.fc1`, `mlp.fc2`;
+//! - the text tower at the top level: `token_embedding`, `positional_embedding`,
+//!   `transformer.resblocks.N`, `ln_final` → `text_model.…`; `text_projection` (applied as
+//!   `x @ text_projection`) → `text_projection.weight`, transposed; `logit_scale` as is.
+//!
+//! A full OpenCLIP checkpoint ([`load_open_clip`], e.g.
+//! <https://huggingface.co/laion/CLIP-ViT-B-32-laion2B-s34B-b79K>, Cherti et al. 2023,
+//! <https://arxiv.org/abs/2212.07143>) comes with `open_clip_config.json`, whose
+//! `model_cfg.quick_gelu` decides the activation: OpenAI-trained weights need QuickGELU,
+//! LAION-trained ones GELU, and using the wrong one shifts every score without an error.
 
 use std::collections::HashMap;
 
-use candle_core::Tensor;
+use candle_core::{DType, Device, Tensor};
+use serde::Deserialize;
 
+use super::clip::{Clip, ClipConfig, ClipEncoder, TextConfig, VisionConfig};
+use crate::hub::ModelFiles;
+use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
+use crate::tokenizer::ClipTokenizer;
 use crate::{Error, ErrorKind, Result};
 
 fn take(map: &HashMap<String, Tensor>, name: &str) -> Result<Tensor> {
@@ -71,4 +85,221 @@ pub fn convert_vision(map: &HashMap<String, Tensor>, prefix: &str, layers: usize
         convert_block(map, &p(&format!("transformer.resblocks.{i}")), &format!("vision_model.encoder.layers.{i}"), &mut out)?;
     }
     Ok(out)
+}
+
+/// The text tower (top-level names in a full checkpoint) with `layers` blocks, and
+/// `logit_scale`, in Hugging Face naming.
+pub fn convert_text(map: &HashMap<String, Tensor>, layers: usize) -> Result<HashMap<String, Tensor>> {
+    let mut out = HashMap::new();
+    out.insert("text_model.embeddings.token_embedding.weight".into(), take(map, "token_embedding.weight")?);
+    out.insert("text_model.embeddings.position_embedding.weight".into(), take(map, "positional_embedding")?);
+    for leaf in ["weight", "bias"] {
+        out.insert(format!("text_model.final_layer_norm.{leaf}"), take(map, &format!("ln_final.{leaf}"))?);
+    }
+    let proj = take(map, "text_projection")?.t().and_then(|t| t.contiguous()).map_err(compute)?;
+    out.insert("text_projection.weight".into(), proj);
+    out.insert("logit_scale".into(), take(map, "logit_scale")?);
+    for i in 0..layers {
+        convert_block(map, &format!("transformer.resblocks.{i}"), &format!("text_model.encoder.layers.{i}"), &mut out)?;
+    }
+    Ok(out)
+}
+
+/// `open_clip_config.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenClipFile {
+    pub model_cfg: OpenClipModelConfig,
+    #[serde(default)]
+    pub preprocess_cfg: OpenClipPreprocess,
+}
+
+/// `model_cfg`: the plain ViT + causal text transformer that OpenCLIP's CLIP builds by default.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenClipModelConfig {
+    pub embed_dim: usize,
+    #[serde(default)]
+    pub quick_gelu: bool,
+    pub vision_cfg: OpenClipVision,
+    pub text_cfg: OpenClipText,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenClipVision {
+    pub layers: usize,
+    pub width: usize,
+    #[serde(default = "default_head_width")]
+    pub head_width: usize,
+    #[serde(default = "default_mlp_ratio")]
+    pub mlp_ratio: f64,
+    pub patch_size: usize,
+    pub image_size: usize,
+    /// Every other key (`attentional_pool`, `timm_model_name`, …): checked to be off.
+    #[serde(flatten)]
+    pub other: HashMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenClipText {
+    #[serde(default = "default_context")]
+    pub context_length: usize,
+    #[serde(default = "default_vocab")]
+    pub vocab_size: usize,
+    pub width: usize,
+    #[serde(default = "default_heads")]
+    pub heads: usize,
+    pub layers: usize,
+    #[serde(default = "default_mlp_ratio")]
+    pub mlp_ratio: f64,
+    #[serde(flatten)]
+    pub other: HashMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenClipPreprocess {
+    #[serde(default = "default_mean")]
+    pub mean: [f32; 3],
+    #[serde(default = "default_std")]
+    pub std: [f32; 3],
+    #[serde(default = "default_interpolation")]
+    pub interpolation: String,
+    #[serde(default = "default_resize_mode")]
+    pub resize_mode: String,
+}
+
+impl Default for OpenClipPreprocess {
+    fn default() -> Self {
+        Self { mean: default_mean(), std: default_std(), interpolation: default_interpolation(), resize_mode: default_resize_mode() }
+    }
+}
+
+fn default_head_width() -> usize { 64 }
+fn default_mlp_ratio() -> f64 { 4.0 }
+fn default_context() -> usize { 77 }
+fn default_vocab() -> usize { 49408 }
+fn default_heads() -> usize { 8 }
+fn default_mean() -> [f32; 3] { OPENAI_CLIP_MEAN }
+fn default_std() -> [f32; 3] { OPENAI_CLIP_STD }
+fn default_interpolation() -> String { "bicubic".into() }
+fn default_resize_mode() -> String { "shortest".into() }
+
+/// Keys whose non-default value changes the architecture away from what is implemented,
+/// with the value that keeps it.
+const PLAIN_VALUES: &[(&str, &str)] = &[
+    ("attentional_pool", "false"),
+    ("no_ln_pre", "false"),
+    ("final_ln_after_pool", "false"),
+    ("ls_init_value", "null"),
+    ("timm_model_name", "null"),
+    ("hf_model_name", "null"),
+    ("embed_cls", "false"),
+    ("no_causal_mask", "false"),
+    ("proj_bias", "false"),
+    ("qk_norm", "false"),
+    ("scaled_cosine_attn", "false"),
+    ("scale_heads", "false"),
+    ("scale_attn", "false"),
+    ("scale_fc", "false"),
+    ("pos_embed_type", "\"learnable\""),
+];
+
+fn check_plain(tower: &str, other: &HashMap<String, serde_json::Value>, path: &std::path::Path) -> Result<()> {
+    for (key, plain) in PLAIN_VALUES {
+        if let Some(value) = other.get(*key) {
+            if value.to_string() != *plain {
+                return Err(Error::new(
+                    ErrorKind::BadConfig,
+                    format!("use {}: model_cfg.{tower}.{key} = {value} is not supported (only {plain})", path.display()),
+                ));
+            }
+        }
+    }
+    for (key, allowed) in [("pool_type", ["\"tok\"", "\"argmax\""])] {
+        if let Some(value) = other.get(key) {
+            if !allowed.contains(&value.to_string().as_str()) {
+                return Err(Error::new(
+                    ErrorKind::BadConfig,
+                    format!("use {}: model_cfg.{tower}.{key} = {value} is not supported", path.display()),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl OpenClipFile {
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let file: Self = super::read_config(path)?;
+        check_plain("vision_cfg", &file.model_cfg.vision_cfg.other, path)?;
+        check_plain("text_cfg", &file.model_cfg.text_cfg.other, path)?;
+        let p = &file.preprocess_cfg;
+        if p.interpolation != "bicubic" || !matches!(p.resize_mode.as_str(), "shortest") {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!(
+                    "use {}: preprocess_cfg {} / {} is not supported (bicubic / shortest)",
+                    path.display(),
+                    p.interpolation,
+                    p.resize_mode
+                ),
+            ));
+        }
+        let v = &file.model_cfg.vision_cfg;
+        if v.head_width == 0 || v.width % v.head_width != 0 {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!("use {}: vision_cfg.width {} is not a multiple of head_width {}", path.display(), v.width, v.head_width),
+            ));
+        }
+        Ok(file)
+    }
+
+    /// The same model described as a `CLIPModel` config.
+    pub fn clip_config(&self) -> ClipConfig {
+        let m = &self.model_cfg;
+        let act = if m.quick_gelu { "quick_gelu" } else { "gelu" }.to_string();
+        let (t, v) = (&m.text_cfg, &m.vision_cfg);
+        ClipConfig {
+            text_config: TextConfig {
+                vocab_size: t.vocab_size,
+                hidden_size: t.width,
+                intermediate_size: (t.width as f64 * t.mlp_ratio) as usize,
+                num_hidden_layers: t.layers,
+                num_attention_heads: t.heads,
+                max_position_embeddings: t.context_length,
+                hidden_act: act.clone(),
+                layer_norm_eps: 1e-5,
+                // OpenCLIP pools at the largest id (argmax), as legacy CLIP configs do.
+                eos_token_id: 2,
+            },
+            vision_config: VisionConfig {
+                hidden_size: v.width,
+                intermediate_size: (v.width as f64 * v.mlp_ratio) as usize,
+                num_hidden_layers: v.layers,
+                num_attention_heads: v.width / v.head_width,
+                num_channels: 3,
+                image_size: v.image_size,
+                patch_size: v.patch_size,
+                hidden_act: act,
+                layer_norm_eps: 1e-5,
+            },
+            projection_dim: m.embed_dim,
+        }
+    }
+}
+
+/// A full OpenCLIP checkpoint (`open_clip_config.json`, `open_clip_model.safetensors`,
+/// `tokenizer.json`), converted to Hugging Face naming on load.
+pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
+    let file = OpenClipFile::from_file(&files.config)?;
+    let config = file.clip_config();
+    let map = candle_core::safetensors::load(&files.weights, device)
+        .map_err(|e| Error::new(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display())))?;
+    let mut tensors = convert_vision(&map, "visual", config.vision_config.num_hidden_layers)
+        .map_err(|e| e.context(&files.weights))?;
+    tensors.extend(convert_text(&map, config.text_config.num_hidden_layers).map_err(|e| e.context(&files.weights))?);
+    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
+    let p = &file.preprocess_cfg;
+    let preprocessor = Preprocessor { mean: p.mean, std: p.std, ..Preprocessor::openai_clip(config.vision_config.image_size) };
+    let model = Clip::from_tensors(config, tensors, dtype, device, &files.weights.display().to_string())?;
+    Ok(ClipEncoder::from_parts(model, tokenizer, preprocessor))
 }

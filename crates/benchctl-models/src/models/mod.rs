@@ -1,6 +1,17 @@
-//! One module per architecture.
+//! One module per architecture, on the shared pieces of [`transformer`].
 
+pub mod blip;
 pub mod clip;
 pub mod clip_openai;
+pub mod siglip;
 pub mod transformer;
 mod weights;
+
+use crate::{Error, ErrorKind, Result};
+
+/// Reads and parses a JSON config file, naming the file (and serde's line and column) on failure.
+pub(crate) fn read_config<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))
+}

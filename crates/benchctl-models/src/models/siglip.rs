@@ -1,0 +1,308 @@
+//! SigLIP (Zhai et al., "Sigmoid Loss for Language Image Pre-Training", 2023,
+//! <https://arxiv.org/abs/2303.15343>) in Hugging Face layout (`SiglipModel`), e.g.
+//! <https://huggingface.co/google/siglip-base-patch16-224>.
+//!
+//! What sets it apart from CLIP, and is easy to get silently wrong:
+//! - the vision tower has no class token and no pre-norm; it pools with a learned probe
+//!   attending over the patch tokens (multi-head attention pooling, `vision_model.head`);
+//! - the text tower has no causal mask and pools the **last** position, so texts are padded
+//!   to the trained length (64) and the padding takes part ([`SiglipTokenizer`]);
+//! - a pair's logit is `exp(logit_scale) · cos + logit_bias` and its score the sigmoid of
+//!   that: a match probability per pair, not a softmax over candidates;
+//! - images are stretched to a square and scaled to [−1, 1].
+
+use candle_core::{DType, Device, IndexOp, Module, Tensor};
+use candle_nn::{LayerNorm, Linear};
+use serde::Deserialize;
+
+use super::transformer::{l2_normalise, load_blocks, pairwise_dot, run_blocks, Attention, Block, Mlp, PatchEmbedding, Tower};
+use super::weights::Weights;
+use crate::hub::ModelFiles;
+use crate::preprocess::{Preprocessor, HALF};
+use crate::tokenizer::SiglipTokenizer;
+use crate::{DualEncoder, Error, ErrorKind, Result, ScoreKind};
+
+/// `config.json` of a `SiglipModel`, with `transformers`' defaults (SigLIP base/16 at 224 px).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct SiglipConfig {
+    #[serde(default)]
+    pub text_config: SiglipTextConfig,
+    #[serde(default)]
+    pub vision_config: SiglipVisionConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SiglipTextConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub max_position_embeddings: usize,
+    pub hidden_act: String,
+    pub layer_norm_eps: f64,
+    /// Width of the text head's output; `None` means `hidden_size`.
+    pub projection_size: Option<usize>,
+    pub pad_token_id: Option<u32>,
+}
+
+impl Default for SiglipTextConfig {
+    fn default() -> Self {
+        Self {
+            vocab_size: 32000,
+            hidden_size: 768,
+            intermediate_size: 3072,
+            num_hidden_layers: 12,
+            num_attention_heads: 12,
+            max_position_embeddings: 64,
+            hidden_act: "gelu_pytorch_tanh".into(),
+            layer_norm_eps: 1e-6,
+            projection_size: None,
+            pad_token_id: Some(1),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct SiglipVisionConfig {
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_channels: usize,
+    pub image_size: usize,
+    pub patch_size: usize,
+    pub hidden_act: String,
+    pub layer_norm_eps: f64,
+}
+
+impl Default for SiglipVisionConfig {
+    fn default() -> Self {
+        Self {
+            hidden_size: 768,
+            intermediate_size: 3072,
+            num_hidden_layers: 12,
+            num_attention_heads: 12,
+            num_channels: 3,
+            image_size: 224,
+            patch_size: 16,
+            hidden_act: "gelu_pytorch_tanh".into(),
+            layer_norm_eps: 1e-6,
+        }
+    }
+}
+
+impl SiglipConfig {
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let config: Self = super::read_config(path)?;
+        let v = &config.vision_config;
+        if v.patch_size == 0 || v.image_size % v.patch_size != 0 {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!("use {}: vision_config.image_size {} is not a multiple of patch_size {}", path.display(), v.image_size, v.patch_size),
+            ));
+        }
+        let t = &config.text_config;
+        if t.projection_size.unwrap_or(t.hidden_size) != v.hidden_size {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!(
+                    "use {}: the text head's width {} must equal the vision width {}",
+                    path.display(),
+                    t.projection_size.unwrap_or(t.hidden_size),
+                    v.hidden_size
+                ),
+            ));
+        }
+        Ok(config)
+    }
+
+    fn text_tower(&self) -> Result<Tower> {
+        let t = &self.text_config;
+        Tower::new(t.hidden_size, t.intermediate_size, t.num_hidden_layers, t.num_attention_heads, &t.hidden_act, t.layer_norm_eps)
+    }
+
+    fn vision_tower(&self) -> Result<Tower> {
+        let v = &self.vision_config;
+        Tower::new(v.hidden_size, v.intermediate_size, v.num_hidden_layers, v.num_attention_heads, &v.hidden_act, v.layer_norm_eps)
+    }
+}
+
+/// Multi-head attention pooling: a learned probe attends over the tokens, then a residual MLP.
+#[derive(Debug, Clone)]
+struct AttentionPool {
+    probe: Tensor,
+    attention: Attention,
+    norm: LayerNorm,
+    mlp: Mlp,
+}
+
+impl AttentionPool {
+    fn load(w: &Weights, t: &Tower) -> Result<Self> {
+        let a = w.pp("attention");
+        let qkv = Linear::new(a.get((3 * t.width, t.width), "in_proj_weight")?, Some(a.get(3 * t.width, "in_proj_bias")?));
+        Ok(Self {
+            probe: w.get((1, 1, t.width), "probe")?,
+            attention: Attention::from_parts(qkv, a.pp("out_proj").linear(t.width, t.width, true)?, t.heads),
+            norm: w.pp("layernorm").layer_norm(t.width, t.eps)?,
+            mlp: Mlp::load(&w.pp("mlp"), t)?,
+        })
+    }
+
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let (b, _, width) = xs.dims3()?;
+        let probe = self.probe.broadcast_as((b, 1, width))?;
+        let pooled = self.attention.forward_queries(&probe, xs)?;
+        let pooled = (self.mlp.forward(&self.norm.forward(&pooled)?)? + pooled)?;
+        pooled.i((.., 0, ..))
+    }
+}
+
+/// SigLIP's two towers and its logit scale and bias.
+#[derive(Debug, Clone)]
+pub struct Siglip {
+    patch_embedding: PatchEmbedding,
+    vision_positions: Tensor,
+    vision_blocks: Vec<Block>,
+    post_norm: LayerNorm,
+    pool: AttentionPool,
+    token_embedding: Tensor,
+    text_positions: Tensor,
+    text_blocks: Vec<Block>,
+    final_norm: LayerNorm,
+    text_head: Linear,
+    logit_scale: f32,
+    logit_bias: f32,
+    device: Device,
+}
+
+impl Siglip {
+    fn from_weights(config: &SiglipConfig, w: &Weights) -> Result<Self> {
+        let (tc, vc) = (&config.text_config, &config.vision_config);
+        let (tt, vt) = (config.text_tower()?, config.vision_tower()?);
+        let v = w.pp("vision_model");
+        let t = w.pp("text_model");
+        let patches = (vc.image_size / vc.patch_size).pow(2);
+        let scalar = |name: &str| -> Result<f32> {
+            w.get(1, name)?
+                .to_dtype(DType::F32)
+                .and_then(|s| s.i(0)?.to_scalar::<f32>())
+                .map_err(|e| Error::compute(&format!("read {name}"), e))
+        };
+        Ok(Self {
+            patch_embedding: PatchEmbedding::load(&v.pp("embeddings.patch_embedding"), vc.hidden_size, vc.num_channels, vc.patch_size, true)?,
+            vision_positions: v.get((patches, vc.hidden_size), "embeddings.position_embedding.weight")?,
+            vision_blocks: load_blocks(&v, &vt)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            pool: AttentionPool::load(&v.pp("head"), &vt)?,
+            token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
+            text_positions: t.get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
+            text_blocks: load_blocks(&t, &tt)?,
+            final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
+            text_head: t.pp("head").linear(tc.hidden_size, tc.projection_size.unwrap_or(tc.hidden_size), true)?,
+            logit_scale: scalar("logit_scale")?.exp(),
+            logit_bias: scalar("logit_bias")?,
+            device: w.device().clone(),
+        })
+    }
+
+    /// `exp(logit_scale)` and `logit_bias`.
+    pub fn logit_scale_and_bias(&self) -> (f32, f32) {
+        (self.logit_scale, self.logit_bias)
+    }
+
+    /// Pooled image features (`SiglipVisionModel`'s `pooler_output`), unnormalised.
+    pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
+        let run = || -> candle_core::Result<Tensor> {
+            let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.vision_positions)?;
+            let xs = self.post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
+            self.pool.forward(&xs)
+        };
+        run().map_err(|e| Error::compute("encode images", e))
+    }
+
+    /// Pooled text features (`SiglipTextModel`'s `pooler_output`) of equal-length id rows.
+    pub fn text_features(&self, ids: &[Vec<u32>]) -> Result<Tensor> {
+        let run = || -> candle_core::Result<Tensor> {
+            let b = ids.len();
+            let s = ids.first().map(Vec::len).unwrap_or(0);
+            let max = self.text_positions.dim(0)?;
+            if b == 0 || s == 0 || s > max || ids.iter().any(|r| r.len() != s) {
+                candle_core::bail!("SigLIP texts must all have the same length of 1 to {max} ids");
+            }
+            let flat: Vec<u32> = ids.concat();
+            let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
+            let xs = self.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
+            let xs = xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?;
+            let xs = self.final_norm.forward(&run_blocks(&self.text_blocks, xs, None)?)?;
+            self.text_head.forward(&xs.i((.., s - 1, ..))?)
+        };
+        run().map_err(|e| Error::compute("encode texts", e))
+    }
+}
+
+/// SigLIP with its tokenizer and preprocessing: a ready [`DualEncoder`] whose scores are
+/// sigmoid match probabilities.
+#[derive(Debug, Clone)]
+pub struct SiglipEncoder {
+    model: Siglip,
+    tokenizer: SiglipTokenizer,
+    preprocessor: Preprocessor,
+}
+
+impl SiglipEncoder {
+    pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
+        let config = SiglipConfig::from_file(&files.config)?;
+        let tc = &config.text_config;
+        let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
+        let preprocessor = Preprocessor::stretch(config.vision_config.image_size, HALF, HALF);
+        let w = Weights::open(&files.weights, dtype, device)?;
+        Ok(Self { model: Siglip::from_weights(&config, &w)?, tokenizer, preprocessor })
+    }
+
+    pub fn model(&self) -> &Siglip {
+        &self.model
+    }
+
+    pub fn tokenizer(&self) -> &SiglipTokenizer {
+        &self.tokenizer
+    }
+
+    /// `exp(logit_scale) · cos + logit_bias` of normalised embeddings, `(n, K, L)`.
+    pub fn logits(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        let (scale, bias) = self.model.logit_scale_and_bias();
+        pairwise_dot(images, texts)
+            .and_then(|s| s.affine(scale as f64, bias as f64))
+            .map_err(|e| Error::compute("score", e))
+    }
+}
+
+impl DualEncoder for SiglipEncoder {
+    fn device(&self) -> &Device {
+        &self.model.device
+    }
+
+    fn preprocessor(&self) -> &Preprocessor {
+        &self.preprocessor
+    }
+
+    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
+        l2_normalise(&self.model.image_features(pixels)?).map_err(|e| Error::compute("normalise image embeddings", e))
+    }
+
+    fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
+        let ids = texts.iter().map(|t| self.tokenizer.encode(t)).collect::<Result<Vec<_>>>()?;
+        l2_normalise(&self.model.text_features(&ids)?).map_err(|e| Error::compute("normalise text embeddings", e))
+    }
+
+    /// `σ(exp(logit_scale) · cos + logit_bias)`, SigLIP's per-pair match probability.
+    fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        candle_nn::ops::sigmoid(&self.logits(images, texts)?).map_err(|e| Error::compute("score", e))
+    }
+
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::Probability
+    }
+}
