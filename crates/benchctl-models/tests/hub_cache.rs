@@ -88,3 +88,67 @@ fn offline_without_the_files_says_what_is_missing() {
     let msg = err.to_string();
     assert!(msg.contains("config.json of openai/clip-vit-base-patch32@main") && msg.contains("HF_HUB_OFFLINE"), "{msg}");
 }
+
+#[test]
+fn every_zoo_entry_is_pinned_and_resolves_offline_in_its_layout() {
+    for entry in registry::MODELS {
+        assert!(
+            entry.revision.len() == 40 && entry.revision.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{} must pin a commit, not {}",
+            entry.id,
+            entry.revision
+        );
+    }
+    // The OpenCLIP entry reads open_clip's own files from the hub cache.
+    let entry = registry::find("openclip-vit-b32-laion2b").unwrap();
+    let layout = entry.architecture.layout();
+    assert_eq!(layout, hub::OPEN_CLIP_LAYOUT);
+    let cache = tempfile::tempdir().unwrap();
+    let snapshot = cache
+        .path()
+        .join(format!("models--{}", entry.repo.replace('/', "--")))
+        .join("snapshots")
+        .join(entry.revision);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for file in layout.files() {
+        std::fs::copy(fixture_model("openclip-tiny").join(file), snapshot.join(file)).unwrap();
+    }
+    let settings = HubSettings::from_vars(vars(&[("HF_HUB_CACHE", cache.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")]));
+    let files = hub::from_hub_with(entry.repo, entry.revision, layout, &settings).unwrap();
+    assert!(files.weights.ends_with("open_clip_model.safetensors"));
+    let head = registry::choose_head(entry.architecture, None).unwrap();
+    let model = registry::load(entry.architecture, head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    assert!(matches!(model, benchctl_models::Model::Dual(_)));
+}
+
+#[test]
+fn local_directories_are_recognised_by_their_config() {
+    use registry::Architecture;
+    for (dir, expected) in [
+        ("clip-tiny-a", Architecture::Clip),
+        ("openclip-tiny", Architecture::OpenClip),
+        ("siglip-tiny", Architecture::Siglip),
+        ("blip-tiny", Architecture::Blip),
+    ] {
+        let files = hub::from_dir(&fixture_model(dir)).unwrap();
+        assert_eq!(registry::detect_architecture(&files.config).unwrap(), expected, "{dir}");
+    }
+    assert_eq!(registry::choose_head(Architecture::Blip, None).unwrap(), registry::ScoreHead::Itm);
+    assert_eq!(registry::choose_head(Architecture::Blip, Some("itc")).unwrap(), registry::ScoreHead::Itc);
+    let err = registry::choose_head(Architecture::Siglip, Some("itm")).unwrap_err();
+    assert!(err.to_string().contains("a siglip model offers sigmoid"), "{err}");
+}
+
+#[test]
+fn an_openclip_config_with_an_unsupported_tower_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in hub::OPEN_CLIP_LAYOUT.files() {
+        std::fs::copy(fixture_model("openclip-tiny").join(file), dir.path().join(file)).unwrap();
+    }
+    let config = dir.path().join("open_clip_config.json");
+    let text = std::fs::read_to_string(&config).unwrap().replace("\"head_width\": 32", "\"head_width\": 32, \"attentional_pool\": true");
+    std::fs::write(&config, text).unwrap();
+    let files = hub::from_dir(dir.path()).unwrap();
+    let err = benchctl_models::models::clip_openai::load_open_clip(&files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("model_cfg.vision_cfg.attentional_pool = true is not supported"), "{err}");
+}

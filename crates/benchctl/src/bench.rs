@@ -29,10 +29,16 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             let entry = registry::find(&args.model)?;
             match entry.architecture {
                 Architecture::Clip if entry.id == "clip-vit-b32" => (entry.id.to_string(), ClipConfig::vit_b32()),
-                Architecture::Clip => {
+                Architecture::Clip | Architecture::OpenClip => {
                     return Err(Error::new(
                         ErrorKind::Usage,
                         format!("benchmark `{}`: pass its config.json with --config", entry.id),
+                    ))
+                }
+                Architecture::Siglip | Architecture::Blip => {
+                    return Err(Error::new(
+                        ErrorKind::Usage,
+                        format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
                     ))
                 }
             }

@@ -33,14 +33,18 @@ pub enum Command {
 
 /// Which model to run: a zoo id or a local directory.
 #[derive(Debug, Clone, Args)]
-#[group(required = true, multiple = false)]
 pub struct ModelChoice {
     /// A zoo id (see `benchctl models`), resolved through the Hugging Face hub cache.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model_path", required_unless_present = "model_path")]
     pub model: Option<String>,
-    /// A directory with config.json, model.safetensors and tokenizer.json.
+    /// A model directory: config.json, model.safetensors and tokenizer.json (transformers'
+    /// layout), or open_clip_config.json, open_clip_model.safetensors and tokenizer.json.
     #[arg(long, value_name = "DIR")]
     pub model_path: Option<PathBuf>,
+    /// Which of the model's scores to use: `itm` or `itc` for BLIP (default itm); CLIP and
+    /// SigLIP have one (see `benchctl models`).
+    #[arg(long, value_name = "HEAD")]
+    pub score: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -78,6 +82,10 @@ pub struct EvalArgs {
     /// RoCOCO only: seeds of the altered galleries; results are averaged over them.
     #[arg(long, value_delimiter = ',', default_values_t = [0u64, 1, 2])]
     pub rococo_seeds: Vec<u64>,
+    /// Retrieval suites with a fusion model (BLIP ITM): candidates per query that its
+    /// contrastive head shortlists for the fusion head to re-rank (BLIP's evaluation uses 128).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rerank_k: u32,
     /// EqBen only: the authors' flat randomized annotation list (`[{image, caption}, …]`);
     /// the run's scores are also written in that order as `<run>.eqben_submission.npy`.
     #[arg(long, value_name = "FILE")]

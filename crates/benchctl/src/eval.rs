@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
-use benchctl_models::{registry, DualEncoder};
+use benchctl_models::{registry, DualEncoder, FusionEncoder, Model};
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
@@ -20,7 +20,7 @@ use crate::{Error, ErrorKind, Result};
 
 /// A loaded model and what identifies it in run records.
 pub struct LoadedModel {
-    pub encoder: Box<dyn DualEncoder>,
+    pub model: Model,
     pub record: ModelRecord,
     /// Everything an embedding depends on besides its input: the embedding cache's namespace.
     pub cache_namespace: String,
@@ -59,23 +59,26 @@ pub fn load_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> 
         }
         _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
     };
-    let encoder = registry::load(architecture, &files, dtype, &device)?;
-    let record = model_record(id, &files, dtype, &device);
+    let head = registry::choose_head(architecture, choice.score.as_deref())?;
+    let model = registry::load(architecture, head, &files, dtype, &device)?;
+    let mut record = model_record(id, &files, dtype, &device);
+    record.score = Some(head.name().to_string());
     // A local directory is identified by where its weights are and their size and mtime, so a
     // replaced file gets a new namespace; a hub model by its commit.
     let weights = std::fs::metadata(&files.weights).ok();
     let stamp = weights.map(|m| (m.len(), m.modified().ok())).map(|(n, t)| format!("{n}:{t:?}")).unwrap_or_default();
     let cache_namespace = format!(
-        "v1|{}|{:?}|{:?}|{:?}|{stamp}|{}|{}|{:?}",
+        "v1|{}|{:?}|{:?}|{:?}|{stamp}|{}|{}|{:?}|{}",
         record.id,
         record.repo,
         record.commit,
         files.weights.canonicalize().ok(),
         record.dtype,
         record.device,
-        encoder.preprocessor()
+        model.preprocessor(),
+        head.name()
     );
-    Ok(LoadedModel { encoder, record, cache_namespace })
+    Ok(LoadedModel { model, record, cache_namespace })
 }
 
 fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
@@ -94,6 +97,7 @@ fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -
             Device::Cpu => "cpu".to_string(),
             other => format!("{other:?}").to_lowercase(),
         },
+        score: None,
     }
 }
 
@@ -109,6 +113,9 @@ pub struct Counts {
     pub text_batches: usize,
     pub images_cached: usize,
     pub texts_cached: usize,
+    /// Fusion models: (image, text) pairs scored by a forward pass, and taken from the cache.
+    pub pairs_scored: usize,
+    pub pairs_cached: usize,
 }
 
 /// A finished evaluation, not yet stored.
@@ -148,17 +155,30 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
 
     let mut cache = model.cache(args.no_cache)?;
+    let (scores, encode_images_s, encode_texts_s, mut score_s) = match &model.model {
+        Model::Dual(encoder) => {
+            let encoder = encoder.as_ref();
+            let t = Instant::now();
+            let image_embeddings = encode_images(encoder, &unique_images, batch, &mut counts, &mut cache)?;
+            let encode_images_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let text_embeddings = encode_texts(encoder, &unique_texts, batch, &mut counts, &mut cache)?;
+            let encode_texts_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let scores = score_items(encoder, &suite, &image_slots, &text_slots, &image_embeddings, &text_embeddings)?;
+            (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
+        }
+        Model::Fusion(fusion) => {
+            let t = Instant::now();
+            let pairs = PairTable::of_items(&suite, &image_slots, &text_slots);
+            let values = score_pairs_through_cache(fusion.as_ref(), &pairs, &unique_images, &unique_texts, batch, &mut counts, &mut cache)?;
+            let scores = pairs.score_tensor(&suite, &values, fusion.score_kind())?;
+            (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
+        }
+    };
     let t = Instant::now();
-    let image_embeddings = encode_images(model.encoder.as_ref(), &unique_images, batch, &mut counts, &mut cache)?;
-    let encode_images_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let text_embeddings = encode_texts(model.encoder.as_ref(), &unique_texts, batch, &mut counts, &mut cache)?;
-    let encode_texts_s = t.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    let scores = score_items(model.encoder.as_ref(), &suite, &image_slots, &text_slots, &image_embeddings, &text_embeddings)?;
     let report = suite.evaluate(&scores)?;
-    let score_s = t.elapsed().as_secs_f64();
+    score_s += t.elapsed().as_secs_f64();
 
     let run = Run {
         started_at,
@@ -298,6 +318,131 @@ fn encode_through_cache(
     Ok((stack(rows, model, what)?, tally))
 }
 
+/// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
+/// (decoding on all cores).
+pub(crate) fn load_pixels(
+    prep: &benchctl_models::preprocess::Preprocessor,
+    images: &[&ImageSource],
+    device: &Device,
+) -> Result<Tensor> {
+    let pixels: Vec<Vec<f32>> =
+        images.par_iter().map(|s| s.load_rgb().map(|img| prep.apply(&img))).collect::<std::result::Result<_, _>>()?;
+    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
+        .and_then(|t| t.to_device(device))
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
+}
+
+/// Every (image, text) pair a fusion model must score for a suite, each once, and where
+/// each item's K×L pairs are.
+pub(crate) struct PairTable {
+    /// Unique pairs as (unique image index, unique text index).
+    pub pairs: Vec<(usize, usize)>,
+    /// Per item, row-major over K×L, the index into `pairs`.
+    item_pairs: Vec<Vec<usize>>,
+}
+
+impl PairTable {
+    fn of_items(suite: &Suite, image_slots: &[usize], text_slots: &[usize]) -> Self {
+        let mut index: HashMap<(usize, usize), usize> = HashMap::new();
+        let mut pairs = Vec::new();
+        let mut item_pairs = Vec::with_capacity(suite.items.len());
+        let (mut i0, mut t0) = (0, 0);
+        for item in &suite.items {
+            let (k, l) = (item.images.len(), item.texts.len());
+            let mut these = Vec::with_capacity(k * l);
+            for i in 0..k {
+                for j in 0..l {
+                    let pair = (image_slots[i0 + i], text_slots[t0 + j]);
+                    these.push(*index.entry(pair).or_insert_with(|| {
+                        pairs.push(pair);
+                        pairs.len() - 1
+                    }));
+                }
+            }
+            item_pairs.push(these);
+            i0 += k;
+            t0 += l;
+        }
+        Self { pairs, item_pairs }
+    }
+
+    fn score_tensor(&self, suite: &Suite, values: &[f32], kind: benchctl_scoring::ScoreKind) -> Result<ScoreTensor> {
+        let mut tensor = match kind {
+            benchctl_scoring::ScoreKind::Probability => ScoreTensor::probabilities(),
+            benchctl_scoring::ScoreKind::Similarity => ScoreTensor::new(),
+        };
+        for (item, these) in suite.items.iter().zip(&self.item_pairs) {
+            let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
+            tensor
+                .push(item.images.len(), item.texts.len(), &scores)
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+        }
+        Ok(tensor)
+    }
+}
+
+/// A fusion model's score of every pair, through the cache (one value per pair, keyed by
+/// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
+/// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
+pub(crate) fn score_pairs_through_cache(
+    model: &dyn FusionEncoder,
+    table: &PairTable,
+    images: &[&ImageSource],
+    texts: &[&String],
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Vec<f32>> {
+    let image_keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
+    let text_keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
+    let pair_keys: Vec<cache::Key> =
+        table.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]])).collect();
+    let mut values: Vec<Option<f32>> = pair_keys.iter().map(|k| cache.get(k).and_then(|v| v.first().copied())).collect();
+    let mut todo_by_image: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (p, &(i, _)) in table.pairs.iter().enumerate() {
+        if values[p].is_none() {
+            todo_by_image.entry(i).or_default().push(p);
+        }
+    }
+    counts.pairs_cached += values.iter().filter(|v| v.is_some()).count();
+    let todo_images: Vec<usize> = todo_by_image.keys().copied().collect();
+    let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    for image_chunk in todo_images.chunks(batch.max(1)) {
+        let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
+        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
+        counts.images_encoded += image_chunk.len();
+        counts.image_batches += 1;
+        let pairs: Vec<(usize, usize)> = image_chunk
+            .iter()
+            .enumerate()
+            .flat_map(|(row, i)| todo_by_image[i].iter().map(move |&p| (row, p)))
+            .collect();
+        for chunk in pairs.chunks(batch.max(1)) {
+            let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
+            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
+            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1].as_str()).collect();
+            let scores = model
+                .score_pairs(&pair_states, &pair_texts)?
+                .to_dtype(DType::F32)
+                .and_then(|s| s.to_vec1::<f32>())
+                .map_err(|e| compute("read pair scores", e))?;
+            cache.append(&chunk.iter().zip(&scores).map(|(&(_, p), &v)| (pair_keys[p], vec![v])).collect::<Vec<_>>())?;
+            for (&(_, p), v) in chunk.iter().zip(scores) {
+                values[p] = Some(v);
+            }
+            counts.pairs_scored += chunk.len();
+            bar.inc(chunk.len() as u64);
+        }
+    }
+    bar.finish_and_clear();
+    values
+        .into_iter()
+        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
+        .collect()
+}
+
 /// L2-normalised embeddings of `images`, in order, through the cache; missing ones are
 /// decoded and preprocessed on all cores, then encoded in batches.
 pub(crate) fn encode_images(
@@ -308,27 +453,14 @@ pub(crate) fn encode_images(
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
-    let prep = model.preprocessor().clone();
-    let size = prep.size;
     let (embeddings, tally) = encode_through_cache(model, &keys, batch, cache, "image", |chunk| {
-        let pixels: Vec<Vec<f32>> = chunk
-            .par_iter()
-            .map(|&i| images[i].load_rgb().map(|img| prep.apply(&img)))
-            .collect::<std::result::Result<_, _>>()?;
-        let tensor = Tensor::from_vec(pixels.concat(), (chunk.len(), 3, size, size), &Device::Cpu)
-            .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))?;
-        Ok(model.encode_images(&to_model_device(tensor, model)?)?)
+        let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
+        Ok(model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?)
     })?;
     counts.images_cached += tally.cached;
     counts.images_encoded += tally.encoded;
     counts.image_batches += tally.batches;
     Ok(embeddings)
-}
-
-fn to_model_device(tensor: Tensor, model: &dyn DualEncoder) -> Result<Tensor> {
-    tensor
-        .to_device(model.device())
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("move an image batch to the device: {e}")))
 }
 
 /// L2-normalised embeddings of `texts`, in order, through the cache.
@@ -404,7 +536,10 @@ fn score_items(
             }
         }
     }
-    let mut tensor = ScoreTensor::new();
+    let mut tensor = match model.score_kind() {
+        benchctl_scoring::ScoreKind::Probability => ScoreTensor::probabilities(),
+        benchctl_scoring::ScoreKind::Similarity => ScoreTensor::new(),
+    };
     for (item, values) in suite.items.iter().zip(&per_item) {
         tensor.push(item.images.len(), item.texts.len(), values).map_err(|e| {
             Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))

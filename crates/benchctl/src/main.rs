@@ -77,13 +77,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let (name, parts) = bench::run(&args)?;
             print(&summary::bench_table(&name, &parts, bench::peak_rss_mib()))
         }
-        Command::Models => {
-            let lines: Vec<String> = benchctl_models::registry::MODELS
-                .iter()
-                .map(|m| format!("{:<16} {}@{}  {}", m.id, m.repo, &m.revision[..12.min(m.revision.len())], m.description))
-                .collect();
-            print(&lines.join("\n"))
-        }
+        Command::Models => print(&benchctl::summary::models_table()),
         Command::Suites => {
             let lines: Vec<String> =
                 benchctl_suites::SUITES.iter().map(|s| format!("{:<12} {}", s.id, s.description)).collect();

@@ -37,6 +37,9 @@ pub struct ModelRecord {
     pub path: Option<String>,
     pub dtype: String,
     pub device: String,
+    /// The score head (`contrastive`, `sigmoid`, `itm`, `itc`); absent in older run files.
+    #[serde(default)]
+    pub score: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,6 +77,8 @@ impl Run {
                 "text_batches": c.text_batches,
                 "images_cached": c.images_cached,
                 "texts_cached": c.texts_cached,
+                "pairs_scored": c.pairs_scored,
+                "pairs_cached": c.pairs_cached,
             },
             "timings": self.timings,
             "report": self.report.to_json(),
@@ -104,6 +109,8 @@ impl Run {
                 text_batches: count("text_batches")?,
                 images_cached: count("images_cached").unwrap_or(0),
                 texts_cached: count("texts_cached").unwrap_or(0),
+                pairs_scored: count("pairs_scored").unwrap_or(0),
+                pairs_cached: count("pairs_cached").unwrap_or(0),
             },
             timings: serde_json::from_value(parse("timings")?).map_err(|e| format!("key `timings`: {e}"))?,
             report: Report::from_json(field("report")?).ok_or("key `report` is malformed")?,

@@ -5,6 +5,12 @@
 //! query reduced to its outcome (rank of its best match, whether its top-1 is altered) by
 //! `benchctl_scoring::metrics::retrieval`. The dump holds one line per query and gallery,
 //! from which every metric can be recomputed.
+//!
+//! A fusion model (BLIP ITM) ranks as BLIP's own retrieval evaluation does: its contrastive
+//! head scores the whole gallery, the top `--rerank-k` (default 128) candidates of each
+//! query are re-scored by the fusion head, and everything outside that shortlist ranks below
+//! it. (BLIP's code adds the ITC cosine to the ITM logit inside the shortlist; here the
+//! shortlist is ordered by the fusion score alone, the match probability.)
 
 use std::path::Path;
 use std::time::Instant;
@@ -18,10 +24,10 @@ use candle_core::{DType, Tensor};
 use serde_json::json;
 
 use crate::cli::{AlterMethod, EvalArgs};
-use crate::eval::{encode_images, encode_texts, load_model, unique_by, Counts, Evaluation};
+use crate::eval::{encode_images, encode_texts, load_model, load_pixels, unique_by, Counts, Evaluation};
 use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
-use benchctl_models::DualEncoder;
+use benchctl_models::{DualEncoder, FusionEncoder, Model};
 
 /// Queries per block of the gallery matrix product.
 const QUERY_BLOCK: usize = 256;
@@ -30,13 +36,69 @@ fn compute(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::new(ErrorKind::Compute, format!("{what}: {e}"))
 }
 
-/// Ranks every query (rows of `queries`) against the whole `gallery`.
+/// The raw inputs on one side of a retrieval, for a fusion model's re-ranking.
+#[derive(Clone, Copy)]
+enum Side<'a> {
+    Images(&'a [ImageSource]),
+    Texts(&'a [&'a String]),
+}
+
+/// A fusion model re-scoring each query's top `k` candidates.
+#[derive(Clone, Copy)]
+struct Rerank<'a> {
+    fusion: &'a dyn FusionEncoder,
+    k: usize,
+    batch: usize,
+}
+
+impl Rerank<'_> {
+    /// `scores` (one query against the gallery) with the top `k` replaced by fusion scores
+    /// and the rest set to −∞.
+    fn rerank(&self, scores: &[f32], query: usize, queries: Side, gallery: Side) -> Result<Vec<f32>> {
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        let k = self.k.min(scores.len());
+        order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| scores[b].total_cmp(&scores[a]));
+        let top = &order[..k];
+        let mut out = vec![f32::NEG_INFINITY; scores.len()];
+        for chunk in top.chunks(self.batch.max(1)) {
+            let (images, texts): (Vec<&ImageSource>, Vec<&str>) = match (queries, gallery) {
+                (Side::Images(q), Side::Texts(g)) => (vec![&q[query]; chunk.len()], chunk.iter().map(|&c| g[c].as_str()).collect()),
+                (Side::Texts(q), Side::Images(g)) => (chunk.iter().map(|&c| &g[c]).collect(), vec![q[query].as_str(); chunk.len()]),
+                _ => return Err(Error::new(ErrorKind::Compute, "re-rank: a query and its gallery must be an image and texts")),
+            };
+            // One image query is encoded once for its whole shortlist.
+            let distinct = if matches!(queries, Side::Images(_)) { 1 } else { images.len() };
+            let states = self.fusion.encode_images(&load_pixels(self.fusion.preprocessor(), &images[..distinct], self.fusion.device())?)?;
+            let states = if distinct == 1 {
+                states.broadcast_as(std::iter::once(chunk.len()).chain(states.dims()[1..].iter().copied()).collect::<Vec<_>>())
+                    .and_then(|s| s.contiguous())
+                    .map_err(compute("repeat image states"))?
+            } else {
+                states
+            };
+            let values = self
+                .fusion
+                .score_pairs(&states, &texts)?
+                .to_dtype(DType::F32)
+                .and_then(|s| s.to_vec1::<f32>())
+                .map_err(compute("read re-ranked scores"))?;
+            for (&c, v) in chunk.iter().zip(values) {
+                out[c] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Ranks every query (rows of `queries`) against the whole `gallery`, re-ranking each
+/// query's shortlist when `rerank` holds a fusion model and the raw inputs of both sides.
 fn rank_all(
     model: &dyn DualEncoder,
     queries: &Tensor,
     gallery: &Tensor,
     matches: &dyn Fn(usize) -> Vec<usize>,
     is_altered: &dyn Fn(usize) -> bool,
+    rerank: Option<(Rerank, Side, Side)>,
 ) -> Result<Vec<QueryOutcome>> {
     let n = queries.dim(0).map_err(compute("size queries"))?;
     let gallery = gallery.unsqueeze(0).map_err(compute("shape gallery"))?;
@@ -51,7 +113,11 @@ fn rank_all(
             .and_then(|s| s.to_vec2::<f32>())
             .map_err(compute("read gallery scores"))?;
         for (i, row) in rows.iter().enumerate() {
-            outcomes.push(retrieval::query_outcome(row, &matches(start + i), is_altered)?);
+            let row = match rerank {
+                Some((r, q, g)) => r.rerank(row, start + i, q, g)?,
+                None => row.clone(),
+            };
+            outcomes.push(retrieval::query_outcome(&row, &matches(start + i), is_altered)?);
         }
     }
     Ok(outcomes)
@@ -72,7 +138,13 @@ fn rows(table: &Tensor, indices: &[usize]) -> Result<Tensor> {
 
 /// Image-to-text: each test image against every caption of `gallery`; a hit is any of the
 /// image's original captions.
-fn image_to_text(model: &dyn DualEncoder, images: &Tensor, captions: &Tensor, gallery: &CaptionGallery) -> Result<Vec<QueryOutcome>> {
+fn image_to_text(
+    model: &dyn DualEncoder,
+    images: &Tensor,
+    captions: &Tensor,
+    gallery: &CaptionGallery,
+    rerank: Option<(Rerank, Side, Side)>,
+) -> Result<Vec<QueryOutcome>> {
     let n = images.dim(0).map_err(compute("size images"))?;
     let mut originals = vec![Vec::new(); n];
     for (c, (&image, &is_altered)) in gallery.image_of.iter().zip(&gallery.altered).enumerate() {
@@ -80,7 +152,7 @@ fn image_to_text(model: &dyn DualEncoder, images: &Tensor, captions: &Tensor, ga
             originals[image].push(c);
         }
     }
-    rank_all(model, images, captions, &|q| originals[q].clone(), &|c| gallery.altered[c])
+    rank_all(model, images, captions, &|q| originals[q].clone(), &|c| gallery.altered[c], rerank)
 }
 
 /// Runs the RoCOCO evaluation.
@@ -96,8 +168,16 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let load_started = Instant::now();
     let model = load_model(&args.model, &args.device, &args.dtype)?;
     let load_model_s = load_started.elapsed().as_secs_f64();
-    let encoder = model.encoder.as_ref();
     let batch = args.batch_size as usize;
+    let (encoder, reranker): (&dyn DualEncoder, Option<Rerank>) = match &model.model {
+        Model::Dual(e) => (e.as_ref(), None),
+        Model::Fusion(f) => {
+            let shortlister = f.shortlister().ok_or_else(|| {
+                Error::new(ErrorKind::Usage, "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with")
+            })?;
+            (shortlister, Some(Rerank { fusion: f.as_ref(), k: args.rerank_k as usize, batch }))
+        }
+    };
     let mut counts = Counts { unique_images: data.images.len(), ..Default::default() };
     let mut cache = model.cache(args.no_cache)?;
 
@@ -122,8 +202,10 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
     let score_started = Instant::now();
     let mut results: Vec<GalleryResult> = Vec::new();
-    for (g, captions) in galleries.iter().zip(&gallery_rows) {
-        let outcomes = image_to_text(encoder, &image_table, captions, g)?;
+    let caption_texts: Vec<Vec<&String>> = galleries.iter().map(|g| g.captions.iter().collect()).collect();
+    for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
+        let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
+        let outcomes = image_to_text(encoder, &image_table, captions, g, rerank)?;
         results.push(GalleryResult { name: g.name.clone(), direction: "i2t", outcomes });
     }
     // Text-to-image: the original captions against the test images, then against the test
@@ -131,7 +213,8 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let n = data.images.len();
     let clean_captions = &gallery_rows[0];
     let image_of = &data.clean.image_of;
-    let outcomes = rank_all(encoder, clean_captions, &image_table, &|q| vec![image_of[q]], &|_| false)?;
+    let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
+    let outcomes = rank_all(encoder, clean_captions, &image_table, &|q| vec![image_of[q]], &|_| false, rerank)?;
     results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
     let mut score_s = score_started.elapsed().as_secs_f64();
     for &method in &args.rococo_methods {
@@ -143,7 +226,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             for &seed in &args.rococo_seeds {
                 let t = Instant::now();
                 let specs = altered::gallery(n, method, lambda, seed)?;
-                let sources: Vec<ImageSource> = specs
+                let altered_sources: Vec<ImageSource> = specs
                     .iter()
                     .map(|spec| {
                         ImageSource::Altered(Box::new(AlteredSource {
@@ -153,11 +236,14 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                         }))
                     })
                     .collect();
-                let altered_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts, &mut cache)?;
+                let altered_table =
+                    encode_images(encoder, &altered_sources.iter().collect::<Vec<_>>(), batch, &mut counts, &mut cache)?;
                 encode_images_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
-                let outcomes = rank_all(encoder, clean_captions, &gallery, &|q| vec![image_of[q]], &|c| c >= n)?;
+                let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
+                let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
+                let outcomes = rank_all(encoder, clean_captions, &gallery, &|q| vec![image_of[q]], &|c| c >= n, rerank)?;
                 results.push(GalleryResult {
                     name: format!("{}{}_seed{seed}", method.name(), lambda / 10),
                     direction: "t2i",

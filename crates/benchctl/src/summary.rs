@@ -68,3 +68,22 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
     let rss = peak_rss_mib.map(|m| format!(", peak RSS {m:.0} MiB")).unwrap_or_default();
     format!("{model} (random weights){rss}\n{t}")
 }
+
+/// `benchctl models`: every zoo entry with what it needs and offers.
+pub fn models_table() -> String {
+    let header = ["model", "hub repo @ revision", "architecture", "scores (default first)", "preprocessing", "activation", "tokenizer"];
+    let mut table = table(header.iter().map(|h| h.to_string()).collect());
+    for m in benchctl_models::registry::MODELS {
+        let heads: Vec<&str> = m.architecture.heads().iter().map(|h| h.name()).collect();
+        table.add_row([
+            m.id.to_string(),
+            format!("{}@{}", m.repo, &m.revision[..12.min(m.revision.len())]),
+            m.architecture.name().to_string(),
+            heads.join(", "),
+            m.preprocessing.to_string(),
+            m.activation.to_string(),
+            m.tokenizer.to_string(),
+        ]);
+    }
+    table.to_string()
+}
