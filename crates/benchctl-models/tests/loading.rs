@@ -98,7 +98,7 @@ fn model_directories_are_recognised_by_model_type() {
     let dir = copy_of("clip-tiny-a");
     let config = dir.path().join("config.json");
     assert_eq!(registry::detect_architecture(&config).unwrap(), registry::Architecture::Clip);
-    std::fs::write(&config, r#"{"model_type": "blip"}"#).unwrap();
+    std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
-    assert!(err.to_string().contains("model_type `blip` is not supported"), "{err}");
+    assert!(err.to_string().contains("model_type `flava` is not supported (supported: clip, siglip, blip)"), "{err}");
 }

@@ -20,7 +20,7 @@ fn headline(suite: &str, run: &Run) -> String {
 fn latest(runs: &[Run]) -> BTreeMap<String, BTreeMap<String, &Run>> {
     let mut by_suite: BTreeMap<String, BTreeMap<String, &Run>> = BTreeMap::new();
     for run in runs {
-        let slot = by_suite.entry(run.suite.id.clone()).or_default().entry(run.model.id.clone()).or_insert(run);
+        let slot = by_suite.entry(run.suite.id.clone()).or_default().entry(model_label(run)).or_insert(run);
         if run.started_at > slot.started_at {
             *slot = run;
         }
@@ -82,7 +82,7 @@ pub fn render(runs: &[Run]) -> String {
         let mut rows: Vec<&Run> = models.values().copied().collect();
         rows.sort_by(|a, b| {
             let (x, y) = (a.report.metric(&key).unwrap_or(f64::MIN), b.report.metric(&key).unwrap_or(f64::MIN));
-            y.total_cmp(&x).then_with(|| a.model.id.cmp(&b.model.id))
+            y.total_cmp(&x).then_with(|| model_label(a).cmp(&model_label(b)))
         });
         let metric_names: Vec<String> = first.report.metrics.iter().map(|(n, _)| n.clone()).collect();
         let best: Vec<Option<f64>> = metric_names
@@ -101,7 +101,7 @@ pub fn render(runs: &[Run]) -> String {
         }
         let _ = writeln!(out, "{header} Items | Revision | Dtype | Date |\n{rule}---:|---|---|---|");
         for run in rows {
-            let mut row = format!("| {} |", run.model.id);
+            let mut row = format!("| {} |", model_label(run));
             for (m, best) in metric_names.iter().zip(&best) {
                 let cell = match run.report.metric(m) {
                     Some(v) if Some(v) == *best => format!("**{v:.2}**"),
@@ -116,4 +116,13 @@ pub fn render(runs: &[Run]) -> String {
         }
     }
     out
+}
+
+/// A model's name on the leaderboard: its id, and the score head for models with several
+/// (BLIP's ITM and ITC are different entries).
+fn model_label(run: &Run) -> String {
+    match run.model.score.as_deref() {
+        Some(head @ ("itm" | "itc")) => format!("{} ({head})", run.model.id),
+        _ => run.model.id.clone(),
+    }
 }

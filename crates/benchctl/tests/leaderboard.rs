@@ -21,6 +21,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             path: if commit.is_none() { Some(format!("/models/{model}")) } else { None },
             dtype: "f32".into(),
             device: "cpu".into(),
+            score: None,
         },
         suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400 },
         batch_size: 32,
