@@ -8,6 +8,7 @@ pub mod equivariance;
 pub mod group;
 pub mod pairwise;
 pub mod retrieval;
+pub mod stats;
 
 use crate::report::{Breakdown, Group, Report};
 use crate::{Error, Result, ScoreTensor, Tags, Truth};
@@ -79,32 +80,10 @@ pub struct Summary<'a> {
 ///
 /// `breakdown_keys` lists the tag keys to break down by, in report order.
 pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
-    if items.is_empty() {
-        return Err(Error::new("there are no items to score"));
-    }
-    let truths: Vec<&Truth> = items.iter().map(|item| item.truth).collect();
-    scores.check_against(&truths)?;
-    let per_item: &dyn PerItem = match summary.family {
-        MetricFamily::Group => &group::GroupScore,
-        MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
-        MetricFamily::Choice => &choice::ChoiceAccuracy,
-        MetricFamily::Equivariance => &equivariance::EquivarianceScores,
-    };
-    let values = per_item.values(scores, items)?;
+    let item_values = ItemValues::new(summary.family, scores, items)?;
+    let (per_item, values) = (item_values.per_item, &item_values.values);
     let all: Vec<usize> = (0..items.len()).collect();
-    let mut metrics = summarise(per_item, &values, &all);
-    if let Some(key) = summary.macro_over {
-        let groups: Vec<Vec<(String, f64)>> =
-            groups_of(key, items).iter().map(|(_, members)| summarise(per_item, &values, members)).collect();
-        let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
-        for name in names {
-            let means: Vec<f64> =
-                groups.iter().filter_map(|g| g.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).collect();
-            if !means.is_empty() {
-                metrics.push((format!("{name}_macro"), means.iter().sum::<f64>() / means.len() as f64));
-            }
-        }
-    }
+    let metrics = headline(per_item, values, &all, summary, items);
     let breakdowns = summary
         .breakdown_keys
         .iter()
@@ -115,12 +94,86 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
                 .map(|(value, members)| Group {
                     value,
                     items: members.len(),
-                    metrics: summarise(per_item, &values, &members),
+                    metrics: summarise(per_item, values, &members),
                 })
                 .collect(),
         })
         .collect();
     Ok(Report { items: items.len(), metrics, breakdowns })
+}
+
+/// The family's per-item values of every item (see [`PerItem`]), with the metric names and
+/// how each is aggregated: what resampling statistics work from.
+pub(crate) struct ItemValues {
+    per_item: &'static dyn PerItem,
+    pub values: Vec<Vec<Option<f64>>>,
+}
+
+impl ItemValues {
+    pub fn new(family: MetricFamily, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Self> {
+        if items.is_empty() {
+            return Err(Error::new("there are no items to score"));
+        }
+        let truths: Vec<&Truth> = items.iter().map(|item| item.truth).collect();
+        scores.check_against(&truths)?;
+        let per_item: &'static dyn PerItem = match family {
+            MetricFamily::Group => &group::GroupScore,
+            MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
+            MetricFamily::Choice => &choice::ChoiceAccuracy,
+            MetricFamily::Equivariance => &equivariance::EquivarianceScores,
+        };
+        Ok(Self { per_item, values: per_item.values(scores, items)? })
+    }
+
+    /// The headline metrics over `members` (indices, repeats allowed).
+    pub fn headline(&self, members: &[usize], summary: Summary<'_>, items: &[ItemView<'_>]) -> Vec<(String, f64)> {
+        headline(self.per_item, &self.values, members, summary, items)
+    }
+
+    /// Names of the metrics whose per-item values are 0/1 outcomes, with their index.
+    pub fn binary_metrics(&self) -> Vec<(usize, &'static str)> {
+        self.per_item
+            .names()
+            .iter()
+            .enumerate()
+            .filter(|&(m, _)| self.per_item.aggregate(m) == Aggregate::Percent)
+            .map(|(m, &n)| (m, n))
+            .collect()
+    }
+}
+
+/// The headline metrics over `members`: each metric, then (with `macro_over`) the mean of
+/// each metric over the groups of that tag among the members.
+fn headline(
+    per_item: &dyn PerItem,
+    values: &[Vec<Option<f64>>],
+    members: &[usize],
+    summary: Summary<'_>,
+    items: &[ItemView<'_>],
+) -> Vec<(String, f64)> {
+    let mut metrics = summarise(per_item, values, members);
+    if let Some(key) = summary.macro_over {
+        let mut groups: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
+        for &i in members {
+            for (k, tag_values) in items[i].tags {
+                if k == key {
+                    for value in tag_values {
+                        groups.entry(value.as_str()).or_default().push(i);
+                    }
+                }
+            }
+        }
+        let groups: Vec<Vec<(String, f64)>> = groups.values().map(|m| summarise(per_item, values, m)).collect();
+        let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
+        for name in names {
+            let means: Vec<f64> =
+                groups.iter().filter_map(|g| g.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).collect();
+            if !means.is_empty() {
+                metrics.push((format!("{name}_macro"), means.iter().sum::<f64>() / means.len() as f64));
+            }
+        }
+    }
+    metrics
 }
 
 /// Each metric over the given items where it applies, by its [`Aggregate`]; a metric that

@@ -1,0 +1,163 @@
+//! Uncertainty of the metrics: bootstrap confidence intervals over items, and paired
+//! comparisons of two models on the same items.
+//!
+//! Decisions (see docs/statistics.md):
+//! - **Bootstrap**: items are resampled with replacement (`resamples` times, default 1,000,
+//!   from a seeded SplitMix64 stream, so intervals are reproducible); every headline metric,
+//!   macro averages included, is recomputed on each resample; the interval is the 2.5th and
+//!   97.5th percentile (percentile method, linear interpolation).
+//! - **Paired bootstrap**: both models are resampled with the same item indices; the
+//!   interval is that of the difference `b − a`.
+//! - **McNemar's test**, for the metrics whose per-item value is a 0/1 outcome: the exact
+//!   two-sided binomial test on the discordant items (no χ² approximation, so small counts
+//!   are right).
+
+use super::{ItemValues, ItemView, Summary};
+use crate::{Result, ScoreTensor};
+
+/// A metric's point estimate and 95 % interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interval {
+    pub metric: String,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// A paired difference `b − a` and, for 0/1 metrics, McNemar's test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Paired {
+    pub metric: String,
+    pub a: f64,
+    pub b: f64,
+    pub delta: f64,
+    pub low: f64,
+    pub high: f64,
+    /// `(a right b wrong, a wrong b right, exact two-sided p)`.
+    pub mcnemar: Option<(usize, usize, f64)>,
+}
+
+/// SplitMix64: a tiny, well-mixed, seedable generator (no dependency, stable across versions).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2⁻³² for n < 2³²).
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() >> 32) * n as u64 >> 32) as usize
+    }
+}
+
+fn resample(rng: &mut SplitMix64, n: usize, into: &mut Vec<usize>) {
+    into.clear();
+    into.extend((0..n).map(|_| rng.below(n)));
+}
+
+fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
+    draws.sort_by(f64::total_cmp);
+    (super::quantile(&draws, 0.025), super::quantile(&draws, 0.975))
+}
+
+/// Bootstrap 95 % intervals of every headline metric.
+pub fn bootstrap(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>], resamples: usize, seed: u64) -> Result<Vec<Interval>> {
+    let values = ItemValues::new(summary.family, scores, items)?;
+    let all: Vec<usize> = (0..items.len()).collect();
+    let point = values.headline(&all, summary, items);
+    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
+    let mut rng = SplitMix64(seed);
+    let mut members = Vec::with_capacity(items.len());
+    for _ in 0..resamples {
+        resample(&mut rng, items.len(), &mut members);
+        let metrics = values.headline(&members, summary, items);
+        for (slot, (name, _)) in draws.iter_mut().zip(&point) {
+            // A metric absent from a resample (no item it applies to was drawn) adds no draw.
+            if let Some((_, v)) = metrics.iter().find(|(n, _)| n == name) {
+                slot.push(*v);
+            }
+        }
+    }
+    Ok(point
+        .into_iter()
+        .zip(draws)
+        .map(|((metric, value), d)| {
+            let (low, high) = if d.is_empty() { (value, value) } else { percentile_interval(d) };
+            Interval { metric, value, low, high }
+        })
+        .collect())
+}
+
+/// Paired comparison of two score sets on the same items: `b − a` per headline metric with
+/// a paired bootstrap interval, and McNemar's exact test for the 0/1 metrics.
+pub fn paired(
+    summary: Summary<'_>,
+    a: &ScoreTensor,
+    b: &ScoreTensor,
+    items: &[ItemView<'_>],
+    resamples: usize,
+    seed: u64,
+) -> Result<Vec<Paired>> {
+    let (va, vb) = (ItemValues::new(summary.family, a, items)?, ItemValues::new(summary.family, b, items)?);
+    let all: Vec<usize> = (0..items.len()).collect();
+    let (pa, pb) = (va.headline(&all, summary, items), vb.headline(&all, summary, items));
+    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
+    let mut rng = SplitMix64(seed);
+    let mut members = Vec::with_capacity(items.len());
+    for _ in 0..resamples {
+        resample(&mut rng, items.len(), &mut members);
+        let (ma, mb) = (va.headline(&members, summary, items), vb.headline(&members, summary, items));
+        for (slot, (name, _)) in draws.iter_mut().zip(&pa) {
+            let get = |m: &[(String, f64)]| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+            if let (Some(x), Some(y)) = (get(&ma), get(&mb)) {
+                slot.push(y - x);
+            }
+        }
+    }
+    let binary = va.binary_metrics();
+    Ok(pa
+        .into_iter()
+        .zip(draws)
+        .filter_map(|((metric, x), d)| {
+            let y = pb.iter().find(|(n, _)| *n == metric).map(|(_, v)| *v)?;
+            let (low, high) = if d.is_empty() { (y - x, y - x) } else { percentile_interval(d) };
+            let mcnemar = binary.iter().find(|(_, n)| *n == metric).map(|&(m, _)| {
+                let (mut a_only, mut b_only) = (0, 0);
+                for (ra, rb) in va.values.iter().zip(&vb.values) {
+                    match (ra[m], rb[m]) {
+                        (Some(p), Some(q)) if p > 0.5 && q < 0.5 => a_only += 1,
+                        (Some(p), Some(q)) if p < 0.5 && q > 0.5 => b_only += 1,
+                        _ => {}
+                    }
+                }
+                (a_only, b_only, mcnemar_exact(a_only, b_only))
+            });
+            Some(Paired { metric, a: x, b: y, delta: y - x, low, high, mcnemar })
+        })
+        .collect())
+}
+
+/// Exact two-sided McNemar p-value: `P(X ≤ min(b, c))·2` for `X ~ Binomial(b + c, ½)`, capped at 1.
+pub fn mcnemar_exact(b: usize, c: usize) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    let k = b.min(c);
+    // Sum C(n, i)·2⁻ⁿ for i ≤ k in log space, so large n neither overflows nor underflows.
+    let ln_half_n = -(n as f64) * std::f64::consts::LN_2;
+    let mut ln_choose = 0.0; // ln C(n, 0)
+    let mut tail = 0.0;
+    for i in 0..=k {
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        tail += (ln_choose + ln_half_n).exp();
+    }
+    (2.0 * tail).min(1.0)
+}
