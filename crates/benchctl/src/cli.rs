@@ -23,6 +23,10 @@ pub enum Command {
     Check(CheckArgs),
     /// Regenerate LEADERBOARD.md from the stored runs.
     Leaderboard(LeaderboardArgs),
+    /// Compare runs with a baseline; exits 6 when a metric drops beyond the tolerance.
+    Compare(CompareArgs),
+    /// Combine the shard runs of one evaluation (`eval --shard i/n`) into one run.
+    Merge(MergeArgs),
     /// Measure encoder throughput on random weights of a model's architecture.
     Bench(BenchArgs),
     /// List the models of the zoo.
@@ -35,7 +39,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ModelChoice {
     /// A zoo id (see `benchctl models`), resolved through the Hugging Face hub cache.
-    #[arg(long, conflicts_with = "model_path", required_unless_present = "model_path")]
+    #[arg(long, conflicts_with = "model_path", required_unless_present_any = ["model_path", "config"])]
     pub model: Option<String>,
     /// A model directory: config.json, model.safetensors and tokenizer.json (transformers'
     /// layout), or open_clip_config.json, open_clip_model.safetensors and tokenizer.json.
@@ -52,8 +56,12 @@ pub struct EvalArgs {
     #[command(flatten)]
     pub model: ModelChoice,
     /// The suite id (see `benchctl suites`).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "config", default_value = "")]
     pub suite: String,
+    /// A run spec (TOML) listing models × suites × options: one command for a whole
+    /// leaderboard refresh (see docs/results.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
+    pub config: Option<PathBuf>,
     /// The suite's data in its official layout [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -86,6 +94,10 @@ pub struct EvalArgs {
     /// contrastive head shortlists for the fusion head to re-rank (BLIP's evaluation uses 128).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub rerank_k: u32,
+    /// Evaluate one deterministic slice of an item suite, `i/n` (0-based, contiguous item
+    /// ranges); `benchctl merge` combines the n shard runs into the unsharded run.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<(usize, usize)>,
     /// EqBen only: the authors' flat randomized annotation list (`[{image, caption}, …]`);
     /// the run's scores are also written in that order as `<run>.eqben_submission.npy`.
     #[arg(long, value_name = "FILE")]
@@ -113,8 +125,12 @@ pub enum ScoreFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ScoreArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "config", default_value = "")]
     pub suite: String,
+    /// A run spec (TOML) listing models × suites × options: one command for a whole
+    /// leaderboard refresh (see docs/results.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
+    pub config: Option<PathBuf>,
     /// The suite's data in its official layout [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -144,8 +160,12 @@ pub enum ScoreKindArg {
 #[derive(Debug, Clone, Args)]
 pub struct FetchArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "config", default_value = "")]
     pub suite: String,
+    /// A run spec (TOML) listing models × suites × options: one command for a whole
+    /// leaderboard refresh (see docs/results.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
+    pub config: Option<PathBuf>,
     /// Where to put the data [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -154,8 +174,12 @@ pub struct FetchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long)]
+    #[arg(long, required_unless_present = "config", default_value = "")]
     pub suite: String,
+    /// A run spec (TOML) listing models × suites × options: one command for a whole
+    /// leaderboard refresh (see docs/results.md).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
+    pub config: Option<PathBuf>,
     /// The suite's data in its official layout [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -164,6 +188,37 @@ pub struct CheckArgs {
 #[derive(Debug, Clone, Args)]
 pub struct LeaderboardArgs {
     /// Where runs are stored; LEADERBOARD.md is written there.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// The shard run files (`results/runs/….json` of each shard; their score dumps beside them).
+    #[arg(required = true, value_name = "RUN_FILE")]
+    pub runs: Vec<PathBuf>,
+    /// The suite's data, if not where the shards found it (annotations are enough).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where the merged run is stored.
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The baseline: a run file, or a directory of run files (a committed baseline set).
+    #[arg(long, value_name = "FILE_OR_DIR")]
+    pub baseline: PathBuf,
+    /// The runs to check: run files, or directories of run files; by default the latest run
+    /// in the results store of each baseline's model and suite.
+    #[arg(value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+    /// The largest drop (in metric points) that is not a regression. Without it, a drop is
+    /// a regression when it exceeds 0.5 points or its paired 95 % interval lies below zero.
+    #[arg(long, value_name = "POINTS")]
+    pub tolerance: Option<f64>,
+    /// Where the results store is (for the default runs).
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
 }
@@ -198,4 +253,14 @@ pub struct BenchArgs {
     pub device: String,
     #[arg(long, default_value = "f32")]
     pub dtype: String,
+}
+
+/// `i/n` with `i < n`.
+pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
+    let (i, n) = text.split_once('/').ok_or("expected i/n, e.g. 0/4")?;
+    let (i, n): (usize, usize) = (i.trim().parse().map_err(|_| "i is not a number")?, n.trim().parse().map_err(|_| "n is not a number")?);
+    if n == 0 || i >= n {
+        return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
+    }
+    Ok((i, n))
 }

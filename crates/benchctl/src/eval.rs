@@ -128,9 +128,11 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// Stores the run and its score dump under `results_dir`; returns the run file.
-    pub fn store(&self, results_dir: &Path) -> Result<PathBuf> {
-        results::store(results_dir, &self.run, &self.dump)
+    /// Stores the run in the results store under `results_dir` (one transaction), then
+    /// exports it as a run file and score dump; returns the run's id and the run file.
+    pub fn store(&self, results_dir: &Path) -> Result<(i64, PathBuf)> {
+        let id = crate::store::Store::open(results_dir)?.insert(&self.run, &self.dump)?;
+        Ok((id, results::store(results_dir, &self.run, &self.dump)?))
     }
 }
 
@@ -143,15 +145,28 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     }
     let started = Instant::now();
     let started_at = results::now_rfc3339();
-    let suite = suite_info.load(&data_dir)?;
-    check_images(&suite)?;
+    let full_suite = suite_info.load(&data_dir)?;
+    check_images(&full_suite)?;
     let load_started = Instant::now();
     let model = load_model(&args.model, &args.device, &args.dtype)?;
     let load_s = load_started.elapsed().as_secs_f64();
     let batch = args.batch_size as usize;
 
-    let (image_slots, unique_images) = unique_by(suite.items.iter().flat_map(|i| &i.images));
-    let (text_slots, unique_texts) = unique_by(suite.items.iter().flat_map(|i| &i.texts));
+    let data_fingerprint = fingerprint(&full_suite)?;
+    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| &i.images));
+    let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| &i.texts));
+    // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
+    let shard = match args.shard {
+        None => None,
+        Some(_) if matches!(model.model, Model::Fusion(_)) => {
+            return Err(Error::new(ErrorKind::Usage, "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)"))
+        }
+        Some((i, n)) => Some(Shard::of(&full_suite, i, n, &all_image_slots, &all_text_slots, unique_images.len(), unique_texts.len())),
+    };
+    let (suite, image_slots, text_slots, wanted) = match &shard {
+        None => (&full_suite, &all_image_slots, &all_text_slots, None),
+        Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
+    };
     let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
 
     let mut cache = model.cache(args.no_cache)?;
@@ -159,25 +174,28 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
         Model::Dual(encoder) => {
             let encoder = encoder.as_ref();
             let t = Instant::now();
-            let image_embeddings = encode_images(encoder, &unique_images, batch, &mut counts, &mut cache)?;
+            let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
+            let image_embeddings = encode_images(encoder, &unique_images, wanted_images, batch, &mut counts, &mut cache)?;
             let encode_images_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let text_embeddings = encode_texts(encoder, &unique_texts, batch, &mut counts, &mut cache)?;
+            let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
+            let text_embeddings = encode_texts(encoder, &unique_texts, wanted_texts, batch, &mut counts, &mut cache)?;
             let encode_texts_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let scores = score_items(encoder, &suite, &image_slots, &text_slots, &image_embeddings, &text_embeddings)?;
+            let scores = score_items(encoder, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
             (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
         }
         Model::Fusion(fusion) => {
             let t = Instant::now();
-            let pairs = PairTable::of_items(&suite, &image_slots, &text_slots);
+            let pairs = PairTable::of_items(suite, image_slots, text_slots);
             let values = score_pairs_through_cache(fusion.as_ref(), &pairs, &unique_images, &unique_texts, batch, &mut counts, &mut cache)?;
-            let scores = pairs.score_tensor(&suite, &values, fusion.score_kind())?;
+            let scores = pairs.score_tensor(suite, &values, fusion.score_kind())?;
             (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
         }
     };
     let t = Instant::now();
     let report = suite.evaluate(&scores)?;
+    let intervals = bootstrap_intervals(suite, &scores)?;
     score_s += t.elapsed().as_secs_f64();
 
     let run = Run {
@@ -198,9 +216,85 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
             total_s: started.elapsed().as_secs_f64(),
         },
         report,
+        intervals,
+        tool_commit: results::TOOL_COMMIT.to_string(),
+        data_fingerprint,
+        shard: args.shard.map(|(i, n)| format!("{i}/{n}")),
     };
-    let dump = results::item_dump(&suite, &scores);
+    let dump = results::item_dump(suite, &scores);
+    let suite = suite.clone();
     Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+}
+
+/// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
+/// resamples of the items, seed [`results::BOOTSTRAP_SEED`]).
+pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<Vec<benchctl_scoring::metrics::stats::Interval>> {
+    Ok(benchctl_scoring::metrics::stats::bootstrap(
+        suite.summary,
+        scores,
+        &suite.item_views(),
+        results::BOOTSTRAP_RESAMPLES,
+        results::BOOTSTRAP_SEED,
+    )?)
+}
+
+/// SHA-256 (hex) of a suite's data as the run saw it: the annotation files' names and bytes,
+/// then every item's id and image paths (relative to the data directory) in order. Images'
+/// bytes are not read (a 251K-item suite would take minutes); the embedding cache keys them
+/// by content anyway.
+pub fn fingerprint(suite: &Suite) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for file in &suite.annotation_files {
+        let bytes = std::fs::read(file).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
+        let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
+        hash.update(name.to_string_lossy().as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    for item in &suite.items {
+        hash.update(item.id.as_bytes());
+        hash.update([0]);
+        for image in &item.images {
+            let path = image.path();
+            hash.update(path.strip_prefix(&suite.data_dir).unwrap_or(path).to_string_lossy().as_bytes());
+            hash.update([0]);
+        }
+    }
+    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the
+/// global unique inputs, and which of those inputs the slice needs.
+struct Shard {
+    suite: Suite,
+    image_slots: Vec<usize>,
+    text_slots: Vec<usize>,
+    wanted_images: Vec<bool>,
+    wanted_texts: Vec<bool>,
+}
+
+impl Shard {
+    fn of(suite: &Suite, i: usize, n: usize, image_slots: &[usize], text_slots: &[usize], images: usize, texts: usize) -> Self {
+        let total = suite.items.len();
+        let (start, end) = (total * i / n, total * (i + 1) / n);
+        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| suite.items[..upto].iter().map(take).sum::<usize>();
+        let (i0, i1) = (offset(|it| it.images.len(), start), offset(|it| it.images.len(), end));
+        let (t0, t1) = (offset(|it| it.texts.len(), start), offset(|it| it.texts.len(), end));
+        let mut wanted_images = vec![false; images];
+        let mut wanted_texts = vec![false; texts];
+        image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
+        text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
+        let mut sliced = suite.clone();
+        sliced.items = suite.items[start..end].to_vec();
+        Shard {
+            suite: sliced,
+            image_slots: image_slots[i0..i1].to_vec(),
+            text_slots: text_slots[t0..t1].to_vec(),
+            wanted_images,
+            wanted_texts,
+        }
+    }
 }
 
 /// Fails before any model work when images are missing, naming them.
@@ -288,19 +382,35 @@ struct Tally {
 /// Embeddings for `keys`, in order: rows the cache has, the rest from `encode` on batches of
 /// the missing indices, each batch cached as soon as it is done (a killed run loses at most
 /// the batch in flight).
+///
+/// With `wanted` (a shard's inputs), only those rows are needed, and each is encoded inside
+/// its whole *global* batch (inputs `b·batch .. (b+1)·batch` of `keys`), the batch an
+/// unsharded cold run encodes it in: encoder outputs depend in their last bits on a batch's
+/// composition, and this keeps a shard's embeddings bit-identical to the unsharded run's.
+/// Rows neither wanted nor encoded are zeros.
 fn encode_through_cache(
     model: &dyn DualEncoder,
     keys: &[cache::Key],
+    wanted: Option<&[bool]>,
     batch: usize,
     cache: &mut EmbeddingCache,
     what: &str,
     mut encode: impl FnMut(&[usize]) -> Result<Tensor>,
 ) -> Result<(Tensor, Tally)> {
-    let mut rows: Vec<Option<Vec<f32>>> = keys.iter().map(|k| cache.get(k).map(<[f32]>::to_vec)).collect();
-    let todo: Vec<usize> = (0..keys.len()).filter(|&i| rows[i].is_none()).collect();
-    let mut tally = Tally { cached: keys.len() - todo.len(), ..Tally::default() };
-    let bar = progress(todo.len(), &format!("encoding {what}s"));
-    for chunk in todo.chunks(batch) {
+    let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
+    let mut rows: Vec<Option<Vec<f32>>> =
+        keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None }).collect();
+    let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
+    let plan: Vec<Vec<usize>> = match wanted {
+        None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
+        Some(_) => {
+            let all: Vec<usize> = (0..keys.len()).collect();
+            all.chunks(batch).filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok())).map(<[usize]>::to_vec).collect()
+        }
+    };
+    let mut tally = Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
+    let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
+    for chunk in &plan {
         let encoded = to_rows(&encode(chunk)?, what)?;
         cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
         for (&i, e) in chunk.iter().zip(encoded) {
@@ -309,11 +419,18 @@ fn encode_through_cache(
         tally.encoded += chunk.len();
         tally.batches += 1;
         bar.inc(chunk.len() as u64);
+        crate::fault::at("encode-batch", tally.batches - 1);
     }
     bar.finish_and_clear();
+    let dim = rows.iter().flatten().map(Vec::len).next().unwrap_or(0);
     let rows = rows
         .into_iter()
-        .map(|r| r.ok_or_else(|| Error::new(ErrorKind::Compute, format!("gather {what} embeddings: a row was neither cached nor encoded"))))
+        .enumerate()
+        .map(|(i, r)| match r {
+            Some(r) => Ok(r),
+            None if !is_wanted(i) => Ok(vec![0.0; dim]),
+            None => Err(Error::new(ErrorKind::Compute, format!("gather {what} embeddings: a row was neither cached nor encoded"))),
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok((stack(rows, model, what)?, tally))
 }
@@ -448,12 +565,13 @@ pub(crate) fn score_pairs_through_cache(
 pub(crate) fn encode_images(
     model: &dyn DualEncoder,
     images: &[&ImageSource],
+    wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
-    let (embeddings, tally) = encode_through_cache(model, &keys, batch, cache, "image", |chunk| {
+    let (embeddings, tally) = encode_through_cache(model, &keys, wanted, batch, cache, "image", |chunk| {
         let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
         Ok(model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?)
     })?;
@@ -467,12 +585,13 @@ pub(crate) fn encode_images(
 pub(crate) fn encode_texts(
     model: &dyn DualEncoder,
     texts: &[&String],
+    wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
-    let (embeddings, tally) = encode_through_cache(model, &keys, batch, cache, "text", |chunk| {
+    let (embeddings, tally) = encode_through_cache(model, &keys, wanted, batch, cache, "text", |chunk| {
         let refs: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
         Ok(model.encode_texts(&refs)?)
     })?;

@@ -5,24 +5,34 @@
 //! - [`check`]: `benchctl check`, every problem of a suite's data at once;
 //! - [`fetch`]: `benchctl fetch`, a suite's data from the hub;
 //! - [`cache`]: the embedding cache across runs;
-//! - [`results`]: stored runs and score dumps;
+//! - [`results`]: run records and their JSON export (run file and score dump);
+//! - [`store`]: the SQLite results store;
+//! - [`fault`]: fault injection for the crash tests;
 //! - [`retrieval`]: `benchctl eval` of retrieval suites (RoCOCO) against whole galleries;
 //! - [`score`]: `benchctl score`, metrics from external scores;
 //! - [`submission`]: scores in a benchmark's official submission layout;
 //! - [`leaderboard`]: writes `LEADERBOARD.md`;
+//! - [`config`]: run specs (`eval --config run.toml`);
+//! - [`compare`]: `benchctl compare`, the regression gate;
+//! - [`merge`]: `benchctl merge`, shard runs into one run;
 //! - [`bench`]: encoder throughput on random weights.
 
 pub mod bench;
 pub mod cache;
 pub mod check;
 pub mod cli;
+pub mod compare;
+pub mod config;
 pub mod error;
 pub mod eval;
+pub mod fault;
 pub mod fetch;
 pub mod leaderboard;
+pub mod merge;
 pub mod results;
 pub mod retrieval;
 pub mod score;
+pub mod store;
 pub mod submission;
 pub mod summary;
 

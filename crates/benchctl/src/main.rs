@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{bench, check, eval, fetch, leaderboard, results, score, submission, summary, Error, ErrorKind};
+use benchctl::{bench, check, compare, eval, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -29,29 +29,49 @@ fn print(text: &str) -> Result<(), Error> {
     }
 }
 
+/// One `benchctl eval`: evaluate, show the table, store, and export the EqBen submission.
+fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
+    let flat_list = match &args.eqben_submission {
+        Some(_) if args.suite != "eqben" => {
+            return Err(Error::new(ErrorKind::Usage, "use --eqben-submission: it applies to --suite eqben only"))
+        }
+        Some(path) => Some((path, submission::read_eqben_flat_list(path)?)),
+        None => None,
+    };
+    let evaluation = eval::run(args)?;
+    // The table comes first, so a results directory that cannot be written loses nothing shown.
+    print(&summary::run_table(&evaluation.run))?;
+    let (id, path) = evaluation.store(&args.results_dir)?;
+    print(&format!("stored run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
+    print(&format!("stored {}", path.display()))?;
+    if let (Some((flat_list, pairs)), Some((suite, scores))) = (&flat_list, &evaluation.scored) {
+        let scores = submission::eqben_scores(suite, scores, pairs, flat_list)?;
+        let out = path.with_extension("eqben_submission.npy");
+        submission::write_npy_f32(&out, &scores)?;
+        print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
-        Command::Eval(args) => {
-            let flat_list = match &args.eqben_submission {
-                Some(_) if args.suite != "eqben" => {
-                    return Err(Error::new(ErrorKind::Usage, "use --eqben-submission: it applies to --suite eqben only"))
+        Command::Eval(args) => match &args.config {
+            None => eval_one(&args),
+            Some(spec) => {
+                // Every run is attempted and stored as it finishes; the first failure decides the exit code.
+                let all = benchctl::config::expand(spec, &args)?;
+                let mut first_error = None;
+                for (n, one) in all.iter().enumerate() {
+                    let what = one.model.model.clone().or_else(|| one.model.model_path.as_ref().map(|p| p.display().to_string()));
+                    print(&format!("run {}/{}: {} on {}", n + 1, all.len(), what.unwrap_or_default(), one.suite))?;
+                    if let Err(e) = eval_one(one) {
+                        eprintln!("error: failed to {e}");
+                        first_error.get_or_insert(e);
+                    }
                 }
-                Some(path) => Some((path, submission::read_eqben_flat_list(path)?)),
-                None => None,
-            };
-            let evaluation = eval::run(&args)?;
-            // The table comes first, so a results directory that cannot be written loses nothing shown.
-            print(&summary::run_table(&evaluation.run))?;
-            let path = evaluation.store(&args.results_dir)?;
-            print(&format!("stored {}", path.display()))?;
-            if let (Some((flat_list, pairs)), Some((suite, scores))) = (&flat_list, &evaluation.scored) {
-                let scores = submission::eqben_scores(suite, scores, pairs, flat_list)?;
-                let out = path.with_extension("eqben_submission.npy");
-                submission::write_npy_f32(&out, &scores)?;
-                print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;
+                first_error.map_or(Ok(()), Err)
             }
-            Ok(())
-        }
+        },
         Command::Score(args) => {
             let (suite, report) = score::run(&args)?;
             print(&summary::report_table(&format!("{} on {}", args.scores.display(), suite.id), &report))?;
@@ -65,13 +85,30 @@ fn run(cli: Cli) -> Result<(), Error> {
             report.into_result()
         }
         Command::Leaderboard(args) => {
-            let runs = results::load_runs(&args.results_dir)?;
+            let runs: Vec<results::Run> =
+                benchctl::store::Store::open(&args.results_dir)?.runs()?.into_iter().map(|s| s.run).collect();
             let path = args.results_dir.join("LEADERBOARD.md");
-            std::fs::create_dir_all(&args.results_dir)
-                .map_err(|e| Error::results(format!("create {}: {e}", args.results_dir.display())))?;
             std::fs::write(&path, leaderboard::render(&runs))
                 .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;
+            let charts = args.results_dir.join("charts");
+            std::fs::create_dir_all(&charts).map_err(|e| Error::results(format!("create {}: {e}", charts.display())))?;
+            for (name, svg) in leaderboard::charts(&runs) {
+                let chart = charts.join(name);
+                std::fs::write(&chart, svg).map_err(|e| Error::results(format!("write {}: {e}", chart.display())))?;
+            }
             print(&format!("wrote {} from {} run(s)", path.display(), runs.len()))
+        }
+        Command::Compare(args) => {
+            let changes = compare::run(&args)?;
+            print(&compare::table(&changes))?;
+            compare::verdict(&changes)
+        }
+        Command::Merge(args) => {
+            let evaluation = merge::run(&args)?;
+            print(&summary::run_table(&evaluation.run))?;
+            let (id, path) = evaluation.store(&args.results_dir)?;
+            print(&format!("stored run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
+            print(&format!("stored {}", path.display()))
         }
         Command::Bench(args) => {
             let (name, parts) = bench::run(&args)?;

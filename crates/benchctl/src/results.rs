@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use benchctl_scoring::metrics::stats::Interval;
 use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::Suite;
 use serde::{Deserialize, Serialize};
@@ -25,7 +26,22 @@ pub struct Run {
     pub counts: Counts,
     pub timings: Timings,
     pub report: Report,
+    /// Bootstrap 95 % intervals of the headline metrics (empty for retrieval suites).
+    pub intervals: Vec<Interval>,
+    /// The benchctl build's git commit (`unknown` outside a checkout).
+    pub tool_commit: String,
+    /// SHA-256 of the suite's annotation files and image list ([`crate::eval::fingerprint`]).
+    pub data_fingerprint: String,
+    /// `i/n` for a shard's run.
+    pub shard: Option<String>,
 }
+
+/// The git commit benchctl was built from.
+pub const TOOL_COMMIT: &str = env!("BENCHCTL_GIT_COMMIT");
+
+/// Resamples and seed of every run's bootstrap intervals.
+pub const BOOTSTRAP_RESAMPLES: usize = 1000;
+pub const BOOTSTRAP_SEED: u64 = 0;
 
 /// Which model ran: zoo id with hub repo, revision and resolved commit, or a local path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,11 +79,12 @@ impl Run {
         let c = &self.counts;
         serde_json::json!({
             "schema": SCHEMA,
-            "tool": {"name": "benchctl", "version": env!("CARGO_PKG_VERSION")},
+            "tool": {"name": "benchctl", "version": env!("CARGO_PKG_VERSION"), "commit": self.tool_commit},
             "started_at": self.started_at,
             "model": self.model,
             "suite": self.suite,
-            "options": {"batch_size": self.batch_size},
+            "data_fingerprint": self.data_fingerprint,
+            "options": {"batch_size": self.batch_size, "shard": self.shard},
             "counts": {
                 "unique_images": c.unique_images,
                 "unique_texts": c.unique_texts,
@@ -82,6 +99,7 @@ impl Run {
             },
             "timings": self.timings,
             "report": self.report.to_json(),
+            "intervals": intervals_json(&self.intervals),
         })
     }
 
@@ -114,8 +132,36 @@ impl Run {
             },
             timings: serde_json::from_value(parse("timings")?).map_err(|e| format!("key `timings`: {e}"))?,
             report: Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
+            intervals: intervals_from_json(v.get("intervals"), &Report::from_json(field("report")?).ok_or("key `report` is malformed")?)?,
+            tool_commit: v.pointer("/tool/commit").and_then(|c| c.as_str()).unwrap_or("unknown").to_string(),
+            data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
+            shard: v.pointer("/options/shard").and_then(|c| c.as_str()).map(String::from),
         })
     }
+
+    /// The interval of a headline metric.
+    pub fn interval(&self, metric: &str) -> Option<&Interval> {
+        self.intervals.iter().find(|i| i.metric == metric)
+    }
+}
+
+/// `{metric: [low, high]}` in report order.
+fn intervals_json(intervals: &[Interval]) -> serde_json::Value {
+    let map: serde_json::Map<String, serde_json::Value> =
+        intervals.iter().map(|i| (i.metric.clone(), serde_json::json!([i.low, i.high]))).collect();
+    serde_json::Value::Object(map)
+}
+
+fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> std::result::Result<Vec<Interval>, String> {
+    let Some(map) = v.and_then(|v| v.as_object()) else { return Ok(Vec::new()) };
+    map.iter()
+        .map(|(metric, bounds)| {
+            let pair = bounds.as_array().filter(|a| a.len() == 2).and_then(|a| Some((a[0].as_f64()?, a[1].as_f64()?)));
+            let (low, high) = pair.ok_or(format!("key `intervals.{metric}` is not [low, high]"))?;
+            let value = report.metric(metric).ok_or(format!("key `intervals.{metric}` names no reported metric"))?;
+            Ok(Interval { metric: metric.clone(), value, low, high })
+        })
+        .collect()
 }
 
 /// The score dump of an item suite: one line per item with its id and K×L scores.
@@ -138,7 +184,13 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) ->
     std::fs::create_dir_all(&runs)
         .map_err(|e| Error::results(format!("create results directory {}: {e}", runs.display())))?;
     let stamp: String = run.started_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
-    let stem = format!("{stamp}_{}_{}", sanitise(&run.model.id), sanitise(&run.suite.id));
+    let shard = run.shard.as_deref().map(|s| format!("_shard{}", s.replace('/', "of"))).unwrap_or_default();
+    let base = format!("{stamp}_{}_{}{shard}", sanitise(&run.model.id), sanitise(&run.suite.id));
+    // Runs started in the same second (a merge and its first shard) get distinct files.
+    let stem = (1..)
+        .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
+        .find(|stem| !runs.join(format!("{stem}.json")).exists())
+        .unwrap_or(base);
     let scores_path = runs.join(format!("{stem}.scores.jsonl"));
     let mut dump = Vec::new();
     for line in dump_lines {

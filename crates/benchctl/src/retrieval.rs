@@ -186,7 +186,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
     let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| &g.captions));
     counts.unique_texts = unique_texts.len();
-    let text_table = encode_texts(encoder, &unique_texts, batch, &mut counts, &mut cache)?;
+    let text_table = encode_texts(encoder, &unique_texts, None, batch, &mut counts, &mut cache)?;
     let encode_texts_s = t.elapsed().as_secs_f64();
     let mut gallery_rows = Vec::new();
     let mut offset = 0;
@@ -197,7 +197,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
     let t = Instant::now();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), batch, &mut counts, &mut cache)?;
+    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), None, batch, &mut counts, &mut cache)?;
     let mut encode_images_s = t.elapsed().as_secs_f64();
 
     let score_started = Instant::now();
@@ -237,7 +237,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                     })
                     .collect();
                 let altered_table =
-                    encode_images(encoder, &altered_sources.iter().collect::<Vec<_>>(), batch, &mut counts, &mut cache)?;
+                    encode_images(encoder, &altered_sources.iter().collect::<Vec<_>>(), None, batch, &mut counts, &mut cache)?;
                 encode_images_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
@@ -270,8 +270,33 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         counts,
         timings: Timings { load_model_s, encode_images_s, encode_texts_s, score_s, total_s: started.elapsed().as_secs_f64() },
         report,
+        // Retrieval metrics are over queries against shared galleries; no item bootstrap.
+        intervals: Vec::new(),
+        tool_commit: results::TOOL_COMMIT.to_string(),
+        data_fingerprint: fingerprint(&data, data_dir),
+        shard: None,
     };
     Ok(Evaluation { run, dump, scored: None })
+}
+
+/// SHA-256 (hex) of the RoCOCO data as loaded: image paths (relative to the data
+/// directory), then every gallery's name and captions with their image and altered flags.
+fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for path in &data.images {
+        hash.update(path.strip_prefix(data_dir).unwrap_or(path).to_string_lossy().as_bytes());
+        hash.update([0]);
+    }
+    for g in std::iter::once(&data.clean).chain(&data.caption_sets) {
+        hash.update(g.name.as_bytes());
+        for ((caption, image), altered) in g.captions.iter().zip(&g.image_of).zip(&g.altered) {
+            hash.update(caption.as_bytes());
+            hash.update((*image as u64).to_le_bytes());
+            hash.update([*altered as u8]);
+        }
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The RoCOCO report: R@k (and RSMS, drop rate) per gallery, altered image galleries

@@ -135,7 +135,11 @@ fn lines(path: &Path) -> Result<Vec<(String, Value)>> {
 }
 
 fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
-    for (at, line) in lines(path)? {
+    read_dump_lines(lines(path)?, m)
+}
+
+fn read_dump_lines(lines: Vec<(String, Value)>, m: &mut Matrices) -> Result<()> {
+    for (at, line) in lines {
         let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
         let item = m.item(id, &at)?;
         let rows = line.get("scores").and_then(Value::as_array).ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
@@ -192,4 +196,23 @@ fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices
         m.set(item, k, l, f64::from(*value), &at)?;
     }
     Ok(())
+}
+
+/// A suite's score tensor from dump lines held in memory (a stored run's item scores);
+/// `source` names them in errors.
+pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKindArg) -> Result<ScoreTensor> {
+    let mut matrices = Matrices::new(suite);
+    let numbered = lines.iter().enumerate().map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone())).collect();
+    read_dump_lines(numbered, &mut matrices)?;
+    matrices.finish(Path::new(source), kind)
+}
+
+/// A suite's score tensor from our own score dumps, read in order (shards of one run).
+pub(crate) fn from_dumps(suite: &Suite, dumps: &[PathBuf], kind: ScoreKindArg) -> Result<ScoreTensor> {
+    let mut matrices = Matrices::new(suite);
+    for path in dumps {
+        read_dump(path, &mut matrices)?;
+    }
+    let source = dumps.first().map(PathBuf::as_path).unwrap_or(Path::new("(no dumps)"));
+    matrices.finish(source, kind)
 }

@@ -29,7 +29,13 @@ pub fn run_table(run: &Run) -> String {
         run.counts.texts_cached,
         run.timings.total_s
     );
-    report_table(&title, &run.report)
+    let mut text = report_table(&title, &run.report);
+    if !run.intervals.is_empty() {
+        let cis: Vec<String> =
+            run.intervals.iter().map(|i| format!("{} {:.2} [{:.2}, {:.2}]", i.metric, i.value, i.low, i.high)).collect();
+        text.push_str(&format!("\nbootstrap 95% intervals: {}", cis.join("; ")));
+    }
+    text
 }
 
 /// A report's metrics, overall and per breakdown group, under a title line.

@@ -1,0 +1,206 @@
+//! `benchctl compare`: a regression gate. Each run is matched to the baseline run of the
+//! same model (and score head) and suite; every headline metric's change is tabulated with,
+//! where both runs' per-item scores and the suite's annotations are at hand, a paired
+//! bootstrap 95 % interval of the difference and McNemar's exact test for 0/1 metrics.
+//!
+//! A **drop** is a change in the worse direction (lower, or higher for diagnostics such as
+//! the EqSim deviation). It is a **regression** when it exceeds `--tolerance` points; without
+//! a tolerance, when it exceeds 0.5 points or its paired interval lies entirely on the worse
+//! side of zero. Any regression makes `compare` exit with code 6.
+
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::metrics::{higher_is_better, stats};
+use serde_json::Value;
+
+use crate::cli::{CompareArgs, ScoreKindArg};
+use crate::results::{Run, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
+use crate::store::Store;
+use crate::{Error, ErrorKind, Result};
+
+/// The default largest drop, in points, that is not a regression.
+pub const DEFAULT_TOLERANCE: f64 = 0.5;
+
+/// A run with its item score lines, when they can be found.
+pub struct ComparedRun {
+    pub run: Run,
+    pub lines: Option<Vec<Value>>,
+    pub source: String,
+}
+
+/// One metric's change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub model: String,
+    pub suite: String,
+    pub metric: String,
+    pub baseline: f64,
+    pub current: f64,
+    /// The paired interval of `current − baseline`.
+    pub interval: Option<(f64, f64)>,
+    pub mcnemar_p: Option<f64>,
+    pub regression: bool,
+}
+
+fn label(run: &Run) -> String {
+    match run.model.score.as_deref() {
+        Some(head @ ("itm" | "itc")) => format!("{} ({head})", run.model.id),
+        _ => run.model.id.clone(),
+    }
+}
+
+/// Run files named directly or found (`*.json`) in directories, sorted.
+fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let entries = std::fs::read_dir(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+            let mut found: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+            found.sort();
+            out.extend(found);
+        } else {
+            out.push(path.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn read_run_file(path: &Path) -> Result<ComparedRun> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let json: Value = serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
+    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
+    let lines = json.get("scores_file").and_then(Value::as_str).map(|f| path.with_file_name(f)).and_then(|dump| {
+        let text = std::fs::read_to_string(dump).ok()?;
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).ok()).collect::<Option<Vec<Value>>>()
+    });
+    Ok(ComparedRun { run, lines, source: path.display().to_string() })
+}
+
+/// The changes of every matched run, and whether any is a regression.
+pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
+    let baselines = run_files(std::slice::from_ref(&args.baseline))?
+        .iter()
+        .map(|p| read_run_file(p))
+        .collect::<Result<Vec<_>>>()?;
+    if baselines.is_empty() {
+        return Err(Error::results(format!("compare: {} holds no run files", args.baseline.display())));
+    }
+    let currents: Vec<ComparedRun> = if args.runs.is_empty() {
+        let store = Store::open(&args.results_dir)?;
+        baselines
+            .iter()
+            .map(|b| {
+                let latest = store.latest(&b.run.model.id, &b.run.suite.id)?.ok_or_else(|| {
+                    Error::results(format!(
+                        "compare: the results store in {} has no run of {} on {}",
+                        args.results_dir.display(),
+                        b.run.model.id,
+                        b.run.suite.id
+                    ))
+                })?;
+                let lines = store.item_lines(latest.id)?;
+                Ok(ComparedRun { run: latest.run, lines: Some(lines), source: format!("stored run {}", latest.id) })
+            })
+            .collect::<Result<_>>()?
+    } else {
+        run_files(&args.runs)?.iter().map(|p| read_run_file(p)).collect::<Result<_>>()?
+    };
+    let mut changes = Vec::new();
+    for current in &currents {
+        let key = (label(&current.run), current.run.suite.id.clone());
+        let baseline = baselines.iter().find(|b| (label(&b.run), b.run.suite.id.clone()) == key).ok_or_else(|| {
+            Error::results(format!("compare {}: the baseline has no run of {} on {}", current.source, key.0, key.1))
+        })?;
+        changes.extend(compare_pair(baseline, current, args.tolerance)?);
+    }
+    Ok(changes)
+}
+
+/// The paired statistics of two runs on the same items, when both have item scores and
+/// the suite's annotations load from the current run's data directory.
+fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Paired>> {
+    let (a, b) = (baseline.lines.as_ref()?, current.lines.as_ref()?);
+    if baseline.run.data_fingerprint != current.run.data_fingerprint || baseline.run.data_fingerprint.is_empty() {
+        return None;
+    }
+    let suite = benchctl_suites::find(&current.run.suite.id).ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
+    let kind = match current.run.model.score.as_deref() {
+        Some("sigmoid" | "itm") => ScoreKindArg::Probability,
+        _ => ScoreKindArg::Similarity,
+    };
+    let sa = crate::score::from_lines(&suite, a, &baseline.source, kind).ok()?;
+    let sb = crate::score::from_lines(&suite, b, &current.source, kind).ok()?;
+    stats::paired(suite.summary, &sa, &sb, &suite.item_views(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
+}
+
+fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option<f64>) -> Result<Vec<Change>> {
+    let paired = paired(baseline, current);
+    Ok(baseline
+        .run
+        .report
+        .metrics
+        .iter()
+        .map(|(metric, base)| {
+            let base = *base;
+            let now = current.run.report.metric(metric).unwrap_or(f64::NAN);
+            let p = paired.as_ref().and_then(|ps| ps.iter().find(|p| &p.metric == metric));
+            let interval = p.map(|p| (p.low, p.high));
+            let sign = if higher_is_better(metric) { 1.0 } else { -1.0 };
+            let drop = sign * (base - now);
+            let significant = interval.is_some_and(|(low, high)| if sign > 0.0 { high < 0.0 } else { low > 0.0 });
+            let regression = now.is_nan()
+                || match tolerance {
+                    Some(t) => drop > t,
+                    None => drop > DEFAULT_TOLERANCE || (drop > 0.0 && significant),
+                };
+            Change {
+                model: label(&current.run),
+                suite: current.run.suite.id.clone(),
+                metric: metric.clone(),
+                baseline: base,
+                current: now,
+                interval,
+                mcnemar_p: p.and_then(|p| p.mcnemar.map(|(_, _, p)| p)),
+                regression,
+            }
+        })
+        .collect())
+}
+
+/// The comparison table: fixed formatting, rows in baseline order.
+pub fn table(changes: &[Change]) -> String {
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
+        "model", "suite", "metric", "baseline", "current", "Δ", "Δ 95% CI", "McNemar p", "verdict",
+    ]);
+    for c in changes {
+        let right = |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
+        table.add_row(vec![
+            comfy_table::Cell::new(&c.model),
+            comfy_table::Cell::new(&c.suite),
+            comfy_table::Cell::new(&c.metric),
+            right(format!("{:.2}", c.baseline)),
+            right(format!("{:.2}", c.current)),
+            right(format!("{:+.2}", c.current - c.baseline)),
+            right(c.interval.map(|(l, h)| format!("[{l:+.2}, {h:+.2}]")).unwrap_or_else(|| "–".into())),
+            right(c.mcnemar_p.map(|p| format!("{p:.3}")).unwrap_or_else(|| "–".into())),
+            comfy_table::Cell::new(if c.regression { "REGRESSION" } else { "ok" }),
+        ]);
+    }
+    table.to_string()
+}
+
+/// An error (exit code 6) naming the regressions, if any.
+pub fn verdict(changes: &[Change]) -> Result<()> {
+    let regressions: Vec<String> =
+        changes.iter().filter(|c| c.regression).map(|c| format!("{} on {} {}", c.model, c.suite, c.metric)).collect();
+    if regressions.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            ErrorKind::Regression,
+            format!("pass the regression gate: {} metric(s) dropped: {}", regressions.len(), regressions.join(", ")),
+        ))
+    }
+}

@@ -1,0 +1,124 @@
+//! `benchctl merge`: the shard runs of one evaluation (`eval --shard i/n`, any machines,
+//! any job runner) combined into the run an unsharded evaluation gives.
+//!
+//! The shards must be the same model (id, commit, dtype, device, head), suite and data
+//! fingerprint, batch size, and cover `0/n … (n−1)/n` once each. Their score dumps are read
+//! in shard order into the suite's score tensor and the metrics and intervals recomputed
+//! from it; each shard encoded its inputs in the same global batches as an unsharded run
+//! (see `eval::encode_through_cache`), so the scores, and so the merged run's report,
+//! intervals and dump, are bit-identical to the unsharded run's.
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::{MergeArgs, ScoreKindArg};
+use crate::eval::{bootstrap_intervals, fingerprint, Counts, Evaluation};
+use crate::results::{self, Run, Timings};
+use crate::{Error, ErrorKind, Result};
+
+fn usage(message: String) -> Error {
+    Error::new(ErrorKind::Usage, message)
+}
+
+/// A shard's run file, parsed, with its dump.
+struct ShardRun {
+    path: PathBuf,
+    run: Run,
+    dump: PathBuf,
+    index: usize,
+    count: usize,
+}
+
+fn read_shard(path: &Path) -> Result<ShardRun> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
+    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
+    let shard = run.shard.clone().ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
+    let (index, count) = crate::cli::parse_shard(&shard).map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
+    let dump = json
+        .get("scores_file")
+        .and_then(|f| f.as_str())
+        .map(|f| path.with_file_name(f))
+        .ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
+    Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
+}
+
+/// Merges the shard runs into one run, not yet stored.
+pub fn run(args: &MergeArgs) -> Result<Evaluation> {
+    let mut shards = args.runs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>>>()?;
+    shards.sort_by_key(|s| s.index);
+    let first = shards.first().ok_or_else(|| usage("merge: name the shard run files".into()))?;
+    let n = first.count;
+    let indices: Vec<usize> = shards.iter().map(|s| s.index).collect();
+    if shards.iter().any(|s| s.count != n) || indices != (0..n).collect::<Vec<_>>() {
+        let got: Vec<String> = shards.iter().map(|s| format!("{}/{}", s.index, s.count)).collect();
+        return Err(usage(format!("merge: need shards 0/{n} … {}/{n} once each, got {}", n - 1, got.join(", "))));
+    }
+    for s in &shards[1..] {
+        let (a, b) = (&first.run, &s.run);
+        let same = a.model == b.model
+            && a.suite.id == b.suite.id
+            && a.data_fingerprint == b.data_fingerprint
+            && a.batch_size == b.batch_size;
+        if !same {
+            return Err(usage(format!(
+                "merge {} with {}: shards must share model, suite, data fingerprint and batch size",
+                s.path.display(),
+                first.path.display()
+            )));
+        }
+    }
+    let base = &first.run;
+    let info = benchctl_suites::find(&base.suite.id)?;
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
+    let suite = info.load(&data_dir)?;
+    let data_fingerprint = fingerprint(&suite)?;
+    if data_fingerprint != base.data_fingerprint {
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!("merge: the data in {} is not the data the shards evaluated (fingerprints differ)", data_dir.display()),
+        ));
+    }
+    let kind = match base.model.score.as_deref() {
+        Some("sigmoid" | "itm") => ScoreKindArg::Probability,
+        _ => ScoreKindArg::Similarity,
+    };
+    let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
+    let scores = crate::score::from_dumps(&suite, &dumps, kind)?;
+    let report = suite.evaluate(&scores)?;
+    let intervals = bootstrap_intervals(&suite, &scores)?;
+
+    let mut counts = Counts { unique_images: base.counts.unique_images, unique_texts: base.counts.unique_texts, ..Default::default() };
+    let mut timings = Timings { load_model_s: 0.0, encode_images_s: 0.0, encode_texts_s: 0.0, score_s: 0.0, total_s: 0.0 };
+    for s in &shards {
+        let c = &s.run.counts;
+        counts.images_encoded += c.images_encoded;
+        counts.image_batches += c.image_batches;
+        counts.texts_encoded += c.texts_encoded;
+        counts.text_batches += c.text_batches;
+        counts.images_cached += c.images_cached;
+        counts.texts_cached += c.texts_cached;
+        let t = &s.run.timings;
+        timings.load_model_s += t.load_model_s;
+        timings.encode_images_s += t.encode_images_s;
+        timings.encode_texts_s += t.encode_texts_s;
+        timings.score_s += t.score_s;
+        timings.total_s += t.total_s;
+    }
+    let started_at = shards.iter().map(|s| s.run.started_at.clone()).min().unwrap_or_default();
+    let run = Run {
+        started_at,
+        model: base.model.clone(),
+        suite: results::SuiteRecord { id: suite.id.to_string(), data_dir: suite.data_dir.display().to_string(), items: suite.items.len() },
+        batch_size: base.batch_size,
+        counts,
+        timings,
+        report,
+        intervals,
+        tool_commit: base.tool_commit.clone(),
+        data_fingerprint,
+        shard: None,
+    };
+    let dump = results::item_dump(&suite, &scores);
+    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+}

@@ -1,0 +1,256 @@
+//! The results store: one SQLite database, `results/benchctl.sqlite` (rusqlite with its
+//! bundled SQLite, nothing to install), holding every run with its metrics, their bootstrap
+//! intervals and the per-item scores. The JSON run files are an export of the same data.
+//!
+//! - **Schema versioned**: `PRAGMA user_version` is the number of applied [`MIGRATIONS`];
+//!   opening a store applies the missing ones in one transaction, so an older store is
+//!   upgraded in place and a newer one (from a later benchctl) is refused, not misread.
+//! - **Concurrent writers**: WAL journal and a 60 s busy timeout; each run is inserted in one
+//!   `BEGIN IMMEDIATE` transaction, so two processes writing at once serialise.
+//! - **No half-written runs**: a crash before `COMMIT` rolls the whole run back.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use crate::results::Run;
+use crate::{Error, Result};
+
+/// The database file under a results directory.
+pub const FILE_NAME: &str = "benchctl.sqlite";
+
+/// Each migration brings the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: runs, their metrics with intervals, and per-item scores.
+    "CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        started_at TEXT NOT NULL,
+        tool_version TEXT NOT NULL,
+        tool_commit TEXT NOT NULL,
+        model_id TEXT NOT NULL,
+        score_head TEXT,
+        repo TEXT,
+        revision TEXT,
+        hub_commit TEXT,
+        model_path TEXT,
+        dtype TEXT NOT NULL,
+        device TEXT NOT NULL,
+        suite_id TEXT NOT NULL,
+        data_dir TEXT NOT NULL,
+        items INTEGER NOT NULL,
+        data_fingerprint TEXT NOT NULL,
+        shard TEXT,
+        run_json TEXT NOT NULL
+    );
+    CREATE INDEX runs_by_model_suite ON runs (model_id, suite_id, started_at);
+    CREATE TABLE metrics (
+        run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        value REAL NOT NULL,
+        ci_low REAL,
+        ci_high REAL,
+        PRIMARY KEY (run_id, name)
+    );
+    CREATE TABLE item_scores (
+        run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        line TEXT NOT NULL,
+        PRIMARY KEY (run_id, position)
+    );",
+];
+
+fn db_error(path: &Path, what: &str) -> impl Fn(rusqlite::Error) -> Error {
+    let (what, path) = (what.to_string(), path.display().to_string());
+    move |e| Error::results(format!("{what} in {path}: {e}"))
+}
+
+/// An open results store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// A stored run: its id, the run, and where its item scores are.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub id: i64,
+    pub run: Run,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store in `results_dir`, migrating it to the current schema.
+    pub fn open(results_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(results_dir)
+            .map_err(|e| Error::results(format!("create results directory {}: {e}", results_dir.display())))?;
+        Self::open_file(&results_dir.join(FILE_NAME))
+    }
+
+    pub fn open_file(path: &Path) -> Result<Self> {
+        let conn = Connection::open(path).map_err(db_error(path, "open the results store"))?;
+        conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(db_error(path, "configure the results store"))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(db_error(path, "configure the results store"))?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(db_error(path, "configure the results store"))?;
+        let mut store = Self { conn, path: path.to_path_buf() };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The schema version of the open store.
+    pub fn version(&self) -> Result<usize> {
+        let v: i64 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(db_error(&self.path, "read the schema version"))?;
+        Ok(v as usize)
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_error(&path, "start a migration"))?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(db_error(&path, "read the schema version"))?;
+        let version = version as usize;
+        if version > MIGRATIONS.len() {
+            return Err(Error::results(format!(
+                "use the results store {}: its schema version {version} is newer than this benchctl's {}",
+                path.display(),
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+            tx.execute_batch(sql).map_err(db_error(&path, &format!("migrate the schema to version {}", i + 1)))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db_error(&path, "record the schema version"))?;
+        }
+        tx.commit().map_err(db_error(&path, "commit a migration"))
+    }
+
+    /// Inserts a run, its metrics with intervals and its item scores in one transaction;
+    /// returns the run's id.
+    pub fn insert(&mut self, run: &Run, item_lines: &[serde_json::Value]) -> Result<i64> {
+        let path = self.path.clone();
+        let err = |what: &str| db_error(&path, what);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err("start storing a run"))?;
+        let m = &run.model;
+        tx.execute(
+            "INSERT INTO runs (started_at, tool_version, tool_commit, model_id, score_head, repo, revision, hub_commit,
+                model_path, dtype, device, suite_id, data_dir, items, data_fingerprint, shard, run_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+            params![
+                run.started_at,
+                env!("CARGO_PKG_VERSION"),
+                run.tool_commit,
+                m.id,
+                m.score,
+                m.repo,
+                m.revision,
+                m.commit,
+                m.path,
+                m.dtype,
+                m.device,
+                run.suite.id,
+                run.suite.data_dir,
+                run.suite.items as i64,
+                run.data_fingerprint,
+                run.shard,
+                run.to_json().to_string(),
+            ],
+        )
+        .map_err(err("store a run"))?;
+        let id = tx.last_insert_rowid();
+        {
+            let mut metric = tx
+                .prepare("INSERT INTO metrics (run_id, name, value, ci_low, ci_high) VALUES (?1, ?2, ?3, ?4, ?5)")
+                .map_err(err("store metrics"))?;
+            for (name, value) in &run.report.metrics {
+                let ci = run.interval(name);
+                metric
+                    .execute(params![id, name, value, ci.map(|i| i.low), ci.map(|i| i.high)])
+                    .map_err(err("store metrics"))?;
+            }
+            let mut line = tx
+                .prepare("INSERT INTO item_scores (run_id, position, line) VALUES (?1, ?2, ?3)")
+                .map_err(err("store item scores"))?;
+            for (position, l) in item_lines.iter().enumerate() {
+                line.execute(params![id, position as i64, l.to_string()]).map_err(err("store item scores"))?;
+                crate::fault::at("store-item", position);
+            }
+        }
+        tx.commit().map_err(err("commit a run"))?;
+        Ok(id)
+    }
+
+    /// Every stored run, oldest first.
+    pub fn runs(&self) -> Result<Vec<StoredRun>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, run_json FROM runs ORDER BY started_at, id")
+            .map_err(db_error(&self.path, "list runs"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(db_error(&self.path, "list runs"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, json) = row.map_err(db_error(&self.path, "read a run"))?;
+            out.push(StoredRun { id, run: self.parse(id, &json)? });
+        }
+        Ok(out)
+    }
+
+    /// The run with this id.
+    pub fn run(&self, id: i64) -> Result<StoredRun> {
+        let json: Option<String> = self
+            .conn
+            .query_row("SELECT run_json FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(db_error(&self.path, "read a run"))?;
+        let json = json.ok_or_else(|| Error::results(format!("find run {id} in {}: there is no such run", self.path.display())))?;
+        Ok(StoredRun { id, run: self.parse(id, &json)? })
+    }
+
+    /// The latest run of a model (by run record id) on a suite.
+    pub fn latest(&self, model_id: &str, suite_id: &str) -> Result<Option<StoredRun>> {
+        let id: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT id FROM runs WHERE model_id = ?1 AND suite_id = ?2 ORDER BY started_at DESC, id DESC LIMIT 1",
+                [model_id, suite_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(db_error(&self.path, "find the latest run"))?;
+        id.map(|id| self.run(id)).transpose()
+    }
+
+    /// A run's item score lines, in item order.
+    pub fn item_lines(&self, id: i64) -> Result<Vec<serde_json::Value>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT line FROM item_scores WHERE run_id = ?1 ORDER BY position")
+            .map_err(db_error(&self.path, "read item scores"))?;
+        let rows = stmt.query_map([id], |r| r.get::<_, String>(0)).map_err(db_error(&self.path, "read item scores"))?;
+        rows.map(|r| {
+            let text = r.map_err(db_error(&self.path, "read item scores"))?;
+            serde_json::from_str(&text).map_err(|e| Error::results(format!("parse an item score line of run {id} in {}: {e}", self.path.display())))
+        })
+        .collect()
+    }
+
+    /// How many rows each table holds: (runs, metrics, item scores).
+    pub fn counts(&self) -> Result<(usize, usize, usize)> {
+        let count = |table: &str| -> Result<usize> {
+            self.conn
+                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get::<_, i64>(0))
+                .map(|n| n as usize)
+                .map_err(db_error(&self.path, "count rows"))
+        };
+        Ok((count("runs")?, count("metrics")?, count("item_scores")?))
+    }
+
+    fn parse(&self, id: i64, json: &str) -> Result<Run> {
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| Error::results(format!("parse run {id} in {}: {e}", self.path.display())))?;
+        Run::from_json(&value).map_err(|e| Error::results(format!("read run {id} in {}: {e}", self.path.display())))
+    }
+}
