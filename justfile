@@ -23,3 +23,23 @@ bench batch="32":
 # Regenerate the parity fixtures (needs the Python packages in scripts/requirements.txt).
 fixtures:
     python3 scripts/gen_fixtures.py
+
+# Refresh the whole leaderboard from a run spec (models × suites × options), then render it.
+refresh spec="run.toml":
+    cargo run --release -p benchctl -- eval --config {{spec}}
+    cargo run --release -p benchctl -- leaderboard
+
+# Gate: compare the latest stored runs with a baseline set; exits 6 on a regression.
+compare baseline="results/baselines":
+    cargo run --release -p benchctl -- compare --baseline {{baseline}}
+
+# Rewrite the committed regression baseline (fixture models on the demo suite). Only when a
+# score change is intended: the regression-gate test compares against these files.
+baselines:
+    rm -rf results/baselines
+    for m in clip-tiny-a siglip-tiny; do cargo run -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/$m --suite winoground --data-dir datasets/demo/winoground --results-dir target/baseline-results --no-cache; done
+    mkdir -p results/baselines && cp target/baseline-results/runs/*.json target/baseline-results/runs/*.scores.jsonl results/baselines/
+
+# Evaluate one shard of a big suite (e.g. one per GPU or Slurm array task), then merge.
+shard i n model="clip-vit-b32" suite="eqben":
+    cargo run --release -p benchctl -- eval --model {{model}} --suite {{suite}} --shard {{i}}/{{n}} --results-dir results/shards/{{i}}

@@ -125,12 +125,8 @@ pub enum ScoreFormat {
 #[derive(Debug, Clone, Args)]
 pub struct ScoreArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long, required_unless_present = "config", default_value = "")]
+    #[arg(long)]
     pub suite: String,
-    /// A run spec (TOML) listing models × suites × options: one command for a whole
-    /// leaderboard refresh (see docs/results.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
-    pub config: Option<PathBuf>,
     /// The suite's data in its official layout [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -160,12 +156,8 @@ pub enum ScoreKindArg {
 #[derive(Debug, Clone, Args)]
 pub struct FetchArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long, required_unless_present = "config", default_value = "")]
+    #[arg(long)]
     pub suite: String,
-    /// A run spec (TOML) listing models × suites × options: one command for a whole
-    /// leaderboard refresh (see docs/results.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
-    pub config: Option<PathBuf>,
     /// Where to put the data [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -174,12 +166,8 @@ pub struct FetchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long, required_unless_present = "config", default_value = "")]
+    #[arg(long)]
     pub suite: String,
-    /// A run spec (TOML) listing models × suites × options: one command for a whole
-    /// leaderboard refresh (see docs/results.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
-    pub config: Option<PathBuf>,
     /// The suite's data in its official layout [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -263,4 +251,14 @@ pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
         return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
     }
     Ok((i, n))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        // clap's own checks of every subcommand (conflicts, groups, names).
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

@@ -40,6 +40,9 @@ pub struct Change {
     pub interval: Option<(f64, f64)>,
     pub mcnemar_p: Option<f64>,
     pub regression: bool,
+    /// The largest absolute change of any item score between the two runs, when both have
+    /// item scores for the same items (a silent change shows here even when no metric moves).
+    pub max_score_change: Option<f64>,
 }
 
 fn label(run: &Run) -> String {
@@ -134,8 +137,33 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     stats::paired(suite.summary, &sa, &sb, &suite.item_views(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
 }
 
+/// The largest absolute difference between two runs' item scores, if they score the same
+/// items with the same shapes.
+fn max_score_change(baseline: &ComparedRun, current: &ComparedRun) -> Option<f64> {
+    let (a, b) = (baseline.lines.as_ref()?, current.lines.as_ref()?);
+    if a.len() != b.len() {
+        return None;
+    }
+    let mut max = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        if x.get("id") != y.get("id") {
+            return None;
+        }
+        let rows = |v: &Value| -> Option<Vec<f64>> {
+            v.get("scores")?.as_array()?.iter().flat_map(|r| r.as_array().into_iter().flatten()).map(Value::as_f64).collect()
+        };
+        let (rx, ry) = (rows(x)?, rows(y)?);
+        if rx.len() != ry.len() {
+            return None;
+        }
+        max = rx.iter().zip(&ry).map(|(p, q)| (p - q).abs()).fold(max, f64::max);
+    }
+    Some(max)
+}
+
 fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option<f64>) -> Result<Vec<Change>> {
     let paired = paired(baseline, current);
+    let max_score_change = max_score_change(baseline, current);
     Ok(baseline
         .run
         .report
@@ -163,6 +191,7 @@ fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option
                 interval,
                 mcnemar_p: p.and_then(|p| p.mcnemar.map(|(_, _, p)| p)),
                 regression,
+                max_score_change,
             }
         })
         .collect())
@@ -172,7 +201,7 @@ fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option
 pub fn table(changes: &[Change]) -> String {
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
-        "model", "suite", "metric", "baseline", "current", "Δ", "Δ 95% CI", "McNemar p", "verdict",
+        "model", "suite", "metric", "baseline", "current", "Δ", "Δ 95% CI", "McNemar p", "max |Δ item score|", "verdict",
     ]);
     for c in changes {
         let right = |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
@@ -185,6 +214,7 @@ pub fn table(changes: &[Change]) -> String {
             right(format!("{:+.2}", c.current - c.baseline)),
             right(c.interval.map(|(l, h)| format!("[{l:+.2}, {h:+.2}]")).unwrap_or_else(|| "–".into())),
             right(c.mcnemar_p.map(|p| format!("{p:.3}")).unwrap_or_else(|| "–".into())),
+            right(c.max_score_change.map(|d| format!("{d:.1e}")).unwrap_or_else(|| "–".into())),
             comfy_table::Cell::new(if c.regression { "REGRESSION" } else { "ok" }),
         ]);
     }

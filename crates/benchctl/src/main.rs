@@ -42,7 +42,7 @@ fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
     // The table comes first, so a results directory that cannot be written loses nothing shown.
     print(&summary::run_table(&evaluation.run))?;
     let (id, path) = evaluation.store(&args.results_dir)?;
-    print(&format!("stored run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
+    print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
     print(&format!("stored {}", path.display()))?;
     if let (Some((flat_list, pairs)), Some((suite, scores))) = (&flat_list, &evaluation.scored) {
         let scores = submission::eqben_scores(suite, scores, pairs, flat_list)?;
@@ -107,7 +107,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let evaluation = merge::run(&args)?;
             print(&summary::run_table(&evaluation.run))?;
             let (id, path) = evaluation.store(&args.results_dir)?;
-            print(&format!("stored run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
+            print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
             print(&format!("stored {}", path.display()))
         }
         Command::Bench(args) => {

@@ -1,8 +1,9 @@
-//! Snapshot of the generated leaderboard markdown.
+//! Snapshots of the generated leaderboard markdown and its SVG chart.
 
 use benchctl::eval::Counts;
-use benchctl::leaderboard::render;
+use benchctl::leaderboard::{charts, render};
 use benchctl::results::{ModelRecord, Run, SuiteRecord, Timings};
+use benchctl_scoring::metrics::stats::Interval;
 use benchctl_scoring::{Breakdown, Group, Report};
 
 fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) -> Run {
@@ -30,8 +31,17 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
         report: Report {
             items: 400,
             metrics: metrics.clone(),
-            breakdowns: vec![Breakdown { key: "collapsed_tag".into(), groups: vec![Group { value: "Object".into(), items: 141, metrics }] }],
+            breakdowns: vec![Breakdown { key: "collapsed_tag".into(), groups: vec![Group { value: "Object".into(), items: 141, metrics: metrics.clone() }] }],
         },
+        // Intervals of a fixed width per metric, so the snapshot shows the ± column.
+        intervals: metrics
+            .iter()
+            .zip([2.0, 1.5, 1.25])
+            .map(|((name, value), half)| Interval { metric: name.clone(), value: *value, low: value - half, high: value + half })
+            .collect(),
+        tool_commit: "0123456789abcdef".into(),
+        data_fingerprint: "f".repeat(64),
+        shard: None,
     }
 }
 
@@ -48,6 +58,28 @@ fn leaderboard_markdown() {
 }
 
 #[test]
+fn leaderboard_chart() {
+    let runs = vec![
+        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-20T10:00:00Z", [30.75, 11.0, 8.75]),
+        run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
+    ];
+    let charts = charts(&runs);
+    assert_eq!(charts.len(), 1);
+    assert_eq!(charts[0].0, "winoground.svg");
+    insta::assert_snapshot!(charts[0].1);
+}
+
+#[test]
+fn shard_runs_stay_off_the_leaderboard() {
+    let mut shard = run("clip-vit-b32", None, "2026-11-22T00:00:00Z", [99.0, 99.0, 99.0]);
+    shard.shard = Some("0/2".into());
+    let whole = run("clip-vit-b32", None, "2026-11-21T00:00:00Z", [30.0, 20.0, 10.0]);
+    let md = render(&[whole, shard]);
+    assert!(md.contains("| clip-vit-b32 | **30.00** ±2.00 |"), "{md}");
+    assert!(!md.contains("99.00"), "{md}");
+}
+
+#[test]
 fn an_empty_store_says_how_to_fill_it() {
     assert!(render(&[]).contains("No runs yet"));
 }
@@ -61,6 +93,6 @@ fn lower_is_better_for_the_eqsim_deviation() {
         r.report.metrics.push(("eqsim_deviation_mean".into(), deviation));
     }
     let md = render(&[a, b]);
-    assert!(md.contains("| model-a | 10.00 | 10.00 | 10.00 | **0.50** |"), "{md}");
-    assert!(md.contains("| model-b | **20.00** | **20.00** | **20.00** | 1.50 |"), "{md}");
+    assert!(md.contains("| model-a | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"), "{md}");
+    assert!(md.contains("| model-b | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"), "{md}");
 }

@@ -1,0 +1,102 @@
+//! The regression gate CI runs: the fixture models on the demo suite, compared with the
+//! committed baseline in `results/baselines/` (rewritten only by `just baselines`). A change
+//! that silently alters scores fails here.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{benchctl, demo_suite, stderr, stdout, stored_run};
+
+fn baselines() -> PathBuf {
+    benchctl_testkit::workspace_root().join("results/baselines")
+}
+
+/// Evaluates the fixture models of the baseline into a fresh store.
+fn current_runs(results: &Path) {
+    for model in ["clip-tiny-a", "siglip-tiny"] {
+        let path = benchctl_testkit::fixture_model(model).display().to_string();
+        stored_run(&benchctl(
+            &["eval", "--model-path", &path, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(),
+              "--results-dir", results.to_str().unwrap()],
+            &[],
+        ));
+    }
+}
+
+#[test]
+fn the_fixture_models_match_the_committed_baseline() {
+    let results = tempfile::tempdir().unwrap();
+    current_runs(results.path());
+    let out = benchctl(
+        &["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+        &[],
+    );
+    assert!(out.status.success(), "the scores changed against results/baselines (rewrite with `just baselines` only if intended):\n{}\n{}", stdout(&out), stderr(&out));
+    // Beyond the metrics (all 0 for random-weight models on the demo), every item score must
+    // be what it was: the table's `max |Δ item score|` column.
+    for line in stdout(&out).lines().filter(|l| l.contains("winoground")) {
+        let cell = line.split('┆').nth(8).unwrap().trim();
+        let change: f64 = cell.parse().unwrap_or_else(|_| panic!("no score change in {line}"));
+        assert!(change < 1e-4, "item scores moved by {change}: {line}");
+    }
+    insta::assert_snapshot!(stdout(&out));
+}
+
+/// A copy of the baseline whose clip-tiny-a run is better than what the model scores: as if
+/// the code had changed and lowered every score.
+fn improved_baseline(dir: &Path) {
+    for entry in std::fs::read_dir(baselines()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+    }
+    let run_path = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("clip-tiny-a_winoground.json"))
+        .unwrap();
+    let mut run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&run_path).unwrap()).unwrap();
+    let dump = run_path.with_file_name(run["scores_file"].as_str().unwrap());
+    // Every item right: a strong diagonal.
+    let lines: Vec<String> = std::fs::read_to_string(&dump)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            serde_json::json!({"id": v["id"], "scores": [[1.0, 0.0], [0.0, 1.0]]}).to_string()
+        })
+        .collect();
+    std::fs::write(&dump, lines.join("\n") + "\n").unwrap();
+    // The report `benchctl score` computes from that dump becomes the baseline's report.
+    let out = benchctl(&["score", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--scores", dump.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(report["metrics"]["group_score"], 100.0);
+    run["report"] = report;
+    run.as_object_mut().unwrap().remove("intervals");
+    std::fs::write(&run_path, serde_json::to_string_pretty(&run).unwrap()).unwrap();
+}
+
+#[test]
+fn a_changed_score_fails_the_gate() {
+    let results = tempfile::tempdir().unwrap();
+    current_runs(results.path());
+    let baseline = tempfile::tempdir().unwrap();
+    improved_baseline(baseline.path());
+    let args = ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+    let out = benchctl(&args, &[]);
+    assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("3 metric(s) dropped: clip-tiny-a on winoground text_score"), "{}", stderr(&out));
+    let table = stdout(&out);
+    let group = table.lines().find(|l| l.contains("clip-tiny-a") && l.contains("group_score")).unwrap();
+    // A drop of 100 points on 8 items: paired interval strictly below zero, McNemar p = 2/2⁸.
+    assert!(group.contains("-100.00") && group.contains("[-100.00, -100.00]") && group.contains("0.008") && group.contains("REGRESSION"), "{group}");
+    let siglip = table.lines().find(|l| l.contains("siglip-tiny") && l.contains("group_score")).unwrap();
+    assert!(siglip.contains(" ok "), "{siglip}");
+
+    // A tolerance wider than the drop lets it pass.
+    let mut lenient = args.to_vec();
+    lenient.extend(["--tolerance", "100"]);
+    assert!(benchctl(&lenient, &[]).status.success());
+}

@@ -1,0 +1,190 @@
+//! The results store: what a run stores, schema versions, concurrent writers, crashes, run
+//! specs, and sharded runs merged back bit for bit.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use benchctl::store::{Store, MIGRATIONS};
+use common::{benchctl, demo_suite, stderr, stored_run, tiny_model};
+
+fn eval_args<'a>(model: &'a str, data: &'a str, results: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["eval", "--model-path", model, "--suite", "winoground", "--data-dir", data, "--results-dir", results];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn eval(results: &Path, cache: &Path, extra: &[&str]) -> std::process::Output {
+    let (model, data) = (tiny_model(), demo_suite().display().to_string());
+    let results = results.display().to_string();
+    benchctl(&eval_args(&model, &data, &results, extra), &[("BENCHCTL_CACHE", cache.to_str().unwrap())])
+}
+
+#[test]
+fn a_run_is_stored_with_its_metrics_intervals_and_item_scores() {
+    let (results, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (_, json) = stored_run(&eval(results.path(), cache.path(), &[]));
+    let store = Store::open(results.path()).unwrap();
+    assert_eq!(store.version().unwrap(), MIGRATIONS.len());
+    let runs = store.runs().unwrap();
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0].run;
+    assert_eq!(run.report.metrics.len(), 3);
+    assert_eq!(run.intervals.len(), 3, "each headline metric has its interval");
+    for i in &run.intervals {
+        assert!(i.low <= i.value && i.value <= i.high, "{i:?}");
+    }
+    assert_eq!(run.data_fingerprint.len(), 64);
+    assert_eq!(json["data_fingerprint"], run.data_fingerprint.as_str());
+    assert_eq!(json["tool"]["commit"], run.tool_commit.as_str());
+    assert_eq!(store.counts().unwrap(), (1, 3, 8));
+    let lines = store.item_lines(runs[0].id).unwrap();
+    assert_eq!(lines[0]["id"], "0");
+    assert_eq!(lines.len(), 8);
+}
+
+#[test]
+fn a_store_from_a_newer_benchctl_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    let conn = rusqlite::Connection::open(dir.path().join(benchctl::store::FILE_NAME)).unwrap();
+    conn.pragma_update(None, "user_version", (MIGRATIONS.len() + 1) as i64).unwrap();
+    drop(conn);
+    let err = Store::open(dir.path()).err().unwrap();
+    assert!(err.to_string().contains("is newer than this benchctl's"), "{err}");
+}
+
+#[test]
+fn two_processes_writing_at_once_both_land() {
+    let results = tempfile::tempdir().unwrap();
+    let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_benchctl"))
+                .args(eval_args(&model, &data, &dir, &["--no-cache"]))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let store = Store::open(results.path()).unwrap();
+    assert_eq!(store.counts().unwrap(), (2, 6, 16));
+    let runs = store.runs().unwrap();
+    assert_eq!(runs[0].run.report, runs[1].run.report);
+}
+
+fn aborted(out: &std::process::Output) -> bool {
+    !out.status.success() && stderr(out).contains("injected fault")
+}
+
+#[test]
+fn a_crash_mid_run_leaves_no_partial_run_and_the_rerun_resumes_from_the_cache() {
+    let (results, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A first complete run, so the store is not empty when the crashes come.
+    let first = tempfile::tempdir().unwrap();
+    stored_run(&eval(results.path(), first.path(), &[]));
+
+    // Killed after the second image batch: two batches are in the cache, nothing stored.
+    let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
+    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", "encode-batch:1")];
+    let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
+    assert!(aborted(&out), "{}", stderr(&out));
+    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap(), (1, 3, 8));
+
+    // Killed inside the store's transaction, after some item rows: none of them stays.
+    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", "store-item:5")];
+    let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
+    assert!(aborted(&out), "{}", stderr(&out));
+    let store = Store::open(results.path()).unwrap();
+    assert_eq!(store.counts().unwrap(), (1, 3, 8), "the store still opens and holds only the first run");
+
+    // The rerun completes, from the cache: the interrupted runs' embeddings are reused.
+    let (_, json) = stored_run(&eval(results.path(), cache.path(), &["--batch-size", "4"]));
+    assert_eq!(json["counts"]["images_encoded"], 0);
+    assert_eq!(json["counts"]["images_cached"], 16);
+    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap(), (2, 6, 16));
+}
+
+#[test]
+fn a_run_spec_runs_every_model_on_every_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("run.toml");
+    let siglip = benchctl_testkit::fixture_model("siglip-tiny");
+    std::fs::write(
+        &spec,
+        format!(
+            "results_dir = \"out\"\n\n[[runs]]\nmodel_paths = [{:?}, {:?}]\nsuites = [\"winoground\"]\ndata_dirs = {{ winoground = {:?} }}\nbatch_size = 5\n",
+            tiny_model(),
+            siglip.display().to_string(),
+            demo_suite().display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let store = Store::open(&dir.path().join("out")).unwrap();
+    let runs = store.runs().unwrap();
+    let models: Vec<&str> = runs.iter().map(|r| r.run.model.id.as_str()).collect();
+    assert_eq!(models, ["clip-tiny-a", "siglip-tiny"]);
+    assert!(runs.iter().all(|r| r.run.batch_size == 5));
+
+    std::fs::write(&spec, "[[runs]]\nmodels = [\"clip-vit-b32\"]\nsuites = [\"winoground\"]\nbatch = 3\n").unwrap();
+    let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown field `batch`"), "{}", stderr(&out));
+}
+
+fn run_file(results: &Path) -> PathBuf {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(results.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files.pop().unwrap()
+}
+
+#[test]
+fn merged_shards_equal_the_unsharded_run_bit_for_bit() {
+    // A batch of 3 makes global batches straddle the shard boundaries.
+    for n in [2usize, 3] {
+        let whole = tempfile::tempdir().unwrap();
+        let (_, full) = stored_run(&eval(whole.path(), tempfile::tempdir().unwrap().path(), &["--batch-size", "3"]));
+        let mut shard_files = Vec::new();
+        let shared_cache = tempfile::tempdir().unwrap();
+        for i in 0..n {
+            let dir = tempfile::tempdir().unwrap().keep();
+            let shard = format!("{i}/{n}");
+            // Alternate fresh and shared caches: both give the same bits.
+            let cache = if i % 2 == 0 { tempfile::tempdir().unwrap().keep() } else { shared_cache.path().to_path_buf() };
+            let (_, json) = stored_run(&eval(&dir, &cache, &["--batch-size", "3", "--shard", &shard]));
+            assert_eq!(json["options"]["shard"], shard.as_str());
+            shard_files.push(run_file(&dir));
+        }
+        let merged = tempfile::tempdir().unwrap();
+        let mut args: Vec<String> = vec!["merge".into()];
+        args.extend(shard_files.iter().rev().map(|p| p.display().to_string()));
+        args.extend(["--results-dir".into(), merged.path().display().to_string()]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (merged_path, merged_json) = stored_run(&benchctl(&args, &[]));
+        assert_eq!(merged_json["report"], full["report"], "{n} shards");
+        assert_eq!(merged_json["intervals"], full["intervals"]);
+        assert_eq!(merged_json["data_fingerprint"], full["data_fingerprint"]);
+        let dump = |p: &Path, j: &serde_json::Value| std::fs::read(common::dump_path(p, j)).unwrap();
+        assert_eq!(dump(&merged_path, &merged_json), dump(&run_file(whole.path()), &full), "score dumps bit for bit");
+    }
+}
+
+#[test]
+fn merge_refuses_an_incomplete_set_of_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    stored_run(&eval(dir.path(), tempfile::tempdir().unwrap().path(), &["--shard", "0/2"]));
+    let out = benchctl(&["merge", run_file(dir.path()).to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("need shards 0/2 … 1/2 once each, got 0/2"), "{}", stderr(&out));
+}
