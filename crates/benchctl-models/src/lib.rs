@@ -11,6 +11,7 @@
 pub mod device;
 pub mod error;
 pub mod hub;
+pub mod kernels;
 pub mod models;
 pub mod preprocess;
 pub mod registry;

@@ -41,7 +41,13 @@ impl Activation {
         }
     }
 
+    /// The activation of `xs` (fused on CPU f32, see [`crate::kernels`]).
     pub(crate) fn apply(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        crate::kernels::apply(*self, xs)
+    }
+
+    /// The activation from candle's elementwise ops.
+    pub(crate) fn apply_composed(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             Self::QuickGelu => xs * candle_nn::ops::sigmoid(&(xs * 1.702f64)?)?,
             Self::Gelu => xs.gelu_erf(),
