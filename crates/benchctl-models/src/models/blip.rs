@@ -22,7 +22,7 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
-use super::transformer::{attend, l2_normalise, load_blocks, pairwise_dot, run_blocks, AttentionNames, Block, PatchEmbedding, Tower};
+use super::transformer::{attend, dense, l2_normalise, load_blocks, pairwise_dot, run_blocks, AttentionNames, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
@@ -142,9 +142,9 @@ impl BertAttention {
     }
 
     fn forward(&self, xs: &Tensor, context: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let (q, k, v) = (self.query.forward(xs)?, self.key.forward(context)?, self.value.forward(context)?);
+        let (q, k, v) = (dense(&self.query, xs)?, dense(&self.key, context)?, dense(&self.value, context)?);
         let attended = attend(&q, &k, &v, self.heads, mask)?;
-        self.norm.forward(&(self.dense.forward(&attended)? + xs)?)
+        self.norm.forward(&(dense(&self.dense, &attended)? + xs)?)
     }
 }
 
@@ -165,8 +165,8 @@ impl BertLayer {
         if let Some(image) = image {
             xs = self.cross.forward(&xs, image, None)?;
         }
-        let h = self.activation.apply(&self.intermediate.forward(&xs)?)?;
-        self.norm.forward(&(self.output.forward(&h)? + xs)?)
+        let h = self.activation.apply(&dense(&self.intermediate, &xs)?)?;
+        self.norm.forward(&(dense(&self.output, &h)? + xs)?)
     }
 }
 

@@ -111,6 +111,22 @@ pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, mask: Opt
     weights.matmul(&v)?.transpose(1, 2)?.reshape((b, s, width))
 }
 
+/// `xs · Wᵀ + b` over the last dimension, as one 2-D matrix product: candle multiplies a
+/// `(batch, seq, in)` input by a broadcast weight as `batch` small products, which runs the
+/// CPU kernels at two thirds of their speed.
+pub(crate) fn dense(lin: &Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
+    let dims = xs.dims();
+    let Some((&in_dim, lead)) = dims.split_last() else { return lin.forward(xs) };
+    if lead.len() < 2 {
+        return lin.forward(xs);
+    }
+    let rows = lead.iter().product::<usize>();
+    let ys = crate::kernels::dense_2d(&xs.reshape((rows, in_dim))?, lin.weight(), lin.bias())?;
+    let mut out_dims = lead.to_vec();
+    out_dims.push(ys.dim(1)?);
+    ys.reshape(out_dims)
+}
+
 /// Multi-head self-attention with q, k and v fused into one projection.
 #[derive(Debug, Clone)]
 pub(crate) struct Attention {
@@ -142,11 +158,11 @@ impl Attention {
 
     pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
-        let qkv = self.qkv.forward(xs)?;
+        let qkv = dense(&self.qkv, xs)?;
         let q = qkv.narrow(D::Minus1, 0, width)?;
         let k = qkv.narrow(D::Minus1, width, width)?;
         let v = qkv.narrow(D::Minus1, 2 * width, width)?;
-        self.out.forward(&attend(&q, &k, &v, self.heads, mask)?)
+        dense(&self.out, &attend(&q, &k, &v, self.heads, mask)?)
     }
 
     /// Attention of `queries` over `xs` (keys and values), as in attention pooling.
@@ -157,10 +173,10 @@ impl Attention {
         let part = |i: usize| -> candle_core::Result<Linear> {
             Ok(Linear::new(weight.narrow(0, i * width, width)?, bias.map(|b| b.narrow(0, i * width, width)).transpose()?))
         };
-        let q = part(0)?.forward(queries)?;
-        let k = part(1)?.forward(xs)?;
-        let v = part(2)?.forward(xs)?;
-        self.out.forward(&attend(&q, &k, &v, self.heads, None)?)
+        let q = dense(&part(0)?, queries)?;
+        let k = dense(&part(1)?, xs)?;
+        let v = dense(&part(2)?, xs)?;
+        dense(&self.out, &attend(&q, &k, &v, self.heads, None)?)
     }
 }
 
@@ -196,7 +212,7 @@ impl Mlp {
     }
 
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        self.fc2.forward(&self.activation.apply(&self.fc1.forward(xs)?)?)
+        dense(&self.fc2, &self.activation.apply(&dense(&self.fc1, xs)?)?)
     }
 }
 
