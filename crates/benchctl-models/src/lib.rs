@@ -40,6 +40,15 @@ pub trait DualEncoder {
     /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)`.
     fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor>;
 
+    /// Scores for ranking only, `(n, K, dim)` × `(n, L, dim)` → `(n, K, L)`: any strictly
+    /// increasing function of [`DualEncoder::scores`] ranks the same. The zoo's models return
+    /// the embeddings' dot product (CLIP's scale, SigLIP's scale, bias and sigmoid are
+    /// increasing), which saves a pass over a retrieval gallery's scores and keeps ties that
+    /// saturation would create (a sigmoid at 1.0) apart.
+    fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        self.scores(images, texts)
+    }
+
     /// What [`DualEncoder::scores`] returns: similarities (logits, cosines) or match
     /// probabilities. It decides how the pairwise metrics treat ties and thresholds.
     fn score_kind(&self) -> ScoreKind {

@@ -210,7 +210,7 @@ fn eqsim_deviation_with_mean_and_quartiles() {
 #[test]
 fn retrieval_ranks_ties_and_altered_top1() {
     use benchctl_scoring::metrics::retrieval::{drop_rate, query_outcome, summarise, QueryOutcome};
-    let none = |_: usize| false;
+    let none: &[bool] = &[];
     // Candidates 0..5; the match is 2.
     let o = query_outcome(&[0.1, 0.5, 0.9, 0.3, 0.2], &[2], none).unwrap();
     assert_eq!(o, QueryOutcome { rank: 0, top1_altered: false });
@@ -221,12 +221,20 @@ fn retrieval_ranks_ties_and_altered_top1() {
     // With several matches the best one counts; a tie between matches costs nothing.
     assert_eq!(query_outcome(&[0.7, 0.8, 0.8, 0.1], &[1, 2], none).unwrap().rank, 0);
     // Top-1 altered: candidate 3 is altered and on top; a tie with an original also counts.
-    let altered = |c: usize| c == 3;
+    let altered: &[bool] = &[false, false, false, true];
     assert!(query_outcome(&[0.1, 0.5, 0.9, 0.95], &[2], altered).unwrap().top1_altered);
     assert!(query_outcome(&[0.1, 0.5, 0.9, 0.9], &[2], altered).unwrap().top1_altered);
     assert!(!query_outcome(&[0.1, 0.5, 0.9, 0.2], &[2], altered).unwrap().top1_altered);
     assert!(query_outcome(&[0.1, f32::NAN], &[0], none).is_err());
     assert!(query_outcome(&[0.1, 0.2], &[5], none).is_err());
+    assert!(query_outcome(&[0.1, 0.2], &[0], &[true]).is_err(), "altered flags must cover the gallery");
+    // A long gallery (the vectorised path) gives what a short one does.
+    let mut long = vec![0.0f32; 50_010];
+    long[7] = 0.5;
+    long[40_000] = 0.6;
+    long[49_999] = 0.5;
+    let flags: Vec<bool> = (0..long.len()).map(|c| c >= 40_000).collect();
+    assert_eq!(query_outcome(&long, &[7], &flags).unwrap(), QueryOutcome { rank: 2, top1_altered: true });
 
     let outcomes = [0, 1, 4, 7, 12].map(|rank| QueryOutcome { rank, top1_altered: rank == 12 });
     let s = summarise(&outcomes).unwrap();

@@ -7,10 +7,12 @@ use benchctl_models::models::clip::{Clip, ClipConfig};
 use benchctl_models::registry::{self, Architecture};
 use candle_core::{DType, Tensor};
 
+use rayon::prelude::*;
+
 use crate::cli::{BenchArgs, BenchPart};
 use crate::{Error, ErrorKind, Result};
 
-/// Throughput and latency of one encoder.
+/// Throughput and latency of one part.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartResult {
     pub part: &'static str,
@@ -19,10 +21,29 @@ pub struct PartResult {
     pub p50_ms: f64,
     pub p90_ms: f64,
     pub max_ms: f64,
+    /// Further measurements of the part, e.g. `("e2e_over_encoder", 1.07)`.
+    pub extra: Vec<(&'static str, f64)>,
+}
+
+/// Sets the worker threads of every CPU kernel (rayon's pool, which candle and gemm use).
+/// Must run before the first tensor operation.
+pub fn set_threads(threads: usize) {
+    // SAFETY: called at start-up, before any other thread reads the environment.
+    unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
+    // An error means the pool exists already (then the variable above did the job).
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
 }
 
 /// Runs the benchmark and returns one result per part.
 pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
+    if let Some(threads) = args.threads {
+        set_threads(threads as usize);
+    }
+    match args.part {
+        BenchPart::E2e => return e2e(args),
+        BenchPart::Retrieval => return retrieval(args),
+        _ => {}
+    }
     let (name, config) = match &args.config {
         Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
         None => {
@@ -108,7 +129,203 @@ fn summarise(part: &'static str, batch: usize, times: &[f64]) -> PartResult {
         p50_ms: pct(0.5),
         p90_ms: pct(0.9),
         max_ms: pct(1.0),
+        extra: Vec::new(),
     }
+}
+
+/// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the
+/// parity fixtures (OpenAI's BPE), built into the binary so the benchmark needs no files.
+const CLIP_TOKENIZER: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
+
+fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::new(ErrorKind::Compute, format!("benchmark: {what}: {e}"))
+}
+
+/// A Winoground-layout suite of `items` items under `dir`: 2 PNG photos-like images
+/// (smooth noise, 500×375 like COCO) and 2 captions each.
+fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
+    std::fs::create_dir_all(dir.join("images")).map_err(io("create the suite"))?;
+    let words = ["red", "blue", "dog", "cat", "left", "right", "of", "a", "the", "on", "under", "tall", "small", "tree", "car", "house"];
+    let mut lines = String::new();
+    let pixels: Vec<Result<()>> = (0..items * 2)
+        .into_par_iter()
+        .map(|n| {
+            let mut state = n as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
+            let mut next = move || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state
+            };
+            let coarse: Vec<u8> = (0..16 * 12 * 3).map(|_| next() as u8).collect();
+            let image = image::RgbImage::from_fn(500, 375, |x, y| {
+                let (cx, cy) = ((x * 15 / 500) as usize, (y * 11 / 375) as usize);
+                let base = (cy * 16 + cx) * 3;
+                let noise = (next() % 24) as u8;
+                image::Rgb([coarse[base].wrapping_add(noise), coarse[base + 1].wrapping_add(noise), coarse[base + 2].wrapping_add(noise)])
+            });
+            image.save(dir.join("images").join(format!("img_{n}.png"))).map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))
+        })
+        .collect();
+    pixels.into_iter().collect::<Result<Vec<()>>>()?;
+    for i in 0..items {
+        let caption = |k: usize| (0..8).map(|w| words[(i * 7 + k * 3 + w * 5) % words.len()]).collect::<Vec<_>>().join(" ");
+        lines.push_str(
+            &serde_json::json!({
+                "id": i, "image_0": format!("img_{}", 2 * i), "image_1": format!("img_{}", 2 * i + 1),
+                "caption_0": caption(0), "caption_1": caption(1), "tag": "Object", "secondary_tag": "",
+                "num_main_preds": 1, "collapsed_tag": "Object"
+            })
+            .to_string(),
+        );
+        lines.push('\n');
+    }
+    std::fs::write(dir.join("examples.jsonl"), lines).map_err(io("write examples.jsonl"))
+}
+
+/// `benchctl eval` as a child process: (its run JSON, wall seconds, its peak RSS in MiB).
+fn eval_child(model: &std::path::Path, suite: &std::path::Path, results: &std::path::Path, cache: &std::path::Path, extra: &[&str]) -> Result<(serde_json::Value, f64, f64)> {
+    let exe = std::env::current_exe().map_err(io("find benchctl"))?;
+    let started = Instant::now();
+    let out = std::process::Command::new(exe)
+        .args(["eval", "--suite", "winoground", "--model-path"])
+        .arg(model)
+        .arg("--data-dir")
+        .arg(suite)
+        .arg("--results-dir")
+        .arg(results)
+        .args(extra)
+        .env("BENCHCTL_CACHE", cache)
+        .output()
+        .map_err(io("run benchctl eval"))?;
+    let wall = started.elapsed().as_secs_f64();
+    if !out.status.success() {
+        return Err(Error::new(ErrorKind::Compute, format!("benchmark: benchctl eval failed: {}", String::from_utf8_lossy(&out.stderr))));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let path = stdout.lines().find_map(|l| l.strip_prefix("stored ")).ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
+    let json = serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}")))?;
+    Ok((json, wall, children_peak_rss_mib()))
+}
+
+/// The largest peak RSS of any finished child process, in MiB.
+fn children_peak_rss_mib() -> f64 {
+    #[cfg(unix)]
+    {
+        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+        // SAFETY: getrusage fills the struct it is given.
+        if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) } == 0 {
+            // SAFETY: initialised by the successful call.
+            return unsafe { usage.assume_init() }.ru_maxrss as f64 / 1024.0;
+        }
+    }
+    f64::NAN
+}
+
+/// The whole evaluation path on a Winoground-sized suite from PNG files (800 images, 800
+/// captions, scoring), with full-size random weights: the pure encoder time (preprocessed
+/// inputs, in process), a cold `benchctl eval` (decode → preprocess → encode → score, a child
+/// process, whose peak RSS is recorded) and a warm-cache re-run.
+fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
+    let items = 400;
+    let dir = std::env::temp_dir().join(format!("benchctl-bench-{}", std::process::id()));
+    let (model_dir, suite_dir) = (dir.join("model"), dir.join("suite"));
+    std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
+    let config = ClipConfig::vit_b32();
+    std::fs::write(model_dir.join("config.json"), r#"{"model_type": "clip", "text_config": {}, "vision_config": {}}"#)
+        .map_err(io("write config.json"))?;
+    std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER).map_err(io("write tokenizer.json"))?;
+    Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
+    write_suite(&suite_dir, items)?;
+    let batch = args.batch.to_string();
+    let result = (|| -> Result<Vec<PartResult>> {
+        // Encoder only: the same model and inputs, already decoded and preprocessed.
+        let suite = benchctl_suites::find("winoground")?.load(&suite_dir)?;
+        let files = benchctl_models::hub::from_dir(&model_dir)?;
+        let encoder = benchctl_models::models::clip::ClipEncoder::load(&files, DType::F32, &candle_core::Device::Cpu)?;
+        use benchctl_models::DualEncoder;
+        let prep = encoder.preprocessor().clone();
+        let images: Vec<Vec<f32>> = suite
+            .items
+            .iter()
+            .flat_map(|i| &i.images)
+            .map(|s| s.load_rgb().map(|img| prep.apply(&img)))
+            .collect::<std::result::Result<_, _>>()?;
+        let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts.iter().map(String::as_str)).collect();
+        let b = args.batch as usize;
+        let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+        let started = Instant::now();
+        for chunk in images.chunks(b) {
+            let pixels = Tensor::from_vec(chunk.concat(), (chunk.len(), 3, prep.size, prep.size), &candle_core::Device::Cpu).map_err(compute)?;
+            encoder.encode_images(&pixels)?;
+        }
+        for chunk in texts.chunks(b) {
+            encoder.encode_texts(chunk)?;
+        }
+        let encoder_s = started.elapsed().as_secs_f64();
+        drop(encoder);
+
+        let (cold_cache, results) = (dir.join("cache"), dir.join("results"));
+        let (cold, cold_wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
+        let (warm, warm_wall, _) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
+        let t = |run: &serde_json::Value, k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
+        // The evaluation proper: everything after the model is loaded.
+        let cold_s = t(&cold, "total_s") - t(&cold, "load_model_s");
+        let warm_s = t(&warm, "total_s") - t(&warm, "load_model_s");
+        let n = (2 * items) as f64;
+        Ok(vec![PartResult {
+            part: "e2e",
+            batch: b,
+            per_second: n / cold_s,
+            p50_ms: f64::NAN,
+            p90_ms: f64::NAN,
+            max_ms: f64::NAN,
+            extra: vec![
+                ("encoder_only_s", encoder_s),
+                ("e2e_s", cold_s),
+                ("e2e_over_encoder", cold_s / encoder_s),
+                ("warm_rerun_s", warm_s),
+                ("cold_over_warm", cold_s / warm_s),
+                ("cold_over_warm_wall", cold_wall / warm_wall),
+                ("eval_peak_rss_mib", rss),
+            ],
+        }])
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(("clip-vit-b32, 800 PNG images + 800 captions".to_string(), result?))
+}
+
+/// RoCOCO-scale retrieval scoring on random unit embeddings (dimension 512): 5,000 images
+/// against 50,010 captions (image-to-text) and 25,010 captions against 10,000 images
+/// (text-to-image), each query reduced to its rank, as `eval --suite rococo` does.
+fn retrieval(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
+    let _ = args;
+    let dev = candle_core::Device::Cpu;
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let unit = |n: usize| -> Result<Tensor> {
+        let x = Tensor::randn(0f32, 1.0, (n, 512), &dev).map_err(compute)?;
+        benchctl_models::models::transformer::l2_normalise(&x).map_err(compute)
+    };
+    // What `eval` ranks by: the embeddings' dot product (`DualEncoder::rank_scores`).
+    let scorer = |q: &Tensor, g: &Tensor| -> Result<Tensor> { q.matmul(&g.transpose(1, 2).map_err(compute)?).map_err(compute) };
+    let (images, captions) = (unit(5_000)?, unit(50_010)?);
+    let (queries, gallery) = (unit(25_010)?, unit(10_000)?);
+    let i2t_altered: Vec<bool> = (0..50_010).map(|c| c % 2 == 1).collect();
+    let t2i_altered: Vec<bool> = (0..10_000).map(|c| c >= 5_000).collect();
+    let mut times = Vec::new();
+    for _ in 0..args.iters {
+        let started = Instant::now();
+        let i2t = crate::retrieval::rank_gallery(&scorer, &images, &captions, &|q| (0..5).map(|k| (q * 10 + k) % 50_010).collect(), &i2t_altered)?;
+        let t2i = crate::retrieval::rank_gallery(&scorer, &queries, &gallery, &|q| vec![q % 5_000], &t2i_altered)?;
+        times.push(started.elapsed().as_secs_f64());
+        if i2t.len() != 5_000 || t2i.len() != 25_010 {
+            return Err(Error::new(ErrorKind::Compute, "benchmark: a query lost its outcome"));
+        }
+    }
+    let mut r = summarise("retrieval", 5_000 + 25_010, &times);
+    r.extra = vec![("seconds_per_pass", times.iter().sum::<f64>() / times.len() as f64)];
+    Ok(("RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(), vec![r]))
 }
 
 /// Peak resident set size of this process in MiB (Linux), if known.
@@ -117,4 +334,26 @@ pub fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// The results as JSON: the setting and, per part, its throughput, latencies and extras.
+pub fn to_json(name: &str, args: &BenchArgs, parts: &[PartResult]) -> serde_json::Value {
+    let finite = |v: f64| if v.is_finite() { serde_json::json!(v) } else { serde_json::Value::Null };
+    serde_json::json!({
+        "model": name,
+        "batch": args.batch,
+        "threads": rayon::current_num_threads(),
+        "dtype": args.dtype,
+        "peak_rss_mib": peak_rss_mib(),
+        "parts": parts.iter().map(|p| {
+            let mut part = serde_json::json!({
+                "part": p.part, "batch": p.batch, "per_second": finite(p.per_second),
+                "p50_ms": finite(p.p50_ms), "p90_ms": finite(p.p90_ms), "max_ms": finite(p.max_ms),
+            });
+            for (k, v) in &p.extra {
+                part[*k] = finite(*v);
+            }
+            part
+        }).collect::<Vec<_>>(),
+    })
 }

@@ -216,6 +216,11 @@ pub enum BenchPart {
     Image,
     Text,
     Both,
+    /// The whole evaluation path on a Winoground-sized suite of PNG files, a warm-cache
+    /// re-run, and the evaluation's peak RSS.
+    E2e,
+    /// RoCOCO-scale retrieval scoring on random embeddings.
+    Retrieval,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -241,6 +246,12 @@ pub struct BenchArgs {
     pub device: String,
     #[arg(long, default_value = "f32")]
     pub dtype: String,
+    /// Worker threads of the CPU kernels [default: all cores].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: Option<u32>,
+    /// Print the results as JSON (for scripts/bench_torch.py).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `i/n` with `i < n`.

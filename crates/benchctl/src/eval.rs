@@ -388,14 +388,20 @@ struct Tally {
 /// unsharded cold run encodes it in: encoder outputs depend in their last bits on a batch's
 /// composition, and this keeps a shard's embeddings bit-identical to the unsharded run's.
 /// Rows neither wanted nor encoded are zeros.
-fn encode_through_cache(
+///
+/// Batches are prepared (images decoded and preprocessed, on the rayon pool) one ahead, on a
+/// helper thread, while the current batch is encoded: decoding fills the gaps the encoder
+/// leaves instead of adding to its time, and work-stealing keeps both from starving.
+#[allow(clippy::too_many_arguments)]
+fn encode_through_cache<P: Send>(
     model: &dyn DualEncoder,
     keys: &[cache::Key],
     wanted: Option<&[bool]>,
     batch: usize,
     cache: &mut EmbeddingCache,
     what: &str,
-    mut encode: impl FnMut(&[usize]) -> Result<Tensor>,
+    prepare: impl Fn(&[usize]) -> Result<P> + Sync,
+    mut encode: impl FnMut(P) -> Result<Tensor>,
 ) -> Result<(Tensor, Tally)> {
     let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
     let mut rows: Vec<Option<Vec<f32>>> =
@@ -410,17 +416,33 @@ fn encode_through_cache(
     };
     let mut tally = Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
     let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
-    for chunk in &plan {
-        let encoded = to_rows(&encode(chunk)?, what)?;
-        cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
-        for (&i, e) in chunk.iter().zip(encoded) {
-            rows[i] = Some(e);
+    std::thread::scope(|scope| -> Result<()> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
+        let (plan, prepare) = (&plan, &prepare);
+        scope.spawn(move || {
+            for chunk in plan {
+                // A closed channel means the encoder stopped on an error: stop preparing.
+                if sender.send(prepare(chunk)).is_err() {
+                    break;
+                }
+            }
+        });
+        for chunk in plan {
+            let prepared = receiver
+                .recv()
+                .map_err(|_| Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped")))??;
+            let encoded = to_rows(&encode(prepared)?, what)?;
+            cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
+            for (&i, e) in chunk.iter().zip(encoded) {
+                rows[i] = Some(e);
+            }
+            tally.encoded += chunk.len();
+            tally.batches += 1;
+            bar.inc(chunk.len() as u64);
+            crate::fault::at("encode-batch", tally.batches - 1);
         }
-        tally.encoded += chunk.len();
-        tally.batches += 1;
-        bar.inc(chunk.len() as u64);
-        crate::fault::at("encode-batch", tally.batches - 1);
-    }
+        Ok(())
+    })?;
     bar.finish_and_clear();
     let dim = rows.iter().flatten().map(Vec::len).next().unwrap_or(0);
     let rows = rows
@@ -571,10 +593,13 @@ pub(crate) fn encode_images(
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
-    let (embeddings, tally) = encode_through_cache(model, &keys, wanted, batch, cache, "image", |chunk| {
+    let (prep, device) = (model.preprocessor().clone(), model.device().clone());
+    let prepare = |chunk: &[usize]| {
         let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
-        Ok(model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?)
-    })?;
+        load_pixels(&prep, &sources, &device)
+    };
+    let (embeddings, tally) =
+        encode_through_cache(model, &keys, wanted, batch, cache, "image", prepare, |pixels| Ok(model.encode_images(&pixels)?))?;
     counts.images_cached += tally.cached;
     counts.images_encoded += tally.encoded;
     counts.image_batches += tally.batches;
@@ -591,10 +616,9 @@ pub(crate) fn encode_texts(
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
     let keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
-    let (embeddings, tally) = encode_through_cache(model, &keys, wanted, batch, cache, "text", |chunk| {
-        let refs: Vec<&str> = chunk.iter().map(|&i| texts[i].as_str()).collect();
-        Ok(model.encode_texts(&refs)?)
-    })?;
+    let prepare = |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>());
+    let (embeddings, tally) =
+        encode_through_cache(model, &keys, wanted, batch, cache, "text", prepare, |refs| Ok(model.encode_texts(&refs)?))?;
     counts.texts_cached += tally.cached;
     counts.texts_encoded += tally.encoded;
     counts.text_batches += tally.batches;

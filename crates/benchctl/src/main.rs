@@ -127,7 +127,11 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Bench(args) => {
             let (name, parts) = bench::run(&args)?;
-            print(&summary::bench_table(&name, &parts, bench::peak_rss_mib()))
+            if args.json {
+                print(&bench::to_json(&name, &args, &parts).to_string())
+            } else {
+                print(&summary::bench_table(&name, &parts, bench::peak_rss_mib()))
+            }
         }
         Command::Models => print(&benchctl::summary::models_table()),
         Command::Suites => {

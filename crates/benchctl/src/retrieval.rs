@@ -21,6 +21,7 @@ use benchctl_suites::image::AlteredSource;
 use benchctl_suites::rococo::{self, altered, CaptionGallery};
 use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
+use rayon::prelude::*;
 use serde_json::json;
 
 use crate::cli::{AlterMethod, EvalArgs};
@@ -29,8 +30,9 @@ use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
 use benchctl_models::{DualEncoder, FusionEncoder, Model};
 
-/// Queries per block of the gallery matrix product.
-const QUERY_BLOCK: usize = 256;
+/// Queries per block of the gallery matrix product (a block of scores against 50K captions
+/// is 100 MB).
+const QUERY_BLOCK: usize = 512;
 
 fn compute(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
     move |e| Error::new(ErrorKind::Compute, format!("{what}: {e}"))
@@ -93,34 +95,55 @@ impl Rerank<'_> {
 /// Ranks every query (rows of `queries`) against the whole `gallery`, re-ranking each
 /// query's shortlist when `rerank` holds a fusion model and the raw inputs of both sides.
 fn rank_all(
-    model: &dyn DualEncoder,
+    scores: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>,
     queries: &Tensor,
     gallery: &Tensor,
-    matches: &dyn Fn(usize) -> Vec<usize>,
-    is_altered: &dyn Fn(usize) -> bool,
+    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &[bool],
     rerank: Option<(Rerank, Side, Side)>,
 ) -> Result<Vec<QueryOutcome>> {
     let n = queries.dim(0).map_err(compute("size queries"))?;
+    let width = gallery.dim(0).map_err(compute("size gallery"))?;
     let gallery = gallery.unsqueeze(0).map_err(compute("shape gallery"))?;
     let mut outcomes = Vec::with_capacity(n);
     for start in (0..n).step_by(QUERY_BLOCK) {
         let len = QUERY_BLOCK.min(n - start);
         let block = queries.narrow(0, start, len).and_then(|b| b.unsqueeze(0)).map_err(compute("slice queries"))?;
-        let rows = model
-            .scores(&block, &gallery)?
-            .squeeze(0)
+        // One flat buffer per block; rows are slices of it.
+        let flat = scores(&block, &gallery)?
+            .flatten_all()
             .and_then(|s| s.to_dtype(DType::F32))
-            .and_then(|s| s.to_vec2::<f32>())
+            .and_then(|s| s.to_vec1::<f32>())
             .map_err(compute("read gallery scores"))?;
-        for (i, row) in rows.iter().enumerate() {
-            let row = match rerank {
-                Some((r, q, g)) => r.rerank(row, start + i, q, g)?,
-                None => row.clone(),
-            };
-            outcomes.push(retrieval::query_outcome(&row, &matches(start + i), is_altered)?);
+        match rerank {
+            Some((r, q, g)) => {
+                for (i, row) in flat.chunks(width).enumerate() {
+                    let row = r.rerank(row, start + i, q, g)?;
+                    outcomes.push(retrieval::query_outcome(&row, &matches(start + i), altered)?);
+                }
+            }
+            // Each row's reduction is independent: all cores, in order.
+            None => outcomes.extend(
+                flat.par_chunks(width)
+                    .enumerate()
+                    .map(|(i, row)| retrieval::query_outcome(row, &matches(start + i), altered))
+                    .collect::<std::result::Result<Vec<_>, _>>()?,
+            ),
         }
     }
     Ok(outcomes)
+}
+
+/// Ranks every query against the whole gallery (blocked matrix products, outcomes reduced
+/// on all cores): what RoCOCO scoring does, exposed for `benchctl bench --part retrieval`.
+pub fn rank_gallery(
+    scores: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>,
+    queries: &Tensor,
+    gallery: &Tensor,
+    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &[bool],
+) -> Result<Vec<QueryOutcome>> {
+    rank_all(scores, queries, gallery, matches, altered, None)
 }
 
 /// One gallery's outcomes, named for the report and dump.
@@ -152,7 +175,7 @@ fn image_to_text(
             originals[image].push(c);
         }
     }
-    rank_all(model, images, captions, &|q| originals[q].clone(), &|c| gallery.altered[c], rerank)
+    rank_all(&|q, g| Ok(model.rank_scores(q, g)?), images, captions, &|q| originals[q].clone(), &gallery.altered, rerank)
 }
 
 /// Runs the RoCOCO evaluation.
@@ -214,7 +237,8 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let clean_captions = &gallery_rows[0];
     let image_of = &data.clean.image_of;
     let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
-    let outcomes = rank_all(encoder, clean_captions, &image_table, &|q| vec![image_of[q]], &|_| false, rerank)?;
+    let scores = |q: &Tensor, g: &Tensor| -> Result<Tensor> { Ok(encoder.rank_scores(q, g)?) };
+    let outcomes = rank_all(&scores, clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank)?;
     results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
     let mut score_s = score_started.elapsed().as_secs_f64();
     for &method in &args.rococo_methods {
@@ -241,9 +265,10 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                 encode_images_s += t.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
+                let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
                 let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
                 let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
-                let outcomes = rank_all(encoder, clean_captions, &gallery, &|q| vec![image_of[q]], &|c| c >= n, rerank)?;
+                let outcomes = rank_all(&scores, clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank)?;
                 results.push(GalleryResult {
                     name: format!("{}{}_seed{seed}", method.name(), lambda / 10),
                     direction: "t2i",

@@ -66,13 +66,18 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
             Cell::new(r.part),
             right(r.batch.to_string()),
             right(format!("{:.2}", r.per_second)),
-            right(format!("{:.1}", r.p50_ms)),
-            right(format!("{:.1}", r.p90_ms)),
-            right(format!("{:.1}", r.max_ms)),
+            right(if r.p50_ms.is_finite() { format!("{:.1}", r.p50_ms) } else { "–".into() }),
+            right(if r.p90_ms.is_finite() { format!("{:.1}", r.p90_ms) } else { "–".into() }),
+            right(if r.max_ms.is_finite() { format!("{:.1}", r.max_ms) } else { "–".into() }),
         ]);
     }
     let rss = peak_rss_mib.map(|m| format!(", peak RSS {m:.0} MiB")).unwrap_or_default();
-    format!("{model} (random weights){rss}\n{t}")
+    let extras: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.extra.iter().map(move |(k, v)| format!("{} {k} = {v:.3}", r.part)))
+        .collect();
+    let extras = if extras.is_empty() { String::new() } else { format!("\n{}", extras.join("\n")) };
+    format!("{model} (random weights){rss}\n{t}{extras}")
 }
 
 /// `benchctl models`: every zoo entry with what it needs and offers.

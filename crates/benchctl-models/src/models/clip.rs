@@ -303,6 +303,15 @@ impl Clip {
         Self::from_weights(config, &w)
     }
 
+    /// Writes a model of this shape with random weights as `model.safetensors` (Hugging Face
+    /// naming) to `path`: full-size benchmarks of the whole evaluation path, no download.
+    pub fn save_random(config: &ClipConfig, path: &Path) -> Result<()> {
+        let varmap = candle_nn::VarMap::new();
+        let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+        drop(Self::from_weights(config.clone(), &Weights::from_var_builder(vb, "random weights").random())?);
+        varmap.save(path).map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
+    }
+
     /// A model from tensors in Hugging Face naming (e.g. converted from OpenAI's naming);
     /// `source` names them in errors.
     pub fn from_tensors(
@@ -465,6 +474,10 @@ impl ClipEncoder {
 }
 
 impl DualEncoder for ClipEncoder {
+    fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        pairwise_dot(images, texts).map_err(|e| Error::compute("rank", e))
+    }
+
     fn device(&self) -> &Device {
         self.model.device()
     }

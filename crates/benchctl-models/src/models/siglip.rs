@@ -280,6 +280,10 @@ impl SiglipEncoder {
 }
 
 impl DualEncoder for SiglipEncoder {
+    fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        pairwise_dot(images, texts).map_err(|e| Error::compute("rank", e))
+    }
+
     fn device(&self) -> &Device {
         &self.model.device
     }

@@ -297,5 +297,7 @@ pub fn l2_normalise(xs: &Tensor) -> candle_core::Result<Tensor> {
 
 /// `(n, K, d)` × `(n, L, d)` → `(n, K, L)` dot products.
 pub(crate) fn pairwise_dot(images: &Tensor, texts: &Tensor) -> candle_core::Result<Tensor> {
-    images.matmul(&texts.transpose(D::Minus1, D::Minus2)?.contiguous()?)
+    // A transposed view, not a copy: the matmul reads the strides (a copy of a whole
+    // retrieval gallery per query block would cost more than the product).
+    images.matmul(&texts.transpose(D::Minus1, D::Minus2)?)
 }

@@ -23,32 +23,83 @@ pub struct QueryOutcome {
 }
 
 /// The outcome of one query from its scores against the whole gallery. `matches` lists the
-/// matching candidates; `is_altered(c)` tells which candidates are altered samples.
-pub fn query_outcome(scores: &[f32], matches: &[usize], is_altered: impl Fn(usize) -> bool) -> Result<QueryOutcome> {
-    if let Some(c) = scores.iter().position(|s| s.is_nan()) {
-        return Err(Error::new(format!("score of gallery candidate {c} is NaN")));
-    }
-    let best_match = matches
-        .iter()
-        .map(|&c| {
-            scores.get(c).copied().ok_or_else(|| Error::new(format!("matching candidate {c} is outside a gallery of {}", scores.len())))
-        })
-        .try_fold(f32::NEG_INFINITY, |best, s| s.map(|s| best.max(s)))?;
+/// matching candidates; `altered[c]` tells which candidates are altered samples (an empty
+/// slice: none are).
+pub fn query_outcome(scores: &[f32], matches: &[usize], altered: &[bool]) -> Result<QueryOutcome> {
     if matches.is_empty() {
         return Err(Error::new("a query needs at least one matching candidate"));
     }
-    let (mut rank, mut best_altered, mut best_other) = (0, f32::NEG_INFINITY, f32::NEG_INFINITY);
-    for (c, &s) in scores.iter().enumerate() {
-        if !matches.contains(&c) && s >= best_match {
-            rank += 1;
+    if !altered.is_empty() && altered.len() != scores.len() {
+        return Err(Error::new(format!("{} altered flags for a gallery of {}", altered.len(), scores.len())));
+    }
+    let mut best_match = f32::NEG_INFINITY;
+    for &c in matches {
+        let s = scores
+            .get(c)
+            .copied()
+            .ok_or_else(|| Error::new(format!("matching candidate {c} is outside a gallery of {}", scores.len())))?;
+        best_match = best_match.max(s);
+    }
+    let scan = scan(scores, altered, best_match);
+    if scan.nan {
+        let c = scores.iter().position(|s| s.is_nan()).unwrap_or(0);
+        return Err(Error::new(format!("score of gallery candidate {c} is NaN")));
+    }
+    // Every candidate at or above the best match, less the matches among them.
+    let mut distinct = matches.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let rank = scan.at_or_above - distinct.iter().filter(|&&c| scores[c] >= best_match).count();
+    Ok(QueryOutcome { rank, top1_altered: scan.best_altered >= scan.best_other })
+}
+
+/// One pass over a query's scores.
+struct Scan {
+    at_or_above: usize,
+    best_altered: f32,
+    best_other: f32,
+    nan: bool,
+}
+
+// Branch-free and inlined into each caller, so the runtime-selected AVX-512 copy below
+// vectorises it (a gallery holds up to 50K candidates per query).
+#[inline(always)]
+fn scan_generic(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
+    let (mut at_or_above, mut best_altered, mut best_other, mut nan) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY, false);
+    if altered.is_empty() {
+        for &s in scores {
+            at_or_above += (s >= threshold) as usize;
+            best_other = if s > best_other { s } else { best_other };
+            nan |= s.is_nan();
         }
-        if is_altered(c) {
-            best_altered = best_altered.max(s);
-        } else {
-            best_other = best_other.max(s);
+    } else {
+        for (&s, &a) in scores.iter().zip(altered) {
+            at_or_above += (s >= threshold) as usize;
+            let (alt, other) = if a { (s, f32::NEG_INFINITY) } else { (f32::NEG_INFINITY, s) };
+            best_altered = if alt > best_altered { alt } else { best_altered };
+            best_other = if other > best_other { other } else { best_other };
+            nan |= s.is_nan();
         }
     }
-    Ok(QueryOutcome { rank, top1_altered: best_altered >= best_other })
+    Scan { at_or_above, best_altered, best_other, nan }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
+unsafe fn scan_avx512(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
+    scan_generic(scores, altered, threshold)
+}
+
+fn scan(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return unsafe { scan_avx512(scores, altered, threshold) };
+    }
+    scan_generic(scores, altered, threshold)
 }
 
 /// R@1, R@5, R@10 and RSMS of a set of queries, as percentages.
