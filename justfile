@@ -43,3 +43,9 @@ baselines:
 # Evaluate one shard of a big suite (e.g. one per GPU or Slurm array task), then merge.
 shard i n model="clip-vit-b32" suite="eqben":
     cargo run --release -p benchctl -- eval --model {{model}} --suite {{suite}} --shard {{i}}/{{n}} --results-dir results/shards/{{i}}
+
+# benchctl and PyTorch (transformers) side by side on the same architecture, batch and
+# threads, with their ratio (needs the Python packages in scripts/requirements.txt).
+bench-vs-torch batch="32" threads="2":
+    cargo build --release -p benchctl
+    python3 scripts/bench_torch.py --benchctl target/release/benchctl --batch {{batch}} --threads {{threads}}
