@@ -238,27 +238,27 @@ mod tests {
     }
 
     #[test]
-    fn fused_dense_matches_matmul_plus_bias() {
+    fn fused_dense_matches_matmul_plus_bias() -> candle_core::Result<()> {
         let dev = candle_core::Device::Cpu;
         for (m, k, n) in [(1, 3, 5), (37, 64, 24), (200, 96, 130)] {
-            let x = Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
-            let w = Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
-            let b = Tensor::randn(0f32, 1.0, n, &dev).unwrap();
-            let fused = dense_2d(&x, &w, Some(&b)).unwrap();
-            let plain = x.matmul(&w.t().unwrap()).unwrap().broadcast_add(&b).unwrap();
-            let d = (fused - plain).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+            let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
+            let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
+            let b = Tensor::randn(0f32, 1.0, n, &dev)?;
+            let fused = dense_2d(&x, &w, Some(&b))?;
+            let plain = x.matmul(&w.t()?)?.broadcast_add(&b)?;
+            let d = (fused - plain)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
             assert!(d < 1e-4, "({m}, {k}, {n}): {d}");
         }
+        Ok(())
     }
 
     #[test]
-    fn fused_activations_match_the_composed_ones() {
-        let xs = Tensor::arange(-4000f32, 4000f32, &candle_core::Device::Cpu).unwrap().affine(0.002, 0.0).unwrap();
+    fn fused_activations_match_the_composed_ones() -> candle_core::Result<()> {
+        let xs = Tensor::arange(-4000f32, 4000f32, &candle_core::Device::Cpu)?.affine(0.002, 0.0)?;
         for act in [Activation::QuickGelu, Activation::Gelu, Activation::GeluTanh] {
-            let fused = apply(act, &xs).unwrap();
-            let composed = act.apply_composed(&xs).unwrap();
-            let d = (fused - composed).unwrap().abs().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+            let d = (apply(act, &xs)? - act.apply_composed(&xs)?)?.abs()?.max(0)?.to_scalar::<f32>()?;
             assert!(d < 1e-6, "{act:?}: {d}");
         }
+        Ok(())
     }
 }

@@ -89,7 +89,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         },
         Command::Score(args) => {
             let (suite, report) = score::run(&args)?;
-            print(&summary::report_table(&format!("{} on {}", args.scores.display(), suite.id), &report))?;
+            print(&summary::report_table(&format!("{} on {suite}", args.scores.display()), &report))?;
             let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| Error::results(format!("format report: {e}")))?;
             print(&json)
         }

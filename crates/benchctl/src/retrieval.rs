@@ -278,7 +278,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             }
         }
     }
-    let report = report(&results, args)?;
+    let report = report(&results)?;
     let dump = results
         .iter()
         .flat_map(|r| {
@@ -326,7 +326,7 @@ fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
 
 /// The RoCOCO report: R@k (and RSMS, drop rate) per gallery, altered image galleries
 /// averaged over seeds, plus the means over the altered galleries of each direction.
-fn report(results: &[GalleryResult], args: &EvalArgs) -> Result<Report> {
+fn report(results: &[GalleryResult]) -> Result<Report> {
     let find = |name: &str, direction: &str| results.iter().find(|r| r.name == name && r.direction == direction);
     let summary = |r: &GalleryResult| retrieval::summarise(&r.outcomes).map_err(Error::from);
     let mut metrics: Vec<(String, f64)> = Vec::new();
@@ -357,28 +357,26 @@ fn report(results: &[GalleryResult], args: &EvalArgs) -> Result<Report> {
             push(&format!("{set}_i2t"), &s, Some(clean_i2t.r1));
         }
     }
+    // Altered image galleries `<method><λ/10>_seed<s>`, averaged over seeds, in the order
+    // they were scored (methods, then λ, then seeds, as the flags list them).
     let mut t2i_r1 = Vec::new();
-    for &method in &args.rococo_methods {
-        let name = match method {
-            AlterMethod::Mix => "mix",
-            AlterMethod::Patch => "patch",
-        };
-        for &lambda in &args.rococo_lambdas {
-            let per_seed = args
-                .rococo_seeds
-                .iter()
-                .filter_map(|seed| find(&format!("{name}{}_seed{seed}", lambda / 10), "t2i"))
-                .map(summary)
-                .collect::<Result<Vec<_>>>()?;
-            if per_seed.is_empty() {
-                continue;
-            }
-            let k = per_seed.len() as f64;
-            let mean = |f: fn(&RetrievalScores) -> f64| per_seed.iter().map(f).sum::<f64>() / k;
-            let s = RetrievalScores { r1: mean(|s| s.r1), r5: mean(|s| s.r5), r10: mean(|s| s.r10), rsms: mean(|s| s.rsms) };
-            t2i_r1.push(s.r1);
-            push(&format!("{name}{}_t2i", lambda / 10), &s, Some(clean_t2i.r1));
+    let mut groups: Vec<(String, Vec<&GalleryResult>)> = Vec::new();
+    for r in results.iter().filter(|r| r.direction == "t2i" && r.name != "clean") {
+        let group = r.name.rsplit_once("_seed").map(|(g, _)| g).ok_or_else(|| {
+            Error::new(ErrorKind::Data, format!("report rococo: gallery `{}` is not <method><λ>_seed<seed>", r.name))
+        })?;
+        match groups.iter_mut().find(|(g, _)| g == group) {
+            Some((_, members)) => members.push(r),
+            None => groups.push((group.to_string(), vec![r])),
         }
+    }
+    for (group, members) in &groups {
+        let per_seed = members.iter().map(|r| summary(r)).collect::<Result<Vec<_>>>()?;
+        let k = per_seed.len() as f64;
+        let mean = |f: fn(&RetrievalScores) -> f64| per_seed.iter().map(f).sum::<f64>() / k;
+        let s = RetrievalScores { r1: mean(|s| s.r1), r5: mean(|s| s.r5), r10: mean(|s| s.r10), rsms: mean(|s| s.rsms) };
+        t2i_r1.push(s.r1);
+        push(&format!("{group}_t2i"), &s, Some(clean_t2i.r1));
     }
     for (name, values) in [("i2t_r1_altered_mean", &i2t_r1), ("t2i_r1_altered_mean", &t2i_r1)] {
         if !values.is_empty() {
@@ -389,3 +387,38 @@ fn report(results: &[GalleryResult], args: &EvalArgs) -> Result<Report> {
     Ok(Report { items, metrics, breakdowns: Vec::new() })
 }
 
+
+/// The RoCOCO report recomputed from a score dump of `eval --suite rococo` (one line per
+/// query and gallery: `gallery`, `direction`, `query`, `rank`, `top1_altered`), exactly as
+/// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
+pub fn report_from_dump(path: &Path) -> Result<Report> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
+    let mut results: Vec<GalleryResult> = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let at = format!("{} line {}", path.display(), i + 1);
+        let bad = |what: &str| Error::new(ErrorKind::Data, format!("parse {at}: {what}"));
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&e.to_string()))?;
+        let name = v.get("gallery").and_then(|g| g.as_str()).ok_or_else(|| bad("missing string `gallery`"))?;
+        let direction = match v.get("direction").and_then(|d| d.as_str()) {
+            Some("i2t") => "i2t",
+            Some("t2i") => "t2i",
+            _ => return Err(bad("`direction` must be \"i2t\" or \"t2i\"")),
+        };
+        let query = v.get("query").and_then(|q| q.as_u64()).ok_or_else(|| bad("missing number `query`"))? as usize;
+        let rank = v.get("rank").and_then(|r| r.as_u64()).ok_or_else(|| bad("missing number `rank`"))? as usize;
+        let top1_altered = v.get("top1_altered").and_then(|t| t.as_bool()).ok_or_else(|| bad("missing boolean `top1_altered`"))?;
+        let index = match results.iter().position(|r| r.name == name && r.direction == direction) {
+            Some(i) => i,
+            None => {
+                results.push(GalleryResult { name: name.to_string(), direction, outcomes: Vec::new() });
+                results.len() - 1
+            }
+        };
+        let gallery = &mut results[index];
+        if query != gallery.outcomes.len() {
+            return Err(bad(&format!("query {query} of {name} {direction} is out of order (expected {})", gallery.outcomes.len())));
+        }
+        gallery.outcomes.push(QueryOutcome { rank, top1_altered });
+    }
+    report(&results)
+}

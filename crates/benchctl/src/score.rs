@@ -12,9 +12,14 @@ use serde_json::Value;
 use crate::cli::{ScoreArgs, ScoreFormat, ScoreKindArg};
 use crate::{submission, Error, ErrorKind, Result};
 
-/// Reads the scores, fills the suite's score tensor and computes its metrics.
-pub fn run(args: &ScoreArgs) -> Result<(Suite, Report)> {
+/// Reads the scores, fills the suite's score tensor and computes its metrics; returns the
+/// suite's id and its report. RoCOCO takes `eval`'s per-query dump (its scores are ranks
+/// against whole galleries, not K×L matrices).
+pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
     let info = benchctl_suites::find(&args.suite)?;
+    if let benchctl_suites::SuiteKind::Galleries = info.kind {
+        return Ok((info.id.to_string(), crate::retrieval::report_from_dump(&args.scores)?));
+    }
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     let suite = info.load(&data_dir)?;
     let format = match args.format {
@@ -34,7 +39,7 @@ pub fn run(args: &ScoreArgs) -> Result<(Suite, Report)> {
     }
     let scores = matrices.finish(&args.scores, args.score_kind)?;
     let report = suite.evaluate(&scores)?;
-    Ok((suite, report))
+    Ok((suite.id.to_string(), report))
 }
 
 fn detect_format(path: &Path) -> Result<ScoreFormat> {

@@ -2,10 +2,33 @@
 
 mod common;
 
-use common::eval_tiny;
+use common::{benchctl, dump_path, eval_tiny, stderr, stdout};
 
 fn eval(data: &std::path::Path, results: &std::path::Path) -> serde_json::Value {
     eval_tiny("rococo", data, results, &["--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16"]).1
+}
+
+#[test]
+fn score_recomputes_the_rococo_report_from_the_dump() {
+    let data = tempfile::tempdir().unwrap();
+    benchctl_testkit::rococo_layout(data.path(), 8);
+    let results = tempfile::tempdir().unwrap();
+    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "patch,mix", "--rococo-lambdas", "800", "--rococo-seeds", "2,0"]);
+    let dump = dump_path(&path, &run);
+    let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(report, run["report"], "the same metrics, in the same order, from the dump alone");
+
+    // A dump line out of order is named.
+    let mut lines: Vec<String> = std::fs::read_to_string(&dump).unwrap().lines().map(String::from).collect();
+    lines.swap(0, 1);
+    let broken = results.path().join("broken.jsonl");
+    std::fs::write(&broken, lines.join("\n")).unwrap();
+    let out = benchctl(&["score", "--suite", "rococo", "--scores", broken.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("line 1: query 1 of clean i2t is out of order (expected 0)"), "{}", stderr(&out));
 }
 
 #[test]

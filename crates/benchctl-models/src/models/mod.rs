@@ -15,3 +15,14 @@ pub(crate) fn read_config<T: serde::de::DeserializeOwned>(path: &std::path::Path
         .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))
 }
+
+/// A ViT's input must split into whole patches.
+pub(crate) fn check_patch_grid(path: &std::path::Path, image_size: usize, patch_size: usize) -> Result<()> {
+    if patch_size == 0 || image_size % patch_size != 0 {
+        return Err(Error::new(
+            ErrorKind::BadConfig,
+            format!("use {}: vision_config.image_size {image_size} is not a multiple of patch_size {patch_size}", path.display()),
+        ));
+    }
+    Ok(())
+}

@@ -98,12 +98,7 @@ impl SiglipConfig {
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let config: Self = super::read_config(path)?;
         let v = &config.vision_config;
-        if v.patch_size == 0 || v.image_size % v.patch_size != 0 {
-            return Err(Error::new(
-                ErrorKind::BadConfig,
-                format!("use {}: vision_config.image_size {} is not a multiple of patch_size {}", path.display(), v.image_size, v.patch_size),
-            ));
-        }
+        super::check_patch_grid(path, v.image_size, v.patch_size)?;
         let t = &config.text_config;
         if t.projection_size.unwrap_or(t.hidden_size) != v.hidden_size {
             return Err(Error::new(
