@@ -12,6 +12,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Evaluate a model on a suite and store the run under the results directory.
     Eval(EvalArgs),

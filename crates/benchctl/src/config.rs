@@ -64,7 +64,7 @@ pub fn expand(path: &Path, defaults: &EvalArgs) -> Result<Vec<EvalArgs>> {
         if block.models.is_empty() && block.model_paths.is_empty() {
             return Err(Error::new(ErrorKind::Usage, format!("use run spec {}: runs[{b}] names no models or model_paths", path.display())));
         }
-        for suite in block.data_dirs.keys().filter(|s| !block.suites.contains(s)) {
+        if let Some(suite) = block.data_dirs.keys().find(|s| !block.suites.contains(s)) {
             return Err(Error::new(ErrorKind::Usage, format!("use run spec {}: runs[{b}].data_dirs names `{suite}`, which is not in its suites", path.display())));
         }
         let models = block

@@ -165,7 +165,9 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
     const PLOT_W: f64 = 460.0;
     const ROW_H: f64 = 28.0;
     const TOP: f64 = 40.0;
-    let values: Vec<(String, f64, Option<(f64, f64)>)> = rows
+    // (model, value, interval) of each row that has the metric.
+    type Bar = (String, f64, Option<(f64, f64)>);
+    let values: Vec<Bar> = rows
         .iter()
         .filter_map(|r| {
             let v = r.report.metric(metric)?;

@@ -205,7 +205,7 @@ const PLAIN_VALUES: &[(&str, &str)] = &[
 fn check_plain(tower: &str, other: &HashMap<String, serde_json::Value>, path: &std::path::Path) -> Result<()> {
     for (key, plain) in PLAIN_VALUES {
         if let Some(value) = other.get(*key) {
-            if value.to_string() != *plain {
+            if value.to_string().as_str() != *plain {
                 return Err(Error::new(
                     ErrorKind::BadConfig,
                     format!("use {}: model_cfg.{tower}.{key} = {value} is not supported (only {plain})", path.display()),
