@@ -71,7 +71,12 @@ impl ScoreTensor {
 
     /// An empty tensor of match probabilities: values outside [0, 1] are rejected.
     pub fn probabilities() -> Self {
-        Self { kind: ScoreKind::Probability, ..Self::default() }
+        Self::of_kind(ScoreKind::Probability)
+    }
+
+    /// An empty tensor of scores of this kind.
+    pub fn of_kind(kind: ScoreKind) -> Self {
+        Self { kind, ..Self::default() }
     }
 
     pub fn kind(&self) -> ScoreKind {

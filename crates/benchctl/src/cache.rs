@@ -162,6 +162,7 @@ impl EmbeddingCache {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal of bytes (digests in run records and file names).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use benchctl_scoring::metrics::{higher_is_better, stats};
 use serde_json::Value;
 
-use crate::cli::{CompareArgs, ScoreKindArg};
+use crate::cli::CompareArgs;
 use crate::results::{Run, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 use crate::store::Store;
 use crate::{Error, ErrorKind, Result};
@@ -45,13 +45,6 @@ pub struct Change {
     pub max_score_change: Option<f64>,
 }
 
-fn label(run: &Run) -> String {
-    match run.model.score.as_deref() {
-        Some(head @ ("itm" | "itc")) => format!("{} ({head})", run.model.id),
-        _ => run.model.id.clone(),
-    }
-}
-
 /// Run files named directly or found (`*.json`) in directories, sorted.
 fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
@@ -70,10 +63,9 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 fn read_run_file(path: &Path) -> Result<ComparedRun> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-    let json: Value = serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
-    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
-    let lines = json.get("scores_file").and_then(Value::as_str).map(|f| path.with_file_name(f)).and_then(|dump| {
+    let crate::results::RunFile { run, dump } = crate::results::read_run_file(path)?;
+    // Without a readable dump the comparison still runs, without paired statistics.
+    let lines = dump.and_then(|dump| {
         let text = std::fs::read_to_string(dump).ok()?;
         text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).ok()).collect::<Option<Vec<Value>>>()
     });
@@ -111,8 +103,8 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
     };
     let mut changes = Vec::new();
     for current in &currents {
-        let key = (label(&current.run), current.run.suite.id.clone());
-        let baseline = baselines.iter().find(|b| (label(&b.run), b.run.suite.id.clone()) == key).ok_or_else(|| {
+        let key = (current.run.label(), current.run.suite.id.clone());
+        let baseline = baselines.iter().find(|b| (b.run.label(), b.run.suite.id.clone()) == key).ok_or_else(|| {
             Error::results(format!("compare {}: the baseline has no run of {} on {}", current.source, key.0, key.1))
         })?;
         changes.extend(compare_pair(baseline, current, args.tolerance)?);
@@ -128,10 +120,7 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
         return None;
     }
     let suite = benchctl_suites::find(&current.run.suite.id).ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
-    let kind = match current.run.model.score.as_deref() {
-        Some("sigmoid" | "itm") => ScoreKindArg::Probability,
-        _ => ScoreKindArg::Similarity,
-    };
+    let kind = current.run.model.score_kind();
     let sa = crate::score::from_lines(&suite, a, &baseline.source, kind).ok()?;
     let sb = crate::score::from_lines(&suite, b, &current.source, kind).ok()?;
     stats::paired(suite.summary, &sa, &sb, &suite.item_views(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
@@ -183,7 +172,7 @@ fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option
                     None => drop > DEFAULT_TOLERANCE || (drop > 0.0 && significant),
                 };
             Change {
-                model: label(&current.run),
+                model: current.run.label(),
                 suite: current.run.suite.id.clone(),
                 metric: metric.clone(),
                 baseline: base,

@@ -118,6 +118,20 @@ pub struct Counts {
     pub pairs_cached: usize,
 }
 
+impl Counts {
+    /// Adds another run's encoding and cache work (not its unique-input totals).
+    pub fn add_work(&mut self, other: &Counts) {
+        self.images_encoded += other.images_encoded;
+        self.image_batches += other.image_batches;
+        self.texts_encoded += other.texts_encoded;
+        self.text_batches += other.text_batches;
+        self.images_cached += other.images_cached;
+        self.texts_cached += other.texts_cached;
+        self.pairs_scored += other.pairs_scored;
+        self.pairs_cached += other.pairs_cached;
+    }
+}
+
 /// A finished evaluation, not yet stored.
 pub struct Evaluation {
     pub run: Run,
@@ -261,7 +275,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
             hash.update([0]);
         }
     }
-    Ok(hash.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(cache::hex(&hash.finalize()))
 }
 
 /// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the
@@ -506,10 +520,7 @@ impl PairTable {
     }
 
     fn score_tensor(&self, suite: &Suite, values: &[f32], kind: benchctl_scoring::ScoreKind) -> Result<ScoreTensor> {
-        let mut tensor = match kind {
-            benchctl_scoring::ScoreKind::Probability => ScoreTensor::probabilities(),
-            benchctl_scoring::ScoreKind::Similarity => ScoreTensor::new(),
-        };
+        let mut tensor = ScoreTensor::of_kind(kind);
         for (item, these) in suite.items.iter().zip(&self.item_pairs) {
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
@@ -679,10 +690,7 @@ fn score_items(
             }
         }
     }
-    let mut tensor = match model.score_kind() {
-        benchctl_scoring::ScoreKind::Probability => ScoreTensor::probabilities(),
-        benchctl_scoring::ScoreKind::Similarity => ScoreTensor::new(),
-    };
+    let mut tensor = ScoreTensor::of_kind(model.score_kind());
     for (item, values) in suite.items.iter().zip(&per_item) {
         tensor.push(item.images.len(), item.texts.len(), values).map_err(|e| {
             Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))

@@ -22,7 +22,7 @@ fn headline(suite: &str, run: &Run) -> String {
 fn latest(runs: &[Run]) -> BTreeMap<String, BTreeMap<String, &Run>> {
     let mut by_suite: BTreeMap<String, BTreeMap<String, &Run>> = BTreeMap::new();
     for run in runs.iter().filter(|r| r.shard.is_none()) {
-        let slot = by_suite.entry(run.suite.id.clone()).or_default().entry(model_label(run)).or_insert(run);
+        let slot = by_suite.entry(run.suite.id.clone()).or_default().entry(run.label()).or_insert(run);
         if run.started_at > slot.started_at {
             *slot = run;
         }
@@ -81,13 +81,7 @@ pub fn render(runs: &[Run]) -> String {
         let _ = writeln!(out, "{row}");
     }
     for (suite, models) in &by_suite {
-        let Some(first) = models.values().next() else { continue };
-        let key = headline(suite, first);
-        let mut rows: Vec<&Run> = models.values().copied().collect();
-        rows.sort_by(|a, b| {
-            let (x, y) = (a.report.metric(&key).unwrap_or(f64::MIN), b.report.metric(&key).unwrap_or(f64::MIN));
-            y.total_cmp(&x).then_with(|| model_label(a).cmp(&model_label(b)))
-        });
+        let (Some((key, rows)), Some(first)) = (ranked(suite, models), models.values().next()) else { continue };
         let metric_names: Vec<String> = first.report.metrics.iter().map(|(n, _)| n.clone()).collect();
         let best: Vec<Option<f64>> = metric_names
             .iter()
@@ -105,7 +99,7 @@ pub fn render(runs: &[Run]) -> String {
         }
         let _ = writeln!(out, "{header} Items | Revision | Dtype | Date |\n{rule}---:|---|---|---|");
         for run in rows {
-            let mut row = format!("| {} |", model_label(run));
+            let mut row = format!("| {} |", run.label());
             for (m, best) in metric_names.iter().zip(&best) {
                 let cell = match run.report.metric(m) {
                     Some(v) if Some(v) == *best => with_interval(format!("**{v:.2}**"), run, m),
@@ -122,13 +116,16 @@ pub fn render(runs: &[Run]) -> String {
     out
 }
 
-/// A model's name on the leaderboard: its id, and the score head for models with several
-/// (BLIP's ITM and ITC are different entries).
-fn model_label(run: &Run) -> String {
-    match run.model.score.as_deref() {
-        Some(head @ ("itm" | "itc")) => format!("{} ({head})", run.model.id),
-        _ => run.model.id.clone(),
-    }
+/// A suite's headline metric and its runs, best first (ties by model label).
+fn ranked<'a>(suite: &str, models: &BTreeMap<String, &'a Run>) -> Option<(String, Vec<&'a Run>)> {
+    let first = models.values().next()?;
+    let key = headline(suite, first);
+    let mut rows: Vec<&Run> = models.values().copied().collect();
+    rows.sort_by(|a, b| {
+        let (x, y) = (a.report.metric(&key).unwrap_or(f64::MIN), b.report.metric(&key).unwrap_or(f64::MIN));
+        y.total_cmp(&x).then_with(|| a.label().cmp(&b.label()))
+    });
+    Some((key, rows))
 }
 
 /// `value ±h` where the run has an interval for `metric`.
@@ -144,13 +141,7 @@ fn with_interval(value: String, run: &Run, metric: &str) -> String {
 pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (suite, models) in latest(runs) {
-        let Some(first) = models.values().next() else { continue };
-        let key = headline(&suite, first);
-        let mut rows: Vec<&Run> = models.values().copied().collect();
-        rows.sort_by(|a, b| {
-            let (x, y) = (a.report.metric(&key).unwrap_or(f64::MIN), b.report.metric(&key).unwrap_or(f64::MIN));
-            y.total_cmp(&x).then_with(|| model_label(a).cmp(&model_label(b)))
-        });
+        let Some((key, rows)) = ranked(&suite, &models) else { continue };
         out.push((format!("{suite}.svg"), bar_chart(&suite, &key, &rows)));
     }
     out
@@ -171,7 +162,7 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
         .iter()
         .filter_map(|r| {
             let v = r.report.metric(metric)?;
-            Some((model_label(r), v, r.interval(metric).map(|i| (i.low, i.high))))
+            Some((r.label(), v, r.interval(metric).map(|i| (i.low, i.high))))
         })
         .collect();
     // Percentages on a 0–100 axis; other metrics (deviations) on 0 to their largest value.

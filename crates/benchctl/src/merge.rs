@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{MergeArgs, ScoreKindArg};
+use crate::cli::MergeArgs;
 use crate::eval::{bootstrap_intervals, fingerprint, Counts, Evaluation};
 use crate::results::{self, Run, Timings};
 use crate::{Error, ErrorKind, Result};
@@ -29,17 +29,10 @@ struct ShardRun {
 }
 
 fn read_shard(path: &Path) -> Result<ShardRun> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
-    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
+    let results::RunFile { run, dump } = results::read_run_file(path)?;
     let shard = run.shard.clone().ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
     let (index, count) = crate::cli::parse_shard(&shard).map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
-    let dump = json
-        .get("scores_file")
-        .and_then(|f| f.as_str())
-        .map(|f| path.with_file_name(f))
-        .ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
+    let dump = dump.ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
     Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
 }
 
@@ -79,31 +72,17 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
             format!("merge: the data in {} is not the data the shards evaluated (fingerprints differ)", data_dir.display()),
         ));
     }
-    let kind = match base.model.score.as_deref() {
-        Some("sigmoid" | "itm") => ScoreKindArg::Probability,
-        _ => ScoreKindArg::Similarity,
-    };
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
-    let scores = crate::score::from_dumps(&suite, &dumps, kind)?;
+    let scores = crate::score::from_dumps(&suite, &dumps, base.model.score_kind())?;
     let report = suite.evaluate(&scores)?;
     let intervals = bootstrap_intervals(&suite, &scores)?;
 
+    // The shards' work and time add up; the unique inputs are the suite's, the same in each.
     let mut counts = Counts { unique_images: base.counts.unique_images, unique_texts: base.counts.unique_texts, ..Default::default() };
-    let mut timings = Timings { load_model_s: 0.0, encode_images_s: 0.0, encode_texts_s: 0.0, score_s: 0.0, total_s: 0.0 };
+    let mut timings = Timings::default();
     for s in &shards {
-        let c = &s.run.counts;
-        counts.images_encoded += c.images_encoded;
-        counts.image_batches += c.image_batches;
-        counts.texts_encoded += c.texts_encoded;
-        counts.text_batches += c.text_batches;
-        counts.images_cached += c.images_cached;
-        counts.texts_cached += c.texts_cached;
-        let t = &s.run.timings;
-        timings.load_model_s += t.load_model_s;
-        timings.encode_images_s += t.encode_images_s;
-        timings.encode_texts_s += t.encode_texts_s;
-        timings.score_s += t.score_s;
-        timings.total_s += t.total_s;
+        counts.add_work(&s.run.counts);
+        timings.add(&s.run.timings);
     }
     let started_at = shards.iter().map(|s| s.run.started_at.clone()).min().unwrap_or_default();
     let run = Run {

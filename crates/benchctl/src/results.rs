@@ -43,6 +43,16 @@ pub const TOOL_COMMIT: &str = env!("BENCHCTL_GIT_COMMIT");
 pub const BOOTSTRAP_RESAMPLES: usize = 1000;
 pub const BOOTSTRAP_SEED: u64 = 0;
 
+impl ModelRecord {
+    /// What the recorded score head yields: probabilities for SigLIP's sigmoid and ITM.
+    pub fn score_kind(&self) -> benchctl_scoring::ScoreKind {
+        match self.score.as_deref() {
+            Some("sigmoid" | "itm") => benchctl_scoring::ScoreKind::Probability,
+            _ => benchctl_scoring::ScoreKind::Similarity,
+        }
+    }
+}
+
 /// Which model ran: zoo id with hub repo, revision and resolved commit, or a local path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelRecord {
@@ -65,13 +75,25 @@ pub struct SuiteRecord {
     pub items: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     pub load_model_s: f64,
     pub encode_images_s: f64,
     pub encode_texts_s: f64,
     pub score_s: f64,
     pub total_s: f64,
+}
+
+impl Timings {
+    /// Adds another run's times (shards run one after another or side by side: their sum is
+    /// the compute spent).
+    pub fn add(&mut self, other: &Timings) {
+        self.load_model_s += other.load_model_s;
+        self.encode_images_s += other.encode_images_s;
+        self.encode_texts_s += other.encode_texts_s;
+        self.score_s += other.score_s;
+        self.total_s += other.total_s;
+    }
 }
 
 impl Run {
@@ -137,6 +159,15 @@ impl Run {
             data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
             shard: v.pointer("/options/shard").and_then(|c| c.as_str()).map(String::from),
         })
+    }
+
+    /// The model's name in tables: its id, and the score head for models with several
+    /// (BLIP's ITM and ITC are different entries).
+    pub fn label(&self) -> String {
+        match self.model.score.as_deref() {
+            Some(head @ ("itm" | "itc")) => format!("{} ({head})", self.model.id),
+            _ => self.model.id.clone(),
+        }
     }
 
     /// The interval of a headline metric.
@@ -215,28 +246,20 @@ fn sanitise(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect()
 }
 
-/// Every stored run under `results_dir/runs/`, sorted by file name.
-pub fn load_runs(results_dir: &Path) -> Result<Vec<Run>> {
-    let runs = results_dir.join("runs");
-    let entries = match std::fs::read_dir(&runs) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::results(format!("read {}: {e}", runs.display()))),
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-            let value: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
-            Run::from_json(&value).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))
-        })
-        .collect()
+/// A run file read back: the run, and its score dump beside it (`scores_file`).
+pub struct RunFile {
+    pub run: Run,
+    pub dump: Option<PathBuf>,
+}
+
+/// Reads a run file (as `store` writes it), naming the file in errors.
+pub fn read_run_file(path: &Path) -> Result<RunFile> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
+    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
+    let dump = json.get("scores_file").and_then(|f| f.as_str()).map(|f| path.with_file_name(f));
+    Ok(RunFile { run, dump })
 }
 
 /// Reads a score dump back: item ids and their K×L scores, in file order.

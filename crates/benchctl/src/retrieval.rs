@@ -62,21 +62,26 @@ impl Rerank<'_> {
         order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| scores[b].total_cmp(&scores[a]));
         let top = &order[..k];
         let mut out = vec![f32::NEG_INFINITY; scores.len()];
+        let encode = |images: &[&ImageSource]| -> Result<Tensor> {
+            Ok(self.fusion.encode_images(&load_pixels(self.fusion.preprocessor(), images, self.fusion.device())?)?)
+        };
+        // An image query is encoded once for its whole shortlist.
+        let query_states = match queries {
+            Side::Images(q) => Some(encode(&[&q[query]])?),
+            Side::Texts(_) => None,
+        };
         for chunk in top.chunks(self.batch.max(1)) {
-            let (images, texts): (Vec<&ImageSource>, Vec<&str>) = match (queries, gallery) {
-                (Side::Images(q), Side::Texts(g)) => (vec![&q[query]; chunk.len()], chunk.iter().map(|&c| g[c].as_str()).collect()),
-                (Side::Texts(q), Side::Images(g)) => (chunk.iter().map(|&c| &g[c]).collect(), vec![q[query].as_str(); chunk.len()]),
+            let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
+                (Side::Images(_), Side::Texts(g), Some(one)) => {
+                    let dims: Vec<usize> = std::iter::once(chunk.len()).chain(one.dims()[1..].iter().copied()).collect();
+                    let repeated = one.broadcast_as(dims).and_then(|s| s.contiguous()).map_err(compute("repeat image states"))?;
+                    (repeated, chunk.iter().map(|&c| g[c].as_str()).collect())
+                }
+                (Side::Texts(q), Side::Images(g), _) => {
+                    let images: Vec<&ImageSource> = chunk.iter().map(|&c| &g[c]).collect();
+                    (encode(&images)?, vec![q[query].as_str(); chunk.len()])
+                }
                 _ => return Err(Error::new(ErrorKind::Compute, "re-rank: a query and its gallery must be an image and texts")),
-            };
-            // One image query is encoded once for its whole shortlist.
-            let distinct = if matches!(queries, Side::Images(_)) { 1 } else { images.len() };
-            let states = self.fusion.encode_images(&load_pixels(self.fusion.preprocessor(), &images[..distinct], self.fusion.device())?)?;
-            let states = if distinct == 1 {
-                states.broadcast_as(std::iter::once(chunk.len()).chain(states.dims()[1..].iter().copied()).collect::<Vec<_>>())
-                    .and_then(|s| s.contiguous())
-                    .map_err(compute("repeat image states"))?
-            } else {
-                states
             };
             let values = self
                 .fusion
@@ -321,7 +326,7 @@ fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
             hash.update([*altered as u8]);
         }
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    crate::cache::hex(&hash.finalize())
 }
 
 /// The RoCOCO report: R@k (and RSMS, drop rate) per gallery, altered image galleries

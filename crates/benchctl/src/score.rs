@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_scoring::{Report, ScoreKind, ScoreTensor};
 use benchctl_suites::Suite;
 use serde_json::Value;
 
@@ -37,7 +37,10 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
             read_eqben_npy(&args.scores, flat, &suite, &mut matrices)?
         }
     }
-    let scores = matrices.finish(&args.scores, args.score_kind)?;
+    let scores = matrices.finish(&args.scores, match args.score_kind {
+        ScoreKindArg::Similarity => ScoreKind::Similarity,
+        ScoreKindArg::Probability => ScoreKind::Probability,
+    })?;
     let report = suite.evaluate(&scores)?;
     Ok((suite.id.to_string(), report))
 }
@@ -96,7 +99,7 @@ impl<'a> Matrices<'a> {
     }
 
     /// The score tensor, or an error naming the first unscored items.
-    fn finish(self, source: &Path, kind: ScoreKindArg) -> Result<ScoreTensor> {
+    fn finish(self, source: &Path, kind: ScoreKind) -> Result<ScoreTensor> {
         let unscored: Vec<&str> = self
             .values
             .iter()
@@ -113,10 +116,7 @@ impl<'a> Matrices<'a> {
                 shown.join(", ")
             )));
         }
-        let mut tensor = match kind {
-            ScoreKindArg::Similarity => ScoreTensor::new(),
-            ScoreKindArg::Probability => ScoreTensor::probabilities(),
-        };
+        let mut tensor = ScoreTensor::of_kind(kind);
         for (item, values) in self.suite.items.iter().zip(&self.values) {
             tensor
                 .push(item.images.len(), item.texts.len(), values)
@@ -205,7 +205,7 @@ fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices
 
 /// A suite's score tensor from dump lines held in memory (a stored run's item scores);
 /// `source` names them in errors.
-pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKindArg) -> Result<ScoreTensor> {
+pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
     let mut matrices = Matrices::new(suite);
     let numbered = lines.iter().enumerate().map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone())).collect();
     read_dump_lines(numbered, &mut matrices)?;
@@ -213,7 +213,7 @@ pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: Sco
 }
 
 /// A suite's score tensor from our own score dumps, read in order (shards of one run).
-pub(crate) fn from_dumps(suite: &Suite, dumps: &[PathBuf], kind: ScoreKindArg) -> Result<ScoreTensor> {
+pub(crate) fn from_dumps(suite: &Suite, dumps: &[PathBuf], kind: ScoreKind) -> Result<ScoreTensor> {
     let mut matrices = Matrices::new(suite);
     for path in dumps {
         read_dump(path, &mut matrices)?;

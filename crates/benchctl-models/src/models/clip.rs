@@ -104,10 +104,8 @@ mod defaults {
 impl ClipConfig {
     /// Reads and validates `config.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
-        let config: Self = serde_json::from_str(&text)
-            .map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
+        let config: Self = super::read_config(path)?;
+        super::check_patch_grid(path, config.vision_config.image_size, config.vision_config.patch_size)?;
         config.validate().map_err(|e| Error::new(ErrorKind::BadConfig, format!("use {}: {e}", path.display())))?;
         Ok(config)
     }
@@ -152,12 +150,6 @@ impl ClipConfig {
             if heads == 0 || width % heads != 0 {
                 return Err(format!("{key}.hidden_size {width} is not a multiple of num_attention_heads {heads}"));
             }
-        }
-        if v.patch_size == 0 || v.image_size % v.patch_size != 0 {
-            return Err(format!(
-                "vision_config.image_size {} is not a multiple of patch_size {}",
-                v.image_size, v.patch_size
-            ));
         }
         Activation::parse(&t.hidden_act).map_err(|e| format!("text_config.hidden_act: {e}"))?;
         Activation::parse(&v.hidden_act).map_err(|e| format!("vision_config.hidden_act: {e}"))?;
