@@ -36,23 +36,109 @@ pub trait DualEncoder {
     /// L2-normalised embeddings of a batch of texts → `(batch, dim)`.
     fn encode_texts(&self, texts: &[&str]) -> Result<Tensor>;
 
+    /// How this model turns the dot product of two normalised embeddings into its score.
+    fn similarity(&self) -> Similarity;
+
     /// Scores of normalised embeddings, batched over items:
     /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)`.
-    fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor>;
-
-    /// Scores for ranking only, `(n, K, dim)` × `(n, L, dim)` → `(n, K, L)`: any strictly
-    /// increasing function of [`DualEncoder::scores`] ranks the same. The zoo's models return
-    /// the embeddings' dot product (CLIP's scale, SigLIP's scale, bias and sigmoid are
-    /// increasing), which saves a pass over a retrieval gallery's scores and keeps ties that
-    /// saturation would create (a sigmoid at 1.0) apart.
-    fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
-        self.scores(images, texts)
+    fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        self.similarity().scores(images, texts)
     }
 
-    /// What [`DualEncoder::scores`] returns: similarities (logits, cosines) or match
-    /// probabilities. It decides how the pairwise metrics treat ties and thresholds.
+    /// Scores for ranking only: the embeddings' dot product (see [`Similarity::rank_scores`]).
+    fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        self.similarity().rank_scores(images, texts)
+    }
+
+    /// What [`DualEncoder::scores`] returns (see [`Similarity::kind`]).
     fn score_kind(&self) -> ScoreKind {
-        ScoreKind::Similarity
+        self.similarity().kind()
+    }
+}
+
+/// A dual encoder's score head as a value: `σ?(scale · cos + bias)`. Every zoo dual encoder
+/// scores this way (CLIP: `exp(logit_scale) · cos`; SigLIP: the sigmoid of
+/// `exp(logit_scale) · cos + logit_bias`; BLIP ITC: the cosine), so scoring needs only these
+/// three numbers and the embeddings, not the model: a re-run whose embeddings are all cached
+/// scores without loading the weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Similarity {
+    pub scale: f32,
+    pub bias: f32,
+    /// Scores are the sigmoid of the logit: match probabilities.
+    pub sigmoid: bool,
+}
+
+impl Similarity {
+    /// The plain cosine of normalised embeddings.
+    pub const COSINE: Similarity = Similarity {
+        scale: 1.0,
+        bias: 0.0,
+        sigmoid: false,
+    };
+
+    /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)` scores.
+    pub fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        let logits = self.logits(images, texts)?;
+        if self.sigmoid {
+            candle_nn::ops::sigmoid(&logits).map_err(|e| Error::compute("score", e))
+        } else {
+            Ok(logits)
+        }
+    }
+
+    /// `scale · cos + bias`, before any sigmoid.
+    pub fn logits(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        let dots = self.rank_scores(images, texts)?;
+        match (self.scale, self.bias) {
+            (1.0, 0.0) => Ok(dots),
+            (scale, 0.0) => (dots * scale as f64).map_err(|e| Error::compute("score", e)),
+            (scale, bias) => dots
+                .affine(scale as f64, bias as f64)
+                .map_err(|e| Error::compute("score", e)),
+        }
+    }
+
+    /// Scores for ranking only: the dot product. Every score above increases with it (the
+    /// scale is positive, the sigmoid increasing), so it ranks the same, saves a pass over a
+    /// retrieval gallery's scores and keeps ties that saturation would create (a sigmoid at
+    /// 1.0) apart.
+    pub fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
+        models::transformer::pairwise_dot(images, texts).map_err(|e| Error::compute("rank", e))
+    }
+
+    /// Similarities (logits, cosines) or match probabilities: it decides how the pairwise
+    /// metrics treat ties and thresholds.
+    pub fn kind(&self) -> ScoreKind {
+        if self.sigmoid {
+            ScoreKind::Probability
+        } else {
+            ScoreKind::Similarity
+        }
+    }
+
+    /// As three numbers (for storing beside cached embeddings).
+    pub fn to_values(&self) -> [f32; 3] {
+        [self.scale, self.bias, if self.sigmoid { 1.0 } else { 0.0 }]
+    }
+
+    /// From [`Similarity::to_values`]; `None` unless it is three numbers with a positive scale.
+    pub fn from_values(values: &[f32]) -> Option<Similarity> {
+        match *values {
+            [scale, bias, sigmoid]
+                if scale > 0.0
+                    && scale.is_finite()
+                    && bias.is_finite()
+                    && (sigmoid == 0.0 || sigmoid == 1.0) =>
+            {
+                Some(Similarity {
+                    scale,
+                    bias,
+                    sigmoid: sigmoid == 1.0,
+                })
+            }
+            _ => None,
+        }
     }
 }
 

@@ -31,7 +31,9 @@ pub fn set_threads(threads: usize) {
     // SAFETY: called at start-up, before any other thread reads the environment.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
     // An error means the pool exists already (then the variable above did the job).
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_global();
 }
 
 /// Runs the benchmark and returns one result per part.
@@ -44,27 +46,34 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         BenchPart::Retrieval => return retrieval(args),
         _ => {}
     }
-    let (name, config) = match &args.config {
-        Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
-        None => {
-            let entry = registry::find(&args.model)?;
-            match entry.architecture {
-                Architecture::Clip if entry.id == "clip-vit-b32" => (entry.id.to_string(), ClipConfig::vit_b32()),
-                Architecture::Clip | Architecture::OpenClip => {
-                    return Err(Error::new(
+    let (name, config) =
+        match &args.config {
+            Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
+            None => {
+                let entry = registry::find(&args.model)?;
+                match entry.architecture {
+                    Architecture::Clip if entry.id == "clip-vit-b32" => {
+                        (entry.id.to_string(), ClipConfig::vit_b32())
+                    }
+                    Architecture::Clip | Architecture::OpenClip => {
+                        return Err(Error::new(
+                            ErrorKind::Usage,
+                            format!(
+                                "benchmark `{}`: pass its config.json with --config",
+                                entry.id
+                            ),
+                        ))
+                    }
+                    Architecture::Siglip | Architecture::Blip => return Err(Error::new(
                         ErrorKind::Usage,
-                        format!("benchmark `{}`: pass its config.json with --config", entry.id),
-                    ))
-                }
-                Architecture::Siglip | Architecture::Blip => {
-                    return Err(Error::new(
-                        ErrorKind::Usage,
-                        format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
-                    ))
+                        format!(
+                            "benchmark `{}`: the benchmark covers CLIP-architecture models only",
+                            entry.id
+                        ),
+                    )),
                 }
             }
-        }
-    };
+        };
     let device = benchctl_models::device::parse_device(&args.device)?;
     let dtype = benchctl_models::device::parse_dtype(&args.dtype)?;
     let model = Clip::random(config.clone(), dtype, &device)?;
@@ -78,7 +87,10 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             .map_err(compute)?;
         let times = time(args.iters as usize, || {
             let out = model.image_features(&pixels)?;
-            out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+            out.to_dtype(DType::F32)
+                .and_then(|o| o.sum_all())
+                .and_then(|s| s.to_scalar::<f32>())
+                .map_err(compute)?;
             Ok(())
         })?;
         results.push(summarise("image", batch, &times));
@@ -89,15 +101,19 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         // Deterministic pseudo-random ids below the end token, which closes each text.
         let ids: Vec<Vec<u32>> = (0..batch)
             .map(|b| {
-                let mut row: Vec<u32> =
-                    (0..tokens - 1).map(|t| ((b * 7919 + t * 104_729) as u32) % (vocab - 2)).collect();
+                let mut row: Vec<u32> = (0..tokens - 1)
+                    .map(|t| ((b * 7919 + t * 104_729) as u32) % (vocab - 2))
+                    .collect();
                 row.push(vocab - 1);
                 row
             })
             .collect();
         let times = time(args.iters as usize, || {
             let out = model.text_features(&ids)?;
-            out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+            out.to_dtype(DType::F32)
+                .and_then(|o| o.sum_all())
+                .and_then(|s| s.to_scalar::<f32>())
+                .map_err(compute)?;
             Ok(())
         })?;
         results.push(summarise("text", batch, &times));
@@ -135,7 +151,8 @@ fn summarise(part: &'static str, batch: usize, times: &[f64]) -> PartResult {
 
 /// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the
 /// parity fixtures (OpenAI's BPE), built into the binary so the benchmark needs no files.
-const CLIP_TOKENIZER: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
+const CLIP_TOKENIZER: &[u8] =
+    include_bytes!("../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::new(ErrorKind::Compute, format!("benchmark: {what}: {e}"))
@@ -145,7 +162,10 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
 /// (smooth noise, 500×375 like COCO) and 2 captions each.
 fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
     std::fs::create_dir_all(dir.join("images")).map_err(io("create the suite"))?;
-    let words = ["red", "blue", "dog", "cat", "left", "right", "of", "a", "the", "on", "under", "tall", "small", "tree", "car", "house"];
+    let words = [
+        "red", "blue", "dog", "cat", "left", "right", "of", "a", "the", "on", "under", "tall",
+        "small", "tree", "car", "house",
+    ];
     let mut lines = String::new();
     let pixels: Vec<Result<()>> = (0..items * 2)
         .into_par_iter()
@@ -162,14 +182,30 @@ fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
                 let (cx, cy) = ((x * 15 / 500) as usize, (y * 11 / 375) as usize);
                 let base = (cy * 16 + cx) * 3;
                 let noise = (next() % 24) as u8;
-                image::Rgb([coarse[base].wrapping_add(noise), coarse[base + 1].wrapping_add(noise), coarse[base + 2].wrapping_add(noise)])
+                image::Rgb([
+                    coarse[base].wrapping_add(noise),
+                    coarse[base + 1].wrapping_add(noise),
+                    coarse[base + 2].wrapping_add(noise),
+                ])
             });
-            image.save(dir.join("images").join(format!("img_{n}.png"))).map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))
+            image
+                .save(dir.join("images").join(format!("img_{n}.png")))
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Compute,
+                        format!("benchmark: write an image: {e}"),
+                    )
+                })
         })
         .collect();
     pixels.into_iter().collect::<Result<Vec<()>>>()?;
     for i in 0..items {
-        let caption = |k: usize| (0..8).map(|w| words[(i * 7 + k * 3 + w * 5) % words.len()]).collect::<Vec<_>>().join(" ");
+        let caption = |k: usize| {
+            (0..8)
+                .map(|w| words[(i * 7 + k * 3 + w * 5) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         lines.push_str(
             &serde_json::json!({
                 "id": i, "image_0": format!("img_{}", 2 * i), "image_1": format!("img_{}", 2 * i + 1),
@@ -184,7 +220,13 @@ fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
 }
 
 /// `benchctl eval` as a child process: (its run JSON, wall seconds, its peak RSS in MiB).
-fn eval_child(model: &std::path::Path, suite: &std::path::Path, results: &std::path::Path, cache: &std::path::Path, extra: &[&str]) -> Result<(serde_json::Value, f64, f64)> {
+fn eval_child(
+    model: &std::path::Path,
+    suite: &std::path::Path,
+    results: &std::path::Path,
+    cache: &std::path::Path,
+    extra: &[&str],
+) -> Result<(serde_json::Value, f64, f64)> {
     let exe = std::env::current_exe().map_err(io("find benchctl"))?;
     let started = Instant::now();
     let out = std::process::Command::new(exe)
@@ -200,12 +242,24 @@ fn eval_child(model: &std::path::Path, suite: &std::path::Path, results: &std::p
         .map_err(io("run benchctl eval"))?;
     let wall = started.elapsed().as_secs_f64();
     if !out.status.success() {
-        return Err(Error::new(ErrorKind::Compute, format!("benchmark: benchctl eval failed: {}", String::from_utf8_lossy(&out.stderr))));
+        return Err(Error::new(
+            ErrorKind::Compute,
+            format!(
+                "benchmark: benchctl eval failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        ));
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let path = stdout.lines().find_map(|l| l.strip_prefix("stored ")).ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
-    let json = serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}")))?;
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("stored "))
+        .ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
+    let json =
+        serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
+            .map_err(|e| {
+                Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}"))
+            })?;
     Ok((json, wall, children_peak_rss_mib()))
 }
 
@@ -233,9 +287,13 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let (model_dir, suite_dir) = (dir.join("model"), dir.join("suite"));
     std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
     let config = ClipConfig::vit_b32();
-    std::fs::write(model_dir.join("config.json"), r#"{"model_type": "clip", "text_config": {}, "vision_config": {}}"#)
-        .map_err(io("write config.json"))?;
-    std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER).map_err(io("write tokenizer.json"))?;
+    std::fs::write(
+        model_dir.join("config.json"),
+        r#"{"model_type": "clip", "text_config": {}, "vision_config": {}}"#,
+    )
+    .map_err(io("write config.json"))?;
+    std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER)
+        .map_err(io("write tokenizer.json"))?;
     Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
     write_suite(&suite_dir, items)?;
     let batch = args.batch.to_string();
@@ -243,7 +301,11 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         // Encoder only: the same model and inputs, already decoded and preprocessed.
         let suite = benchctl_suites::find("winoground")?.load(&suite_dir)?;
         let files = benchctl_models::hub::from_dir(&model_dir)?;
-        let encoder = benchctl_models::models::clip::ClipEncoder::load(&files, DType::F32, &candle_core::Device::Cpu)?;
+        let encoder = benchctl_models::models::clip::ClipEncoder::load(
+            &files,
+            DType::F32,
+            &candle_core::Device::Cpu,
+        )?;
         use benchctl_models::DualEncoder;
         let prep = encoder.preprocessor().clone();
         let images: Vec<Vec<f32>> = suite
@@ -252,12 +314,22 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             .flat_map(|i| &i.images)
             .map(|s| s.load_rgb().map(|img| prep.apply(&img)))
             .collect::<std::result::Result<_, _>>()?;
-        let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts.iter().map(String::as_str)).collect();
+        let texts: Vec<&str> = suite
+            .items
+            .iter()
+            .flat_map(|i| i.texts.iter().map(String::as_str))
+            .collect();
         let b = args.batch as usize;
-        let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+        let compute =
+            |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
         let started = Instant::now();
         for chunk in images.chunks(b) {
-            let pixels = Tensor::from_vec(chunk.concat(), (chunk.len(), 3, prep.size, prep.size), &candle_core::Device::Cpu).map_err(compute)?;
+            let pixels = Tensor::from_vec(
+                chunk.concat(),
+                (chunk.len(), 3, prep.size, prep.size),
+                &candle_core::Device::Cpu,
+            )
+            .map_err(compute)?;
             encoder.encode_images(&pixels)?;
         }
         for chunk in texts.chunks(b) {
@@ -267,8 +339,20 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         drop(encoder);
 
         let (cold_cache, results) = (dir.join("cache"), dir.join("results"));
-        let (cold, cold_wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
-        let (warm, warm_wall, _) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
+        let (cold, cold_wall, rss) = eval_child(
+            &model_dir,
+            &suite_dir,
+            &results,
+            &cold_cache,
+            &["--batch-size", &batch],
+        )?;
+        let (warm, warm_wall, _) = eval_child(
+            &model_dir,
+            &suite_dir,
+            &results,
+            &cold_cache,
+            &["--batch-size", &batch],
+        )?;
         let t = |run: &serde_json::Value, k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         // The evaluation proper: everything after the model is loaded.
         let cold_s = t(&cold, "total_s") - t(&cold, "load_model_s");
@@ -293,7 +377,10 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         }])
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(("clip-vit-b32, 800 PNG images + 800 captions".to_string(), result?))
+    Ok((
+        "clip-vit-b32, 800 PNG images + 800 captions".to_string(),
+        result?,
+    ))
 }
 
 /// RoCOCO-scale retrieval scoring on random unit embeddings (dimension 512): 5,000 images
@@ -307,8 +394,6 @@ fn retrieval(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         let x = Tensor::randn(0f32, 1.0, (n, 512), &dev).map_err(compute)?;
         benchctl_models::models::transformer::l2_normalise(&x).map_err(compute)
     };
-    // What `eval` ranks by: the embeddings' dot product (`DualEncoder::rank_scores`).
-    let scorer = |q: &Tensor, g: &Tensor| -> Result<Tensor> { q.matmul(&g.transpose(1, 2).map_err(compute)?).map_err(compute) };
     let (images, captions) = (unit(5_000)?, unit(50_010)?);
     let (queries, gallery) = (unit(25_010)?, unit(10_000)?);
     let i2t_altered: Vec<bool> = (0..50_010).map(|c| c % 2 == 1).collect();
@@ -316,16 +401,31 @@ fn retrieval(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let mut times = Vec::new();
     for _ in 0..args.iters {
         let started = Instant::now();
-        let i2t = crate::retrieval::rank_gallery(&scorer, &images, &captions, &|q| (0..5).map(|k| (q * 10 + k) % 50_010).collect(), &i2t_altered)?;
-        let t2i = crate::retrieval::rank_gallery(&scorer, &queries, &gallery, &|q| vec![q % 5_000], &t2i_altered)?;
+        let i2t = crate::retrieval::rank_gallery(
+            &images,
+            &captions,
+            &|q| (0..5).map(|k| (q * 10 + k) % 50_010).collect(),
+            &i2t_altered,
+        )?;
+        let t2i =
+            crate::retrieval::rank_gallery(&queries, &gallery, &|q| vec![q % 5_000], &t2i_altered)?;
         times.push(started.elapsed().as_secs_f64());
         if i2t.len() != 5_000 || t2i.len() != 25_010 {
-            return Err(Error::new(ErrorKind::Compute, "benchmark: a query lost its outcome"));
+            return Err(Error::new(
+                ErrorKind::Compute,
+                "benchmark: a query lost its outcome",
+            ));
         }
     }
     let mut r = summarise("retrieval", 5_000 + 25_010, &times);
-    r.extra = vec![("seconds_per_pass", times.iter().sum::<f64>() / times.len() as f64)];
-    Ok(("RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(), vec![r]))
+    r.extra = vec![(
+        "seconds_per_pass",
+        times.iter().sum::<f64>() / times.len() as f64,
+    )];
+    Ok((
+        "RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(),
+        vec![r],
+    ))
 }
 
 /// Peak resident set size of this process in MiB (Linux), if known.
@@ -338,7 +438,13 @@ pub fn peak_rss_mib() -> Option<f64> {
 
 /// The results as JSON: the setting and, per part, its throughput, latencies and extras.
 pub fn to_json(name: &str, args: &BenchArgs, parts: &[PartResult]) -> serde_json::Value {
-    let finite = |v: f64| if v.is_finite() { serde_json::json!(v) } else { serde_json::Value::Null };
+    let finite = |v: f64| {
+        if v.is_finite() {
+            serde_json::json!(v)
+        } else {
+            serde_json::Value::Null
+        }
+    };
     serde_json::json!({
         "model": name,
         "batch": args.batch,

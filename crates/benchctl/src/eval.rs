@@ -6,27 +6,45 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
-use benchctl_models::{registry, DualEncoder, FusionEncoder, Model};
+use benchctl_models::registry::{self, Architecture, ScoreHead};
+use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
+use crate::cache::{self, hex, EmbeddingCache};
 use crate::cli::{EvalArgs, ModelChoice};
-use crate::cache::{self, EmbeddingCache};
 use crate::results::{self, ModelRecord, Run};
 use crate::{Error, ErrorKind, Result};
 
-/// A loaded model and what identifies it in run records.
-pub struct LoadedModel {
-    pub model: Model,
+/// A model resolved to its files and score head, with what identifies it in run records
+/// and in the embedding cache; its weights are read only by [`ResolvedModel::load`].
+pub struct ResolvedModel {
+    files: ModelFiles,
+    architecture: Architecture,
+    head: ScoreHead,
+    dtype: DType,
+    device: Device,
     pub record: ModelRecord,
     /// Everything an embedding depends on besides its input: the embedding cache's namespace.
     pub cache_namespace: String,
 }
 
-impl LoadedModel {
+/// A loaded model and what identifies it in run records.
+pub struct LoadedModel {
+    pub model: Model,
+    pub record: ModelRecord,
+}
+
+/// The cache entry holding a dual encoder's score head ([`Similarity::to_values`]), beside
+/// its embeddings: with it and every embedding cached, a run scores without the weights.
+fn similarity_key() -> cache::Key {
+    cache::key(&[b"similarity-head"])
+}
+
+impl ResolvedModel {
     /// The embedding cache for this model (disabled with `--no-cache` or without a location).
     pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
         match cache::default_root() {
@@ -34,10 +52,79 @@ impl LoadedModel {
             _ => Ok(EmbeddingCache::disabled()),
         }
     }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Reads the weights, and records a dual encoder's score head in `cache`.
+    pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
+        let model = registry::load(
+            self.architecture,
+            self.head,
+            &self.files,
+            self.dtype,
+            &self.device,
+        )?;
+        if let Model::Dual(encoder) = &model {
+            let values = encoder.similarity().to_values();
+            if cache.get(&similarity_key()) != Some(&values[..]) {
+                cache.append(&[(similarity_key(), values.to_vec())])?;
+            }
+        }
+        Ok(LoadedModel {
+            model,
+            record: self.record.clone(),
+        })
+    }
+
+    /// The score head, when this is a dual encoder and `cache` holds its head and every one
+    /// of `needed`: then the run needs nothing from the weights.
+    pub fn cached_similarity(
+        &self,
+        cache: &EmbeddingCache,
+        needed: &[&[cache::Key]],
+    ) -> Option<Similarity> {
+        if self.head.is_fusion() {
+            return None;
+        }
+        let similarity = cache
+            .get(&similarity_key())
+            .and_then(Similarity::from_values)?;
+        needed
+            .iter()
+            .all(|keys| keys.iter().all(|k| cache.get(k).is_some()))
+            .then_some(similarity)
+    }
+
+    /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
+    /// spent loading)`, the model `None` exactly when [`ResolvedModel::cached_similarity`]
+    /// finds everything.
+    pub fn load_unless_cached(
+        &self,
+        cache: &mut EmbeddingCache,
+        needed: &[&[cache::Key]],
+    ) -> Result<(Option<LoadedModel>, Option<Similarity>, f64)> {
+        if let Some(similarity) = self.cached_similarity(cache, needed) {
+            return Ok((None, Some(similarity), 0.0));
+        }
+        let started = Instant::now();
+        let loaded = self.load(cache)?;
+        let similarity = match &loaded.model {
+            Model::Dual(encoder) => Some(encoder.similarity()),
+            Model::Fusion(_) => None,
+        };
+        Ok((Some(loaded), similarity, started.elapsed().as_secs_f64()))
+    }
 }
 
-/// Resolves `--model` / `--model-path` and loads the model.
-pub fn load_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> Result<LoadedModel> {
+/// Resolves `--model` / `--model-path` to files, architecture and head, without reading the
+/// weights.
+pub fn resolve_model(
+    choice: &ModelChoice,
+    device_spec: &str,
+    dtype_spec: &str,
+) -> Result<ResolvedModel> {
     let device = benchctl_models::device::parse_device(device_spec)?;
     let dtype = benchctl_models::device::parse_dtype(dtype_spec)?;
     let (files, architecture, id) = match (&choice.model, &choice.model_path) {
@@ -57,33 +144,68 @@ pub fn load_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> 
                 .unwrap_or_else(|| "local".into());
             (files, architecture, id)
         }
-        _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
+        _ => {
+            return Err(Error::new(
+                ErrorKind::Usage,
+                "choose a model: pass exactly one of --model or --model-path",
+            ))
+        }
     };
     let head = registry::choose_head(architecture, choice.score.as_deref())?;
-    let model = registry::load(architecture, head, &files, dtype, &device)?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
     // A local directory is identified by where its weights are and their size and mtime, so a
-    // replaced file gets a new namespace; a hub model by its commit.
-    let weights = std::fs::metadata(&files.weights).ok();
-    let stamp = weights.map(|m| (m.len(), m.modified().ok())).map(|(n, t)| format!("{n}:{t:?}")).unwrap_or_default();
+    // replaced file gets a new namespace; a hub model by its commit. The preprocessing and the
+    // tokenizer follow from the architecture and the config and tokenizer files, whose bytes
+    // are hashed in.
+    let stamp = |path: &Path| {
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| format!("{}:{:?}", m.len(), m.modified().ok()))
+            .unwrap_or_default()
+    };
+    let contents = |path: &Path| {
+        std::fs::read(path)
+            .map(|bytes| hex(&cache::key(&[&bytes])[..8]))
+            .unwrap_or_default()
+    };
     let cache_namespace = format!(
-        "v1|{}|{:?}|{:?}|{:?}|{stamp}|{}|{}|{:?}|{}",
+        "v2|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}",
         record.id,
         record.repo,
         record.commit,
         files.weights.canonicalize().ok(),
+        stamp(&files.weights),
         record.dtype,
         record.device,
-        model.preprocessor(),
-        head.name()
+        architecture.name(),
+        head.name(),
+        contents(&files.config),
+        contents(&files.tokenizer),
     );
-    Ok(LoadedModel { model, record, cache_namespace })
+    Ok(ResolvedModel {
+        files,
+        architecture,
+        head,
+        dtype,
+        device,
+        record,
+        cache_namespace,
+    })
 }
 
 fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
     let (repo, revision, commit, path) = match &files.origin {
-        Origin::Hub { repo, revision, commit } => (Some(repo.clone()), Some(revision.clone()), Some(commit.clone()), None),
+        Origin::Hub {
+            repo,
+            revision,
+            commit,
+        } => (
+            Some(repo.clone()),
+            Some(revision.clone()),
+            Some(commit.clone()),
+            None,
+        ),
         Origin::Directory(dir) => (None, None, None, Some(dir.display().to_string())),
     };
     ModelRecord {
@@ -153,7 +275,10 @@ impl Evaluation {
 /// Runs `benchctl eval` up to, not including, storing the run.
 pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let suite_info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
+    let data_dir = args
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
     if let benchctl_suites::SuiteKind::Galleries = suite_info.kind {
         return crate::retrieval::run(args, &data_dir);
     }
@@ -161,52 +286,142 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let started_at = results::now_rfc3339();
     let full_suite = suite_info.load(&data_dir)?;
     check_images(&full_suite)?;
-    let load_started = Instant::now();
-    let model = load_model(&args.model, &args.device, &args.dtype)?;
-    let load_s = load_started.elapsed().as_secs_f64();
+    let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
     let batch = args.batch_size as usize;
 
     let data_fingerprint = fingerprint(&full_suite)?;
-    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| &i.images));
+    let (all_image_slots, unique_images) =
+        unique_by(full_suite.items.iter().flat_map(|i| &i.images));
     let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| &i.texts));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
     let shard = match args.shard {
         None => None,
-        Some(_) if matches!(model.model, Model::Fusion(_)) => {
-            return Err(Error::new(ErrorKind::Usage, "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)"))
+        Some(_) if resolved.head.is_fusion() => {
+            return Err(Error::new(
+                ErrorKind::Usage,
+                "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
+            ))
         }
-        Some((i, n)) => Some(Shard::of(&full_suite, i, n, &all_image_slots, &all_text_slots, unique_images.len(), unique_texts.len())),
+        Some((i, n)) => Some(Shard::of(
+            &full_suite,
+            i,
+            n,
+            &all_image_slots,
+            &all_text_slots,
+            unique_images.len(),
+            unique_texts.len(),
+        )),
     };
     let (suite, image_slots, text_slots, wanted) = match &shard {
         None => (&full_suite, &all_image_slots, &all_text_slots, None),
-        Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
+        Some(s) => (
+            &s.suite,
+            &s.image_slots,
+            &s.text_slots,
+            Some((&s.wanted_images, &s.wanted_texts)),
+        ),
     };
-    let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
+    let mut counts = Counts {
+        unique_images: unique_images.len(),
+        unique_texts: unique_texts.len(),
+        ..Default::default()
+    };
 
-    let mut cache = model.cache(args.no_cache)?;
-    let (scores, encode_images_s, encode_texts_s, mut score_s) = match &model.model {
-        Model::Dual(encoder) => {
-            let encoder = encoder.as_ref();
-            let t = Instant::now();
-            let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
-            let image_embeddings = encode_images(encoder, &unique_images, wanted_images, batch, &mut counts, &mut cache)?;
-            let encode_images_s = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
-            let text_embeddings = encode_texts(encoder, &unique_texts, wanted_texts, batch, &mut counts, &mut cache)?;
-            let encode_texts_s = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let scores = score_items(encoder, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
-            (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
-        }
-        Model::Fusion(fusion) => {
-            let t = Instant::now();
-            let pairs = PairTable::of_items(suite, image_slots, text_slots);
-            let values = score_pairs_through_cache(fusion.as_ref(), &pairs, &unique_images, &unique_texts, batch, &mut counts, &mut cache)?;
-            let scores = pairs.score_tensor(suite, &values, fusion.score_kind())?;
-            (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
-        }
+    let mut cache = resolved.cache(args.no_cache)?;
+    let image_keys = image_keys(&unique_images)?;
+    let text_keys = text_keys(&unique_texts);
+    let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
+    let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
+    let needed = |keys: &[cache::Key], wanted: Option<&[bool]>| -> Vec<cache::Key> {
+        keys.iter()
+            .enumerate()
+            .filter(|&(i, _)| wanted.is_none_or(|w| w[i]))
+            .map(|(_, k)| *k)
+            .collect()
     };
+    // A re-run whose embeddings are all cached scores without reading the weights.
+    let (loaded, similarity, load_s) = resolved.load_unless_cached(
+        &mut cache,
+        &[
+            &needed(&image_keys, wanted_images),
+            &needed(&text_keys, wanted_texts),
+        ],
+    )?;
+    let (scores, encode_images_s, encode_texts_s, mut score_s) =
+        match (loaded.as_ref().map(|l| &l.model), similarity) {
+            (Some(Model::Fusion(fusion)), _) => {
+                let t = Instant::now();
+                let pairs = PairTable::of_items(suite, image_slots, text_slots);
+                let inputs = PairInputs {
+                    images: &unique_images,
+                    image_keys: &image_keys,
+                    texts: &unique_texts,
+                    text_keys: &text_keys,
+                };
+                let values = score_pairs_through_cache(
+                    fusion.as_ref(),
+                    &pairs,
+                    &inputs,
+                    batch,
+                    &mut counts,
+                    &mut cache,
+                )?;
+                let scores = pairs.score_tensor(suite, &values, fusion.score_kind())?;
+                (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
+            }
+            (model, Some(similarity)) => {
+                let encoder = Encoder {
+                    model: match model {
+                        Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
+                        _ => None,
+                    },
+                    device: resolved.device(),
+                };
+                let t = Instant::now();
+                let image_embeddings = encode_images(
+                    encoder,
+                    &unique_images,
+                    &image_keys,
+                    wanted_images,
+                    batch,
+                    &mut counts,
+                    &mut cache,
+                )?;
+                let encode_images_s = t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let text_embeddings = encode_texts(
+                    encoder,
+                    &unique_texts,
+                    &text_keys,
+                    wanted_texts,
+                    batch,
+                    &mut counts,
+                    &mut cache,
+                )?;
+                let encode_texts_s = t.elapsed().as_secs_f64();
+                let t = Instant::now();
+                let scores = score_items(
+                    &similarity,
+                    suite,
+                    image_slots,
+                    text_slots,
+                    &image_embeddings,
+                    &text_embeddings,
+                )?;
+                (
+                    scores,
+                    encode_images_s,
+                    encode_texts_s,
+                    t.elapsed().as_secs_f64(),
+                )
+            }
+            (_, None) => {
+                return Err(Error::new(
+                    ErrorKind::Compute,
+                    "score: a dual encoder came without its score head",
+                ))
+            }
+        };
     let t = Instant::now();
     let report = suite.evaluate(&scores)?;
     let intervals = bootstrap_intervals(suite, &scores)?;
@@ -214,7 +429,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 
     let run = Run {
         started_at,
-        model: model.record,
+        model: resolved.record.clone(),
         suite: results::SuiteRecord {
             id: suite.id.to_string(),
             data_dir: suite.data_dir.display().to_string(),
@@ -237,12 +452,19 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     };
     let dump = results::item_dump(suite, &scores);
     let suite = suite.clone();
-    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+    Ok(Evaluation {
+        run,
+        dump,
+        scored: Some((suite, scores)),
+    })
 }
 
 /// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
 /// resamples of the items, seed [`results::BOOTSTRAP_SEED`]).
-pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<Vec<benchctl_scoring::metrics::stats::Interval>> {
+pub fn bootstrap_intervals(
+    suite: &Suite,
+    scores: &ScoreTensor,
+) -> Result<Vec<benchctl_scoring::metrics::stats::Interval>> {
     Ok(benchctl_scoring::metrics::stats::bootstrap(
         suite.summary,
         scores,
@@ -260,7 +482,8 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for file in &suite.annotation_files {
-        let bytes = std::fs::read(file).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
+        let bytes = std::fs::read(file)
+            .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
         let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
         hash.update(name.to_string_lossy().as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -271,7 +494,12 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         hash.update([0]);
         for image in &item.images {
             let path = image.path();
-            hash.update(path.strip_prefix(&suite.data_dir).unwrap_or(path).to_string_lossy().as_bytes());
+            hash.update(
+                path.strip_prefix(&suite.data_dir)
+                    .unwrap_or(path)
+                    .to_string_lossy()
+                    .as_bytes(),
+            );
             hash.update([0]);
         }
     }
@@ -289,16 +517,36 @@ struct Shard {
 }
 
 impl Shard {
-    fn of(suite: &Suite, i: usize, n: usize, image_slots: &[usize], text_slots: &[usize], images: usize, texts: usize) -> Self {
+    fn of(
+        suite: &Suite,
+        i: usize,
+        n: usize,
+        image_slots: &[usize],
+        text_slots: &[usize],
+        images: usize,
+        texts: usize,
+    ) -> Self {
         let total = suite.items.len();
         let (start, end) = (total * i / n, total * (i + 1) / n);
-        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| suite.items[..upto].iter().map(take).sum::<usize>();
-        let (i0, i1) = (offset(|it| it.images.len(), start), offset(|it| it.images.len(), end));
-        let (t0, t1) = (offset(|it| it.texts.len(), start), offset(|it| it.texts.len(), end));
+        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| {
+            suite.items[..upto].iter().map(take).sum::<usize>()
+        };
+        let (i0, i1) = (
+            offset(|it| it.images.len(), start),
+            offset(|it| it.images.len(), end),
+        );
+        let (t0, t1) = (
+            offset(|it| it.texts.len(), start),
+            offset(|it| it.texts.len(), end),
+        );
         let mut wanted_images = vec![false; images];
         let mut wanted_texts = vec![false; texts];
-        image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
-        text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
+        image_slots[i0..i1]
+            .iter()
+            .for_each(|&s| wanted_images[s] = true);
+        text_slots[t0..t1]
+            .iter()
+            .for_each(|&s| wanted_texts[s] = true);
         let mut sliced = suite.clone();
         sliced.items = suite.items[start..end].to_vec();
         Shard {
@@ -317,16 +565,31 @@ fn check_images(suite: &Suite) -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    let shown: Vec<String> = missing.iter().take(5).map(|p| p.display().to_string()).collect();
-    let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
+    let shown: Vec<String> = missing
+        .iter()
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = if missing.len() > 5 {
+        format!(" and {} more", missing.len() - 5)
+    } else {
+        String::new()
+    };
     Err(Error::new(
         ErrorKind::Data,
-        format!("find {} image(s) of {}: {}{more}", missing.len(), suite.id, shown.join(", ")),
+        format!(
+            "find {} image(s) of {}: {}{more}",
+            missing.len(),
+            suite.id,
+            shown.join(", ")
+        ),
     ))
 }
 
 /// Each distinct value once, in first-seen order, and the slot of every occurrence.
-pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(values: impl Iterator<Item = &'a T>) -> (Vec<usize>, Vec<&'a T>) {
+pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(
+    values: impl Iterator<Item = &'a T>,
+) -> (Vec<usize>, Vec<&'a T>) {
     let mut index: HashMap<&T, usize> = HashMap::new();
     let mut unique = Vec::new();
     let slots = values
@@ -364,17 +627,38 @@ fn image_key(source: &ImageSource) -> Result<cache::Key> {
         ImageSource::File(path) => cache::key(&[b"file", &read(path)?]),
         ImageSource::NpyBgr(path) => cache::key(&[b"npy-bgr", &read(path)?]),
         ImageSource::Altered(a) => {
-            let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
-            cache::key(&[b"altered", &read(&a.base)?, &read(&a.other)?, recipe.as_bytes()])
+            let recipe = format!(
+                "{:?}|{}|{}",
+                a.spec.method, a.spec.lambda_milli, a.spec.draw
+            );
+            cache::key(&[
+                b"altered",
+                &read(&a.base)?,
+                &read(&a.other)?,
+                recipe.as_bytes(),
+            ])
         }
     })
 }
 
+/// The cache keys of `images` (their files read on all cores).
+pub(crate) fn image_keys(images: &[&ImageSource]) -> Result<Vec<cache::Key>> {
+    images.par_iter().map(|s| image_key(s)).collect()
+}
+
+/// The cache keys of `texts`.
+pub(crate) fn text_keys(texts: &[&String]) -> Vec<cache::Key> {
+    texts
+        .iter()
+        .map(|t| cache::key(&[b"text", t.as_bytes()]))
+        .collect()
+}
+
 /// Assembles `(n, dim)` embeddings from per-input rows.
-fn stack(rows: Vec<Vec<f32>>, model: &dyn DualEncoder, what: &str) -> Result<Tensor> {
+fn stack(rows: Vec<Vec<f32>>, device: &Device, what: &str) -> Result<Tensor> {
     let n = rows.len();
     let dim = rows.first().map(Vec::len).unwrap_or(0);
-    Tensor::from_vec(rows.concat(), (n, dim), model.device())
+    Tensor::from_vec(rows.concat(), (n, dim), device)
         .map_err(|e| Error::new(ErrorKind::Compute, format!("gather {what} embeddings: {e}")))
 }
 
@@ -408,7 +692,7 @@ struct Tally {
 /// leaves instead of adding to its time, and work-stealing keeps both from starving.
 #[allow(clippy::too_many_arguments)]
 fn encode_through_cache<P: Send>(
-    model: &dyn DualEncoder,
+    device: &Device,
     keys: &[cache::Key],
     wanted: Option<&[bool]>,
     batch: usize,
@@ -418,18 +702,38 @@ fn encode_through_cache<P: Send>(
     mut encode: impl FnMut(P) -> Result<Tensor>,
 ) -> Result<(Tensor, Tally)> {
     let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
-    let mut rows: Vec<Option<Vec<f32>>> =
-        keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None }).collect();
-    let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
+    let mut rows: Vec<Option<Vec<f32>>> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            if is_wanted(i) {
+                cache.get(k).map(<[f32]>::to_vec)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let todo: Vec<usize> = (0..keys.len())
+        .filter(|&i| is_wanted(i) && rows[i].is_none())
+        .collect();
     let plan: Vec<Vec<usize>> = match wanted {
         None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
         Some(_) => {
             let all: Vec<usize> = (0..keys.len()).collect();
-            all.chunks(batch).filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok())).map(<[usize]>::to_vec).collect()
+            all.chunks(batch)
+                .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
+                .map(<[usize]>::to_vec)
+                .collect()
         }
     };
-    let mut tally = Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
-    let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
+    let mut tally = Tally {
+        cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(),
+        ..Tally::default()
+    };
+    let bar = progress(
+        plan.iter().map(Vec::len).sum(),
+        &format!("encoding {what}s"),
+    );
     std::thread::scope(|scope| -> Result<()> {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
         let (plan, prepare) = (&plan, &prepare);
@@ -442,11 +746,20 @@ fn encode_through_cache<P: Send>(
             }
         });
         for chunk in plan {
-            let prepared = receiver
-                .recv()
-                .map_err(|_| Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped")))??;
+            let prepared = receiver.recv().map_err(|_| {
+                Error::new(
+                    ErrorKind::Compute,
+                    format!("prepare {what} batches: the helper thread stopped"),
+                )
+            })??;
             let encoded = to_rows(&encode(prepared)?, what)?;
-            cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
+            cache.append(
+                &chunk
+                    .iter()
+                    .zip(&encoded)
+                    .map(|(&i, e)| (keys[i], e.clone()))
+                    .collect::<Vec<_>>(),
+            )?;
             for (&i, e) in chunk.iter().zip(encoded) {
                 rows[i] = Some(e);
             }
@@ -465,10 +778,13 @@ fn encode_through_cache<P: Send>(
         .map(|(i, r)| match r {
             Some(r) => Ok(r),
             None if !is_wanted(i) => Ok(vec![0.0; dim]),
-            None => Err(Error::new(ErrorKind::Compute, format!("gather {what} embeddings: a row was neither cached nor encoded"))),
+            None => Err(Error::new(
+                ErrorKind::Compute,
+                format!("gather {what} embeddings: a row was neither cached nor encoded"),
+            )),
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok((stack(rows, model, what)?, tally))
+    Ok((stack(rows, device, what)?, tally))
 }
 
 /// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
@@ -478,11 +794,17 @@ pub(crate) fn load_pixels(
     images: &[&ImageSource],
     device: &Device,
 ) -> Result<Tensor> {
-    let pixels: Vec<Vec<f32>> =
-        images.par_iter().map(|s| s.load_rgb().map(|img| prep.apply(&img))).collect::<std::result::Result<_, _>>()?;
-    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
-        .and_then(|t| t.to_device(device))
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
+    let pixels: Vec<Vec<f32>> = images
+        .par_iter()
+        .map(|s| s.load_rgb().map(|img| prep.apply(&img)))
+        .collect::<std::result::Result<_, _>>()?;
+    Tensor::from_vec(
+        pixels.concat(),
+        (images.len(), 3, prep.size, prep.size),
+        &Device::Cpu,
+    )
+    .and_then(|t| t.to_device(device))
+    .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
 }
 
 /// Every (image, text) pair a fusion model must score for a suite, each once, and where
@@ -519,16 +841,31 @@ impl PairTable {
         Self { pairs, item_pairs }
     }
 
-    fn score_tensor(&self, suite: &Suite, values: &[f32], kind: benchctl_scoring::ScoreKind) -> Result<ScoreTensor> {
+    fn score_tensor(
+        &self,
+        suite: &Suite,
+        values: &[f32],
+        kind: benchctl_scoring::ScoreKind,
+    ) -> Result<ScoreTensor> {
         let mut tensor = ScoreTensor::of_kind(kind);
         for (item, these) in suite.items.iter().zip(&self.item_pairs) {
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
                 .push(item.images.len(), item.texts.len(), &scores)
-                .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+                .map_err(|e| {
+                    Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))
+                })?;
         }
         Ok(tensor)
     }
+}
+
+/// The unique inputs a fusion model pairs, with their cache keys.
+pub(crate) struct PairInputs<'a> {
+    pub images: &'a [&'a ImageSource],
+    pub image_keys: &'a [cache::Key],
+    pub texts: &'a [&'a String],
+    pub text_keys: &'a [cache::Key],
 }
 
 /// A fusion model's score of every pair, through the cache (one value per pair, keyed by
@@ -537,17 +874,26 @@ impl PairTable {
 pub(crate) fn score_pairs_through_cache(
     model: &dyn FusionEncoder,
     table: &PairTable,
-    images: &[&ImageSource],
-    texts: &[&String],
+    inputs: &PairInputs,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Vec<f32>> {
-    let image_keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
-    let text_keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
-    let pair_keys: Vec<cache::Key> =
-        table.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]])).collect();
-    let mut values: Vec<Option<f32>> = pair_keys.iter().map(|k| cache.get(k).and_then(|v| v.first().copied())).collect();
+    let PairInputs {
+        images,
+        image_keys,
+        texts,
+        text_keys,
+    } = *inputs;
+    let pair_keys: Vec<cache::Key> = table
+        .pairs
+        .iter()
+        .map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]]))
+        .collect();
+    let mut values: Vec<Option<f32>> = pair_keys
+        .iter()
+        .map(|k| cache.get(k).and_then(|v| v.first().copied()))
+        .collect();
     let mut todo_by_image: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for (p, &(i, _)) in table.pairs.iter().enumerate() {
         if values[p].is_none() {
@@ -557,10 +903,15 @@ pub(crate) fn score_pairs_through_cache(
     counts.pairs_cached += values.iter().filter(|v| v.is_some()).count();
     let todo_images: Vec<usize> = todo_by_image.keys().copied().collect();
     let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
-    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let compute =
+        |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     for image_chunk in todo_images.chunks(batch.max(1)) {
         let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
-        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
+        let states = model.encode_images(&load_pixels(
+            model.preprocessor(),
+            &sources,
+            model.device(),
+        )?)?;
         counts.images_encoded += image_chunk.len();
         counts.image_batches += 1;
         let pairs: Vec<(usize, usize)> = image_chunk
@@ -570,15 +921,27 @@ pub(crate) fn score_pairs_through_cache(
             .collect();
         for chunk in pairs.chunks(batch.max(1)) {
             let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
-            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
-            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
-            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1].as_str()).collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), model.device())
+                .map_err(|e| compute("index pairs", e))?;
+            let pair_states = states
+                .index_select(&rows, 0)
+                .map_err(|e| compute("gather image states", e))?;
+            let pair_texts: Vec<&str> = chunk
+                .iter()
+                .map(|&(_, p)| texts[table.pairs[p].1].as_str())
+                .collect();
             let scores = model
                 .score_pairs(&pair_states, &pair_texts)?
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
-            cache.append(&chunk.iter().zip(&scores).map(|(&(_, p), &v)| (pair_keys[p], vec![v])).collect::<Vec<_>>())?;
+            cache.append(
+                &chunk
+                    .iter()
+                    .zip(&scores)
+                    .map(|(&(_, p), &v)| (pair_keys[p], vec![v]))
+                    .collect::<Vec<_>>(),
+            )?;
             for (&(_, p), v) in chunk.iter().zip(scores) {
                 values[p] = Some(v);
             }
@@ -589,47 +952,105 @@ pub(crate) fn score_pairs_through_cache(
     bar.finish_and_clear();
     values
         .into_iter()
-        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
+        .map(|v| {
+            v.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Compute,
+                    "score pairs: a pair was neither cached nor scored",
+                )
+            })
+        })
         .collect()
 }
 
-/// L2-normalised embeddings of `images`, in order, through the cache; missing ones are
-/// decoded and preprocessed on all cores, then encoded in batches.
+/// What encodes the inputs the cache lacks: the dual encoder, or none when the run found
+/// every input in the cache and did not load the weights.
+#[derive(Clone, Copy)]
+pub(crate) struct Encoder<'a> {
+    pub model: Option<&'a dyn DualEncoder>,
+    /// Where the embeddings go.
+    pub device: &'a Device,
+}
+
+impl<'a> Encoder<'a> {
+    fn model(&self) -> Result<&'a dyn DualEncoder> {
+        self.model.ok_or_else(Self::not_loaded)
+    }
+
+    fn not_loaded() -> Error {
+        Error::new(
+            ErrorKind::Compute,
+            "encode an input missing from the cache: the model was not loaded",
+        )
+    }
+}
+
+/// L2-normalised embeddings of `images` (with their cache `keys`), in order, through the
+/// cache; missing ones are decoded and preprocessed on all cores, then encoded in batches.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_images(
-    model: &dyn DualEncoder,
+    encoder: Encoder,
     images: &[&ImageSource],
+    keys: &[cache::Key],
     wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let keys: Vec<cache::Key> = images.par_iter().map(|s| image_key(s)).collect::<Result<_>>()?;
-    let (prep, device) = (model.preprocessor().clone(), model.device().clone());
+    let (prep, device) = (
+        encoder.model.map(|m| m.preprocessor().clone()),
+        encoder.device,
+    );
     let prepare = |chunk: &[usize]| {
+        let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
         let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
-        load_pixels(&prep, &sources, &device)
+        load_pixels(prep, &sources, device)
     };
-    let (embeddings, tally) =
-        encode_through_cache(model, &keys, wanted, batch, cache, "image", prepare, |pixels| Ok(model.encode_images(&pixels)?))?;
+    let encode = |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?);
+    let (embeddings, tally) = encode_through_cache(
+        encoder.device,
+        keys,
+        wanted,
+        batch,
+        cache,
+        "image",
+        prepare,
+        encode,
+    )?;
     counts.images_cached += tally.cached;
     counts.images_encoded += tally.encoded;
     counts.image_batches += tally.batches;
     Ok(embeddings)
 }
 
-/// L2-normalised embeddings of `texts`, in order, through the cache.
+/// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the cache.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_texts(
-    model: &dyn DualEncoder,
+    encoder: Encoder,
     texts: &[&String],
+    keys: &[cache::Key],
     wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let keys: Vec<cache::Key> = texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect();
-    let prepare = |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>());
-    let (embeddings, tally) =
-        encode_through_cache(model, &keys, wanted, batch, cache, "text", prepare, |refs| Ok(model.encode_texts(&refs)?))?;
+    let prepare = |chunk: &[usize]| {
+        Ok(chunk
+            .iter()
+            .map(|&i| texts[i].as_str())
+            .collect::<Vec<&str>>())
+    };
+    let encode = |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?);
+    let (embeddings, tally) = encode_through_cache(
+        encoder.device,
+        keys,
+        wanted,
+        batch,
+        cache,
+        "text",
+        prepare,
+        encode,
+    )?;
     counts.texts_cached += tally.cached;
     counts.texts_encoded += tally.encoded;
     counts.text_batches += tally.batches;
@@ -638,14 +1059,15 @@ pub(crate) fn encode_texts(
 
 /// The K×L scores of every item, computed in batches of items with the same shape.
 fn score_items(
-    model: &dyn DualEncoder,
+    similarity: &Similarity,
     suite: &Suite,
     image_slots: &[usize],
     text_slots: &[usize],
     images: &Tensor,
     texts: &Tensor,
 ) -> Result<ScoreTensor> {
-    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let compute =
+        |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     // Where each item's image and text slots start.
     let mut image_start = Vec::with_capacity(suite.items.len());
     let mut text_start = Vec::with_capacity(suite.items.len());
@@ -658,7 +1080,10 @@ fn score_items(
     }
     let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
     for (n, item) in suite.items.iter().enumerate() {
-        by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
+        by_shape
+            .entry((item.images.len(), item.texts.len()))
+            .or_default()
+            .push(n);
     }
     let mut per_item: Vec<Vec<f32>> = vec![Vec::new(); suite.items.len()];
     const ITEMS_PER_BATCH: usize = 4096;
@@ -666,20 +1091,32 @@ fn score_items(
         for chunk in members.chunks(ITEMS_PER_BATCH) {
             let image_rows: Vec<u32> = chunk
                 .iter()
-                .flat_map(|&n| image_slots[image_start[n]..image_start[n] + k].iter().map(|&s| s as u32))
+                .flat_map(|&n| {
+                    image_slots[image_start[n]..image_start[n] + k]
+                        .iter()
+                        .map(|&s| s as u32)
+                })
                 .collect();
             let text_rows: Vec<u32> = chunk
                 .iter()
-                .flat_map(|&n| text_slots[text_start[n]..text_start[n] + l].iter().map(|&s| s as u32))
+                .flat_map(|&n| {
+                    text_slots[text_start[n]..text_start[n] + l]
+                        .iter()
+                        .map(|&s| s as u32)
+                })
                 .collect();
             let gather = |table: &Tensor, rows: Vec<u32>, per: usize| -> Result<Tensor> {
-                let idx = Tensor::from_vec(rows, (chunk.len() * per,), table.device()).map_err(|e| compute("index", e))?;
+                let idx = Tensor::from_vec(rows, (chunk.len() * per,), table.device())
+                    .map_err(|e| compute("index", e))?;
                 table
                     .index_select(&idx, 0)
                     .and_then(|t| t.reshape((chunk.len(), per, ())))
                     .map_err(|e| compute("gather embeddings", e))
             };
-            let scores = model.scores(&gather(images, image_rows, k)?, &gather(texts, text_rows, l)?)?;
+            let scores = similarity.scores(
+                &gather(images, image_rows, k)?,
+                &gather(texts, text_rows, l)?,
+            )?;
             let values = scores
                 .to_dtype(DType::F32)
                 .and_then(|s| s.flatten_all())
@@ -690,11 +1127,11 @@ fn score_items(
             }
         }
     }
-    let mut tensor = ScoreTensor::of_kind(model.score_kind());
+    let mut tensor = ScoreTensor::of_kind(similarity.kind());
     for (item, values) in suite.items.iter().zip(&per_item) {
-        tensor.push(item.images.len(), item.texts.len(), values).map_err(|e| {
-            Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))
-        })?;
+        tensor
+            .push(item.images.len(), item.texts.len(), values)
+            .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
     }
     Ok(tensor)
 }

@@ -25,10 +25,13 @@ use rayon::prelude::*;
 use serde_json::json;
 
 use crate::cli::{AlterMethod, EvalArgs};
-use crate::eval::{encode_images, encode_texts, load_model, load_pixels, unique_by, Counts, Evaluation};
+use crate::eval::{
+    encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by,
+    Counts, Encoder, Evaluation,
+};
 use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
-use benchctl_models::{DualEncoder, FusionEncoder, Model};
+use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
 
 /// Queries per block of the gallery matrix product (a block of scores against 50K captions
 /// is 100 MB).
@@ -56,14 +59,26 @@ struct Rerank<'a> {
 impl Rerank<'_> {
     /// `scores` (one query against the gallery) with the top `k` replaced by fusion scores
     /// and the rest set to −∞.
-    fn rerank(&self, scores: &[f32], query: usize, queries: Side, gallery: Side) -> Result<Vec<f32>> {
+    fn rerank(
+        &self,
+        scores: &[f32],
+        query: usize,
+        queries: Side,
+        gallery: Side,
+    ) -> Result<Vec<f32>> {
         let mut order: Vec<usize> = (0..scores.len()).collect();
         let k = self.k.min(scores.len());
-        order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| scores[b].total_cmp(&scores[a]));
+        order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| {
+            scores[b].total_cmp(&scores[a])
+        });
         let top = &order[..k];
         let mut out = vec![f32::NEG_INFINITY; scores.len()];
         let encode = |images: &[&ImageSource]| -> Result<Tensor> {
-            Ok(self.fusion.encode_images(&load_pixels(self.fusion.preprocessor(), images, self.fusion.device())?)?)
+            Ok(self.fusion.encode_images(&load_pixels(
+                self.fusion.preprocessor(),
+                images,
+                self.fusion.device(),
+            )?)?)
         };
         // An image query is encoded once for its whole shortlist.
         let query_states = match queries {
@@ -73,15 +88,25 @@ impl Rerank<'_> {
         for chunk in top.chunks(self.batch.max(1)) {
             let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
                 (Side::Images(_), Side::Texts(g), Some(one)) => {
-                    let dims: Vec<usize> = std::iter::once(chunk.len()).chain(one.dims()[1..].iter().copied()).collect();
-                    let repeated = one.broadcast_as(dims).and_then(|s| s.contiguous()).map_err(compute("repeat image states"))?;
+                    let dims: Vec<usize> = std::iter::once(chunk.len())
+                        .chain(one.dims()[1..].iter().copied())
+                        .collect();
+                    let repeated = one
+                        .broadcast_as(dims)
+                        .and_then(|s| s.contiguous())
+                        .map_err(compute("repeat image states"))?;
                     (repeated, chunk.iter().map(|&c| g[c].as_str()).collect())
                 }
                 (Side::Texts(q), Side::Images(g), _) => {
                     let images: Vec<&ImageSource> = chunk.iter().map(|&c| &g[c]).collect();
                     (encode(&images)?, vec![q[query].as_str(); chunk.len()])
                 }
-                _ => return Err(Error::new(ErrorKind::Compute, "re-rank: a query and its gallery must be an image and texts")),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::Compute,
+                        "re-rank: a query and its gallery must be an image and texts",
+                    ))
+                }
             };
             let values = self
                 .fusion
@@ -100,7 +125,6 @@ impl Rerank<'_> {
 /// Ranks every query (rows of `queries`) against the whole `gallery`, re-ranking each
 /// query's shortlist when `rerank` holds a fusion model and the raw inputs of both sides.
 fn rank_all(
-    scores: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>,
     queries: &Tensor,
     gallery: &Tensor,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
@@ -113,9 +137,13 @@ fn rank_all(
     let mut outcomes = Vec::with_capacity(n);
     for start in (0..n).step_by(QUERY_BLOCK) {
         let len = QUERY_BLOCK.min(n - start);
-        let block = queries.narrow(0, start, len).and_then(|b| b.unsqueeze(0)).map_err(compute("slice queries"))?;
+        let block = queries
+            .narrow(0, start, len)
+            .and_then(|b| b.unsqueeze(0))
+            .map_err(compute("slice queries"))?;
         // One flat buffer per block; rows are slices of it.
-        let flat = scores(&block, &gallery)?
+        let flat = Similarity::COSINE
+            .rank_scores(&block, &gallery)?
             .flatten_all()
             .and_then(|s| s.to_dtype(DType::F32))
             .and_then(|s| s.to_vec1::<f32>())
@@ -124,7 +152,11 @@ fn rank_all(
             Some((r, q, g)) => {
                 for (i, row) in flat.chunks(width).enumerate() {
                     let row = r.rerank(row, start + i, q, g)?;
-                    outcomes.push(retrieval::query_outcome(&row, &matches(start + i), altered)?);
+                    outcomes.push(retrieval::query_outcome(
+                        &row,
+                        &matches(start + i),
+                        altered,
+                    )?);
                 }
             }
             // Each row's reduction is independent: all cores, in order.
@@ -142,13 +174,12 @@ fn rank_all(
 /// Ranks every query against the whole gallery (blocked matrix products, outcomes reduced
 /// on all cores): what RoCOCO scoring does, exposed for `benchctl bench --part retrieval`.
 pub fn rank_gallery(
-    scores: &dyn Fn(&Tensor, &Tensor) -> Result<Tensor>,
     queries: &Tensor,
     gallery: &Tensor,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
 ) -> Result<Vec<QueryOutcome>> {
-    rank_all(scores, queries, gallery, matches, altered, None)
+    rank_all(queries, gallery, matches, altered, None)
 }
 
 /// One gallery's outcomes, named for the report and dump.
@@ -160,14 +191,14 @@ struct GalleryResult {
 
 fn rows(table: &Tensor, indices: &[usize]) -> Result<Tensor> {
     let idx: Vec<u32> = indices.iter().map(|&i| i as u32).collect();
-    let idx = Tensor::from_vec(idx, indices.len(), table.device()).map_err(compute("index rows"))?;
+    let idx =
+        Tensor::from_vec(idx, indices.len(), table.device()).map_err(compute("index rows"))?;
     table.index_select(&idx, 0).map_err(compute("gather rows"))
 }
 
 /// Image-to-text: each test image against every caption of `gallery`; a hit is any of the
 /// image's original captions.
 fn image_to_text(
-    model: &dyn DualEncoder,
     images: &Tensor,
     captions: &Tensor,
     gallery: &CaptionGallery,
@@ -180,7 +211,13 @@ fn image_to_text(
             originals[image].push(c);
         }
     }
-    rank_all(&|q, g| Ok(model.rank_scores(q, g)?), images, captions, &|q| originals[q].clone(), &gallery.altered, rerank)
+    rank_all(
+        images,
+        captions,
+        &|q| originals[q].clone(),
+        &gallery.altered,
+        rerank,
+    )
 }
 
 /// Runs the RoCOCO evaluation.
@@ -188,64 +225,34 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let started = Instant::now();
     let started_at = results::now_rfc3339();
     let data = rococo::load(data_dir)?;
-    let missing: Vec<String> =
-        data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
+    let missing: Vec<String> = data
+        .images
+        .iter()
+        .filter(|p| !p.is_file())
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
     if !missing.is_empty() {
-        return Err(Error::new(ErrorKind::Data, format!("find rococo image(s): {}", missing.join(", "))));
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!("find rococo image(s): {}", missing.join(", ")),
+        ));
     }
-    let load_started = Instant::now();
-    let model = load_model(&args.model, &args.device, &args.dtype)?;
-    let load_model_s = load_started.elapsed().as_secs_f64();
+    let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
     let batch = args.batch_size as usize;
-    let (encoder, reranker): (&dyn DualEncoder, Option<Rerank>) = match &model.model {
-        Model::Dual(e) => (e.as_ref(), None),
-        Model::Fusion(f) => {
-            let shortlister = f.shortlister().ok_or_else(|| {
-                Error::new(ErrorKind::Usage, "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with")
-            })?;
-            (shortlister, Some(Rerank { fusion: f.as_ref(), k: args.rerank_k as usize, batch }))
-        }
-    };
-    let mut counts = Counts { unique_images: data.images.len(), ..Default::default() };
-    let mut cache = model.cache(args.no_cache)?;
+    let mut cache = resolved.cache(args.no_cache)?;
 
-    // Every caption of every gallery, encoded once.
-    let t = Instant::now();
-    let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
+    // Every input and its cache key: each caption of every gallery once, the test images, and
+    // each altered gallery's images.
+    let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean)
+        .chain(&data.caption_sets)
+        .collect();
     let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| &g.captions));
-    counts.unique_texts = unique_texts.len();
-    let text_table = encode_texts(encoder, &unique_texts, None, batch, &mut counts, &mut cache)?;
-    let encode_texts_s = t.elapsed().as_secs_f64();
-    let mut gallery_rows = Vec::new();
-    let mut offset = 0;
-    for g in &galleries {
-        gallery_rows.push(rows(&text_table, &slots[offset..offset + g.captions.len()])?);
-        offset += g.captions.len();
-    }
-
-    let t = Instant::now();
-    let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), None, batch, &mut counts, &mut cache)?;
-    let mut encode_images_s = t.elapsed().as_secs_f64();
-
-    let score_started = Instant::now();
-    let mut results: Vec<GalleryResult> = Vec::new();
-    let caption_texts: Vec<Vec<&String>> = galleries.iter().map(|g| g.captions.iter().collect()).collect();
-    for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
-        let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
-        let outcomes = image_to_text(encoder, &image_table, captions, g, rerank)?;
-        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", outcomes });
-    }
-    // Text-to-image: the original captions against the test images, then against the test
-    // images plus each altered gallery.
+    let text_keys = text_keys(&unique_texts);
     let n = data.images.len();
-    let clean_captions = &gallery_rows[0];
-    let image_of = &data.clean.image_of;
-    let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
-    let scores = |q: &Tensor, g: &Tensor| -> Result<Tensor> { Ok(encoder.rank_scores(q, g)?) };
-    let outcomes = rank_all(&scores, clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank)?;
-    results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
-    let mut score_s = score_started.elapsed().as_secs_f64();
+    let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
+    let source_keys = image_keys(&sources.iter().collect::<Vec<_>>())?;
+    let mut altered_galleries: Vec<(String, Vec<ImageSource>, Vec<crate::cache::Key>)> = Vec::new();
     for &method in &args.rococo_methods {
         let method = match method {
             AlterMethod::Mix => altered::Method::Mix,
@@ -253,9 +260,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         };
         for &lambda in &args.rococo_lambdas {
             for &seed in &args.rococo_seeds {
-                let t = Instant::now();
-                let specs = altered::gallery(n, method, lambda, seed)?;
-                let altered_sources: Vec<ImageSource> = specs
+                let altered_sources: Vec<ImageSource> = altered::gallery(n, method, lambda, seed)?
                     .iter()
                     .map(|spec| {
                         ImageSource::Altered(Box::new(AlteredSource {
@@ -265,23 +270,146 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                         }))
                     })
                     .collect();
-                let altered_table =
-                    encode_images(encoder, &altered_sources.iter().collect::<Vec<_>>(), None, batch, &mut counts, &mut cache)?;
-                encode_images_s += t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
-                let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
-                let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
-                let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
-                let outcomes = rank_all(&scores, clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank)?;
-                results.push(GalleryResult {
-                    name: format!("{}{}_seed{seed}", method.name(), lambda / 10),
-                    direction: "t2i",
-                    outcomes,
-                });
-                score_s += t.elapsed().as_secs_f64();
+                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>())?;
+                altered_galleries.push((
+                    format!("{}{}_seed{seed}", method.name(), lambda / 10),
+                    altered_sources,
+                    keys,
+                ));
             }
         }
+    }
+    let mut needed: Vec<&[crate::cache::Key]> = vec![&text_keys, &source_keys];
+    needed.extend(altered_galleries.iter().map(|(_, _, keys)| keys.as_slice()));
+    // A re-run whose embeddings are all cached ranks without reading the weights.
+    let (loaded, _, load_model_s) = resolved.load_unless_cached(&mut cache, &needed)?;
+    let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match loaded
+        .as_ref()
+        .map(|l| &l.model)
+    {
+        None => (None, None),
+        Some(Model::Dual(e)) => (Some(e.as_ref()), None),
+        Some(Model::Fusion(f)) => {
+            let shortlister = f.shortlister().ok_or_else(|| {
+                Error::new(ErrorKind::Usage, "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with")
+            })?;
+            (
+                Some(shortlister),
+                Some(Rerank {
+                    fusion: f.as_ref(),
+                    k: args.rerank_k as usize,
+                    batch,
+                }),
+            )
+        }
+    };
+    let encoder = Encoder {
+        model,
+        device: resolved.device(),
+    };
+    let mut counts = Counts {
+        unique_images: n,
+        unique_texts: unique_texts.len(),
+        ..Default::default()
+    };
+
+    let t = Instant::now();
+    let text_table = encode_texts(
+        encoder,
+        &unique_texts,
+        &text_keys,
+        None,
+        batch,
+        &mut counts,
+        &mut cache,
+    )?;
+    let encode_texts_s = t.elapsed().as_secs_f64();
+    let mut gallery_rows = Vec::new();
+    let mut offset = 0;
+    for g in &galleries {
+        gallery_rows.push(rows(
+            &text_table,
+            &slots[offset..offset + g.captions.len()],
+        )?);
+        offset += g.captions.len();
+    }
+
+    let t = Instant::now();
+    let image_table = encode_images(
+        encoder,
+        &sources.iter().collect::<Vec<_>>(),
+        &source_keys,
+        None,
+        batch,
+        &mut counts,
+        &mut cache,
+    )?;
+    let mut encode_images_s = t.elapsed().as_secs_f64();
+
+    let score_started = Instant::now();
+    let mut results: Vec<GalleryResult> = Vec::new();
+    let caption_texts: Vec<Vec<&String>> = galleries
+        .iter()
+        .map(|g| g.captions.iter().collect())
+        .collect();
+    for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
+        let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
+        let outcomes = image_to_text(&image_table, captions, g, rerank)?;
+        results.push(GalleryResult {
+            name: g.name.clone(),
+            direction: "i2t",
+            outcomes,
+        });
+    }
+    // Text-to-image: the original captions against the test images, then against the test
+    // images plus each altered gallery.
+    let clean_captions = &gallery_rows[0];
+    let image_of = &data.clean.image_of;
+    let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
+    let outcomes = rank_all(
+        clean_captions,
+        &image_table,
+        &|q| vec![image_of[q]],
+        &[],
+        rerank,
+    )?;
+    results.push(GalleryResult {
+        name: "clean".into(),
+        direction: "t2i",
+        outcomes,
+    });
+    let mut score_s = score_started.elapsed().as_secs_f64();
+    for (name, altered_sources, keys) in altered_galleries {
+        let t = Instant::now();
+        let altered_table = encode_images(
+            encoder,
+            &altered_sources.iter().collect::<Vec<_>>(),
+            &keys,
+            None,
+            batch,
+            &mut counts,
+            &mut cache,
+        )?;
+        encode_images_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let gallery =
+            Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
+        let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
+        let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
+        let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
+        let outcomes = rank_all(
+            clean_captions,
+            &gallery,
+            &|q| vec![image_of[q]],
+            &altered_flags,
+            rerank,
+        )?;
+        results.push(GalleryResult {
+            name,
+            direction: "t2i",
+            outcomes,
+        });
+        score_s += t.elapsed().as_secs_f64();
     }
     let report = report(&results)?;
     let dump = results
@@ -294,11 +422,21 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         .collect();
     let run = Run {
         started_at,
-        model: model.record,
-        suite: SuiteRecord { id: "rococo".into(), data_dir: data_dir.display().to_string(), items: n },
+        model: resolved.record.clone(),
+        suite: SuiteRecord {
+            id: "rococo".into(),
+            data_dir: data_dir.display().to_string(),
+            items: n,
+        },
         batch_size: batch,
         counts,
-        timings: Timings { load_model_s, encode_images_s, encode_texts_s, score_s, total_s: started.elapsed().as_secs_f64() },
+        timings: Timings {
+            load_model_s,
+            encode_images_s,
+            encode_texts_s,
+            score_s,
+            total_s: started.elapsed().as_secs_f64(),
+        },
         report,
         // Retrieval metrics are over queries against shared galleries; no item bootstrap.
         intervals: Vec::new(),
@@ -306,7 +444,11 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         data_fingerprint: fingerprint(&data, data_dir),
         shard: None,
     };
-    Ok(Evaluation { run, dump, scored: None })
+    Ok(Evaluation {
+        run,
+        dump,
+        scored: None,
+    })
 }
 
 /// SHA-256 (hex) of the RoCOCO data as loaded: image paths (relative to the data
@@ -315,7 +457,12 @@ fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for path in &data.images {
-        hash.update(path.strip_prefix(data_dir).unwrap_or(path).to_string_lossy().as_bytes());
+        hash.update(
+            path.strip_prefix(data_dir)
+                .unwrap_or(path)
+                .to_string_lossy()
+                .as_bytes(),
+        );
         hash.update([0]);
     }
     for g in std::iter::once(&data.clean).chain(&data.caption_sets) {
@@ -332,7 +479,11 @@ fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
 /// The RoCOCO report: R@k (and RSMS, drop rate) per gallery, altered image galleries
 /// averaged over seeds, plus the means over the altered galleries of each direction.
 fn report(results: &[GalleryResult]) -> Result<Report> {
-    let find = |name: &str, direction: &str| results.iter().find(|r| r.name == name && r.direction == direction);
+    let find = |name: &str, direction: &str| {
+        results
+            .iter()
+            .find(|r| r.name == name && r.direction == direction)
+    };
     let summary = |r: &GalleryResult| retrieval::summarise(&r.outcomes).map_err(Error::from);
     let mut metrics: Vec<(String, f64)> = Vec::new();
     let mut push = |prefix: &str, s: &RetrievalScores, clean_r1: Option<f64>| {
@@ -348,7 +499,12 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     };
     let clean = |direction: &str| {
         find("clean", direction)
-            .ok_or_else(|| Error::new(ErrorKind::Compute, format!("report rococo: the clean {direction} gallery was not scored")))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Compute,
+                    format!("report rococo: the clean {direction} gallery was not scored"),
+                )
+            })
             .and_then(summary)
     };
     let (clean_i2t, clean_t2i) = (clean("i2t")?, clean("t2i")?);
@@ -366,9 +522,18 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     // they were scored (methods, then λ, then seeds, as the flags list them).
     let mut t2i_r1 = Vec::new();
     let mut groups: Vec<(String, Vec<&GalleryResult>)> = Vec::new();
-    for r in results.iter().filter(|r| r.direction == "t2i" && r.name != "clean") {
+    for r in results
+        .iter()
+        .filter(|r| r.direction == "t2i" && r.name != "clean")
+    {
         let group = r.name.rsplit_once("_seed").map(|(g, _)| g).ok_or_else(|| {
-            Error::new(ErrorKind::Data, format!("report rococo: gallery `{}` is not <method><λ>_seed<seed>", r.name))
+            Error::new(
+                ErrorKind::Data,
+                format!(
+                    "report rococo: gallery `{}` is not <method><λ>_seed<seed>",
+                    r.name
+                ),
+            )
         })?;
         match groups.iter_mut().find(|(g, _)| g == group) {
             Some((_, members)) => members.push(r),
@@ -376,52 +541,96 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
         }
     }
     for (group, members) in &groups {
-        let per_seed = members.iter().map(|r| summary(r)).collect::<Result<Vec<_>>>()?;
+        let per_seed = members
+            .iter()
+            .map(|r| summary(r))
+            .collect::<Result<Vec<_>>>()?;
         let k = per_seed.len() as f64;
         let mean = |f: fn(&RetrievalScores) -> f64| per_seed.iter().map(f).sum::<f64>() / k;
-        let s = RetrievalScores { r1: mean(|s| s.r1), r5: mean(|s| s.r5), r10: mean(|s| s.r10), rsms: mean(|s| s.rsms) };
+        let s = RetrievalScores {
+            r1: mean(|s| s.r1),
+            r5: mean(|s| s.r5),
+            r10: mean(|s| s.r10),
+            rsms: mean(|s| s.rsms),
+        };
         t2i_r1.push(s.r1);
         push(&format!("{group}_t2i"), &s, Some(clean_t2i.r1));
     }
-    for (name, values) in [("i2t_r1_altered_mean", &i2t_r1), ("t2i_r1_altered_mean", &t2i_r1)] {
+    for (name, values) in [
+        ("i2t_r1_altered_mean", &i2t_r1),
+        ("t2i_r1_altered_mean", &t2i_r1),
+    ] {
         if !values.is_empty() {
-            metrics.push((name.to_string(), values.iter().sum::<f64>() / values.len() as f64));
+            metrics.push((
+                name.to_string(),
+                values.iter().sum::<f64>() / values.len() as f64,
+            ));
         }
     }
     let items = find("clean", "i2t").map(|r| r.outcomes.len()).unwrap_or(0);
-    Ok(Report { items, metrics, breakdowns: Vec::new() })
+    Ok(Report {
+        items,
+        metrics,
+        breakdowns: Vec::new(),
+    })
 }
-
 
 /// The RoCOCO report recomputed from a score dump of `eval --suite rococo` (one line per
 /// query and gallery: `gallery`, `direction`, `query`, `rank`, `top1_altered`), exactly as
 /// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
 pub fn report_from_dump(path: &Path) -> Result<Report> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
     let mut results: Vec<GalleryResult> = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
         let at = format!("{} line {}", path.display(), i + 1);
         let bad = |what: &str| Error::new(ErrorKind::Data, format!("parse {at}: {what}"));
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&e.to_string()))?;
-        let name = v.get("gallery").and_then(|g| g.as_str()).ok_or_else(|| bad("missing string `gallery`"))?;
+        let name = v
+            .get("gallery")
+            .and_then(|g| g.as_str())
+            .ok_or_else(|| bad("missing string `gallery`"))?;
         let direction = match v.get("direction").and_then(|d| d.as_str()) {
             Some("i2t") => "i2t",
             Some("t2i") => "t2i",
             _ => return Err(bad("`direction` must be \"i2t\" or \"t2i\"")),
         };
-        let query = v.get("query").and_then(|q| q.as_u64()).ok_or_else(|| bad("missing number `query`"))? as usize;
-        let rank = v.get("rank").and_then(|r| r.as_u64()).ok_or_else(|| bad("missing number `rank`"))? as usize;
-        let top1_altered = v.get("top1_altered").and_then(|t| t.as_bool()).ok_or_else(|| bad("missing boolean `top1_altered`"))?;
-        let index = match results.iter().position(|r| r.name == name && r.direction == direction) {
+        let query = v
+            .get("query")
+            .and_then(|q| q.as_u64())
+            .ok_or_else(|| bad("missing number `query`"))? as usize;
+        let rank = v
+            .get("rank")
+            .and_then(|r| r.as_u64())
+            .ok_or_else(|| bad("missing number `rank`"))? as usize;
+        let top1_altered = v
+            .get("top1_altered")
+            .and_then(|t| t.as_bool())
+            .ok_or_else(|| bad("missing boolean `top1_altered`"))?;
+        let index = match results
+            .iter()
+            .position(|r| r.name == name && r.direction == direction)
+        {
             Some(i) => i,
             None => {
-                results.push(GalleryResult { name: name.to_string(), direction, outcomes: Vec::new() });
+                results.push(GalleryResult {
+                    name: name.to_string(),
+                    direction,
+                    outcomes: Vec::new(),
+                });
                 results.len() - 1
             }
         };
         let gallery = &mut results[index];
         if query != gallery.outcomes.len() {
-            return Err(bad(&format!("query {query} of {name} {direction} is out of order (expected {})", gallery.outcomes.len())));
+            return Err(bad(&format!(
+                "query {query} of {name} {direction} is out of order (expected {})",
+                gallery.outcomes.len()
+            )));
         }
         gallery.outcomes.push(QueryOutcome { rank, top1_altered });
     }

@@ -1,27 +1,55 @@
-//! The embedding cache: a warm re-run encodes nothing; truncated or corrupt entries are
-//! recomputed, never trusted.
+//! The embedding cache: a warm re-run encodes nothing and reads no weights; truncated or
+//! corrupt entries are recomputed, never trusted.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{benchctl, demo_suite, stored_run, tiny_model};
+use common::{benchctl, copy_tree, demo_suite, dump_path, stderr, stored_run, tiny_model};
+
+/// `benchctl eval` of `model` on the demo suite with `cache`: the process output.
+fn eval_model(model: &str, cache: &Path, results: &Path, extra: &[&str]) -> std::process::Output {
+    let data = demo_suite();
+    let mut args = vec![
+        "eval",
+        "--model-path",
+        model,
+        "--suite",
+        "winoground",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+        "--batch-size",
+        "4",
+    ];
+    args.extend_from_slice(extra);
+    benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())])
+}
 
 fn eval(cache: &Path, extra: &[&str]) -> serde_json::Value {
     let results = tempfile::tempdir().unwrap();
-    let (model, data) = (tiny_model(), demo_suite());
-    let mut args = vec![
-        "eval", "--model-path", model.as_str(), "--suite", "winoground",
-        "--data-dir", data.to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(), "--batch-size", "4",
-    ];
-    args.extend_from_slice(extra);
-    stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())])).1
+    stored_run(&eval_model(&tiny_model(), cache, results.path(), extra)).1
 }
+
+/// Bytes of a cache record holding `dim` values: magic, key, dim, values, check.
+fn record_len(dim: usize) -> usize {
+    4 + 32 + 4 + dim * 4 + 8
+}
+
+/// The first record of a cold run's segment is the model's score head (3 values), then the
+/// 32 embeddings (projection dim 24).
+const HEAD_RECORD: usize = 4 + 32 + 4 + 3 * 4 + 8;
 
 fn encoded(run: &serde_json::Value) -> (u64, u64, u64, u64) {
     let c = &run["counts"];
     let n = |k: &str| c[k].as_u64().unwrap();
-    (n("images_encoded"), n("texts_encoded"), n("images_cached"), n("texts_cached"))
+    (
+        n("images_encoded"),
+        n("texts_encoded"),
+        n("images_cached"),
+        n("texts_cached"),
+    )
 }
 
 fn segments(cache: &Path) -> Vec<PathBuf> {
@@ -52,9 +80,9 @@ fn a_truncated_cache_file_is_recomputed() {
     let cold = eval(cache.path(), &[]);
     let segment = &segments(cache.path())[0];
     let bytes = std::fs::read(segment).unwrap();
-    // One record holds 4 + 32 + 4 + 24 × 4 + 8 bytes (projection dim 24): cut the last in half.
-    let record = 4 + 32 + 4 + 24 * 4 + 8;
-    assert_eq!(bytes.len(), 32 * record);
+    // Cut the last embedding record in half.
+    let record = record_len(24);
+    assert_eq!(bytes.len(), HEAD_RECORD + 32 * record);
     std::fs::write(segment, &bytes[..bytes.len() - record / 2]).unwrap();
     let rerun = eval(cache.path(), &[]);
     let (images, texts, _, _) = encoded(&rerun);
@@ -69,9 +97,8 @@ fn a_corrupt_entry_is_detected_and_recomputed() {
     let cold = eval(cache.path(), &[]);
     let segment = &segments(cache.path())[0];
     let mut bytes = std::fs::read(segment).unwrap();
-    // Flip a bit inside the values of the third record.
-    let record = 4 + 32 + 4 + 24 * 4 + 8;
-    bytes[2 * record + 60] ^= 0x40;
+    // Flip a bit inside the values of the third embedding record.
+    bytes[HEAD_RECORD + 2 * record_len(24) + 60] ^= 0x40;
     std::fs::write(segment, &bytes).unwrap();
     let rerun = eval(cache.path(), &[]);
     let (images, texts, _, _) = encoded(&rerun);
@@ -85,4 +112,83 @@ fn no_cache_encodes_everything_and_stores_nothing() {
     let run = eval(cache.path(), &["--no-cache"]);
     assert_eq!(encoded(&run), (16, 16, 0, 0));
     assert!(std::fs::read_dir(cache.path()).unwrap().next().is_none());
+}
+
+#[test]
+fn a_warm_rerun_scores_without_reading_the_weights() {
+    let (cache, results, dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let model = dir.path().join("clip-tiny-a");
+    copy_tree(Path::new(&tiny_model()), &model);
+    let model_arg = model.to_str().unwrap();
+    let (cold_path, cold) = stored_run(&eval_model(model_arg, cache.path(), results.path(), &[]));
+    assert!(cold["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
+
+    // Same size and mtime (so the same cache namespace), but no longer a safetensors file.
+    let weights = model.join("model.safetensors");
+    let modified = std::fs::metadata(&weights).unwrap().modified().unwrap();
+    let len = std::fs::metadata(&weights).unwrap().len() as usize;
+    std::fs::write(&weights, vec![0u8; len]).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&weights)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+
+    let (warm_path, warm) = stored_run(&eval_model(model_arg, cache.path(), results.path(), &[]));
+    assert_eq!(encoded(&warm), (0, 0, 16, 16));
+    assert_eq!(warm["timings"]["load_model_s"].as_f64(), Some(0.0));
+    assert_eq!(warm["report"], cold["report"]);
+    assert_eq!(
+        warm["model"], cold["model"],
+        "the run names the same model and score head"
+    );
+    let dump = |path: &Path, run: &serde_json::Value| {
+        std::fs::read_to_string(dump_path(path, run)).unwrap()
+    };
+    assert_eq!(
+        dump(&warm_path, &warm),
+        dump(&cold_path, &cold),
+        "every item score is the cold run's"
+    );
+
+    // The weights really are unreadable: a run that needs them says so.
+    let out = eval_model(model_arg, cache.path(), results.path(), &["--no-cache"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("model.safetensors"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_run_missing_one_embedding_loads_the_model_and_encodes_only_that() {
+    let cache = tempfile::tempdir().unwrap();
+    let cold = eval(cache.path(), &[]);
+    let segment = &segments(cache.path())[0];
+    let bytes = std::fs::read(segment).unwrap();
+    std::fs::write(segment, &bytes[..bytes.len() - record_len(24)]).unwrap();
+    let rerun = eval(cache.path(), &[]);
+    assert_eq!(encoded(&rerun), (0, 1, 16, 15));
+    assert!(rerun["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(rerun["report"], cold["report"]);
+}
+
+#[test]
+fn a_cache_without_the_score_head_loads_the_model() {
+    let cache = tempfile::tempdir().unwrap();
+    let cold = eval(cache.path(), &[]);
+    let segment = &segments(cache.path())[0];
+    let bytes = std::fs::read(segment).unwrap();
+    // Drop the head record: every embedding is still there, but scoring needs the scale.
+    std::fs::write(segment, &bytes[HEAD_RECORD..]).unwrap();
+    let rerun = eval(cache.path(), &[]);
+    assert_eq!(encoded(&rerun), (0, 0, 16, 16));
+    assert!(rerun["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(rerun["report"], cold["report"]);
 }

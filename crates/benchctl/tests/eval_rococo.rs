@@ -5,7 +5,20 @@ mod common;
 use common::{benchctl, dump_path, eval_tiny, stderr, stdout};
 
 fn eval(data: &std::path::Path, results: &std::path::Path) -> serde_json::Value {
-    eval_tiny("rococo", data, results, &["--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16"]).1
+    eval_tiny(
+        "rococo",
+        data,
+        results,
+        &[
+            "--rococo-lambdas",
+            "900,800",
+            "--rococo-seeds",
+            "0,1",
+            "--batch-size",
+            "16",
+        ],
+    )
+    .1
 }
 
 #[test]
@@ -13,22 +26,64 @@ fn score_recomputes_the_rococo_report_from_the_dump() {
     let data = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(data.path(), 8);
     let results = tempfile::tempdir().unwrap();
-    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "patch,mix", "--rococo-lambdas", "800", "--rococo-seeds", "2,0"]);
+    let (path, run, _) = eval_tiny(
+        "rococo",
+        data.path(),
+        results.path(),
+        &[
+            "--rococo-methods",
+            "patch,mix",
+            "--rococo-lambdas",
+            "800",
+            "--rococo-seeds",
+            "2,0",
+        ],
+    );
     let dump = dump_path(&path, &run);
-    let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
+    let out = benchctl(
+        &[
+            "score",
+            "--suite",
+            "rococo",
+            "--scores",
+            dump.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
-    assert_eq!(report, run["report"], "the same metrics, in the same order, from the dump alone");
+    let report: serde_json::Value =
+        serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(
+        report, run["report"],
+        "the same metrics, in the same order, from the dump alone"
+    );
 
     // A dump line out of order is named.
-    let mut lines: Vec<String> = std::fs::read_to_string(&dump).unwrap().lines().map(String::from).collect();
+    let mut lines: Vec<String> = std::fs::read_to_string(&dump)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
     lines.swap(0, 1);
     let broken = results.path().join("broken.jsonl");
     std::fs::write(&broken, lines.join("\n")).unwrap();
-    let out = benchctl(&["score", "--suite", "rococo", "--scores", broken.to_str().unwrap()], &[]);
+    let out = benchctl(
+        &[
+            "score",
+            "--suite",
+            "rococo",
+            "--scores",
+            broken.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_eq!(out.status.code(), Some(3));
-    assert!(stderr(&out).contains("line 1: query 1 of clean i2t is out of order (expected 0)"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 1: query 1 of clean i2t is out of order (expected 0)"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -38,10 +93,27 @@ fn rococo_fixture_end_to_end() {
     let results = tempfile::tempdir().unwrap();
     let run = eval(data.path(), results.path());
     let m = &run["report"]["metrics"];
-    let get = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("missing {k} in {m}"));
-    for prefix in ["clean_i2t", "clean_t2i", "same_concept_i2t", "danger_i2t", "mix90_t2i", "patch80_t2i"] {
-        let (r1, r5, r10) = (get(&format!("{prefix}_r1")), get(&format!("{prefix}_r5")), get(&format!("{prefix}_r10")));
-        assert!(0.0 <= r1 && r1 <= r5 && r5 <= r10 && r10 <= 100.0, "{prefix}: {r1} {r5} {r10}");
+    let get = |k: &str| {
+        m[k].as_f64()
+            .unwrap_or_else(|| panic!("missing {k} in {m}"))
+    };
+    for prefix in [
+        "clean_i2t",
+        "clean_t2i",
+        "same_concept_i2t",
+        "danger_i2t",
+        "mix90_t2i",
+        "patch80_t2i",
+    ] {
+        let (r1, r5, r10) = (
+            get(&format!("{prefix}_r1")),
+            get(&format!("{prefix}_r5")),
+            get(&format!("{prefix}_r10")),
+        );
+        assert!(
+            0.0 <= r1 && r1 <= r5 && r5 <= r10 && r10 <= 100.0,
+            "{prefix}: {r1} {r5} {r10}"
+        );
     }
     // Drop rate against the clean gallery's R@1, when that is not zero.
     let clean = get("clean_i2t_r1");
@@ -49,7 +121,11 @@ fn rococo_fixture_end_to_end() {
         let expected = 100.0 * (clean - get("rand_voca_i2t_r1")) / clean;
         assert!((get("rand_voca_i2t_drop") - expected).abs() < 1e-9);
     }
-    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"].iter().map(|s| get(&format!("{s}_i2t_r1"))).sum::<f64>() / 4.0;
+    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"]
+        .iter()
+        .map(|s| get(&format!("{s}_i2t_r1")))
+        .sum::<f64>()
+        / 4.0;
     assert!((get("i2t_r1_altered_mean") - i2t_mean).abs() < 1e-9);
 
     // 12 test images plus 12 altered ones for each of 2 methods × 2 λ × 2 seeds; each
@@ -62,4 +138,54 @@ fn rococo_fixture_end_to_end() {
     // The same seeds give the same galleries and so the same metrics.
     let again = eval(data.path(), tempfile::tempdir().unwrap().path());
     assert_eq!(again["report"], run["report"]);
+}
+
+#[test]
+fn a_warm_rococo_rerun_ranks_from_the_cache_without_the_weights() {
+    let (data, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    benchctl_testkit::rococo_layout(data.path(), 8);
+    let model = common::tiny_model();
+    let run = || {
+        let results = tempfile::tempdir().unwrap().keep();
+        let args = [
+            "eval",
+            "--model-path",
+            model.as_str(),
+            "--suite",
+            "rococo",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--results-dir",
+            results.to_str().unwrap(),
+            "--rococo-lambdas",
+            "800",
+            "--rococo-seeds",
+            "1",
+        ];
+        let (path, json) = common::stored_run(&benchctl(
+            &args,
+            &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())],
+        ));
+        (
+            std::fs::read_to_string(dump_path(&path, &json)).unwrap(),
+            json,
+        )
+    };
+    let (cold_dump, cold) = run();
+    assert!(cold["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
+    let (warm_dump, warm) = run();
+    assert_eq!(
+        warm["timings"]["load_model_s"].as_f64(),
+        Some(0.0),
+        "every embedding was cached: no weights read"
+    );
+    assert_eq!(
+        (
+            &warm["counts"]["images_encoded"],
+            &warm["counts"]["texts_encoded"]
+        ),
+        (&0.into(), &0.into())
+    );
+    assert_eq!(warm["report"], cold["report"]);
+    assert_eq!(warm_dump, cold_dump, "every query's rank is the cold run's");
 }
