@@ -7,8 +7,11 @@
 //! recomputed from a score dump.
 //!
 //! This crate is pure Rust on purpose: it has no tensor library dependency, so scoring
-//! scores produced elsewhere never needs the model zoo.
+//! scores produced elsewhere never needs the model zoo. The one exception to "scores only"
+//! is [`gallery`]: it ranks retrieval galleries too big to score in fp32 straight from their
+//! embeddings, with the outcomes the scores would give.
 
+pub mod gallery;
 pub mod metrics;
 pub mod report;
 pub mod scores;

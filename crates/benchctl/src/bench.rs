@@ -46,34 +46,35 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         BenchPart::Retrieval => return retrieval(args),
         _ => {}
     }
-    let (name, config) =
-        match &args.config {
-            Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
-            None => {
-                let entry = registry::find(&args.model)?;
-                match entry.architecture {
-                    Architecture::Clip if entry.id == "clip-vit-b32" => {
-                        (entry.id.to_string(), ClipConfig::vit_b32())
-                    }
-                    Architecture::Clip | Architecture::OpenClip => {
-                        return Err(Error::new(
-                            ErrorKind::Usage,
-                            format!(
-                                "benchmark `{}`: pass its config.json with --config",
-                                entry.id
-                            ),
-                        ))
-                    }
-                    Architecture::Siglip | Architecture::Blip => return Err(Error::new(
+    let (name, config) = match &args.config {
+        Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
+        None => {
+            let entry = registry::find(&args.model)?;
+            match entry.architecture {
+                Architecture::Clip if entry.id == "clip-vit-b32" => {
+                    (entry.id.to_string(), ClipConfig::vit_b32())
+                }
+                Architecture::Clip | Architecture::OpenClip => {
+                    return Err(Error::new(
+                        ErrorKind::Usage,
+                        format!(
+                            "benchmark `{}`: pass its config.json with --config",
+                            entry.id
+                        ),
+                    ))
+                }
+                Architecture::Siglip | Architecture::Blip => {
+                    return Err(Error::new(
                         ErrorKind::Usage,
                         format!(
                             "benchmark `{}`: the benchmark covers CLIP-architecture models only",
                             entry.id
                         ),
-                    )),
+                    ))
                 }
             }
-        };
+        }
+    };
     let device = benchctl_models::device::parse_device(&args.device)?;
     let dtype = benchctl_models::device::parse_dtype(&args.dtype)?;
     let model = Clip::random(config.clone(), dtype, &device)?;

@@ -1,10 +1,11 @@
 //! `benchctl eval --suite rococo`: retrieval against whole galleries.
 //!
-//! Each unique image and caption is encoded once; each gallery is scored with blocked
-//! matrix products (a block of queries against the whole gallery at a time) and every
-//! query reduced to its outcome (rank of its best match, whether its top-1 is altered) by
-//! `benchctl_scoring::metrics::retrieval`. The dump holds one line per query and gallery,
-//! from which every metric can be recomputed.
+//! Each unique image and caption is encoded once; every query of each gallery is reduced to
+//! its outcome (rank of its best match, whether its top-1 is altered) by
+//! `benchctl_scoring::gallery`: blocked integer products of the quantised embeddings, with
+//! the fp32 dot product deciding every candidate the quantisation error could misplace, so
+//! the outcomes are those of the fp32 scores (`benchctl_scoring::metrics::retrieval`). The
+//! dump holds one line per query and gallery, from which every metric can be recomputed.
 //!
 //! A fusion model (BLIP ITM) ranks as BLIP's own retrieval evaluation does: its contrastive
 //! head scores the whole gallery, the top `--rerank-k` (default 128) candidates of each
@@ -21,7 +22,6 @@ use benchctl_suites::image::AlteredSource;
 use benchctl_suites::rococo::{self, altered, CaptionGallery};
 use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
-use rayon::prelude::*;
 use serde_json::json;
 
 use crate::cli::{AlterMethod, EvalArgs};
@@ -33,8 +33,8 @@ use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
 use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
 
-/// Queries per block of the gallery matrix product (a block of scores against 50K captions
-/// is 100 MB).
+/// Queries per block of the gallery matrix product when a fusion model re-ranks (a block of
+/// scores against 50K captions is 100 MB).
 const QUERY_BLOCK: usize = 512;
 
 fn compute(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
@@ -131,6 +131,9 @@ fn rank_all(
     altered: &[bool],
     rerank: Option<(Rerank, Side, Side)>,
 ) -> Result<Vec<QueryOutcome>> {
+    let Some((r, q, g)) = rerank else {
+        return rank_gallery(queries, gallery, matches, altered);
+    };
     let n = queries.dim(0).map_err(compute("size queries"))?;
     let width = gallery.dim(0).map_err(compute("size gallery"))?;
     let gallery = gallery.unsqueeze(0).map_err(compute("shape gallery"))?;
@@ -148,38 +151,61 @@ fn rank_all(
             .and_then(|s| s.to_dtype(DType::F32))
             .and_then(|s| s.to_vec1::<f32>())
             .map_err(compute("read gallery scores"))?;
-        match rerank {
-            Some((r, q, g)) => {
-                for (i, row) in flat.chunks(width).enumerate() {
-                    let row = r.rerank(row, start + i, q, g)?;
-                    outcomes.push(retrieval::query_outcome(
-                        &row,
-                        &matches(start + i),
-                        altered,
-                    )?);
-                }
-            }
-            // Each row's reduction is independent: all cores, in order.
-            None => outcomes.extend(
-                flat.par_chunks(width)
-                    .enumerate()
-                    .map(|(i, row)| retrieval::query_outcome(row, &matches(start + i), altered))
-                    .collect::<std::result::Result<Vec<_>, _>>()?,
-            ),
+        for (i, row) in flat.chunks(width).enumerate() {
+            let row = r.rerank(row, start + i, q, g)?;
+            outcomes.push(retrieval::query_outcome(
+                &row,
+                &matches(start + i),
+                altered,
+            )?);
         }
     }
     Ok(outcomes)
 }
 
-/// Ranks every query against the whole gallery (blocked matrix products, outcomes reduced
-/// on all cores): what RoCOCO scoring does, exposed for `benchctl bench --part retrieval`.
+/// Ranks every query against the whole gallery by the embeddings' dot product, exactly and
+/// without materialising the scores ([`benchctl_scoring::gallery`]): what RoCOCO scoring
+/// does, exposed for `benchctl bench --part retrieval`.
 pub fn rank_gallery(
     queries: &Tensor,
     gallery: &Tensor,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
 ) -> Result<Vec<QueryOutcome>> {
-    rank_all(queries, gallery, matches, altered, None)
+    let dim = gallery.dim(1).map_err(compute("size gallery"))?;
+    let (queries, gallery) = (
+        f32_rows(queries).map_err(compute("read queries"))?,
+        f32_rows(gallery).map_err(compute("read gallery"))?,
+    );
+    with_slice(&queries, |q| {
+        with_slice(&gallery, |g| {
+            Ok(benchctl_scoring::gallery::rank_gallery(
+                q, g, dim, matches, altered,
+            )?)
+        })
+    })
+}
+
+/// `t` as contiguous f32 on the CPU (no copy when it already is).
+fn f32_rows(t: &Tensor) -> candle_core::Result<Tensor> {
+    t.to_dtype(DType::F32)?
+        .to_device(&candle_core::Device::Cpu)?
+        .contiguous()
+}
+
+/// Runs `f` on the values of a contiguous f32 CPU tensor, borrowed from its storage: a
+/// gallery of 50K embeddings is 100 MB not copied.
+fn with_slice<T>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> {
+    let (storage, layout) = t.storage_and_layout();
+    match (&*storage, layout.contiguous_offsets()) {
+        (candle_core::Storage::Cpu(cpu), Some((start, end))) => {
+            f(&cpu.as_slice::<f32>().map_err(compute("read embeddings"))?[start..end])
+        }
+        _ => Err(Error::new(
+            ErrorKind::Compute,
+            "read embeddings: not a contiguous tensor in memory",
+        )),
+    }
 }
 
 /// One gallery's outcomes, named for the report and dump.

@@ -1,0 +1,623 @@
+//! Ranking a whole retrieval gallery from embeddings: every query's [`QueryOutcome`],
+//! exactly what [`query_outcome`] gives for the row of [`dot`] scores, without computing most
+//! of those fp32 scores. This is the one place in the crate that reads embeddings rather
+//! than scores; it exists because RoCOCO's galleries are too big to score in fp32.
+//!
+//! RoCOCO ranks 5,000 images against 50,010 captions and 25,010 captions against 10,000
+//! images: 2 × 128 G multiply-adds of 512-dimensional embeddings, more than two cores' fp32
+//! peak can do in 2 s. Integer multiply-adds of 16-bit values (AVX-512 VNNI's `vpdpwssd`,
+//! 32 per instruction) run at twice the fp32 FMA rate. So:
+//!
+//! 1. Each embedding row x is quantised, x ≈ s·q with a per-row scale s and 16-bit integers
+//!    q, as fine as `i32` allows: ‖q‖ < 46,341, so by Cauchy–Schwarz no dot product of two
+//!    rows (nor any partial sum of one) can overflow.
+//! 2. A pair's approximate score s_a·s_g·(q_a·q_g) comes from an exact integer dot product.
+//!    It is within a per-query bound B of the reference score `dot(a, g)`: the quantisation
+//!    error by Cauchy–Schwarz (‖â‖·‖e_g‖ + ‖e_a‖·‖ĝ‖ + ‖e_a‖·‖e_g‖, with the gallery's largest
+//!    norms), plus the fp32 rounding of `dot` and of the approximation itself.
+//! 3. A candidate whose approximate score is further than B from the query's threshold (the
+//!    `dot` score of its best match) is decided by it; one within B gets its `dot` score. The
+//!    best candidate of each class (altered or not) is found among those whose approximate
+//!    score is within 2B of the class's best approximate score, by `dot`.
+//!
+//! Typical bounds are ≈ 1e-3 on unit vectors, so a few per cent of the candidates (fewer on
+//! real embeddings, whose best matches stand out) need their `dot` score. The integers are
+//! exact and `dot` has one fixed order on every machine, so outcomes do not depend on the
+//! CPU: machines without AVX-512 VNNI run the same arithmetic, slower.
+
+use rayon::prelude::*;
+
+use crate::metrics::retrieval::{query_outcome, QueryOutcome};
+use crate::{Error, Result};
+
+/// Partial sums of the reference dot product, one per residue of the dimension mod 64 (four
+/// AVX-512 accumulators: a quarter of one chain's latency).
+const LANES: usize = 64;
+/// ‖q‖ stays below this, so that ‖q_a‖·‖q_g‖ ≤ `i32::MAX`.
+const NORM_LIMIT: f64 = 46_340.0;
+/// Queries per micro-tile of the integer product.
+const TILE_QUERIES: usize = 12;
+/// Gallery rows per panel: two vectors of 16 `i32` lanes.
+const PANEL_ROWS: usize = 32;
+/// Queries per parallel task: their integers stay in L2 while the gallery streams past.
+const TASK_QUERIES: usize = TILE_QUERIES * 20;
+/// Embedding values are refused beyond this magnitude, so no fp32 dot product overflows.
+const MAX_VALUE: f32 = 1e15;
+/// fp32's unit roundoff.
+const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
+
+/// The reference score of two embeddings: 64 partial sums of fused multiply-adds (dimension
+/// i goes to sum i mod 64), then added pairwise (sum l gets l + 32, then l + 16, …, l + 1).
+/// The order is fixed, so every machine gets the same bits.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    dot_kernel()(a, b)
+}
+
+type DotFn = fn(&[f32], &[f32]) -> f32;
+
+fn dot_kernel() -> DotFn {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return |a, b| unsafe { dot_avx512(a, b) };
+    }
+    dot_generic
+}
+
+// Inlined into the AVX-512 copy, where the 64 lanes become four vectors of FMAs; `mul_add`
+// is the same fused operation in both.
+#[inline(always)]
+fn dot_generic(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (mut xs, mut ys) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
+    let mut acc = [0f32; LANES];
+    for (x, y) in (&mut xs).zip(&mut ys) {
+        for l in 0..LANES {
+            acc[l] = x[l].mul_add(y[l], acc[l]);
+        }
+    }
+    for (l, (x, y)) in xs.remainder().iter().zip(ys.remainder()).enumerate() {
+        acc[l] = x.mul_add(*y, acc[l]);
+    }
+    let mut width = LANES / 2;
+    while width > 0 {
+        for l in 0..width {
+            acc[l] += acc[l + width];
+        }
+        width /= 2;
+    }
+    acc[0]
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
+    dot_generic(a, b)
+}
+
+/// Embedding rows quantised to `i16`, with what the error bound needs.
+struct Quantised {
+    /// The dimension rounded up to even (the integer kernel takes pairs).
+    width: usize,
+    values: Vec<i16>,
+    scale: Vec<f32>,
+    /// ‖s·q‖, ‖x − s·q‖ and ‖x‖ per row.
+    norm_approx: Vec<f64>,
+    norm_error: Vec<f64>,
+    norm: Vec<f64>,
+}
+
+fn quantise(rows: &[f32], dim: usize, what: &str) -> Result<Quantised> {
+    let width = dim + dim % 2;
+    let mut values = vec![0i16; rows.len() / dim * width];
+    // Rounding adds at most √width / 2 to ‖x / s‖.
+    let norm_target = NORM_LIMIT - (width as f64).sqrt();
+    let per_row: Vec<(f32, f64, f64, f64)> = values
+        .par_chunks_mut(width)
+        .zip(rows.par_chunks_exact(dim))
+        .enumerate()
+        .map(|(r, (slots, row))| {
+            let largest = row.iter().fold(0f32, |m, x| m.max(x.abs()));
+            if !largest.is_finite() || largest > MAX_VALUE || row.iter().any(|x| x.is_nan()) {
+                return Err(Error::new(format!(
+                    "{what} embedding {r} has a value that is not finite or beyond ±{MAX_VALUE:e}"
+                )));
+            }
+            let norm = row.iter().map(|&x| x as f64 * x as f64).sum::<f64>().sqrt();
+            let mut scale = ((largest as f64 / i16::MAX as f64).max(norm / norm_target)) as f32;
+            if scale == 0.0 {
+                scale = 1.0;
+            }
+            loop {
+                let mut squares = 0i64;
+                for (slot, &x) in slots.iter_mut().zip(row) {
+                    let q = (x / scale)
+                        .round()
+                        .clamp(-(i16::MAX as f32), i16::MAX as f32)
+                        as i16;
+                    *slot = q;
+                    squares += q as i64 * q as i64;
+                }
+                // The overflow guarantee checked, not assumed (float rounding of the scale).
+                if (squares as f64) < NORM_LIMIT * NORM_LIMIT {
+                    break;
+                }
+                scale *= 1.001;
+            }
+            let (mut approx, mut error) = (0f64, 0f64);
+            for (&q, &x) in slots.iter().zip(row) {
+                let a = scale as f64 * q as f64;
+                approx += a * a;
+                error += (x as f64 - a) * (x as f64 - a);
+            }
+            Ok((scale, approx.sqrt(), error.sqrt(), norm))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Quantised {
+        width,
+        values,
+        scale: per_row.iter().map(|r| r.0).collect(),
+        norm_approx: per_row.iter().map(|r| r.1).collect(),
+        norm_error: per_row.iter().map(|r| r.2).collect(),
+        norm: per_row.iter().map(|r| r.3).collect(),
+    })
+}
+
+/// The gallery's integers in panels of [`PANEL_ROWS`] rows, pair-interleaved for the
+/// kernel: for each pair of dimensions t, 16 rows' `(q[2t], q[2t+1])`, then the next 16.
+fn pack_panels(g: &Quantised, rows: usize) -> Vec<i16> {
+    let pairs = g.width / 2;
+    let mut out = vec![0i16; rows.div_ceil(PANEL_ROWS) * pairs * PANEL_ROWS * 2];
+    out.par_chunks_mut(pairs * PANEL_ROWS * 2)
+        .enumerate()
+        .for_each(|(panel, packed)| {
+            for within in 0..PANEL_ROWS.min(rows - panel * PANEL_ROWS) {
+                let r = panel * PANEL_ROWS + within;
+                let source = &g.values[r * g.width..(r + 1) * g.width];
+                for t in 0..pairs {
+                    let at = t * PANEL_ROWS * 2 + within * 2;
+                    packed[at] = source[2 * t];
+                    packed[at + 1] = source[2 * t + 1];
+                }
+            }
+        });
+    out
+}
+
+/// [`TILE_QUERIES`] query rows packed for the kernel: for each pair of dimensions t, the
+/// queries' `(q[2t], q[2t+1])` as one `i32` each, so the kernel reads them in sequence.
+fn pack_queries(q: &Quantised, rows: std::ops::Range<usize>, packed: &mut [i32]) {
+    let pairs = q.width / 2;
+    packed.fill(0);
+    for (i, r) in rows.enumerate() {
+        let source = &q.values[r * q.width..(r + 1) * q.width];
+        for t in 0..pairs {
+            packed[t * TILE_QUERIES + i] =
+                (source[2 * t] as u16 as u32 | (source[2 * t + 1] as u16 as u32) << 16) as i32;
+        }
+    }
+}
+
+/// Integer dot products of [`TILE_QUERIES`] query rows with one panel's [`PANEL_ROWS`] rows.
+type Tile = [[i32; PANEL_ROWS]; TILE_QUERIES];
+type TileFn = fn(&[i32], usize, &[i16], &mut Tile);
+
+fn tile_kernel() -> TileFn {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vnni")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return |q, width, panel, out| unsafe { tile_vnni(q, width, panel, out) };
+    }
+    tile_generic
+}
+
+fn tile_generic(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile) {
+    for (i, row) in out.iter_mut().enumerate() {
+        for (j, cell) in row.iter_mut().enumerate() {
+            let mut sum = 0i32;
+            for t in 0..width / 2 {
+                let pair = queries[t * TILE_QUERIES + i];
+                let g = &panel[t * PANEL_ROWS * 2 + j * 2..];
+                sum +=
+                    (pair as i16) as i32 * g[0] as i32 + ((pair >> 16) as i16) as i32 * g[1] as i32;
+            }
+            *cell = sum;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+unsafe fn tile_vnni(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile) {
+    use std::arch::x86_64::*;
+    let pairs = width / 2;
+    assert!(queries.len() >= TILE_QUERIES * pairs && panel.len() >= pairs * PANEL_ROWS * 2);
+    let mut acc = [[_mm512_setzero_si512(); 2]; TILE_QUERIES];
+    let (q, g) = (queries.as_ptr(), panel.as_ptr());
+    for t in 0..pairs {
+        // SAFETY (all reads): inside the slices, as asserted above.
+        let g0 = _mm512_loadu_si512(g.add(t * PANEL_ROWS * 2) as *const _);
+        let g1 = _mm512_loadu_si512(g.add(t * PANEL_ROWS * 2 + 32) as *const _);
+        for (i, a) in acc.iter_mut().enumerate() {
+            let pair = _mm512_set1_epi32(*q.add(t * TILE_QUERIES + i));
+            a[0] = dpwssd(a[0], pair, g0);
+            a[1] = dpwssd(a[1], pair, g1);
+        }
+    }
+    for (row, a) in out.iter_mut().zip(&acc) {
+        _mm512_storeu_si512(row.as_mut_ptr() as *mut _, a[0]);
+        _mm512_storeu_si512(row.as_mut_ptr().add(16) as *mut _, a[1]);
+    }
+}
+
+/// `acc + Σ pairs a·b` in one `vpdpwssd`. Written as assembly because LLVM's generic tuning
+/// splits the intrinsic into `vpmaddwd` + `vpaddd`, twice the instructions.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+unsafe fn dpwssd(
+    acc: std::arch::x86_64::__m512i,
+    a: std::arch::x86_64::__m512i,
+    b: std::arch::x86_64::__m512i,
+) -> std::arch::x86_64::__m512i {
+    let mut acc = acc;
+    // SAFETY: register-only arithmetic on features the caller has.
+    std::arch::asm!("vpdpwssd {acc}, {a}, {b}", acc = inout(zmm_reg) acc, a = in(zmm_reg) a, b = in(zmm_reg) b, options(pure, nomem, nostack, preserves_flags));
+    acc
+}
+
+/// f32 at or above `x`.
+fn f32_up(x: f64) -> f32 {
+    let y = x as f32;
+    if (y as f64) < x {
+        y.next_up()
+    } else {
+        y
+    }
+}
+
+/// f32 at or below `x`.
+fn f32_down(x: f64) -> f32 {
+    let y = x as f32;
+    if (y as f64) > x {
+        y.next_down()
+    } else {
+        y
+    }
+}
+
+/// One query's progress through the gallery.
+struct QueryState {
+    /// The `dot` score of its best match, and the band around it that `dot` must decide.
+    threshold: f32,
+    band: (f32, f32),
+    /// Twice the error bound: how far below a class's best approximate score its true best
+    /// may be.
+    margin: f64,
+    at_or_above: usize,
+    /// Per class (not altered, altered): best approximate score, the cut below which a
+    /// candidate cannot be the class's best, and the candidates above the cut when seen.
+    best: [f32; 2],
+    cut: [f32; 2],
+    contenders: [Vec<(u32, f32)>; 2],
+}
+
+impl QueryState {
+    /// A candidate inside the band: its `dot` score decides.
+    fn in_band(&mut self, exact: f32) {
+        self.at_or_above += (exact >= self.threshold) as usize;
+    }
+
+    /// A candidate at or above the lower of the two classes' cuts.
+    fn contend(&mut self, approx: f32, j: usize, class: usize) {
+        if approx < self.cut[class] {
+            return;
+        }
+        if approx > self.best[class] {
+            self.best[class] = approx;
+            self.cut[class] = f32_down(approx as f64 - self.margin);
+            let cut = self.cut[class];
+            if self.contenders[class].len() > 64 {
+                self.contenders[class].retain(|&(_, a)| a >= cut);
+            }
+        }
+        self.contenders[class].push((j as u32, approx));
+    }
+
+    /// The `dot` score of the class's best candidate (−∞ for an empty class).
+    fn best_exact(&self, class: usize, exact: impl Fn(usize) -> f32) -> f32 {
+        self.contenders[class]
+            .iter()
+            .filter(|&&(_, a)| a >= self.cut[class])
+            .map(|&(j, _)| exact(j as usize))
+            .fold(f32::NEG_INFINITY, f32::max)
+    }
+}
+
+/// What one query's row of a tile asks for, as lane masks: at or above the band (counted),
+/// inside the band (`dot` decides), at or above the lower cut (may be its class's best).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Lanes {
+    above: u32,
+    band: u32,
+    contend: u32,
+}
+
+/// Approximate scores of one query against a panel (written to `approx`) and their [`Lanes`]
+/// for `band` and the lower cut; only the `valid` lanes count.
+type ClassifyFn = fn(
+    &[i32; PANEL_ROWS],
+    &[f32; PANEL_ROWS],
+    f32,
+    (f32, f32),
+    f32,
+    u32,
+    &mut [f32; PANEL_ROWS],
+) -> Lanes;
+
+fn classify_kernel() -> ClassifyFn {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has the features the function is compiled for.
+        return |sums, scales, scale, band, cut, valid, approx| unsafe {
+            classify_avx512(sums, scales, scale, band, cut, valid, approx)
+        };
+    }
+    classify_generic
+}
+
+#[inline(always)]
+fn classify_generic(
+    sums: &[i32; PANEL_ROWS],
+    scales: &[f32; PANEL_ROWS],
+    scale: f32,
+    band: (f32, f32),
+    cut: f32,
+    valid: u32,
+    approx: &mut [f32; PANEL_ROWS],
+) -> Lanes {
+    let (mut above, mut inside, mut contend) = (0u32, 0u32, 0u32);
+    for j in 0..PANEL_ROWS {
+        let a = sums[j] as f32 * (scale * scales[j]);
+        approx[j] = a;
+        let bit = 1u32 << j;
+        above |= if a >= band.1 { bit } else { 0 };
+        inside |= if a >= band.0 && a < band.1 { bit } else { 0 };
+        contend |= if a >= cut { bit } else { 0 };
+    }
+    Lanes {
+        above: above & valid,
+        band: inside & valid,
+        contend: contend & valid,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn classify_avx512(
+    sums: &[i32; PANEL_ROWS],
+    scales: &[f32; PANEL_ROWS],
+    scale: f32,
+    band: (f32, f32),
+    cut: f32,
+    valid: u32,
+    approx: &mut [f32; PANEL_ROWS],
+) -> Lanes {
+    classify_generic(sums, scales, scale, band, cut, valid, approx)
+}
+
+/// Lane indices of a mask, lowest first.
+fn lanes(mut mask: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let j = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            j
+        })
+    })
+}
+
+/// Every query's outcome against the whole gallery: `queries` and `gallery` are row-major
+/// embeddings of width `dim`; `matches(q)` lists query q's matching gallery rows; `altered[c]`
+/// tells which gallery rows are altered samples (an empty slice: none are). The same as
+/// [`query_outcome`] on the row of [`dot`] scores of each query, computed on all cores.
+pub fn rank_gallery(
+    queries: &[f32],
+    gallery: &[f32],
+    dim: usize,
+    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &[bool],
+) -> Result<Vec<QueryOutcome>> {
+    rank_with(
+        (dot_kernel(), tile_kernel(), classify_kernel()),
+        queries,
+        gallery,
+        dim,
+        matches,
+        altered,
+    )
+}
+
+/// [`rank_gallery`] on the portable kernels, as a machine without AVX-512 runs it (for
+/// tests: the outcomes must not depend on the machine).
+#[doc(hidden)]
+pub fn rank_gallery_portable(
+    queries: &[f32],
+    gallery: &[f32],
+    dim: usize,
+    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &[bool],
+) -> Result<Vec<QueryOutcome>> {
+    rank_with(
+        (dot_generic, tile_generic, classify_generic),
+        queries,
+        gallery,
+        dim,
+        matches,
+        altered,
+    )
+}
+
+fn row(rows: &[f32], dim: usize, i: usize) -> &[f32] {
+    &rows[i * dim..(i + 1) * dim]
+}
+
+fn rank_with(
+    (dot, tile, classify): (DotFn, TileFn, ClassifyFn),
+    queries: &[f32],
+    gallery: &[f32],
+    dim: usize,
+    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &[bool],
+) -> Result<Vec<QueryOutcome>> {
+    if dim == 0 || queries.len() % dim != 0 || gallery.len() % dim != 0 {
+        return Err(Error::new(format!(
+            "embeddings of {} and {} values are not rows of width {dim}",
+            queries.len(),
+            gallery.len()
+        )));
+    }
+    let (n_queries, n_gallery) = (queries.len() / dim, gallery.len() / dim);
+    if !altered.is_empty() && altered.len() != n_gallery {
+        return Err(Error::new(format!(
+            "{} altered flags for a gallery of {n_gallery}",
+            altered.len()
+        )));
+    }
+    if n_gallery == 0 {
+        // Nothing to rank against: the row-wise definition says what that means.
+        return (0..n_queries)
+            .map(|q| query_outcome(&[], &matches(q), altered))
+            .collect();
+    }
+    let (q, g) = (
+        quantise(queries, dim, "query")?,
+        quantise(gallery, dim, "gallery")?,
+    );
+    let panels = pack_panels(&g, n_gallery);
+    let max = |v: &[f64]| v.iter().copied().fold(0f64, f64::max);
+    let (g_approx, g_error, g_norm) = (max(&g.norm_approx), max(&g.norm_error), max(&g.norm));
+    // |dot(a, g) − a·g| ≤ γ ‖a‖‖g‖ for 16 fused partial sums of ⌈dim/16⌉ terms and 4 additions.
+    let gamma = 2.0 * (dim.div_ceil(LANES) + LANES.ilog2() as usize + 1) as f64 * UNIT_ROUNDOFF;
+    let width = q.width;
+    let pairs = width / 2;
+    let task_outcomes = |task: usize| -> Result<Vec<QueryOutcome>> {
+        let first = task * TASK_QUERIES;
+        let count = TASK_QUERIES.min(n_queries - first);
+        let mut states = Vec::with_capacity(count);
+        let mut matched = Vec::with_capacity(count);
+        for a in first..first + count {
+            let mut these = matches(a);
+            if these.is_empty() {
+                return Err(Error::new("a query needs at least one matching candidate"));
+            }
+            if let Some(&c) = these.iter().find(|&&c| c >= n_gallery) {
+                return Err(Error::new(format!(
+                    "matching candidate {c} is outside a gallery of {n_gallery}"
+                )));
+            }
+            these.sort_unstable();
+            these.dedup();
+            let scored: Vec<f32> = these
+                .iter()
+                .map(|&c| dot(row(queries, dim, a), row(gallery, dim, c)))
+                .collect();
+            let threshold = scored.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            // The last two terms cover rounding the norms (f64) and fp32 underflow.
+            let bound = (q.norm_approx[a] * g_error
+                + q.norm_error[a] * (g_approx + g_error)
+                + gamma * q.norm[a] * g_norm
+                + 4.0 * UNIT_ROUNDOFF * q.norm_approx[a] * g_approx)
+                * (1.0 + 1e-9)
+                + 1e-36;
+            let t = threshold as f64;
+            states.push(QueryState {
+                threshold,
+                band: (f32_down(t - bound), f32_up(t + bound)),
+                margin: 2.0 * bound,
+                at_or_above: 0,
+                best: [f32::NEG_INFINITY; 2],
+                cut: [f32::NEG_INFINITY; 2],
+                contenders: [Vec::new(), Vec::new()],
+            });
+            matched.push(scored.iter().filter(|&&s| s >= threshold).count());
+        }
+        // This task's integers, packed per micro-tile (zero rows pad the last).
+        let tiles = count.div_ceil(TILE_QUERIES);
+        let mut ints = vec![0i32; tiles * TILE_QUERIES * pairs];
+        for (t, packed) in ints.chunks_mut(TILE_QUERIES * pairs).enumerate() {
+            let start = first + t * TILE_QUERIES;
+            pack_queries(&q, start..(start + TILE_QUERIES).min(first + count), packed);
+        }
+        let mut products: Tile = [[0; PANEL_ROWS]; TILE_QUERIES];
+        let mut approx = [0f32; PANEL_ROWS];
+        for (p, panel) in panels.chunks_exact(pairs * PANEL_ROWS * 2).enumerate() {
+            let rows = PANEL_ROWS.min(n_gallery - p * PANEL_ROWS);
+            let valid = if rows == PANEL_ROWS {
+                u32::MAX
+            } else {
+                (1u32 << rows) - 1
+            };
+            let mut scales = [0f32; PANEL_ROWS];
+            scales[..rows].copy_from_slice(&g.scale[p * PANEL_ROWS..p * PANEL_ROWS + rows]);
+            for t in 0..tiles {
+                tile(
+                    &ints[t * TILE_QUERIES * pairs..],
+                    width,
+                    panel,
+                    &mut products,
+                );
+                for (i, sums) in products.iter().enumerate().take(count - t * TILE_QUERIES) {
+                    let a = t * TILE_QUERIES + i;
+                    let state = &mut states[a];
+                    let cut = state.cut[0].min(state.cut[1]);
+                    let found = classify(
+                        sums,
+                        &scales,
+                        q.scale[first + a],
+                        state.band,
+                        cut,
+                        valid,
+                        &mut approx,
+                    );
+                    state.at_or_above += found.above.count_ones() as usize;
+                    for j in lanes(found.band) {
+                        state.in_band(dot(
+                            row(queries, dim, first + a),
+                            row(gallery, dim, p * PANEL_ROWS + j),
+                        ));
+                    }
+                    for j in lanes(found.contend) {
+                        let c = p * PANEL_ROWS + j;
+                        state.contend(
+                            approx[j],
+                            c,
+                            altered.get(c).copied().unwrap_or(false) as usize,
+                        );
+                    }
+                }
+            }
+        }
+        Ok(states
+            .iter()
+            .zip(&matched)
+            .enumerate()
+            .map(|(i, (s, &matched))| {
+                let exact = |c: usize| dot(row(queries, dim, first + i), row(gallery, dim, c));
+                QueryOutcome {
+                    rank: s.at_or_above - matched,
+                    top1_altered: s.best_exact(1, exact) >= s.best_exact(0, exact),
+                }
+            })
+            .collect())
+    };
+    let per_task: Vec<Vec<QueryOutcome>> = (0..n_queries.div_ceil(TASK_QUERIES))
+        .into_par_iter()
+        .map(task_outcomes)
+        .collect::<Result<_>>()?;
+    Ok(per_task.into_iter().flatten().collect())
+}

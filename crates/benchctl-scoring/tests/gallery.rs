@@ -1,0 +1,245 @@
+//! Ranking a gallery from embeddings gives exactly the outcomes of the score rows: random
+//! galleries of awkward sizes, exact ties, near-ties a quantised score cannot tell apart,
+//! rows of very different magnitudes, and bad input.
+
+use benchctl_scoring::gallery::{dot, rank_gallery, rank_gallery_portable};
+use benchctl_scoring::metrics::retrieval::{query_outcome, QueryOutcome};
+
+/// SplitMix64: reproducible values without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn normalised_rows(rng: &mut Rng, n: usize, dim: usize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(n * dim);
+    for _ in 0..n {
+        let row: Vec<f32> = (0..dim).map(|_| rng.unit()).collect();
+        let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+        out.extend(row.iter().map(|x| x / norm));
+    }
+    out
+}
+
+/// The outcomes from explicit score rows: the definition the gallery ranking must meet.
+fn by_rows(
+    queries: &[f32],
+    gallery: &[f32],
+    dim: usize,
+    matches: &dyn Fn(usize) -> Vec<usize>,
+    altered: &[bool],
+) -> Vec<QueryOutcome> {
+    queries
+        .chunks_exact(dim)
+        .enumerate()
+        .map(|(q, a)| {
+            let scores: Vec<f32> = gallery.chunks_exact(dim).map(|g| dot(a, g)).collect();
+            query_outcome(&scores, &matches(q), altered).unwrap()
+        })
+        .collect()
+}
+
+fn check(
+    queries: &[f32],
+    gallery: &[f32],
+    dim: usize,
+    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &[bool],
+) -> Vec<QueryOutcome> {
+    let fast = rank_gallery(queries, gallery, dim, matches, altered).unwrap();
+    assert_eq!(fast, by_rows(queries, gallery, dim, matches, altered));
+    let portable = rank_gallery_portable(queries, gallery, dim, matches, altered).unwrap();
+    assert_eq!(
+        portable, fast,
+        "the portable kernels give the same outcomes"
+    );
+    fast
+}
+
+#[test]
+fn random_galleries_of_awkward_sizes_rank_as_their_score_rows() {
+    let mut rng = Rng(7);
+    for &(n_queries, n_gallery, dim) in &[
+        (1, 1, 1),
+        (13, 33, 24),
+        (250, 97, 512),
+        (37, 300, 37),
+        (245, 64, 768),
+    ] {
+        let queries = normalised_rows(&mut rng, n_queries, dim);
+        let gallery = normalised_rows(&mut rng, n_gallery, dim);
+        let matches: Vec<Vec<usize>> = (0..n_queries)
+            .map(|_| {
+                (0..1 + rng.below(5))
+                    .map(|_| rng.below(n_gallery))
+                    .collect()
+            })
+            .collect();
+        let altered: Vec<bool> = (0..n_gallery).map(|_| rng.below(3) == 0).collect();
+        let outcomes = check(&queries, &gallery, dim, &|q| matches[q].clone(), &altered);
+        check(&queries, &gallery, dim, &|q| matches[q].clone(), &[]);
+        if n_gallery > 30 {
+            // Not a trivial comparison: the ranks spread over the gallery.
+            assert!(
+                outcomes.iter().map(|o| o.rank).max().unwrap() > n_gallery / 4,
+                "{outcomes:?}"
+            );
+            assert!(outcomes.iter().any(|o| o.rank == 0 || o.top1_altered));
+        }
+    }
+}
+
+#[test]
+fn exact_ties_count_against_the_model() {
+    let mut rng = Rng(11);
+    let dim = 64;
+    let queries = normalised_rows(&mut rng, 20, dim);
+    let mut gallery = normalised_rows(&mut rng, 40, dim);
+    // Row 40 copies query 0's match (row 3); rows 41 and 42 copy row 5, one of them altered.
+    let copy = |g: &mut Vec<f32>, r: usize| {
+        let row = g[r * dim..(r + 1) * dim].to_vec();
+        g.extend(row);
+    };
+    copy(&mut gallery, 3);
+    copy(&mut gallery, 5);
+    copy(&mut gallery, 5);
+    let mut altered = vec![false; 43];
+    altered[42] = true;
+    let matches = |q: usize| vec![if q == 0 { 3 } else { 5 }];
+    let outcomes = check(&queries, &gallery, dim, &matches, &altered);
+    // Query 0 ties its match with row 40; the others tie theirs with rows 41 and 42.
+    assert!(outcomes[0].rank >= 1);
+    assert!(outcomes[1..].iter().all(|o| o.rank >= 2));
+    // Row 5 itself as a query: its match and both copies score the same, the top, so its
+    // top-1 counts as altered (a tie with the altered copy).
+    let query: Vec<f32> = gallery[5 * dim..6 * dim].to_vec();
+    let top = check(&query, &gallery, dim, &|_| vec![5], &altered);
+    assert_eq!(
+        top,
+        vec![QueryOutcome {
+            rank: 2,
+            top1_altered: true
+        }]
+    );
+}
+
+#[test]
+fn near_ties_below_the_quantisation_step_are_decided_by_the_fp32_scores() {
+    let mut rng = Rng(13);
+    let dim = 512;
+    let queries = normalised_rows(&mut rng, 30, dim);
+    let base = normalised_rows(&mut rng, 30, dim);
+    let mut gallery = base.clone();
+    // For each base row, copies nudged by one or a few ulps in a few components: their
+    // scores differ from the original's in the last bits, far inside the quantisation error.
+    for r in 0..30 {
+        for (nudges, up) in [(1, true), (1, false), (3, true), (7, false)] {
+            let mut row = base[r * dim..(r + 1) * dim].to_vec();
+            for _ in 0..nudges {
+                let i = rng.below(dim);
+                row[i] = if up {
+                    row[i].next_up()
+                } else {
+                    row[i].next_down()
+                };
+            }
+            gallery.extend(row);
+        }
+    }
+    let n = gallery.len() / dim;
+    let altered: Vec<bool> = (0..n).map(|c| c >= 30 && c % 2 == 0).collect();
+    // Each query's match is one base row; near-copies of it surround its score.
+    let outcomes = check(&queries, &gallery, dim, &|q| vec![q % 30], &altered);
+    // Queries that are themselves near a base row: the match and its nudged copies are the
+    // top five, in an order only the fp32 scores know.
+    let near: Vec<f32> = base.iter().take(10 * dim).map(|x| x * 0.999).collect();
+    let top = check(&near, &gallery, dim, &|q| vec![q], &altered);
+    assert!(top.iter().all(|o| o.rank <= 4), "{top:?}");
+    assert!(
+        top.iter().any(|o| o.rank > 0),
+        "some nudged copy outscores its original: {top:?}"
+    );
+    assert_eq!(outcomes.len(), 30);
+}
+
+#[test]
+fn rows_of_very_different_magnitudes_and_sparse_rows_rank_exactly() {
+    let mut rng = Rng(17);
+    let dim = 48;
+    let mut gallery = Vec::new();
+    for r in 0..70 {
+        let scale = [1e-3f32, 1.0, 1e3][r % 3];
+        let row: Vec<f32> = match r % 5 {
+            // One-hot, and all zeros: a scale with nothing to quantise.
+            0 => (0..dim)
+                .map(|i| if i == r % dim { scale } else { 0.0 })
+                .collect(),
+            1 => vec![0.0; dim],
+            _ => (0..dim).map(|_| rng.unit() * scale).collect(),
+        };
+        gallery.extend(row);
+    }
+    let queries: Vec<f32> = (0..25 * dim)
+        .map(|i| if i % 7 == 0 { 0.0 } else { rng.unit() * 10.0 })
+        .collect();
+    let altered: Vec<bool> = (0..70).map(|c| c % 4 == 1).collect();
+    check(
+        &queries,
+        &gallery,
+        dim,
+        &|q| vec![q * 2, (q * 3 + 1) % 70],
+        &altered,
+    );
+}
+
+#[test]
+fn dot_adds_in_its_documented_order() {
+    let mut rng = Rng(19);
+    for dim in [1, 63, 64, 65, 512, 777] {
+        let a: Vec<f32> = (0..dim).map(|_| rng.unit() * 1e3).collect();
+        let b: Vec<f32> = (0..dim).map(|_| rng.unit() * 1e-3).collect();
+        let mut lanes = [0f32; 64];
+        for i in 0..dim {
+            lanes[i % 64] = a[i].mul_add(b[i], lanes[i % 64]);
+        }
+        for width in [32, 16, 8, 4, 2, 1] {
+            for l in 0..width {
+                lanes[l] += lanes[l + width];
+            }
+        }
+        assert_eq!(dot(&a, &b).to_bits(), lanes[0].to_bits(), "dimension {dim}");
+    }
+}
+
+#[test]
+fn bad_embeddings_and_matches_are_named() {
+    let good = vec![0.5f32; 8];
+    let mut bad = good.clone();
+    bad[5] = f32::NAN;
+    let err = |r: Result<Vec<QueryOutcome>, benchctl_scoring::Error>| r.unwrap_err().to_string();
+    assert!(err(rank_gallery(&good, &bad, 4, &|_| vec![0], &[])).contains("gallery embedding 1"));
+    assert!(err(rank_gallery(&bad, &good, 4, &|_| vec![0], &[])).contains("query embedding 1"));
+    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![2], &[]))
+        .contains("matching candidate 2 is outside a gallery of 2"));
+    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![], &[]))
+        .contains("at least one matching candidate"));
+    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![0], &[true]))
+        .contains("1 altered flags for a gallery of 2"));
+    assert!(err(rank_gallery(&good, &good, 3, &|_| vec![0], &[])).contains("rows of width 3"));
+}
