@@ -229,8 +229,11 @@ fn eval_child(
     extra: &[&str],
 ) -> Result<(serde_json::Value, f64, f64)> {
     let exe = std::env::current_exe().map_err(io("find benchctl"))?;
+    // Output goes to files: nothing to drain while the child runs and is polled.
+    let (out_path, err_path) = (results.join("eval.stdout"), results.join("eval.stderr"));
+    std::fs::create_dir_all(results).map_err(io("create the results directory"))?;
     let started = Instant::now();
-    let out = std::process::Command::new(exe)
+    let mut child = std::process::Command::new(exe)
         .args(["eval", "--suite", "winoground", "--model-path"])
         .arg(model)
         .arg("--data-dir")
@@ -239,19 +242,30 @@ fn eval_child(
         .arg(results)
         .args(extra)
         .env("BENCHCTL_CACHE", cache)
-        .output()
+        .stdout(std::fs::File::create(&out_path).map_err(io("create the child's stdout"))?)
+        .stderr(std::fs::File::create(&err_path).map_err(io("create the child's stderr"))?)
+        .spawn()
         .map_err(io("run benchctl eval"))?;
+    // The child's own high-water mark (VmHWM of its address space), polled until it exits.
+    // getrusage's maxrss would also count the benchmark's pages the child shares between
+    // fork and exec.
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(io("wait for benchctl eval"))? {
+            break status;
+        }
+        peak_kib = peak_kib.max(vm_hwm_kib(child.id()).unwrap_or(0));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let wall = started.elapsed().as_secs_f64();
-    if !out.status.success() {
+    let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
+    if !status.success() {
         return Err(Error::new(
             ErrorKind::Compute,
-            format!(
-                "benchmark: benchctl eval failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ),
+            format!("benchmark: benchctl eval failed: {}", read(&err_path)),
         ));
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = read(&out_path);
     let path = stdout
         .lines()
         .find_map(|l| l.strip_prefix("stored "))
@@ -261,21 +275,21 @@ fn eval_child(
             .map_err(|e| {
                 Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}"))
             })?;
-    Ok((json, wall, children_peak_rss_mib()))
+    let peak_mib = if peak_kib > 0 {
+        peak_kib as f64 / 1024.0
+    } else {
+        f64::NAN
+    };
+    Ok((json, wall, peak_mib))
 }
 
-/// The largest peak RSS of any finished child process, in MiB.
-fn children_peak_rss_mib() -> f64 {
-    #[cfg(unix)]
-    {
-        let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-        // SAFETY: getrusage fills the struct it is given.
-        if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr()) } == 0 {
-            // SAFETY: initialised by the successful call.
-            return unsafe { usage.assume_init() }.ru_maxrss as f64 / 1024.0;
-        }
-    }
-    f64::NAN
+/// A process's peak resident set (`VmHWM` in `/proc/PID/status`), in KiB.
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// The whole evaluation path on a Winoground-sized suite from PNG files (800 images, 800

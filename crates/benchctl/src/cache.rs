@@ -3,7 +3,8 @@
 //! Location: `BENCHCTL_CACHE`, else `$XDG_CACHE_HOME/benchctl`, else `~/.cache/benchctl`;
 //! `--no-cache` turns it off. One folder per model namespace: the hash of the model's
 //! identity (hub repo and commit, or local path with the weights' size and mtime), dtype,
-//! device and preprocessing. Entries are keyed by the SHA-256 of the image file's bytes (for
+//! device, architecture, score head and the bytes of its config and tokenizer files. Besides
+//! embeddings, a namespace holds the dual encoder's score head (`eval::ResolvedModel`). Entries are keyed by the SHA-256 of the image file's bytes (for
 //! an altered image, of both sources and the recipe) or of the text.
 //!
 //! Each process appends to its own segment file, one flushed record per encoded batch, so a
