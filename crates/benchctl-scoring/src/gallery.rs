@@ -474,7 +474,7 @@ fn rank_with(
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
 ) -> Result<Vec<QueryOutcome>> {
-    if dim == 0 || queries.len() % dim != 0 || gallery.len() % dim != 0 {
+    if dim == 0 || !queries.len().is_multiple_of(dim) || !gallery.len().is_multiple_of(dim) {
         return Err(Error::new(format!(
             "embeddings of {} and {} values are not rows of width {dim}",
             queries.len(),

@@ -350,7 +350,7 @@ impl OpenClipFile {
             ));
         }
         let v = &file.model_cfg.vision_cfg;
-        if v.head_width == 0 || v.width % v.head_width != 0 {
+        if v.head_width == 0 || !v.width.is_multiple_of(v.head_width) {
             return Err(Error::new(
                 ErrorKind::BadConfig,
                 format!(

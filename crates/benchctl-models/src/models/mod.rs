@@ -31,7 +31,7 @@ pub(crate) fn check_patch_grid(
     image_size: usize,
     patch_size: usize,
 ) -> Result<()> {
-    if patch_size == 0 || image_size % patch_size != 0 {
+    if patch_size == 0 || !image_size.is_multiple_of(patch_size) {
         return Err(Error::new(
             ErrorKind::BadConfig,
             format!("use {}: vision_config.image_size {image_size} is not a multiple of patch_size {patch_size}", path.display()),

@@ -89,7 +89,7 @@ impl Tower {
         eps: f64,
     ) -> Result<Self> {
         let activation = Activation::parse(act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?;
-        if heads == 0 || width % heads != 0 {
+        if heads == 0 || !width.is_multiple_of(heads) {
             return Err(Error::new(
                 ErrorKind::BadConfig,
                 format!("use a width of {width} with {heads} attention heads: the width must be a multiple"),
