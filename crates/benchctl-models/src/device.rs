@@ -12,15 +12,9 @@ pub fn parse_device(spec: &str) -> Result<Device> {
     }
     let ordinal = match spec.strip_prefix("cuda") {
         Some("") => 0,
-        Some(rest) => rest
-            .strip_prefix(':')
-            .and_then(|n| n.parse().ok())
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Device,
-                    format!("parse device `{spec}`: expected cpu, cuda or cuda:N"),
-                )
-            })?,
+        Some(rest) => rest.strip_prefix(':').and_then(|n| n.parse().ok()).ok_or_else(|| {
+            Error::new(ErrorKind::Device, format!("parse device `{spec}`: expected cpu, cuda or cuda:N"))
+        })?,
         None => {
             return Err(Error::new(
                 ErrorKind::Device,

@@ -33,10 +33,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
+        Self { kind, message: message.into() }
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -45,10 +42,7 @@ impl Error {
 
     /// The same error, naming the file it concerns.
     pub fn context(self, file: &std::path::Path) -> Self {
-        Self {
-            message: format!("{} (in {})", self.message, file.display()),
-            ..self
-        }
+        Self { message: format!("{} (in {})", self.message, file.display()), ..self }
     }
 
     /// A tensor operation failure while running a model.

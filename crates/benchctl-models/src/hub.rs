@@ -28,11 +28,7 @@ pub enum Origin {
     /// A local directory given with `--model-path`.
     Directory(PathBuf),
     /// A hub repo at a revision, resolved to a commit.
-    Hub {
-        repo: String,
-        revision: String,
-        commit: String,
-    },
+    Hub { repo: String, revision: String, commit: String },
 }
 
 /// The three files of a model: its config, weights and tokenizer.
@@ -50,18 +46,11 @@ impl Layout {
 }
 
 /// `transformers`' layout.
-pub const HF_LAYOUT: Layout = Layout {
-    config: "config.json",
-    weights: "model.safetensors",
-    tokenizer: "tokenizer.json",
-};
+pub const HF_LAYOUT: Layout = Layout { config: "config.json", weights: "model.safetensors", tokenizer: "tokenizer.json" };
 
 /// OpenCLIP's hub layout (`open_clip.push_to_hf_hub`), with the `tokenizer.json` these repos carry.
-pub const OPEN_CLIP_LAYOUT: Layout = Layout {
-    config: "open_clip_config.json",
-    weights: "open_clip_model.safetensors",
-    tokenizer: "tokenizer.json",
-};
+pub const OPEN_CLIP_LAYOUT: Layout =
+    Layout { config: "open_clip_config.json", weights: "open_clip_model.safetensors", tokenizer: "tokenizer.json" };
 
 /// The files every `transformers`-layout model directory must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
@@ -69,12 +58,11 @@ pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "toke
 /// The files of a local model directory in either layout (`config.json` means
 /// `transformers`', `open_clip_config.json` OpenCLIP's), naming every missing one.
 pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
-    let layout =
-        if !dir.join(HF_LAYOUT.config).is_file() && dir.join(OPEN_CLIP_LAYOUT.config).is_file() {
-            OPEN_CLIP_LAYOUT
-        } else {
-            HF_LAYOUT
-        };
+    let layout = if !dir.join(HF_LAYOUT.config).is_file() && dir.join(OPEN_CLIP_LAYOUT.config).is_file() {
+        OPEN_CLIP_LAYOUT
+    } else {
+        HF_LAYOUT
+    };
     from_dir_with(dir, layout)
 }
 
@@ -87,11 +75,7 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
         ));
     }
     let required = layout.files();
-    let missing: Vec<&str> = required
-        .iter()
-        .copied()
-        .filter(|f| !dir.join(f).is_file())
-        .collect();
+    let missing: Vec<&str> = required.iter().copied().filter(|f| !dir.join(f).is_file()).collect();
     if !missing.is_empty() {
         return Err(Error::new(
             ErrorKind::MissingFile,
@@ -130,31 +114,18 @@ impl HubSettings {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
         let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
             let base = var("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
-                var("HOME")
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| PathBuf::from("."))
-                    .join(".cache")
+                var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache")
             });
             base.join("huggingface")
         });
-        let cache_dir = var("HF_HUB_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| hf_home.join("hub"));
+        let cache_dir = var("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| hf_home.join("hub"));
         let token = var("HF_TOKEN").or_else(|| {
-            std::fs::read_to_string(hf_home.join("token"))
-                .ok()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
+            std::fs::read_to_string(hf_home.join("token")).ok().map(|t| t.trim().to_string()).filter(|t| !t.is_empty())
         });
         let offline = var("HF_HUB_OFFLINE")
             .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
             .unwrap_or(false);
-        Self {
-            cache_dir,
-            token,
-            offline,
-            endpoint: var("HF_ENDPOINT"),
-        }
+        Self { cache_dir, token, offline, endpoint: var("HF_ENDPOINT") }
     }
 }
 
@@ -165,12 +136,7 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
 }
 
 /// As [`from_hub`], for the files of `layout`.
-pub fn from_hub_with(
-    repo: &str,
-    revision: &str,
-    layout: Layout,
-    settings: &HubSettings,
-) -> Result<ModelFiles> {
+pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubSettings) -> Result<ModelFiles> {
     let required = layout.files();
     let mut paths = Vec::new();
     let mut commit = None;
@@ -197,16 +163,12 @@ pub fn from_hub_with(
         download(repo, revision, &required, settings)?;
         paths.clear();
         for file in required {
-            let (path, c) =
-                cached_file(&settings.cache_dir, repo, revision, file).ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::MissingFile,
-                        format!(
-                            "find downloaded {file} of {repo}@{revision} in {}",
-                            settings.cache_dir.display()
-                        ),
-                    )
-                })?;
+            let (path, c) = cached_file(&settings.cache_dir, repo, revision, file).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::MissingFile,
+                    format!("find downloaded {file} of {repo}@{revision} in {}", settings.cache_dir.display()),
+                )
+            })?;
             commit = Some(c);
             paths.push(path);
         }
@@ -227,20 +189,12 @@ pub fn from_hub_with(
 /// `models--{org}--{name}/refs/{revision}` (holding the commit) and
 /// `models--{org}--{name}/snapshots/{commit}/{file}`; a revision that is a commit hash
 /// needs no ref.
-pub fn cached_file(
-    cache_dir: &Path,
-    repo: &str,
-    revision: &str,
-    file: &str,
-) -> Option<(PathBuf, String)> {
+pub fn cached_file(cache_dir: &Path, repo: &str, revision: &str, file: &str) -> Option<(PathBuf, String)> {
     let folder = cache_dir.join(format!("models--{}", repo.replace('/', "--")));
     let commit = if is_commit_hash(revision) {
         revision.to_string()
     } else {
-        std::fs::read_to_string(folder.join("refs").join(revision))
-            .ok()?
-            .trim()
-            .to_string()
+        std::fs::read_to_string(folder.join("refs").join(revision)).ok()?.trim().to_string()
     };
     if !is_commit_hash(&commit) {
         return None;
@@ -255,30 +209,18 @@ fn is_commit_hash(s: &str) -> bool {
 
 fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) -> Result<()> {
     let api = api(settings)?;
-    let api_repo = api.repo(Repo::with_revision(
-        repo.to_string(),
-        RepoType::Model,
-        revision.to_string(),
-    ));
+    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
     for file in files {
-        api_repo.get(file).map_err(|e| {
-            hub_error(
-                &format!("download {file} of {repo}@{revision}"),
-                &format!("{e} (or use --model-path)"),
-                settings,
-            )
-        })?;
+        api_repo
+            .get(file)
+            .map_err(|e| hub_error(&format!("download {file} of {repo}@{revision}"), &format!("{e} (or use --model-path)"), settings))?;
     }
     Ok(())
 }
 
 /// Downloads every file of a dataset repo at `revision` into the hub cache and returns
 /// `(path in the repo, local file)` pairs. Gated repos need `HF_TOKEN`.
-pub fn fetch_dataset(
-    repo: &str,
-    revision: &str,
-    settings: &HubSettings,
-) -> Result<Vec<(String, PathBuf)>> {
+pub fn fetch_dataset(repo: &str, revision: &str, settings: &HubSettings) -> Result<Vec<(String, PathBuf)>> {
     if settings.offline {
         return Err(Error::new(
             ErrorKind::MissingFile,
@@ -286,29 +228,15 @@ pub fn fetch_dataset(
         ));
     }
     let api = api(settings)?;
-    let api_repo = api.repo(Repo::with_revision(
-        repo.to_string(),
-        RepoType::Dataset,
-        revision.to_string(),
-    ));
-    let info = api_repo.info().map_err(|e| {
-        hub_error(
-            &format!("list the files of the dataset {repo}@{revision}"),
-            &e.to_string(),
-            settings,
-        )
-    })?;
+    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Dataset, revision.to_string()));
+    let info = api_repo.info().map_err(|e| hub_error(&format!("list the files of the dataset {repo}@{revision}"), &e.to_string(), settings))?;
     info.siblings
         .iter()
         .filter(|s| !s.rfilename.starts_with('.'))
         .map(|s| {
-            let path = api_repo.get(&s.rfilename).map_err(|e| {
-                hub_error(
-                    &format!("download {} of the dataset {repo}", s.rfilename),
-                    &e.to_string(),
-                    settings,
-                )
-            })?;
+            let path = api_repo
+                .get(&s.rfilename)
+                .map_err(|e| hub_error(&format!("download {} of the dataset {repo}", s.rfilename), &e.to_string(), settings))?;
             Ok((s.rfilename.clone(), path))
         })
         .collect()
@@ -322,12 +250,7 @@ fn api(settings: &HubSettings) -> Result<hf_hub::api::sync::Api> {
     if let Some(endpoint) = &settings.endpoint {
         builder = builder.with_endpoint(endpoint.clone());
     }
-    builder.build().map_err(|e| {
-        Error::new(
-            ErrorKind::MissingFile,
-            format!("set up the hub client: {e}"),
-        )
-    })
+    builder.build().map_err(|e| Error::new(ErrorKind::MissingFile, format!("set up the hub client: {e}")))
 }
 
 /// A hub failure as an error: refused access names the token, anything else the way out.
@@ -340,9 +263,6 @@ fn hub_error(what: &str, text: &str, settings: &HubSettings) -> Error {
         };
         Error::new(ErrorKind::AccessDenied, format!("{what}: {hint} ({text})"))
     } else {
-        Error::new(
-            ErrorKind::MissingFile,
-            format!("{what}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only)"),
-        )
+        Error::new(ErrorKind::MissingFile, format!("{what}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only)"))
     }
 }

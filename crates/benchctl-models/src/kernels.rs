@@ -21,11 +21,7 @@ fn exp(x: f32) -> f32 {
     let n = (x * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
     // ln 2 split in two for an exact `n·ln 2`.
     let r = x - n * 0.693_145_75 - n * 1.428_606_8e-6;
-    let p = 1.0
-        + r * (1.0
-            + r * (0.5
-                + r * (0.166_666_67
-                    + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (0.166_666_67 + r * (0.041_666_668 + r * (0.008_333_334 + r * 0.001_388_889)))));
     f32::from_bits(((n as i32 + 127) as u32) << 23) * p
 }
 
@@ -40,10 +36,7 @@ fn erf(x: f32) -> f32 {
         + t * (1.000_023_7
             + t * (0.374_091_96
                 + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_9
-                                + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                    + t * (-0.186_288_06 + t * (0.278_868_07 + t * (-1.135_203_9 + t * (1.488_515_9 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let erfc = t * exp(-z * z + poly);
     (1.0 - erfc).copysign(x)
 }
@@ -66,18 +59,9 @@ fn apply_one(activation: Activation, x: f32) -> f32 {
 fn map_chunk_generic(activation: Activation, src: &[f32], dst: &mut [f32]) {
     // One match outside the loop: each arm's loop vectorises on its own.
     match activation {
-        Activation::QuickGelu => dst
-            .iter_mut()
-            .zip(src)
-            .for_each(|(d, &x)| *d = apply_one(Activation::QuickGelu, x)),
-        Activation::Gelu => dst
-            .iter_mut()
-            .zip(src)
-            .for_each(|(d, &x)| *d = apply_one(Activation::Gelu, x)),
-        Activation::GeluTanh => dst
-            .iter_mut()
-            .zip(src)
-            .for_each(|(d, &x)| *d = apply_one(Activation::GeluTanh, x)),
+        Activation::QuickGelu => dst.iter_mut().zip(src).for_each(|(d, &x)| *d = apply_one(Activation::QuickGelu, x)),
+        Activation::Gelu => dst.iter_mut().zip(src).for_each(|(d, &x)| *d = apply_one(Activation::Gelu, x)),
+        Activation::GeluTanh => dst.iter_mut().zip(src).for_each(|(d, &x)| *d = apply_one(Activation::GeluTanh, x)),
     }
 }
 
@@ -103,9 +87,7 @@ fn map_chunk(activation: Activation, src: &[f32], dst: &mut [f32]) {
 /// The activation of `src` into `dst` (same length), in parallel chunks.
 pub fn activate(activation: Activation, src: &[f32], dst: &mut [f32]) {
     const CHUNK: usize = 1 << 14;
-    dst.par_chunks_mut(CHUNK)
-        .zip(src.par_chunks(CHUNK))
-        .for_each(|(d, s)| map_chunk(activation, s, d));
+    dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| map_chunk(activation, s, d));
 }
 
 struct ActivationOp(Activation);
@@ -115,17 +97,9 @@ impl candle_core::CustomOp1 for ActivationOp {
         "fused-activation"
     }
 
-    fn cpu_fwd(
-        &self,
-        storage: &CpuStorage,
-        layout: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("fused activation: f32 only")
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("fused activation: contiguous input only")
-        };
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else { candle_core::bail!("fused activation: f32 only") };
+        let Some((start, end)) = layout.contiguous_offsets() else { candle_core::bail!("fused activation: contiguous input only") };
         let src = &data[start..end];
         let mut out = vec![0f32; src.len()];
         activate(self.0, src, &mut out);
@@ -164,20 +138,15 @@ impl candle_core::CustomOp3 for DenseOp {
         let (CpuStorage::F32(x), CpuStorage::F32(w), CpuStorage::F32(b)) = (x, w, b) else {
             candle_core::bail!("dense: f32 only")
         };
-        let (Some((x0, x1)), Some((w0, w1)), Some((b0, b1))) = (
-            x_layout.contiguous_offsets(),
-            w_layout.contiguous_offsets(),
-            b_layout.contiguous_offsets(),
-        ) else {
+        let (Some((x0, x1)), Some((w0, w1)), Some((b0, b1))) =
+            (x_layout.contiguous_offsets(), w_layout.contiguous_offsets(), b_layout.contiguous_offsets())
+        else {
             candle_core::bail!("dense: contiguous inputs only")
         };
         let (m, k) = x_layout.shape().dims2()?;
         let (n, k2) = w_layout.shape().dims2()?;
         if k != k2 || b1 - b0 != n {
-            candle_core::bail!(
-                "dense: shapes ({m}, {k}) · ({n}, {k2})ᵀ + ({}) disagree",
-                b1 - b0
-            );
+            candle_core::bail!("dense: shapes ({m}, {k}) · ({n}, {k2})ᵀ + ({}) disagree", b1 - b0);
         }
         let (x, w, b) = (&x[x0..x1], &w[w0..w1], &b[b0..b1]);
         let mut out: Vec<f32> = Vec::with_capacity(m * n);
@@ -214,17 +183,11 @@ impl candle_core::CustomOp3 for DenseOp {
 }
 
 /// `x · Wᵀ + b` for 2-D `x`: one fused gemm on contiguous CPU f32, candle's ops otherwise.
-pub(crate) fn dense_2d(
-    x: &Tensor,
-    weight: &Tensor,
-    bias: Option<&Tensor>,
-) -> candle_core::Result<Tensor> {
+pub(crate) fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_core::Result<Tensor> {
     match bias {
         Some(b)
             if x.device().is_cpu()
-                && [x.dtype(), weight.dtype(), b.dtype()]
-                    .iter()
-                    .all(|d| *d == candle_core::DType::F32)
+                && [x.dtype(), weight.dtype(), b.dtype()].iter().all(|d| *d == candle_core::DType::F32)
                 && x.is_contiguous()
                 && weight.is_contiguous()
                 && b.is_contiguous() =>
@@ -245,10 +208,7 @@ mod tests {
         for i in -2000..=2000 {
             let x = i as f32 * 0.04;
             let (ours, std) = (exp(x), x.exp());
-            assert!(
-                ((ours - std) / std).abs() < 4e-7,
-                "exp({x}): {ours} vs {std}"
-            );
+            assert!(((ours - std) / std).abs() < 4e-7, "exp({x}): {ours} vs {std}");
         }
         for i in -600..=600 {
             let x = i as f64 * 0.01;
@@ -287,11 +247,7 @@ mod tests {
             let b = Tensor::randn(0f32, 1.0, n, &dev)?;
             let fused = dense_2d(&x, &w, Some(&b))?;
             let plain = x.matmul(&w.t()?)?.broadcast_add(&b)?;
-            let d = (fused - plain)?
-                .abs()?
-                .flatten_all()?
-                .max(0)?
-                .to_scalar::<f32>()?;
+            let d = (fused - plain)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
             assert!(d < 1e-4, "({m}, {k}, {n}): {d}");
         }
         Ok(())
@@ -299,17 +255,9 @@ mod tests {
 
     #[test]
     fn fused_activations_match_the_composed_ones() -> candle_core::Result<()> {
-        let xs =
-            Tensor::arange(-4000f32, 4000f32, &candle_core::Device::Cpu)?.affine(0.002, 0.0)?;
-        for act in [
-            Activation::QuickGelu,
-            Activation::Gelu,
-            Activation::GeluTanh,
-        ] {
-            let d = (apply(act, &xs)? - act.apply_composed(&xs)?)?
-                .abs()?
-                .max(0)?
-                .to_scalar::<f32>()?;
+        let xs = Tensor::arange(-4000f32, 4000f32, &candle_core::Device::Cpu)?.affine(0.002, 0.0)?;
+        for act in [Activation::QuickGelu, Activation::Gelu, Activation::GeluTanh] {
+            let d = (apply(act, &xs)? - act.apply_composed(&xs)?)?.abs()?.max(0)?.to_scalar::<f32>()?;
             assert!(d < 1e-6, "{act:?}: {d}");
         }
         Ok(())

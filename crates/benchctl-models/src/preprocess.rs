@@ -43,22 +43,12 @@ pub struct Preprocessor {
 impl Preprocessor {
     /// OpenAI CLIP's preprocessing at the given input size.
     pub fn openai_clip(size: usize) -> Self {
-        Self {
-            size,
-            resize: Resize::ShorterSideThenCrop,
-            mean: OPENAI_CLIP_MEAN,
-            std: OPENAI_CLIP_STD,
-        }
+        Self { size, resize: Resize::ShorterSideThenCrop, mean: OPENAI_CLIP_MEAN, std: OPENAI_CLIP_STD }
     }
 
     /// A square stretch to `size` with these constants (`transformers`' SigLIP and BLIP processors).
     pub fn stretch(size: usize, mean: [f32; 3], std: [f32; 3]) -> Self {
-        Self {
-            size,
-            resize: Resize::Stretch,
-            mean,
-            std,
-        }
+        Self { size, resize: Resize::Stretch, mean, std }
     }
 
     /// One line for listings: `224 px, shorter side + centre crop, bicubic, mean … std …`.
@@ -67,18 +57,8 @@ impl Preprocessor {
             Resize::ShorterSideThenCrop => "shorter side + centre crop",
             Resize::Stretch => "stretched square",
         };
-        let fmt = |v: &[f32; 3]| {
-            v.iter()
-                .map(|x| format!("{x:.3}"))
-                .collect::<Vec<_>>()
-                .join("/")
-        };
-        format!(
-            "{} px {how}, bicubic, mean {} std {}",
-            self.size,
-            fmt(&self.mean),
-            fmt(&self.std)
-        )
+        let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
+        format!("{} px {how}, bicubic, mean {} std {}", self.size, fmt(&self.mean), fmt(&self.std))
     }
 
     /// Values per image: 3 × size × size.
@@ -175,9 +155,8 @@ fn coefficients(in_size: usize, out_size: usize) -> (usize, Vec<(usize, Vec<i32>
             // C's (int) cast truncates toward zero.
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
             let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
-            let weights: Vec<f64> = (0..xmax)
-                .map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss))
-                .collect();
+            let weights: Vec<f64> =
+                (0..xmax).map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss)).collect();
             let total: f64 = weights.iter().sum();
             let fixed = weights
                 .iter()
@@ -301,10 +280,7 @@ mod tests {
             let (_, taps) = coefficients(a, b);
             for (_, k) in taps {
                 let sum: i64 = k.iter().map(|&w| w as i64).sum();
-                assert!(
-                    (sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64,
-                    "{a}->{b}: {sum}"
-                );
+                assert!((sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64, "{a}->{b}: {sum}");
             }
         }
     }

@@ -80,14 +80,7 @@ impl ScoreHead {
 
     /// `itm`, `itc`, or the default head's own name.
     pub fn parse(name: &str) -> Option<Self> {
-        [
-            ScoreHead::Contrastive,
-            ScoreHead::Sigmoid,
-            ScoreHead::Itm,
-            ScoreHead::Itc,
-        ]
-        .into_iter()
-        .find(|h| h.name() == name)
+        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc].into_iter().find(|h| h.name() == name)
     }
 }
 
@@ -158,8 +151,7 @@ pub const MODELS: &[ModelEntry] = &[
         repo: "laion/CLIP-ViT-B-32-laion2B-s34B-b79K",
         revision: "1a25a446712ba5ee05982a381eed697ef9b435cf",
         architecture: Architecture::OpenClip,
-        description:
-            "OpenCLIP ViT-B/32 trained on LAION-2B (Cherti et al., 2023), open_clip naming",
+        description: "OpenCLIP ViT-B/32 trained on LAION-2B (Cherti et al., 2023), open_clip naming",
         preprocessing: CLIP_PREP_224,
         activation: "gelu",
         tokenizer: CLIP_BPE,
@@ -202,10 +194,7 @@ pub fn find(id: &str) -> Result<&'static ModelEntry> {
         let known: Vec<&str> = MODELS.iter().map(|m| m.id).collect();
         Error::new(
             ErrorKind::UnknownModel,
-            format!(
-                "find model `{id}`: known models are {} (or pass --model-path DIR)",
-                known.join(", ")
-            ),
+            format!("find model `{id}`: known models are {} (or pass --model-path DIR)", known.join(", ")),
         )
     })
 }
@@ -213,10 +202,7 @@ pub fn find(id: &str) -> Result<&'static ModelEntry> {
 /// The architecture of a local model directory: OpenCLIP when its config is
 /// `open_clip_config.json`, else from `model_type` in `config.json`.
 pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
-    if config
-        .file_name()
-        .is_some_and(|n| n == OPEN_CLIP_LAYOUT.config)
-    {
+    if config.file_name().is_some_and(|n| n == OPEN_CLIP_LAYOUT.config) {
         return Ok(Architecture::OpenClip);
     }
     let value: serde_json::Value = crate::models::read_config(config)?;
@@ -226,15 +212,9 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         Some("blip") => Ok(Architecture::Blip),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
-            format!(
-                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip)",
-                config.display()
-            ),
+            format!("use {}: model_type `{other}` is not supported (supported: clip, siglip, blip)", config.display()),
         )),
-        None => Err(Error::new(
-            ErrorKind::BadConfig,
-            format!("use {}: it has no `model_type` key", config.display()),
-        )),
+        None => Err(Error::new(ErrorKind::BadConfig, format!("use {}: it has no `model_type` key", config.display()))),
     }
 }
 
@@ -243,19 +223,13 @@ pub fn choose_head(architecture: Architecture, requested: Option<&str>) -> Resul
     let heads = architecture.heads();
     match requested {
         None => Ok(heads[0]),
-        Some(name) => ScoreHead::parse(name)
-            .filter(|h| heads.contains(h))
-            .ok_or_else(|| {
-                let names: Vec<&str> = heads.iter().map(ScoreHead::name).collect();
-                Error::new(
-                    ErrorKind::BadConfig,
-                    format!(
-                        "use --score {name}: a {} model offers {}",
-                        architecture.name(),
-                        names.join(", ")
-                    ),
-                )
-            }),
+        Some(name) => ScoreHead::parse(name).filter(|h| heads.contains(h)).ok_or_else(|| {
+            let names: Vec<&str> = heads.iter().map(ScoreHead::name).collect();
+            Error::new(
+                ErrorKind::BadConfig,
+                format!("use --score {name}: a {} model offers {}", architecture.name(), names.join(", ")),
+            )
+        }),
     }
 }
 
@@ -269,17 +243,9 @@ pub fn load(
 ) -> Result<Model> {
     Ok(match (architecture, head) {
         (Architecture::Clip, _) => Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?)),
-        (Architecture::OpenClip, _) => {
-            Model::Dual(Box::new(clip_openai::load_open_clip(files, dtype, device)?))
-        }
-        (Architecture::Siglip, _) => {
-            Model::Dual(Box::new(SiglipEncoder::load(files, dtype, device)?))
-        }
-        (Architecture::Blip, head) if head.is_fusion() => {
-            Model::Fusion(Box::new(blip::BlipItm::load(files, dtype, device)?))
-        }
-        (Architecture::Blip, _) => {
-            Model::Dual(Box::new(blip::BlipItc::load(files, dtype, device)?))
-        }
+        (Architecture::OpenClip, _) => Model::Dual(Box::new(clip_openai::load_open_clip(files, dtype, device)?)),
+        (Architecture::Siglip, _) => Model::Dual(Box::new(SiglipEncoder::load(files, dtype, device)?)),
+        (Architecture::Blip, head) if head.is_fusion() => Model::Fusion(Box::new(blip::BlipItm::load(files, dtype, device)?)),
+        (Architecture::Blip, _) => Model::Dual(Box::new(blip::BlipItc::load(files, dtype, device)?)),
     })
 }

@@ -27,9 +27,7 @@ pub struct ClipTokenizer {
 
 impl std::fmt::Debug for ClipTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClipTokenizer")
-            .field("max_len", &self.max_len)
-            .finish()
+        f.debug_struct("ClipTokenizer").field("max_len", &self.max_len).finish()
     }
 }
 
@@ -37,32 +35,19 @@ pub const START_OF_TEXT: &str = "<|startoftext|>";
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 
 fn open(path: &Path) -> Result<tokenizers::Tokenizer> {
-    tokenizers::Tokenizer::from_file(path).map_err(|e| {
-        Error::new(
-            ErrorKind::Tokenizer,
-            format!("load tokenizer {}: {e}", path.display()),
-        )
-    })
+    tokenizers::Tokenizer::from_file(path)
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: {e}", path.display())))
 }
 
 fn special(inner: &tokenizers::Tokenizer, path: &Path, name: &str) -> Result<u32> {
     inner.token_to_id(name).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Tokenizer,
-            format!(
-                "load tokenizer {}: it has no `{name}` token",
-                path.display()
-            ),
-        )
+        Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: it has no `{name}` token", path.display()))
     })
 }
 
 fn check_len(max_len: usize) -> Result<()> {
     if max_len < 2 {
-        return Err(Error::new(
-            ErrorKind::Tokenizer,
-            format!("use a context length of {max_len}: at least 2 is needed"),
-        ));
+        return Err(Error::new(ErrorKind::Tokenizer, format!("use a context length of {max_len}: at least 2 is needed")));
     }
     Ok(())
 }
@@ -81,12 +66,7 @@ impl ClipTokenizer {
         let bos = special(&inner, path, START_OF_TEXT)?;
         let eos = special(&inner, path, END_OF_TEXT)?;
         check_len(max_len)?;
-        Ok(Self {
-            inner,
-            max_len,
-            bos,
-            eos,
-        })
+        Ok(Self { inner, max_len, bos, eos })
     }
 
     pub fn eos(&self) -> u32 {
@@ -125,9 +105,7 @@ pub struct SiglipTokenizer {
 
 impl std::fmt::Debug for SiglipTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SiglipTokenizer")
-            .field("max_len", &self.max_len)
-            .finish()
+        f.debug_struct("SiglipTokenizer").field("max_len", &self.max_len).finish()
     }
 }
 
@@ -138,12 +116,7 @@ impl SiglipTokenizer {
         let inner = open(path)?;
         let eos = special(&inner, path, "</s>")?;
         check_len(max_len)?;
-        Ok(Self {
-            inner,
-            max_len,
-            eos,
-            pad: pad_id.unwrap_or(eos),
-        })
+        Ok(Self { inner, max_len, eos, pad: pad_id.unwrap_or(eos) })
     }
 
     pub fn max_len(&self) -> usize {
@@ -162,11 +135,7 @@ impl SiglipTokenizer {
 
 /// big_vision's `canonicalize_text`: lower case, no ASCII punctuation, single spaces.
 pub fn siglip_canonical(text: &str) -> String {
-    let kept: String = text
-        .to_lowercase()
-        .chars()
-        .filter(|c| !c.is_ascii_punctuation())
-        .collect();
+    let kept: String = text.to_lowercase().chars().filter(|c| !c.is_ascii_punctuation()).collect();
     kept.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -183,9 +152,7 @@ pub struct BertTokenizer {
 
 impl std::fmt::Debug for BertTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BertTokenizer")
-            .field("max_len", &self.max_len)
-            .finish()
+        f.debug_struct("BertTokenizer").field("max_len", &self.max_len).finish()
     }
 }
 
@@ -195,12 +162,7 @@ impl BertTokenizer {
         let cls = special(&inner, path, "[CLS]")?;
         let sep = special(&inner, path, "[SEP]")?;
         check_len(max_len)?;
-        Ok(Self {
-            inner,
-            max_len,
-            cls,
-            sep,
-        })
+        Ok(Self { inner, max_len, cls, sep })
     }
 
     pub fn max_len(&self) -> usize {
@@ -229,9 +191,7 @@ pub fn unescape_html(text: &str) -> String {
     while let Some(at) = rest.find('&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
-        let end = rest[1..]
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '#'))
-            .map(|i| i + 1);
+        let end = rest[1..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '#')).map(|i| i + 1);
         let (name, consumed) = match end {
             Some(e) if rest[e..].starts_with(';') => (&rest[1..e], e + 1),
             Some(e) => (&rest[1..e], e),
@@ -274,24 +234,15 @@ mod tests {
     #[test]
     fn unescapes_entities_like_python() {
         assert_eq!(unescape_html("fish &amp; chips &lt;3"), "fish & chips <3");
-        assert_eq!(
-            unescape_html("&#39;quoted&#x27; &quot;x&quot;"),
-            "'quoted' \"x\""
-        );
-        assert_eq!(
-            unescape_html("AT&T & co &unknown; &"),
-            "AT&T & co &unknown; &"
-        );
+        assert_eq!(unescape_html("&#39;quoted&#x27; &quot;x&quot;"), "'quoted' \"x\"");
+        assert_eq!(unescape_html("AT&T & co &unknown; &"), "AT&T & co &unknown; &");
         assert_eq!(unescape_html(&unescape_html("&amp;amp;")), "&");
     }
 
     #[test]
     fn siglip_canonical_form_follows_big_vision() {
         use super::siglip_canonical;
-        assert_eq!(
-            siglip_canonical("  A Photo, of a CAT!!\t\n here. "),
-            "a photo of a cat here"
-        );
+        assert_eq!(siglip_canonical("  A Photo, of a CAT!!\t\n here. "), "a photo of a cat here");
         assert_eq!(siglip_canonical("dog's-ball_(2)"), "dogsball2");
         assert_eq!(siglip_canonical("café — ok"), "café — ok");
     }

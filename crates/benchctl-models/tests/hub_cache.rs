@@ -5,10 +5,8 @@ use benchctl_models::registry;
 use benchctl_testkit::fixture_model;
 
 fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-    let map: std::collections::HashMap<String, String> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let map: std::collections::HashMap<String, String> =
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     move |k| map.get(k).cloned()
 }
 
@@ -31,24 +29,13 @@ fn lay_out_cache(cache: &std::path::Path, repo: &str, commit: &str, reference: O
 #[test]
 fn settings_follow_huggingface_hub() {
     let s = HubSettings::from_vars(vars(&[("HOME", "/home/u")]));
-    assert_eq!(
-        s.cache_dir,
-        std::path::Path::new("/home/u/.cache/huggingface/hub")
-    );
+    assert_eq!(s.cache_dir, std::path::Path::new("/home/u/.cache/huggingface/hub"));
     assert!(!s.offline && s.token.is_none());
-    let s = HubSettings::from_vars(vars(&[
-        ("HF_HOME", "/data/hf"),
-        ("HF_TOKEN", "hf_x"),
-        ("HF_HUB_OFFLINE", "1"),
-    ]));
+    let s = HubSettings::from_vars(vars(&[("HF_HOME", "/data/hf"), ("HF_TOKEN", "hf_x"), ("HF_HUB_OFFLINE", "1")]));
     assert_eq!(s.cache_dir, std::path::Path::new("/data/hf/hub"));
     assert_eq!(s.token.as_deref(), Some("hf_x"));
     assert!(s.offline);
-    let s = HubSettings::from_vars(vars(&[
-        ("HF_HOME", "/data/hf"),
-        ("HF_HUB_CACHE", "/fast/hub"),
-        ("HF_HUB_OFFLINE", "0"),
-    ]));
+    let s = HubSettings::from_vars(vars(&[("HF_HOME", "/data/hf"), ("HF_HUB_CACHE", "/fast/hub"), ("HF_HUB_OFFLINE", "0")]));
     assert_eq!(s.cache_dir, std::path::Path::new("/fast/hub"));
     assert!(!s.offline);
 }
@@ -59,15 +46,8 @@ fn the_login_token_is_read_from_hf_home() {
     std::fs::write(home.path().join("token"), "hf_saved\n").unwrap();
     let s = HubSettings::from_vars(vars(&[("HF_HOME", home.path().to_str().unwrap())]));
     assert_eq!(s.token.as_deref(), Some("hf_saved"));
-    let s = HubSettings::from_vars(vars(&[
-        ("HF_HOME", home.path().to_str().unwrap()),
-        ("HF_TOKEN", "hf_env"),
-    ]));
-    assert_eq!(
-        s.token.as_deref(),
-        Some("hf_env"),
-        "HF_TOKEN wins over the saved login"
-    );
+    let s = HubSettings::from_vars(vars(&[("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_env")]));
+    assert_eq!(s.token.as_deref(), Some("hf_env"), "HF_TOKEN wins over the saved login");
 }
 
 #[test]
@@ -76,21 +56,12 @@ fn the_zoo_entry_resolves_offline_from_a_populated_cache() {
     let entry = registry::find("clip-vit-b32").unwrap();
     // The pinned revision is a commit: it resolves without any ref file.
     lay_out_cache(&home.path().join("hub"), entry.repo, entry.revision, None);
-    let settings = HubSettings::from_vars(vars(&[
-        ("HF_HOME", home.path().to_str().unwrap()),
-        ("HF_HUB_OFFLINE", "1"),
-    ]));
+    let settings = HubSettings::from_vars(vars(&[("HF_HOME", home.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")]));
     let files = hub::from_hub(entry.repo, entry.revision, &settings).unwrap();
-    assert!(files
-        .weights
-        .ends_with(format!("snapshots/{}/model.safetensors", entry.revision)));
+    assert!(files.weights.ends_with(format!("snapshots/{}/model.safetensors", entry.revision)));
     assert_eq!(
         files.origin,
-        Origin::Hub {
-            repo: entry.repo.into(),
-            revision: entry.revision.into(),
-            commit: entry.revision.into()
-        }
+        Origin::Hub { repo: entry.repo.into(), revision: entry.revision.into(), commit: entry.revision.into() }
     );
 }
 
@@ -99,19 +70,9 @@ fn a_branch_resolves_through_its_ref() {
     let cache = tempfile::tempdir().unwrap();
     let commit = "0123456789abcdef0123456789abcdef01234567";
     lay_out_cache(cache.path(), "org/model", commit, Some("main"));
-    let settings = HubSettings {
-        cache_dir: cache.path().into(),
-        token: None,
-        offline: true,
-        endpoint: None,
-    };
+    let settings = HubSettings { cache_dir: cache.path().into(), token: None, offline: true, endpoint: None };
     let files = hub::from_hub("org/model", "main", &settings).unwrap();
-    let Origin::Hub {
-        commit: resolved, ..
-    } = files.origin
-    else {
-        panic!("not a hub origin")
-    };
+    let Origin::Hub { commit: resolved, .. } = files.origin else { panic!("not a hub origin") };
     assert_eq!(resolved, commit);
     // A PR ref lives in a nested ref file, as huggingface_hub writes it.
     lay_out_cache(cache.path(), "org/model", commit, Some("refs/pr/15"));
@@ -121,20 +82,11 @@ fn a_branch_resolves_through_its_ref() {
 #[test]
 fn offline_without_the_files_says_what_is_missing() {
     let cache = tempfile::tempdir().unwrap();
-    let settings = HubSettings {
-        cache_dir: cache.path().into(),
-        token: None,
-        offline: true,
-        endpoint: None,
-    };
+    let settings = HubSettings { cache_dir: cache.path().into(), token: None, offline: true, endpoint: None };
     let err = hub::from_hub("openai/clip-vit-base-patch32", "main", &settings).unwrap_err();
     assert_eq!(err.kind(), benchctl_models::ErrorKind::MissingFile);
     let msg = err.to_string();
-    assert!(
-        msg.contains("config.json of openai/clip-vit-base-patch32@main")
-            && msg.contains("HF_HUB_OFFLINE"),
-        "{msg}"
-    );
+    assert!(msg.contains("config.json of openai/clip-vit-base-patch32@main") && msg.contains("HF_HUB_OFFLINE"), "{msg}");
 }
 
 #[test]
@@ -159,27 +111,13 @@ fn every_zoo_entry_is_pinned_and_resolves_offline_in_its_layout() {
         .join(entry.revision);
     std::fs::create_dir_all(&snapshot).unwrap();
     for file in layout.files() {
-        std::fs::copy(
-            fixture_model("openclip-tiny").join(file),
-            snapshot.join(file),
-        )
-        .unwrap();
+        std::fs::copy(fixture_model("openclip-tiny").join(file), snapshot.join(file)).unwrap();
     }
-    let settings = HubSettings::from_vars(vars(&[
-        ("HF_HUB_CACHE", cache.path().to_str().unwrap()),
-        ("HF_HUB_OFFLINE", "1"),
-    ]));
+    let settings = HubSettings::from_vars(vars(&[("HF_HUB_CACHE", cache.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")]));
     let files = hub::from_hub_with(entry.repo, entry.revision, layout, &settings).unwrap();
     assert!(files.weights.ends_with("open_clip_model.safetensors"));
     let head = registry::choose_head(entry.architecture, None).unwrap();
-    let model = registry::load(
-        entry.architecture,
-        head,
-        &files,
-        candle_core::DType::F32,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
+    let model = registry::load(entry.architecture, head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
     assert!(matches!(model, benchctl_models::Model::Dual(_)));
 }
 
@@ -193,53 +131,24 @@ fn local_directories_are_recognised_by_their_config() {
         ("blip-tiny", Architecture::Blip),
     ] {
         let files = hub::from_dir(&fixture_model(dir)).unwrap();
-        assert_eq!(
-            registry::detect_architecture(&files.config).unwrap(),
-            expected,
-            "{dir}"
-        );
+        assert_eq!(registry::detect_architecture(&files.config).unwrap(), expected, "{dir}");
     }
-    assert_eq!(
-        registry::choose_head(Architecture::Blip, None).unwrap(),
-        registry::ScoreHead::Itm
-    );
-    assert_eq!(
-        registry::choose_head(Architecture::Blip, Some("itc")).unwrap(),
-        registry::ScoreHead::Itc
-    );
+    assert_eq!(registry::choose_head(Architecture::Blip, None).unwrap(), registry::ScoreHead::Itm);
+    assert_eq!(registry::choose_head(Architecture::Blip, Some("itc")).unwrap(), registry::ScoreHead::Itc);
     let err = registry::choose_head(Architecture::Siglip, Some("itm")).unwrap_err();
-    assert!(
-        err.to_string().contains("a siglip model offers sigmoid"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("a siglip model offers sigmoid"), "{err}");
 }
 
 #[test]
 fn an_openclip_config_with_an_unsupported_tower_is_named() {
     let dir = tempfile::tempdir().unwrap();
     for file in hub::OPEN_CLIP_LAYOUT.files() {
-        std::fs::copy(
-            fixture_model("openclip-tiny").join(file),
-            dir.path().join(file),
-        )
-        .unwrap();
+        std::fs::copy(fixture_model("openclip-tiny").join(file), dir.path().join(file)).unwrap();
     }
     let config = dir.path().join("open_clip_config.json");
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        "\"head_width\": 32",
-        "\"head_width\": 32, \"attentional_pool\": true",
-    );
+    let text = std::fs::read_to_string(&config).unwrap().replace("\"head_width\": 32", "\"head_width\": 32, \"attentional_pool\": true");
     std::fs::write(&config, text).unwrap();
     let files = hub::from_dir(dir.path()).unwrap();
-    let err = benchctl_models::models::clip_openai::load_open_clip(
-        &files,
-        candle_core::DType::F32,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("model_cfg.vision_cfg.attentional_pool = true is not supported"),
-        "{err}"
-    );
+    let err = benchctl_models::models::clip_openai::load_open_clip(&files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("model_cfg.vision_cfg.attentional_pool = true is not supported"), "{err}");
 }

@@ -28,11 +28,7 @@ fn missing_files_are_listed() {
     std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
     let err = load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::MissingFile);
-    assert!(
-        err.to_string()
-            .contains("missing model.safetensors, tokenizer.json"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("missing model.safetensors, tokenizer.json"), "{err}");
     let err = load(std::path::Path::new("/nonexistent/model")).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/model"), "{err}");
 }
@@ -41,17 +37,13 @@ fn missing_files_are_listed() {
 fn weights_that_disagree_with_the_config_name_the_tensor() {
     let dir = copy_of("clip-tiny-a");
     let path = dir.path().join("config.json");
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["vision_config"]["intermediate_size"] = 100.into();
     std::fs::write(&path, config.to_string()).unwrap();
     let err = load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadWeights);
     let msg = err.to_string();
-    assert!(
-        msg.contains("vision_model.encoder.layers.0.mlp.fc1.weight") && msg.contains("[100, 48]"),
-        "{msg}"
-    );
+    assert!(msg.contains("vision_model.encoder.layers.0.mlp.fc1.weight") && msg.contains("[100, 48]"), "{msg}");
     assert!(msg.contains("model.safetensors"), "{msg}");
 }
 
@@ -59,16 +51,11 @@ fn weights_that_disagree_with_the_config_name_the_tensor() {
 fn deeper_configs_than_the_weights_name_the_missing_tensor() {
     let dir = copy_of("clip-tiny-a");
     let path = dir.path().join("config.json");
-    let mut config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["text_config"]["num_hidden_layers"] = 3.into();
     std::fs::write(&path, config.to_string()).unwrap();
     let err = load(dir.path()).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("`text_model.encoder.layers.2.layer_norm1.weight` is missing"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("`text_model.encoder.layers.2.layer_norm1.weight` is missing"), "{err}");
 }
 
 #[test]
@@ -79,28 +66,13 @@ fn malformed_configs_are_named() {
     assert_eq!(err.kind(), ErrorKind::BadConfig);
     assert!(err.to_string().contains("config.json"), "{err}");
 
-    std::fs::write(
-        dir.path().join("config.json"),
-        r#"{"text_config": {"hidden_act": "swish"}, "vision_config": {}}"#,
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_act": "swish"}, "vision_config": {}}"#).unwrap();
     let err = load(dir.path()).unwrap_err();
-    assert!(
-        err.to_string().contains("text_config.hidden_act") && err.to_string().contains("swish"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("text_config.hidden_act") && err.to_string().contains("swish"), "{err}");
 
-    std::fs::write(
-        dir.path().join("config.json"),
-        r#"{"text_config": {"hidden_size": 30, "num_attention_heads": 4}, "vision_config": {}}"#,
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_size": 30, "num_attention_heads": 4}, "vision_config": {}}"#).unwrap();
     let err = load(dir.path()).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("not a multiple of num_attention_heads"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("not a multiple of num_attention_heads"), "{err}");
 }
 
 #[test]
@@ -118,25 +90,15 @@ fn truncated_weights_are_an_error() {
 fn unknown_models_list_the_zoo() {
     let err = registry::find("clip-vit-b33").unwrap_err();
     assert_eq!(err.kind(), ErrorKind::UnknownModel);
-    assert!(
-        err.to_string().contains("known models are clip-vit-b32"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("known models are clip-vit-b32"), "{err}");
 }
 
 #[test]
 fn model_directories_are_recognised_by_model_type() {
     let dir = copy_of("clip-tiny-a");
     let config = dir.path().join("config.json");
-    assert_eq!(
-        registry::detect_architecture(&config).unwrap(),
-        registry::Architecture::Clip
-    );
+    assert_eq!(registry::detect_architecture(&config).unwrap(), registry::Architecture::Clip);
     std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("model_type `flava` is not supported (supported: clip, siglip, blip)"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("model_type `flava` is not supported (supported: clip, siglip, blip)"), "{err}");
 }

@@ -30,25 +30,12 @@ fn tensor(v: &Value) -> Tensor {
 }
 
 fn tensors(v: &Value) -> HashMap<String, Tensor> {
-    v.as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), tensor(v)))
-        .collect()
+    v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), tensor(v))).collect()
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     assert_eq!(a.dims(), b.dims());
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap()
+    (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
 }
 
 fn data() -> Option<Value> {
@@ -83,14 +70,9 @@ fn the_tiny_vision_transformer_reproduces_openai() {
     }))
     .unwrap();
     let converted = convert_vision(&tensors(&d["vit_weights"]), "", n("layers")).unwrap();
-    let vision =
-        ClipVision::from_tensors(&config, n("output_dim"), converted, &Device::Cpu).unwrap();
+    let vision = ClipVision::from_tensors(&config, n("output_dim"), converted, &Device::Cpu).unwrap();
     // The recorded input is stored channels-last (1, 32, 32, 3); the model reads NCHW.
-    let input = tensor(&d["vit_input"])
-        .permute((0, 3, 1, 2))
-        .unwrap()
-        .contiguous()
-        .unwrap();
+    let input = tensor(&d["vit_input"]).permute((0, 3, 1, 2)).unwrap().contiguous().unwrap();
     let expected = tensor(&d["vit_output"]);
     let diff = max_abs_diff(&vision.image_features(&input).unwrap(), &expected);
     assert!(diff < 1e-4, "max abs diff {diff}");
@@ -102,9 +84,5 @@ fn a_missing_openai_tensor_is_named() {
     let mut weights = tensors(&d["vit_weights"]);
     weights.remove("transformer.resblocks.1.attn.in_proj_bias");
     let err = convert_vision(&weights, "", 2).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("`transformer.resblocks.1.attn.in_proj_bias` is missing"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("`transformer.resblocks.1.attn.in_proj_bias` is missing"), "{err}");
 }

@@ -24,24 +24,12 @@ fn reference(model: &str) -> Reference {
     let bytes = std::fs::read(&path).unwrap();
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let texts = serde_json::from_str(&meta.metadata().as_ref().unwrap()["texts"]).unwrap();
-    Reference {
-        tensors: candle_core::safetensors::load(&path, &Device::Cpu).unwrap(),
-        texts,
-    }
+    Reference { tensors: candle_core::safetensors::load(&path, &Device::Cpu).unwrap(), texts }
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     assert_eq!(a.dims(), b.dims());
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap()
+    (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap()
 }
 
 fn load(model: &str) -> ClipEncoder {
@@ -55,23 +43,14 @@ fn id_rows(r: &Reference) -> Vec<Vec<u32>> {
     let mask = r.tensors["attention_mask"].to_vec2::<i64>().unwrap();
     ids.iter()
         .zip(&mask)
-        .map(|(row, m)| {
-            row.iter()
-                .zip(m)
-                .filter(|(_, &m)| m == 1)
-                .map(|(&id, _)| id as u32)
-                .collect()
-        })
+        .map(|(row, m)| row.iter().zip(m).filter(|(_, &m)| m == 1).map(|(&id, _)| id as u32).collect())
         .collect()
 }
 
 fn check_model(name: &str) {
     let model = load(name);
     let r = reference(name);
-    let image = model
-        .model()
-        .image_features(&r.tensors["pixel_values"])
-        .unwrap();
+    let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
     let d = max_abs_diff(&image, &r.tensors["image_embeds"]);
     assert!(d <= TOLERANCE, "{name}: image embeddings differ by {d}");
 
@@ -81,11 +60,7 @@ fn check_model(name: &str) {
     assert!(d <= TOLERANCE, "{name}: text embeddings differ by {d}");
 
     // Our tokenizer gives transformers' ids for the same strings (the last is truncated to 77).
-    let ours: Vec<Vec<u32>> = r
-        .texts
-        .iter()
-        .map(|t| model.tokenizer().encode(t).unwrap())
-        .collect();
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
     assert_eq!(ours, rows, "{name}: token ids");
     assert_eq!(ours.last().unwrap().len(), 77);
 
@@ -93,11 +68,7 @@ fn check_model(name: &str) {
     let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
     let images = model.encode_images(&r.tensors["pixel_values"]).unwrap();
     let texts = model.encode_texts(&texts).unwrap();
-    let logits = model
-        .scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap())
-        .unwrap()
-        .squeeze(0)
-        .unwrap();
+    let logits = model.scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap()).unwrap().squeeze(0).unwrap();
     let d = max_abs_diff(&logits, &r.tensors["logits_per_image"]);
     assert!(d <= TOLERANCE, "{name}: logits differ by {d}");
 }
@@ -119,21 +90,9 @@ fn padding_a_batch_does_not_change_a_text() {
     let model = load("clip-tiny-a");
     let tok = model.tokenizer();
     let short = tok.encode("a cat").unwrap();
-    let long = tok
-        .encode("a cat sitting on a very long and winding road at dusk")
-        .unwrap();
-    let alone = model
-        .model()
-        .text_features(std::slice::from_ref(&short))
-        .unwrap();
-    let batched = model
-        .model()
-        .text_features(&[short, long])
-        .unwrap()
-        .get(0)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap();
+    let long = tok.encode("a cat sitting on a very long and winding road at dusk").unwrap();
+    let alone = model.model().text_features(std::slice::from_ref(&short)).unwrap();
+    let batched = model.model().text_features(&[short, long]).unwrap().get(0).unwrap().unsqueeze(0).unwrap();
     assert!(max_abs_diff(&alone, &batched) <= 1e-5);
 }
 
@@ -146,11 +105,7 @@ fn logits(name: &str, dtype: DType) -> Tensor {
     let pixels = r.tensors["pixel_values"].to_dtype(dtype).unwrap();
     let images = model.encode_images(&pixels).unwrap();
     let texts = model.encode_texts(&texts).unwrap();
-    model
-        .scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap())
-        .unwrap()
-        .squeeze(0)
-        .unwrap()
+    model.scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap()).unwrap().squeeze(0).unwrap()
 }
 
 #[test]
@@ -172,22 +127,14 @@ fn files(name: &str) -> hub::ModelFiles {
 }
 
 fn id_rows_of(ids: &Tensor) -> Vec<Vec<u32>> {
-    ids.to_vec2::<i64>()
-        .unwrap()
-        .iter()
-        .map(|r| r.iter().map(|&i| i as u32).collect())
-        .collect()
+    ids.to_vec2::<i64>().unwrap().iter().map(|r| r.iter().map(|&i| i as u32).collect()).collect()
 }
 
 fn unsqueeze_scores(model: &dyn DualEncoder, pixels: &Tensor, texts: &[String]) -> Tensor {
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     let images = model.encode_images(pixels).unwrap();
     let texts = model.encode_texts(&texts).unwrap();
-    model
-        .scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap())
-        .unwrap()
-        .squeeze(0)
-        .unwrap()
+    model.scores(&images.unsqueeze(0).unwrap(), &texts.unsqueeze(0).unwrap()).unwrap().squeeze(0).unwrap()
 }
 
 #[test]
@@ -199,20 +146,13 @@ fn openclip_checkpoint_in_open_clip_naming_matches_open_clip() {
     let model = load_open_clip(&f, DType::F32, &Device::Cpu).unwrap();
     assert_eq!(model.model().config().text_config.hidden_act, "gelu");
     let r = reference("openclip-tiny");
-    let image = model
-        .model()
-        .image_features(&r.tensors["pixel_values"])
-        .unwrap();
+    let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
     let d = max_abs_diff(&image, &r.tensors["image_embeds"]);
     assert!(d <= TOLERANCE, "openclip image features differ by {d}");
 
     // open_clip pads to 77 with zeros; our rows stop at the end token.
     let padded = id_rows_of(&r.tensors["input_ids"]);
-    let ours: Vec<Vec<u32>> = r
-        .texts
-        .iter()
-        .map(|t| model.tokenizer().encode(t).unwrap())
-        .collect();
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
     for (o, p) in ours.iter().zip(&padded) {
         assert_eq!(&p[..o.len()], o.as_slice());
         assert!(p[o.len()..].iter().all(|&id| id == 0));
@@ -228,30 +168,19 @@ fn openclip_checkpoint_in_open_clip_naming_matches_open_clip() {
 fn siglip_tiny_matches_transformers() {
     let model = SiglipEncoder::load(&files("siglip-tiny"), DType::F32, &Device::Cpu).unwrap();
     let r = reference("siglip-tiny");
-    let image = model
-        .model()
-        .image_features(&r.tensors["pixel_values"])
-        .unwrap();
+    let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
     let d = max_abs_diff(&image, &r.tensors["image_embeds"]);
     assert!(d <= TOLERANCE, "siglip image features differ by {d}");
 
     // Canonicalised, `</s>`-terminated, padded to the fixed length: the slow tokenizer's ids.
     let rows = id_rows_of(&r.tensors["input_ids"]);
-    let ours: Vec<Vec<u32>> = r
-        .texts
-        .iter()
-        .map(|t| model.tokenizer().encode(t).unwrap())
-        .collect();
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
     assert_eq!(ours, rows);
     let text = model.model().text_features(&rows).unwrap();
     let d = max_abs_diff(&text, &r.tensors["text_embeds"]);
     assert!(d <= TOLERANCE, "siglip text features differ by {d}");
 
-    let images = model
-        .encode_images(&r.tensors["pixel_values"])
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap();
+    let images = model.encode_images(&r.tensors["pixel_values"]).unwrap().unsqueeze(0).unwrap();
     let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
     let texts = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
     let logits = model.logits(&images, &texts).unwrap().squeeze(0).unwrap();
@@ -269,11 +198,7 @@ fn blip_itc_matches_transformers() {
     let model = BlipItc::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
     let r = reference("blip-tiny");
     let rows: Vec<Vec<u32>> = id_rows(&r);
-    let ours: Vec<Vec<u32>> = r
-        .texts
-        .iter()
-        .map(|t| model.tokenizer().encode(t).unwrap())
-        .collect();
+    let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
     assert_eq!(ours, rows, "BERT ids (the last text is cut to 35)");
     assert_eq!(ours.last().unwrap().len(), 35);
     let cosine = unsqueeze_scores(&model, &r.tensors["pixel_values"], &r.texts);
@@ -288,19 +213,11 @@ fn blip_itm_matches_transformers_for_every_pair() {
     let states = model.encode_images(&r.tensors["pixel_values"]).unwrap();
     let (n_images, n_texts) = (states.dim(0).unwrap(), r.texts.len());
     // Every (image, text) pair in one padded batch, as the runner sends them.
-    let pair_images: Vec<u32> = (0..n_images)
-        .flat_map(|i| std::iter::repeat_n(i as u32, n_texts))
-        .collect();
-    let pair_texts: Vec<&str> = (0..n_images)
-        .flat_map(|_| r.texts.iter().map(String::as_str))
-        .collect();
+    let pair_images: Vec<u32> = (0..n_images).flat_map(|i| std::iter::repeat_n(i as u32, n_texts)).collect();
+    let pair_texts: Vec<&str> = (0..n_images).flat_map(|_| r.texts.iter().map(String::as_str)).collect();
     let index = Tensor::new(pair_images, &Device::Cpu).unwrap();
     let pair_states = states.index_select(&index, 0).unwrap();
-    let probabilities = model
-        .score_pairs(&pair_states, &pair_texts)
-        .unwrap()
-        .reshape((n_images, n_texts))
-        .unwrap();
+    let probabilities = model.score_pairs(&pair_states, &pair_texts).unwrap().reshape((n_images, n_texts)).unwrap();
     let d = max_abs_diff(&probabilities, &r.tensors["itm_probability"]);
     assert!(d <= TOLERANCE, "blip itm probabilities differ by {d}");
     assert_eq!(model.score_kind(), ScoreKind::Probability);
@@ -325,23 +242,14 @@ fn zoo_half_precision_drift_is_reported_and_bounded() {
         let r = reference("blip-tiny");
         let model = BlipItc::load(&files("blip-tiny"), dtype, &cpu).unwrap();
         let pixels = r.tensors["pixel_values"].to_dtype(dtype).unwrap();
-        let d = max_abs_diff(
-            &unsqueeze_scores(&model, &pixels, &r.texts),
-            &r.tensors["itc_cosine"],
-        );
+        let d = max_abs_diff(&unsqueeze_scores(&model, &pixels, &r.texts), &r.tensors["itc_cosine"]);
         eprintln!("blip-tiny itc {dtype:?}: max abs cosine drift {d}");
         assert!(d < 0.05, "blip itc {dtype:?} drifts by {d}");
 
         let model = BlipItm::load(&files("blip-tiny"), dtype, &cpu).unwrap();
-        let states = model
-            .encode_images(&pixels.narrow(0, 0, 1).unwrap())
-            .unwrap();
+        let states = model.encode_images(&pixels.narrow(0, 0, 1).unwrap()).unwrap();
         let p = model.score_pairs(&states, &[r.texts[0].as_str()]).unwrap();
-        let expected = r.tensors["itm_probability"]
-            .get(0)
-            .unwrap()
-            .narrow(0, 0, 1)
-            .unwrap();
+        let expected = r.tensors["itm_probability"].get(0).unwrap().narrow(0, 0, 1).unwrap();
         let d = max_abs_diff(&p, &expected);
         eprintln!("blip-tiny itm {dtype:?}: max abs probability drift {d}");
         assert!(d < 0.05, "blip itm {dtype:?} drifts by {d}");

@@ -12,21 +12,8 @@ fn matches_stock_candle_clip_on_full_size_vit_b32() {
     let device = Device::Cpu;
     let varmap = VarMap::new();
     // Tensors the stock model would otherwise invent without storing them.
-    varmap
-        .get(
-            768,
-            "vision_model.embeddings.class_embedding",
-            Init::Randn {
-                mean: 0.0,
-                stdev: 1.0,
-            },
-            DType::F32,
-            &device,
-        )
-        .unwrap();
-    varmap
-        .get((), "logit_scale", Init::Const(2.6592), DType::F32, &device)
-        .unwrap();
+    varmap.get(768, "vision_model.embeddings.class_embedding", Init::Randn { mean: 0.0, stdev: 1.0 }, DType::F32, &device).unwrap();
+    varmap.get((), "logit_scale", Init::Const(2.6592), DType::F32, &device).unwrap();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
     let reference = stock::ClipModel::new(vb, &stock::ClipConfig::vit_base_patch32()).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -40,43 +27,16 @@ fn matches_stock_candle_clip_on_full_size_vit_b32() {
     assert_close(&a, &b, "image features");
 
     // Two texts of the same length, each closed by the end token (the largest id).
-    let ids = vec![
-        vec![49406, 320, 1125, 539, 320, 2368, 49407],
-        vec![49406, 1237, 3255, 2433, 530, 518, 49407],
-    ];
+    let ids = vec![vec![49406, 320, 1125, 539, 320, 2368, 49407], vec![49406, 1237, 3255, 2433, 530, 518, 49407]];
     let a = ours.text_features(&ids).unwrap();
     let flat: Vec<u32> = ids.concat();
-    let b = reference
-        .get_text_features(&Tensor::from_vec(flat, (2, 7), &device).unwrap())
-        .unwrap();
+    let b = reference.get_text_features(&Tensor::from_vec(flat, (2, 7), &device).unwrap()).unwrap();
     assert_close(&a, &b, "text features");
 }
 
 fn assert_close(a: &Tensor, b: &Tensor, what: &str) {
-    let scale = b
-        .abs()
-        .unwrap()
-        .max_keepdim(1)
-        .unwrap()
-        .max_keepdim(0)
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .to_vec1::<f32>()
-        .unwrap()[0];
-    let diff = (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar::<f32>()
-        .unwrap();
+    let scale = b.abs().unwrap().max_keepdim(1).unwrap().max_keepdim(0).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()[0];
+    let diff = (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
     eprintln!("{what}: max abs diff {diff} (max magnitude {scale})");
-    assert!(
-        diff <= 1e-4 * scale.max(1.0),
-        "{what}: max abs diff {diff} at magnitude {scale}"
-    );
+    assert!(diff <= 1e-4 * scale.max(1.0), "{what}: max abs diff {diff} at magnitude {scale}");
 }

@@ -11,18 +11,11 @@ fn tokenizer() -> ClipTokenizer {
 }
 
 fn reference() -> serde_json::Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(model_fixture("tokenizer/reference_ids.json")).unwrap(),
-    )
-    .unwrap()
+    serde_json::from_str(&std::fs::read_to_string(model_fixture("tokenizer/reference_ids.json")).unwrap()).unwrap()
 }
 
 fn ids(v: &serde_json::Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }
 
 #[test]
@@ -32,11 +25,7 @@ fn edge_cases_match_openai() {
     let texts: BTreeMap<String, String> = serde_json::from_value(r["edge_cases"].clone()).unwrap();
     assert!(texts.len() >= 10);
     for (key, text) in &texts {
-        assert_eq!(
-            tok.encode(text).unwrap(),
-            ids(&r["ids"][key]),
-            "{key}: {text:?}"
-        );
+        assert_eq!(tok.encode(text).unwrap(), ids(&r["ids"][key]), "{key}: {text:?}");
     }
 }
 
@@ -47,17 +36,12 @@ fn long_texts_are_truncated_keeping_the_end_token() {
     assert_eq!(ids.len(), 77);
     assert_eq!(ids[0], 49406);
     assert_eq!(ids[76], 49407);
-    assert_eq!(
-        ids[75],
-        tok.encode(&"the quick brown fox ".repeat(40)).unwrap()[75]
-    );
+    assert_eq!(ids[75], tok.encode(&"the quick brown fox ".repeat(40)).unwrap()[75]);
 }
 
 #[test]
 fn all_800_winoground_captions_match_openai() {
-    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else {
-        return;
-    };
+    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else { return };
     let tok = tokenizer();
     let r = reference();
     let rows = read_winoground_tsv(&tsv);
@@ -66,11 +50,7 @@ fn all_800_winoground_captions_match_openai() {
     for row in &rows {
         for (k, caption) in [&row.caption_0, &row.caption_1].into_iter().enumerate() {
             let key = format!("{}_c{k}", row.id);
-            assert_eq!(
-                tok.encode(caption).unwrap(),
-                ids(&r["ids"][&key]),
-                "{key}: {caption:?}"
-            );
+            assert_eq!(tok.encode(caption).unwrap(), ids(&r["ids"][&key]), "{key}: {caption:?}");
             checked += 1;
         }
     }
@@ -79,11 +59,8 @@ fn all_800_winoground_captions_match_openai() {
 
 #[test]
 fn openai_test_vectors_match() {
-    let Some(path) = shared("reference/openai-clip-vectors/clip_data.json") else {
-        return;
-    };
-    let data: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let Some(path) = shared("reference/openai-clip-vectors/clip_data.json") else { return };
+    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let tok = tokenizer();
     let cases = data["cases"].as_array().unwrap();
     assert!(!cases.is_empty());
@@ -93,10 +70,6 @@ fn openai_test_vectors_match() {
         while expected.last() == Some(&0) {
             expected.pop();
         }
-        assert_eq!(
-            tok.encode(case.as_str().unwrap()).unwrap(),
-            expected,
-            "{case}"
-        );
+        assert_eq!(tok.encode(case.as_str().unwrap()).unwrap(), expected, "{case}");
     }
 }

@@ -30,9 +30,7 @@ pub struct Error {
 
 impl Error {
     pub(crate) fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
+        Self { message: message.into() }
     }
 }
 

@@ -28,10 +28,7 @@ pub struct Group {
 impl Report {
     /// The value of a headline metric.
     pub fn metric(&self, name: &str) -> Option<f64> {
-        self.metrics
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| *v)
+        self.metrics.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
     }
 
     /// The group of a breakdown, e.g. `("collapsed_tag", "Object")`.
@@ -78,34 +75,18 @@ impl Report {
                     .filter(|(k, _)| *k != "items")
                     .map(|(k, v)| Some((k.clone(), v.as_f64()?)))
                     .collect::<Option<Vec<_>>>()?;
-                out.push(Group {
-                    value: group.clone(),
-                    items,
-                    metrics,
-                });
+                out.push(Group { value: group.clone(), items, metrics });
             }
-            breakdowns.push(Breakdown {
-                key: key.clone(),
-                groups: out,
-            });
+            breakdowns.push(Breakdown { key: key.clone(), groups: out });
         }
-        Some(Report {
-            items,
-            metrics,
-            breakdowns,
-        })
+        Some(Report { items, metrics, breakdowns })
     }
 }
 
 fn metrics_json(metrics: &[(String, f64)]) -> Map<String, Value> {
-    metrics
-        .iter()
-        .map(|(name, value)| (name.clone(), Value::from(*value)))
-        .collect()
+    metrics.iter().map(|(name, value)| (name.clone(), Value::from(*value))).collect()
 }
 
 fn metrics_from_json(map: &Map<String, Value>) -> Option<Vec<(String, f64)>> {
-    map.iter()
-        .map(|(k, v)| Some((k.clone(), v.as_f64()?)))
-        .collect()
+    map.iter().map(|(k, v)| Some((k.clone(), v.as_f64()?))).collect()
 }

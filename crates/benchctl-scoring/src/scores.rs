@@ -19,11 +19,7 @@ impl<'a> ScoreMatrix<'a> {
                 values.len()
             )));
         }
-        Ok(Self {
-            images,
-            texts,
-            values,
-        })
+        Ok(Self { images, texts, values })
     }
 
     pub fn images(&self) -> usize {
@@ -80,10 +76,7 @@ impl ScoreTensor {
 
     /// An empty tensor of scores of this kind.
     pub fn of_kind(kind: ScoreKind) -> Self {
-        Self {
-            kind,
-            ..Self::default()
-        }
+        Self { kind, ..Self::default() }
     }
 
     pub fn kind(&self) -> ScoreKind {
@@ -125,11 +118,7 @@ impl ScoreTensor {
     pub fn item(&self, index: usize) -> ScoreMatrix<'_> {
         let (images, texts) = self.shapes[index];
         let start = self.offsets[index];
-        ScoreMatrix {
-            images,
-            texts,
-            values: &self.values[start..start + images * texts],
-        }
+        ScoreMatrix { images, texts, values: &self.values[start..start + images * texts] }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ScoreMatrix<'_>> + '_ {

@@ -25,31 +25,19 @@ impl Truth {
                 matches.len()
             )));
         }
-        Ok(Self {
-            images,
-            texts,
-            matches,
-        })
+        Ok(Self { images, texts, matches })
     }
 
     /// Image k matches text k and nothing else (Winoground, EqBen).
     pub fn diagonal(n: usize) -> Self {
         let matches = (0..n * n).map(|i| i / n == i % n).collect();
-        Self {
-            images: n,
-            texts: n,
-            matches,
-        }
+        Self { images: n, texts: n, matches }
     }
 
     /// One image whose first of `texts` candidates matches (VALSE: `[caption, foils…]`).
     pub fn first_text_matches(texts: usize) -> Self {
         let texts = texts.max(1);
-        Self {
-            images: 1,
-            texts,
-            matches: (0..texts).map(|l| l == 0).collect(),
-        }
+        Self { images: 1, texts, matches: (0..texts).map(|l| l == 0).collect() }
     }
 
     pub fn images(&self) -> usize {

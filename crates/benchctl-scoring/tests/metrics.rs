@@ -10,85 +10,36 @@ fn wino(c0i0: f32, c1i0: f32, c0i1: f32, c1i1: f32) -> Vec<f32> {
 
 /// Winoground-style scoring with these breakdowns.
 fn by(breakdown_keys: &'static [&'static str]) -> Summary<'static> {
-    Summary {
-        family: MetricFamily::Group,
-        breakdown_keys,
-        macro_over: None,
-    }
+    Summary { family: MetricFamily::Group, breakdown_keys, macro_over: None }
 }
 
 fn outcome(values: &[f32]) -> group::Outcome {
-    group::outcome(
-        &ScoreMatrix::new(2, 2, values).unwrap(),
-        &Truth::diagonal(2),
-    )
+    group::outcome(&ScoreMatrix::new(2, 2, values).unwrap(), &Truth::diagonal(2))
 }
 
 #[test]
 fn group_score_follows_the_official_definitions() {
     // Both right.
-    assert_eq!(
-        outcome(&wino(0.9, 0.1, 0.2, 0.8)),
-        group::Outcome {
-            text: true,
-            image: true
-        }
-    );
+    assert_eq!(outcome(&wino(0.9, 0.1, 0.2, 0.8)), group::Outcome { text: true, image: true });
     // Text right (each image prefers its caption), image wrong (caption 1 prefers image 0).
     let o = outcome(&wino(0.9, 0.7, 0.2, 0.5));
-    assert_eq!(
-        o,
-        group::Outcome {
-            text: true,
-            image: false
-        }
-    );
+    assert_eq!(o, group::Outcome { text: true, image: false });
     assert!(!o.group());
     // Image right, text wrong: image 1 prefers caption 0 (0.6 > 0.5), yet caption 0 still
     // prefers image 0 (0.9 > 0.6) and caption 1 prefers image 1 (0.5 > 0.1).
-    assert_eq!(
-        outcome(&wino(0.9, 0.1, 0.6, 0.5)),
-        group::Outcome {
-            text: false,
-            image: true
-        }
-    );
+    assert_eq!(outcome(&wino(0.9, 0.1, 0.6, 0.5)), group::Outcome { text: false, image: true });
     // Both wrong: everything swapped.
-    assert_eq!(
-        outcome(&wino(0.1, 0.9, 0.8, 0.2)),
-        group::Outcome {
-            text: false,
-            image: false
-        }
-    );
+    assert_eq!(outcome(&wino(0.1, 0.9, 0.8, 0.2)), group::Outcome { text: false, image: false });
 }
 
 #[test]
 fn a_tie_is_a_miss() {
     // s(c0,i0) == s(c1,i0): text fails; image comparisons are strict and hold.
-    assert_eq!(
-        outcome(&wino(0.5, 0.5, 0.2, 0.8)),
-        group::Outcome {
-            text: false,
-            image: true
-        }
-    );
+    assert_eq!(outcome(&wino(0.5, 0.5, 0.2, 0.8)), group::Outcome { text: false, image: true });
     // s(c1,i1) == s(c1,i0): image fails.
-    assert_eq!(
-        outcome(&wino(0.9, 0.4, 0.2, 0.4)),
-        group::Outcome {
-            text: true,
-            image: false
-        }
-    );
+    assert_eq!(outcome(&wino(0.9, 0.4, 0.2, 0.4)), group::Outcome { text: true, image: false });
     // All equal: nothing is right.
-    assert_eq!(
-        outcome(&wino(1.0, 1.0, 1.0, 1.0)),
-        group::Outcome {
-            text: false,
-            image: false
-        }
-    );
+    assert_eq!(outcome(&wino(1.0, 1.0, 1.0, 1.0)), group::Outcome { text: false, image: false });
 }
 
 #[test]
@@ -106,34 +57,20 @@ fn generalises_to_one_image_many_texts() {
 fn tags(collapsed: &str, secondary: &[&str]) -> Tags {
     vec![
         ("collapsed_tag".into(), vec![collapsed.into()]),
-        (
-            "secondary_tag".into(),
-            secondary.iter().map(|s| s.to_string()).collect(),
-        ),
+        ("secondary_tag".into(), secondary.iter().map(|s| s.to_string()).collect()),
     ]
 }
 
 #[test]
 fn evaluate_reports_percentages_and_breakdowns() {
     let truth = Truth::diagonal(2);
-    let items_tags = [
-        tags("Object", &["Symbolic"]),
-        tags("Object", &[]),
-        tags("Relation", &["Symbolic", "Series"]),
-        tags("Both", &[]),
-    ];
+    let items_tags = [tags("Object", &["Symbolic"]), tags("Object", &[]), tags("Relation", &["Symbolic", "Series"]), tags("Both", &[])];
     let mut scores = ScoreTensor::new();
     scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap(); // text, image, group
     scores.push(2, 2, &wino(0.9, 0.7, 0.2, 0.5)).unwrap(); // text only
     scores.push(2, 2, &wino(0.9, 0.1, 0.6, 0.5)).unwrap(); // image only
     scores.push(2, 2, &wino(0.5, 0.5, 0.5, 0.5)).unwrap(); // all ties: nothing
-    let views: Vec<ItemView> = items_tags
-        .iter()
-        .map(|t| ItemView {
-            truth: &truth,
-            tags: t,
-        })
-        .collect();
+    let views: Vec<ItemView> = items_tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
     let report = evaluate(by(&["collapsed_tag", "secondary_tag"]), &scores, &views).unwrap();
     assert_eq!(report.items, 4);
     assert_eq!(report.metric("text_score"), Some(50.0));
@@ -141,14 +78,7 @@ fn evaluate_reports_percentages_and_breakdowns() {
     assert_eq!(report.metric("group_score"), Some(25.0));
     let object = report.group("collapsed_tag", "Object").unwrap();
     assert_eq!(object.items, 2);
-    assert_eq!(
-        object.metrics,
-        vec![
-            ("text_score".into(), 100.0),
-            ("image_score".into(), 50.0),
-            ("group_score".into(), 50.0)
-        ]
-    );
+    assert_eq!(object.metrics, vec![("text_score".into(), 100.0), ("image_score".into(), 50.0), ("group_score".into(), 50.0)]);
     let both = report.group("collapsed_tag", "Both").unwrap();
     assert_eq!((both.items, both.metrics[2].1), (1, 0.0));
     // An item with two secondary tags counts in both groups; items without one in none.
@@ -156,16 +86,8 @@ fn evaluate_reports_percentages_and_breakdowns() {
     assert_eq!(symbolic.items, 2);
     assert_eq!(symbolic.metrics[0].1, 50.0);
     assert_eq!(report.group("secondary_tag", "Series").unwrap().items, 1);
-    let groups: Vec<&str> = report.breakdowns[0]
-        .groups
-        .iter()
-        .map(|g| g.value.as_str())
-        .collect();
-    assert_eq!(
-        groups,
-        ["Both", "Object", "Relation"],
-        "groups are sorted by value"
-    );
+    let groups: Vec<&str> = report.breakdowns[0].groups.iter().map(|g| g.value.as_str()).collect();
+    assert_eq!(groups, ["Both", "Object", "Relation"], "groups are sorted by value");
 }
 
 #[test]
@@ -174,15 +96,7 @@ fn report_json_round_trips_in_order() {
     let t = tags("Object", &["Series"]);
     let mut scores = ScoreTensor::new();
     scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
-    let report = evaluate(
-        by(&["collapsed_tag"]),
-        &scores,
-        &[ItemView {
-            truth: &truth,
-            tags: &t,
-        }],
-    )
-    .unwrap();
+    let report = evaluate(by(&["collapsed_tag"]), &scores, &[ItemView { truth: &truth, tags: &t }]).unwrap();
     let json = report.to_json();
     let keys: Vec<&String> = json["metrics"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["text_score", "image_score", "group_score"]);
@@ -193,29 +107,16 @@ fn report_json_round_trips_in_order() {
 fn mismatched_scores_are_errors() {
     let truth = Truth::diagonal(2);
     let t = Tags::new();
-    let view = [ItemView {
-        truth: &truth,
-        tags: &t,
-    }];
+    let view = [ItemView { truth: &truth, tags: &t }];
     let mut wrong_shape = ScoreTensor::new();
     wrong_shape.push(1, 2, &[0.1, 0.2]).unwrap();
     let err = evaluate(by(&[]), &wrong_shape, &view).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("item 0 has 2×2 candidates but its scores are 1×2"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("item 0 has 2×2 candidates but its scores are 1×2"), "{err}");
     let err = evaluate(by(&[]), &ScoreTensor::new(), &view).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("1 items need scores, got scores for 0"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("1 items need scores, got scores for 0"), "{err}");
     let err = evaluate(by(&[]), &ScoreTensor::new(), &[]).unwrap_err();
     assert!(err.to_string().contains("no items"), "{err}");
-    let err = ScoreTensor::new()
-        .push(2, 2, &[0.1, f32::NAN, 0.3, 0.4])
-        .unwrap_err();
+    let err = ScoreTensor::new().push(2, 2, &[0.1, f32::NAN, 0.3, 0.4]).unwrap_err();
     assert!(err.to_string().contains("NaN"), "{err}");
     assert!(Truth::new(2, 2, vec![true]).is_err());
 }
@@ -225,41 +126,20 @@ fn pairwise_accuracy_with_micro_and_macro_averages() {
     // One image, [caption, foil]: a hit needs the caption strictly above the foil.
     let truth = Truth::new(1, 2, vec![true, false]).unwrap();
     let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])] };
-    let tags = [
-        piece("plurals"),
-        piece("plurals"),
-        piece("plurals"),
-        piece("existence"),
-    ];
+    let tags = [piece("plurals"), piece("plurals"), piece("plurals"), piece("existence")];
     let mut scores = ScoreTensor::new();
     scores.push(1, 2, &[0.9, 0.1]).unwrap(); // hit
     scores.push(1, 2, &[0.3, 0.3]).unwrap(); // tie: miss
     scores.push(1, 2, &[0.2, 0.7]).unwrap(); // miss
     scores.push(1, 2, &[0.5, 0.4]).unwrap(); // hit
-    let views: Vec<ItemView> = tags
-        .iter()
-        .map(|t| ItemView {
-            truth: &truth,
-            tags: t,
-        })
-        .collect();
-    let summary = Summary {
-        family: MetricFamily::Pairwise,
-        breakdown_keys: &["piece"],
-        macro_over: Some("piece"),
-    };
+    let views: Vec<ItemView> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
+    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece") };
     let report = evaluate(summary, &scores, &views).unwrap();
     // Micro: 2 of 4 items. Macro: mean of plurals 1/3 and existence 1/1.
     assert_eq!(report.metric("acc_r"), Some(50.0));
     let macro_avg = report.metric("acc_r_macro").unwrap();
-    assert!(
-        (macro_avg - (100.0 / 3.0 + 100.0) / 2.0).abs() < 1e-9,
-        "{macro_avg}"
-    );
-    assert_eq!(
-        report.group("piece", "existence").unwrap().metrics,
-        vec![("acc_r".to_string(), 100.0)]
-    );
+    assert!((macro_avg - (100.0 / 3.0 + 100.0) / 2.0).abs() < 1e-9, "{macro_avg}");
+    assert_eq!(report.group("piece", "existence").unwrap().metrics, vec![("acc_r".to_string(), 100.0)]);
 }
 
 #[test]
@@ -274,41 +154,19 @@ fn choice_accuracy_in_both_directions_ties_missing() {
     scores.push(2, 1, &[0.7, 0.3]).unwrap(); // t2i hit
     scores.push(2, 1, &[0.1, 0.3]).unwrap(); // t2i miss
     let views = [
-        ItemView {
-            truth: &i2t,
-            tags: &a,
-        },
-        ItemView {
-            truth: &i2t,
-            tags: &b,
-        },
-        ItemView {
-            truth: &t2i,
-            tags: &a,
-        },
-        ItemView {
-            truth: &t2i,
-            tags: &b,
-        },
+        ItemView { truth: &i2t, tags: &a },
+        ItemView { truth: &i2t, tags: &b },
+        ItemView { truth: &t2i, tags: &a },
+        ItemView { truth: &t2i, tags: &b },
     ];
-    let summary = Summary {
-        family: MetricFamily::Choice,
-        breakdown_keys: &["subset"],
-        macro_over: Some("subset"),
-    };
+    let summary = Summary { family: MetricFamily::Choice, breakdown_keys: &["subset"], macro_over: Some("subset") };
     let report = evaluate(summary, &scores, &views).unwrap();
     // Each direction averages only its own items.
     assert_eq!(report.metric("i2t_accuracy"), Some(50.0));
     assert_eq!(report.metric("t2i_accuracy"), Some(50.0));
     assert_eq!(report.metric("i2t_accuracy_macro"), Some(50.0));
     let count = report.group("subset", "count").unwrap();
-    assert_eq!(
-        count.metrics,
-        vec![
-            ("i2t_accuracy".to_string(), 100.0),
-            ("t2i_accuracy".to_string(), 100.0)
-        ]
-    );
+    assert_eq!(count.metrics, vec![("i2t_accuracy".to_string(), 100.0), ("t2i_accuracy".to_string(), 100.0)]);
 }
 
 #[test]
@@ -319,14 +177,8 @@ fn eqsim_deviation_with_mean_and_quartiles() {
     let d = eqsim_deviation(&ScoreMatrix::new(2, 2, &m).unwrap()).unwrap();
     assert!((d - 0.2).abs() < 1e-6, "{d}");
     // A perfectly equivariant item: swapping either side moves the score by the same amount.
-    assert_eq!(
-        eqsim_deviation(&ScoreMatrix::new(2, 2, &wino(3.0, 1.0, 1.0, 3.0)).unwrap()),
-        Some(0.0)
-    );
-    assert_eq!(
-        eqsim_deviation(&ScoreMatrix::new(1, 2, &[1.0, 2.0]).unwrap()),
-        None
-    );
+    assert_eq!(eqsim_deviation(&ScoreMatrix::new(2, 2, &wino(3.0, 1.0, 1.0, 3.0)).unwrap()), Some(0.0));
+    assert_eq!(eqsim_deviation(&ScoreMatrix::new(1, 2, &[1.0, 2.0]).unwrap()), None);
 
     let truth = Truth::diagonal(2);
     let split = |s: &str| -> Tags { vec![("split".into(), vec![s.into()])] };
@@ -337,28 +189,12 @@ fn eqsim_deviation_with_mean_and_quartiles() {
         scores.push(2, 2, &[x, 0.0, 0.0, 0.0]).unwrap();
     }
     let views = [
-        ItemView {
-            truth: &truth,
-            tags: &a,
-        },
-        ItemView {
-            truth: &truth,
-            tags: &a,
-        },
-        ItemView {
-            truth: &truth,
-            tags: &a,
-        },
-        ItemView {
-            truth: &truth,
-            tags: &b,
-        },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary {
-        family: MetricFamily::Equivariance,
-        breakdown_keys: &["split"],
-        macro_over: Some("split"),
-    };
+    let summary = Summary { family: MetricFamily::Equivariance, breakdown_keys: &["split"], macro_over: Some("split") };
     let report = evaluate(summary, &scores, &views).unwrap();
     assert_eq!(report.metric("eqsim_deviation_mean"), Some(7.0 / 4.0));
     // Sorted 0, 1, 2, 4: q1 at position 0.75 → 0.75; median at 1.5 → 1.5; q3 at 2.25 → 2.5.
@@ -377,70 +213,30 @@ fn retrieval_ranks_ties_and_altered_top1() {
     let none: &[bool] = &[];
     // Candidates 0..5; the match is 2.
     let o = query_outcome(&[0.1, 0.5, 0.9, 0.3, 0.2], &[2], none).unwrap();
-    assert_eq!(
-        o,
-        QueryOutcome {
-            rank: 0,
-            top1_altered: false
-        }
-    );
+    assert_eq!(o, QueryOutcome { rank: 0, top1_altered: false });
     // Two non-matches above the match: rank 2 (a hit at 5 and 10, a miss at 1).
-    assert_eq!(
-        query_outcome(&[0.95, 0.5, 0.9, 0.99, 0.2], &[2], none)
-            .unwrap()
-            .rank,
-        2
-    );
+    assert_eq!(query_outcome(&[0.95, 0.5, 0.9, 0.99, 0.2], &[2], none).unwrap().rank, 2);
     // A tie with a non-match counts against the model.
     assert_eq!(query_outcome(&[0.9, 0.5, 0.9], &[2], none).unwrap().rank, 1);
     // With several matches the best one counts; a tie between matches costs nothing.
-    assert_eq!(
-        query_outcome(&[0.7, 0.8, 0.8, 0.1], &[1, 2], none)
-            .unwrap()
-            .rank,
-        0
-    );
+    assert_eq!(query_outcome(&[0.7, 0.8, 0.8, 0.1], &[1, 2], none).unwrap().rank, 0);
     // Top-1 altered: candidate 3 is altered and on top; a tie with an original also counts.
     let altered: &[bool] = &[false, false, false, true];
-    assert!(
-        query_outcome(&[0.1, 0.5, 0.9, 0.95], &[2], altered)
-            .unwrap()
-            .top1_altered
-    );
-    assert!(
-        query_outcome(&[0.1, 0.5, 0.9, 0.9], &[2], altered)
-            .unwrap()
-            .top1_altered
-    );
-    assert!(
-        !query_outcome(&[0.1, 0.5, 0.9, 0.2], &[2], altered)
-            .unwrap()
-            .top1_altered
-    );
+    assert!(query_outcome(&[0.1, 0.5, 0.9, 0.95], &[2], altered).unwrap().top1_altered);
+    assert!(query_outcome(&[0.1, 0.5, 0.9, 0.9], &[2], altered).unwrap().top1_altered);
+    assert!(!query_outcome(&[0.1, 0.5, 0.9, 0.2], &[2], altered).unwrap().top1_altered);
     assert!(query_outcome(&[0.1, f32::NAN], &[0], none).is_err());
     assert!(query_outcome(&[0.1, 0.2], &[5], none).is_err());
-    assert!(
-        query_outcome(&[0.1, 0.2], &[0], &[true]).is_err(),
-        "altered flags must cover the gallery"
-    );
+    assert!(query_outcome(&[0.1, 0.2], &[0], &[true]).is_err(), "altered flags must cover the gallery");
     // A long gallery (the vectorised path) gives what a short one does.
     let mut long = vec![0.0f32; 50_010];
     long[7] = 0.5;
     long[40_000] = 0.6;
     long[49_999] = 0.5;
     let flags: Vec<bool> = (0..long.len()).map(|c| c >= 40_000).collect();
-    assert_eq!(
-        query_outcome(&long, &[7], &flags).unwrap(),
-        QueryOutcome {
-            rank: 2,
-            top1_altered: true
-        }
-    );
+    assert_eq!(query_outcome(&long, &[7], &flags).unwrap(), QueryOutcome { rank: 2, top1_altered: true });
 
-    let outcomes = [0, 1, 4, 7, 12].map(|rank| QueryOutcome {
-        rank,
-        top1_altered: rank == 12,
-    });
+    let outcomes = [0, 1, 4, 7, 12].map(|rank| QueryOutcome { rank, top1_altered: rank == 12 });
     let s = summarise(&outcomes).unwrap();
     assert_eq!((s.r1, s.r5, s.r10, s.rsms), (20.0, 60.0, 80.0, 20.0));
     assert_eq!(drop_rate(80.0, 60.0), Some(25.0));
@@ -459,28 +255,12 @@ fn valse_probability_metrics() {
     scores.push(1, 2, &[0.5, 0.1]).unwrap(); // exactly 0.5 is not "matching"
     scores.push(1, 2, &[0.3, 0.4]).unwrap(); // nothing right
     let views = [
-        ItemView {
-            truth: &truth,
-            tags: &a,
-        },
-        ItemView {
-            truth: &truth,
-            tags: &a,
-        },
-        ItemView {
-            truth: &truth,
-            tags: &b,
-        },
-        ItemView {
-            truth: &truth,
-            tags: &b,
-        },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &a },
+        ItemView { truth: &truth, tags: &b },
+        ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary {
-        family: MetricFamily::Pairwise,
-        breakdown_keys: &["piece"],
-        macro_over: Some("piece"),
-    };
+    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece") };
     let report = evaluate(summary, &scores, &views).unwrap();
     assert_eq!(report.metric("acc_r"), Some(75.0));
     assert_eq!(report.metric("p_c"), Some(50.0));
@@ -490,10 +270,7 @@ fn valse_probability_metrics() {
     assert_eq!(report.metric("min"), Some(50.0));
     let plurals = report.group("piece", "plurals").unwrap();
     // plurals: p_c 100, p_f 50 → acc 75, min 50.
-    assert!(
-        plurals.metrics.contains(&("acc".to_string(), 75.0))
-            && plurals.metrics.contains(&("min".to_string(), 50.0))
-    );
+    assert!(plurals.metrics.contains(&("acc".to_string(), 75.0)) && plurals.metrics.contains(&("min".to_string(), 50.0)));
     // existence: p_c 0 (0.5 and 0.3), p_f 100 → min 0; macro min = (50 + 0) / 2.
     assert_eq!(report.metric("min_macro"), Some(25.0));
 
@@ -501,15 +278,6 @@ fn valse_probability_metrics() {
     let mut sims = ScoreTensor::new();
     sims.push(1, 2, &[3.0, -1.0]).unwrap();
     let report = evaluate(summary, &sims, &views[..1]).unwrap();
-    assert_eq!(
-        report
-            .metrics
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>(),
-        ["acc_r", "acc_r_macro"]
-    );
-    assert!(ScoreTensor::probabilities()
-        .push(1, 2, &[1.5, 0.1])
-        .is_err());
+    assert_eq!(report.metrics.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["acc_r", "acc_r_macro"]);
+    assert!(ScoreTensor::probabilities().push(1, 2, &[1.5, 0.1]).is_err());
 }

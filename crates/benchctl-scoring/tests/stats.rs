@@ -4,21 +4,13 @@ use benchctl_scoring::metrics::stats::{bootstrap, mcnemar_exact, paired};
 use benchctl_scoring::metrics::{evaluate, ItemView, Summary};
 use benchctl_scoring::{MetricFamily, ScoreTensor, Tags, Truth};
 
-const GROUP: Summary<'static> = Summary {
-    family: MetricFamily::Group,
-    breakdown_keys: &[],
-    macro_over: None,
-};
+const GROUP: Summary<'static> = Summary { family: MetricFamily::Group, breakdown_keys: &[], macro_over: None };
 
 /// `n` Winoground items with scores from a small deterministic generator.
 fn items(n: usize, seed: u64) -> (ScoreTensor, Vec<Truth>, Vec<Tags>) {
-    let mut state = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     let mut next = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (state >> 40) as f32 / (1u64 << 24) as f32
     };
     let mut scores = ScoreTensor::new();
@@ -26,27 +18,18 @@ fn items(n: usize, seed: u64) -> (ScoreTensor, Vec<Truth>, Vec<Tags>) {
         let v: Vec<f32> = (0..4).map(|_| next()).collect();
         scores.push(2, 2, &v).unwrap();
     }
-    let tags: Vec<Tags> = (0..n)
-        .map(|i| vec![("piece".to_string(), vec![format!("p{}", i % 3)])])
-        .collect();
+    let tags: Vec<Tags> = (0..n).map(|i| vec![("piece".to_string(), vec![format!("p{}", i % 3)])]).collect();
     (scores, (0..n).map(|_| Truth::diagonal(2)).collect(), tags)
 }
 
 fn views<'a>(truths: &'a [Truth], tags: &'a [Tags]) -> Vec<ItemView<'a>> {
-    truths
-        .iter()
-        .zip(tags)
-        .map(|(truth, tags)| ItemView { truth, tags })
-        .collect()
+    truths.iter().zip(tags).map(|(truth, tags)| ItemView { truth, tags }).collect()
 }
 
 #[test]
 fn every_interval_contains_its_point_estimate() {
     // A property over many random suites, sizes and both micro and macro metrics.
-    let with_macro = Summary {
-        macro_over: Some("piece"),
-        ..GROUP
-    };
+    let with_macro = Summary { macro_over: Some("piece"), ..GROUP };
     for seed in 0..40u64 {
         let n = 5 + (seed as usize * 7) % 60;
         let (scores, truths, tags) = items(n, seed);
@@ -56,13 +39,7 @@ fn every_interval_contains_its_point_estimate() {
         assert_eq!(intervals.len(), report.metrics.len());
         for (i, (name, value)) in intervals.iter().zip(&report.metrics) {
             assert_eq!((&i.metric, i.value), (name, *value));
-            assert!(
-                i.low <= i.value + 1e-9 && i.value <= i.high + 1e-9,
-                "seed {seed}, {name}: {} not in [{}, {}]",
-                i.value,
-                i.low,
-                i.high
-            );
+            assert!(i.low <= i.value + 1e-9 && i.value <= i.high + 1e-9, "seed {seed}, {name}: {} not in [{}, {}]", i.value, i.low, i.high);
             assert!(0.0 <= i.low && i.high <= 100.0);
         }
     }
@@ -73,29 +50,16 @@ fn intervals_are_reproducible_and_narrow_with_more_items() {
     let (scores, truths, tags) = items(400, 1);
     let v = views(&truths, &tags);
     let a = bootstrap(GROUP, &scores, &v, 1000, 7).unwrap();
-    assert_eq!(
-        a,
-        bootstrap(GROUP, &scores, &v, 1000, 7).unwrap(),
-        "same seed, same intervals"
-    );
+    assert_eq!(a, bootstrap(GROUP, &scores, &v, 1000, 7).unwrap(), "same seed, same intervals");
     assert_ne!(a, bootstrap(GROUP, &scores, &v, 1000, 8).unwrap());
     let (small, st, sg) = items(40, 1);
     let b = bootstrap(GROUP, &small, &views(&st, &sg), 1000, 7).unwrap();
     let width = |i: &[benchctl_scoring::metrics::stats::Interval]| i[0].high - i[0].low;
-    assert!(
-        width(&a) < width(&b),
-        "400 items: {}, 40 items: {}",
-        width(&a),
-        width(&b)
-    );
+    assert!(width(&a) < width(&b), "400 items: {}, 40 items: {}", width(&a), width(&b));
     // A binomial proportion's 95 % interval is about ±1.96·√(p(1−p)/n).
     let p = a[0].value / 100.0;
     let expected = 2.0 * 1.96 * (p * (1.0 - p) / 400.0).sqrt() * 100.0;
-    assert!(
-        (width(&a) - expected).abs() < 0.25 * expected,
-        "width {} vs {expected}",
-        width(&a)
-    );
+    assert!((width(&a) - expected).abs() < 0.25 * expected, "width {} vs {expected}", width(&a));
 }
 
 #[test]
@@ -125,10 +89,7 @@ fn paired_differences_count_the_discordant_items() {
     assert!(group.low <= group.delta && group.delta <= group.high && group.low > 0.0);
     let (a_only, b_only, p) = group.mcnemar.unwrap();
     assert_eq!(a_only, 0);
-    assert_eq!(
-        b_only as f64,
-        60.0 - 60.0 * report_a.metric("group_score").unwrap() / 100.0
-    );
+    assert_eq!(b_only as f64, 60.0 - 60.0 * report_a.metric("group_score").unwrap() / 100.0);
     assert!(p < 1e-6, "{p}");
 }
 
@@ -140,8 +101,5 @@ fn mcnemar_exact_matches_the_binomial() {
     assert!((mcnemar_exact(9, 1) - 2.0 * 11.0 / 1024.0).abs() < 1e-12);
     // Large counts stay finite and symmetric.
     let p = mcnemar_exact(480, 520);
-    assert!(
-        p > 0.2 && p < 0.25 && (p - mcnemar_exact(520, 480)).abs() < 1e-12,
-        "{p}"
-    );
+    assert!(p > 0.2 && p < 0.25 && (p - mcnemar_exact(520, 480)).abs() < 1e-12, "{p}");
 }

@@ -63,11 +63,7 @@ pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "eqben-subset",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Equivariance,
-            breakdown_keys: &[],
-            macro_over: None,
-        },
+        summary: Summary { family: MetricFamily::Equivariance, breakdown_keys: &[], macro_over: None },
         annotation_files: vec![path],
         items,
         excluded: 0,
@@ -85,10 +81,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
         if !path.is_file() {
             problems.push(Error::new(
                 ErrorKind::MissingData,
-                format!(
-                    "find EqBen annotation file {} ({HOW_TO_GET})",
-                    path.display()
-                ),
+                format!("find EqBen annotation file {} ({HOW_TO_GET})", path.display()),
             ));
             continue;
         }
@@ -98,11 +91,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "eqben",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Equivariance,
-            breakdown_keys: BREAKDOWN_KEYS,
-            macro_over: Some("split"),
-        },
+        summary: Summary { family: MetricFamily::Equivariance, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("split") },
         annotation_files,
         items,
         excluded: 0,
@@ -110,13 +99,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 }
 
 /// The items of one split file whose entries sit `depth` objects deep.
-pub fn load_split(
-    image_root: &Path,
-    split: &str,
-    depth: usize,
-    path: &Path,
-    problems: &mut Vec<Error>,
-) -> Vec<Item> {
+pub fn load_split(image_root: &Path, split: &str, depth: usize, path: &Path, problems: &mut Vec<Error>) -> Vec<Item> {
     let Some(root) = paths::read_json::<Value>(path, HOW_TO_GET, problems) else {
         return Vec::new();
     };
@@ -125,10 +108,7 @@ pub fn load_split(
         problems.push(e);
         return Vec::new();
     }
-    let light = entries
-        .first()
-        .map(|(_, e)| is_light(image_root, e))
-        .unwrap_or(false);
+    let light = entries.first().map(|(_, e)| is_light(image_root, e)).unwrap_or(false);
     let mut items = Vec::new();
     for (index, (at, entry)) in entries.iter().enumerate() {
         let at = format!("{} at {at}", path.display());
@@ -147,18 +127,9 @@ pub fn load_split(
 }
 
 /// The two images and two captions of an entry; `at` names the file and position.
-fn parse_entry(
-    image_root: &Path,
-    light: bool,
-    entry: &Value,
-    at: &str,
-) -> Result<(Vec<ImageSource>, Vec<String>)> {
+fn parse_entry(image_root: &Path, light: bool, entry: &Value, at: &str) -> Result<(Vec<ImageSource>, Vec<String>)> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
-    let field = |name: &str| {
-        entry
-            .get(name)
-            .ok_or_else(|| malformed(format!("missing key `{name}`")))
-    };
+    let field = |name: &str| entry.get(name).ok_or_else(|| malformed(format!("missing key `{name}`")));
     let caption = |name: &str| -> Result<String> {
         let first = match field(name)? {
             Value::Array(list) => list.first(),
@@ -167,27 +138,14 @@ fn parse_entry(
         first
             .and_then(Value::as_str)
             .map(String::from)
-            .ok_or_else(|| {
-                malformed(format!(
-                    "`{name}` must be a caption or a non-empty list of them"
-                ))
-            })
+            .ok_or_else(|| malformed(format!("`{name}` must be a caption or a non-empty list of them")))
     };
     let image = |name: &str| -> Result<ImageSource> {
-        let rel = field(name)?
-            .as_str()
-            .ok_or_else(|| malformed(format!("`{name}` must be an image path")))?;
+        let rel = field(name)?.as_str().ok_or_else(|| malformed(format!("`{name}` must be an image path")))?;
         let path = paths::inside(image_root, rel, at)?;
-        Ok(ImageSource::from_path(if light {
-            light_twin(&path)
-        } else {
-            path
-        }))
+        Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
     };
-    Ok((
-        vec![image("image0")?, image("image1")?],
-        vec![caption("caption0")?, caption("caption1")?],
-    ))
+    Ok((vec![image("image0")?, image("image1")?], vec![caption("caption0")?, caption("caption1")?]))
 }
 
 /// Entries `depth` objects below `value`, in file order, with where each was found.
@@ -200,11 +158,7 @@ fn collect_entries<'a>(
 ) -> Result<()> {
     match (depth, value) {
         (0, Value::Array(list)) => {
-            out.extend(
-                list.iter()
-                    .enumerate()
-                    .map(|(i, e)| (format!("{at}[{i}]"), e)),
-            );
+            out.extend(list.iter().enumerate().map(|(i, e)| (format!("{at}[{i}]"), e)));
             Ok(())
         }
         (d, Value::Object(map)) if d > 0 => {
@@ -219,11 +173,7 @@ fn collect_entries<'a>(
                 "read {} at `{}`: expected {}",
                 path.display(),
                 if at.is_empty() { "/" } else { &at },
-                if depth == 0 {
-                    "a list of entries".to_string()
-                } else {
-                    format!("an object nested {depth} deep")
-                }
+                if depth == 0 { "a list of entries".to_string() } else { format!("an object nested {depth} deep") }
             ),
         )),
     }
@@ -232,18 +182,13 @@ fn collect_entries<'a>(
 /// Whether a split's images come from the light release: its first `.png` is absent and its
 /// `.jpg` twin present.
 fn is_light(image_root: &Path, entry: &Value) -> bool {
-    let Some(rel) = entry.get("image0").and_then(Value::as_str) else {
-        return false;
-    };
+    let Some(rel) = entry.get("image0").and_then(Value::as_str) else { return false };
     let path = image_root.join(rel);
     !path.exists() && light_twin(&path) != path && light_twin(&path).is_file()
 }
 
 fn light_twin(path: &Path) -> PathBuf {
-    if path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"))
-    {
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
         path.with_extension("jpg")
     } else {
         path.to_path_buf()

@@ -29,10 +29,7 @@ pub struct AlteredSource {
 impl ImageSource {
     /// A source for this path, by extension: `.npy` is a BGR frame, anything else a file.
     pub fn from_path(path: PathBuf) -> Self {
-        if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
-        {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
             ImageSource::NpyBgr(path)
         } else {
             ImageSource::File(path)
@@ -69,12 +66,7 @@ impl ImageSource {
             ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
             ImageSource::Altered(_) => unreachable!("altered images are rendered above"),
         };
-        decoded.map_err(|e| {
-            Error::new(
-                ErrorKind::CorruptImage,
-                format!("decode image {}: {e}", path.display()),
-            )
-        })
+        decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }
 }
 
@@ -88,15 +80,9 @@ pub fn decode_npy_bgr(bytes: &[u8]) -> std::result::Result<RgbImage, String> {
     let [h, w, 3] = shape[..] else {
         return Err(format!("expected shape (H, W, 3), got {shape:?}"));
     };
-    let data: Vec<u8> = npy
-        .into_vec()
-        .map_err(|e| format!("expected uint8 values: {e}"))?;
-    let rgb: Vec<u8> = data
-        .chunks_exact(3)
-        .flat_map(|bgr| [bgr[2], bgr[1], bgr[0]])
-        .collect();
-    RgbImage::from_raw(w as u32, h as u32, rgb)
-        .ok_or_else(|| format!("array of shape {shape:?} is truncated"))
+    let data: Vec<u8> = npy.into_vec().map_err(|e| format!("expected uint8 values: {e}"))?;
+    let rgb: Vec<u8> = data.chunks_exact(3).flat_map(|bgr| [bgr[2], bgr[1], bgr[0]]).collect();
+    RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
 }
 
 /// Decodes PNG or JPEG bytes to 8-bit RGB.

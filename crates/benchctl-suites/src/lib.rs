@@ -34,10 +34,7 @@ pub struct Item {
 
 impl Item {
     pub fn view(&self) -> ItemView<'_> {
-        ItemView {
-            truth: &self.truth,
-            tags: &self.tags,
-        }
+        ItemView { truth: &self.truth, tags: &self.tags }
     }
 }
 
@@ -130,21 +127,13 @@ impl SuiteInfo {
         if !data_dir.is_dir() {
             return Err(Error::new(
                 ErrorKind::MissingData,
-                format!(
-                    "find the {} data directory {}: {}",
-                    self.id,
-                    data_dir.display(),
-                    self.how_to_get
-                ),
+                format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
             ));
         }
         let SuiteKind::Items(load) = self.kind else {
             return Err(Error::new(
                 ErrorKind::Unsupported,
-                format!(
-                    "read {} as K×L items: it is a retrieval suite, scored against whole galleries",
-                    self.id
-                ),
+                format!("read {} as K×L items: it is a retrieval suite, scored against whole galleries", self.id),
             ));
         };
         let mut problems = Vec::new();

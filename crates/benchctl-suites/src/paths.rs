@@ -8,10 +8,7 @@ use crate::{Error, ErrorKind, Result};
 pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<PathBuf> {
     let rel = Path::new(relative);
     let escapes = rel.components().any(|c| {
-        matches!(
-            c,
-            Component::ParentDir | Component::RootDir | Component::Prefix(_)
-        )
+        matches!(c, Component::ParentDir | Component::RootDir | Component::Prefix(_))
     });
     if escapes || relative.is_empty() {
         return Err(Error::new(
@@ -30,19 +27,10 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     problems: &mut Vec<Error>,
 ) -> Option<T> {
     let parsed = std::fs::read_to_string(path)
-        .map_err(|e| {
-            Error::new(
-                ErrorKind::MissingData,
-                format!("read {}: {e} ({how_to_get})", path.display()),
-            )
-        })
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))
         .and_then(|text| {
-            serde_json::from_str(&text).map_err(|e| {
-                Error::new(
-                    ErrorKind::Malformed,
-                    format!("parse {}: {e}", path.display()),
-                )
-            })
+            serde_json::from_str(&text)
+                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
         });
     parsed.map_err(|e| problems.push(e)).ok()
 }

@@ -25,14 +25,8 @@ pub const HOW_TO_GET: &str =
     "download the SPEC dataset (dataset repo wjpoom/SPEC on huggingface.co) and unpack its six subset folders here";
 
 /// The subsets, in the paper's order.
-pub const SUBSETS: [&str; 6] = [
-    "absolute_size",
-    "relative_size",
-    "absolute_spatial",
-    "relative_spatial",
-    "existence",
-    "count",
-];
+pub const SUBSETS: [&str; 6] =
+    ["absolute_size", "relative_size", "absolute_spatial", "relative_spatial", "existence", "count"];
 
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["subset"];
@@ -60,24 +54,14 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "spec",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Choice,
-            breakdown_keys: BREAKDOWN_KEYS,
-            macro_over: Some("subset"),
-        },
+        summary: Summary { family: MetricFamily::Choice, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("subset") },
         annotation_files,
         items,
         excluded: 0,
     }
 }
 
-fn load_file(
-    folder: &Path,
-    subset: &str,
-    path: &Path,
-    image_to_text: bool,
-    problems: &mut Vec<Error>,
-) -> Vec<Item> {
+fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, problems: &mut Vec<Error>) -> Vec<Item> {
     let Some(entries) = paths::read_json::<Vec<Value>>(path, HOW_TO_GET, problems) else {
         return Vec::new();
     };
@@ -93,48 +77,25 @@ fn load_file(
 }
 
 /// One entry as a 1×L (image-to-text) or K×1 (text-to-image) item; `at` names the file and entry.
-fn parse_entry(
-    folder: &Path,
-    subset: &str,
-    index: usize,
-    entry: Value,
-    image_to_text: bool,
-    at: &str,
-) -> Result<Item> {
+fn parse_entry(folder: &Path, subset: &str, index: usize, entry: Value, image_to_text: bool, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
     let entry: Entry = serde_json::from_value(entry).map_err(|e| malformed(e.to_string()))?;
     let n = entry.keys.len();
     if n < 2 {
-        return Err(malformed(format!(
-            "`keys` needs at least 2 candidates, has {n}"
-        )));
+        return Err(malformed(format!("`keys` needs at least 2 candidates, has {n}")));
     }
     let label = entry
         .label
         .as_u64()
         .map(|l| l as usize)
         .filter(|&l| l < n)
-        .ok_or_else(|| {
-            malformed(format!(
-                "`label` {} is not an index into its {n} keys",
-                entry.label
-            ))
-        })?;
+        .ok_or_else(|| malformed(format!("`label` {} is not an index into its {n} keys", entry.label)))?;
     let image = |p: &str| paths::inside(folder, p, at).map(ImageSource::File);
     let matches: Vec<bool> = (0..n).map(|i| i == label).collect();
     let (images, texts, truth, direction) = if image_to_text {
-        (
-            vec![image(&entry.query)?],
-            entry.keys,
-            Truth::new(1, n, matches),
-            "i2t",
-        )
+        (vec![image(&entry.query)?], entry.keys, Truth::new(1, n, matches), "i2t")
     } else {
-        let images = entry
-            .keys
-            .iter()
-            .map(|k| image(k))
-            .collect::<Result<Vec<_>>>()?;
+        let images = entry.keys.iter().map(|k| image(k)).collect::<Result<Vec<_>>>()?;
         (images, vec![entry.query], Truth::new(n, 1, matches), "t2i")
     };
     Ok(Item {
@@ -142,9 +103,6 @@ fn parse_entry(
         images,
         texts,
         truth: truth.map_err(|e| malformed(e.to_string()))?,
-        tags: vec![
-            ("subset".into(), vec![subset.into()]),
-            ("direction".into(), vec![direction.into()]),
-        ],
+        tags: vec![("subset".into(), vec![subset.into()]), ("direction".into(), vec![direction.into()])],
     })
 }

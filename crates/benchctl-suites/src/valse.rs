@@ -77,11 +77,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "valse",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Pairwise,
-            breakdown_keys: BREAKDOWN_KEYS,
-            macro_over: Some("piece"),
-        },
+        summary: Summary { family: MetricFamily::Pairwise, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("piece") },
         annotation_files,
         items,
         excluded,
@@ -89,12 +85,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 }
 
 /// The valid records of one piece file as items, in file order, and how many were invalid.
-pub fn load_piece(
-    data_dir: &Path,
-    piece: &str,
-    path: &Path,
-    problems: &mut Vec<Error>,
-) -> (Vec<Item>, usize) {
+pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<Error>) -> (Vec<Item>, usize) {
     let Some(records) = paths::read_json::<Map<String, Value>>(path, HOW_TO_GET, problems) else {
         return (Vec::new(), 0);
     };
@@ -111,58 +102,29 @@ pub fn load_piece(
 }
 
 /// One record as an item, or `None` when annotators did not validate its caption.
-fn parse_record(
-    data_dir: &Path,
-    piece: &str,
-    path: &Path,
-    key: &str,
-    record: &Value,
-) -> Result<Option<Item>> {
+fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &Value) -> Result<Option<Item>> {
     let at = |field: &str| format!("{} record `{key}` key `{field}`", path.display());
     let text_field = |field: &str| -> Result<String> {
-        record
-            .get(field)
-            .and_then(Value::as_str)
-            .map(String::from)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Malformed,
-                    format!("read {}: expected a string", at(field)),
-                )
-            })
+        record.get(field).and_then(Value::as_str).map(String::from).ok_or_else(|| {
+            Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field)))
+        })
     };
-    let votes = record
-        .pointer("/mturk/caption")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| {
-            Error::new(
-                ErrorKind::Malformed,
-                format!("read {}: expected a number", at("mturk.caption")),
-            )
-        })?;
+    let votes = record.pointer("/mturk/caption").and_then(Value::as_u64).ok_or_else(|| {
+        Error::new(ErrorKind::Malformed, format!("read {}: expected a number", at("mturk.caption")))
+    })?;
     if votes < 2 {
         return Ok(None);
     }
     let dataset = text_field("dataset")?;
     let folder = image_folder(&dataset).ok_or_else(|| {
-        Error::new(
-            ErrorKind::Malformed,
-            format!("read {}: unknown image source `{dataset}`", at("dataset")),
-        )
+        Error::new(ErrorKind::Malformed, format!("read {}: unknown image source `{dataset}`", at("dataset")))
     })?;
-    let image = paths::inside(
-        &data_dir.join("images").join(folder),
-        &text_field("image_file")?,
-        &at("image_file"),
-    )?;
+    let image = paths::inside(&data_dir.join("images").join(folder), &text_field("image_file")?, &at("image_file"))?;
     Ok(Some(Item {
         id: format!("{piece}/{key}"),
         images: vec![ImageSource::File(image)],
         texts: vec![text_field("caption")?, text_field("foil")?],
         truth: Truth::first_text_matches(2),
-        tags: vec![
-            ("piece".into(), vec![piece.into()]),
-            ("source".into(), vec![folder.into()]),
-        ],
+        tags: vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])],
     }))
 }

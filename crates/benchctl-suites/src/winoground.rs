@@ -18,8 +18,7 @@ use serde_json::Value;
 
 use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
 
-pub const DESCRIPTION: &str =
-    "400 pairs of images and captions that differ only in word order (text, image and group score)";
+pub const DESCRIPTION: &str = "400 pairs of images and captions that differ only in word order (text, image and group score)";
 pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co, then download examples.jsonl and images/ into this directory";
 
 /// Tag keys the report breaks down by.
@@ -61,10 +60,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
         let at = format!("{} line {}", annotations.display(), index + 1);
         match parse_example(line, &images_dir, &at) {
             Ok(item) if !seen_ids.insert(item.id.clone()) => {
-                problems.push(Error::new(
-                    ErrorKind::Malformed,
-                    format!("parse {at}: duplicate id {}", item.id),
-                ));
+                problems.push(Error::new(ErrorKind::Malformed, format!("parse {at}: duplicate id {}", item.id)));
             }
             Ok(item) => items.push(item),
             Err(e) => problems.push(e),
@@ -79,11 +75,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "winoground",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Group,
-            breakdown_keys: BREAKDOWN_KEYS,
-            macro_over: None,
-        },
+        summary: Summary { family: MetricFamily::Group, breakdown_keys: BREAKDOWN_KEYS, macro_over: None },
         annotation_files: vec![annotations],
         items,
         excluded: 0,
@@ -94,16 +86,11 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 fn parse_example(line: &str, images_dir: &Path, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("parse {at}: {what}"));
     let example: Example = serde_json::from_str(line).map_err(|e| malformed(e.to_string()))?;
-    let id = scalar_to_string(&example.id)
-        .ok_or_else(|| malformed("`id` must be a number or string".into()))?;
+    let id = scalar_to_string(&example.id).ok_or_else(|| malformed("`id` must be a number or string".into()))?;
     let num_main_preds = scalar_to_string(&example.num_main_preds)
         .ok_or_else(|| malformed("`num_main_preds` must be a number or string".into()))?;
     let image = |stem: &str| -> Result<ImageSource> {
-        Ok(ImageSource::File(paths::inside(
-            images_dir,
-            &format!("{stem}.png"),
-            at,
-        )?))
+        Ok(ImageSource::File(paths::inside(images_dir, &format!("{stem}.png"), at)?))
     };
     let secondary: Vec<String> = example
         .secondary_tag

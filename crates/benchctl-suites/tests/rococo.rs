@@ -5,9 +5,7 @@ use benchctl_testkit::{generated_image, shared};
 
 #[test]
 fn loads_the_real_test_split_and_caption_sets() {
-    let Some(dir) = shared("datasets/rococo") else {
-        return;
-    };
+    let Some(dir) = shared("datasets/rococo") else { return };
     let data = rococo::load(&dir).unwrap();
     assert_eq!(data.images.len(), 5000);
     assert!(data.images[0].ends_with("images/val2014/COCO_val2014_000000391895.jpg"));
@@ -16,12 +14,7 @@ fn loads_the_real_test_split_and_caption_sets() {
     assert_eq!(data.caption_sets.len(), 4);
     for set in &data.caption_sets {
         assert_eq!(set.captions.len(), 50_010, "{}", set.name);
-        assert_eq!(
-            set.altered.iter().filter(|a| **a).count(),
-            25_000,
-            "{}",
-            set.name
-        );
+        assert_eq!(set.altered.iter().filter(|a| **a).count(), 25_000, "{}", set.name);
         // Every image keeps its originals, and its altered captions point back to it.
         assert_eq!(set.image_of.iter().copied().max(), Some(4999));
     }
@@ -45,24 +38,14 @@ fn a_set_that_does_not_repeat_the_test_split_is_rejected() {
     }
     let data = rococo::load(dir.path()).unwrap();
     assert_eq!(data.caption_sets[3].altered, [false, false, true, true]);
-    std::fs::write(
-        ann.join("danger.json"),
-        r#"[{"image": "val2014/b.jpg", "caption": ["a dog", "a brown dog"]}]"#,
-    )
-    .unwrap();
+    std::fs::write(ann.join("danger.json"), r#"[{"image": "val2014/b.jpg", "caption": ["a dog", "a brown dog"]}]"#).unwrap();
     let err = rococo::load(dir.path()).unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("danger.json record 0: its image and first 2 captions must repeat"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("danger.json record 0: its image and first 2 captions must repeat"), "{err}");
 }
 
 #[test]
 fn altered_images_are_bit_identical_for_a_seed() {
-    let images: Vec<_> = (0..6)
-        .map(|i| generated_image(i, 40 + i as u32, 30))
-        .collect();
+    let images: Vec<_> = (0..6).map(|i| generated_image(i, 40 + i as u32, 30)).collect();
     for method in [altered::Method::Mix, altered::Method::Patch] {
         for lambda in [900, 800] {
             let a = altered::gallery(6, method, lambda, 1).unwrap();
@@ -78,13 +61,7 @@ fn altered_images_are_bit_identical_for_a_seed() {
         }
     }
     // Another seed draws other partners.
-    let partners = |seed| {
-        altered::gallery(100, altered::Method::Mix, 900, seed)
-            .unwrap()
-            .iter()
-            .map(|s| s.other)
-            .collect::<Vec<_>>()
-    };
+    let partners = |seed| altered::gallery(100, altered::Method::Mix, 900, seed).unwrap().iter().map(|s| s.other).collect::<Vec<_>>();
     assert_ne!(partners(0), partners(1));
     assert!(altered::gallery(1, altered::Method::Mix, 900, 0).is_err());
 }
@@ -93,22 +70,10 @@ fn altered_images_are_bit_identical_for_a_seed() {
 fn mix_and_patch_follow_their_definitions() {
     let white = image::RgbImage::from_pixel(20, 10, image::Rgb([255, 255, 255]));
     let black = image::RgbImage::from_pixel(20, 10, image::Rgb([0, 0, 0]));
-    let mix = altered::AlteredImage {
-        base: 0,
-        other: 1,
-        method: altered::Method::Mix,
-        lambda_milli: 800,
-        draw: 7,
-    };
+    let mix = altered::AlteredImage { base: 0, other: 1, method: altered::Method::Mix, lambda_milli: 800, draw: 7 };
     // 0.8 · 255 = 204.
-    assert!(altered::render(&mix, &white, &black)
-        .pixels()
-        .all(|p| p.0 == [204, 204, 204]));
-    let patch = altered::AlteredImage {
-        method: altered::Method::Patch,
-        lambda_milli: 750,
-        ..mix
-    };
+    assert!(altered::render(&mix, &white, &black).pixels().all(|p| p.0 == [204, 204, 204]));
+    let patch = altered::AlteredImage { method: altered::Method::Patch, lambda_milli: 750, ..mix };
     let out = altered::render(&patch, &white, &black);
     // Sides × √0.25 = ½: a 10 × 5 black rectangle, a quarter of the image.
     assert_eq!(out.pixels().filter(|p| p.0 == [0, 0, 0]).count(), 50);

@@ -7,9 +7,7 @@ use benchctl_testkit::shared;
 
 #[test]
 fn loads_the_real_pieces_keeping_only_valid_records() {
-    let Some(dir) = shared("datasets/valse") else {
-        return;
-    };
+    let Some(dir) = shared("datasets/valse") else { return };
     let suite = find("valse").unwrap().load(&dir).unwrap();
     assert_eq!(suite.items.len(), 7702);
     assert_eq!(suite.items.len() + suite.excluded, 8782);
@@ -18,16 +16,9 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
         *per_piece.entry(item.tags[0].1[0].as_str()).or_default() += 1;
     }
     let expected = BTreeMap::from([
-        ("actant-swap", 949),
-        ("action-replacement", 648),
-        ("coreference-hard", 104),
-        ("coreference-standard", 708),
-        ("counting-adversarial", 691),
-        ("counting-hard", 868),
-        ("counting-small-quant", 900),
-        ("existence", 505),
-        ("foil-it", 943),
-        ("plurals", 851),
+        ("actant-swap", 949), ("action-replacement", 648), ("coreference-hard", 104),
+        ("coreference-standard", 708), ("counting-adversarial", 691), ("counting-hard", 868),
+        ("counting-small-quant", 900), ("existence", 505), ("foil-it", 943), ("plurals", 851),
         ("relations", 535),
     ]);
     assert_eq!(per_piece, expected);
@@ -38,11 +29,7 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
         assert!(item.truth.is_match(0, 0) && !item.truth.is_match(0, 1));
         let path = item.images[0].path();
         assert!(matches!(item.images[0], ImageSource::File(_)));
-        assert!(
-            path.starts_with(dir.join("images").join(&item.tags[1].1[0])),
-            "{}",
-            path.display()
-        );
+        assert!(path.starts_with(dir.join("images").join(&item.tags[1].1[0])), "{}", path.display());
     }
     assert_eq!(suite.annotation_files.len(), 11);
 }
@@ -55,11 +42,7 @@ fn record(votes: u64, dataset: &str, image: &str) -> serde_json::Value {
 fn layout(records: serde_json::Value) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for piece in valse::PIECES {
-        std::fs::write(
-            dir.path().join(format!("{piece}.json")),
-            records.to_string(),
-        )
-        .unwrap();
+        std::fs::write(dir.path().join(format!("{piece}.json")), records.to_string()).unwrap();
     }
     dir
 }
@@ -74,40 +57,23 @@ fn invalid_records_are_excluded_and_sources_map_to_folders() {
     let suite = find("valse").unwrap().load(dir.path()).unwrap();
     assert_eq!((suite.items.len(), suite.excluded), (22, 11));
     assert_eq!(suite.items[0].id, "existence/a");
-    assert_eq!(
-        suite.items[1].images[0],
-        ImageSource::File(
-            dir.path()
-                .join("images/coco2014/COCO_val2014_000000000042.jpg")
-        )
-    );
+    assert_eq!(suite.items[1].images[0], ImageSource::File(dir.path().join("images/coco2014/COCO_val2014_000000000042.jpg")));
 }
 
 #[test]
 fn malformed_records_name_the_file_record_and_key() {
-    let dir = layout(
-        serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "x.jpg", "caption": "c", "mturk": {"caption": 3}}}),
-    );
+    let dir = layout(serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "x.jpg", "caption": "c", "mturk": {"caption": 3}}}));
     let err = find("valse").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Malformed);
     let msg = err.to_string();
-    assert!(
-        msg.contains("existence.json record `r1` key `foil`"),
-        "{msg}"
-    );
+    assert!(msg.contains("existence.json record `r1` key `foil`"), "{msg}");
 
     let dir = layout(serde_json::json!({"r1": record(3, "flickr", "x.jpg")}));
     let err = find("valse").unwrap().load(dir.path()).unwrap_err();
-    assert!(
-        err.to_string().contains("unknown image source `flickr`"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("unknown image source `flickr`"), "{err}");
 
     let dir = layout(serde_json::json!({"r1": record(3, "visual7w", "/etc/passwd")}));
-    assert_eq!(
-        find("valse").unwrap().load(dir.path()).unwrap_err().kind(),
-        ErrorKind::PathEscapes
-    );
+    assert_eq!(find("valse").unwrap().load(dir.path()).unwrap_err().kind(), ErrorKind::PathEscapes);
 }
 
 #[test]
@@ -117,10 +83,7 @@ fn missing_pieces_are_listed() {
     std::fs::remove_file(dir.path().join("foil-it.json")).unwrap();
     let err = find("valse").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::MissingData);
-    assert!(
-        err.to_string().contains("plurals.json") && err.to_string().contains("1 more problem"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("plurals.json") && err.to_string().contains("1 more problem"), "{err}");
     let (_, problems) = find("valse").unwrap().load_all(dir.path()).unwrap();
     let named: Vec<bool> = ["plurals.json", "foil-it.json"]
         .iter()

@@ -21,9 +21,7 @@ fn count(suite: &benchctl_suites::Suite, key: &str) -> BTreeMap<String, usize> {
 
 #[test]
 fn loads_all_400_real_examples_with_their_tags() {
-    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else {
-        return;
-    };
+    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else { return };
     let rows = read_winoground_tsv(&tsv);
     let dir = tempfile::tempdir().unwrap();
     winoground_layout(&rows, dir.path());
@@ -31,19 +29,9 @@ fn loads_all_400_real_examples_with_their_tags() {
     assert_eq!(suite.items.len(), 400);
     assert!(suite.missing_images().is_empty());
     let collapsed = count(&suite, "collapsed_tag");
-    assert_eq!(
-        collapsed,
-        BTreeMap::from([
-            ("Both".into(), 26),
-            ("Object".into(), 141),
-            ("Relation".into(), 233)
-        ])
-    );
+    assert_eq!(collapsed, BTreeMap::from([("Both".into(), 26), ("Object".into(), 141), ("Relation".into(), 233)]));
     let preds = count(&suite, "num_main_preds");
-    assert_eq!(
-        preds,
-        BTreeMap::from([("1".into(), 292), ("2".into(), 108)])
-    );
+    assert_eq!(preds, BTreeMap::from([("1".into(), 292), ("2".into(), 108)]));
     // "Symbolic, Pragmatics" counts once for each tag.
     let secondary = count(&suite, "secondary_tag");
     assert_eq!(secondary["Symbolic"], 28 + 3 + 5 + 5);
@@ -51,10 +39,7 @@ fn loads_all_400_real_examples_with_their_tags() {
     // Item 219 keeps its quotes, and its images resolve to images/ex_219_img_k.png.
     let item = suite.items.iter().find(|i| i.id == "219").unwrap();
     assert_eq!(item.texts[0], r#"It starts with "A" and ends with "Z""#);
-    assert_eq!(
-        item.images[1],
-        ImageSource::File(dir.path().join("images/ex_219_img_1.png"))
-    );
+    assert_eq!(item.images[1], ImageSource::File(dir.path().join("images/ex_219_img_1.png")));
     assert!(item.truth.is_match(0, 0) && item.truth.is_match(1, 1) && !item.truth.is_match(0, 1));
 }
 
@@ -79,10 +64,7 @@ fn rgba_and_greyscale_images_become_rgb() {
     let expected = benchctl_testkit::generated_image(14, 40, 30);
     assert_eq!(rgb, expected, "alpha is dropped, colours kept");
     let grey = suite.items[0].images[1].load_rgb().unwrap();
-    assert!(
-        grey.pixels().all(|p| p[0] == p[1] && p[1] == p[2]),
-        "grey is replicated to three channels"
-    );
+    assert!(grey.pixels().all(|p| p[0] == p[1] && p[1] == p[2]), "grey is replicated to three channels");
 }
 
 fn write(dir: &std::path::Path, jsonl: &str) {
@@ -95,10 +77,7 @@ const GOOD: &str = r#"{"id": 0, "caption_0": "a", "caption_1": "b", "image_0": "
 #[test]
 fn malformed_jsonl_names_the_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        &format!("{GOOD}\n{{\"id\": 1, \"caption_0\": \n"),
-    );
+    write(dir.path(), &format!("{GOOD}\n{{\"id\": 1, \"caption_0\": \n"));
     let err = find("winoground").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Malformed);
     assert!(err.to_string().contains("examples.jsonl line 2"), "{err}");
@@ -109,10 +88,7 @@ fn a_missing_key_is_named() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), &GOOD.replace(r#""caption_1": "b", "#, ""));
     let err = find("winoground").unwrap().load(dir.path()).unwrap_err();
-    assert!(
-        err.to_string().contains("line 1") && err.to_string().contains("caption_1"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("line 1") && err.to_string().contains("caption_1"), "{err}");
 }
 
 #[test]
@@ -137,43 +113,25 @@ fn image_paths_cannot_escape_the_data_directory() {
 
 #[test]
 fn missing_data_and_unknown_suites_explain_themselves() {
-    let err = find("winoground")
-        .unwrap()
-        .load(std::path::Path::new("/nonexistent/wino"))
-        .unwrap_err();
+    let err = find("winoground").unwrap().load(std::path::Path::new("/nonexistent/wino")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::MissingData);
-    assert!(
-        err.to_string().contains("/nonexistent/wino")
-            && err.to_string().contains("facebook/winoground"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("/nonexistent/wino") && err.to_string().contains("facebook/winoground"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let err = find("winoground").unwrap().load(dir.path()).unwrap_err();
     assert!(err.to_string().contains("examples.jsonl"), "{err}");
     let err = find("winogrand").err().unwrap();
     assert_eq!(err.kind(), ErrorKind::UnknownSuite);
-    assert!(
-        err.to_string()
-            .contains("known suites are eqben, eqben-subset, rococo, spec, valse, winoground"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("known suites are eqben, eqben-subset, rococo, spec, valse, winoground"), "{err}");
 }
 
 #[test]
 fn missing_and_corrupt_images_are_named() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), &format!("{GOOD}\n"));
-    std::fs::write(
-        dir.path().join("images/ex_0_img_0.png"),
-        b"not a png at all",
-    )
-    .unwrap();
+    std::fs::write(dir.path().join("images/ex_0_img_0.png"), b"not a png at all").unwrap();
     let suite = find("winoground").unwrap().load(dir.path()).unwrap();
     let missing = suite.missing_images();
-    assert_eq!(
-        missing,
-        [dir.path().join("images/ex_0_img_1.png").as_path()]
-    );
+    assert_eq!(missing, [dir.path().join("images/ex_0_img_1.png").as_path()]);
     let err = suite.items[0].images[0].load_rgb().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::CorruptImage);
     assert!(err.to_string().contains("ex_0_img_0.png"), "{err}");

@@ -10,10 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("workspace root exists")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root exists")
 }
 
 /// `../shared/<relative>` beside the checkout. `None` (with a printed reason) when it is
@@ -27,30 +24,20 @@ pub fn shared(relative: &str) -> Option<PathBuf> {
         return Some(path);
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!(
-            "{} is required when CI=true (third-party test data beside the checkout)",
-            path.display()
-        );
+        panic!("{} is required when CI=true (third-party test data beside the checkout)", path.display());
     }
-    eprintln!(
-        "skipping: {} is absent (third-party test data beside the checkout)",
-        path.display()
-    );
+    eprintln!("skipping: {} is absent (third-party test data beside the checkout)", path.display());
     None
 }
 
 /// A parity fixture model directory (`clip-tiny-a`, `clip-tiny-b`).
 pub fn fixture_model(name: &str) -> PathBuf {
-    workspace_root()
-        .join("crates/benchctl-models/tests/fixtures")
-        .join(name)
+    workspace_root().join("crates/benchctl-models/tests/fixtures").join(name)
 }
 
 /// Any file under the models crate's fixtures.
 pub fn model_fixture(relative: &str) -> PathBuf {
-    workspace_root()
-        .join("crates/benchctl-models/tests/fixtures")
-        .join(relative)
+    workspace_root().join("crates/benchctl-models/tests/fixtures").join(relative)
 }
 
 /// One Winoground example read from the TSV export of the annotations.
@@ -71,18 +58,7 @@ pub fn read_winoground_tsv(path: &Path) -> Vec<WinogroundRow> {
     let text = std::fs::read_to_string(path).expect("read winoground tsv");
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().expect("tsv header").split('\t').collect();
-    assert_eq!(
-        header,
-        [
-            "id",
-            "caption_0",
-            "caption_1",
-            "tag",
-            "secondary_tag",
-            "num_main_preds",
-            "collapsed_tag"
-        ]
-    );
+    assert_eq!(header, ["id", "caption_0", "caption_1", "tag", "secondary_tag", "num_main_preds", "collapsed_tag"]);
     lines
         .filter(|l| !l.is_empty())
         .map(|line| {
@@ -112,18 +88,11 @@ pub fn winoground_layout(rows: &[WinogroundRow], dir: &Path) {
         let id: u64 = row.id.parse().expect("numeric id");
         for k in 0..2u64 {
             let path = images.join(format!("ex_{id}_img_{k}.png"));
-            generated_image(id * 2 + k, 40, 30)
-                .save(&path)
-                .expect("write image");
+            generated_image(id * 2 + k, 40, 30).save(&path).expect("write image");
             if id % 50 == 7 {
                 // RGBA and greyscale variants of the same picture.
                 let img = image::open(&path).expect("reopen");
-                if k == 0 {
-                    img.to_rgba8().save(&path)
-                } else {
-                    img.to_luma8().save(&path)
-                }
-                .expect("rewrite image");
+                if k == 0 { img.to_rgba8().save(&path) } else { img.to_luma8().save(&path) }.expect("rewrite image");
             }
         }
         let line = serde_json::json!({
@@ -145,17 +114,11 @@ pub fn winoground_layout(rows: &[WinogroundRow], dir: &Path) {
 
 /// A deterministic picture: a background colour and a bar, both from `seed`.
 pub fn generated_image(seed: u64, w: u32, h: u32) -> image::RgbImage {
-    let mix = |x: u64| {
-        (x.wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407)
-            >> 33) as u8
-    };
+    let mix = |x: u64| (x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) >> 33) as u8;
     let bg = [mix(seed), mix(seed + 11), mix(seed + 23)];
     let fg = [255 - bg[0], 255 - bg[1], 255 - bg[2]];
     let bar = (seed % w as u64) as u32;
-    image::RgbImage::from_fn(w, h, |x, _| {
-        image::Rgb(if x.abs_diff(bar) < 4 { fg } else { bg })
-    })
+    image::RgbImage::from_fn(w, h, |x, _| image::Rgb(if x.abs_diff(bar) < 4 { fg } else { bg }))
 }
 
 /// A small SPEC directory in the official shape under `dir`: for each subset, `per_subset`
@@ -172,19 +135,13 @@ pub fn spec_layout(dir: &Path, subsets: &[&str], per_subset: usize) -> (usize, u
             let n = 2 + (s + e) % 8;
             let seed = (s * 1000 + e * 10) as u64;
             let query_image = format!("images/q_{e}.png");
-            generated_image(seed, 36, 28)
-                .save(folder.join(&query_image))
-                .expect("write image");
-            let texts: Vec<String> = (0..n)
-                .map(|k| format!("{subset} candidate {k} of entry {e}"))
-                .collect();
+            generated_image(seed, 36, 28).save(folder.join(&query_image)).expect("write image");
+            let texts: Vec<String> = (0..n).map(|k| format!("{subset} candidate {k} of entry {e}")).collect();
             i2t.push(serde_json::json!({"query": query_image, "keys": texts, "label": e % n}));
             let keys: Vec<String> = (0..n)
                 .map(|k| {
                     let name = format!("images/k_{e}_{k}.png");
-                    generated_image(seed + k as u64 + 1, 28, 36)
-                        .save(folder.join(&name))
-                        .expect("write image");
+                    generated_image(seed + k as u64 + 1, 28, 36).save(folder.join(&name)).expect("write image");
                     name
                 })
                 .collect();
@@ -192,16 +149,8 @@ pub fn spec_layout(dir: &Path, subsets: &[&str], per_subset: usize) -> (usize, u
         }
         counts.0 += i2t.len();
         counts.1 += t2i.len();
-        std::fs::write(
-            folder.join("image2text.json"),
-            serde_json::Value::from(i2t).to_string(),
-        )
-        .expect("write json");
-        std::fs::write(
-            folder.join("text2image.json"),
-            serde_json::Value::from(t2i).to_string(),
-        )
-        .expect("write json");
+        std::fs::write(folder.join("image2text.json"), serde_json::Value::from(i2t).to_string()).expect("write json");
+        std::fs::write(folder.join("text2image.json"), serde_json::Value::from(t2i).to_string()).expect("write json");
     }
     counts
 }
@@ -217,9 +166,7 @@ pub fn write_npy_bgr(path: &Path, rgb: &image::RgbImage) {
         .writer(file)
         .begin_nd()
         .expect("start npy");
-    writer
-        .extend(rgb.pixels().flat_map(|p| [p[2], p[1], p[0]]))
-        .expect("write npy");
+    writer.extend(rgb.pixels().flat_map(|p| [p[2], p[1], p[0]])).expect("write npy");
     writer.finish().expect("finish npy");
 }
 
@@ -293,14 +240,8 @@ pub fn rococo_layout(dir: &Path, n: usize) {
             .save_with_format(dir.join("images").join(&name), image::ImageFormat::Jpeg)
             .expect("write image");
         let count = if i % 4 == 0 { 6 } else { 5 };
-        let captions: Vec<String> = (0..count)
-            .map(|k| {
-                format!(
-                    "a {} bar on a plain background, view {k} of image {i}",
-                    colours[i % 6]
-                )
-            })
-            .collect();
+        let captions: Vec<String> =
+            (0..count).map(|k| format!("a {} bar on a plain background, view {k} of image {i}", colours[i % 6])).collect();
         test.push((name, captions));
     }
     let records = |altered: Option<&str>| -> serde_json::Value {
@@ -314,21 +255,8 @@ pub fn rococo_layout(dir: &Path, n: usize) {
             })
             .collect()
     };
-    std::fs::write(
-        ann.join("coco_karpathy_test.json"),
-        records(None).to_string(),
-    )
-    .expect("write test");
-    for (set, word) in [
-        ("rand_voca", "zebra"),
-        ("same_concept", "stick"),
-        ("diff_concept", "circle"),
-        ("danger", "knife"),
-    ] {
-        std::fs::write(
-            ann.join(format!("{set}.json")),
-            records(Some(word)).to_string(),
-        )
-        .expect("write set");
+    std::fs::write(ann.join("coco_karpathy_test.json"), records(None).to_string()).expect("write test");
+    for (set, word) in [("rand_voca", "zebra"), ("same_concept", "stick"), ("diff_concept", "circle"), ("danger", "knife")] {
+        std::fs::write(ann.join(format!("{set}.json")), records(Some(word)).to_string()).expect("write set");
     }
 }

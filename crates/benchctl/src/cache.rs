@@ -37,10 +37,7 @@ pub fn key(parts: &[&[u8]]) -> Key {
 }
 
 fn check(key: &Key, values: &[u8]) -> [u8; 8] {
-    let digest = Sha256::new()
-        .chain_update(key)
-        .chain_update(values)
-        .finalize();
+    let digest = Sha256::new().chain_update(key).chain_update(values).finalize();
     let mut out = [0u8; 8];
     out.copy_from_slice(&digest[..8]);
     out
@@ -53,11 +50,7 @@ fn le4(b: &[u8]) -> [u8; 4] {
 
 /// The default cache root from the environment.
 pub fn default_root() -> Option<PathBuf> {
-    let var = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     var("BENCHCTL_CACHE")
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("benchctl")))
         .or_else(|| var("HOME").map(|d| d.join(".cache/benchctl")))
@@ -75,36 +68,17 @@ pub struct EmbeddingCache {
 impl EmbeddingCache {
     /// A cache that stores nothing.
     pub fn disabled() -> Self {
-        Self {
-            dir: None,
-            entries: HashMap::new(),
-            segment: None,
-            skipped: 0,
-        }
+        Self { dir: None, entries: HashMap::new(), segment: None, skipped: 0 }
     }
 
     /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
     pub fn open(root: &Path, namespace: &str) -> Result<Self> {
         let dir = root.join(hex(&key(&[namespace.as_bytes()])[..16]));
-        std::fs::create_dir_all(&dir).map_err(|e| {
-            Error::new(
-                ErrorKind::Results,
-                format!("create cache directory {}: {e}", dir.display()),
-            )
-        })?;
-        let mut cache = Self {
-            dir: Some(dir.clone()),
-            entries: HashMap::new(),
-            segment: None,
-            skipped: 0,
-        };
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::new(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display())))?;
+        let mut cache = Self { dir: Some(dir.clone()), entries: HashMap::new(), segment: None, skipped: 0 };
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Results,
-                    format!("read cache directory {}: {e}", dir.display()),
-                )
-            })?
+            .map_err(|e| Error::new(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "bin"))
             .collect();
@@ -136,10 +110,7 @@ impl EmbeddingCache {
             }
             let values = &bytes[HEAD..HEAD + dim * 4];
             if check(&key, values) == bytes[HEAD + dim * 4..end] {
-                let v = values
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(le4(c)))
-                    .collect();
+                let v = values.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect();
                 self.entries.insert(key, v);
             } else {
                 self.skipped += 1;
@@ -174,10 +145,7 @@ impl EmbeddingCache {
             self.entries.insert(*key, values.clone());
         }
         let write_error = |e: std::io::Error| {
-            Error::new(
-                ErrorKind::Results,
-                format!("write the embedding cache in {}: {e}", dir.display()),
-            )
+            Error::new(ErrorKind::Results, format!("write the embedding cache in {}: {e}", dir.display()))
         };
         let file = match &mut self.segment {
             Some(file) => file,
@@ -187,17 +155,11 @@ impl EmbeddingCache {
                     .map(|d| d.as_nanos())
                     .unwrap_or(0);
                 let path = dir.join(format!("seg-{nanos}-{}.bin", std::process::id()));
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(write_error)?;
+                let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(write_error)?;
                 self.segment.insert(file)
             }
         };
-        file.write_all(&buf)
-            .and_then(|_| file.flush())
-            .map_err(write_error)
+        file.write_all(&buf).and_then(|_| file.flush()).map_err(write_error)
     }
 }
 

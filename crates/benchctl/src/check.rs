@@ -46,12 +46,7 @@ impl CheckReport {
         } else {
             Err(Error::new(
                 ErrorKind::Data,
-                format!(
-                    "validate {} data in {}: {} problem(s), listed above",
-                    self.suite,
-                    self.data_dir.display(),
-                    self.problems.len()
-                ),
+                format!("validate {} data in {}: {} problem(s), listed above", self.suite, self.data_dir.display(), self.problems.len()),
             ))
         }
     }
@@ -60,42 +55,23 @@ impl CheckReport {
 /// Runs every check on the suite's data.
 pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     let (items, images, mut problems): (usize, Vec<ImageSource>, Vec<String>) = match info.kind {
         SuiteKind::Items(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut seen = std::collections::HashSet::new();
-            let images = suite
-                .items
-                .iter()
-                .flat_map(|i| &i.images)
-                .filter(|s| seen.insert(*s))
-                .cloned()
-                .collect();
-            (
-                suite.items.len(),
-                images,
-                problems.iter().map(ToString::to_string).collect(),
-            )
+            let images = suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).cloned().collect();
+            (suite.items.len(), images, problems.iter().map(ToString::to_string).collect())
         }
         // A retrieval suite's queries are its test images.
         SuiteKind::Galleries => match rococo::load(&data_dir) {
-            Ok(data) => (
-                data.images.len(),
-                data.images.into_iter().map(ImageSource::File).collect(),
-                Vec::new(),
-            ),
+            Ok(data) => (data.images.len(), data.images.into_iter().map(ImageSource::File).collect(), Vec::new()),
             Err(e) => (0, Vec::new(), vec![e.to_string()]),
         },
     };
     if let Some(expected) = info.expected_items {
         if items != expected {
-            problems.push(format!(
-                "the official release has {expected} items, these annotations give {items}"
-            ));
+            problems.push(format!("the official release has {expected} items, these annotations give {items}"));
         }
     }
     let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
@@ -110,11 +86,5 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     bar.finish_and_clear();
     unreadable.sort();
     problems.extend(unreadable);
-    Ok(CheckReport {
-        suite: info.id.to_string(),
-        data_dir,
-        items,
-        images: images.len(),
-        problems,
-    })
+    Ok(CheckReport { suite: info.id.to_string(), data_dir, items, images: images.len(), problems })
 }

@@ -50,12 +50,9 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-            let mut found: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .collect();
+            let entries = std::fs::read_dir(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+            let mut found: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
             found.sort();
             out.extend(found);
         } else {
@@ -70,16 +67,9 @@ fn read_run_file(path: &Path) -> Result<ComparedRun> {
     // Without a readable dump the comparison still runs, without paired statistics.
     let lines = dump.and_then(|dump| {
         let text = std::fs::read_to_string(dump).ok()?;
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).ok())
-            .collect::<Option<Vec<Value>>>()
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).ok()).collect::<Option<Vec<Value>>>()
     });
-    Ok(ComparedRun {
-        run,
-        lines,
-        source: path.display().to_string(),
-    })
+    Ok(ComparedRun { run, lines, source: path.display().to_string() })
 }
 
 /// The changes of every matched run, and whether any is a regression.
@@ -89,52 +79,34 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
         .map(|p| read_run_file(p))
         .collect::<Result<Vec<_>>>()?;
     if baselines.is_empty() {
-        return Err(Error::results(format!(
-            "compare: {} holds no run files",
-            args.baseline.display()
-        )));
+        return Err(Error::results(format!("compare: {} holds no run files", args.baseline.display())));
     }
     let currents: Vec<ComparedRun> = if args.runs.is_empty() {
         let store = Store::open(&args.results_dir)?;
         baselines
             .iter()
             .map(|b| {
-                let latest = store
-                    .latest(&b.run.model.id, &b.run.suite.id)?
-                    .ok_or_else(|| {
-                        Error::results(format!(
-                            "compare: the results store in {} has no run of {} on {}",
-                            args.results_dir.display(),
-                            b.run.model.id,
-                            b.run.suite.id
-                        ))
-                    })?;
+                let latest = store.latest(&b.run.model.id, &b.run.suite.id)?.ok_or_else(|| {
+                    Error::results(format!(
+                        "compare: the results store in {} has no run of {} on {}",
+                        args.results_dir.display(),
+                        b.run.model.id,
+                        b.run.suite.id
+                    ))
+                })?;
                 let lines = store.item_lines(latest.id)?;
-                Ok(ComparedRun {
-                    run: latest.run,
-                    lines: Some(lines),
-                    source: format!("stored run {}", latest.id),
-                })
+                Ok(ComparedRun { run: latest.run, lines: Some(lines), source: format!("stored run {}", latest.id) })
             })
             .collect::<Result<_>>()?
     } else {
-        run_files(&args.runs)?
-            .iter()
-            .map(|p| read_run_file(p))
-            .collect::<Result<_>>()?
+        run_files(&args.runs)?.iter().map(|p| read_run_file(p)).collect::<Result<_>>()?
     };
     let mut changes = Vec::new();
     for current in &currents {
         let key = (current.run.label(), current.run.suite.id.clone());
-        let baseline = baselines
-            .iter()
-            .find(|b| (b.run.label(), b.run.suite.id.clone()) == key)
-            .ok_or_else(|| {
-                Error::results(format!(
-                    "compare {}: the baseline has no run of {} on {}",
-                    current.source, key.0, key.1
-                ))
-            })?;
+        let baseline = baselines.iter().find(|b| (b.run.label(), b.run.suite.id.clone()) == key).ok_or_else(|| {
+            Error::results(format!("compare {}: the baseline has no run of {} on {}", current.source, key.0, key.1))
+        })?;
         changes.extend(compare_pair(baseline, current, args.tolerance)?);
     }
     Ok(changes)
@@ -144,27 +116,14 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
 /// the suite's annotations load from the current run's data directory.
 fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Paired>> {
     let (a, b) = (baseline.lines.as_ref()?, current.lines.as_ref()?);
-    if baseline.run.data_fingerprint != current.run.data_fingerprint
-        || baseline.run.data_fingerprint.is_empty()
-    {
+    if baseline.run.data_fingerprint != current.run.data_fingerprint || baseline.run.data_fingerprint.is_empty() {
         return None;
     }
-    let suite = benchctl_suites::find(&current.run.suite.id)
-        .ok()?
-        .load(Path::new(&current.run.suite.data_dir))
-        .ok()?;
+    let suite = benchctl_suites::find(&current.run.suite.id).ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
     let kind = current.run.model.score_kind();
     let sa = crate::score::from_lines(&suite, a, &baseline.source, kind).ok()?;
     let sb = crate::score::from_lines(&suite, b, &current.source, kind).ok()?;
-    stats::paired(
-        suite.summary,
-        &sa,
-        &sb,
-        &suite.item_views(),
-        BOOTSTRAP_RESAMPLES,
-        BOOTSTRAP_SEED,
-    )
-    .ok()
+    stats::paired(suite.summary, &sa, &sb, &suite.item_views(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
 }
 
 /// The largest absolute difference between two runs' item scores, if they score the same
@@ -180,31 +139,18 @@ fn max_score_change(baseline: &ComparedRun, current: &ComparedRun) -> Option<f64
             return None;
         }
         let rows = |v: &Value| -> Option<Vec<f64>> {
-            v.get("scores")?
-                .as_array()?
-                .iter()
-                .flat_map(|r| r.as_array().into_iter().flatten())
-                .map(Value::as_f64)
-                .collect()
+            v.get("scores")?.as_array()?.iter().flat_map(|r| r.as_array().into_iter().flatten()).map(Value::as_f64).collect()
         };
         let (rx, ry) = (rows(x)?, rows(y)?);
         if rx.len() != ry.len() {
             return None;
         }
-        max = rx
-            .iter()
-            .zip(&ry)
-            .map(|(p, q)| (p - q).abs())
-            .fold(max, f64::max);
+        max = rx.iter().zip(&ry).map(|(p, q)| (p - q).abs()).fold(max, f64::max);
     }
     Some(max)
 }
 
-fn compare_pair(
-    baseline: &ComparedRun,
-    current: &ComparedRun,
-    tolerance: Option<f64>,
-) -> Result<Vec<Change>> {
+fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option<f64>) -> Result<Vec<Change>> {
     let paired = paired(baseline, current);
     let max_score_change = max_score_change(baseline, current);
     Ok(baseline
@@ -215,14 +161,11 @@ fn compare_pair(
         .map(|(metric, base)| {
             let base = *base;
             let now = current.run.report.metric(metric).unwrap_or(f64::NAN);
-            let p = paired
-                .as_ref()
-                .and_then(|ps| ps.iter().find(|p| &p.metric == metric));
+            let p = paired.as_ref().and_then(|ps| ps.iter().find(|p| &p.metric == metric));
             let interval = p.map(|p| (p.low, p.high));
             let sign = if higher_is_better(metric) { 1.0 } else { -1.0 };
             let drop = sign * (base - now);
-            let significant =
-                interval.is_some_and(|(low, high)| if sign > 0.0 { high < 0.0 } else { low > 0.0 });
+            let significant = interval.is_some_and(|(low, high)| if sign > 0.0 { high < 0.0 } else { low > 0.0 });
             let regression = now.is_nan()
                 || match tolerance {
                     Some(t) => drop > t,
@@ -246,23 +189,11 @@ fn compare_pair(
 /// The comparison table: fixed formatting, rows in baseline order.
 pub fn table(changes: &[Change]) -> String {
     let mut table = comfy_table::Table::new();
-    table
-        .load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header([
-            "model",
-            "suite",
-            "metric",
-            "baseline",
-            "current",
-            "Δ",
-            "Δ 95% CI",
-            "McNemar p",
-            "max |Δ item score|",
-            "verdict",
-        ]);
+    table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
+        "model", "suite", "metric", "baseline", "current", "Δ", "Δ 95% CI", "McNemar p", "max |Δ item score|", "verdict",
+    ]);
     for c in changes {
-        let right =
-            |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
+        let right = |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
         table.add_row(vec![
             comfy_table::Cell::new(&c.model),
             comfy_table::Cell::new(&c.suite),
@@ -270,21 +201,9 @@ pub fn table(changes: &[Change]) -> String {
             right(format!("{:.2}", c.baseline)),
             right(format!("{:.2}", c.current)),
             right(format!("{:+.2}", c.current - c.baseline)),
-            right(
-                c.interval
-                    .map(|(l, h)| format!("[{l:+.2}, {h:+.2}]"))
-                    .unwrap_or_else(|| "–".into()),
-            ),
-            right(
-                c.mcnemar_p
-                    .map(|p| format!("{p:.3}"))
-                    .unwrap_or_else(|| "–".into()),
-            ),
-            right(
-                c.max_score_change
-                    .map(|d| format!("{d:.1e}"))
-                    .unwrap_or_else(|| "–".into()),
-            ),
+            right(c.interval.map(|(l, h)| format!("[{l:+.2}, {h:+.2}]")).unwrap_or_else(|| "–".into())),
+            right(c.mcnemar_p.map(|p| format!("{p:.3}")).unwrap_or_else(|| "–".into())),
+            right(c.max_score_change.map(|d| format!("{d:.1e}")).unwrap_or_else(|| "–".into())),
             comfy_table::Cell::new(if c.regression { "REGRESSION" } else { "ok" }),
         ]);
     }
@@ -293,21 +212,14 @@ pub fn table(changes: &[Change]) -> String {
 
 /// An error (exit code 6) naming the regressions, if any.
 pub fn verdict(changes: &[Change]) -> Result<()> {
-    let regressions: Vec<String> = changes
-        .iter()
-        .filter(|c| c.regression)
-        .map(|c| format!("{} on {} {}", c.model, c.suite, c.metric))
-        .collect();
+    let regressions: Vec<String> =
+        changes.iter().filter(|c| c.regression).map(|c| format!("{} on {} {}", c.model, c.suite, c.metric)).collect();
     if regressions.is_empty() {
         Ok(())
     } else {
         Err(Error::new(
             ErrorKind::Regression,
-            format!(
-                "pass the regression gate: {} metric(s) dropped: {}",
-                regressions.len(),
-                regressions.join(", ")
-            ),
+            format!("pass the regression gate: {} metric(s) dropped: {}", regressions.len(), regressions.join(", ")),
         ))
     }
 }

@@ -44,10 +44,7 @@ pub struct Error {
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            message: message.into(),
-        }
+        Self { kind, message: message.into() }
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -72,9 +69,7 @@ impl From<benchctl_suites::Error> for Error {
         use benchctl_suites::ErrorKind as K;
         let kind = match e.kind() {
             K::UnknownSuite | K::Unsupported => ErrorKind::Usage,
-            K::MissingData | K::Malformed | K::MissingImage | K::CorruptImage | K::PathEscapes => {
-                ErrorKind::Data
-            }
+            K::MissingData | K::Malformed | K::MissingImage | K::CorruptImage | K::PathEscapes => ErrorKind::Data,
         };
         Error::new(kind, e.to_string())
     }
@@ -85,9 +80,7 @@ impl From<benchctl_models::Error> for Error {
         use benchctl_models::ErrorKind as K;
         let kind = match e.kind() {
             K::UnknownModel | K::Device => ErrorKind::Usage,
-            K::MissingFile | K::AccessDenied | K::BadConfig | K::BadWeights | K::Tokenizer => {
-                ErrorKind::Model
-            }
+            K::MissingFile | K::AccessDenied | K::BadConfig | K::BadWeights | K::Tokenizer => ErrorKind::Model,
             K::Compute => ErrorKind::Compute,
         };
         Error::new(kind, e.to_string())

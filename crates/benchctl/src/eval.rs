@@ -144,12 +144,7 @@ pub fn resolve_model(
                 .unwrap_or_else(|| "local".into());
             (files, architecture, id)
         }
-        _ => {
-            return Err(Error::new(
-                ErrorKind::Usage,
-                "choose a model: pass exactly one of --model or --model-path",
-            ))
-        }
+        _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
     };
     let head = registry::choose_head(architecture, choice.score.as_deref())?;
     let mut record = model_record(id, &files, dtype, &device);
@@ -196,16 +191,7 @@ pub fn resolve_model(
 
 fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
     let (repo, revision, commit, path) = match &files.origin {
-        Origin::Hub {
-            repo,
-            revision,
-            commit,
-        } => (
-            Some(repo.clone()),
-            Some(revision.clone()),
-            Some(commit.clone()),
-            None,
-        ),
+        Origin::Hub { repo, revision, commit } => (Some(repo.clone()), Some(revision.clone()), Some(commit.clone()), None),
         Origin::Directory(dir) => (None, None, None, Some(dir.display().to_string())),
     };
     ModelRecord {
@@ -275,10 +261,7 @@ impl Evaluation {
 /// Runs `benchctl eval` up to, not including, storing the run.
 pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let suite_info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
     if let benchctl_suites::SuiteKind::Galleries = suite_info.kind {
         return crate::retrieval::run(args, &data_dir);
     }
@@ -290,8 +273,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let batch = args.batch_size as usize;
 
     let data_fingerprint = fingerprint(&full_suite)?;
-    let (all_image_slots, unique_images) =
-        unique_by(full_suite.items.iter().flat_map(|i| &i.images));
+    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| &i.images));
     let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| &i.texts));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
     let shard = match args.shard {
@@ -302,30 +284,13 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
                 "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
             ))
         }
-        Some((i, n)) => Some(Shard::of(
-            &full_suite,
-            i,
-            n,
-            &all_image_slots,
-            &all_text_slots,
-            unique_images.len(),
-            unique_texts.len(),
-        )),
+        Some((i, n)) => Some(Shard::of(&full_suite, i, n, &all_image_slots, &all_text_slots, unique_images.len(), unique_texts.len())),
     };
     let (suite, image_slots, text_slots, wanted) = match &shard {
         None => (&full_suite, &all_image_slots, &all_text_slots, None),
-        Some(s) => (
-            &s.suite,
-            &s.image_slots,
-            &s.text_slots,
-            Some((&s.wanted_images, &s.wanted_texts)),
-        ),
+        Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
     };
-    let mut counts = Counts {
-        unique_images: unique_images.len(),
-        unique_texts: unique_texts.len(),
-        ..Default::default()
-    };
+    let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
 
     let mut cache = resolved.cache(args.no_cache)?;
     let image_keys = image_keys(&unique_images)?;
@@ -452,19 +417,12 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     };
     let dump = results::item_dump(suite, &scores);
     let suite = suite.clone();
-    Ok(Evaluation {
-        run,
-        dump,
-        scored: Some((suite, scores)),
-    })
+    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
 }
 
 /// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
 /// resamples of the items, seed [`results::BOOTSTRAP_SEED`]).
-pub fn bootstrap_intervals(
-    suite: &Suite,
-    scores: &ScoreTensor,
-) -> Result<Vec<benchctl_scoring::metrics::stats::Interval>> {
+pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<Vec<benchctl_scoring::metrics::stats::Interval>> {
     Ok(benchctl_scoring::metrics::stats::bootstrap(
         suite.summary,
         scores,
@@ -482,8 +440,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for file in &suite.annotation_files {
-        let bytes = std::fs::read(file)
-            .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
+        let bytes = std::fs::read(file).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
         let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
         hash.update(name.to_string_lossy().as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -494,12 +451,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         hash.update([0]);
         for image in &item.images {
             let path = image.path();
-            hash.update(
-                path.strip_prefix(&suite.data_dir)
-                    .unwrap_or(path)
-                    .to_string_lossy()
-                    .as_bytes(),
-            );
+            hash.update(path.strip_prefix(&suite.data_dir).unwrap_or(path).to_string_lossy().as_bytes());
             hash.update([0]);
         }
     }
@@ -517,36 +469,16 @@ struct Shard {
 }
 
 impl Shard {
-    fn of(
-        suite: &Suite,
-        i: usize,
-        n: usize,
-        image_slots: &[usize],
-        text_slots: &[usize],
-        images: usize,
-        texts: usize,
-    ) -> Self {
+    fn of(suite: &Suite, i: usize, n: usize, image_slots: &[usize], text_slots: &[usize], images: usize, texts: usize) -> Self {
         let total = suite.items.len();
         let (start, end) = (total * i / n, total * (i + 1) / n);
-        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| {
-            suite.items[..upto].iter().map(take).sum::<usize>()
-        };
-        let (i0, i1) = (
-            offset(|it| it.images.len(), start),
-            offset(|it| it.images.len(), end),
-        );
-        let (t0, t1) = (
-            offset(|it| it.texts.len(), start),
-            offset(|it| it.texts.len(), end),
-        );
+        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| suite.items[..upto].iter().map(take).sum::<usize>();
+        let (i0, i1) = (offset(|it| it.images.len(), start), offset(|it| it.images.len(), end));
+        let (t0, t1) = (offset(|it| it.texts.len(), start), offset(|it| it.texts.len(), end));
         let mut wanted_images = vec![false; images];
         let mut wanted_texts = vec![false; texts];
-        image_slots[i0..i1]
-            .iter()
-            .for_each(|&s| wanted_images[s] = true);
-        text_slots[t0..t1]
-            .iter()
-            .for_each(|&s| wanted_texts[s] = true);
+        image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
+        text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
         let mut sliced = suite.clone();
         sliced.items = suite.items[start..end].to_vec();
         Shard {
@@ -565,31 +497,16 @@ fn check_images(suite: &Suite) -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    let shown: Vec<String> = missing
-        .iter()
-        .take(5)
-        .map(|p| p.display().to_string())
-        .collect();
-    let more = if missing.len() > 5 {
-        format!(" and {} more", missing.len() - 5)
-    } else {
-        String::new()
-    };
+    let shown: Vec<String> = missing.iter().take(5).map(|p| p.display().to_string()).collect();
+    let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
     Err(Error::new(
         ErrorKind::Data,
-        format!(
-            "find {} image(s) of {}: {}{more}",
-            missing.len(),
-            suite.id,
-            shown.join(", ")
-        ),
+        format!("find {} image(s) of {}: {}{more}", missing.len(), suite.id, shown.join(", ")),
     ))
 }
 
 /// Each distinct value once, in first-seen order, and the slot of every occurrence.
-pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(
-    values: impl Iterator<Item = &'a T>,
-) -> (Vec<usize>, Vec<&'a T>) {
+pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(values: impl Iterator<Item = &'a T>) -> (Vec<usize>, Vec<&'a T>) {
     let mut index: HashMap<&T, usize> = HashMap::new();
     let mut unique = Vec::new();
     let slots = values
@@ -627,16 +544,8 @@ fn image_key(source: &ImageSource) -> Result<cache::Key> {
         ImageSource::File(path) => cache::key(&[b"file", &read(path)?]),
         ImageSource::NpyBgr(path) => cache::key(&[b"npy-bgr", &read(path)?]),
         ImageSource::Altered(a) => {
-            let recipe = format!(
-                "{:?}|{}|{}",
-                a.spec.method, a.spec.lambda_milli, a.spec.draw
-            );
-            cache::key(&[
-                b"altered",
-                &read(&a.base)?,
-                &read(&a.other)?,
-                recipe.as_bytes(),
-            ])
+            let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
+            cache::key(&[b"altered", &read(&a.base)?, &read(&a.other)?, recipe.as_bytes()])
         }
     })
 }
@@ -702,38 +611,18 @@ fn encode_through_cache<P: Send>(
     mut encode: impl FnMut(P) -> Result<Tensor>,
 ) -> Result<(Tensor, Tally)> {
     let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
-    let mut rows: Vec<Option<Vec<f32>>> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| {
-            if is_wanted(i) {
-                cache.get(k).map(<[f32]>::to_vec)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let todo: Vec<usize> = (0..keys.len())
-        .filter(|&i| is_wanted(i) && rows[i].is_none())
-        .collect();
+    let mut rows: Vec<Option<Vec<f32>>> =
+        keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None }).collect();
+    let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
     let plan: Vec<Vec<usize>> = match wanted {
         None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
         Some(_) => {
             let all: Vec<usize> = (0..keys.len()).collect();
-            all.chunks(batch)
-                .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
-                .map(<[usize]>::to_vec)
-                .collect()
+            all.chunks(batch).filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok())).map(<[usize]>::to_vec).collect()
         }
     };
-    let mut tally = Tally {
-        cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(),
-        ..Tally::default()
-    };
-    let bar = progress(
-        plan.iter().map(Vec::len).sum(),
-        &format!("encoding {what}s"),
-    );
+    let mut tally = Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
+    let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
     std::thread::scope(|scope| -> Result<()> {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
         let (plan, prepare) = (&plan, &prepare);
@@ -746,20 +635,11 @@ fn encode_through_cache<P: Send>(
             }
         });
         for chunk in plan {
-            let prepared = receiver.recv().map_err(|_| {
-                Error::new(
-                    ErrorKind::Compute,
-                    format!("prepare {what} batches: the helper thread stopped"),
-                )
-            })??;
+            let prepared = receiver
+                .recv()
+                .map_err(|_| Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped")))??;
             let encoded = to_rows(&encode(prepared)?, what)?;
-            cache.append(
-                &chunk
-                    .iter()
-                    .zip(&encoded)
-                    .map(|(&i, e)| (keys[i], e.clone()))
-                    .collect::<Vec<_>>(),
-            )?;
+            cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
             for (&i, e) in chunk.iter().zip(encoded) {
                 rows[i] = Some(e);
             }
@@ -778,10 +658,7 @@ fn encode_through_cache<P: Send>(
         .map(|(i, r)| match r {
             Some(r) => Ok(r),
             None if !is_wanted(i) => Ok(vec![0.0; dim]),
-            None => Err(Error::new(
-                ErrorKind::Compute,
-                format!("gather {what} embeddings: a row was neither cached nor encoded"),
-            )),
+            None => Err(Error::new(ErrorKind::Compute, format!("gather {what} embeddings: a row was neither cached nor encoded"))),
         })
         .collect::<Result<Vec<_>>>()?;
     Ok((stack(rows, device, what)?, tally))
@@ -794,17 +671,11 @@ pub(crate) fn load_pixels(
     images: &[&ImageSource],
     device: &Device,
 ) -> Result<Tensor> {
-    let pixels: Vec<Vec<f32>> = images
-        .par_iter()
-        .map(|s| s.load_rgb().map(|img| prep.apply(&img)))
-        .collect::<std::result::Result<_, _>>()?;
-    Tensor::from_vec(
-        pixels.concat(),
-        (images.len(), 3, prep.size, prep.size),
-        &Device::Cpu,
-    )
-    .and_then(|t| t.to_device(device))
-    .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
+    let pixels: Vec<Vec<f32>> =
+        images.par_iter().map(|s| s.load_rgb().map(|img| prep.apply(&img))).collect::<std::result::Result<_, _>>()?;
+    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
+        .and_then(|t| t.to_device(device))
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
 }
 
 /// Every (image, text) pair a fusion model must score for a suite, each once, and where
@@ -841,20 +712,13 @@ impl PairTable {
         Self { pairs, item_pairs }
     }
 
-    fn score_tensor(
-        &self,
-        suite: &Suite,
-        values: &[f32],
-        kind: benchctl_scoring::ScoreKind,
-    ) -> Result<ScoreTensor> {
+    fn score_tensor(&self, suite: &Suite, values: &[f32], kind: benchctl_scoring::ScoreKind) -> Result<ScoreTensor> {
         let mut tensor = ScoreTensor::of_kind(kind);
         for (item, these) in suite.items.iter().zip(&self.item_pairs) {
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
                 .push(item.images.len(), item.texts.len(), &scores)
-                .map_err(|e| {
-                    Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))
-                })?;
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
         }
         Ok(tensor)
     }
@@ -903,15 +767,10 @@ pub(crate) fn score_pairs_through_cache(
     counts.pairs_cached += values.iter().filter(|v| v.is_some()).count();
     let todo_images: Vec<usize> = todo_by_image.keys().copied().collect();
     let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
-    let compute =
-        |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     for image_chunk in todo_images.chunks(batch.max(1)) {
         let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
-        let states = model.encode_images(&load_pixels(
-            model.preprocessor(),
-            &sources,
-            model.device(),
-        )?)?;
+        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
         counts.images_encoded += image_chunk.len();
         counts.image_batches += 1;
         let pairs: Vec<(usize, usize)> = image_chunk
@@ -921,27 +780,15 @@ pub(crate) fn score_pairs_through_cache(
             .collect();
         for chunk in pairs.chunks(batch.max(1)) {
             let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
-            let rows = Tensor::from_vec(rows, chunk.len(), model.device())
-                .map_err(|e| compute("index pairs", e))?;
-            let pair_states = states
-                .index_select(&rows, 0)
-                .map_err(|e| compute("gather image states", e))?;
-            let pair_texts: Vec<&str> = chunk
-                .iter()
-                .map(|&(_, p)| texts[table.pairs[p].1].as_str())
-                .collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
+            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
+            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1].as_str()).collect();
             let scores = model
                 .score_pairs(&pair_states, &pair_texts)?
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
-            cache.append(
-                &chunk
-                    .iter()
-                    .zip(&scores)
-                    .map(|(&(_, p), &v)| (pair_keys[p], vec![v]))
-                    .collect::<Vec<_>>(),
-            )?;
+            cache.append(&chunk.iter().zip(&scores).map(|(&(_, p), &v)| (pair_keys[p], vec![v])).collect::<Vec<_>>())?;
             for (&(_, p), v) in chunk.iter().zip(scores) {
                 values[p] = Some(v);
             }
@@ -952,14 +799,7 @@ pub(crate) fn score_pairs_through_cache(
     bar.finish_and_clear();
     values
         .into_iter()
-        .map(|v| {
-            v.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Compute,
-                    "score pairs: a pair was neither cached nor scored",
-                )
-            })
-        })
+        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
         .collect()
 }
 
@@ -1066,8 +906,7 @@ fn score_items(
     images: &Tensor,
     texts: &Tensor,
 ) -> Result<ScoreTensor> {
-    let compute =
-        |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     // Where each item's image and text slots start.
     let mut image_start = Vec::with_capacity(suite.items.len());
     let mut text_start = Vec::with_capacity(suite.items.len());
@@ -1080,10 +919,7 @@ fn score_items(
     }
     let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
     for (n, item) in suite.items.iter().enumerate() {
-        by_shape
-            .entry((item.images.len(), item.texts.len()))
-            .or_default()
-            .push(n);
+        by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
     }
     let mut per_item: Vec<Vec<f32>> = vec![Vec::new(); suite.items.len()];
     const ITEMS_PER_BATCH: usize = 4096;
@@ -1091,23 +927,14 @@ fn score_items(
         for chunk in members.chunks(ITEMS_PER_BATCH) {
             let image_rows: Vec<u32> = chunk
                 .iter()
-                .flat_map(|&n| {
-                    image_slots[image_start[n]..image_start[n] + k]
-                        .iter()
-                        .map(|&s| s as u32)
-                })
+                .flat_map(|&n| image_slots[image_start[n]..image_start[n] + k].iter().map(|&s| s as u32))
                 .collect();
             let text_rows: Vec<u32> = chunk
                 .iter()
-                .flat_map(|&n| {
-                    text_slots[text_start[n]..text_start[n] + l]
-                        .iter()
-                        .map(|&s| s as u32)
-                })
+                .flat_map(|&n| text_slots[text_start[n]..text_start[n] + l].iter().map(|&s| s as u32))
                 .collect();
             let gather = |table: &Tensor, rows: Vec<u32>, per: usize| -> Result<Tensor> {
-                let idx = Tensor::from_vec(rows, (chunk.len() * per,), table.device())
-                    .map_err(|e| compute("index", e))?;
+                let idx = Tensor::from_vec(rows, (chunk.len() * per,), table.device()).map_err(|e| compute("index", e))?;
                 table
                     .index_select(&idx, 0)
                     .and_then(|t| t.reshape((chunk.len(), per, ())))
@@ -1129,9 +956,9 @@ fn score_items(
     }
     let mut tensor = ScoreTensor::of_kind(similarity.kind());
     for (item, values) in suite.items.iter().zip(&per_item) {
-        tensor
-            .push(item.images.len(), item.texts.len(), values)
-            .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+        tensor.push(item.images.len(), item.texts.len(), values).map_err(|e| {
+            Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))
+        })?;
     }
     Ok(tensor)
 }

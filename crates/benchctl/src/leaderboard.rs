@@ -15,24 +15,14 @@ use crate::results::Run;
 fn headline(suite: &str, run: &Run) -> String {
     benchctl_suites::find(suite)
         .map(|s| s.headline.to_string())
-        .unwrap_or_else(|_| {
-            run.report
-                .metrics
-                .first()
-                .map(|(n, _)| n.clone())
-                .unwrap_or_default()
-        })
+        .unwrap_or_else(|_| run.report.metrics.first().map(|(n, _)| n.clone()).unwrap_or_default())
 }
 
 /// The latest run of each (suite, model), grouped by suite.
 fn latest(runs: &[Run]) -> BTreeMap<String, BTreeMap<String, &Run>> {
     let mut by_suite: BTreeMap<String, BTreeMap<String, &Run>> = BTreeMap::new();
     for run in runs.iter().filter(|r| r.shard.is_none()) {
-        let slot = by_suite
-            .entry(run.suite.id.clone())
-            .or_default()
-            .entry(run.label())
-            .or_insert(run);
+        let slot = by_suite.entry(run.suite.id.clone()).or_default().entry(run.label()).or_insert(run);
         if run.started_at > slot.started_at {
             *slot = run;
         }
@@ -51,10 +41,7 @@ fn revision(run: &Run) -> String {
 fn title(metric: &str) -> String {
     let spaced = metric.replace('_', " ");
     let mut chars = spaced.chars();
-    chars
-        .next()
-        .map(|c| c.to_uppercase().collect::<String>() + chars.as_str())
-        .unwrap_or_default()
+    chars.next().map(|c| c.to_uppercase().collect::<String>() + chars.as_str()).unwrap_or_default()
 }
 
 /// Renders the leaderboard markdown.
@@ -74,11 +61,7 @@ pub fn render(runs: &[Run]) -> String {
     let mut header = String::from("| Model |");
     let mut rule = String::from("|---|");
     for suite in &suites {
-        let metric = by_suite[*suite]
-            .values()
-            .next()
-            .map(|run| headline(suite, run))
-            .unwrap_or_default();
+        let metric = by_suite[*suite].values().next().map(|run| headline(suite, run)).unwrap_or_default();
         let _ = write!(header, " {suite} ({}) |", metric.replace('_', " "));
         rule.push_str("---:|");
     }
@@ -90,9 +73,7 @@ pub fn render(runs: &[Run]) -> String {
                 .get(*model)
                 .and_then(|run| {
                     let metric = headline(suite, run);
-                    run.report
-                        .metric(&metric)
-                        .map(|v| with_interval(format!("{v:.2}"), run, &metric))
+                    run.report.metric(&metric).map(|v| with_interval(format!("{v:.2}"), run, &metric))
                 })
                 .unwrap_or_else(|| "-".into());
             let _ = write!(row, " {cell} |");
@@ -100,42 +81,23 @@ pub fn render(runs: &[Run]) -> String {
         let _ = writeln!(out, "{row}");
     }
     for (suite, models) in &by_suite {
-        let (Some((key, rows)), Some(first)) = (ranked(suite, models), models.values().next())
-        else {
-            continue;
-        };
-        let metric_names: Vec<String> = first
-            .report
-            .metrics
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
+        let (Some((key, rows)), Some(first)) = (ranked(suite, models), models.values().next()) else { continue };
+        let metric_names: Vec<String> = first.report.metrics.iter().map(|(n, _)| n.clone()).collect();
         let best: Vec<Option<f64>> = metric_names
             .iter()
             .map(|m| {
                 let values = rows.iter().filter_map(|r| r.report.metric(m));
-                if benchctl_scoring::metrics::higher_is_better(m) {
-                    values.reduce(f64::max)
-                } else {
-                    values.reduce(f64::min)
-                }
+                if benchctl_scoring::metrics::higher_is_better(m) { values.reduce(f64::max) } else { values.reduce(f64::min) }
             })
             .collect();
-        let _ = writeln!(
-            out,
-            "\n## {suite}\n\n![{suite}: {}](charts/{suite}.svg)\n",
-            key.replace('_', " ")
-        );
+        let _ = writeln!(out, "\n## {suite}\n\n![{suite}: {}](charts/{suite}.svg)\n", key.replace('_', " "));
         let mut header = String::from("| Model |");
         let mut rule = String::from("|---|");
         for m in &metric_names {
             let _ = write!(header, " {} |", title(m));
             rule.push_str("---:|");
         }
-        let _ = writeln!(
-            out,
-            "{header} Items | Revision | Dtype | Date |\n{rule}---:|---|---|---|"
-        );
+        let _ = writeln!(out, "{header} Items | Revision | Dtype | Date |\n{rule}---:|---|---|---|");
         for run in rows {
             let mut row = format!("| {} |", run.label());
             for (m, best) in metric_names.iter().zip(&best) {
@@ -147,13 +109,7 @@ pub fn render(runs: &[Run]) -> String {
                 let _ = write!(row, " {cell} |");
             }
             let date = run.started_at.get(..10).unwrap_or(&run.started_at);
-            let _ = writeln!(
-                row,
-                " {} | {} | {} | {date} |",
-                run.report.items,
-                revision(run),
-                run.model.dtype
-            );
+            let _ = writeln!(row, " {} | {} | {} | {date} |", run.report.items, revision(run), run.model.dtype);
             out.push_str(&row);
         }
     }
@@ -166,10 +122,7 @@ fn ranked<'a>(suite: &str, models: &BTreeMap<String, &'a Run>) -> Option<(String
     let key = headline(suite, first);
     let mut rows: Vec<&Run> = models.values().copied().collect();
     rows.sort_by(|a, b| {
-        let (x, y) = (
-            a.report.metric(&key).unwrap_or(f64::MIN),
-            b.report.metric(&key).unwrap_or(f64::MIN),
-        );
+        let (x, y) = (a.report.metric(&key).unwrap_or(f64::MIN), b.report.metric(&key).unwrap_or(f64::MIN));
         y.total_cmp(&x).then_with(|| a.label().cmp(&b.label()))
     });
     Some((key, rows))
@@ -188,19 +141,14 @@ fn with_interval(value: String, run: &Run, metric: &str) -> String {
 pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (suite, models) in latest(runs) {
-        let Some((key, rows)) = ranked(&suite, &models) else {
-            continue;
-        };
+        let Some((key, rows)) = ranked(&suite, &models) else { continue };
         out.push((format!("{suite}.svg"), bar_chart(&suite, &key, &rows)));
     }
     out
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
@@ -222,11 +170,7 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
     let max = if percent {
         100.0
     } else {
-        values
-            .iter()
-            .map(|(_, v, i)| i.map_or(*v, |(_, h)| h.max(*v)))
-            .fold(0.0, f64::max)
-            .max(1e-9)
+        values.iter().map(|(_, v, i)| i.map_or(*v, |(_, h)| h.max(*v))).fold(0.0, f64::max).max(1e-9)
     };
     let x = |v: f64| LABEL_W + PLOT_W * (v / max).clamp(0.0, 1.0);
     let height = TOP + ROW_H * values.len() as f64 + 30.0;
@@ -237,12 +181,7 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="10" y="20" font-size="14" font-weight="bold">{} — {}</text>"#,
-        escape(suite),
-        escape(&metric.replace('_', " "))
-    );
+    let _ = writeln!(svg, r#"<text x="10" y="20" font-size="14" font-weight="bold">{} — {}</text>"#, escape(suite), escape(&metric.replace('_', " ")));
     for tick in 0..=4 {
         let v = max * tick as f64 / 4.0;
         let _ = writeln!(
@@ -257,13 +196,7 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
     }
     for (row, (label, v, interval)) in values.iter().enumerate() {
         let y = TOP + ROW_H * row as f64;
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-            LABEL_W - 8.0,
-            y + ROW_H * 0.62,
-            escape(label)
-        );
+        let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#, LABEL_W - 8.0, y + ROW_H * 0.62, escape(label));
         let _ = writeln!(
             svg,
             r##"<rect x="{LABEL_W:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#4c78a8"><title>{} {:.2}</title></rect>"##,
@@ -285,12 +218,7 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
                 mid + 5.0
             );
         }
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}">{v:.2}</text>"#,
-            x(interval.map_or(*v, |(_, h)| h.max(*v))) + 6.0,
-            y + ROW_H * 0.62
-        );
+        let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}">{v:.2}</text>"#, x(interval.map_or(*v, |(_, h)| h.max(*v))) + 6.0, y + ROW_H * 0.62);
     }
     svg.push_str("</svg>\n");
     svg

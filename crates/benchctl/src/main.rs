@@ -4,10 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{
-    bench, check, compare, eval, fetch, leaderboard, merge, results, score, submission, summary,
-    Error, ErrorKind,
-};
+use benchctl::{bench, check, compare, eval, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -40,10 +37,9 @@ fn keep_freed_memory() {
 fn print(text: &str) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::new(
-            ErrorKind::Results,
-            format!("write to stdout: {e}"),
-        )),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::new(ErrorKind::Results, format!("write to stdout: {e}")))
+        }
         _ => Ok(()),
     }
 }
@@ -52,10 +48,7 @@ fn print(text: &str) -> Result<(), Error> {
 fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
     let flat_list = match &args.eqben_submission {
         Some(_) if args.suite != "eqben" => {
-            return Err(Error::new(
-                ErrorKind::Usage,
-                "use --eqben-submission: it applies to --suite eqben only",
-            ))
+            return Err(Error::new(ErrorKind::Usage, "use --eqben-submission: it applies to --suite eqben only"))
         }
         Some(path) => Some((path, submission::read_eqben_flat_list(path)?)),
         None => None,
@@ -64,21 +57,13 @@ fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
     // The table comes first, so a results directory that cannot be written loses nothing shown.
     print(&summary::run_table(&evaluation.run))?;
     let (id, path) = evaluation.store(&args.results_dir)?;
-    print(&format!(
-        "run {id} in {}",
-        args.results_dir.join(benchctl::store::FILE_NAME).display()
-    ))?;
+    print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
     print(&format!("stored {}", path.display()))?;
     if let (Some((flat_list, pairs)), Some((suite, scores))) = (&flat_list, &evaluation.scored) {
         let scores = submission::eqben_scores(suite, scores, pairs, flat_list)?;
         let out = path.with_extension("eqben_submission.npy");
         submission::write_npy_f32(&out, &scores)?;
-        print(&format!(
-            "wrote {} ({} scores in the order of {})",
-            out.display(),
-            scores.len(),
-            flat_list.display()
-        ))?;
+        print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;
     }
     Ok(())
 }
@@ -92,19 +77,8 @@ fn run(cli: Cli) -> Result<(), Error> {
                 let all = benchctl::config::expand(spec, &args)?;
                 let mut first_error = None;
                 for (n, one) in all.iter().enumerate() {
-                    let what = one.model.model.clone().or_else(|| {
-                        one.model
-                            .model_path
-                            .as_ref()
-                            .map(|p| p.display().to_string())
-                    });
-                    print(&format!(
-                        "run {}/{}: {} on {}",
-                        n + 1,
-                        all.len(),
-                        what.unwrap_or_default(),
-                        one.suite
-                    ))?;
+                    let what = one.model.model.clone().or_else(|| one.model.model_path.as_ref().map(|p| p.display().to_string()));
+                    print(&format!("run {}/{}: {} on {}", n + 1, all.len(), what.unwrap_or_default(), one.suite))?;
                     if let Err(e) = eval_one(one) {
                         eprintln!("error: failed to {e}");
                         first_error.get_or_insert(e);
@@ -115,45 +89,29 @@ fn run(cli: Cli) -> Result<(), Error> {
         },
         Command::Score(args) => {
             let (suite, report) = score::run(&args)?;
-            print(&summary::report_table(
-                &format!("{} on {suite}", args.scores.display()),
-                &report,
-            ))?;
-            let json = serde_json::to_string_pretty(&report.to_json())
-                .map_err(|e| Error::results(format!("format report: {e}")))?;
+            print(&summary::report_table(&format!("{} on {suite}", args.scores.display()), &report))?;
+            let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| Error::results(format!("format report: {e}")))?;
             print(&json)
         }
-        Command::Fetch(args) => print(&fetch::run(
-            &args,
-            &benchctl_models::hub::HubSettings::from_env(),
-        )?),
+        Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {
             let report = check::run(&args)?;
             print(&report.render())?;
             report.into_result()
         }
         Command::Leaderboard(args) => {
-            let runs: Vec<results::Run> = benchctl::store::Store::open(&args.results_dir)?
-                .runs()?
-                .into_iter()
-                .map(|s| s.run)
-                .collect();
+            let runs: Vec<results::Run> =
+                benchctl::store::Store::open(&args.results_dir)?.runs()?.into_iter().map(|s| s.run).collect();
             let path = args.results_dir.join("LEADERBOARD.md");
             std::fs::write(&path, leaderboard::render(&runs))
                 .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;
             let charts = args.results_dir.join("charts");
-            std::fs::create_dir_all(&charts)
-                .map_err(|e| Error::results(format!("create {}: {e}", charts.display())))?;
+            std::fs::create_dir_all(&charts).map_err(|e| Error::results(format!("create {}: {e}", charts.display())))?;
             for (name, svg) in leaderboard::charts(&runs) {
                 let chart = charts.join(name);
-                std::fs::write(&chart, svg)
-                    .map_err(|e| Error::results(format!("write {}: {e}", chart.display())))?;
+                std::fs::write(&chart, svg).map_err(|e| Error::results(format!("write {}: {e}", chart.display())))?;
             }
-            print(&format!(
-                "wrote {} from {} run(s)",
-                path.display(),
-                runs.len()
-            ))
+            print(&format!("wrote {} from {} run(s)", path.display(), runs.len()))
         }
         Command::Compare(args) => {
             let changes = compare::run(&args)?;
@@ -164,10 +122,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             let evaluation = merge::run(&args)?;
             print(&summary::run_table(&evaluation.run))?;
             let (id, path) = evaluation.store(&args.results_dir)?;
-            print(&format!(
-                "run {id} in {}",
-                args.results_dir.join(benchctl::store::FILE_NAME).display()
-            ))?;
+            print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
             print(&format!("stored {}", path.display()))
         }
         Command::Bench(args) => {
@@ -180,10 +135,8 @@ fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Models => print(&benchctl::summary::models_table()),
         Command::Suites => {
-            let lines: Vec<String> = benchctl_suites::SUITES
-                .iter()
-                .map(|s| format!("{:<12} {}", s.id, s.description))
-                .collect();
+            let lines: Vec<String> =
+                benchctl_suites::SUITES.iter().map(|s| format!("{:<12} {}", s.id, s.description)).collect();
             print(&lines.join("\n"))
         }
     }

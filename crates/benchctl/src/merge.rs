@@ -30,52 +30,22 @@ struct ShardRun {
 
 fn read_shard(path: &Path) -> Result<ShardRun> {
     let results::RunFile { run, dump } = results::read_run_file(path)?;
-    let shard = run.shard.clone().ok_or_else(|| {
-        usage(format!(
-            "merge {}: it is not a shard run (no options.shard)",
-            path.display()
-        ))
-    })?;
-    let (index, count) = crate::cli::parse_shard(&shard)
-        .map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
-    let dump = dump.ok_or_else(|| {
-        Error::results(format!(
-            "read run {}: missing key `scores_file`",
-            path.display()
-        ))
-    })?;
-    Ok(ShardRun {
-        path: path.to_path_buf(),
-        run,
-        dump,
-        index,
-        count,
-    })
+    let shard = run.shard.clone().ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
+    let (index, count) = crate::cli::parse_shard(&shard).map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
+    let dump = dump.ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
+    Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
 }
 
 /// Merges the shard runs into one run, not yet stored.
 pub fn run(args: &MergeArgs) -> Result<Evaluation> {
-    let mut shards = args
-        .runs
-        .iter()
-        .map(|p| read_shard(p))
-        .collect::<Result<Vec<_>>>()?;
+    let mut shards = args.runs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>>>()?;
     shards.sort_by_key(|s| s.index);
-    let first = shards
-        .first()
-        .ok_or_else(|| usage("merge: name the shard run files".into()))?;
+    let first = shards.first().ok_or_else(|| usage("merge: name the shard run files".into()))?;
     let n = first.count;
     let indices: Vec<usize> = shards.iter().map(|s| s.index).collect();
     if shards.iter().any(|s| s.count != n) || indices != (0..n).collect::<Vec<_>>() {
-        let got: Vec<String> = shards
-            .iter()
-            .map(|s| format!("{}/{}", s.index, s.count))
-            .collect();
-        return Err(usage(format!(
-            "merge: need shards 0/{n} … {}/{n} once each, got {}",
-            n - 1,
-            got.join(", ")
-        )));
+        let got: Vec<String> = shards.iter().map(|s| format!("{}/{}", s.index, s.count)).collect();
+        return Err(usage(format!("merge: need shards 0/{n} … {}/{n} once each, got {}", n - 1, got.join(", "))));
     }
     for s in &shards[1..] {
         let (a, b) = (&first.run, &s.run);
@@ -93,19 +63,13 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     }
     let base = &first.run;
     let info = benchctl_suites::find(&base.suite.id)?;
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
     let suite = info.load(&data_dir)?;
     let data_fingerprint = fingerprint(&suite)?;
     if data_fingerprint != base.data_fingerprint {
         return Err(Error::new(
             ErrorKind::Data,
-            format!(
-                "merge: the data in {} is not the data the shards evaluated (fingerprints differ)",
-                data_dir.display()
-            ),
+            format!("merge: the data in {} is not the data the shards evaluated (fingerprints differ)", data_dir.display()),
         ));
     }
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
@@ -114,29 +78,17 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     let intervals = bootstrap_intervals(&suite, &scores)?;
 
     // The shards' work and time add up; the unique inputs are the suite's, the same in each.
-    let mut counts = Counts {
-        unique_images: base.counts.unique_images,
-        unique_texts: base.counts.unique_texts,
-        ..Default::default()
-    };
+    let mut counts = Counts { unique_images: base.counts.unique_images, unique_texts: base.counts.unique_texts, ..Default::default() };
     let mut timings = Timings::default();
     for s in &shards {
         counts.add_work(&s.run.counts);
         timings.add(&s.run.timings);
     }
-    let started_at = shards
-        .iter()
-        .map(|s| s.run.started_at.clone())
-        .min()
-        .unwrap_or_default();
+    let started_at = shards.iter().map(|s| s.run.started_at.clone()).min().unwrap_or_default();
     let run = Run {
         started_at,
         model: base.model.clone(),
-        suite: results::SuiteRecord {
-            id: suite.id.to_string(),
-            data_dir: suite.data_dir.display().to_string(),
-            items: suite.items.len(),
-        },
+        suite: results::SuiteRecord { id: suite.id.to_string(), data_dir: suite.data_dir.display().to_string(), items: suite.items.len() },
         batch_size: base.batch_size,
         counts,
         timings,
@@ -147,9 +99,5 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
         shard: None,
     };
     let dump = results::item_dump(&suite, &scores);
-    Ok(Evaluation {
-        run,
-        dump,
-        scored: Some((suite, scores)),
-    })
+    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
 }

@@ -128,37 +128,18 @@ impl Run {
     /// Reads a run file's JSON; `None` names nothing, so callers add the file.
     pub fn from_json(v: &serde_json::Value) -> std::result::Result<Self, String> {
         let field = |k: &str| v.get(k).ok_or_else(|| format!("missing key `{k}`"));
-        let schema = field("schema")?
-            .as_u64()
-            .ok_or("`schema` is not a number")?;
+        let schema = field("schema")?.as_u64().ok_or("`schema` is not a number")?;
         if schema != SCHEMA as u64 {
-            return Err(format!(
-                "schema {schema} is not supported (expected {SCHEMA})"
-            ));
+            return Err(format!("schema {schema} is not supported (expected {SCHEMA})"));
         }
-        let parse =
-            |k: &str| -> std::result::Result<serde_json::Value, String> { Ok(field(k)?.clone()) };
+        let parse = |k: &str| -> std::result::Result<serde_json::Value, String> { Ok(field(k)?.clone()) };
         let counts = field("counts")?;
-        let count = |k: &str| {
-            counts
-                .get(k)
-                .and_then(|v| v.as_u64())
-                .map(|v| v as usize)
-                .ok_or(format!("missing key `counts.{k}`"))
-        };
+        let count = |k: &str| counts.get(k).and_then(|v| v.as_u64()).map(|v| v as usize).ok_or(format!("missing key `counts.{k}`"));
         Ok(Run {
-            started_at: field("started_at")?
-                .as_str()
-                .ok_or("`started_at` is not a string")?
-                .to_string(),
-            model: serde_json::from_value(parse("model")?)
-                .map_err(|e| format!("key `model`: {e}"))?,
-            suite: serde_json::from_value(parse("suite")?)
-                .map_err(|e| format!("key `suite`: {e}"))?,
-            batch_size: v
-                .pointer("/options/batch_size")
-                .and_then(|b| b.as_u64())
-                .unwrap_or(0) as usize,
+            started_at: field("started_at")?.as_str().ok_or("`started_at` is not a string")?.to_string(),
+            model: serde_json::from_value(parse("model")?).map_err(|e| format!("key `model`: {e}"))?,
+            suite: serde_json::from_value(parse("suite")?).map_err(|e| format!("key `suite`: {e}"))?,
+            batch_size: v.pointer("/options/batch_size").and_then(|b| b.as_u64()).unwrap_or(0) as usize,
             counts: Counts {
                 unique_images: count("unique_images")?,
                 unique_texts: count("unique_texts")?,
@@ -171,27 +152,12 @@ impl Run {
                 pairs_scored: count("pairs_scored").unwrap_or(0),
                 pairs_cached: count("pairs_cached").unwrap_or(0),
             },
-            timings: serde_json::from_value(parse("timings")?)
-                .map_err(|e| format!("key `timings`: {e}"))?,
+            timings: serde_json::from_value(parse("timings")?).map_err(|e| format!("key `timings`: {e}"))?,
             report: Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
-            intervals: intervals_from_json(
-                v.get("intervals"),
-                &Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
-            )?,
-            tool_commit: v
-                .pointer("/tool/commit")
-                .and_then(|c| c.as_str())
-                .unwrap_or("unknown")
-                .to_string(),
-            data_fingerprint: v
-                .get("data_fingerprint")
-                .and_then(|c| c.as_str())
-                .unwrap_or("")
-                .to_string(),
-            shard: v
-                .pointer("/options/shard")
-                .and_then(|c| c.as_str())
-                .map(String::from),
+            intervals: intervals_from_json(v.get("intervals"), &Report::from_json(field("report")?).ok_or("key `report` is malformed")?)?,
+            tool_commit: v.pointer("/tool/commit").and_then(|c| c.as_str()).unwrap_or("unknown").to_string(),
+            data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
+            shard: v.pointer("/options/shard").and_then(|c| c.as_str()).map(String::from),
         })
     }
 
@@ -212,36 +178,19 @@ impl Run {
 
 /// `{metric: [low, high]}` in report order.
 fn intervals_json(intervals: &[Interval]) -> serde_json::Value {
-    let map: serde_json::Map<String, serde_json::Value> = intervals
-        .iter()
-        .map(|i| (i.metric.clone(), serde_json::json!([i.low, i.high])))
-        .collect();
+    let map: serde_json::Map<String, serde_json::Value> =
+        intervals.iter().map(|i| (i.metric.clone(), serde_json::json!([i.low, i.high]))).collect();
     serde_json::Value::Object(map)
 }
 
-fn intervals_from_json(
-    v: Option<&serde_json::Value>,
-    report: &Report,
-) -> std::result::Result<Vec<Interval>, String> {
-    let Some(map) = v.and_then(|v| v.as_object()) else {
-        return Ok(Vec::new());
-    };
+fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> std::result::Result<Vec<Interval>, String> {
+    let Some(map) = v.and_then(|v| v.as_object()) else { return Ok(Vec::new()) };
     map.iter()
         .map(|(metric, bounds)| {
-            let pair = bounds
-                .as_array()
-                .filter(|a| a.len() == 2)
-                .and_then(|a| Some((a[0].as_f64()?, a[1].as_f64()?)));
+            let pair = bounds.as_array().filter(|a| a.len() == 2).and_then(|a| Some((a[0].as_f64()?, a[1].as_f64()?)));
             let (low, high) = pair.ok_or(format!("key `intervals.{metric}` is not [low, high]"))?;
-            let value = report
-                .metric(metric)
-                .ok_or(format!("key `intervals.{metric}` names no reported metric"))?;
-            Ok(Interval {
-                metric: metric.clone(),
-                value,
-                low,
-                high,
-            })
+            let value = report.metric(metric).ok_or(format!("key `intervals.{metric}` names no reported metric"))?;
+            Ok(Interval { metric: metric.clone(), value, low, high })
         })
         .collect()
 }
@@ -265,30 +214,12 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) ->
     let runs = results_dir.join("runs");
     std::fs::create_dir_all(&runs)
         .map_err(|e| Error::results(format!("create results directory {}: {e}", runs.display())))?;
-    let stamp: String = run
-        .started_at
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    let shard = run
-        .shard
-        .as_deref()
-        .map(|s| format!("_shard{}", s.replace('/', "of")))
-        .unwrap_or_default();
-    let base = format!(
-        "{stamp}_{}_{}{shard}",
-        sanitise(&run.model.id),
-        sanitise(&run.suite.id)
-    );
+    let stamp: String = run.started_at.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
+    let shard = run.shard.as_deref().map(|s| format!("_shard{}", s.replace('/', "of"))).unwrap_or_default();
+    let base = format!("{stamp}_{}_{}{shard}", sanitise(&run.model.id), sanitise(&run.suite.id));
     // Runs started in the same second (a merge and its first shard) get distinct files.
     let stem = (1..)
-        .map(|n| {
-            if n == 1 {
-                base.clone()
-            } else {
-                format!("{base}-{n}")
-            }
-        })
+        .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
         .find(|stem| !runs.join(format!("{stem}.json")).exists())
         .unwrap_or(base);
     let scores_path = runs.join(format!("{stem}.scores.jsonl"));
@@ -299,9 +230,7 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) ->
     write_atomically(&scores_path, &dump)?;
     let mut json = run.to_json();
     json["scores_file"] = serde_json::Value::from(format!("{stem}.scores.jsonl"));
-    let text = serde_json::to_string_pretty(&json)
-        .map_err(|e| Error::results(format!("format run: {e}")))?
-        + "\n";
+    let text = serde_json::to_string_pretty(&json).map_err(|e| Error::results(format!("format run: {e}")))? + "\n";
     let run_path = runs.join(format!("{stem}.json"));
     write_atomically(&run_path, text.as_bytes())?;
     Ok(run_path)
@@ -309,22 +238,12 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) ->
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes)
-        .map_err(|e| Error::results(format!("write {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path)
-        .map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+    std::fs::write(&tmp, bytes).map_err(|e| Error::results(format!("write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
 }
 
 fn sanitise(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect()
 }
 
 /// A run file read back: the run, and its score dump beside it (`scores_file`).
@@ -335,23 +254,17 @@ pub struct RunFile {
 
 /// Reads a run file (as `store` writes it), naming the file in errors.
 pub fn read_run_file(path: &Path) -> Result<RunFile> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
-    let run = Run::from_json(&json)
-        .map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
-    let dump = json
-        .get("scores_file")
-        .and_then(|f| f.as_str())
-        .map(|f| path.with_file_name(f));
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
+    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
+    let dump = json.get("scores_file").and_then(|f| f.as_str()).map(|f| path.with_file_name(f));
     Ok(RunFile { run, dump })
 }
 
 /// Reads a score dump back: item ids and their K×L scores, in file order.
 pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -361,9 +274,8 @@ pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
                 id: String,
                 scores: Vec<Vec<f32>>,
             }
-            let l: Line = serde_json::from_str(line).map_err(|e| {
-                Error::results(format!("parse {} line {}: {e}", path.display(), i + 1))
-            })?;
+            let l: Line = serde_json::from_str(line)
+                .map_err(|e| Error::results(format!("parse {} line {}: {e}", path.display(), i + 1)))?;
             Ok((l.id, l.scores))
         })
         .collect()
@@ -392,12 +304,7 @@ pub fn rfc3339(secs: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + if month <= 2 { 1 } else { 0 };
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 #[cfg(test)]

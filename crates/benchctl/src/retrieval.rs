@@ -59,26 +59,14 @@ struct Rerank<'a> {
 impl Rerank<'_> {
     /// `scores` (one query against the gallery) with the top `k` replaced by fusion scores
     /// and the rest set to −∞.
-    fn rerank(
-        &self,
-        scores: &[f32],
-        query: usize,
-        queries: Side,
-        gallery: Side,
-    ) -> Result<Vec<f32>> {
+    fn rerank(&self, scores: &[f32], query: usize, queries: Side, gallery: Side) -> Result<Vec<f32>> {
         let mut order: Vec<usize> = (0..scores.len()).collect();
         let k = self.k.min(scores.len());
-        order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| {
-            scores[b].total_cmp(&scores[a])
-        });
+        order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| scores[b].total_cmp(&scores[a]));
         let top = &order[..k];
         let mut out = vec![f32::NEG_INFINITY; scores.len()];
         let encode = |images: &[&ImageSource]| -> Result<Tensor> {
-            Ok(self.fusion.encode_images(&load_pixels(
-                self.fusion.preprocessor(),
-                images,
-                self.fusion.device(),
-            )?)?)
+            Ok(self.fusion.encode_images(&load_pixels(self.fusion.preprocessor(), images, self.fusion.device())?)?)
         };
         // An image query is encoded once for its whole shortlist.
         let query_states = match queries {
@@ -88,25 +76,15 @@ impl Rerank<'_> {
         for chunk in top.chunks(self.batch.max(1)) {
             let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
                 (Side::Images(_), Side::Texts(g), Some(one)) => {
-                    let dims: Vec<usize> = std::iter::once(chunk.len())
-                        .chain(one.dims()[1..].iter().copied())
-                        .collect();
-                    let repeated = one
-                        .broadcast_as(dims)
-                        .and_then(|s| s.contiguous())
-                        .map_err(compute("repeat image states"))?;
+                    let dims: Vec<usize> = std::iter::once(chunk.len()).chain(one.dims()[1..].iter().copied()).collect();
+                    let repeated = one.broadcast_as(dims).and_then(|s| s.contiguous()).map_err(compute("repeat image states"))?;
                     (repeated, chunk.iter().map(|&c| g[c].as_str()).collect())
                 }
                 (Side::Texts(q), Side::Images(g), _) => {
                     let images: Vec<&ImageSource> = chunk.iter().map(|&c| &g[c]).collect();
                     (encode(&images)?, vec![q[query].as_str(); chunk.len()])
                 }
-                _ => {
-                    return Err(Error::new(
-                        ErrorKind::Compute,
-                        "re-rank: a query and its gallery must be an image and texts",
-                    ))
-                }
+                _ => return Err(Error::new(ErrorKind::Compute, "re-rank: a query and its gallery must be an image and texts")),
             };
             let values = self
                 .fusion
@@ -140,10 +118,7 @@ fn rank_all(
     let mut outcomes = Vec::with_capacity(n);
     for start in (0..n).step_by(QUERY_BLOCK) {
         let len = QUERY_BLOCK.min(n - start);
-        let block = queries
-            .narrow(0, start, len)
-            .and_then(|b| b.unsqueeze(0))
-            .map_err(compute("slice queries"))?;
+        let block = queries.narrow(0, start, len).and_then(|b| b.unsqueeze(0)).map_err(compute("slice queries"))?;
         // One flat buffer per block; rows are slices of it.
         let flat = Similarity::COSINE
             .rank_scores(&block, &gallery)?
@@ -217,8 +192,7 @@ struct GalleryResult {
 
 fn rows(table: &Tensor, indices: &[usize]) -> Result<Tensor> {
     let idx: Vec<u32> = indices.iter().map(|&i| i as u32).collect();
-    let idx =
-        Tensor::from_vec(idx, indices.len(), table.device()).map_err(compute("index rows"))?;
+    let idx = Tensor::from_vec(idx, indices.len(), table.device()).map_err(compute("index rows"))?;
     table.index_select(&idx, 0).map_err(compute("gather rows"))
 }
 
@@ -251,18 +225,10 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let started = Instant::now();
     let started_at = results::now_rfc3339();
     let data = rococo::load(data_dir)?;
-    let missing: Vec<String> = data
-        .images
-        .iter()
-        .filter(|p| !p.is_file())
-        .take(5)
-        .map(|p| p.display().to_string())
-        .collect();
+    let missing: Vec<String> =
+        data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
     if !missing.is_empty() {
-        return Err(Error::new(
-            ErrorKind::Data,
-            format!("find rococo image(s): {}", missing.join(", ")),
-        ));
+        return Err(Error::new(ErrorKind::Data, format!("find rococo image(s): {}", missing.join(", "))));
     }
     let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
     let batch = args.batch_size as usize;
@@ -353,10 +319,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let mut gallery_rows = Vec::new();
     let mut offset = 0;
     for g in &galleries {
-        gallery_rows.push(rows(
-            &text_table,
-            &slots[offset..offset + g.captions.len()],
-        )?);
+        gallery_rows.push(rows(&text_table, &slots[offset..offset + g.captions.len()])?);
         offset += g.captions.len();
     }
 
@@ -374,10 +337,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
     let score_started = Instant::now();
     let mut results: Vec<GalleryResult> = Vec::new();
-    let caption_texts: Vec<Vec<&String>> = galleries
-        .iter()
-        .map(|g| g.captions.iter().collect())
-        .collect();
+    let caption_texts: Vec<Vec<&String>> = galleries.iter().map(|g| g.captions.iter().collect()).collect();
     for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
         let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
         let outcomes = image_to_text(&image_table, captions, g, rerank)?;
@@ -456,13 +416,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         },
         batch_size: batch,
         counts,
-        timings: Timings {
-            load_model_s,
-            encode_images_s,
-            encode_texts_s,
-            score_s,
-            total_s: started.elapsed().as_secs_f64(),
-        },
+        timings: Timings { load_model_s, encode_images_s, encode_texts_s, score_s, total_s: started.elapsed().as_secs_f64() },
         report,
         // Retrieval metrics are over queries against shared galleries; no item bootstrap.
         intervals: Vec::new(),
@@ -470,11 +424,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         data_fingerprint: fingerprint(&data, data_dir),
         shard: None,
     };
-    Ok(Evaluation {
-        run,
-        dump,
-        scored: None,
-    })
+    Ok(Evaluation { run, dump, scored: None })
 }
 
 /// SHA-256 (hex) of the RoCOCO data as loaded: image paths (relative to the data
@@ -483,12 +433,7 @@ fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for path in &data.images {
-        hash.update(
-            path.strip_prefix(data_dir)
-                .unwrap_or(path)
-                .to_string_lossy()
-                .as_bytes(),
-        );
+        hash.update(path.strip_prefix(data_dir).unwrap_or(path).to_string_lossy().as_bytes());
         hash.update([0]);
     }
     for g in std::iter::once(&data.clean).chain(&data.caption_sets) {
@@ -505,11 +450,7 @@ fn fingerprint(data: &rococo::Rococo, data_dir: &Path) -> String {
 /// The RoCOCO report: R@k (and RSMS, drop rate) per gallery, altered image galleries
 /// averaged over seeds, plus the means over the altered galleries of each direction.
 fn report(results: &[GalleryResult]) -> Result<Report> {
-    let find = |name: &str, direction: &str| {
-        results
-            .iter()
-            .find(|r| r.name == name && r.direction == direction)
-    };
+    let find = |name: &str, direction: &str| results.iter().find(|r| r.name == name && r.direction == direction);
     let summary = |r: &GalleryResult| retrieval::summarise(&r.outcomes).map_err(Error::from);
     let mut metrics: Vec<(String, f64)> = Vec::new();
     let mut push = |prefix: &str, s: &RetrievalScores, clean_r1: Option<f64>| {
@@ -525,12 +466,7 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     };
     let clean = |direction: &str| {
         find("clean", direction)
-            .ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Compute,
-                    format!("report rococo: the clean {direction} gallery was not scored"),
-                )
-            })
+            .ok_or_else(|| Error::new(ErrorKind::Compute, format!("report rococo: the clean {direction} gallery was not scored")))
             .and_then(summary)
     };
     let (clean_i2t, clean_t2i) = (clean("i2t")?, clean("t2i")?);
@@ -548,18 +484,9 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     // they were scored (methods, then λ, then seeds, as the flags list them).
     let mut t2i_r1 = Vec::new();
     let mut groups: Vec<(String, Vec<&GalleryResult>)> = Vec::new();
-    for r in results
-        .iter()
-        .filter(|r| r.direction == "t2i" && r.name != "clean")
-    {
+    for r in results.iter().filter(|r| r.direction == "t2i" && r.name != "clean") {
         let group = r.name.rsplit_once("_seed").map(|(g, _)| g).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Data,
-                format!(
-                    "report rococo: gallery `{}` is not <method><λ>_seed<seed>",
-                    r.name
-                ),
-            )
+            Error::new(ErrorKind::Data, format!("report rococo: gallery `{}` is not <method><λ>_seed<seed>", r.name))
         })?;
         match groups.iter_mut().find(|(g, _)| g == group) {
             Some((_, members)) => members.push(r),
@@ -567,96 +494,52 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
         }
     }
     for (group, members) in &groups {
-        let per_seed = members
-            .iter()
-            .map(|r| summary(r))
-            .collect::<Result<Vec<_>>>()?;
+        let per_seed = members.iter().map(|r| summary(r)).collect::<Result<Vec<_>>>()?;
         let k = per_seed.len() as f64;
         let mean = |f: fn(&RetrievalScores) -> f64| per_seed.iter().map(f).sum::<f64>() / k;
-        let s = RetrievalScores {
-            r1: mean(|s| s.r1),
-            r5: mean(|s| s.r5),
-            r10: mean(|s| s.r10),
-            rsms: mean(|s| s.rsms),
-        };
+        let s = RetrievalScores { r1: mean(|s| s.r1), r5: mean(|s| s.r5), r10: mean(|s| s.r10), rsms: mean(|s| s.rsms) };
         t2i_r1.push(s.r1);
         push(&format!("{group}_t2i"), &s, Some(clean_t2i.r1));
     }
-    for (name, values) in [
-        ("i2t_r1_altered_mean", &i2t_r1),
-        ("t2i_r1_altered_mean", &t2i_r1),
-    ] {
+    for (name, values) in [("i2t_r1_altered_mean", &i2t_r1), ("t2i_r1_altered_mean", &t2i_r1)] {
         if !values.is_empty() {
-            metrics.push((
-                name.to_string(),
-                values.iter().sum::<f64>() / values.len() as f64,
-            ));
+            metrics.push((name.to_string(), values.iter().sum::<f64>() / values.len() as f64));
         }
     }
     let items = find("clean", "i2t").map(|r| r.outcomes.len()).unwrap_or(0);
-    Ok(Report {
-        items,
-        metrics,
-        breakdowns: Vec::new(),
-    })
+    Ok(Report { items, metrics, breakdowns: Vec::new() })
 }
+
 
 /// The RoCOCO report recomputed from a score dump of `eval --suite rococo` (one line per
 /// query and gallery: `gallery`, `direction`, `query`, `rank`, `top1_altered`), exactly as
 /// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
 pub fn report_from_dump(path: &Path) -> Result<Report> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
     let mut results: Vec<GalleryResult> = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = format!("{} line {}", path.display(), i + 1);
         let bad = |what: &str| Error::new(ErrorKind::Data, format!("parse {at}: {what}"));
         let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&e.to_string()))?;
-        let name = v
-            .get("gallery")
-            .and_then(|g| g.as_str())
-            .ok_or_else(|| bad("missing string `gallery`"))?;
+        let name = v.get("gallery").and_then(|g| g.as_str()).ok_or_else(|| bad("missing string `gallery`"))?;
         let direction = match v.get("direction").and_then(|d| d.as_str()) {
             Some("i2t") => "i2t",
             Some("t2i") => "t2i",
             _ => return Err(bad("`direction` must be \"i2t\" or \"t2i\"")),
         };
-        let query = v
-            .get("query")
-            .and_then(|q| q.as_u64())
-            .ok_or_else(|| bad("missing number `query`"))? as usize;
-        let rank = v
-            .get("rank")
-            .and_then(|r| r.as_u64())
-            .ok_or_else(|| bad("missing number `rank`"))? as usize;
-        let top1_altered = v
-            .get("top1_altered")
-            .and_then(|t| t.as_bool())
-            .ok_or_else(|| bad("missing boolean `top1_altered`"))?;
-        let index = match results
-            .iter()
-            .position(|r| r.name == name && r.direction == direction)
-        {
+        let query = v.get("query").and_then(|q| q.as_u64()).ok_or_else(|| bad("missing number `query`"))? as usize;
+        let rank = v.get("rank").and_then(|r| r.as_u64()).ok_or_else(|| bad("missing number `rank`"))? as usize;
+        let top1_altered = v.get("top1_altered").and_then(|t| t.as_bool()).ok_or_else(|| bad("missing boolean `top1_altered`"))?;
+        let index = match results.iter().position(|r| r.name == name && r.direction == direction) {
             Some(i) => i,
             None => {
-                results.push(GalleryResult {
-                    name: name.to_string(),
-                    direction,
-                    outcomes: Vec::new(),
-                });
+                results.push(GalleryResult { name: name.to_string(), direction, outcomes: Vec::new() });
                 results.len() - 1
             }
         };
         let gallery = &mut results[index];
         if query != gallery.outcomes.len() {
-            return Err(bad(&format!(
-                "query {query} of {name} {direction} is out of order (expected {})",
-                gallery.outcomes.len()
-            )));
+            return Err(bad(&format!("query {query} of {name} {direction} is out of order (expected {})", gallery.outcomes.len())));
         }
         gallery.outcomes.push(QueryOutcome { rank, top1_altered });
     }

@@ -18,15 +18,9 @@ use crate::{submission, Error, ErrorKind, Result};
 pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
     let info = benchctl_suites::find(&args.suite)?;
     if let benchctl_suites::SuiteKind::Galleries = info.kind {
-        return Ok((
-            info.id.to_string(),
-            crate::retrieval::report_from_dump(&args.scores)?,
-        ));
+        return Ok((info.id.to_string(), crate::retrieval::report_from_dump(&args.scores)?));
     }
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     let suite = info.load(&data_dir)?;
     let format = match args.format {
         Some(format) => format,
@@ -43,13 +37,10 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
             read_eqben_npy(&args.scores, flat, &suite, &mut matrices)?
         }
     }
-    let scores = matrices.finish(
-        &args.scores,
-        match args.score_kind {
-            ScoreKindArg::Similarity => ScoreKind::Similarity,
-            ScoreKindArg::Probability => ScoreKind::Probability,
-        },
-    )?;
+    let scores = matrices.finish(&args.scores, match args.score_kind {
+        ScoreKindArg::Similarity => ScoreKind::Similarity,
+        ScoreKindArg::Probability => ScoreKind::Probability,
+    })?;
     let report = suite.evaluate(&scores)?;
     Ok((suite.id.to_string(), report))
 }
@@ -58,17 +49,10 @@ fn detect_format(path: &Path) -> Result<ScoreFormat> {
     if path.extension().is_some_and(|e| e == "npy") {
         return Ok(ScoreFormat::EqbenNpy);
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
     let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let labelled = serde_json::from_str::<Value>(first)
-        .ok()
-        .is_some_and(|v| v.get("label").is_some());
-    Ok(if labelled {
-        ScoreFormat::WinogroundJsonl
-    } else {
-        ScoreFormat::Dump
-    })
+    let labelled = serde_json::from_str::<Value>(first).ok().is_some_and(|v| v.get("label").is_some());
+    Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
 }
 
 fn bad(message: String) -> Error {
@@ -84,29 +68,13 @@ struct Matrices<'a> {
 
 impl<'a> Matrices<'a> {
     fn new(suite: &'a Suite) -> Self {
-        let index = suite
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, item)| (item.id.as_str(), i))
-            .collect();
-        let values = suite
-            .items
-            .iter()
-            .map(|i| vec![f32::NAN; i.images.len() * i.texts.len()])
-            .collect();
-        Self {
-            suite,
-            index,
-            values,
-        }
+        let index = suite.items.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)).collect();
+        let values = suite.items.iter().map(|i| vec![f32::NAN; i.images.len() * i.texts.len()]).collect();
+        Self { suite, index, values }
     }
 
     fn item(&self, id: &str, at: &str) -> Result<usize> {
-        self.index
-            .get(id)
-            .copied()
-            .ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
+        self.index.get(id).copied().ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
     }
 
     fn set(&mut self, item: usize, image: usize, text: usize, score: f64, at: &str) -> Result<()> {
@@ -120,16 +88,11 @@ impl<'a> Matrices<'a> {
             )));
         }
         if !score.is_finite() {
-            return Err(bad(format!(
-                "score {at}: the score {score} is not a finite number"
-            )));
+            return Err(bad(format!("score {at}: the score {score} is not a finite number")));
         }
         let slot = &mut self.values[item][image * it.texts.len() + text];
         if !slot.is_nan() {
-            return Err(bad(format!(
-                "score {at}: item `{}` image {image} text {text} is scored twice",
-                it.id
-            )));
+            return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id)));
         }
         *slot = score as f32;
         Ok(())
@@ -157,21 +120,14 @@ impl<'a> Matrices<'a> {
         for (item, values) in self.suite.items.iter().zip(&self.values) {
             tensor
                 .push(item.images.len(), item.texts.len(), values)
-                .map_err(|e| {
-                    bad(format!(
-                        "score {} item `{}`: {e}",
-                        source.display(),
-                        item.id
-                    ))
-                })?;
+                .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id)))?;
         }
         Ok(tensor)
     }
 }
 
 fn lines(path: &Path) -> Result<Vec<(String, Value)>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
@@ -189,23 +145,13 @@ fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
 
 fn read_dump_lines(lines: Vec<(String, Value)>, m: &mut Matrices) -> Result<()> {
     for (at, line) in lines {
-        let id = line
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
+        let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
         let item = m.item(id, &at)?;
-        let rows = line
-            .get("scores")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+        let rows = line.get("scores").and_then(Value::as_array).ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
         for (k, row) in rows.iter().enumerate() {
-            let row = row
-                .as_array()
-                .ok_or_else(|| bad(format!("parse {at}: row {k} of `scores` is not a list")))?;
+            let row = row.as_array().ok_or_else(|| bad(format!("parse {at}: row {k} of `scores` is not a list")))?;
             for (l, value) in row.iter().enumerate() {
-                let score = value
-                    .as_f64()
-                    .ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
+                let score = value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
                 m.set(item, k, l, score, &at)?;
             }
         }
@@ -222,20 +168,11 @@ fn parse_label(label: &str) -> Option<(&str, usize, usize)> {
 
 fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
     for (at, line) in lines(path)? {
-        let label = line
-            .get("label")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad(format!("parse {at}: missing string `label`")))?;
-        let (id, caption, image) = parse_label(label).ok_or_else(|| {
-            bad(format!(
-                "parse {at}: label `{label}` is not of the form <id>_c<k>_i<j>"
-            ))
-        })?;
+        let label = line.get("label").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `label`")))?;
+        let (id, caption, image) = parse_label(label)
+            .ok_or_else(|| bad(format!("parse {at}: label `{label}` is not of the form <id>_c<k>_i<j>")))?;
         let item = m.item(id, &format!("{at} (label `{label}`)"))?;
-        let score = line
-            .get("score")
-            .and_then(Value::as_f64)
-            .ok_or_else(|| bad(format!("parse {at}: `score` is not a number")))?;
+        let score = line.get("score").and_then(Value::as_f64).ok_or_else(|| bad(format!("parse {at}: `score` is not a number")))?;
         m.set(item, image, caption, score, &at)?;
     }
     Ok(())
@@ -244,14 +181,8 @@ fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
 fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
     let pairs = submission::read_eqben_flat_list(flat_list)?;
     let bytes = std::fs::read(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
-        .map_err(|e| bad(format!("read {}: not a .npy array: {e}", path.display())))?;
-    let values: Vec<f32> = npy.into_vec().map_err(|e| {
-        bad(format!(
-            "read {}: expected float32 values: {e}",
-            path.display()
-        ))
-    })?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("read {}: not a .npy array: {e}", path.display())))?;
+    let values: Vec<f32> = npy.into_vec().map_err(|e| bad(format!("read {}: expected float32 values: {e}", path.display())))?;
     if values.len() != pairs.len() {
         return Err(bad(format!(
             "score {}: {} scores for the {} entries of {}",
@@ -263,19 +194,10 @@ fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices
     }
     let slots = submission::eqben_slots(suite)?;
     for (i, (pair, value)) in pairs.iter().zip(&values).enumerate() {
-        let at = format!(
-            "{} entry {i} (image {:?}, caption {:?})",
-            flat_list.display(),
-            pair.image,
-            pair.caption
-        );
+        let at = format!("{} entry {i} (image {:?}, caption {:?})", flat_list.display(), pair.image, pair.caption);
         let &(item, k, l) = slots
             .get(&(PathBuf::from(&pair.image), pair.caption.clone()))
-            .ok_or_else(|| {
-                bad(format!(
-                    "score {at}: no evaluated item has this image and caption"
-                ))
-            })?;
+            .ok_or_else(|| bad(format!("score {at}: no evaluated item has this image and caption")))?;
         m.set(item, k, l, f64::from(*value), &at)?;
     }
     Ok(())
@@ -283,18 +205,9 @@ fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices
 
 /// A suite's score tensor from dump lines held in memory (a stored run's item scores);
 /// `source` names them in errors.
-pub(crate) fn from_lines(
-    suite: &Suite,
-    lines: &[Value],
-    source: &str,
-    kind: ScoreKind,
-) -> Result<ScoreTensor> {
+pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
     let mut matrices = Matrices::new(suite);
-    let numbered = lines
-        .iter()
-        .enumerate()
-        .map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone()))
-        .collect();
+    let numbered = lines.iter().enumerate().map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone())).collect();
     read_dump_lines(numbered, &mut matrices)?;
     matrices.finish(Path::new(source), kind)
 }
@@ -305,9 +218,6 @@ pub(crate) fn from_dumps(suite: &Suite, dumps: &[PathBuf], kind: ScoreKind) -> R
     for path in dumps {
         read_dump(path, &mut matrices)?;
     }
-    let source = dumps
-        .first()
-        .map(PathBuf::as_path)
-        .unwrap_or(Path::new("(no dumps)"));
+    let source = dumps.first().map(PathBuf::as_path).unwrap_or(Path::new("(no dumps)"));
     matrices.finish(source, kind)
 }

@@ -80,27 +80,17 @@ pub struct StoredRun {
 impl Store {
     /// Opens (creating if needed) the store in `results_dir`, migrating it to the current schema.
     pub fn open(results_dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(results_dir).map_err(|e| {
-            Error::results(format!(
-                "create results directory {}: {e}",
-                results_dir.display()
-            ))
-        })?;
+        std::fs::create_dir_all(results_dir)
+            .map_err(|e| Error::results(format!("create results directory {}: {e}", results_dir.display())))?;
         Self::open_file(&results_dir.join(FILE_NAME))
     }
 
     pub fn open_file(path: &Path) -> Result<Self> {
         let conn = Connection::open(path).map_err(db_error(path, "open the results store"))?;
-        conn.busy_timeout(std::time::Duration::from_secs(60))
-            .map_err(db_error(path, "configure the results store"))?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db_error(path, "configure the results store"))?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(db_error(path, "configure the results store"))?;
-        let mut store = Self {
-            conn,
-            path: path.to_path_buf(),
-        };
+        conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(db_error(path, "configure the results store"))?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(db_error(path, "configure the results store"))?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(db_error(path, "configure the results store"))?;
+        let mut store = Self { conn, path: path.to_path_buf() };
         store.migrate()?;
         Ok(store)
     }
@@ -120,9 +110,7 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_error(&path, "start a migration"))?;
-        let version: i64 = tx
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(db_error(&path, "read the schema version"))?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(db_error(&path, "read the schema version"))?;
         let version = version as usize;
         if version > MIGRATIONS.len() {
             return Err(Error::results(format!(
@@ -132,12 +120,8 @@ impl Store {
             )));
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
-            tx.execute_batch(sql).map_err(db_error(
-                &path,
-                &format!("migrate the schema to version {}", i + 1),
-            ))?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)
-                .map_err(db_error(&path, "record the schema version"))?;
+            tx.execute_batch(sql).map_err(db_error(&path, &format!("migrate the schema to version {}", i + 1)))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db_error(&path, "record the schema version"))?;
         }
         tx.commit().map_err(db_error(&path, "commit a migration"))
     }
@@ -147,10 +131,7 @@ impl Store {
     pub fn insert(&mut self, run: &Run, item_lines: &[serde_json::Value]) -> Result<i64> {
         let path = self.path.clone();
         let err = |what: &str| db_error(&path, what);
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("start storing a run"))?;
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err("start storing a run"))?;
         let m = &run.model;
         tx.execute(
             "INSERT INTO runs (started_at, tool_version, tool_commit, model_id, score_head, repo, revision, hub_commit,
@@ -185,21 +166,14 @@ impl Store {
             for (name, value) in &run.report.metrics {
                 let ci = run.interval(name);
                 metric
-                    .execute(params![
-                        id,
-                        name,
-                        value,
-                        ci.map(|i| i.low),
-                        ci.map(|i| i.high)
-                    ])
+                    .execute(params![id, name, value, ci.map(|i| i.low), ci.map(|i| i.high)])
                     .map_err(err("store metrics"))?;
             }
             let mut line = tx
                 .prepare("INSERT INTO item_scores (run_id, position, line) VALUES (?1, ?2, ?3)")
                 .map_err(err("store item scores"))?;
             for (position, l) in item_lines.iter().enumerate() {
-                line.execute(params![id, position as i64, l.to_string()])
-                    .map_err(err("store item scores"))?;
+                line.execute(params![id, position as i64, l.to_string()]).map_err(err("store item scores"))?;
                 crate::fault::at("store-item", position);
             }
         }
@@ -219,10 +193,7 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (id, json) = row.map_err(db_error(&self.path, "read a run"))?;
-            out.push(StoredRun {
-                id,
-                run: self.parse(id, &json)?,
-            });
+            out.push(StoredRun { id, run: self.parse(id, &json)? });
         }
         Ok(out)
     }
@@ -231,21 +202,11 @@ impl Store {
     pub fn run(&self, id: i64) -> Result<StoredRun> {
         let json: Option<String> = self
             .conn
-            .query_row("SELECT run_json FROM runs WHERE id = ?1", [id], |r| {
-                r.get(0)
-            })
+            .query_row("SELECT run_json FROM runs WHERE id = ?1", [id], |r| r.get(0))
             .optional()
             .map_err(db_error(&self.path, "read a run"))?;
-        let json = json.ok_or_else(|| {
-            Error::results(format!(
-                "find run {id} in {}: there is no such run",
-                self.path.display()
-            ))
-        })?;
-        Ok(StoredRun {
-            id,
-            run: self.parse(id, &json)?,
-        })
+        let json = json.ok_or_else(|| Error::results(format!("find run {id} in {}: there is no such run", self.path.display())))?;
+        Ok(StoredRun { id, run: self.parse(id, &json)? })
     }
 
     /// The latest run of a model (by run record id) on a suite.
@@ -268,17 +229,10 @@ impl Store {
             .conn
             .prepare("SELECT line FROM item_scores WHERE run_id = ?1 ORDER BY position")
             .map_err(db_error(&self.path, "read item scores"))?;
-        let rows = stmt
-            .query_map([id], |r| r.get::<_, String>(0))
-            .map_err(db_error(&self.path, "read item scores"))?;
+        let rows = stmt.query_map([id], |r| r.get::<_, String>(0)).map_err(db_error(&self.path, "read item scores"))?;
         rows.map(|r| {
             let text = r.map_err(db_error(&self.path, "read item scores"))?;
-            serde_json::from_str(&text).map_err(|e| {
-                Error::results(format!(
-                    "parse an item score line of run {id} in {}: {e}",
-                    self.path.display()
-                ))
-            })
+            serde_json::from_str(&text).map_err(|e| Error::results(format!("parse an item score line of run {id} in {}: {e}", self.path.display())))
         })
         .collect()
     }
@@ -287,9 +241,7 @@ impl Store {
     pub fn counts(&self) -> Result<(usize, usize, usize)> {
         let count = |table: &str| -> Result<usize> {
             self.conn
-                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| {
-                    r.get::<_, i64>(0)
-                })
+                .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get::<_, i64>(0))
                 .map(|n| n as usize)
                 .map_err(db_error(&self.path, "count rows"))
         };
@@ -297,10 +249,8 @@ impl Store {
     }
 
     fn parse(&self, id: i64, json: &str) -> Result<Run> {
-        let value: serde_json::Value = serde_json::from_str(json).map_err(|e| {
-            Error::results(format!("parse run {id} in {}: {e}", self.path.display()))
-        })?;
-        Run::from_json(&value)
-            .map_err(|e| Error::results(format!("read run {id} in {}: {e}", self.path.display())))
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| Error::results(format!("parse run {id} in {}: {e}", self.path.display())))?;
+        Run::from_json(&value).map_err(|e| Error::results(format!("read run {id} in {}: {e}", self.path.display())))
     }
 }

@@ -24,8 +24,7 @@ pub struct Pair {
 /// costs nothing).
 pub fn read_eqben_flat_list(flat_list: &Path) -> Result<Vec<Pair>> {
     let bad = |what: String| Error::new(ErrorKind::Data, what);
-    let text = std::fs::read_to_string(flat_list)
-        .map_err(|e| bad(format!("read {}: {e}", flat_list.display())))?;
+    let text = std::fs::read_to_string(flat_list).map_err(|e| bad(format!("read {}: {e}", flat_list.display())))?;
     serde_json::from_str(&text).map_err(|e| bad(format!("parse {}: {e}", flat_list.display())))
 }
 
@@ -39,10 +38,7 @@ pub fn eqben_slots(suite: &Suite) -> Result<Slots> {
     let mut slots = HashMap::new();
     for (i, item) in suite.items.iter().enumerate() {
         for (k, image) in item.images.iter().enumerate() {
-            let rel = image
-                .path()
-                .strip_prefix(&image_root)
-                .unwrap_or(image.path());
+            let rel = image.path().strip_prefix(&image_root).unwrap_or(image.path());
             for (l, caption) in item.texts.iter().enumerate() {
                 slots.insert((rel.to_path_buf(), caption.clone()), (i, k, l));
                 if rel.extension().is_some_and(|e| e == "jpg") {
@@ -55,30 +51,23 @@ pub fn eqben_slots(suite: &Suite) -> Result<Slots> {
 }
 
 /// The scores of every pair, in the list's order.
-pub fn eqben_scores(
-    suite: &Suite,
-    scores: &ScoreTensor,
-    pairs: &[Pair],
-    flat_list: &Path,
-) -> Result<Vec<f32>> {
+pub fn eqben_scores(suite: &Suite, scores: &ScoreTensor, pairs: &[Pair], flat_list: &Path) -> Result<Vec<f32>> {
     let slots = eqben_slots(suite)?;
     pairs
         .iter()
         .enumerate()
         .map(|(i, pair)| {
-            let &(item, k, l) = slots
-                .get(&(PathBuf::from(&pair.image), pair.caption.clone()))
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorKind::Data,
-                        format!(
+            let &(item, k, l) = slots.get(&(PathBuf::from(&pair.image), pair.caption.clone())).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Data,
+                    format!(
                         "find entry {i} of {} (image {:?}, caption {:?}) among the evaluated items",
                         flat_list.display(),
                         pair.image,
                         pair.caption
                     ),
-                    )
-                })?;
+                )
+            })?;
             Ok(scores.item(item).get(k, l))
         })
         .collect()

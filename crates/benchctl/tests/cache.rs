@@ -44,12 +44,7 @@ const HEAD_RECORD: usize = 4 + 32 + 4 + 3 * 4 + 8;
 fn encoded(run: &serde_json::Value) -> (u64, u64, u64, u64) {
     let c = &run["counts"];
     let n = |k: &str| c[k].as_u64().unwrap();
-    (
-        n("images_encoded"),
-        n("texts_encoded"),
-        n("images_cached"),
-        n("texts_cached"),
-    )
+    (n("images_encoded"), n("texts_encoded"), n("images_cached"), n("texts_cached"))
 }
 
 fn segments(cache: &Path) -> Vec<PathBuf> {

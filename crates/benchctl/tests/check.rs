@@ -16,28 +16,11 @@ fn every_problem_is_listed_at_once() {
     std::fs::remove_file(dir.path().join("images/ex_2_img_0.png")).unwrap();
     std::fs::write(dir.path().join("images/ex_6_img_1.png"), b"\x89PNG broken").unwrap();
 
-    let out = benchctl(
-        &[
-            "check",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["check", "--suite", "winoground", "--data-dir", dir.path().to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let report = stdout(&out);
-    assert!(
-        report.contains("8 items, 16 images, 4 problem(s)"),
-        "{report}"
-    );
-    for needle in [
-        "examples.jsonl line 9",
-        "ex_2_img_0.png",
-        "ex_6_img_1.png",
-        "the official release has 400 items",
-    ] {
+    assert!(report.contains("8 items, 16 images, 4 problem(s)"), "{report}");
+    for needle in ["examples.jsonl line 9", "ex_2_img_0.png", "ex_6_img_1.png", "the official release has 400 items"] {
         assert!(report.contains(needle), "expected {needle:?} in {report}");
     }
     assert!(stderr(&out).contains("4 problem(s), listed above"));
@@ -47,52 +30,19 @@ fn every_problem_is_listed_at_once() {
 fn clean_data_passes() {
     let dir = tempfile::tempdir().unwrap();
     benchctl_testkit::spec_layout(dir.path(), &spec::SUBSETS, 2);
-    let out = benchctl(
-        &[
-            "check",
-            "--suite",
-            "spec",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["check", "--suite", "spec", "--data-dir", dir.path().to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    assert!(
-        stdout(&out).contains("24 items") && stdout(&out).contains("0 problem(s)"),
-        "{}",
-        stdout(&out)
-    );
+    assert!(stdout(&out).contains("24 items") && stdout(&out).contains("0 problem(s)"), "{}", stdout(&out));
 }
 
 #[test]
 fn a_retrieval_suite_is_checked_too() {
     let dir = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(dir.path(), 6);
-    std::fs::remove_file(
-        dir.path()
-            .join("images/val2014/COCO_val2014_000000000102.jpg"),
-    )
-    .unwrap();
-    let out = benchctl(
-        &[
-            "check",
-            "--suite",
-            "rococo",
-            "--data-dir",
-            dir.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    std::fs::remove_file(dir.path().join("images/val2014/COCO_val2014_000000000102.jpg")).unwrap();
+    let out = benchctl(&["check", "--suite", "rococo", "--data-dir", dir.path().to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(3));
     let report = stdout(&out);
-    assert!(
-        report.contains("6 items, 6 images, 2 problem(s)"),
-        "{report}"
-    );
-    assert!(
-        report.contains("COCO_val2014_000000000102.jpg")
-            && report.contains("official release has 5000"),
-        "{report}"
-    );
+    assert!(report.contains("6 items, 6 images, 2 problem(s)"), "{report}");
+    assert!(report.contains("COCO_val2014_000000000102.jpg") && report.contains("official release has 5000"), "{report}");
 }

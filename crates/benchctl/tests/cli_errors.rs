@@ -7,17 +7,7 @@ use common::{benchctl, copy_tree, demo_suite, stderr, tiny_model};
 fn eval(data_dir: &str, model_dir: &str) -> std::process::Output {
     let results = tempfile::tempdir().unwrap();
     benchctl(
-        &[
-            "eval",
-            "--model-path",
-            model_dir,
-            "--suite",
-            "winoground",
-            "--data-dir",
-            data_dir,
-            "--results-dir",
-            results.path().to_str().unwrap(),
-        ],
+        &["eval", "--model-path", model_dir, "--suite", "winoground", "--data-dir", data_dir, "--results-dir", results.path().to_str().unwrap()],
         &[],
     )
 }
@@ -76,89 +66,32 @@ fn malformed_jsonl_names_file_and_line() {
 #[test]
 fn model_dir_missing_a_file() {
     let model = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        benchctl_testkit::fixture_model("clip-tiny-a").join("config.json"),
-        model.path().join("config.json"),
-    )
-    .unwrap();
-    let out = eval(
-        demo_suite().to_str().unwrap(),
-        model.path().to_str().unwrap(),
-    );
+    std::fs::copy(benchctl_testkit::fixture_model("clip-tiny-a").join("config.json"), model.path().join("config.json")).unwrap();
+    let out = eval(demo_suite().to_str().unwrap(), model.path().to_str().unwrap());
     assert_fails(&out, 4, &["missing model.safetensors, tokenizer.json"]);
 }
 
 #[test]
 fn weights_disagreeing_with_config() {
     let model = tempfile::tempdir().unwrap();
-    copy_tree(
-        &benchctl_testkit::fixture_model("clip-tiny-a"),
-        model.path(),
-    );
+    copy_tree(&benchctl_testkit::fixture_model("clip-tiny-a"), model.path());
     // clip-tiny-b's weights under clip-tiny-a's config.
-    std::fs::copy(
-        benchctl_testkit::fixture_model("clip-tiny-b").join("model.safetensors"),
-        model.path().join("model.safetensors"),
-    )
-    .unwrap();
-    let out = eval(
-        demo_suite().to_str().unwrap(),
-        model.path().to_str().unwrap(),
-    );
+    std::fs::copy(benchctl_testkit::fixture_model("clip-tiny-b").join("model.safetensors"), model.path().join("model.safetensors")).unwrap();
+    let out = eval(demo_suite().to_str().unwrap(), model.path().to_str().unwrap());
     assert_fails(&out, 4, &["does not have the shape", "model.safetensors"]);
 }
 
 #[test]
 fn unknown_model_and_suite_list_the_known_ones() {
-    let out = benchctl(
-        &[
-            "eval",
-            "--model",
-            "clip-vit-b99",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["eval", "--model", "clip-vit-b99", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()], &[]);
     assert_fails(&out, 2, &["clip-vit-b99", "known models are clip-vit-b32"]);
-    let out = benchctl(
-        &[
-            "eval",
-            "--model-path",
-            &tiny_model(),
-            "--suite",
-            "winogrande",
-        ],
-        &[],
-    );
-    assert_fails(
-        &out,
-        2,
-        &[
-            "winogrande",
-            "known suites are eqben, eqben-subset, rococo, spec, valse, winoground",
-        ],
-    );
+    let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "winogrande"], &[]);
+    assert_fails(&out, 2, &["winogrande", "known suites are eqben, eqben-subset, rococo, spec, valse, winoground"]);
 }
 
 #[test]
 fn unavailable_device_is_a_usage_error() {
-    let out = benchctl(
-        &[
-            "eval",
-            "--model-path",
-            &tiny_model(),
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--dtype",
-            "f64",
-        ],
-        &[],
-    );
+    let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--dtype", "f64"], &[]);
     assert_fails(&out, 2, &["dtype `f64`"]);
 }
 
@@ -166,19 +99,8 @@ fn unavailable_device_is_a_usage_error() {
 fn zoo_model_offline_without_cache() {
     let home = tempfile::tempdir().unwrap();
     let out = benchctl(
-        &[
-            "eval",
-            "--model",
-            "clip-vit-b32",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-        ],
-        &[
-            ("HF_HOME", home.path().to_str().unwrap()),
-            ("HF_HUB_OFFLINE", "1"),
-        ],
+        &["eval", "--model", "clip-vit-b32", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()],
+        &[("HF_HOME", home.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")],
     );
     assert_fails(&out, 4, &["openai/clip-vit-base-patch32", "HF_HUB_OFFLINE"]);
 }
@@ -189,21 +111,12 @@ fn unwritable_results_keep_the_printed_metrics() {
     // A file where the results directory should be: nothing can be created under it.
     let out = benchctl(
         &[
-            "eval",
-            "--model-path",
-            &tiny_model(),
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--results-dir",
-            blocker.path().join("sub").to_str().unwrap(),
+            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
+            "--data-dir", demo_suite().to_str().unwrap(),
+            "--results-dir", blocker.path().join("sub").to_str().unwrap(),
         ],
         &[],
     );
     assert_fails(&out, 5, &["create results directory"]);
-    assert!(
-        common::stdout(&out).contains("group_score"),
-        "the metrics were printed before the failure"
-    );
+    assert!(common::stdout(&out).contains("group_score"), "the metrics were printed before the failure");
 }

@@ -26,11 +26,7 @@ fn eqben_fixture_end_to_end() {
         );
         assert!(0.0 <= q1 && q1 <= median && median <= q3, "{split}");
     }
-    let mean = per_split
-        .values()
-        .map(|g| g["group_score"].as_f64().unwrap())
-        .sum::<f64>()
-        / 7.0;
+    let mean = per_split.values().map(|g| g["group_score"].as_f64().unwrap()).sum::<f64>() / 7.0;
     assert!((report["metrics"]["group_score_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
 }
 
@@ -41,25 +37,16 @@ fn scores_export_in_the_official_submission_order() {
     eqben_layout(data.path(), &splits, 2, true);
     // The authors' flat list: every (image, caption) pair of every item, shuffled. The light
     // split's pairs keep the annotations' .png names.
-    let suite = benchctl_suites::find("eqben")
-        .unwrap()
-        .load(data.path())
-        .unwrap();
+    let suite = benchctl_suites::find("eqben").unwrap().load(data.path()).unwrap();
     let root = data.path().join("images");
     let pairs = common::eqben_pairs(data.path());
     let n = pairs.len();
-    let shuffled: Vec<serde_json::Value> =
-        (0..n).map(|i| pairs[(i * 17 + 5) % n].clone()).collect();
+    let shuffled: Vec<serde_json::Value> = (0..n).map(|i| pairs[(i * 17 + 5) % n].clone()).collect();
     let flat = data.path().join("flat.json");
     std::fs::write(&flat, serde_json::Value::from(shuffled.clone()).to_string()).unwrap();
 
     let results = tempfile::tempdir().unwrap();
-    let (run_path, json, _) = eval_tiny(
-        "eqben",
-        data.path(),
-        results.path(),
-        &["--eqben-submission", flat.to_str().unwrap()],
-    );
+    let (run_path, json, _) = eval_tiny("eqben", data.path(), results.path(), &["--eqben-submission", flat.to_str().unwrap()]);
     let npy = std::fs::read(run_path.with_extension("eqben_submission.npy")).unwrap();
     let exported: Vec<f32> = npyz::NpyFile::new(&npy[..]).unwrap().into_vec().unwrap();
     assert_eq!(exported.len(), n);
@@ -72,18 +59,9 @@ fn scores_export_in_the_official_submission_order() {
             .enumerate()
             .find_map(|(i, item)| {
                 let k = item.images.iter().position(|im| {
-                    im.path()
-                        .strip_prefix(&root)
-                        .unwrap()
-                        .to_str()
-                        .unwrap()
-                        .replace(".jpg", ".png")
-                        == entry["image"].as_str().unwrap()
+                    im.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png") == entry["image"].as_str().unwrap()
                 })?;
-                let l = item
-                    .texts
-                    .iter()
-                    .position(|t| t == entry["caption"].as_str().unwrap())?;
+                let l = item.texts.iter().position(|t| t == entry["caption"].as_str().unwrap())?;
                 Some((i, k, l))
             })
             .unwrap();
@@ -94,36 +72,16 @@ fn scores_export_in_the_official_submission_order() {
 #[test]
 fn submission_export_needs_eqben_and_a_readable_list() {
     let out = benchctl(
-        &[
-            "eval",
-            "--model-path",
-            &tiny_model(),
-            "--suite",
-            "winoground",
-            "--eqben-submission",
-            "flat.json",
-        ],
+        &["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--eqben-submission", "flat.json"],
         &[],
     );
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     let out = benchctl(
-        &[
-            "eval",
-            "--model-path",
-            &tiny_model(),
-            "--suite",
-            "eqben",
-            "--eqben-submission",
-            "/nonexistent/flat.json",
-        ],
+        &["eval", "--model-path", &tiny_model(), "--suite", "eqben", "--eqben-submission", "/nonexistent/flat.json"],
         &[],
     );
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        common::stderr(&out).contains("/nonexistent/flat.json"),
-        "{}",
-        common::stderr(&out)
-    );
+    assert!(common::stderr(&out).contains("/nonexistent/flat.json"), "{}", common::stderr(&out));
 }
 
 #[test]
@@ -134,26 +92,15 @@ fn eqben_subset_end_to_end() {
         &std::fs::read_to_string(data.path().join("annotations/eqbenkubric_attr.json")).unwrap(),
     )
     .unwrap();
-    let gebc: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(data.path().join("annotations/eqbengebc.json")).unwrap(),
-    )
-    .unwrap();
+    let gebc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data.path().join("annotations/eqbengebc.json")).unwrap()).unwrap();
     for video in gebc.as_object().unwrap().values() {
         entries.extend(video.as_array().unwrap().iter().cloned());
     }
-    std::fs::write(
-        data.path().join(eqben::SUBSET_FILE),
-        serde_json::Value::from(entries).to_string(),
-    )
-    .unwrap();
+    std::fs::write(data.path().join(eqben::SUBSET_FILE), serde_json::Value::from(entries).to_string()).unwrap();
     let results = tempfile::tempdir().unwrap();
     let (_, json, _) = eval_tiny("eqben-subset", data.path(), results.path(), &[]);
     assert_eq!(json["report"]["items"], 8);
-    assert!(
-        json["report"]["metrics"]["eqsim_deviation_median"]
-            .as_f64()
-            .unwrap()
-            >= 0.0
-    );
+    assert!(json["report"]["metrics"]["eqsim_deviation_median"].as_f64().unwrap() >= 0.0);
     assert!(json["report"]["breakdowns"].as_object().unwrap().is_empty());
 }

@@ -5,20 +5,7 @@ mod common;
 use common::{benchctl, dump_path, eval_tiny, stderr, stdout};
 
 fn eval(data: &std::path::Path, results: &std::path::Path) -> serde_json::Value {
-    eval_tiny(
-        "rococo",
-        data,
-        results,
-        &[
-            "--rococo-lambdas",
-            "900,800",
-            "--rococo-seeds",
-            "0,1",
-            "--batch-size",
-            "16",
-        ],
-    )
-    .1
+    eval_tiny("rococo", data, results, &["--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16"]).1
 }
 
 #[test]
@@ -26,64 +13,22 @@ fn score_recomputes_the_rococo_report_from_the_dump() {
     let data = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(data.path(), 8);
     let results = tempfile::tempdir().unwrap();
-    let (path, run, _) = eval_tiny(
-        "rococo",
-        data.path(),
-        results.path(),
-        &[
-            "--rococo-methods",
-            "patch,mix",
-            "--rococo-lambdas",
-            "800",
-            "--rococo-seeds",
-            "2,0",
-        ],
-    );
+    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "patch,mix", "--rococo-lambdas", "800", "--rococo-seeds", "2,0"]);
     let dump = dump_path(&path, &run);
-    let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "rococo",
-            "--scores",
-            dump.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let report: serde_json::Value =
-        serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
-    assert_eq!(
-        report, run["report"],
-        "the same metrics, in the same order, from the dump alone"
-    );
+    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(report, run["report"], "the same metrics, in the same order, from the dump alone");
 
     // A dump line out of order is named.
-    let mut lines: Vec<String> = std::fs::read_to_string(&dump)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let mut lines: Vec<String> = std::fs::read_to_string(&dump).unwrap().lines().map(String::from).collect();
     lines.swap(0, 1);
     let broken = results.path().join("broken.jsonl");
     std::fs::write(&broken, lines.join("\n")).unwrap();
-    let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "rococo",
-            "--scores",
-            broken.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["score", "--suite", "rococo", "--scores", broken.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(3));
-    assert!(
-        stderr(&out).contains("line 1: query 1 of clean i2t is out of order (expected 0)"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("line 1: query 1 of clean i2t is out of order (expected 0)"), "{}", stderr(&out));
 }
 
 #[test]
@@ -93,27 +38,10 @@ fn rococo_fixture_end_to_end() {
     let results = tempfile::tempdir().unwrap();
     let run = eval(data.path(), results.path());
     let m = &run["report"]["metrics"];
-    let get = |k: &str| {
-        m[k].as_f64()
-            .unwrap_or_else(|| panic!("missing {k} in {m}"))
-    };
-    for prefix in [
-        "clean_i2t",
-        "clean_t2i",
-        "same_concept_i2t",
-        "danger_i2t",
-        "mix90_t2i",
-        "patch80_t2i",
-    ] {
-        let (r1, r5, r10) = (
-            get(&format!("{prefix}_r1")),
-            get(&format!("{prefix}_r5")),
-            get(&format!("{prefix}_r10")),
-        );
-        assert!(
-            0.0 <= r1 && r1 <= r5 && r5 <= r10 && r10 <= 100.0,
-            "{prefix}: {r1} {r5} {r10}"
-        );
+    let get = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("missing {k} in {m}"));
+    for prefix in ["clean_i2t", "clean_t2i", "same_concept_i2t", "danger_i2t", "mix90_t2i", "patch80_t2i"] {
+        let (r1, r5, r10) = (get(&format!("{prefix}_r1")), get(&format!("{prefix}_r5")), get(&format!("{prefix}_r10")));
+        assert!(0.0 <= r1 && r1 <= r5 && r5 <= r10 && r10 <= 100.0, "{prefix}: {r1} {r5} {r10}");
     }
     // Drop rate against the clean gallery's R@1, when that is not zero.
     let clean = get("clean_i2t_r1");
@@ -121,11 +49,7 @@ fn rococo_fixture_end_to_end() {
         let expected = 100.0 * (clean - get("rand_voca_i2t_r1")) / clean;
         assert!((get("rand_voca_i2t_drop") - expected).abs() < 1e-9);
     }
-    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"]
-        .iter()
-        .map(|s| get(&format!("{s}_i2t_r1")))
-        .sum::<f64>()
-        / 4.0;
+    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"].iter().map(|s| get(&format!("{s}_i2t_r1"))).sum::<f64>() / 4.0;
     assert!((get("i2t_r1_altered_mean") - i2t_mean).abs() < 1e-9);
 
     // 12 test images plus 12 altered ones for each of 2 methods × 2 λ × 2 seeds; each

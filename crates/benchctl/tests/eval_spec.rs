@@ -17,22 +17,10 @@ fn spec_fixture_end_to_end() {
     let subsets = report["breakdowns"]["subset"].as_object().unwrap();
     assert_eq!(subsets.len(), 6);
     for direction in ["i2t_accuracy", "t2i_accuracy"] {
-        let mean = subsets
-            .values()
-            .map(|g| g[direction].as_f64().unwrap())
-            .sum::<f64>()
-            / 6.0;
-        let reported = report["metrics"][format!("{direction}_macro")]
-            .as_f64()
-            .unwrap();
-        assert!(
-            (reported - mean).abs() < 1e-9,
-            "{direction}: {reported} vs {mean}"
-        );
+        let mean = subsets.values().map(|g| g[direction].as_f64().unwrap()).sum::<f64>() / 6.0;
+        let reported = report["metrics"][format!("{direction}_macro")].as_f64().unwrap();
+        assert!((reported - mean).abs() < 1e-9, "{direction}: {reported} vs {mean}");
     }
     // Each query image and each candidate image is encoded once.
-    assert_eq!(
-        json["counts"]["images_encoded"],
-        json["counts"]["unique_images"]
-    );
+    assert_eq!(json["counts"]["images_encoded"], json["counts"]["unique_images"]);
 }

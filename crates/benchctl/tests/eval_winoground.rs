@@ -12,23 +12,15 @@ use common::{benchctl, dump_path, eval_tiny};
 
 #[test]
 fn real_annotations_end_to_end() {
-    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else {
-        return;
-    };
+    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else { return };
     let rows = read_winoground_tsv(&tsv);
     let data = tempfile::tempdir().unwrap();
     winoground_layout(&rows, data.path());
     let results = tempfile::tempdir().unwrap();
-    let (run_path, json, out) = eval_tiny(
-        "winoground",
-        data.path(),
-        results.path(),
-        &["--batch-size", "64"],
-    );
+    let (run_path, json, out) = eval_tiny("winoground", data.path(), results.path(), &["--batch-size", "64"]);
     let report = &json["report"];
     assert_eq!(report["items"], 400);
-    let breakdown =
-        |key: &str, value: &str| report["breakdowns"][key][value]["items"].as_u64().unwrap();
+    let breakdown = |key: &str, value: &str| report["breakdowns"][key][value]["items"].as_u64().unwrap();
     assert_eq!(breakdown("collapsed_tag", "Object"), 141);
     assert_eq!(breakdown("collapsed_tag", "Relation"), 233);
     assert_eq!(breakdown("collapsed_tag", "Both"), 26);
@@ -39,18 +31,12 @@ fn real_annotations_end_to_end() {
     }
 
     // Encode once: every unique image and caption exactly once, in batches of 64.
-    let captions: HashSet<&str> = rows
-        .iter()
-        .flat_map(|r| [r.caption_0.as_str(), r.caption_1.as_str()])
-        .collect();
+    let captions: HashSet<&str> = rows.iter().flat_map(|r| [r.caption_0.as_str(), r.caption_1.as_str()]).collect();
     let counts = &json["counts"];
     assert_eq!(counts["unique_images"], 800);
     assert_eq!(counts["images_encoded"], 800);
     assert_eq!(counts["image_batches"], 13);
-    assert_eq!(
-        counts["unique_texts"].as_u64().unwrap() as usize,
-        captions.len()
-    );
+    assert_eq!(counts["unique_texts"].as_u64().unwrap() as usize, captions.len());
     assert_eq!(counts["texts_encoded"], counts["unique_texts"]);
 
     // The model is recorded, and the table names the model and suite.
@@ -62,36 +48,21 @@ fn real_annotations_end_to_end() {
     // Every metric is recomputed from the score dump alone, exactly.
     let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
     assert_eq!(lines.len(), 400);
-    let suite = benchctl_suites::find("winoground")
-        .unwrap()
-        .load(data.path())
-        .unwrap();
+    let suite = benchctl_suites::find("winoground").unwrap().load(data.path()).unwrap();
     let mut scores = ScoreTensor::new();
     for ((id, matrix), item) in lines.iter().zip(&suite.items) {
         assert_eq!(id, &item.id);
-        scores
-            .push(matrix.len(), matrix[0].len(), &matrix.concat())
-            .unwrap();
+        scores.push(matrix.len(), matrix[0].len(), &matrix.concat()).unwrap();
     }
     let recomputed = suite.evaluate(&scores).unwrap();
     let stored = Run::from_json(&json).unwrap();
     assert_eq!(recomputed, stored.report);
 
     // The leaderboard picks the run up.
-    let out = benchctl(
-        &[
-            "leaderboard",
-            "--results-dir",
-            results.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", common::stderr(&out));
     let md = std::fs::read_to_string(results.path().join("LEADERBOARD.md")).unwrap();
-    assert!(
-        md.contains("## winoground") && md.contains("| clip-tiny-a |"),
-        "{md}"
-    );
+    assert!(md.contains("## winoground") && md.contains("| clip-tiny-a |"), "{md}");
 }
 
 #[test]
@@ -101,28 +72,13 @@ fn repeated_captions_and_images_are_encoded_once() {
     // Make example 1 reuse example 0's images and captions.
     let path = data.path().join("examples.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
-    let mut lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let mut lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     for key in ["image_0", "image_1", "caption_0", "caption_1"] {
         lines[1][key] = lines[0][key].clone();
     }
-    std::fs::write(
-        &path,
-        lines
-            .iter()
-            .map(|l| l.to_string() + "\n")
-            .collect::<String>(),
-    )
-    .unwrap();
+    std::fs::write(&path, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
     let results = tempfile::tempdir().unwrap();
-    let (run_path, json, _) = eval_tiny(
-        "winoground",
-        data.path(),
-        results.path(),
-        &["--batch-size", "5"],
-    );
+    let (run_path, json, _) = eval_tiny("winoground", data.path(), results.path(), &["--batch-size", "5"]);
     let counts = &json["counts"];
     assert_eq!(counts["unique_images"], 14);
     assert_eq!(counts["images_encoded"], 14);
@@ -130,10 +86,7 @@ fn repeated_captions_and_images_are_encoded_once() {
     assert_eq!(counts["texts_encoded"], 14);
     // The two identical items get identical scores.
     let dump = std::fs::read_to_string(dump_path(&run_path, &json)).unwrap();
-    let scores: Vec<serde_json::Value> = dump
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let scores: Vec<serde_json::Value> = dump.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(scores[0]["scores"], scores[1]["scores"]);
 }
 
@@ -142,12 +95,7 @@ fn batch_size_does_not_change_scores() {
     let mut dumps = Vec::new();
     for batch in ["1", "7", "32"] {
         let results = tempfile::tempdir().unwrap();
-        let (path, json, _) = eval_tiny(
-            "winoground",
-            &common::demo_suite(),
-            results.path(),
-            &["--batch-size", batch],
-        );
+        let (path, json, _) = eval_tiny("winoground", &common::demo_suite(), results.path(), &["--batch-size", batch]);
         let lines = read_scores(&dump_path(&path, &json)).unwrap();
         dumps.push(lines);
     }

@@ -13,20 +13,13 @@ const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
 /// Serves hub-style requests on 127.0.0.1 from `files` (repo path → bytes); with `refuse`,
 /// answers 401 to everything. Stops after `max_requests` connections.
-fn serve(
-    repo: &'static str,
-    files: Vec<(String, Vec<u8>)>,
-    refuse: bool,
-    max_requests: usize,
-) -> String {
+fn serve(repo: &'static str, files: Vec<(String, Vec<u8>)>, refuse: bool, max_requests: usize) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         for stream in listener.incoming().take(max_requests) {
             let Ok(mut stream) = stream else { continue };
-            stream
-                .set_read_timeout(Some(std::time::Duration::from_secs(5)))
-                .ok();
+            stream.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok();
             let mut request = Vec::new();
             let mut buf = [0u8; 4096];
             while !request.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -37,44 +30,21 @@ fn serve(
             }
             let text = String::from_utf8_lossy(&request).to_string();
             let path = text.split_whitespace().nth(1).unwrap_or("").to_string();
-            let range = text.lines().find_map(|l| {
-                l.to_ascii_lowercase()
-                    .strip_prefix("range: bytes=")
-                    .map(|r| r.trim().to_string())
-            });
+            let range = text
+                .lines()
+                .find_map(|l| l.to_ascii_lowercase().strip_prefix("range: bytes=").map(|r| r.trim().to_string()));
             let (status, headers, body) = if refuse {
-                (
-                    "401 Unauthorized",
-                    String::new(),
-                    b"{\"error\": \"gated\"}".to_vec(),
-                )
+                ("401 Unauthorized", String::new(), b"{\"error\": \"gated\"}".to_vec())
             } else if path == format!("/api/datasets/{repo}/revision/main") {
-                let siblings: Vec<serde_json::Value> = files
-                    .iter()
-                    .map(|(n, _)| serde_json::json!({"rfilename": n}))
-                    .collect();
-                let body = serde_json::json!({"sha": COMMIT, "siblings": siblings})
-                    .to_string()
-                    .into_bytes();
-                (
-                    "200 OK",
-                    "Content-Type: application/json\r\n".to_string(),
-                    body,
-                )
-            } else if let Some((_, bytes)) = files
-                .iter()
-                .find(|(n, _)| path == format!("/datasets/{repo}/resolve/main/{n}"))
+                let siblings: Vec<serde_json::Value> =
+                    files.iter().map(|(n, _)| serde_json::json!({"rfilename": n})).collect();
+                let body = serde_json::json!({"sha": COMMIT, "siblings": siblings}).to_string().into_bytes();
+                ("200 OK", "Content-Type: application/json\r\n".to_string(), body)
+            } else if let Some((_, bytes)) =
+                files.iter().find(|(n, _)| path == format!("/datasets/{repo}/resolve/main/{n}"))
             {
-                let start: usize = range
-                    .as_deref()
-                    .and_then(|r| r.split('-').next())
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                let end = if range.as_deref() == Some("0-0") {
-                    1
-                } else {
-                    bytes.len()
-                };
+                let start: usize = range.as_deref().and_then(|r| r.split('-').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+                let end = if range.as_deref() == Some("0-0") { 1 } else { bytes.len() };
                 let headers = format!(
                     "ETag: \"etag-{}\"\r\nX-Repo-Commit: {COMMIT}\r\nContent-Range: bytes {start}-{}/{}\r\n",
                     bytes.len(),
@@ -85,13 +55,8 @@ fn serve(
             } else {
                 ("404 Not Found", String::new(), Vec::new())
             };
-            let head = format!(
-                "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream
-                .write_all(head.as_bytes())
-                .and_then(|_| stream.write_all(&body));
+            let head = format!("HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body));
         }
     });
     endpoint
@@ -100,19 +65,11 @@ fn serve(
 /// The demo suite's images as the `images.zip` of Winoground's dataset repo.
 fn images_zip(dir: &Path) -> Vec<u8> {
     let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-    let options =
-        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-    let mut names: Vec<_> = std::fs::read_dir(dir.join("images"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    let mut names: Vec<_> = std::fs::read_dir(dir.join("images")).unwrap().map(|e| e.unwrap().path()).collect();
     names.sort();
     for path in names {
-        zip.start_file(
-            format!("images/{}", path.file_name().unwrap().to_str().unwrap()),
-            options,
-        )
-        .unwrap();
+        zip.start_file(format!("images/{}", path.file_name().unwrap().to_str().unwrap()), options).unwrap();
         zip.write_all(&std::fs::read(&path).unwrap()).unwrap();
     }
     zip.finish().unwrap().into_inner()
@@ -123,83 +80,40 @@ fn a_gated_repo_without_access_says_so() {
     let endpoint = serve("facebook/winoground", Vec::new(), true, 5);
     let home = tempfile::tempdir().unwrap();
     let out = benchctl(
-        &[
-            "fetch",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            home.path().join("wg").to_str().unwrap(),
-        ],
-        &[
-            ("HF_ENDPOINT", &endpoint),
-            ("HF_HOME", home.path().to_str().unwrap()),
-        ],
+        &["fetch", "--suite", "winoground", "--data-dir", home.path().join("wg").to_str().unwrap()],
+        &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap())],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("needs a token") && stderr(&out).contains("HF_TOKEN"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("needs a token") && stderr(&out).contains("HF_TOKEN"), "{}", stderr(&out));
 }
 
 #[test]
 fn winoground_is_fetched_into_its_official_layout() {
     let demo = demo_suite();
     let files = vec![
-        (
-            "data/examples.jsonl".to_string(),
-            std::fs::read(demo.join("examples.jsonl")).unwrap(),
-        ),
+        ("data/examples.jsonl".to_string(), std::fs::read(demo.join("examples.jsonl")).unwrap()),
         ("data/images.zip".to_string(), images_zip(&demo)),
     ];
     let endpoint = serve("facebook/winoground", files, false, 40);
     let home = tempfile::tempdir().unwrap();
     let data = home.path().join("winoground");
     let out = benchctl(
-        &[
-            "fetch",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-        &[
-            ("HF_ENDPOINT", &endpoint),
-            ("HF_HOME", home.path().to_str().unwrap()),
-            ("HF_TOKEN", "hf_test"),
-        ],
+        &["fetch", "--suite", "winoground", "--data-dir", data.to_str().unwrap()],
+        &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_test")],
     );
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("17 files"), "{}", stdout(&out));
     // The fetched directory passes every check but the full-release count.
-    let out = benchctl(
-        &[
-            "check",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["check", "--suite", "winoground", "--data-dir", data.to_str().unwrap()], &[]);
     let report = stdout(&out);
-    assert!(
-        report.contains("8 items, 16 images, 1 problem(s)")
-            && report.contains("official release has 400"),
-        "{report}"
-    );
+    assert!(report.contains("8 items, 16 images, 1 problem(s)") && report.contains("official release has 400"), "{report}");
 }
 
 #[test]
 fn suites_off_the_hub_say_where_to_get_them() {
     let out = benchctl(&["fetch", "--suite", "valse"], &[]);
     assert!(out.status.success());
-    assert!(
-        stdout(&out).contains("Heidelberg-NLP/VALSE"),
-        "{}",
-        stdout(&out)
-    );
+    assert!(stdout(&out).contains("Heidelberg-NLP/VALSE"), "{}", stdout(&out));
 }
 
 #[test]

@@ -10,29 +10,17 @@ use common::{benchctl, demo_suite, stored_run};
 fn zoo_id_resolves_from_the_cache_offline() {
     let home = tempfile::tempdir().unwrap();
     let entry = registry::find("clip-vit-b32").unwrap();
-    let folder = home
-        .path()
-        .join("hub")
-        .join(format!("models--{}", entry.repo.replace('/', "--")));
+    let folder = home.path().join("hub").join(format!("models--{}", entry.repo.replace('/', "--")));
     let snapshot = folder.join("snapshots").join(entry.revision);
     common::copy_tree(&benchctl_testkit::fixture_model("clip-tiny-a"), &snapshot);
     let results = tempfile::tempdir().unwrap();
     let out = benchctl(
         &[
-            "eval",
-            "--model",
-            "clip-vit-b32",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--results-dir",
-            results.path().to_str().unwrap(),
+            "eval", "--model", "clip-vit-b32", "--suite", "winoground",
+            "--data-dir", demo_suite().to_str().unwrap(),
+            "--results-dir", results.path().to_str().unwrap(),
         ],
-        &[
-            ("HF_HOME", home.path().to_str().unwrap()),
-            ("HF_HUB_OFFLINE", "1"),
-        ],
+        &[("HF_HOME", home.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")],
     );
     let (_, json) = stored_run(&out);
     assert_eq!(json["model"]["id"], "clip-vit-b32");

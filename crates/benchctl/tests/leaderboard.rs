@@ -19,51 +19,25 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             repo: commit.map(|_| format!("org/{model}")),
             revision: commit.map(String::from),
             commit: commit.map(String::from),
-            path: if commit.is_none() {
-                Some(format!("/models/{model}"))
-            } else {
-                None
-            },
+            path: if commit.is_none() { Some(format!("/models/{model}")) } else { None },
             dtype: "f32".into(),
             device: "cpu".into(),
             score: None,
         },
-        suite: SuiteRecord {
-            id: "winoground".into(),
-            data_dir: "datasets/winoground".into(),
-            items: 400,
-        },
+        suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400 },
         batch_size: 32,
         counts: Counts::default(),
-        timings: Timings {
-            load_model_s: 1.0,
-            encode_images_s: 2.0,
-            encode_texts_s: 0.5,
-            score_s: 0.01,
-            total_s: 3.6,
-        },
+        timings: Timings { load_model_s: 1.0, encode_images_s: 2.0, encode_texts_s: 0.5, score_s: 0.01, total_s: 3.6 },
         report: Report {
             items: 400,
             metrics: metrics.clone(),
-            breakdowns: vec![Breakdown {
-                key: "collapsed_tag".into(),
-                groups: vec![Group {
-                    value: "Object".into(),
-                    items: 141,
-                    metrics: metrics.clone(),
-                }],
-            }],
+            breakdowns: vec![Breakdown { key: "collapsed_tag".into(), groups: vec![Group { value: "Object".into(), items: 141, metrics: metrics.clone() }] }],
         },
         // Intervals of a fixed width per metric, so the snapshot shows the ± column.
         intervals: metrics
             .iter()
             .zip([2.0, 1.5, 1.25])
-            .map(|((name, value), half)| Interval {
-                metric: name.clone(),
-                value: *value,
-                low: value - half,
-                high: value + half,
-            })
+            .map(|((name, value), half)| Interval { metric: name.clone(), value: *value, low: value - half, high: value + half })
             .collect(),
         tool_commit: "0123456789abcdef".into(),
         data_fingerprint: "f".repeat(64),
@@ -74,31 +48,11 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
 #[test]
 fn leaderboard_markdown() {
     let runs = vec![
-        run(
-            "clip-vit-b32",
-            Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"),
-            "2026-11-01T10:00:00Z",
-            [30.75, 10.5, 8.25],
-        ),
+        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-01T10:00:00Z", [30.75, 10.5, 8.25]),
         // A newer run of the same model replaces the older one.
-        run(
-            "clip-vit-b32",
-            Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"),
-            "2026-11-20T10:00:00Z",
-            [30.75, 11.0, 8.75],
-        ),
-        run(
-            "clip-vit-l14",
-            Some("32bd64288804d66eefd0ccbe215aa642df71cc41"),
-            "2026-11-19T09:30:00Z",
-            [28.5, 11.25, 8.75],
-        ),
-        run(
-            "my-local-clip",
-            None,
-            "2026-11-21T08:00:00Z",
-            [25.0, 9.0, 6.0],
-        ),
+        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-20T10:00:00Z", [30.75, 11.0, 8.75]),
+        run("clip-vit-l14", Some("32bd64288804d66eefd0ccbe215aa642df71cc41"), "2026-11-19T09:30:00Z", [28.5, 11.25, 8.75]),
+        run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
     ];
     insta::assert_snapshot!(render(&runs));
 }
@@ -106,18 +60,8 @@ fn leaderboard_markdown() {
 #[test]
 fn leaderboard_chart() {
     let runs = vec![
-        run(
-            "clip-vit-b32",
-            Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"),
-            "2026-11-20T10:00:00Z",
-            [30.75, 11.0, 8.75],
-        ),
-        run(
-            "my-local-clip",
-            None,
-            "2026-11-21T08:00:00Z",
-            [25.0, 9.0, 6.0],
-        ),
+        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-20T10:00:00Z", [30.75, 11.0, 8.75]),
+        run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
     ];
     let charts = charts(&runs);
     assert_eq!(charts.len(), 1);
@@ -127,19 +71,9 @@ fn leaderboard_chart() {
 
 #[test]
 fn shard_runs_stay_off_the_leaderboard() {
-    let mut shard = run(
-        "clip-vit-b32",
-        None,
-        "2026-11-22T00:00:00Z",
-        [99.0, 99.0, 99.0],
-    );
+    let mut shard = run("clip-vit-b32", None, "2026-11-22T00:00:00Z", [99.0, 99.0, 99.0]);
     shard.shard = Some("0/2".into());
-    let whole = run(
-        "clip-vit-b32",
-        None,
-        "2026-11-21T00:00:00Z",
-        [30.0, 20.0, 10.0],
-    );
+    let whole = run("clip-vit-b32", None, "2026-11-21T00:00:00Z", [30.0, 20.0, 10.0]);
     let md = render(&[whole, shard]);
     assert!(md.contains("| clip-vit-b32 | **30.00** ±2.00 |"), "{md}");
     assert!(!md.contains("99.00"), "{md}");
@@ -156,17 +90,9 @@ fn lower_is_better_for_the_eqsim_deviation() {
     let mut b = run("model-b", None, "2026-11-01T00:00:00Z", [20.0, 20.0, 20.0]);
     for (r, deviation) in [(&mut a, 0.5), (&mut b, 1.5)] {
         r.suite.id = "eqben".into();
-        r.report
-            .metrics
-            .push(("eqsim_deviation_mean".into(), deviation));
+        r.report.metrics.push(("eqsim_deviation_mean".into(), deviation));
     }
     let md = render(&[a, b]);
-    assert!(
-        md.contains("| model-a | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| model-b | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"),
-        "{md}"
-    );
+    assert!(md.contains("| model-a | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"), "{md}");
+    assert!(md.contains("| model-b | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"), "{md}");
 }

@@ -17,17 +17,8 @@ fn current_runs(results: &Path) {
     for model in ["clip-tiny-a", "siglip-tiny"] {
         let path = benchctl_testkit::fixture_model(model).display().to_string();
         stored_run(&benchctl(
-            &[
-                "eval",
-                "--model-path",
-                &path,
-                "--suite",
-                "winoground",
-                "--data-dir",
-                demo_suite().to_str().unwrap(),
-                "--results-dir",
-                results.to_str().unwrap(),
-            ],
+            &["eval", "--model-path", &path, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(),
+              "--results-dir", results.to_str().unwrap()],
             &[],
         ));
     }
@@ -38,13 +29,7 @@ fn the_fixture_models_match_the_committed_baseline() {
     let results = tempfile::tempdir().unwrap();
     current_runs(results.path());
     let out = benchctl(
-        &[
-            "compare",
-            "--baseline",
-            baselines().to_str().unwrap(),
-            "--results-dir",
-            results.path().to_str().unwrap(),
-        ],
+        &["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
         &[],
     );
     assert!(out.status.success(), "the scores changed against results/baselines (rewrite with `just baselines` only if intended):\n{}\n{}", stdout(&out), stderr(&out));
@@ -52,9 +37,7 @@ fn the_fixture_models_match_the_committed_baseline() {
     // be what it was: the table's `max |Δ item score|` column.
     for line in stdout(&out).lines().filter(|l| l.contains("winoground")) {
         let cell = line.split('┆').nth(8).unwrap().trim();
-        let change: f64 = cell
-            .parse()
-            .unwrap_or_else(|_| panic!("no score change in {line}"));
+        let change: f64 = cell.parse().unwrap_or_else(|_| panic!("no score change in {line}"));
         assert!(change < 1e-4, "item scores moved by {change}: {line}");
     }
     // The snapshot is of the table's layout and verdicts; the score-change column is checked
@@ -84,8 +67,7 @@ fn improved_baseline(dir: &Path) {
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with("clip-tiny-a_winoground.json"))
         .unwrap();
-    let mut run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&run_path).unwrap()).unwrap();
+    let mut run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&run_path).unwrap()).unwrap();
     let dump = run_path.with_file_name(run["scores_file"].as_str().unwrap());
     // Every item right: a strong diagonal.
     let lines: Vec<String> = std::fs::read_to_string(&dump)
@@ -98,22 +80,10 @@ fn improved_baseline(dir: &Path) {
         .collect();
     std::fs::write(&dump, lines.join("\n") + "\n").unwrap();
     // The report `benchctl score` computes from that dump becomes the baseline's report.
-    let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--scores",
-            dump.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = benchctl(&["score", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--scores", dump.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    let report: serde_json::Value =
-        serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
     assert_eq!(report["metrics"]["group_score"], 100.0);
     run["report"] = report;
     run.as_object_mut().unwrap().remove("intervals");
@@ -126,43 +96,15 @@ fn a_changed_score_fails_the_gate() {
     current_runs(results.path());
     let baseline = tempfile::tempdir().unwrap();
     improved_baseline(baseline.path());
-    let args = [
-        "compare",
-        "--baseline",
-        baseline.path().to_str().unwrap(),
-        "--results-dir",
-        results.path().to_str().unwrap(),
-    ];
+    let args = ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
     let out = benchctl(&args, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(6),
-        "{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("3 metric(s) dropped: clip-tiny-a on winoground text_score"),
-        "{}",
-        stderr(&out)
-    );
+    assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
+    assert!(stderr(&out).contains("3 metric(s) dropped: clip-tiny-a on winoground text_score"), "{}", stderr(&out));
     let table = stdout(&out);
-    let group = table
-        .lines()
-        .find(|l| l.contains("clip-tiny-a") && l.contains("group_score"))
-        .unwrap();
+    let group = table.lines().find(|l| l.contains("clip-tiny-a") && l.contains("group_score")).unwrap();
     // A drop of 100 points on 8 items: paired interval strictly below zero, McNemar p = 2/2⁸.
-    assert!(
-        group.contains("-100.00")
-            && group.contains("[-100.00, -100.00]")
-            && group.contains("0.008")
-            && group.contains("REGRESSION"),
-        "{group}"
-    );
-    let siglip = table
-        .lines()
-        .find(|l| l.contains("siglip-tiny") && l.contains("group_score"))
-        .unwrap();
+    assert!(group.contains("-100.00") && group.contains("[-100.00, -100.00]") && group.contains("0.008") && group.contains("REGRESSION"), "{group}");
+    let siglip = table.lines().find(|l| l.contains("siglip-tiny") && l.contains("group_score")).unwrap();
     assert!(siglip.contains(" ok "), "{siglip}");
 
     // A tolerance wider than the drop lets it pass.

@@ -17,15 +17,7 @@ fn eval(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (serde_json
 
 /// The report `benchctl score` prints (its JSON follows the table).
 fn score(suite: &str, data: &Path, scores: &Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec![
-        "score",
-        "--suite",
-        suite,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--scores",
-        scores.to_str().unwrap(),
-    ];
+    let mut args = vec!["score", "--suite", suite, "--data-dir", data.to_str().unwrap(), "--scores", scores.to_str().unwrap()];
     args.extend_from_slice(extra);
     let out = benchctl(&args, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -41,20 +33,14 @@ fn valse_layout(dir: &Path) {
             let image = format!("img_{p}_{r}.jpg");
             let path = dir.join("images/visual7w").join(&image);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            benchctl_testkit::generated_image(p as u64 * 10 + r, 30, 20)
-                .save_with_format(&path, image::ImageFormat::Jpeg)
-                .unwrap();
+            benchctl_testkit::generated_image(p as u64 * 10 + r, 30, 20).save_with_format(&path, image::ImageFormat::Jpeg).unwrap();
             records.insert(
                 format!("{piece}_{r}"),
                 serde_json::json!({"dataset": "visual7w", "image_file": image, "caption": format!("there are {r} dogs"),
                                    "foil": format!("there are {} dogs", r + 1), "mturk": {"caption": 1 + r, "foil": 0, "other": 0}}),
             );
         }
-        std::fs::write(
-            dir.join(format!("{piece}.json")),
-            serde_json::Value::Object(records).to_string(),
-        )
-        .unwrap();
+        std::fs::write(dir.join(format!("{piece}.json")), serde_json::Value::Object(records).to_string()).unwrap();
     }
 }
 
@@ -91,51 +77,27 @@ fn winoground_published_jsonl_reproduces_eval() {
         for image in 0..2 {
             for caption in 0..2 {
                 let label = format!("{}_c{caption}_i{image}", v["id"].as_str().unwrap());
-                jsonl.push_str(
-                    &serde_json::json!({"label": label, "score": v["scores"][image][caption]})
-                        .to_string(),
-                );
+                jsonl.push_str(&serde_json::json!({"label": label, "score": v["scores"][image][caption]}).to_string());
                 jsonl.push('\n');
             }
         }
     }
     let file = results.path().join("published.jsonl");
     std::fs::write(&file, &jsonl).unwrap();
-    assert_eq!(
-        score("winoground", &demo_suite(), &file, &[]),
-        run["report"]
-    );
+    assert_eq!(score("winoground", &demo_suite(), &file, &[]), run["report"]);
 
     // A missing pair, an unknown label and a non-number are errors naming the entry.
     let broken = |text: &str| {
         std::fs::write(&file, text).unwrap();
-        let out = benchctl(
-            &[
-                "score",
-                "--suite",
-                "winoground",
-                "--data-dir",
-                demo_suite().to_str().unwrap(),
-                "--scores",
-                file.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let out = benchctl(&["score", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--scores", file.to_str().unwrap()], &[]);
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         stderr(&out)
     };
     let dropped: String = jsonl.lines().skip(1).map(|l| format!("{l}\n")).collect();
     assert!(broken(&dropped).contains("1 item(s) lack scores, e.g. 0"));
     assert!(broken(&jsonl.replacen("\"0_c0_i0\"", "\"99_c0_i0\"", 1)).contains("no item `99`"));
-    assert!(
-        broken(&jsonl.replacen("\"label\":\"0_c0_i0\"", "\"label\":\"0-c0-i0\"", 1))
-            .contains("is not of the form")
-    );
-    let nan = jsonl
-        .lines()
-        .next()
-        .unwrap()
-        .replace("\"score\":", "\"score\":\"NaN\",\"x\":");
+    assert!(broken(&jsonl.replacen("\"label\":\"0_c0_i0\"", "\"label\":\"0-c0-i0\"", 1)).contains("is not of the form"));
+    let nan = jsonl.lines().next().unwrap().replace("\"score\":", "\"score\":\"NaN\",\"x\":");
     assert!(broken(&format!("{nan}\n{dropped}")).contains("line 1: `score` is not a number"));
 }
 
@@ -146,25 +108,9 @@ fn eqben_submission_vector_reproduces_eval() {
     eqben_layout_with_flat_list(data.path(), &splits);
     let flat = data.path().join("flat.json");
     let results = tempfile::tempdir().unwrap();
-    let (run, dump) = eval(
-        "eqben",
-        data.path(),
-        results.path(),
-        &["--eqben-submission", flat.to_str().unwrap()],
-    );
-    let npy = dump.with_file_name(
-        dump.file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .replace(".scores.jsonl", ".eqben_submission.npy"),
-    );
-    let report = score(
-        "eqben",
-        data.path(),
-        &npy,
-        &["--eqben-flat-list", flat.to_str().unwrap()],
-    );
+    let (run, dump) = eval("eqben", data.path(), results.path(), &["--eqben-submission", flat.to_str().unwrap()]);
+    let npy = dump.with_file_name(dump.file_name().unwrap().to_str().unwrap().replace(".scores.jsonl", ".eqben_submission.npy"));
+    let report = score("eqben", data.path(), &npy, &["--eqben-flat-list", flat.to_str().unwrap()]);
     assert_eq!(report, run["report"]);
 }
 
@@ -173,83 +119,47 @@ fn eqben_layout_with_flat_list(dir: &Path, splits: &[&str]) {
     benchctl_testkit::eqben_layout(dir, splits, 2, true);
     let mut pairs = common::eqben_pairs(dir);
     pairs.reverse();
-    std::fs::write(
-        dir.join("flat.json"),
-        serde_json::Value::from(pairs).to_string(),
-    )
-    .unwrap();
+    std::fs::write(dir.join("flat.json"), serde_json::Value::from(pairs).to_string()).unwrap();
 }
 
 #[test]
 fn external_match_probabilities_get_valses_threshold_metrics() {
     let data = tempfile::tempdir().unwrap();
     valse_layout(data.path());
-    let suite = benchctl_suites::find("valse")
-        .unwrap()
-        .load(data.path())
-        .unwrap();
+    let suite = benchctl_suites::find("valse").unwrap().load(data.path()).unwrap();
     // Captions at 0.8; foils at 0.3, except in the first piece, where they are at 0.6.
     let dump: String = suite
         .items
         .iter()
         .map(|item| {
-            let foil = if item.id.starts_with(valse::PIECES[0]) {
-                0.6
-            } else {
-                0.3
-            };
+            let foil = if item.id.starts_with(valse::PIECES[0]) { 0.6 } else { 0.3 };
             serde_json::json!({"id": item.id, "scores": [[0.8, foil]]}).to_string() + "\n"
         })
         .collect();
     let file = data.path().join("itm.jsonl");
     std::fs::write(&file, dump).unwrap();
-    let report = score(
-        "valse",
-        data.path(),
-        &file,
-        &["--score-kind", "probability"],
-    );
+    let report = score("valse", data.path(), &file, &["--score-kind", "probability"]);
     let m = &report["metrics"];
     assert_eq!(m["acc_r"], 100.0);
     assert_eq!(m["p_c"], 100.0);
     let p_f = 100.0 * (suite.items.len() - 2) as f64 / suite.items.len() as f64;
     assert!((m["p_f"].as_f64().unwrap() - p_f).abs() < 1e-9, "{m}");
-    assert!(
-        (m["min_macro"].as_f64().unwrap() - 100.0 * 10.0 / 11.0).abs() < 1e-9,
-        "{m}"
-    );
+    assert!((m["min_macro"].as_f64().unwrap() - 100.0 * 10.0 / 11.0).abs() < 1e-9, "{m}");
 
     let out_of_range: String = suite
         .items
         .iter()
         .enumerate()
-        .map(|(i, item)| {
-            serde_json::json!({"id": item.id, "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]})
-                .to_string()
-                + "\n"
-        })
+        .map(|(i, item)| serde_json::json!({"id": item.id, "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]}).to_string() + "\n")
         .collect();
     std::fs::write(&file, out_of_range).unwrap();
     let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "valse",
-            "--data-dir",
-            data.path().to_str().unwrap(),
-            "--scores",
-            file.to_str().unwrap(),
-            "--score-kind",
-            "probability",
-        ],
+        &["score", "--suite", "valse", "--data-dir", data.path().to_str().unwrap(), "--scores", file.to_str().unwrap(), "--score-kind", "probability"],
         &[],
     );
     assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
-    assert!(
-        err.contains(&format!("item `{}`", suite.items[3].id)) && err.contains("not a probability"),
-        "{err}"
-    );
+    assert!(err.contains(&format!("item `{}`", suite.items[3].id)) && err.contains("not a probability"), "{err}");
 }
 
 #[test]
@@ -258,8 +168,7 @@ fn a_piece_without_valid_records_is_left_out_of_the_averages() {
     valse_layout(data.path());
     // Every record of the first piece fails validation.
     let path = data.path().join(format!("{}.json", valse::PIECES[0]));
-    let mut records: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut records: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     for record in records.values_mut() {
         record["mturk"]["caption"] = 1.into();
     }
@@ -269,10 +178,6 @@ fn a_piece_without_valid_records_is_left_out_of_the_averages() {
     let pieces = run["report"]["breakdowns"]["piece"].as_object().unwrap();
     assert_eq!(pieces.len(), 10);
     assert!(!pieces.contains_key(valse::PIECES[0]));
-    let mean = pieces
-        .values()
-        .map(|g| g["acc_r"].as_f64().unwrap())
-        .sum::<f64>()
-        / 10.0;
+    let mean = pieces.values().map(|g| g["acc_r"].as_f64().unwrap()).sum::<f64>() / 10.0;
     assert!((run["report"]["metrics"]["acc_r_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
 }

@@ -8,23 +8,8 @@ use std::path::{Path, PathBuf};
 use benchctl::store::{Store, MIGRATIONS};
 use common::{benchctl, demo_suite, stderr, stored_run, tiny_model};
 
-fn eval_args<'a>(
-    model: &'a str,
-    data: &'a str,
-    results: &'a str,
-    extra: &[&'a str],
-) -> Vec<&'a str> {
-    let mut args = vec![
-        "eval",
-        "--model-path",
-        model,
-        "--suite",
-        "winoground",
-        "--data-dir",
-        data,
-        "--results-dir",
-        results,
-    ];
+fn eval_args<'a>(model: &'a str, data: &'a str, results: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["eval", "--model-path", model, "--suite", "winoground", "--data-dir", data, "--results-dir", results];
     args.extend_from_slice(extra);
     args
 }
@@ -32,10 +17,7 @@ fn eval_args<'a>(
 fn eval(results: &Path, cache: &Path, extra: &[&str]) -> std::process::Output {
     let (model, data) = (tiny_model(), demo_suite().display().to_string());
     let results = results.display().to_string();
-    benchctl(
-        &eval_args(&model, &data, &results, extra),
-        &[("BENCHCTL_CACHE", cache.to_str().unwrap())],
-    )
+    benchctl(&eval_args(&model, &data, &results, extra), &[("BENCHCTL_CACHE", cache.to_str().unwrap())])
 }
 
 #[test]
@@ -48,11 +30,7 @@ fn a_run_is_stored_with_its_metrics_intervals_and_item_scores() {
     assert_eq!(runs.len(), 1);
     let run = &runs[0].run;
     assert_eq!(run.report.metrics.len(), 3);
-    assert_eq!(
-        run.intervals.len(),
-        3,
-        "each headline metric has its interval"
-    );
+    assert_eq!(run.intervals.len(), 3, "each headline metric has its interval");
     for i in &run.intervals {
         assert!(i.low <= i.value && i.value <= i.high, "{i:?}");
     }
@@ -70,24 +48,16 @@ fn a_store_from_a_newer_benchctl_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(Store::open(dir.path()).unwrap());
     let conn = rusqlite::Connection::open(dir.path().join(benchctl::store::FILE_NAME)).unwrap();
-    conn.pragma_update(None, "user_version", (MIGRATIONS.len() + 1) as i64)
-        .unwrap();
+    conn.pragma_update(None, "user_version", (MIGRATIONS.len() + 1) as i64).unwrap();
     drop(conn);
     let err = Store::open(dir.path()).err().unwrap();
-    assert!(
-        err.to_string().contains("is newer than this benchctl's"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("is newer than this benchctl's"), "{err}");
 }
 
 #[test]
 fn two_processes_writing_at_once_both_land() {
     let results = tempfile::tempdir().unwrap();
-    let (model, data, dir) = (
-        tiny_model(),
-        demo_suite().display().to_string(),
-        results.path().display().to_string(),
-    );
+    let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
     let children: Vec<_> = (0..2)
         .map(|_| {
             std::process::Command::new(env!("CARGO_BIN_EXE_benchctl"))
@@ -100,11 +70,7 @@ fn two_processes_writing_at_once_both_land() {
         .collect();
     for child in children {
         let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     let store = Store::open(results.path()).unwrap();
     assert_eq!(store.counts().unwrap(), (2, 6, 16));
@@ -124,50 +90,24 @@ fn a_crash_mid_run_leaves_no_partial_run_and_the_rerun_resumes_from_the_cache() 
     stored_run(&eval(results.path(), first.path(), &[]));
 
     // Killed after the second image batch: two batches are in the cache, nothing stored.
-    let (model, data, dir) = (
-        tiny_model(),
-        demo_suite().display().to_string(),
-        results.path().display().to_string(),
-    );
-    let env = [
-        ("BENCHCTL_CACHE", cache.path().to_str().unwrap()),
-        ("BENCHCTL_FAULT", "encode-batch:1"),
-    ];
-    let out = benchctl(
-        &eval_args(&model, &data, &dir, &["--batch-size", "4"]),
-        &env,
-    );
+    let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
+    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", "encode-batch:1")];
+    let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
     assert!(aborted(&out), "{}", stderr(&out));
-    assert_eq!(
-        Store::open(results.path()).unwrap().counts().unwrap(),
-        (1, 3, 8)
-    );
+    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap(), (1, 3, 8));
 
     // Killed inside the store's transaction, after some item rows: none of them stays.
-    let env = [
-        ("BENCHCTL_CACHE", cache.path().to_str().unwrap()),
-        ("BENCHCTL_FAULT", "store-item:5"),
-    ];
-    let out = benchctl(
-        &eval_args(&model, &data, &dir, &["--batch-size", "4"]),
-        &env,
-    );
+    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", "store-item:5")];
+    let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
     assert!(aborted(&out), "{}", stderr(&out));
     let store = Store::open(results.path()).unwrap();
-    assert_eq!(
-        store.counts().unwrap(),
-        (1, 3, 8),
-        "the store still opens and holds only the first run"
-    );
+    assert_eq!(store.counts().unwrap(), (1, 3, 8), "the store still opens and holds only the first run");
 
     // The rerun completes, from the cache: the interrupted runs' embeddings are reused.
     let (_, json) = stored_run(&eval(results.path(), cache.path(), &["--batch-size", "4"]));
     assert_eq!(json["counts"]["images_encoded"], 0);
     assert_eq!(json["counts"]["images_cached"], 16);
-    assert_eq!(
-        Store::open(results.path()).unwrap().counts().unwrap(),
-        (2, 6, 16)
-    );
+    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap(), (2, 6, 16));
 }
 
 #[test]
@@ -193,18 +133,10 @@ fn a_run_spec_runs_every_model_on_every_suite() {
     assert_eq!(models, ["clip-tiny-a", "siglip-tiny"]);
     assert!(runs.iter().all(|r| r.run.batch_size == 5));
 
-    std::fs::write(
-        &spec,
-        "[[runs]]\nmodels = [\"clip-vit-b32\"]\nsuites = [\"winoground\"]\nbatch = 3\n",
-    )
-    .unwrap();
+    std::fs::write(&spec, "[[runs]]\nmodels = [\"clip-vit-b32\"]\nsuites = [\"winoground\"]\nbatch = 3\n").unwrap();
     let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("unknown field `batch`"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("unknown field `batch`"), "{}", stderr(&out));
 }
 
 fn run_file(results: &Path) -> PathBuf {
@@ -222,27 +154,15 @@ fn merged_shards_equal_the_unsharded_run_bit_for_bit() {
     // A batch of 3 makes global batches straddle the shard boundaries.
     for n in [2usize, 3] {
         let whole = tempfile::tempdir().unwrap();
-        let (_, full) = stored_run(&eval(
-            whole.path(),
-            tempfile::tempdir().unwrap().path(),
-            &["--batch-size", "3"],
-        ));
+        let (_, full) = stored_run(&eval(whole.path(), tempfile::tempdir().unwrap().path(), &["--batch-size", "3"]));
         let mut shard_files = Vec::new();
         let shared_cache = tempfile::tempdir().unwrap();
         for i in 0..n {
             let dir = tempfile::tempdir().unwrap().keep();
             let shard = format!("{i}/{n}");
             // Alternate fresh and shared caches: both give the same bits.
-            let cache = if i % 2 == 0 {
-                tempfile::tempdir().unwrap().keep()
-            } else {
-                shared_cache.path().to_path_buf()
-            };
-            let (_, json) = stored_run(&eval(
-                &dir,
-                &cache,
-                &["--batch-size", "3", "--shard", &shard],
-            ));
+            let cache = if i % 2 == 0 { tempfile::tempdir().unwrap().keep() } else { shared_cache.path().to_path_buf() };
+            let (_, json) = stored_run(&eval(&dir, &cache, &["--batch-size", "3", "--shard", &shard]));
             assert_eq!(json["options"]["shard"], shard.as_str());
             shard_files.push(run_file(&dir));
         }
@@ -255,29 +175,16 @@ fn merged_shards_equal_the_unsharded_run_bit_for_bit() {
         assert_eq!(merged_json["report"], full["report"], "{n} shards");
         assert_eq!(merged_json["intervals"], full["intervals"]);
         assert_eq!(merged_json["data_fingerprint"], full["data_fingerprint"]);
-        let dump =
-            |p: &Path, j: &serde_json::Value| std::fs::read(common::dump_path(p, j)).unwrap();
-        assert_eq!(
-            dump(&merged_path, &merged_json),
-            dump(&run_file(whole.path()), &full),
-            "score dumps bit for bit"
-        );
+        let dump = |p: &Path, j: &serde_json::Value| std::fs::read(common::dump_path(p, j)).unwrap();
+        assert_eq!(dump(&merged_path, &merged_json), dump(&run_file(whole.path()), &full), "score dumps bit for bit");
     }
 }
 
 #[test]
 fn merge_refuses_an_incomplete_set_of_shards() {
     let dir = tempfile::tempdir().unwrap();
-    stored_run(&eval(
-        dir.path(),
-        tempfile::tempdir().unwrap().path(),
-        &["--shard", "0/2"],
-    ));
+    stored_run(&eval(dir.path(), tempfile::tempdir().unwrap().path(), &["--shard", "0/2"]));
     let out = benchctl(&["merge", run_file(dir.path()).to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("need shards 0/2 … 1/2 once each, got 0/2"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("need shards 0/2 … 1/2 once each, got 0/2"), "{}", stderr(&out));
 }

@@ -12,109 +12,52 @@ use benchctl_models::{hub, FusionEncoder};
 use common::{benchctl, demo_suite, dump_path, stderr, stored_run};
 
 fn blip() -> String {
-    benchctl_testkit::fixture_model("blip-tiny")
-        .display()
-        .to_string()
+    benchctl_testkit::fixture_model("blip-tiny").display().to_string()
 }
 
-fn eval(
-    suite: &str,
-    data: &Path,
-    cache: &Path,
-    extra: &[&str],
-) -> (std::path::PathBuf, serde_json::Value) {
+fn eval(suite: &str, data: &Path, cache: &Path, extra: &[&str]) -> (std::path::PathBuf, serde_json::Value) {
     let results = tempfile::tempdir().unwrap().keep();
     let model = blip();
     let mut args = vec![
-        "eval",
-        "--model-path",
-        model.as_str(),
-        "--suite",
-        suite,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
+        "eval", "--model-path", model.as_str(), "--suite", suite, "--data-dir", data.to_str().unwrap(),
+        "--results-dir", results.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    stored_run(&benchctl(
-        &args,
-        &[("BENCHCTL_CACHE", cache.to_str().unwrap())],
-    ))
+    stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]))
 }
 
 #[test]
 fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
     let cache = tempfile::tempdir().unwrap();
     // A batch of 3 splits items' pairs across batches.
-    let (path, run) = eval(
-        "winoground",
-        &demo_suite(),
-        cache.path(),
-        &["--score", "itm", "--batch-size", "3"],
-    );
+    let (path, run) = eval("winoground", &demo_suite(), cache.path(), &["--score", "itm", "--batch-size", "3"]);
     assert_eq!(run["model"]["score"], "itm");
     let c = &run["counts"];
-    assert_eq!(
-        (c["pairs_scored"].as_u64(), c["pairs_cached"].as_u64()),
-        (Some(32), Some(0))
-    );
-    assert_eq!(
-        c["images_encoded"], 16,
-        "each image is encoded once for all its pairs"
-    );
+    assert_eq!((c["pairs_scored"].as_u64(), c["pairs_cached"].as_u64()), (Some(32), Some(0)));
+    assert_eq!(c["images_encoded"], 16, "each image is encoded once for all its pairs");
 
     // The stored scores are the model's match probability of each pair, computed directly.
-    let model = BlipItm::load(
-        &hub::from_dir(Path::new(&blip())).unwrap(),
-        candle_core::DType::F32,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    let suite = benchctl_suites::find("winoground")
-        .unwrap()
-        .load(&demo_suite())
-        .unwrap();
+    let model = BlipItm::load(&hub::from_dir(Path::new(&blip())).unwrap(), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    let suite = benchctl_suites::find("winoground").unwrap().load(&demo_suite()).unwrap();
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
     for (item, line) in suite.items.iter().zip(dump.lines()).take(3) {
         let stored: serde_json::Value = serde_json::from_str(line).unwrap();
         for (i, image) in item.images.iter().enumerate() {
             let pixels = model.preprocessor().apply(&image.load_rgb().unwrap());
             let size = model.preprocessor().size;
-            let pixels = candle_core::Tensor::from_vec(
-                pixels,
-                (1, 3, size, size),
-                &candle_core::Device::Cpu,
-            )
-            .unwrap();
+            let pixels = candle_core::Tensor::from_vec(pixels, (1, 3, size, size), &candle_core::Device::Cpu).unwrap();
             let states = model.encode_images(&pixels).unwrap();
             for (j, text) in item.texts.iter().enumerate() {
-                let direct = model
-                    .score_pairs(&states, &[text.as_str()])
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap()[0];
+                let direct = model.score_pairs(&states, &[text.as_str()]).unwrap().to_vec1::<f32>().unwrap()[0];
                 let ours = stored["scores"][i][j].as_f64().unwrap() as f32;
-                assert!(
-                    (direct - ours).abs() < 1e-5,
-                    "item {} pair ({i}, {j}): {ours} vs {direct}",
-                    item.id
-                );
+                assert!((direct - ours).abs() < 1e-5, "item {} pair ({i}, {j}): {ours} vs {direct}", item.id);
             }
         }
     }
 
-    let (_, warm) = eval(
-        "winoground",
-        &demo_suite(),
-        cache.path(),
-        &["--score", "itm", "--batch-size", "3"],
-    );
+    let (_, warm) = eval("winoground", &demo_suite(), cache.path(), &["--score", "itm", "--batch-size", "3"]);
     let c = &warm["counts"];
-    assert_eq!(
-        (c["pairs_scored"].as_u64(), c["pairs_cached"].as_u64()),
-        (Some(0), Some(32))
-    );
+    assert_eq!((c["pairs_scored"].as_u64(), c["pairs_cached"].as_u64()), (Some(0), Some(32)));
     assert_eq!(c["images_encoded"], 0);
     assert_eq!(warm["report"], run["report"]);
 }
@@ -122,38 +65,17 @@ fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
 #[test]
 fn itc_is_a_dual_encoder_of_cosines_and_the_default_head_is_itm() {
     let cache = tempfile::tempdir().unwrap();
-    let (path, run) = eval(
-        "winoground",
-        &demo_suite(),
-        cache.path(),
-        &["--score", "itc"],
-    );
+    let (path, run) = eval("winoground", &demo_suite(), cache.path(), &["--score", "itc"]);
     assert_eq!(run["model"]["score"], "itc");
-    assert_eq!(
-        (
-            run["counts"]["images_encoded"].as_u64(),
-            run["counts"]["pairs_scored"].as_u64()
-        ),
-        (Some(16), Some(0))
-    );
+    assert_eq!((run["counts"]["images_encoded"].as_u64(), run["counts"]["pairs_scored"].as_u64()), (Some(16), Some(0)));
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
     for line in dump.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        for s in v["scores"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|r| r.as_array().unwrap())
-        {
+        for s in v["scores"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap()) {
             assert!(s.as_f64().unwrap().abs() <= 1.0 + 1e-6, "a cosine: {s}");
         }
     }
-    let (_, default) = eval(
-        "winoground",
-        &demo_suite(),
-        tempfile::tempdir().unwrap().path(),
-        &[],
-    );
+    let (_, default) = eval("winoground", &demo_suite(), tempfile::tempdir().unwrap().path(), &[]);
     assert_eq!(default["model"]["score"], "itm");
 }
 
@@ -161,39 +83,18 @@ fn itc_is_a_dual_encoder_of_cosines_and_the_default_head_is_itm() {
 fn a_head_the_model_lacks_is_refused() {
     let model = common::tiny_model();
     let out = benchctl(
-        &[
-            "eval",
-            "--model-path",
-            &model,
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--score",
-            "itm",
-        ],
+        &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--score", "itm"],
         &[],
     );
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("use --score itm: a clip model offers contrastive"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("use --score itm: a clip model offers contrastive"), "{}", stderr(&out));
 }
 
 #[test]
 fn rococo_reranks_the_contrastive_shortlist_with_the_fusion_head() {
     let data = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(data.path(), 6);
-    let gallery = [
-        "--rococo-methods",
-        "mix",
-        "--rococo-lambdas",
-        "900",
-        "--rococo-seeds",
-        "0",
-    ];
+    let gallery = ["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0"];
     let run = |extra: &[&str]| {
         let cache = tempfile::tempdir().unwrap();
         let args: Vec<&str> = gallery.iter().chain(extra).copied().collect();
@@ -221,17 +122,8 @@ fn siglip_and_openclip_directories_run_end_to_end() {
         let model = benchctl_testkit::fixture_model(name).display().to_string();
         let results = tempfile::tempdir().unwrap();
         let out = benchctl(
-            &[
-                "eval",
-                "--model-path",
-                &model,
-                "--suite",
-                "winoground",
-                "--data-dir",
-                demo_suite().to_str().unwrap(),
-                "--results-dir",
-                results.path().to_str().unwrap(),
-            ],
+            &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(),
+              "--results-dir", results.path().to_str().unwrap()],
             &[],
         );
         let (path, run) = stored_run(&out);
@@ -241,21 +133,13 @@ fn siglip_and_openclip_directories_run_end_to_end() {
             .lines()
             .flat_map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v["scores"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .flat_map(|r| r.as_array().unwrap().clone())
-                    .collect::<Vec<_>>()
+                v["scores"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().clone()).collect::<Vec<_>>()
             })
             .map(|s| s.as_f64().unwrap())
             .collect();
         assert_eq!(scores.len(), 32);
         if head == "sigmoid" {
-            assert!(
-                scores.iter().all(|&s| (0.0..=1.0).contains(&s)),
-                "{name}: sigmoid scores are probabilities"
-            );
+            assert!(scores.iter().all(|&s| (0.0..=1.0).contains(&s)), "{name}: sigmoid scores are probabilities");
         }
     }
 }
@@ -266,27 +150,12 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
     assert!(out.status.success());
     let text = common::stdout(&out);
     for entry in benchctl_models::registry::MODELS {
-        let line = text
-            .lines()
-            .find(|l| l.contains(&format!(" {} ", entry.id)))
-            .unwrap_or_else(|| panic!("{} missing", entry.id));
+        let line = text.lines().find(|l| l.contains(&format!(" {} ", entry.id))).unwrap_or_else(|| panic!("{} missing", entry.id));
         assert!(line.contains(entry.activation), "{line}");
         assert!(line.contains(&entry.revision[..12]), "{line}");
     }
-    let blip = text
-        .lines()
-        .find(|l| l.contains(" blip-itm-base-coco "))
-        .unwrap();
-    assert!(
-        blip.contains("itm, itc") && blip.contains("384 px, stretched square"),
-        "{blip}"
-    );
-    let siglip = text
-        .lines()
-        .find(|l| l.contains(" siglip-base-patch16-224 "))
-        .unwrap();
-    assert!(
-        siglip.contains("sigmoid") && siglip.contains("padded to 64"),
-        "{siglip}"
-    );
+    let blip = text.lines().find(|l| l.contains(" blip-itm-base-coco ")).unwrap();
+    assert!(blip.contains("itm, itc") && blip.contains("384 px, stretched square"), "{blip}");
+    let siglip = text.lines().find(|l| l.contains(" siglip-base-patch16-224 ")).unwrap();
+    assert!(siglip.contains("sigmoid") && siglip.contains("padded to 64"), "{siglip}");
 }

@@ -22,10 +22,7 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
-use super::transformer::{
-    attend, dense, l2_normalise, load_blocks, run_blocks, AttentionNames, Block, PatchEmbedding,
-    Tower,
-};
+use super::transformer::{attend, dense, l2_normalise, load_blocks, run_blocks, AttentionNames, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
@@ -127,13 +124,7 @@ struct BertAttention {
 }
 
 impl BertAttention {
-    fn load(
-        w: &Weights,
-        width: usize,
-        context_width: usize,
-        heads: usize,
-        eps: f64,
-    ) -> Result<Self> {
+    fn load(w: &Weights, width: usize, context_width: usize, heads: usize, eps: f64) -> Result<Self> {
         let s = w.pp("self");
         Ok(Self {
             query: s.pp("query").linear(width, width, true)?,
@@ -145,17 +136,8 @@ impl BertAttention {
         })
     }
 
-    fn forward(
-        &self,
-        xs: &Tensor,
-        context: &Tensor,
-        mask: Option<&Tensor>,
-    ) -> candle_core::Result<Tensor> {
-        let (q, k, v) = (
-            dense(&self.query, xs)?,
-            dense(&self.key, context)?,
-            dense(&self.value, context)?,
-        );
+    fn forward(&self, xs: &Tensor, context: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let (q, k, v) = (dense(&self.query, xs)?, dense(&self.key, context)?, dense(&self.value, context)?);
         let attended = attend(&q, &k, &v, self.heads, mask)?;
         self.norm.forward(&(dense(&self.dense, &attended)? + xs)?)
     }
@@ -173,12 +155,7 @@ struct BertLayer {
 }
 
 impl BertLayer {
-    fn forward(
-        &self,
-        xs: &Tensor,
-        mask: &Tensor,
-        image: Option<&Tensor>,
-    ) -> candle_core::Result<Tensor> {
+    fn forward(&self, xs: &Tensor, mask: &Tensor, image: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let mut xs = self.attention.forward(xs, xs, Some(mask))?;
         if let Some(image) = image {
             xs = self.cross.forward(&xs, image, None)?;
@@ -209,23 +186,9 @@ pub struct Blip {
 impl Blip {
     fn from_weights(config: &BlipConfig, w: &Weights) -> Result<Self> {
         let (tc, vc) = (&config.text_config, &config.vision_config);
-        let vt = Tower::new(
-            vc.hidden_size,
-            vc.intermediate_size,
-            vc.num_hidden_layers,
-            vc.num_attention_heads,
-            &vc.hidden_act,
-            vc.layer_norm_eps,
-        )?
-        .with_names(AttentionNames::Fused);
-        let tt = Tower::new(
-            tc.hidden_size,
-            tc.intermediate_size,
-            tc.num_hidden_layers,
-            tc.num_attention_heads,
-            &tc.hidden_act,
-            tc.layer_norm_eps,
-        )?;
+        let vt = Tower::new(vc.hidden_size, vc.intermediate_size, vc.num_hidden_layers, vc.num_attention_heads, &vc.hidden_act, vc.layer_norm_eps)?
+            .with_names(AttentionNames::Fused);
+        let tt = Tower::new(tc.hidden_size, tc.intermediate_size, tc.num_hidden_layers, tc.num_attention_heads, &tc.hidden_act, tc.layer_norm_eps)?;
         let v = w.pp("vision_model");
         let t = w.pp("text_encoder");
         let patches = (vc.image_size / vc.patch_size).pow(2);
@@ -233,72 +196,27 @@ impl Blip {
             .map(|i| {
                 let l = t.pp(format!("encoder.layer.{i}"));
                 Ok(BertLayer {
-                    attention: BertAttention::load(
-                        &l.pp("attention"),
-                        tt.width,
-                        tt.width,
-                        tt.heads,
-                        tt.eps,
-                    )?,
-                    cross: BertAttention::load(
-                        &l.pp("crossattention"),
-                        tt.width,
-                        vc.hidden_size,
-                        tt.heads,
-                        tt.eps,
-                    )?,
-                    intermediate: l.pp("intermediate.dense").linear(
-                        tt.width,
-                        tt.intermediate,
-                        true,
-                    )?,
-                    output: l
-                        .pp("output.dense")
-                        .linear(tt.intermediate, tt.width, true)?,
+                    attention: BertAttention::load(&l.pp("attention"), tt.width, tt.width, tt.heads, tt.eps)?,
+                    cross: BertAttention::load(&l.pp("crossattention"), tt.width, vc.hidden_size, tt.heads, tt.eps)?,
+                    intermediate: l.pp("intermediate.dense").linear(tt.width, tt.intermediate, true)?,
+                    output: l.pp("output.dense").linear(tt.intermediate, tt.width, true)?,
                     norm: l.pp("output.LayerNorm").layer_norm(tt.width, tt.eps)?,
                     activation: tt.activation,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(
-                &v.pp("embeddings.patch_embedding"),
-                vc.hidden_size,
-                3,
-                vc.patch_size,
-                true,
-            )?,
+            patch_embedding: PatchEmbedding::load(&v.pp("embeddings.patch_embedding"), vc.hidden_size, 3, vc.patch_size, true)?,
             class_embedding: v.get((1, 1, vc.hidden_size), "embeddings.class_embedding")?,
-            vision_positions: v.get(
-                (1, patches + 1, vc.hidden_size),
-                "embeddings.position_embedding",
-            )?,
+            vision_positions: v.get((1, patches + 1, vc.hidden_size), "embeddings.position_embedding")?,
             vision_blocks: load_blocks(&v, &vt)?,
-            post_norm: v
-                .pp("post_layernorm")
-                .layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
-            word_embeddings: t.get(
-                (tc.vocab_size, tc.hidden_size),
-                "embeddings.word_embeddings.weight",
-            )?,
-            text_positions: t.get(
-                (tc.max_position_embeddings, tc.hidden_size),
-                "embeddings.position_embeddings.weight",
-            )?,
-            embedding_norm: t
-                .pp("embeddings.LayerNorm")
-                .layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            word_embeddings: t.get((tc.vocab_size, tc.hidden_size), "embeddings.word_embeddings.weight")?,
+            text_positions: t.get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embeddings.weight")?,
+            embedding_norm: t.pp("embeddings.LayerNorm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
             layers,
-            vision_proj: w.pp("vision_proj").linear(
-                vc.hidden_size,
-                config.image_text_hidden_size,
-                true,
-            )?,
-            text_proj: w.pp("text_proj").linear(
-                tc.hidden_size,
-                config.image_text_hidden_size,
-                true,
-            )?,
+            vision_proj: w.pp("vision_proj").linear(vc.hidden_size, config.image_text_hidden_size, true)?,
+            text_proj: w.pp("text_proj").linear(tc.hidden_size, config.image_text_hidden_size, true)?,
             itm_head: w.pp("itm_head").linear(tc.hidden_size, 2, true)?,
             device: w.device().clone(),
         })
@@ -311,8 +229,7 @@ impl Blip {
             let (b, _, width) = patches.dims3()?;
             let class = self.class_embedding.broadcast_as((b, 1, width))?;
             let xs = Tensor::cat(&[&class, &patches], 1)?.broadcast_add(&self.vision_positions)?;
-            self.post_norm
-                .forward(&run_blocks(&self.vision_blocks, xs, None)?)
+            self.post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)
         };
         run().map_err(|e| Error::compute("encode images", e))
     }
@@ -336,18 +253,10 @@ impl Blip {
                 mask.extend(std::iter::repeat_n(f32::NEG_INFINITY, s - row.len()));
             }
             let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
-            let xs = self
-                .word_embeddings
-                .index_select(&ids, 0)?
-                .reshape((b, s, ()))?;
-            let xs = self
-                .embedding_norm
-                .forward(&xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?)?;
+            let xs = self.word_embeddings.index_select(&ids, 0)?.reshape((b, s, ()))?;
+            let xs = self.embedding_norm.forward(&xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?)?;
             let mask = Tensor::from_vec(mask, (b, 1, 1, s), &self.device)?.to_dtype(xs.dtype())?;
-            let xs = self
-                .layers
-                .iter()
-                .try_fold(xs, |xs, layer| layer.forward(&xs, &mask, image))?;
+            let xs = self.layers.iter().try_fold(xs, |xs, layer| layer.forward(&xs, &mask, image))?;
             xs.i((.., 0, ..))
         };
         run().map_err(|e| Error::compute("encode texts", e))
@@ -376,17 +285,9 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
     let config = BlipConfig::from_file(&files.config)?;
     let max_len = BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
     let tokenizer = BertTokenizer::from_file(&files.tokenizer, max_len)?;
-    let preprocessor = Preprocessor::stretch(
-        config.vision_config.image_size,
-        OPENAI_CLIP_MEAN,
-        OPENAI_CLIP_STD,
-    );
+    let preprocessor = Preprocessor::stretch(config.vision_config.image_size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD);
     let w = Weights::open(&files.weights, dtype, device)?;
-    Ok(Arc::new(Loaded {
-        model: Blip::from_weights(&config, &w)?,
-        tokenizer,
-        preprocessor,
-    }))
+    Ok(Arc::new(Loaded { model: Blip::from_weights(&config, &w)?, tokenizer, preprocessor }))
 }
 
 impl Loaded {
@@ -435,10 +336,7 @@ impl DualEncoder for BlipItc {
     fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
         let m = &self.0.model;
         let cls = m.text_cls(&self.0.ids(texts)?, None)?;
-        m.text_proj
-            .forward(&cls)
-            .and_then(|f| l2_normalise(&f))
-            .map_err(|e| Error::compute("project text embeddings", e))
+        m.text_proj.forward(&cls).and_then(|f| l2_normalise(&f)).map_err(|e| Error::compute("project text embeddings", e))
     }
 
     /// The cosine, as `BlipForImageTextRetrieval(use_itm_head=False)` returns it.
@@ -457,10 +355,7 @@ pub struct BlipItm {
 impl BlipItm {
     pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
         let loaded = load(files, dtype, device)?;
-        Ok(Self {
-            itc: BlipItc(loaded.clone()),
-            loaded,
-        })
+        Ok(Self { itc: BlipItc(loaded.clone()), loaded })
     }
 
     pub fn model(&self) -> &Blip {
@@ -483,14 +378,9 @@ impl FusionEncoder for BlipItm {
 
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
         if image_states.dim(0).ok() != Some(texts.len()) {
-            return Err(Error::new(
-                ErrorKind::Compute,
-                "score pairs: as many image states as texts are needed",
-            ));
+            return Err(Error::new(ErrorKind::Compute, "score pairs: as many image states as texts are needed"));
         }
-        self.loaded
-            .model
-            .match_probability(image_states, &self.loaded.ids(texts)?)
+        self.loaded.model.match_probability(image_states, &self.loaded.ids(texts)?)
     }
 
     fn score_kind(&self) -> ScoreKind {
@@ -501,3 +391,4 @@ impl FusionEncoder for BlipItm {
         Some(&self.itc)
     }
 }
+

@@ -83,68 +83,30 @@ pub struct VisionConfig {
 }
 
 mod defaults {
-    pub fn projection_dim() -> usize {
-        512
-    }
-    pub fn vocab_size() -> usize {
-        49408
-    }
-    pub fn text_hidden() -> usize {
-        512
-    }
-    pub fn text_intermediate() -> usize {
-        2048
-    }
-    pub fn depth() -> usize {
-        12
-    }
-    pub fn text_heads() -> usize {
-        8
-    }
-    pub fn max_positions() -> usize {
-        77
-    }
-    pub fn act() -> String {
-        "quick_gelu".into()
-    }
-    pub fn eps() -> f64 {
-        1e-5
-    }
-    pub fn eos() -> u32 {
-        49407
-    }
-    pub fn vision_hidden() -> usize {
-        768
-    }
-    pub fn vision_intermediate() -> usize {
-        3072
-    }
-    pub fn vision_heads() -> usize {
-        12
-    }
-    pub fn channels() -> usize {
-        3
-    }
-    pub fn image_size() -> usize {
-        224
-    }
-    pub fn patch_size() -> usize {
-        32
-    }
+    pub fn projection_dim() -> usize { 512 }
+    pub fn vocab_size() -> usize { 49408 }
+    pub fn text_hidden() -> usize { 512 }
+    pub fn text_intermediate() -> usize { 2048 }
+    pub fn depth() -> usize { 12 }
+    pub fn text_heads() -> usize { 8 }
+    pub fn max_positions() -> usize { 77 }
+    pub fn act() -> String { "quick_gelu".into() }
+    pub fn eps() -> f64 { 1e-5 }
+    pub fn eos() -> u32 { 49407 }
+    pub fn vision_hidden() -> usize { 768 }
+    pub fn vision_intermediate() -> usize { 3072 }
+    pub fn vision_heads() -> usize { 12 }
+    pub fn channels() -> usize { 3 }
+    pub fn image_size() -> usize { 224 }
+    pub fn patch_size() -> usize { 32 }
 }
 
 impl ClipConfig {
     /// Reads and validates `config.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
         let config: Self = super::read_config(path)?;
-        super::check_patch_grid(
-            path,
-            config.vision_config.image_size,
-            config.vision_config.patch_size,
-        )?;
-        config.validate().map_err(|e| {
-            Error::new(ErrorKind::BadConfig, format!("use {}: {e}", path.display()))
-        })?;
+        super::check_patch_grid(path, config.vision_config.image_size, config.vision_config.patch_size)?;
+        config.validate().map_err(|e| Error::new(ErrorKind::BadConfig, format!("use {}: {e}", path.display())))?;
         Ok(config)
     }
 
@@ -186,9 +148,7 @@ impl ClipConfig {
             ("vision_config", v.hidden_size, v.num_attention_heads),
         ] {
             if heads == 0 || width % heads != 0 {
-                return Err(format!(
-                    "{key}.hidden_size {width} is not a multiple of num_attention_heads {heads}"
-                ));
+                return Err(format!("{key}.hidden_size {width} is not a multiple of num_attention_heads {heads}"));
             }
         }
         Activation::parse(&t.hidden_act).map_err(|e| format!("text_config.hidden_act: {e}"))?;
@@ -242,20 +202,11 @@ impl VisionTower {
                 false,
             )?,
             class_embedding: v.get(vc.hidden_size, "embeddings.class_embedding")?,
-            position_embedding: v.get(
-                (patches + 1, vc.hidden_size),
-                "embeddings.position_embedding.weight",
-            )?,
-            pre_norm: v
-                .pp("pre_layrnorm")
-                .layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            position_embedding: v.get((patches + 1, vc.hidden_size), "embeddings.position_embedding.weight")?,
+            pre_norm: v.pp("pre_layrnorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
             blocks: load_blocks(&v, &tower)?,
-            post_norm: v
-                .pp("post_layernorm")
-                .layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
-            projection: w
-                .pp("visual_projection")
-                .linear(vc.hidden_size, projection_dim, false)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            projection: w.pp("visual_projection").linear(vc.hidden_size, projection_dim, false)?,
         })
     }
 
@@ -263,12 +214,8 @@ impl VisionTower {
         let b = pixels.dim(0)?;
         let patch_embeds = self.patch_embedding.forward(pixels)?;
         let width = self.class_embedding.dim(0)?;
-        let class = self
-            .class_embedding
-            .reshape((1, 1, width))?
-            .broadcast_as((b, 1, width))?;
-        let xs =
-            Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&self.position_embedding)?;
+        let class = self.class_embedding.reshape((1, 1, width))?.broadcast_as((b, 1, width))?;
+        let xs = Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&self.position_embedding)?;
         let xs = run_blocks(&self.blocks, self.pre_norm.forward(&xs)?, None)?;
         let pooled = self.post_norm.forward(&xs.i((.., 0, ..))?)?;
         self.projection.forward(&pooled)
@@ -292,16 +239,12 @@ impl ClipVision {
     ) -> Result<Self> {
         let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, device);
         let w = Weights::from_var_builder(vb, "converted weights");
-        Ok(Self {
-            tower: VisionTower::load(&w, config, projection_dim)?,
-        })
+        Ok(Self { tower: VisionTower::load(&w, config, projection_dim)? })
     }
 
     /// Projected, unnormalised image features.
     pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
-        self.tower
-            .forward(pixels)
-            .map_err(|e| Error::compute("encode images", e))
+        self.tower.forward(pixels).map_err(|e| Error::compute("encode images", e))
     }
 }
 
@@ -312,12 +255,7 @@ pub struct ResidualBlock(Block);
 impl ResidualBlock {
     /// The block from tensors in Hugging Face naming (`layer_norm1`, `self_attn.{q,k,v,out}_proj`,
     /// `layer_norm2`, `mlp.fc1`, `mlp.fc2`), with OpenAI's QuickGELU and ε = 1e-5.
-    pub fn from_tensors(
-        width: usize,
-        heads: usize,
-        tensors: std::collections::HashMap<String, Tensor>,
-        device: &Device,
-    ) -> Result<Self> {
+    pub fn from_tensors(width: usize, heads: usize, tensors: std::collections::HashMap<String, Tensor>, device: &Device) -> Result<Self> {
         let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, device);
         let w = Weights::from_var_builder(vb, "converted weights");
         let tower = Tower::new(width, 4 * width, 1, heads, "quick_gelu", 1e-5)?;
@@ -326,9 +264,7 @@ impl ResidualBlock {
 
     /// `(batch, seq, width)` → `(batch, seq, width)`, no mask.
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        self.0
-            .forward(xs, None)
-            .map_err(|e| Error::compute("run a residual block", e))
+        self.0.forward(xs, None).map_err(|e| Error::compute("run a residual block", e))
     }
 }
 
@@ -364,16 +300,8 @@ impl Clip {
     pub fn save_random(config: &ClipConfig, path: &Path) -> Result<()> {
         let varmap = candle_nn::VarMap::new();
         let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-        drop(Self::from_weights(
-            config.clone(),
-            &Weights::from_var_builder(vb, "random weights").random(),
-        )?);
-        varmap.save(path).map_err(|e| {
-            Error::new(
-                ErrorKind::BadWeights,
-                format!("write random weights {}: {e}", path.display()),
-            )
-        })
+        drop(Self::from_weights(config.clone(), &Weights::from_var_builder(vb, "random weights").random())?);
+        varmap.save(path).map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
     }
 
     /// A model from tensors in Hugging Face naming (e.g. converted from OpenAI's naming);
@@ -402,23 +330,12 @@ impl Clip {
         )?;
         let t = w.pp("text_model");
         let text = TextTower {
-            token_embedding: t.get(
-                (tc.vocab_size, tc.hidden_size),
-                "embeddings.token_embedding.weight",
-            )?,
-            position_embedding: t.get(
-                (tc.max_position_embeddings, tc.hidden_size),
-                "embeddings.position_embedding.weight",
-            )?,
+            token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
+            position_embedding: t
+                .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
             blocks: load_blocks(&t, &text_tower)?,
-            final_norm: t
-                .pp("final_layer_norm")
-                .layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
-            projection: w.pp("text_projection").linear(
-                tc.hidden_size,
-                config.projection_dim,
-                false,
-            )?,
+            final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
+            projection: w.pp("text_projection").linear(tc.hidden_size, config.projection_dim, false)?,
             eos_token_id: tc.eos_token_id,
         };
         let vision = VisionTower::load(w, vc, config.projection_dim)?;
@@ -428,13 +345,7 @@ impl Clip {
             .and_then(|s| s.to_scalar::<f32>())
             .map_err(|e| Error::compute("read logit_scale", e))?
             .exp();
-        Ok(Self {
-            config,
-            text,
-            vision,
-            logit_scale,
-            device: w.device().clone(),
-        })
+        Ok(Self { config, text, vision, logit_scale, device: w.device().clone() })
     }
 
     pub fn config(&self) -> &ClipConfig {
@@ -452,15 +363,13 @@ impl Clip {
 
     /// Projected, unnormalised image features (`get_image_features`): `(b, C, H, W)` → `(b, projection_dim)`.
     pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
-        self.vision_forward(pixels)
-            .map_err(|e| Error::compute("encode images", e))
+        self.vision_forward(pixels).map_err(|e| Error::compute("encode images", e))
     }
 
     /// Projected, unnormalised text features (`get_text_features`) of token id rows.
     /// Rows may differ in length; they are padded to the longest.
     pub fn text_features(&self, ids: &[Vec<u32>]) -> Result<Tensor> {
-        self.text_forward(ids)
-            .map_err(|e| Error::compute("encode texts", e))
+        self.text_forward(ids).map_err(|e| Error::compute("encode texts", e))
     }
 
     fn vision_forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
@@ -473,9 +382,7 @@ impl Clip {
         let s = ids.iter().map(Vec::len).max().unwrap_or(0);
         let max_positions = t.position_embedding.dim(0)?;
         if b == 0 || s == 0 || s > max_positions {
-            candle_core::bail!(
-                "texts must have 1 to {max_positions} tokens, got a batch of {b} up to {s} tokens"
-            );
+            candle_core::bail!("texts must have 1 to {max_positions} tokens, got a batch of {b} up to {s} tokens");
         }
         let mut flat = Vec::with_capacity(b * s);
         let mut ends = Vec::with_capacity(b);
@@ -485,14 +392,10 @@ impl Clip {
             ends.push((row * s + self.end_position(seq)) as u32);
         }
         let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
-        let xs = t
-            .token_embedding
-            .index_select(&ids, 0)?
-            .reshape((b, s, ()))?;
+        let xs = t.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
         let xs = xs.broadcast_add(&t.position_embedding.narrow(0, 0, s)?)?;
-        let mask: Vec<f32> = (0..s)
-            .flat_map(|i| (0..s).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
-            .collect();
+        let mask: Vec<f32> =
+            (0..s).flat_map(|i| (0..s).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
         let mask = Tensor::from_vec(mask, (s, s), &self.device)?.to_dtype(xs.dtype())?;
         let xs = run_blocks(&t.blocks, xs, Some(&mask))?;
         let xs = t.final_norm.forward(&xs)?;
@@ -508,9 +411,7 @@ impl Clip {
             let max = seq.iter().copied().max().unwrap_or(0);
             seq.iter().position(|&id| id == max).unwrap_or(0)
         } else {
-            seq.iter()
-                .position(|&id| id == self.text.eos_token_id)
-                .unwrap_or(seq.len() - 1)
+            seq.iter().position(|&id| id == self.text.eos_token_id).unwrap_or(seq.len() - 1)
         }
     }
 }
@@ -527,8 +428,7 @@ impl ClipEncoder {
     /// Loads a model from its files.
     pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
         let config = ClipConfig::from_file(&files.config)?;
-        let tokenizer =
-            ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
+        let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
         if tokenizer.eos() as usize >= config.text_config.vocab_size {
             return Err(Error::new(
                 ErrorKind::Tokenizer,
@@ -542,35 +442,18 @@ impl ClipEncoder {
         }
         let preprocessor = Preprocessor::openai_clip(config.vision_config.image_size);
         let model = Clip::load(config, &files.weights, dtype, device)?;
-        Ok(Self {
-            model,
-            tokenizer,
-            preprocessor,
-        })
+        Ok(Self { model, tokenizer, preprocessor })
     }
 
     /// A model of the given shape with random weights and the given tokenizer (benchmarks).
-    pub fn random(
-        config: ClipConfig,
-        tokenizer: ClipTokenizer,
-        dtype: DType,
-        device: &Device,
-    ) -> Result<Self> {
+    pub fn random(config: ClipConfig, tokenizer: ClipTokenizer, dtype: DType, device: &Device) -> Result<Self> {
         let preprocessor = Preprocessor::openai_clip(config.vision_config.image_size);
-        Ok(Self {
-            model: Clip::random(config, dtype, device)?,
-            tokenizer,
-            preprocessor,
-        })
+        Ok(Self { model: Clip::random(config, dtype, device)?, tokenizer, preprocessor })
     }
 
     /// A model with its tokenizer and preprocessing.
     pub fn from_parts(model: Clip, tokenizer: ClipTokenizer, preprocessor: Preprocessor) -> Self {
-        Self {
-            model,
-            tokenizer,
-            preprocessor,
-        }
+        Self { model, tokenizer, preprocessor }
     }
 
     pub fn model(&self) -> &Clip {
@@ -597,20 +480,13 @@ impl DualEncoder for ClipEncoder {
     }
 
     fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
-        let ids = texts
-            .iter()
-            .map(|t| self.tokenizer.encode(t))
-            .collect::<Result<Vec<_>>>()?;
+        let ids = texts.iter().map(|t| self.tokenizer.encode(t)).collect::<Result<Vec<_>>>()?;
         let features = self.model.text_features(&ids)?;
         l2_normalise(&features).map_err(|e| Error::compute("normalise text embeddings", e))
     }
 
     /// `exp(logit_scale) · cos`, the logits of `CLIPModel`.
     fn similarity(&self) -> Similarity {
-        Similarity {
-            scale: self.model.logit_scale,
-            bias: 0.0,
-            sigmoid: false,
-        }
+        Similarity { scale: self.model.logit_scale, bias: 0.0, sigmoid: false }
     }
 }

@@ -32,12 +32,9 @@ use crate::tokenizer::ClipTokenizer;
 use crate::{Error, ErrorKind, Result};
 
 fn take(map: &HashMap<String, Tensor>, name: &str) -> Result<Tensor> {
-    map.get(name).cloned().ok_or_else(|| {
-        Error::new(
-            ErrorKind::BadWeights,
-            format!("convert OpenAI CLIP weights: tensor `{name}` is missing"),
-        )
-    })
+    map.get(name)
+        .cloned()
+        .ok_or_else(|| Error::new(ErrorKind::BadWeights, format!("convert OpenAI CLIP weights: tensor `{name}` is missing")))
 }
 
 fn compute(e: candle_core::Error) -> Error {
@@ -46,31 +43,14 @@ fn compute(e: candle_core::Error) -> Error {
 
 /// One residual block `src` (e.g. `transformer.resblocks.3`) into `out` under `dst`
 /// (e.g. `vision_model.encoder.layers.3`).
-pub fn convert_block(
-    map: &HashMap<String, Tensor>,
-    src: &str,
-    dst: &str,
-    out: &mut HashMap<String, Tensor>,
-) -> Result<()> {
-    let join = |prefix: &str, name: &str| {
-        if prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{prefix}.{name}")
-        }
-    };
+pub fn convert_block(map: &HashMap<String, Tensor>, src: &str, dst: &str, out: &mut HashMap<String, Tensor>) -> Result<()> {
+    let join = |prefix: &str, name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
     let in_w = take(map, &join(src, "attn.in_proj_weight"))?;
     let in_b = take(map, &join(src, "attn.in_proj_bias"))?;
     let width = in_w.dim(1).map_err(compute)?;
     for (i, part) in ["q_proj", "k_proj", "v_proj"].iter().enumerate() {
-        out.insert(
-            join(dst, &format!("self_attn.{part}.weight")),
-            in_w.narrow(0, i * width, width).map_err(compute)?,
-        );
-        out.insert(
-            join(dst, &format!("self_attn.{part}.bias")),
-            in_b.narrow(0, i * width, width).map_err(compute)?,
-        );
+        out.insert(join(dst, &format!("self_attn.{part}.weight")), in_w.narrow(0, i * width, width).map_err(compute)?);
+        out.insert(join(dst, &format!("self_attn.{part}.bias")), in_b.narrow(0, i * width, width).map_err(compute)?);
     }
     for (from, to) in [
         ("attn.out_proj", "self_attn.out_proj"),
@@ -80,10 +60,7 @@ pub fn convert_block(
         ("mlp.c_proj", "mlp.fc2"),
     ] {
         for leaf in ["weight", "bias"] {
-            out.insert(
-                join(dst, &format!("{to}.{leaf}")),
-                take(map, &join(src, &format!("{from}.{leaf}")))?,
-            );
+            out.insert(join(dst, &format!("{to}.{leaf}")), take(map, &join(src, &format!("{from}.{leaf}")))?);
         }
     }
     Ok(())
@@ -91,89 +68,39 @@ pub fn convert_block(
 
 /// The vision tower under `prefix` (`visual` in a full checkpoint, empty for a bare one),
 /// with `layers` residual blocks, in Hugging Face naming.
-pub fn convert_vision(
-    map: &HashMap<String, Tensor>,
-    prefix: &str,
-    layers: usize,
-) -> Result<HashMap<String, Tensor>> {
-    let p = |name: &str| {
-        if prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{prefix}.{name}")
-        }
-    };
+pub fn convert_vision(map: &HashMap<String, Tensor>, prefix: &str, layers: usize) -> Result<HashMap<String, Tensor>> {
+    let p = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
     let mut out = HashMap::new();
-    out.insert(
-        "vision_model.embeddings.patch_embedding.weight".into(),
-        take(map, &p("conv1.weight"))?,
-    );
-    out.insert(
-        "vision_model.embeddings.class_embedding".into(),
-        take(map, &p("class_embedding"))?,
-    );
-    out.insert(
-        "vision_model.embeddings.position_embedding.weight".into(),
-        take(map, &p("positional_embedding"))?,
-    );
+    out.insert("vision_model.embeddings.patch_embedding.weight".into(), take(map, &p("conv1.weight"))?);
+    out.insert("vision_model.embeddings.class_embedding".into(), take(map, &p("class_embedding"))?);
+    out.insert("vision_model.embeddings.position_embedding.weight".into(), take(map, &p("positional_embedding"))?);
     for (from, to) in [("ln_pre", "pre_layrnorm"), ("ln_post", "post_layernorm")] {
         for leaf in ["weight", "bias"] {
-            out.insert(
-                format!("vision_model.{to}.{leaf}"),
-                take(map, &p(&format!("{from}.{leaf}")))?,
-            );
+            out.insert(format!("vision_model.{to}.{leaf}"), take(map, &p(&format!("{from}.{leaf}")))?);
         }
     }
-    let proj = take(map, &p("proj"))?
-        .t()
-        .and_then(|t| t.contiguous())
-        .map_err(compute)?;
+    let proj = take(map, &p("proj"))?.t().and_then(|t| t.contiguous()).map_err(compute)?;
     out.insert("visual_projection.weight".into(), proj);
     for i in 0..layers {
-        convert_block(
-            map,
-            &p(&format!("transformer.resblocks.{i}")),
-            &format!("vision_model.encoder.layers.{i}"),
-            &mut out,
-        )?;
+        convert_block(map, &p(&format!("transformer.resblocks.{i}")), &format!("vision_model.encoder.layers.{i}"), &mut out)?;
     }
     Ok(out)
 }
 
 /// The text tower (top-level names in a full checkpoint) with `layers` blocks, and
 /// `logit_scale`, in Hugging Face naming.
-pub fn convert_text(
-    map: &HashMap<String, Tensor>,
-    layers: usize,
-) -> Result<HashMap<String, Tensor>> {
+pub fn convert_text(map: &HashMap<String, Tensor>, layers: usize) -> Result<HashMap<String, Tensor>> {
     let mut out = HashMap::new();
-    out.insert(
-        "text_model.embeddings.token_embedding.weight".into(),
-        take(map, "token_embedding.weight")?,
-    );
-    out.insert(
-        "text_model.embeddings.position_embedding.weight".into(),
-        take(map, "positional_embedding")?,
-    );
+    out.insert("text_model.embeddings.token_embedding.weight".into(), take(map, "token_embedding.weight")?);
+    out.insert("text_model.embeddings.position_embedding.weight".into(), take(map, "positional_embedding")?);
     for leaf in ["weight", "bias"] {
-        out.insert(
-            format!("text_model.final_layer_norm.{leaf}"),
-            take(map, &format!("ln_final.{leaf}"))?,
-        );
+        out.insert(format!("text_model.final_layer_norm.{leaf}"), take(map, &format!("ln_final.{leaf}"))?);
     }
-    let proj = take(map, "text_projection")?
-        .t()
-        .and_then(|t| t.contiguous())
-        .map_err(compute)?;
+    let proj = take(map, "text_projection")?.t().and_then(|t| t.contiguous()).map_err(compute)?;
     out.insert("text_projection.weight".into(), proj);
     out.insert("logit_scale".into(), take(map, "logit_scale")?);
     for i in 0..layers {
-        convert_block(
-            map,
-            &format!("transformer.resblocks.{i}"),
-            &format!("text_model.encoder.layers.{i}"),
-            &mut out,
-        )?;
+        convert_block(map, &format!("transformer.resblocks.{i}"), &format!("text_model.encoder.layers.{i}"), &mut out)?;
     }
     Ok(out)
 }
@@ -241,42 +168,19 @@ pub struct OpenClipPreprocess {
 
 impl Default for OpenClipPreprocess {
     fn default() -> Self {
-        Self {
-            mean: default_mean(),
-            std: default_std(),
-            interpolation: default_interpolation(),
-            resize_mode: default_resize_mode(),
-        }
+        Self { mean: default_mean(), std: default_std(), interpolation: default_interpolation(), resize_mode: default_resize_mode() }
     }
 }
 
-fn default_head_width() -> usize {
-    64
-}
-fn default_mlp_ratio() -> f64 {
-    4.0
-}
-fn default_context() -> usize {
-    77
-}
-fn default_vocab() -> usize {
-    49408
-}
-fn default_heads() -> usize {
-    8
-}
-fn default_mean() -> [f32; 3] {
-    OPENAI_CLIP_MEAN
-}
-fn default_std() -> [f32; 3] {
-    OPENAI_CLIP_STD
-}
-fn default_interpolation() -> String {
-    "bicubic".into()
-}
-fn default_resize_mode() -> String {
-    "shortest".into()
-}
+fn default_head_width() -> usize { 64 }
+fn default_mlp_ratio() -> f64 { 4.0 }
+fn default_context() -> usize { 77 }
+fn default_vocab() -> usize { 49408 }
+fn default_heads() -> usize { 8 }
+fn default_mean() -> [f32; 3] { OPENAI_CLIP_MEAN }
+fn default_std() -> [f32; 3] { OPENAI_CLIP_STD }
+fn default_interpolation() -> String { "bicubic".into() }
+fn default_resize_mode() -> String { "shortest".into() }
 
 /// Keys whose non-default value changes the architecture away from what is implemented,
 /// with the value that keeps it.
@@ -298,20 +202,13 @@ const PLAIN_VALUES: &[(&str, &str)] = &[
     ("pos_embed_type", "\"learnable\""),
 ];
 
-fn check_plain(
-    tower: &str,
-    other: &HashMap<String, serde_json::Value>,
-    path: &std::path::Path,
-) -> Result<()> {
+fn check_plain(tower: &str, other: &HashMap<String, serde_json::Value>, path: &std::path::Path) -> Result<()> {
     for (key, plain) in PLAIN_VALUES {
         if let Some(value) = other.get(*key) {
             if value.to_string().as_str() != *plain {
                 return Err(Error::new(
                     ErrorKind::BadConfig,
-                    format!(
-                        "use {}: model_cfg.{tower}.{key} = {value} is not supported (only {plain})",
-                        path.display()
-                    ),
+                    format!("use {}: model_cfg.{tower}.{key} = {value} is not supported (only {plain})", path.display()),
                 ));
             }
         }
@@ -321,10 +218,7 @@ fn check_plain(
             if !allowed.contains(&value.to_string().as_str()) {
                 return Err(Error::new(
                     ErrorKind::BadConfig,
-                    format!(
-                        "use {}: model_cfg.{tower}.{key} = {value} is not supported",
-                        path.display()
-                    ),
+                    format!("use {}: model_cfg.{tower}.{key} = {value} is not supported", path.display()),
                 ));
             }
         }
@@ -353,12 +247,7 @@ impl OpenClipFile {
         if v.head_width == 0 || !v.width.is_multiple_of(v.head_width) {
             return Err(Error::new(
                 ErrorKind::BadConfig,
-                format!(
-                    "use {}: vision_cfg.width {} is not a multiple of head_width {}",
-                    path.display(),
-                    v.width,
-                    v.head_width
-                ),
+                format!("use {}: vision_cfg.width {} is not a multiple of head_width {}", path.display(), v.width, v.head_width),
             ));
         }
         Ok(file)
@@ -403,32 +292,14 @@ impl OpenClipFile {
 pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
     let file = OpenClipFile::from_file(&files.config)?;
     let config = file.clip_config();
-    let map = candle_core::safetensors::load(&files.weights, device).map_err(|e| {
-        Error::new(
-            ErrorKind::BadWeights,
-            format!("read weights {}: {e}", files.weights.display()),
-        )
-    })?;
+    let map = candle_core::safetensors::load(&files.weights, device)
+        .map_err(|e| Error::new(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display())))?;
     let mut tensors = convert_vision(&map, "visual", config.vision_config.num_hidden_layers)
         .map_err(|e| e.context(&files.weights))?;
-    tensors.extend(
-        convert_text(&map, config.text_config.num_hidden_layers)
-            .map_err(|e| e.context(&files.weights))?,
-    );
-    let tokenizer =
-        ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
+    tensors.extend(convert_text(&map, config.text_config.num_hidden_layers).map_err(|e| e.context(&files.weights))?);
+    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
     let p = &file.preprocess_cfg;
-    let preprocessor = Preprocessor {
-        mean: p.mean,
-        std: p.std,
-        ..Preprocessor::openai_clip(config.vision_config.image_size)
-    };
-    let model = Clip::from_tensors(
-        config,
-        tensors,
-        dtype,
-        device,
-        &files.weights.display().to_string(),
-    )?;
+    let preprocessor = Preprocessor { mean: p.mean, std: p.std, ..Preprocessor::openai_clip(config.vision_config.image_size) };
+    let model = Clip::from_tensors(config, tensors, dtype, device, &files.weights.display().to_string())?;
     Ok(ClipEncoder::from_parts(model, tokenizer, preprocessor))
 }

@@ -15,9 +15,7 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
-use super::transformer::{
-    l2_normalise, load_blocks, run_blocks, Attention, Block, Mlp, PatchEmbedding, Tower,
-};
+use super::transformer::{l2_normalise, load_blocks, run_blocks, Attention, Block, Mlp, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, HALF};
@@ -118,26 +116,12 @@ impl SiglipConfig {
 
     fn text_tower(&self) -> Result<Tower> {
         let t = &self.text_config;
-        Tower::new(
-            t.hidden_size,
-            t.intermediate_size,
-            t.num_hidden_layers,
-            t.num_attention_heads,
-            &t.hidden_act,
-            t.layer_norm_eps,
-        )
+        Tower::new(t.hidden_size, t.intermediate_size, t.num_hidden_layers, t.num_attention_heads, &t.hidden_act, t.layer_norm_eps)
     }
 
     fn vision_tower(&self) -> Result<Tower> {
         let v = &self.vision_config;
-        Tower::new(
-            v.hidden_size,
-            v.intermediate_size,
-            v.num_hidden_layers,
-            v.num_attention_heads,
-            &v.hidden_act,
-            v.layer_norm_eps,
-        )
+        Tower::new(v.hidden_size, v.intermediate_size, v.num_hidden_layers, v.num_attention_heads, &v.hidden_act, v.layer_norm_eps)
     }
 }
 
@@ -153,17 +137,10 @@ struct AttentionPool {
 impl AttentionPool {
     fn load(w: &Weights, t: &Tower) -> Result<Self> {
         let a = w.pp("attention");
-        let qkv = Linear::new(
-            a.get((3 * t.width, t.width), "in_proj_weight")?,
-            Some(a.get(3 * t.width, "in_proj_bias")?),
-        );
+        let qkv = Linear::new(a.get((3 * t.width, t.width), "in_proj_weight")?, Some(a.get(3 * t.width, "in_proj_bias")?));
         Ok(Self {
             probe: w.get((1, 1, t.width), "probe")?,
-            attention: Attention::from_parts(
-                qkv,
-                a.pp("out_proj").linear(t.width, t.width, true)?,
-                t.heads,
-            ),
+            attention: Attention::from_parts(qkv, a.pp("out_proj").linear(t.width, t.width, true)?, t.heads),
             norm: w.pp("layernorm").layer_norm(t.width, t.eps)?,
             mlp: Mlp::load(&w.pp("mlp"), t)?,
         })
@@ -210,39 +187,16 @@ impl Siglip {
                 .map_err(|e| Error::compute(&format!("read {name}"), e))
         };
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(
-                &v.pp("embeddings.patch_embedding"),
-                vc.hidden_size,
-                vc.num_channels,
-                vc.patch_size,
-                true,
-            )?,
-            vision_positions: v.get(
-                (patches, vc.hidden_size),
-                "embeddings.position_embedding.weight",
-            )?,
+            patch_embedding: PatchEmbedding::load(&v.pp("embeddings.patch_embedding"), vc.hidden_size, vc.num_channels, vc.patch_size, true)?,
+            vision_positions: v.get((patches, vc.hidden_size), "embeddings.position_embedding.weight")?,
             vision_blocks: load_blocks(&v, &vt)?,
-            post_norm: v
-                .pp("post_layernorm")
-                .layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
             pool: AttentionPool::load(&v.pp("head"), &vt)?,
-            token_embedding: t.get(
-                (tc.vocab_size, tc.hidden_size),
-                "embeddings.token_embedding.weight",
-            )?,
-            text_positions: t.get(
-                (tc.max_position_embeddings, tc.hidden_size),
-                "embeddings.position_embedding.weight",
-            )?,
+            token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
+            text_positions: t.get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
             text_blocks: load_blocks(&t, &tt)?,
-            final_norm: t
-                .pp("final_layer_norm")
-                .layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
-            text_head: t.pp("head").linear(
-                tc.hidden_size,
-                tc.projection_size.unwrap_or(tc.hidden_size),
-                true,
-            )?,
+            final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
+            text_head: t.pp("head").linear(tc.hidden_size, tc.projection_size.unwrap_or(tc.hidden_size), true)?,
             logit_scale: scalar("logit_scale")?.exp(),
             logit_bias: scalar("logit_bias")?,
             device: w.device().clone(),
@@ -257,13 +211,8 @@ impl Siglip {
     /// Pooled image features (`SiglipVisionModel`'s `pooler_output`), unnormalised.
     pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
         let run = || -> candle_core::Result<Tensor> {
-            let xs = self
-                .patch_embedding
-                .forward(pixels)?
-                .broadcast_add(&self.vision_positions)?;
-            let xs = self
-                .post_norm
-                .forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
+            let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.vision_positions)?;
+            let xs = self.post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
             self.pool.forward(&xs)
         };
         run().map_err(|e| Error::compute("encode images", e))
@@ -280,14 +229,9 @@ impl Siglip {
             }
             let flat: Vec<u32> = ids.concat();
             let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
-            let xs = self
-                .token_embedding
-                .index_select(&ids, 0)?
-                .reshape((b, s, ()))?;
+            let xs = self.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
             let xs = xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?;
-            let xs = self
-                .final_norm
-                .forward(&run_blocks(&self.text_blocks, xs, None)?)?;
+            let xs = self.final_norm.forward(&run_blocks(&self.text_blocks, xs, None)?)?;
             self.text_head.forward(&xs.i((.., s - 1, ..))?)
         };
         run().map_err(|e| Error::compute("encode texts", e))
@@ -307,18 +251,10 @@ impl SiglipEncoder {
     pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
         let config = SiglipConfig::from_file(&files.config)?;
         let tc = &config.text_config;
-        let tokenizer = SiglipTokenizer::from_file(
-            &files.tokenizer,
-            tc.max_position_embeddings,
-            tc.pad_token_id,
-        )?;
+        let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
         let preprocessor = Preprocessor::stretch(config.vision_config.image_size, HALF, HALF);
         let w = Weights::open(&files.weights, dtype, device)?;
-        Ok(Self {
-            model: Siglip::from_weights(&config, &w)?,
-            tokenizer,
-            preprocessor,
-        })
+        Ok(Self { model: Siglip::from_weights(&config, &w)?, tokenizer, preprocessor })
     }
 
     pub fn model(&self) -> &Siglip {
@@ -345,26 +281,17 @@ impl DualEncoder for SiglipEncoder {
     }
 
     fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
-        l2_normalise(&self.model.image_features(pixels)?)
-            .map_err(|e| Error::compute("normalise image embeddings", e))
+        l2_normalise(&self.model.image_features(pixels)?).map_err(|e| Error::compute("normalise image embeddings", e))
     }
 
     fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
-        let ids = texts
-            .iter()
-            .map(|t| self.tokenizer.encode(t))
-            .collect::<Result<Vec<_>>>()?;
-        l2_normalise(&self.model.text_features(&ids)?)
-            .map_err(|e| Error::compute("normalise text embeddings", e))
+        let ids = texts.iter().map(|t| self.tokenizer.encode(t)).collect::<Result<Vec<_>>>()?;
+        l2_normalise(&self.model.text_features(&ids)?).map_err(|e| Error::compute("normalise text embeddings", e))
     }
 
     /// `σ(exp(logit_scale) · cos + logit_bias)`, SigLIP's per-pair match probability.
     fn similarity(&self) -> Similarity {
         let (scale, bias) = self.model.logit_scale_and_bias();
-        Similarity {
-            scale,
-            bias,
-            sigmoid: true,
-        }
+        Similarity { scale, bias, sigmoid: true }
     }
 }

@@ -28,9 +28,7 @@ impl Activation {
             "quick_gelu" => Ok(Self::QuickGelu),
             "gelu" => Ok(Self::Gelu),
             "gelu_new" | "gelu_pytorch_tanh" => Ok(Self::GeluTanh),
-            other => Err(format!(
-                "unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)"
-            )),
+            other => Err(format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)")),
         }
     }
 
@@ -80,14 +78,7 @@ pub(crate) struct Tower {
 }
 
 impl Tower {
-    pub fn new(
-        width: usize,
-        intermediate: usize,
-        depth: usize,
-        heads: usize,
-        act: &str,
-        eps: f64,
-    ) -> Result<Self> {
+    pub fn new(width: usize, intermediate: usize, depth: usize, heads: usize, act: &str, eps: f64) -> Result<Self> {
         let activation = Activation::parse(act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?;
         if heads == 0 || !width.is_multiple_of(heads) {
             return Err(Error::new(
@@ -95,15 +86,7 @@ impl Tower {
                 format!("use a width of {width} with {heads} attention heads: the width must be a multiple"),
             ));
         }
-        Ok(Self {
-            width,
-            intermediate,
-            depth,
-            heads,
-            activation,
-            eps,
-            names: AttentionNames::Separate,
-        })
+        Ok(Self { width, intermediate, depth, heads, activation, eps, names: AttentionNames::Separate })
     }
 
     pub fn with_names(self, names: AttentionNames) -> Self {
@@ -113,21 +96,11 @@ impl Tower {
 
 /// Scaled dot-product attention of `(b, s, width)` queries over `(b, t, width)` keys and
 /// values, split into `heads`; `mask` is added to the `(b, heads, s, t)` logits.
-pub(crate) fn attend(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    heads: usize,
-    mask: Option<&Tensor>,
-) -> candle_core::Result<Tensor> {
+pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
     let (b, s, width) = q.dims3()?;
     let t = k.dim(1)?;
     let head_dim = width / heads;
-    let split = |x: &Tensor, len: usize| {
-        x.reshape((b, len, heads, head_dim))?
-            .transpose(1, 2)?
-            .contiguous()
-    };
+    let split = |x: &Tensor, len: usize| x.reshape((b, len, heads, head_dim))?.transpose(1, 2)?.contiguous();
     let q = (split(q, s)? * (head_dim as f64).powf(-0.5))?;
     let (k, v) = (split(k, t)?, split(v, t)?);
     let mut logits = q.matmul(&k.t()?)?;
@@ -143,9 +116,7 @@ pub(crate) fn attend(
 /// CPU kernels at two thirds of their speed.
 pub(crate) fn dense(lin: &Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
     let dims = xs.dims();
-    let Some((&in_dim, lead)) = dims.split_last() else {
-        return lin.forward(xs);
-    };
+    let Some((&in_dim, lead)) = dims.split_last() else { return lin.forward(xs) };
     if lead.len() < 2 {
         return lin.forward(xs);
     }
@@ -171,21 +142,13 @@ impl Attention {
                 let q = w.pp("q_proj").linear(t.width, t.width, true)?;
                 let k = w.pp("k_proj").linear(t.width, t.width, true)?;
                 let v = w.pp("v_proj").linear(t.width, t.width, true)?;
-                (
-                    fuse(&q, &k, &v)?,
-                    w.pp("out_proj").linear(t.width, t.width, true)?,
-                )
+                (fuse(&q, &k, &v)?, w.pp("out_proj").linear(t.width, t.width, true)?)
             }
-            AttentionNames::Fused => (
-                w.pp("qkv").linear(t.width, 3 * t.width, true)?,
-                w.pp("projection").linear(t.width, t.width, true)?,
-            ),
+            AttentionNames::Fused => {
+                (w.pp("qkv").linear(t.width, 3 * t.width, true)?, w.pp("projection").linear(t.width, t.width, true)?)
+            }
         };
-        Ok(Self {
-            qkv,
-            out,
-            heads: t.heads,
-        })
+        Ok(Self { qkv, out, heads: t.heads })
     }
 
     /// From a fused `(3·width, width)` weight and bias, as `nn.MultiheadAttention` stores them.
@@ -208,10 +171,7 @@ impl Attention {
         let weight = self.qkv.weight();
         let bias = self.qkv.bias();
         let part = |i: usize| -> candle_core::Result<Linear> {
-            Ok(Linear::new(
-                weight.narrow(0, i * width, width)?,
-                bias.map(|b| b.narrow(0, i * width, width)).transpose()?,
-            ))
+            Ok(Linear::new(weight.narrow(0, i * width, width)?, bias.map(|b| b.narrow(0, i * width, width)).transpose()?))
         };
         let q = dense(&part(0)?, queries)?;
         let k = dense(&part(1)?, xs)?;
@@ -227,16 +187,10 @@ pub(crate) fn fuse(q: &Linear, k: &Linear, v: &Linear) -> Result<Linear> {
         if parts.is_empty() {
             return Ok(None);
         }
-        Tensor::cat(&parts, 0)
-            .map(Some)
-            .map_err(|e| Error::compute("fuse attention projections", e))
+        Tensor::cat(&parts, 0).map(Some).map_err(|e| Error::compute("fuse attention projections", e))
     };
-    let weight = cat([Some(q.weight()), Some(k.weight()), Some(v.weight())])?.ok_or_else(|| {
-        Error::new(
-            ErrorKind::BadWeights,
-            "fuse attention projections: no weights",
-        )
-    })?;
+    let weight = cat([Some(q.weight()), Some(k.weight()), Some(v.weight())])?
+        .ok_or_else(|| Error::new(ErrorKind::BadWeights, "fuse attention projections: no weights"))?;
     Ok(Linear::new(weight, cat([q.bias(), k.bias(), v.bias()])?))
 }
 
@@ -289,19 +243,11 @@ impl Block {
 
 /// `t.depth` blocks under `encoder.layers.N`.
 pub(crate) fn load_blocks(w: &Weights, t: &Tower) -> Result<Vec<Block>> {
-    (0..t.depth)
-        .map(|i| Block::load(&w.pp(format!("encoder.layers.{i}")), t))
-        .collect()
+    (0..t.depth).map(|i| Block::load(&w.pp(format!("encoder.layers.{i}")), t)).collect()
 }
 
-pub(crate) fn run_blocks(
-    blocks: &[Block],
-    xs: Tensor,
-    mask: Option<&Tensor>,
-) -> candle_core::Result<Tensor> {
-    blocks
-        .iter()
-        .try_fold(xs, |xs, block| block.forward(&xs, mask))
+pub(crate) fn run_blocks(blocks: &[Block], xs: Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    blocks.iter().try_fold(xs, |xs, block| block.forward(&xs, mask))
 }
 
 /// A `p×p`, stride-`p` convolution as one matmul over flattened patches:
@@ -316,28 +262,14 @@ pub(crate) struct PatchEmbedding {
 
 impl PatchEmbedding {
     /// The conv weight `name` of shape `(width, channels, p, p)`, and its bias if `bias`.
-    pub fn load(
-        w: &Weights,
-        width: usize,
-        channels: usize,
-        patch: usize,
-        bias: bool,
-    ) -> Result<Self> {
+    pub fn load(w: &Weights, width: usize, channels: usize, patch: usize, bias: bool) -> Result<Self> {
         let weight = w
             .get((width, channels, patch, patch), "weight")?
             .reshape((width, channels * patch * patch))
             .and_then(|p| p.t())
             .map_err(|e| Error::compute("lay out the patch embedding", e))?;
-        let bias = if bias {
-            Some(w.get(width, "bias")?)
-        } else {
-            None
-        };
-        Ok(Self {
-            weight,
-            bias,
-            patch,
-        })
+        let bias = if bias { Some(w.get(width, "bias")?) } else { None };
+        Ok(Self { weight, bias, patch })
     }
 
     pub fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {

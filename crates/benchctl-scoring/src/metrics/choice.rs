@@ -24,21 +24,13 @@ impl PerItem for ChoiceAccuracy {
         &NAMES
     }
 
-    fn values(
-        &self,
-        scores: &ScoreTensor,
-        items: &[ItemView<'_>],
-    ) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
         Ok(group::outcomes(scores, items)
             .map(|(outcome, item)| {
                 let (k, l) = (item.truth.images(), item.truth.texts());
                 vec![
-                    (k == 1 && l > 1)
-                        .then(|| group::hit(outcome.text))
-                        .flatten(),
-                    (l == 1 && k > 1)
-                        .then(|| group::hit(outcome.image))
-                        .flatten(),
+                    (k == 1 && l > 1).then(|| group::hit(outcome.text)).flatten(),
+                    (l == 1 && k > 1).then(|| group::hit(outcome.image)).flatten(),
                 ]
             })
             .collect())

@@ -13,12 +13,7 @@ use super::{group, Aggregate, ItemView, PerItem};
 use crate::{Result, ScoreMatrix, ScoreTensor};
 
 /// Names of the EqBen metrics, in report order.
-pub const NAMES: [&str; 4] = [
-    "text_score",
-    "image_score",
-    "group_score",
-    "eqsim_deviation",
-];
+pub const NAMES: [&str; 4] = ["text_score", "image_score", "group_score", "eqsim_deviation"];
 
 /// The EqSim deviation of a 2×2 item (`None` for other shapes).
 pub fn eqsim_deviation(s: &ScoreMatrix<'_>) -> Option<f64> {
@@ -37,18 +32,10 @@ impl PerItem for EquivarianceScores {
     }
 
     fn aggregate(&self, metric: usize) -> Aggregate {
-        if metric == 3 {
-            Aggregate::Distribution
-        } else {
-            Aggregate::Percent
-        }
+        if metric == 3 { Aggregate::Distribution } else { Aggregate::Percent }
     }
 
-    fn values(
-        &self,
-        scores: &ScoreTensor,
-        items: &[ItemView<'_>],
-    ) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
         let mut values = group::GroupScore.values(scores, items)?;
         for (i, row) in values.iter_mut().enumerate() {
             row.push(eqsim_deviation(&scores.item(i)));

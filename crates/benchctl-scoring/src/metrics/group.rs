@@ -31,10 +31,16 @@ impl Outcome {
 
 /// Text and image correctness of one item.
 pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
-    let text = (0..truth.images())
-        .all(|k| separates((0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l)))));
-    let image = (0..truth.texts())
-        .all(|l| separates((0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l)))));
+    let text = (0..truth.images()).all(|k| {
+        separates(
+            (0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l))),
+        )
+    });
+    let image = (0..truth.texts()).all(|l| {
+        separates(
+            (0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l))),
+        )
+    });
     Outcome { text, image }
 }
 
@@ -45,15 +51,9 @@ fn separates(candidates: impl Iterator<Item = (bool, f32)> + Clone) -> bool {
         .clone()
         .filter(|(is_match, _)| *is_match)
         .map(|(_, s)| s)
-        .fold(None, |lo: Option<f32>, s| {
-            Some(lo.map_or(s, |lo| lo.min(s)))
-        });
-    let Some(lowest_match) = lowest_match else {
-        return true;
-    };
-    candidates
-        .filter(|(is_match, _)| !is_match)
-        .all(|(_, s)| lowest_match > s)
+        .fold(None, |lo: Option<f32>, s| Some(lo.map_or(s, |lo| lo.min(s))));
+    let Some(lowest_match) = lowest_match else { return true };
+    candidates.filter(|(is_match, _)| !is_match).all(|(_, s)| lowest_match > s)
 }
 
 /// Each item's outcome with the item, in order: what every Winoground-style family reads.
@@ -61,10 +61,7 @@ pub(crate) fn outcomes<'a>(
     scores: &'a ScoreTensor,
     items: &'a [ItemView<'a>],
 ) -> impl Iterator<Item = (Outcome, &'a ItemView<'a>)> + 'a {
-    items
-        .iter()
-        .enumerate()
-        .map(move |(i, item)| (outcome(&scores.item(i), item.truth), item))
+    items.iter().enumerate().map(move |(i, item)| (outcome(&scores.item(i), item.truth), item))
 }
 
 /// A 0/1 hit as a metric value.
@@ -79,13 +76,7 @@ impl PerItem for GroupScore {
         &NAMES
     }
 
-    fn values(
-        &self,
-        scores: &ScoreTensor,
-        items: &[ItemView<'_>],
-    ) -> Result<Vec<Vec<Option<f64>>>> {
-        Ok(outcomes(scores, items)
-            .map(|(o, _)| vec![hit(o.text), hit(o.image), hit(o.group())])
-            .collect())
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
+        Ok(outcomes(scores, items).map(|(o, _)| vec![hit(o.text), hit(o.image), hit(o.group())]).collect())
     }
 }

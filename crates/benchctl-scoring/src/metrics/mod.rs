@@ -60,8 +60,7 @@ pub(crate) trait PerItem {
     }
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>])
-        -> Result<Vec<Vec<Option<f64>>>>;
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>>;
     /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`).
     fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
 }
@@ -80,11 +79,7 @@ pub struct Summary<'a> {
 /// Scores every item and summarises the metrics overall and per tag value.
 ///
 /// `breakdown_keys` lists the tag keys to break down by, in report order.
-pub fn evaluate(
-    summary: Summary<'_>,
-    scores: &ScoreTensor,
-    items: &[ItemView<'_>],
-) -> Result<Report> {
+pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
     let item_values = ItemValues::new(summary.family, scores, items)?;
     let (per_item, values) = (item_values.per_item, &item_values.values);
     let all: Vec<usize> = (0..items.len()).collect();
@@ -104,11 +99,7 @@ pub fn evaluate(
                 .collect(),
         })
         .collect();
-    Ok(Report {
-        items: items.len(),
-        metrics,
-        breakdowns,
-    })
+    Ok(Report { items: items.len(), metrics, breakdowns })
 }
 
 /// The family's per-item values of every item (see [`PerItem`]), with the metric names and
@@ -131,19 +122,11 @@ impl ItemValues {
             MetricFamily::Choice => &choice::ChoiceAccuracy,
             MetricFamily::Equivariance => &equivariance::EquivarianceScores,
         };
-        Ok(Self {
-            per_item,
-            values: per_item.values(scores, items)?,
-        })
+        Ok(Self { per_item, values: per_item.values(scores, items)? })
     }
 
     /// The headline metrics over `members` (indices, repeats allowed).
-    pub fn headline(
-        &self,
-        members: &[usize],
-        summary: Summary<'_>,
-        items: &[ItemView<'_>],
-    ) -> Vec<(String, f64)> {
+    pub fn headline(&self, members: &[usize], summary: Summary<'_>, items: &[ItemView<'_>]) -> Vec<(String, f64)> {
         headline(self.per_item, &self.values, members, summary, items)
     }
 
@@ -180,21 +163,13 @@ fn headline(
                 }
             }
         }
-        let groups: Vec<Vec<(String, f64)>> = groups
-            .values()
-            .map(|m| summarise(per_item, values, m))
-            .collect();
+        let groups: Vec<Vec<(String, f64)>> = groups.values().map(|m| summarise(per_item, values, m)).collect();
         let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
         for name in names {
-            let means: Vec<f64> = groups
-                .iter()
-                .filter_map(|g| g.iter().find(|(n, _)| *n == name).map(|(_, v)| *v))
-                .collect();
+            let means: Vec<f64> =
+                groups.iter().filter_map(|g| g.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).collect();
             if !means.is_empty() {
-                metrics.push((
-                    format!("{name}_macro"),
-                    means.iter().sum::<f64>() / means.len() as f64,
-                ));
+                metrics.push((format!("{name}_macro"), means.iter().sum::<f64>() / means.len() as f64));
             }
         }
     }
@@ -203,11 +178,7 @@ fn headline(
 
 /// Each metric over the given items where it applies, by its [`Aggregate`]; a metric that
 /// applies to none of them is left out.
-fn summarise(
-    per_item: &dyn PerItem,
-    values: &[Vec<Option<f64>>],
-    members: &[usize],
-) -> Vec<(String, f64)> {
+fn summarise(per_item: &dyn PerItem, values: &[Vec<Option<f64>>], members: &[usize]) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for (m, name) in per_item.names().iter().enumerate() {
         let mut defined: Vec<f64> = members.iter().filter_map(|&i| values[i][m]).collect();

@@ -27,11 +27,7 @@ impl PerItem for PairwiseAccuracy {
         &NAMES
     }
 
-    fn values(
-        &self,
-        scores: &ScoreTensor,
-        items: &[ItemView<'_>],
-    ) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
         let hit = group::hit;
         let probabilities = scores.kind() == ScoreKind::Probability;
         Ok(items
@@ -45,8 +41,7 @@ impl PerItem for PairwiseAccuracy {
                     return vec![acc_r, None, None];
                 }
                 // Every matching pair above 0.5, every non-matching pair below it.
-                let pairs =
-                    (0..matrix.images()).flat_map(|k| (0..matrix.texts()).map(move |l| (k, l)));
+                let pairs = (0..matrix.images()).flat_map(|k| (0..matrix.texts()).map(move |l| (k, l)));
                 let (mut captions, mut foils) = (true, true);
                 for (k, l) in pairs {
                     let p = matrix.get(k, l);

@@ -30,20 +30,14 @@ pub fn query_outcome(scores: &[f32], matches: &[usize], altered: &[bool]) -> Res
         return Err(Error::new("a query needs at least one matching candidate"));
     }
     if !altered.is_empty() && altered.len() != scores.len() {
-        return Err(Error::new(format!(
-            "{} altered flags for a gallery of {}",
-            altered.len(),
-            scores.len()
-        )));
+        return Err(Error::new(format!("{} altered flags for a gallery of {}", altered.len(), scores.len())));
     }
     let mut best_match = f32::NEG_INFINITY;
     for &c in matches {
-        let s = scores.get(c).copied().ok_or_else(|| {
-            Error::new(format!(
-                "matching candidate {c} is outside a gallery of {}",
-                scores.len()
-            ))
-        })?;
+        let s = scores
+            .get(c)
+            .copied()
+            .ok_or_else(|| Error::new(format!("matching candidate {c} is outside a gallery of {}", scores.len())))?;
         best_match = best_match.max(s);
     }
     let scan = scan(scores, altered, best_match);
@@ -55,15 +49,8 @@ pub fn query_outcome(scores: &[f32], matches: &[usize], altered: &[bool]) -> Res
     let mut distinct = matches.to_vec();
     distinct.sort_unstable();
     distinct.dedup();
-    let rank = scan.at_or_above
-        - distinct
-            .iter()
-            .filter(|&&c| scores[c] >= best_match)
-            .count();
-    Ok(QueryOutcome {
-        rank,
-        top1_altered: scan.best_altered >= scan.best_other,
-    })
+    let rank = scan.at_or_above - distinct.iter().filter(|&&c| scores[c] >= best_match).count();
+    Ok(QueryOutcome { rank, top1_altered: scan.best_altered >= scan.best_other })
 }
 
 /// One pass over a query's scores.
@@ -78,8 +65,7 @@ struct Scan {
 // vectorises it (a gallery holds up to 50K candidates per query).
 #[inline(always)]
 fn scan_generic(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
-    let (mut at_or_above, mut best_altered, mut best_other, mut nan) =
-        (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY, false);
+    let (mut at_or_above, mut best_altered, mut best_other, mut nan) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY, false);
     if altered.is_empty() {
         for &s in scores {
             at_or_above += (s >= threshold) as usize;
@@ -89,30 +75,13 @@ fn scan_generic(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
     } else {
         for (&s, &a) in scores.iter().zip(altered) {
             at_or_above += (s >= threshold) as usize;
-            let (alt, other) = if a {
-                (s, f32::NEG_INFINITY)
-            } else {
-                (f32::NEG_INFINITY, s)
-            };
-            best_altered = if alt > best_altered {
-                alt
-            } else {
-                best_altered
-            };
-            best_other = if other > best_other {
-                other
-            } else {
-                best_other
-            };
+            let (alt, other) = if a { (s, f32::NEG_INFINITY) } else { (f32::NEG_INFINITY, s) };
+            best_altered = if alt > best_altered { alt } else { best_altered };
+            best_other = if other > best_other { other } else { best_other };
             nan |= s.is_nan();
         }
     }
-    Scan {
-        at_or_above,
-        best_altered,
-        best_other,
-        nan,
-    }
+    Scan { at_or_above, best_altered, best_other, nan }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -147,9 +116,7 @@ pub fn summarise(outcomes: &[QueryOutcome]) -> Result<RetrievalScores> {
     if outcomes.is_empty() {
         return Err(Error::new("there are no queries to score"));
     }
-    let pct = |f: &dyn Fn(&QueryOutcome) -> bool| {
-        100.0 * outcomes.iter().filter(|o| f(o)).count() as f64 / outcomes.len() as f64
-    };
+    let pct = |f: &dyn Fn(&QueryOutcome) -> bool| 100.0 * outcomes.iter().filter(|o| f(o)).count() as f64 / outcomes.len() as f64;
     Ok(RetrievalScores {
         r1: pct(&|o| o.rank < 1),
         r5: pct(&|o| o.rank < 5),

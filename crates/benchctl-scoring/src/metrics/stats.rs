@@ -62,20 +62,11 @@ fn resample(rng: &mut SplitMix64, n: usize, into: &mut Vec<usize>) {
 
 fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
     draws.sort_by(f64::total_cmp);
-    (
-        super::quantile(&draws, 0.025),
-        super::quantile(&draws, 0.975),
-    )
+    (super::quantile(&draws, 0.025), super::quantile(&draws, 0.975))
 }
 
 /// Bootstrap 95 % intervals of every headline metric.
-pub fn bootstrap(
-    summary: Summary<'_>,
-    scores: &ScoreTensor,
-    items: &[ItemView<'_>],
-    resamples: usize,
-    seed: u64,
-) -> Result<Vec<Interval>> {
+pub fn bootstrap(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>], resamples: usize, seed: u64) -> Result<Vec<Interval>> {
     let values = ItemValues::new(summary.family, scores, items)?;
     let all: Vec<usize> = (0..items.len()).collect();
     let point = values.headline(&all, summary, items);
@@ -96,17 +87,8 @@ pub fn bootstrap(
         .into_iter()
         .zip(draws)
         .map(|((metric, value), d)| {
-            let (low, high) = if d.is_empty() {
-                (value, value)
-            } else {
-                percentile_interval(d)
-            };
-            Interval {
-                metric,
-                value,
-                low,
-                high,
-            }
+            let (low, high) = if d.is_empty() { (value, value) } else { percentile_interval(d) };
+            Interval { metric, value, low, high }
         })
         .collect())
 }
@@ -121,24 +103,15 @@ pub fn paired(
     resamples: usize,
     seed: u64,
 ) -> Result<Vec<Paired>> {
-    let (va, vb) = (
-        ItemValues::new(summary.family, a, items)?,
-        ItemValues::new(summary.family, b, items)?,
-    );
+    let (va, vb) = (ItemValues::new(summary.family, a, items)?, ItemValues::new(summary.family, b, items)?);
     let all: Vec<usize> = (0..items.len()).collect();
-    let (pa, pb) = (
-        va.headline(&all, summary, items),
-        vb.headline(&all, summary, items),
-    );
+    let (pa, pb) = (va.headline(&all, summary, items), vb.headline(&all, summary, items));
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
     let mut rng = SplitMix64(seed);
     let mut members = Vec::with_capacity(items.len());
     for _ in 0..resamples {
         resample(&mut rng, items.len(), &mut members);
-        let (ma, mb) = (
-            va.headline(&members, summary, items),
-            vb.headline(&members, summary, items),
-        );
+        let (ma, mb) = (va.headline(&members, summary, items), vb.headline(&members, summary, items));
         for (slot, (name, _)) in draws.iter_mut().zip(&pa) {
             let get = |m: &[(String, f64)]| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
             if let (Some(x), Some(y)) = (get(&ma), get(&mb)) {
@@ -152,11 +125,7 @@ pub fn paired(
         .zip(draws)
         .filter_map(|((metric, x), d)| {
             let y = pb.iter().find(|(n, _)| *n == metric).map(|(_, v)| *v)?;
-            let (low, high) = if d.is_empty() {
-                (y - x, y - x)
-            } else {
-                percentile_interval(d)
-            };
+            let (low, high) = if d.is_empty() { (y - x, y - x) } else { percentile_interval(d) };
             let mcnemar = binary.iter().find(|(_, n)| *n == metric).map(|&(m, _)| {
                 let (mut a_only, mut b_only) = (0, 0);
                 for (ra, rb) in va.values.iter().zip(&vb.values) {
@@ -168,15 +137,7 @@ pub fn paired(
                 }
                 (a_only, b_only, mcnemar_exact(a_only, b_only))
             });
-            Some(Paired {
-                metric,
-                a: x,
-                b: y,
-                delta: y - x,
-                low,
-                high,
-                mcnemar,
-            })
+            Some(Paired { metric, a: x, b: y, delta: y - x, low, high, mcnemar })
         })
         .collect())
 }

@@ -55,12 +55,7 @@ fn splitmix64(state: u64) -> u64 {
 
 /// The altered gallery of `n` test images: one altered image per test image; λ in
 /// thousandths.
-pub fn gallery(
-    n: usize,
-    method: Method,
-    lambda_milli: u16,
-    seed: u64,
-) -> crate::Result<Vec<AlteredImage>> {
+pub fn gallery(n: usize, method: Method, lambda_milli: u16, seed: u64) -> crate::Result<Vec<AlteredImage>> {
     if n < 2 {
         return Err(crate::Error::new(
             crate::ErrorKind::Malformed,
@@ -73,13 +68,7 @@ pub fn gallery(
             // Any image but the base: draw among n − 1 and skip over the base.
             let pick = (splitmix64(draw) % (n as u64 - 1)) as usize;
             let other = if pick >= base { pick + 1 } else { pick };
-            AlteredImage {
-                base,
-                other,
-                method,
-                lambda_milli,
-                draw,
-            }
+            AlteredImage { base, other, method, lambda_milli, draw }
         })
         .collect())
 }
@@ -97,18 +86,13 @@ pub fn render(spec: &AlteredImage, base: &RgbImage, other: &RgbImage) -> RgbImag
         Method::Mix => {
             let mut out = base.clone();
             for (o, f) in out.as_mut().iter_mut().zip(other.as_raw()) {
-                *o = (lambda * *o as f32 + (1.0 - lambda) * *f as f32)
-                    .round()
-                    .clamp(0.0, 255.0) as u8;
+                *o = (lambda * *o as f32 + (1.0 - lambda) * *f as f32).round().clamp(0.0, 255.0) as u8;
             }
             out
         }
         Method::Patch => {
             let side = (1.0 - lambda).sqrt();
-            let (pw, ph) = (
-                ((w as f32) * side).round() as u32,
-                ((h as f32) * side).round() as u32,
-            );
+            let (pw, ph) = (((w as f32) * side).round() as u32, ((h as f32) * side).round() as u32);
             // A fixed salt ("PATCH") separates the position draw from the partner draw.
             let r = splitmix64(spec.draw ^ 0x50_4154_4348);
             let x0 = (r % (w - pw + 1) as u64) as u32;

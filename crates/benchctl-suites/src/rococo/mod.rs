@@ -56,28 +56,15 @@ pub struct Rococo {
 }
 
 fn read_records(path: &Path) -> Result<Vec<Record>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::new(
-            ErrorKind::MissingData,
-            format!("read {}: {e}", path.display()),
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
-        Error::new(
-            ErrorKind::Malformed,
-            format!("parse {}: {e}", path.display()),
-        )
-    })
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
 }
 
 /// Where the annotation files are: `annotations/` when present, else the data directory itself.
 fn annotations_dir(data_dir: &Path) -> PathBuf {
     let nested = data_dir.join("annotations");
-    if nested.is_dir() {
-        nested
-    } else {
-        data_dir.to_path_buf()
-    }
+    if nested.is_dir() { nested } else { data_dir.to_path_buf() }
 }
 
 /// Loads the test split and the four altered caption sets, checking that each set repeats
@@ -86,10 +73,7 @@ pub fn load(data_dir: &Path) -> Result<Rococo> {
     if !data_dir.is_dir() {
         return Err(Error::new(
             ErrorKind::MissingData,
-            format!(
-                "find the rococo data directory {}: {HOW_TO_GET}",
-                data_dir.display()
-            ),
+            format!("find the rococo data directory {}: {HOW_TO_GET}", data_dir.display()),
         ));
     }
     let dir = annotations_dir(data_dir);
@@ -99,20 +83,9 @@ pub fn load(data_dir: &Path) -> Result<Rococo> {
     let images = test
         .iter()
         .enumerate()
-        .map(|(i, r)| {
-            paths::inside(
-                &image_root,
-                &r.image,
-                &format!("{} record {i}", test_path.display()),
-            )
-        })
+        .map(|(i, r)| paths::inside(&image_root, &r.image, &format!("{} record {i}", test_path.display())))
         .collect::<Result<Vec<_>>>()?;
-    let mut clean = CaptionGallery {
-        name: "clean".into(),
-        captions: Vec::new(),
-        image_of: Vec::new(),
-        altered: Vec::new(),
-    };
+    let mut clean = CaptionGallery { name: "clean".into(), captions: Vec::new(), image_of: Vec::new(), altered: Vec::new() };
     for (i, r) in test.iter().enumerate() {
         for caption in &r.caption {
             clean.captions.push(caption.clone());
@@ -156,9 +129,5 @@ pub fn load(data_dir: &Path) -> Result<Rococo> {
             Ok(gallery)
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Rococo {
-        images,
-        clean,
-        caption_sets,
-    })
+    Ok(Rococo { images, clean, caption_sets })
 }

@@ -8,15 +8,9 @@ use std::process::{Command, Output};
 /// `BENCHCTL_CACHE`, each call gets a fresh, empty embedding cache.
 pub fn benchctl(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
-    cmd.args(args)
-        .env_remove("HF_HUB_OFFLINE")
-        .env_remove("HF_HOME")
-        .env_remove("HF_TOKEN");
+    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
     if !env.iter().any(|(k, _)| *k == "BENCHCTL_CACHE") {
-        cmd.env(
-            "BENCHCTL_CACHE",
-            tempfile::tempdir().expect("temp cache").keep(),
-        );
+        cmd.env("BENCHCTL_CACHE", tempfile::tempdir().expect("temp cache").keep());
     }
     for (k, v) in env {
         cmd.env(k, v);
@@ -34,26 +28,16 @@ pub fn stdout(out: &Output) -> String {
 
 /// Asserts success and returns the stored run file's JSON.
 pub fn stored_run(out: &Output) -> (PathBuf, serde_json::Value) {
-    assert!(
-        out.status.success(),
-        "benchctl failed: {}\n{}",
-        stderr(out),
-        stdout(out)
-    );
+    assert!(out.status.success(), "benchctl failed: {}\n{}", stderr(out), stdout(out));
     let text = stdout(out);
-    let path = text
-        .lines()
-        .find_map(|l| l.strip_prefix("stored "))
-        .expect("a `stored` line");
+    let path = text.lines().find_map(|l| l.strip_prefix("stored ")).expect("a `stored` line");
     let path = PathBuf::from(path.trim());
     let json = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     (path, json)
 }
 
 pub fn tiny_model() -> String {
-    benchctl_testkit::fixture_model("clip-tiny-a")
-        .display()
-        .to_string()
+    benchctl_testkit::fixture_model("clip-tiny-a").display().to_string()
 }
 
 pub fn demo_suite() -> PathBuf {
@@ -82,13 +66,7 @@ pub fn eqben_pairs(dir: &Path) -> Vec<serde_json::Value> {
     let mut pairs = Vec::new();
     for item in &suite.items {
         for image in &item.images {
-            let rel = image
-                .path()
-                .strip_prefix(&root)
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .replace(".jpg", ".png");
+            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
             for caption in &item.texts {
                 pairs.push(serde_json::json!({"image": rel, "caption": caption}));
             }
@@ -99,23 +77,11 @@ pub fn eqben_pairs(dir: &Path) -> Vec<serde_json::Value> {
 
 /// `benchctl eval` of the tiny fixture model on `suite`, which must succeed: the run file,
 /// its JSON, and the process output.
-pub fn eval_tiny(
-    suite: &str,
-    data: &Path,
-    results: &Path,
-    extra: &[&str],
-) -> (PathBuf, serde_json::Value, Output) {
+pub fn eval_tiny(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value, Output) {
     let model = tiny_model();
     let mut args = vec![
-        "eval",
-        "--model-path",
-        model.as_str(),
-        "--suite",
-        suite,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
+        "eval", "--model-path", model.as_str(), "--suite", suite,
+        "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     let out = benchctl(&args, &[]);
