@@ -59,42 +59,24 @@ impl ResolvedModel {
 
     /// Reads the weights, and records a dual encoder's score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
-        let model = registry::load(
-            self.architecture,
-            self.head,
-            &self.files,
-            self.dtype,
-            &self.device,
-        )?;
+        let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
         if let Model::Dual(encoder) = &model {
             let values = encoder.similarity().to_values();
             if cache.get(&similarity_key()) != Some(&values[..]) {
                 cache.append(&[(similarity_key(), values.to_vec())])?;
             }
         }
-        Ok(LoadedModel {
-            model,
-            record: self.record.clone(),
-        })
+        Ok(LoadedModel { model, record: self.record.clone() })
     }
 
     /// The score head, when this is a dual encoder and `cache` holds its head and every one
     /// of `needed`: then the run needs nothing from the weights.
-    pub fn cached_similarity(
-        &self,
-        cache: &EmbeddingCache,
-        needed: &[&[cache::Key]],
-    ) -> Option<Similarity> {
+    pub fn cached_similarity(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Similarity> {
         if self.head.is_fusion() {
             return None;
         }
-        let similarity = cache
-            .get(&similarity_key())
-            .and_then(Similarity::from_values)?;
-        needed
-            .iter()
-            .all(|keys| keys.iter().all(|k| cache.get(k).is_some()))
-            .then_some(similarity)
+        let similarity = cache.get(&similarity_key()).and_then(Similarity::from_values)?;
+        needed.iter().all(|keys| keys.iter().all(|k| cache.get(k).is_some())).then_some(similarity)
     }
 
     /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
@@ -120,11 +102,7 @@ impl ResolvedModel {
 
 /// Resolves `--model` / `--model-path` to files, architecture and head, without reading the
 /// weights.
-pub fn resolve_model(
-    choice: &ModelChoice,
-    device_spec: &str,
-    dtype_spec: &str,
-) -> Result<ResolvedModel> {
+pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> Result<ResolvedModel> {
     let device = benchctl_models::device::parse_device(device_spec)?;
     let dtype = benchctl_models::device::parse_dtype(dtype_spec)?;
     let (files, architecture, id) = match (&choice.model, &choice.model_path) {
@@ -153,17 +131,8 @@ pub fn resolve_model(
     // replaced file gets a new namespace; a hub model by its commit. The preprocessing and the
     // tokenizer follow from the architecture and the config and tokenizer files, whose bytes
     // are hashed in.
-    let stamp = |path: &Path| {
-        std::fs::metadata(path)
-            .ok()
-            .map(|m| format!("{}:{:?}", m.len(), m.modified().ok()))
-            .unwrap_or_default()
-    };
-    let contents = |path: &Path| {
-        std::fs::read(path)
-            .map(|bytes| hex(&cache::key(&[&bytes])[..8]))
-            .unwrap_or_default()
-    };
+    let stamp = |path: &Path| std::fs::metadata(path).ok().map(|m| format!("{}:{:?}", m.len(), m.modified().ok())).unwrap_or_default();
+    let contents = |path: &Path| std::fs::read(path).map(|bytes| hex(&cache::key(&[&bytes])[..8])).unwrap_or_default();
     let cache_namespace = format!(
         "v2|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}",
         record.id,
@@ -178,15 +147,7 @@ pub fn resolve_model(
         contents(&files.config),
         contents(&files.tokenizer),
     );
-    Ok(ResolvedModel {
-        files,
-        architecture,
-        head,
-        dtype,
-        device,
-        record,
-        cache_namespace,
-    })
+    Ok(ResolvedModel { files, architecture, head, dtype, device, record, cache_namespace })
 }
 
 fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
@@ -279,10 +240,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let shard = match args.shard {
         None => None,
         Some(_) if resolved.head.is_fusion() => {
-            return Err(Error::new(
-                ErrorKind::Usage,
-                "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
-            ))
+            return Err(Error::new(ErrorKind::Usage, "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)"))
         }
         Some((i, n)) => Some(Shard::of(&full_suite, i, n, &all_image_slots, &all_text_slots, unique_images.len(), unique_texts.len())),
     };
@@ -298,95 +256,38 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
     let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
     let needed = |keys: &[cache::Key], wanted: Option<&[bool]>| -> Vec<cache::Key> {
-        keys.iter()
-            .enumerate()
-            .filter(|&(i, _)| wanted.is_none_or(|w| w[i]))
-            .map(|(_, k)| *k)
-            .collect()
+        keys.iter().enumerate().filter(|&(i, _)| wanted.is_none_or(|w| w[i])).map(|(_, k)| *k).collect()
     };
     // A re-run whose embeddings are all cached scores without reading the weights.
-    let (loaded, similarity, load_s) = resolved.load_unless_cached(
-        &mut cache,
-        &[
-            &needed(&image_keys, wanted_images),
-            &needed(&text_keys, wanted_texts),
-        ],
-    )?;
-    let (scores, encode_images_s, encode_texts_s, mut score_s) =
-        match (loaded.as_ref().map(|l| &l.model), similarity) {
-            (Some(Model::Fusion(fusion)), _) => {
-                let t = Instant::now();
-                let pairs = PairTable::of_items(suite, image_slots, text_slots);
-                let inputs = PairInputs {
-                    images: &unique_images,
-                    image_keys: &image_keys,
-                    texts: &unique_texts,
-                    text_keys: &text_keys,
-                };
-                let values = score_pairs_through_cache(
-                    fusion.as_ref(),
-                    &pairs,
-                    &inputs,
-                    batch,
-                    &mut counts,
-                    &mut cache,
-                )?;
-                let scores = pairs.score_tensor(suite, &values, fusion.score_kind())?;
-                (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
-            }
-            (model, Some(similarity)) => {
-                let encoder = Encoder {
-                    model: match model {
-                        Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
-                        _ => None,
-                    },
-                    device: resolved.device(),
-                };
-                let t = Instant::now();
-                let image_embeddings = encode_images(
-                    encoder,
-                    &unique_images,
-                    &image_keys,
-                    wanted_images,
-                    batch,
-                    &mut counts,
-                    &mut cache,
-                )?;
-                let encode_images_s = t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let text_embeddings = encode_texts(
-                    encoder,
-                    &unique_texts,
-                    &text_keys,
-                    wanted_texts,
-                    batch,
-                    &mut counts,
-                    &mut cache,
-                )?;
-                let encode_texts_s = t.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let scores = score_items(
-                    &similarity,
-                    suite,
-                    image_slots,
-                    text_slots,
-                    &image_embeddings,
-                    &text_embeddings,
-                )?;
-                (
-                    scores,
-                    encode_images_s,
-                    encode_texts_s,
-                    t.elapsed().as_secs_f64(),
-                )
-            }
-            (_, None) => {
-                return Err(Error::new(
-                    ErrorKind::Compute,
-                    "score: a dual encoder came without its score head",
-                ))
-            }
-        };
+    let (loaded, similarity, load_s) =
+        resolved.load_unless_cached(&mut cache, &[&needed(&image_keys, wanted_images), &needed(&text_keys, wanted_texts)])?;
+    let (scores, encode_images_s, encode_texts_s, mut score_s) = match (loaded.as_ref().map(|l| &l.model), similarity) {
+        (Some(Model::Fusion(fusion)), _) => {
+            let t = Instant::now();
+            let pairs = PairTable::of_items(suite, image_slots, text_slots);
+            let inputs = PairInputs { images: &unique_images, image_keys: &image_keys, texts: &unique_texts, text_keys: &text_keys };
+            let values = score_pairs_through_cache(fusion.as_ref(), &pairs, &inputs, batch, &mut counts, &mut cache)?;
+            let scores = pairs.score_tensor(suite, &values, fusion.score_kind())?;
+            (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
+        }
+        (model, Some(similarity)) => {
+            let model = match model {
+                Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
+                _ => None,
+            };
+            let encoder = Encoder { model, device: resolved.device() };
+            let t = Instant::now();
+            let image_embeddings = encode_images(encoder, &unique_images, &image_keys, wanted_images, batch, &mut counts, &mut cache)?;
+            let encode_images_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let text_embeddings = encode_texts(encoder, &unique_texts, &text_keys, wanted_texts, batch, &mut counts, &mut cache)?;
+            let encode_texts_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let scores = score_items(&similarity, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
+            (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
+        }
+        (_, None) => return Err(Error::new(ErrorKind::Compute, "score: a dual encoder came without its score head")),
+    };
     let t = Instant::now();
     let report = suite.evaluate(&scores)?;
     let intervals = bootstrap_intervals(suite, &scores)?;
@@ -847,16 +748,7 @@ pub(crate) fn encode_images(
         load_pixels(prep, &sources, device)
     };
     let encode = |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?);
-    let (embeddings, tally) = encode_through_cache(
-        encoder.device,
-        keys,
-        wanted,
-        batch,
-        cache,
-        "image",
-        prepare,
-        encode,
-    )?;
+    let (embeddings, tally) = encode_through_cache(encoder.device, keys, wanted, batch, cache, "image", prepare, encode)?;
     counts.images_cached += tally.cached;
     counts.images_encoded += tally.encoded;
     counts.image_batches += tally.batches;
@@ -874,23 +766,9 @@ pub(crate) fn encode_texts(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let prepare = |chunk: &[usize]| {
-        Ok(chunk
-            .iter()
-            .map(|&i| texts[i].as_str())
-            .collect::<Vec<&str>>())
-    };
+    let prepare = |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>());
     let encode = |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?);
-    let (embeddings, tally) = encode_through_cache(
-        encoder.device,
-        keys,
-        wanted,
-        batch,
-        cache,
-        "text",
-        prepare,
-        encode,
-    )?;
+    let (embeddings, tally) = encode_through_cache(encoder.device, keys, wanted, batch, cache, "text", prepare, encode)?;
     counts.texts_cached += tally.cached;
     counts.texts_encoded += tally.encoded;
     counts.text_batches += tally.batches;
