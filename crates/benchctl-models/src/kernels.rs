@@ -1,4 +1,4 @@
-//! Fused elementwise kernels for the encoders' hot loops on CPU.
+//! Fused kernels for the encoders' hot loops on CPU: activations, dense layers, attention.
 //!
 //! candle computes `x · σ(1.702 x)` as three passes with three allocations and a scalar
 //! `exp`; here each activation is one pass over the buffer, split across the rayon pool, with
@@ -199,6 +199,141 @@ pub(crate) fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> ca
     }
 }
 
+/// Self-attention of one batch row straight from its fused projection `rows` (`seq` rows of
+/// `[q | k | v]`, each `width` wide) into `out` (`seq` rows of `width`): per head and query,
+/// logits `q·k / √d` (+ `mask[i·seq + j]`), a softmax, and the weighted sum of the values.
+/// A masked (−∞) logit weighs exactly 0.
+#[inline(always)]
+fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, weights: &mut [f32]) {
+    const LANES: usize = 16;
+    let head = width / heads;
+    let scale = (head as f32).powf(-0.5);
+    let dot = |a: &[f32], b: &[f32]| {
+        // 16 partial sums: the loop vectorises (a single sum would be a serial chain).
+        let mut acc = [0f32; LANES];
+        let (mut xs, mut ys) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+        for (x, y) in (&mut xs).zip(&mut ys) {
+            for l in 0..LANES {
+                acc[l] += x[l] * y[l];
+            }
+        }
+        let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(x, y)| x * y).sum();
+        acc.iter().sum::<f32>() + tail
+    };
+    for h in 0..heads {
+        let part = |r: usize, which: usize| &rows[r * 3 * width + which * width + h * head..][..head];
+        for i in 0..seq {
+            let q = part(i, 0);
+            let mut max = f32::NEG_INFINITY;
+            for (j, w) in weights.iter_mut().enumerate() {
+                let logit = dot(q, part(j, 1)) * scale + mask.map_or(0.0, |m| m[i * seq + j]);
+                *w = logit;
+                max = max.max(logit);
+            }
+            let mut sum = 0f32;
+            for w in weights.iter_mut() {
+                let e = if *w == f32::NEG_INFINITY { 0.0 } else { exp(*w - max) };
+                *w = e;
+                sum += e;
+            }
+            let o = &mut out[i * width + h * head..][..head];
+            o.fill(0.0);
+            for (j, &w) in weights.iter().enumerate() {
+                let w = w / sum;
+                for (o, &v) in o.iter_mut().zip(part(j, 2)) {
+                    *o += w * v;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+unsafe fn attend_row_avx512(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, weights: &mut [f32]) {
+    attend_row_generic(rows, out, seq, width, heads, mask, weights)
+}
+
+fn attend_row(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, weights: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+    {
+        // SAFETY: the CPU has the features the function is compiled for.
+        unsafe { attend_row_avx512(rows, out, seq, width, heads, mask, weights) };
+        return;
+    }
+    attend_row_generic(rows, out, seq, width, heads, mask, weights)
+}
+
+/// Multi-head self-attention from the fused `(batch, seq, 3·width)` projection, one batch row
+/// per task: no split of q, k and v into heads, no merge back, no separate softmax pass, and
+/// none of the `batch × heads` tiny matrix products candle would run (for a 16-token text
+/// the latter cost more in dispatch than in arithmetic).
+struct SelfAttentionOp {
+    heads: usize,
+}
+
+impl SelfAttentionOp {
+    fn run(&self, qkv: &CpuStorage, layout: &Layout, mask: Option<&[f32]>) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = qkv else { candle_core::bail!("fused attention: f32 only") };
+        let Some((start, end)) = layout.contiguous_offsets() else { candle_core::bail!("fused attention: contiguous input only") };
+        let (batch, seq, three_width) = layout.shape().dims3()?;
+        let width = three_width / 3;
+        if three_width % 3 != 0 || self.heads == 0 || width % self.heads != 0 {
+            candle_core::bail!("fused attention: a projection of {three_width} does not split into q, k, v of {} heads", self.heads);
+        }
+        let qkv = &data[start..end];
+        let mut out = vec![0f32; batch * seq * width];
+        out.par_chunks_mut(seq * width).zip(qkv.par_chunks(seq * three_width)).for_each_init(
+            || vec![0f32; seq],
+            |weights, (out, rows)| attend_row(rows, out, seq, width, self.heads, mask, weights),
+        );
+        Ok((CpuStorage::F32(out), Shape::from((batch, seq, width))))
+    }
+}
+
+impl candle_core::CustomOp1 for SelfAttentionOp {
+    fn name(&self) -> &'static str {
+        "fused-self-attention"
+    }
+
+    fn cpu_fwd(&self, qkv: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.run(qkv, layout, None)
+    }
+}
+
+impl candle_core::CustomOp2 for SelfAttentionOp {
+    fn name(&self) -> &'static str {
+        "fused-masked-self-attention"
+    }
+
+    fn cpu_fwd(&self, qkv: &CpuStorage, layout: &Layout, mask: &CpuStorage, mask_layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(mask), Some((m0, m1))) = (mask, mask_layout.contiguous_offsets()) else {
+            candle_core::bail!("fused attention: the mask must be contiguous f32")
+        };
+        self.run(qkv, layout, Some(&mask[m0..m1]))
+    }
+}
+
+/// Self-attention of a fused `(batch, seq, 3·width)` q/k/v projection, with an optional
+/// additive `(seq, seq)` mask: the fused kernel on contiguous f32 CPU tensors, `None` (use
+/// the composed path) for anything else.
+pub(crate) fn self_attention(qkv: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Option<Tensor>> {
+    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
+    if !f32_cpu(qkv) || qkv.rank() != 3 {
+        return Ok(None);
+    }
+    let seq = qkv.dim(1)?;
+    let op = SelfAttentionOp { heads };
+    match mask {
+        None => Ok(Some(qkv.apply_op1_no_bwd(&op)?)),
+        Some(m) if f32_cpu(m) && m.dims() == [seq, seq] => Ok(Some(qkv.apply_op2_no_bwd(m, &op)?)),
+        Some(_) => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,6 +384,24 @@ mod tests {
             let plain = x.matmul(&w.t()?)?.broadcast_add(&b)?;
             let d = (fused - plain)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
             assert!(d < 1e-4, "({m}, {k}, {n}): {d}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn fused_self_attention_matches_the_composed_one() -> candle_core::Result<()> {
+        let dev = candle_core::Device::Cpu;
+        for (batch, seq, width, heads) in [(1, 1, 8, 2), (3, 16, 64, 4), (2, 50, 96, 12), (2, 77, 40, 5)] {
+            let qkv = Tensor::randn(0f32, 1.0, (batch, seq, 3 * width), &dev)?;
+            let causal: Vec<f32> = (0..seq * seq).map(|n| if n % seq > n / seq { f32::NEG_INFINITY } else { 0.0 }).collect();
+            let causal = Tensor::from_vec(causal, (seq, seq), &dev)?;
+            for mask in [None, Some(&causal)] {
+                let fused = self_attention(&qkv, heads, mask)?.ok_or_else(|| candle_core::Error::Msg("the fused path refused contiguous f32".into()))?;
+                let (q, k, v) = (qkv.narrow(2, 0, width)?, qkv.narrow(2, width, width)?, qkv.narrow(2, 2 * width, width)?);
+                let composed = crate::models::transformer::attend(&q, &k, &v, heads, mask)?;
+                let d = (fused - composed)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                assert!(d < 1e-5, "({batch}, {seq}, {width}, {heads}), mask {}: {d}", mask.is_some());
+            }
         }
         Ok(())
     }

@@ -159,6 +159,9 @@ impl Attention {
     pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
         let qkv = dense(&self.qkv, xs)?;
+        if let Some(attended) = crate::kernels::self_attention(&qkv, self.heads, mask)? {
+            return dense(&self.out, &attended);
+        }
         let q = qkv.narrow(D::Minus1, 0, width)?;
         let k = qkv.narrow(D::Minus1, width, width)?;
         let v = qkv.narrow(D::Minus1, 2 * width, width)?;
