@@ -4,7 +4,8 @@
 //! `--no-cache` turns it off. One folder per model namespace: the hash of the model's
 //! identity (hub repo and commit, or local path with the weights' size and mtime), dtype,
 //! device, architecture, score head and the bytes of its config and tokenizer files. Besides
-//! embeddings, a namespace holds the dual encoder's score head (`eval::ResolvedModel`). Entries are keyed by the SHA-256 of the image file's bytes (for
+//! embeddings and pair scores, a namespace holds the model's score head
+//! (`eval::ResolvedModel::load`). Entries are keyed by the SHA-256 of the image file's bytes (for
 //! an altered image, of both sources and the recipe) or of the text.
 //!
 //! Each process appends to its own segment file, one flushed record per encoded batch, so a

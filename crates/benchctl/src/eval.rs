@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
 use benchctl_models::registry::{self, Architecture, ScoreHead};
-use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
+use benchctl_models::{DualEncoder, FusionEncoder, Model, ScoreKind, Similarity};
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
@@ -44,6 +44,27 @@ fn similarity_key() -> cache::Key {
     cache::key(&[b"similarity-head"])
 }
 
+/// The cache entry holding a fusion model's score kind (0 similarity, 1 probability), beside
+/// its pair scores.
+fn fusion_kind_key() -> cache::Key {
+    cache::key(&[b"fusion-score-kind"])
+}
+
+/// What turns a run's cached values into scores: a dual encoder's head, or the kind of a
+/// fusion model's pair scores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Head {
+    Dual(Similarity),
+    Fusion(ScoreKind),
+}
+
+fn kind_value(kind: ScoreKind) -> f32 {
+    match kind {
+        ScoreKind::Similarity => 0.0,
+        ScoreKind::Probability => 1.0,
+    }
+}
+
 impl ResolvedModel {
     /// The embedding cache for this model (disabled with `--no-cache` or without a location).
     pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
@@ -57,46 +78,60 @@ impl ResolvedModel {
         &self.device
     }
 
-    /// Reads the weights, and records a dual encoder's score head in `cache`.
+    /// Whether the chosen head scores pairs jointly (a fusion model).
+    pub fn is_fusion(&self) -> bool {
+        self.head.is_fusion()
+    }
+
+    /// Reads the weights, and records the score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
         let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
-        if let Model::Dual(encoder) = &model {
-            let values = encoder.similarity().to_values();
-            if cache.get(&similarity_key()) != Some(&values[..]) {
-                cache.append(&[(similarity_key(), values.to_vec())])?;
-            }
+        let (key, values) = match &model {
+            Model::Dual(encoder) => (similarity_key(), encoder.similarity().to_values().to_vec()),
+            Model::Fusion(fusion) => (fusion_kind_key(), vec![kind_value(fusion.score_kind())]),
+        };
+        if cache.get(&key) != Some(&values[..]) {
+            cache.append(&[(key, values)])?;
         }
         Ok(LoadedModel { model, record: self.record.clone() })
     }
 
-    /// The score head, when this is a dual encoder and `cache` holds its head and every one
-    /// of `needed`: then the run needs nothing from the weights.
-    pub fn cached_similarity(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Similarity> {
-        if self.head.is_fusion() {
-            return None;
-        }
-        let similarity = cache.get(&similarity_key()).and_then(Similarity::from_values)?;
-        needed.iter().all(|keys| keys.iter().all(|k| cache.get(k).is_some())).then_some(similarity)
+    /// The score head, when `cache` holds it and every one of `needed` (embeddings for a dual
+    /// encoder, pair scores for a fusion model): then the run needs nothing from the weights.
+    pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
+        let head = if self.head.is_fusion() {
+            match cache.get(&fusion_kind_key())? {
+                [k] if *k == kind_value(ScoreKind::Similarity) => Head::Fusion(ScoreKind::Similarity),
+                [k] if *k == kind_value(ScoreKind::Probability) => Head::Fusion(ScoreKind::Probability),
+                _ => return None,
+            }
+        } else {
+            Head::Dual(cache.get(&similarity_key()).and_then(Similarity::from_values)?)
+        };
+        needed.iter().all(|keys| keys.iter().all(|k| cache.get(k).is_some())).then_some(head)
     }
 
     /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
-    /// spent loading)`, the model `None` exactly when [`ResolvedModel::cached_similarity`]
-    /// finds everything.
-    pub fn load_unless_cached(
-        &self,
-        cache: &mut EmbeddingCache,
-        needed: &[&[cache::Key]],
-    ) -> Result<(Option<LoadedModel>, Option<Similarity>, f64)> {
-        if let Some(similarity) = self.cached_similarity(cache, needed) {
-            return Ok((None, Some(similarity), 0.0));
+    /// spent loading)`, the model `None` exactly when [`ResolvedModel::cached_head`] finds
+    /// everything.
+    pub fn load_unless_cached(&self, cache: &mut EmbeddingCache, needed: &[&[cache::Key]]) -> Result<(Option<LoadedModel>, Head, f64)> {
+        if let Some(head) = self.cached_head(cache, needed) {
+            return Ok((None, head, 0.0));
         }
         let started = Instant::now();
         let loaded = self.load(cache)?;
-        let similarity = match &loaded.model {
-            Model::Dual(encoder) => Some(encoder.similarity()),
-            Model::Fusion(_) => None,
+        let head = match &loaded.model {
+            Model::Dual(encoder) => Head::Dual(encoder.similarity()),
+            Model::Fusion(fusion) => Head::Fusion(fusion.score_kind()),
         };
-        Ok((Some(loaded), similarity, started.elapsed().as_secs_f64()))
+        Ok((Some(loaded), head, started.elapsed().as_secs_f64()))
+    }
+
+    /// [`ResolvedModel::load`], timed: for runs that need the model whatever the cache holds.
+    pub fn load_timed(&self, cache: &mut EmbeddingCache) -> Result<(LoadedModel, f64)> {
+        let started = Instant::now();
+        let loaded = self.load(cache)?;
+        Ok((loaded, started.elapsed().as_secs_f64()))
     }
 }
 
@@ -258,19 +293,29 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let needed = |keys: &[cache::Key], wanted: Option<&[bool]>| -> Vec<cache::Key> {
         keys.iter().enumerate().filter(|&(i, _)| wanted.is_none_or(|w| w[i])).map(|(_, k)| *k).collect()
     };
-    // A re-run whose embeddings are all cached scores without reading the weights.
-    let (loaded, similarity, load_s) =
-        resolved.load_unless_cached(&mut cache, &[&needed(&image_keys, wanted_images), &needed(&text_keys, wanted_texts)])?;
-    let (scores, encode_images_s, encode_texts_s, mut score_s) = match (loaded.as_ref().map(|l| &l.model), similarity) {
-        (Some(Model::Fusion(fusion)), _) => {
+    // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
+    let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(suite, image_slots, text_slots));
+    let pair_keys = pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default();
+    let needed: Vec<Vec<cache::Key>> = match pairs {
+        Some(_) => vec![pair_keys.clone()],
+        None => vec![needed(&image_keys, wanted_images), needed(&text_keys, wanted_texts)],
+    };
+    // A re-run that finds everything in the cache scores without reading the weights.
+    let (loaded, head, load_s) = resolved.load_unless_cached(&mut cache, &needed.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+    let model = loaded.as_ref().map(|l| &l.model);
+    let (scores, encode_images_s, encode_texts_s, mut score_s) = match (head, &pairs) {
+        (Head::Fusion(kind), Some(pairs)) => {
+            let fusion = match model {
+                Some(Model::Fusion(fusion)) => Some(fusion.as_ref()),
+                _ => None,
+            };
             let t = Instant::now();
-            let pairs = PairTable::of_items(suite, image_slots, text_slots);
-            let inputs = PairInputs { images: &unique_images, image_keys: &image_keys, texts: &unique_texts, text_keys: &text_keys };
-            let values = score_pairs_through_cache(fusion.as_ref(), &pairs, &inputs, batch, &mut counts, &mut cache)?;
-            let scores = pairs.score_tensor(suite, &values, fusion.score_kind())?;
+            let inputs = PairInputs { images: &unique_images, texts: &unique_texts, pair_keys: &pair_keys };
+            let values = score_pairs_through_cache(fusion, pairs, &inputs, batch, &mut counts, &mut cache)?;
+            let scores = pairs.score_tensor(suite, &values, kind)?;
             (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
         }
-        (model, Some(similarity)) => {
+        (Head::Dual(similarity), None) => {
             let model = match model {
                 Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
                 _ => None,
@@ -286,7 +331,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
             let scores = score_items(&similarity, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
             (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
         }
-        (_, None) => return Err(Error::new(ErrorKind::Compute, "score: a dual encoder came without its score head")),
+        _ => return Err(Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")),
     };
     let t = Instant::now();
     let report = suite.evaluate(&scores)?;
@@ -613,6 +658,11 @@ impl PairTable {
         Self { pairs, item_pairs }
     }
 
+    /// Each pair's cache key, from its image's and text's.
+    fn keys(&self, image_keys: &[cache::Key], text_keys: &[cache::Key]) -> Vec<cache::Key> {
+        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]])).collect()
+    }
+
     fn score_tensor(&self, suite: &Suite, values: &[f32], kind: benchctl_scoring::ScoreKind) -> Result<ScoreTensor> {
         let mut tensor = ScoreTensor::of_kind(kind);
         for (item, these) in suite.items.iter().zip(&self.item_pairs) {
@@ -625,36 +675,25 @@ impl PairTable {
     }
 }
 
-/// The unique inputs a fusion model pairs, with their cache keys.
+/// The unique inputs a fusion model pairs, and each pair's cache key.
 pub(crate) struct PairInputs<'a> {
     pub images: &'a [&'a ImageSource],
-    pub image_keys: &'a [cache::Key],
     pub texts: &'a [&'a String],
-    pub text_keys: &'a [cache::Key],
+    pub pair_keys: &'a [cache::Key],
 }
 
 /// A fusion model's score of every pair, through the cache (one value per pair, keyed by
 /// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
 /// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
 pub(crate) fn score_pairs_through_cache(
-    model: &dyn FusionEncoder,
+    model: Option<&dyn FusionEncoder>,
     table: &PairTable,
     inputs: &PairInputs,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Vec<f32>> {
-    let PairInputs {
-        images,
-        image_keys,
-        texts,
-        text_keys,
-    } = *inputs;
-    let pair_keys: Vec<cache::Key> = table
-        .pairs
-        .iter()
-        .map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]]))
-        .collect();
+    let PairInputs { images, texts, pair_keys } = *inputs;
     let mut values: Vec<Option<f32>> = pair_keys
         .iter()
         .map(|k| cache.get(k).and_then(|v| v.first().copied()))
@@ -670,6 +709,7 @@ pub(crate) fn score_pairs_through_cache(
     let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
     let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     for image_chunk in todo_images.chunks(batch.max(1)) {
+        let model = model.ok_or_else(|| Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded"))?;
         let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
         let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
         counts.images_encoded += image_chunk.len();

@@ -274,7 +274,14 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let mut needed: Vec<&[crate::cache::Key]> = vec![&text_keys, &source_keys];
     needed.extend(altered_galleries.iter().map(|(_, _, keys)| keys.as_slice()));
     // A re-run whose embeddings are all cached ranks without reading the weights.
-    let (loaded, _, load_model_s) = resolved.load_unless_cached(&mut cache, &needed)?;
+    // A fusion model re-ranks, so it always needs its weights.
+    let (loaded, load_model_s) = if resolved.is_fusion() {
+        let (loaded, seconds) = resolved.load_timed(&mut cache)?;
+        (Some(loaded), seconds)
+    } else {
+        let (loaded, _, seconds) = resolved.load_unless_cached(&mut cache, &needed)?;
+        (loaded, seconds)
+    };
     let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match loaded
         .as_ref()
         .map(|l| &l.model)

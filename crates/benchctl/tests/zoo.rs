@@ -60,6 +60,8 @@ fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
     assert_eq!((c["pairs_scored"].as_u64(), c["pairs_cached"].as_u64()), (Some(0), Some(32)));
     assert_eq!(c["images_encoded"], 0);
     assert_eq!(warm["report"], run["report"]);
+    assert!(run["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(warm["timings"]["load_model_s"].as_f64(), Some(0.0), "every pair score was cached: no weights read");
 }
 
 #[test]
