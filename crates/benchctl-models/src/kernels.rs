@@ -202,69 +202,94 @@ pub(crate) fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> ca
 /// Self-attention of one batch row straight from its fused projection `rows` (`seq` rows of
 /// `[q | k | v]`, each `width` wide) into `out` (`seq` rows of `width`): per head and query,
 /// logits `q·k / √d` (+ `mask[i·seq + j]`), a softmax, and the weighted sum of the values.
-/// A masked (−∞) logit weighs exactly 0.
+/// A masked (−∞) logit weighs exactly 0. `scratch` holds one head's keys transposed (and
+/// padded to whole vectors), so 16 logits at a time are sums of broadcast query values times
+/// key rows, kept in registers: no horizontal sums. Each loop is written to vectorise (the
+/// sums and maxima over a row are separate, short scalar passes).
 #[inline(always)]
-fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, weights: &mut [f32]) {
+fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
     const LANES: usize = 16;
     let head = width / heads;
     let scale = (head as f32).powf(-0.5);
-    let dot = |a: &[f32], b: &[f32]| {
-        // 16 partial sums: the loop vectorises (a single sum would be a serial chain).
-        let mut acc = [0f32; LANES];
-        let (mut xs, mut ys) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-        for (x, y) in (&mut xs).zip(&mut ys) {
-            for l in 0..LANES {
-                acc[l] += x[l] * y[l];
-            }
-        }
-        let tail: f32 = xs.remainder().iter().zip(ys.remainder()).map(|(x, y)| x * y).sum();
-        acc.iter().sum::<f32>() + tail
-    };
+    let padded = seq.div_ceil(LANES) * LANES;
+    let Scratch { keys, weights } = scratch;
     for h in 0..heads {
         let part = |r: usize, which: usize| &rows[r * 3 * width + which * width + h * head..][..head];
+        for j in 0..seq {
+            for (d, &k) in part(j, 1).iter().enumerate() {
+                keys[d * padded + j] = k;
+            }
+        }
         for i in 0..seq {
             let q = part(i, 0);
-            let mut max = f32::NEG_INFINITY;
-            for (j, w) in weights.iter_mut().enumerate() {
-                let logit = dot(q, part(j, 1)) * scale + mask.map_or(0.0, |m| m[i * seq + j]);
-                *w = logit;
-                max = max.max(logit);
-            }
-            let mut sum = 0f32;
-            for w in weights.iter_mut() {
-                let e = if *w == f32::NEG_INFINITY { 0.0 } else { exp(*w - max) };
-                *w = e;
-                sum += e;
-            }
-            let o = &mut out[i * width + h * head..][..head];
-            o.fill(0.0);
-            for (j, &w) in weights.iter().enumerate() {
-                let w = w / sum;
-                for (o, &v) in o.iter_mut().zip(part(j, 2)) {
-                    *o += w * v;
+            for (block, logits) in weights.chunks_exact_mut(LANES).enumerate() {
+                let mut acc = [0f32; LANES];
+                for (d, &qd) in q.iter().enumerate() {
+                    let k = &keys[d * padded + block * LANES..][..LANES];
+                    for l in 0..LANES {
+                        acc[l] = qd.mul_add(k[l], acc[l]);
+                    }
                 }
+                logits.copy_from_slice(&acc);
+            }
+            let logits = &mut weights[..seq];
+            match mask {
+                Some(m) => logits.iter_mut().zip(&m[i * seq..(i + 1) * seq]).for_each(|(w, &m)| *w = w.mul_add(scale, m)),
+                None => logits.iter_mut().for_each(|w| *w *= scale),
+            }
+            let max = logits.iter().fold(f32::NEG_INFINITY, |m, &w| m.max(w));
+            logits.iter_mut().for_each(|w| *w = if *w > f32::NEG_INFINITY { exp(*w - max) } else { 0.0 });
+            let inv = 1.0 / logits.iter().sum::<f32>();
+            logits.iter_mut().for_each(|w| *w *= inv);
+            // 16 output values at a time, summed over the values in registers.
+            let o = &mut out[i * width + h * head..][..head];
+            for (c, o) in o.chunks_mut(LANES).enumerate() {
+                let mut acc = [0f32; LANES];
+                if o.len() == LANES {
+                    for (j, &w) in logits.iter().enumerate() {
+                        let v = &part(j, 2)[c * LANES..][..LANES];
+                        for l in 0..LANES {
+                            acc[l] = w.mul_add(v[l], acc[l]);
+                        }
+                    }
+                } else {
+                    for (j, &w) in logits.iter().enumerate() {
+                        for (a, &v) in acc.iter_mut().zip(&part(j, 2)[c * LANES..]) {
+                            *a = w.mul_add(v, *a);
+                        }
+                    }
+                }
+                o.copy_from_slice(&acc[..o.len()]);
             }
         }
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
-unsafe fn attend_row_avx512(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, weights: &mut [f32]) {
-    attend_row_generic(rows, out, seq, width, heads, mask, weights)
+/// Per-task buffers of [`attend_row_generic`].
+struct Scratch {
+    /// One head's keys, `(head, seq)` padded with zero columns to whole vectors of 16.
+    keys: Vec<f32>,
+    /// One query's logits, then weights, `(seq)` padded the same way.
+    weights: Vec<f32>,
 }
 
-fn attend_row(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, weights: &mut [f32]) {
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
+unsafe fn attend_row_avx512(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
+    attend_row_generic(rows, out, seq, width, heads, mask, scratch)
+}
+
+fn attend_row(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f")
         && std::arch::is_x86_feature_detected!("avx512dq")
         && std::arch::is_x86_feature_detected!("avx512vl")
     {
         // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { attend_row_avx512(rows, out, seq, width, heads, mask, weights) };
+        unsafe { attend_row_avx512(rows, out, seq, width, heads, mask, scratch) };
         return;
     }
-    attend_row_generic(rows, out, seq, width, heads, mask, weights)
+    attend_row_generic(rows, out, seq, width, heads, mask, scratch)
 }
 
 /// Multi-head self-attention from the fused `(batch, seq, 3·width)` projection, one batch row
@@ -287,8 +312,11 @@ impl SelfAttentionOp {
         let qkv = &data[start..end];
         let mut out = vec![0f32; batch * seq * width];
         out.par_chunks_mut(seq * width).zip(qkv.par_chunks(seq * three_width)).for_each_init(
-            || vec![0f32; seq],
-            |weights, (out, rows)| attend_row(rows, out, seq, width, self.heads, mask, weights),
+            || {
+                let padded = seq.div_ceil(16) * 16;
+                Scratch { keys: vec![0f32; width / self.heads * padded], weights: vec![0f32; padded] }
+            },
+            |scratch, (out, rows)| attend_row(rows, out, seq, width, self.heads, mask, scratch),
         );
         Ok((CpuStorage::F32(out), Shape::from((batch, seq, width))))
     }
