@@ -45,11 +45,6 @@ pub trait DualEncoder {
         self.similarity().scores(images, texts)
     }
 
-    /// Scores for ranking only: the embeddings' dot product (see [`Similarity::rank_scores`]).
-    fn rank_scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
-        self.similarity().rank_scores(images, texts)
-    }
-
     /// What [`DualEncoder::scores`] returns (see [`Similarity::kind`]).
     fn score_kind(&self) -> ScoreKind {
         self.similarity().kind()

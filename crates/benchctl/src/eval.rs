@@ -38,30 +38,46 @@ pub struct LoadedModel {
     pub record: ModelRecord,
 }
 
-/// The cache entry holding a dual encoder's score head ([`Similarity::to_values`]), beside
-/// its embeddings: with it and every embedding cached, a run scores without the weights.
-fn similarity_key() -> cache::Key {
-    cache::key(&[b"similarity-head"])
-}
-
-/// The cache entry holding a fusion model's score kind (0 similarity, 1 probability), beside
-/// its pair scores.
-fn fusion_kind_key() -> cache::Key {
-    cache::key(&[b"fusion-score-kind"])
-}
-
 /// What turns a run's cached values into scores: a dual encoder's head, or the kind of a
-/// fusion model's pair scores.
+/// fusion model's pair scores. It is cached beside the embeddings or pair scores, so a run
+/// that finds everything in the cache scores without the weights.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Head {
     Dual(Similarity),
     Fusion(ScoreKind),
 }
 
-fn kind_value(kind: ScoreKind) -> f32 {
-    match kind {
-        ScoreKind::Similarity => 0.0,
-        ScoreKind::Probability => 1.0,
+impl Head {
+    fn of(model: &Model) -> Head {
+        match model {
+            Model::Dual(encoder) => Head::Dual(encoder.similarity()),
+            Model::Fusion(fusion) => Head::Fusion(fusion.score_kind()),
+        }
+    }
+
+    /// The cache key of a dual encoder's or a fusion model's head.
+    fn key(fusion: bool) -> cache::Key {
+        cache::key(&[if fusion { b"fusion-score-kind" } else { b"similarity-head" }])
+    }
+
+    /// Its cache entry: the key and the values ([`Similarity::to_values`], or 0 for
+    /// similarities and 1 for probabilities).
+    fn entry(&self) -> (cache::Key, Vec<f32>) {
+        match self {
+            Head::Dual(similarity) => (Head::key(false), similarity.to_values().to_vec()),
+            Head::Fusion(kind) => (Head::key(true), vec![(*kind == ScoreKind::Probability) as u8 as f32]),
+        }
+    }
+
+    /// The head a cache holds for a dual encoder or a fusion model, if any.
+    fn cached(cache: &EmbeddingCache, fusion: bool) -> Option<Head> {
+        let values = cache.get(&Head::key(fusion))?;
+        match (fusion, values) {
+            (true, [0.0]) => Some(Head::Fusion(ScoreKind::Similarity)),
+            (true, [1.0]) => Some(Head::Fusion(ScoreKind::Probability)),
+            (true, _) => None,
+            (false, values) => Similarity::from_values(values).map(Head::Dual),
+        }
     }
 }
 
@@ -86,28 +102,24 @@ impl ResolvedModel {
     /// Reads the weights, and records the score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
         let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
-        let (key, values) = match &model {
-            Model::Dual(encoder) => (similarity_key(), encoder.similarity().to_values().to_vec()),
-            Model::Fusion(fusion) => (fusion_kind_key(), vec![kind_value(fusion.score_kind())]),
-        };
+        let (key, values) = Head::of(&model).entry();
         if cache.get(&key) != Some(&values[..]) {
             cache.append(&[(key, values)])?;
         }
         Ok(LoadedModel { model, record: self.record.clone() })
     }
 
+    /// [`ResolvedModel::load`], timed: `(model, seconds)`.
+    pub fn load_timed(&self, cache: &mut EmbeddingCache) -> Result<(LoadedModel, f64)> {
+        let started = Instant::now();
+        let loaded = self.load(cache)?;
+        Ok((loaded, started.elapsed().as_secs_f64()))
+    }
+
     /// The score head, when `cache` holds it and every one of `needed` (embeddings for a dual
     /// encoder, pair scores for a fusion model): then the run needs nothing from the weights.
     pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
-        let head = if self.head.is_fusion() {
-            match cache.get(&fusion_kind_key())? {
-                [k] if *k == kind_value(ScoreKind::Similarity) => Head::Fusion(ScoreKind::Similarity),
-                [k] if *k == kind_value(ScoreKind::Probability) => Head::Fusion(ScoreKind::Probability),
-                _ => return None,
-            }
-        } else {
-            Head::Dual(cache.get(&similarity_key()).and_then(Similarity::from_values)?)
-        };
+        let head = Head::cached(cache, self.head.is_fusion())?;
         needed.iter().all(|keys| keys.iter().all(|k| cache.get(k).is_some())).then_some(head)
     }
 
@@ -118,20 +130,9 @@ impl ResolvedModel {
         if let Some(head) = self.cached_head(cache, needed) {
             return Ok((None, head, 0.0));
         }
-        let started = Instant::now();
-        let loaded = self.load(cache)?;
-        let head = match &loaded.model {
-            Model::Dual(encoder) => Head::Dual(encoder.similarity()),
-            Model::Fusion(fusion) => Head::Fusion(fusion.score_kind()),
-        };
-        Ok((Some(loaded), head, started.elapsed().as_secs_f64()))
-    }
-
-    /// [`ResolvedModel::load`], timed: for runs that need the model whatever the cache holds.
-    pub fn load_timed(&self, cache: &mut EmbeddingCache) -> Result<(LoadedModel, f64)> {
-        let started = Instant::now();
-        let loaded = self.load(cache)?;
-        Ok((loaded, started.elapsed().as_secs_f64()))
+        let (loaded, seconds) = self.load_timed(cache)?;
+        let head = Head::of(&loaded.model);
+        Ok((Some(loaded), head, seconds))
     }
 }
 
@@ -296,12 +297,12 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
     let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(suite, image_slots, text_slots));
     let pair_keys = pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default();
-    let needed: Vec<Vec<cache::Key>> = match pairs {
-        Some(_) => vec![pair_keys.clone()],
-        None => vec![needed(&image_keys, wanted_images), needed(&text_keys, wanted_texts)],
+    let (needed_images, needed_texts) = match pairs {
+        Some(_) => (Vec::new(), Vec::new()),
+        None => (needed(&image_keys, wanted_images), needed(&text_keys, wanted_texts)),
     };
     // A re-run that finds everything in the cache scores without reading the weights.
-    let (loaded, head, load_s) = resolved.load_unless_cached(&mut cache, &needed.iter().map(Vec::as_slice).collect::<Vec<_>>())?;
+    let (loaded, head, load_s) = resolved.load_unless_cached(&mut cache, &[&pair_keys, &needed_images, &needed_texts])?;
     let model = loaded.as_ref().map(|l| &l.model);
     let (scores, encode_images_s, encode_texts_s, mut score_s) = match (head, &pairs) {
         (Head::Fusion(kind), Some(pairs)) => {

@@ -25,10 +25,7 @@ use candle_core::{DType, Tensor};
 use serde_json::json;
 
 use crate::cli::{AlterMethod, EvalArgs};
-use crate::eval::{
-    encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by,
-    Counts, Encoder, Evaluation,
-};
+use crate::eval::{encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by, Counts, Encoder, Evaluation};
 use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
 use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
@@ -128,11 +125,7 @@ fn rank_all(
             .map_err(compute("read gallery scores"))?;
         for (i, row) in flat.chunks(width).enumerate() {
             let row = r.rerank(row, start + i, q, g)?;
-            outcomes.push(retrieval::query_outcome(
-                &row,
-                &matches(start + i),
-                altered,
-            )?);
+            outcomes.push(retrieval::query_outcome(&row, &matches(start + i), altered)?);
         }
     }
     Ok(outcomes)
@@ -148,38 +141,17 @@ pub fn rank_gallery(
     altered: &[bool],
 ) -> Result<Vec<QueryOutcome>> {
     let dim = gallery.dim(1).map_err(compute("size gallery"))?;
-    let (queries, gallery) = (
-        f32_rows(queries).map_err(compute("read queries"))?,
-        f32_rows(gallery).map_err(compute("read gallery"))?,
-    );
-    with_slice(&queries, |q| {
-        with_slice(&gallery, |g| {
-            Ok(benchctl_scoring::gallery::rank_gallery(
-                q, g, dim, matches, altered,
-            )?)
-        })
-    })
+    with_values(queries, |q| with_values(gallery, |g| Ok(benchctl_scoring::gallery::rank_gallery(q, g, dim, matches, altered)?)))
 }
 
-/// `t` as contiguous f32 on the CPU (no copy when it already is).
-fn f32_rows(t: &Tensor) -> candle_core::Result<Tensor> {
-    t.to_dtype(DType::F32)?
-        .to_device(&candle_core::Device::Cpu)?
-        .contiguous()
-}
-
-/// Runs `f` on the values of a contiguous f32 CPU tensor, borrowed from its storage: a
-/// gallery of 50K embeddings is 100 MB not copied.
-fn with_slice<T>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> {
+/// Runs `f` on the values of `t` as contiguous f32 on the CPU, borrowed from the tensor's
+/// storage when it already is (a gallery of 50K embeddings is 100 MB not copied).
+fn with_values<T>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> {
+    let t = t.to_dtype(DType::F32).and_then(|t| t.to_device(&candle_core::Device::Cpu)).and_then(|t| t.contiguous()).map_err(compute("read embeddings"))?;
     let (storage, layout) = t.storage_and_layout();
     match (&*storage, layout.contiguous_offsets()) {
-        (candle_core::Storage::Cpu(cpu), Some((start, end))) => {
-            f(&cpu.as_slice::<f32>().map_err(compute("read embeddings"))?[start..end])
-        }
-        _ => Err(Error::new(
-            ErrorKind::Compute,
-            "read embeddings: not a contiguous tensor in memory",
-        )),
+        (candle_core::Storage::Cpu(cpu), Some((start, end))) => f(&cpu.as_slice::<f32>().map_err(compute("read embeddings"))?[start..end]),
+        _ => Err(Error::new(ErrorKind::Compute, "read embeddings: not a contiguous tensor in memory")),
     }
 }
 
@@ -211,13 +183,7 @@ fn image_to_text(
             originals[image].push(c);
         }
     }
-    rank_all(
-        images,
-        captions,
-        &|q| originals[q].clone(),
-        &gallery.altered,
-        rerank,
-    )
+    rank_all(images, captions, &|q| originals[q].clone(), &gallery.altered, rerank)
 }
 
 /// Runs the RoCOCO evaluation.
@@ -236,9 +202,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
     // Every input and its cache key: each caption of every gallery once, the test images, and
     // each altered gallery's images.
-    let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean)
-        .chain(&data.caption_sets)
-        .collect();
+    let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
     let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| &g.captions));
     let text_keys = text_keys(&unique_texts);
     let n = data.images.len();
@@ -263,18 +227,14 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                     })
                     .collect();
                 let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>())?;
-                altered_galleries.push((
-                    format!("{}{}_seed{seed}", method.name(), lambda / 10),
-                    altered_sources,
-                    keys,
-                ));
+                altered_galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
             }
         }
     }
     let mut needed: Vec<&[crate::cache::Key]> = vec![&text_keys, &source_keys];
     needed.extend(altered_galleries.iter().map(|(_, _, keys)| keys.as_slice()));
-    // A re-run whose embeddings are all cached ranks without reading the weights.
-    // A fusion model re-ranks, so it always needs its weights.
+    // A re-run whose embeddings are all cached ranks without reading the weights; a fusion
+    // model re-ranks, so it always needs them.
     let (loaded, load_model_s) = if resolved.is_fusion() {
         let (loaded, seconds) = resolved.load_timed(&mut cache)?;
         (Some(loaded), seconds)
@@ -282,46 +242,21 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         let (loaded, _, seconds) = resolved.load_unless_cached(&mut cache, &needed)?;
         (loaded, seconds)
     };
-    let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match loaded
-        .as_ref()
-        .map(|l| &l.model)
-    {
+    let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match loaded.as_ref().map(|l| &l.model) {
         None => (None, None),
         Some(Model::Dual(e)) => (Some(e.as_ref()), None),
         Some(Model::Fusion(f)) => {
             let shortlister = f.shortlister().ok_or_else(|| {
                 Error::new(ErrorKind::Usage, "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with")
             })?;
-            (
-                Some(shortlister),
-                Some(Rerank {
-                    fusion: f.as_ref(),
-                    k: args.rerank_k as usize,
-                    batch,
-                }),
-            )
+            (Some(shortlister), Some(Rerank { fusion: f.as_ref(), k: args.rerank_k as usize, batch }))
         }
     };
-    let encoder = Encoder {
-        model,
-        device: resolved.device(),
-    };
-    let mut counts = Counts {
-        unique_images: n,
-        unique_texts: unique_texts.len(),
-        ..Default::default()
-    };
+    let encoder = Encoder { model, device: resolved.device() };
+    let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), ..Default::default() };
 
     let t = Instant::now();
-    let text_table = encode_texts(
-        encoder,
-        &unique_texts,
-        &text_keys,
-        None,
-        batch,
-        &mut counts,
-        &mut cache,
-    )?;
+    let text_table = encode_texts(encoder, &unique_texts, &text_keys, None, batch, &mut counts, &mut cache)?;
     let encode_texts_s = t.elapsed().as_secs_f64();
     let mut gallery_rows = Vec::new();
     let mut offset = 0;
@@ -331,15 +266,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     }
 
     let t = Instant::now();
-    let image_table = encode_images(
-        encoder,
-        &sources.iter().collect::<Vec<_>>(),
-        &source_keys,
-        None,
-        batch,
-        &mut counts,
-        &mut cache,
-    )?;
+    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), &source_keys, None, batch, &mut counts, &mut cache)?;
     let mut encode_images_s = t.elapsed().as_secs_f64();
 
     let score_started = Instant::now();
@@ -348,60 +275,27 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
         let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
         let outcomes = image_to_text(&image_table, captions, g, rerank)?;
-        results.push(GalleryResult {
-            name: g.name.clone(),
-            direction: "i2t",
-            outcomes,
-        });
+        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", outcomes });
     }
     // Text-to-image: the original captions against the test images, then against the test
     // images plus each altered gallery.
     let clean_captions = &gallery_rows[0];
     let image_of = &data.clean.image_of;
     let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
-    let outcomes = rank_all(
-        clean_captions,
-        &image_table,
-        &|q| vec![image_of[q]],
-        &[],
-        rerank,
-    )?;
-    results.push(GalleryResult {
-        name: "clean".into(),
-        direction: "t2i",
-        outcomes,
-    });
+    let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank)?;
+    results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
     let mut score_s = score_started.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
         let t = Instant::now();
-        let altered_table = encode_images(
-            encoder,
-            &altered_sources.iter().collect::<Vec<_>>(),
-            &keys,
-            None,
-            batch,
-            &mut counts,
-            &mut cache,
-        )?;
+        let altered_table = encode_images(encoder, &altered_sources.iter().collect::<Vec<_>>(), &keys, None, batch, &mut counts, &mut cache)?;
         encode_images_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let gallery =
-            Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
+        let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
         let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
         let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
         let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
-        let outcomes = rank_all(
-            clean_captions,
-            &gallery,
-            &|q| vec![image_of[q]],
-            &altered_flags,
-            rerank,
-        )?;
-        results.push(GalleryResult {
-            name,
-            direction: "t2i",
-            outcomes,
-        });
+        let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank)?;
+        results.push(GalleryResult { name, direction: "t2i", outcomes });
         score_s += t.elapsed().as_secs_f64();
     }
     let report = report(&results)?;

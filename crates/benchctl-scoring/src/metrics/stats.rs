@@ -38,10 +38,15 @@ pub struct Paired {
 }
 
 /// SplitMix64: a tiny, well-mixed, seedable generator (no dependency, stable across versions).
-struct SplitMix64(u64);
+/// The bootstrap's resampling stream; tests draw reproducible data from it too.
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub fn new(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -50,8 +55,8 @@ impl SplitMix64 {
     }
 
     /// Uniform in `0..n` (Lemire's multiply-shift; the bias is below 2⁻³² for n < 2³²).
-    fn below(&mut self, n: usize) -> usize {
-        (((self.next() >> 32) * n as u64) >> 32) as usize
+    pub fn below(&mut self, n: usize) -> usize {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 }
 
@@ -71,7 +76,7 @@ pub fn bootstrap(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'
     let all: Vec<usize> = (0..items.len()).collect();
     let point = values.headline(&all, summary, items);
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut members = Vec::with_capacity(items.len());
     for _ in 0..resamples {
         resample(&mut rng, items.len(), &mut members);
@@ -107,7 +112,7 @@ pub fn paired(
     let all: Vec<usize> = (0..items.len()).collect();
     let (pa, pb) = (va.headline(&all, summary, items), vb.headline(&all, summary, items));
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut members = Vec::with_capacity(items.len());
     for _ in 0..resamples {
         resample(&mut rng, items.len(), &mut members);
