@@ -10,7 +10,7 @@ fn wino(c0i0: f32, c1i0: f32, c0i1: f32, c1i1: f32) -> Vec<f32> {
 
 /// Winoground-style scoring with these breakdowns.
 fn by(breakdown_keys: &'static [&'static str]) -> Summary<'static> {
-    Summary { family: MetricFamily::Group, breakdown_keys, macro_over: None }
+    Summary { family: MetricFamily::Group, breakdown_keys, macro_over: None, ..Summary::of(MetricFamily::Group) }
 }
 
 fn outcome(values: &[f32]) -> group::Outcome {
@@ -133,7 +133,7 @@ fn pairwise_accuracy_with_micro_and_macro_averages() {
     scores.push(1, 2, &[0.2, 0.7]).unwrap(); // miss
     scores.push(1, 2, &[0.5, 0.4]).unwrap(); // hit
     let views: Vec<ItemView> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
-    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece") };
+    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece"), ..Summary::of(MetricFamily::Pairwise) };
     let report = evaluate(summary, &scores, &views).unwrap();
     // Micro: 2 of 4 items. Macro: mean of plurals 1/3 and existence 1/1.
     assert_eq!(report.metric("acc_r"), Some(50.0));
@@ -159,7 +159,7 @@ fn choice_accuracy_in_both_directions_ties_missing() {
         ItemView { truth: &t2i, tags: &a },
         ItemView { truth: &t2i, tags: &b },
     ];
-    let summary = Summary { family: MetricFamily::Choice, breakdown_keys: &["subset"], macro_over: Some("subset") };
+    let summary = Summary { family: MetricFamily::Choice, breakdown_keys: &["subset"], macro_over: Some("subset"), ..Summary::of(MetricFamily::Choice) };
     let report = evaluate(summary, &scores, &views).unwrap();
     // Each direction averages only its own items.
     assert_eq!(report.metric("i2t_accuracy"), Some(50.0));
@@ -194,7 +194,7 @@ fn eqsim_deviation_with_mean_and_quartiles() {
         ItemView { truth: &truth, tags: &a },
         ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary { family: MetricFamily::Equivariance, breakdown_keys: &["split"], macro_over: Some("split") };
+    let summary = Summary { family: MetricFamily::Equivariance, breakdown_keys: &["split"], macro_over: Some("split"), ..Summary::of(MetricFamily::Equivariance) };
     let report = evaluate(summary, &scores, &views).unwrap();
     assert_eq!(report.metric("eqsim_deviation_mean"), Some(7.0 / 4.0));
     // Sorted 0, 1, 2, 4: q1 at position 0.75 → 0.75; median at 1.5 → 1.5; q3 at 2.25 → 2.5.
@@ -260,7 +260,7 @@ fn valse_probability_metrics() {
         ItemView { truth: &truth, tags: &b },
         ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece") };
+    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece"), ..Summary::of(MetricFamily::Pairwise) };
     let report = evaluate(summary, &scores, &views).unwrap();
     assert_eq!(report.metric("acc_r"), Some(75.0));
     assert_eq!(report.metric("p_c"), Some(50.0));

@@ -4,7 +4,7 @@ use benchctl_scoring::metrics::stats::{bootstrap, mcnemar_exact, paired};
 use benchctl_scoring::metrics::{evaluate, ItemView, Summary};
 use benchctl_scoring::{MetricFamily, ScoreTensor, Tags, Truth};
 
-const GROUP: Summary<'static> = Summary { family: MetricFamily::Group, breakdown_keys: &[], macro_over: None };
+const GROUP: Summary<'static> = Summary { family: MetricFamily::Group, breakdown_keys: &[], macro_over: None, ..Summary::of(MetricFamily::Group) };
 
 /// `n` Winoground items with scores from a small deterministic generator.
 fn items(n: usize, seed: u64) -> (ScoreTensor, Vec<Truth>, Vec<Tags>) {

@@ -1,137 +1,458 @@
 //! EqBen (Wang et al., "Equivariant Similarity for Vision-Language Foundation Models",
-//! ICCV 2023, <https://arxiv.org/abs/2303.14465>; data: <https://github.com/Wangt-CN/EqBen>).
+//! ICCV 2023, <https://arxiv.org/abs/2303.14465>; code and download links:
+//! <https://github.com/Wangt-CN/EqBen>).
 //!
-//! Layout: `annotations/<split>.json` for the seven splits and the images under `images/`,
-//! annotation paths being relative to `images/`. The splits' official shapes:
-//! - `eqbenag`: `{video: {subject: [entry, …]}}`, captions are lists (the first is used);
-//! - `eqbenyoucook2`, `eqbengebc`: `{video: [entry, …]}`;
-//! - `eqbenkubric_loc`, `eqbenkubric_attr`, `eqbenkubric_cnt`, `eqbensd`: `[entry, …]`;
+//! Both releases are read exactly as downloaded (Google Drive links in the EqBen README):
 //!
-//! where an entry is `{image0, image1, caption0, caption1}`. YouCook2 frames are `.npy`
-//! uint8 arrays in BGR order. The "light" release ships `.jpg` where the annotations say
-//! `.png`: a split whose first annotated image is missing but whose `.jpg` twin exists is
-//! read as light, with no change to the annotations.
+//! **Full release** ([`load`]). `eqben_ann/ann_json_finegrained_random.json`: one flat,
+//! shuffled JSON list with one entry per image–caption pair,
+//! `{"image": "<split folder>/…/<file>", "caption": "…", "private_info": {"dataset":
+//! "<split id>", "name": "c0i0|c0i1|c1i0|c1i1", "sample_cnt": <int>}}` (as `EqBenALL` in
+//! `src/eqben/eqben_utils.py` reads it). The four entries sharing `(dataset, sample_cnt)`
+//! form one 2×2 item: `name[..2]` is the caption slot, `name[2..]` the image slot, and
+//! caption k matches image k. When the entries carry no `private_info`, it is rebuilt as the
+//! official scorer (`evaluate_eqben_locally.py`) does: entry j's info is
+//! `private_info.json[private_random_idx.json[j]]`. Images come from
+//! `eqben_image_full.tar.gz`, or from the light release whose `.png` files became `.jpg`
+//! (read with no change to the annotations); paths are relative to the archive's extracted
+//! root and start with the split folder. YouCook2 frames are `.npy` uint8 arrays in BGR
+//! order. The flat list's order is kept ([`crate::PairOrder`]): it is the order of the
+//! `prediction.npy` submission the official scorer reads.
 //!
-//! Each entry is a 2×2 item: image k matches caption k. Item ids are `<split>/<index>`, the
-//! index counting entries in file order.
+//! **10 % subset** ([`load_subset`]). `eqben_subset/eqben_subset_10percent_final.json`, a
+//! Winoground-style list of `{image0, caption0, image1, caption1}`, images from
+//! `subset_image.tar.gz` under `image_subset/`. The split is the first component of each
+//! image path.
+//!
+//! Both report Winoground's scores per split, their macro average, and the paper's Table 3
+//! "Avg" ([`PAPER_AVERAGE`]).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::metrics::Summary;
+use benchctl_scoring::metrics::{SubsetAverage, Summary};
 use benchctl_scoring::{MetricFamily, Truth};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, PairOrder, PairSlot, Result, Suite};
 
 pub const DESCRIPTION: &str =
-    "251,048 pairs of minimally different images and captions in 7 splits (group score, EqSim deviation)";
-pub const HOW_TO_GET: &str = "request EqBen from its authors (github.com/Wangt-CN/EqBen), put the split annotations in annotations/<split>.json and the images under images/";
+    "251,048 2×2 items of minimally different images and captions in 7 splits (group score, Table 3 Avg, EqSim deviation)";
+pub const HOW_TO_GET: &str = "download EqBen's annotation (eqben_ann/ann_json_finegrained_random.json) and its images (eqben_image_full.tar.gz, or the light .jpg release) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, and extract both here";
 
-/// The splits, the nesting depth of their entries, and their official sizes.
-pub const SPLITS: [(&str, usize, usize); 7] = [
-    ("eqbenag", 2, 195_872),
-    ("eqbenyoucook2", 1, 45_849),
-    ("eqbengebc", 1, 1_814),
-    ("eqbenkubric_loc", 0, 2_000),
-    ("eqbenkubric_attr", 0, 2_000),
-    ("eqbenkubric_cnt", 0, 2_000),
-    ("eqbensd", 0, 1_513),
+/// The official splits and their sizes in items (`SUBSET_LENGTH_INFO` of the official
+/// `evaluate_eqben_locally.py`), in its order.
+pub const SPLITS: [(&str, usize); 7] = [
+    ("eqbenag", 195_872),
+    ("eqbenyoucook2", 45_849),
+    ("eqbengebc", 1_814),
+    ("eqbenkubric_loc", 2_000),
+    ("eqbenkubric_attr", 2_000),
+    ("eqbenkubric_cnt", 2_000),
+    ("eqbensd", 1_513),
 ];
+
+/// The full release's annotation file, relative to the data directory.
+pub const ANNOTATION_FILE: &str = "eqben_ann/ann_json_finegrained_random.json";
+/// The official scorer's files that rebuild `private_info` for a list without it.
+pub const PRIVATE_INFO_FILE: &str = "private_info.json";
+pub const PRIVATE_INDEX_FILE: &str = "private_random_idx.json";
+/// The name the official scorer reads the submission under.
+pub const SUBMISSION_FILE: &str = "prediction.npy";
 
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["split"];
 
-/// The annotation file of the public 10 % subset.
-pub const SUBSET_FILE: &str = "eqben_subset.json";
+/// The paper's Table 3 "Avg": text, image and group score over its five subsets, Kubric being
+/// the mean of its three splits (15 numbers; CLIP ViT-B/32: 505.89 / 15 = 33.73).
+pub const PAPER_AVERAGE: SubsetAverage<'static> = SubsetAverage {
+    name: "paper_avg",
+    key: "split",
+    subsets: &[
+        ("ag", &["eqbenag"]),
+        ("youcook2", &["eqbenyoucook2"]),
+        ("gebc", &["eqbengebc"]),
+        ("kubric", &["eqbenkubric_loc", "eqbenkubric_attr", "eqbenkubric_cnt"]),
+        ("sd", &["eqbensd"]),
+    ],
+    metrics: &["text_score", "image_score", "group_score"],
+};
 
-pub const SUBSET_DESCRIPTION: &str = "EqBen's public 10 % subset: shuffled 2×2 items without split labels (group score, EqSim deviation)";
-pub const SUBSET_HOW_TO_GET: &str = "download EqBen's public 10 % subset (github.com/Wangt-CN/EqBen): its annotation list as eqben_subset.json here and its images under images/";
+/// How EqBen's metrics are summarised: per split, macro over splits, the paper's average.
+pub const SUMMARY: Summary<'static> = Summary {
+    breakdown_keys: BREAKDOWN_KEYS,
+    macro_over: Some("split"),
+    subset_average: Some(&PAPER_AVERAGE),
+    ..Summary::of(MetricFamily::Equivariance)
+};
 
-/// Loads the public 10 % subset: one list of entries in `eqben_subset.json`, images under
-/// `images/`. Without split labels it is reported as a whole.
-pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
-    let path = data_dir.join(SUBSET_FILE);
-    let items = if path.is_file() {
-        load_split(&data_dir.join("images"), "subset", 0, &path, problems)
-    } else {
-        problems.push(Error::new(
-            ErrorKind::MissingData,
-            format!("find {} ({SUBSET_HOW_TO_GET})", path.display()),
-        ));
-        Vec::new()
-    };
-    Suite {
-        id: "eqben-subset",
-        data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Equivariance, breakdown_keys: &[], macro_over: None },
-        annotation_files: vec![path],
-        items,
-        excluded: 0,
-    }
+/// The subset's annotation file, relative to the data directory.
+pub const SUBSET_FILE: &str = "eqben_subset/eqben_subset_10percent_final.json";
+/// Where the subset's images are extracted.
+pub const SUBSET_IMAGES: &str = "image_subset";
+
+pub const SUBSET_DESCRIPTION: &str =
+    "EqBen's public 10 % subset: shuffled 2×2 items, split read from the image path (group score per split)";
+pub const SUBSET_HOW_TO_GET: &str = "download EqBen's 10 % subset annotation (eqben_subset/eqben_subset_10percent_final.json) and images (subset_image.tar.gz, which extracts to image_subset/) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, here";
+
+/// One entry of the flat list. Every field is optional here so that a missing key is
+/// reported with the entry's index rather than as a parse failure of the whole file.
+#[derive(Debug, Deserialize)]
+struct FlatEntry {
+    image: Option<String>,
+    caption: Option<String>,
+    private_info: Option<PrivateInfo>,
 }
 
-/// Loads every split under `data_dir`; every problem found goes to `problems`, and the
+#[derive(Debug, Clone, Deserialize)]
+struct PrivateInfo {
+    dataset: String,
+    name: String,
+    sample_cnt: Value,
+}
+
+/// The data directory's file `relative`, or the same file name directly in the directory.
+fn locate(data_dir: &Path, relative: &str) -> Option<PathBuf> {
+    let nested = data_dir.join(relative);
+    if nested.is_file() {
+        return Some(nested);
+    }
+    let flat = data_dir.join(Path::new(relative).file_name()?);
+    flat.is_file().then_some(flat)
+}
+
+/// Loads the full release under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
-    let image_root = data_dir.join("images");
-    let mut items = Vec::new();
-    let mut annotation_files = Vec::new();
-    for (split, depth, _) in SPLITS {
-        let path = data_dir.join("annotations").join(format!("{split}.json"));
-        if !path.is_file() {
+    let mut suite = Suite::new("eqben", data_dir, SUMMARY);
+    let Some(path) = locate(data_dir, ANNOTATION_FILE) else {
+        problems.push(Error::new(
+            ErrorKind::MissingData,
+            format!("find EqBen's annotation {} ({HOW_TO_GET})", data_dir.join(ANNOTATION_FILE).display()),
+        ));
+        return suite;
+    };
+    suite.annotation_files.push(path.clone());
+    let Some(entries) = paths::read_json::<Vec<FlatEntry>>(&path, HOW_TO_GET, problems) else {
+        return suite;
+    };
+    let infos = match private_infos(data_dir, &path, &entries, &mut suite.annotation_files) {
+        Ok(infos) => infos,
+        Err(e) => {
+            problems.push(e);
+            return suite;
+        }
+    };
+    let (image_root, light) = image_root(data_dir, probe_image(entries.iter().filter_map(|e| e.image.as_deref())), &[]);
+    let (items, order) = group_entries(&path, &entries, &infos, &image_root, light, problems);
+    suite.items = items;
+    suite.pair_order = Some(PairOrder { file: path, slots: order });
+    suite.incomplete = shortfalls(&suite.items);
+    suite
+}
+
+/// Each entry's `private_info`: its own, or rebuilt from the official scorer's two files.
+fn private_infos<'a>(
+    data_dir: &Path,
+    annotation: &Path,
+    entries: &'a [FlatEntry],
+    annotation_files: &mut Vec<PathBuf>,
+) -> Result<Vec<std::borrow::Cow<'a, PrivateInfo>>> {
+    use std::borrow::Cow;
+    if entries.iter().all(|e| e.private_info.is_some()) {
+        return Ok(entries.iter().filter_map(|e| e.private_info.as_ref().map(Cow::Borrowed)).collect());
+    }
+    if let Some(j) = entries.iter().position(|e| e.private_info.is_some()) {
+        if entries.iter().any(|e| e.private_info.is_none()) {
+            let k = entries.iter().position(|e| e.private_info.is_none()).unwrap_or(0);
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                format!("read {}: entry {j} has `private_info` but entry {k} has none", annotation.display()),
+            ));
+        }
+    }
+    // Beside the annotation, in the data directory, or in the scorer's `src_file/`.
+    let folders = [annotation.parent().unwrap_or(data_dir).to_path_buf(), data_dir.to_path_buf(), data_dir.join("src_file")];
+    let find = |name: &str| folders.iter().map(|f| f.join(name)).find(|p| p.is_file());
+    let (Some(info_path), Some(index_path)) = (find(PRIVATE_INFO_FILE), find(PRIVATE_INDEX_FILE)) else {
+        return Err(Error::new(
+            ErrorKind::MissingData,
+            format!(
+                "find {PRIVATE_INFO_FILE} and {PRIVATE_INDEX_FILE} beside {}: its entries carry no `private_info`, so the items are rebuilt from those two files of the official scorer (github.com/Wangt-CN/EqBen, src_file/)",
+                annotation.display()
+            ),
+        ));
+    };
+    let read = |path: &Path| -> Result<String> {
+        std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+    };
+    let parse = |path: &Path, text: &str| Error::new(ErrorKind::Malformed, format!("parse {}: {text}", path.display()));
+    let infos: Vec<PrivateInfo> = serde_json::from_str(&read(&info_path)?).map_err(|e| parse(&info_path, &e.to_string()))?;
+    let index: Vec<usize> = serde_json::from_str(&read(&index_path)?).map_err(|e| parse(&index_path, &e.to_string()))?;
+    annotation_files.extend([info_path.clone(), index_path.clone()]);
+    if index.len() != entries.len() || infos.len() != entries.len() {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            format!(
+                "read {}: {} entries, but {} has {} and {} has {}",
+                annotation.display(),
+                entries.len(),
+                info_path.display(),
+                infos.len(),
+                index_path.display(),
+                index.len()
+            ),
+        ));
+    }
+    let mut seen = vec![false; index.len()];
+    for (j, &original) in index.iter().enumerate() {
+        if original >= seen.len() || std::mem::replace(&mut seen[original], true) {
+            return Err(parse(&index_path, &format!("position {j} ({original}) makes it no permutation of 0..{}", index.len())));
+        }
+    }
+    Ok(index.into_iter().map(|original| Cow::Owned(infos[original].clone())).collect())
+}
+
+/// The image that tells where the images are and which release they are: the first `.png`
+/// (only those differ between the full and the light release), else the first image.
+fn probe_image<'a>(mut images: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
+    images.clone().find(|p| p.to_ascii_lowercase().ends_with(".png")).or_else(|| images.next())
+}
+
+/// Where the images are: the folder in which the first annotated image (or its light `.jpg`
+/// twin) exists, among the data directory, `extra` folders and the data directory's
+/// subfolders (the archives' own top folder); the data directory when none has it, so that
+/// missing images are named at their expected path. Also whether it is the light release.
+fn image_root(data_dir: &Path, first_image: Option<&str>, extra: &[&str]) -> (PathBuf, bool) {
+    let Some(rel) = first_image else { return (data_dir.to_path_buf(), false) };
+    let mut candidates: Vec<PathBuf> = vec![data_dir.to_path_buf()];
+    candidates.extend(extra.iter().map(|e| data_dir.join(e)));
+    if let Ok(dir) = std::fs::read_dir(data_dir) {
+        let mut subdirs: Vec<PathBuf> = dir.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+        subdirs.sort();
+        candidates.extend(subdirs);
+    }
+    for root in &candidates {
+        let path = root.join(rel);
+        if path.is_file() {
+            return (root.clone(), false);
+        }
+        if light_twin(&path) != path && light_twin(&path).is_file() {
+            return (root.clone(), true);
+        }
+    }
+    (candidates.into_iter().nth(usize::from(!extra.is_empty())).unwrap_or_else(|| data_dir.to_path_buf()), false)
+}
+
+/// The items of the flat list, in the official split order then `sample_cnt`, and where each
+/// entry sits in them.
+fn group_entries(
+    path: &Path,
+    entries: &[FlatEntry],
+    infos: &[std::borrow::Cow<'_, PrivateInfo>],
+    image_root: &Path,
+    light: bool,
+    problems: &mut Vec<Error>,
+) -> (Vec<Item>, Vec<PairSlot>) {
+    /// An item being assembled: its images and captions by slot, and the entry that set each.
+    struct Partial {
+        split: String,
+        sample: u64,
+        images: [Option<(String, usize)>; 2],
+        captions: [Option<(String, usize)>; 2],
+        entries: [[Option<usize>; 2]; 2],
+    }
+    let mut partials: Vec<Partial> = Vec::new();
+    let mut by_key: HashMap<(String, u64), usize> = HashMap::new();
+    let mut slots: Vec<Option<(usize, u8, u8)>> = Vec::with_capacity(entries.len());
+    for (j, (entry, info)) in entries.iter().zip(infos).enumerate() {
+        let at = || format!("{} entry {j}", path.display());
+        let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", at()));
+        let parsed = (|| -> Result<(usize, usize, usize)> {
+            let image = entry.image.clone().ok_or_else(|| malformed("missing key `image`".into()))?;
+            let caption = entry.caption.clone().ok_or_else(|| malformed("missing key `caption`".into()))?;
+            let (c, i) = parse_slot(&info.name).ok_or_else(|| {
+                malformed(format!("`private_info.name` is `{}`, expected c0i0, c0i1, c1i0 or c1i1", info.name))
+            })?;
+            let sample = integer(&info.sample_cnt)
+                .ok_or_else(|| malformed(format!("`private_info.sample_cnt` is `{}`, expected an integer", info.sample_cnt)))?;
+            let next = partials.len();
+            let p = *by_key.entry((info.dataset.clone(), sample)).or_insert(next);
+            if p == next {
+                partials.push(Partial {
+                    split: info.dataset.clone(),
+                    sample,
+                    images: [None, None],
+                    captions: [None, None],
+                    entries: [[None; 2]; 2],
+                });
+            }
+            let partial = &mut partials[p];
+            let item = format!("{}/{}", info.dataset, sample);
+            if let Some(other) = partial.entries[c][i].replace(j) {
+                return Err(malformed(format!("item {item} has `{}` twice (entries {other} and {j})", info.name)));
+            }
+            for (slot, value, what) in [(&mut partial.images[i], image, "image"), (&mut partial.captions[c], caption, "caption")] {
+                match slot {
+                    Some((known, other)) if *known != value => {
+                        return Err(malformed(format!(
+                            "item {item}: entry {other} gives {what} {known:?} for this slot, this entry {value:?}"
+                        )))
+                    }
+                    Some(_) => {}
+                    None => *slot = Some((value, j)),
+                }
+            }
+            Ok((p, c, i))
+        })();
+        match parsed {
+            Ok((p, c, i)) => slots.push(Some((p, i as u8, c as u8))),
+            Err(e) => {
+                problems.push(e);
+                slots.push(None);
+            }
+        }
+    }
+    // Official split order first, then any other split by name; within a split by sample.
+    let rank = |split: &str| SPLITS.iter().position(|(s, _)| *s == split).unwrap_or(SPLITS.len());
+    let mut order: Vec<usize> = (0..partials.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&partials[a], &partials[b]);
+        (rank(&a.split), &a.split, a.sample).cmp(&(rank(&b.split), &b.split, b.sample))
+    });
+    let mut item_of = vec![None; partials.len()];
+    let mut items = Vec::with_capacity(partials.len());
+    for p in order {
+        let partial = &partials[p];
+        let id = format!("{}/{}", partial.split, partial.sample);
+        let missing: Vec<String> = (0..2)
+            .flat_map(|c| (0..2).map(move |i| (c, i)))
+            .filter(|&(c, i)| partial.entries[c][i].is_none())
+            .map(|(c, i)| format!("c{c}i{i}"))
+            .collect();
+        if !missing.is_empty() {
             problems.push(Error::new(
-                ErrorKind::MissingData,
-                format!("find EqBen annotation file {} ({HOW_TO_GET})", path.display()),
+                ErrorKind::Malformed,
+                format!("read {}: item {id} lacks the entries {}", path.display(), missing.join(", ")),
             ));
             continue;
         }
-        items.extend(load_split(&image_root, split, depth, &path, problems));
-        annotation_files.push(path);
+        let image = |k: usize| -> Result<ImageSource> {
+            let rel = &partial.images[k].as_ref().map(|(r, _)| r.as_str()).unwrap_or_default();
+            let path = paths::inside(image_root, rel, &format!("{} item {id}", path.display()))?;
+            Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
+        };
+        let images = match (image(0), image(1)) {
+            (Ok(a), Ok(b)) => vec![a, b],
+            (Err(e), _) | (_, Err(e)) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        let texts = partial.captions.iter().map(|c| c.as_ref().map(|(t, _)| t.clone()).unwrap_or_default()).collect();
+        item_of[p] = Some(items.len());
+        items.push(Item { id, images, texts, truth: Truth::diagonal(2), tags: vec![("split".into(), vec![partial.split.clone()])] });
     }
-    Suite {
-        id: "eqben",
-        data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Equivariance, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("split") },
-        annotation_files,
-        items,
-        excluded: 0,
+    // Entries of items that could not be built have no slot; the order then covers only part
+    // of the list, which [`PairOrder::complete`] tells.
+    let order = slots
+        .into_iter()
+        .map(|slot| {
+            slot.and_then(|(p, image, text)| {
+                item_of[p].map(|item| PairSlot { item: item as u32, image, text })
+            })
+            .unwrap_or(PairSlot::MISSING)
+        })
+        .collect();
+    (items, order)
+}
+
+/// `c<k>i<m>` as (caption k, image m).
+fn parse_slot(name: &str) -> Option<(usize, usize)> {
+    match name.as_bytes() {
+        [b'c', c @ (b'0' | b'1'), b'i', i @ (b'0' | b'1')] => Some(((c - b'0') as usize, (i - b'0') as usize)),
+        _ => None,
     }
 }
 
-/// The items of one split file whose entries sit `depth` objects deep.
-pub fn load_split(image_root: &Path, split: &str, depth: usize, path: &Path, problems: &mut Vec<Error>) -> Vec<Item> {
-    let Some(root) = paths::read_json::<Value>(path, HOW_TO_GET, problems) else {
-        return Vec::new();
-    };
-    let mut entries = Vec::new();
-    if let Err(e) = collect_entries(&root, depth, String::new(), path, &mut entries) {
-        problems.push(e);
-        return Vec::new();
+/// A non-negative integer, written as an integer or as a float with no fraction (`3.0`).
+fn integer(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| value.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9e15).map(|f| f as u64))
+}
+
+/// How each official split's item count differs from `SUBSET_LENGTH_INFO`.
+fn shortfalls(items: &[Item]) -> Vec<String> {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for item in items {
+        for value in item.tags.iter().filter(|(k, _)| k == "split").flat_map(|(_, v)| v) {
+            *counts.entry(value).or_default() += 1;
+        }
     }
-    let light = entries.first().map(|(_, e)| is_light(image_root, e)).unwrap_or(false);
-    let mut items = Vec::new();
-    for (index, (at, entry)) in entries.iter().enumerate() {
-        let at = format!("{} at {at}", path.display());
-        match parse_entry(image_root, light, entry, &at) {
-            Ok((images, texts)) => items.push(Item {
-                id: format!("{split}/{index}"),
-                images,
-                texts,
-                truth: Truth::diagonal(2),
-                tags: vec![("split".into(), vec![split.into()])],
-            }),
+    let mut out: Vec<String> = SPLITS
+        .iter()
+        .filter(|(split, official)| counts.get(split).copied().unwrap_or(0) != *official)
+        .map(|(split, official)| {
+            format!("{split} has {} of its {official} items", counts.get(split).copied().unwrap_or(0))
+        })
+        .collect();
+    let mut unknown: Vec<&&str> = counts.keys().filter(|s| !SPLITS.iter().any(|(o, _)| o == *s)).collect();
+    unknown.sort();
+    out.extend(unknown.into_iter().map(|s| format!("{s} is not an official split ({} items)", counts[*s])));
+    out
+}
+
+/// One entry of the 10 % subset.
+#[derive(Debug, Deserialize)]
+struct SubsetEntry {
+    image0: Option<String>,
+    image1: Option<String>,
+    caption0: Option<Value>,
+    caption1: Option<Value>,
+}
+
+/// Loads the public 10 % subset: `eqben_subset/eqben_subset_10percent_final.json`, images
+/// under `image_subset/`; every problem found goes to `problems`, and the items that could
+/// be read are kept.
+pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+    let mut suite = Suite::new("eqben-subset", data_dir, SUMMARY);
+    let Some(path) = locate(data_dir, SUBSET_FILE) else {
+        problems.push(Error::new(
+            ErrorKind::MissingData,
+            format!("find EqBen's subset annotation {} ({SUBSET_HOW_TO_GET})", data_dir.join(SUBSET_FILE).display()),
+        ));
+        return suite;
+    };
+    suite.annotation_files.push(path.clone());
+    let Some(entries) = paths::read_json::<Vec<SubsetEntry>>(&path, SUBSET_HOW_TO_GET, problems) else {
+        return suite;
+    };
+    let (image_root, light) =
+        image_root(data_dir, probe_image(entries.iter().filter_map(|e| e.image0.as_deref())), &[SUBSET_IMAGES]);
+    for (index, entry) in entries.iter().enumerate() {
+        let at = format!("{} entry {index}", path.display());
+        match subset_item(entry, index, &image_root, light, &at) {
+            Ok(item) => suite.items.push(item),
             Err(e) => problems.push(e),
         }
     }
-    items
+    suite
 }
 
-/// The two images and two captions of an entry; `at` names the file and position.
-fn parse_entry(image_root: &Path, light: bool, entry: &Value, at: &str) -> Result<(Vec<ImageSource>, Vec<String>)> {
+fn subset_item(entry: &SubsetEntry, index: usize, image_root: &Path, light: bool, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
-    let field = |name: &str| entry.get(name).ok_or_else(|| malformed(format!("missing key `{name}`")));
-    let caption = |name: &str| -> Result<String> {
-        let first = match field(name)? {
+    let image = |name: &str, rel: &Option<String>| -> Result<(ImageSource, String)> {
+        let rel = rel.as_deref().ok_or_else(|| malformed(format!("missing key `{name}`")))?;
+        let path = paths::inside(image_root, rel, at)?;
+        let split = Path::new(rel).components().next().map(|c| c.as_os_str().to_string_lossy().into_owned());
+        let split = split.filter(|_| Path::new(rel).components().count() > 1).unwrap_or_else(|| "unknown".into());
+        Ok((ImageSource::from_path(if light { light_twin(&path) } else { path }), split))
+    };
+    // Winoground style: a caption, or (as the full per-split annotations have it) a list whose
+    // first caption is used.
+    let caption = |name: &str, value: &Option<Value>| -> Result<String> {
+        let value = value.as_ref().ok_or_else(|| malformed(format!("missing key `{name}`")))?;
+        let first = match value {
             Value::Array(list) => list.first(),
             other => Some(other),
         };
@@ -140,51 +461,15 @@ fn parse_entry(image_root: &Path, light: bool, entry: &Value, at: &str) -> Resul
             .map(String::from)
             .ok_or_else(|| malformed(format!("`{name}` must be a caption or a non-empty list of them")))
     };
-    let image = |name: &str| -> Result<ImageSource> {
-        let rel = field(name)?.as_str().ok_or_else(|| malformed(format!("`{name}` must be an image path")))?;
-        let path = paths::inside(image_root, rel, at)?;
-        Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
-    };
-    Ok((vec![image("image0")?, image("image1")?], vec![caption("caption0")?, caption("caption1")?]))
-}
-
-/// Entries `depth` objects below `value`, in file order, with where each was found.
-fn collect_entries<'a>(
-    value: &'a Value,
-    depth: usize,
-    at: String,
-    path: &Path,
-    out: &mut Vec<(String, &'a Value)>,
-) -> Result<()> {
-    match (depth, value) {
-        (0, Value::Array(list)) => {
-            out.extend(list.iter().enumerate().map(|(i, e)| (format!("{at}[{i}]"), e)));
-            Ok(())
-        }
-        (d, Value::Object(map)) if d > 0 => {
-            for (key, child) in map {
-                collect_entries(child, d - 1, format!("{at}/{key}"), path, out)?;
-            }
-            Ok(())
-        }
-        _ => Err(Error::new(
-            ErrorKind::Malformed,
-            format!(
-                "read {} at `{}`: expected {}",
-                path.display(),
-                if at.is_empty() { "/" } else { &at },
-                if depth == 0 { "a list of entries".to_string() } else { format!("an object nested {depth} deep") }
-            ),
-        )),
-    }
-}
-
-/// Whether a split's images come from the light release: its first `.png` is absent and its
-/// `.jpg` twin present.
-fn is_light(image_root: &Path, entry: &Value) -> bool {
-    let Some(rel) = entry.get("image0").and_then(Value::as_str) else { return false };
-    let path = image_root.join(rel);
-    !path.exists() && light_twin(&path) != path && light_twin(&path).is_file()
+    let (image0, split) = image("image0", &entry.image0)?;
+    let (image1, _) = image("image1", &entry.image1)?;
+    Ok(Item {
+        id: index.to_string(),
+        images: vec![image0, image1],
+        texts: vec![caption("caption0", &entry.caption0)?, caption("caption1", &entry.caption1)?],
+        truth: Truth::diagonal(2),
+        tags: vec![("split".into(), vec![split])],
+    })
 }
 
 fn light_twin(path: &Path) -> PathBuf {

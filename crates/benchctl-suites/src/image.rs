@@ -16,6 +16,18 @@ pub enum ImageSource {
     NpyBgr(PathBuf),
     /// An image made from two others (RoCOCO's visually altered images).
     Altered(Box<AlteredSource>),
+    /// An encoded PNG or JPEG held inside an annotation file (Winoground's parquet release).
+    Embedded(Box<EmbeddedImage>),
+}
+
+/// An image's encoded bytes as read from the file that embeds them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EmbeddedImage {
+    /// The file holding the bytes.
+    pub file: PathBuf,
+    /// The image's name inside it (e.g. `ex_0_img_0`).
+    pub name: String,
+    pub bytes: std::sync::Arc<[u8]>,
 }
 
 /// Two image files and how [`crate::rococo::altered`] combines them.
@@ -36,11 +48,22 @@ impl ImageSource {
         }
     }
 
-    /// The file read (for an altered image, its base image).
+    /// The file read (for an altered image, its base image; for an embedded one, the file
+    /// holding it).
     pub fn path(&self) -> &Path {
         match self {
             ImageSource::File(path) | ImageSource::NpyBgr(path) => path,
             ImageSource::Altered(altered) => &altered.base,
+            ImageSource::Embedded(embedded) => &embedded.file,
+        }
+    }
+
+    /// A name for the image in messages and fingerprints: its path, or for an embedded image
+    /// `<file>#<name>`.
+    pub fn display_name(&self) -> String {
+        match self {
+            ImageSource::Embedded(e) => format!("{}#{}", e.file.display(), e.name),
+            other => other.path().display().to_string(),
         }
     }
 
@@ -51,6 +74,10 @@ impl ImageSource {
             let base = ImageSource::File(altered.base.clone()).load_rgb()?;
             let other = ImageSource::File(altered.other.clone()).load_rgb()?;
             return Ok(crate::rococo::altered::render(&altered.spec, &base, &other));
+        }
+        if let ImageSource::Embedded(embedded) = self {
+            return decode_rgb(&embedded.bytes)
+                .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name())));
         }
         let path = self.path();
         let bytes = std::fs::read(path).map_err(|e| {
@@ -64,7 +91,7 @@ impl ImageSource {
         let decoded = match self {
             ImageSource::File(_) => decode_rgb(&bytes).map_err(|e| e.to_string()),
             ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
-            ImageSource::Altered(_) => unreachable!("altered images are rendered above"),
+            ImageSource::Altered(_) | ImageSource::Embedded(_) => unreachable!("handled above"),
         };
         decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }

@@ -15,11 +15,11 @@ pub mod winoground;
 
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::metrics::{self, ItemView, Summary};
+use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Result};
-pub use image::ImageSource;
+pub use image::{EmbeddedImage, ImageSource};
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match.
 #[derive(Debug, Clone)]
@@ -51,9 +51,63 @@ pub struct Suite {
     /// Records in the annotations that the suite's own validity rule leaves out
     /// (e.g. VALSE's `mturk.caption < 2`).
     pub excluded: usize,
+    /// How these annotations fall short of the complete official release (e.g. an EqBen
+    /// split with fewer items than the official scorer expects); empty when complete. A
+    /// partial release still evaluates; runs and `check` say so.
+    pub incomplete: Vec<String>,
+    /// The order of the suite's official per-pair submission, when it has one (EqBen's
+    /// `prediction.npy`: one score per entry of its flat annotation list).
+    pub pair_order: Option<PairOrder>,
+}
+
+/// The official submission order of a suite's (image, text) pairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairOrder {
+    /// The annotation file whose entries give the order.
+    pub file: PathBuf,
+    /// For each entry, in file order, the pair it scores.
+    pub slots: Vec<PairSlot>,
+}
+
+/// One (item, image, text) pair of a suite; [`PairSlot::MISSING`] for an entry that could not
+/// be read into an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairSlot {
+    pub item: u32,
+    pub image: u8,
+    pub text: u8,
+}
+
+impl PairSlot {
+    pub const MISSING: PairSlot = PairSlot { item: u32::MAX, image: 0, text: 0 };
+
+    pub fn is_missing(&self) -> bool {
+        self.item == u32::MAX
+    }
+}
+
+impl PairOrder {
+    /// Whether every entry of the file names a loaded pair.
+    pub fn complete(&self) -> bool {
+        !self.slots.iter().any(PairSlot::is_missing)
+    }
 }
 
 impl Suite {
+    /// An empty suite, to be filled by its loader.
+    pub fn new(id: &'static str, data_dir: &Path, summary: Summary<'static>) -> Self {
+        Suite {
+            id,
+            data_dir: data_dir.to_path_buf(),
+            summary,
+            annotation_files: Vec::new(),
+            items: Vec::new(),
+            excluded: 0,
+            incomplete: Vec::new(),
+            pair_order: None,
+        }
+    }
+
     pub fn item_views(&self) -> Vec<ItemView<'_>> {
         self.items.iter().map(Item::view).collect()
     }
@@ -83,8 +137,12 @@ pub struct SuiteInfo {
     pub headline: &'static str,
     /// Where to get the data, printed when it is missing.
     pub how_to_get: &'static str,
-    /// Items in the complete official release, when known; `check` compares against it.
+    /// Items in the complete official release, when known and not checked by the loader
+    /// itself (see [`Suite::incomplete`]); `check` compares against it.
     pub expected_items: Option<usize>,
+    /// How the suite's official scorer counts ties: [`Ties::First`] where it takes an argmax
+    /// or a ranking (`--ties first` is offered to reproduce it), else [`Ties::Strict`].
+    pub official_ties: Ties,
     /// How the suite is read.
     pub kind: SuiteKind,
 }
@@ -149,7 +207,8 @@ pub const SUITES: &[SuiteInfo] = &[
         description: eqben::DESCRIPTION,
         headline: "group_score_macro",
         how_to_get: eqben::HOW_TO_GET,
-        expected_items: Some(251_048),
+        expected_items: None,
+        official_ties: Ties::Strict,
         kind: SuiteKind::Items(eqben::load),
     },
     SuiteInfo {
@@ -158,6 +217,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "group_score",
         how_to_get: eqben::SUBSET_HOW_TO_GET,
         expected_items: None,
+        official_ties: Ties::Strict,
         kind: SuiteKind::Items(eqben::load_subset),
     },
     SuiteInfo {
@@ -166,6 +226,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "i2t_r1_altered_mean",
         how_to_get: rococo::HOW_TO_GET,
         expected_items: Some(5_000),
+        official_ties: Ties::First,
         kind: SuiteKind::Galleries,
     },
     SuiteInfo {
@@ -174,6 +235,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "i2t_accuracy_macro",
         how_to_get: spec::HOW_TO_GET,
         expected_items: None,
+        official_ties: Ties::First,
         kind: SuiteKind::Items(spec::load),
     },
     SuiteInfo {
@@ -182,6 +244,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "acc_r_macro",
         how_to_get: valse::HOW_TO_GET,
         expected_items: Some(7_702),
+        official_ties: Ties::Strict,
         kind: SuiteKind::Items(valse::load),
     },
     SuiteInfo {
@@ -190,6 +253,7 @@ pub const SUITES: &[SuiteInfo] = &[
         headline: "group_score",
         how_to_get: winoground::HOW_TO_GET,
         expected_items: Some(400),
+        official_ties: Ties::Strict,
         kind: SuiteKind::Items(winoground::load),
     },
 ];

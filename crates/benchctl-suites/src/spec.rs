@@ -7,10 +7,11 @@
 //! - `image2text.json`: a list of `{query: <image path>, keys: [candidate texts], label}`;
 //! - `text2image.json`: a list of `{query: <text>, keys: [candidate image paths], label}`;
 //!
-//! image paths relative to the subset folder. An image-to-text entry is a 1×L item, a
+//! image paths relative to the subset folder (as `spec/dataset.py` reads them). The release is
+//! one `data.zip`; the subset folders may sit in the single folder it unzips to. An image-to-text entry is a 1×L item, a
 //! text-to-image entry a K×1 item; the candidate at `label` matches.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, Truth};
@@ -22,7 +23,7 @@ use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
 pub const DESCRIPTION: &str =
     "6 synthetic subsets probing size, position, existence and count (image-to-text and text-to-image accuracy)";
 pub const HOW_TO_GET: &str =
-    "download the SPEC dataset (dataset repo wjpoom/SPEC on huggingface.co) and unpack its six subset folders here";
+    "download data.zip from the dataset repo wjpoom/SPEC on huggingface.co (or `benchctl fetch --suite spec`) and unzip it here";
 
 /// The subsets, in the paper's order.
 pub const SUBSETS: [&str; 6] =
@@ -41,10 +42,18 @@ struct Entry {
 /// Loads all six subsets under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+    let root = subsets_root(data_dir);
     let mut items = Vec::new();
     let mut annotation_files = Vec::new();
     for subset in SUBSETS {
-        let folder = data_dir.join(subset);
+        let folder = root.join(subset);
+        if !folder.is_dir() {
+            problems.push(Error::new(
+                ErrorKind::MissingData,
+                format!("find SPEC subset folder {} ({HOW_TO_GET})", folder.display()),
+            ));
+            continue;
+        }
         for (file, image_to_text) in [("image2text.json", true), ("text2image.json", false)] {
             let path = folder.join(file);
             items.extend(load_file(&folder, subset, &path, image_to_text, problems));
@@ -54,10 +63,28 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "spec",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Choice, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("subset") },
+        summary: Summary { family: MetricFamily::Choice, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("subset"), ..Summary::of(MetricFamily::Choice) },
         annotation_files,
         items,
         excluded: 0,
+        incomplete: Vec::new(),
+        pair_order: None,
+    }
+}
+
+/// Where the six subset folders are: the data directory, or the one folder inside it that
+/// holds them (unzipping `data.zip` adds such a wrapper folder).
+fn subsets_root(data_dir: &Path) -> PathBuf {
+    let has_subsets = |dir: &Path| SUBSETS.iter().any(|s| dir.join(s).is_dir());
+    if has_subsets(data_dir) {
+        return data_dir.to_path_buf();
+    }
+    let subdirs: Vec<PathBuf> = std::fs::read_dir(data_dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    match &subdirs[..] {
+        [only] if has_subsets(only) => only.clone(),
+        _ => data_dir.to_path_buf(),
     }
 }
 

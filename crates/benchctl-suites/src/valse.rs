@@ -4,9 +4,10 @@
 //!
 //! Layout: the eleven piece files of the release's `data/` folder directly under the data
 //! directory (`existence.json`, …), each a JSON object of records keyed by id with at least
-//! `dataset`, `image_file`, `caption`, `foil` and `mturk.caption`; images under
-//! `images/<source>/<image_file>`, where the source folder follows the record's `dataset`
-//! (see [`image_folder`]).
+//! `dataset`, `image_file`, `caption`, `foil` and `mturk.caption`; images under `images/`, in
+//! the folders their source datasets ship (`train2014/`, `val2014/`, `val2017/`,
+//! `VisualDialog_val2018/`, `images_512/` for SWiG, `visual7w/`), routed by the record's
+//! `dataset` and the image file's prefix (see [`image_folders`]).
 //!
 //! Only valid records count: at least two of three annotators judged the caption correct
 //! (`mturk.caption >= 2`), as the paper does. Each valid record is one 1×2 item: the image
@@ -22,7 +23,7 @@ use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
 
 pub const DESCRIPTION: &str =
     "11 pieces of captions and minimally different foils probing linguistic phenomena (pairwise accuracy)";
-pub const HOW_TO_GET: &str = "put the eleven piece files of the data/ folder of github.com/Heidelberg-NLP/VALSE here and the images under images/<swig|visdial|visual7w|coco2017|coco2014>/ (see datasets/valse.md)";
+pub const HOW_TO_GET: &str = "put the eleven piece files of the data/ folder of github.com/Heidelberg-NLP/VALSE here and extract each image source under images/ as it ships: train2014/, val2014/, val2017/ (COCO), VisualDialog_val2018/, images_512/ (SWiG), visual7w/ (see datasets/valse.md)";
 
 /// The pieces, in the paper's order.
 pub const PIECES: [&str; 11] = [
@@ -42,8 +43,8 @@ pub const PIECES: [&str; 11] = [
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["piece", "source"];
 
-/// The folder under `images/` holding a record's image, from its `dataset` field.
-pub fn image_folder(dataset: &str) -> Option<&'static str> {
+/// The `source` tag of a record's `dataset` field (which image collection it comes from).
+pub fn source(dataset: &str) -> Option<&'static str> {
     match dataset {
         "SWiG" => Some("swig"),
         "VisDial_v1.0" => Some("visdial"),
@@ -52,6 +53,43 @@ pub fn image_folder(dataset: &str) -> Option<&'static str> {
         "FOIL dataset" => Some("coco2014"),
         _ => None,
     }
+}
+
+/// The folders under `images/` that may hold an image, first choice first: the folder its
+/// source dataset's archive extracts to, chosen by the file name's prefix where the name
+/// tells (VisDial v1.0 mixes COCO `train2014`, COCO `val2014` and `VisualDialog_val2018`
+/// images), then the source's own folder name.
+pub fn image_folders(source: &str, image_file: &str) -> &'static [&'static str] {
+    if image_file.starts_with("COCO_train2014_") {
+        &["train2014", "coco2014", "visdial"]
+    } else if image_file.starts_with("COCO_val2014_") {
+        &["val2014", "coco2014", "visdial"]
+    } else if image_file.starts_with("VisualDialog_val2018_") {
+        &["VisualDialog_val2018", "visdial"]
+    } else {
+        match source {
+            "swig" => &["images_512", "swig"],
+            "visual7w" => &["visual7w"],
+            "coco2017" => &["val2017", "coco2017"],
+            "coco2014" => &["val2014", "coco2014"],
+            _ => &["visdial"],
+        }
+    }
+}
+
+/// The image's path: in the first of its [`image_folders`] that has it, else in the first
+/// (so that a missing image is named where it is expected).
+fn image_path(images: &Path, source: &str, image_file: &str, at: &str) -> Result<std::path::PathBuf> {
+    let folders = image_folders(source, image_file);
+    let mut first = None;
+    for folder in folders {
+        let path = paths::inside(&images.join(folder), image_file, at)?;
+        if path.is_file() {
+            return Ok(path);
+        }
+        first.get_or_insert(path);
+    }
+    first.ok_or_else(|| Error::new(ErrorKind::Malformed, format!("read {at}: no image folder for `{image_file}`")))
 }
 
 /// Loads every piece under `data_dir`; every problem found goes to `problems`, and the
@@ -77,10 +115,12 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "valse",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Pairwise, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("piece") },
+        summary: Summary { family: MetricFamily::Pairwise, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("piece"), ..Summary::of(MetricFamily::Pairwise) },
         annotation_files,
         items,
         excluded,
+        incomplete: Vec::new(),
+        pair_order: None,
     }
 }
 
@@ -116,10 +156,10 @@ fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &V
         return Ok(None);
     }
     let dataset = text_field("dataset")?;
-    let folder = image_folder(&dataset).ok_or_else(|| {
+    let folder = source(&dataset).ok_or_else(|| {
         Error::new(ErrorKind::Malformed, format!("read {}: unknown image source `{dataset}`", at("dataset")))
     })?;
-    let image = paths::inside(&data_dir.join("images").join(folder), &text_field("image_file")?, &at("image_file"))?;
+    let image = image_path(&data_dir.join("images"), folder, &text_field("image_file")?, &at("image_file"))?;
     Ok(Some(Item {
         id: format!("{piece}/{key}"),
         images: vec![ImageSource::File(image)],

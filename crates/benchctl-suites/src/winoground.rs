@@ -1,31 +1,39 @@
 //! Winoground (Thrush et al., "Winoground: Probing Vision and Language Models for
 //! Visio-Linguistic Compositionality", CVPR 2022, <https://arxiv.org/abs/2204.03162>).
 //!
-//! Official release layout (the `facebook/winoground` dataset repo):
-//! - `examples.jsonl`: one JSON object per line with `id, caption_0, caption_1, image_0,
-//!   image_1, tag, secondary_tag, num_main_preds, collapsed_tag`, where `image_k` is the
-//!   stem `ex_{id}_img_k`;
-//! - `images/<stem>.png`.
+//! The `facebook/winoground` dataset repo has shipped two forms; both are read:
+//! - **jsonl** (the original release; earlier revisions of the repo):
+//!   `data/examples.jsonl`, one JSON object per line with `id, caption_0, caption_1, image_0,
+//!   image_1, tag, secondary_tag, num_main_preds, collapsed_tag`, where `image_k` is the stem
+//!   `ex_{id}_img_k`, and the images in `data/images.zip` (`images/<stem>.png`). Placed as
+//!   `examples.jsonl` + `images/` in the data directory (`benchctl fetch` drops the `data/`).
+//! - **parquet** (the repo's main branch): `data/test-*.parquet` with the same columns,
+//!   `image_0` / `image_1` being structs `{bytes, path}` with the PNG embedded. Read when
+//!   there is no `examples.jsonl`, from `data/` or the data directory itself.
 //!
-//! Each example is one 2×2 item: image k matches caption k.
+//! Each example is one 2×2 item: image k matches caption k. `tag` and `secondary_tag` may
+//! hold several comma-separated values (66 and 28 of the 400 examples): both are split, and
+//! an item counts in the breakdown of each of its values.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, Truth};
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::record::{Field, Row};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Result, Suite};
 
 pub const DESCRIPTION: &str = "400 pairs of images and captions that differ only in word order (text, image and group score)";
-pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co, then download examples.jsonl and images/ into this directory";
+pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co and set HF_TOKEN, then `benchctl fetch --suite winoground` (or download its data/test-*.parquet, or examples.jsonl and images/ from an earlier revision, into this directory)";
 
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["collapsed_tag", "num_main_preds", "secondary_tag", "tag"];
 
-/// One line of `examples.jsonl`. `id` and `num_main_preds` are integers in the release;
-/// strings are accepted too.
+/// One example. `id` and `num_main_preds` are integers in the release; strings are accepted.
 #[derive(Debug, Deserialize)]
 struct Example {
     id: Value,
@@ -39,78 +47,193 @@ struct Example {
     collapsed_tag: String,
 }
 
-/// Loads `examples.jsonl` and resolves `images/<stem>.png` under `data_dir`; every problem
-/// found goes to `problems`, and the items that could be read are kept.
+/// Loads the jsonl form when `examples.jsonl` is present, else the parquet files; every
+/// problem found goes to `problems`, and the items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
-    let annotations = data_dir.join("examples.jsonl");
-    let text = std::fs::read_to_string(&annotations).unwrap_or_else(|e| {
-        problems.push(Error::new(
-            ErrorKind::MissingData,
-            format!("read {}: {e} ({HOW_TO_GET})", annotations.display()),
-        ));
-        String::new()
-    });
-    let images_dir = data_dir.join("images");
-    let mut items: Vec<Item> = Vec::new();
+    let mut suite = Suite::new(
+        "winoground",
+        data_dir,
+        Summary { breakdown_keys: BREAKDOWN_KEYS, ..Summary::of(MetricFamily::Group) },
+    );
+    let jsonl = data_dir.join("examples.jsonl");
+    let parquet = parquet_files(data_dir);
+    let examples = if jsonl.exists() || parquet.is_empty() {
+        suite.annotation_files.push(jsonl.clone());
+        read_jsonl(&jsonl, &data_dir.join("images"), problems)
+    } else {
+        suite.annotation_files.extend(parquet.iter().cloned());
+        parquet.iter().flat_map(|file| read_parquet(file, problems)).collect()
+    };
     let mut seen_ids = std::collections::HashSet::new();
+    for (at, item) in examples {
+        if seen_ids.insert(item.id.clone()) {
+            suite.items.push(item);
+        } else {
+            problems.push(Error::new(ErrorKind::Malformed, format!("read {at}: duplicate id {}", item.id)));
+        }
+    }
+    if suite.items.is_empty() && problems.is_empty() {
+        let files: Vec<String> = suite.annotation_files.iter().map(|f| f.display().to_string()).collect();
+        problems.push(Error::new(ErrorKind::Malformed, format!("load {}: it holds no examples", files.join(", "))));
+    }
+    suite
+}
+
+/// `data/test-*.parquet` (or `test-*.parquet` in the data directory), sorted by name.
+fn parquet_files(data_dir: &Path) -> Vec<PathBuf> {
+    for dir in [data_dir.join("data"), data_dir.to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                name.starts_with("test-") && name.ends_with(".parquet")
+            })
+            .collect();
+        if !files.is_empty() {
+            files.sort();
+            return files;
+        }
+    }
+    Vec::new()
+}
+
+/// The items of `examples.jsonl`, each with where it was read.
+fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            problems.push(Error::new(ErrorKind::MissingData, format!("read {}: {e} ({HOW_TO_GET})", path.display())));
+            return Vec::new();
+        }
+    };
+    let mut items = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let at = format!("{} line {}", annotations.display(), index + 1);
-        match parse_example(line, &images_dir, &at) {
-            Ok(item) if !seen_ids.insert(item.id.clone()) => {
-                problems.push(Error::new(ErrorKind::Malformed, format!("parse {at}: duplicate id {}", item.id)));
-            }
-            Ok(item) => items.push(item),
+        let at = format!("{} line {}", path.display(), index + 1);
+        let parsed = serde_json::from_str::<Example>(line)
+            .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {at}: {e}")))
+            .and_then(|example| {
+                let image = |stem: &str| -> Result<ImageSource> {
+                    Ok(ImageSource::File(paths::inside(images_dir, &format!("{stem}.png"), &at)?))
+                };
+                let images = [image(&example.image_0)?, image(&example.image_1)?];
+                item(example, images, &at)
+            });
+        match parsed {
+            Ok(item) => items.push((at, item)),
             Err(e) => problems.push(e),
         }
     }
-    if items.is_empty() && problems.is_empty() {
-        problems.push(Error::new(
-            ErrorKind::Malformed,
-            format!("load {}: it holds no examples", annotations.display()),
-        ));
-    }
-    Suite {
-        id: "winoground",
-        data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Group, breakdown_keys: BREAKDOWN_KEYS, macro_over: None },
-        annotation_files: vec![annotations],
-        items,
-        excluded: 0,
-    }
+    items
 }
 
-/// One line of `examples.jsonl` as an item; `at` names the file and line.
-fn parse_example(line: &str, images_dir: &Path, at: &str) -> Result<Item> {
+/// The items of one parquet file, each with where it was read.
+fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
+    let reader = std::fs::File::open(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+        .and_then(|file| SerializedFileReader::new(file).map_err(|e| malformed(format!("not a parquet file: {e}"))));
+    let reader = match reader {
+        Ok(reader) => reader,
+        Err(e) => {
+            problems.push(e);
+            return Vec::new();
+        }
+    };
+    let rows = match reader.get_row_iter(None) {
+        Ok(rows) => rows,
+        Err(e) => {
+            problems.push(malformed(e.to_string()));
+            return Vec::new();
+        }
+    };
+    let mut items = Vec::new();
+    for (index, row) in rows.enumerate() {
+        let at = format!("{} row {index}", path.display());
+        let parsed = row
+            .map_err(|e| Error::new(ErrorKind::Malformed, format!("read {at}: {e}")))
+            .and_then(|row| parquet_item(path, &row, &at));
+        match parsed {
+            Ok(item) => items.push((at, item)),
+            Err(e) => problems.push(e),
+        }
+    }
+    items
+}
+
+/// One parquet row as an item: scalar columns as in the jsonl form, images embedded.
+fn parquet_item(path: &Path, row: &Row, at: &str) -> Result<Item> {
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
+    let column = |name: &str| {
+        row.get_column_iter().find(|(n, _)| *n == name).map(|(_, f)| f).ok_or_else(|| malformed(format!("missing column `{name}`")))
+    };
+    let text = |name: &str| match column(name)? {
+        Field::Str(s) => Ok(s.clone()),
+        other => Err(malformed(format!("column `{name}` must be a string, is {other}"))),
+    };
+    let scalar = |name: &str| -> Result<Value> {
+        match column(name)? {
+            Field::Str(s) => Ok(Value::from(s.clone())),
+            Field::Int(i) => Ok(Value::from(*i)),
+            Field::Long(i) => Ok(Value::from(*i)),
+            other => Err(malformed(format!("column `{name}` must be an integer or a string, is {other}"))),
+        }
+    };
+    let id = scalar("id")?;
+    let id_text = scalar_to_string(&id).unwrap_or_default();
+    let stem = |k: usize| format!("ex_{id_text}_img_{k}");
+    let image = |k: usize| -> Result<ImageSource> {
+        let name = format!("image_{k}");
+        let Field::Group(image) = column(&name)? else {
+            return Err(malformed(format!("column `{name}` must be an image struct {{bytes, path}}")));
+        };
+        let bytes = image.get_column_iter().find_map(|(n, f)| match (n.as_str(), f) {
+            ("bytes", Field::Bytes(b)) => Some(b.data()),
+            _ => None,
+        });
+        let bytes = bytes.ok_or_else(|| malformed(format!("column `{name}` holds no image bytes")))?;
+        Ok(ImageSource::Embedded(Box::new(EmbeddedImage { file: path.to_path_buf(), name: stem(k), bytes: Arc::from(bytes) })))
+    };
+    let example = Example {
+        caption_0: text("caption_0")?,
+        caption_1: text("caption_1")?,
+        image_0: stem(0),
+        image_1: stem(1),
+        tag: text("tag")?,
+        secondary_tag: text("secondary_tag")?,
+        num_main_preds: scalar("num_main_preds")?,
+        collapsed_tag: text("collapsed_tag")?,
+        id,
+    };
+    item(example, [image(0)?, image(1)?], at)
+}
+
+/// An example as an item; `at` names the file and line or row.
+fn item(example: Example, images: [ImageSource; 2], at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("parse {at}: {what}"));
-    let example: Example = serde_json::from_str(line).map_err(|e| malformed(e.to_string()))?;
     let id = scalar_to_string(&example.id).ok_or_else(|| malformed("`id` must be a number or string".into()))?;
     let num_main_preds = scalar_to_string(&example.num_main_preds)
         .ok_or_else(|| malformed("`num_main_preds` must be a number or string".into()))?;
-    let image = |stem: &str| -> Result<ImageSource> {
-        Ok(ImageSource::File(paths::inside(images_dir, &format!("{stem}.png"), at)?))
-    };
-    let secondary: Vec<String> = example
-        .secondary_tag
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(String::from)
-        .collect();
     Ok(Item {
-        images: vec![image(&example.image_0)?, image(&example.image_1)?],
+        images: images.into(),
         texts: vec![example.caption_0, example.caption_1],
         truth: Truth::diagonal(2),
         tags: vec![
             ("collapsed_tag".into(), vec![example.collapsed_tag]),
             ("num_main_preds".into(), vec![num_main_preds]),
-            ("secondary_tag".into(), secondary),
-            ("tag".into(), vec![example.tag]),
+            ("secondary_tag".into(), split_tags(&example.secondary_tag)),
+            ("tag".into(), split_tags(&example.tag)),
         ],
         id,
     })
+}
+
+/// A comma-separated tag field as its values (`"Negation, Scope"` → both).
+pub fn split_tags(field: &str) -> Vec<String> {
+    field.split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect()
 }
 
 fn scalar_to_string(value: &Value) -> Option<String> {

@@ -1,90 +1,174 @@
-//! The EqBen loader on fixtures in all five official annotation shapes.
+//! The EqBen loader on small copies of the real releases: the full release's flat, shuffled
+//! list (`eqben_ann/ann_json_finegrained_random.json`, with `private_info` in the entries or
+//! rebuilt from `private_info.json` + `private_random_idx.json` as the official
+//! `evaluate_eqben_locally.py` does), the light `.jpg` release, and the 10 % subset
+//! (`eqben_subset/eqben_subset_10percent_final.json` + `image_subset/`).
 
-use benchctl_suites::{eqben, find, ErrorKind, ImageSource};
-use benchctl_testkit::{eqben_layout, generated_image};
+use std::path::Path;
 
-fn splits() -> Vec<&'static str> {
-    eqben::SPLITS.iter().map(|(s, _, _)| *s).collect()
+use benchctl_suites::{eqben, find, ErrorKind, ImageSource, Suite};
+use benchctl_testkit::{eqben_release, eqben_subset_release, generated_image, EqbenEntry};
+
+const SMALL: [(&str, usize); 7] = [
+    ("eqbenag", 3),
+    ("eqbenyoucook2", 2),
+    ("eqbengebc", 2),
+    ("eqbenkubric_loc", 2),
+    ("eqbenkubric_attr", 2),
+    ("eqbenkubric_cnt", 2),
+    ("eqbensd", 3),
+];
+
+fn load(dir: &Path) -> Suite {
+    find("eqben").unwrap().load(dir).unwrap()
+}
+
+/// Every flat entry points at the pair it describes: its image and caption, in the item its
+/// `(dataset, sample_cnt)` names, at the slots its `name` gives.
+fn assert_order_matches(suite: &Suite, entries: &[EqbenEntry]) {
+    let order = suite.pair_order.as_ref().expect("the full release has a submission order");
+    assert!(order.complete());
+    assert_eq!(order.slots.len(), entries.len());
+    for (slot, entry) in order.slots.iter().zip(entries) {
+        let item = &suite.items[slot.item as usize];
+        assert_eq!(item.id, format!("{}/{}", entry.split, entry.sample_cnt));
+        assert!(item.images[slot.image as usize].path().to_string_lossy().ends_with(&entry.image), "{entry:?}");
+        assert_eq!(item.texts[slot.text as usize], entry.caption);
+        assert_eq!(entry.name, format!("c{}i{}", slot.text, slot.image));
+    }
 }
 
 #[test]
-fn loads_every_split_shape() {
+fn the_full_release_is_read_as_downloaded() {
     let dir = tempfile::tempdir().unwrap();
-    eqben_layout(dir.path(), &splits(), 6, false);
-    let suite = find("eqben").unwrap().load(dir.path()).unwrap();
-    assert_eq!(suite.items.len(), 42);
-    assert!(suite.missing_images().is_empty());
-    // AG: nested video → subject → entries, in file order; the first caption of each list.
-    let ag: Vec<_> = suite.items.iter().filter(|i| i.id.starts_with("eqbenag/")).collect();
-    assert_eq!(ag.len(), 6);
-    assert_eq!(ag[0].texts, ["the eqbenag thing 0 before", "the eqbenag thing 0 after"]);
-    assert_eq!(ag[5].texts[0], "the eqbenag thing 5 before");
-    // YouCook2 frames are BGR .npy arrays, decoded to the original RGB.
-    let yc = suite.items.iter().find(|i| i.id == "eqbenyoucook2/1").unwrap();
-    assert!(matches!(yc.images[0], ImageSource::NpyBgr(_)));
-    let s = eqben::SPLITS.iter().position(|(s, _, _)| *s == "eqbenyoucook2").unwrap();
-    assert_eq!(yc.images[0].load_rgb().unwrap(), generated_image((s * 1000 + 2) as u64, 30, 20));
+    let entries = eqben_release(dir.path(), &SMALL, true, false);
+    let suite = load(dir.path());
+    assert_eq!(suite.items.len(), 16);
+    assert!(suite.missing_images().is_empty(), "images found under the archive's folder: {:?}", suite.missing_images());
+    // Items in the official split order, then by sample.
+    let ids: Vec<&str> = suite.items.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(&ids[..4], ["eqbenag/0", "eqbenag/1", "eqbenag/2", "eqbenyoucook2/3"]);
+    assert_eq!(suite.items[0].texts, ["the eqbenag thing 0 before", "the eqbenag thing 0 after"]);
     for item in &suite.items {
         assert!(item.truth.is_match(0, 0) && item.truth.is_match(1, 1) && !item.truth.is_match(0, 1));
     }
+    assert_order_matches(&suite, &entries);
+    // YouCook2 frames are BGR .npy arrays, decoded to the original RGB.
+    let yc = suite.items.iter().find(|i| i.id == "eqbenyoucook2/3").unwrap();
+    assert!(matches!(yc.images[0], ImageSource::NpyBgr(_)));
+    assert_eq!(yc.images[0].load_rgb().unwrap(), generated_image(1000, 30, 20));
+    // A partial release loads, and says how it falls short of SUBSET_LENGTH_INFO.
+    assert_eq!(suite.incomplete.len(), 7);
+    assert!(suite.incomplete.contains(&"eqbenag has 3 of its 195872 items".to_string()), "{:?}", suite.incomplete);
+}
+
+#[test]
+fn private_info_files_rebuild_the_same_items_as_the_scorer_does() {
+    let (with, without) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let entries = eqben_release(with.path(), &SMALL, true, false);
+    assert_eq!(eqben_release(without.path(), &SMALL, false, false), entries);
+    let (a, b) = (load(with.path()), load(without.path()));
+    assert_eq!(a.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>(), b.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>());
+    assert_eq!(a.pair_order.as_ref().unwrap().slots, b.pair_order.as_ref().unwrap().slots);
+    assert_order_matches(&b, &entries);
+    assert_eq!(b.annotation_files.len(), 3, "the two private files count as annotations: {:?}", b.annotation_files);
 }
 
 #[test]
 fn the_light_release_is_read_without_editing_annotations() {
     let dir = tempfile::tempdir().unwrap();
-    eqben_layout(dir.path(), &splits(), 4, true);
-    let suite = find("eqben").unwrap().load(dir.path()).unwrap();
+    eqben_release(dir.path(), &SMALL, true, true);
+    let suite = load(dir.path());
     assert!(suite.missing_images().is_empty());
-    let sd = suite.items.iter().find(|i| i.id == "eqbensd/0").unwrap();
-    assert!(sd.images[0].path().extension().unwrap() == "jpg");
+    let sd = suite.items.iter().find(|i| i.id.starts_with("eqbensd/")).unwrap();
+    assert_eq!(sd.images[0].path().extension().unwrap(), "jpg");
     sd.images[0].load_rgb().unwrap();
-    let kubric = suite.items.iter().find(|i| i.id == "eqbenkubric_loc/0").unwrap();
-    assert!(kubric.images[0].path().extension().unwrap() == "png", "other splits keep their .png");
+    let yc = suite.items.iter().find(|i| i.id.starts_with("eqbenyoucook2/")).unwrap();
+    assert_eq!(yc.images[0].path().extension().unwrap(), "npy", "frames stay .npy");
 }
 
 #[test]
-fn wrong_shapes_and_bad_frames_are_named() {
+fn the_subset_reads_its_split_from_the_image_path() {
     let dir = tempfile::tempdir().unwrap();
-    eqben_layout(dir.path(), &splits(), 2, false);
-    // A Kubric file in AG's nested shape.
-    std::fs::write(dir.path().join("annotations/eqbenkubric_cnt.json"), r#"{"v": {"s": []}}"#).unwrap();
+    let splits = eqben_subset_release(dir.path(), &["eqbenag", "eqbenkubric_cnt", "eqbensd"], 7);
+    let suite = find("eqben-subset").unwrap().load(dir.path()).unwrap();
+    assert_eq!(suite.items.len(), 7);
+    assert!(suite.missing_images().is_empty());
+    assert!(suite.items[0].images[0].path().starts_with(dir.path().join("image_subset")));
+    for (item, split) in suite.items.iter().zip(&splits) {
+        assert_eq!(item.tags, vec![("split".to_string(), vec![split.clone()])]);
+    }
+    assert_eq!(suite.items[3].texts, ["subset 3 before", "subset 3 after"]);
+    assert!(suite.pair_order.is_none() && suite.incomplete.is_empty());
+}
+
+#[test]
+fn a_missing_release_names_the_expected_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MissingData);
+    let expected = dir.path().join("eqben_ann/ann_json_finegrained_random.json");
+    assert!(err.to_string().contains(&expected.display().to_string()), "{err}");
+    let err = find("eqben-subset").unwrap().load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("eqben_subset/eqben_subset_10percent_final.json"), "{err}");
+
+    // Entries without private_info and without the scorer's files to rebuild it.
+    std::fs::create_dir_all(dir.path().join("eqben_ann")).unwrap();
+    std::fs::write(expected, r#"[{"image": "eqbensd/a.png", "caption": "x"}]"#).unwrap();
+    let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("private_info.json and private_random_idx.json"), "{err}");
+}
+
+fn write_list(dir: &Path, list: serde_json::Value) {
+    std::fs::create_dir_all(dir.join("eqben_ann")).unwrap();
+    std::fs::write(dir.join(eqben::ANNOTATION_FILE), list.to_string()).unwrap();
+}
+
+fn entry(image: &str, caption: &str, name: &str, cnt: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"image": image, "caption": caption, "private_info": {"dataset": "eqbensd", "name": name, "sample_cnt": cnt}})
+}
+
+#[test]
+fn broken_items_are_named_with_their_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    // Item eqbensd/0 lacks c1i1; item eqbensd/1 gives image 0 two different files; a bad name.
+    write_list(dir.path(), serde_json::json!([
+        entry("eqbensd/a.png", "a", "c0i0", 0.into()),
+        entry("eqbensd/b.png", "a", "c0i1", 0.into()),
+        entry("eqbensd/a.png", "b", "c1i0", 0.into()),
+        entry("eqbensd/c.png", "c", "c0i0", 1.into()),
+        entry("eqbensd/x.png", "d", "c1i0", 1.into()),
+        entry("eqbensd/c.png", "c", "c2i0", 2.into()),
+    ]));
+    let (_, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
+    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(text.iter().any(|p| p.contains("entry 4: item eqbensd/1: entry 3 gives image \"eqbensd/c.png\"")), "{text:?}");
+    assert!(text.iter().any(|p| p.contains("entry 5: `private_info.name` is `c2i0`")), "{text:?}");
+    assert!(text.iter().any(|p| p.contains("item eqbensd/0 lacks the entries c1i1")), "{text:?}");
+    assert!(problems.iter().all(|p| p.kind() == ErrorKind::Malformed));
+}
+
+#[test]
+fn sample_counts_written_as_floats_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["c0i0", "c0i1", "c1i0", "c1i1"];
+    let list: Vec<serde_json::Value> = names
+        .iter()
+        .map(|n| entry(&format!("eqbensd/{}.png", &n[2..]), &n[..2], n, serde_json::json!(5.0)))
+        .collect();
+    write_list(dir.path(), serde_json::Value::from(list));
+    let (suite, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(suite.items[0].id, "eqbensd/5");
+    assert_eq!(suite.items[0].texts, ["c0", "c1"]);
+}
+
+#[test]
+fn a_private_index_that_is_no_permutation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    eqben_release(dir.path(), &[("eqbensd", 1)], false, false);
+    std::fs::write(dir.path().join("eqben_ann/private_random_idx.json"), "[0, 1, 1, 3]").unwrap();
     let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Malformed);
-    assert!(err.to_string().contains("eqbenkubric_cnt.json at `/`: expected a list of entries"), "{err}");
-
-    std::fs::write(dir.path().join("annotations/eqbenkubric_cnt.json"), r#"[{"image0": "a.png", "image1": "b.png", "caption0": "x"}]"#).unwrap();
-    let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
-    assert!(err.to_string().contains("eqbenkubric_cnt.json at [0]: missing key `caption1`"), "{err}");
-
-    // Every problem at once: the malformed entry and the missing split.
-    std::fs::remove_file(dir.path().join("annotations/eqbensd.json")).unwrap();
-    let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
-    assert!(err.to_string().contains("and 1 more problem(s)"), "{err}");
-    let (suite, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
-    assert_eq!(problems.len(), 2);
-    assert!(problems[1].to_string().contains("annotations/eqbensd.json"), "{}", problems[1]);
-    assert_eq!(suite.items.len(), 10, "the readable splits are still loaded");
-
-    let frame = dir.path().join("bad.npy");
-    std::fs::write(&frame, b"\x93NUMPY garbage").unwrap();
-    let err = ImageSource::from_path(frame).load_rgb().unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::CorruptImage);
-}
-
-#[test]
-fn the_public_subset_is_one_shuffled_list() {
-    let dir = tempfile::tempdir().unwrap();
-    // Two splits' fixtures, their entries pooled into one list as the subset ships them.
-    eqben_layout(dir.path(), &["eqbenkubric_loc", "eqbensd"], 3, false);
-    let mut entries = Vec::new();
-    for split in ["eqbensd", "eqbenkubric_loc"] {
-        let text = std::fs::read_to_string(dir.path().join(format!("annotations/{split}.json"))).unwrap();
-        entries.extend(serde_json::from_str::<Vec<serde_json::Value>>(&text).unwrap());
-    }
-    std::fs::write(dir.path().join(eqben::SUBSET_FILE), serde_json::Value::from(entries).to_string()).unwrap();
-    let suite = find("eqben-subset").unwrap().load(dir.path()).unwrap();
-    assert_eq!(suite.items.len(), 6);
-    assert!(suite.missing_images().is_empty());
-    assert_eq!(suite.items[0].texts[0], "the eqbensd thing 0 before");
-    assert!(suite.summary.breakdown_keys.is_empty());
+    assert!(err.to_string().contains("position 2 (1) makes it no permutation"), "{err}");
 }

@@ -170,58 +170,118 @@ pub fn write_npy_bgr(path: &Path, rgb: &image::RgbImage) {
     writer.finish().expect("finish npy");
 }
 
-/// An EqBen directory in the official per-split shapes under `dir`: `per_split` entries in
-/// each of the seven splits (AG nested video → subject → list with caption lists; YouCook2
-/// and GEBC video → list, YouCook2 frames as BGR `.npy`; Kubric and SD plain lists). With
-/// `light`, the SD split's annotations name `.png` files but `.jpg` files are written, as in
-/// the light release. Returns the entries written per split, in the order of `splits`.
-pub fn eqben_layout(dir: &Path, splits: &[&str], per_split: usize, light: bool) -> Vec<usize> {
-    let images = dir.join("images");
-    std::fs::create_dir_all(dir.join("annotations")).expect("create annotations");
-    splits
-        .iter()
-        .enumerate()
-        .map(|(s, split)| {
-            std::fs::create_dir_all(images.join(split)).expect("create split images");
-            let entry = |e: usize| {
-                let ext = if *split == "eqbenyoucook2" { "npy" } else { "png" };
-                let names: Vec<String> = (0..2).map(|k| format!("{split}/{e}_{k}.{ext}")).collect();
-                for (k, name) in names.iter().enumerate() {
-                    let img = generated_image((s * 1000 + e * 2 + k) as u64, 30, 20);
-                    let path = images.join(name);
-                    if ext == "npy" {
-                        write_npy_bgr(&path, &img);
-                    } else if light && *split == "eqbensd" {
-                        img.save_with_format(path.with_extension("jpg"), image::ImageFormat::Jpeg).expect("write jpg");
-                    } else {
-                        img.save(&path).expect("write png");
-                    }
-                }
-                let (c0, c1) = (format!("the {split} thing {e} before"), format!("the {split} thing {e} after"));
-                if *split == "eqbenag" {
-                    serde_json::json!({"image0": names[0], "image1": names[1], "caption0": [c0, "an alternative"], "caption1": [c1]})
+/// One entry of EqBen's flat annotation list as [`eqben_release`] writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EqbenEntry {
+    pub image: String,
+    pub caption: String,
+    pub split: String,
+    pub sample_cnt: usize,
+    /// `c<k>i<m>`.
+    pub name: String,
+}
+
+/// A small copy of EqBen's full release in its real layout (mirroring the official
+/// `evaluate_eqben_locally.py` and `EqBenALL` in `src/eqben/eqben_utils.py`):
+/// `eqben_ann/ann_json_finegrained_random.json`, a flat list shuffled by a fixed permutation,
+/// one entry per (image, caption) pair; images under `image/<split>/<video>/…` (the folder
+/// the official example points `img_root` at), YouCook2 frames as BGR `.npy`. With
+/// `private_info` the entries carry it; without, `eqben_ann/private_info.json` (original
+/// order) and `private_random_idx.json` (shuffled position → original index) rebuild it.
+/// `light` writes every `.png` as `.jpg` (the light release) and leaves the annotations
+/// alone. `sample_cnt` counts items across splits in the original order, as the official
+/// scorer's indexing requires. Returns the entries in the list's (shuffled) order.
+pub fn eqben_release(dir: &Path, splits: &[(&str, usize)], private_info: bool, light: bool) -> Vec<EqbenEntry> {
+    let mut original = Vec::new();
+    let mut sample_cnt = 0;
+    for (s, (split, n)) in splits.iter().enumerate() {
+        for e in 0..*n {
+            let ext = if *split == "eqbenyoucook2" { "npy" } else { "png" };
+            let images: Vec<String> = (0..2).map(|k| format!("{split}/video_{}/{e}_{k}.{ext}", e % 2)).collect();
+            for (k, rel) in images.iter().enumerate() {
+                let path = dir.join("image").join(rel);
+                std::fs::create_dir_all(path.parent().expect("parent")).expect("create image folder");
+                let img = generated_image((s * 1000 + e * 2 + k) as u64, 30, 20);
+                if ext == "npy" {
+                    write_npy_bgr(&path, &img);
+                } else if light {
+                    img.save_with_format(path.with_extension("jpg"), image::ImageFormat::Jpeg).expect("write jpg");
                 } else {
-                    serde_json::json!({"image0": names[0], "image1": names[1], "caption0": c0, "caption1": c1})
+                    img.save(&path).expect("write png");
                 }
-            };
-            let entries: Vec<serde_json::Value> = (0..per_split).map(entry).collect();
-            let json = match *split {
-                "eqbenag" => {
-                    // Two videos, the first with two subjects.
-                    let (a, b) = entries.split_at(per_split / 2);
-                    let (a1, a2) = a.split_at(a.len() / 2);
-                    serde_json::json!({"video_a": {"subject_1": a1, "subject_2": a2}, "video_b": {"subject_1": b}})
+            }
+            let captions = [format!("the {split} thing {e} before"), format!("the {split} thing {e} after")];
+            for c in 0..2 {
+                for i in 0..2 {
+                    original.push(EqbenEntry {
+                        image: images[i].clone(),
+                        caption: captions[c].clone(),
+                        split: split.to_string(),
+                        sample_cnt,
+                        name: format!("c{c}i{i}"),
+                    });
                 }
-                "eqbenyoucook2" | "eqbengebc" => {
-                    let (a, b) = entries.split_at(per_split / 2);
-                    serde_json::json!({"video_a": a, "video_b": b})
-                }
-                _ => serde_json::Value::from(entries),
-            };
-            std::fs::write(dir.join("annotations").join(format!("{split}.json")), json.to_string()).expect("write json");
-            per_split
+            }
+            sample_cnt += 1;
+        }
+    }
+    // A fixed shuffle: shuffled position j holds original entry `index[j]`.
+    let mut index: Vec<usize> = (0..original.len()).collect();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    for j in (1..index.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        index.swap(j, (state % (j as u64 + 1)) as usize);
+    }
+    let info = |e: &EqbenEntry| serde_json::json!({"dataset": e.split, "name": e.name, "sample_cnt": e.sample_cnt});
+    let shuffled: Vec<EqbenEntry> = index.iter().map(|&o| original[o].clone()).collect();
+    let list: Vec<serde_json::Value> = shuffled
+        .iter()
+        .map(|e| {
+            let mut v = serde_json::json!({"image": e.image, "caption": e.caption});
+            if private_info {
+                v["private_info"] = info(e);
+            }
+            v
         })
-        .collect()
+        .collect();
+    let ann = dir.join("eqben_ann");
+    std::fs::create_dir_all(&ann).expect("create eqben_ann");
+    std::fs::write(ann.join("ann_json_finegrained_random.json"), serde_json::to_string(&list).expect("json")).expect("write annotation");
+    if !private_info {
+        let infos: Vec<serde_json::Value> = original.iter().map(info).collect();
+        std::fs::write(ann.join("private_info.json"), serde_json::to_string(&infos).expect("json")).expect("write private_info");
+        std::fs::write(ann.join("private_random_idx.json"), serde_json::to_string(&index).expect("json")).expect("write index");
+    }
+    shuffled
+}
+
+/// A small copy of EqBen's 10 % subset in its real layout:
+/// `eqben_subset/eqben_subset_10percent_final.json` (Winoground style: `image0`, `caption0`,
+/// `image1`, `caption1`) with its images under `image_subset/<split>/…`. Items alternate
+/// between the given splits. Returns the split of each item.
+pub fn eqben_subset_release(dir: &Path, splits: &[&str], items: usize) -> Vec<String> {
+    let mut entries = Vec::new();
+    let mut split_of = Vec::new();
+    for e in 0..items {
+        let split = splits[e % splits.len()];
+        let names: Vec<String> = (0..2).map(|k| format!("{split}/clip_{e}/frame_{k}.png")).collect();
+        for (k, rel) in names.iter().enumerate() {
+            let path = dir.join("image_subset").join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("create image folder");
+            generated_image((e * 2 + k) as u64 + 7, 24, 16).save(&path).expect("write png");
+        }
+        entries.push(serde_json::json!({
+            "image0": names[0], "caption0": format!("subset {e} before"),
+            "image1": names[1], "caption1": format!("subset {e} after"),
+        }));
+        split_of.push(split.to_string());
+    }
+    std::fs::create_dir_all(dir.join("eqben_subset")).expect("create eqben_subset");
+    std::fs::write(dir.join("eqben_subset/eqben_subset_10percent_final.json"), serde_json::to_string(&entries).expect("json"))
+        .expect("write subset annotation");
+    split_of
 }
 
 /// A small RoCOCO directory in the official shape under `dir`: `n` generated COCO-named

@@ -61,7 +61,9 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut seen = std::collections::HashSet::new();
             let images = suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).cloned().collect();
-            (suite.items.len(), images, problems.iter().map(ToString::to_string).collect())
+            let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            problems.extend(suite.incomplete.iter().map(|s| format!("not the complete official release: {s}")));
+            (suite.items.len(), images, problems)
         }
         // A retrieval suite's queries are its test images.
         SuiteKind::Galleries => match rococo::load(&data_dir) {

@@ -99,10 +99,27 @@ pub struct EvalArgs {
     /// ranges); `benchctl merge` combines the n shard runs into the unsharded run.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<(usize, usize)>,
-    /// EqBen only: the authors' flat randomized annotation list (`[{image, caption}, …]`);
-    /// the run's scores are also written in that order as `<run>.eqben_submission.npy`.
-    #[arg(long, value_name = "FILE")]
-    pub eqben_submission: Option<PathBuf>,
+    /// How a tie for the top score counts: `strict`, a miss (the default), or `first`, the
+    /// first of the tied candidates wins, as the official scorers of SPEC (`argmax`) and
+    /// RoCOCO (`argsort`) count it (only for those suites).
+    #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
+    pub ties: TiesArg,
+}
+
+/// `--ties`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TiesArg {
+    Strict,
+    First,
+}
+
+impl From<TiesArg> for benchctl_scoring::metrics::Ties {
+    fn from(t: TiesArg) -> Self {
+        match t {
+            TiesArg::Strict => benchctl_scoring::metrics::Ties::Strict,
+            TiesArg::First => benchctl_scoring::metrics::Ties::First,
+        }
+    }
 }
 
 /// RoCOCO's image alterations.
@@ -119,7 +136,8 @@ pub enum ScoreFormat {
     Dump,
     /// Winoground's published model scores: `{"label": "<id>_c<k>_i<j>", "score": s}` per line.
     WinogroundJsonl,
-    /// EqBen's submission vector (`.npy`), in the order of `--eqben-flat-list`.
+    /// EqBen's submission vector `prediction.npy`: one score per entry of the flat annotation
+    /// list, in its order.
     EqbenNpy,
 }
 
@@ -138,9 +156,9 @@ pub struct ScoreArgs {
     /// first line has a `label`].
     #[arg(long, value_enum)]
     pub format: Option<ScoreFormat>,
-    /// With eqben-npy: the authors' flat annotation list that orders the vector.
-    #[arg(long, value_name = "FILE")]
-    pub eqben_flat_list: Option<PathBuf>,
+    /// How a tie for the top score counts (see `eval --ties`).
+    #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
+    pub ties: TiesArg,
     /// What the scores are: `probability` (in [0, 1], e.g. an ITM head) adds the threshold
     /// metrics (VALSE's p_c, p_f, acc, min).
     #[arg(long, value_enum, default_value_t = ScoreKindArg::Similarity)]

@@ -9,6 +9,7 @@ use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
 use benchctl_models::registry::{self, Architecture, ScoreHead};
 use benchctl_models::{DualEncoder, FusionEncoder, Model, ScoreKind, Similarity};
 use benchctl_scoring::ScoreTensor;
+use benchctl_scoring::metrics::Ties;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -264,7 +265,8 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     }
     let started = Instant::now();
     let started_at = results::now_rfc3339();
-    let full_suite = suite_info.load(&data_dir)?;
+    let mut full_suite = suite_info.load(&data_dir)?;
+    full_suite.summary.ties = tie_rule(suite_info, args.ties)?;
     check_images(&full_suite)?;
     let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
     let batch = args.batch_size as usize;
@@ -346,6 +348,9 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
             id: suite.id.to_string(),
             data_dir: suite.data_dir.display().to_string(),
             items: suite.items.len(),
+            ties: suite.summary.ties.name().to_string(),
+            incomplete: full_suite.incomplete.clone(),
+            altered_images: None,
         },
         batch_size: batch,
         counts,
@@ -365,6 +370,19 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let dump = results::item_dump(suite, &scores);
     let suite = suite.clone();
     Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+}
+
+/// The tie rule a run asked for, refused (a usage error) for a suite whose official scorer
+/// compares strictly: there `first` would reproduce nothing and only reward candidate order.
+pub fn tie_rule(suite: &benchctl_suites::SuiteInfo, asked: crate::cli::TiesArg) -> Result<Ties> {
+    let asked = Ties::from(asked);
+    if asked == Ties::First && suite.official_ties != Ties::First {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!("use --ties first on {}: its official scorer compares strictly (a tie is a miss), so only strict reproduces it; --ties first is for spec and rococo", suite.id),
+        ));
+    }
+    Ok(asked)
 }
 
 /// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
@@ -397,8 +415,9 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         hash.update(item.id.as_bytes());
         hash.update([0]);
         for image in &item.images {
-            let path = image.path();
-            hash.update(path.strip_prefix(&suite.data_dir).unwrap_or(path).to_string_lossy().as_bytes());
+            let name = image.display_name();
+            let data_dir = format!("{}/", suite.data_dir.display());
+            hash.update(name.strip_prefix(&data_dir).unwrap_or(&name).as_bytes());
             hash.update([0]);
         }
     }
@@ -490,6 +509,8 @@ fn image_key(source: &ImageSource) -> Result<cache::Key> {
     Ok(match source {
         ImageSource::File(path) => cache::key(&[b"file", &read(path)?]),
         ImageSource::NpyBgr(path) => cache::key(&[b"npy-bgr", &read(path)?]),
+        // The same bytes as a file: a parquet release shares the cache with the jsonl one.
+        ImageSource::Embedded(e) => cache::key(&[b"file", &e.bytes]),
         ImageSource::Altered(a) => {
             let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
             cache::key(&[b"altered", &read(&a.base)?, &read(&a.other)?, recipe.as_bytes()])

@@ -44,26 +44,23 @@ fn print(text: &str) -> Result<(), Error> {
     }
 }
 
-/// One `benchctl eval`: evaluate, show the table, store, and export the EqBen submission.
+/// One `benchctl eval`: evaluate, show the table, store, and export the official submission
+/// (EqBen's `prediction.npy`) where the suite has one.
 fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
-    let flat_list = match &args.eqben_submission {
-        Some(_) if args.suite != "eqben" => {
-            return Err(Error::new(ErrorKind::Usage, "use --eqben-submission: it applies to --suite eqben only"))
-        }
-        Some(path) => Some((path, submission::read_eqben_flat_list(path)?)),
-        None => None,
-    };
     let evaluation = eval::run(args)?;
     // The table comes first, so a results directory that cannot be written loses nothing shown.
     print(&summary::run_table(&evaluation.run))?;
     let (id, path) = evaluation.store(&args.results_dir)?;
     print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
     print(&format!("stored {}", path.display()))?;
-    if let (Some((flat_list, pairs)), Some((suite, scores))) = (&flat_list, &evaluation.scored) {
-        let scores = submission::eqben_scores(suite, scores, pairs, flat_list)?;
-        let out = path.with_extension("eqben_submission.npy");
-        submission::write_npy_f32(&out, &scores)?;
-        print(&format!("wrote {} ({} scores in the order of {})", out.display(), scores.len(), flat_list.display()))?;
+    // A shard scores only its slice: its submission is written by `merge`'s run, not here.
+    if let (Some((suite, scores)), None) = (&evaluation.scored, &args.shard) {
+        if let Some(ordered) = submission::ordered_scores(suite, scores)? {
+            let out = path.with_extension("submission").join(submission::PREDICTION_FILE);
+            submission::write_npy_f32(&out, &ordered)?;
+            let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
+            print(&format!("wrote {} ({} scores in the order of {order}; the official scorer reads it as src_file/{})", out.display(), ordered.len(), submission::PREDICTION_FILE))?;
+        }
     }
     Ok(())
 }

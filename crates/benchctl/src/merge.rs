@@ -51,6 +51,7 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
         let (a, b) = (&first.run, &s.run);
         let same = a.model == b.model
             && a.suite.id == b.suite.id
+            && a.suite.ties == b.suite.ties
             && a.data_fingerprint == b.data_fingerprint
             && a.batch_size == b.batch_size;
         if !same {
@@ -64,7 +65,12 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     let base = &first.run;
     let info = benchctl_suites::find(&base.suite.id)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
-    let suite = info.load(&data_dir)?;
+    let mut suite = info.load(&data_dir)?;
+    suite.summary.ties = if base.suite.ties == "first" {
+        benchctl_scoring::metrics::Ties::First
+    } else {
+        benchctl_scoring::metrics::Ties::Strict
+    };
     let data_fingerprint = fingerprint(&suite)?;
     if data_fingerprint != base.data_fingerprint {
         return Err(Error::new(
@@ -88,7 +94,14 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     let run = Run {
         started_at,
         model: base.model.clone(),
-        suite: results::SuiteRecord { id: suite.id.to_string(), data_dir: suite.data_dir.display().to_string(), items: suite.items.len() },
+        suite: results::SuiteRecord {
+            id: suite.id.to_string(),
+            data_dir: suite.data_dir.display().to_string(),
+            items: suite.items.len(),
+            ties: base.suite.ties.clone(),
+            incomplete: suite.incomplete.clone(),
+            altered_images: None,
+        },
         batch_size: base.batch_size,
         counts,
         timings,

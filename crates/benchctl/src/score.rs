@@ -21,7 +21,8 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
         return Ok((info.id.to_string(), crate::retrieval::report_from_dump(&args.scores)?));
     }
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
-    let suite = info.load(&data_dir)?;
+    let mut suite = info.load(&data_dir)?;
+    suite.summary.ties = crate::eval::tie_rule(info, args.ties)?;
     let format = match args.format {
         Some(format) => format,
         None => detect_format(&args.scores)?,
@@ -30,12 +31,7 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
     match format {
         ScoreFormat::Dump => read_dump(&args.scores, &mut matrices)?,
         ScoreFormat::WinogroundJsonl => read_winoground(&args.scores, &mut matrices)?,
-        ScoreFormat::EqbenNpy => {
-            let flat = args.eqben_flat_list.as_ref().ok_or_else(|| {
-                Error::new(ErrorKind::Usage, "read EqBen submission scores: pass the flat list that orders them with --eqben-flat-list")
-            })?;
-            read_eqben_npy(&args.scores, flat, &suite, &mut matrices)?
-        }
+        ScoreFormat::EqbenNpy => read_eqben_npy(&args.scores, &suite, &mut matrices)?,
     }
     let scores = matrices.finish(&args.scores, match args.score_kind {
         ScoreKindArg::Similarity => ScoreKind::Similarity,
@@ -178,27 +174,18 @@ fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
     Ok(())
 }
 
-fn read_eqben_npy(path: &Path, flat_list: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
-    let pairs = submission::read_eqben_flat_list(flat_list)?;
-    let bytes = std::fs::read(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
-    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("read {}: not a .npy array: {e}", path.display())))?;
-    let values: Vec<f32> = npy.into_vec().map_err(|e| bad(format!("read {}: expected float32 values: {e}", path.display())))?;
-    if values.len() != pairs.len() {
-        return Err(bad(format!(
-            "score {}: {} scores for the {} entries of {}",
-            path.display(),
-            values.len(),
-            pairs.len(),
-            flat_list.display()
-        )));
-    }
-    let slots = submission::eqben_slots(suite)?;
-    for (i, (pair, value)) in pairs.iter().zip(&values).enumerate() {
-        let at = format!("{} entry {i} (image {:?}, caption {:?})", flat_list.display(), pair.image, pair.caption);
-        let &(item, k, l) = slots
-            .get(&(PathBuf::from(&pair.image), pair.caption.clone()))
-            .ok_or_else(|| bad(format!("score {at}: no evaluated item has this image and caption")))?;
-        m.set(item, k, l, f64::from(*value), &at)?;
+/// EqBen's `prediction.npy`: one score per entry of the flat annotation list, in its order.
+fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
+    let order = suite.pair_order.as_ref().ok_or_else(|| {
+        Error::new(ErrorKind::Usage, format!("read {} as a prediction vector: {} has no official submission order", path.display(), suite.id))
+    })?;
+    let values = submission::read_prediction(path, order)?;
+    for (i, (slot, value)) in order.slots.iter().zip(values).enumerate() {
+        let at = format!("{} entry {i} (entry {i} of {})", path.display(), order.file.display());
+        if slot.is_missing() {
+            return Err(bad(format!("score {at}: the entry is not part of a readable item")));
+        }
+        m.set(slot.item as usize, usize::from(slot.image), usize::from(slot.text), value, &at)?;
     }
     Ok(())
 }

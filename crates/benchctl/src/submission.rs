@@ -1,80 +1,80 @@
 //! Scores in a benchmark's official submission layout.
 //!
-//! EqBen's evaluation server takes one score per (image, caption) pair, in the order of the
-//! authors' flat randomized annotation list `[{"image": <path>, "caption": <text>}, …]`, as a
-//! float32 `.npy` vector. Image paths are relative to the suite's `images/` folder.
+//! EqBen's official scorer (`evaluate_eqben_locally.py`, the one its CodaLab server ran)
+//! reads `prediction.npy`: one `<f4` score per entry of the flat annotation list
+//! (`eqben_ann/ann_json_finegrained_random.json`), in the list's order, shape
+//! `(4 × items,)` = (1,004,192,) for the full release. The loader keeps that order as the
+//! suite's [`PairOrder`]; `eval` writes the vector, `score` reads one back.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use benchctl_scoring::ScoreTensor;
-use benchctl_suites::Suite;
-use serde::Deserialize;
+use benchctl_suites::{PairOrder, Suite};
 
 use crate::{Error, ErrorKind, Result};
 
-/// One entry of EqBen's flat annotation list.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Pair {
-    pub image: String,
-    pub caption: String,
-}
+/// The file name the official scorer reads.
+pub const PREDICTION_FILE: &str = benchctl_suites::eqben::SUBMISSION_FILE;
 
-/// Reads EqBen's flat randomized annotation list (before any model work, so a bad file
-/// costs nothing).
-pub fn read_eqben_flat_list(flat_list: &Path) -> Result<Vec<Pair>> {
-    let bad = |what: String| Error::new(ErrorKind::Data, what);
-    let text = std::fs::read_to_string(flat_list).map_err(|e| bad(format!("read {}: {e}", flat_list.display())))?;
-    serde_json::from_str(&text).map_err(|e| bad(format!("parse {}: {e}", flat_list.display())))
-}
-
-/// (image path relative to `images/`, caption) → (item, image, text) indices.
-pub type Slots = HashMap<(PathBuf, String), (usize, usize, usize)>;
-
-/// Where each (image relative to `images/`, caption) pair of an EqBen suite sits: item,
-/// image and text index. The light release's `.jpg` images answer to their `.png` names too.
-pub fn eqben_slots(suite: &Suite) -> Result<Slots> {
-    let image_root = suite.data_dir.join("images");
-    let mut slots = HashMap::new();
-    for (i, item) in suite.items.iter().enumerate() {
-        for (k, image) in item.images.iter().enumerate() {
-            let rel = image.path().strip_prefix(&image_root).unwrap_or(image.path());
-            for (l, caption) in item.texts.iter().enumerate() {
-                slots.insert((rel.to_path_buf(), caption.clone()), (i, k, l));
-                if rel.extension().is_some_and(|e| e == "jpg") {
-                    slots.insert((rel.with_extension("png"), caption.clone()), (i, k, l));
-                }
-            }
-        }
-    }
-    Ok(slots)
-}
-
-/// The scores of every pair, in the list's order.
-pub fn eqben_scores(suite: &Suite, scores: &ScoreTensor, pairs: &[Pair], flat_list: &Path) -> Result<Vec<f32>> {
-    let slots = eqben_slots(suite)?;
-    pairs
+/// Every pair's score in the suite's official submission order, or `None` when the suite has
+/// no such order. Every entry must name a scored pair.
+pub fn ordered_scores(suite: &Suite, scores: &ScoreTensor) -> Result<Option<Vec<f32>>> {
+    let Some(order) = &suite.pair_order else { return Ok(None) };
+    order
+        .slots
         .iter()
         .enumerate()
-        .map(|(i, pair)| {
-            let &(item, k, l) = slots.get(&(PathBuf::from(&pair.image), pair.caption.clone())).ok_or_else(|| {
-                Error::new(
+        .map(|(i, slot)| {
+            let item = slot.item as usize;
+            if slot.is_missing() || item >= scores.len() {
+                return Err(Error::new(
                     ErrorKind::Data,
-                    format!(
-                        "find entry {i} of {} (image {:?}, caption {:?}) among the evaluated items",
-                        flat_list.display(),
-                        pair.image,
-                        pair.caption
-                    ),
-                )
-            })?;
-            Ok(scores.item(item).get(k, l))
+                    format!("order the scores as {}: its entry {i} names no evaluated pair", order.file.display()),
+                ));
+            }
+            Ok(scores.item(item).get(usize::from(slot.image), usize::from(slot.text)))
         })
-        .collect()
+        .collect::<Result<Vec<f32>>>()
+        .map(Some)
 }
 
-/// Writes a float32 vector as a `.npy` file.
+/// Writes a float32 vector as a C-ordered 1-D `.npy` file (`<f4`), creating its folder.
 pub fn write_npy_f32(path: &Path, values: &[f32]) -> Result<()> {
-    npyz::to_file_1d(path, values.iter().copied())
-        .map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::results(format!("create {}: {e}", parent.display())))?;
+    }
+    npyz::to_file_1d(path, values.iter().copied()).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+}
+
+/// Reads a submission vector as the official scorer would index it: a 1-D, C-ordered array
+/// of `<f4` (or `<f8`) with exactly one finite score per entry of `order`.
+pub fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
+    let bad = |what: String| Error::new(ErrorKind::Data, format!("read {}: {what}", path.display()));
+    let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("not a .npy array: {e}")))?;
+    let shape = npy.shape().to_vec();
+    if shape.len() != 1 {
+        return Err(bad(format!("expected a vector of shape ({},), got {shape:?}", order.slots.len())));
+    }
+    if npy.order() != npyz::Order::C {
+        return Err(bad("expected a C-ordered array (fortran_order False)".into()));
+    }
+    let descr = npy.dtype().descr();
+    let values: Vec<f64> = match descr.as_str() {
+        "<f4" => npy.into_vec::<f32>().map_err(|e| bad(e.to_string()))?.into_iter().map(f64::from).collect(),
+        "<f8" => npy.into_vec::<f64>().map_err(|e| bad(e.to_string()))?,
+        other => return Err(bad(format!("expected float32 (<f4) or float64 (<f8) scores, got dtype {other}"))),
+    };
+    if values.len() != order.slots.len() {
+        return Err(bad(format!(
+            "{} scores for the {} entries of {} (one per entry, in its order)",
+            values.len(),
+            order.slots.len(),
+            order.file.display()
+        )));
+    }
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(bad(format!("score {i} is {}, not a finite number", values[i])));
+    }
+    Ok(values)
 }

@@ -35,7 +35,25 @@ pub fn run_table(run: &Run) -> String {
             run.intervals.iter().map(|i| format!("{} {:.2} [{:.2}, {:.2}]", i.metric, i.value, i.low, i.high)).collect();
         text.push_str(&format!("\nbootstrap 95% intervals: {}", cis.join("; ")));
     }
+    text.push_str(&format!("\nties: {}", ties_line(&run.suite.ties)));
+    if let Some(altered) = &run.suite.altered_images {
+        text.push_str(&format!("\naltered images: {altered}"));
+    }
+    if !run.suite.incomplete.is_empty() {
+        text.push_str(&format!(
+            "\npartial release (not the complete official data; metrics cover these items only): {}",
+            run.suite.incomplete.join("; ")
+        ));
+    }
     text
+}
+
+/// What a run's tie rule means, in words.
+pub fn ties_line(ties: &str) -> String {
+    match ties {
+        "first" => "first (the first of tied candidates wins, as the official argmax/argsort does)".into(),
+        other => format!("{other} (a tie for the top score is a miss)"),
+    }
 }
 
 /// A report's metrics, overall and per breakdown group, under a title line.

@@ -7,11 +7,12 @@
 //! - `t2i_accuracy`, for items with one text and several candidate images: likewise over
 //!   images.
 //!
-//! "argmax equals label" with ties broken against the model: a label tied with another
-//! candidate for the top score is a miss (the official code's `argmax` would pick the first
-//! of the tied candidates, which rewards candidate order; benchctl refuses to).
+//! "argmax equals label". By default ties are broken against the model: a label tied with
+//! another candidate for the top score is a miss. The official code's `argmax` picks the
+//! first of the tied candidates, which rewards candidate order; [`Ties::First`]
+//! (`--ties first`) reproduces it exactly, for reproducing published numbers.
 
-use super::{group, ItemView, PerItem};
+use super::{group, ItemView, PerItem, Ties};
 use crate::{Result, ScoreTensor};
 
 /// Names of the choice metrics, in report order.
@@ -24,15 +25,44 @@ impl PerItem for ChoiceAccuracy {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
         Ok(group::outcomes(scores, items)
-            .map(|(outcome, item)| {
+            .enumerate()
+            .map(|(i, (outcome, item))| {
                 let (k, l) = (item.truth.images(), item.truth.texts());
+                let matrix = scores.item(i);
+                let (i2t, t2i) = match ties {
+                    Ties::Strict => (outcome.text, outcome.image),
+                    Ties::First => (
+                        k == 1 && argmax_matches((0..l).map(|c| (matrix.get(0, c), item.truth.is_match(0, c)))),
+                        l == 1 && argmax_matches((0..k).map(|c| (matrix.get(c, 0), item.truth.is_match(c, 0)))),
+                    ),
+                };
                 vec![
-                    (k == 1 && l > 1).then(|| group::hit(outcome.text)).flatten(),
-                    (l == 1 && k > 1).then(|| group::hit(outcome.image)).flatten(),
+                    (k == 1 && l > 1).then(|| group::hit(i2t)).flatten(),
+                    (l == 1 && k > 1).then(|| group::hit(t2i)).flatten(),
                 ]
             })
             .collect())
     }
+
+    fn takes_first_of_ties(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `numpy.argmax` of the scores lands on a matching candidate: the first candidate
+/// holding the highest score. NaN compares as numpy does: the first NaN is the argmax.
+pub fn argmax_matches(candidates: impl Iterator<Item = (f32, bool)>) -> bool {
+    let mut best: Option<(f32, bool)> = None;
+    for (score, is_match) in candidates {
+        let better = match best {
+            None => true,
+            Some((b, _)) => !b.is_nan() && (score.is_nan() || score > b),
+        };
+        if better {
+            best = Some((score, is_match));
+        }
+    }
+    best.is_some_and(|(_, is_match)| is_match)
 }

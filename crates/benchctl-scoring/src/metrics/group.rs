@@ -10,7 +10,7 @@
 //! strictly above each non-matching text; the image score likewise per text over images.
 //! Comparisons are strict, so a tie is a miss, as in the official evaluation code.
 
-use super::{ItemView, PerItem};
+use super::{ItemView, PerItem, Ties};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the group-score metrics, in report order.
@@ -76,7 +76,7 @@ impl PerItem for GroupScore {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
         Ok(outcomes(scores, items).map(|(o, _)| vec![hit(o.text), hit(o.image), hit(o.group())]).collect())
     }
 }

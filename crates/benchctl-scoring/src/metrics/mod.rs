@@ -60,7 +60,11 @@ pub(crate) trait PerItem {
     }
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<Vec<Option<f64>>>>;
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<Vec<Vec<Option<f64>>>>;
+    /// Whether the family can count the first of tied candidates as the winner ([`Ties::First`]).
+    fn takes_first_of_ties(&self) -> bool {
+        false
+    }
     /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`).
     fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
 }
@@ -74,13 +78,62 @@ pub struct Summary<'a> {
     /// A tag key whose groups are averaged with equal weight (macro average), reported as
     /// `<metric>_macro` beside the item-weighted (micro) value.
     pub macro_over: Option<&'a str>,
+    /// A paper's own average over named subsets of a tag's groups (EqBen's Table 3 "Avg").
+    pub subset_average: Option<&'a SubsetAverage<'a>>,
+    /// How a tie between the best candidate and another is counted.
+    pub ties: Ties,
+}
+
+impl<'a> Summary<'a> {
+    /// A family's summary with no breakdowns, no averages and strict ties.
+    pub const fn of(family: MetricFamily) -> Self {
+        Summary { family, breakdown_keys: &[], macro_over: None, subset_average: None, ties: Ties::Strict }
+    }
+}
+
+/// How a candidate tied with the best-scoring one is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ties {
+    /// A tie is a miss: the right candidate must score strictly above every other (the
+    /// default everywhere, and Winoground's, EqBen's and VALSE's official rule).
+    #[default]
+    Strict,
+    /// The first of tied candidates wins, as `numpy.argmax` (SPEC's official scorer) and a
+    /// stable descending sort (RoCOCO's `argsort` ranking) credit it. Only for families whose
+    /// official code takes an argmax or a ranking: choice accuracy and retrieval.
+    First,
+}
+
+impl Ties {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ties::Strict => "strict",
+            Ties::First => "first",
+        }
+    }
+}
+
+/// A paper's average over subsets of one tag's groups: each subset is the mean of the groups
+/// it lists, and the average is the mean of `metrics` over every subset. EqBen's Table 3
+/// "Avg" is the 15 numbers text/image/group over AG, YouCook2, GEBC, Kubric (the mean of its
+/// three splits) and SD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubsetAverage<'a> {
+    /// The reported name of the average.
+    pub name: &'a str,
+    /// The tag key whose groups are combined.
+    pub key: &'a str,
+    /// Each subset's name and the tag values it averages. A subset of several values is also
+    /// reported, as `<metric>_<subset>`.
+    pub subsets: &'a [(&'a str, &'a [&'a str])],
+    pub metrics: &'a [&'a str],
 }
 
 /// Scores every item and summarises the metrics overall and per tag value.
 ///
 /// `breakdown_keys` lists the tag keys to break down by, in report order.
 pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
-    let item_values = ItemValues::new(summary.family, scores, items)?;
+    let item_values = ItemValues::new(summary, scores, items)?;
     let (per_item, values) = (item_values.per_item, &item_values.values);
     let all: Vec<usize> = (0..items.len()).collect();
     let metrics = headline(per_item, values, &all, summary, items);
@@ -110,19 +163,25 @@ pub(crate) struct ItemValues {
 }
 
 impl ItemValues {
-    pub fn new(family: MetricFamily, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Self> {
+    pub fn new(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Self> {
         if items.is_empty() {
             return Err(Error::new("there are no items to score"));
         }
         let truths: Vec<&Truth> = items.iter().map(|item| item.truth).collect();
         scores.check_against(&truths)?;
-        let per_item: &'static dyn PerItem = match family {
+        let per_item: &'static dyn PerItem = match summary.family {
             MetricFamily::Group => &group::GroupScore,
             MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
             MetricFamily::Choice => &choice::ChoiceAccuracy,
             MetricFamily::Equivariance => &equivariance::EquivarianceScores,
         };
-        Ok(Self { per_item, values: per_item.values(scores, items)? })
+        if summary.ties == Ties::First && !per_item.takes_first_of_ties() {
+            return Err(Error::new(format!(
+                "count ties as `first` for {:?} metrics: their official code compares strictly, so a tie is a miss",
+                summary.family
+            )));
+        }
+        Ok(Self { per_item, values: per_item.values(scores, items, summary.ties)? })
     }
 
     /// The headline metrics over `members` (indices, repeats allowed).
@@ -173,7 +232,54 @@ fn headline(
             }
         }
     }
+    if let Some(average) = summary.subset_average {
+        metrics.extend(subset_average(average, per_item, values, members, items));
+    }
     metrics
+}
+
+/// The subsets' combined metrics and the paper's average over them (see [`SubsetAverage`]).
+/// A subset with none of its groups among `members` leaves the average out: it would be a
+/// different number from the paper's.
+fn subset_average(
+    average: &SubsetAverage<'_>,
+    per_item: &dyn PerItem,
+    values: &[Vec<Option<f64>>],
+    members: &[usize],
+    items: &[ItemView<'_>],
+) -> Vec<(String, f64)> {
+    let member_items: Vec<ItemView<'_>> = members.iter().map(|&i| items[i]).collect();
+    let groups: std::collections::BTreeMap<String, Vec<(String, f64)>> = groups_of(average.key, &member_items)
+        .into_iter()
+        .map(|(value, positions)| {
+            let indices: Vec<usize> = positions.iter().map(|&p| members[p]).collect();
+            (value, summarise(per_item, values, &indices))
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut terms = Vec::new();
+    let mut complete = true;
+    for (subset, values_of_subset) in average.subsets {
+        for metric in average.metrics {
+            let present: Vec<f64> = values_of_subset
+                .iter()
+                .filter_map(|v| groups.get(*v)?.iter().find(|(n, _)| n == metric).map(|(_, x)| *x))
+                .collect();
+            if present.is_empty() {
+                complete = false;
+                continue;
+            }
+            let mean = present.iter().sum::<f64>() / present.len() as f64;
+            if values_of_subset.len() > 1 {
+                out.push((format!("{metric}_{subset}"), mean));
+            }
+            terms.push(mean);
+        }
+    }
+    if complete && !terms.is_empty() {
+        out.push((average.name.to_string(), terms.iter().sum::<f64>() / terms.len() as f64));
+    }
+    out
 }
 
 /// Each metric over the given items where it applies, by its [`Aggregate`]; a metric that

@@ -72,7 +72,7 @@ fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
 
 /// Bootstrap 95 % intervals of every headline metric.
 pub fn bootstrap(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>], resamples: usize, seed: u64) -> Result<Vec<Interval>> {
-    let values = ItemValues::new(summary.family, scores, items)?;
+    let values = ItemValues::new(summary, scores, items)?;
     let all: Vec<usize> = (0..items.len()).collect();
     let point = values.headline(&all, summary, items);
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
@@ -108,7 +108,7 @@ pub fn paired(
     resamples: usize,
     seed: u64,
 ) -> Result<Vec<Paired>> {
-    let (va, vb) = (ItemValues::new(summary.family, a, items)?, ItemValues::new(summary.family, b, items)?);
+    let (va, vb) = (ItemValues::new(summary, a, items)?, ItemValues::new(summary, b, items)?);
     let all: Vec<usize> = (0..items.len()).collect();
     let (pa, pb) = (va.headline(&all, summary, items), vb.headline(&all, summary, items));
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
