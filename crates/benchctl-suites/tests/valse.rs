@@ -57,7 +57,42 @@ fn invalid_records_are_excluded_and_sources_map_to_folders() {
     let suite = find("valse").unwrap().load(dir.path()).unwrap();
     assert_eq!((suite.items.len(), suite.excluded), (22, 11));
     assert_eq!(suite.items[0].id, "existence/a");
-    assert_eq!(suite.items[1].images[0], ImageSource::File(dir.path().join("images/coco2014/COCO_val2014_000000000042.jpg")));
+    // Missing images are expected where COCO's val2014.zip extracts.
+    assert_eq!(suite.items[1].images[0], ImageSource::File(dir.path().join("images/val2014/COCO_val2014_000000000042.jpg")));
+}
+
+/// VisDial v1.0 records (coreference pieces) name COCO train2014, COCO val2014 and VisDial
+/// val2018 images: each is found in the folder its own archive extracts to, and images in the
+/// older single-folder layout (`images/visdial/`) are still found.
+#[test]
+fn images_are_routed_by_file_prefix_to_the_folders_their_sources_ship() {
+    let dir = layout(serde_json::json!({
+        "train": record(3, "VisDial_v1.0", "COCO_train2014_000000000001.jpg"),
+        "val": record(3, "VisDial_v1.0", "COCO_val2014_000000000002.jpg"),
+        "dialog": record(3, "VisDial_v1.0", "VisualDialog_val2018_000000000003.jpg"),
+        "legacy": record(3, "VisDial_v1.0", "VisualDialog_val2018_000000000004.jpg"),
+        "swig": record(3, "SWiG", "jumping_1.jpg"),
+        "coco17": record(3, "coco2017", "000000291619.jpg"),
+    }));
+    let place = |folder: &str, file: &str| {
+        let path = dir.path().join("images").join(folder).join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"jpeg").unwrap();
+        path
+    };
+    let expected = [
+        ("train", place("train2014", "COCO_train2014_000000000001.jpg")),
+        ("val", place("val2014", "COCO_val2014_000000000002.jpg")),
+        ("dialog", place("VisualDialog_val2018", "VisualDialog_val2018_000000000003.jpg")),
+        ("legacy", place("visdial", "VisualDialog_val2018_000000000004.jpg")),
+        ("swig", place("images_512", "jumping_1.jpg")),
+        ("coco17", place("val2017", "000000291619.jpg")),
+    ];
+    let suite = find("valse").unwrap().load(dir.path()).unwrap();
+    for (key, path) in expected {
+        let item = suite.items.iter().find(|i| i.id == format!("existence/{key}")).unwrap();
+        assert_eq!(item.images[0], ImageSource::File(path), "{key}");
+    }
 }
 
 #[test]

@@ -59,7 +59,7 @@ pub fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
     if npy.order() != npyz::Order::C {
         return Err(bad("expected a C-ordered array (fortran_order False)".into()));
     }
-    let descr = npy.dtype().descr();
+    let descr = npy.dtype().descr().trim_matches('\'').to_string();
     let values: Vec<f64> = match descr.as_str() {
         "<f4" => npy.into_vec::<f32>().map_err(|e| bad(e.to_string()))?.into_iter().map(f64::from).collect(),
         "<f8" => npy.into_vec::<f64>().map_err(|e| bad(e.to_string()))?,

@@ -1,24 +1,31 @@
-//! `benchctl eval --suite eqben` end to end on fixtures in all official shapes.
+//! `benchctl eval --suite eqben` end to end on small copies of the real releases, and the
+//! `prediction.npy` it writes checked the way the official `evaluate_eqben_locally.py` reads
+//! it.
 
 mod common;
 
+use std::collections::HashMap;
+
 use benchctl_suites::eqben;
-use benchctl_testkit::eqben_layout;
+use benchctl_testkit::{eqben_release, eqben_subset_release, EqbenEntry};
 use common::{benchctl, eval_tiny, tiny_model};
 
+fn small() -> Vec<(&'static str, usize)> {
+    eqben::SPLITS.iter().map(|(s, _)| (*s, 3)).collect()
+}
+
 #[test]
-fn eqben_fixture_end_to_end() {
+fn full_release_end_to_end_with_the_papers_average() {
     let data = tempfile::tempdir().unwrap();
-    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
-    eqben_layout(data.path(), &splits, 4, true);
+    eqben_release(data.path(), &small(), true, false);
     let results = tempfile::tempdir().unwrap();
-    let (_, json, _) = eval_tiny("eqben", data.path(), results.path(), &[]);
+    let (_, json, out) = eval_tiny("eqben", data.path(), results.path(), &[]);
     let report = &json["report"];
-    assert_eq!(report["items"], 28);
+    assert_eq!(report["items"], 21);
     let per_split = report["breakdowns"]["split"].as_object().unwrap();
     assert_eq!(per_split.len(), 7);
     for (split, group) in per_split {
-        assert_eq!(group["items"], 4, "{split}");
+        assert_eq!(group["items"], 3, "{split}");
         let (q1, median, q3) = (
             group["eqsim_deviation_q1"].as_f64().unwrap(),
             group["eqsim_deviation_median"].as_f64().unwrap(),
@@ -26,81 +33,107 @@ fn eqben_fixture_end_to_end() {
         );
         assert!(0.0 <= q1 && q1 <= median && median <= q3, "{split}");
     }
-    let mean = per_split.values().map(|g| g["group_score"].as_f64().unwrap()).sum::<f64>() / 7.0;
-    assert!((report["metrics"]["group_score_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
+    let metric = |split: &str, m: &str| per_split[split][m].as_f64().unwrap();
+    let metrics = &report["metrics"];
+    // Kubric is the mean of its three splits; the paper's Avg the mean of 15 numbers.
+    let mut fifteen = Vec::new();
+    for m in ["text_score", "image_score", "group_score"] {
+        let kubric = ["eqbenkubric_loc", "eqbenkubric_attr", "eqbenkubric_cnt"].iter().map(|s| metric(s, m)).sum::<f64>() / 3.0;
+        assert!((metrics[format!("{m}_kubric")].as_f64().unwrap() - kubric).abs() < 1e-9);
+        fifteen.extend([metric("eqbenag", m), metric("eqbenyoucook2", m), metric("eqbengebc", m), kubric, metric("eqbensd", m)]);
+    }
+    assert!((metrics["paper_avg"].as_f64().unwrap() - fifteen.iter().sum::<f64>() / 15.0).abs() < 1e-9);
+    let macro_mean = per_split.values().map(|g| g["group_score"].as_f64().unwrap()).sum::<f64>() / 7.0;
+    assert!((metrics["group_score_macro"].as_f64().unwrap() - macro_mean).abs() < 1e-9);
+    // The paper's average has a bootstrap interval like every headline metric.
+    let interval = json["intervals"]["paper_avg"].as_array().expect("an interval of paper_avg");
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    assert!(low <= metrics["paper_avg"].as_f64().unwrap() && metrics["paper_avg"].as_f64().unwrap() <= high);
+    // A partial release evaluates, and says so in the record and the report.
+    let incomplete = json["suite"]["incomplete"].as_array().unwrap();
+    assert_eq!(incomplete.len(), 7);
+    assert!(common::stdout(&out).contains("partial release (not the complete official data"), "{}", common::stdout(&out));
+    assert_eq!(json["suite"]["ties"], "strict");
+}
+
+/// The official scorer's computation, from `prediction.npy` and the entries' private info:
+/// per split, text = s(c0,i0) > s(c1,i0) and s(c1,i1) > s(c0,i1); image = s(c0,i0) > s(c0,i1)
+/// and s(c1,i1) > s(c1,i0); group = both.
+fn official_scores(prediction: &[f32], entries: &[EqbenEntry]) -> HashMap<String, [f64; 3]> {
+    let mut by_item: HashMap<(String, usize), HashMap<String, f32>> = HashMap::new();
+    for (entry, score) in entries.iter().zip(prediction) {
+        by_item.entry((entry.split.clone(), entry.sample_cnt)).or_default().insert(entry.name.clone(), *score);
+    }
+    let mut out: HashMap<String, (usize, [usize; 3])> = HashMap::new();
+    for ((split, _), s) in by_item {
+        let text = s["c0i0"] > s["c1i0"] && s["c1i1"] > s["c0i1"];
+        let image = s["c0i0"] > s["c0i1"] && s["c1i1"] > s["c1i0"];
+        let e = out.entry(split).or_default();
+        e.0 += 1;
+        for (k, hit) in [text, image, text && image].into_iter().enumerate() {
+            e.1[k] += usize::from(hit);
+        }
+    }
+    out.into_iter().map(|(split, (n, hits))| (split, hits.map(|h| 100.0 * h as f64 / n as f64))).collect()
 }
 
 #[test]
-fn scores_export_in_the_official_submission_order() {
+fn prediction_npy_is_what_the_official_scorer_reads() {
     let data = tempfile::tempdir().unwrap();
-    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
-    eqben_layout(data.path(), &splits, 2, true);
-    // The authors' flat list: every (image, caption) pair of every item, shuffled. The light
-    // split's pairs keep the annotations' .png names.
-    let suite = benchctl_suites::find("eqben").unwrap().load(data.path()).unwrap();
-    let root = data.path().join("images");
-    let pairs = common::eqben_pairs(data.path());
-    let n = pairs.len();
-    let shuffled: Vec<serde_json::Value> = (0..n).map(|i| pairs[(i * 17 + 5) % n].clone()).collect();
-    let flat = data.path().join("flat.json");
-    std::fs::write(&flat, serde_json::Value::from(shuffled.clone()).to_string()).unwrap();
-
+    let entries = eqben_release(data.path(), &small(), false, false);
     let results = tempfile::tempdir().unwrap();
-    let (run_path, json, _) = eval_tiny("eqben", data.path(), results.path(), &["--eqben-submission", flat.to_str().unwrap()]);
-    let npy = std::fs::read(run_path.with_extension("eqben_submission.npy")).unwrap();
-    let exported: Vec<f32> = npyz::NpyFile::new(&npy[..]).unwrap().into_vec().unwrap();
-    assert_eq!(exported.len(), n);
-    // Each exported value is that pair's score in the per-item dump.
+    let (run_path, json, out) = eval_tiny("eqben", data.path(), results.path(), &[]);
+    let path = common::prediction_path(&run_path);
+    assert!(common::stdout(&out).contains("prediction.npy"), "{}", common::stdout(&out));
+    let bytes = std::fs::read(&path).unwrap();
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    // np.load's view: '<f4', C order, shape (4 × items,).
+    assert_eq!(npy.dtype().descr(), "'<f4'");
+    assert_eq!(npy.order(), npyz::Order::C);
+    assert_eq!(npy.shape(), [4 * 21]);
+    let prediction: Vec<f32> = npy.into_vec().unwrap();
+    // Each value is that entry's pair in the per-item dump (rows = images, columns = texts).
     let dump = benchctl::results::read_scores(&common::dump_path(&run_path, &json)).unwrap();
-    for (entry, value) in shuffled.iter().zip(&exported) {
-        let (i, k, l) = suite
-            .items
-            .iter()
-            .enumerate()
-            .find_map(|(i, item)| {
-                let k = item.images.iter().position(|im| {
-                    im.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png") == entry["image"].as_str().unwrap()
-                })?;
-                let l = item.texts.iter().position(|t| t == entry["caption"].as_str().unwrap())?;
-                Some((i, k, l))
-            })
-            .unwrap();
-        assert_eq!(dump[i].1[k][l], *value);
+    let ids: HashMap<String, usize> = dump.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)).collect();
+    for (entry, value) in entries.iter().zip(&prediction) {
+        let item = ids[&format!("{}/{}", entry.split, entry.sample_cnt)];
+        let (c, i) = (entry.name[1..2].parse::<usize>().unwrap(), entry.name[3..4].parse::<usize>().unwrap());
+        assert_eq!(dump[item].1[i][c], *value, "{entry:?}");
+    }
+    // The official computation on the vector gives eval's per-split numbers.
+    for (split, [text, image, group]) in official_scores(&prediction, &entries) {
+        let g = &json["report"]["breakdowns"]["split"][&split];
+        let ours = [g["text_score"].as_f64().unwrap(), g["image_score"].as_f64().unwrap(), g["group_score"].as_f64().unwrap()];
+        for (a, b) in ours.iter().zip([text, image, group]) {
+            assert!((a - b).abs() < 1e-9, "{split}: {ours:?} vs {:?}", [text, image, group]);
+        }
     }
 }
 
 #[test]
-fn submission_export_needs_eqben_and_a_readable_list() {
+fn subset_end_to_end_per_split() {
+    let data = tempfile::tempdir().unwrap();
+    eqben_subset_release(data.path(), &["eqbengebc", "eqbenkubric_attr"], 8);
+    let results = tempfile::tempdir().unwrap();
+    let (run_path, json, _) = eval_tiny("eqben-subset", data.path(), results.path(), &[]);
+    assert_eq!(json["report"]["items"], 8);
+    assert!(json["report"]["metrics"]["eqsim_deviation_median"].as_f64().unwrap() >= 0.0);
+    let per_split = json["report"]["breakdowns"]["split"].as_object().unwrap();
+    assert_eq!(per_split.keys().collect::<Vec<_>>(), ["eqbengebc", "eqbenkubric_attr"]);
+    assert_eq!(per_split["eqbengebc"]["items"], 4);
+    // Three of the paper's five subsets are absent: no Avg that would differ from the paper's.
+    assert!(json["report"]["metrics"].get("paper_avg").is_none());
+    assert!(!common::prediction_path(&run_path).exists(), "the subset has no official submission");
+}
+
+#[test]
+fn ties_first_is_refused_where_the_official_scorer_is_strict() {
+    let data = tempfile::tempdir().unwrap();
+    eqben_release(data.path(), &[("eqbensd", 1)], true, false);
     let out = benchctl(
-        &["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--eqben-submission", "flat.json"],
+        &["eval", "--model-path", &tiny_model(), "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--ties", "first"],
         &[],
     );
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
-    let out = benchctl(
-        &["eval", "--model-path", &tiny_model(), "--suite", "eqben", "--eqben-submission", "/nonexistent/flat.json"],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(3));
-    assert!(common::stderr(&out).contains("/nonexistent/flat.json"), "{}", common::stderr(&out));
-}
-
-#[test]
-fn eqben_subset_end_to_end() {
-    let data = tempfile::tempdir().unwrap();
-    eqben_layout(data.path(), &["eqbenkubric_attr", "eqbengebc"], 4, false);
-    let mut entries = serde_json::from_str::<Vec<serde_json::Value>>(
-        &std::fs::read_to_string(data.path().join("annotations/eqbenkubric_attr.json")).unwrap(),
-    )
-    .unwrap();
-    let gebc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data.path().join("annotations/eqbengebc.json")).unwrap()).unwrap();
-    for video in gebc.as_object().unwrap().values() {
-        entries.extend(video.as_array().unwrap().iter().cloned());
-    }
-    std::fs::write(data.path().join(eqben::SUBSET_FILE), serde_json::Value::from(entries).to_string()).unwrap();
-    let results = tempfile::tempdir().unwrap();
-    let (_, json, _) = eval_tiny("eqben-subset", data.path(), results.path(), &[]);
-    assert_eq!(json["report"]["items"], 8);
-    assert!(json["report"]["metrics"]["eqsim_deviation_median"].as_f64().unwrap() >= 0.0);
-    assert!(json["report"]["breakdowns"].as_object().unwrap().is_empty());
+    assert!(common::stderr(&out).contains("its official scorer compares strictly"), "{}", common::stderr(&out));
 }

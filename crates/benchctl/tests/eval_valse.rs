@@ -19,8 +19,10 @@ fn real_pieces_end_to_end() {
         let records: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).unwrap();
         let kept: serde_json::Map<_, _> = records.into_iter().take(PER_PIECE).collect();
         for (r, record) in kept.values().enumerate() {
-            let folder = valse::image_folder(record["dataset"].as_str().unwrap()).unwrap();
-            let path = data.path().join("images").join(folder).join(record["image_file"].as_str().unwrap());
+            // Each image in the folder its source dataset's archive extracts to.
+            let (dataset, file) = (record["dataset"].as_str().unwrap(), record["image_file"].as_str().unwrap());
+            let folder = valse::image_folders(valse::source(dataset).unwrap(), file)[0];
+            let path = data.path().join("images").join(folder).join(file);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             generated_image((p * 100 + r) as u64, 32, 24).save_with_format(&path, image::ImageFormat::Jpeg).unwrap();
             expected_valid += usize::from(record["mturk"]["caption"].as_u64().unwrap() >= 2);

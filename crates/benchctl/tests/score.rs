@@ -50,8 +50,8 @@ fn own_dumps_reproduce_every_suite() {
     let spec_dir = tempfile::tempdir().unwrap();
     benchctl_testkit::spec_layout(spec_dir.path(), &spec::SUBSETS, 2);
     let eqben_dir = tempfile::tempdir().unwrap();
-    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
-    benchctl_testkit::eqben_layout(eqben_dir.path(), &splits, 2, false);
+    let splits: Vec<(&str, usize)> = eqben::SPLITS.iter().map(|(s, _)| (*s, 2)).collect();
+    benchctl_testkit::eqben_release(eqben_dir.path(), &splits, true, false);
     let valse_dir = tempfile::tempdir().unwrap();
     valse_layout(valse_dir.path());
     let suites: [(&str, &Path); 4] = [
@@ -102,24 +102,39 @@ fn winoground_published_jsonl_reproduces_eval() {
 }
 
 #[test]
-fn eqben_submission_vector_reproduces_eval() {
+fn eqben_prediction_vector_reproduces_eval() {
     let data = tempfile::tempdir().unwrap();
-    let splits: Vec<&str> = eqben::SPLITS.iter().map(|(s, _, _)| *s).collect();
-    eqben_layout_with_flat_list(data.path(), &splits);
-    let flat = data.path().join("flat.json");
+    let splits: Vec<(&str, usize)> = eqben::SPLITS.iter().map(|(s, _)| (*s, 2)).collect();
+    benchctl_testkit::eqben_release(data.path(), &splits, false, true);
     let results = tempfile::tempdir().unwrap();
-    let (run, dump) = eval("eqben", data.path(), results.path(), &["--eqben-submission", flat.to_str().unwrap()]);
-    let npy = dump.with_file_name(dump.file_name().unwrap().to_str().unwrap().replace(".scores.jsonl", ".eqben_submission.npy"));
-    let report = score("eqben", data.path(), &npy, &["--eqben-flat-list", flat.to_str().unwrap()]);
-    assert_eq!(report, run["report"]);
-}
+    let (run_path, run, _) = common::eval_tiny("eqben", data.path(), results.path(), &[]);
+    let npy = common::prediction_path(&run_path);
+    assert_eq!(score("eqben", data.path(), &npy, &[]), run["report"]);
 
-/// An EqBen fixture plus a reversed flat list of all its (image, caption) pairs.
-fn eqben_layout_with_flat_list(dir: &Path, splits: &[&str]) {
-    benchctl_testkit::eqben_layout(dir, splits, 2, true);
-    let mut pairs = common::eqben_pairs(dir);
-    pairs.reverse();
-    std::fs::write(dir.join("flat.json"), serde_json::Value::from(pairs).to_string()).unwrap();
+    // A vector of the wrong length, shape or dtype, or with a non-finite score, is bad data.
+    let values: Vec<f32> = npyz::NpyFile::new(&std::fs::read(&npy).unwrap()[..]).unwrap().into_vec().unwrap();
+    let broken = |name: &str, write: &dyn Fn(&Path)| {
+        let file = results.path().join(name);
+        write(&file);
+        let out = benchctl(&["score", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--scores", file.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        stderr(&out)
+    };
+    let short = broken("short.npy", &|f| npyz::to_file_1d(f, values[1..].iter().copied()).unwrap());
+    assert!(short.contains(&format!("{} scores for the {} entries", values.len() - 1, values.len())), "{short}");
+    let ints = broken("ints.npy", &|f| npyz::to_file_1d(f, values.iter().map(|v| *v as i32)).unwrap());
+    assert!(ints.contains("expected float32 (<f4) or float64 (<f8) scores, got dtype <i4"), "{ints}");
+    let mut with_nan = values.clone();
+    with_nan[3] = f32::NAN;
+    let nan = broken("nan.npy", &|f| npyz::to_file_1d(f, with_nan.iter().copied()).unwrap());
+    assert!(nan.contains("score 3 is NaN"), "{nan}");
+    let matrix = broken("matrix.npy", &|f| {
+        use npyz::WriterBuilder;
+        let mut w = npyz::WriteOptions::new().default_dtype().shape(&[2, values.len() as u64 / 2]).writer(std::fs::File::create(f).unwrap()).begin_nd().unwrap();
+        w.extend(values.iter().copied()).unwrap();
+        w.finish().unwrap();
+    });
+    assert!(matrix.contains("expected a vector of shape"), "{matrix}");
 }
 
 #[test]

@@ -58,21 +58,9 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Every (image, caption) pair of an EqBen directory as the authors' flat list names them:
-/// image paths relative to `images/`, the light release's `.jpg` under their `.png` names.
-pub fn eqben_pairs(dir: &Path) -> Vec<serde_json::Value> {
-    let suite = benchctl_suites::find("eqben").unwrap().load(dir).unwrap();
-    let root = dir.join("images");
-    let mut pairs = Vec::new();
-    for item in &suite.items {
-        for image in &item.images {
-            let rel = image.path().strip_prefix(&root).unwrap().to_str().unwrap().replace(".jpg", ".png");
-            for caption in &item.texts {
-                pairs.push(serde_json::json!({"image": rel, "caption": caption}));
-            }
-        }
-    }
-    pairs
+/// Where `eval` wrote a run's EqBen submission (`prediction.npy`, the official scorer's name).
+pub fn prediction_path(run_path: &Path) -> PathBuf {
+    run_path.with_extension("submission").join("prediction.npy")
 }
 
 /// `benchctl eval` of the tiny fixture model on `suite`, which must succeed: the run file,
