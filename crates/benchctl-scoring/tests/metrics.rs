@@ -281,3 +281,105 @@ fn valse_probability_metrics() {
     assert_eq!(report.metrics.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["acc_r", "acc_r_macro"]);
     assert!(ScoreTensor::probabilities().push(1, 2, &[1.5, 0.1]).is_err());
 }
+
+/// EqBen's Table 3 "Avg" by hand: 15 numbers, text/image/group over AG, YouCook2, GEBC,
+/// Kubric (the mean of its three splits) and SD.
+#[test]
+fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
+    use benchctl_scoring::metrics::SubsetAverage;
+    const AVERAGE: SubsetAverage<'static> = SubsetAverage {
+        name: "paper_avg",
+        key: "split",
+        subsets: &[("ag", &["ag"]), ("yc", &["yc"]), ("gebc", &["gebc"]), ("kubric", &["k1", "k2", "k3"]), ("sd", &["sd"])],
+        metrics: &["text_score", "image_score", "group_score"],
+    };
+    let summary = Summary {
+        breakdown_keys: &["split"],
+        macro_over: Some("split"),
+        subset_average: Some(&AVERAGE),
+        ..Summary::of(MetricFamily::Equivariance)
+    };
+    let truth = Truth::diagonal(2);
+    let right = wino(0.9, 0.1, 0.2, 0.8); // text, image, group all hit
+    let text_only = wino(0.9, 0.7, 0.2, 0.5); // text hit only
+    let wrong = wino(0.1, 0.9, 0.8, 0.2); // all miss
+    // (split, items): ag 2 of 2 right; yc 1 right of 2; gebc 1 text-only; k1 right, k2 wrong,
+    // k3 text-only (one item each); sd 1 wrong.
+    let layout: [(&str, &[&Vec<f32>]); 7] = [
+        ("ag", &[&right, &right]),
+        ("yc", &[&right, &wrong]),
+        ("gebc", &[&text_only]),
+        ("k1", &[&right]),
+        ("k2", &[&wrong]),
+        ("k3", &[&text_only]),
+        ("sd", &[&wrong]),
+    ];
+    let mut scores = ScoreTensor::new();
+    let mut tags: Vec<Tags> = Vec::new();
+    for (split, items) in layout {
+        for values in items {
+            scores.push(2, 2, values).unwrap();
+            tags.push(vec![("split".into(), vec![split.into()])]);
+        }
+    }
+    let views: Vec<ItemView<'_>> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
+    let report = evaluate(summary, &scores, &views).unwrap();
+    // Per subset (text, image, group): ag 100/100/100, yc 50/50/50, gebc 100/0/0,
+    // kubric (100+0+100)/3, (100+0+0)/3, (100+0+0)/3, sd 0/0/0.
+    let kubric = [200.0 / 3.0, 100.0 / 3.0, 100.0 / 3.0];
+    assert_eq!(report.metric("text_score_kubric"), Some(kubric[0]));
+    assert_eq!(report.metric("image_score_kubric"), Some(kubric[1]));
+    let fifteen = 100.0 + 100.0 + 100.0 + 50.0 * 3.0 + 100.0 + kubric.iter().sum::<f64>();
+    let avg = report.metric("paper_avg").unwrap();
+    assert!((avg - fifteen / 15.0).abs() < 1e-12, "{avg}");
+    assert!((avg - 45.555_555_556).abs() < 1e-6); // 683.33 / 15
+    // Not the macro average over the seven splits, which weighs Kubric three times.
+    assert_ne!(report.metric("group_score_macro"), Some(avg));
+    assert!(report.metric("text_score_ag").is_none(), "single-split subsets are the split's own numbers");
+
+    // The paper's CLIP ViT-B/32 row: its 15 numbers sum to 505.89, so Avg = 33.73.
+    assert!((505.89f64 / 15.0 - 33.726).abs() < 1e-3);
+
+    // A missing subset leaves the average out rather than averaging fewer numbers.
+    let without_sd: Vec<ItemView<'_>> = views[..views.len() - 1].to_vec();
+    let mut fewer = ScoreTensor::new();
+    for i in 0..without_sd.len() {
+        fewer.push(2, 2, scores.item(i).values()).unwrap();
+    }
+    let report = evaluate(summary, &fewer, &without_sd).unwrap();
+    assert!(report.metric("paper_avg").is_none());
+    assert!(report.metric("group_score_kubric").is_some());
+}
+
+/// `--ties first` on choice items: the label wins when it is numpy's argmax, the first of the
+/// top-scoring candidates; strict counts every tie for the top as a miss.
+#[test]
+fn ties_first_reproduces_argmax_on_choice_items() {
+    use benchctl_scoring::metrics::{choice::argmax_matches, Ties};
+    let label = |l: usize, scores: &[f32]| scores.iter().enumerate().map(|(c, s)| (*s, c == l)).collect::<Vec<_>>();
+    assert!(argmax_matches(label(0, &[0.5, 0.5, 0.1]).into_iter()), "first of tied candidates");
+    assert!(!argmax_matches(label(1, &[0.5, 0.5, 0.1]).into_iter()), "second of tied candidates");
+    assert!(argmax_matches(label(2, &[0.1, 0.2, 0.3]).into_iter()));
+    assert!(argmax_matches(label(0, &[f32::NAN, 0.2]).into_iter()), "numpy's argmax lands on the first NaN");
+    assert!(!argmax_matches(label(1, &[f32::NAN, 0.2]).into_iter()));
+
+    let i2t = Truth::new(1, 3, vec![true, false, false]).unwrap();
+    let t2i = Truth::new(3, 1, vec![false, true, false]).unwrap();
+    let none: Tags = Vec::new();
+    let mut scores = ScoreTensor::new();
+    scores.push(1, 3, &[0.5, 0.5, 0.1]).unwrap(); // label 0 tied with 1: argmax 0, a hit under first
+    scores.push(3, 1, &[0.7, 0.7, 0.1]).unwrap(); // label 1 tied with 0: argmax 0, a miss either way
+    scores.push(3, 1, &[0.2, 0.7, 0.7]).unwrap(); // label 1 tied with 2: argmax 1, a hit under first
+    let views = [ItemView { truth: &i2t, tags: &none }, ItemView { truth: &t2i, tags: &none }, ItemView { truth: &t2i, tags: &none }];
+    let strict = evaluate(Summary::of(MetricFamily::Choice), &scores, &views).unwrap();
+    assert_eq!((strict.metric("i2t_accuracy"), strict.metric("t2i_accuracy")), (Some(0.0), Some(0.0)));
+    let first = evaluate(Summary { ties: Ties::First, ..Summary::of(MetricFamily::Choice) }, &scores, &views).unwrap();
+    assert_eq!((first.metric("i2t_accuracy"), first.metric("t2i_accuracy")), (Some(100.0), Some(50.0)));
+
+    // Families whose official code is strict refuse the rule rather than reward candidate order.
+    let truth = Truth::diagonal(2);
+    let mut wino_scores = ScoreTensor::new();
+    wino_scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
+    let err = evaluate(Summary { ties: Ties::First, ..Summary::of(MetricFamily::Group) }, &wino_scores, &[ItemView { truth: &truth, tags: &none }]).unwrap_err();
+    assert!(err.to_string().contains("official code compares strictly"), "{err}");
+}

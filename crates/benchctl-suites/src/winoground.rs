@@ -12,7 +12,7 @@
 //!   there is no `examples.jsonl`, from `data/` or the data directory itself.
 //!
 //! Each example is one 2×2 item: image k matches caption k. `tag` and `secondary_tag` may
-//! hold several comma-separated values (66 and 28 of the 400 examples): both are split, and
+//! hold several comma-separated values (66 and 16 of the 400 examples): both are split, and
 //! an item counts in the breakdown of each of its values.
 
 use std::path::{Path, PathBuf};

@@ -38,3 +38,21 @@ fn bad_labels_and_missing_files_are_named() {
     assert_eq!(err.kind(), ErrorKind::MissingData);
     assert!(err.to_string().contains("existence/text2image.json"), "{err}");
 }
+
+/// SPEC ships one `data.zip`; unzipped, its subset folders may sit in a single wrapper folder
+/// above them (what `zipfile.extractall` of the README's recipe gives).
+#[test]
+fn the_subsets_may_sit_in_the_folder_data_zip_unpacks_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let (i2t, t2i) = spec_layout(&dir.path().join("data"), &spec::SUBSETS, 2);
+    let suite = find("spec").unwrap().load(dir.path()).unwrap();
+    assert_eq!(suite.items.len(), i2t + t2i);
+    assert!(suite.missing_images().is_empty());
+    assert!(suite.annotation_files[0].starts_with(dir.path().join("data/absolute_size")));
+
+    // Two folders side by side are ambiguous: the first missing subset is named where expected.
+    std::fs::create_dir_all(dir.path().join("other")).unwrap();
+    let err = find("spec").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MissingData);
+    assert!(err.to_string().contains(&dir.path().join("absolute_size").display().to_string()), "{err}");
+}

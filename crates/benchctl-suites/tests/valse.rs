@@ -23,14 +23,24 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
     ]);
     assert_eq!(per_piece, expected);
     // Every item is one image with [caption, foil], the caption matching, and its image
-    // under the folder of its source.
+    // expected in the folder its source's archive extracts to: coreference-standard's VisDial
+    // records in COCO's train2014/ and val2014/, coreference-hard's in VisualDialog_val2018/.
+    let mut folders: BTreeMap<(&str, String), usize> = BTreeMap::new();
     for item in &suite.items {
         assert_eq!((item.images.len(), item.texts.len()), (1, 2));
         assert!(item.truth.is_match(0, 0) && !item.truth.is_match(0, 1));
         let path = item.images[0].path();
         assert!(matches!(item.images[0], ImageSource::File(_)));
-        assert!(path.starts_with(dir.join("images").join(&item.tags[1].1[0])), "{}", path.display());
+        let folder = path.strip_prefix(dir.join("images")).unwrap().parent().unwrap().display().to_string();
+        *folders.entry((item.tags[0].1[0].as_str(), folder)).or_default() += 1;
     }
+    let coreference: Vec<_> = folders.iter().filter(|((p, _), _)| p.starts_with("coreference")).collect();
+    assert_eq!(
+        coreference.iter().map(|((p, f), _)| (*p, f.as_str())).collect::<Vec<_>>(),
+        [("coreference-hard", "VisualDialog_val2018"), ("coreference-standard", "train2014"), ("coreference-standard", "val2014")]
+    );
+    assert_eq!(folders[&("foil-it", "val2014".to_string())], 943);
+    assert_eq!(folders[&("plurals", "val2017".to_string())], 851);
     assert_eq!(suite.annotation_files.len(), 11);
 }
 

@@ -36,6 +36,11 @@ fn loads_all_400_real_examples_with_their_tags() {
     let secondary = count(&suite, "secondary_tag");
     assert_eq!(secondary["Symbolic"], 28 + 3 + 5 + 5);
     assert_eq!(secondary["Series"], 23 + 1 + 2 + 5);
+    // The fine `tag` is comma-separated in 66 examples ("Negation, Scope"): split likewise.
+    assert_eq!(suite.items.iter().filter(|i| i.tags.iter().any(|(k, v)| k == "tag" && v.len() > 1)).count(), 66);
+    let tags = count(&suite, "tag");
+    assert_eq!((tags.len(), tags["Scope"], tags["Noun Phrase"]), (39, 41, 34));
+    assert!(tags.keys().all(|t| !t.contains(',')));
     // Item 219 keeps its quotes, and its images resolve to images/ex_219_img_k.png.
     let item = suite.items.iter().find(|i| i.id == "219").unwrap();
     assert_eq!(item.texts[0], r#"It starts with "A" and ends with "Z""#);
@@ -137,4 +142,44 @@ fn missing_and_corrupt_images_are_named() {
     assert!(err.to_string().contains("ex_0_img_0.png"), "{err}");
     let err = suite.items[0].images[1].load_rgb().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::MissingImage);
+}
+
+fn hub_fixture(form: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/winoground-hub").join(form)
+}
+
+/// The two hub forms written by the `datasets` library (`scripts/gen_winoground_parquet.py`):
+/// the main branch's `data/test-*.parquet` with the PNGs embedded (as `datasets` writes it, and
+/// snappy-compressed in two row groups), and the earlier `examples.jsonl` + `images/`. All
+/// three give the same items, tags and pixels.
+#[test]
+fn parquet_and_jsonl_releases_give_the_same_items() {
+    let load = |form: &str| find("winoground").unwrap().load(&hub_fixture(form)).unwrap();
+    let (jsonl, parquet, snappy) = (load("jsonl"), load("parquet"), load("snappy"));
+    assert_eq!(jsonl.items.len(), 4);
+    assert_eq!(parquet.annotation_files, [hub_fixture("parquet").join("data/test-00000-of-00001.parquet")]);
+    for other in [&parquet, &snappy] {
+        assert!(other.missing_images().is_empty());
+        for (a, b) in jsonl.items.iter().zip(&other.items) {
+            assert_eq!((&a.id, &a.texts, &a.tags), (&b.id, &b.texts, &b.tags));
+            assert!(matches!(&b.images[0], ImageSource::Embedded(e) if e.name == format!("ex_{}_img_0", b.id)));
+            for (x, y) in a.images.iter().zip(&b.images) {
+                assert_eq!(x.load_rgb().unwrap(), y.load_rgb().unwrap(), "item {}", a.id);
+            }
+        }
+    }
+    assert_eq!(jsonl.items[1].tags[3], ("tag".to_string(), vec!["Noun".to_string(), "Verb-Transitive".to_string()]));
+    assert_eq!(jsonl.items[1].tags[1], ("num_main_preds".to_string(), vec!["1".to_string()]));
+}
+
+#[test]
+fn a_broken_parquet_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let file = dir.path().join("data/test-00000-of-00001.parquet");
+    let bytes = std::fs::read(hub_fixture("snappy").join("data/test-00000-of-00001.parquet")).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let err = find("winoground").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    assert!(err.to_string().contains(&file.display().to_string()), "{err}");
 }

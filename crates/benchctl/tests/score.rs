@@ -196,3 +196,41 @@ fn a_piece_without_valid_records_is_left_out_of_the_averages() {
     let mean = pieces.values().map(|g| g["acc_r"].as_f64().unwrap()).sum::<f64>() / 10.0;
     assert!((run["report"]["metrics"]["acc_r_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
 }
+
+/// `--ties first` reproduces SPEC's official `argmax`: a label tied for the top with a later
+/// candidate is a hit, with an earlier one a miss; strict counts both as misses. The rule is
+/// reported in the printed run.
+#[test]
+fn spec_ties_first_reproduces_the_official_argmax() {
+    let data = tempfile::tempdir().unwrap();
+    benchctl_testkit::spec_layout(data.path(), &spec::SUBSETS, 3);
+    let results = tempfile::tempdir().unwrap();
+    let (_, dump) = eval("spec", data.path(), results.path(), &[]);
+    // Every candidate of every item at the same score: argmax is candidate 0.
+    let mut tied = String::new();
+    let mut label_first = [0usize; 2];
+    let mut counts = [0usize; 2];
+    let suite = benchctl_suites::find("spec").unwrap().load(data.path()).unwrap();
+    for (line, item) in std::fs::read_to_string(&dump).unwrap().lines().zip(&suite.items) {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (k, l) = (item.images.len(), item.texts.len());
+        v["scores"] = serde_json::json!(vec![vec![0.25; l]; k]);
+        tied.push_str(&format!("{v}\n"));
+        let direction = usize::from(k > 1);
+        counts[direction] += 1;
+        label_first[direction] += usize::from(item.truth.is_match(0, 0));
+    }
+    let file = results.path().join("tied.jsonl");
+    std::fs::write(&file, tied).unwrap();
+    let strict = score("spec", data.path(), &file, &[]);
+    assert_eq!(strict["metrics"]["i2t_accuracy"], 0.0);
+    let first = score("spec", data.path(), &file, &["--ties", "first"]);
+    let pct = |d: usize| 100.0 * label_first[d] as f64 / counts[d] as f64;
+    assert!((first["metrics"]["i2t_accuracy"].as_f64().unwrap() - pct(0)).abs() < 1e-9);
+    assert!((first["metrics"]["t2i_accuracy"].as_f64().unwrap() - pct(1)).abs() < 1e-9);
+    assert!(pct(0) > 0.0 && pct(0) < 100.0, "the fixture has labels first and not first");
+
+    let (_, run, out) = common::eval_tiny("spec", data.path(), results.path(), &["--ties", "first"]);
+    assert_eq!(run["suite"]["ties"], "first");
+    assert!(stdout(&out).contains("ties: first (the first of tied candidates wins"), "{}", stdout(&out));
+}
