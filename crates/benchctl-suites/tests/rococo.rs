@@ -78,3 +78,28 @@ fn mix_and_patch_follow_their_definitions() {
     // Sides × √0.25 = ½: a 10 × 5 black rectangle, a quarter of the image.
     assert_eq!(out.pixels().filter(|p| p.0 == [0, 0, 0]).count(), 50);
 }
+
+/// BLIP's `pre_caption`, as its own code computes it (`scripts/gen_pre_caption_fixture.py`
+/// runs the function from RoCOCO's copy of BLIP): punctuation, whitespace runs, Unicode
+/// lower-casing, truncation to 30 (and 5) words.
+#[test]
+fn pre_caption_matches_blips_own_function() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/blip_pre_caption.json");
+    let cases: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(cases.len(), 20);
+    for case in cases {
+        let (caption, max_words) = (case["caption"].as_str().unwrap(), case["max_words"].as_u64().unwrap() as usize);
+        assert_eq!(rococo::pre_caption(caption, max_words), case["expected"].as_str().unwrap(), "{caption:?} ({max_words} words)");
+    }
+}
+
+/// `mix_images.py` saves under `<data_path>/<method>_<str(lam)>/`.
+#[test]
+fn release_folders_are_named_as_mix_images_names_them() {
+    use benchctl_suites::rococo::altered::Method;
+    assert_eq!(rococo::python_float(900), "0.9");
+    assert_eq!(rococo::python_float(850), "0.85");
+    assert_eq!(rococo::python_float(1000), "1.0");
+    assert_eq!(rococo::python_float(5), "0.005");
+    assert_eq!(rococo::release_folder(std::path::Path::new("images"), Method::Patch, 800), std::path::Path::new("images/patch_0.8"));
+}

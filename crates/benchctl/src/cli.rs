@@ -88,7 +88,18 @@ pub struct EvalArgs {
     /// RoCOCO only: the share λ of the original image kept, in thousandths (900 = 0.9).
     #[arg(long, value_delimiter = ',', default_values_t = [900u16, 800], value_parser = clap::value_parser!(u16).range(0..=1000))]
     pub rococo_lambdas: Vec<u16>,
-    /// RoCOCO only: seeds of the altered galleries; results are averaged over them.
+    /// RoCOCO only: where the visually altered images come from. `auto` reads the folders
+    /// RoCOCO's `mix_images.py` writes (`images/<method>_<λ>/`, e.g. `images/mix_0.9/`) where
+    /// they exist and generates the others; `release` requires those folders; `generate`
+    /// always makes them in process (seeded, see `--rococo-seeds`).
+    #[arg(long, value_enum, default_value_t = AlteredSourceArg::Auto)]
+    pub rococo_altered: AlteredSourceArg,
+    /// RoCOCO only: caption normalisation. `auto` applies BLIP's `pre_caption` (30 words) when
+    /// a BLIP model is evaluated, as BLIP's own COCO retrieval evaluation does, and nothing
+    /// otherwise; `blip` and `none` force it on or off.
+    #[arg(long, value_enum, default_value_t = CaptionNormalisationArg::Auto)]
+    pub caption_normalisation: CaptionNormalisationArg,
+    /// RoCOCO only: seeds of the generated altered galleries; results are averaged over them.
     #[arg(long, value_delimiter = ',', default_values_t = [0u64, 1, 2])]
     pub rococo_seeds: Vec<u64>,
     /// Retrieval suites with a fusion model (BLIP ITM): candidates per query that its
@@ -120,6 +131,22 @@ impl From<TiesArg> for benchctl_scoring::metrics::Ties {
             TiesArg::First => benchctl_scoring::metrics::Ties::First,
         }
     }
+}
+
+/// `--rococo-altered`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlteredSourceArg {
+    Auto,
+    Release,
+    Generate,
+}
+
+/// `--caption-normalisation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CaptionNormalisationArg {
+    Auto,
+    None,
+    Blip,
 }
 
 /// RoCOCO's image alterations.

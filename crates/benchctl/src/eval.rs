@@ -24,7 +24,7 @@ use crate::{Error, ErrorKind, Result};
 /// and in the embedding cache; its weights are read only by [`ResolvedModel::load`].
 pub struct ResolvedModel {
     files: ModelFiles,
-    architecture: Architecture,
+    pub architecture: Architecture,
     head: ScoreHead,
     dtype: DType,
     device: Device,
@@ -351,6 +351,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
             ties: suite.summary.ties.name().to_string(),
             incomplete: full_suite.incomplete.clone(),
             altered_images: None,
+            caption_normalisation: None,
         },
         batch_size: batch,
         counts,

@@ -101,6 +101,7 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
             ties: base.suite.ties.clone(),
             incomplete: suite.incomplete.clone(),
             altered_images: None,
+            caption_normalisation: None,
         },
         batch_size: base.batch_size,
         counts,

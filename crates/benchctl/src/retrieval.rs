@@ -24,7 +24,8 @@ use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
 use serde_json::json;
 
-use crate::cli::{AlterMethod, EvalArgs};
+use crate::cli::{AlterMethod, AlteredSourceArg, CaptionNormalisationArg, EvalArgs};
+use benchctl_models::registry::Architecture;
 use crate::eval::{encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by, Counts, Encoder, Evaluation};
 use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
@@ -190,7 +191,7 @@ fn image_to_text(
 pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let started = Instant::now();
     let started_at = results::now_rfc3339();
-    let data = rococo::load(data_dir)?;
+    let mut data = rococo::load(data_dir)?;
     let missing: Vec<String> =
         data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
     if !missing.is_empty() {
@@ -199,6 +200,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
     let batch = args.batch_size as usize;
     let mut cache = resolved.cache(args.no_cache)?;
+    let caption_normalisation = normalise_captions(&mut data, args.caption_normalisation, resolved.architecture);
 
     // Every input and its cache key: each caption of every gallery once, the test images, and
     // each altered gallery's images.
@@ -209,12 +211,22 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
     let source_keys = image_keys(&sources.iter().collect::<Vec<_>>())?;
     let mut altered_galleries: Vec<(String, Vec<ImageSource>, Vec<crate::cache::Key>)> = Vec::new();
+    let (mut from_release, mut generated) = (Vec::new(), Vec::new());
     for &method in &args.rococo_methods {
         let method = match method {
             AlterMethod::Mix => altered::Method::Mix,
             AlterMethod::Patch => altered::Method::Patch,
         };
         for &lambda in &args.rococo_lambdas {
+            let folder = rococo::release_folder(&data_dir.join("images"), method, lambda);
+            if args.rococo_altered == AlteredSourceArg::Release || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir()) {
+                let altered_sources = release_gallery(&data, &folder)?;
+                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>())?;
+                altered_galleries.push((format!("{}{}_seedrelease", method.name(), lambda / 10), altered_sources, keys));
+                from_release.push(folder.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+                continue;
+            }
+            generated.push(format!("{}_{}", method.name(), rococo::python_float(lambda)));
             for &seed in &args.rococo_seeds {
                 let altered_sources: Vec<ImageSource> = altered::gallery(n, method, lambda, seed)?
                     .iter()
@@ -316,7 +328,8 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             items: n,
             ties: "strict".into(),
             incomplete: Vec::new(),
-            altered_images: None,
+            altered_images: Some(altered_record(&from_release, &generated, &args.rococo_seeds)),
+            caption_normalisation,
         },
         batch_size: batch,
         counts,
@@ -329,6 +342,62 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         shard: None,
     };
     Ok(Evaluation { run, dump, scored: None })
+}
+
+/// BLIP's `pre_caption` on every caption when asked, or (`auto`) when a BLIP model is
+/// evaluated; returns what was applied, for the run record.
+fn normalise_captions(data: &mut rococo::Rococo, asked: CaptionNormalisationArg, architecture: Architecture) -> Option<String> {
+    let apply = match asked {
+        CaptionNormalisationArg::Blip => true,
+        CaptionNormalisationArg::None => false,
+        CaptionNormalisationArg::Auto => architecture == Architecture::Blip,
+    };
+    if !apply {
+        return None;
+    }
+    for gallery in std::iter::once(&mut data.clean).chain(&mut data.caption_sets) {
+        for caption in &mut gallery.captions {
+            *caption = rococo::pre_caption(caption, rococo::BLIP_MAX_WORDS);
+        }
+    }
+    Some(format!("blip (pre_caption, {} words)", rococo::BLIP_MAX_WORDS))
+}
+
+/// The altered gallery `mix_images.py` wrote into `folder`: one image per test image, under
+/// its file name. Every one must be there.
+fn release_gallery(data: &rococo::Rococo, folder: &Path) -> Result<Vec<ImageSource>> {
+    let sources: Vec<ImageSource> = data
+        .images
+        .iter()
+        .map(|image| ImageSource::File(folder.join(image.file_name().unwrap_or_default())))
+        .collect();
+    let missing: Vec<String> = sources.iter().filter(|s| !s.path().is_file()).take(3).map(|s| s.path().display().to_string()).collect();
+    if !missing.is_empty() {
+        let count = sources.iter().filter(|s| !s.path().is_file()).count();
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!(
+                "find the altered images of {} ({count} of {} missing, e.g. {}): make them with RoCOCO's mix_images.py, or pass --rococo-altered generate",
+                folder.display(),
+                sources.len(),
+                missing.join(", ")
+            ),
+        ));
+    }
+    Ok(sources)
+}
+
+/// Where a run's altered images came from, in words for the run record.
+fn altered_record(from_release: &[String], generated: &[String], seeds: &[u64]) -> String {
+    let mut parts = Vec::new();
+    if !from_release.is_empty() {
+        parts.push(format!("release folders {} (mix_images.py)", from_release.join(", ")));
+    }
+    if !generated.is_empty() {
+        let seeds: Vec<String> = seeds.iter().map(u64::to_string).collect();
+        parts.push(format!("generated by benchctl for {} (seeds {})", generated.join(", "), seeds.join(", ")));
+    }
+    parts.join("; ")
 }
 
 /// SHA-256 (hex) of the RoCOCO data as loaded: image paths (relative to the data
@@ -357,31 +426,35 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     let find = |name: &str, direction: &str| results.iter().find(|r| r.name == name && r.direction == direction);
     let summary = |r: &GalleryResult| retrieval::summarise(&r.outcomes).map_err(Error::from);
     let mut metrics: Vec<(String, f64)> = Vec::new();
-    let mut push = |prefix: &str, s: &RetrievalScores, clean_r1: Option<f64>| {
+    fn push(metrics: &mut Vec<(String, f64)>, prefix: &str, s: &RetrievalScores, clean_r1: Option<f64>) {
         metrics.push((format!("{prefix}_r1"), s.r1));
         metrics.push((format!("{prefix}_r5"), s.r5));
         metrics.push((format!("{prefix}_r10"), s.r10));
+        metrics.push((format!("{prefix}_r_mean"), s.r_mean));
+        metrics.push((format!("{prefix}_medr"), s.medr));
         if let Some(clean) = clean_r1 {
             metrics.push((format!("{prefix}_rsms"), s.rsms));
             if let Some(drop) = retrieval::drop_rate(clean, s.r1) {
                 metrics.push((format!("{prefix}_drop"), drop));
             }
         }
-    };
+    }
     let clean = |direction: &str| {
         find("clean", direction)
             .ok_or_else(|| Error::new(ErrorKind::Compute, format!("report rococo: the clean {direction} gallery was not scored")))
             .and_then(summary)
     };
     let (clean_i2t, clean_t2i) = (clean("i2t")?, clean("t2i")?);
-    push("clean_i2t", &clean_i2t, None);
-    push("clean_t2i", &clean_t2i, None);
+    push(&mut metrics, "clean_i2t", &clean_i2t, None);
+    push(&mut metrics, "clean_t2i", &clean_t2i, None);
+    let rsum = clean_i2t.r1 + clean_i2t.r5 + clean_i2t.r10 + clean_t2i.r1 + clean_t2i.r5 + clean_t2i.r10;
+    metrics.push(("clean_rsum".into(), rsum));
     let mut i2t_r1 = Vec::new();
     for set in rococo::CAPTION_SETS {
         if let Some(r) = find(set, "i2t") {
             let s = summary(r)?;
             i2t_r1.push(s.r1);
-            push(&format!("{set}_i2t"), &s, Some(clean_i2t.r1));
+            push(&mut metrics, &format!("{set}_i2t"), &s, Some(clean_i2t.r1));
         }
     }
     // Altered image galleries `<method><λ/10>_seed<s>`, averaged over seeds, in the order
@@ -401,9 +474,16 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
         let per_seed = members.iter().map(|r| summary(r)).collect::<Result<Vec<_>>>()?;
         let k = per_seed.len() as f64;
         let mean = |f: fn(&RetrievalScores) -> f64| per_seed.iter().map(f).sum::<f64>() / k;
-        let s = RetrievalScores { r1: mean(|s| s.r1), r5: mean(|s| s.r5), r10: mean(|s| s.r10), rsms: mean(|s| s.rsms) };
+        let s = RetrievalScores {
+            r1: mean(|s| s.r1),
+            r5: mean(|s| s.r5),
+            r10: mean(|s| s.r10),
+            r_mean: mean(|s| s.r_mean),
+            medr: mean(|s| s.medr),
+            rsms: mean(|s| s.rsms),
+        };
         t2i_r1.push(s.r1);
-        push(&format!("{group}_t2i"), &s, Some(clean_t2i.r1));
+        push(&mut metrics, &format!("{group}_t2i"), &s, Some(clean_t2i.r1));
     }
     for (name, values) in [("i2t_r1_altered_mean", &i2t_r1), ("t2i_r1_altered_mean", &t2i_r1)] {
         if !values.is_empty() {

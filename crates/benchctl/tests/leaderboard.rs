@@ -24,7 +24,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             device: "cpu".into(),
             score: None,
         },
-        suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400, ties: "strict".into(), incomplete: Vec::new(), altered_images: None },
+        suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400, ties: "strict".into(), incomplete: Vec::new(), altered_images: None, caption_normalisation: None },
         batch_size: 32,
         counts: Counts::default(),
         timings: Timings { load_model_s: 1.0, encode_images_s: 2.0, encode_texts_s: 0.5, score_s: 0.01, total_s: 3.6 },

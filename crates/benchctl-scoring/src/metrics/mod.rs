@@ -26,10 +26,11 @@ pub enum MetricFamily {
     Equivariance,
 }
 
-/// Whether a larger value of this reported metric is better (false for diagnostics such as
-/// the EqSim deviation, where lower is better).
+/// Whether a larger value of this reported metric is better: false for the EqSim deviation,
+/// and for retrieval's median rank, drop rate and RSMS (the share of queries whose top-1 is
+/// an altered sample).
 pub fn higher_is_better(metric: &str) -> bool {
-    !metric.starts_with("eqsim_deviation")
+    !(metric.starts_with("eqsim_deviation") || ["_medr", "_drop", "_rsms"].iter().any(|s| metric.ends_with(s)))
 }
 
 /// How per-item values of a metric are summarised.

@@ -11,7 +11,11 @@
 //!   other candidate (ties again against the model).
 //!
 //! R@k is the share of queries with rank < k; RSMS the share whose top-1 is altered; the
-//! drop rate compares R@1 on an altered gallery with R@1 on the clean one.
+//! drop rate compares R@1 on an altered gallery with R@1 on the clean one. As the official
+//! evaluation code (BLIP's `itm_eval`, kept in RoCOCO's `eval_*.py`) also reports: `r_mean`,
+//! the mean of R@1, R@5 and R@10 (`txt_r_mean` / `img_r_mean`), and MedR,
+//! `floor(median(rank)) + 1` with numpy's median (ViLEM, CVPR 2023, reports it with rsum, the
+//! sum of R@1/5/10 over both directions).
 
 use crate::{Error, Result};
 
@@ -102,13 +106,28 @@ fn scan(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
     scan_generic(scores, altered, threshold)
 }
 
-/// R@1, R@5, R@10 and RSMS of a set of queries, as percentages.
+/// R@1, R@5, R@10, their mean and RSMS of a set of queries, as percentages, and the median
+/// rank (1-based).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetrievalScores {
     pub r1: f64,
     pub r5: f64,
     pub r10: f64,
+    pub r_mean: f64,
+    pub medr: f64,
     pub rsms: f64,
+}
+
+/// `floor(median(ranks)) + 1`, numpy's median averaging the two middle ranks of an even count.
+pub fn median_rank(ranks: &[usize]) -> f64 {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    let n = sorted.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let median = if n % 2 == 1 { sorted[n / 2] as f64 } else { (sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2.0 };
+    median.floor() + 1.0
 }
 
 /// Summarises query outcomes.
@@ -117,10 +136,14 @@ pub fn summarise(outcomes: &[QueryOutcome]) -> Result<RetrievalScores> {
         return Err(Error::new("there are no queries to score"));
     }
     let pct = |f: &dyn Fn(&QueryOutcome) -> bool| 100.0 * outcomes.iter().filter(|o| f(o)).count() as f64 / outcomes.len() as f64;
+    let (r1, r5, r10) = (pct(&|o| o.rank < 1), pct(&|o| o.rank < 5), pct(&|o| o.rank < 10));
+    let ranks: Vec<usize> = outcomes.iter().map(|o| o.rank).collect();
     Ok(RetrievalScores {
-        r1: pct(&|o| o.rank < 1),
-        r5: pct(&|o| o.rank < 5),
-        r10: pct(&|o| o.rank < 10),
+        r1,
+        r5,
+        r10,
+        r_mean: (r1 + r5 + r10) / 3.0,
+        medr: median_rank(&ranks),
         rsms: pct(&|o| o.top1_altered),
     })
 }

@@ -131,3 +131,55 @@ pub fn load(data_dir: &Path) -> Result<Rococo> {
         .collect::<Result<Vec<_>>>()?;
     Ok(Rococo { images, clean, caption_sets })
 }
+
+/// The folder RoCOCO's `mix_images.py` writes a method's altered images to:
+/// `<COCO image root>/<method>_<λ>/`, λ printed as Python prints the float (`mix_0.9`,
+/// `patch_0.85`), each image under its test image's file name.
+pub fn release_folder(image_root: &Path, method: altered::Method, lambda_milli: u16) -> PathBuf {
+    image_root.join(format!("{}_{}", method.name(), python_float(lambda_milli)))
+}
+
+/// λ in thousandths as Python's `str(float)`: `900` → `0.9`, `1000` → `1.0`, `850` → `0.85`.
+pub fn python_float(milli: u16) -> String {
+    let (whole, frac) = (milli / 1000, milli % 1000);
+    let digits = format!("{frac:03}");
+    let trimmed = digits.trim_end_matches('0');
+    format!("{whole}.{}", if trimmed.is_empty() { "0" } else { trimmed })
+}
+
+/// BLIP's caption normalisation (`pre_caption` in BLIP's `data/utils.py`, which its COCO
+/// retrieval evaluation applies with `max_words=30`): lower-case; each of `.!"()*#:;~`
+/// becomes a space; every run of two or more whitespace characters becomes one space;
+/// trailing newlines and surrounding spaces are stripped; then at most `max_words` words
+/// separated by single spaces are kept.
+pub fn pre_caption(caption: &str, max_words: usize) -> String {
+    let replaced: String =
+        caption.to_lowercase().chars().map(|c| if ".!\"()*#:;~".contains(c) { ' ' } else { c }).collect();
+    let mut collapsed = String::with_capacity(replaced.len());
+    let chars: Vec<char> = replaced.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i].is_whitespace() {
+            let run = chars[i..].iter().take_while(|c| c.is_whitespace()).count();
+            if run >= 2 {
+                collapsed.push(' ');
+            } else {
+                collapsed.push(chars[i]);
+            }
+            i += run;
+        } else {
+            collapsed.push(chars[i]);
+            i += 1;
+        }
+    }
+    let stripped = collapsed.trim_end_matches('\n').trim_matches(' ');
+    let words: Vec<&str> = stripped.split(' ').collect();
+    if words.len() > max_words {
+        words[..max_words].join(" ")
+    } else {
+        stripped.to_string()
+    }
+}
+
+/// The words BLIP's COCO retrieval evaluation keeps per caption.
+pub const BLIP_MAX_WORDS: usize = 30;
