@@ -1,5 +1,5 @@
 //! Ranking a whole retrieval gallery from embeddings: every query's [`QueryOutcome`],
-//! exactly what [`query_outcome`] gives for the row of [`dot`] scores, without computing most
+//! exactly what [`query_outcome_with`] gives for the row of [`dot`] scores, without computing most
 //! of those fp32 scores. This is the one place in the crate that reads embeddings rather
 //! than scores; it exists because RoCOCO's galleries are too big to score in fp32.
 //!
@@ -27,7 +27,8 @@
 
 use rayon::prelude::*;
 
-use crate::metrics::retrieval::{query_outcome, QueryOutcome};
+use crate::metrics::retrieval::{query_outcome_with, QueryOutcome};
+use crate::metrics::Ties;
 use crate::{Error, Result};
 
 /// Partial sums of the reference dot product, one per residue of the dimension mod 64 (four
@@ -302,6 +303,10 @@ struct QueryState {
     /// may be.
     margin: f64,
     at_or_above: usize,
+    /// The lowest index among the matches scoring `threshold`, and (with [`Ties::First`]) how
+    /// many candidates after it score exactly `threshold`.
+    first_match: usize,
+    tied_after: usize,
     /// Per class (not altered, altered): best approximate score, the cut below which a
     /// candidate cannot be the class's best, and the candidates above the cut when seen.
     best: [f32; 2],
@@ -310,9 +315,10 @@ struct QueryState {
 }
 
 impl QueryState {
-    /// A candidate inside the band: its `dot` score decides.
-    fn in_band(&mut self, exact: f32) {
+    /// A candidate `j` inside the band: its `dot` score decides.
+    fn in_band(&mut self, exact: f32, j: usize) {
         self.at_or_above += (exact >= self.threshold) as usize;
+        self.tied_after += (exact == self.threshold && j > self.first_match) as usize;
     }
 
     /// A candidate at or above the lower of the two classes' cuts.
@@ -331,13 +337,20 @@ impl QueryState {
         self.contenders[class].push((j as u32, approx));
     }
 
-    /// The `dot` score of the class's best candidate (−∞ for an empty class).
-    fn best_exact(&self, class: usize, exact: impl Fn(usize) -> f32) -> f32 {
+    /// The `dot` score of the class's best candidate (−∞ for an empty class) and the lowest
+    /// index holding it (every candidate tied at the class's best is among the contenders).
+    fn best_exact(&self, class: usize, exact: impl Fn(usize) -> f32) -> (f32, usize) {
         self.contenders[class]
             .iter()
             .filter(|&&(_, a)| a >= self.cut[class])
-            .map(|&(j, _)| exact(j as usize))
-            .fold(f32::NEG_INFINITY, f32::max)
+            .map(|&(j, _)| (exact(j as usize), j as usize))
+            .fold((f32::NEG_INFINITY, usize::MAX), |best, (s, j)| {
+                if s > best.0 || (s == best.0 && j < best.1) {
+                    (s, j)
+                } else {
+                    best
+                }
+            })
     }
 }
 
@@ -427,13 +440,14 @@ fn lanes(mut mask: u32) -> impl Iterator<Item = usize> {
 /// Every query's outcome against the whole gallery: `queries` and `gallery` are row-major
 /// embeddings of width `dim`; `matches(q)` lists query q's matching gallery rows; `altered[c]`
 /// tells which gallery rows are altered samples (an empty slice: none are). The same as
-/// [`query_outcome`] on the row of [`dot`] scores of each query, computed on all cores.
+/// [`query_outcome_with`] on the row of [`dot`] scores of each query, computed on all cores.
 pub fn rank_gallery(
     queries: &[f32],
     gallery: &[f32],
     dim: usize,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
+    ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     rank_with(
         (dot_kernel(), tile_kernel(), classify_kernel()),
@@ -442,6 +456,7 @@ pub fn rank_gallery(
         dim,
         matches,
         altered,
+        ties,
     )
 }
 
@@ -454,6 +469,7 @@ pub fn rank_gallery_portable(
     dim: usize,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
+    ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     rank_with(
         (dot_generic, tile_generic, classify_generic),
@@ -462,6 +478,7 @@ pub fn rank_gallery_portable(
         dim,
         matches,
         altered,
+        ties,
     )
 }
 
@@ -476,6 +493,7 @@ fn rank_with(
     dim: usize,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
+    ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     if dim == 0 || !queries.len().is_multiple_of(dim) || !gallery.len().is_multiple_of(dim) {
         return Err(Error::new(format!(
@@ -494,7 +512,7 @@ fn rank_with(
     if n_gallery == 0 {
         // Nothing to rank against: the row-wise definition says what that means.
         return (0..n_queries)
-            .map(|q| query_outcome(&[], &matches(q), altered))
+            .map(|q| query_outcome_with(&[], &matches(q), altered, ties))
             .collect();
     }
     let (q, g) = (
@@ -513,6 +531,7 @@ fn rank_with(
         let count = TASK_QUERIES.min(n_queries - first);
         let mut states = Vec::with_capacity(count);
         let mut matched = Vec::with_capacity(count);
+        let mut matches_tied_after = Vec::with_capacity(count);
         for a in first..first + count {
             let mut these = matches(a);
             if these.is_empty() {
@@ -530,6 +549,7 @@ fn rank_with(
                 .map(|&c| dot(row(queries, dim, a), row(gallery, dim, c)))
                 .collect();
             let threshold = scored.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let first_match = these.iter().zip(&scored).find(|&(_, &s)| s == threshold).map_or(0, |(&c, _)| c);
             // The last two terms cover rounding the norms (f64) and fp32 underflow.
             let bound = (q.norm_approx[a] * g_error
                 + q.norm_error[a] * (g_approx + g_error)
@@ -543,11 +563,14 @@ fn rank_with(
                 band: (f32_down(t - bound), f32_up(t + bound)),
                 margin: 2.0 * bound,
                 at_or_above: 0,
+                first_match,
+                tied_after: 0,
                 best: [f32::NEG_INFINITY; 2],
                 cut: [f32::NEG_INFINITY; 2],
                 contenders: [Vec::new(), Vec::new()],
             });
             matched.push(scored.iter().filter(|&&s| s >= threshold).count());
+            matches_tied_after.push(these.iter().zip(&scored).filter(|&(&c, &s)| c > first_match && s == threshold).count());
         }
         // This task's integers, packed per micro-tile (zero rows pad the last).
         let tiles = count.div_ceil(TILE_QUERIES);
@@ -589,10 +612,10 @@ fn rank_with(
                     );
                     state.at_or_above += found.above.count_ones() as usize;
                     for j in lanes(found.band) {
-                        state.in_band(dot(
-                            row(queries, dim, first + a),
-                            row(gallery, dim, p * PANEL_ROWS + j),
-                        ));
+                        state.in_band(
+                            dot(row(queries, dim, first + a), row(gallery, dim, p * PANEL_ROWS + j)),
+                            p * PANEL_ROWS + j,
+                        );
                     }
                     for j in lanes(found.contend) {
                         let c = p * PANEL_ROWS + j;
@@ -607,13 +630,19 @@ fn rank_with(
         }
         Ok(states
             .iter()
-            .zip(&matched)
+            .zip(matched.iter().zip(&matches_tied_after))
             .enumerate()
-            .map(|(i, (s, &matched))| {
+            .map(|(i, (s, (&matched, &matches_tied_after)))| {
                 let exact = |c: usize| dot(row(queries, dim, first + i), row(gallery, dim, c));
-                QueryOutcome {
-                    rank: s.at_or_above - matched,
-                    top1_altered: s.best_exact(1, exact) >= s.best_exact(0, exact),
+                let ((altered_best, altered_at), (other_best, other_at)) = (s.best_exact(1, exact), s.best_exact(0, exact));
+                match ties {
+                    Ties::Strict => QueryOutcome { rank: s.at_or_above - matched, top1_altered: altered_best >= other_best },
+                    // Tied candidates after the first best match rank behind it; the top-1 is
+                    // the first candidate at the highest score.
+                    Ties::First => QueryOutcome {
+                        rank: s.at_or_above - matched - (s.tied_after - matches_tied_after),
+                        top1_altered: altered_best > other_best || (altered_best == other_best && altered_at < other_at),
+                    },
                 }
             })
             .collect())

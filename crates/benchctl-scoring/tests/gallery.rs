@@ -3,7 +3,8 @@
 //! rows of very different magnitudes, and bad input.
 
 use benchctl_scoring::gallery::{dot, rank_gallery, rank_gallery_portable};
-use benchctl_scoring::metrics::retrieval::{query_outcome, QueryOutcome};
+use benchctl_scoring::metrics::retrieval::{query_outcome, query_outcome_with, QueryOutcome};
+use benchctl_scoring::metrics::Ties;
 use benchctl_scoring::metrics::stats::SplitMix64;
 
 /// Reproducible draws from the crate's own generator.
@@ -41,13 +42,14 @@ fn by_rows(
     dim: usize,
     matches: &dyn Fn(usize) -> Vec<usize>,
     altered: &[bool],
+    ties: Ties,
 ) -> Vec<QueryOutcome> {
     queries
         .chunks_exact(dim)
         .enumerate()
         .map(|(q, a)| {
             let scores: Vec<f32> = gallery.chunks_exact(dim).map(|g| dot(a, g)).collect();
-            query_outcome(&scores, &matches(q), altered).unwrap()
+            query_outcome_with(&scores, &matches(q), altered, ties).unwrap()
         })
         .collect()
 }
@@ -59,14 +61,16 @@ fn check(
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
 ) -> Vec<QueryOutcome> {
-    let fast = rank_gallery(queries, gallery, dim, matches, altered).unwrap();
-    assert_eq!(fast, by_rows(queries, gallery, dim, matches, altered));
-    let portable = rank_gallery_portable(queries, gallery, dim, matches, altered).unwrap();
-    assert_eq!(
-        portable, fast,
-        "the portable kernels give the same outcomes"
-    );
-    fast
+    // Both tie rules: strict (returned) and first (RoCOCO's official argsort ranking).
+    let mut outcomes = Vec::new();
+    for ties in [Ties::Strict, Ties::First] {
+        let fast = rank_gallery(queries, gallery, dim, matches, altered, ties).unwrap();
+        assert_eq!(fast, by_rows(queries, gallery, dim, matches, altered, ties), "{ties:?}");
+        let portable = rank_gallery_portable(queries, gallery, dim, matches, altered, ties).unwrap();
+        assert_eq!(portable, fast, "the portable kernels give the same outcomes ({ties:?})");
+        outcomes.push(fast);
+    }
+    outcomes.swap_remove(0)
 }
 
 #[test]
@@ -225,13 +229,54 @@ fn bad_embeddings_and_matches_are_named() {
     let mut bad = good.clone();
     bad[5] = f32::NAN;
     let err = |r: Result<Vec<QueryOutcome>, benchctl_scoring::Error>| r.unwrap_err().to_string();
-    assert!(err(rank_gallery(&good, &bad, 4, &|_| vec![0], &[])).contains("gallery embedding 1"));
-    assert!(err(rank_gallery(&bad, &good, 4, &|_| vec![0], &[])).contains("query embedding 1"));
-    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![2], &[]))
+    assert!(err(rank_gallery(&good, &bad, 4, &|_| vec![0], &[], Ties::Strict)).contains("gallery embedding 1"));
+    assert!(err(rank_gallery(&bad, &good, 4, &|_| vec![0], &[], Ties::Strict)).contains("query embedding 1"));
+    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![2], &[], Ties::Strict))
         .contains("matching candidate 2 is outside a gallery of 2"));
-    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![], &[]))
+    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![], &[], Ties::Strict))
         .contains("at least one matching candidate"));
-    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![0], &[true]))
+    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![0], &[true], Ties::Strict))
         .contains("1 altered flags for a gallery of 2"));
-    assert!(err(rank_gallery(&good, &good, 3, &|_| vec![0], &[])).contains("rows of width 3"));
+    assert!(err(rank_gallery(&good, &good, 3, &|_| vec![0], &[], Ties::Strict)).contains("rows of width 3"));
+}
+
+/// `--ties first` by hand: a stable descending sort puts tied candidates in index order, so a
+/// non-match tied with the first best match counts against it only when it comes before it,
+/// and the top-1 is the first candidate at the highest score.
+#[test]
+fn ties_first_orders_tied_candidates_by_index() {
+    let first = |scores: &[f32], matches: &[usize], altered: &[bool]| query_outcome_with(scores, matches, altered, Ties::First).unwrap();
+    // Candidates 1 and 3 tie with the match (2) at 0.7: only 1 comes before it.
+    assert_eq!(first(&[0.1, 0.7, 0.7, 0.7, 0.9], &[2], &[]).rank, 2);
+    assert_eq!(query_outcome(&[0.1, 0.7, 0.7, 0.7, 0.9], &[2], &[]).unwrap().rank, 3);
+    // Two matches tied at the top with a non-match between them: the first match leads.
+    assert_eq!(first(&[0.5, 0.9, 0.9, 0.9], &[1, 3], &[]).rank, 0);
+    assert_eq!(query_outcome(&[0.5, 0.9, 0.9, 0.9], &[1, 3], &[]).unwrap().rank, 1);
+    // The top-1 is altered only if the first candidate at the highest score is.
+    let altered = [false, true, false];
+    assert!(!first(&[0.9, 0.9, 0.1], &[2], &altered).top1_altered);
+    assert!(first(&[0.1, 0.9, 0.9], &[0], &altered).top1_altered);
+    assert!(query_outcome(&[0.9, 0.9, 0.1], &[2], &altered).unwrap().top1_altered, "strict: a tie goes to the altered one");
+}
+
+/// Galleries built with exact duplicates (identical rows score identically) rank under
+/// `first` as their score rows do, and differently from strict.
+#[test]
+fn ties_first_on_duplicated_gallery_rows_matches_the_rows() {
+    let mut rng = Rng::new(11);
+    let dim = 64;
+    let base = normalised_rows(&mut rng, 40, dim);
+    // Every row twice: candidates 2i and 2i + 1 are identical; queries are the base rows.
+    let gallery: Vec<f32> = base.chunks_exact(dim).flat_map(|r| r.iter().chain(r.iter()).copied()).collect();
+    let altered: Vec<bool> = (0..80).map(|c| c % 2 == 1).collect();
+    // Query q matches the second copy of its row: the first copy ties with it and comes first.
+    let strict = check(&base, &gallery, dim, &|q| vec![2 * q + 1], &altered);
+    let first = rank_gallery(&base, &gallery, dim, &|q| vec![2 * q + 1], &altered, Ties::First).unwrap();
+    assert!(strict.iter().zip(&first).all(|(s, f)| s.rank == f.rank), "the tied copy comes before the match either way");
+    // Matching the first copy: strict counts the tied second copy, first does not.
+    let strict = check(&base, &gallery, dim, &|q| vec![2 * q], &altered);
+    let first = rank_gallery(&base, &gallery, dim, &|q| vec![2 * q], &altered, Ties::First).unwrap();
+    assert!(strict.iter().zip(&first).all(|(s, f)| s.rank == f.rank + 1));
+    // Top-1: the original (even index) copy under first, the altered copy under strict.
+    assert!(strict.iter().all(|o| o.top1_altered) && first.iter().all(|o| !o.top1_altered));
 }

@@ -353,9 +353,15 @@ fn retrieval(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             &captions,
             &|q| (0..5).map(|k| (q * 10 + k) % 50_010).collect(),
             &i2t_altered,
+            benchctl_scoring::metrics::Ties::Strict,
         )?;
-        let t2i =
-            crate::retrieval::rank_gallery(&queries, &gallery, &|q| vec![q % 5_000], &t2i_altered)?;
+        let t2i = crate::retrieval::rank_gallery(
+            &queries,
+            &gallery,
+            &|q| vec![q % 5_000],
+            &t2i_altered,
+            benchctl_scoring::metrics::Ties::Strict,
+        )?;
         times.push(started.elapsed().as_secs_f64());
         if i2t.len() != 5_000 || t2i.len() != 25_010 {
             return Err(Error::new(ErrorKind::Compute, "benchmark: a query lost its outcome"));

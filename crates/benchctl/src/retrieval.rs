@@ -17,6 +17,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use benchctl_scoring::metrics::retrieval::{self, QueryOutcome, RetrievalScores};
+use benchctl_scoring::metrics::Ties;
 use benchctl_scoring::Report;
 use benchctl_suites::image::AlteredSource;
 use benchctl_suites::rococo::{self, altered, CaptionGallery};
@@ -106,9 +107,10 @@ fn rank_all(
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
     rerank: Option<(Rerank, Side, Side)>,
+    ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     let Some((r, q, g)) = rerank else {
-        return rank_gallery(queries, gallery, matches, altered);
+        return rank_gallery(queries, gallery, matches, altered, ties);
     };
     let n = queries.dim(0).map_err(compute("size queries"))?;
     let width = gallery.dim(0).map_err(compute("size gallery"))?;
@@ -126,7 +128,7 @@ fn rank_all(
             .map_err(compute("read gallery scores"))?;
         for (i, row) in flat.chunks(width).enumerate() {
             let row = r.rerank(row, start + i, q, g)?;
-            outcomes.push(retrieval::query_outcome(&row, &matches(start + i), altered)?);
+            outcomes.push(retrieval::query_outcome_with(&row, &matches(start + i), altered, ties)?);
         }
     }
     Ok(outcomes)
@@ -140,9 +142,10 @@ pub fn rank_gallery(
     gallery: &Tensor,
     matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
     altered: &[bool],
+    ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     let dim = gallery.dim(1).map_err(compute("size gallery"))?;
-    with_values(queries, |q| with_values(gallery, |g| Ok(benchctl_scoring::gallery::rank_gallery(q, g, dim, matches, altered)?)))
+    with_values(queries, |q| with_values(gallery, |g| Ok(benchctl_scoring::gallery::rank_gallery(q, g, dim, matches, altered, ties)?)))
 }
 
 /// Runs `f` on the values of `t` as contiguous f32 on the CPU, borrowed from the tensor's
@@ -176,6 +179,7 @@ fn image_to_text(
     captions: &Tensor,
     gallery: &CaptionGallery,
     rerank: Option<(Rerank, Side, Side)>,
+    ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     let n = images.dim(0).map_err(compute("size images"))?;
     let mut originals = vec![Vec::new(); n];
@@ -184,13 +188,14 @@ fn image_to_text(
             originals[image].push(c);
         }
     }
-    rank_all(images, captions, &|q| originals[q].clone(), &gallery.altered, rerank)
+    rank_all(images, captions, &|q| originals[q].clone(), &gallery.altered, rerank, ties)
 }
 
 /// Runs the RoCOCO evaluation.
 pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let started = Instant::now();
     let started_at = results::now_rfc3339();
+    let ties = crate::eval::tie_rule(benchctl_suites::find("rococo")?, args.ties)?;
     let mut data = rococo::load(data_dir)?;
     let missing: Vec<String> =
         data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
@@ -286,7 +291,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let caption_texts: Vec<Vec<&String>> = galleries.iter().map(|g| g.captions.iter().collect()).collect();
     for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
         let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
-        let outcomes = image_to_text(&image_table, captions, g, rerank)?;
+        let outcomes = image_to_text(&image_table, captions, g, rerank, ties)?;
         results.push(GalleryResult { name: g.name.clone(), direction: "i2t", outcomes });
     }
     // Text-to-image: the original captions against the test images, then against the test
@@ -294,7 +299,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let clean_captions = &gallery_rows[0];
     let image_of = &data.clean.image_of;
     let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
-    let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank)?;
+    let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank, ties)?;
     results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
     let mut score_s = score_started.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
@@ -306,7 +311,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
         let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
         let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
-        let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank)?;
+        let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank, ties)?;
         results.push(GalleryResult { name, direction: "t2i", outcomes });
         score_s += t.elapsed().as_secs_f64();
     }
@@ -326,7 +331,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             id: "rococo".into(),
             data_dir: data_dir.display().to_string(),
             items: n,
-            ties: "strict".into(),
+            ties: ties.name().into(),
             incomplete: Vec::new(),
             altered_images: Some(altered_record(&from_release, &generated, &args.rococo_seeds)),
             caption_normalisation,

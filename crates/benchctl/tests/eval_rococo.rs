@@ -159,8 +159,9 @@ fn r_mean_medr_and_rsum_follow_the_official_code() {
     let data = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(data.path(), 10);
     let results = tempfile::tempdir().unwrap();
-    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0", "--caption-normalisation", "blip"]);
+    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0", "--caption-normalisation", "blip", "--ties", "first"]);
     assert_eq!(run["suite"]["caption_normalisation"], "blip (pre_caption, 30 words)");
+    assert_eq!(run["suite"]["ties"], "first");
     let m = &run["report"]["metrics"];
     let get = |k: &str| m[k].as_f64().unwrap_or_else(|| panic!("missing {k} in {m}"));
     for prefix in ["clean_i2t", "clean_t2i", "danger_i2t", "mix90_t2i"] {

@@ -10,6 +10,10 @@
 //! - whether its **top-1 is altered**: an altered candidate scores at least as high as every
 //!   other candidate (ties again against the model).
 //!
+//! With `--ties first` ([`Ties::First`], RoCOCO's official `argsort` ranking) a candidate tied
+//! with the best match ranks behind it when its index is higher, as in a stable descending
+//! sort; see [`query_outcome_with`].
+//!
 //! R@k is the share of queries with rank < k; RSMS the share whose top-1 is altered; the
 //! drop rate compares R@1 on an altered gallery with R@1 on the clean one. As the official
 //! evaluation code (BLIP's `itm_eval`, kept in RoCOCO's `eval_*.py`) also reports: `r_mean`,
@@ -17,6 +21,7 @@
 //! `floor(median(rank)) + 1` with numpy's median (ViLEM, CVPR 2023, reports it with rsum, the
 //! sum of R@1/5/10 over both directions).
 
+use super::Ties;
 use crate::{Error, Result};
 
 /// One query's outcome against a gallery.
@@ -26,10 +31,19 @@ pub struct QueryOutcome {
     pub top1_altered: bool,
 }
 
-/// The outcome of one query from its scores against the whole gallery. `matches` lists the
-/// matching candidates; `altered[c]` tells which candidates are altered samples (an empty
-/// slice: none are).
+/// The outcome of one query from its scores against the whole gallery, ties against the
+/// model. `matches` lists the matching candidates; `altered[c]` tells which candidates are
+/// altered samples (an empty slice: none are).
 pub fn query_outcome(scores: &[f32], matches: &[usize], altered: &[bool]) -> Result<QueryOutcome> {
+    query_outcome_with(scores, matches, altered, Ties::Strict)
+}
+
+/// [`query_outcome`] under a tie rule. With [`Ties::First`] the gallery is ordered as a
+/// stable descending sort orders it (`numpy.argmax` picks its first element): among equal
+/// scores the lower candidate index comes first. The rank is then the number of non-matching
+/// candidates ahead of the first best match, and the top-1 is the first candidate holding the
+/// highest score.
+pub fn query_outcome_with(scores: &[f32], matches: &[usize], altered: &[bool], ties: Ties) -> Result<QueryOutcome> {
     if matches.is_empty() {
         return Err(Error::new("a query needs at least one matching candidate"));
     }
@@ -53,8 +67,19 @@ pub fn query_outcome(scores: &[f32], matches: &[usize], altered: &[bool]) -> Res
     let mut distinct = matches.to_vec();
     distinct.sort_unstable();
     distinct.dedup();
-    let rank = scan.at_or_above - distinct.iter().filter(|&&c| scores[c] >= best_match).count();
-    Ok(QueryOutcome { rank, top1_altered: scan.best_altered >= scan.best_other })
+    let strict_rank = scan.at_or_above - distinct.iter().filter(|&&c| scores[c] >= best_match).count();
+    match ties {
+        Ties::Strict => Ok(QueryOutcome { rank: strict_rank, top1_altered: scan.best_altered >= scan.best_other }),
+        Ties::First => {
+            // The first best match; non-matches tied with it but after it rank behind it.
+            let first = distinct.iter().copied().find(|&c| scores[c] == best_match).unwrap_or(0);
+            let tied_after = scores.iter().enumerate().filter(|&(j, &s)| j > first && s == best_match).count();
+            let matches_tied_after = distinct.iter().filter(|&&c| c > first && scores[c] == best_match).count();
+            let top = scores.iter().enumerate().fold(0, |top, (j, &s)| if s > scores[top] { j } else { top });
+            let top1_altered = altered.get(top).copied().unwrap_or(false);
+            Ok(QueryOutcome { rank: strict_rank - (tied_after - matches_tied_after), top1_altered })
+        }
+    }
 }
 
 /// One pass over a query's scores.
