@@ -218,9 +218,23 @@ fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) 
     Ok(())
 }
 
-/// Downloads every file of a dataset repo at `revision` into the hub cache and returns
-/// `(path in the repo, local file)` pairs. Gated repos need `HF_TOKEN`.
-pub fn fetch_dataset(repo: &str, revision: &str, settings: &HubSettings) -> Result<Vec<(String, PathBuf)>> {
+/// A dataset download: the commit the revision resolved to, and each downloaded repo file
+/// with its path in the local hub cache.
+pub struct DatasetFiles {
+    pub commit: String,
+    /// Files in the repo at that commit.
+    pub listed: usize,
+    pub files: Vec<(String, PathBuf)>,
+}
+
+/// Downloads the files of a dataset repo at `revision` that `select` picks from the repo's
+/// file list (through the hub cache, so a second fetch downloads nothing).
+pub fn fetch_dataset(
+    repo: &str,
+    revision: &str,
+    settings: &HubSettings,
+    select: &dyn Fn(&[String]) -> Vec<String>,
+) -> Result<DatasetFiles> {
     if settings.offline {
         return Err(Error::new(
             ErrorKind::MissingFile,
@@ -230,16 +244,18 @@ pub fn fetch_dataset(repo: &str, revision: &str, settings: &HubSettings) -> Resu
     let api = api(settings)?;
     let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Dataset, revision.to_string()));
     let info = api_repo.info().map_err(|e| hub_error(&format!("list the files of the dataset {repo}@{revision}"), &e.to_string(), settings))?;
-    info.siblings
+    let names: Vec<String> = info.siblings.iter().map(|s| s.rfilename.clone()).collect();
+    let wanted = select(&names);
+    let files = wanted
         .iter()
-        .filter(|s| !s.rfilename.starts_with('.'))
-        .map(|s| {
+        .map(|name| {
             let path = api_repo
-                .get(&s.rfilename)
-                .map_err(|e| hub_error(&format!("download {} of the dataset {repo}", s.rfilename), &e.to_string(), settings))?;
-            Ok((s.rfilename.clone(), path))
+                .get(name)
+                .map_err(|e| hub_error(&format!("download {name} of the dataset {repo}@{revision}"), &e.to_string(), settings))?;
+            Ok((name.clone(), path))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()?;
+    Ok(DatasetFiles { commit: info.sha, listed: names.len(), files })
 }
 
 fn api(settings: &HubSettings) -> Result<hf_hub::api::sync::Api> {

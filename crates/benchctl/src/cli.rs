@@ -207,6 +207,10 @@ pub struct FetchArgs {
     /// Where to put the data [default: datasets/<suite>].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The dataset repo's branch, tag or commit [default: main]. Winoground's main branch has
+    /// the parquet release; earlier commits have examples.jsonl and images.zip.
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -15,6 +15,25 @@ use crate::{Error, ErrorKind, Result};
 /// Suites with a dataset repo on the hub.
 pub const HUB_DATASETS: &[(&str, &str)] = &[("winoground", "facebook/winoground"), ("spec", "wjpoom/SPEC")];
 
+/// The repo files a suite needs, from the repo's file list: Winoground's parquet shards
+/// (`data/test-*.parquet`, the main branch) or, at revisions before them, `examples.jsonl` and
+/// `images.zip`; SPEC's `data.zip`. Nothing else (READMEs, licences, statistics).
+pub fn needed_files(suite: &str, names: &[String]) -> Vec<String> {
+    let base = |n: &String| n.rsplit('/').next().unwrap_or(n).to_string();
+    match suite {
+        "winoground" => {
+            let parquet: Vec<String> =
+                names.iter().filter(|n| base(n).starts_with("test-") && n.ends_with(".parquet")).cloned().collect();
+            if !parquet.is_empty() {
+                return parquet;
+            }
+            names.iter().filter(|n| ["examples.jsonl", "images.zip"].contains(&base(n).as_str())).cloned().collect()
+        }
+        "spec" => names.iter().filter(|n| base(n) == "data.zip").cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Fetches the suite and returns what was done, for the user.
 pub fn run(args: &FetchArgs, settings: &HubSettings) -> Result<String> {
     let info = benchctl_suites::find(&args.suite)?;
@@ -23,9 +42,17 @@ pub fn run(args: &FetchArgs, settings: &HubSettings) -> Result<String> {
     };
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     // A failed download is a data problem (exit code 3), whatever the hub client calls it.
-    let files = hub::fetch_dataset(repo, "main", settings).map_err(|e| Error::new(ErrorKind::Data, e.to_string()))?;
+    let revision = args.revision.as_deref().unwrap_or("main");
+    let select = |names: &[String]| needed_files(info.id, names);
+    let fetched = hub::fetch_dataset(repo, revision, settings, &select).map_err(|e| Error::new(ErrorKind::Data, e.to_string()))?;
+    if fetched.files.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!("fetch {repo}@{revision}: none of its {} files is one {} needs", fetched.listed, info.id),
+        ));
+    }
     let mut written = 0;
-    for (name, local) in &files {
+    for (name, local) in &fetched.files {
         let relative = name.strip_prefix("data/").unwrap_or(name);
         let target = inside(&data_dir, relative)?;
         if relative.ends_with(".zip") {
@@ -38,7 +65,15 @@ pub fn run(args: &FetchArgs, settings: &HubSettings) -> Result<String> {
             written += 1;
         }
     }
-    Ok(format!("fetched {repo} into {} ({} files from {} in the repo)", data_dir.display(), written, files.len()))
+    let names: Vec<&str> = fetched.files.iter().map(|(n, _)| n.as_str()).collect();
+    Ok(format!(
+        "fetched {repo} at commit {} (revision {revision}) into {}: {} of its {} files ({}), {written} files written",
+        fetched.commit,
+        data_dir.display(),
+        names.len(),
+        fetched.listed,
+        names.join(", ")
+    ))
 }
 
 fn write_error(path: &Path, e: std::io::Error) -> Error {

@@ -91,6 +91,8 @@ fn a_gated_repo_without_access_says_so() {
 fn winoground_is_fetched_into_its_official_layout() {
     let demo = demo_suite();
     let files = vec![
+        (".gitattributes".to_string(), b"*.zip filter=lfs".to_vec()),
+        ("README.md".to_string(), b"# Winoground".to_vec()),
         ("data/examples.jsonl".to_string(), std::fs::read(demo.join("examples.jsonl")).unwrap()),
         ("data/images.zip".to_string(), images_zip(&demo)),
     ];
@@ -102,7 +104,11 @@ fn winoground_is_fetched_into_its_official_layout() {
         &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_test")],
     );
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    assert!(stdout(&out).contains("17 files"), "{}", stdout(&out));
+    // Only the two files the suite needs are downloaded, and the commit is named.
+    let said = stdout(&out);
+    assert!(said.contains(&format!("at commit {COMMIT} (revision main)")), "{said}");
+    assert!(said.contains("2 of its 4 files (data/examples.jsonl, data/images.zip), 17 files written"), "{said}");
+    assert!(!data.join("README.md").exists());
     // The fetched directory passes every check but the full-release count.
     let out = benchctl(&["check", "--suite", "winoground", "--data-dir", data.to_str().unwrap()], &[]);
     let report = stdout(&out);
@@ -121,4 +127,40 @@ fn offline_fetch_is_refused() {
     let out = benchctl(&["fetch", "--suite", "spec"], &[("HF_HUB_OFFLINE", "1")]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("HF_HUB_OFFLINE"), "{}", stderr(&out));
+}
+
+/// The main branch's parquet release: only `data/test-*.parquet` is downloaded, and the
+/// fetched directory loads (the parquet written by the `datasets` library, see
+/// `scripts/gen_winoground_parquet.py`).
+#[test]
+fn winoground_parquet_is_fetched_alone() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/winoground-hub/snappy/data/test-00000-of-00001.parquet");
+    let files = vec![
+        ("README.md".to_string(), b"# Winoground".to_vec()),
+        ("statistics.json".to_string(), b"{}".to_vec()),
+        ("data/test-00000-of-00001.parquet".to_string(), std::fs::read(fixture).unwrap()),
+    ];
+    let endpoint = serve("facebook/winoground", files, false, 20);
+    let home = tempfile::tempdir().unwrap();
+    let data = home.path().join("winoground");
+    let out = benchctl(
+        &["fetch", "--suite", "winoground", "--data-dir", data.to_str().unwrap()],
+        &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_test")],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("1 of its 3 files (data/test-00000-of-00001.parquet)"), "{}", stdout(&out));
+    let out = benchctl(&["check", "--suite", "winoground", "--data-dir", data.to_str().unwrap()], &[]);
+    let report = stdout(&out);
+    assert!(report.contains("4 items, 8 images, 1 problem(s)") && report.contains("official release has 400"), "{report}");
+}
+
+#[test]
+fn only_the_files_a_suite_needs_are_chosen() {
+    use benchctl::fetch::needed_files;
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let main = names(&["README.md", "data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet", "data/examples.jsonl"]);
+    assert_eq!(needed_files("winoground", &main), names(&["data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"]));
+    let old = names(&["README.md", "data/examples.jsonl", "data/images.zip", "winoground.py"]);
+    assert_eq!(needed_files("winoground", &old), names(&["data/examples.jsonl", "data/images.zip"]));
+    assert_eq!(needed_files("spec", &names(&["README.md", "data.zip", "assets/x.png"])), names(&["data.zip"]));
 }
