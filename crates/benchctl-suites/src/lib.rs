@@ -205,7 +205,7 @@ pub const SUITES: &[SuiteInfo] = &[
     SuiteInfo {
         id: "eqben",
         description: eqben::DESCRIPTION,
-        headline: "group_score_macro",
+        headline: "paper_avg",
         how_to_get: eqben::HOW_TO_GET,
         expected_items: None,
         official_ties: Ties::Strict,

@@ -137,3 +137,19 @@ fn ties_first_is_refused_where_the_official_scorer_is_strict() {
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     assert!(common::stderr(&out).contains("its official scorer compares strictly"), "{}", common::stderr(&out));
 }
+
+#[test]
+fn check_names_the_missing_annotation_and_every_short_split() {
+    let data = tempfile::tempdir().unwrap();
+    let out = benchctl(&["check", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let expected = data.path().join("eqben_ann/ann_json_finegrained_random.json");
+    assert!(common::stdout(&out).contains(&expected.display().to_string()), "{}", common::stdout(&out));
+
+    eqben_release(data.path(), &small(), true, false);
+    let out = benchctl(&["check", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let report = common::stdout(&out);
+    assert!(report.contains("21 items, 42 images, 7 problem(s)"), "{report}");
+    assert!(report.contains("not the complete official release: eqbenyoucook2 has 3 of its 45849 items"), "{report}");
+}

@@ -107,3 +107,26 @@ fn batch_size_does_not_change_scores() {
         }
     }
 }
+
+/// The hub's two forms of Winoground (parquet with embedded PNGs, and examples.jsonl +
+/// images/), written by the `datasets` library, give the same report; the embedded images
+/// share the cache with their files (same bytes, same key).
+#[test]
+fn parquet_and_jsonl_releases_give_the_same_report() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/winoground-hub");
+    let results = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = |form: &str| {
+        let model = common::tiny_model();
+        let out = common::benchctl(
+            &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", fixtures.join(form).to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+            &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())],
+        );
+        common::stored_run(&out).1
+    };
+    let (jsonl, parquet) = (run("jsonl"), run("parquet"));
+    assert_eq!(jsonl["report"], parquet["report"]);
+    assert_eq!(jsonl["report"]["items"], 4);
+    assert_eq!(parquet["counts"]["images_encoded"], 0, "every image came from the cache the jsonl run filled");
+    assert!(jsonl["report"]["breakdowns"]["tag"].as_object().unwrap().contains_key("Verb-Transitive"));
+}
