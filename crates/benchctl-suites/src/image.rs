@@ -89,9 +89,8 @@ impl ImageSource {
             Error::new(kind, format!("read image {}: {e}", path.display()))
         })?;
         let decoded = match self {
-            ImageSource::File(_) => decode_rgb(&bytes).map_err(|e| e.to_string()),
             ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
-            ImageSource::Altered(_) | ImageSource::Embedded(_) => unreachable!("handled above"),
+            _ => decode_rgb(&bytes).map_err(|e| e.to_string()),
         };
         decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }

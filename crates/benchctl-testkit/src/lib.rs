@@ -211,11 +211,11 @@ pub fn eqben_release(dir: &Path, splits: &[(&str, usize)], private_info: bool, l
                 }
             }
             let captions = [format!("the {split} thing {e} before"), format!("the {split} thing {e} after")];
-            for c in 0..2 {
-                for i in 0..2 {
+            for (c, caption) in captions.iter().enumerate() {
+                for (i, image) in images.iter().enumerate() {
                     original.push(EqbenEntry {
-                        image: images[i].clone(),
-                        caption: captions[c].clone(),
+                        image: image.clone(),
+                        caption: caption.clone(),
                         split: split.to_string(),
                         sample_cnt,
                         name: format!("c{c}i{i}"),

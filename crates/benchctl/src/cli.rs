@@ -63,7 +63,7 @@ pub struct EvalArgs {
     /// leaderboard refresh (see docs/results.md).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
     pub config: Option<PathBuf>,
-    /// The suite's data in its official layout [default: datasets/<suite>].
+    /// The suite's data in its official layout [default: datasets/SUITE].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// Images or texts per encoder forward pass.
@@ -173,7 +173,7 @@ pub struct ScoreArgs {
     /// The suite id (see `benchctl suites`).
     #[arg(long)]
     pub suite: String,
-    /// The suite's data in its official layout [default: datasets/<suite>].
+    /// The suite's data in its official layout [default: datasets/SUITE].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// The scores.
@@ -204,7 +204,7 @@ pub struct FetchArgs {
     /// The suite id (see `benchctl suites`).
     #[arg(long)]
     pub suite: String,
-    /// Where to put the data [default: datasets/<suite>].
+    /// Where to put the data [default: datasets/SUITE].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
     /// The dataset repo's branch, tag or commit [default: main]. Winoground's main branch has
@@ -218,7 +218,7 @@ pub struct CheckArgs {
     /// The suite id (see `benchctl suites`).
     #[arg(long)]
     pub suite: String,
-    /// The suite's data in its official layout [default: datasets/<suite>].
+    /// The suite's data in its official layout [default: datasets/SUITE].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
 }

@@ -15,7 +15,7 @@
 //! - [`config`]: run specs (`eval --config run.toml`);
 //! - [`compare`]: `benchctl compare`, the regression gate;
 //! - [`merge`]: `benchctl merge`, shard runs into one run;
-//! - [`bench`]: encoder throughput on random weights.
+//! - [`bench`](mod@bench): encoder throughput on random weights.
 
 pub mod bench;
 pub mod cache;

@@ -54,15 +54,26 @@ fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
     print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
     print(&format!("stored {}", path.display()))?;
     // A shard scores only its slice: its submission is written by `merge`'s run, not here.
-    if let (Some((suite, scores)), None) = (&evaluation.scored, &args.shard) {
-        if let Some(ordered) = submission::ordered_scores(suite, scores)? {
-            let out = path.with_extension("submission").join(submission::PREDICTION_FILE);
-            submission::write_npy_f32(&out, &ordered)?;
-            let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
-            print(&format!("wrote {} ({} scores in the order of {order}; the official scorer reads it as src_file/{})", out.display(), ordered.len(), submission::PREDICTION_FILE))?;
-        }
+    if args.shard.is_none() {
+        export_submission(&evaluation, &path)?;
     }
     Ok(())
+}
+
+/// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file
+/// `run_path`, when the suite has one.
+fn export_submission(evaluation: &eval::Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
+    let Some((suite, scores)) = &evaluation.scored else { return Ok(()) };
+    let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
+    let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);
+    submission::write_npy_f32(&out, &ordered)?;
+    let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
+    print(&format!(
+        "wrote {} ({} scores in the order of {order}; the official scorer reads it as src_file/{})",
+        out.display(),
+        ordered.len(),
+        submission::PREDICTION_FILE
+    ))
 }
 
 fn run(cli: Cli) -> Result<(), Error> {
@@ -120,7 +131,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             print(&summary::run_table(&evaluation.run))?;
             let (id, path) = evaluation.store(&args.results_dir)?;
             print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
-            print(&format!("stored {}", path.display()))
+            print(&format!("stored {}", path.display()))?;
+            export_submission(&evaluation, &path)
         }
         Command::Bench(args) => {
             let (name, parts) = bench::run(&args)?;

@@ -153,3 +153,29 @@ fn check_names_the_missing_annotation_and_every_short_split() {
     assert!(report.contains("21 items, 42 images, 7 problem(s)"), "{report}");
     assert!(report.contains("not the complete official release: eqbenyoucook2 has 3 of its 45849 items"), "{report}");
 }
+
+/// Shards write no submission (each scores a slice); their merge writes the one the
+/// unsharded run writes, byte for byte.
+#[test]
+fn merged_shards_write_the_unsharded_prediction() {
+    let data = tempfile::tempdir().unwrap();
+    eqben_release(data.path(), &small(), true, false);
+    let whole = tempfile::tempdir().unwrap();
+    let (whole_run, _, _) = eval_tiny("eqben", data.path(), whole.path(), &[]);
+    let mut shard_runs = Vec::new();
+    let shards: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    for (i, dir) in shards.iter().enumerate() {
+        let (run, _, _) = eval_tiny("eqben", data.path(), dir.path(), &["--shard", &format!("{i}/2")]);
+        assert!(!common::prediction_path(&run).exists(), "a shard writes no submission");
+        shard_runs.push(run.display().to_string());
+    }
+    let merged = tempfile::tempdir().unwrap();
+    let mut args = vec!["merge"];
+    args.extend(shard_runs.iter().map(String::as_str));
+    args.extend(["--data-dir", data.path().to_str().unwrap(), "--results-dir", merged.path().to_str().unwrap()]);
+    let (merged_run, _) = common::stored_run(&benchctl(&args, &[]));
+    assert_eq!(
+        std::fs::read(common::prediction_path(&merged_run)).unwrap(),
+        std::fs::read(common::prediction_path(&whole_run)).unwrap()
+    );
+}
