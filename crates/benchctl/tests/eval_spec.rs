@@ -24,3 +24,17 @@ fn spec_fixture_end_to_end() {
     // Each query image and each candidate image is encoded once.
     assert_eq!(json["counts"]["images_encoded"], json["counts"]["unique_images"]);
 }
+
+/// SPEC's release is one `data.zip` whose subsets sit in one folder when unzipped (the
+/// README's `zipfile.extractall` recipe): `eval` and `check` read it in place.
+#[test]
+fn the_unzipped_release_with_its_wrapper_folder_evaluates_and_checks() {
+    let data = tempfile::tempdir().unwrap();
+    let (i2t, t2i) = spec_layout(&data.path().join("data"), &spec::SUBSETS, 2);
+    let results = tempfile::tempdir().unwrap();
+    let (_, json, _) = eval_tiny("spec", data.path(), results.path(), &[]);
+    assert_eq!(json["report"]["items"].as_u64().unwrap() as usize, i2t + t2i);
+    let out = common::benchctl(&["check", "--suite", "spec", "--data-dir", data.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", common::stdout(&out));
+    assert!(common::stdout(&out).contains(&format!("{} items", i2t + t2i)), "{}", common::stdout(&out));
+}

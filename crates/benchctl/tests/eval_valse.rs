@@ -40,4 +40,8 @@ fn real_pieces_end_to_end() {
     assert!((report["metrics"]["acc_r_macro"].as_f64().unwrap() - mean).abs() < 1e-9);
     let micro = report["metrics"]["acc_r"].as_f64().unwrap();
     assert!((0.0..=100.0).contains(&micro));
+    // `check` finds every image in its source's folder: the only problem is the count.
+    let out = common::benchctl(&["check", "--suite", "valse", "--data-dir", data.path().to_str().unwrap()], &[]);
+    let report = common::stdout(&out);
+    assert!(report.contains("1 problem(s)") && report.contains("the official release has 7702 items"), "{report}");
 }
