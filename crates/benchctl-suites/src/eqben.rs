@@ -112,29 +112,33 @@ struct PrivateInfo {
     sample_cnt: Value,
 }
 
-/// The data directory's file `relative`, or the same file name directly in the directory.
-fn locate(data_dir: &Path, relative: &str) -> Option<PathBuf> {
-    let nested = data_dir.join(relative);
-    if nested.is_file() {
-        return Some(nested);
-    }
-    let flat = data_dir.join(Path::new(relative).file_name()?);
-    flat.is_file().then_some(flat)
+/// The data directory's annotation `relative` (or the same file name directly in the
+/// directory), recorded as the suite's annotation file and parsed; `None` with the problem
+/// (naming the expected path) added to `problems`.
+fn read_annotation<T: serde::de::DeserializeOwned>(
+    suite: &mut Suite,
+    relative: &str,
+    what: &str,
+    how_to_get: &str,
+    problems: &mut Vec<Error>,
+) -> Option<(PathBuf, T)> {
+    let nested = suite.data_dir.join(relative);
+    let flat = Path::new(relative).file_name().map(|name| suite.data_dir.join(name));
+    let Some(path) = std::iter::once(nested.clone()).chain(flat).find(|p| p.is_file()) else {
+        problems.push(Error::new(ErrorKind::MissingData, format!("find {what} {} ({how_to_get})", nested.display())));
+        return None;
+    };
+    suite.annotation_files.push(path.clone());
+    paths::read_json::<T>(&path, how_to_get, problems).map(|parsed| (path, parsed))
 }
 
 /// Loads the full release under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut suite = Suite::new("eqben", data_dir, SUMMARY);
-    let Some(path) = locate(data_dir, ANNOTATION_FILE) else {
-        problems.push(Error::new(
-            ErrorKind::MissingData,
-            format!("find EqBen's annotation {} ({HOW_TO_GET})", data_dir.join(ANNOTATION_FILE).display()),
-        ));
-        return suite;
-    };
-    suite.annotation_files.push(path.clone());
-    let Some(entries) = paths::read_json::<Vec<FlatEntry>>(&path, HOW_TO_GET, problems) else {
+    let Some((path, entries)) =
+        read_annotation::<Vec<FlatEntry>>(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems)
+    else {
         return suite;
     };
     let infos = match private_infos(data_dir, &path, &entries, &mut suite.annotation_files) {
@@ -416,15 +420,13 @@ struct SubsetEntry {
 /// be read are kept.
 pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut suite = Suite::new("eqben-subset", data_dir, SUMMARY);
-    let Some(path) = locate(data_dir, SUBSET_FILE) else {
-        problems.push(Error::new(
-            ErrorKind::MissingData,
-            format!("find EqBen's subset annotation {} ({SUBSET_HOW_TO_GET})", data_dir.join(SUBSET_FILE).display()),
-        ));
-        return suite;
-    };
-    suite.annotation_files.push(path.clone());
-    let Some(entries) = paths::read_json::<Vec<SubsetEntry>>(&path, SUBSET_HOW_TO_GET, problems) else {
+    let Some((path, entries)) = read_annotation::<Vec<SubsetEntry>>(
+        &mut suite,
+        SUBSET_FILE,
+        "EqBen's subset annotation",
+        SUBSET_HOW_TO_GET,
+        problems,
+    ) else {
         return suite;
     };
     let (image_root, light) =

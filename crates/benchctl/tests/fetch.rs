@@ -75,6 +75,19 @@ fn images_zip(dir: &Path) -> Vec<u8> {
     zip.finish().unwrap().into_inner()
 }
 
+/// `benchctl fetch --suite winoground` from a stand-in hub serving `files`, with a token and
+/// the hub cache under `home`; it must succeed. The data directory and the output.
+fn fetch_winoground(files: Vec<(String, Vec<u8>)>, home: &Path) -> (std::path::PathBuf, std::process::Output) {
+    let endpoint = serve("facebook/winoground", files, false, 40);
+    let data = home.join("winoground");
+    let out = benchctl(
+        &["fetch", "--suite", "winoground", "--data-dir", data.to_str().unwrap()],
+        &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.to_str().unwrap()), ("HF_TOKEN", "hf_test")],
+    );
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    (data, out)
+}
+
 #[test]
 fn a_gated_repo_without_access_says_so() {
     let endpoint = serve("facebook/winoground", Vec::new(), true, 5);
@@ -96,14 +109,8 @@ fn winoground_is_fetched_into_its_official_layout() {
         ("data/examples.jsonl".to_string(), std::fs::read(demo.join("examples.jsonl")).unwrap()),
         ("data/images.zip".to_string(), images_zip(&demo)),
     ];
-    let endpoint = serve("facebook/winoground", files, false, 40);
     let home = tempfile::tempdir().unwrap();
-    let data = home.path().join("winoground");
-    let out = benchctl(
-        &["fetch", "--suite", "winoground", "--data-dir", data.to_str().unwrap()],
-        &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_test")],
-    );
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let (data, out) = fetch_winoground(files, home.path());
     // Only the two files the suite needs are downloaded, and the commit is named.
     let said = stdout(&out);
     assert!(said.contains(&format!("at commit {COMMIT} (revision main)")), "{said}");
@@ -140,14 +147,8 @@ fn winoground_parquet_is_fetched_alone() {
         ("statistics.json".to_string(), b"{}".to_vec()),
         ("data/test-00000-of-00001.parquet".to_string(), std::fs::read(fixture).unwrap()),
     ];
-    let endpoint = serve("facebook/winoground", files, false, 20);
     let home = tempfile::tempdir().unwrap();
-    let data = home.path().join("winoground");
-    let out = benchctl(
-        &["fetch", "--suite", "winoground", "--data-dir", data.to_str().unwrap()],
-        &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_test")],
-    );
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let (data, out) = fetch_winoground(files, home.path());
     assert!(stdout(&out).contains("1 of its 3 files (data/test-00000-of-00001.parquet)"), "{}", stdout(&out));
     let out = benchctl(&["check", "--suite", "winoground", "--data-dir", data.to_str().unwrap()], &[]);
     let report = stdout(&out);
