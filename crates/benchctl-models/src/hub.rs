@@ -18,6 +18,10 @@ pub struct ModelFiles {
     pub config: PathBuf,
     pub weights: PathBuf,
     pub tokenizer: PathBuf,
+    /// `transformers`' `preprocessor_config.json`, which an HF-layout model's preprocessing
+    /// follows; `None` for OpenCLIP's layout, or a local directory without one (the
+    /// architecture's defaults then apply).
+    pub preprocessor: Option<PathBuf>,
     /// Where they came from, recorded in run files.
     pub origin: Origin,
 }
@@ -37,20 +41,41 @@ pub struct Layout {
     pub config: &'static str,
     pub weights: &'static str,
     pub tokenizer: &'static str,
+    /// The image processor's configuration, where the layout has one.
+    pub preprocessor: Option<&'static str>,
 }
 
 impl Layout {
+    /// The files a local directory must hold.
     pub fn files(&self) -> [&'static str; 3] {
         [self.config, self.weights, self.tokenizer]
+    }
+
+    /// The files a hub repo of this layout holds and benchctl downloads (every `transformers`
+    /// repo carries its `preprocessor_config.json`).
+    pub fn hub_files(&self) -> Vec<&'static str> {
+        self.files().into_iter().chain(self.preprocessor).collect()
     }
 }
 
 /// `transformers`' layout.
-pub const HF_LAYOUT: Layout = Layout { config: "config.json", weights: "model.safetensors", tokenizer: "tokenizer.json" };
+pub const HF_LAYOUT: Layout = Layout {
+    config: "config.json",
+    weights: "model.safetensors",
+    tokenizer: "tokenizer.json",
+    preprocessor: Some(PREPROCESSOR_FILE),
+};
+
+/// `transformers`' image processor configuration.
+pub const PREPROCESSOR_FILE: &str = "preprocessor_config.json";
 
 /// OpenCLIP's hub layout (`open_clip.push_to_hf_hub`), with the `tokenizer.json` these repos carry.
-pub const OPEN_CLIP_LAYOUT: Layout =
-    Layout { config: "open_clip_config.json", weights: "open_clip_model.safetensors", tokenizer: "tokenizer.json" };
+pub const OPEN_CLIP_LAYOUT: Layout = Layout {
+    config: "open_clip_config.json",
+    weights: "open_clip_model.safetensors",
+    tokenizer: "tokenizer.json",
+    preprocessor: None,
+};
 
 /// The files every `transformers`-layout model directory must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
@@ -91,6 +116,7 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
         config: dir.join(layout.config),
         weights: dir.join(layout.weights),
         tokenizer: dir.join(layout.tokenizer),
+        preprocessor: layout.preprocessor.map(|p| dir.join(p)).filter(|p| p.is_file()),
         origin: Origin::Directory(dir.to_path_buf()),
     })
 }
@@ -137,10 +163,10 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
 
 /// As [`from_hub`], for the files of `layout`.
 pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubSettings) -> Result<ModelFiles> {
-    let required = layout.files();
+    let required = layout.hub_files();
     let mut paths = Vec::new();
     let mut commit = None;
-    for file in required {
+    for &file in &required {
         match cached_file(&settings.cache_dir, repo, revision, file) {
             Some((path, c)) => {
                 commit = Some(c);
@@ -162,7 +188,7 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
         }
         download(repo, revision, &required, settings)?;
         paths.clear();
-        for file in required {
+        for &file in &required {
             let (path, c) = cached_file(&settings.cache_dir, repo, revision, file).ok_or_else(|| {
                 Error::new(
                     ErrorKind::MissingFile,
@@ -177,6 +203,7 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
         config: paths[0].clone(),
         weights: paths[1].clone(),
         tokenizer: paths[2].clone(),
+        preprocessor: paths.get(3).cloned(),
         origin: Origin::Hub {
             repo: repo.to_string(),
             revision: revision.to_string(),

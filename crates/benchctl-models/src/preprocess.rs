@@ -1,9 +1,13 @@
-//! Image preprocessing exactly as the models' reference code does it on a PIL image:
-//! - OpenAI CLIP / OpenCLIP: `Resize(size, BICUBIC)` (shorter side) → `CenterCrop(size)` →
-//!   `ToTensor()` → `Normalize(mean, std)`;
-//! - SigLIP and BLIP (`transformers`' PIL image processors): resize both sides to
-//!   `size × size` (BICUBIC, aspect ratio not kept, no crop) → rescale → normalise, with
-//!   mean = std = 0.5 for SigLIP (values in [−1, 1]) and OpenAI's constants for BLIP.
+//! Image preprocessing exactly as each checkpoint's reference pipeline does it on a PIL image
+//! ([`Pipeline`]):
+//! - OpenAI CLIP / OpenCLIP (torchvision): `Resize(size, BICUBIC)` (shorter side) →
+//!   `CenterCrop(size)`, offset `round((full − crop) / 2)` with half to even → `ToTensor()`
+//!   (`x / 255` in f32) → `Normalize(mean, std)`;
+//! - checkpoints in `transformers`' layout follow their `preprocessor_config.json` as its PIL
+//!   image processors apply it ([`Preprocessor::from_hf_config`]): CLIP resizes the shortest
+//!   edge and centre-crops at offset `(full − crop) // 2` (floor); SigLIP and BLIP resize both
+//!   sides to `height × width` (no crop); then `x · rescale_factor` in f64, cast to f32, and
+//!   normalised with the file's mean and std.
 //!
 //! The resize reproduces Pillow's antialiased resampling (`Resample.c`): a separable
 //! convolution whose support widens with the downscale factor, bicubic with a = −0.5,
@@ -27,8 +31,20 @@ pub const HALF: [f32; 3] = [0.5, 0.5, 0.5];
 pub enum Resize {
     /// Shorter side to `size`, then a centre crop (CLIP).
     ShorterSideThenCrop,
+    /// Shorter side to this many pixels, then a centre crop to `size` (a processor whose
+    /// shortest edge and crop differ).
+    ShorterSide(usize),
     /// Both sides to `size`, stretching (SigLIP, BLIP).
     Stretch,
+}
+
+/// Whose arithmetic the crop offset and the rescale follow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pipeline {
+    /// torchvision (OpenAI CLIP, OpenCLIP): crop offset rounded half to even, `x / 255` in f32.
+    Torchvision,
+    /// `transformers`' image processors: crop offset floored, `x · factor` in f64 then f32.
+    Transformers { rescale_factor: f64 },
 }
 
 /// A resize to `size`×`size`, then per-channel `(x / 255 − mean) / std`, laid out CHW.
@@ -38,27 +54,154 @@ pub struct Preprocessor {
     pub resize: Resize,
     pub mean: [f32; 3],
     pub std: [f32; 3],
+    pub pipeline: Pipeline,
 }
 
+/// `transformers`' default rescale factor, `1 / 255`.
+pub const RESCALE_1_255: f64 = 1.0 / 255.0;
+
 impl Preprocessor {
-    /// OpenAI CLIP's preprocessing at the given input size.
+    /// OpenAI CLIP's preprocessing at the given input size, as torchvision computes it.
     pub fn openai_clip(size: usize) -> Self {
-        Self { size, resize: Resize::ShorterSideThenCrop, mean: OPENAI_CLIP_MEAN, std: OPENAI_CLIP_STD }
+        Self { size, resize: Resize::ShorterSideThenCrop, mean: OPENAI_CLIP_MEAN, std: OPENAI_CLIP_STD, pipeline: Pipeline::Torchvision }
     }
 
     /// A square stretch to `size` with these constants (`transformers`' SigLIP and BLIP processors).
     pub fn stretch(size: usize, mean: [f32; 3], std: [f32; 3]) -> Self {
-        Self { size, resize: Resize::Stretch, mean, std }
+        Self { size, resize: Resize::Stretch, mean, std, pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 } }
+    }
+
+    /// `transformers`' CLIP image processor with its defaults (shortest edge and crop `size`).
+    pub fn hf_clip(size: usize) -> Self {
+        Self { pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 }, ..Self::openai_clip(size) }
+    }
+
+    /// The preprocessing a `preprocessor_config.json` asks for, as `transformers`' PIL image
+    /// processors apply it, on top of `defaults` (the architecture's processor defaults, for
+    /// keys the file leaves out). Settings benchctl does not reproduce exactly are refused,
+    /// naming the file and key, rather than approximated: a resample other than bicubic (3),
+    /// a non-square output, `do_resize` false, a centre crop after a two-sided resize.
+    pub fn from_hf_config(path: &std::path::Path, defaults: &Preprocessor) -> crate::Result<Self> {
+        use serde_json::Value;
+        let bad = |key: &str, what: String| {
+            crate::Error::new(crate::ErrorKind::BadConfig, format!("read {} key `{key}`: {what}", path.display()))
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
+        let json: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
+        let flag = |key: &str, default: bool| -> crate::Result<bool> {
+            match json.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(other) => Err(bad(key, format!("expected true or false, got {other}"))),
+            }
+        };
+        let number = |v: &Value, key: &str| -> crate::Result<usize> {
+            v.as_u64().filter(|&n| n > 0).map(|n| n as usize).ok_or_else(|| bad(key, format!("expected a positive integer, got {v}")))
+        };
+        // `{"shortest_edge": n}`, `{"height": h, "width": w}`, or an integer: a shortest edge
+        // for a processor that crops (CLIP), a square otherwise and for crops, as
+        // `transformers`' `get_size_dict` reads it (`default_to_square`).
+        let crops_by_default = defaults.resize == Resize::ShorterSideThenCrop;
+        let extent = |key: &str| -> crate::Result<Option<(Option<usize>, Option<(usize, usize)>)>> {
+            match json.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v @ Value::Number(_)) if key == "size" && crops_by_default => Ok(Some((Some(number(v, key)?), None))),
+                Some(v @ Value::Number(_)) => {
+                    let n = number(v, key)?;
+                    Ok(Some((None, Some((n, n)))))
+                }
+                Some(Value::Object(m)) => {
+                    if let Some(edge) = m.get("shortest_edge") {
+                        return Ok(Some((Some(number(edge, &format!("{key}.shortest_edge"))?), None)));
+                    }
+                    match (m.get("height"), m.get("width")) {
+                        (Some(h), Some(w)) => Ok(Some((None, Some((number(h, &format!("{key}.height"))?, number(w, &format!("{key}.width"))?))))),
+                        _ => Err(bad(key, "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}".into())),
+                    }
+                }
+                Some(other) => Err(bad(key, format!("expected a size, got {other}"))),
+            }
+        };
+        let triple = |key: &str, default: [f32; 3]| -> crate::Result<[f32; 3]> {
+            match json.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(Value::Array(a)) if a.len() == 3 && a.iter().all(Value::is_number) => {
+                    Ok([0, 1, 2].map(|i| a[i].as_f64().unwrap_or_default() as f32))
+                }
+                Some(Value::Number(n)) => Ok([n.as_f64().unwrap_or_default() as f32; 3]),
+                Some(other) => Err(bad(key, format!("expected three numbers, got {other}"))),
+            }
+        };
+        if let Some(resample) = json.get("resample").filter(|v| !v.is_null()) {
+            if resample.as_u64() != Some(3) {
+                return Err(bad("resample", format!("{resample} is not supported: benchctl reproduces Pillow's bicubic (3) only")));
+            }
+        }
+        if !flag("do_resize", true)? {
+            return Err(bad("do_resize", "false is not supported: the model needs a fixed input size".into()));
+        }
+        let rescale_factor = if flag("do_rescale", true)? {
+            json.get("rescale_factor").filter(|v| !v.is_null()).map_or(Ok(RESCALE_1_255), |v| {
+                v.as_f64().filter(|f| f.is_finite() && *f > 0.0).ok_or_else(|| bad("rescale_factor", format!("expected a positive number, got {v}")))
+            })?
+        } else {
+            1.0
+        };
+        let (mean, std) = if flag("do_normalize", true)? {
+            (triple("image_mean", defaults.mean)?, triple("image_std", defaults.std)?)
+        } else {
+            ([0.0; 3], [1.0; 3])
+        };
+        if let Some(zero) = std.iter().position(|s| *s == 0.0 || !s.is_finite()) {
+            return Err(bad("image_std", format!("entry {zero} must be a non-zero finite number")));
+        }
+        let crop = if flag("do_center_crop", crops_by_default)? { extent("crop_size")? } else { None };
+        let (resize, size) = match (extent("size")?, crop) {
+            (Some((Some(edge), None)), Some((Some(c), None))) if c <= edge => (Resize::ShorterSide(edge), c),
+            (Some((Some(edge), None)), Some((None, Some((h, w))))) if h == w && h <= edge => (Resize::ShorterSide(edge), h),
+            (Some((None, Some((h, w)))), None) if h == w => (Resize::Stretch, h),
+            (None, _) => (defaults.resize, defaults.size),
+            (size, crop) => {
+                return Err(bad("size", format!("{size:?} with crop {crop:?} does not give a square input benchctl reproduces")))
+            }
+        };
+        Ok(Self { size, resize, mean, std, pipeline: Pipeline::Transformers { rescale_factor } })
+    }
+
+    /// A `transformers`-layout model's preprocessing: its `preprocessor_config.json` when the
+    /// files have one, else `defaults`; the result must feed the model's `image_size`.
+    pub fn for_hf_model(files: &crate::hub::ModelFiles, defaults: Preprocessor, image_size: usize) -> crate::Result<Self> {
+        let Some(path) = &files.preprocessor else { return Ok(defaults) };
+        let preprocessor = Self::from_hf_config(path, &defaults)?;
+        if preprocessor.size != image_size {
+            return Err(crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!(
+                    "use {}: it makes {size}×{size} inputs, but {} has image_size {image_size}",
+                    path.display(),
+                    files.config.display(),
+                    size = preprocessor.size
+                ),
+            ));
+        }
+        Ok(preprocessor)
     }
 
     /// One line for listings: `224 px, shorter side + centre crop, bicubic, mean … std …`.
     pub fn describe(&self) -> String {
         let how = match self.resize {
-            Resize::ShorterSideThenCrop => "shorter side + centre crop",
-            Resize::Stretch => "stretched square",
+            Resize::ShorterSideThenCrop => "shorter side + centre crop".to_string(),
+            Resize::ShorterSide(edge) => format!("shorter side {edge} + centre crop"),
+            Resize::Stretch => "stretched square".to_string(),
         };
         let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
-        format!("{} px {how}, bicubic, mean {} std {}", self.size, fmt(&self.mean), fmt(&self.std))
+        let pipeline = match self.pipeline {
+            Pipeline::Torchvision => "torchvision",
+            Pipeline::Transformers { .. } => "transformers",
+        };
+        format!("{} px {how}, bicubic, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
     }
 
     /// Values per image: 3 × size × size.
@@ -84,18 +227,27 @@ impl Preprocessor {
         let (w, h) = (image.width() as usize, image.height() as usize);
         let (new_w, new_h) = match self.resize {
             Resize::ShorterSideThenCrop => short_side_size(w, h, size),
+            Resize::ShorterSide(edge) => short_side_size(w, h, edge),
             Resize::Stretch => (size, size),
         };
         let resized = resize_bicubic(image.as_raw(), w, h, new_w, new_h);
-        let top = centre_offset(new_h, size);
-        let left = centre_offset(new_w, size);
+        let offset = |full: usize| match self.pipeline {
+            Pipeline::Torchvision => centre_offset(full, size),
+            Pipeline::Transformers { .. } => full.saturating_sub(size) / 2,
+        };
+        let (top, left) = (offset(new_h), offset(new_w));
+        // Each 8-bit value's rescaled f32, as the pipeline computes it.
+        let rescaled: [f32; 256] = std::array::from_fn(|v| match self.pipeline {
+            Pipeline::Torchvision => v as f32 / 255.0,
+            Pipeline::Transformers { rescale_factor } => (v as f64 * rescale_factor) as f32,
+        });
         let plane = size * size;
         for c in 0..3 {
             let (mean, std) = (self.mean[c], self.std[c]);
             for y in 0..size {
                 let row = (top + y) * new_w;
                 for x in 0..size {
-                    let v = resized[(row + left + x) * 3 + c] as f32 / 255.0;
+                    let v = rescaled[resized[(row + left + x) * 3 + c] as usize];
                     out[c * plane + y * size + x] = (v - mean) / std;
                 }
             }

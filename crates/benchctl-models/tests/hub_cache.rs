@@ -19,6 +19,7 @@ fn lay_out_cache(cache: &std::path::Path, repo: &str, commit: &str, reference: O
     for file in hub::REQUIRED_FILES {
         std::fs::copy(fixture_model("clip-tiny-a").join(file), snapshot.join(file)).unwrap();
     }
+    benchctl_testkit::write_clip_preprocessor_config(&snapshot, 224);
     if let Some(reference) = reference {
         let ref_path = folder.join("refs").join(reference);
         std::fs::create_dir_all(ref_path.parent().unwrap()).unwrap();

@@ -1,6 +1,6 @@
 //! Preprocessing parity with OpenAI CLIP's torchvision/PIL pipeline.
 
-use benchctl_models::preprocess::Preprocessor;
+use benchctl_models::preprocess::{Preprocessor, HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use benchctl_testkit::{model_fixture, shared};
 use candle_core::Device;
 
@@ -58,4 +58,61 @@ fn the_reference_photo_matches_openai_preprocessing() {
     eprintln!("franz-kafka.jpg: max abs diff {max}, mean abs diff {mean}");
     assert!(max <= 0.02, "max abs diff {max}");
     assert!(mean <= 0.002, "mean abs diff {mean}");
+}
+
+/// Checkpoints in Hugging Face layout are preprocessed as `transformers`' PIL image
+/// processors do it under their `preprocessor_config.json`
+/// (`scripts/gen_hf_preprocess_fixture.py`): CLIP's floor crop offset (the 224-px photos here
+/// have odd margins, where torchvision's rounding differs), a shortest edge larger than the
+/// crop, other rescale factors and constants, SigLIP's and BLIP's squares; greyscale, RGBA
+/// and palette PNGs converted to RGB first.
+#[test]
+fn hf_layout_follows_transformers_image_processors() {
+    let dir = model_fixture("preprocess-hf");
+    let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(expected.len(), 33);
+    let defaults = |config: &str| match config {
+        c if c.starts_with("clip") => Preprocessor::hf_clip(224),
+        c if c.starts_with("siglip") => Preprocessor::stretch(224, HALF, HALF),
+        _ => Preprocessor::stretch(384, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+    };
+    let mut worst = 0f32;
+    for (key, tensor) in &expected {
+        let (config, name) = key.split_once('/').unwrap();
+        let prep = Preprocessor::from_hf_config(&dir.join(format!("{config}.json")), &defaults(config)).unwrap();
+        // transformers' convert_to_rgb composites alpha onto white before resizing.
+        let bytes = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
+        let img = benchctl_suites::image::decode_rgb_with(&bytes, benchctl_suites::Alpha::OverWhite).unwrap();
+        let (max, _) = diffs(&prep.apply(&img), &tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        assert!(max <= 1e-6, "{key}: max abs diff {max}");
+        worst = worst.max(max);
+    }
+    eprintln!("largest difference to transformers over {} tensors: {worst:e}", expected.len());
+    // torchvision's rounding of the crop offset differs where the margin halves to an odd
+    // number and a half: 320×227 resizes to 315×224, margin 91, offset 45 (floor) vs 46.
+    let img = image::open(dir.join("rgb_320x227.png")).unwrap().to_rgb8();
+    let reference = expected["clip224/rgb_320x227"].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let (max, _) = diffs(&Preprocessor::openai_clip(224).apply(&img), &reference);
+    assert!(max > 1e-3, "an odd margin must tell the two crop rules apart ({max})");
+    // Dropping the alpha instead of compositing it is visibly wrong on the RGBA image.
+    let rgba = image::open(dir.join("rgba_71x130.png")).unwrap().to_rgb8();
+    let prep = Preprocessor::from_hf_config(&dir.join("siglip32.json"), &defaults("siglip32")).unwrap();
+    let (max, _) = diffs(&prep.apply(&rgba), &expected["siglip32/rgba_71x130"].flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    assert!(max > 0.1, "alpha compositing matters ({max})");
+}
+
+#[test]
+fn unsupported_processor_settings_are_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let refuse = |json: &str, key: &str| {
+        let path = dir.path().join("preprocessor_config.json");
+        std::fs::write(&path, json).unwrap();
+        let err = Preprocessor::from_hf_config(&path, &Preprocessor::hf_clip(224)).unwrap_err();
+        assert!(err.to_string().contains(&format!("key `{key}`")), "{err}");
+    };
+    refuse(r#"{"resample": 2}"#, "resample");
+    refuse(r#"{"do_resize": false}"#, "do_resize");
+    refuse(r#"{"image_std": [0.5, 0, 0.5]}"#, "image_std");
+    refuse(r#"{"size": {"height": 224, "width": 200}}"#, "size");
+    refuse(r#"{"rescale_factor": "x"}"#, "rescale_factor");
 }

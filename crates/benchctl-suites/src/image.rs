@@ -30,6 +30,17 @@ pub struct EmbeddedImage {
     pub bytes: std::sync::Arc<[u8]>,
 }
 
+/// What becomes of an image's alpha channel on the way to RGB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Alpha {
+    /// Dropped, as PIL's `convert("RGB")` does (torchvision pipelines).
+    #[default]
+    Drop,
+    /// Composited onto opaque white, as `transformers`' `convert_to_rgb` does (PIL's
+    /// `alpha_composite` over a white RGBA background, in its fixed-point arithmetic).
+    OverWhite,
+}
+
 /// Two image files and how [`crate::rococo::altered`] combines them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AlteredSource {
@@ -70,13 +81,18 @@ impl ImageSource {
     /// Decodes to 8-bit RGB: alpha is dropped, greyscale replicated, 16-bit scaled down
     /// (as PIL's `convert("RGB")` does).
     pub fn load_rgb(&self) -> Result<RgbImage> {
+        self.load_rgb_with(Alpha::Drop)
+    }
+
+    /// As [`ImageSource::load_rgb`], with the alpha channel (if any) handled by `alpha`.
+    pub fn load_rgb_with(&self, alpha: Alpha) -> Result<RgbImage> {
         if let ImageSource::Altered(altered) = self {
             let base = ImageSource::File(altered.base.clone()).load_rgb()?;
             let other = ImageSource::File(altered.other.clone()).load_rgb()?;
             return Ok(crate::rococo::altered::render(&altered.spec, &base, &other));
         }
         if let ImageSource::Embedded(embedded) = self {
-            return decode_rgb(&embedded.bytes)
+            return decode_rgb_with(&embedded.bytes, alpha)
                 .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name())));
         }
         let path = self.path();
@@ -90,7 +106,7 @@ impl ImageSource {
         })?;
         let decoded = match self {
             ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
-            _ => decode_rgb(&bytes).map_err(|e| e.to_string()),
+            _ => decode_rgb_with(&bytes, alpha).map_err(|e| e.to_string()),
         };
         decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }
@@ -111,8 +127,34 @@ pub fn decode_npy_bgr(bytes: &[u8]) -> std::result::Result<RgbImage, String> {
     RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
 }
 
-/// Decodes PNG or JPEG bytes to 8-bit RGB.
+/// Decodes PNG or JPEG bytes to 8-bit RGB, dropping any alpha.
 pub fn decode_rgb(bytes: &[u8]) -> std::result::Result<RgbImage, image::ImageError> {
+    decode_rgb_with(bytes, Alpha::Drop)
+}
+
+/// Decodes PNG or JPEG bytes to 8-bit RGB, the alpha channel (if any) handled by `alpha`.
+pub fn decode_rgb_with(bytes: &[u8], alpha: Alpha) -> std::result::Result<RgbImage, image::ImageError> {
     let reader = image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format()?;
-    Ok(reader.decode()?.into_rgb8())
+    let decoded = reader.decode()?;
+    if alpha == Alpha::Drop || !decoded.color().has_alpha() {
+        return Ok(decoded.into_rgb8());
+    }
+    let rgba = decoded.into_rgba8();
+    let (w, h) = rgba.dimensions();
+    let rgb = rgba.pixels().flat_map(|p| {
+        let a = u32::from(p[3]);
+        [0, 1, 2].map(|c| if a == 0 { 255 } else { over_white(u32::from(p[c]), a) })
+    });
+    Ok(RgbImage::from_vec(w, h, rgb.collect()).unwrap_or_default())
+}
+
+/// One channel of Pillow's `alpha_composite` of a straight-alpha pixel over opaque white:
+/// 7 fractional bits, `(x >> 8 + x) >> 8` for ÷255, rounded. Over an opaque background the
+/// weights reduce to `a · 128` and `(255 − a) · 128`.
+fn over_white(value: u32, a: u32) -> u8 {
+    const PRECISION_BITS: u32 = 7;
+    let shift_div_255 = |x: u32| ((x >> 8) + x) >> 8;
+    let (coef1, coef2) = (a << PRECISION_BITS, (255 - a) << PRECISION_BITS);
+    let tmp = value * coef1 + 255 * coef2;
+    (shift_div_255(tmp + (0x80 << PRECISION_BITS)) >> PRECISION_BITS) as u8
 }

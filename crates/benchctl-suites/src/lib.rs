@@ -19,7 +19,7 @@ use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Result};
-pub use image::{EmbeddedImage, ImageSource};
+pub use image::{Alpha, EmbeddedImage, ImageSource};
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match.
 #[derive(Debug, Clone)]

@@ -320,3 +320,19 @@ pub fn rococo_layout(dir: &Path, n: usize) {
         std::fs::write(ann.join(format!("{set}.json")), records(Some(word)).to_string()).expect("write set");
     }
 }
+
+/// Writes the `preprocessor_config.json` an HF CLIP repo carries (`transformers`'
+/// `CLIPImageProcessor` defaults) for a model of this image size into `dir`, as a hub
+/// snapshot holds it.
+pub fn write_clip_preprocessor_config(dir: &Path, image_size: usize) {
+    let config = serde_json::json!({
+        "image_processor_type": "CLIPImageProcessor",
+        "do_resize": true, "size": {"shortest_edge": image_size}, "resample": 3,
+        "do_center_crop": true, "crop_size": {"height": image_size, "width": image_size},
+        "do_rescale": true, "rescale_factor": 0.00392156862745098,
+        "do_normalize": true,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "do_convert_rgb": true,
+    });
+    std::fs::write(dir.join("preprocessor_config.json"), config.to_string()).expect("write preprocessor_config.json");
+}

@@ -284,7 +284,7 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             .items
             .iter()
             .flat_map(|i| &i.images)
-            .map(|s| s.load_rgb().map(|img| prep.apply(&img)))
+            .map(|s| s.load_rgb_with(crate::eval::alpha_rule(&prep)).map(|img| prep.apply(&img)))
             .collect::<std::result::Result<_, _>>()?;
         let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts.iter().map(String::as_str)).collect();
         let b = args.batch as usize;

@@ -166,12 +166,13 @@ pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) 
     record.score = Some(head.name().to_string());
     // A local directory is identified by where its weights are and their size and mtime, so a
     // replaced file gets a new namespace; a hub model by its commit. The preprocessing and the
-    // tokenizer follow from the architecture and the config and tokenizer files, whose bytes
-    // are hashed in.
+    // tokenizer follow from the architecture and the config, tokenizer and image processor
+    // files, whose bytes are hashed in. `v3`: HF-layout preprocessing follows
+    // `preprocessor_config.json` as `transformers` applies it (crop offset, rescale).
     let stamp = |path: &Path| std::fs::metadata(path).ok().map(|m| format!("{}:{:?}", m.len(), m.modified().ok())).unwrap_or_default();
     let contents = |path: &Path| std::fs::read(path).map(|bytes| hex(&cache::key(&[&bytes])[..8])).unwrap_or_default();
     let cache_namespace = format!(
-        "v2|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}",
+        "v3|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
         record.id,
         record.repo,
         record.commit,
@@ -183,6 +184,7 @@ pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) 
         head.name(),
         contents(&files.config),
         contents(&files.tokenizer),
+        files.preprocessor.as_deref().map(contents).unwrap_or_default(),
     );
     Ok(ResolvedModel { files, architecture, head, dtype, device, record, cache_namespace })
 }
@@ -635,13 +637,23 @@ fn encode_through_cache<P: Send>(
 
 /// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
 /// (decoding on all cores).
+/// How the model's reference pipeline turns an image with alpha into RGB: `transformers`
+/// composites it onto white, PIL's `convert("RGB")` (torchvision pipelines) drops it.
+pub(crate) fn alpha_rule(prep: &benchctl_models::preprocess::Preprocessor) -> benchctl_suites::Alpha {
+    match prep.pipeline {
+        benchctl_models::preprocess::Pipeline::Transformers { .. } => benchctl_suites::Alpha::OverWhite,
+        benchctl_models::preprocess::Pipeline::Torchvision => benchctl_suites::Alpha::Drop,
+    }
+}
+
 pub(crate) fn load_pixels(
     prep: &benchctl_models::preprocess::Preprocessor,
     images: &[&ImageSource],
     device: &Device,
 ) -> Result<Tensor> {
+    let alpha = alpha_rule(prep);
     let pixels: Vec<Vec<f32>> =
-        images.par_iter().map(|s| s.load_rgb().map(|img| prep.apply(&img))).collect::<std::result::Result<_, _>>()?;
+        images.par_iter().map(|s| s.load_rgb_with(alpha).map(|img| prep.apply(&img))).collect::<std::result::Result<_, _>>()?;
     Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
         .and_then(|t| t.to_device(device))
         .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))

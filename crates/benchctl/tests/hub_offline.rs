@@ -13,6 +13,7 @@ fn zoo_id_resolves_from_the_cache_offline() {
     let folder = home.path().join("hub").join(format!("models--{}", entry.repo.replace('/', "--")));
     let snapshot = folder.join("snapshots").join(entry.revision);
     common::copy_tree(&benchctl_testkit::fixture_model("clip-tiny-a"), &snapshot);
+    benchctl_testkit::write_clip_preprocessor_config(&snapshot, 224);
     let results = tempfile::tempdir().unwrap();
     let out = benchctl(
         &[

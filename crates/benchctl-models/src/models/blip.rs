@@ -285,7 +285,8 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
     let config = BlipConfig::from_file(&files.config)?;
     let max_len = BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
     let tokenizer = BertTokenizer::from_file(&files.tokenizer, max_len)?;
-    let preprocessor = Preprocessor::stretch(config.vision_config.image_size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD);
+    let size = config.vision_config.image_size;
+    let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD), size)?;
     let w = Weights::open(&files.weights, dtype, device)?;
     Ok(Arc::new(Loaded { model: Blip::from_weights(&config, &w)?, tokenizer, preprocessor }))
 }

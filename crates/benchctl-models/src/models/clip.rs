@@ -440,7 +440,8 @@ impl ClipEncoder {
                 ),
             ));
         }
-        let preprocessor = Preprocessor::openai_clip(config.vision_config.image_size);
+        let size = config.vision_config.image_size;
+        let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::hf_clip(size), size)?;
         let model = Clip::load(config, &files.weights, dtype, device)?;
         Ok(Self { model, tokenizer, preprocessor })
     }

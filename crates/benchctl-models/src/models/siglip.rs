@@ -252,7 +252,8 @@ impl SiglipEncoder {
         let config = SiglipConfig::from_file(&files.config)?;
         let tc = &config.text_config;
         let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
-        let preprocessor = Preprocessor::stretch(config.vision_config.image_size, HALF, HALF);
+        let size = config.vision_config.image_size;
+        let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, HALF, HALF), size)?;
         let w = Weights::open(&files.weights, dtype, device)?;
         Ok(Self { model: Siglip::from_weights(&config, &w)?, tokenizer, preprocessor })
     }
