@@ -8,6 +8,13 @@
 //! - [`preprocess`], [`tokenizer`]: inputs exactly as the reference code prepares them;
 //! - [`DualEncoder`] and [`FusionEncoder`]: what the runner asks of a model, as [`Model`].
 
+
+/// The version of everything in this crate that decides an embedding's values (decoding
+/// rules, preprocessing, model code, kernels). Bump it with any change that alters an output,
+/// so that embedding caches written before it are never served after it. History: 3, HF-layout
+/// checkpoints preprocess as `transformers` does (crop offset, f64 rescale, alpha over white).
+pub const OUTPUT_VERSION: u32 = 3;
+
 pub mod device;
 pub mod error;
 pub mod hub;

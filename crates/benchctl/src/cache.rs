@@ -9,10 +9,13 @@
 //! an altered image, of both sources and the recipe) or of the text.
 //!
 //! Each process appends to its own segment file, one flushed record per encoded batch, so a
-//! killed run loses at most the batch in flight and concurrent runs never interleave. A record
-//! is `"BCE1" | key (32) | dim (u32 LE) | dim × f32 LE | check (8)`, the check being the first
-//! bytes of SHA-256 over key, dim and values: a truncated tail or a corrupt record is skipped
-//! (and so recomputed), never trusted.
+//! killed run loses at most the batch in flight and concurrent runs never interleave. A
+//! segment opens with `"BCS2" | namespace (32)`, the SHA-256 of the namespace it was written
+//! for; a segment of another namespace (copied or moved into this folder) is ignored whole. A
+//! record is `"BCE2" | key (32) | dim (u32 LE) | dim × f32 LE | check (8)`, the check being
+//! the first bytes of SHA-256 over the namespace, key and values: a truncated tail, a corrupt
+//! record or one spliced in from another namespace is skipped (and so recomputed), never
+//! trusted.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -22,7 +25,10 @@ use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind, Result};
 
-const MAGIC: &[u8; 4] = b"BCE1";
+const MAGIC: &[u8; 4] = b"BCE2";
+const SEGMENT_MAGIC: &[u8; 4] = b"BCS2";
+/// A segment's header: magic and the namespace's hash.
+const SEGMENT_HEAD: usize = 4 + 32;
 
 /// A content key.
 pub type Key = [u8; 32];
@@ -37,8 +43,8 @@ pub fn key(parts: &[&[u8]]) -> Key {
     h.finalize().into()
 }
 
-fn check(key: &Key, values: &[u8]) -> [u8; 8] {
-    let digest = Sha256::new().chain_update(key).chain_update(values).finalize();
+fn check(namespace: &Key, key: &Key, values: &[u8]) -> [u8; 8] {
+    let digest = Sha256::new().chain_update(namespace).chain_update(key).chain_update(values).finalize();
     let mut out = [0u8; 8];
     out.copy_from_slice(&digest[..8]);
     out
@@ -60,6 +66,9 @@ pub fn default_root() -> Option<PathBuf> {
 /// One model namespace of the cache.
 pub struct EmbeddingCache {
     dir: Option<PathBuf>,
+    /// SHA-256 of the namespace string: written at the head of every segment, and part of
+    /// every record's check.
+    namespace: Key,
     entries: HashMap<Key, Vec<f32>>,
     segment: Option<std::fs::File>,
     /// Records skipped on load as truncated or corrupt.
@@ -69,15 +78,16 @@ pub struct EmbeddingCache {
 impl EmbeddingCache {
     /// A cache that stores nothing.
     pub fn disabled() -> Self {
-        Self { dir: None, entries: HashMap::new(), segment: None, skipped: 0 }
+        Self { dir: None, namespace: [0; 32], entries: HashMap::new(), segment: None, skipped: 0 }
     }
 
     /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
     pub fn open(root: &Path, namespace: &str) -> Result<Self> {
-        let dir = root.join(hex(&key(&[namespace.as_bytes()])[..16]));
+        let namespace = key(&[namespace.as_bytes()]);
+        let dir = root.join(hex(&namespace[..16]));
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::new(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display())))?;
-        let mut cache = Self { dir: Some(dir.clone()), entries: HashMap::new(), segment: None, skipped: 0 };
+        let mut cache = Self { dir: Some(dir.clone()), namespace, entries: HashMap::new(), segment: None, skipped: 0 };
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| Error::new(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -94,7 +104,13 @@ impl EmbeddingCache {
         Ok(cache)
     }
 
-    fn read_segment(&mut self, mut bytes: &[u8]) {
+    fn read_segment(&mut self, bytes: &[u8]) {
+        // A segment written for another namespace, or in an older format, is not this model's.
+        if bytes.len() < SEGMENT_HEAD || &bytes[..4] != SEGMENT_MAGIC || bytes[4..SEGMENT_HEAD] != self.namespace {
+            self.skipped += 1;
+            return;
+        }
+        let mut bytes = &bytes[SEGMENT_HEAD..];
         const HEAD: usize = 4 + 32 + 4;
         while !bytes.is_empty() {
             if bytes.len() < HEAD || &bytes[..4] != MAGIC {
@@ -110,7 +126,7 @@ impl EmbeddingCache {
                 return;
             }
             let values = &bytes[HEAD..HEAD + dim * 4];
-            if check(&key, values) == bytes[HEAD + dim * 4..end] {
+            if check(&self.namespace, &key, values) == bytes[HEAD + dim * 4..end] {
                 let v = values.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect();
                 self.entries.insert(key, v);
             } else {
@@ -142,7 +158,7 @@ impl EmbeddingCache {
             buf.extend_from_slice(key);
             buf.extend_from_slice(&(values.len() as u32).to_le_bytes());
             buf.extend_from_slice(&raw);
-            buf.extend_from_slice(&check(key, &raw));
+            buf.extend_from_slice(&check(&self.namespace, key, &raw));
             self.entries.insert(*key, values.clone());
         }
         let write_error = |e: std::io::Error| {
@@ -156,7 +172,8 @@ impl EmbeddingCache {
                     .map(|d| d.as_nanos())
                     .unwrap_or(0);
                 let path = dir.join(format!("seg-{nanos}-{}.bin", std::process::id()));
-                let file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(write_error)?;
+                let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(write_error)?;
+                file.write_all(SEGMENT_MAGIC).and_then(|_| file.write_all(&self.namespace)).map_err(write_error)?;
                 self.segment.insert(file)
             }
         };

@@ -167,12 +167,15 @@ pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) 
     // A local directory is identified by where its weights are and their size and mtime, so a
     // replaced file gets a new namespace; a hub model by its commit. The preprocessing and the
     // tokenizer follow from the architecture and the config, tokenizer and image processor
-    // files, whose bytes are hashed in. `v3`: HF-layout preprocessing follows
-    // `preprocessor_config.json` as `transformers` applies it (crop offset, rescale).
+    // files, whose bytes are hashed in. The code's own part: `OUTPUT_VERSION`, bumped by any
+    // change to decoding, preprocessing or model code that alters an embedding, and the crate
+    // version.
     let stamp = |path: &Path| std::fs::metadata(path).ok().map(|m| format!("{}:{:?}", m.len(), m.modified().ok())).unwrap_or_default();
     let contents = |path: &Path| std::fs::read(path).map(|bytes| hex(&cache::key(&[&bytes])[..8])).unwrap_or_default();
     let cache_namespace = format!(
-        "v3|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
+        "v{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
+        benchctl_models::OUTPUT_VERSION,
+        env!("CARGO_PKG_VERSION"),
         record.id,
         record.repo,
         record.commit,

@@ -37,9 +37,9 @@ fn record_len(dim: usize) -> usize {
     4 + 32 + 4 + dim * 4 + 8
 }
 
-/// The first record of a cold run's segment is the model's score head (3 values), then the
-/// 32 embeddings (projection dim 24).
-const HEAD_RECORD: usize = 4 + 32 + 4 + 3 * 4 + 8;
+/// A segment opens with its magic and namespace hash; its first record is the model's score
+/// head (3 values), then the 32 embeddings (projection dim 24).
+const HEAD_RECORD: usize = 4 + 32 + 4 + 32 + 4 + 3 * 4 + 8;
 
 fn encoded(run: &serde_json::Value) -> (u64, u64, u64, u64) {
     let c = &run["counts"];
@@ -180,10 +180,60 @@ fn a_cache_without_the_score_head_loads_the_model() {
     let cold = eval(cache.path(), &[]);
     let segment = &segments(cache.path())[0];
     let bytes = std::fs::read(segment).unwrap();
-    // Drop the head record: every embedding is still there, but scoring needs the scale.
-    std::fs::write(segment, &bytes[HEAD_RECORD..]).unwrap();
+    // Drop the head record (keeping the segment's own header): every embedding is still
+    // there, but scoring needs the scale.
+    let header = 4 + 32;
+    std::fs::write(segment, [&bytes[..header], &bytes[HEAD_RECORD..]].concat()).unwrap();
     let rerun = eval(cache.path(), &[]);
     assert_eq!(encoded(&rerun), (0, 0, 16, 16));
     assert!(rerun["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
     assert_eq!(rerun["report"], cold["report"]);
+}
+
+/// A segment copied into another model's folder is ignored there (it carries the namespace it
+/// was written for): that model encodes everything and reports its own scores, not the other
+/// model's.
+#[test]
+fn a_segment_copied_into_another_models_folder_is_not_trusted() {
+    let cache = tempfile::tempdir().unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let b = benchctl_testkit::fixture_model("clip-tiny-b");
+    let own_b = stored_run(&eval_model(b.to_str().unwrap(), tempfile::tempdir().unwrap().path(), results.path(), &[])).1;
+    // Model A fills its folder; a run of model B makes its folder, which is then emptied.
+    eval(cache.path(), &[]);
+    let a_segment = segments(cache.path())[0].clone();
+    let a_folder = a_segment.parent().unwrap().to_path_buf();
+    stored_run(&eval_model(b.to_str().unwrap(), cache.path(), results.path(), &[]));
+    let b_folder = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).find(|p| *p != a_folder).unwrap();
+    for f in std::fs::read_dir(&b_folder).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    std::fs::copy(&a_segment, b_folder.join(a_segment.file_name().unwrap())).unwrap();
+    let run = stored_run(&eval_model(b.to_str().unwrap(), cache.path(), results.path(), &[])).1;
+    assert_eq!(encoded(&run), (16, 16, 0, 0), "nothing of model A's is served to model B");
+    assert_eq!(run["report"], own_b["report"]);
+    // The copied segment's records, re-headed with B's namespace, still fail their checks.
+    let mut spliced = std::fs::read(&a_segment).unwrap();
+    let b_segment = segments(cache.path()).into_iter().find(|p| p.starts_with(&b_folder) && *p != b_folder.join(a_segment.file_name().unwrap())).unwrap();
+    spliced[4..36].copy_from_slice(&std::fs::read(&b_segment).unwrap()[4..36]);
+    for f in std::fs::read_dir(&b_folder).unwrap() {
+        std::fs::remove_file(f.unwrap().path()).unwrap();
+    }
+    std::fs::write(b_folder.join("seg-spliced.bin"), spliced).unwrap();
+    let run = stored_run(&eval_model(b.to_str().unwrap(), cache.path(), results.path(), &[])).1;
+    assert_eq!(encoded(&run), (16, 16, 0, 0), "records checked against A's namespace fail under B's");
+}
+
+/// The namespace carries the code's output version and the crate version: a build whose
+/// preprocessing or model code changed outputs starts a fresh cache.
+#[test]
+fn the_namespace_names_the_code_version() {
+    let resolved = benchctl::eval::resolve_model(
+        &benchctl::cli::ModelChoice { model: None, model_path: Some(tiny_model().into()), score: None },
+        "cpu",
+        "f32",
+    )
+    .unwrap();
+    let prefix = format!("v{}|{}|", benchctl_models::OUTPUT_VERSION, env!("CARGO_PKG_VERSION"));
+    assert!(resolved.cache_namespace.starts_with(&prefix), "{}", resolved.cache_namespace);
 }
