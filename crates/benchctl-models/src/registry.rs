@@ -249,3 +249,54 @@ pub fn load(
         (Architecture::Blip, _) => Model::Dual(Box::new(blip::BlipItc::load(files, dtype, device)?)),
     })
 }
+
+/// How a model's tokenizer fits captions to its context: read from its config and tokenizer
+/// files alone (no weights), so a run that finds every embedding cached still counts the
+/// captions its model truncates.
+pub struct CaptionLimit {
+    /// Tokens the context holds, special tokens included (CLIP 77, SigLIP 64, BLIP 35).
+    pub context: usize,
+    cut: Box<dyn Fn(&str) -> Result<usize> + Send + Sync>,
+}
+
+impl CaptionLimit {
+    /// The number of the caption's tokens the model's tokenizer drops (0 when it fits).
+    pub fn tokens_cut(&self, caption: &str) -> Result<usize> {
+        (self.cut)(caption)
+    }
+}
+
+impl std::fmt::Debug for CaptionLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptionLimit").field("context", &self.context).finish()
+    }
+}
+
+/// The caption limit of a model of this architecture with these files.
+pub fn caption_limit(architecture: Architecture, files: &ModelFiles) -> Result<CaptionLimit> {
+    use crate::tokenizer::{BertTokenizer, ClipTokenizer, SiglipTokenizer};
+    Ok(match architecture {
+        Architecture::Clip | Architecture::OpenClip => {
+            let context = match architecture {
+                Architecture::OpenClip => {
+                    crate::models::clip_openai::OpenClipFile::from_file(&files.config)?.clip_config().text_config.max_position_embeddings
+                }
+                _ => crate::models::clip::ClipConfig::from_file(&files.config)?.text_config.max_position_embeddings,
+            };
+            let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context)?;
+            CaptionLimit { context, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
+        }
+        Architecture::Siglip => {
+            let config = crate::models::siglip::SiglipConfig::from_file(&files.config)?;
+            let tc = &config.text_config;
+            let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
+            CaptionLimit { context: tc.max_position_embeddings, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
+        }
+        Architecture::Blip => {
+            let config = crate::models::blip::BlipConfig::from_file(&files.config)?;
+            let context = crate::models::blip::BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
+            let tokenizer = BertTokenizer::from_file(&files.tokenizer, context)?;
+            CaptionLimit { context, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
+        }
+    })
+}

@@ -77,6 +77,12 @@ impl ClipTokenizer {
         self.max_len
     }
 
+    /// How many of the text's tokens [`ClipTokenizer::encode`] drops to fit the context.
+    pub fn tokens_cut(&self, text: &str) -> Result<usize> {
+        let body = body_ids(&self.inner, &unescape_html(&unescape_html(text)))?;
+        Ok(body.len().saturating_sub(self.max_len - 2))
+    }
+
     /// `[bos, tokens…, eos]`, at most `max_len` ids; a longer text keeps its first
     /// `max_len − 2` tokens and the end token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
@@ -123,6 +129,11 @@ impl SiglipTokenizer {
         self.max_len
     }
 
+    /// How many of the text's pieces [`SiglipTokenizer::encode`] drops to fit the context.
+    pub fn tokens_cut(&self, text: &str) -> Result<usize> {
+        Ok(body_ids(&self.inner, &siglip_canonical(text))?.len().saturating_sub(self.max_len - 1))
+    }
+
     /// `canonical(text)` pieces, `</s>`, then padding: always `max_len` ids.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let mut ids = body_ids(&self.inner, &siglip_canonical(text))?;
@@ -167,6 +178,11 @@ impl BertTokenizer {
 
     pub fn max_len(&self) -> usize {
         self.max_len
+    }
+
+    /// How many of the text's pieces [`BertTokenizer::encode`] drops to fit the context.
+    pub fn tokens_cut(&self, text: &str) -> Result<usize> {
+        Ok(body_ids(&self.inner, text)?.len().saturating_sub(self.max_len - 2))
     }
 
     /// `[CLS] pieces… [SEP]`, at most `max_len` ids.

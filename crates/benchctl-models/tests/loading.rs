@@ -102,3 +102,26 @@ fn model_directories_are_recognised_by_model_type() {
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(err.to_string().contains("model_type `flava` is not supported (supported: clip, siglip, blip)"), "{err}");
 }
+
+/// Each architecture's caption limit: a text that fits loses nothing, a longer one loses
+/// tokens, and every extra token past the context counts.
+#[test]
+fn caption_limits_report_what_the_tokenizers_cut() {
+    use benchctl_models::{hub, registry};
+    for (fixture, architecture, context) in [
+        ("clip-tiny-a", registry::Architecture::Clip, 77),
+        ("siglip-tiny", registry::Architecture::Siglip, 0),
+        ("blip-tiny", registry::Architecture::Blip, 0),
+    ] {
+        let files = hub::from_dir(&benchctl_testkit::fixture_model(fixture)).unwrap();
+        let limit = registry::caption_limit(architecture, &files).unwrap();
+        if context > 0 {
+            assert_eq!(limit.context, context, "{fixture}");
+        }
+        assert_eq!(limit.tokens_cut("a red cube").unwrap(), 0, "{fixture}");
+        let long: String = (0..3 * limit.context).map(|_| "cube").collect::<Vec<_>>().join(" ");
+        assert!(limit.tokens_cut(&long).unwrap() > 0, "{fixture}");
+        let longer = format!("{long} cube cube");
+        assert!(limit.tokens_cut(&longer).unwrap() > limit.tokens_cut(&long).unwrap(), "{fixture}: every extra token counts");
+    }
+}

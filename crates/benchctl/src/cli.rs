@@ -110,11 +110,23 @@ pub struct EvalArgs {
     /// ranges); `benchctl merge` combines the n shard runs into the unsharded run.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<(usize, usize)>,
+    /// A caption longer than the model's text context (CLIP 77, SigLIP 64, BLIP 35 tokens):
+    /// `truncate` cuts it as the reference pipelines do (the default; the run counts and
+    /// reports them), `error` refuses the run, naming the first.
+    #[arg(long, value_enum, default_value_t = LongCaptionArg::Truncate)]
+    pub on_long_caption: LongCaptionArg,
     /// How a tie for the top score counts: `strict`, a miss (the default), or `first`, the
     /// first of the tied candidates wins, as the official scorers of SPEC (`argmax`) and
     /// RoCOCO (`argsort`) count it (only for those suites).
     #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
     pub ties: TiesArg,
+}
+
+/// `--on-long-caption`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LongCaptionArg {
+    Truncate,
+    Error,
 }
 
 /// `--ties`.

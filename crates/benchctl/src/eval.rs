@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
 use crate::cache::{self, hex, EmbeddingCache};
-use crate::cli::{EvalArgs, ModelChoice};
+use crate::cli::{EvalArgs, LongCaptionArg, ModelChoice};
 use crate::results::{self, ModelRecord, Run};
 use crate::{Error, ErrorKind, Result};
 
@@ -96,6 +96,11 @@ impl ResolvedModel {
     }
 
     /// Whether the chosen head scores pairs jointly (a fusion model).
+    /// How the model's tokenizer fits captions to its context (config and tokenizer only).
+    pub fn caption_limit(&self) -> Result<registry::CaptionLimit> {
+        Ok(registry::caption_limit(self.architecture, &self.files)?)
+    }
+
     pub fn is_fusion(&self) -> bool {
         self.head.is_fusion()
     }
@@ -227,6 +232,10 @@ pub struct Counts {
     /// Fusion models: (image, text) pairs scored by a forward pass, and taken from the cache.
     pub pairs_scored: usize,
     pub pairs_cached: usize,
+    /// Unique captions longer than the model's text context, cut by its tokenizer, and that
+    /// context in tokens (special tokens included).
+    pub captions_truncated: usize,
+    pub text_context: usize,
 }
 
 impl Counts {
@@ -292,6 +301,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
         Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
     };
     let mut counts = Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
+    (counts.captions_truncated, counts.text_context) = long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let mut cache = resolved.cache(args.no_cache)?;
     let image_keys = image_keys(&unique_images)?;
@@ -376,6 +386,31 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let dump = results::item_dump(suite, &scores);
     let suite = suite.clone();
     Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+}
+
+/// How many of `texts` the model's tokenizer truncates, and its context: with
+/// `--on-long-caption error`, the first such caption is an error (bad data, naming it and how
+/// many tokens it loses) before any model work.
+pub(crate) fn long_captions(resolved: &ResolvedModel, texts: &[&String], policy: LongCaptionArg) -> Result<(usize, usize)> {
+    let limit = resolved.caption_limit()?;
+    let cuts: Vec<usize> = texts
+        .par_iter()
+        .map(|t| limit.tokens_cut(t))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::new(ErrorKind::Model, format!("tokenize the captions: {e}")))?;
+    let truncated = cuts.iter().filter(|&&c| c > 0).count();
+    if policy == LongCaptionArg::Error {
+        if let Some((text, cut)) = texts.iter().zip(&cuts).find(|(_, &c)| c > 0) {
+            return Err(Error::new(
+                ErrorKind::Data,
+                format!(
+                    "accept caption {text:?}: it is {cut} token(s) longer than the model's {}-token context ({truncated} caption(s) are; --on-long-caption truncate cuts them as the reference pipeline does)",
+                    limit.context
+                ),
+            ));
+        }
+    }
+    Ok((truncated, limit.context))
 }
 
 /// The tie rule a run asked for, refused (a usage error) for a suite whose official scorer

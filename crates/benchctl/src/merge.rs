@@ -84,7 +84,13 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     let intervals = bootstrap_intervals(&suite, &scores)?;
 
     // The shards' work and time add up; the unique inputs are the suite's, the same in each.
-    let mut counts = Counts { unique_images: base.counts.unique_images, unique_texts: base.counts.unique_texts, ..Default::default() };
+    let mut counts = Counts {
+        unique_images: base.counts.unique_images,
+        unique_texts: base.counts.unique_texts,
+        captions_truncated: base.counts.captions_truncated,
+        text_context: base.counts.text_context,
+        ..Default::default()
+    };
     let mut timings = Timings::default();
     for s in &shards {
         counts.add_work(&s.run.counts);

@@ -271,6 +271,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     };
     let encoder = Encoder { model, device: resolved.device() };
     let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), ..Default::default() };
+    (counts.captions_truncated, counts.text_context) = crate::eval::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let t = Instant::now();
     let text_table = encode_texts(encoder, &unique_texts, &text_keys, None, batch, &mut counts, &mut cache)?;

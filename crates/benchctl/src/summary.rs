@@ -36,6 +36,12 @@ pub fn run_table(run: &Run) -> String {
         text.push_str(&format!("\nbootstrap 95% intervals: {}", cis.join("; ")));
     }
     text.push_str(&format!("\nties: {}", ties_line(&run.suite.ties)));
+    if run.counts.captions_truncated > 0 {
+        text.push_str(&format!(
+            "\nlong captions: {} of {} unique caption(s) exceed the model's {}-token context and were truncated, as the reference pipeline does (--on-long-caption error refuses them)",
+            run.counts.captions_truncated, run.counts.unique_texts, run.counts.text_context
+        ));
+    }
     if let Some(altered) = &run.suite.altered_images {
         text.push_str(&format!("\naltered images: {altered}"));
     }

@@ -130,3 +130,29 @@ fn parquet_and_jsonl_releases_give_the_same_report() {
     assert_eq!(parquet["counts"]["images_encoded"], 0, "every image came from the cache the jsonl run filled");
     assert!(jsonl["report"]["breakdowns"]["tag"].as_object().unwrap().contains_key("Verb-Transitive"));
 }
+
+/// A caption longer than the model's 77-token context is cut as the reference pipeline cuts
+/// it, and never silently: the run counts it, stores the count and prints it; with
+/// `--on-long-caption error` the run is refused, naming the caption.
+#[test]
+fn long_captions_are_counted_or_refused() {
+    let data = tempfile::tempdir().unwrap();
+    common::copy_tree(&common::demo_suite(), data.path());
+    let examples = data.path().join("examples.jsonl");
+    let long: String = (0..90).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let text = std::fs::read_to_string(&examples).unwrap().replacen("a blue triangle to the left of a green square", &long, 1);
+    std::fs::write(&examples, text).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let (_, run, out) = common::eval_tiny("winoground", data.path(), results.path(), &[]);
+    assert_eq!(run["counts"]["captions_truncated"], 1);
+    assert_eq!(run["counts"]["text_context"], 77);
+    assert!(common::stdout(&out).contains("long captions: 1 of 16 unique caption(s) exceed the model's 77-token context"), "{}", common::stdout(&out));
+
+    let model = common::tiny_model();
+    let out = common::benchctl(
+        &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(), "--on-long-caption", "error"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    assert!(common::stderr(&out).contains("w0 w1 w2") && common::stderr(&out).contains("longer than the model's 77-token context"), "{}", common::stderr(&out));
+}
