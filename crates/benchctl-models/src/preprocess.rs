@@ -38,6 +38,15 @@ pub enum Resize {
     Stretch,
 }
 
+/// A size as `preprocessor_config.json` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extent {
+    /// `{"shortest_edge": n}` (or an integer, for a processor that crops).
+    ShortestEdge(usize),
+    /// `{"height": h, "width": w}` (or an integer `n` for `n × n`).
+    Box(usize, usize),
+}
+
 /// Whose arithmetic the crop offset and the rescale follow.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pipeline {
@@ -104,20 +113,20 @@ impl Preprocessor {
         // for a processor that crops (CLIP), a square otherwise and for crops, as
         // `transformers`' `get_size_dict` reads it (`default_to_square`).
         let crops_by_default = defaults.resize == Resize::ShorterSideThenCrop;
-        let extent = |key: &str| -> crate::Result<Option<(Option<usize>, Option<(usize, usize)>)>> {
+        let extent = |key: &str| -> crate::Result<Option<Extent>> {
             match json.get(key) {
                 None | Some(Value::Null) => Ok(None),
-                Some(v @ Value::Number(_)) if key == "size" && crops_by_default => Ok(Some((Some(number(v, key)?), None))),
+                Some(v @ Value::Number(_)) if key == "size" && crops_by_default => Ok(Some(Extent::ShortestEdge(number(v, key)?))),
                 Some(v @ Value::Number(_)) => {
                     let n = number(v, key)?;
-                    Ok(Some((None, Some((n, n)))))
+                    Ok(Some(Extent::Box(n, n)))
                 }
                 Some(Value::Object(m)) => {
                     if let Some(edge) = m.get("shortest_edge") {
-                        return Ok(Some((Some(number(edge, &format!("{key}.shortest_edge"))?), None)));
+                        return Ok(Some(Extent::ShortestEdge(number(edge, &format!("{key}.shortest_edge"))?)));
                     }
                     match (m.get("height"), m.get("width")) {
-                        (Some(h), Some(w)) => Ok(Some((None, Some((number(h, &format!("{key}.height"))?, number(w, &format!("{key}.width"))?))))),
+                        (Some(h), Some(w)) => Ok(Some(Extent::Box(number(h, &format!("{key}.height"))?, number(w, &format!("{key}.width"))?))),
                         _ => Err(bad(key, "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}".into())),
                     }
                 }
@@ -159,9 +168,9 @@ impl Preprocessor {
         }
         let crop = if flag("do_center_crop", crops_by_default)? { extent("crop_size")? } else { None };
         let (resize, size) = match (extent("size")?, crop) {
-            (Some((Some(edge), None)), Some((Some(c), None))) if c <= edge => (Resize::ShorterSide(edge), c),
-            (Some((Some(edge), None)), Some((None, Some((h, w))))) if h == w && h <= edge => (Resize::ShorterSide(edge), h),
-            (Some((None, Some((h, w)))), None) if h == w => (Resize::Stretch, h),
+            (Some(Extent::ShortestEdge(edge)), Some(Extent::ShortestEdge(c))) if c <= edge => (Resize::ShorterSide(edge), c),
+            (Some(Extent::ShortestEdge(edge)), Some(Extent::Box(h, w))) if h == w && h <= edge => (Resize::ShorterSide(edge), h),
+            (Some(Extent::Box(h, w)), None) if h == w => (Resize::Stretch, h),
             (None, _) => (defaults.resize, defaults.size),
             (size, crop) => {
                 return Err(bad("size", format!("{size:?} with crop {crop:?} does not give a square input benchctl reproduces")))

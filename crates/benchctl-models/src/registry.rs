@@ -256,8 +256,11 @@ pub fn load(
 pub struct CaptionLimit {
     /// Tokens the context holds, special tokens included (CLIP 77, SigLIP 64, BLIP 35).
     pub context: usize,
-    cut: Box<dyn Fn(&str) -> Result<usize> + Send + Sync>,
+    cut: TokensCut,
 }
+
+/// A tokenizer's count of the tokens it drops from a caption.
+type TokensCut = Box<dyn Fn(&str) -> Result<usize> + Send + Sync>;
 
 impl CaptionLimit {
     /// The number of the caption's tokens the model's tokenizer drops (0 when it fits).
