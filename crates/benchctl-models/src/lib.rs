@@ -12,8 +12,9 @@
 /// The version of everything in this crate that decides an embedding's values (decoding
 /// rules, preprocessing, model code, kernels). Bump it with any change that alters an output,
 /// so that embedding caches written before it are never served after it. History: 3, HF-layout
-/// checkpoints preprocess as `transformers` does (crop offset, f64 rescale, alpha over white).
-pub const OUTPUT_VERSION: u32 = 3;
+/// checkpoints preprocess as `transformers` does (crop offset, f64 rescale, alpha over white);
+/// 4, BLIP ITM pair scores are logits (`l1 − l0`), not probabilities.
+pub const OUTPUT_VERSION: u32 = 4;
 
 pub mod device;
 pub mod error;
@@ -75,14 +76,12 @@ impl Similarity {
     /// The plain cosine of normalised embeddings.
     pub const COSINE: Similarity = Similarity { scale: 1.0, bias: 0.0, sigmoid: false };
 
-    /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)` scores.
+    /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)` scores: `scale · cos + bias`.
+    /// For a sigmoid head these are the logits of its match probabilities
+    /// ([`ScoreKind::Logit`]): the sigmoid saturates to exactly 1.0 in f32 and would turn a
+    /// wide margin into a tie, so it is applied only where a metric thresholds.
     pub fn scores(&self, images: &Tensor, texts: &Tensor) -> Result<Tensor> {
-        let logits = self.logits(images, texts)?;
-        if self.sigmoid {
-            candle_nn::ops::sigmoid(&logits).map_err(|e| Error::compute("score", e))
-        } else {
-            Ok(logits)
-        }
+        self.logits(images, texts)
     }
 
     /// `scale · cos + bias`, before any sigmoid.
@@ -103,11 +102,11 @@ impl Similarity {
         models::transformer::pairwise_dot(images, texts).map_err(|e| Error::compute("rank", e))
     }
 
-    /// Similarities (logits, cosines) or match probabilities: it decides how the pairwise
-    /// metrics treat ties and thresholds.
+    /// Similarities (logits, cosines), or the logits of match probabilities for a sigmoid
+    /// head: it decides how the pairwise metrics treat thresholds.
     pub fn kind(&self) -> ScoreKind {
         if self.sigmoid {
-            ScoreKind::Probability
+            ScoreKind::Logit
         } else {
             ScoreKind::Similarity
         }

@@ -186,11 +186,13 @@ fn siglip_tiny_matches_transformers() {
     let logits = model.logits(&images, &texts).unwrap().squeeze(0).unwrap();
     let d = max_abs_diff(&logits, &r.tensors["logits_per_image"]);
     assert!(d <= TOLERANCE, "siglip logits differ by {d}");
-    // The scores are the sigmoid of those logits: probabilities.
-    let probabilities = model.scores(&images, &texts).unwrap().squeeze(0).unwrap();
+    // The stored scores are those logits; their sigmoid is transformers' probability.
+    let scores = model.scores(&images, &texts).unwrap().squeeze(0).unwrap();
+    assert!(max_abs_diff(&scores, &r.tensors["logits_per_image"]) <= TOLERANCE);
+    let probabilities = candle_nn::ops::sigmoid(&scores).unwrap();
     let expected = candle_nn::ops::sigmoid(&r.tensors["logits_per_image"]).unwrap();
     assert!(max_abs_diff(&probabilities, &expected) <= TOLERANCE);
-    assert_eq!(model.score_kind(), ScoreKind::Probability);
+    assert_eq!(model.score_kind(), ScoreKind::Logit);
 }
 
 #[test]
@@ -217,10 +219,12 @@ fn blip_itm_matches_transformers_for_every_pair() {
     let pair_texts: Vec<&str> = (0..n_images).flat_map(|_| r.texts.iter().map(String::as_str)).collect();
     let index = Tensor::new(pair_images, &Device::Cpu).unwrap();
     let pair_states = states.index_select(&index, 0).unwrap();
-    let probabilities = model.score_pairs(&pair_states, &pair_texts).unwrap().reshape((n_images, n_texts)).unwrap();
+    // The stored score is the match logit l1 − l0; its sigmoid is transformers' softmax(l)[1].
+    let logits = model.score_pairs(&pair_states, &pair_texts).unwrap().reshape((n_images, n_texts)).unwrap();
+    let probabilities = candle_nn::ops::sigmoid(&logits).unwrap();
     let d = max_abs_diff(&probabilities, &r.tensors["itm_probability"]);
     assert!(d <= TOLERANCE, "blip itm probabilities differ by {d}");
-    assert_eq!(model.score_kind(), ScoreKind::Probability);
+    assert_eq!(model.score_kind(), ScoreKind::Logit);
     assert!(model.shortlister().is_some());
 }
 
@@ -248,7 +252,7 @@ fn zoo_half_precision_drift_is_reported_and_bounded() {
 
         let model = BlipItm::load(&files("blip-tiny"), dtype, &cpu).unwrap();
         let states = model.encode_images(&pixels.narrow(0, 0, 1).unwrap()).unwrap();
-        let p = model.score_pairs(&states, &[r.texts[0].as_str()]).unwrap();
+        let p = candle_nn::ops::sigmoid(&model.score_pairs(&states, &[r.texts[0].as_str()]).unwrap()).unwrap();
         let expected = r.tensors["itm_probability"].get(0).unwrap().narrow(0, 0, 1).unwrap();
         let d = max_abs_diff(&p, &expected);
         eprintln!("blip-tiny itm {dtype:?}: max abs probability drift {d}");

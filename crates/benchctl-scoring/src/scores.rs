@@ -51,8 +51,46 @@ pub enum ScoreKind {
     /// Any real number; only the order matters (CLIP logits, cosine similarities).
     #[default]
     Similarity,
-    /// A match probability in [0, 1] (image-text-matching heads): thresholds apply too.
+    /// A match probability in [0, 1] (scores made elsewhere): thresholds apply too. Saturated
+    /// probabilities (exactly 1.0 or 0.0 in f32) tie, and ties count against the model:
+    /// models in the zoo therefore report [`ScoreKind::Logit`].
     Probability,
+    /// The log-odds of a match probability (SigLIP's `scale · cos + bias`, BLIP ITM's
+    /// `l1 − l0`): compared as they are, so a wide margin never becomes a tie by saturation;
+    /// thresholds apply to `σ(logit)`, computed in f32 as the reference pipelines compute the
+    /// probability ([`ScoreKind::probability`]).
+    Logit,
+}
+
+impl ScoreKind {
+    /// Whether the scores are (or stand for) match probabilities, so thresholds apply.
+    pub fn has_probability(self) -> bool {
+        matches!(self, ScoreKind::Probability | ScoreKind::Logit)
+    }
+
+    /// The match probability of a score of this kind: itself, or `1 / (1 + e^(−x))` in f32
+    /// (torch's `sigmoid`); `None` for similarities.
+    pub fn probability(self, score: f32) -> Option<f32> {
+        match self {
+            ScoreKind::Similarity => None,
+            ScoreKind::Probability => Some(score),
+            ScoreKind::Logit => Some(1.0 / (1.0 + (-score).exp())),
+        }
+    }
+
+    /// The name stored in run records.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoreKind::Similarity => "similarity",
+            ScoreKind::Probability => "probability",
+            ScoreKind::Logit => "logit",
+        }
+    }
+
+    /// From [`ScoreKind::name`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        [ScoreKind::Similarity, ScoreKind::Probability, ScoreKind::Logit].into_iter().find(|k| k.name() == name)
+    }
 }
 
 /// N items' score matrices, stored contiguously. Items may differ in K and L.
@@ -91,6 +129,15 @@ impl ScoreTensor {
                 "score of item {} at position {pos} is NaN",
                 self.shapes.len()
             )));
+        }
+        if self.kind == ScoreKind::Logit {
+            if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
+                return Err(Error::new(format!(
+                    "score of item {} at position {pos} is {}, not a finite logit",
+                    self.shapes.len(),
+                    values[pos]
+                )));
+            }
         }
         if self.kind == ScoreKind::Probability {
             if let Some(pos) = values.iter().position(|v| !(0.0..=1.0).contains(v)) {

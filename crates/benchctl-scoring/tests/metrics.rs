@@ -383,3 +383,32 @@ fn ties_first_reproduces_argmax_on_choice_items() {
     let err = evaluate(Summary { ties: Ties::First, ..Summary::of(MetricFamily::Group) }, &wino_scores, &[ItemView { truth: &truth, tags: &none }]).unwrap_err();
     assert!(err.to_string().contains("official code compares strictly"), "{err}");
 }
+
+/// Saturated probabilities tie in f32 (σ(20) = σ(30) = 1.0) and ties count against the
+/// model; logits keep the margin. Thresholds (VALSE's p_c, p_f) still see the probability.
+#[test]
+fn logits_keep_the_margins_that_saturated_probabilities_lose() {
+    use benchctl_scoring::ScoreKind;
+    let logits = wino(30.0, 20.0, 25.0, 35.0); // every pair's probability rounds to 1.0
+    let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
+    assert!(logits.iter().all(|&x| sigmoid(x) == 1.0), "the probabilities saturate");
+    assert_eq!(outcome(&logits), group::Outcome { text: true, image: true });
+    let probabilities: Vec<f32> = logits.iter().map(|&x| sigmoid(x)).collect();
+    assert_eq!(outcome(&probabilities), group::Outcome { text: false, image: false }, "saturation manufactures ties");
+
+    // VALSE's thresholds on logits: σ(0) = 0.5 is neither (as the probability would be), σ(3) > 0.5.
+    let truth = Truth::first_text_matches(2);
+    let tags: Tags = vec![("piece".into(), vec!["p".into()])];
+    let mut scores = ScoreTensor::of_kind(ScoreKind::Logit);
+    scores.push(1, 2, &[3.0, -3.0]).unwrap(); // caption p > 0.5, foil p < 0.5
+    scores.push(1, 2, &[0.0, -40.0]).unwrap(); // caption exactly 0.5: a miss for p_c
+    scores.push(1, 2, &[40.0, 30.0]).unwrap(); // both saturate to 1.0: acc_r still a hit, p_f a miss
+    let views = [ItemView { truth: &truth, tags: &tags }; 3];
+    let summary = Summary { family: MetricFamily::Pairwise, ..Summary::of(MetricFamily::Pairwise) };
+    let report = evaluate(summary, &scores, &views).unwrap();
+    assert_eq!(report.metric("acc_r"), Some(100.0));
+    assert!((report.metric("p_c").unwrap() - 200.0 / 3.0).abs() < 1e-9);
+    assert!((report.metric("p_f").unwrap() - 200.0 / 3.0).abs() < 1e-9);
+    // Logits must be finite.
+    assert!(ScoreTensor::of_kind(ScoreKind::Logit).push(1, 2, &[f32::INFINITY, 0.0]).is_err());
+}

@@ -199,7 +199,8 @@ pub struct ScoreArgs {
     #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
     pub ties: TiesArg,
     /// What the scores are: `probability` (in [0, 1], e.g. an ITM head) adds the threshold
-    /// metrics (VALSE's p_c, p_f, acc, min).
+    /// metrics (VALSE's p_c, p_f, acc, min); `logit` (log-odds of a match probability) adds
+    /// them through the sigmoid, and keeps saturated probabilities from tying.
     #[arg(long, value_enum, default_value_t = ScoreKindArg::Similarity)]
     pub score_kind: ScoreKindArg,
 }
@@ -209,6 +210,7 @@ pub struct ScoreArgs {
 pub enum ScoreKindArg {
     Similarity,
     Probability,
+    Logit,
 }
 
 #[derive(Debug, Clone, Args)]

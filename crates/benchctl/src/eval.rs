@@ -62,11 +62,15 @@ impl Head {
     }
 
     /// Its cache entry: the key and the values ([`Similarity::to_values`], or 0 for
-    /// similarities and 1 for probabilities).
+    /// similarities, 1 for probabilities and 2 for logits).
     fn entry(&self) -> (cache::Key, Vec<f32>) {
         match self {
             Head::Dual(similarity) => (Head::key(false), similarity.to_values().to_vec()),
-            Head::Fusion(kind) => (Head::key(true), vec![(*kind == ScoreKind::Probability) as u8 as f32]),
+            Head::Fusion(kind) => (Head::key(true), vec![match kind {
+                ScoreKind::Similarity => 0.0,
+                ScoreKind::Probability => 1.0,
+                ScoreKind::Logit => 2.0,
+            }]),
         }
     }
 
@@ -76,6 +80,7 @@ impl Head {
         match (fusion, values) {
             (true, [0.0]) => Some(Head::Fusion(ScoreKind::Similarity)),
             (true, [1.0]) => Some(Head::Fusion(ScoreKind::Probability)),
+            (true, [2.0]) => Some(Head::Fusion(ScoreKind::Logit)),
             (true, _) => None,
             (false, values) => Similarity::from_values(values).map(Head::Dual),
         }
@@ -214,6 +219,7 @@ fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -
             other => format!("{other:?}").to_lowercase(),
         },
         score: None,
+        score_kind: None,
     }
 }
 
@@ -358,7 +364,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 
     let run = Run {
         started_at,
-        model: resolved.record.clone(),
+        model: ModelRecord { score_kind: Some(scores.kind().name().to_string()), ..resolved.record.clone() },
         suite: results::SuiteRecord {
             id: suite.id.to_string(),
             data_dir: suite.data_dir.display().to_string(),

@@ -46,6 +46,10 @@ pub const BOOTSTRAP_SEED: u64 = 0;
 impl ModelRecord {
     /// What the recorded score head yields: probabilities for SigLIP's sigmoid and ITM.
     pub fn score_kind(&self) -> benchctl_scoring::ScoreKind {
+        if let Some(kind) = self.score_kind.as_deref().and_then(benchctl_scoring::ScoreKind::from_name) {
+            return kind;
+        }
+        // Run files written before the kind was recorded held probabilities for these heads.
         match self.score.as_deref() {
             Some("sigmoid" | "itm") => benchctl_scoring::ScoreKind::Probability,
             _ => benchctl_scoring::ScoreKind::Similarity,
@@ -66,6 +70,10 @@ pub struct ModelRecord {
     /// The score head (`contrastive`, `sigmoid`, `itm`, `itc`); absent in older run files.
     #[serde(default)]
     pub score: Option<String>,
+    /// What the stored scores are (`similarity`, `probability`, `logit`): SigLIP's and BLIP
+    /// ITM's are logits of their match probabilities. Absent in older run files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_kind: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,6 +36,7 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
     let scores = matrices.finish(&args.scores, match args.score_kind {
         ScoreKindArg::Similarity => ScoreKind::Similarity,
         ScoreKindArg::Probability => ScoreKind::Probability,
+        ScoreKindArg::Logit => ScoreKind::Logit,
     })?;
     let report = suite.evaluate(&scores)?;
     Ok((suite.id.to_string(), report))

@@ -23,6 +23,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             dtype: "f32".into(),
             device: "cpu".into(),
             score: None,
+            score_kind: None,
         },
         suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400, ties: "strict".into(), incomplete: Vec::new(), altered_images: None, caption_normalisation: None },
         batch_size: 32,

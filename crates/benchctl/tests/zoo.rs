@@ -36,7 +36,7 @@ fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
     assert_eq!((c["pairs_scored"].as_u64(), c["pairs_cached"].as_u64()), (Some(32), Some(0)));
     assert_eq!(c["images_encoded"], 16, "each image is encoded once for all its pairs");
 
-    // The stored scores are the model's match probability of each pair, computed directly.
+    // The stored scores are the model's match logit of each pair, computed directly.
     let model = BlipItm::load(&hub::from_dir(Path::new(&blip())).unwrap(), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
     let suite = benchctl_suites::find("winoground").unwrap().load(&demo_suite()).unwrap();
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
@@ -141,7 +141,9 @@ fn siglip_and_openclip_directories_run_end_to_end() {
             .collect();
         assert_eq!(scores.len(), 32);
         if head == "sigmoid" {
-            assert!(scores.iter().all(|&s| (0.0..=1.0).contains(&s)), "{name}: sigmoid scores are probabilities");
+            // Stored as the logits of the match probabilities, so saturation never ties them.
+            assert_eq!(run["model"]["score_kind"], "logit", "{name}");
+            assert!(scores.iter().any(|&s| !(0.0..=1.0).contains(&s)), "{name}: logits, not probabilities");
         }
     }
 }

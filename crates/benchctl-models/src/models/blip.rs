@@ -262,13 +262,15 @@ impl Blip {
         run().map_err(|e| Error::compute("encode texts", e))
     }
 
-    /// `softmax(itm_head(CLS))[1]` of each (image tokens, ids) row pair.
-    pub fn match_probability(&self, image_tokens: &Tensor, ids: &[Vec<u32>]) -> Result<Tensor> {
+    /// The match logit `l1 − l0` of `itm_head(CLS)` for each (image tokens, ids) row pair:
+    /// `softmax(l)[1] = σ(l1 − l0)` is BLIP's match probability, which saturates to 1.0 in
+    /// f32 where the logits still differ.
+    pub fn match_logit(&self, image_tokens: &Tensor, ids: &[Vec<u32>]) -> Result<Tensor> {
         let cls = self.text_cls(ids, Some(image_tokens))?;
         self.itm_head
             .forward(&cls)
-            .and_then(|logits| candle_nn::ops::softmax_last_dim(&logits.to_dtype(DType::F32)?))
-            .and_then(|p| p.i((.., 1)))
+            .and_then(|logits| logits.to_dtype(DType::F32))
+            .and_then(|l| l.i((.., 1))? - l.i((.., 0))?)
             .map_err(|e| Error::compute("score pairs", e))
     }
 }
@@ -381,11 +383,11 @@ impl FusionEncoder for BlipItm {
         if image_states.dim(0).ok() != Some(texts.len()) {
             return Err(Error::new(ErrorKind::Compute, "score pairs: as many image states as texts are needed"));
         }
-        self.loaded.model.match_probability(image_states, &self.loaded.ids(texts)?)
+        self.loaded.model.match_logit(image_states, &self.loaded.ids(texts)?)
     }
 
     fn score_kind(&self) -> ScoreKind {
-        ScoreKind::Probability
+        ScoreKind::Logit
     }
 
     fn shortlister(&self) -> Option<&dyn DualEncoder> {

@@ -6,8 +6,8 @@
 //! `s(image, caption) > s(image, foil)`; a tie is a miss. An item is one image with two
 //! texts, the caption matching. For several foils, every foil must be beaten.
 //!
-//! For match probabilities ([`ScoreKind::Probability`], e.g. an image-text-matching head)
-//! the paper's threshold metrics apply too:
+//! For match probabilities ([`crate::ScoreKind::Probability`], or [`crate::ScoreKind::Logit`] through
+//! `σ`, e.g. an image-text-matching head) the paper's threshold metrics apply too:
 //! - `p_c`: the caption is judged matching, `P(match | image, caption) > 0.5`;
 //! - `p_f`: the foil is judged non-matching, `P(match | image, foil) < 0.5`;
 //! - `acc = (p_c + p_f) / 2` and `min = min(p_c, p_f)`.
@@ -15,7 +15,7 @@
 //! A probability of exactly 0.5 is neither: it misses both (ties against the model).
 
 use super::{group, ItemView, PerItem, Ties};
-use crate::{Result, ScoreKind, ScoreTensor};
+use crate::{Result, ScoreTensor};
 
 /// Names of the pairwise metrics, in report order.
 pub const NAMES: [&str; 3] = ["acc_r", "p_c", "p_f"];
@@ -29,7 +29,8 @@ impl PerItem for PairwiseAccuracy {
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
         let hit = group::hit;
-        let probabilities = scores.kind() == ScoreKind::Probability;
+        let kind = scores.kind();
+        let probabilities = kind.has_probability();
         Ok(items
             .iter()
             .enumerate()
@@ -44,7 +45,7 @@ impl PerItem for PairwiseAccuracy {
                 let pairs = (0..matrix.images()).flat_map(|k| (0..matrix.texts()).map(move |l| (k, l)));
                 let (mut captions, mut foils) = (true, true);
                 for (k, l) in pairs {
-                    let p = matrix.get(k, l);
+                    let p = kind.probability(matrix.get(k, l)).unwrap_or(f32::NAN);
                     if item.truth.is_match(k, l) {
                         captions &= p > 0.5;
                     } else {
