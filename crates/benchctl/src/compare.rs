@@ -116,7 +116,11 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
 /// the suite's annotations load from the current run's data directory.
 fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Paired>> {
     let (a, b) = (baseline.lines.as_ref()?, current.lines.as_ref()?);
-    if baseline.run.data_fingerprint != current.run.data_fingerprint || baseline.run.data_fingerprint.is_empty() {
+    // Paired statistics need the same items over the same images, not only the same annotations.
+    if baseline.run.data_fingerprint != current.run.data_fingerprint
+        || baseline.run.data_fingerprint.is_empty()
+        || baseline.run.image_fingerprint != current.run.image_fingerprint
+    {
         return None;
     }
     let suite = benchctl_suites::find(&current.run.suite.id).ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;

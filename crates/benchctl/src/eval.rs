@@ -311,6 +311,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 
     let mut cache = resolved.cache(args.no_cache)?;
     let image_keys = image_keys(&unique_images)?;
+    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| &image_keys[s]));
     let text_keys = text_keys(&unique_texts);
     let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
     let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
@@ -387,6 +388,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
         intervals,
         tool_commit: results::TOOL_COMMIT.to_string(),
         data_fingerprint,
+        image_fingerprint,
         shard: args.shard.map(|(i, n)| format!("{i}/{n}")),
     };
     let dump = results::item_dump(suite, &scores);
@@ -469,6 +471,18 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         }
     }
     Ok(cache::hex(&hash.finalize()))
+}
+
+/// SHA-256 (hex) of images' content keys (the SHA-256 of each file's bytes, the embedding
+/// cache's keys), in the order given: the suite's images item by item. Computed from keys
+/// every run reads anyway, so it costs no extra pass over the images.
+pub fn image_fingerprint<'a>(keys: impl Iterator<Item = &'a cache::Key>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for key in keys {
+        hash.update(key);
+    }
+    cache::hex(&hash.finalize())
 }
 
 /// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the

@@ -53,6 +53,7 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
             && a.suite.id == b.suite.id
             && a.suite.ties == b.suite.ties
             && a.data_fingerprint == b.data_fingerprint
+            && a.image_fingerprint == b.image_fingerprint
             && a.batch_size == b.batch_size;
         if !same {
             return Err(usage(format!(
@@ -116,6 +117,8 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
         intervals,
         tool_commit: base.tool_commit.clone(),
         data_fingerprint,
+        // Every shard hashed the whole suite's images (they agree, checked above).
+        image_fingerprint: base.image_fingerprint.clone(),
         shard: None,
     };
     let dump = results::item_dump(&suite, &scores);

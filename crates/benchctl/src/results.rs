@@ -32,6 +32,10 @@ pub struct Run {
     pub tool_commit: String,
     /// SHA-256 of the suite's annotation files and image list ([`crate::eval::fingerprint`]).
     pub data_fingerprint: String,
+    /// SHA-256 of the content of every image the run scored, in item order
+    /// ([`crate::eval::image_fingerprint`]): two runs with equal annotations but different
+    /// image bytes differ here. Empty in older run files.
+    pub image_fingerprint: String,
     /// `i/n` for a shard's run.
     pub shard: Option<String>,
 }
@@ -132,6 +136,7 @@ impl Run {
             "model": self.model,
             "suite": self.suite,
             "data_fingerprint": self.data_fingerprint,
+            "image_fingerprint": self.image_fingerprint,
             "options": {"batch_size": self.batch_size, "shard": self.shard},
             "counts": {
                 "unique_images": c.unique_images,
@@ -187,6 +192,7 @@ impl Run {
             intervals: intervals_from_json(v.get("intervals"), &Report::from_json(field("report")?).ok_or("key `report` is malformed")?)?,
             tool_commit: v.pointer("/tool/commit").and_then(|c| c.as_str()).unwrap_or("unknown").to_string(),
             data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
+            image_fingerprint: v.get("image_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
             shard: v.pointer("/options/shard").and_then(|c| c.as_str()).map(String::from),
         })
     }

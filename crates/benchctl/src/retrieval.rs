@@ -248,6 +248,9 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             }
         }
     }
+    let image_fingerprint = crate::eval::image_fingerprint(
+        source_keys.iter().chain(altered_galleries.iter().flat_map(|(_, _, keys)| keys)),
+    );
     let mut needed: Vec<&[crate::cache::Key]> = vec![&text_keys, &source_keys];
     needed.extend(altered_galleries.iter().map(|(_, _, keys)| keys.as_slice()));
     // A re-run whose embeddings are all cached ranks without reading the weights; a fusion
@@ -345,6 +348,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         intervals: Vec::new(),
         tool_commit: results::TOOL_COMMIT.to_string(),
         data_fingerprint: fingerprint(&data, data_dir),
+        image_fingerprint,
         shard: None,
     };
     Ok(Evaluation { run, dump, scored: None })

@@ -42,6 +42,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             .collect(),
         tool_commit: "0123456789abcdef".into(),
         data_fingerprint: "f".repeat(64),
+        image_fingerprint: "e".repeat(64),
         shard: None,
     }
 }

@@ -112,3 +112,39 @@ fn a_changed_score_fails_the_gate() {
     lenient.extend(["--tolerance", "100"]);
     assert!(benchctl(&lenient, &[]).status.success());
 }
+
+/// Paired statistics compare runs item by item, so they need the same images, not only the
+/// same annotations: two copies of the demo suite whose annotations are equal but one of
+/// whose images differs get no paired interval; two identical copies do.
+#[test]
+fn runs_over_different_image_bytes_are_not_paired() {
+    let eval_into = |data: &Path, results: &Path| {
+        let model = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
+        stored_run(&benchctl(
+            &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap()],
+            &[],
+        ))
+        .1
+    };
+    let copies: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    for copy in &copies {
+        common::copy_tree(&demo_suite(), copy.path());
+    }
+    // The third copy has one image with other pixels (same name, same annotations).
+    let changed = copies[2].path().join("images/ex_0_img_0.png");
+    let mut img = image::open(&changed).unwrap().to_rgb8();
+    img.pixels_mut().for_each(|p| p.0 = [255 - p.0[0], p.0[1], p.0[2]]);
+    img.save(&changed).unwrap();
+    let results: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let runs: Vec<serde_json::Value> = copies.iter().zip(&results).map(|(c, r)| eval_into(c.path(), r.path())).collect();
+    assert_eq!(runs[0]["data_fingerprint"], runs[2]["data_fingerprint"], "the annotations and paths are the same");
+    assert_eq!(runs[0]["image_fingerprint"], runs[1]["image_fingerprint"]);
+    assert_ne!(runs[0]["image_fingerprint"], runs[2]["image_fingerprint"]);
+    let paired_line = |current: &Path| {
+        let baseline = results[0].path().join("runs");
+        let out = benchctl(&["compare", "--baseline", baseline.to_str().unwrap(), "--results-dir", current.to_str().unwrap(), "--tolerance", "100"], &[]);
+        stdout(&out).lines().find(|l| l.contains("group_score")).unwrap().to_string()
+    };
+    assert!(paired_line(results[1].path()).contains('['), "same images: a paired interval");
+    assert!(!paired_line(results[2].path()).contains('['), "different images: no paired interval");
+}
