@@ -185,3 +185,132 @@ impl EmbeddingCache {
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Content keys of image files remembered by path, size and modification time, so a re-run
+/// hashes no file it has hashed before (EqBen's images are ~100 GB). Kept under
+/// `<cache root>/file-keys/`, one append-only segment per process; a record is `"BCK1" |
+/// path length (u32) | path | size (u64) | mtime (ns, u128) | tag length (u8) | tag | key (32) |
+/// check (8)`, the check being SHA-256 over everything before it. A record that does not
+/// check out is skipped; a file whose size or mtime changed is hashed again. Unreadable or
+/// unwritable, the memo is simply not used: it is an accelerator, never a point of failure.
+pub struct FileKeys {
+    dir: Option<PathBuf>,
+    known: HashMap<(PathBuf, u64, u128, Vec<u8>), Key>,
+    fresh: std::sync::Mutex<Vec<(PathBuf, u64, u128, Vec<u8>, Key)>>,
+    /// Files whose bytes were read and hashed by this process.
+    pub hashed: std::sync::atomic::AtomicUsize,
+}
+
+const FILE_KEY_MAGIC: &[u8; 4] = b"BCK1";
+
+impl FileKeys {
+    /// A memo that remembers nothing (every file is hashed).
+    pub fn disabled() -> Self {
+        Self { dir: None, known: HashMap::new(), fresh: Default::default(), hashed: Default::default() }
+    }
+
+    /// The memo under `root`, with every readable record loaded.
+    pub fn open(root: &Path) -> Self {
+        let dir = root.join("file-keys");
+        let mut memo = Self { dir: Some(dir.clone()), ..Self::disabled() };
+        let Ok(entries) = std::fs::read_dir(&dir) else { return memo };
+        for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+            if let Ok(bytes) = std::fs::read(&path) {
+                memo.read_segment(&bytes);
+            }
+        }
+        memo
+    }
+
+    fn read_segment(&mut self, mut bytes: &[u8]) {
+        let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
+            let (head, rest) = (b.get(..n)?.to_vec(), b.get(n..)?);
+            *b = rest;
+            Some(head)
+        };
+        while !bytes.is_empty() {
+            let start = bytes;
+            let record = (|| {
+                if take(&mut bytes, 4)? != FILE_KEY_MAGIC {
+                    return None;
+                }
+                let len = u32::from_le_bytes(take(&mut bytes, 4)?.try_into().ok()?) as usize;
+                let path = PathBuf::from(String::from_utf8(take(&mut bytes, len)?).ok()?);
+                let size = u64::from_le_bytes(take(&mut bytes, 8)?.try_into().ok()?);
+                let mtime = u128::from_le_bytes(take(&mut bytes, 16)?.try_into().ok()?);
+                let tag_len = take(&mut bytes, 1)?[0] as usize;
+                let tag = take(&mut bytes, tag_len)?;
+                let key: Key = take(&mut bytes, 32)?.try_into().ok()?;
+                let body = &start[..start.len() - bytes.len()];
+                let check = take(&mut bytes, 8)?;
+                (Sha256::digest(body)[..8] == check[..]).then_some((path, size, mtime, tag, key))
+            })();
+            match record {
+                Some((path, size, mtime, tag, key)) => {
+                    self.known.insert((path, size, mtime, tag), key);
+                }
+                // A torn or corrupt tail: the rest of the segment is not trusted.
+                None => return,
+            }
+        }
+    }
+
+    /// The content key `key(&[tag, bytes])` of the file at `path`: remembered when its size
+    /// and mtime are unchanged, else read, hashed and remembered.
+    pub fn key_of(&self, path: &Path, tag: &[u8]) -> std::io::Result<Key> {
+        let meta = std::fs::metadata(path)?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let id = (absolute, meta.len(), mtime, tag.to_vec());
+        if self.dir.is_some() && mtime != 0 {
+            if let Some(key) = self.known.get(&id) {
+                return Ok(*key);
+            }
+        }
+        let key = key(&[tag, &std::fs::read(path)?]);
+        self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.dir.is_some() && mtime != 0 {
+            if let Ok(mut fresh) = self.fresh.lock() {
+                fresh.push((id.0, id.1, id.2, id.3, key));
+            }
+        }
+        Ok(key)
+    }
+
+    /// Appends what this process hashed to its own segment. A failure leaves the memo as it
+    /// was (the files are hashed again next time).
+    pub fn save(&self) -> std::io::Result<()> {
+        let Some(dir) = &self.dir else { return Ok(()) };
+        let fresh = std::mem::take(&mut *self.fresh.lock().map_err(|_| std::io::Error::other("poisoned memo"))?);
+        if fresh.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for (path, size, mtime, tag, key) in fresh {
+            let path = path.to_string_lossy().into_owned().into_bytes();
+            let start = buf.len();
+            buf.extend_from_slice(FILE_KEY_MAGIC);
+            buf.extend_from_slice(&(path.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&path);
+            buf.extend_from_slice(&size.to_le_bytes());
+            buf.extend_from_slice(&mtime.to_le_bytes());
+            buf.push(tag.len() as u8);
+            buf.extend_from_slice(&tag);
+            buf.extend_from_slice(&key);
+            let check = Sha256::digest(&buf[start..]);
+            buf.extend_from_slice(&check[..8]);
+        }
+        std::fs::create_dir_all(dir)?;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(format!("keys-{nanos}-{}.bin", std::process::id())))?;
+        file.write_all(&buf)
+    }
+}

@@ -88,6 +88,14 @@ impl Head {
 }
 
 impl ResolvedModel {
+    /// The memo of image files' content keys (off with `--no-cache` or without a location).
+    pub fn file_keys(&self, no_cache: bool) -> cache::FileKeys {
+        match cache::default_root() {
+            Some(root) if !no_cache => cache::FileKeys::open(&root),
+            _ => cache::FileKeys::disabled(),
+        }
+    }
+
     /// The embedding cache for this model (disabled with `--no-cache` or without a location).
     pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
         match cache::default_root() {
@@ -242,6 +250,9 @@ pub struct Counts {
     /// context in tokens (special tokens included).
     pub captions_truncated: usize,
     pub text_context: usize,
+    /// Image files whose bytes were read to key them (not known to the memo by path, size
+    /// and mtime).
+    pub images_hashed: usize,
 }
 
 impl Counts {
@@ -255,6 +266,7 @@ impl Counts {
         self.texts_cached += other.texts_cached;
         self.pairs_scored += other.pairs_scored;
         self.pairs_cached += other.pairs_cached;
+        self.images_hashed += other.images_hashed;
     }
 }
 
@@ -310,7 +322,10 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     (counts.captions_truncated, counts.text_context) = long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let mut cache = resolved.cache(args.no_cache)?;
-    let image_keys = image_keys(&unique_images)?;
+    let memo = resolved.file_keys(args.no_cache);
+    let image_keys = image_keys(&unique_images, &memo)?;
+    counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
+    remember(&memo);
     let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| &image_keys[s]));
     let text_keys = text_keys(&unique_texts);
     let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
@@ -419,6 +434,13 @@ pub(crate) fn long_captions(resolved: &ResolvedModel, texts: &[&String], policy:
         }
     }
     Ok((truncated, limit.context))
+}
+
+/// Saves what the memo learnt; a failure only costs rehashing next time, so it warns.
+pub(crate) fn remember(memo: &cache::FileKeys) {
+    if let Err(e) = memo.save() {
+        eprintln!("warning: could not remember image keys in the cache ({e}); they are hashed again next run");
+    }
 }
 
 /// The tie rule a run asked for, refused (a usage error) for a suite whose official scorer
@@ -558,30 +580,27 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// The cache key of an image: the SHA-256 of its bytes (of both sources and the recipe for
-/// an altered image).
-fn image_key(source: &ImageSource) -> Result<cache::Key> {
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|e| {
-            let kind = ErrorKind::Data;
-            Error::new(kind, format!("read image {}: {e}", path.display()))
-        })
+/// The cache key of an image: the SHA-256 of its bytes (for an altered image, of both
+/// sources' keys and the recipe), files' keys through the path/size/mtime memo.
+fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<cache::Key> {
+    let key_of = |path: &Path, tag: &[u8]| {
+        memo.key_of(path, tag).map_err(|e| Error::new(ErrorKind::Data, format!("read image {}: {e}", path.display())))
     };
     Ok(match source {
-        ImageSource::File(path) => cache::key(&[b"file", &read(path)?]),
-        ImageSource::NpyBgr(path) => cache::key(&[b"npy-bgr", &read(path)?]),
+        ImageSource::File(path) => key_of(path, b"file")?,
+        ImageSource::NpyBgr(path) => key_of(path, b"npy-bgr")?,
         // The same bytes as a file: a parquet release shares the cache with the jsonl one.
         ImageSource::Embedded(e) => cache::key(&[b"file", &e.bytes]),
         ImageSource::Altered(a) => {
             let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
-            cache::key(&[b"altered", &read(&a.base)?, &read(&a.other)?, recipe.as_bytes()])
+            cache::key(&[b"altered", &key_of(&a.base, b"file")?, &key_of(&a.other, b"file")?, recipe.as_bytes()])
         }
     })
 }
 
-/// The cache keys of `images` (their files read on all cores).
-pub(crate) fn image_keys(images: &[&ImageSource]) -> Result<Vec<cache::Key>> {
-    images.par_iter().map(|s| image_key(s)).collect()
+/// The cache keys of `images` (their files read on all cores, unless the memo knows them).
+pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Result<Vec<cache::Key>> {
+    images.par_iter().map(|s| image_key(s, memo)).collect()
 }
 
 /// The cache keys of `texts`.

@@ -214,7 +214,8 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let text_keys = text_keys(&unique_texts);
     let n = data.images.len();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let source_keys = image_keys(&sources.iter().collect::<Vec<_>>())?;
+    let memo = resolved.file_keys(args.no_cache);
+    let source_keys = image_keys(&sources.iter().collect::<Vec<_>>(), &memo)?;
     let mut altered_galleries: Vec<(String, Vec<ImageSource>, Vec<crate::cache::Key>)> = Vec::new();
     let (mut from_release, mut generated) = (Vec::new(), Vec::new());
     for &method in &args.rococo_methods {
@@ -226,7 +227,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             let folder = rococo::release_folder(&data_dir.join("images"), method, lambda);
             if args.rococo_altered == AlteredSourceArg::Release || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir()) {
                 let altered_sources = release_gallery(&data, &folder)?;
-                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>())?;
+                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?;
                 altered_galleries.push((format!("{}{}_seedrelease", method.name(), lambda / 10), altered_sources, keys));
                 from_release.push(folder.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
                 continue;
@@ -243,11 +244,13 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                         }))
                     })
                     .collect();
-                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>())?;
+                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?;
                 altered_galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
             }
         }
     }
+    crate::eval::remember(&memo);
+    let images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
     let image_fingerprint = crate::eval::image_fingerprint(
         source_keys.iter().chain(altered_galleries.iter().flat_map(|(_, _, keys)| keys)),
     );
@@ -273,7 +276,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         }
     };
     let encoder = Encoder { model, device: resolved.device() };
-    let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), ..Default::default() };
+    let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), images_hashed, ..Default::default() };
     (counts.captions_truncated, counts.text_context) = crate::eval::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let t = Instant::now();

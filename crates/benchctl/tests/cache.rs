@@ -47,10 +47,15 @@ fn encoded(run: &serde_json::Value) -> (u64, u64, u64, u64) {
     (n("images_encoded"), n("texts_encoded"), n("images_cached"), n("texts_cached"))
 }
 
+/// The embedding segments of every model namespace (not the image-key memo).
 fn segments(cache: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for dir in std::fs::read_dir(cache).unwrap() {
-        for f in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+        let dir = dir.unwrap().path();
+        if dir.ends_with("file-keys") {
+            continue;
+        }
+        for f in std::fs::read_dir(dir).unwrap() {
             out.push(f.unwrap().path());
         }
     }
@@ -204,7 +209,11 @@ fn a_segment_copied_into_another_models_folder_is_not_trusted() {
     let a_segment = segments(cache.path())[0].clone();
     let a_folder = a_segment.parent().unwrap().to_path_buf();
     stored_run(&eval_model(b.to_str().unwrap(), cache.path(), results.path(), &[]));
-    let b_folder = std::fs::read_dir(cache.path()).unwrap().map(|e| e.unwrap().path()).find(|p| *p != a_folder).unwrap();
+    let b_folder = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| *p != a_folder && !p.ends_with("file-keys"))
+        .unwrap();
     for f in std::fs::read_dir(&b_folder).unwrap() {
         std::fs::remove_file(f.unwrap().path()).unwrap();
     }
@@ -236,4 +245,45 @@ fn the_namespace_names_the_code_version() {
     .unwrap();
     let prefix = format!("v{}|{}|", benchctl_models::OUTPUT_VERSION, env!("CARGO_PKG_VERSION"));
     assert!(resolved.cache_namespace.starts_with(&prefix), "{}", resolved.cache_namespace);
+}
+
+/// Image files are hashed once: a warm re-run reads none of them to key them (the memo knows
+/// each by path, size and mtime); a file whose mtime changed is read again; a corrupt memo is
+/// ignored, never trusted or fatal; `--no-cache` hashes everything.
+#[test]
+fn image_files_are_hashed_once_and_again_only_when_they_change() {
+    let data = tempfile::tempdir().unwrap();
+    copy_tree(&demo_suite(), data.path());
+    let cache = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let results = tempfile::tempdir().unwrap();
+        let model = tiny_model();
+        let mut args = vec!["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+        args.extend_from_slice(extra);
+        stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())])).1
+    };
+    let hashed = |run: &serde_json::Value| run["counts"]["images_hashed"].as_u64().unwrap();
+    let cold = run(&[]);
+    assert_eq!(hashed(&cold), 16);
+    let warm = run(&[]);
+    assert_eq!(hashed(&warm), 0);
+    assert_eq!(warm["image_fingerprint"], cold["image_fingerprint"]);
+    // A new mtime (same bytes): that file alone is read again, and its key is unchanged.
+    let image = data.path().join("images/ex_3_img_1.png");
+    let file = std::fs::File::options().append(true).open(&image).unwrap();
+    file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5)).unwrap();
+    let touched = run(&[]);
+    assert_eq!(hashed(&touched), 1);
+    assert_eq!(touched["image_fingerprint"], cold["image_fingerprint"]);
+    // A corrupt memo segment is skipped: everything is hashed again, the run goes on.
+    for segment in std::fs::read_dir(cache.path().join("file-keys")).unwrap() {
+        let path = segment.unwrap().path();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[20] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+    }
+    let after_corruption = run(&[]);
+    assert!(hashed(&after_corruption) >= 1);
+    assert_eq!(after_corruption["report"], cold["report"]);
+    assert_eq!(hashed(&run(&["--no-cache"])), 16);
 }
