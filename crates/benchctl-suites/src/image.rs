@@ -78,8 +78,10 @@ impl ImageSource {
         }
     }
 
-    /// Decodes to 8-bit RGB: alpha is dropped, greyscale replicated, 16-bit scaled down
-    /// (as PIL's `convert("RGB")` does).
+    /// Decodes to 8-bit RGB: alpha is dropped, greyscale replicated, 16-bit values scaled
+    /// down by 257. PIL's `convert("RGB")` agrees on the first two but clips 16-bit greyscale
+    /// above 255 instead, and open_clip resizes before converting (alpha-weighted for RGBA,
+    /// nearest neighbour for palette images): those cases are not yet reproduced (issue 12).
     pub fn load_rgb(&self) -> Result<RgbImage> {
         self.load_rgb_with(Alpha::Drop)
     }

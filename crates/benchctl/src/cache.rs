@@ -195,13 +195,17 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// unwritable, the memo is simply not used: it is an accelerator, never a point of failure.
 pub struct FileKeys {
     dir: Option<PathBuf>,
-    known: HashMap<(PathBuf, u64, u128, Vec<u8>), Key>,
-    fresh: std::sync::Mutex<Vec<(PathBuf, u64, u128, Vec<u8>, Key)>>,
+    known: HashMap<FileId, Key>,
+    fresh: std::sync::Mutex<Vec<(FileId, Key)>>,
     /// Files whose bytes were read and hashed by this process.
     pub hashed: std::sync::atomic::AtomicUsize,
 }
 
 const FILE_KEY_MAGIC: &[u8; 4] = b"BCK1";
+
+/// What a remembered key is valid for: the file's absolute path, size, mtime (ns) and the
+/// key's tag (`file`, `npy-bgr`).
+type FileId = (PathBuf, u64, u128, Vec<u8>);
 
 impl FileKeys {
     /// A memo that remembers nothing (every file is hashed).
@@ -276,7 +280,7 @@ impl FileKeys {
         self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.dir.is_some() && mtime != 0 {
             if let Ok(mut fresh) = self.fresh.lock() {
-                fresh.push((id.0, id.1, id.2, id.3, key));
+                fresh.push((id, key));
             }
         }
         Ok(key)
@@ -291,7 +295,7 @@ impl FileKeys {
             return Ok(());
         }
         let mut buf = Vec::new();
-        for (path, size, mtime, tag, key) in fresh {
+        for ((path, size, mtime, tag), key) in fresh {
             let path = path.to_string_lossy().into_owned().into_bytes();
             let start = buf.len();
             buf.extend_from_slice(FILE_KEY_MAGIC);
