@@ -8,6 +8,8 @@ pub struct ScoreMatrix<'a> {
     images: usize,
     texts: usize,
     values: &'a [f32],
+    /// The scores at full precision, for scores read from elsewhere as f64.
+    exact: Option<&'a [f64]>,
 }
 
 impl<'a> ScoreMatrix<'a> {
@@ -19,7 +21,7 @@ impl<'a> ScoreMatrix<'a> {
                 values.len()
             )));
         }
-        Ok(Self { images, texts, values })
+        Ok(Self { images, texts, values, exact: None })
     }
 
     pub fn images(&self) -> usize {
@@ -30,9 +32,14 @@ impl<'a> ScoreMatrix<'a> {
         self.texts
     }
 
-    /// s(image, text).
-    pub fn get(&self, image: usize, text: usize) -> f32 {
-        self.values[image * self.texts + text]
+    /// s(image, text), at the precision the scores were given in (a model's f32, or an
+    /// external file's f64): metrics compare these, so `0.25 + 1e-9` and `0.25` never tie.
+    pub fn get(&self, image: usize, text: usize) -> f64 {
+        let i = image * self.texts + text;
+        match self.exact {
+            Some(exact) => exact[i],
+            None => f64::from(self.values[i]),
+        }
     }
 
     pub fn values(&self) -> &'a [f32] {
@@ -69,12 +76,13 @@ impl ScoreKind {
     }
 
     /// The match probability of a score of this kind: itself, or `1 / (1 + e^(−x))` in f32
-    /// (torch's `sigmoid`); `None` for similarities.
-    pub fn probability(self, score: f32) -> Option<f32> {
+    /// (torch's `sigmoid`, as the reference computes a model's probability); `None` for
+    /// similarities.
+    pub fn probability(self, score: f64) -> Option<f64> {
         match self {
             ScoreKind::Similarity => None,
             ScoreKind::Probability => Some(score),
-            ScoreKind::Logit => Some(1.0 / (1.0 + (-score).exp())),
+            ScoreKind::Logit => Some(f64::from(1.0 / (1.0 + (-(score as f32)).exp()))),
         }
     }
 
@@ -99,6 +107,8 @@ pub struct ScoreTensor {
     shapes: Vec<(usize, usize)>,
     offsets: Vec<usize>,
     values: Vec<f32>,
+    /// Every value at f64 precision, once any item was pushed with [`ScoreTensor::push_exact`].
+    exact: Option<Vec<f64>>,
     kind: ScoreKind,
 }
 
@@ -123,7 +133,46 @@ impl ScoreTensor {
 
     /// Appends one item's K×L scores (row-major). NaN is rejected: it has no order.
     pub fn push(&mut self, images: usize, texts: usize, values: &[f32]) -> Result<()> {
-        ScoreMatrix::new(images, texts, values)?;
+        let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        self.check(images, texts, &wide)?;
+        if let Some(exact) = &mut self.exact {
+            exact.extend_from_slice(&wide);
+        }
+        self.offsets.push(self.values.len());
+        self.shapes.push((images, texts));
+        self.values.extend_from_slice(values);
+        Ok(())
+    }
+
+    /// Appends one item's K×L scores given at f64 precision (scores made elsewhere), kept at
+    /// that precision for the metrics. Every value must be finite: infinity has no margin and
+    /// a value beyond f32's range must not become one.
+    pub fn push_exact(&mut self, images: usize, texts: usize, values: &[f64]) -> Result<()> {
+        if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::new(format!(
+                "score of item {} at position {pos} is {}, not a finite number",
+                self.shapes.len(),
+                values[pos]
+            )));
+        }
+        self.check(images, texts, values)?;
+        let exact = self.exact.get_or_insert_with(|| self.values.iter().map(|&v| f64::from(v)).collect());
+        exact.extend_from_slice(values);
+        self.offsets.push(self.values.len());
+        self.shapes.push((images, texts));
+        self.values.extend(values.iter().map(|&v| v as f32));
+        Ok(())
+    }
+
+    /// The shape and value checks every push makes.
+    fn check(&self, images: usize, texts: usize, values: &[f64]) -> Result<()> {
+        if values.len() != images * texts {
+            return Err(Error::new(format!(
+                "a {images}×{texts} score matrix needs {} values, got {}",
+                images * texts,
+                values.len()
+            )));
+        }
         if let Some(pos) = values.iter().position(|v| v.is_nan()) {
             return Err(Error::new(format!(
                 "score of item {} at position {pos} is NaN",
@@ -148,9 +197,6 @@ impl ScoreTensor {
                 )));
             }
         }
-        self.offsets.push(self.values.len());
-        self.shapes.push((images, texts));
-        self.values.extend_from_slice(values);
         Ok(())
     }
 
@@ -165,7 +211,8 @@ impl ScoreTensor {
     pub fn item(&self, index: usize) -> ScoreMatrix<'_> {
         let (images, texts) = self.shapes[index];
         let start = self.offsets[index];
-        ScoreMatrix { images, texts, values: &self.values[start..start + images * texts] }
+        let range = start..start + images * texts;
+        ScoreMatrix { images, texts, values: &self.values[range.clone()], exact: self.exact.as_ref().map(|e| &e[range]) }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ScoreMatrix<'_>> + '_ {

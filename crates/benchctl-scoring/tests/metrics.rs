@@ -356,12 +356,12 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
 #[test]
 fn ties_first_reproduces_argmax_on_choice_items() {
     use benchctl_scoring::metrics::{choice::argmax_matches, Ties};
-    let label = |l: usize, scores: &[f32]| scores.iter().enumerate().map(|(c, s)| (*s, c == l)).collect::<Vec<_>>();
+    let label = |l: usize, scores: &[f64]| scores.iter().enumerate().map(|(c, s)| (*s, c == l)).collect::<Vec<_>>();
     assert!(argmax_matches(label(0, &[0.5, 0.5, 0.1]).into_iter()), "first of tied candidates");
     assert!(!argmax_matches(label(1, &[0.5, 0.5, 0.1]).into_iter()), "second of tied candidates");
     assert!(argmax_matches(label(2, &[0.1, 0.2, 0.3]).into_iter()));
-    assert!(argmax_matches(label(0, &[f32::NAN, 0.2]).into_iter()), "numpy's argmax lands on the first NaN");
-    assert!(!argmax_matches(label(1, &[f32::NAN, 0.2]).into_iter()));
+    assert!(argmax_matches(label(0, &[f64::NAN, 0.2]).into_iter()), "numpy's argmax lands on the first NaN");
+    assert!(!argmax_matches(label(1, &[f64::NAN, 0.2]).into_iter()));
 
     let i2t = Truth::new(1, 3, vec![true, false, false]).unwrap();
     let t2i = Truth::new(3, 1, vec![false, true, false]).unwrap();
@@ -411,4 +411,28 @@ fn logits_keep_the_margins_that_saturated_probabilities_lose() {
     assert!((report.metric("p_f").unwrap() - 200.0 / 3.0).abs() < 1e-9);
     // Logits must be finite.
     assert!(ScoreTensor::of_kind(ScoreKind::Logit).push(1, 2, &[f32::INFINITY, 0.0]).is_err());
+}
+
+/// Scores made elsewhere keep their f64 precision through the metrics: `0.25 + 1e-9` is not a
+/// tie with `0.25` (it would be in f32), 1e300 does not become infinity, infinity is refused.
+#[test]
+fn external_scores_keep_f64_precision() {
+    let truth = Truth::diagonal(2);
+    let none: Tags = Vec::new();
+    let views = [ItemView { truth: &truth, tags: &none }; 2];
+    let mut scores = ScoreTensor::new();
+    // c0i0, c1i0, c0i1, c1i1: each image's caption wins by 1e-9; as f32 every pair ties.
+    scores.push_exact(2, 2, &[0.25 + 1e-9, 0.25, 0.25, 0.25 + 1e-9]).unwrap();
+    assert_eq!((0.25f64 + 1e-9) as f32, 0.25f32, "f32 would tie them");
+    // Beyond f32's range: the margins stay, nothing becomes inf.
+    scores.push_exact(2, 2, &[1e300, -1e300, -1e300, 2e300]).unwrap();
+    let report = evaluate(by(&[]), &scores, &views).unwrap();
+    assert_eq!(report.metric("group_score"), Some(100.0));
+    assert_eq!(scores.item(0).get(0, 0), 0.25 + 1e-9);
+    assert!(ScoreTensor::new().push_exact(1, 2, &[f64::INFINITY, 0.0]).is_err());
+    assert!(ScoreTensor::new().push_exact(1, 2, &[f64::NAN, 0.0]).is_err());
+    // Model scores (f32) read back exactly as they were.
+    let mut model = ScoreTensor::new();
+    model.push(1, 2, &[0.1, 0.2]).unwrap();
+    assert_eq!(model.item(0).get(0, 1), f64::from(0.2f32));
 }

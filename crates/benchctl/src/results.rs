@@ -240,7 +240,10 @@ pub fn item_dump(suite: &Suite, scores: &ScoreTensor) -> Vec<serde_json::Value> 
         .iter()
         .zip(scores.iter())
         .map(|(item, matrix)| {
-            let rows: Vec<&[f32]> = (0..matrix.images()).map(|k| matrix.row(k)).collect();
+            // At the scores' own precision: f32 model scores print as they did, f64 external
+            // scores keep every digit.
+            let rows: Vec<Vec<f64>> =
+                (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect();
             serde_json::json!({"id": item.id, "scores": rows})
         })
         .collect()

@@ -60,13 +60,13 @@ fn bad(message: String) -> Error {
 struct Matrices<'a> {
     suite: &'a Suite,
     index: HashMap<&'a str, usize>,
-    values: Vec<Vec<f32>>,
+    values: Vec<Vec<f64>>,
 }
 
 impl<'a> Matrices<'a> {
     fn new(suite: &'a Suite) -> Self {
         let index = suite.items.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)).collect();
-        let values = suite.items.iter().map(|i| vec![f32::NAN; i.images.len() * i.texts.len()]).collect();
+        let values = suite.items.iter().map(|i| vec![f64::NAN; i.images.len() * i.texts.len()]).collect();
         Self { suite, index, values }
     }
 
@@ -85,13 +85,16 @@ impl<'a> Matrices<'a> {
             )));
         }
         if !score.is_finite() {
-            return Err(bad(format!("score {at}: the score {score} is not a finite number")));
+            return Err(bad(format!(
+                "score {at}: item `{}` image {image} text {text}: the score {score} is not a finite number",
+                it.id
+            )));
         }
         let slot = &mut self.values[item][image * it.texts.len() + text];
         if !slot.is_nan() {
             return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id)));
         }
-        *slot = score as f32;
+        *slot = score;
         Ok(())
     }
 
@@ -116,7 +119,7 @@ impl<'a> Matrices<'a> {
         let mut tensor = ScoreTensor::of_kind(kind);
         for (item, values) in self.suite.items.iter().zip(&self.values) {
             tensor
-                .push(item.images.len(), item.texts.len(), values)
+                .push_exact(item.images.len(), item.texts.len(), values)
                 .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id)))?;
         }
         Ok(tensor)

@@ -32,7 +32,8 @@ pub fn ordered_scores(suite: &Suite, scores: &ScoreTensor) -> Result<Option<Vec<
                     format!("order the scores as {}: its entry {i} names no evaluated pair", order.file.display()),
                 ));
             }
-            Ok(scores.item(item).get(usize::from(slot.image), usize::from(slot.text)))
+            // The official format is `<f4`: a model's scores are f32 already.
+            Ok(scores.item(item).get(usize::from(slot.image), usize::from(slot.text)) as f32)
         })
         .collect::<Result<Vec<f32>>>()
         .map(Some)

@@ -179,3 +179,32 @@ fn merged_shards_write_the_unsharded_prediction() {
         std::fs::read(common::prediction_path(&whole_run)).unwrap()
     );
 }
+
+/// Two items that share an (image, caption) pair are legal in the official scorer, which
+/// reads scores by position: `score` takes each entry's score where it stands.
+#[test]
+fn items_sharing_an_image_caption_pair_are_scored() {
+    let data = tempfile::tempdir().unwrap();
+    let entry = |image: &str, caption: &str, name: &str, cnt: u64| {
+        serde_json::json!({"image": image, "caption": caption, "private_info": {"dataset": "eqbensd", "name": name, "sample_cnt": cnt}})
+    };
+    // Items 0 and 1 both contain (eqbensd/a.png, "a red cube").
+    let list = serde_json::json!([
+        entry("eqbensd/a.png", "a red cube", "c0i0", 0), entry("eqbensd/b.png", "a red cube", "c0i1", 0),
+        entry("eqbensd/a.png", "a blue cube", "c1i0", 0), entry("eqbensd/b.png", "a blue cube", "c1i1", 0),
+        entry("eqbensd/a.png", "a red cube", "c0i0", 1), entry("eqbensd/c.png", "a red cube", "c0i1", 1),
+        entry("eqbensd/a.png", "a green cube", "c1i0", 1), entry("eqbensd/c.png", "a green cube", "c1i1", 1),
+    ]);
+    std::fs::create_dir_all(data.path().join("eqben_ann")).unwrap();
+    std::fs::write(data.path().join(eqben::ANNOTATION_FILE), list.to_string()).unwrap();
+    // By position in the list: item 0 is right, item 1 misses its text score (c1i1 < c0i1).
+    let scores: [f32; 8] = [0.9, 0.1, 0.2, 0.8, 0.9, 0.95, 0.1, 0.05];
+    let npy = data.path().join("prediction.npy");
+    npyz::to_file_1d(&npy, scores.iter().copied()).unwrap();
+    let out = benchctl(&["score", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--scores", npy.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let text = common::stdout(&out);
+    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(report["items"], 2);
+    assert_eq!(report["metrics"]["group_score"], 50.0, "{report}");
+}

@@ -234,3 +234,30 @@ fn spec_ties_first_reproduces_the_official_argmax() {
     assert_eq!(run["suite"]["ties"], "first");
     assert!(stdout(&out).contains("ties: first (the first of tied candidates wins"), "{}", stdout(&out));
 }
+
+/// `benchctl score` keeps the file's f64 scores through the metrics and its dump: a margin of
+/// 1e-9 at 0.25 is a hit, not an f32 tie; scores beyond f32's range stay finite.
+#[test]
+fn external_scores_keep_their_precision() {
+    let results = tempfile::tempdir().unwrap();
+    let (_, dump) = eval("winoground", &demo_suite(), results.path(), &[]);
+    let lines: Vec<String> = std::fs::read_to_string(&dump)
+        .unwrap()
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            // Item 0 by 1e-9 at 0.25, item 1 at ±1e300, the others clearly wrong.
+            let scores = match i {
+                0 => serde_json::json!([[0.25 + 1e-9, 0.25], [0.25, 0.25 + 1e-9]]),
+                1 => serde_json::json!([[1e300, -1e300], [-1e300, 1e300]]),
+                _ => serde_json::json!([[0.0, 1.0], [1.0, 0.0]]),
+            };
+            serde_json::json!({"id": v["id"], "scores": scores}).to_string()
+        })
+        .collect();
+    let file = results.path().join("precise.jsonl");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let report = score("winoground", &demo_suite(), &file, &[]);
+    assert_eq!(report["metrics"]["group_score"], 25.0, "2 of 8 items right: {report}");
+}

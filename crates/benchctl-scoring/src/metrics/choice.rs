@@ -53,8 +53,8 @@ impl PerItem for ChoiceAccuracy {
 
 /// Whether `numpy.argmax` of the scores lands on a matching candidate: the first candidate
 /// holding the highest score. NaN compares as numpy does: the first NaN is the argmax.
-pub fn argmax_matches(candidates: impl Iterator<Item = (f32, bool)>) -> bool {
-    let mut best: Option<(f32, bool)> = None;
+pub fn argmax_matches(candidates: impl Iterator<Item = (f64, bool)>) -> bool {
+    let mut best: Option<(f64, bool)> = None;
     for (score, is_match) in candidates {
         let better = match best {
             None => true,

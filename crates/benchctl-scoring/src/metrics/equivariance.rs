@@ -20,7 +20,7 @@ pub fn eqsim_deviation(s: &ScoreMatrix<'_>) -> Option<f64> {
     if (s.images(), s.texts()) != (2, 2) {
         return None;
     }
-    let [s11, s12, s21, s22] = [s.get(0, 0), s.get(0, 1), s.get(1, 0), s.get(1, 1)].map(f64::from);
+    let [s11, s12, s21, s22] = [s.get(0, 0), s.get(0, 1), s.get(1, 0), s.get(1, 1)];
     Some(((s11 - s12) - (s22 - s21)).abs() + ((s11 - s21) - (s22 - s12)).abs())
 }
 

@@ -46,12 +46,12 @@ pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
 
 /// True when every matching candidate scores strictly above every non-matching one.
 /// A row or column with no matching candidate imposes nothing.
-fn separates(candidates: impl Iterator<Item = (bool, f32)> + Clone) -> bool {
+fn separates(candidates: impl Iterator<Item = (bool, f64)> + Clone) -> bool {
     let lowest_match = candidates
         .clone()
         .filter(|(is_match, _)| *is_match)
         .map(|(_, s)| s)
-        .fold(None, |lo: Option<f32>, s| Some(lo.map_or(s, |lo| lo.min(s))));
+        .fold(None, |lo: Option<f64>, s| Some(lo.map_or(s, |lo| lo.min(s))));
     let Some(lowest_match) = lowest_match else { return true };
     candidates.filter(|(is_match, _)| !is_match).all(|(_, s)| lowest_match > s)
 }

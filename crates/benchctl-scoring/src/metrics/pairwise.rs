@@ -45,7 +45,7 @@ impl PerItem for PairwiseAccuracy {
                 let pairs = (0..matrix.images()).flat_map(|k| (0..matrix.texts()).map(move |l| (k, l)));
                 let (mut captions, mut foils) = (true, true);
                 for (k, l) in pairs {
-                    let p = kind.probability(matrix.get(k, l)).unwrap_or(f32::NAN);
+                    let p = kind.probability(matrix.get(k, l)).unwrap_or(f64::NAN);
                     if item.truth.is_match(k, l) {
                         captions &= p > 0.5;
                     } else {
