@@ -273,6 +273,13 @@ pub struct CompareArgs {
     /// Where the results store is (for the default runs).
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+    /// Also write the verdict as JUnit XML (one test case per model × suite × metric, a
+    /// regression a failure) for CI systems.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write the verdict as a markdown summary (e.g. `$GITHUB_STEP_SUMMARY`).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

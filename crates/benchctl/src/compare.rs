@@ -1,5 +1,6 @@
-//! `benchctl compare`: a regression gate. Each run is matched to the baseline run of the
-//! same model (and score head) and suite; every headline metric's change is tabulated with,
+//! `benchctl compare`: a regression gate. Each run is matched to the baseline run of the same
+//! identity (model, score head, dtype, suite, tie rule; complete runs only, never a single
+//! shard); every headline metric's change is tabulated with,
 //! where both runs' per-item scores and the suite's annotations are at hand, a paired
 //! bootstrap 95 % interval of the difference and McNemar's exact test for 0/1 metrics.
 //!
@@ -86,12 +87,11 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
         baselines
             .iter()
             .map(|b| {
-                let latest = store.latest(&b.run.model.id, &b.run.suite.id)?.ok_or_else(|| {
+                let latest = store.latest_of(&b.run.identity(), &b.run.model.id, &b.run.suite.id)?.ok_or_else(|| {
                     Error::results(format!(
-                        "compare: the results store in {} has no run of {} on {}",
+                        "compare: the results store in {} has no complete run of {}",
                         args.results_dir.display(),
-                        b.run.model.id,
-                        b.run.suite.id
+                        b.run.identity()
                     ))
                 })?;
                 let lines = store.item_lines(latest.id)?;
@@ -102,12 +102,15 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
         run_files(&args.runs)?.iter().map(|p| read_run_file(p)).collect::<Result<_>>()?
     };
     let mut changes = Vec::new();
-    for current in &currents {
-        let key = (current.run.label(), current.run.suite.id.clone());
-        let baseline = baselines.iter().find(|b| (b.run.label(), b.run.suite.id.clone()) == key).ok_or_else(|| {
-            Error::results(format!("compare {}: the baseline has no run of {} on {}", current.source, key.0, key.1))
+    for current in currents.iter().filter(|c| c.run.is_complete()) {
+        let identity = current.run.identity();
+        let baseline = baselines.iter().find(|b| b.run.is_complete() && b.run.identity() == identity).ok_or_else(|| {
+            Error::results(format!("compare {}: the baseline has no complete run of {identity}", current.source))
         })?;
         changes.extend(compare_pair(baseline, current, args.tolerance)?);
+    }
+    if changes.is_empty() && currents.iter().any(|c| !c.run.is_complete()) {
+        return Err(Error::results("compare: only shard runs were given; merge them first (`benchctl merge`)".to_string()));
     }
     Ok(changes)
 }
@@ -226,4 +229,76 @@ pub fn verdict(changes: &[Change]) -> Result<()> {
             format!("pass the regression gate: {} metric(s) dropped: {}", regressions.len(), regressions.join(", ")),
         ))
     }
+}
+
+/// The verdict as JUnit XML: one `<testcase>` per model × suite × metric, named
+/// `<metric>` in class `<model> on <suite>`, with a `<failure>` for a regression.
+pub fn junit(changes: &[Change]) -> String {
+    let failures = changes.iter().filter(|c| c.regression).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"benchctl compare\" tests=\"{}\" failures=\"{failures}\">\n<testsuite name=\"regression gate\" tests=\"{}\" failures=\"{failures}\">\n",
+        changes.len(),
+        changes.len()
+    ));
+    for c in changes {
+        out.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{}\">",
+            xml_escape(&format!("{} on {}", c.model, c.suite)),
+            xml_escape(&c.metric)
+        ));
+        if c.regression {
+            out.push_str(&format!(
+                "<failure message=\"{}\">{}</failure>",
+                xml_escape(&format!("{} dropped from {:.2} to {:.2}", c.metric, c.baseline, c.current)),
+                xml_escape(&describe(c))
+            ));
+        }
+        out.push_str("</testcase>\n");
+    }
+    out.push_str("</testsuite>\n</testsuites>\n");
+    out
+}
+
+/// The verdict as markdown for a CI job's summary page: the outcome first, then the table.
+pub fn markdown(changes: &[Change]) -> String {
+    let regressions = changes.iter().filter(|c| c.regression).count();
+    let mut out = if regressions == 0 {
+        format!("### Regression gate: passed\n\nAll {} metric(s) within tolerance.\n\n", changes.len())
+    } else {
+        format!("### Regression gate: **{regressions} regression(s)** of {} metric(s)\n\n", changes.len())
+    };
+    out.push_str("| model | suite | metric | baseline | current | Δ | Δ 95% CI | McNemar p | verdict |\n|---|---|---|---:|---:|---:|---:|---:|---|\n");
+    for c in changes {
+        let cell = |s: &str| s.replace('|', "\\|");
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.2} | {:.2} | {:+.2} | {} | {} | {} |\n",
+            cell(&c.model),
+            cell(&c.suite),
+            cell(&c.metric),
+            c.baseline,
+            c.current,
+            c.current - c.baseline,
+            c.interval.map(|(l, h)| format!("[{l:+.2}, {h:+.2}]")).unwrap_or_else(|| "–".into()),
+            c.mcnemar_p.map(|p| format!("{p:.3}")).unwrap_or_else(|| "–".into()),
+            if c.regression { "**REGRESSION**" } else { "ok" }
+        ));
+    }
+    out
+}
+
+/// One change in words, for a JUnit failure's body.
+fn describe(c: &Change) -> String {
+    let mut text = format!("{} on {}: {} {:.2} -> {:.2} ({:+.2})", c.model, c.suite, c.metric, c.baseline, c.current, c.current - c.baseline);
+    if let Some((low, high)) = c.interval {
+        text.push_str(&format!(", paired 95% CI [{low:+.2}, {high:+.2}]"));
+    }
+    if let Some(p) = c.mcnemar_p {
+        text.push_str(&format!(", McNemar p {p:.3}"));
+    }
+    text
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
 }

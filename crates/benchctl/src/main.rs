@@ -124,6 +124,16 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Compare(args) => {
             let changes = compare::run(&args)?;
             print(&compare::table(&changes))?;
+            // The CI reports are written whatever the verdict, before its exit code.
+            let write = |path: &std::path::Path, text: String| {
+                std::fs::write(path, text).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+            };
+            if let Some(path) = &args.junit {
+                write(path, compare::junit(&changes))?;
+            }
+            if let Some(path) = &args.summary {
+                write(path, compare::markdown(&changes))?;
+            }
             compare::verdict(&changes)
         }
         Command::Merge(args) => {

@@ -208,6 +208,26 @@ impl Run {
         }
     }
 
+    /// What a run is a run of, for the regression gate: model, score head, dtype, suite and tie
+    /// rule. Runs of one identity are comparable; a shard's run is part of one (see
+    /// [`Run::is_complete`]).
+    pub fn identity(&self) -> String {
+        format!(
+            "{} [head {}, {}] on {} (ties {})",
+            self.model.id,
+            self.model.score.as_deref().unwrap_or("-"),
+            self.model.dtype,
+            self.suite.id,
+            self.suite.ties
+        )
+    }
+
+    /// Whether the run covers its whole suite: unsharded, or the merge of a complete set of
+    /// shards (a single shard's run covers a slice and is never gated).
+    pub fn is_complete(&self) -> bool {
+        self.shard.is_none()
+    }
+
     /// The interval of a headline metric.
     pub fn interval(&self, metric: &str) -> Option<&Interval> {
         self.intervals.iter().find(|i| i.metric == metric)

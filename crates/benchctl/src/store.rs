@@ -210,6 +210,27 @@ impl Store {
     }
 
     /// The latest run of a model (by run record id) on a suite.
+    /// The latest complete run of this identity ([`Run::identity`]: model, head, dtype, suite,
+    /// tie rule; shard runs are never it).
+    pub fn latest_of(&self, identity: &str, model_id: &str, suite_id: &str) -> Result<Option<StoredRun>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id FROM runs WHERE model_id = ?1 AND suite_id = ?2 AND shard IS NULL ORDER BY started_at DESC, id DESC")
+            .map_err(db_error(&self.path, "find the latest run"))?;
+        let ids: Vec<i64> = stmt
+            .query_map([model_id, suite_id], |r| r.get(0))
+            .map_err(db_error(&self.path, "find the latest run"))?
+            .collect::<std::result::Result<_, _>>()
+            .map_err(db_error(&self.path, "find the latest run"))?;
+        for id in ids {
+            let run = self.run(id)?;
+            if run.run.identity() == identity && run.run.is_complete() {
+                return Ok(Some(run));
+            }
+        }
+        Ok(None)
+    }
+
     pub fn latest(&self, model_id: &str, suite_id: &str) -> Result<Option<StoredRun>> {
         let id: Option<i64> = self
             .conn

@@ -111,6 +111,45 @@ fn a_changed_score_fails_the_gate() {
     let mut lenient = args.to_vec();
     lenient.extend(["--tolerance", "100"]);
     assert!(benchctl(&lenient, &[]).status.success());
+
+    // For CI systems: JUnit XML (a test case per model × suite × metric, regressions failing)
+    // and a markdown summary, written whatever the verdict.
+    let junit = results.path().join("gate.xml");
+    let summary = results.path().join("gate.md");
+    let mut with_reports = args.to_vec();
+    with_reports.extend(["--junit", junit.to_str().unwrap(), "--summary", summary.to_str().unwrap()]);
+    assert_eq!(benchctl(&with_reports, &[]).status.code(), Some(6));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let cases = xml.matches("<testcase ").count();
+    assert_eq!(cases, table.lines().filter(|l| l.contains("winoground")).count(), "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 3, "{xml}");
+    assert!(xml.contains(r#"failures="3""#) && xml.contains(r#"<testcase classname="clip-tiny-a on winoground" name="group_score"><failure message="group_score dropped from 100.00 to 0.00">"#), "{xml}");
+    assert_eq!(xml.matches("<testcase").count(), xml.matches("</testcase>").count());
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.starts_with("### Regression gate: **3 regression(s)**"), "{md}");
+    assert!(md.contains("| clip-tiny-a | winoground | group_score | 100.00 | 0.00 | -100.00 | [-100.00, -100.00] | 0.008 | **REGRESSION** |"), "{md}");
+}
+
+/// Runs are matched by their whole identity: a newer run of the same model in another dtype,
+/// or a single shard's run, is not what the gate compares the baseline with.
+#[test]
+fn the_gate_matches_runs_by_their_whole_identity() {
+    let results = tempfile::tempdir().unwrap();
+    current_runs(results.path());
+    let model = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
+    let demo = demo_suite();
+    for extra in [["--dtype", "f16"], ["--shard", "0/2"]] {
+        let mut args = vec!["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", demo.to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+        args.extend(extra);
+        stored_run(&benchctl(&args, &[]));
+    }
+    let out = benchctl(&["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    // Every item score is the f32 run's: the newer f16 and shard runs were not taken.
+    for line in stdout(&out).lines().filter(|l| l.contains("clip-tiny-a")) {
+        let change: f64 = line.split('┆').nth(8).unwrap().trim().parse().unwrap();
+        assert!(change < 1e-4, "{line}");
+    }
 }
 
 /// Paired statistics compare runs item by item, so they need the same images, not only the
