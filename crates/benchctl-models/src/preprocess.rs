@@ -66,6 +66,9 @@ pub struct Preprocessor {
     pub pipeline: Pipeline,
 }
 
+/// The most pixels a resized image may have before cropping (≈ 200 MB of RGB).
+pub const MAX_RESIZED_PIXELS: u64 = 1 << 26;
+
 /// `transformers`' default rescale factor, `1 / 255`.
 pub const RESCALE_1_255: f64 = 1.0 / 255.0;
 
@@ -211,6 +214,27 @@ impl Preprocessor {
             Pipeline::Transformers { .. } => "transformers",
         };
         format!("{} px {how}, bicubic, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
+    }
+
+    /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
+    /// shorter-side resize enormous (1 × 1,000,000 pixels resizes to 224 × 224,000,000, where
+    /// the reference pipeline runs out of memory). The resized image may hold at most
+    /// [`MAX_RESIZED_PIXELS`].
+    pub fn check_input(&self, w: usize, h: usize) -> std::result::Result<(), String> {
+        if w == 0 || h == 0 {
+            return Err(format!("a {w}×{h} image has no pixels"));
+        }
+        let (new_w, new_h) = match self.resize {
+            Resize::ShorterSideThenCrop => short_side_size(w, h, self.size),
+            Resize::ShorterSide(edge) => short_side_size(w, h, edge),
+            Resize::Stretch => (self.size, self.size),
+        };
+        if (new_w as u64).saturating_mul(new_h as u64) > MAX_RESIZED_PIXELS {
+            return Err(format!(
+                "resizing this {w}×{h} image's shorter side would make {new_w}×{new_h} pixels (at most {MAX_RESIZED_PIXELS}): its aspect ratio is too extreme"
+            ));
+        }
+        Ok(())
     }
 
     /// Values per image: 3 × size × size.

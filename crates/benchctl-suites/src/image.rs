@@ -124,7 +124,16 @@ pub fn decode_npy_bgr(bytes: &[u8]) -> std::result::Result<RgbImage, String> {
     let [h, w, 3] = shape[..] else {
         return Err(format!("expected shape (H, W, 3), got {shape:?}"));
     };
+    if h == 0 || w == 0 || h.saturating_mul(w) > MAX_PIXELS {
+        return Err(format!("a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels"));
+    }
+    if npy.dtype().descr().trim_matches('\'') != "|u1" {
+        return Err(format!("expected uint8 values (|u1), got dtype {}", npy.dtype().descr()));
+    }
     let data: Vec<u8> = npy.into_vec().map_err(|e| format!("expected uint8 values: {e}"))?;
+    if data.len() as u64 != h * w * 3 {
+        return Err(format!("array of shape {shape:?} holds {} values", data.len()));
+    }
     let rgb: Vec<u8> = data.chunks_exact(3).flat_map(|bgr| [bgr[2], bgr[1], bgr[0]]).collect();
     RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
 }
@@ -134,9 +143,29 @@ pub fn decode_rgb(bytes: &[u8]) -> std::result::Result<RgbImage, image::ImageErr
     decode_rgb_with(bytes, Alpha::Drop)
 }
 
+/// The most pixels an image may have: Pillow's `MAX_IMAGE_PIXELS` doubled, where it stops
+/// warning and refuses (`DecompressionBombError`).
+pub const MAX_PIXELS: u64 = 2 * 89_478_485;
+
+/// The most bytes one decode may allocate (a 178 M-pixel RGBA image at 16 bits is 1.4 GB).
+const MAX_DECODE_ALLOC: u64 = 1536 << 20;
+
 /// Decodes PNG or JPEG bytes to 8-bit RGB, the alpha channel (if any) handled by `alpha`.
+/// The dimensions are read from the header first: an empty image, or one of more than
+/// [`MAX_PIXELS`], is refused before any pixel is decoded, and the decoder's allocations are
+/// bounded.
 pub fn decode_rgb_with(bytes: &[u8], alpha: Alpha) -> std::result::Result<RgbImage, image::ImageError> {
-    let reader = image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format()?;
+    let open = || image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format();
+    let (w, h) = open()?.into_dimensions()?;
+    if w == 0 || h == 0 || u64::from(w) * u64::from(h) > MAX_PIXELS {
+        return Err(image::ImageError::IoError(std::io::Error::other(format!(
+            "the image is {w}×{h} pixels: benchctl refuses empty images and, as Pillow does, more than {MAX_PIXELS}"
+        ))));
+    }
+    let mut reader = open()?;
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_DECODE_ALLOC);
+    reader.limits(limits);
     let decoded = reader.decode()?;
     if alpha == Alpha::Drop || !decoded.color().has_alpha() {
         return Ok(decoded.into_rgb8());

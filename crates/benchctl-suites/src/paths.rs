@@ -29,7 +29,8 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     let parsed = std::fs::read_to_string(path)
         .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))
         .and_then(|text| {
-            serde_json::from_str(&text)
+            // A UTF-8 byte order mark (as Windows editors write) is not part of the JSON.
+            serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(&text))
                 .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
         });
     parsed.map_err(|e| problems.push(e)).ok()

@@ -149,9 +149,16 @@ fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &V
             Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field)))
         })
     };
-    let votes = record.pointer("/mturk/caption").and_then(Value::as_u64).ok_or_else(|| {
-        Error::new(ErrorKind::Malformed, format!("read {}: expected a number", at("mturk.caption")))
-    })?;
+    // A count of votes: an integer, also when written as a float without fraction (`3.0`).
+    let votes = record
+        .pointer("/mturk/caption")
+        .and_then(|v| v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..1e6).contains(f)).map(|f| f as u64)))
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Malformed,
+                format!("read {}: expected a count of votes (0 to 3), got {}", at("mturk.caption"), record.pointer("/mturk/caption").map_or("nothing".to_string(), |v| v.to_string())),
+            )
+        })?;
     if votes < 2 {
         return Ok(None);
     }

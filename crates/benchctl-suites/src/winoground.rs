@@ -108,6 +108,8 @@ fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<
         }
     };
     let mut items = Vec::new();
+    // A UTF-8 byte order mark is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;

@@ -729,8 +729,15 @@ pub(crate) fn load_pixels(
     device: &Device,
 ) -> Result<Tensor> {
     let alpha = alpha_rule(prep);
-    let pixels: Vec<Vec<f32>> =
-        images.par_iter().map(|s| s.load_rgb_with(alpha).map(|img| prep.apply(&img))).collect::<std::result::Result<_, _>>()?;
+    let pixels: Vec<Vec<f32>> = images
+        .par_iter()
+        .map(|s| {
+            let img = s.load_rgb_with(alpha).map_err(Error::from)?;
+            prep.check_input(img.width() as usize, img.height() as usize)
+                .map_err(|e| Error::new(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name())))?;
+            Ok(prep.apply(&img))
+        })
+        .collect::<Result<_>>()?;
     Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
         .and_then(|t| t.to_device(device))
         .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))

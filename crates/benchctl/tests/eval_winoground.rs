@@ -156,3 +156,22 @@ fn long_captions_are_counted_or_refused() {
     assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
     assert!(common::stderr(&out).contains("w0 w1 w2") && common::stderr(&out).contains("longer than the model's 77-token context"), "{}", common::stderr(&out));
 }
+
+/// A 1 × 1,000,000-pixel PNG (4 KB in the report) used to abort the process allocating 7 GB for its
+/// resize; it is now bad data (exit 3) naming the image, before any allocation.
+#[test]
+fn an_image_of_extreme_aspect_ratio_is_bad_data_not_an_abort() {
+    let data = tempfile::tempdir().unwrap();
+    common::copy_tree(&common::demo_suite(), data.path());
+    let image = data.path().join("images/ex_0_img_0.png");
+    image::RgbImage::new(1, 1_000_000).save(&image).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let model = common::tiny_model();
+    let out = common::benchctl(
+        &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(), "--no-cache"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
+    let err = common::stderr(&out);
+    assert!(err.contains("ex_0_img_0.png") && err.contains("1×1000000") && err.contains("aspect ratio"), "{err}");
+}

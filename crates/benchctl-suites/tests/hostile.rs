@@ -1,0 +1,89 @@
+//! Hostile inputs the loaders and decoders meet (issue 13's list): each is refused with a
+//! clear error, never a panic, an abort or an unbounded allocation.
+
+use benchctl_suites::image::{decode_npy_bgr, decode_rgb};
+use benchctl_suites::{find, valse, ErrorKind};
+
+/// CRC-32 (IEEE) of PNG chunk bytes.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// A valid 1×1 PNG whose header is rewritten to claim `w × h` pixels (its data stays 1×1).
+fn png_claiming(w: u32, h: u32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    image::RgbImage::new(1, 1).write_to(&mut std::io::Cursor::new(&mut bytes), image::ImageFormat::Png).unwrap();
+    // Signature (8), IHDR length (4), "IHDR" (4), width, height ... CRC after 13 data bytes.
+    bytes[16..20].copy_from_slice(&w.to_be_bytes());
+    bytes[20..24].copy_from_slice(&h.to_be_bytes());
+    let crc = crc32(&bytes[12..29]);
+    bytes[29..33].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}
+
+#[test]
+fn an_image_over_the_pixel_limit_is_refused_from_its_header() {
+    // 22,000² pixels (484 M): refused before a pixel is decoded, as Pillow refuses it.
+    let err = decode_rgb(&png_claiming(22_000, 22_000)).unwrap_err().to_string();
+    assert!(err.contains("22000×22000") && err.contains("178956970"), "{err}");
+    // Under the limit the header is believed and the truncated data is an error, not grey.
+    assert!(decode_rgb(&png_claiming(64, 64)).is_err());
+}
+
+#[test]
+fn a_degenerate_npy_frame_is_an_error_not_a_panic() {
+    let write = |shape: &[u64], data: &[u8]| {
+        use npyz::WriterBuilder;
+        let mut out = Vec::new();
+        let mut w = npyz::WriteOptions::new().default_dtype().shape(shape).writer(&mut out).begin_nd().unwrap();
+        w.extend(data.iter().copied()).unwrap();
+        w.finish().unwrap();
+        out
+    };
+    let err = decode_npy_bgr(&write(&[0, 32, 3], &[])).unwrap_err();
+    assert!(err.contains("empty"), "{err}");
+    let err = decode_npy_bgr(&write(&[2, 2], &[1, 2, 3, 4])).unwrap_err();
+    assert!(err.contains("expected shape (H, W, 3)"), "{err}");
+    let floats = {
+        use npyz::WriterBuilder;
+        let mut out = Vec::new();
+        let mut w = npyz::WriteOptions::new().default_dtype().shape(&[1, 1, 3]).writer(&mut out).begin_nd().unwrap();
+        w.extend([0.5f32, 0.5, 0.5]).unwrap();
+        w.finish().unwrap();
+        out
+    };
+    assert!(decode_npy_bgr(&floats).unwrap_err().contains("expected uint8"));
+    assert!(decode_npy_bgr(&write(&[1, 2, 3], &[1, 2, 3, 4, 5, 6])).is_ok());
+}
+
+#[test]
+fn a_byte_order_mark_and_float_vote_counts_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "v7w_1.jpg", "caption": "two dogs", "foil": "one dog",
+                                           "mturk": {"caption": 3.0, "foil": 0, "other": 0}}});
+    for piece in valse::PIECES {
+        std::fs::write(dir.path().join(format!("{piece}.json")), format!("\u{feff}{record}")).unwrap();
+    }
+    let suite = find("valse").unwrap().load(dir.path()).unwrap();
+    assert_eq!(suite.items.len(), 11);
+
+    let bad = serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "v7w_1.jpg", "caption": "c", "foil": "f", "mturk": {"caption": 2.5}}});
+    std::fs::write(dir.path().join("existence.json"), bad.to_string()).unwrap();
+    let err = find("valse").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    assert!(err.to_string().contains("expected a count of votes (0 to 3), got 2.5"), "{err}");
+
+    // Winoground's jsonl with a BOM on its first line.
+    let wino = tempfile::tempdir().unwrap();
+    let line = r#"{"id": 0, "image_0": "ex_0_img_0", "image_1": "ex_0_img_1", "caption_0": "a", "caption_1": "b", "tag": "t", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object"}"#;
+    std::fs::write(wino.path().join("examples.jsonl"), format!("\u{feff}{line}\r\n")).unwrap();
+    let suite = find("winoground").unwrap().load(wino.path()).unwrap();
+    assert_eq!(suite.items[0].id, "0");
+}
