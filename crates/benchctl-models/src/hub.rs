@@ -93,6 +93,16 @@ pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
 
 /// The files of a local model directory in `layout`, naming every missing one.
 pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
+    if dir.is_file() {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!(
+                "open model directory {}: it is a file; --model-path takes the directory holding {}",
+                dir.display(),
+                layout.files().join(", ")
+            ),
+        ));
+    }
     if !dir.is_dir() {
         return Err(Error::new(
             ErrorKind::MissingFile,

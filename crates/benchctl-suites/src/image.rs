@@ -98,17 +98,22 @@ impl ImageSource {
                 .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name())));
         }
         let path = self.path();
-        let bytes = std::fs::read(path).map_err(|e| {
-            let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                ErrorKind::MissingImage
-            } else {
-                ErrorKind::CorruptImage
-            };
-            Error::new(kind, format!("read image {}: {e}", path.display()))
-        })?;
+        // Read as a stream: the decoders take only the bytes the format needs, so junk after
+        // an image's end is never loaded into memory.
+        let open = || {
+            std::fs::File::open(path).map(std::io::BufReader::new).map_err(|e| {
+                let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                    ErrorKind::MissingImage
+                } else {
+                    ErrorKind::CorruptImage
+                };
+                Error::new(kind, format!("read image {}: {e}", path.display()))
+            })
+        };
         let decoded = match self {
-            ImageSource::NpyBgr(_) => decode_npy_bgr(&bytes),
-            _ => decode_rgb_with(&bytes, alpha).map_err(|e| e.to_string()),
+            ImageSource::NpyBgr(_) => decode_npy_bgr_from(open()?),
+            _ => decode_rgb_from(|| open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string()))), alpha)
+                .map_err(|e| e.to_string()),
         };
         decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }
@@ -116,7 +121,12 @@ impl ImageSource {
 
 /// An (H, W, 3) uint8 BGR `.npy` array as RGB.
 pub fn decode_npy_bgr(bytes: &[u8]) -> std::result::Result<RgbImage, String> {
-    let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a .npy array: {e}"))?;
+    decode_npy_bgr_from(bytes)
+}
+
+/// [`decode_npy_bgr`] from a reader: the header, then exactly the array's bytes.
+pub fn decode_npy_bgr_from(reader: impl std::io::Read) -> std::result::Result<RgbImage, String> {
+    let npy = npyz::NpyFile::new(reader).map_err(|e| format!("not a .npy array: {e}"))?;
     let shape = npy.shape().to_vec();
     if npy.order() != npyz::Order::C {
         return Err("expected a C-ordered array".into());
@@ -155,7 +165,16 @@ const MAX_DECODE_ALLOC: u64 = 1536 << 20;
 /// [`MAX_PIXELS`], is refused before any pixel is decoded, and the decoder's allocations are
 /// bounded.
 pub fn decode_rgb_with(bytes: &[u8], alpha: Alpha) -> std::result::Result<RgbImage, image::ImageError> {
-    let open = || image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format();
+    decode_rgb_from(|| Ok(std::io::Cursor::new(bytes)), alpha)
+}
+
+/// [`decode_rgb_with`] from a source opened twice: once for the header's dimensions, once to
+/// decode.
+pub fn decode_rgb_from<R: std::io::BufRead + std::io::Seek>(
+    source: impl Fn() -> std::result::Result<R, image::ImageError>,
+    alpha: Alpha,
+) -> std::result::Result<RgbImage, image::ImageError> {
+    let open = || image::ImageReader::new(source()?).with_guessed_format().map_err(image::ImageError::IoError);
     let (w, h) = open()?.into_dimensions()?;
     if w == 0 || h == 0 || u64::from(w) * u64::from(h) > MAX_PIXELS {
         return Err(image::ImageError::IoError(std::io::Error::other(format!(

@@ -19,19 +19,60 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
     Ok(root.join(rel))
 }
 
+/// The text of an annotation file: a missing file is named with `how_to_get`; a directory in
+/// its place, or bytes that are not UTF-8 (with the byte offset of the first bad one), are
+/// malformed data; a UTF-8 byte order mark (as Windows editors write) is dropped.
+pub(crate) fn read_text(path: &Path, how_to_get: &str) -> Result<String> {
+    if path.is_dir() {
+        return Err(Error::new(ErrorKind::Malformed, format!("read {}: it is a directory, not a file", path.display())));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))?;
+    let mut text = String::from_utf8(bytes).map_err(|e| {
+        Error::new(
+            ErrorKind::Malformed,
+            format!("read {}: not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to()),
+        )
+    })?;
+    if text.starts_with('\u{feff}') {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
+    Ok(text)
+}
+
 /// The JSON in `path`, or `None` with the reason added to `problems` (a missing file, named
-/// with `how_to_get`, or a parse error with its line and column).
+/// with `how_to_get`, unreadable text, or a parse error with its line and column).
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     how_to_get: &str,
     problems: &mut Vec<Error>,
 ) -> Option<T> {
-    let parsed = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))
-        .and_then(|text| {
-            // A UTF-8 byte order mark (as Windows editors write) is not part of the JSON.
-            serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(&text))
-                .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
-        });
+    let parsed = read_text(path, how_to_get).and_then(|text| {
+        serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+    });
     parsed.map_err(|e| problems.push(e)).ok()
+}
+
+/// A JSON object's entries in file order, duplicates kept (a `serde_json` map keeps only the
+/// last value of a repeated key, silently dropping a record).
+pub(crate) struct Entries(pub Vec<(String, serde_json::Value)>);
+
+impl<'de> serde::Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Entries;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, Truth};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
 
@@ -126,12 +126,25 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 
 /// The valid records of one piece file as items, in file order, and how many were invalid.
 pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<Error>) -> (Vec<Item>, usize) {
-    let Some(records) = paths::read_json::<Map<String, Value>>(path, HOW_TO_GET, problems) else {
+    let Some(paths::Entries(records)) = paths::read_json::<paths::Entries>(path, HOW_TO_GET, problems) else {
         return (Vec::new(), 0);
     };
     let mut items = Vec::new();
     let mut invalid = 0;
-    for (key, record) in &records {
+    let mut first_at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (position, (key, record)) in records.iter().enumerate() {
+        if let Some(first) = first_at.insert(key, position) {
+            problems.push(Error::new(
+                ErrorKind::Malformed,
+                format!(
+                    "read {}: record key `{key}` appears twice (records {} and {}); ids must be unique",
+                    path.display(),
+                    first + 1,
+                    position + 1
+                ),
+            ));
+            continue;
+        }
         match parse_record(data_dir, piece, path, key, record) {
             Ok(Some(item)) => items.push(item),
             Ok(None) => invalid += 1,

@@ -100,16 +100,14 @@ fn parquet_files(data_dir: &Path) -> Vec<PathBuf> {
 
 /// The items of `examples.jsonl`, each with where it was read.
 fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
-    let text = match std::fs::read_to_string(path) {
+    let text = match paths::read_text(path, HOW_TO_GET) {
         Ok(text) => text,
         Err(e) => {
-            problems.push(Error::new(ErrorKind::MissingData, format!("read {}: {e} ({HOW_TO_GET})", path.display())));
+            problems.push(e);
             return Vec::new();
         }
     };
     let mut items = Vec::new();
-    // A UTF-8 byte order mark is not part of the first line.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;

@@ -87,3 +87,42 @@ fn a_byte_order_mark_and_float_vote_counts_are_accepted() {
     let suite = find("winoground").unwrap().load(wino.path()).unwrap();
     assert_eq!(suite.items[0].id, "0");
 }
+
+#[test]
+fn unreadable_annotations_are_named_precisely() {
+    // Non-UTF-8 bytes: the byte offset of the first bad one.
+    let dir = tempfile::tempdir().unwrap();
+    for piece in valse::PIECES {
+        std::fs::write(dir.path().join(format!("{piece}.json")), b"{}").unwrap();
+    }
+    std::fs::write(dir.path().join("plurals.json"), b"{\"a\": \"caf\xe9\"}").unwrap();
+    let err = find("valse").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    assert!(err.to_string().contains("plurals.json: not UTF-8 text (invalid byte at offset 10)"), "{err}");
+
+    // A duplicate record key: both positions, rather than one record silently dropped.
+    let record = r#"{"dataset": "visual7w", "image_file": "v7w_1.jpg", "caption": "c", "foil": "f", "mturk": {"caption": 3}}"#;
+    std::fs::write(dir.path().join("plurals.json"), format!(r#"{{"k1": {record}, "k2": {record}, "k1": {record}}}"#)).unwrap();
+    let err = find("valse").unwrap().load(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("record key `k1` appears twice (records 1 and 3)"), "{err}");
+
+    // A directory where examples.jsonl belongs is malformed data, not the gated-dataset hint.
+    let wino = tempfile::tempdir().unwrap();
+    std::fs::create_dir(wino.path().join("examples.jsonl")).unwrap();
+    let err = find("winoground").unwrap().load(wino.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    assert!(err.to_string().contains("it is a directory, not a file") && !err.to_string().contains("HF_TOKEN"), "{err}");
+}
+
+/// A PNG followed by junk decodes as Pillow decodes it (the image ends where its format says),
+/// read as a stream, so the junk is never loaded.
+#[test]
+fn trailing_bytes_after_an_image_are_not_read_into_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("img.png");
+    image::RgbImage::from_pixel(5, 4, image::Rgb([10, 20, 30])).save(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, &vec![0u8; 8 << 20]).unwrap();
+    let img = benchctl_suites::ImageSource::File(path).load_rgb().unwrap();
+    assert_eq!((img.width(), img.height(), img.get_pixel(2, 2).0), (5, 4, [10, 20, 30]));
+}

@@ -73,12 +73,14 @@ pub struct EmbeddingCache {
     segment: Option<std::fs::File>,
     /// Records skipped on load as truncated or corrupt.
     pub skipped: usize,
+    /// Set once a write failed: the run goes on without storing (warned once).
+    write_failed: bool,
 }
 
 impl EmbeddingCache {
     /// A cache that stores nothing.
     pub fn disabled() -> Self {
-        Self { dir: None, namespace: [0; 32], entries: HashMap::new(), segment: None, skipped: 0 }
+        Self { dir: None, namespace: [0; 32], entries: HashMap::new(), segment: None, skipped: 0, write_failed: false }
     }
 
     /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
@@ -87,7 +89,8 @@ impl EmbeddingCache {
         let dir = root.join(hex(&namespace[..16]));
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::new(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display())))?;
-        let mut cache = Self { dir: Some(dir.clone()), namespace, entries: HashMap::new(), segment: None, skipped: 0 };
+        let mut cache =
+            Self { dir: Some(dir.clone()), namespace, entries: HashMap::new(), segment: None, skipped: 0, write_failed: false };
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| Error::new(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -148,8 +151,24 @@ impl EmbeddingCache {
         self.entries.is_empty()
     }
 
-    /// Stores a batch of embeddings: appended to this process's segment and flushed.
+    /// Stores a batch of embeddings: appended to this process's segment and flushed. The
+    /// cache is an accelerator, never a point of failure: a write that fails (read-only
+    /// location, full disk) warns once, and the run goes on without storing.
     pub fn append(&mut self, batch: &[(Key, Vec<f32>)]) -> Result<()> {
+        for (key, values) in batch {
+            self.entries.insert(*key, values.clone());
+        }
+        if self.write_failed {
+            return Ok(());
+        }
+        if let Err(e) = self.write(batch) {
+            self.write_failed = true;
+            eprintln!("warning: failed to {e}; the run goes on without storing in the embedding cache");
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, batch: &[(Key, Vec<f32>)]) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let mut buf = Vec::new();
         for (key, values) in batch {
@@ -159,7 +178,6 @@ impl EmbeddingCache {
             buf.extend_from_slice(&(values.len() as u32).to_le_bytes());
             buf.extend_from_slice(&raw);
             buf.extend_from_slice(&check(&self.namespace, key, &raw));
-            self.entries.insert(*key, values.clone());
         }
         let write_error = |e: std::io::Error| {
             Error::new(ErrorKind::Results, format!("write the embedding cache in {}: {e}", dir.display()))
@@ -184,6 +202,30 @@ impl EmbeddingCache {
 /// Lower-case hexadecimal of bytes (digests in run records and file names).
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `key(&[tag, <the file's bytes>])`, streamed: a file is never held in memory to hash it.
+pub fn key_of_file(path: &Path, tag: &[u8], len: u64) -> std::io::Result<Key> {
+    use std::io::Read;
+    let mut h = Sha256::new();
+    h.update((tag.len() as u64).to_le_bytes());
+    h.update(tag);
+    h.update(len.to_le_bytes());
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut read = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        h.update(&buf[..n]);
+    }
+    if read != len {
+        return Err(std::io::Error::other(format!("{} changed while it was read ({len} then {read} bytes)", path.display())));
+    }
+    Ok(h.finalize().into())
 }
 
 /// Content keys of image files remembered by path, size and modification time, so a re-run
@@ -276,7 +318,7 @@ impl FileKeys {
                 return Ok(*key);
             }
         }
-        let key = key(&[tag, &std::fs::read(path)?]);
+        let key = key_of_file(path, tag, meta.len())?;
         self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.dir.is_some() && mtime != 0 {
             if let Ok(mut fresh) = self.fresh.lock() {

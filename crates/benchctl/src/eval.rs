@@ -99,7 +99,11 @@ impl ResolvedModel {
     /// The embedding cache for this model (disabled with `--no-cache` or without a location).
     pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
         match cache::default_root() {
-            Some(root) if !no_cache => EmbeddingCache::open(&root, &self.cache_namespace),
+            // A cache that cannot be opened (a read-only or missing location) is not used.
+            Some(root) if !no_cache => Ok(EmbeddingCache::open(&root, &self.cache_namespace).unwrap_or_else(|e| {
+                eprintln!("warning: failed to {e}; the run goes on without the embedding cache");
+                EmbeddingCache::disabled()
+            })),
             _ => Ok(EmbeddingCache::disabled()),
         }
     }

@@ -120,3 +120,21 @@ fn unwritable_results_keep_the_printed_metrics() {
     assert_fails(&out, 5, &["create results directory"]);
     assert!(common::stdout(&out).contains("group_score"), "the metrics were printed before the failure");
 }
+
+/// A file passed as `--model-path` says so; a cache location that cannot be used warns and
+/// the run goes on without it (the cache is an accelerator, never a point of failure).
+#[test]
+fn a_model_file_and_an_unusable_cache_are_handled() {
+    let model = std::path::Path::new(&tiny_model()).join("config.json");
+    let out = benchctl(&["eval", "--model-path", model.to_str().unwrap(), "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()], &[]);
+    assert_fails(&out, 4, &["it is a file; --model-path takes the directory holding config.json"]);
+
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let out = benchctl(
+        &["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+        &[("BENCHCTL_CACHE", blocker.path().to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: failed to create cache directory"), "{}", stderr(&out));
+}
