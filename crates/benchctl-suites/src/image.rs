@@ -110,8 +110,10 @@ impl ImageSource {
                 Error::new(kind, format!("read image {}: {e}", path.display()))
             })
         };
+        // Opened first on its own, so a missing or unreadable file keeps its kind of error.
+        let first = open()?;
         let decoded = match self {
-            ImageSource::NpyBgr(_) => decode_npy_bgr_from(open()?),
+            ImageSource::NpyBgr(_) => decode_npy_bgr_from(first),
             _ => decode_rgb_from(|| open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string()))), alpha)
                 .map_err(|e| e.to_string()),
         };
