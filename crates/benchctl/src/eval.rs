@@ -303,6 +303,17 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let started_at = results::now_rfc3339();
     let mut full_suite = suite_info.load(&data_dir)?;
     full_suite.summary.ties = tie_rule(suite_info, args.ties)?;
+    if full_suite.items.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!(
+                "evaluate {} in {}: it has no items to score ({} record(s) excluded by the suite's validity rule)",
+                full_suite.id,
+                full_suite.data_dir.display(),
+                full_suite.excluded
+            ),
+        ));
+    }
     check_images(&full_suite)?;
     let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
     let batch = args.batch_size as usize;

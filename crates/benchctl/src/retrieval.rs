@@ -540,5 +540,6 @@ pub fn report_from_dump(path: &Path) -> Result<Report> {
         }
         gallery.outcomes.push(QueryOutcome { rank, top1_altered });
     }
-    report(&results)
+    // A dump that lacks a gallery the report needs is bad data, not a failed computation.
+    report(&results).map_err(|e| Error::new(ErrorKind::Data, format!("score {}: {e}", path.display())))
 }

@@ -138,3 +138,21 @@ fn a_model_file_and_an_unusable_cache_are_handled() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("warning: failed to create cache directory"), "{}", stderr(&out));
 }
+
+/// Bad data is exit 3, not a computation failure: a VALSE copy whose every record is invalid,
+/// and a RoCOCO dump missing a gallery the report needs.
+#[test]
+fn data_without_items_and_incomplete_dumps_are_bad_data() {
+    let data = tempfile::tempdir().unwrap();
+    let record = serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "v7w_1.jpg", "caption": "c", "foil": "f", "mturk": {"caption": 1}}});
+    for piece in benchctl_suites::valse::PIECES {
+        std::fs::write(data.path().join(format!("{piece}.json")), record.to_string()).unwrap();
+    }
+    let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "valse", "--data-dir", data.path().to_str().unwrap()], &[]);
+    assert_fails(&out, 3, &["it has no items to score (11 record(s) excluded by the suite's validity rule)"]);
+
+    let dump = data.path().join("rococo.scores.jsonl");
+    std::fs::write(&dump, r#"{"gallery": "clean", "direction": "i2t", "query": 0, "rank": 0, "top1_altered": false}"#).unwrap();
+    let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
+    assert_fails(&out, 3, &["the clean t2i gallery was not scored"]);
+}
