@@ -67,11 +67,9 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     let info = benchctl_suites::find(&base.suite.id)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
     let mut suite = info.load(&data_dir)?;
-    suite.summary.ties = if base.suite.ties == "first" {
-        benchctl_scoring::metrics::Ties::First
-    } else {
-        benchctl_scoring::metrics::Ties::Strict
-    };
+    suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&base.suite.ties).ok_or_else(|| {
+        Error::new(ErrorKind::Data, format!("merge: the shards' tie rule `{}` is not strict or first", base.suite.ties))
+    })?;
     let data_fingerprint = fingerprint(&suite)?;
     if data_fingerprint != base.data_fingerprint {
         return Err(Error::new(

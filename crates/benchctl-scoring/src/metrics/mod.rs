@@ -112,6 +112,11 @@ impl Ties {
             Ties::First => "first",
         }
     }
+
+    /// From [`Ties::name`], as run records store it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Ties::Strict, Ties::First].into_iter().find(|t| t.name() == name)
+    }
 }
 
 /// A paper's average over subsets of one tag's groups: each subset is the mean of the groups
