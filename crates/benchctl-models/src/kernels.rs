@@ -2,10 +2,12 @@
 //!
 //! candle computes `x · σ(1.702 x)` as three passes with three allocations and a scalar
 //! `exp`; here each activation is one pass over the buffer, split across the rayon pool, with
-//! an `exp` the compiler vectorises (AVX-512 when the CPU has it, chosen at run time). The
+//! an `exp` the compiler vectorises. Each kernel is compiled per instruction-set tier
+//! (AVX-512, AVX2 + FMA, generic) and runs on the tier `benchctl_cpu::Tier::current` picks. The
 //! `exp` and `erf` approximations are accurate to a few ulp (relative error < 4e-7 and
 //! absolute error < 2e-7 respectively), far inside the parity tolerance of 1e-4.
 
+use benchctl_cpu::{madd, per_tier, Tier};
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -54,9 +56,10 @@ fn apply_one(activation: Activation, x: f32) -> f32 {
     }
 }
 
-// Inlined into each caller so the loop is compiled (and vectorised) with its target features.
+// Compiled per tier by `per_tier!` (the body is inlined into each copy, so its loops are
+// vectorised with that tier's features).
 #[inline(always)]
-fn map_chunk_generic(activation: Activation, src: &[f32], dst: &mut [f32]) {
+fn map_chunk_body<const FUSED: bool>(activation: Activation, src: &[f32], dst: &mut [f32]) {
     // One match outside the loop: each arm's loop vectorises on its own.
     match activation {
         Activation::QuickGelu => dst.iter_mut().zip(src).for_each(|(d, &x)| *d = apply_one(Activation::QuickGelu, x)),
@@ -65,29 +68,17 @@ fn map_chunk_generic(activation: Activation, src: &[f32], dst: &mut [f32]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
-unsafe fn map_chunk_avx512(activation: Activation, src: &[f32], dst: &mut [f32]) {
-    map_chunk_generic(activation, src, dst)
-}
-
-fn map_chunk(activation: Activation, src: &[f32], dst: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-    {
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { map_chunk_avx512(activation, src, dst) };
-        return;
-    }
-    map_chunk_generic(activation, src, dst)
-}
+per_tier!(fn map_chunk = map_chunk_body(activation: Activation, src: &[f32], dst: &mut [f32]));
 
 /// The activation of `src` into `dst` (same length), in parallel chunks.
 pub fn activate(activation: Activation, src: &[f32], dst: &mut [f32]) {
+    activate_on(Tier::current(), activation, src, dst)
+}
+
+/// [`activate`] on a given tier.
+pub fn activate_on(tier: Tier, activation: Activation, src: &[f32], dst: &mut [f32]) {
     const CHUNK: usize = 1 << 14;
-    dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| map_chunk(activation, s, d));
+    dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| map_chunk(tier, activation, s, d));
 }
 
 struct ActivationOp(Activation);
@@ -114,6 +105,22 @@ pub(crate) fn apply(activation: Activation, xs: &Tensor) -> candle_core::Result<
     } else {
         activation.apply_composed(xs)
     }
+}
+
+/// The instruction set of the matrix products: the `gemm` crate picks it at run time (its
+/// AVX-512 kernels only with the `gemm-avx512` feature), not `BENCHCTL_CPU`.
+pub fn gemm_isa() -> benchctl_cpu::Isa {
+    use benchctl_cpu::Isa;
+    #[cfg(target_arch = "x86_64")]
+    {
+        if cfg!(feature = "gemm-avx512") && std::arch::is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Generic
 }
 
 /// `x · Wᵀ + b` for a 2-D `x` `(m, k)`, `W` `(n, k)` and `b` `(n)`, all contiguous f32 on
@@ -207,7 +214,7 @@ pub(crate) fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> ca
 /// key rows, kept in registers: no horizontal sums. Each loop is written to vectorise (the
 /// sums and maxima over a row are separate, short scalar passes).
 #[inline(always)]
-fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
+fn attend_row_body<const FUSED: bool>(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
     const LANES: usize = 16;
     let head = width / heads;
     let scale = (head as f32).powf(-0.5);
@@ -227,14 +234,14 @@ fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, h
                 for (d, &qd) in q.iter().enumerate() {
                     let k = &keys[d * padded + block * LANES..][..LANES];
                     for l in 0..LANES {
-                        acc[l] = qd.mul_add(k[l], acc[l]);
+                        acc[l] = madd::<FUSED>(qd, k[l], acc[l]);
                     }
                 }
                 logits.copy_from_slice(&acc);
             }
             let logits = &mut weights[..seq];
             match mask {
-                Some(m) => logits.iter_mut().zip(&m[i * seq..(i + 1) * seq]).for_each(|(w, &m)| *w = w.mul_add(scale, m)),
+                Some(m) => logits.iter_mut().zip(&m[i * seq..(i + 1) * seq]).for_each(|(w, &m)| *w = madd::<FUSED>(*w, scale, m)),
                 None => logits.iter_mut().for_each(|w| *w *= scale),
             }
             let max = logits.iter().fold(f32::NEG_INFINITY, |m, &w| m.max(w));
@@ -249,13 +256,13 @@ fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, h
                     for (j, &w) in logits.iter().enumerate() {
                         let v = &part(j, 2)[c * LANES..][..LANES];
                         for l in 0..LANES {
-                            acc[l] = w.mul_add(v[l], acc[l]);
+                            acc[l] = madd::<FUSED>(w, v[l], acc[l]);
                         }
                     }
                 } else {
                     for (j, &w) in logits.iter().enumerate() {
                         for (a, &v) in acc.iter_mut().zip(&part(j, 2)[c * LANES..]) {
-                            *a = w.mul_add(v, *a);
+                            *a = madd::<FUSED>(w, v, *a);
                         }
                     }
                 }
@@ -265,7 +272,7 @@ fn attend_row_generic(rows: &[f32], out: &mut [f32], seq: usize, width: usize, h
     }
 }
 
-/// Per-task buffers of [`attend_row_generic`].
+/// Per-task buffers of [`attend_row_body`].
 struct Scratch {
     /// One head's keys, `(head, seq)` padded with zero columns to whole vectors of 16.
     keys: Vec<f32>,
@@ -273,24 +280,15 @@ struct Scratch {
     weights: Vec<f32>,
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512dq,avx512vl,avx2,fma")]
-unsafe fn attend_row_avx512(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
-    attend_row_generic(rows, out, seq, width, heads, mask, scratch)
-}
-
-fn attend_row(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize, mask: Option<&[f32]>, scratch: &mut Scratch) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512dq")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-    {
-        // SAFETY: the CPU has the features the function is compiled for.
-        unsafe { attend_row_avx512(rows, out, seq, width, heads, mask, scratch) };
-        return;
-    }
-    attend_row_generic(rows, out, seq, width, heads, mask, scratch)
-}
+per_tier!(fn attend_row = attend_row_body(
+    rows: &[f32],
+    out: &mut [f32],
+    seq: usize,
+    width: usize,
+    heads: usize,
+    mask: Option<&[f32]>,
+    scratch: &mut Scratch,
+));
 
 /// Multi-head self-attention from the fused `(batch, seq, 3·width)` projection, one batch row
 /// per task: no split of q, k and v into heads, no merge back, no separate softmax pass, and
@@ -298,6 +296,7 @@ fn attend_row(rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: us
 /// the latter cost more in dispatch than in arithmetic).
 struct SelfAttentionOp {
     heads: usize,
+    tier: Tier,
 }
 
 impl SelfAttentionOp {
@@ -316,7 +315,7 @@ impl SelfAttentionOp {
                 let padded = seq.div_ceil(16) * 16;
                 Scratch { keys: vec![0f32; width / self.heads * padded], weights: vec![0f32; padded] }
             },
-            |scratch, (out, rows)| attend_row(rows, out, seq, width, self.heads, mask, scratch),
+            |scratch, (out, rows)| attend_row(self.tier, rows, out, seq, width, self.heads, mask, scratch),
         );
         Ok((CpuStorage::F32(out), Shape::from((batch, seq, width))))
     }
@@ -349,12 +348,17 @@ impl candle_core::CustomOp2 for SelfAttentionOp {
 /// additive `(seq, seq)` mask: the fused kernel on contiguous f32 CPU tensors, `None` (use
 /// the composed path) for anything else.
 pub(crate) fn self_attention(qkv: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Option<Tensor>> {
+    self_attention_on(Tier::current(), qkv, heads, mask)
+}
+
+/// [`self_attention`] on a given tier.
+pub(crate) fn self_attention_on(tier: Tier, qkv: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Option<Tensor>> {
     let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
     if !f32_cpu(qkv) || qkv.rank() != 3 {
         return Ok(None);
     }
     let seq = qkv.dim(1)?;
-    let op = SelfAttentionOp { heads };
+    let op = SelfAttentionOp { heads, tier };
     match mask {
         None => Ok(Some(qkv.apply_op1_no_bwd(&op)?)),
         Some(m) if f32_cpu(m) && m.dims() == [seq, seq] => Ok(Some(qkv.apply_op2_no_bwd(m, &op)?)),
@@ -429,6 +433,32 @@ mod tests {
                 let composed = crate::models::transformer::attend(&q, &k, &v, heads, mask)?;
                 let d = (fused - composed)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
                 assert!(d < 1e-5, "({batch}, {seq}, {width}, {heads}), mask {}: {d}", mask.is_some());
+            }
+        }
+        Ok(())
+    }
+
+    /// Each tier this CPU runs (BENCHCTL_CPU aside) against the generic one: within 1e-6.
+    #[test]
+    fn every_tier_matches_the_generic_one() -> candle_core::Result<()> {
+        let generic = Tier::generic();
+        let xs: Vec<f32> = (-40_000..40_000).map(|i| i as f32 * 2e-4).collect();
+        let dev = candle_core::Device::Cpu;
+        let qkv = Tensor::randn(0f32, 1.0, (3, 50, 3 * 96), &dev)?;
+        let causal: Vec<f32> = (0..50 * 50).map(|n| if n % 50 > n / 50 { f32::NEG_INFINITY } else { 0.0 }).collect();
+        let causal = Tensor::from_vec(causal, (50, 50), &dev)?;
+        for tier in Tier::available() {
+            for act in [Activation::QuickGelu, Activation::Gelu, Activation::GeluTanh] {
+                let (mut ours, mut reference) = (vec![0f32; xs.len()], vec![0f32; xs.len()]);
+                activate_on(tier, act, &xs, &mut ours);
+                activate_on(generic, act, &xs, &mut reference);
+                let d = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(d <= 1e-6, "{:?} {act:?}: {d}", tier.isa());
+            }
+            for mask in [None, Some(&causal)] {
+                let run = |t: Tier| self_attention_on(t, &qkv, 12, mask)?.ok_or_else(|| candle_core::Error::Msg("refused".into()));
+                let d = (run(tier)? - run(generic)?)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                assert!(d <= 1e-6, "{:?} attention, mask {}: {d}", tier.isa(), mask.is_some());
             }
         }
         Ok(())

@@ -22,13 +22,17 @@
 //!
 //! The bound is ≈ 3e-4 on 512-dimensional unit vectors, so about 0.3 % of random pairs need
 //! their `dot` score (fewer on real embeddings, whose best matches stand out). The integers are
-//! exact and `dot` has one fixed order on every machine, so outcomes do not depend on the
-//! CPU: machines without AVX-512 VNNI run the same arithmetic, slower.
+//! exact and `dot` has one fixed order and no fused multiply-add on every machine, so
+//! outcomes do not depend on the CPU. Each kernel is compiled per instruction-set tier
+//! (`benchctl_cpu`): `vpdpwssd` on AVX-512 VNNI and AVX-VNNI, `vpmaddwd` + `vpaddd` on
+//! AVX-512 BW and AVX2, portable loops elsewhere; all compute the same integers.
 
 use rayon::prelude::*;
 
 use crate::metrics::retrieval::{query_outcome_with, QueryOutcome};
 use crate::metrics::Ties;
+use benchctl_cpu::{madd, per_tier, Isa, Tier};
+
 use crate::{Error, Result};
 
 /// Partial sums of the reference dot product, one per residue of the dimension mod 64 (four
@@ -50,39 +54,28 @@ const MAX_VALUE: f32 = 1e15;
 /// fp32's unit roundoff.
 const UNIT_ROUNDOFF: f64 = 1.0 / (1u64 << 24) as f64;
 
-/// The reference score of two embeddings: 64 partial sums of fused multiply-adds (dimension
-/// i goes to sum i mod 64), then added pairwise (sum l gets l + 32, then l + 16, …, l + 1).
-/// The order is fixed, so every machine gets the same bits.
+/// The reference score of two embeddings: 64 partial sums of rounded products (dimension i
+/// goes to sum i mod 64, as `sum + x·y` with the product rounded first), then added pairwise
+/// (sum l gets l + 32, then l + 16, …, l + 1). The order is fixed and no multiply-add is
+/// fused, so every machine and every tier gets the same bits (a fused multiply-add would
+/// need a library call per element where the CPU has no FMA).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    dot_kernel()(a, b)
+    dot_on(Tier::current(), a, b)
 }
 
-type DotFn = fn(&[f32], &[f32]) -> f32;
-
-fn dot_kernel() -> DotFn {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
-    {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return |a, b| unsafe { dot_avx512(a, b) };
-    }
-    dot_generic
-}
-
-// Inlined into the AVX-512 copy, where the 64 lanes become four vectors of FMAs; `mul_add`
-// is the same fused operation in both.
+// Compiled per tier: the 64 lanes become four AVX-512 or eight AVX2 vectors.
 #[inline(always)]
-fn dot_generic(a: &[f32], b: &[f32]) -> f32 {
+fn dot_body<const FUSED: bool>(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len());
     let (mut xs, mut ys) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
     let mut acc = [0f32; LANES];
     for (x, y) in (&mut xs).zip(&mut ys) {
         for l in 0..LANES {
-            acc[l] = x[l].mul_add(y[l], acc[l]);
+            acc[l] = madd::<FUSED>(x[l], y[l], acc[l]);
         }
     }
     for (l, (x, y)) in xs.remainder().iter().zip(ys.remainder()).enumerate() {
-        acc[l] = x.mul_add(*y, acc[l]);
+        acc[l] = madd::<FUSED>(*x, *y, acc[l]);
     }
     let mut width = LANES / 2;
     while width > 0 {
@@ -94,11 +87,9 @@ fn dot_generic(a: &[f32], b: &[f32]) -> f32 {
     acc[0]
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
-    dot_generic(a, b)
-}
+per_tier!(
+    /// [`dot`] on a given tier: the same bits on each.
+    pub fn dot_on = dot_body(a: &[f32], b: &[f32]) -> f32; fused = false);
 
 /// Embedding rows quantised to `i16`, with what the error bound needs.
 struct Quantised {
@@ -207,36 +198,44 @@ fn pack_queries(q: &Quantised, rows: std::ops::Range<usize>, packed: &mut [i32])
 type Tile = [[i32; PANEL_ROWS]; TILE_QUERIES];
 type TileFn = fn(&[i32], usize, &[i16], &mut Tile);
 
-fn tile_kernel() -> TileFn {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vnni")
-    {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return |q, width, panel, out| unsafe { tile_vnni(q, width, panel, out) };
+/// The integer kernel of a tier: `vpdpwssd` (VNNI) where the CPU has it, `vpmaddwd` +
+/// `vpaddd` otherwise; the exact same integers either way.
+fn tile_kernel(tier: Tier) -> TileFn {
+    match tier.isa() {
+        // SAFETY (each arm): the tier and `has_vnni` checked the features each is compiled for.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 if tier.has_vnni() => |q, width, panel, out| unsafe { tile_avx512::<true>(q, width, panel, out) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => |q, width, panel, out| unsafe { tile_avx512::<false>(q, width, panel, out) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 if tier.has_vnni() => |q, width, panel, out| unsafe { tile_avx2::<true>(q, width, panel, out) },
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => |q, width, panel, out| unsafe { tile_avx2::<false>(q, width, panel, out) },
+        _ => tile_generic,
     }
-    tile_generic
 }
 
+// The same loop nest as the vector kernels (a query pair broadcast against a row of panel
+// pairs), so that it vectorises where the target allows (NEON's widening multiply-adds).
 fn tile_generic(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile) {
-    for (i, row) in out.iter_mut().enumerate() {
-        for (j, cell) in row.iter_mut().enumerate() {
-            let mut sum = 0i32;
-            for t in 0..width / 2 {
-                let pair = queries[t * TILE_QUERIES + i];
-                let g = &panel[t * PANEL_ROWS * 2 + j * 2..];
-                sum +=
-                    (pair as i16) as i32 * g[0] as i32 + ((pair >> 16) as i16) as i32 * g[1] as i32;
+    let mut acc = [[0i32; PANEL_ROWS]; TILE_QUERIES];
+    for t in 0..width / 2 {
+        let g = &panel[t * PANEL_ROWS * 2..][..PANEL_ROWS * 2];
+        for (i, row) in acc.iter_mut().enumerate() {
+            let pair = queries[t * TILE_QUERIES + i];
+            let (lo, hi) = ((pair as i16) as i32, ((pair >> 16) as i16) as i32);
+            for (j, cell) in row.iter_mut().enumerate() {
+                *cell += lo * g[2 * j] as i32 + hi * g[2 * j + 1] as i32;
             }
-            *cell = sum;
         }
     }
+    *out = acc;
 }
 
+/// AVX-512: 12 queries × 32 rows in 24 registers. `VNNI`: only where the CPU has AVX-512 VNNI.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_vnni(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile) {
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn tile_avx512<const VNNI: bool>(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile) {
     use std::arch::x86_64::*;
     let pairs = width / 2;
     assert!(queries.len() >= TILE_QUERIES * pairs && panel.len() >= pairs * PANEL_ROWS * 2);
@@ -248,8 +247,13 @@ unsafe fn tile_vnni(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile
         let g1 = _mm512_loadu_si512(g.add(t * PANEL_ROWS * 2 + 32) as *const _);
         for (i, a) in acc.iter_mut().enumerate() {
             let pair = _mm512_set1_epi32(*q.add(t * TILE_QUERIES + i));
-            a[0] = dpwssd(a[0], pair, g0);
-            a[1] = dpwssd(a[1], pair, g1);
+            if VNNI {
+                a[0] = dpwssd_512(a[0], pair, g0);
+                a[1] = dpwssd_512(a[1], pair, g1);
+            } else {
+                a[0] = _mm512_add_epi32(a[0], _mm512_madd_epi16(pair, g0));
+                a[1] = _mm512_add_epi32(a[1], _mm512_madd_epi16(pair, g1));
+            }
         }
     }
     for (row, a) in out.iter_mut().zip(&acc) {
@@ -258,19 +262,71 @@ unsafe fn tile_vnni(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile
     }
 }
 
+/// AVX2 (16 registers): the tile in four passes of 6 queries × 16 rows (12 accumulators).
+/// `VNNI`: only where the CPU has AVX-VNNI (the VEX-encoded, 256-bit `vpdpwssd`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_avx2<const VNNI: bool>(queries: &[i32], width: usize, panel: &[i16], out: &mut Tile) {
+    use std::arch::x86_64::*;
+    const GROUP: usize = TILE_QUERIES / 2;
+    let pairs = width / 2;
+    assert!(queries.len() >= TILE_QUERIES * pairs && panel.len() >= pairs * PANEL_ROWS * 2);
+    let (q, g) = (queries.as_ptr(), panel.as_ptr());
+    for half in 0..2 {
+        for group in 0..2 {
+            let mut acc = [[_mm256_setzero_si256(); 2]; GROUP];
+            for t in 0..pairs {
+                // SAFETY (all reads): inside the slices, as asserted above.
+                let rows = g.add(t * PANEL_ROWS * 2 + half * PANEL_ROWS);
+                let (g0, g1) = (_mm256_loadu_si256(rows as *const _), _mm256_loadu_si256(rows.add(16) as *const _));
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let pair = _mm256_set1_epi32(*q.add(t * TILE_QUERIES + group * GROUP + i));
+                    if VNNI {
+                        a[0] = dpwssd_256(a[0], pair, g0);
+                        a[1] = dpwssd_256(a[1], pair, g1);
+                    } else {
+                        a[0] = _mm256_add_epi32(a[0], _mm256_madd_epi16(pair, g0));
+                        a[1] = _mm256_add_epi32(a[1], _mm256_madd_epi16(pair, g1));
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let row = out[group * GROUP + i][half * 16..].as_mut_ptr();
+                _mm256_storeu_si256(row as *mut _, a[0]);
+                _mm256_storeu_si256(row.add(8) as *mut _, a[1]);
+            }
+        }
+    }
+}
+
 /// `acc + Σ pairs a·b` in one `vpdpwssd`. Written as assembly because LLVM's generic tuning
 /// splits the intrinsic into `vpmaddwd` + `vpaddd`, twice the instructions.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn dpwssd(
+unsafe fn dpwssd_512(
     acc: std::arch::x86_64::__m512i,
     a: std::arch::x86_64::__m512i,
     b: std::arch::x86_64::__m512i,
 ) -> std::arch::x86_64::__m512i {
     let mut acc = acc;
-    // SAFETY: register-only arithmetic on features the caller has.
+    // SAFETY: register-only arithmetic on features the caller has (AVX-512 VNNI).
     std::arch::asm!("vpdpwssd {acc}, {a}, {b}", acc = inout(zmm_reg) acc, a = in(zmm_reg) a, b = in(zmm_reg) b, options(pure, nomem, nostack, preserves_flags));
+    acc
+}
+
+/// The AVX-VNNI form of [`dpwssd_512`] on 256-bit registers (`{vex}`: not the AVX-512 VL one).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn dpwssd_256(
+    acc: std::arch::x86_64::__m256i,
+    a: std::arch::x86_64::__m256i,
+    b: std::arch::x86_64::__m256i,
+) -> std::arch::x86_64::__m256i {
+    let mut acc = acc;
+    // SAFETY: register-only arithmetic on features the caller has (AVX-VNNI).
+    std::arch::asm!("{{vex}} vpdpwssd {acc}, {a}, {b}", acc = inout(ymm_reg) acc, a = in(ymm_reg) a, b = in(ymm_reg) b, options(pure, nomem, nostack, preserves_flags));
     acc
 }
 
@@ -363,31 +419,10 @@ struct Lanes {
     contend: u32,
 }
 
-/// Approximate scores of one query against a panel (written to `approx`) and their [`Lanes`]
-/// for `band` and the lower cut; only the `valid` lanes count.
-type ClassifyFn = fn(
-    &[i32; PANEL_ROWS],
-    &[f32; PANEL_ROWS],
-    f32,
-    (f32, f32),
-    f32,
-    u32,
-    &mut [f32; PANEL_ROWS],
-) -> Lanes;
-
-fn classify_kernel() -> ClassifyFn {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return |sums, scales, scale, band, cut, valid, approx| unsafe {
-            classify_avx512(sums, scales, scale, band, cut, valid, approx)
-        };
-    }
-    classify_generic
-}
-
+// Approximate scores of one query against a panel (written to `approx`) and their `Lanes`
+// for `band` and the lower cut; only the `valid` lanes count. Compiled per tier.
 #[inline(always)]
-fn classify_generic(
+fn classify_body<const FUSED: bool>(
     sums: &[i32; PANEL_ROWS],
     scales: &[f32; PANEL_ROWS],
     scale: f32,
@@ -412,9 +447,7 @@ fn classify_generic(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn classify_avx512(
+per_tier!(fn classify = classify_body(
     sums: &[i32; PANEL_ROWS],
     scales: &[f32; PANEL_ROWS],
     scale: f32,
@@ -422,9 +455,7 @@ unsafe fn classify_avx512(
     cut: f32,
     valid: u32,
     approx: &mut [f32; PANEL_ROWS],
-) -> Lanes {
-    classify_generic(sums, scales, scale, band, cut, valid, approx)
-}
+) -> Lanes; fused = false);
 
 /// Lane indices of a mask, lowest first.
 fn lanes(mut mask: u32) -> impl Iterator<Item = usize> {
@@ -449,45 +480,17 @@ pub fn rank_gallery(
     altered: &[bool],
     ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
-    rank_with(
-        (dot_kernel(), tile_kernel(), classify_kernel()),
-        queries,
-        gallery,
-        dim,
-        matches,
-        altered,
-        ties,
-    )
-}
-
-/// [`rank_gallery`] on the portable kernels, as a machine without AVX-512 runs it (for
-/// tests: the outcomes must not depend on the machine).
-#[doc(hidden)]
-pub fn rank_gallery_portable(
-    queries: &[f32],
-    gallery: &[f32],
-    dim: usize,
-    matches: &(dyn Fn(usize) -> Vec<usize> + Sync),
-    altered: &[bool],
-    ties: Ties,
-) -> Result<Vec<QueryOutcome>> {
-    rank_with(
-        (dot_generic, tile_generic, classify_generic),
-        queries,
-        gallery,
-        dim,
-        matches,
-        altered,
-        ties,
-    )
+    rank_gallery_on(Tier::current(), queries, gallery, dim, matches, altered, ties)
 }
 
 fn row(rows: &[f32], dim: usize, i: usize) -> &[f32] {
     &rows[i * dim..(i + 1) * dim]
 }
 
-fn rank_with(
-    (dot, tile, classify): (DotFn, TileFn, ClassifyFn),
+/// [`rank_gallery`] on a given tier. Every tier gives the same outcomes (the integers are
+/// exact and [`dot`] has the same bits on all of them); tests hold each tier to that.
+pub fn rank_gallery_on(
+    tier: Tier,
     queries: &[f32],
     gallery: &[f32],
     dim: usize,
@@ -520,9 +523,12 @@ fn rank_with(
         quantise(gallery, dim, "gallery")?,
     );
     let panels = pack_panels(&g, n_gallery);
+    let tile = tile_kernel(tier);
+    let dot = |a: &[f32], b: &[f32]| dot_on(tier, a, b);
     let max = |v: &[f64]| v.iter().copied().fold(0f64, f64::max);
     let (g_approx, g_error, g_norm) = (max(&g.norm_approx), max(&g.norm_error), max(&g.norm));
-    // |dot(a, g) − a·g| ≤ γ ‖a‖‖g‖ for 16 fused partial sums of ⌈dim/16⌉ terms and 4 additions.
+    // |dot(a, g) − a·g| ≤ γ ‖a‖‖g‖: each of the 64 partial sums rounds ⌈dim/64⌉ products
+    // and as many additions, then 6 pairwise additions (γ_n = n·u / (1 − n·u) < 2·n·u).
     let gamma = 2.0 * (dim.div_ceil(LANES) + LANES.ilog2() as usize + 1) as f64 * UNIT_ROUNDOFF;
     let width = q.width;
     let pairs = width / 2;
@@ -602,6 +608,7 @@ fn rank_with(
                     let state = &mut states[a];
                     let cut = state.cut[0].min(state.cut[1]);
                     let found = classify(
+                        tier,
                         sums,
                         &scales,
                         q.scale[first + a],

@@ -1,8 +1,10 @@
 //! Ranking a gallery from embeddings gives exactly the outcomes of the score rows: random
 //! galleries of awkward sizes, exact ties, near-ties a quantised score cannot tell apart,
-//! rows of very different magnitudes, and bad input.
+//! rows of very different magnitudes, and bad input; on every instruction-set tier this CPU
+//! runs, bit for bit against the generic tier's score rows.
 
-use benchctl_scoring::gallery::{dot, rank_gallery, rank_gallery_portable};
+use benchctl_cpu::Tier;
+use benchctl_scoring::gallery::{dot, dot_on, rank_gallery, rank_gallery_on};
 use benchctl_scoring::metrics::retrieval::{query_outcome, query_outcome_with, QueryOutcome};
 use benchctl_scoring::metrics::Ties;
 use benchctl_scoring::metrics::stats::SplitMix64;
@@ -35,7 +37,8 @@ fn normalised_rows(rng: &mut Rng, n: usize, dim: usize) -> Vec<f32> {
     out
 }
 
-/// The outcomes from explicit score rows: the definition the gallery ranking must meet.
+/// The outcomes from explicit score rows (the generic tier's `dot`): the definition the
+/// gallery ranking must meet on every tier.
 fn by_rows(
     queries: &[f32],
     gallery: &[f32],
@@ -48,7 +51,7 @@ fn by_rows(
         .chunks_exact(dim)
         .enumerate()
         .map(|(q, a)| {
-            let scores: Vec<f32> = gallery.chunks_exact(dim).map(|g| dot(a, g)).collect();
+            let scores: Vec<f32> = gallery.chunks_exact(dim).map(|g| dot_on(Tier::generic(), a, g)).collect();
             query_outcome_with(&scores, &matches(q), altered, ties).unwrap()
         })
         .collect()
@@ -65,9 +68,12 @@ fn check(
     let mut outcomes = Vec::new();
     for ties in [Ties::Strict, Ties::First] {
         let fast = rank_gallery(queries, gallery, dim, matches, altered, ties).unwrap();
-        assert_eq!(fast, by_rows(queries, gallery, dim, matches, altered, ties), "{ties:?}");
-        let portable = rank_gallery_portable(queries, gallery, dim, matches, altered, ties).unwrap();
-        assert_eq!(portable, fast, "the portable kernels give the same outcomes ({ties:?})");
+        let reference = by_rows(queries, gallery, dim, matches, altered, ties);
+        assert_eq!(fast, reference, "{ties:?}, the current tier {:?}", Tier::current().isa());
+        for tier in Tier::available() {
+            let on_tier = rank_gallery_on(tier, queries, gallery, dim, matches, altered, ties).unwrap();
+            assert_eq!(on_tier, reference, "{ties:?} on the {} tier", tier.isa());
+        }
         outcomes.push(fast);
     }
     outcomes.swap_remove(0)
@@ -212,7 +218,9 @@ fn dot_adds_in_its_documented_order() {
         let b: Vec<f32> = (0..dim).map(|_| rng.unit() * 1e-3).collect();
         let mut lanes = [0f32; 64];
         for i in 0..dim {
-            lanes[i % 64] = a[i].mul_add(b[i], lanes[i % 64]);
+            // The product rounded, then the sum: no fused multiply-add on any tier.
+            let product = a[i] * b[i];
+            lanes[i % 64] += product;
         }
         for width in [32, 16, 8, 4, 2, 1] {
             for l in 0..width {
@@ -220,6 +228,9 @@ fn dot_adds_in_its_documented_order() {
             }
         }
         assert_eq!(dot(&a, &b).to_bits(), lanes[0].to_bits(), "dimension {dim}");
+        for tier in Tier::available() {
+            assert_eq!(dot_on(tier, &a, &b).to_bits(), lanes[0].to_bits(), "dimension {dim}, {} tier", tier.isa());
+        }
     }
 }
 

@@ -387,6 +387,8 @@ pub fn to_json(name: &str, args: &BenchArgs, parts: &[PartResult]) -> serde_json
         "model": name,
         "batch": args.batch,
         "threads": rayon::current_num_threads(),
+        "cpu_tier": benchctl_cpu::Tier::current().isa().name(),
+        "gemm_isa": benchctl_models::kernels::gemm_isa().name(),
         "dtype": args.dtype,
         "peak_rss_mib": peak_rss_mib(),
         "parts": parts.iter().map(|p| {

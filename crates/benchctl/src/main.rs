@@ -10,6 +10,11 @@ use clap::Parser;
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
+    // A tier this CPU cannot run (or a typo) is refused before any work, not worked around.
+    if let Some(problem) = benchctl_cpu::Request::from_env().problem() {
+        eprintln!("error: failed to choose the CPU tier: {problem}");
+        return ExitCode::from(ErrorKind::Usage.exit_code() as u8);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -101,7 +101,12 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
         .flat_map(|r| r.extra.iter().map(move |(k, v)| format!("{} {k} = {v:.3}", r.part)))
         .collect();
     let extras = if extras.is_empty() { String::new() } else { format!("\n{}", extras.join("\n")) };
-    format!("{model} (random weights){rss}\n{t}{extras}")
+    let tiers = format!(
+        "; CPU tier {}, matrix products {}",
+        benchctl_cpu::Tier::current().isa(),
+        benchctl_models::kernels::gemm_isa()
+    );
+    format!("{model} (random weights){rss}{tiers}\n{t}{extras}")
 }
 
 /// `benchctl models`: every zoo entry with what it needs and offers.

@@ -90,10 +90,10 @@ struct Scan {
     nan: bool,
 }
 
-// Branch-free and inlined into each caller, so the runtime-selected AVX-512 copy below
-// vectorises it (a gallery holds up to 50K candidates per query).
+// Branch-free and compiled per tier, so each copy vectorises (a gallery holds up to 50K
+// candidates per query).
 #[inline(always)]
-fn scan_generic(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
+fn scan_body<const FUSED: bool>(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
     let (mut at_or_above, mut best_altered, mut best_other, mut nan) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY, false);
     if altered.is_empty() {
         for &s in scores {
@@ -113,22 +113,10 @@ fn scan_generic(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
     Scan { at_or_above, best_altered, best_other, nan }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2")]
-unsafe fn scan_avx512(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
-    scan_generic(scores, altered, threshold)
-}
+benchctl_cpu::per_tier!(fn scan_on = scan_body(scores: &[f32], altered: &[bool], threshold: f32) -> Scan);
 
 fn scan(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-    {
-        // SAFETY: the CPU has the features the function is compiled for.
-        return unsafe { scan_avx512(scores, altered, threshold) };
-    }
-    scan_generic(scores, altered, threshold)
+    scan_on(benchctl_cpu::Tier::current(), scores, altered, threshold)
 }
 
 /// R@1, R@5, R@10, their mean and RSMS of a set of queries, as percentages, and the median
@@ -176,4 +164,44 @@ pub fn summarise(outcomes: &[QueryOutcome]) -> Result<RetrievalScores> {
 /// `(R@1 clean − R@1 altered) / R@1 clean`, as a percentage; `None` when the clean R@1 is 0.
 pub fn drop_rate(clean_r1: f64, altered_r1: f64) -> Option<f64> {
     (clean_r1 > 0.0).then(|| 100.0 * (clean_r1 - altered_r1) / clean_r1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchctl_cpu::Tier;
+
+    /// Each tier this CPU runs scans a row exactly as the generic tier does: counts, maxima, NaN.
+    #[test]
+    fn every_tier_scans_as_the_generic_one() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for len in [0, 1, 15, 16, 17, 64, 1000, 50_011] {
+            let mut scores: Vec<f32> = (0..len).map(|_| (next() * 64.0).round() / 64.0).collect();
+            let altered: Vec<bool> = (0..len).map(|i| i % 7 == 3).collect();
+            for poisoned in [false, true] {
+                if poisoned && len > 0 {
+                    scores[len / 2] = f32::NAN;
+                }
+                for flags in [&altered[..], &[][..]] {
+                    let reference = scan_on(Tier::generic(), &scores, flags, 0.125);
+                    for tier in Tier::available() {
+                        let got = scan_on(tier, &scores, flags, 0.125);
+                        let same = |a: f32, b: f32| a.to_bits() == b.to_bits();
+                        assert!(
+                            got.at_or_above == reference.at_or_above
+                                && got.nan == reference.nan
+                                && same(got.best_altered, reference.best_altered)
+                                && same(got.best_other, reference.best_other),
+                            "{} tier, {len} scores, NaN {poisoned}",
+                            tier.isa()
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
