@@ -44,8 +44,18 @@ baselines:
 shard i n model="clip-vit-b32" suite="eqben":
     cargo run --release -p benchctl -- eval --model {{model}} --suite {{suite}} --shard {{i}}/{{n}} --results-dir results/shards/{{i}}
 
-# benchctl and PyTorch (transformers) side by side on the same architecture, batch and
-# threads, with their ratio (needs the Python packages in scripts/requirements.txt).
-bench-vs-torch batch="32" threads="2":
-    cargo build --release -p benchctl
-    python3 scripts/bench_torch.py --benchctl target/release/benchctl --batch {{batch}} --threads {{threads}}
+# benchctl and PyTorch (transformers) side by side on the same architecture, batch, threads
+# and instruction-set tier (best, avx512 or avx2), with their ratio and share of the tier's
+# fp32 peak, and RoCOCO-scale retrieval (needs the Python packages in scripts/requirements.txt).
+# `avx2` builds benchctl without gemm's AVX-512 kernels, as an AVX2-only machine runs it.
+bench-vs-torch tier="best" batch="32" threads="2":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if [ "{{tier}}" = avx2 ]; then
+        cargo build --release -p benchctl --no-default-features --target-dir target/tier-avx2
+        bin=target/tier-avx2/release/benchctl
+    else
+        cargo build --release -p benchctl
+        bin=target/release/benchctl
+    fi
+    python3 scripts/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval

@@ -8,7 +8,6 @@
 //! - [`preprocess`], [`tokenizer`]: inputs exactly as the reference code prepares them;
 //! - [`DualEncoder`] and [`FusionEncoder`]: what the runner asks of a model, as [`Model`].
 
-
 /// The version of everything in this crate that decides an embedding's values (decoding
 /// rules, preprocessing, model code, kernels). Bump it with any change that alters an output,
 /// so that embedding caches written before it are never served after it. History: 3, HF-layout
@@ -18,6 +17,7 @@ pub const OUTPUT_VERSION: u32 = 4;
 
 pub mod device;
 pub mod error;
+mod gemm;
 pub mod hub;
 pub mod kernels;
 pub mod models;
@@ -74,7 +74,11 @@ pub struct Similarity {
 
 impl Similarity {
     /// The plain cosine of normalised embeddings.
-    pub const COSINE: Similarity = Similarity { scale: 1.0, bias: 0.0, sigmoid: false };
+    pub const COSINE: Similarity = Similarity {
+        scale: 1.0,
+        bias: 0.0,
+        sigmoid: false,
+    };
 
     /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)` scores: `scale · cos + bias`.
     /// For a sigmoid head these are the logits of its match probabilities
@@ -90,7 +94,9 @@ impl Similarity {
         match (self.scale, self.bias) {
             (1.0, 0.0) => Ok(dots),
             (scale, 0.0) => (dots * scale as f64).map_err(|e| Error::compute("score", e)),
-            (scale, bias) => dots.affine(scale as f64, bias as f64).map_err(|e| Error::compute("score", e)),
+            (scale, bias) => dots
+                .affine(scale as f64, bias as f64)
+                .map_err(|e| Error::compute("score", e)),
         }
     }
 
@@ -120,8 +126,17 @@ impl Similarity {
     /// From [`Similarity::to_values`]; `None` unless it is three numbers with a positive scale.
     pub fn from_values(values: &[f32]) -> Option<Similarity> {
         match *values {
-            [scale, bias, sigmoid] if scale > 0.0 && scale.is_finite() && bias.is_finite() && (sigmoid == 0.0 || sigmoid == 1.0) => {
-                Some(Similarity { scale, bias, sigmoid: sigmoid == 1.0 })
+            [scale, bias, sigmoid]
+                if scale > 0.0
+                    && scale.is_finite()
+                    && bias.is_finite()
+                    && (sigmoid == 0.0 || sigmoid == 1.0) =>
+            {
+                Some(Similarity {
+                    scale,
+                    bias,
+                    sigmoid: sigmoid == 1.0,
+                })
             }
             _ => None,
         }

@@ -15,7 +15,7 @@
 //! rounded and clamped to 8 bits. A plain bicubic interpolation (no antialiasing) or a
 //! bilinear one moves CLIP scores measurably, so none is offered.
 
-use image::RgbImage;
+use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
 
 /// OpenAI CLIP's normalisation constants, as published (f32 keeps the nearest values).
 #[allow(clippy::excessive_precision)]
@@ -75,17 +75,36 @@ pub const RESCALE_1_255: f64 = 1.0 / 255.0;
 impl Preprocessor {
     /// OpenAI CLIP's preprocessing at the given input size, as torchvision computes it.
     pub fn openai_clip(size: usize) -> Self {
-        Self { size, resize: Resize::ShorterSideThenCrop, mean: OPENAI_CLIP_MEAN, std: OPENAI_CLIP_STD, pipeline: Pipeline::Torchvision }
+        Self {
+            size,
+            resize: Resize::ShorterSideThenCrop,
+            mean: OPENAI_CLIP_MEAN,
+            std: OPENAI_CLIP_STD,
+            pipeline: Pipeline::Torchvision,
+        }
     }
 
     /// A square stretch to `size` with these constants (`transformers`' SigLIP and BLIP processors).
     pub fn stretch(size: usize, mean: [f32; 3], std: [f32; 3]) -> Self {
-        Self { size, resize: Resize::Stretch, mean, std, pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 } }
+        Self {
+            size,
+            resize: Resize::Stretch,
+            mean,
+            std,
+            pipeline: Pipeline::Transformers {
+                rescale_factor: RESCALE_1_255,
+            },
+        }
     }
 
     /// `transformers`' CLIP image processor with its defaults (shortest edge and crop `size`).
     pub fn hf_clip(size: usize) -> Self {
-        Self { pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 }, ..Self::openai_clip(size) }
+        Self {
+            pipeline: Pipeline::Transformers {
+                rescale_factor: RESCALE_1_255,
+            },
+            ..Self::openai_clip(size)
+        }
     }
 
     /// The preprocessing a `preprocessor_config.json` asks for, as `transformers`' PIL image
@@ -96,12 +115,24 @@ impl Preprocessor {
     pub fn from_hf_config(path: &std::path::Path, defaults: &Preprocessor) -> crate::Result<Self> {
         use serde_json::Value;
         let bad = |key: &str, what: String| {
-            crate::Error::new(crate::ErrorKind::BadConfig, format!("read {} key `{key}`: {what}", path.display()))
+            crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!("read {} key `{key}`: {what}", path.display()),
+            )
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
-        let json: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!("read {}: {e}", path.display()),
+            )
+        })?;
+        let json: Value =
+            serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| {
+                crate::Error::new(
+                    crate::ErrorKind::BadConfig,
+                    format!("parse {}: {e}", path.display()),
+                )
+            })?;
         let flag = |key: &str, default: bool| -> crate::Result<bool> {
             match json.get(key) {
                 None | Some(Value::Null) => Ok(default),
@@ -110,7 +141,10 @@ impl Preprocessor {
             }
         };
         let number = |v: &Value, key: &str| -> crate::Result<usize> {
-            v.as_u64().filter(|&n| n > 0).map(|n| n as usize).ok_or_else(|| bad(key, format!("expected a positive integer, got {v}")))
+            v.as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| bad(key, format!("expected a positive integer, got {v}")))
         };
         // `{"shortest_edge": n}`, `{"height": h, "width": w}`, or an integer: a shortest edge
         // for a processor that crops (CLIP), a square otherwise and for crops, as
@@ -119,18 +153,30 @@ impl Preprocessor {
         let extent = |key: &str| -> crate::Result<Option<Extent>> {
             match json.get(key) {
                 None | Some(Value::Null) => Ok(None),
-                Some(v @ Value::Number(_)) if key == "size" && crops_by_default => Ok(Some(Extent::ShortestEdge(number(v, key)?))),
+                Some(v @ Value::Number(_)) if key == "size" && crops_by_default => {
+                    Ok(Some(Extent::ShortestEdge(number(v, key)?)))
+                }
                 Some(v @ Value::Number(_)) => {
                     let n = number(v, key)?;
                     Ok(Some(Extent::Box(n, n)))
                 }
                 Some(Value::Object(m)) => {
                     if let Some(edge) = m.get("shortest_edge") {
-                        return Ok(Some(Extent::ShortestEdge(number(edge, &format!("{key}.shortest_edge"))?)));
+                        return Ok(Some(Extent::ShortestEdge(number(
+                            edge,
+                            &format!("{key}.shortest_edge"),
+                        )?)));
                     }
                     match (m.get("height"), m.get("width")) {
-                        (Some(h), Some(w)) => Ok(Some(Extent::Box(number(h, &format!("{key}.height"))?, number(w, &format!("{key}.width"))?))),
-                        _ => Err(bad(key, "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}".into())),
+                        (Some(h), Some(w)) => Ok(Some(Extent::Box(
+                            number(h, &format!("{key}.height"))?,
+                            number(w, &format!("{key}.width"))?,
+                        ))),
+                        _ => Err(bad(
+                            key,
+                            "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}"
+                                .into(),
+                        )),
                     }
                 }
                 Some(other) => Err(bad(key, format!("expected a size, got {other}"))),
@@ -152,40 +198,81 @@ impl Preprocessor {
             }
         }
         if !flag("do_resize", true)? {
-            return Err(bad("do_resize", "false is not supported: the model needs a fixed input size".into()));
+            return Err(bad(
+                "do_resize",
+                "false is not supported: the model needs a fixed input size".into(),
+            ));
         }
         let rescale_factor = if flag("do_rescale", true)? {
-            json.get("rescale_factor").filter(|v| !v.is_null()).map_or(Ok(RESCALE_1_255), |v| {
-                v.as_f64().filter(|f| f.is_finite() && *f > 0.0).ok_or_else(|| bad("rescale_factor", format!("expected a positive number, got {v}")))
-            })?
+            json.get("rescale_factor")
+                .filter(|v| !v.is_null())
+                .map_or(Ok(RESCALE_1_255), |v| {
+                    v.as_f64()
+                        .filter(|f| f.is_finite() && *f > 0.0)
+                        .ok_or_else(|| {
+                            bad(
+                                "rescale_factor",
+                                format!("expected a positive number, got {v}"),
+                            )
+                        })
+                })?
         } else {
             1.0
         };
         let (mean, std) = if flag("do_normalize", true)? {
-            (triple("image_mean", defaults.mean)?, triple("image_std", defaults.std)?)
+            (
+                triple("image_mean", defaults.mean)?,
+                triple("image_std", defaults.std)?,
+            )
         } else {
             ([0.0; 3], [1.0; 3])
         };
         if let Some(zero) = std.iter().position(|s| *s == 0.0 || !s.is_finite()) {
-            return Err(bad("image_std", format!("entry {zero} must be a non-zero finite number")));
+            return Err(bad(
+                "image_std",
+                format!("entry {zero} must be a non-zero finite number"),
+            ));
         }
-        let crop = if flag("do_center_crop", crops_by_default)? { extent("crop_size")? } else { None };
+        let crop = if flag("do_center_crop", crops_by_default)? {
+            extent("crop_size")?
+        } else {
+            None
+        };
         let (resize, size) = match (extent("size")?, crop) {
-            (Some(Extent::ShortestEdge(edge)), Some(Extent::ShortestEdge(c))) if c <= edge => (Resize::ShorterSide(edge), c),
-            (Some(Extent::ShortestEdge(edge)), Some(Extent::Box(h, w))) if h == w && h <= edge => (Resize::ShorterSide(edge), h),
+            (Some(Extent::ShortestEdge(edge)), Some(Extent::ShortestEdge(c))) if c <= edge => {
+                (Resize::ShorterSide(edge), c)
+            }
+            (Some(Extent::ShortestEdge(edge)), Some(Extent::Box(h, w))) if h == w && h <= edge => {
+                (Resize::ShorterSide(edge), h)
+            }
             (Some(Extent::Box(h, w)), None) if h == w => (Resize::Stretch, h),
             (None, _) => (defaults.resize, defaults.size),
-            (size, crop) => {
-                return Err(bad("size", format!("{size:?} with crop {crop:?} does not give a square input benchctl reproduces")))
-            }
+            (size, crop) => return Err(bad(
+                "size",
+                format!(
+                    "{size:?} with crop {crop:?} does not give a square input benchctl reproduces"
+                ),
+            )),
         };
-        Ok(Self { size, resize, mean, std, pipeline: Pipeline::Transformers { rescale_factor } })
+        Ok(Self {
+            size,
+            resize,
+            mean,
+            std,
+            pipeline: Pipeline::Transformers { rescale_factor },
+        })
     }
 
     /// A `transformers`-layout model's preprocessing: its `preprocessor_config.json` when the
     /// files have one, else `defaults`; the result must feed the model's `image_size`.
-    pub fn for_hf_model(files: &crate::hub::ModelFiles, defaults: Preprocessor, image_size: usize) -> crate::Result<Self> {
-        let Some(path) = &files.preprocessor else { return Ok(defaults) };
+    pub fn for_hf_model(
+        files: &crate::hub::ModelFiles,
+        defaults: Preprocessor,
+        image_size: usize,
+    ) -> crate::Result<Self> {
+        let Some(path) = &files.preprocessor else {
+            return Ok(defaults);
+        };
         let preprocessor = Self::from_hf_config(path, &defaults)?;
         if preprocessor.size != image_size {
             return Err(crate::Error::new(
@@ -208,12 +295,22 @@ impl Preprocessor {
             Resize::ShorterSide(edge) => format!("shorter side {edge} + centre crop"),
             Resize::Stretch => "stretched square".to_string(),
         };
-        let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
+        let fmt = |v: &[f32; 3]| {
+            v.iter()
+                .map(|x| format!("{x:.3}"))
+                .collect::<Vec<_>>()
+                .join("/")
+        };
         let pipeline = match self.pipeline {
             Pipeline::Torchvision => "torchvision",
             Pipeline::Transformers { .. } => "transformers",
         };
-        format!("{} px {how}, bicubic, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
+        format!(
+            "{} px {how}, bicubic, mean {} std {} ({pipeline})",
+            self.size,
+            fmt(&self.mean),
+            fmt(&self.std)
+        )
     }
 
     /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
@@ -255,15 +352,72 @@ impl Preprocessor {
 
     /// As [`Preprocessor::apply`], writing into `out` (length [`Preprocessor::len`]).
     pub fn apply_into(&self, image: &RgbImage, out: &mut [f32]) {
+        let (w, h) = (image.width() as usize, image.height() as usize);
+        let (new_w, new_h) = self.resized_size(w, h);
+        let resized = resize_bicubic(image.as_raw(), w, h, new_w, new_h);
+        self.crop_and_normalise(&resized, new_w, new_h, out);
+    }
+
+    /// An RGBA (or LA, replicated) image as the pipeline treats it: torchvision resizes it
+    /// as PIL's `Image.resize` does, premultiplied by alpha (`RGBa`), and `convert("RGB")`
+    /// then drops the alpha; `transformers`' `convert_to_rgb` first composites it over white.
+    /// A palette image (`palette`) is resized nearest-neighbour by PIL, its transparency
+    /// dropped after (torchvision) or composited first (`transformers`).
+    pub fn apply_rgba(&self, image: &RgbaImage, palette: bool, out: &mut [f32]) {
+        if let Pipeline::Transformers { .. } = self.pipeline {
+            return self.apply_into(&over_white(image), out);
+        }
+        let (w, h) = (image.width() as usize, image.height() as usize);
+        let (new_w, new_h) = self.resized_size(w, h);
+        let rgba = if palette {
+            resize_nearest(image.as_raw(), 4, w, h, new_w, new_h)
+        } else {
+            let premultiplied: Vec<u8> = image
+                .as_raw()
+                .chunks_exact(4)
+                .flat_map(premultiply)
+                .collect();
+            let resized = resize_bicubic_bands(&premultiplied, 4, w, h, new_w, new_h);
+            resized.chunks_exact(4).flat_map(unpremultiply).collect()
+        };
+        let rgb: Vec<u8> = rgba
+            .chunks_exact(4)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect();
+        self.crop_and_normalise(&rgb, new_w, new_h, out);
+    }
+
+    /// A 16-bit greyscale image (PIL's `I;16`): torchvision resizes it in 16 bits as Pillow
+    /// does, then `convert("RGB")` clips above 255; `transformers` converts (clips) first.
+    pub fn apply_gray16(&self, image: &ImageBuffer<Luma<u16>, Vec<u16>>, out: &mut [f32]) {
+        let clip = |v: u16| v.min(255) as u8;
+        let (w, h) = (image.width() as usize, image.height() as usize);
+        if let Pipeline::Transformers { .. } = self.pipeline {
+            let rgb = image.as_raw().iter().flat_map(|&v| [clip(v); 3]).collect();
+            return self.apply_into(
+                &RgbImage::from_vec(w as u32, h as u32, rgb).unwrap_or_default(),
+                out,
+            );
+        }
+        let (new_w, new_h) = self.resized_size(w, h);
+        let resized = resize_bicubic_16(image.as_raw(), w, h, new_w, new_h);
+        let rgb: Vec<u8> = resized.iter().flat_map(|&v| [clip(v); 3]).collect();
+        self.crop_and_normalise(&rgb, new_w, new_h, out);
+    }
+
+    /// The size of the resize before cropping.
+    fn resized_size(&self, w: usize, h: usize) -> (usize, usize) {
+        match self.resize {
+            Resize::ShorterSideThenCrop => short_side_size(w, h, self.size),
+            Resize::ShorterSide(edge) => short_side_size(w, h, edge),
+            Resize::Stretch => (self.size, self.size),
+        }
+    }
+
+    /// The centre crop of a resized RGB8 image, rescaled and normalised into `out` (CHW).
+    fn crop_and_normalise(&self, resized: &[u8], new_w: usize, new_h: usize, out: &mut [f32]) {
         let size = self.size;
         assert_eq!(out.len(), self.len(), "output buffer has the wrong length");
-        let (w, h) = (image.width() as usize, image.height() as usize);
-        let (new_w, new_h) = match self.resize {
-            Resize::ShorterSideThenCrop => short_side_size(w, h, size),
-            Resize::ShorterSide(edge) => short_side_size(w, h, edge),
-            Resize::Stretch => (size, size),
-        };
-        let resized = resize_bicubic(image.as_raw(), w, h, new_w, new_h);
         let offset = |full: usize| match self.pipeline {
             Pipeline::Torchvision => centre_offset(full, size),
             Pipeline::Transformers { .. } => full.saturating_sub(size) / 2,
@@ -286,6 +440,62 @@ impl Preprocessor {
             }
         }
     }
+}
+
+/// Pillow's `MULDIV255`: `a · b / 255`, rounded, in integers.
+fn muldiv255(a: u8, b: u8) -> u8 {
+    let t = u32::from(a) * u32::from(b) + 128;
+    (((t >> 8) + t) >> 8) as u8
+}
+
+/// Pillow's RGBA → RGBa (premultiplied alpha).
+fn premultiply(p: &[u8]) -> [u8; 4] {
+    [
+        muldiv255(p[0], p[3]),
+        muldiv255(p[1], p[3]),
+        muldiv255(p[2], p[3]),
+        p[3],
+    ]
+}
+
+/// Pillow's RGBa → RGBA: `255 · v / alpha` clipped, unchanged where alpha is 0 or 255.
+fn unpremultiply(p: &[u8]) -> [u8; 4] {
+    let a = u32::from(p[3]);
+    let channel = |v: u8| {
+        if a == 0 || a == 255 {
+            v
+        } else {
+            (255 * u32::from(v) / a).min(255) as u8
+        }
+    };
+    [channel(p[0]), channel(p[1]), channel(p[2]), p[3]]
+}
+
+/// `transformers`' `convert_to_rgb`: PIL's `alpha_composite` over opaque white, then RGB.
+pub fn over_white(image: &RgbaImage) -> RgbImage {
+    // One channel in Pillow's fixed point: 7 fractional bits, `(x >> 8 + x) >> 8` for ÷255,
+    // rounded; over an opaque background the weights reduce to `a · 128` and `(255 − a) · 128`.
+    fn channel(value: u32, a: u32) -> u8 {
+        const PRECISION_BITS: u32 = 7;
+        let shift_div_255 = |x: u32| ((x >> 8) + x) >> 8;
+        let (coef1, coef2) = (a << PRECISION_BITS, (255 - a) << PRECISION_BITS);
+        let tmp = value * coef1 + 255 * coef2;
+        (shift_div_255(tmp + (0x80 << PRECISION_BITS)) >> PRECISION_BITS) as u8
+    }
+    let rgb = image
+        .pixels()
+        .flat_map(|p| {
+            let a = u32::from(p[3]);
+            [0, 1, 2].map(|c| {
+                if a == 0 {
+                    255
+                } else {
+                    channel(u32::from(p[c]), a)
+                }
+            })
+        })
+        .collect();
+    RgbImage::from_vec(image.width(), image.height(), rgb).unwrap_or_default()
 }
 
 /// torchvision's `Resize(size)` for an int size: the shorter side becomes `size`, the longer
@@ -326,39 +536,47 @@ fn bicubic(x: f64) -> f64 {
     }
 }
 
-/// Pillow's `precompute_coeffs` + `normalize_coeffs_8bpc`: for each output pixel, the first
-/// input index and the fixed-point weights of the input pixels it reads.
-fn coefficients(in_size: usize, out_size: usize) -> (usize, Vec<(usize, Vec<i32>)>) {
+/// Pillow's `precompute_coeffs`: for each output pixel, the first input index and the
+/// normalised weights of the input pixels it reads.
+fn coefficients(in_size: usize, out_size: usize) -> Vec<(usize, Vec<f64>)> {
     let scale = in_size as f64 / out_size as f64;
     let filter_scale = scale.max(1.0);
     let support = 2.0 * filter_scale;
-    let ksize = support.ceil() as usize * 2 + 1;
-    let taps = (0..out_size)
+    (0..out_size)
         .map(|xx| {
             let center = (xx as f64 + 0.5) * scale;
             let ss = 1.0 / filter_scale;
             // C's (int) cast truncates toward zero.
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
             let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
-            let weights: Vec<f64> =
-                (0..xmax).map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss)).collect();
-            let total: f64 = weights.iter().sum();
-            let fixed = weights
-                .iter()
-                .map(|w| {
-                    let w = if total != 0.0 { w / total } else { *w };
-                    let scaled = w * (1u32 << PRECISION_BITS) as f64;
-                    if scaled < 0.0 {
-                        (scaled - 0.5) as i32
-                    } else {
-                        (scaled + 0.5) as i32
-                    }
-                })
+            let weights: Vec<f64> = (0..xmax)
+                .map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss))
                 .collect();
-            (xmin, fixed)
+            let total: f64 = weights.iter().sum();
+            (
+                xmin,
+                weights
+                    .iter()
+                    .map(|w| if total != 0.0 { w / total } else { *w })
+                    .collect(),
+            )
         })
-        .collect();
-    (ksize, taps)
+        .collect()
+}
+
+/// Pillow's `normalize_coeffs_8bpc`: the weights in 22-bit fixed point.
+fn fixed_point(taps: Vec<(usize, Vec<f64>)>) -> Vec<(usize, Vec<i32>)> {
+    let fixed = |w: f64| {
+        let scaled = w * (1u32 << PRECISION_BITS) as f64;
+        if scaled < 0.0 {
+            (scaled - 0.5) as i32
+        } else {
+            (scaled + 0.5) as i32
+        }
+    };
+    taps.into_iter()
+        .map(|(min, k)| (min, k.into_iter().map(fixed).collect()))
+        .collect()
 }
 
 fn clip8(acc: i32) -> u8 {
@@ -371,36 +589,53 @@ fn clip8(acc: i32) -> u8 {
 /// width, else the horizontal pass first; the order changes the 8-bit rounding in between,
 /// so it is followed here.
 pub fn resize_bicubic(src: &[u8], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
-    let vertical_first = h > new_h && (h - new_h) as i64 > 2 * (w as i64 - new_w as i64);
-    if vertical_first {
-        let tall = resize_vertical(src.to_vec(), w, h, new_h);
-        resize_horizontal(tall, w, new_h, new_w)
+    resize_bicubic_bands(src, 3, w, h, new_w, new_h)
+}
+
+/// Whether Pillow runs the vertical pass first (see [`resize_bicubic`]).
+fn vertical_first(w: usize, h: usize, new_w: usize, new_h: usize) -> bool {
+    h > new_h && (h - new_h) as i64 > 2 * (w as i64 - new_w as i64)
+}
+
+/// [`resize_bicubic`] of `bands` interleaved 8-bit bands.
+fn resize_bicubic_bands(
+    src: &[u8],
+    bands: usize,
+    w: usize,
+    h: usize,
+    new_w: usize,
+    new_h: usize,
+) -> Vec<u8> {
+    if vertical_first(w, h, new_w, new_h) {
+        let tall = resize_vertical(src.to_vec(), bands, w, h, new_h);
+        resize_horizontal(tall, bands, w, new_h, new_w)
     } else {
-        let wide = resize_horizontal(src.to_vec(), w, h, new_w);
-        resize_vertical(wide, new_w, h, new_h)
+        let wide = resize_horizontal(src.to_vec(), bands, w, h, new_w);
+        resize_vertical(wide, bands, new_w, h, new_h)
     }
 }
 
 /// The horizontal pass: `w × h` → `new_w × h`.
-fn resize_horizontal(src: Vec<u8>, w: usize, h: usize, new_w: usize) -> Vec<u8> {
+fn resize_horizontal(src: Vec<u8>, bands: usize, w: usize, h: usize, new_w: usize) -> Vec<u8> {
     if new_w == w {
         return src;
     }
-    let (_, taps) = coefficients(w, new_w);
-    let mut out = vec![0u8; new_w * h * 3];
+    let taps = fixed_point(coefficients(w, new_w));
+    let mut out = vec![0u8; new_w * h * bands];
+    let mut acc = vec![0i32; bands];
     for y in 0..h {
-        let row = &src[y * w * 3..(y + 1) * w * 3];
-        let out_row = &mut out[y * new_w * 3..(y + 1) * new_w * 3];
+        let row = &src[y * w * bands..(y + 1) * w * bands];
+        let out_row = &mut out[y * new_w * bands..(y + 1) * new_w * bands];
         for (xx, (xmin, k)) in taps.iter().enumerate() {
-            let mut acc = [1i32 << (PRECISION_BITS - 1); 3];
+            acc.fill(1i32 << (PRECISION_BITS - 1));
             for (i, &kw) in k.iter().enumerate() {
-                let p = &row[(xmin + i) * 3..(xmin + i) * 3 + 3];
-                for c in 0..3 {
-                    acc[c] += p[c] as i32 * kw;
+                let p = &row[(xmin + i) * bands..(xmin + i + 1) * bands];
+                for (a, &v) in acc.iter_mut().zip(p) {
+                    *a += v as i32 * kw;
                 }
             }
-            for c in 0..3 {
-                out_row[xx * 3 + c] = clip8(acc[c]);
+            for (o, &a) in out_row[xx * bands..(xx + 1) * bands].iter_mut().zip(&acc) {
+                *o = clip8(a);
             }
         }
     }
@@ -408,13 +643,13 @@ fn resize_horizontal(src: Vec<u8>, w: usize, h: usize, new_w: usize) -> Vec<u8> 
 }
 
 /// The vertical pass: `w × h` → `w × new_h`.
-fn resize_vertical(src: Vec<u8>, w: usize, h: usize, new_h: usize) -> Vec<u8> {
+fn resize_vertical(src: Vec<u8>, bands: usize, w: usize, h: usize, new_h: usize) -> Vec<u8> {
     if new_h == h {
         return src;
     }
-    let (_, taps) = coefficients(h, new_h);
-    let stride = w * 3;
-    let mut out = vec![0u8; w * new_h * 3];
+    let taps = fixed_point(coefficients(h, new_h));
+    let stride = w * bands;
+    let mut out = vec![0u8; w * new_h * bands];
     let mut acc = vec![0i32; stride];
     for (yy, (ymin, k)) in taps.iter().enumerate() {
         acc.fill(1i32 << (PRECISION_BITS - 1));
@@ -426,6 +661,91 @@ fn resize_vertical(src: Vec<u8>, w: usize, h: usize, new_h: usize) -> Vec<u8> {
         }
         for (o, &a) in out[yy * stride..(yy + 1) * stride].iter_mut().zip(&acc) {
             *o = clip8(a);
+        }
+    }
+    out
+}
+
+/// Pillow's bicubic resize of `I;16` (`ImagingResample{Horizontal,Vertical}_16bpc`): the
+/// weights in f64, each sum rounded half away from zero, then stored byte by byte with each
+/// byte clipped to 0–255 (a sum above 65,535 keeps its low byte under a high byte of 255).
+fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u16> {
+    fn pass(
+        src: &[u16],
+        len: usize,
+        count: usize,
+        stride: usize,
+        step: usize,
+        new_len: usize,
+    ) -> Vec<u16> {
+        // `count` lines of `len` samples, `step` apart within a line, `stride` between lines.
+        let taps = coefficients(len, new_len);
+        let mut out = vec![0u16; count * new_len];
+        for line in 0..count {
+            for (i, (min, k)) in taps.iter().enumerate() {
+                let ss: f64 = k
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &kw)| f64::from(src[line * stride + (min + j) * step]) * kw)
+                    .sum();
+                let v = if ss >= 0.0 {
+                    (ss + 0.5) as i64
+                } else {
+                    (ss - 0.5) as i64
+                };
+                let byte = |b: i64| b.clamp(0, 255) as u16;
+                out[line * new_len + i] = byte(v % 256) | byte(v >> 8) << 8;
+            }
+        }
+        out
+    }
+    let transpose = |src: &[u16], w: usize, h: usize| -> Vec<u16> {
+        (0..w)
+            .flat_map(|x| (0..h).map(move |y| (x, y)))
+            .map(|(x, y)| src[y * w + x])
+            .collect()
+    };
+    let horizontal = |src: &[u16], w: usize, h: usize| {
+        if new_w == w {
+            src.to_vec()
+        } else {
+            pass(src, w, h, w, 1, new_w)
+        }
+    };
+    // The vertical pass on the transposed image, transposed back.
+    let vertical = |src: &[u16], w: usize, h: usize| {
+        if new_h == h {
+            src.to_vec()
+        } else {
+            transpose(&pass(&transpose(src, w, h), h, w, h, 1, new_h), new_h, w)
+        }
+    };
+    if vertical_first(w, h, new_w, new_h) {
+        horizontal(&vertical(src, w, h), w, new_h)
+    } else {
+        vertical(&horizontal(src, w, h), new_w, h)
+    }
+}
+
+/// Pillow's `NEAREST` resize (an affine transform): output pixel x reads input
+/// `floor((x + 0.5) · in / out)`.
+fn resize_nearest(
+    src: &[u8],
+    bands: usize,
+    w: usize,
+    h: usize,
+    new_w: usize,
+    new_h: usize,
+) -> Vec<u8> {
+    let index = |x: usize, from: usize, to: usize| {
+        (((x as f64 + 0.5) * (from as f64 / to as f64)) as usize).min(from - 1)
+    };
+    let mut out = Vec::with_capacity(new_w * new_h * bands);
+    for y in 0..new_h {
+        let sy = index(y, h, new_h);
+        for x in 0..new_w {
+            let sx = index(x, w, new_w);
+            out.extend_from_slice(&src[(sy * w + sx) * bands..(sy * w + sx + 1) * bands]);
         }
     }
     out
@@ -462,10 +782,12 @@ mod tests {
     #[test]
     fn weights_of_each_output_pixel_sum_to_one() {
         for (a, b) in [(640, 224), (100, 224), (224, 224), (7, 3)] {
-            let (_, taps) = coefficients(a, b);
-            for (_, k) in taps {
+            for (_, k) in fixed_point(coefficients(a, b)) {
                 let sum: i64 = k.iter().map(|&w| w as i64).sum();
-                assert!((sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64, "{a}->{b}: {sum}");
+                assert!(
+                    (sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64,
+                    "{a}->{b}: {sum}"
+                );
             }
         }
     }

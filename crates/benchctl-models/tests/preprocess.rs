@@ -81,9 +81,8 @@ fn hf_layout_follows_transformers_image_processors() {
         let (config, name) = key.split_once('/').unwrap();
         let prep = Preprocessor::from_hf_config(&dir.join(format!("{config}.json")), &defaults(config)).unwrap();
         // transformers' convert_to_rgb composites alpha onto white before resizing.
-        let bytes = std::fs::read(dir.join(format!("{name}.png"))).unwrap();
-        let img = benchctl_suites::image::decode_rgb_with(&bytes, benchctl_suites::Alpha::OverWhite).unwrap();
-        let (max, _) = diffs(&prep.apply(&img), &tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        let img = benchctl_suites::ImageSource::File(dir.join(format!("{name}.png"))).load_pil().unwrap();
+        let (max, _) = diffs(&pil_preprocess(&prep, &img), &tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap());
         assert!(max <= 1e-6, "{key}: max abs diff {max}");
         worst = worst.max(max);
     }
@@ -99,6 +98,19 @@ fn hf_layout_follows_transformers_image_processors() {
     let prep = Preprocessor::from_hf_config(&dir.join("siglip32.json"), &defaults("siglip32")).unwrap();
     let (max, _) = diffs(&prep.apply(&rgba), &expected["siglip32/rgba_71x130"].flatten_all().unwrap().to_vec1::<f32>().unwrap());
     assert!(max > 0.1, "alpha compositing matters ({max})");
+}
+
+/// An image through `prep` by the mode PIL holds it in, as the runner dispatches it.
+fn pil_preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
+    use benchctl_suites::PilImage;
+    let mut out = vec![0.0; prep.len()];
+    match image {
+        PilImage::Rgb(rgb) => prep.apply_into(rgb, &mut out),
+        PilImage::Rgba(rgba) => prep.apply_rgba(rgba, false, &mut out),
+        PilImage::Palette(rgba) => prep.apply_rgba(rgba, true, &mut out),
+        PilImage::Gray16(grey) => prep.apply_gray16(grey, &mut out),
+    }
+    out
 }
 
 #[test]

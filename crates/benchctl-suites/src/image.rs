@@ -1,8 +1,9 @@
-//! Where an item's image comes from, and decoding it to 8-bit RGB.
+//! Where an item's image comes from, and decoding it as `PIL.Image.open` holds it
+//! ([`PilImage`]) or as 8-bit RGB.
 
 use std::path::{Path, PathBuf};
 
-use image::RgbImage;
+use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
 
 use crate::{Error, ErrorKind, Result};
 
@@ -30,17 +31,6 @@ pub struct EmbeddedImage {
     pub bytes: std::sync::Arc<[u8]>,
 }
 
-/// What becomes of an image's alpha channel on the way to RGB.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Alpha {
-    /// Dropped, as PIL's `convert("RGB")` does (torchvision pipelines).
-    #[default]
-    Drop,
-    /// Composited onto opaque white, as `transformers`' `convert_to_rgb` does (PIL's
-    /// `alpha_composite` over a white RGBA background, in its fixed-point arithmetic).
-    OverWhite,
-}
-
 /// Two image files and how [`crate::rococo::altered`] combines them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AlteredSource {
@@ -52,7 +42,10 @@ pub struct AlteredSource {
 impl ImageSource {
     /// A source for this path, by extension: `.npy` is a BGR frame, anything else a file.
     pub fn from_path(path: PathBuf) -> Self {
-        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
+        {
             ImageSource::NpyBgr(path)
         } else {
             ImageSource::File(path)
@@ -78,46 +71,64 @@ impl ImageSource {
         }
     }
 
-    /// Decodes to 8-bit RGB: alpha is dropped, greyscale replicated, 16-bit values scaled
-    /// down by 257. PIL's `convert("RGB")` agrees on the first two but clips 16-bit greyscale
-    /// above 255 instead, and open_clip resizes before converting (alpha-weighted for RGBA,
-    /// nearest neighbour for palette images): those cases are not yet reproduced (issue 12).
+    /// Decodes to 8-bit RGB as PIL's `convert("RGB")` does: alpha dropped, greyscale
+    /// replicated, 16-bit greyscale clipped above 255 (see [`PilImage::to_rgb`]).
     pub fn load_rgb(&self) -> Result<RgbImage> {
-        self.load_rgb_with(Alpha::Drop)
+        Ok(self.load_pil()?.to_rgb())
     }
 
-    /// As [`ImageSource::load_rgb`], with the alpha channel (if any) handled by `alpha`.
-    pub fn load_rgb_with(&self, alpha: Alpha) -> Result<RgbImage> {
+    /// Decodes to the mode `PIL.Image.open` gives the file ([`PilImage`]), which decides how
+    /// a PIL pipeline resizes it. A `.npy` frame and an altered image are RGB.
+    pub fn load_pil(&self) -> Result<PilImage> {
         if let ImageSource::Altered(altered) = self {
             let base = ImageSource::File(altered.base.clone()).load_rgb()?;
             let other = ImageSource::File(altered.other.clone()).load_rgb()?;
-            return Ok(crate::rococo::altered::render(&altered.spec, &base, &other));
+            return Ok(PilImage::Rgb(crate::rococo::altered::render(
+                &altered.spec,
+                &base,
+                &other,
+            )));
         }
         if let ImageSource::Embedded(embedded) = self {
-            return decode_rgb_with(&embedded.bytes, alpha)
-                .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name())));
+            return decode_pil_from(|| Ok(std::io::Cursor::new(&embedded.bytes[..]))).map_err(
+                |e| {
+                    Error::new(
+                        ErrorKind::CorruptImage,
+                        format!("decode image {}: {e}", self.display_name()),
+                    )
+                },
+            );
         }
         let path = self.path();
         // Read as a stream: the decoders take only the bytes the format needs, so junk after
         // an image's end is never loaded into memory.
         let open = || {
-            std::fs::File::open(path).map(std::io::BufReader::new).map_err(|e| {
-                let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                    ErrorKind::MissingImage
-                } else {
-                    ErrorKind::CorruptImage
-                };
-                Error::new(kind, format!("read image {}: {e}", path.display()))
-            })
+            std::fs::File::open(path)
+                .map(std::io::BufReader::new)
+                .map_err(|e| {
+                    let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                        ErrorKind::MissingImage
+                    } else {
+                        ErrorKind::CorruptImage
+                    };
+                    Error::new(kind, format!("read image {}: {e}", path.display()))
+                })
         };
         // Opened first on its own, so a missing or unreadable file keeps its kind of error.
         let first = open()?;
         let decoded = match self {
-            ImageSource::NpyBgr(_) => decode_npy_bgr_from(first),
-            _ => decode_rgb_from(|| open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string()))), alpha)
-                .map_err(|e| e.to_string()),
+            ImageSource::NpyBgr(_) => decode_npy_bgr_from(first).map(PilImage::Rgb),
+            _ => decode_pil_from(|| {
+                open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string())))
+            })
+            .map_err(|e| e.to_string()),
         };
-        decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
+        decoded.map_err(|e| {
+            Error::new(
+                ErrorKind::CorruptImage,
+                format!("decode image {}: {e}", path.display()),
+            )
+        })
     }
 }
 
@@ -137,22 +148,37 @@ pub fn decode_npy_bgr_from(reader: impl std::io::Read) -> std::result::Result<Rg
         return Err(format!("expected shape (H, W, 3), got {shape:?}"));
     };
     if h == 0 || w == 0 || h.saturating_mul(w) > MAX_PIXELS {
-        return Err(format!("a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels"));
+        return Err(format!(
+            "a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels"
+        ));
     }
     if npy.dtype().descr().trim_matches('\'') != "|u1" {
-        return Err(format!("expected uint8 values (|u1), got dtype {}", npy.dtype().descr()));
+        return Err(format!(
+            "expected uint8 values (|u1), got dtype {}",
+            npy.dtype().descr()
+        ));
     }
-    let data: Vec<u8> = npy.into_vec().map_err(|e| format!("expected uint8 values: {e}"))?;
+    let data: Vec<u8> = npy
+        .into_vec()
+        .map_err(|e| format!("expected uint8 values: {e}"))?;
     if data.len() as u64 != h * w * 3 {
-        return Err(format!("array of shape {shape:?} holds {} values", data.len()));
+        return Err(format!(
+            "array of shape {shape:?} holds {} values",
+            data.len()
+        ));
     }
-    let rgb: Vec<u8> = data.chunks_exact(3).flat_map(|bgr| [bgr[2], bgr[1], bgr[0]]).collect();
-    RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
+    let rgb: Vec<u8> = data
+        .chunks_exact(3)
+        .flat_map(|bgr| [bgr[2], bgr[1], bgr[0]])
+        .collect();
+    RgbImage::from_raw(w as u32, h as u32, rgb)
+        .ok_or_else(|| format!("array of shape {shape:?} is truncated"))
 }
 
-/// Decodes PNG or JPEG bytes to 8-bit RGB, dropping any alpha.
+/// Decodes PNG or JPEG bytes to 8-bit RGB as PIL's `convert("RGB")` does
+/// ([`decode_pil_from`], then [`PilImage::to_rgb`]).
 pub fn decode_rgb(bytes: &[u8]) -> std::result::Result<RgbImage, image::ImageError> {
-    decode_rgb_with(bytes, Alpha::Drop)
+    Ok(decode_pil_from(|| Ok(std::io::Cursor::new(bytes)))?.to_rgb())
 }
 
 /// The most pixels an image may have: Pillow's `MAX_IMAGE_PIXELS` doubled, where it stops
@@ -162,21 +188,70 @@ pub const MAX_PIXELS: u64 = 2 * 89_478_485;
 /// The most bytes one decode may allocate (a 178 M-pixel RGBA image at 16 bits is 1.4 GB).
 const MAX_DECODE_ALLOC: u64 = 1536 << 20;
 
-/// Decodes PNG or JPEG bytes to 8-bit RGB, the alpha channel (if any) handled by `alpha`.
-/// The dimensions are read from the header first: an empty image, or one of more than
-/// [`MAX_PIXELS`], is refused before any pixel is decoded, and the decoder's allocations are
-/// bounded.
-pub fn decode_rgb_with(bytes: &[u8], alpha: Alpha) -> std::result::Result<RgbImage, image::ImageError> {
-    decode_rgb_from(|| Ok(std::io::Cursor::new(bytes)), alpha)
+/// An image in the mode `PIL.Image.open` (Pillow 13) gives its file, because a PIL pipeline
+/// resizes each mode its own way (`Image.resize`): RGBA and LA premultiplied by alpha, P and
+/// 1 nearest-neighbour, I;16 in 16 bits. Greyscale is held replicated as RGB (Pillow resizes
+/// each band alike), and 16-bit RGB(A) or LA as their high bytes, as Pillow unpacks them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PilImage {
+    /// "RGB" or "L".
+    Rgb(RgbImage),
+    /// "RGBA" or "LA" (straight alpha).
+    Rgba(RgbaImage),
+    /// "P" (the palette's colours, with its transparency as alpha) or "1".
+    Palette(RgbaImage),
+    /// "I;16": 16-bit greyscale.
+    Gray16(ImageBuffer<Luma<u16>, Vec<u16>>),
 }
 
-/// [`decode_rgb_with`] from a source opened twice: once for the header's dimensions, once to
-/// decode.
-pub fn decode_rgb_from<R: std::io::BufRead + std::io::Seek>(
+impl PilImage {
+    pub fn dimensions(&self) -> (u32, u32) {
+        match self {
+            PilImage::Rgb(i) => i.dimensions(),
+            PilImage::Rgba(i) | PilImage::Palette(i) => i.dimensions(),
+            PilImage::Gray16(i) => i.dimensions(),
+        }
+    }
+
+    /// To 8-bit RGB as `convert("RGB")` does: alpha dropped, I;16 clipped above 255.
+    pub fn to_rgb(&self) -> RgbImage {
+        let (w, h) = self.dimensions();
+        let rgb: Vec<u8> = match self {
+            PilImage::Rgb(rgb) => return rgb.clone(),
+            PilImage::Rgba(rgba) | PilImage::Palette(rgba) => {
+                rgba.pixels().flat_map(|p| [p[0], p[1], p[2]]).collect()
+            }
+            PilImage::Gray16(grey) => grey
+                .pixels()
+                .flat_map(|p| [p[0].min(255) as u8; 3])
+                .collect(),
+        };
+        RgbImage::from_vec(w, h, rgb).unwrap_or_default()
+    }
+}
+
+/// The PNG header's bit depth and colour type, if `header` starts a PNG.
+fn png_depth_and_colour(header: &[u8]) -> Option<(u8, u8)> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    (header.len() >= 26 && header.starts_with(SIGNATURE) && &header[12..16] == b"IHDR")
+        .then(|| (header[24], header[25]))
+}
+
+/// Decodes PNG or JPEG bytes as `PIL.Image.open` would hold them ([`PilImage`]). The
+/// dimensions are read from the header first: an empty image, or one of more than
+/// [`MAX_PIXELS`], is refused before any pixel is decoded, and the decoder's allocations are
+/// bounded.
+pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
     source: impl Fn() -> std::result::Result<R, image::ImageError>,
-    alpha: Alpha,
-) -> std::result::Result<RgbImage, image::ImageError> {
-    let open = || image::ImageReader::new(source()?).with_guessed_format().map_err(image::ImageError::IoError);
+) -> std::result::Result<PilImage, image::ImageError> {
+    let mut header = Vec::with_capacity(26);
+    std::io::Read::read_to_end(&mut std::io::Read::take(source()?, 26), &mut header)
+        .map_err(image::ImageError::IoError)?;
+    let open = || {
+        image::ImageReader::new(source()?)
+            .with_guessed_format()
+            .map_err(image::ImageError::IoError)
+    };
     let (w, h) = open()?.into_dimensions()?;
     if w == 0 || h == 0 || u64::from(w) * u64::from(h) > MAX_PIXELS {
         return Err(image::ImageError::IoError(std::io::Error::other(format!(
@@ -188,25 +263,39 @@ pub fn decode_rgb_from<R: std::io::BufRead + std::io::Seek>(
     limits.max_alloc = Some(MAX_DECODE_ALLOC);
     reader.limits(limits);
     let decoded = reader.decode()?;
-    if alpha == Alpha::Drop || !decoded.color().has_alpha() {
-        return Ok(decoded.into_rgb8());
-    }
-    let rgba = decoded.into_rgba8();
-    let (w, h) = rgba.dimensions();
-    let rgb = rgba.pixels().flat_map(|p| {
-        let a = u32::from(p[3]);
-        [0, 1, 2].map(|c| if a == 0 { 255 } else { over_white(u32::from(p[c]), a) })
-    });
-    Ok(RgbImage::from_vec(w, h, rgb.collect()).unwrap_or_default())
-}
-
-/// One channel of Pillow's `alpha_composite` of a straight-alpha pixel over opaque white:
-/// 7 fractional bits, `(x >> 8 + x) >> 8` for ÷255, rounded. Over an opaque background the
-/// weights reduce to `a · 128` and `(255 − a) · 128`.
-fn over_white(value: u32, a: u32) -> u8 {
-    const PRECISION_BITS: u32 = 7;
-    let shift_div_255 = |x: u32| ((x >> 8) + x) >> 8;
-    let (coef1, coef2) = (a << PRECISION_BITS, (255 - a) << PRECISION_BITS);
-    let tmp = value * coef1 + 255 * coef2;
-    (shift_div_255(tmp + (0x80 << PRECISION_BITS)) >> PRECISION_BITS) as u8
+    // Colour type 3 is a palette; 0 at 1 bit is Pillow's mode "1": both resize nearest.
+    let nearest = matches!(png_depth_and_colour(&header), Some((_, 3)) | Some((1, 0)));
+    let high_byte = |v: u16| (v >> 8) as u8;
+    use image::DynamicImage as D;
+    Ok(match decoded {
+        _ if nearest => PilImage::Palette(decoded.into_rgba8()),
+        D::ImageLuma16(grey) => PilImage::Gray16(grey),
+        D::ImageRgb16(rgb) => {
+            let (w, h) = rgb.dimensions();
+            PilImage::Rgb(
+                RgbImage::from_vec(w, h, rgb.into_raw().into_iter().map(high_byte).collect())
+                    .unwrap_or_default(),
+            )
+        }
+        D::ImageRgba16(rgba) => {
+            let (w, h) = rgba.dimensions();
+            PilImage::Rgba(
+                RgbaImage::from_vec(w, h, rgba.into_raw().into_iter().map(high_byte).collect())
+                    .unwrap_or_default(),
+            )
+        }
+        D::ImageLumaA16(la) => {
+            let (w, h) = la.dimensions();
+            let rgba = la
+                .pixels()
+                .flat_map(|p| {
+                    let (l, a) = (high_byte(p[0]), high_byte(p[1]));
+                    [l, l, l, a]
+                })
+                .collect();
+            PilImage::Rgba(RgbaImage::from_vec(w, h, rgba).unwrap_or_default())
+        }
+        other if other.color().has_alpha() => PilImage::Rgba(other.into_rgba8()),
+        other => PilImage::Rgb(other.into_rgb8()),
+    })
 }

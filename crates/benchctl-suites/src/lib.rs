@@ -19,7 +19,7 @@ use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Alpha, EmbeddedImage, ImageSource};
+pub use image::{EmbeddedImage, ImageSource, PilImage};
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match.
 #[derive(Debug, Clone)]
@@ -34,7 +34,10 @@ pub struct Item {
 
 impl Item {
     pub fn view(&self) -> ItemView<'_> {
-        ItemView { truth: &self.truth, tags: &self.tags }
+        ItemView {
+            truth: &self.truth,
+            tags: &self.tags,
+        }
     }
 }
 
@@ -79,7 +82,11 @@ pub struct PairSlot {
 }
 
 impl PairSlot {
-    pub const MISSING: PairSlot = PairSlot { item: u32::MAX, image: 0, text: 0 };
+    pub const MISSING: PairSlot = PairSlot {
+        item: u32::MAX,
+        image: 0,
+        text: 0,
+    };
 
     pub fn is_missing(&self) -> bool {
         self.item == u32::MAX
@@ -185,13 +192,21 @@ impl SuiteInfo {
         if !data_dir.is_dir() {
             return Err(Error::new(
                 ErrorKind::MissingData,
-                format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
+                format!(
+                    "find the {} data directory {}: {}",
+                    self.id,
+                    data_dir.display(),
+                    self.how_to_get
+                ),
             ));
         }
         let SuiteKind::Items(load) = self.kind else {
             return Err(Error::new(
                 ErrorKind::Unsupported,
-                format!("read {} as K×L items: it is a retrieval suite, scored against whole galleries", self.id),
+                format!(
+                    "read {} as K×L items: it is a retrieval suite, scored against whole galleries",
+                    self.id
+                ),
             ));
         };
         let mut problems = Vec::new();

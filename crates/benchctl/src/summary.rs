@@ -31,8 +31,11 @@ pub fn run_table(run: &Run) -> String {
     );
     let mut text = report_table(&title, &run.report);
     if !run.intervals.is_empty() {
-        let cis: Vec<String> =
-            run.intervals.iter().map(|i| format!("{} {:.2} [{:.2}, {:.2}]", i.metric, i.value, i.low, i.high)).collect();
+        let cis: Vec<String> = run
+            .intervals
+            .iter()
+            .map(|i| format!("{} {:.2} [{:.2}, {:.2}]", i.metric, i.value, i.low, i.high))
+            .collect();
         text.push_str(&format!("\nbootstrap 95% intervals: {}", cis.join("; ")));
     }
     text.push_str(&format!("\nties: {}", ties_line(&run.suite.ties)));
@@ -57,7 +60,9 @@ pub fn run_table(run: &Run) -> String {
 /// What a run's tie rule means, in words.
 pub fn ties_line(ties: &str) -> String {
     match ties {
-        "first" => "first (the first of tied candidates wins, as the official argmax/argsort does)".into(),
+        "first" => {
+            "first (the first of tied candidates wins, as the official argmax/argsort does)".into()
+        }
         other => format!("{other} (a tie for the top score is a miss)"),
     }
 }
@@ -72,7 +77,10 @@ pub fn report_table(title: &str, report: &Report) -> String {
     t.add_row(row);
     for breakdown in &report.breakdowns {
         for group in &breakdown.groups {
-            let mut row = vec![Cell::new(format!("{}={}", breakdown.key, group.value)), right(group.items.to_string())];
+            let mut row = vec![
+                Cell::new(format!("{}={}", breakdown.key, group.value)),
+                right(group.items.to_string()),
+            ];
             row.extend(group.metrics.iter().map(|(_, v)| right(format!("{v:.2}"))));
             t.add_row(row);
         }
@@ -83,24 +91,55 @@ pub fn report_table(title: &str, report: &Report) -> String {
 /// Benchmark results.
 pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64>) -> String {
     let mut t = table(
-        ["part", "batch", "items/s", "p50 ms/batch", "p90 ms/batch", "max ms/batch"].map(String::from).to_vec(),
+        [
+            "part",
+            "batch",
+            "items/s",
+            "p50 ms/batch",
+            "p90 ms/batch",
+            "max ms/batch",
+        ]
+        .map(String::from)
+        .to_vec(),
     );
     for r in results {
         t.add_row(vec![
             Cell::new(r.part),
             right(r.batch.to_string()),
             right(format!("{:.2}", r.per_second)),
-            right(if r.p50_ms.is_finite() { format!("{:.1}", r.p50_ms) } else { "–".into() }),
-            right(if r.p90_ms.is_finite() { format!("{:.1}", r.p90_ms) } else { "–".into() }),
-            right(if r.max_ms.is_finite() { format!("{:.1}", r.max_ms) } else { "–".into() }),
+            right(if r.p50_ms.is_finite() {
+                format!("{:.1}", r.p50_ms)
+            } else {
+                "–".into()
+            }),
+            right(if r.p90_ms.is_finite() {
+                format!("{:.1}", r.p90_ms)
+            } else {
+                "–".into()
+            }),
+            right(if r.max_ms.is_finite() {
+                format!("{:.1}", r.max_ms)
+            } else {
+                "–".into()
+            }),
         ]);
     }
-    let rss = peak_rss_mib.map(|m| format!(", peak RSS {m:.0} MiB")).unwrap_or_default();
+    let rss = peak_rss_mib
+        .map(|m| format!(", peak RSS {m:.0} MiB"))
+        .unwrap_or_default();
     let extras: Vec<String> = results
         .iter()
-        .flat_map(|r| r.extra.iter().map(move |(k, v)| format!("{} {k} = {v:.3}", r.part)))
+        .flat_map(|r| {
+            r.extra
+                .iter()
+                .map(move |(k, v)| format!("{} {k} = {v:.3}", r.part))
+        })
         .collect();
-    let extras = if extras.is_empty() { String::new() } else { format!("\n{}", extras.join("\n")) };
+    let extras = if extras.is_empty() {
+        String::new()
+    } else {
+        format!("\n{}", extras.join("\n"))
+    };
     let tiers = format!(
         "; CPU tier {}, matrix products {}",
         benchctl_cpu::Tier::current().isa(),
@@ -111,7 +150,15 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
 
 /// `benchctl models`: every zoo entry with what it needs and offers.
 pub fn models_table() -> String {
-    let header = ["model", "hub repo @ revision", "architecture", "scores (default first)", "preprocessing", "activation", "tokenizer"];
+    let header = [
+        "model",
+        "hub repo @ revision",
+        "architecture",
+        "scores (default first)",
+        "preprocessing",
+        "activation",
+        "tokenizer",
+    ];
     let mut table = table(header.iter().map(|h| h.to_string()).collect());
     for m in benchctl_models::registry::MODELS {
         let heads: Vec<&str> = m.architecture.heads().iter().map(|h| h.name()).collect();
