@@ -116,13 +116,10 @@ impl Request {
     pub fn problem(&self) -> Option<String> {
         match self {
             Request::Best | Request::Forced(_) => None,
-            Request::Unsupported(isa) => Some(format!(
-                "{ENV}={isa} asks for a tier this CPU cannot run (it runs up to {})",
-                Tier::best().isa()
-            )),
-            Request::Unknown(name) => {
-                Some(format!("{ENV}={name} is not a tier (generic, avx2, avx512)"))
+            Request::Unsupported(isa) => {
+                Some(format!("{ENV}={isa} asks for a tier this CPU cannot run (it runs up to {})", Tier::best().isa()))
             }
+            Request::Unknown(name) => Some(format!("{ENV}={name} is not a tier (generic, avx2, avx512)")),
         }
     }
 }
@@ -187,8 +184,7 @@ impl Tier {
 
 /// Whether the generic tier may fuse `a·b + c`: only where FMA is an instruction of the
 /// target's baseline (aarch64 always; x86-64 only when the whole build enables `fma`).
-pub const GENERIC_FUSED: bool =
-    cfg!(any(target_arch = "aarch64", all(target_arch = "x86_64", target_feature = "fma")));
+pub const GENERIC_FUSED: bool = cfg!(any(target_arch = "aarch64", all(target_arch = "x86_64", target_feature = "fma")));
 
 /// `a·b + c`: one fused multiply-add (one rounding) when `FUSED`, a product and a sum (two
 /// roundings) otherwise. Callers pass their tier's `FUSED`, so this is one instruction on

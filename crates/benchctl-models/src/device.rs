@@ -16,10 +16,7 @@ pub fn parse_device(spec: &str) -> Result<Device> {
             Error::new(ErrorKind::Device, format!("parse device `{spec}`: expected cpu, cuda or cuda:N"))
         })?,
         None => {
-            return Err(Error::new(
-                ErrorKind::Device,
-                format!("parse device `{spec}`: expected cpu, cuda or cuda:N"),
-            ))
+            return Err(Error::new(ErrorKind::Device, format!("parse device `{spec}`: expected cpu, cuda or cuda:N")))
         }
     };
     if !candle_core::utils::cuda_is_available() {
@@ -28,8 +25,7 @@ pub fn parse_device(spec: &str) -> Result<Device> {
             format!("use device `{spec}`: this benchctl was built without CUDA (rebuild with `--features cuda`)"),
         ));
     }
-    Device::new_cuda(ordinal)
-        .map_err(|e| Error::new(ErrorKind::Device, format!("open device `{spec}`: {e}")))
+    Device::new_cuda(ordinal).map_err(|e| Error::new(ErrorKind::Device, format!("open device `{spec}`: {e}")))
 }
 
 /// `f32`, `f16` or `bf16`.
@@ -38,10 +34,7 @@ pub fn parse_dtype(spec: &str) -> Result<DType> {
         "f32" | "float32" => Ok(DType::F32),
         "f16" | "float16" => Ok(DType::F16),
         "bf16" | "bfloat16" => Ok(DType::BF16),
-        other => Err(Error::new(
-            ErrorKind::Device,
-            format!("parse dtype `{other}`: expected f32, f16 or bf16"),
-        )),
+        other => Err(Error::new(ErrorKind::Device, format!("parse dtype `{other}`: expected f32, f16 or bf16"))),
     }
 }
 

@@ -43,15 +43,7 @@ fn shape(isa: Isa) -> Option<Shape> {
 }
 
 /// `out (m, n) = x (m, k) · w (n, k)ᵀ + bias (n)`, on all cores. `None` on the generic tier.
-pub(crate) fn dense(
-    tier: Tier,
-    x: &[f32],
-    w: &[f32],
-    bias: &[f32],
-    m: usize,
-    k: usize,
-    n: usize,
-) -> Option<Vec<f32>> {
+pub(crate) fn dense(tier: Tier, x: &[f32], w: &[f32], bias: &[f32], m: usize, k: usize, n: usize) -> Option<Vec<f32>> {
     let Shape { mr, nr } = shape(tier.isa())?;
     assert!(
         x.len() >= m * k && w.len() >= n * k && bias.len() >= n,
@@ -132,7 +124,9 @@ pub(crate) fn dense(
                             // SAFETY: `a` holds kc × mr, `panel` kc × nr and `bias` nr values;
                             // `c` addresses mr rows of nr values, `ldc` apart; the tier has
                             // the features the kernel is compiled for.
-                            unsafe { micro_kernel(tier.isa(), kc, a.as_ptr(), panel.as_ptr(), bias.as_ptr(), c, ldc, first) };
+                            unsafe {
+                                micro_kernel(tier.isa(), kc, a.as_ptr(), panel.as_ptr(), bias.as_ptr(), c, ldc, first)
+                            };
                             if !full {
                                 for r in 0..valid_rows {
                                     let dst = unsafe { std::slice::from_raw_parts_mut(at(r), cols) };
@@ -230,36 +224,23 @@ mod tests {
     fn dense_matches_an_f64_reference_on_awkward_shapes() {
         let mut state = 7u64;
         let mut next = || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
             ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
         };
         for tier in Tier::available().into_iter().filter(|t| shape(t.isa()).is_some()) {
-            for (m, k, n) in [
-                (1, 1, 1),
-                (5, 3, 7),
-                (13, 300, 33),
-                (97, 257, 130),
-                (200, 768, 64),
-                (37, 513, 600),
-                (4, 0, 5),
-            ] {
+            for (m, k, n) in
+                [(1, 1, 1), (5, 3, 7), (13, 300, 33), (97, 257, 130), (200, 768, 64), (37, 513, 600), (4, 0, 5)]
+            {
                 let x: Vec<f32> = (0..m * k).map(|_| next()).collect();
                 let w: Vec<f32> = (0..n * k).map(|_| next()).collect();
                 let b: Vec<f32> = (0..n).map(|_| next()).collect();
                 let out = dense(tier, &x, &w, &b, m, k, n).unwrap();
                 for i in 0..m {
                     for j in 0..n {
-                        let exact = b[j] as f64
-                            + (0..k)
-                                .map(|d| x[i * k + d] as f64 * w[j * k + d] as f64)
-                                .sum::<f64>();
-                        let bound = 1e-6
-                            * (1.0
-                                + (0..k)
-                                    .map(|d| (x[i * k + d] * w[j * k + d]).abs() as f64)
-                                    .sum::<f64>());
+                        let exact =
+                            b[j] as f64 + (0..k).map(|d| x[i * k + d] as f64 * w[j * k + d] as f64).sum::<f64>();
+                        let bound =
+                            1e-6 * (1.0 + (0..k).map(|d| (x[i * k + d] * w[j * k + d]).abs() as f64).sum::<f64>());
                         assert!(
                             (out[i * n + j] as f64 - exact).abs() <= bound,
                             "{:?} ({m}, {k}, {n}) at ({i}, {j})",

@@ -149,9 +149,9 @@ impl HubSettings {
     /// As [`HubSettings::from_env`], from any variable lookup (for tests).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Self {
         let hf_home = var("HF_HOME").map(PathBuf::from).unwrap_or_else(|| {
-            let base = var("XDG_CACHE_HOME").map(PathBuf::from).unwrap_or_else(|| {
-                var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache")
-            });
+            let base = var("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| var("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".cache"));
             base.join("huggingface")
         });
         let cache_dir = var("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| hf_home.join("hub"));
@@ -248,9 +248,9 @@ fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) 
     let api = api(settings)?;
     let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
     for file in files {
-        api_repo
-            .get(file)
-            .map_err(|e| hub_error(&format!("download {file} of {repo}@{revision}"), &format!("{e} (or use --model-path)"), settings))?;
+        api_repo.get(file).map_err(|e| {
+            hub_error(&format!("download {file} of {repo}@{revision}"), &format!("{e} (or use --model-path)"), settings)
+        })?;
     }
     Ok(())
 }
@@ -280,15 +280,17 @@ pub fn fetch_dataset(
     }
     let api = api(settings)?;
     let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Dataset, revision.to_string()));
-    let info = api_repo.info().map_err(|e| hub_error(&format!("list the files of the dataset {repo}@{revision}"), &e.to_string(), settings))?;
+    let info = api_repo.info().map_err(|e| {
+        hub_error(&format!("list the files of the dataset {repo}@{revision}"), &e.to_string(), settings)
+    })?;
     let names: Vec<String> = info.siblings.iter().map(|s| s.rfilename.clone()).collect();
     let wanted = select(&names);
     let files = wanted
         .iter()
         .map(|name| {
-            let path = api_repo
-                .get(name)
-                .map_err(|e| hub_error(&format!("download {name} of the dataset {repo}@{revision}"), &e.to_string(), settings))?;
+            let path = api_repo.get(name).map_err(|e| {
+                hub_error(&format!("download {name} of the dataset {repo}@{revision}"), &e.to_string(), settings)
+            })?;
             Ok((name.clone(), path))
         })
         .collect::<Result<Vec<_>>>()?;
@@ -316,6 +318,9 @@ fn hub_error(what: &str, text: &str, settings: &HubSettings) -> Error {
         };
         Error::new(ErrorKind::AccessDenied, format!("{what}: {hint} ({text})"))
     } else {
-        Error::new(ErrorKind::MissingFile, format!("{what}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only)"))
+        Error::new(
+            ErrorKind::MissingFile,
+            format!("{what}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only)"),
+        )
     }
 }

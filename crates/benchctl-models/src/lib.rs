@@ -74,11 +74,7 @@ pub struct Similarity {
 
 impl Similarity {
     /// The plain cosine of normalised embeddings.
-    pub const COSINE: Similarity = Similarity {
-        scale: 1.0,
-        bias: 0.0,
-        sigmoid: false,
-    };
+    pub const COSINE: Similarity = Similarity { scale: 1.0, bias: 0.0, sigmoid: false };
 
     /// `(n, K, dim)` images × `(n, L, dim)` texts → `(n, K, L)` scores: `scale · cos + bias`.
     /// For a sigmoid head these are the logits of its match probabilities
@@ -94,9 +90,7 @@ impl Similarity {
         match (self.scale, self.bias) {
             (1.0, 0.0) => Ok(dots),
             (scale, 0.0) => (dots * scale as f64).map_err(|e| Error::compute("score", e)),
-            (scale, bias) => dots
-                .affine(scale as f64, bias as f64)
-                .map_err(|e| Error::compute("score", e)),
+            (scale, bias) => dots.affine(scale as f64, bias as f64).map_err(|e| Error::compute("score", e)),
         }
     }
 
@@ -127,16 +121,9 @@ impl Similarity {
     pub fn from_values(values: &[f32]) -> Option<Similarity> {
         match *values {
             [scale, bias, sigmoid]
-                if scale > 0.0
-                    && scale.is_finite()
-                    && bias.is_finite()
-                    && (sigmoid == 0.0 || sigmoid == 1.0) =>
+                if scale > 0.0 && scale.is_finite() && bias.is_finite() && (sigmoid == 0.0 || sigmoid == 1.0) =>
             {
-                Some(Similarity {
-                    scale,
-                    bias,
-                    sigmoid: sigmoid == 1.0,
-                })
+                Some(Similarity { scale, bias, sigmoid: sigmoid == 1.0 })
             }
             _ => None,
         }

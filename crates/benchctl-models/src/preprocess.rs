@@ -91,20 +91,13 @@ impl Preprocessor {
             resize: Resize::Stretch,
             mean,
             std,
-            pipeline: Pipeline::Transformers {
-                rescale_factor: RESCALE_1_255,
-            },
+            pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
         }
     }
 
     /// `transformers`' CLIP image processor with its defaults (shortest edge and crop `size`).
     pub fn hf_clip(size: usize) -> Self {
-        Self {
-            pipeline: Pipeline::Transformers {
-                rescale_factor: RESCALE_1_255,
-            },
-            ..Self::openai_clip(size)
-        }
+        Self { pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 }, ..Self::openai_clip(size) }
     }
 
     /// The preprocessing a `preprocessor_config.json` asks for, as `transformers`' PIL image
@@ -115,24 +108,12 @@ impl Preprocessor {
     pub fn from_hf_config(path: &std::path::Path, defaults: &Preprocessor) -> crate::Result<Self> {
         use serde_json::Value;
         let bad = |key: &str, what: String| {
-            crate::Error::new(
-                crate::ErrorKind::BadConfig,
-                format!("read {} key `{key}`: {what}", path.display()),
-            )
+            crate::Error::new(crate::ErrorKind::BadConfig, format!("read {} key `{key}`: {what}", path.display()))
         };
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            crate::Error::new(
-                crate::ErrorKind::BadConfig,
-                format!("read {}: {e}", path.display()),
-            )
-        })?;
-        let json: Value =
-            serde_json::from_str(text.trim_start_matches('\u{feff}')).map_err(|e| {
-                crate::Error::new(
-                    crate::ErrorKind::BadConfig,
-                    format!("parse {}: {e}", path.display()),
-                )
-            })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
+        let json: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
         let flag = |key: &str, default: bool| -> crate::Result<bool> {
             match json.get(key) {
                 None | Some(Value::Null) => Ok(default),
@@ -162,21 +143,14 @@ impl Preprocessor {
                 }
                 Some(Value::Object(m)) => {
                     if let Some(edge) = m.get("shortest_edge") {
-                        return Ok(Some(Extent::ShortestEdge(number(
-                            edge,
-                            &format!("{key}.shortest_edge"),
-                        )?)));
+                        return Ok(Some(Extent::ShortestEdge(number(edge, &format!("{key}.shortest_edge"))?)));
                     }
                     match (m.get("height"), m.get("width")) {
                         (Some(h), Some(w)) => Ok(Some(Extent::Box(
                             number(h, &format!("{key}.height"))?,
                             number(w, &format!("{key}.width"))?,
                         ))),
-                        _ => Err(bad(
-                            key,
-                            "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}"
-                                .into(),
-                        )),
+                        _ => Err(bad(key, "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}".into())),
                     }
                 }
                 Some(other) => Err(bad(key, format!("expected a size, got {other}"))),
@@ -194,50 +168,33 @@ impl Preprocessor {
         };
         if let Some(resample) = json.get("resample").filter(|v| !v.is_null()) {
             if resample.as_u64() != Some(3) {
-                return Err(bad("resample", format!("{resample} is not supported: benchctl reproduces Pillow's bicubic (3) only")));
+                return Err(bad(
+                    "resample",
+                    format!("{resample} is not supported: benchctl reproduces Pillow's bicubic (3) only"),
+                ));
             }
         }
         if !flag("do_resize", true)? {
-            return Err(bad(
-                "do_resize",
-                "false is not supported: the model needs a fixed input size".into(),
-            ));
+            return Err(bad("do_resize", "false is not supported: the model needs a fixed input size".into()));
         }
         let rescale_factor = if flag("do_rescale", true)? {
-            json.get("rescale_factor")
-                .filter(|v| !v.is_null())
-                .map_or(Ok(RESCALE_1_255), |v| {
-                    v.as_f64()
-                        .filter(|f| f.is_finite() && *f > 0.0)
-                        .ok_or_else(|| {
-                            bad(
-                                "rescale_factor",
-                                format!("expected a positive number, got {v}"),
-                            )
-                        })
-                })?
+            json.get("rescale_factor").filter(|v| !v.is_null()).map_or(Ok(RESCALE_1_255), |v| {
+                v.as_f64()
+                    .filter(|f| f.is_finite() && *f > 0.0)
+                    .ok_or_else(|| bad("rescale_factor", format!("expected a positive number, got {v}")))
+            })?
         } else {
             1.0
         };
         let (mean, std) = if flag("do_normalize", true)? {
-            (
-                triple("image_mean", defaults.mean)?,
-                triple("image_std", defaults.std)?,
-            )
+            (triple("image_mean", defaults.mean)?, triple("image_std", defaults.std)?)
         } else {
             ([0.0; 3], [1.0; 3])
         };
         if let Some(zero) = std.iter().position(|s| *s == 0.0 || !s.is_finite()) {
-            return Err(bad(
-                "image_std",
-                format!("entry {zero} must be a non-zero finite number"),
-            ));
+            return Err(bad("image_std", format!("entry {zero} must be a non-zero finite number")));
         }
-        let crop = if flag("do_center_crop", crops_by_default)? {
-            extent("crop_size")?
-        } else {
-            None
-        };
+        let crop = if flag("do_center_crop", crops_by_default)? { extent("crop_size")? } else { None };
         let (resize, size) = match (extent("size")?, crop) {
             (Some(Extent::ShortestEdge(edge)), Some(Extent::ShortestEdge(c))) if c <= edge => {
                 (Resize::ShorterSide(edge), c)
@@ -247,20 +204,14 @@ impl Preprocessor {
             }
             (Some(Extent::Box(h, w)), None) if h == w => (Resize::Stretch, h),
             (None, _) => (defaults.resize, defaults.size),
-            (size, crop) => return Err(bad(
-                "size",
-                format!(
-                    "{size:?} with crop {crop:?} does not give a square input benchctl reproduces"
-                ),
-            )),
+            (size, crop) => {
+                return Err(bad(
+                    "size",
+                    format!("{size:?} with crop {crop:?} does not give a square input benchctl reproduces"),
+                ))
+            }
         };
-        Ok(Self {
-            size,
-            resize,
-            mean,
-            std,
-            pipeline: Pipeline::Transformers { rescale_factor },
-        })
+        Ok(Self { size, resize, mean, std, pipeline: Pipeline::Transformers { rescale_factor } })
     }
 
     /// A `transformers`-layout model's preprocessing: its `preprocessor_config.json` when the
@@ -295,22 +246,12 @@ impl Preprocessor {
             Resize::ShorterSide(edge) => format!("shorter side {edge} + centre crop"),
             Resize::Stretch => "stretched square".to_string(),
         };
-        let fmt = |v: &[f32; 3]| {
-            v.iter()
-                .map(|x| format!("{x:.3}"))
-                .collect::<Vec<_>>()
-                .join("/")
-        };
+        let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
         let pipeline = match self.pipeline {
             Pipeline::Torchvision => "torchvision",
             Pipeline::Transformers { .. } => "transformers",
         };
-        format!(
-            "{} px {how}, bicubic, mean {} std {} ({pipeline})",
-            self.size,
-            fmt(&self.mean),
-            fmt(&self.std)
-        )
+        format!("{} px {how}, bicubic, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
     }
 
     /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
@@ -372,18 +313,11 @@ impl Preprocessor {
         let rgba = if palette {
             resize_nearest(image.as_raw(), 4, w, h, new_w, new_h)
         } else {
-            let premultiplied: Vec<u8> = image
-                .as_raw()
-                .chunks_exact(4)
-                .flat_map(premultiply)
-                .collect();
+            let premultiplied: Vec<u8> = image.as_raw().chunks_exact(4).flat_map(premultiply).collect();
             let resized = resize_bicubic_bands(&premultiplied, 4, w, h, new_w, new_h);
             resized.chunks_exact(4).flat_map(unpremultiply).collect()
         };
-        let rgb: Vec<u8> = rgba
-            .chunks_exact(4)
-            .flat_map(|p| [p[0], p[1], p[2]])
-            .collect();
+        let rgb: Vec<u8> = rgba.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
         self.crop_and_normalise(&rgb, new_w, new_h, out);
     }
 
@@ -394,10 +328,7 @@ impl Preprocessor {
         let (w, h) = (image.width() as usize, image.height() as usize);
         if let Pipeline::Transformers { .. } = self.pipeline {
             let rgb = image.as_raw().iter().flat_map(|&v| [clip(v); 3]).collect();
-            return self.apply_into(
-                &RgbImage::from_vec(w as u32, h as u32, rgb).unwrap_or_default(),
-                out,
-            );
+            return self.apply_into(&RgbImage::from_vec(w as u32, h as u32, rgb).unwrap_or_default(), out);
         }
         let (new_w, new_h) = self.resized_size(w, h);
         let resized = resize_bicubic_16(image.as_raw(), w, h, new_w, new_h);
@@ -450,12 +381,7 @@ fn muldiv255(a: u8, b: u8) -> u8 {
 
 /// Pillow's RGBA → RGBa (premultiplied alpha).
 fn premultiply(p: &[u8]) -> [u8; 4] {
-    [
-        muldiv255(p[0], p[3]),
-        muldiv255(p[1], p[3]),
-        muldiv255(p[2], p[3]),
-        p[3],
-    ]
+    [muldiv255(p[0], p[3]), muldiv255(p[1], p[3]), muldiv255(p[2], p[3]), p[3]]
 }
 
 /// Pillow's RGBa → RGBA: `255 · v / alpha` clipped, unchanged where alpha is 0 or 255.
@@ -486,13 +412,7 @@ pub fn over_white(image: &RgbaImage) -> RgbImage {
         .pixels()
         .flat_map(|p| {
             let a = u32::from(p[3]);
-            [0, 1, 2].map(|c| {
-                if a == 0 {
-                    255
-                } else {
-                    channel(u32::from(p[c]), a)
-                }
-            })
+            [0, 1, 2].map(|c| if a == 0 { 255 } else { channel(u32::from(p[c]), a) })
         })
         .collect();
     RgbImage::from_vec(image.width(), image.height(), rgb).unwrap_or_default()
@@ -549,17 +469,9 @@ fn coefficients(in_size: usize, out_size: usize) -> Vec<(usize, Vec<f64>)> {
             // C's (int) cast truncates toward zero.
             let xmin = ((center - support + 0.5) as i64).max(0) as usize;
             let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
-            let weights: Vec<f64> = (0..xmax)
-                .map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss))
-                .collect();
+            let weights: Vec<f64> = (0..xmax).map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss)).collect();
             let total: f64 = weights.iter().sum();
-            (
-                xmin,
-                weights
-                    .iter()
-                    .map(|w| if total != 0.0 { w / total } else { *w })
-                    .collect(),
-            )
+            (xmin, weights.iter().map(|w| if total != 0.0 { w / total } else { *w }).collect())
         })
         .collect()
 }
@@ -574,9 +486,7 @@ fn fixed_point(taps: Vec<(usize, Vec<f64>)>) -> Vec<(usize, Vec<i32>)> {
             (scaled + 0.5) as i32
         }
     };
-    taps.into_iter()
-        .map(|(min, k)| (min, k.into_iter().map(fixed).collect()))
-        .collect()
+    taps.into_iter().map(|(min, k)| (min, k.into_iter().map(fixed).collect())).collect()
 }
 
 fn clip8(acc: i32) -> u8 {
@@ -598,14 +508,7 @@ fn vertical_first(w: usize, h: usize, new_w: usize, new_h: usize) -> bool {
 }
 
 /// [`resize_bicubic`] of `bands` interleaved 8-bit bands.
-fn resize_bicubic_bands(
-    src: &[u8],
-    bands: usize,
-    w: usize,
-    h: usize,
-    new_w: usize,
-    new_h: usize,
-) -> Vec<u8> {
+fn resize_bicubic_bands(src: &[u8], bands: usize, w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
     if vertical_first(w, h, new_w, new_h) {
         let tall = resize_vertical(src.to_vec(), bands, w, h, new_h);
         resize_horizontal(tall, bands, w, new_h, new_w)
@@ -670,29 +573,15 @@ fn resize_vertical(src: Vec<u8>, bands: usize, w: usize, h: usize, new_h: usize)
 /// weights in f64, each sum rounded half away from zero, then stored byte by byte with each
 /// byte clipped to 0–255 (a sum above 65,535 keeps its low byte under a high byte of 255).
 fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u16> {
-    fn pass(
-        src: &[u16],
-        len: usize,
-        count: usize,
-        stride: usize,
-        step: usize,
-        new_len: usize,
-    ) -> Vec<u16> {
+    fn pass(src: &[u16], len: usize, count: usize, stride: usize, step: usize, new_len: usize) -> Vec<u16> {
         // `count` lines of `len` samples, `step` apart within a line, `stride` between lines.
         let taps = coefficients(len, new_len);
         let mut out = vec![0u16; count * new_len];
         for line in 0..count {
             for (i, (min, k)) in taps.iter().enumerate() {
-                let ss: f64 = k
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &kw)| f64::from(src[line * stride + (min + j) * step]) * kw)
-                    .sum();
-                let v = if ss >= 0.0 {
-                    (ss + 0.5) as i64
-                } else {
-                    (ss - 0.5) as i64
-                };
+                let ss: f64 =
+                    k.iter().enumerate().map(|(j, &kw)| f64::from(src[line * stride + (min + j) * step]) * kw).sum();
+                let v = if ss >= 0.0 { (ss + 0.5) as i64 } else { (ss - 0.5) as i64 };
                 let byte = |b: i64| b.clamp(0, 255) as u16;
                 out[line * new_len + i] = byte(v % 256) | byte(v >> 8) << 8;
             }
@@ -700,10 +589,7 @@ fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize
         out
     }
     let transpose = |src: &[u16], w: usize, h: usize| -> Vec<u16> {
-        (0..w)
-            .flat_map(|x| (0..h).map(move |y| (x, y)))
-            .map(|(x, y)| src[y * w + x])
-            .collect()
+        (0..w).flat_map(|x| (0..h).map(move |y| (x, y))).map(|(x, y)| src[y * w + x]).collect()
     };
     let horizontal = |src: &[u16], w: usize, h: usize| {
         if new_w == w {
@@ -729,17 +615,9 @@ fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize
 
 /// Pillow's `NEAREST` resize (an affine transform): output pixel x reads input
 /// `floor((x + 0.5) · in / out)`.
-fn resize_nearest(
-    src: &[u8],
-    bands: usize,
-    w: usize,
-    h: usize,
-    new_w: usize,
-    new_h: usize,
-) -> Vec<u8> {
-    let index = |x: usize, from: usize, to: usize| {
-        (((x as f64 + 0.5) * (from as f64 / to as f64)) as usize).min(from - 1)
-    };
+fn resize_nearest(src: &[u8], bands: usize, w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
+    let index =
+        |x: usize, from: usize, to: usize| (((x as f64 + 0.5) * (from as f64 / to as f64)) as usize).min(from - 1);
     let mut out = Vec::with_capacity(new_w * new_h * bands);
     for y in 0..new_h {
         let sy = index(y, h, new_h);
@@ -784,10 +662,7 @@ mod tests {
         for (a, b) in [(640, 224), (100, 224), (224, 224), (7, 3)] {
             for (_, k) in fixed_point(coefficients(a, b)) {
                 let sum: i64 = k.iter().map(|&w| w as i64).sum();
-                assert!(
-                    (sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64,
-                    "{a}->{b}: {sum}"
-                );
+                assert!((sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64, "{a}->{b}: {sum}");
             }
         }
     }

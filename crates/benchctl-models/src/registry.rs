@@ -80,7 +80,9 @@ impl ScoreHead {
 
     /// `itm`, `itc`, or the default head's own name.
     pub fn parse(name: &str) -> Option<Self> {
-        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc].into_iter().find(|h| h.name() == name)
+        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc]
+            .into_iter()
+            .find(|h| h.name() == name)
     }
 }
 
@@ -245,7 +247,9 @@ pub fn load(
         (Architecture::Clip, _) => Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?)),
         (Architecture::OpenClip, _) => Model::Dual(Box::new(clip_openai::load_open_clip(files, dtype, device)?)),
         (Architecture::Siglip, _) => Model::Dual(Box::new(SiglipEncoder::load(files, dtype, device)?)),
-        (Architecture::Blip, head) if head.is_fusion() => Model::Fusion(Box::new(blip::BlipItm::load(files, dtype, device)?)),
+        (Architecture::Blip, head) if head.is_fusion() => {
+            Model::Fusion(Box::new(blip::BlipItm::load(files, dtype, device)?))
+        }
         (Architecture::Blip, _) => Model::Dual(Box::new(blip::BlipItc::load(files, dtype, device)?)),
     })
 }
@@ -282,7 +286,10 @@ pub fn caption_limit(architecture: Architecture, files: &ModelFiles) -> Result<C
         Architecture::Clip | Architecture::OpenClip => {
             let context = match architecture {
                 Architecture::OpenClip => {
-                    crate::models::clip_openai::OpenClipFile::from_file(&files.config)?.clip_config().text_config.max_position_embeddings
+                    crate::models::clip_openai::OpenClipFile::from_file(&files.config)?
+                        .clip_config()
+                        .text_config
+                        .max_position_embeddings
                 }
                 _ => crate::models::clip::ClipConfig::from_file(&files.config)?.text_config.max_position_embeddings,
             };

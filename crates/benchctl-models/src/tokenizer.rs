@@ -47,7 +47,10 @@ fn special(inner: &tokenizers::Tokenizer, path: &Path, name: &str) -> Result<u32
 
 fn check_len(max_len: usize) -> Result<()> {
     if max_len < 2 {
-        return Err(Error::new(ErrorKind::Tokenizer, format!("use a context length of {max_len}: at least 2 is needed")));
+        return Err(Error::new(
+            ErrorKind::Tokenizer,
+            format!("use a context length of {max_len}: at least 2 is needed"),
+        ));
     }
     Ok(())
 }

@@ -36,7 +36,11 @@ fn settings_follow_huggingface_hub() {
     assert_eq!(s.cache_dir, std::path::Path::new("/data/hf/hub"));
     assert_eq!(s.token.as_deref(), Some("hf_x"));
     assert!(s.offline);
-    let s = HubSettings::from_vars(vars(&[("HF_HOME", "/data/hf"), ("HF_HUB_CACHE", "/fast/hub"), ("HF_HUB_OFFLINE", "0")]));
+    let s = HubSettings::from_vars(vars(&[
+        ("HF_HOME", "/data/hf"),
+        ("HF_HUB_CACHE", "/fast/hub"),
+        ("HF_HUB_OFFLINE", "0"),
+    ]));
     assert_eq!(s.cache_dir, std::path::Path::new("/fast/hub"));
     assert!(!s.offline);
 }
@@ -87,7 +91,10 @@ fn offline_without_the_files_says_what_is_missing() {
     let err = hub::from_hub("openai/clip-vit-base-patch32", "main", &settings).unwrap_err();
     assert_eq!(err.kind(), benchctl_models::ErrorKind::MissingFile);
     let msg = err.to_string();
-    assert!(msg.contains("config.json of openai/clip-vit-base-patch32@main") && msg.contains("HF_HUB_OFFLINE"), "{msg}");
+    assert!(
+        msg.contains("config.json of openai/clip-vit-base-patch32@main") && msg.contains("HF_HUB_OFFLINE"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -105,20 +112,19 @@ fn every_zoo_entry_is_pinned_and_resolves_offline_in_its_layout() {
     let layout = entry.architecture.layout();
     assert_eq!(layout, hub::OPEN_CLIP_LAYOUT);
     let cache = tempfile::tempdir().unwrap();
-    let snapshot = cache
-        .path()
-        .join(format!("models--{}", entry.repo.replace('/', "--")))
-        .join("snapshots")
-        .join(entry.revision);
+    let snapshot =
+        cache.path().join(format!("models--{}", entry.repo.replace('/', "--"))).join("snapshots").join(entry.revision);
     std::fs::create_dir_all(&snapshot).unwrap();
     for file in layout.files() {
         std::fs::copy(fixture_model("openclip-tiny").join(file), snapshot.join(file)).unwrap();
     }
-    let settings = HubSettings::from_vars(vars(&[("HF_HUB_CACHE", cache.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")]));
+    let settings =
+        HubSettings::from_vars(vars(&[("HF_HUB_CACHE", cache.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")]));
     let files = hub::from_hub_with(entry.repo, entry.revision, layout, &settings).unwrap();
     assert!(files.weights.ends_with("open_clip_model.safetensors"));
     let head = registry::choose_head(entry.architecture, None).unwrap();
-    let model = registry::load(entry.architecture, head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    let model =
+        registry::load(entry.architecture, head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
     assert!(matches!(model, benchctl_models::Model::Dual(_)));
 }
 
@@ -147,9 +153,16 @@ fn an_openclip_config_with_an_unsupported_tower_is_named() {
         std::fs::copy(fixture_model("openclip-tiny").join(file), dir.path().join(file)).unwrap();
     }
     let config = dir.path().join("open_clip_config.json");
-    let text = std::fs::read_to_string(&config).unwrap().replace("\"head_width\": 32", "\"head_width\": 32, \"attentional_pool\": true");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("\"head_width\": 32", "\"head_width\": 32, \"attentional_pool\": true");
     std::fs::write(&config, text).unwrap();
     let files = hub::from_dir(dir.path()).unwrap();
-    let err = benchctl_models::models::clip_openai::load_open_clip(&files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap_err();
+    let err = benchctl_models::models::clip_openai::load_open_clip(
+        &files,
+        candle_core::DType::F32,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("model_cfg.vision_cfg.attentional_pool = true is not supported"), "{err}");
 }

@@ -66,11 +66,16 @@ fn malformed_configs_are_named() {
     assert_eq!(err.kind(), ErrorKind::BadConfig);
     assert!(err.to_string().contains("config.json"), "{err}");
 
-    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_act": "swish"}, "vision_config": {}}"#).unwrap();
+    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_act": "swish"}, "vision_config": {}}"#)
+        .unwrap();
     let err = load(dir.path()).unwrap_err();
     assert!(err.to_string().contains("text_config.hidden_act") && err.to_string().contains("swish"), "{err}");
 
-    std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_size": 30, "num_attention_heads": 4}, "vision_config": {}}"#).unwrap();
+    std::fs::write(
+        dir.path().join("config.json"),
+        r#"{"text_config": {"hidden_size": 30, "num_attention_heads": 4}, "vision_config": {}}"#,
+    )
+    .unwrap();
     let err = load(dir.path()).unwrap_err();
     assert!(err.to_string().contains("not a multiple of num_attention_heads"), "{err}");
 }
@@ -122,6 +127,9 @@ fn caption_limits_report_what_the_tokenizers_cut() {
         let long: String = (0..3 * limit.context).map(|_| "cube").collect::<Vec<_>>().join(" ");
         assert!(limit.tokens_cut(&long).unwrap() > 0, "{fixture}");
         let longer = format!("{long} cube cube");
-        assert!(limit.tokens_cut(&longer).unwrap() > limit.tokens_cut(&long).unwrap(), "{fixture}: every extra token counts");
+        assert!(
+            limit.tokens_cut(&longer).unwrap() > limit.tokens_cut(&long).unwrap(),
+            "{fixture}: every extra token counts"
+        );
     }
 }

@@ -14,7 +14,8 @@ fn diffs(ours: &[f32], expected: &[f32]) -> (f32, f32) {
 #[test]
 fn generated_pngs_match_torchvision_exactly() {
     // Awkward sizes: downscales both ways, an odd crop offset, an upscale, a no-op resize.
-    let expected = candle_core::safetensors::load(model_fixture("preprocess/expected.safetensors"), &Device::Cpu).unwrap();
+    let expected =
+        candle_core::safetensors::load(model_fixture("preprocess/expected.safetensors"), &Device::Cpu).unwrap();
     assert_eq!(expected.len(), 5);
     let prep = Preprocessor::openai_clip(224);
     for (name, tensor) in &expected {
@@ -30,7 +31,8 @@ fn generated_pngs_match_torchvision_exactly() {
 fn square_stretch_matches_siglip_and_blip_image_processors() {
     // transformers' PIL processors: both sides resized (bicubic), no crop, then normalised.
     use benchctl_models::preprocess::{HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
-    let expected = candle_core::safetensors::load(model_fixture("preprocess/square_resize.safetensors"), &Device::Cpu).unwrap();
+    let expected =
+        candle_core::safetensors::load(model_fixture("preprocess/square_resize.safetensors"), &Device::Cpu).unwrap();
     assert_eq!(expected.len(), 6);
     for (key, tensor) in &expected {
         let (family, name) = key.split_once('/').unwrap();
@@ -96,7 +98,8 @@ fn hf_layout_follows_transformers_image_processors() {
     // Dropping the alpha instead of compositing it is visibly wrong on the RGBA image.
     let rgba = image::open(dir.join("rgba_71x130.png")).unwrap().to_rgb8();
     let prep = Preprocessor::from_hf_config(&dir.join("siglip32.json"), &defaults("siglip32")).unwrap();
-    let (max, _) = diffs(&prep.apply(&rgba), &expected["siglip32/rgba_71x130"].flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    let (max, _) =
+        diffs(&prep.apply(&rgba), &expected["siglip32/rgba_71x130"].flatten_all().unwrap().to_vec1::<f32>().unwrap());
     assert!(max > 0.1, "alpha compositing matters ({max})");
 }
 

@@ -12,7 +12,9 @@ fn matches_stock_candle_clip_on_full_size_vit_b32() {
     let device = Device::Cpu;
     let varmap = VarMap::new();
     // Tensors the stock model would otherwise invent without storing them.
-    varmap.get(768, "vision_model.embeddings.class_embedding", Init::Randn { mean: 0.0, stdev: 1.0 }, DType::F32, &device).unwrap();
+    varmap
+        .get(768, "vision_model.embeddings.class_embedding", Init::Randn { mean: 0.0, stdev: 1.0 }, DType::F32, &device)
+        .unwrap();
     varmap.get((), "logit_scale", Init::Const(2.6592), DType::F32, &device).unwrap();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, &device);
     let reference = stock::ClipModel::new(vb, &stock::ClipConfig::vit_base_patch32()).unwrap();
@@ -35,7 +37,17 @@ fn matches_stock_candle_clip_on_full_size_vit_b32() {
 }
 
 fn assert_close(a: &Tensor, b: &Tensor, what: &str) {
-    let scale = b.abs().unwrap().max_keepdim(1).unwrap().max_keepdim(0).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()[0];
+    let scale = b
+        .abs()
+        .unwrap()
+        .max_keepdim(1)
+        .unwrap()
+        .max_keepdim(0)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap()[0];
     let diff = (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
     eprintln!("{what}: max abs diff {diff} (max magnitude {scale})");
     assert!(diff <= 1e-4 * scale.max(1.0), "{what}: max abs diff {diff} at magnitude {scale}");

@@ -127,10 +127,7 @@ fn quantise(rows: &[f32], dim: usize, what: &str) -> Result<Quantised> {
             loop {
                 let mut squares = 0i64;
                 for (slot, &x) in slots.iter_mut().zip(row) {
-                    let q = (x / scale)
-                        .round()
-                        .clamp(-(i16::MAX as f32), i16::MAX as f32)
-                        as i16;
+                    let q = (x / scale).round().clamp(-(i16::MAX as f32), i16::MAX as f32) as i16;
                     *slot = q;
                     squares += q as i64 * q as i64;
                 }
@@ -164,19 +161,17 @@ fn quantise(rows: &[f32], dim: usize, what: &str) -> Result<Quantised> {
 fn pack_panels(g: &Quantised, rows: usize) -> Vec<i16> {
     let pairs = g.width / 2;
     let mut out = vec![0i16; rows.div_ceil(PANEL_ROWS) * pairs * PANEL_ROWS * 2];
-    out.par_chunks_mut(pairs * PANEL_ROWS * 2)
-        .enumerate()
-        .for_each(|(panel, packed)| {
-            for within in 0..PANEL_ROWS.min(rows - panel * PANEL_ROWS) {
-                let r = panel * PANEL_ROWS + within;
-                let source = &g.values[r * g.width..(r + 1) * g.width];
-                for t in 0..pairs {
-                    let at = t * PANEL_ROWS * 2 + within * 2;
-                    packed[at] = source[2 * t];
-                    packed[at + 1] = source[2 * t + 1];
-                }
+    out.par_chunks_mut(pairs * PANEL_ROWS * 2).enumerate().for_each(|(panel, packed)| {
+        for within in 0..PANEL_ROWS.min(rows - panel * PANEL_ROWS) {
+            let r = panel * PANEL_ROWS + within;
+            let source = &g.values[r * g.width..(r + 1) * g.width];
+            for t in 0..pairs {
+                let at = t * PANEL_ROWS * 2 + within * 2;
+                packed[at] = source[2 * t];
+                packed[at + 1] = source[2 * t + 1];
             }
-        });
+        }
+    });
     out
 }
 
@@ -440,11 +435,7 @@ fn classify_body<const FUSED: bool>(
         inside |= if a >= band.0 && a < band.1 { bit } else { 0 };
         contend |= if a >= cut { bit } else { 0 };
     }
-    Lanes {
-        above: above & valid,
-        band: inside & valid,
-        contend: contend & valid,
-    }
+    Lanes { above: above & valid, band: inside & valid, contend: contend & valid }
 }
 
 per_tier!(fn classify = classify_body(
@@ -507,21 +498,13 @@ pub fn rank_gallery_on(
     }
     let (n_queries, n_gallery) = (queries.len() / dim, gallery.len() / dim);
     if !altered.is_empty() && altered.len() != n_gallery {
-        return Err(Error::new(format!(
-            "{} altered flags for a gallery of {n_gallery}",
-            altered.len()
-        )));
+        return Err(Error::new(format!("{} altered flags for a gallery of {n_gallery}", altered.len())));
     }
     if n_gallery == 0 {
         // Nothing to rank against: the row-wise definition says what that means.
-        return (0..n_queries)
-            .map(|q| query_outcome_with(&[], &matches(q), altered, ties))
-            .collect();
+        return (0..n_queries).map(|q| query_outcome_with(&[], &matches(q), altered, ties)).collect();
     }
-    let (q, g) = (
-        quantise(queries, dim, "query")?,
-        quantise(gallery, dim, "gallery")?,
-    );
+    let (q, g) = (quantise(queries, dim, "query")?, quantise(gallery, dim, "gallery")?);
     let panels = pack_panels(&g, n_gallery);
     let tile = tile_kernel(tier);
     let dot = |a: &[f32], b: &[f32]| dot_on(tier, a, b);
@@ -544,16 +527,11 @@ pub fn rank_gallery_on(
                 return Err(Error::new("a query needs at least one matching candidate"));
             }
             if let Some(&c) = these.iter().find(|&&c| c >= n_gallery) {
-                return Err(Error::new(format!(
-                    "matching candidate {c} is outside a gallery of {n_gallery}"
-                )));
+                return Err(Error::new(format!("matching candidate {c} is outside a gallery of {n_gallery}")));
             }
             these.sort_unstable();
             these.dedup();
-            let scored: Vec<f32> = these
-                .iter()
-                .map(|&c| dot(row(queries, dim, a), row(gallery, dim, c)))
-                .collect();
+            let scored: Vec<f32> = these.iter().map(|&c| dot(row(queries, dim, a), row(gallery, dim, c))).collect();
             let threshold = scored.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let first_match = these.iter().zip(&scored).find(|&(_, &s)| s == threshold).map_or(0, |(&c, _)| c);
             // The last two terms cover rounding the norms (f64) and fp32 underflow.
@@ -576,7 +554,8 @@ pub fn rank_gallery_on(
                 contenders: [Vec::new(), Vec::new()],
             });
             matched.push(scored.iter().filter(|&&s| s >= threshold).count());
-            matches_tied_after.push(these.iter().zip(&scored).filter(|&(&c, &s)| c > first_match && s == threshold).count());
+            matches_tied_after
+                .push(these.iter().zip(&scored).filter(|&(&c, &s)| c > first_match && s == threshold).count());
         }
         // This task's integers, packed per micro-tile (zero rows pad the last).
         let tiles = count.div_ceil(TILE_QUERIES);
@@ -589,34 +568,16 @@ pub fn rank_gallery_on(
         let mut approx = [0f32; PANEL_ROWS];
         for (p, panel) in panels.chunks_exact(pairs * PANEL_ROWS * 2).enumerate() {
             let rows = PANEL_ROWS.min(n_gallery - p * PANEL_ROWS);
-            let valid = if rows == PANEL_ROWS {
-                u32::MAX
-            } else {
-                (1u32 << rows) - 1
-            };
+            let valid = if rows == PANEL_ROWS { u32::MAX } else { (1u32 << rows) - 1 };
             let mut scales = [0f32; PANEL_ROWS];
             scales[..rows].copy_from_slice(&g.scale[p * PANEL_ROWS..p * PANEL_ROWS + rows]);
             for t in 0..tiles {
-                tile(
-                    &ints[t * TILE_QUERIES * pairs..],
-                    width,
-                    panel,
-                    &mut products,
-                );
+                tile(&ints[t * TILE_QUERIES * pairs..], width, panel, &mut products);
                 for (i, sums) in products.iter().enumerate().take(count - t * TILE_QUERIES) {
                     let a = t * TILE_QUERIES + i;
                     let state = &mut states[a];
                     let cut = state.cut[0].min(state.cut[1]);
-                    let found = classify(
-                        tier,
-                        sums,
-                        &scales,
-                        q.scale[first + a],
-                        state.band,
-                        cut,
-                        valid,
-                        &mut approx,
-                    );
+                    let found = classify(tier, sums, &scales, q.scale[first + a], state.band, cut, valid, &mut approx);
                     state.at_or_above += found.above.count_ones() as usize;
                     for j in lanes(found.band) {
                         state.in_band(
@@ -626,11 +587,7 @@ pub fn rank_gallery_on(
                     }
                     for j in lanes(found.contend) {
                         let c = p * PANEL_ROWS + j;
-                        state.contend(
-                            approx[j],
-                            c,
-                            altered.get(c).copied().unwrap_or(false) as usize,
-                        );
+                        state.contend(approx[j], c, altered.get(c).copied().unwrap_or(false) as usize);
                     }
                 }
             }
@@ -641,22 +598,24 @@ pub fn rank_gallery_on(
             .enumerate()
             .map(|(i, (s, (&matched, &matches_tied_after)))| {
                 let exact = |c: usize| dot(row(queries, dim, first + i), row(gallery, dim, c));
-                let ((altered_best, altered_at), (other_best, other_at)) = (s.best_exact(1, exact), s.best_exact(0, exact));
+                let ((altered_best, altered_at), (other_best, other_at)) =
+                    (s.best_exact(1, exact), s.best_exact(0, exact));
                 match ties {
-                    Ties::Strict => QueryOutcome { rank: s.at_or_above - matched, top1_altered: altered_best >= other_best },
+                    Ties::Strict => {
+                        QueryOutcome { rank: s.at_or_above - matched, top1_altered: altered_best >= other_best }
+                    }
                     // Tied candidates after the first best match rank behind it; the top-1 is
                     // the first candidate at the highest score.
                     Ties::First => QueryOutcome {
                         rank: s.at_or_above - matched - (s.tied_after - matches_tied_after),
-                        top1_altered: altered_best > other_best || (altered_best == other_best && altered_at < other_at),
+                        top1_altered: altered_best > other_best
+                            || (altered_best == other_best && altered_at < other_at),
                     },
                 }
             })
             .collect())
     };
-    let per_task: Vec<Vec<QueryOutcome>> = (0..n_queries.div_ceil(TASK_QUERIES))
-        .into_par_iter()
-        .map(task_outcomes)
-        .collect::<Result<_>>()?;
+    let per_task: Vec<Vec<QueryOutcome>> =
+        (0..n_queries.div_ceil(TASK_QUERIES)).into_par_iter().map(task_outcomes).collect::<Result<_>>()?;
     Ok(per_task.into_iter().flatten().collect())
 }

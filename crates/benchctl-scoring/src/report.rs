@@ -33,10 +33,7 @@ impl Report {
 
     /// The group of a breakdown, e.g. `("collapsed_tag", "Object")`.
     pub fn group(&self, key: &str, value: &str) -> Option<&Group> {
-        self.breakdowns
-            .iter()
-            .find(|b| b.key == key)
-            .and_then(|b| b.groups.iter().find(|g| g.value == value))
+        self.breakdowns.iter().find(|b| b.key == key).and_then(|b| b.groups.iter().find(|g| g.value == value))
     }
 
     /// `{"items": N, "metrics": {..}, "breakdowns": {key: {value: {"items": n, metric: v}}}}`,

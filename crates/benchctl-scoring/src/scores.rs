@@ -174,10 +174,7 @@ impl ScoreTensor {
             )));
         }
         if let Some(pos) = values.iter().position(|v| v.is_nan()) {
-            return Err(Error::new(format!(
-                "score of item {} at position {pos} is NaN",
-                self.shapes.len()
-            )));
+            return Err(Error::new(format!("score of item {} at position {pos} is NaN", self.shapes.len())));
         }
         if self.kind == ScoreKind::Logit {
             if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
@@ -212,7 +209,12 @@ impl ScoreTensor {
         let (images, texts) = self.shapes[index];
         let start = self.offsets[index];
         let range = start..start + images * texts;
-        ScoreMatrix { images, texts, values: &self.values[range.clone()], exact: self.exact.as_ref().map(|e| &e[range]) }
+        ScoreMatrix {
+            images,
+            texts,
+            values: &self.values[range.clone()],
+            exact: self.exact.as_ref().map(|e| &e[range]),
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = ScoreMatrix<'_>> + '_ {
@@ -222,11 +224,7 @@ impl ScoreTensor {
     /// Checks that item i's scores have the shape of truth i.
     pub fn check_against(&self, truths: &[&Truth]) -> Result<()> {
         if truths.len() != self.len() {
-            return Err(Error::new(format!(
-                "{} items need scores, got scores for {}",
-                truths.len(),
-                self.len()
-            )));
+            return Err(Error::new(format!("{} items need scores, got scores for {}", truths.len(), self.len())));
         }
         for (i, (truth, shape)) in truths.iter().zip(&self.shapes).enumerate() {
             if (truth.images(), truth.texts()) != *shape {

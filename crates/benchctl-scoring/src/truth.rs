@@ -14,9 +14,7 @@ impl Truth {
     /// A K×L truth matrix from row-major flags.
     pub fn new(images: usize, texts: usize, matches: Vec<bool>) -> Result<Self> {
         if images == 0 || texts == 0 {
-            return Err(Error::new(format!(
-                "an item needs at least one image and one text, got {images}×{texts}"
-            )));
+            return Err(Error::new(format!("an item needs at least one image and one text, got {images}×{texts}")));
         }
         if matches.len() != images * texts {
             return Err(Error::new(format!(

@@ -6,8 +6,8 @@
 use benchctl_cpu::Tier;
 use benchctl_scoring::gallery::{dot, dot_on, rank_gallery, rank_gallery_on};
 use benchctl_scoring::metrics::retrieval::{query_outcome, query_outcome_with, QueryOutcome};
-use benchctl_scoring::metrics::Ties;
 use benchctl_scoring::metrics::stats::SplitMix64;
+use benchctl_scoring::metrics::Ties;
 
 /// Reproducible draws from the crate's own generator.
 struct Rng(SplitMix64);
@@ -83,25 +83,19 @@ fn check(
 fn random_galleries_of_awkward_sizes_rank_as_their_score_rows() {
     let mut rng = Rng::new(7);
     // The last case's 1,300 queries span three parallel tasks.
-    for &(n_queries, n_gallery, dim) in &[(1, 1, 1), (13, 33, 24), (250, 97, 512), (37, 300, 37), (245, 64, 768), (1300, 45, 24)] {
+    for &(n_queries, n_gallery, dim) in
+        &[(1, 1, 1), (13, 33, 24), (250, 97, 512), (37, 300, 37), (245, 64, 768), (1300, 45, 24)]
+    {
         let queries = normalised_rows(&mut rng, n_queries, dim);
         let gallery = normalised_rows(&mut rng, n_gallery, dim);
-        let matches: Vec<Vec<usize>> = (0..n_queries)
-            .map(|_| {
-                (0..1 + rng.below(5))
-                    .map(|_| rng.below(n_gallery))
-                    .collect()
-            })
-            .collect();
+        let matches: Vec<Vec<usize>> =
+            (0..n_queries).map(|_| (0..1 + rng.below(5)).map(|_| rng.below(n_gallery)).collect()).collect();
         let altered: Vec<bool> = (0..n_gallery).map(|_| rng.below(3) == 0).collect();
         let outcomes = check(&queries, &gallery, dim, &|q| matches[q].clone(), &altered);
         check(&queries, &gallery, dim, &|q| matches[q].clone(), &[]);
         if n_gallery > 30 {
             // Not a trivial comparison: the ranks spread over the gallery.
-            assert!(
-                outcomes.iter().map(|o| o.rank).max().unwrap() > n_gallery / 4,
-                "{outcomes:?}"
-            );
+            assert!(outcomes.iter().map(|o| o.rank).max().unwrap() > n_gallery / 4, "{outcomes:?}");
             assert!(outcomes.iter().any(|o| o.rank == 0 || o.top1_altered));
         }
     }
@@ -132,13 +126,7 @@ fn exact_ties_count_against_the_model() {
     // top-1 counts as altered (a tie with the altered copy).
     let query: Vec<f32> = gallery[5 * dim..6 * dim].to_vec();
     let top = check(&query, &gallery, dim, &|_| vec![5], &altered);
-    assert_eq!(
-        top,
-        vec![QueryOutcome {
-            rank: 2,
-            top1_altered: true
-        }]
-    );
+    assert_eq!(top, vec![QueryOutcome { rank: 2, top1_altered: true }]);
 }
 
 #[test]
@@ -155,11 +143,7 @@ fn near_ties_below_the_quantisation_step_are_decided_by_the_fp32_scores() {
             let mut row = base[r * dim..(r + 1) * dim].to_vec();
             for _ in 0..nudges {
                 let i = rng.below(dim);
-                row[i] = if up {
-                    row[i].next_up()
-                } else {
-                    row[i].next_down()
-                };
+                row[i] = if up { row[i].next_up() } else { row[i].next_down() };
             }
             gallery.extend(row);
         }
@@ -173,10 +157,7 @@ fn near_ties_below_the_quantisation_step_are_decided_by_the_fp32_scores() {
     let near: Vec<f32> = base.iter().take(10 * dim).map(|x| x * 0.999).collect();
     let top = check(&near, &gallery, dim, &|q| vec![q], &altered);
     assert!(top.iter().all(|o| o.rank <= 4), "{top:?}");
-    assert!(
-        top.iter().any(|o| o.rank > 0),
-        "some nudged copy outscores its original: {top:?}"
-    );
+    assert!(top.iter().any(|o| o.rank > 0), "some nudged copy outscores its original: {top:?}");
     assert_eq!(outcomes.len(), 30);
 }
 
@@ -189,25 +170,15 @@ fn rows_of_very_different_magnitudes_and_sparse_rows_rank_exactly() {
         let scale = [1e-3f32, 1.0, 1e3][r % 3];
         let row: Vec<f32> = match r % 5 {
             // One-hot, and all zeros: a scale with nothing to quantise.
-            0 => (0..dim)
-                .map(|i| if i == r % dim { scale } else { 0.0 })
-                .collect(),
+            0 => (0..dim).map(|i| if i == r % dim { scale } else { 0.0 }).collect(),
             1 => vec![0.0; dim],
             _ => (0..dim).map(|_| rng.unit() * scale).collect(),
         };
         gallery.extend(row);
     }
-    let queries: Vec<f32> = (0..25 * dim)
-        .map(|i| if i % 7 == 0 { 0.0 } else { rng.unit() * 10.0 })
-        .collect();
+    let queries: Vec<f32> = (0..25 * dim).map(|i| if i % 7 == 0 { 0.0 } else { rng.unit() * 10.0 }).collect();
     let altered: Vec<bool> = (0..70).map(|c| c % 4 == 1).collect();
-    check(
-        &queries,
-        &gallery,
-        dim,
-        &|q| vec![q * 2, (q * 3 + 1) % 70],
-        &altered,
-    );
+    check(&queries, &gallery, dim, &|q| vec![q * 2, (q * 3 + 1) % 70], &altered);
 }
 
 #[test]
@@ -244,8 +215,9 @@ fn bad_embeddings_and_matches_are_named() {
     assert!(err(rank_gallery(&bad, &good, 4, &|_| vec![0], &[], Ties::Strict)).contains("query embedding 1"));
     assert!(err(rank_gallery(&good, &good, 4, &|_| vec![2], &[], Ties::Strict))
         .contains("matching candidate 2 is outside a gallery of 2"));
-    assert!(err(rank_gallery(&good, &good, 4, &|_| vec![], &[], Ties::Strict))
-        .contains("at least one matching candidate"));
+    assert!(
+        err(rank_gallery(&good, &good, 4, &|_| vec![], &[], Ties::Strict)).contains("at least one matching candidate")
+    );
     assert!(err(rank_gallery(&good, &good, 4, &|_| vec![0], &[true], Ties::Strict))
         .contains("1 altered flags for a gallery of 2"));
     assert!(err(rank_gallery(&good, &good, 3, &|_| vec![0], &[], Ties::Strict)).contains("rows of width 3"));
@@ -256,7 +228,9 @@ fn bad_embeddings_and_matches_are_named() {
 /// and the top-1 is the first candidate at the highest score.
 #[test]
 fn ties_first_orders_tied_candidates_by_index() {
-    let first = |scores: &[f32], matches: &[usize], altered: &[bool]| query_outcome_with(scores, matches, altered, Ties::First).unwrap();
+    let first = |scores: &[f32], matches: &[usize], altered: &[bool]| {
+        query_outcome_with(scores, matches, altered, Ties::First).unwrap()
+    };
     // Candidates 1 and 3 tie with the match (2) at 0.7: only 1 comes before it.
     assert_eq!(first(&[0.1, 0.7, 0.7, 0.7, 0.9], &[2], &[]).rank, 2);
     assert_eq!(query_outcome(&[0.1, 0.7, 0.7, 0.7, 0.9], &[2], &[]).unwrap().rank, 3);
@@ -267,7 +241,10 @@ fn ties_first_orders_tied_candidates_by_index() {
     let altered = [false, true, false];
     assert!(!first(&[0.9, 0.9, 0.1], &[2], &altered).top1_altered);
     assert!(first(&[0.1, 0.9, 0.9], &[0], &altered).top1_altered);
-    assert!(query_outcome(&[0.9, 0.9, 0.1], &[2], &altered).unwrap().top1_altered, "strict: a tie goes to the altered one");
+    assert!(
+        query_outcome(&[0.9, 0.9, 0.1], &[2], &altered).unwrap().top1_altered,
+        "strict: a tie goes to the altered one"
+    );
 }
 
 /// Galleries built with exact duplicates (identical rows score identically) rank under
@@ -283,7 +260,10 @@ fn ties_first_on_duplicated_gallery_rows_matches_the_rows() {
     // Query q matches the second copy of its row: the first copy ties with it and comes first.
     let strict = check(&base, &gallery, dim, &|q| vec![2 * q + 1], &altered);
     let first = rank_gallery(&base, &gallery, dim, &|q| vec![2 * q + 1], &altered, Ties::First).unwrap();
-    assert!(strict.iter().zip(&first).all(|(s, f)| s.rank == f.rank), "the tied copy comes before the match either way");
+    assert!(
+        strict.iter().zip(&first).all(|(s, f)| s.rank == f.rank),
+        "the tied copy comes before the match either way"
+    );
     // Matching the first copy: strict counts the tied second copy, first does not.
     let strict = check(&base, &gallery, dim, &|q| vec![2 * q], &altered);
     let first = rank_gallery(&base, &gallery, dim, &|q| vec![2 * q], &altered, Ties::First).unwrap();

@@ -64,7 +64,12 @@ fn tags(collapsed: &str, secondary: &[&str]) -> Tags {
 #[test]
 fn evaluate_reports_percentages_and_breakdowns() {
     let truth = Truth::diagonal(2);
-    let items_tags = [tags("Object", &["Symbolic"]), tags("Object", &[]), tags("Relation", &["Symbolic", "Series"]), tags("Both", &[])];
+    let items_tags = [
+        tags("Object", &["Symbolic"]),
+        tags("Object", &[]),
+        tags("Relation", &["Symbolic", "Series"]),
+        tags("Both", &[]),
+    ];
     let mut scores = ScoreTensor::new();
     scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap(); // text, image, group
     scores.push(2, 2, &wino(0.9, 0.7, 0.2, 0.5)).unwrap(); // text only
@@ -78,7 +83,10 @@ fn evaluate_reports_percentages_and_breakdowns() {
     assert_eq!(report.metric("group_score"), Some(25.0));
     let object = report.group("collapsed_tag", "Object").unwrap();
     assert_eq!(object.items, 2);
-    assert_eq!(object.metrics, vec![("text_score".into(), 100.0), ("image_score".into(), 50.0), ("group_score".into(), 50.0)]);
+    assert_eq!(
+        object.metrics,
+        vec![("text_score".into(), 100.0), ("image_score".into(), 50.0), ("group_score".into(), 50.0)]
+    );
     let both = report.group("collapsed_tag", "Both").unwrap();
     assert_eq!((both.items, both.metrics[2].1), (1, 0.0));
     // An item with two secondary tags counts in both groups; items without one in none.
@@ -133,7 +141,12 @@ fn pairwise_accuracy_with_micro_and_macro_averages() {
     scores.push(1, 2, &[0.2, 0.7]).unwrap(); // miss
     scores.push(1, 2, &[0.5, 0.4]).unwrap(); // hit
     let views: Vec<ItemView> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
-    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece"), ..Summary::of(MetricFamily::Pairwise) };
+    let summary = Summary {
+        family: MetricFamily::Pairwise,
+        breakdown_keys: &["piece"],
+        macro_over: Some("piece"),
+        ..Summary::of(MetricFamily::Pairwise)
+    };
     let report = evaluate(summary, &scores, &views).unwrap();
     // Micro: 2 of 4 items. Macro: mean of plurals 1/3 and existence 1/1.
     assert_eq!(report.metric("acc_r"), Some(50.0));
@@ -159,7 +172,12 @@ fn choice_accuracy_in_both_directions_ties_missing() {
         ItemView { truth: &t2i, tags: &a },
         ItemView { truth: &t2i, tags: &b },
     ];
-    let summary = Summary { family: MetricFamily::Choice, breakdown_keys: &["subset"], macro_over: Some("subset"), ..Summary::of(MetricFamily::Choice) };
+    let summary = Summary {
+        family: MetricFamily::Choice,
+        breakdown_keys: &["subset"],
+        macro_over: Some("subset"),
+        ..Summary::of(MetricFamily::Choice)
+    };
     let report = evaluate(summary, &scores, &views).unwrap();
     // Each direction averages only its own items.
     assert_eq!(report.metric("i2t_accuracy"), Some(50.0));
@@ -194,7 +212,12 @@ fn eqsim_deviation_with_mean_and_quartiles() {
         ItemView { truth: &truth, tags: &a },
         ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary { family: MetricFamily::Equivariance, breakdown_keys: &["split"], macro_over: Some("split"), ..Summary::of(MetricFamily::Equivariance) };
+    let summary = Summary {
+        family: MetricFamily::Equivariance,
+        breakdown_keys: &["split"],
+        macro_over: Some("split"),
+        ..Summary::of(MetricFamily::Equivariance)
+    };
     let report = evaluate(summary, &scores, &views).unwrap();
     assert_eq!(report.metric("eqsim_deviation_mean"), Some(7.0 / 4.0));
     // Sorted 0, 1, 2, 4: q1 at position 0.75 → 0.75; median at 1.5 → 1.5; q3 at 2.25 → 2.5.
@@ -260,7 +283,12 @@ fn valse_probability_metrics() {
         ItemView { truth: &truth, tags: &b },
         ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary { family: MetricFamily::Pairwise, breakdown_keys: &["piece"], macro_over: Some("piece"), ..Summary::of(MetricFamily::Pairwise) };
+    let summary = Summary {
+        family: MetricFamily::Pairwise,
+        breakdown_keys: &["piece"],
+        macro_over: Some("piece"),
+        ..Summary::of(MetricFamily::Pairwise)
+    };
     let report = evaluate(summary, &scores, &views).unwrap();
     assert_eq!(report.metric("acc_r"), Some(75.0));
     assert_eq!(report.metric("p_c"), Some(50.0));
@@ -270,7 +298,9 @@ fn valse_probability_metrics() {
     assert_eq!(report.metric("min"), Some(50.0));
     let plurals = report.group("piece", "plurals").unwrap();
     // plurals: p_c 100, p_f 50 → acc 75, min 50.
-    assert!(plurals.metrics.contains(&("acc".to_string(), 75.0)) && plurals.metrics.contains(&("min".to_string(), 50.0)));
+    assert!(
+        plurals.metrics.contains(&("acc".to_string(), 75.0)) && plurals.metrics.contains(&("min".to_string(), 50.0))
+    );
     // existence: p_c 0 (0.5 and 0.3), p_f 100 → min 0; macro min = (50 + 0) / 2.
     assert_eq!(report.metric("min_macro"), Some(25.0));
 
@@ -290,7 +320,13 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     const AVERAGE: SubsetAverage<'static> = SubsetAverage {
         name: "paper_avg",
         key: "split",
-        subsets: &[("ag", &["ag"]), ("yc", &["yc"]), ("gebc", &["gebc"]), ("kubric", &["k1", "k2", "k3"]), ("sd", &["sd"])],
+        subsets: &[
+            ("ag", &["ag"]),
+            ("yc", &["yc"]),
+            ("gebc", &["gebc"]),
+            ("kubric", &["k1", "k2", "k3"]),
+            ("sd", &["sd"]),
+        ],
         metrics: &["text_score", "image_score", "group_score"],
     };
     let summary = Summary {
@@ -303,8 +339,8 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     let right = wino(0.9, 0.1, 0.2, 0.8); // text, image, group all hit
     let text_only = wino(0.9, 0.7, 0.2, 0.5); // text hit only
     let wrong = wino(0.1, 0.9, 0.8, 0.2); // all miss
-    // (split, items): ag 2 of 2 right; yc 1 right of 2; gebc 1 text-only; k1 right, k2 wrong,
-    // k3 text-only (one item each); sd 1 wrong.
+                                          // (split, items): ag 2 of 2 right; yc 1 right of 2; gebc 1 text-only; k1 right, k2 wrong,
+                                          // k3 text-only (one item each); sd 1 wrong.
     let layout: [(&str, &[&Vec<f32>]); 7] = [
         ("ag", &[&right, &right]),
         ("yc", &[&right, &wrong]),
@@ -333,7 +369,7 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     let avg = report.metric("paper_avg").unwrap();
     assert!((avg - fifteen / 15.0).abs() < 1e-12, "{avg}");
     assert!((avg - 45.555_555_556).abs() < 1e-6); // 683.33 / 15
-    // Not the macro average over the seven splits, which weighs Kubric three times.
+                                                  // Not the macro average over the seven splits, which weighs Kubric three times.
     assert_ne!(report.metric("group_score_macro"), Some(avg));
     assert!(report.metric("text_score_ag").is_none(), "single-split subsets are the split's own numbers");
 
@@ -370,7 +406,11 @@ fn ties_first_reproduces_argmax_on_choice_items() {
     scores.push(1, 3, &[0.5, 0.5, 0.1]).unwrap(); // label 0 tied with 1: argmax 0, a hit under first
     scores.push(3, 1, &[0.7, 0.7, 0.1]).unwrap(); // label 1 tied with 0: argmax 0, a miss either way
     scores.push(3, 1, &[0.2, 0.7, 0.7]).unwrap(); // label 1 tied with 2: argmax 1, a hit under first
-    let views = [ItemView { truth: &i2t, tags: &none }, ItemView { truth: &t2i, tags: &none }, ItemView { truth: &t2i, tags: &none }];
+    let views = [
+        ItemView { truth: &i2t, tags: &none },
+        ItemView { truth: &t2i, tags: &none },
+        ItemView { truth: &t2i, tags: &none },
+    ];
     let strict = evaluate(Summary::of(MetricFamily::Choice), &scores, &views).unwrap();
     assert_eq!((strict.metric("i2t_accuracy"), strict.metric("t2i_accuracy")), (Some(0.0), Some(0.0)));
     let first = evaluate(Summary { ties: Ties::First, ..Summary::of(MetricFamily::Choice) }, &scores, &views).unwrap();
@@ -380,7 +420,12 @@ fn ties_first_reproduces_argmax_on_choice_items() {
     let truth = Truth::diagonal(2);
     let mut wino_scores = ScoreTensor::new();
     wino_scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
-    let err = evaluate(Summary { ties: Ties::First, ..Summary::of(MetricFamily::Group) }, &wino_scores, &[ItemView { truth: &truth, tags: &none }]).unwrap_err();
+    let err = evaluate(
+        Summary { ties: Ties::First, ..Summary::of(MetricFamily::Group) },
+        &wino_scores,
+        &[ItemView { truth: &truth, tags: &none }],
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("official code compares strictly"), "{err}");
 }
 

@@ -4,7 +4,8 @@ use benchctl_scoring::metrics::stats::{bootstrap, mcnemar_exact, paired};
 use benchctl_scoring::metrics::{evaluate, ItemView, Summary};
 use benchctl_scoring::{MetricFamily, ScoreTensor, Tags, Truth};
 
-const GROUP: Summary<'static> = Summary { family: MetricFamily::Group, breakdown_keys: &[], macro_over: None, ..Summary::of(MetricFamily::Group) };
+const GROUP: Summary<'static> =
+    Summary { family: MetricFamily::Group, breakdown_keys: &[], macro_over: None, ..Summary::of(MetricFamily::Group) };
 
 /// `n` Winoground items with scores from a small deterministic generator.
 fn items(n: usize, seed: u64) -> (ScoreTensor, Vec<Truth>, Vec<Tags>) {
@@ -39,7 +40,13 @@ fn every_interval_contains_its_point_estimate() {
         assert_eq!(intervals.len(), report.metrics.len());
         for (i, (name, value)) in intervals.iter().zip(&report.metrics) {
             assert_eq!((&i.metric, i.value), (name, *value));
-            assert!(i.low <= i.value + 1e-9 && i.value <= i.high + 1e-9, "seed {seed}, {name}: {} not in [{}, {}]", i.value, i.low, i.high);
+            assert!(
+                i.low <= i.value + 1e-9 && i.value <= i.high + 1e-9,
+                "seed {seed}, {name}: {} not in [{}, {}]",
+                i.value,
+                i.low,
+                i.high
+            );
             assert!(0.0 <= i.low && i.high <= 100.0);
         }
     }

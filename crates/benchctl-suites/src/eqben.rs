@@ -177,7 +177,8 @@ fn private_infos<'a>(
         }
     }
     // Beside the annotation, in the data directory, or in the scorer's `src_file/`.
-    let folders = [annotation.parent().unwrap_or(data_dir).to_path_buf(), data_dir.to_path_buf(), data_dir.join("src_file")];
+    let folders =
+        [annotation.parent().unwrap_or(data_dir).to_path_buf(), data_dir.to_path_buf(), data_dir.join("src_file")];
     let find = |name: &str| folders.iter().map(|f| f.join(name)).find(|p| p.is_file());
     let (Some(info_path), Some(index_path)) = (find(PRIVATE_INFO_FILE), find(PRIVATE_INDEX_FILE)) else {
         return Err(Error::new(
@@ -189,11 +190,14 @@ fn private_infos<'a>(
         ));
     };
     let read = |path: &Path| -> Result<String> {
-        std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+        std::fs::read_to_string(path)
+            .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
     };
     let parse = |path: &Path, text: &str| Error::new(ErrorKind::Malformed, format!("parse {}: {text}", path.display()));
-    let infos: Vec<PrivateInfo> = serde_json::from_str(&read(&info_path)?).map_err(|e| parse(&info_path, &e.to_string()))?;
-    let index: Vec<usize> = serde_json::from_str(&read(&index_path)?).map_err(|e| parse(&index_path, &e.to_string()))?;
+    let infos: Vec<PrivateInfo> =
+        serde_json::from_str(&read(&info_path)?).map_err(|e| parse(&info_path, &e.to_string()))?;
+    let index: Vec<usize> =
+        serde_json::from_str(&read(&index_path)?).map_err(|e| parse(&index_path, &e.to_string()))?;
     annotation_files.extend([info_path.clone(), index_path.clone()]);
     if index.len() != entries.len() || infos.len() != entries.len() {
         return Err(Error::new(
@@ -212,7 +216,10 @@ fn private_infos<'a>(
     let mut seen = vec![false; index.len()];
     for (j, &original) in index.iter().enumerate() {
         if original >= seen.len() || std::mem::replace(&mut seen[original], true) {
-            return Err(parse(&index_path, &format!("position {j} ({original}) makes it no permutation of 0..{}", index.len())));
+            return Err(parse(
+                &index_path,
+                &format!("position {j} ({original}) makes it no permutation of 0..{}", index.len()),
+            ));
         }
     }
     Ok(index.into_iter().map(|original| Cow::Owned(infos[original].clone())).collect())
@@ -279,8 +286,9 @@ fn group_entries(
             let (c, i) = parse_slot(&info.name).ok_or_else(|| {
                 malformed(format!("`private_info.name` is `{}`, expected c0i0, c0i1, c1i0 or c1i1", info.name))
             })?;
-            let sample = integer(&info.sample_cnt)
-                .ok_or_else(|| malformed(format!("`private_info.sample_cnt` is `{}`, expected an integer", info.sample_cnt)))?;
+            let sample = integer(&info.sample_cnt).ok_or_else(|| {
+                malformed(format!("`private_info.sample_cnt` is `{}`, expected an integer", info.sample_cnt))
+            })?;
             let next = partials.len();
             let p = *by_key.entry((info.dataset.clone(), sample)).or_insert(next);
             if p == next {
@@ -297,7 +305,9 @@ fn group_entries(
             if let Some(other) = partial.entries[c][i].replace(j) {
                 return Err(malformed(format!("item {item} has `{}` twice (entries {other} and {j})", info.name)));
             }
-            for (slot, value, what) in [(&mut partial.images[i], image, "image"), (&mut partial.captions[c], caption, "caption")] {
+            for (slot, value, what) in
+                [(&mut partial.images[i], image, "image"), (&mut partial.captions[c], caption, "caption")]
+            {
                 match slot {
                     Some((known, other)) if *known != value => {
                         return Err(malformed(format!(
@@ -356,17 +366,21 @@ fn group_entries(
         };
         let texts = partial.captions.iter().map(|c| c.as_ref().map(|(t, _)| t.clone()).unwrap_or_default()).collect();
         item_of[p] = Some(items.len());
-        items.push(Item { id, images, texts, truth: Truth::diagonal(2), tags: vec![("split".into(), vec![partial.split.clone()])] });
+        items.push(Item {
+            id,
+            images,
+            texts,
+            truth: Truth::diagonal(2),
+            tags: vec![("split".into(), vec![partial.split.clone()])],
+        });
     }
     // Entries of items that could not be built have no slot; the order then covers only part
     // of the list, which [`PairOrder::complete`] tells.
     let order = slots
         .into_iter()
         .map(|slot| {
-            slot.and_then(|(p, image, text)| {
-                item_of[p].map(|item| PairSlot { item: item as u32, image, text })
-            })
-            .unwrap_or(PairSlot::MISSING)
+            slot.and_then(|(p, image, text)| item_of[p].map(|item| PairSlot { item: item as u32, image, text }))
+                .unwrap_or(PairSlot::MISSING)
         })
         .collect();
     (items, order)

@@ -42,10 +42,7 @@ pub struct AlteredSource {
 impl ImageSource {
     /// A source for this path, by extension: `.npy` is a BGR frame, anything else a file.
     pub fn from_path(path: PathBuf) -> Self {
-        if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
-        {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
             ImageSource::NpyBgr(path)
         } else {
             ImageSource::File(path)
@@ -83,52 +80,36 @@ impl ImageSource {
         if let ImageSource::Altered(altered) = self {
             let base = ImageSource::File(altered.base.clone()).load_rgb()?;
             let other = ImageSource::File(altered.other.clone()).load_rgb()?;
-            return Ok(PilImage::Rgb(crate::rococo::altered::render(
-                &altered.spec,
-                &base,
-                &other,
-            )));
+            return Ok(PilImage::Rgb(crate::rococo::altered::render(&altered.spec, &base, &other)));
         }
         if let ImageSource::Embedded(embedded) = self {
-            return decode_pil_from(|| Ok(std::io::Cursor::new(&embedded.bytes[..]))).map_err(
-                |e| {
-                    Error::new(
-                        ErrorKind::CorruptImage,
-                        format!("decode image {}: {e}", self.display_name()),
-                    )
-                },
-            );
+            return decode_pil_from(|| Ok(std::io::Cursor::new(&embedded.bytes[..]))).map_err(|e| {
+                Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name()))
+            });
         }
         let path = self.path();
         // Read as a stream: the decoders take only the bytes the format needs, so junk after
         // an image's end is never loaded into memory.
         let open = || {
-            std::fs::File::open(path)
-                .map(std::io::BufReader::new)
-                .map_err(|e| {
-                    let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                        ErrorKind::MissingImage
-                    } else {
-                        ErrorKind::CorruptImage
-                    };
-                    Error::new(kind, format!("read image {}: {e}", path.display()))
-                })
+            std::fs::File::open(path).map(std::io::BufReader::new).map_err(|e| {
+                let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                    ErrorKind::MissingImage
+                } else {
+                    ErrorKind::CorruptImage
+                };
+                Error::new(kind, format!("read image {}: {e}", path.display()))
+            })
         };
         // Opened first on its own, so a missing or unreadable file keeps its kind of error.
         let first = open()?;
         let decoded = match self {
             ImageSource::NpyBgr(_) => decode_npy_bgr_from(first).map(PilImage::Rgb),
-            _ => decode_pil_from(|| {
-                open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string())))
-            })
-            .map_err(|e| e.to_string()),
+            _ => {
+                decode_pil_from(|| open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string()))))
+                    .map_err(|e| e.to_string())
+            }
         };
-        decoded.map_err(|e| {
-            Error::new(
-                ErrorKind::CorruptImage,
-                format!("decode image {}: {e}", path.display()),
-            )
-        })
+        decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
     }
 }
 
@@ -148,31 +129,17 @@ pub fn decode_npy_bgr_from(reader: impl std::io::Read) -> std::result::Result<Rg
         return Err(format!("expected shape (H, W, 3), got {shape:?}"));
     };
     if h == 0 || w == 0 || h.saturating_mul(w) > MAX_PIXELS {
-        return Err(format!(
-            "a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels"
-        ));
+        return Err(format!("a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels"));
     }
     if npy.dtype().descr().trim_matches('\'') != "|u1" {
-        return Err(format!(
-            "expected uint8 values (|u1), got dtype {}",
-            npy.dtype().descr()
-        ));
+        return Err(format!("expected uint8 values (|u1), got dtype {}", npy.dtype().descr()));
     }
-    let data: Vec<u8> = npy
-        .into_vec()
-        .map_err(|e| format!("expected uint8 values: {e}"))?;
+    let data: Vec<u8> = npy.into_vec().map_err(|e| format!("expected uint8 values: {e}"))?;
     if data.len() as u64 != h * w * 3 {
-        return Err(format!(
-            "array of shape {shape:?} holds {} values",
-            data.len()
-        ));
+        return Err(format!("array of shape {shape:?} holds {} values", data.len()));
     }
-    let rgb: Vec<u8> = data
-        .chunks_exact(3)
-        .flat_map(|bgr| [bgr[2], bgr[1], bgr[0]])
-        .collect();
-    RgbImage::from_raw(w as u32, h as u32, rgb)
-        .ok_or_else(|| format!("array of shape {shape:?} is truncated"))
+    let rgb: Vec<u8> = data.chunks_exact(3).flat_map(|bgr| [bgr[2], bgr[1], bgr[0]]).collect();
+    RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
 }
 
 /// Decodes PNG or JPEG bytes to 8-bit RGB as PIL's `convert("RGB")` does
@@ -218,13 +185,8 @@ impl PilImage {
         let (w, h) = self.dimensions();
         let rgb: Vec<u8> = match self {
             PilImage::Rgb(rgb) => return rgb.clone(),
-            PilImage::Rgba(rgba) | PilImage::Palette(rgba) => {
-                rgba.pixels().flat_map(|p| [p[0], p[1], p[2]]).collect()
-            }
-            PilImage::Gray16(grey) => grey
-                .pixels()
-                .flat_map(|p| [p[0].min(255) as u8; 3])
-                .collect(),
+            PilImage::Rgba(rgba) | PilImage::Palette(rgba) => rgba.pixels().flat_map(|p| [p[0], p[1], p[2]]).collect(),
+            PilImage::Gray16(grey) => grey.pixels().flat_map(|p| [p[0].min(255) as u8; 3]).collect(),
         };
         RgbImage::from_vec(w, h, rgb).unwrap_or_default()
     }
@@ -247,11 +209,7 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
     let mut header = Vec::with_capacity(26);
     std::io::Read::read_to_end(&mut std::io::Read::take(source()?, 26), &mut header)
         .map_err(image::ImageError::IoError)?;
-    let open = || {
-        image::ImageReader::new(source()?)
-            .with_guessed_format()
-            .map_err(image::ImageError::IoError)
-    };
+    let open = || image::ImageReader::new(source()?).with_guessed_format().map_err(image::ImageError::IoError);
     let (w, h) = open()?.into_dimensions()?;
     if w == 0 || h == 0 || u64::from(w) * u64::from(h) > MAX_PIXELS {
         return Err(image::ImageError::IoError(std::io::Error::other(format!(
@@ -273,15 +231,13 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
         D::ImageRgb16(rgb) => {
             let (w, h) = rgb.dimensions();
             PilImage::Rgb(
-                RgbImage::from_vec(w, h, rgb.into_raw().into_iter().map(high_byte).collect())
-                    .unwrap_or_default(),
+                RgbImage::from_vec(w, h, rgb.into_raw().into_iter().map(high_byte).collect()).unwrap_or_default(),
             )
         }
         D::ImageRgba16(rgba) => {
             let (w, h) = rgba.dimensions();
             PilImage::Rgba(
-                RgbaImage::from_vec(w, h, rgba.into_raw().into_iter().map(high_byte).collect())
-                    .unwrap_or_default(),
+                RgbaImage::from_vec(w, h, rgba.into_raw().into_iter().map(high_byte).collect()).unwrap_or_default(),
             )
         }
         D::ImageLumaA16(la) => {

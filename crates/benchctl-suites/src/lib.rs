@@ -34,10 +34,7 @@ pub struct Item {
 
 impl Item {
     pub fn view(&self) -> ItemView<'_> {
-        ItemView {
-            truth: &self.truth,
-            tags: &self.tags,
-        }
+        ItemView { truth: &self.truth, tags: &self.tags }
     }
 }
 
@@ -82,11 +79,7 @@ pub struct PairSlot {
 }
 
 impl PairSlot {
-    pub const MISSING: PairSlot = PairSlot {
-        item: u32::MAX,
-        image: 0,
-        text: 0,
-    };
+    pub const MISSING: PairSlot = PairSlot { item: u32::MAX, image: 0, text: 0 };
 
     pub fn is_missing(&self) -> bool {
         self.item == u32::MAX
@@ -192,21 +185,13 @@ impl SuiteInfo {
         if !data_dir.is_dir() {
             return Err(Error::new(
                 ErrorKind::MissingData,
-                format!(
-                    "find the {} data directory {}: {}",
-                    self.id,
-                    data_dir.display(),
-                    self.how_to_get
-                ),
+                format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
             ));
         }
         let SuiteKind::Items(load) = self.kind else {
             return Err(Error::new(
                 ErrorKind::Unsupported,
-                format!(
-                    "read {} as K×L items: it is a retrieval suite, scored against whole galleries",
-                    self.id
-                ),
+                format!("read {} as K×L items: it is a retrieval suite, scored against whole galleries", self.id),
             ));
         };
         let mut problems = Vec::new();
@@ -277,9 +262,6 @@ pub const SUITES: &[SuiteInfo] = &[
 pub fn find(id: &str) -> Result<&'static SuiteInfo> {
     SUITES.iter().find(|s| s.id == id).ok_or_else(|| {
         let known: Vec<&str> = SUITES.iter().map(|s| s.id).collect();
-        Error::new(
-            ErrorKind::UnknownSuite,
-            format!("find suite `{id}`: known suites are {}", known.join(", ")),
-        )
+        Error::new(ErrorKind::UnknownSuite, format!("find suite `{id}`: known suites are {}", known.join(", ")))
     })
 }

@@ -7,9 +7,8 @@ use crate::{Error, ErrorKind, Result};
 /// `root/relative`, refusing paths that could leave `root` (absolute, or with `..`).
 pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<PathBuf> {
     let rel = Path::new(relative);
-    let escapes = rel.components().any(|c| {
-        matches!(c, Component::ParentDir | Component::RootDir | Component::Prefix(_))
-    });
+    let escapes =
+        rel.components().any(|c| matches!(c, Component::ParentDir | Component::RootDir | Component::Prefix(_)));
     if escapes || relative.is_empty() {
         return Err(Error::new(
             ErrorKind::PathEscapes,
@@ -24,14 +23,21 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
 /// malformed data; a UTF-8 byte order mark (as Windows editors write) is dropped.
 pub(crate) fn read_text(path: &Path, how_to_get: &str) -> Result<String> {
     if path.is_dir() {
-        return Err(Error::new(ErrorKind::Malformed, format!("read {}: it is a directory, not a file", path.display())));
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            format!("read {}: it is a directory, not a file", path.display()),
+        ));
     }
     let bytes = std::fs::read(path)
         .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))?;
     let mut text = String::from_utf8(bytes).map_err(|e| {
         Error::new(
             ErrorKind::Malformed,
-            format!("read {}: not UTF-8 text (invalid byte at offset {})", path.display(), e.utf8_error().valid_up_to()),
+            format!(
+                "read {}: not UTF-8 text (invalid byte at offset {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
         )
     })?;
     if text.starts_with('\u{feff}') {
@@ -48,7 +54,8 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     problems: &mut Vec<Error>,
 ) -> Option<T> {
     let parsed = read_text(path, how_to_get).and_then(|text| {
-        serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+        serde_json::from_str(&text)
+            .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
     });
     parsed.map_err(|e| problems.push(e)).ok()
 }

@@ -63,7 +63,12 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "spec",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Choice, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("subset"), ..Summary::of(MetricFamily::Choice) },
+        summary: Summary {
+            family: MetricFamily::Choice,
+            breakdown_keys: BREAKDOWN_KEYS,
+            macro_over: Some("subset"),
+            ..Summary::of(MetricFamily::Choice)
+        },
         annotation_files,
         items,
         excluded: 0,

@@ -115,7 +115,12 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     Suite {
         id: "valse",
         data_dir: data_dir.to_path_buf(),
-        summary: Summary { family: MetricFamily::Pairwise, breakdown_keys: BREAKDOWN_KEYS, macro_over: Some("piece"), ..Summary::of(MetricFamily::Pairwise) },
+        summary: Summary {
+            family: MetricFamily::Pairwise,
+            breakdown_keys: BREAKDOWN_KEYS,
+            macro_over: Some("piece"),
+            ..Summary::of(MetricFamily::Pairwise)
+        },
         annotation_files,
         items,
         excluded,
@@ -158,18 +163,26 @@ pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<
 fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &Value) -> Result<Option<Item>> {
     let at = |field: &str| format!("{} record `{key}` key `{field}`", path.display());
     let text_field = |field: &str| -> Result<String> {
-        record.get(field).and_then(Value::as_str).map(String::from).ok_or_else(|| {
-            Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field)))
-        })
+        record
+            .get(field)
+            .and_then(Value::as_str)
+            .map(String::from)
+            .ok_or_else(|| Error::new(ErrorKind::Malformed, format!("read {}: expected a string", at(field))))
     };
     // A count of votes: an integer, also when written as a float without fraction (`3.0`).
     let votes = record
         .pointer("/mturk/caption")
-        .and_then(|v| v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..1e6).contains(f)).map(|f| f as u64)))
+        .and_then(|v| {
+            v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && (0.0..1e6).contains(f)).map(|f| f as u64))
+        })
         .ok_or_else(|| {
             Error::new(
                 ErrorKind::Malformed,
-                format!("read {}: expected a count of votes (0 to 3), got {}", at("mturk.caption"), record.pointer("/mturk/caption").map_or("nothing".to_string(), |v| v.to_string())),
+                format!(
+                    "read {}: expected a count of votes (0 to 3), got {}",
+                    at("mturk.caption"),
+                    record.pointer("/mturk/caption").map_or("nothing".to_string(), |v| v.to_string())
+                ),
             )
         })?;
     if votes < 2 {

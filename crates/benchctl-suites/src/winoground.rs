@@ -27,7 +27,8 @@ use serde_json::Value;
 
 use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Result, Suite};
 
-pub const DESCRIPTION: &str = "400 pairs of images and captions that differ only in word order (text, image and group score)";
+pub const DESCRIPTION: &str =
+    "400 pairs of images and captions that differ only in word order (text, image and group score)";
 pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co and set HF_TOKEN, then `benchctl fetch --suite winoground` (or download its data/test-*.parquet, or examples.jsonl and images/ from an earlier revision, into this directory)";
 
 /// Tag keys the report breaks down by.
@@ -168,7 +169,10 @@ fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
 fn parquet_item(path: &Path, row: &Row, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
     let column = |name: &str| {
-        row.get_column_iter().find(|(n, _)| *n == name).map(|(_, f)| f).ok_or_else(|| malformed(format!("missing column `{name}`")))
+        row.get_column_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, f)| f)
+            .ok_or_else(|| malformed(format!("missing column `{name}`")))
     };
     let text = |name: &str| match column(name)? {
         Field::Str(s) => Ok(s.clone()),
@@ -195,7 +199,11 @@ fn parquet_item(path: &Path, row: &Row, at: &str) -> Result<Item> {
             _ => None,
         });
         let bytes = bytes.ok_or_else(|| malformed(format!("column `{name}` holds no image bytes")))?;
-        Ok(ImageSource::Embedded(Box::new(EmbeddedImage { file: path.to_path_buf(), name: stem(k), bytes: Arc::from(bytes) })))
+        Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
+            file: path.to_path_buf(),
+            name: stem(k),
+            bytes: Arc::from(bytes),
+        })))
     };
     let example = Example {
         caption_0: text("caption_0")?,

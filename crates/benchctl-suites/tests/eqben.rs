@@ -68,7 +68,10 @@ fn private_info_files_rebuild_the_same_items_as_the_scorer_does() {
     let entries = eqben_release(with.path(), &SMALL, true, false);
     assert_eq!(eqben_release(without.path(), &SMALL, false, false), entries);
     let (a, b) = (load(with.path()), load(without.path()));
-    assert_eq!(a.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>(), b.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>());
+    assert_eq!(
+        a.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>(),
+        b.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>()
+    );
     assert_eq!(a.pair_order.as_ref().unwrap().slots, b.pair_order.as_ref().unwrap().slots);
     assert_order_matches(&b, &entries);
     assert_eq!(b.annotation_files.len(), 3, "the two private files count as annotations: {:?}", b.annotation_files);
@@ -132,17 +135,23 @@ fn entry(image: &str, caption: &str, name: &str, cnt: serde_json::Value) -> serd
 fn broken_items_are_named_with_their_entries() {
     let dir = tempfile::tempdir().unwrap();
     // Item eqbensd/0 lacks c1i1; item eqbensd/1 gives image 0 two different files; a bad name.
-    write_list(dir.path(), serde_json::json!([
-        entry("eqbensd/a.png", "a", "c0i0", 0.into()),
-        entry("eqbensd/b.png", "a", "c0i1", 0.into()),
-        entry("eqbensd/a.png", "b", "c1i0", 0.into()),
-        entry("eqbensd/c.png", "c", "c0i0", 1.into()),
-        entry("eqbensd/x.png", "d", "c1i0", 1.into()),
-        entry("eqbensd/c.png", "c", "c2i0", 2.into()),
-    ]));
+    write_list(
+        dir.path(),
+        serde_json::json!([
+            entry("eqbensd/a.png", "a", "c0i0", 0.into()),
+            entry("eqbensd/b.png", "a", "c0i1", 0.into()),
+            entry("eqbensd/a.png", "b", "c1i0", 0.into()),
+            entry("eqbensd/c.png", "c", "c0i0", 1.into()),
+            entry("eqbensd/x.png", "d", "c1i0", 1.into()),
+            entry("eqbensd/c.png", "c", "c2i0", 2.into()),
+        ]),
+    );
     let (_, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
     let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
-    assert!(text.iter().any(|p| p.contains("entry 4: item eqbensd/1: entry 3 gives image \"eqbensd/c.png\"")), "{text:?}");
+    assert!(
+        text.iter().any(|p| p.contains("entry 4: item eqbensd/1: entry 3 gives image \"eqbensd/c.png\"")),
+        "{text:?}"
+    );
     assert!(text.iter().any(|p| p.contains("entry 5: `private_info.name` is `c2i0`")), "{text:?}");
     assert!(text.iter().any(|p| p.contains("item eqbensd/0 lacks the entries c1i1")), "{text:?}");
     assert!(problems.iter().all(|p| p.kind() == ErrorKind::Malformed));
@@ -152,10 +161,8 @@ fn broken_items_are_named_with_their_entries() {
 fn sample_counts_written_as_floats_are_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let names = ["c0i0", "c0i1", "c1i0", "c1i1"];
-    let list: Vec<serde_json::Value> = names
-        .iter()
-        .map(|n| entry(&format!("eqbensd/{}.png", &n[2..]), &n[..2], n, serde_json::json!(5.0)))
-        .collect();
+    let list: Vec<serde_json::Value> =
+        names.iter().map(|n| entry(&format!("eqbensd/{}.png", &n[2..]), &n[..2], n, serde_json::json!(5.0))).collect();
     write_list(dir.path(), serde_json::Value::from(list));
     let (suite, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
     assert!(problems.is_empty(), "{problems:?}");

@@ -101,8 +101,10 @@ fn unreadable_annotations_are_named_precisely() {
     assert!(err.to_string().contains("plurals.json: not UTF-8 text (invalid byte at offset 10)"), "{err}");
 
     // A duplicate record key: both positions, rather than one record silently dropped.
-    let record = r#"{"dataset": "visual7w", "image_file": "v7w_1.jpg", "caption": "c", "foil": "f", "mturk": {"caption": 3}}"#;
-    std::fs::write(dir.path().join("plurals.json"), format!(r#"{{"k1": {record}, "k2": {record}, "k1": {record}}}"#)).unwrap();
+    let record =
+        r#"{"dataset": "visual7w", "image_file": "v7w_1.jpg", "caption": "c", "foil": "f", "mturk": {"caption": 3}}"#;
+    std::fs::write(dir.path().join("plurals.json"), format!(r#"{{"k1": {record}, "k2": {record}, "k1": {record}}}"#))
+        .unwrap();
     let err = find("valse").unwrap().load(dir.path()).unwrap_err();
     assert!(err.to_string().contains("record key `k1` appears twice (records 1 and 3)"), "{err}");
 
@@ -111,7 +113,10 @@ fn unreadable_annotations_are_named_precisely() {
     std::fs::create_dir(wino.path().join("examples.jsonl")).unwrap();
     let err = find("winoground").unwrap().load(wino.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Malformed);
-    assert!(err.to_string().contains("it is a directory, not a file") && !err.to_string().contains("HF_TOKEN"), "{err}");
+    assert!(
+        err.to_string().contains("it is a directory, not a file") && !err.to_string().contains("HF_TOKEN"),
+        "{err}"
+    );
 }
 
 /// A PNG followed by junk decodes as Pillow decodes it (the image ends where its format says),

@@ -38,7 +38,8 @@ fn a_set_that_does_not_repeat_the_test_split_is_rejected() {
     }
     let data = rococo::load(dir.path()).unwrap();
     assert_eq!(data.caption_sets[3].altered, [false, false, true, true]);
-    std::fs::write(ann.join("danger.json"), r#"[{"image": "val2014/b.jpg", "caption": ["a dog", "a brown dog"]}]"#).unwrap();
+    std::fs::write(ann.join("danger.json"), r#"[{"image": "val2014/b.jpg", "caption": ["a dog", "a brown dog"]}]"#)
+        .unwrap();
     let err = rococo::load(dir.path()).unwrap_err();
     assert!(err.to_string().contains("danger.json record 0: its image and first 2 captions must repeat"), "{err}");
 }
@@ -61,7 +62,9 @@ fn altered_images_are_bit_identical_for_a_seed() {
         }
     }
     // Another seed draws other partners.
-    let partners = |seed| altered::gallery(100, altered::Method::Mix, 900, seed).unwrap().iter().map(|s| s.other).collect::<Vec<_>>();
+    let partners = |seed| {
+        altered::gallery(100, altered::Method::Mix, 900, seed).unwrap().iter().map(|s| s.other).collect::<Vec<_>>()
+    };
     assert_ne!(partners(0), partners(1));
     assert!(altered::gallery(1, altered::Method::Mix, 900, 0).is_err());
 }
@@ -89,7 +92,11 @@ fn pre_caption_matches_blips_own_function() {
     assert_eq!(cases.len(), 20);
     for case in cases {
         let (caption, max_words) = (case["caption"].as_str().unwrap(), case["max_words"].as_u64().unwrap() as usize);
-        assert_eq!(rococo::pre_caption(caption, max_words), case["expected"].as_str().unwrap(), "{caption:?} ({max_words} words)");
+        assert_eq!(
+            rococo::pre_caption(caption, max_words),
+            case["expected"].as_str().unwrap(),
+            "{caption:?} ({max_words} words)"
+        );
     }
 }
 
@@ -101,5 +108,8 @@ fn release_folders_are_named_as_mix_images_names_them() {
     assert_eq!(rococo::python_float(850), "0.85");
     assert_eq!(rococo::python_float(1000), "1.0");
     assert_eq!(rococo::python_float(5), "0.005");
-    assert_eq!(rococo::release_folder(std::path::Path::new("images"), Method::Patch, 800), std::path::Path::new("images/patch_0.8"));
+    assert_eq!(
+        rococo::release_folder(std::path::Path::new("images"), Method::Patch, 800),
+        std::path::Path::new("images/patch_0.8")
+    );
 }

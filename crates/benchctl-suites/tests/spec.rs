@@ -18,7 +18,8 @@ fn loads_both_directions_of_every_subset() {
     // Subset 5, entry 3: 2 + (5 + 3) % 8 = 2 candidates; label (3 + 1) % 2 = 0.
     assert_eq!((t2i_item.images.len(), t2i_item.texts.len()), (2, 1));
     assert!(t2i_item.truth.is_match(0, 0) && !t2i_item.truth.is_match(1, 0));
-    let sizes: std::collections::BTreeSet<usize> = suite.items.iter().map(|i| i.images.len().max(i.texts.len())).collect();
+    let sizes: std::collections::BTreeSet<usize> =
+        suite.items.iter().map(|i| i.images.len().max(i.texts.len())).collect();
     assert_eq!(sizes.first(), Some(&2));
     assert_eq!(sizes.last(), Some(&9));
 }
@@ -28,7 +29,8 @@ fn bad_labels_and_missing_files_are_named() {
     let dir = tempfile::tempdir().unwrap();
     spec_layout(dir.path(), &spec::SUBSETS, 1);
     let path = dir.path().join("existence/text2image.json");
-    std::fs::write(&path, r#"[{"query": "a cat", "keys": ["images/k_0_0.png", "images/k_0_1.png"], "label": 2}]"#).unwrap();
+    std::fs::write(&path, r#"[{"query": "a cat", "keys": ["images/k_0_0.png", "images/k_0_1.png"], "label": 2}]"#)
+        .unwrap();
     let err = find("spec").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Malformed);
     assert!(err.to_string().contains("existence/text2image.json entry 0: `label` 2"), "{err}");

@@ -16,9 +16,16 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
         *per_piece.entry(item.tags[0].1[0].as_str()).or_default() += 1;
     }
     let expected = BTreeMap::from([
-        ("actant-swap", 949), ("action-replacement", 648), ("coreference-hard", 104),
-        ("coreference-standard", 708), ("counting-adversarial", 691), ("counting-hard", 868),
-        ("counting-small-quant", 900), ("existence", 505), ("foil-it", 943), ("plurals", 851),
+        ("actant-swap", 949),
+        ("action-replacement", 648),
+        ("coreference-hard", 104),
+        ("coreference-standard", 708),
+        ("counting-adversarial", 691),
+        ("counting-hard", 868),
+        ("counting-small-quant", 900),
+        ("existence", 505),
+        ("foil-it", 943),
+        ("plurals", 851),
         ("relations", 535),
     ]);
     assert_eq!(per_piece, expected);
@@ -37,7 +44,11 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
     let coreference: Vec<_> = folders.iter().filter(|((p, _), _)| p.starts_with("coreference")).collect();
     assert_eq!(
         coreference.iter().map(|((p, f), _)| (*p, f.as_str())).collect::<Vec<_>>(),
-        [("coreference-hard", "VisualDialog_val2018"), ("coreference-standard", "train2014"), ("coreference-standard", "val2014")]
+        [
+            ("coreference-hard", "VisualDialog_val2018"),
+            ("coreference-standard", "train2014"),
+            ("coreference-standard", "val2014")
+        ]
     );
     assert_eq!(folders[&("foil-it", "val2014".to_string())], 943);
     assert_eq!(folders[&("plurals", "val2017".to_string())], 851);
@@ -68,7 +79,10 @@ fn invalid_records_are_excluded_and_sources_map_to_folders() {
     assert_eq!((suite.items.len(), suite.excluded), (22, 11));
     assert_eq!(suite.items[0].id, "existence/a");
     // Missing images are expected where COCO's val2014.zip extracts.
-    assert_eq!(suite.items[1].images[0], ImageSource::File(dir.path().join("images/val2014/COCO_val2014_000000000042.jpg")));
+    assert_eq!(
+        suite.items[1].images[0],
+        ImageSource::File(dir.path().join("images/val2014/COCO_val2014_000000000042.jpg"))
+    );
 }
 
 /// VisDial v1.0 records (coreference pieces) name COCO train2014, COCO val2014 and VisDial
@@ -107,7 +121,9 @@ fn images_are_routed_by_file_prefix_to_the_folders_their_sources_ship() {
 
 #[test]
 fn malformed_records_name_the_file_record_and_key() {
-    let dir = layout(serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "x.jpg", "caption": "c", "mturk": {"caption": 3}}}));
+    let dir = layout(
+        serde_json::json!({"r1": {"dataset": "visual7w", "image_file": "x.jpg", "caption": "c", "mturk": {"caption": 3}}}),
+    );
     let err = find("valse").unwrap().load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Malformed);
     let msg = err.to_string();
@@ -130,9 +146,7 @@ fn missing_pieces_are_listed() {
     assert_eq!(err.kind(), ErrorKind::MissingData);
     assert!(err.to_string().contains("plurals.json") && err.to_string().contains("1 more problem"), "{err}");
     let (_, problems) = find("valse").unwrap().load_all(dir.path()).unwrap();
-    let named: Vec<bool> = ["plurals.json", "foil-it.json"]
-        .iter()
-        .map(|f| problems.iter().any(|p| p.to_string().contains(f)))
-        .collect();
+    let named: Vec<bool> =
+        ["plurals.json", "foil-it.json"].iter().map(|f| problems.iter().any(|p| p.to_string().contains(f))).collect();
     assert_eq!(named, [true, true]);
 }

@@ -16,9 +16,8 @@ pub fn workspace_root() -> PathBuf {
 /// `../shared/<relative>` beside the checkout. `None` (with a printed reason) when it is
 /// absent outside CI; a panic when it is absent and `CI=true`.
 pub fn shared(relative: &str) -> Option<PathBuf> {
-    let root = std::env::var_os("BENCHCTL_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("../shared"));
+    let root =
+        std::env::var_os("BENCHCTL_SHARED").map(PathBuf::from).unwrap_or_else(|| workspace_root().join("../shared"));
     let path = root.join(relative);
     if path.exists() {
         return Some(path);
@@ -248,11 +247,14 @@ pub fn eqben_release(dir: &Path, splits: &[(&str, usize)], private_info: bool, l
         .collect();
     let ann = dir.join("eqben_ann");
     std::fs::create_dir_all(&ann).expect("create eqben_ann");
-    std::fs::write(ann.join("ann_json_finegrained_random.json"), serde_json::to_string(&list).expect("json")).expect("write annotation");
+    std::fs::write(ann.join("ann_json_finegrained_random.json"), serde_json::to_string(&list).expect("json"))
+        .expect("write annotation");
     if !private_info {
         let infos: Vec<serde_json::Value> = original.iter().map(info).collect();
-        std::fs::write(ann.join("private_info.json"), serde_json::to_string(&infos).expect("json")).expect("write private_info");
-        std::fs::write(ann.join("private_random_idx.json"), serde_json::to_string(&index).expect("json")).expect("write index");
+        std::fs::write(ann.join("private_info.json"), serde_json::to_string(&infos).expect("json"))
+            .expect("write private_info");
+        std::fs::write(ann.join("private_random_idx.json"), serde_json::to_string(&index).expect("json"))
+            .expect("write index");
     }
     shuffled
 }
@@ -279,8 +281,11 @@ pub fn eqben_subset_release(dir: &Path, splits: &[&str], items: usize) -> Vec<St
         split_of.push(split.to_string());
     }
     std::fs::create_dir_all(dir.join("eqben_subset")).expect("create eqben_subset");
-    std::fs::write(dir.join("eqben_subset/eqben_subset_10percent_final.json"), serde_json::to_string(&entries).expect("json"))
-        .expect("write subset annotation");
+    std::fs::write(
+        dir.join("eqben_subset/eqben_subset_10percent_final.json"),
+        serde_json::to_string(&entries).expect("json"),
+    )
+    .expect("write subset annotation");
     split_of
 }
 
@@ -300,8 +305,9 @@ pub fn rococo_layout(dir: &Path, n: usize) {
             .save_with_format(dir.join("images").join(&name), image::ImageFormat::Jpeg)
             .expect("write image");
         let count = if i % 4 == 0 { 6 } else { 5 };
-        let captions: Vec<String> =
-            (0..count).map(|k| format!("a {} bar on a plain background, view {k} of image {i}", colours[i % 6])).collect();
+        let captions: Vec<String> = (0..count)
+            .map(|k| format!("a {} bar on a plain background, view {k} of image {i}", colours[i % 6]))
+            .collect();
         test.push((name, captions));
     }
     let records = |altered: Option<&str>| -> serde_json::Value {
@@ -316,7 +322,9 @@ pub fn rococo_layout(dir: &Path, n: usize) {
             .collect()
     };
     std::fs::write(ann.join("coco_karpathy_test.json"), records(None).to_string()).expect("write test");
-    for (set, word) in [("rand_voca", "zebra"), ("same_concept", "stick"), ("diff_concept", "circle"), ("danger", "knife")] {
+    for (set, word) in
+        [("rand_voca", "zebra"), ("same_concept", "stick"), ("diff_concept", "circle"), ("danger", "knife")]
+    {
         std::fs::write(ann.join(format!("{set}.json")), records(Some(word)).to_string()).expect("write set");
     }
 }

@@ -31,9 +31,7 @@ pub fn set_threads(threads: usize) {
     // SAFETY: called at start-up, before any other thread reads the environment.
     unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
     // An error means the pool exists already (then the variable above did the job).
-    let _ = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build_global();
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
 }
 
 /// Runs the benchmark and returns one result per part.
@@ -53,25 +51,17 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         None => {
             let entry = registry::find(&args.model)?;
             match entry.architecture {
-                Architecture::Clip if entry.id == "clip-vit-b32" => {
-                    (entry.id.to_string(), ClipConfig::vit_b32())
-                }
+                Architecture::Clip if entry.id == "clip-vit-b32" => (entry.id.to_string(), ClipConfig::vit_b32()),
                 Architecture::Clip | Architecture::OpenClip => {
                     return Err(Error::new(
                         ErrorKind::Usage,
-                        format!(
-                            "benchmark `{}`: pass its config.json with --config",
-                            entry.id
-                        ),
+                        format!("benchmark `{}`: pass its config.json with --config", entry.id),
                     ))
                 }
                 Architecture::Siglip | Architecture::Blip => {
                     return Err(Error::new(
                         ErrorKind::Usage,
-                        format!(
-                            "benchmark `{}`: the benchmark covers CLIP-architecture models only",
-                            entry.id
-                        ),
+                        format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
                     ))
                 }
             }
@@ -90,10 +80,7 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             .map_err(compute)?;
         let times = time(args.iters as usize, || {
             let out = model.image_features(&pixels)?;
-            out.to_dtype(DType::F32)
-                .and_then(|o| o.sum_all())
-                .and_then(|s| s.to_scalar::<f32>())
-                .map_err(compute)?;
+            out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
             Ok(())
         })?;
         results.push(summarise("image", batch, &times));
@@ -104,19 +91,15 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         // Deterministic pseudo-random ids below the end token, which closes each text.
         let ids: Vec<Vec<u32>> = (0..batch)
             .map(|b| {
-                let mut row: Vec<u32> = (0..tokens - 1)
-                    .map(|t| ((b * 7919 + t * 104_729) as u32) % (vocab - 2))
-                    .collect();
+                let mut row: Vec<u32> =
+                    (0..tokens - 1).map(|t| ((b * 7919 + t * 104_729) as u32) % (vocab - 2)).collect();
                 row.push(vocab - 1);
                 row
             })
             .collect();
         let times = time(args.iters as usize, || {
             let out = model.text_features(&ids)?;
-            out.to_dtype(DType::F32)
-                .and_then(|o| o.sum_all())
-                .and_then(|s| s.to_scalar::<f32>())
-                .map_err(compute)?;
+            out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
             Ok(())
         })?;
         results.push(summarise("text", batch, &times));
@@ -154,8 +137,7 @@ fn summarise(part: &'static str, batch: usize, times: &[f64]) -> PartResult {
 
 /// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the
 /// parity fixtures (OpenAI's BPE), built into the binary so the benchmark needs no files.
-const CLIP_TOKENIZER: &[u8] =
-    include_bytes!("../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
+const CLIP_TOKENIZER: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::new(ErrorKind::Compute, format!("benchmark: {what}: {e}"))
@@ -166,8 +148,8 @@ fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
 fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
     std::fs::create_dir_all(dir.join("images")).map_err(io("create the suite"))?;
     let words = [
-        "red", "blue", "dog", "cat", "left", "right", "of", "a", "the", "on", "under", "tall",
-        "small", "tree", "car", "house",
+        "red", "blue", "dog", "cat", "left", "right", "of", "a", "the", "on", "under", "tall", "small", "tree", "car",
+        "house",
     ];
     let mut lines = String::new();
     let pixels: Vec<Result<()>> = (0..items * 2)
@@ -193,22 +175,13 @@ fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
             });
             image
                 .save(dir.join("images").join(format!("img_{n}.png")))
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::Compute,
-                        format!("benchmark: write an image: {e}"),
-                    )
-                })
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))
         })
         .collect();
     pixels.into_iter().collect::<Result<Vec<()>>>()?;
     for i in 0..items {
-        let caption = |k: usize| {
-            (0..8)
-                .map(|w| words[(i * 7 + k * 3 + w * 5) % words.len()])
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let caption =
+            |k: usize| (0..8).map(|w| words[(i * 7 + k * 3 + w * 5) % words.len()]).collect::<Vec<_>>().join(" ");
         lines.push_str(
             &serde_json::json!({
                 "id": i, "image_0": format!("img_{}", 2 * i), "image_1": format!("img_{}", 2 * i + 1),
@@ -262,26 +235,16 @@ fn eval_child(
     let wall = started.elapsed().as_secs_f64();
     let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
     if !status.success() {
-        return Err(Error::new(
-            ErrorKind::Compute,
-            format!("benchmark: benchctl eval failed: {}", read(&err_path)),
-        ));
+        return Err(Error::new(ErrorKind::Compute, format!("benchmark: benchctl eval failed: {}", read(&err_path))));
     }
     let stdout = read(&out_path);
     let path = stdout
         .lines()
         .find_map(|l| l.strip_prefix("stored "))
         .ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
-    let json =
-        serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
-            .map_err(|e| {
-                Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}"))
-            })?;
-    let peak_mib = if peak_kib > 0 {
-        peak_kib as f64 / 1024.0
-    } else {
-        f64::NAN
-    };
+    let json = serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}")))?;
+    let peak_mib = if peak_kib > 0 { peak_kib as f64 / 1024.0 } else { f64::NAN };
     Ok((json, wall, peak_mib))
 }
 
@@ -304,13 +267,9 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let (model_dir, suite_dir) = (dir.join("model"), dir.join("suite"));
     std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
     let config = ClipConfig::vit_b32();
-    std::fs::write(
-        model_dir.join("config.json"),
-        r#"{"model_type": "clip", "text_config": {}, "vision_config": {}}"#,
-    )
-    .map_err(io("write config.json"))?;
-    std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER)
-        .map_err(io("write tokenizer.json"))?;
+    std::fs::write(model_dir.join("config.json"), r#"{"model_type": "clip", "text_config": {}, "vision_config": {}}"#)
+        .map_err(io("write config.json"))?;
+    std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER).map_err(io("write tokenizer.json"))?;
     Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
     write_suite(&suite_dir, items)?;
     let batch = args.batch.to_string();
@@ -318,11 +277,7 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         // Encoder only: the same model and inputs, already decoded and preprocessed.
         let suite = benchctl_suites::find("winoground")?.load(&suite_dir)?;
         let files = benchctl_models::hub::from_dir(&model_dir)?;
-        let encoder = benchctl_models::models::clip::ClipEncoder::load(
-            &files,
-            DType::F32,
-            &candle_core::Device::Cpu,
-        )?;
+        let encoder = benchctl_models::models::clip::ClipEncoder::load(&files, DType::F32, &candle_core::Device::Cpu)?;
         use benchctl_models::DualEncoder;
         let prep = encoder.preprocessor().clone();
         let images: Vec<Vec<f32>> = suite
@@ -331,22 +286,14 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             .flat_map(|i| &i.images)
             .map(|s| s.load_pil().map(|img| crate::eval::preprocess(&prep, &img)))
             .collect::<std::result::Result<_, _>>()?;
-        let texts: Vec<&str> = suite
-            .items
-            .iter()
-            .flat_map(|i| i.texts.iter().map(String::as_str))
-            .collect();
+        let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts.iter().map(String::as_str)).collect();
         let b = args.batch as usize;
-        let compute =
-            |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+        let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
         let started = Instant::now();
         for chunk in images.chunks(b) {
-            let pixels = Tensor::from_vec(
-                chunk.concat(),
-                (chunk.len(), 3, prep.size, prep.size),
-                &candle_core::Device::Cpu,
-            )
-            .map_err(compute)?;
+            let pixels =
+                Tensor::from_vec(chunk.concat(), (chunk.len(), 3, prep.size, prep.size), &candle_core::Device::Cpu)
+                    .map_err(compute)?;
             encoder.encode_images(&pixels)?;
         }
         for chunk in texts.chunks(b) {
@@ -356,20 +303,10 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         drop(encoder);
 
         let (cold_cache, results) = (dir.join("cache"), dir.join("results"));
-        let (cold, cold_wall, rss) = eval_child(
-            &model_dir,
-            &suite_dir,
-            &results,
-            &cold_cache,
-            &["--batch-size", &batch],
-        )?;
-        let (warm, warm_wall, _) = eval_child(
-            &model_dir,
-            &suite_dir,
-            &results,
-            &cold_cache,
-            &["--batch-size", &batch],
-        )?;
+        let (cold, cold_wall, rss) =
+            eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
+        let (warm, warm_wall, _) =
+            eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
         let t = |run: &serde_json::Value, k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         // The evaluation proper: everything after the model is loaded.
         let cold_s = t(&cold, "total_s") - t(&cold, "load_model_s");
@@ -394,10 +331,7 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         }])
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((
-        "clip-vit-b32, 800 PNG images + 800 captions".to_string(),
-        result?,
-    ))
+    Ok(("clip-vit-b32, 800 PNG images + 800 captions".to_string(), result?))
 }
 
 /// RoCOCO-scale retrieval scoring on random unit embeddings (dimension 512): 5,000 images
@@ -434,21 +368,12 @@ fn retrieval(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         )?;
         times.push(started.elapsed().as_secs_f64());
         if i2t.len() != 5_000 || t2i.len() != 25_010 {
-            return Err(Error::new(
-                ErrorKind::Compute,
-                "benchmark: a query lost its outcome",
-            ));
+            return Err(Error::new(ErrorKind::Compute, "benchmark: a query lost its outcome"));
         }
     }
     let mut r = summarise("retrieval", 5_000 + 25_010, &times);
-    r.extra = vec![(
-        "seconds_per_pass",
-        times.iter().sum::<f64>() / times.len() as f64,
-    )];
-    Ok((
-        "RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(),
-        vec![r],
-    ))
+    r.extra = vec![("seconds_per_pass", times.iter().sum::<f64>() / times.len() as f64)];
+    Ok(("RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(), vec![r]))
 }
 
 /// One dense layer of ViT-B/32's MLP on a batch of 32 images: `(1600, 768) · (3072, 768)ᵀ + b`
@@ -464,9 +389,7 @@ fn dense(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let mut times = Vec::new();
     for _ in 0..args.iters.max(1) {
         let started = Instant::now();
-        std::hint::black_box(
-            benchctl_models::kernels::dense_2d(&x, &w, Some(&b)).map_err(compute)?,
-        );
+        std::hint::black_box(benchctl_models::kernels::dense_2d(&x, &w, Some(&b)).map_err(compute)?);
         times.push(started.elapsed().as_secs_f64());
     }
     let best = times.iter().copied().fold(f64::INFINITY, f64::min);
@@ -474,13 +397,7 @@ fn dense(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let mut r = summarise("dense", 1, &times);
     r.per_second = gflops;
     r.extra = vec![("gflops", gflops)];
-    Ok((
-        format!(
-            "dense layer ({m}, {k}) · ({n}, {k})ᵀ + b, {} tier",
-            benchctl_cpu::Tier::current().isa()
-        ),
-        vec![r],
-    ))
+    Ok((format!("dense layer ({m}, {k}) · ({n}, {k})ᵀ + b, {} tier", benchctl_cpu::Tier::current().isa()), vec![r]))
 }
 
 /// The fp32 multiply-add rate of the current tier: independent chains of FMAs (AVX-512: 16
@@ -494,10 +411,7 @@ fn peak(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let mut flops_per_iteration = 0;
     for _ in 0..args.iters.max(1) {
         let started = Instant::now();
-        let results: Vec<(f32, usize)> = (0..threads)
-            .into_par_iter()
-            .map(|_| fma_chains(tier, ITERATIONS))
-            .collect();
+        let results: Vec<(f32, usize)> = (0..threads).into_par_iter().map(|_| fma_chains(tier, ITERATIONS)).collect();
         times.push(started.elapsed().as_secs_f64());
         flops_per_iteration = results.iter().map(|r| r.1).sum();
         std::hint::black_box(results);
@@ -507,13 +421,7 @@ fn peak(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let mut r = summarise("peak", 1, &times);
     r.per_second = gflops;
     r.extra = vec![("gflops", gflops)];
-    Ok((
-        format!(
-            "fp32 multiply-add peak, {} tier, {threads} threads",
-            tier.isa()
-        ),
-        vec![r],
-    ))
+    Ok((format!("fp32 multiply-add peak, {} tier, {threads} threads", tier.isa()), vec![r]))
 }
 
 /// `iterations` rounds of independent multiply-add chains; returns a value that depends on
@@ -528,10 +436,7 @@ fn fma_chains(tier: benchctl_cpu::Tier, iterations: usize) -> (f32, usize) {
         benchctl_cpu::Isa::Avx2 => unsafe { fma_chains_avx2(iterations) },
         _ => {
             let mut acc = [1f32; 64];
-            let (m, a) = (
-                std::hint::black_box(0.999_999f32),
-                std::hint::black_box(1e-7f32),
-            );
+            let (m, a) = (std::hint::black_box(0.999_999f32), std::hint::black_box(1e-7f32));
             for _ in 0..iterations {
                 for x in acc.iter_mut() {
                     *x = benchctl_cpu::madd::<{ benchctl_cpu::GENERIC_FUSED }>(*x, m, a);
@@ -547,18 +452,13 @@ fn fma_chains(tier: benchctl_cpu::Tier, iterations: usize) -> (f32, usize) {
 unsafe fn fma_chains_avx512(iterations: usize) -> (f32, usize) {
     use std::arch::x86_64::*;
     let mut acc = [_mm512_set1_ps(1.0); 16];
-    let (m, a) = (
-        _mm512_set1_ps(std::hint::black_box(0.999_999)),
-        _mm512_set1_ps(std::hint::black_box(1e-7)),
-    );
+    let (m, a) = (_mm512_set1_ps(std::hint::black_box(0.999_999)), _mm512_set1_ps(std::hint::black_box(1e-7)));
     for _ in 0..iterations {
         for x in acc.iter_mut() {
             *x = _mm512_fmadd_ps(*x, m, a);
         }
     }
-    let sum = acc
-        .iter()
-        .fold(_mm512_setzero_ps(), |s, x| _mm512_add_ps(s, *x));
+    let sum = acc.iter().fold(_mm512_setzero_ps(), |s, x| _mm512_add_ps(s, *x));
     (_mm512_reduce_add_ps(sum), 16 * 16 * 2)
 }
 
@@ -567,18 +467,13 @@ unsafe fn fma_chains_avx512(iterations: usize) -> (f32, usize) {
 unsafe fn fma_chains_avx2(iterations: usize) -> (f32, usize) {
     use std::arch::x86_64::*;
     let mut acc = [_mm256_set1_ps(1.0); 12];
-    let (m, a) = (
-        _mm256_set1_ps(std::hint::black_box(0.999_999)),
-        _mm256_set1_ps(std::hint::black_box(1e-7)),
-    );
+    let (m, a) = (_mm256_set1_ps(std::hint::black_box(0.999_999)), _mm256_set1_ps(std::hint::black_box(1e-7)));
     for _ in 0..iterations {
         for x in acc.iter_mut() {
             *x = _mm256_fmadd_ps(*x, m, a);
         }
     }
-    let sum = acc
-        .iter()
-        .fold(_mm256_setzero_ps(), |s, x| _mm256_add_ps(s, *x));
+    let sum = acc.iter().fold(_mm256_setzero_ps(), |s, x| _mm256_add_ps(s, *x));
     let mut lanes = [0f32; 8];
     _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
     (lanes.iter().sum(), 12 * 8 * 2)

@@ -89,8 +89,14 @@ impl EmbeddingCache {
         let dir = root.join(hex(&namespace[..16]));
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::new(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display())))?;
-        let mut cache =
-            Self { dir: Some(dir.clone()), namespace, entries: HashMap::new(), segment: None, skipped: 0, write_failed: false };
+        let mut cache = Self {
+            dir: Some(dir.clone()),
+            namespace,
+            entries: HashMap::new(),
+            segment: None,
+            skipped: 0,
+            write_failed: false,
+        };
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| Error::new(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -190,7 +196,8 @@ impl EmbeddingCache {
                     .map(|d| d.as_nanos())
                     .unwrap_or(0);
                 let path = dir.join(format!("seg-{nanos}-{}.bin", std::process::id()));
-                let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(write_error)?;
+                let mut file =
+                    std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(write_error)?;
                 file.write_all(SEGMENT_MAGIC).and_then(|_| file.write_all(&self.namespace)).map_err(write_error)?;
                 self.segment.insert(file)
             }
@@ -223,7 +230,10 @@ pub fn key_of_file(path: &Path, tag: &[u8], len: u64) -> std::io::Result<Key> {
         h.update(&buf[..n]);
     }
     if read != len {
-        return Err(std::io::Error::other(format!("{} changed while it was read ({len} then {read} bytes)", path.display())));
+        return Err(std::io::Error::other(format!(
+            "{} changed while it was read ({len} then {read} bytes)",
+            path.display()
+        )));
     }
     Ok(h.finalize().into())
 }
@@ -352,7 +362,8 @@ impl FileKeys {
             buf.extend_from_slice(&check[..8]);
         }
         std::fs::create_dir_all(dir)?;
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

@@ -46,7 +46,12 @@ impl CheckReport {
         } else {
             Err(Error::new(
                 ErrorKind::Data,
-                format!("validate {} data in {}: {} problem(s), listed above", self.suite, self.data_dir.display(), self.problems.len()),
+                format!(
+                    "validate {} data in {}: {} problem(s), listed above",
+                    self.suite,
+                    self.data_dir.display(),
+                    self.problems.len()
+                ),
             ))
         }
     }

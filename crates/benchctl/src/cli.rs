@@ -5,11 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "benchctl",
-    version,
-    about = "Evaluate vision-language models on fine-grained image-text benchmarks"
-)]
+#[command(name = "benchctl", version, about = "Evaluate vision-language models on fine-grained image-text benchmarks")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -338,10 +334,8 @@ pub struct BenchArgs {
 /// `i/n` with `i < n`.
 pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
     let (i, n) = text.split_once('/').ok_or("expected i/n, e.g. 0/4")?;
-    let (i, n): (usize, usize) = (
-        i.trim().parse().map_err(|_| "i is not a number")?,
-        n.trim().parse().map_err(|_| "n is not a number")?,
-    );
+    let (i, n): (usize, usize) =
+        (i.trim().parse().map_err(|_| "i is not a number")?, n.trim().parse().map_err(|_| "n is not a number")?);
     if n == 0 || i >= n {
         return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
     }

@@ -51,9 +51,12 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let entries = std::fs::read_dir(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-            let mut found: Vec<PathBuf> =
-                entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect();
+            let entries =
+                std::fs::read_dir(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
             found.sort();
             out.extend(found);
         } else {
@@ -68,7 +71,10 @@ fn read_run_file(path: &Path) -> Result<ComparedRun> {
     // Without a readable dump the comparison still runs, without paired statistics.
     let lines = dump.and_then(|dump| {
         let text = std::fs::read_to_string(dump).ok()?;
-        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).ok()).collect::<Option<Vec<Value>>>()
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).ok())
+            .collect::<Option<Vec<Value>>>()
     });
     Ok(ComparedRun { run, lines, source: path.display().to_string() })
 }
@@ -87,13 +93,14 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
         baselines
             .iter()
             .map(|b| {
-                let latest = store.latest_of(&b.run.identity(), &b.run.model.id, &b.run.suite.id)?.ok_or_else(|| {
-                    Error::results(format!(
-                        "compare: the results store in {} has no complete run of {}",
-                        args.results_dir.display(),
-                        b.run.identity()
-                    ))
-                })?;
+                let latest =
+                    store.latest_of(&b.run.identity(), &b.run.model.id, &b.run.suite.id)?.ok_or_else(|| {
+                        Error::results(format!(
+                            "compare: the results store in {} has no complete run of {}",
+                            args.results_dir.display(),
+                            b.run.identity()
+                        ))
+                    })?;
                 let lines = store.item_lines(latest.id)?;
                 Ok(ComparedRun { run: latest.run, lines: Some(lines), source: format!("stored run {}", latest.id) })
             })
@@ -104,13 +111,16 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
     for current in currents.iter().filter(|c| c.run.is_complete()) {
         let identity = current.run.identity();
-        let baseline = baselines.iter().find(|b| b.run.is_complete() && b.run.identity() == identity).ok_or_else(|| {
-            Error::results(format!("compare {}: the baseline has no complete run of {identity}", current.source))
-        })?;
+        let baseline =
+            baselines.iter().find(|b| b.run.is_complete() && b.run.identity() == identity).ok_or_else(|| {
+                Error::results(format!("compare {}: the baseline has no complete run of {identity}", current.source))
+            })?;
         changes.extend(compare_pair(baseline, current, args.tolerance)?);
     }
     if changes.is_empty() && currents.iter().any(|c| !c.run.is_complete()) {
-        return Err(Error::results("compare: only shard runs were given; merge them first (`benchctl merge`)".to_string()));
+        return Err(Error::results(
+            "compare: only shard runs were given; merge them first (`benchctl merge`)".to_string(),
+        ));
     }
     Ok(changes)
 }
@@ -146,7 +156,12 @@ fn max_score_change(baseline: &ComparedRun, current: &ComparedRun) -> Option<f64
             return None;
         }
         let rows = |v: &Value| -> Option<Vec<f64>> {
-            v.get("scores")?.as_array()?.iter().flat_map(|r| r.as_array().into_iter().flatten()).map(Value::as_f64).collect()
+            v.get("scores")?
+                .as_array()?
+                .iter()
+                .flat_map(|r| r.as_array().into_iter().flatten())
+                .map(Value::as_f64)
+                .collect()
         };
         let (rx, ry) = (rows(x)?, rows(y)?);
         if rx.len() != ry.len() {
@@ -197,7 +212,16 @@ fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option
 pub fn table(changes: &[Change]) -> String {
     let mut table = comfy_table::Table::new();
     table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
-        "model", "suite", "metric", "baseline", "current", "Δ", "Δ 95% CI", "McNemar p", "max |Δ item score|", "verdict",
+        "model",
+        "suite",
+        "metric",
+        "baseline",
+        "current",
+        "Δ",
+        "Δ 95% CI",
+        "McNemar p",
+        "max |Δ item score|",
+        "verdict",
     ]);
     for c in changes {
         let right = |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
@@ -289,7 +313,15 @@ pub fn markdown(changes: &[Change]) -> String {
 
 /// One change in words, for a JUnit failure's body.
 fn describe(c: &Change) -> String {
-    let mut text = format!("{} on {}: {} {:.2} -> {:.2} ({:+.2})", c.model, c.suite, c.metric, c.baseline, c.current, c.current - c.baseline);
+    let mut text = format!(
+        "{} on {}: {} {:.2} -> {:.2} ({:+.2})",
+        c.model,
+        c.suite,
+        c.metric,
+        c.baseline,
+        c.current,
+        c.current - c.baseline
+    );
     if let Some((low, high)) = c.interval {
         text.push_str(&format!(", paired 95% CI [{low:+.2}, {high:+.2}]"));
     }

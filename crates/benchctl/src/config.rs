@@ -54,24 +54,39 @@ struct Block {
 
 /// The runs a spec file describes, as the `eval` arguments of each, in order.
 pub fn expand(path: &Path, defaults: &EvalArgs) -> Result<Vec<EvalArgs>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::Usage, format!("read run spec {}: {e}", path.display())))?;
-    let spec: Spec = toml::from_str(&text).map_err(|e| Error::new(ErrorKind::Usage, format!("parse run spec {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::Usage, format!("read run spec {}: {e}", path.display())))?;
+    let spec: Spec = toml::from_str(&text)
+        .map_err(|e| Error::new(ErrorKind::Usage, format!("parse run spec {}: {e}", path.display())))?;
     // Relative paths in the spec are relative to the spec file.
     let base = path.parent().unwrap_or(Path::new("."));
     let resolve = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
     let mut out = Vec::new();
     for (b, block) in spec.runs.iter().enumerate() {
         if block.models.is_empty() && block.model_paths.is_empty() {
-            return Err(Error::new(ErrorKind::Usage, format!("use run spec {}: runs[{b}] names no models or model_paths", path.display())));
+            return Err(Error::new(
+                ErrorKind::Usage,
+                format!("use run spec {}: runs[{b}] names no models or model_paths", path.display()),
+            ));
         }
         if let Some(suite) = block.data_dirs.keys().find(|s| !block.suites.contains(s)) {
-            return Err(Error::new(ErrorKind::Usage, format!("use run spec {}: runs[{b}].data_dirs names `{suite}`, which is not in its suites", path.display())));
+            return Err(Error::new(
+                ErrorKind::Usage,
+                format!(
+                    "use run spec {}: runs[{b}].data_dirs names `{suite}`, which is not in its suites",
+                    path.display()
+                ),
+            ));
         }
         let models = block
             .models
             .iter()
             .map(|m| ModelChoice { model: Some(m.clone()), model_path: None, score: block.score.clone() })
-            .chain(block.model_paths.iter().map(|p| ModelChoice { model: None, model_path: Some(resolve(p)), score: block.score.clone() }));
+            .chain(block.model_paths.iter().map(|p| ModelChoice {
+                model: None,
+                model_path: Some(resolve(p)),
+                score: block.score.clone(),
+            }));
         for model in models {
             for suite in &block.suites {
                 benchctl_suites::find(suite)?;

@@ -58,11 +58,7 @@ impl Head {
 
     /// The cache key of a dual encoder's or a fusion model's head.
     fn key(fusion: bool) -> cache::Key {
-        cache::key(&[if fusion {
-            b"fusion-score-kind"
-        } else {
-            b"similarity-head"
-        }])
+        cache::key(&[if fusion { b"fusion-score-kind" } else { b"similarity-head" }])
     }
 
     /// Its cache entry: the key and the values ([`Similarity::to_values`], or 0 for
@@ -107,13 +103,10 @@ impl ResolvedModel {
     pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
         match cache::default_root() {
             // A cache that cannot be opened (a read-only or missing location) is not used.
-            Some(root) if !no_cache => Ok(EmbeddingCache::open(&root, &self.cache_namespace)
-                .unwrap_or_else(|e| {
-                    eprintln!(
-                        "warning: failed to {e}; the run goes on without the embedding cache"
-                    );
-                    EmbeddingCache::disabled()
-                })),
+            Some(root) if !no_cache => Ok(EmbeddingCache::open(&root, &self.cache_namespace).unwrap_or_else(|e| {
+                eprintln!("warning: failed to {e}; the run goes on without the embedding cache");
+                EmbeddingCache::disabled()
+            })),
             _ => Ok(EmbeddingCache::disabled()),
         }
     }
@@ -134,21 +127,12 @@ impl ResolvedModel {
 
     /// Reads the weights, and records the score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
-        let model = registry::load(
-            self.architecture,
-            self.head,
-            &self.files,
-            self.dtype,
-            &self.device,
-        )?;
+        let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
         let (key, values) = Head::of(&model).entry();
         if cache.get(&key) != Some(&values[..]) {
             cache.append(&[(key, values)])?;
         }
-        Ok(LoadedModel {
-            model,
-            record: self.record.clone(),
-        })
+        Ok(LoadedModel { model, record: self.record.clone() })
     }
 
     /// [`ResolvedModel::load`], timed: `(model, seconds)`.
@@ -162,10 +146,7 @@ impl ResolvedModel {
     /// encoder, pair scores for a fusion model): then the run needs nothing from the weights.
     pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
         let head = Head::cached(cache, self.head.is_fusion())?;
-        needed
-            .iter()
-            .all(|keys| keys.iter().all(|k| cache.get(k).is_some()))
-            .then_some(head)
+        needed.iter().all(|keys| keys.iter().all(|k| cache.get(k).is_some())).then_some(head)
     }
 
     /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
@@ -187,11 +168,7 @@ impl ResolvedModel {
 
 /// Resolves `--model` / `--model-path` to files, architecture and head, without reading the
 /// weights.
-pub fn resolve_model(
-    choice: &ModelChoice,
-    device_spec: &str,
-    dtype_spec: &str,
-) -> Result<ResolvedModel> {
+pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> Result<ResolvedModel> {
     let device = benchctl_models::device::parse_device(device_spec)?;
     let dtype = benchctl_models::device::parse_dtype(dtype_spec)?;
     let (files, architecture, id) = match (&choice.model, &choice.model_path) {
@@ -211,12 +188,7 @@ pub fn resolve_model(
                 .unwrap_or_else(|| "local".into());
             (files, architecture, id)
         }
-        _ => {
-            return Err(Error::new(
-                ErrorKind::Usage,
-                "choose a model: pass exactly one of --model or --model-path",
-            ))
-        }
+        _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
     };
     let head = registry::choose_head(architecture, choice.score.as_deref())?;
     let mut record = model_record(id, &files, dtype, &device);
@@ -228,16 +200,9 @@ pub fn resolve_model(
     // change to decoding, preprocessing or model code that alters an embedding, and the crate
     // version.
     let stamp = |path: &Path| {
-        std::fs::metadata(path)
-            .ok()
-            .map(|m| format!("{}:{:?}", m.len(), m.modified().ok()))
-            .unwrap_or_default()
+        std::fs::metadata(path).ok().map(|m| format!("{}:{:?}", m.len(), m.modified().ok())).unwrap_or_default()
     };
-    let contents = |path: &Path| {
-        std::fs::read(path)
-            .map(|bytes| hex(&cache::key(&[&bytes])[..8]))
-            .unwrap_or_default()
-    };
+    let contents = |path: &Path| std::fs::read(path).map(|bytes| hex(&cache::key(&[&bytes])[..8])).unwrap_or_default();
     let cache_namespace = format!(
         "v{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
         benchctl_models::OUTPUT_VERSION,
@@ -253,35 +218,16 @@ pub fn resolve_model(
         head.name(),
         contents(&files.config),
         contents(&files.tokenizer),
-        files
-            .preprocessor
-            .as_deref()
-            .map(contents)
-            .unwrap_or_default(),
+        files.preprocessor.as_deref().map(contents).unwrap_or_default(),
     );
-    Ok(ResolvedModel {
-        files,
-        architecture,
-        head,
-        dtype,
-        device,
-        record,
-        cache_namespace,
-    })
+    Ok(ResolvedModel { files, architecture, head, dtype, device, record, cache_namespace })
 }
 
 fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
     let (repo, revision, commit, path) = match &files.origin {
-        Origin::Hub {
-            repo,
-            revision,
-            commit,
-        } => (
-            Some(repo.clone()),
-            Some(revision.clone()),
-            Some(commit.clone()),
-            None,
-        ),
+        Origin::Hub { repo, revision, commit } => {
+            (Some(repo.clone()), Some(revision.clone()), Some(commit.clone()), None)
+        }
         Origin::Directory(dir) => (None, None, None, Some(dir.display().to_string())),
     };
     ModelRecord {
@@ -360,10 +306,7 @@ impl Evaluation {
 /// Runs `benchctl eval` up to, not including, storing the run.
 pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let suite_info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
     if let benchctl_suites::SuiteKind::Galleries = suite_info.kind {
         return crate::retrieval::run(args, &data_dir);
     }
@@ -387,8 +330,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let batch = args.batch_size as usize;
 
     let data_fingerprint = fingerprint(&full_suite)?;
-    let (all_image_slots, unique_images) =
-        unique_by(full_suite.items.iter().flat_map(|i| &i.images));
+    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| &i.images));
     let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| &i.texts));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
     let shard = match args.shard {
@@ -411,20 +353,11 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     };
     let (suite, image_slots, text_slots, wanted) = match &shard {
         None => (&full_suite, &all_image_slots, &all_text_slots, None),
-        Some(s) => (
-            &s.suite,
-            &s.image_slots,
-            &s.text_slots,
-            Some((&s.wanted_images, &s.wanted_texts)),
-        ),
+        Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
     };
-    let mut counts = Counts {
-        unique_images: unique_images.len(),
-        unique_texts: unique_texts.len(),
-        ..Default::default()
-    };
-    (counts.captions_truncated, counts.text_context) =
-        long_captions(&resolved, &unique_texts, args.on_long_caption)?;
+    let mut counts =
+        Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
+    (counts.captions_truncated, counts.text_context) = long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let mut cache = resolved.cache(args.no_cache)?;
     let memo = resolved.file_keys(args.no_cache);
@@ -436,27 +369,14 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
     let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
     let needed = |keys: &[cache::Key], wanted: Option<&[bool]>| -> Vec<cache::Key> {
-        keys.iter()
-            .enumerate()
-            .filter(|&(i, _)| wanted.is_none_or(|w| w[i]))
-            .map(|(_, k)| *k)
-            .collect()
+        keys.iter().enumerate().filter(|&(i, _)| wanted.is_none_or(|w| w[i])).map(|(_, k)| *k).collect()
     };
     // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
-    let pairs = resolved
-        .head
-        .is_fusion()
-        .then(|| PairTable::of_items(suite, image_slots, text_slots));
-    let pair_keys = pairs
-        .as_ref()
-        .map(|table| table.keys(&image_keys, &text_keys))
-        .unwrap_or_default();
+    let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(suite, image_slots, text_slots));
+    let pair_keys = pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default();
     let (needed_images, needed_texts) = match pairs {
         Some(_) => (Vec::new(), Vec::new()),
-        None => (
-            needed(&image_keys, wanted_images),
-            needed(&text_keys, wanted_texts),
-        ),
+        None => (needed(&image_keys, wanted_images), needed(&text_keys, wanted_texts)),
     };
     // A re-run that finds everything in the cache scores without reading the weights.
     let (loaded, head, load_s) =
@@ -469,13 +389,8 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
                 _ => None,
             };
             let t = Instant::now();
-            let inputs = PairInputs {
-                images: &unique_images,
-                texts: &unique_texts,
-                pair_keys: &pair_keys,
-            };
-            let values =
-                score_pairs_through_cache(fusion, pairs, &inputs, batch, &mut counts, &mut cache)?;
+            let inputs = PairInputs { images: &unique_images, texts: &unique_texts, pair_keys: &pair_keys };
+            let values = score_pairs_through_cache(fusion, pairs, &inputs, batch, &mut counts, &mut cache)?;
             let scores = pairs.score_tensor(suite, &values, kind)?;
             (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
         }
@@ -484,54 +399,20 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
                 Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
                 _ => None,
             };
-            let encoder = Encoder {
-                model,
-                device: resolved.device(),
-            };
+            let encoder = Encoder { model, device: resolved.device() };
             let t = Instant::now();
-            let image_embeddings = encode_images(
-                encoder,
-                &unique_images,
-                &image_keys,
-                wanted_images,
-                batch,
-                &mut counts,
-                &mut cache,
-            )?;
+            let image_embeddings =
+                encode_images(encoder, &unique_images, &image_keys, wanted_images, batch, &mut counts, &mut cache)?;
             let encode_images_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let text_embeddings = encode_texts(
-                encoder,
-                &unique_texts,
-                &text_keys,
-                wanted_texts,
-                batch,
-                &mut counts,
-                &mut cache,
-            )?;
+            let text_embeddings =
+                encode_texts(encoder, &unique_texts, &text_keys, wanted_texts, batch, &mut counts, &mut cache)?;
             let encode_texts_s = t.elapsed().as_secs_f64();
             let t = Instant::now();
-            let scores = score_items(
-                &similarity,
-                suite,
-                image_slots,
-                text_slots,
-                &image_embeddings,
-                &text_embeddings,
-            )?;
-            (
-                scores,
-                encode_images_s,
-                encode_texts_s,
-                t.elapsed().as_secs_f64(),
-            )
+            let scores = score_items(&similarity, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
+            (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
         }
-        _ => {
-            return Err(Error::new(
-                ErrorKind::Compute,
-                "score: the model's kind and its score head disagree",
-            ))
-        }
+        _ => return Err(Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")),
     };
     let t = Instant::now();
     let report = suite.evaluate(&scores)?;
@@ -540,10 +421,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 
     let run = Run {
         started_at,
-        model: ModelRecord {
-            score_kind: Some(scores.kind().name().to_string()),
-            ..resolved.record.clone()
-        },
+        model: ModelRecord { score_kind: Some(scores.kind().name().to_string()), ..resolved.record.clone() },
         suite: results::SuiteRecord {
             id: suite.id.to_string(),
             data_dir: suite.data_dir.display().to_string(),
@@ -571,11 +449,7 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     };
     let dump = results::item_dump(suite, &scores);
     let suite = suite.clone();
-    Ok(Evaluation {
-        run,
-        dump,
-        scored: Some((suite, scores)),
-    })
+    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
 }
 
 /// How many of `texts` the model's tokenizer truncates, and its context: with
@@ -650,8 +524,8 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for file in &suite.annotation_files {
-        let bytes = std::fs::read(file)
-            .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
+        let bytes =
+            std::fs::read(file).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
         let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
         hash.update(name.to_string_lossy().as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());
@@ -707,22 +581,12 @@ impl Shard {
         let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| {
             suite.items[..upto].iter().map(take).sum::<usize>()
         };
-        let (i0, i1) = (
-            offset(|it| it.images.len(), start),
-            offset(|it| it.images.len(), end),
-        );
-        let (t0, t1) = (
-            offset(|it| it.texts.len(), start),
-            offset(|it| it.texts.len(), end),
-        );
+        let (i0, i1) = (offset(|it| it.images.len(), start), offset(|it| it.images.len(), end));
+        let (t0, t1) = (offset(|it| it.texts.len(), start), offset(|it| it.texts.len(), end));
         let mut wanted_images = vec![false; images];
         let mut wanted_texts = vec![false; texts];
-        image_slots[i0..i1]
-            .iter()
-            .for_each(|&s| wanted_images[s] = true);
-        text_slots[t0..t1]
-            .iter()
-            .for_each(|&s| wanted_texts[s] = true);
+        image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
+        text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
         let mut sliced = suite.clone();
         sliced.items = suite.items[start..end].to_vec();
         Shard {
@@ -741,24 +605,11 @@ fn check_images(suite: &Suite) -> Result<()> {
     if missing.is_empty() {
         return Ok(());
     }
-    let shown: Vec<String> = missing
-        .iter()
-        .take(5)
-        .map(|p| p.display().to_string())
-        .collect();
-    let more = if missing.len() > 5 {
-        format!(" and {} more", missing.len() - 5)
-    } else {
-        String::new()
-    };
+    let shown: Vec<String> = missing.iter().take(5).map(|p| p.display().to_string()).collect();
+    let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
     Err(Error::new(
         ErrorKind::Data,
-        format!(
-            "find {} image(s) of {}: {}{more}",
-            missing.len(),
-            suite.id,
-            shown.join(", ")
-        ),
+        format!("find {} image(s) of {}: {}{more}", missing.len(), suite.id, shown.join(", ")),
     ))
 }
 
@@ -794,12 +645,7 @@ fn progress(len: usize, what: &str) -> ProgressBar {
 /// sources' keys and the recipe), files' keys through the path/size/mtime memo.
 fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<cache::Key> {
     let key_of = |path: &Path, tag: &[u8]| {
-        memo.key_of(path, tag).map_err(|e| {
-            Error::new(
-                ErrorKind::Data,
-                format!("read image {}: {e}", path.display()),
-            )
-        })
+        memo.key_of(path, tag).map_err(|e| Error::new(ErrorKind::Data, format!("read image {}: {e}", path.display())))
     };
     Ok(match source {
         ImageSource::File(path) => key_of(path, b"file")?,
@@ -807,34 +653,20 @@ fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<cache::Key>
         // The same bytes as a file: a parquet release shares the cache with the jsonl one.
         ImageSource::Embedded(e) => cache::key(&[b"file", &e.bytes]),
         ImageSource::Altered(a) => {
-            let recipe = format!(
-                "{:?}|{}|{}",
-                a.spec.method, a.spec.lambda_milli, a.spec.draw
-            );
-            cache::key(&[
-                b"altered",
-                &key_of(&a.base, b"file")?,
-                &key_of(&a.other, b"file")?,
-                recipe.as_bytes(),
-            ])
+            let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
+            cache::key(&[b"altered", &key_of(&a.base, b"file")?, &key_of(&a.other, b"file")?, recipe.as_bytes()])
         }
     })
 }
 
 /// The cache keys of `images` (their files read on all cores, unless the memo knows them).
-pub(crate) fn image_keys(
-    images: &[&ImageSource],
-    memo: &cache::FileKeys,
-) -> Result<Vec<cache::Key>> {
+pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Result<Vec<cache::Key>> {
     images.par_iter().map(|s| image_key(s, memo)).collect()
 }
 
 /// The cache keys of `texts`.
 pub(crate) fn text_keys(texts: &[&String]) -> Vec<cache::Key> {
-    texts
-        .iter()
-        .map(|t| cache::key(&[b"text", t.as_bytes()]))
-        .collect()
+    texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect()
 }
 
 /// Assembles `(n, dim)` embeddings from per-input rows.
@@ -888,17 +720,9 @@ fn encode_through_cache<P: Send>(
     let mut rows: Vec<Option<Vec<f32>>> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| {
-            if is_wanted(i) {
-                cache.get(k).map(<[f32]>::to_vec)
-            } else {
-                None
-            }
-        })
+        .map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None })
         .collect();
-    let todo: Vec<usize> = (0..keys.len())
-        .filter(|&i| is_wanted(i) && rows[i].is_none())
-        .collect();
+    let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
     let plan: Vec<Vec<usize>> = match wanted {
         None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
         Some(_) => {
@@ -909,14 +733,9 @@ fn encode_through_cache<P: Send>(
                 .collect()
         }
     };
-    let mut tally = Tally {
-        cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(),
-        ..Tally::default()
-    };
-    let bar = progress(
-        plan.iter().map(Vec::len).sum(),
-        &format!("encoding {what}s"),
-    );
+    let mut tally =
+        Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
+    let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
     std::thread::scope(|scope| -> Result<()> {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
         let (plan, prepare) = (&plan, &prepare);
@@ -930,19 +749,10 @@ fn encode_through_cache<P: Send>(
         });
         for chunk in plan {
             let prepared = receiver.recv().map_err(|_| {
-                Error::new(
-                    ErrorKind::Compute,
-                    format!("prepare {what} batches: the helper thread stopped"),
-                )
+                Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped"))
             })??;
             let encoded = to_rows(&encode(prepared)?, what)?;
-            cache.append(
-                &chunk
-                    .iter()
-                    .zip(&encoded)
-                    .map(|(&i, e)| (keys[i], e.clone()))
-                    .collect::<Vec<_>>(),
-            )?;
+            cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
             for (&i, e) in chunk.iter().zip(encoded) {
                 rows[i] = Some(e);
             }
@@ -999,22 +809,14 @@ pub(crate) fn load_pixels(
         .map(|s| {
             let img = s.load_pil().map_err(Error::from)?;
             let (w, h) = img.dimensions();
-            prep.check_input(w as usize, h as usize).map_err(|e| {
-                Error::new(
-                    ErrorKind::Data,
-                    format!("preprocess image {}: {e}", s.display_name()),
-                )
-            })?;
+            prep.check_input(w as usize, h as usize)
+                .map_err(|e| Error::new(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name())))?;
             Ok(preprocess(prep, &img))
         })
         .collect::<Result<_>>()?;
-    Tensor::from_vec(
-        pixels.concat(),
-        (images.len(), 3, prep.size, prep.size),
-        &Device::Cpu,
-    )
-    .and_then(|t| t.to_device(device))
-    .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
+    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
+        .and_then(|t| t.to_device(device))
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
 }
 
 /// Every (image, text) pair a fusion model must score for a suite, each once, and where
@@ -1053,26 +855,16 @@ impl PairTable {
 
     /// Each pair's cache key, from its image's and text's.
     fn keys(&self, image_keys: &[cache::Key], text_keys: &[cache::Key]) -> Vec<cache::Key> {
-        self.pairs
-            .iter()
-            .map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]]))
-            .collect()
+        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]])).collect()
     }
 
-    fn score_tensor(
-        &self,
-        suite: &Suite,
-        values: &[f32],
-        kind: benchctl_scoring::ScoreKind,
-    ) -> Result<ScoreTensor> {
+    fn score_tensor(&self, suite: &Suite, values: &[f32], kind: benchctl_scoring::ScoreKind) -> Result<ScoreTensor> {
         let mut tensor = ScoreTensor::of_kind(kind);
         for (item, these) in suite.items.iter().zip(&self.item_pairs) {
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
                 .push(item.images.len(), item.texts.len(), &scores)
-                .map_err(|e| {
-                    Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id))
-                })?;
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
         }
         Ok(tensor)
     }
@@ -1096,15 +888,9 @@ pub(crate) fn score_pairs_through_cache(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Vec<f32>> {
-    let PairInputs {
-        images,
-        texts,
-        pair_keys,
-    } = *inputs;
-    let mut values: Vec<Option<f32>> = pair_keys
-        .iter()
-        .map(|k| cache.get(k).and_then(|v| v.first().copied()))
-        .collect();
+    let PairInputs { images, texts, pair_keys } = *inputs;
+    let mut values: Vec<Option<f32>> =
+        pair_keys.iter().map(|k| cache.get(k).and_then(|v| v.first().copied())).collect();
     let mut todo_by_image: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for (p, &(i, _)) in table.pairs.iter().enumerate() {
         if values[p].is_none() {
@@ -1114,21 +900,13 @@ pub(crate) fn score_pairs_through_cache(
     counts.pairs_cached += values.iter().filter(|v| v.is_some()).count();
     let todo_images: Vec<usize> = todo_by_image.keys().copied().collect();
     let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
-    let compute =
-        |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     for image_chunk in todo_images.chunks(batch.max(1)) {
         let model = model.ok_or_else(|| {
-            Error::new(
-                ErrorKind::Compute,
-                "score a pair missing from the cache: the model was not loaded",
-            )
+            Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
         })?;
         let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
-        let states = model.encode_images(&load_pixels(
-            model.preprocessor(),
-            &sources,
-            model.device(),
-        )?)?;
+        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
         counts.images_encoded += image_chunk.len();
         counts.image_batches += 1;
         let pairs: Vec<(usize, usize)> = image_chunk
@@ -1138,27 +916,16 @@ pub(crate) fn score_pairs_through_cache(
             .collect();
         for chunk in pairs.chunks(batch.max(1)) {
             let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
-            let rows = Tensor::from_vec(rows, chunk.len(), model.device())
-                .map_err(|e| compute("index pairs", e))?;
-            let pair_states = states
-                .index_select(&rows, 0)
-                .map_err(|e| compute("gather image states", e))?;
-            let pair_texts: Vec<&str> = chunk
-                .iter()
-                .map(|&(_, p)| texts[table.pairs[p].1].as_str())
-                .collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
+            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
+            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1].as_str()).collect();
             let scores = model
                 .score_pairs(&pair_states, &pair_texts)?
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
-            cache.append(
-                &chunk
-                    .iter()
-                    .zip(&scores)
-                    .map(|(&(_, p), &v)| (pair_keys[p], vec![v]))
-                    .collect::<Vec<_>>(),
-            )?;
+            cache
+                .append(&chunk.iter().zip(&scores).map(|(&(_, p), &v)| (pair_keys[p], vec![v])).collect::<Vec<_>>())?;
             for (&(_, p), v) in chunk.iter().zip(scores) {
                 values[p] = Some(v);
             }
@@ -1169,14 +936,7 @@ pub(crate) fn score_pairs_through_cache(
     bar.finish_and_clear();
     values
         .into_iter()
-        .map(|v| {
-            v.ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Compute,
-                    "score pairs: a pair was neither cached nor scored",
-                )
-            })
-        })
+        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
         .collect()
 }
 
@@ -1195,10 +955,7 @@ impl<'a> Encoder<'a> {
     }
 
     fn not_loaded() -> Error {
-        Error::new(
-            ErrorKind::Compute,
-            "encode an input missing from the cache: the model was not loaded",
-        )
+        Error::new(ErrorKind::Compute, "encode an input missing from the cache: the model was not loaded")
     }
 }
 
@@ -1214,26 +971,15 @@ pub(crate) fn encode_images(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let (prep, device) = (
-        encoder.model.map(|m| m.preprocessor().clone()),
-        encoder.device,
-    );
+    let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
     let prepare = |chunk: &[usize]| {
         let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
         let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
         load_pixels(prep, &sources, device)
     };
     let encode = |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?);
-    let (embeddings, tally) = encode_through_cache(
-        encoder.device,
-        keys,
-        wanted,
-        batch,
-        cache,
-        "image",
-        prepare,
-        encode,
-    )?;
+    let (embeddings, tally) =
+        encode_through_cache(encoder.device, keys, wanted, batch, cache, "image", prepare, encode)?;
     counts.images_cached += tally.cached;
     counts.images_encoded += tally.encoded;
     counts.image_batches += tally.batches;
@@ -1251,23 +997,10 @@ pub(crate) fn encode_texts(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let prepare = |chunk: &[usize]| {
-        Ok(chunk
-            .iter()
-            .map(|&i| texts[i].as_str())
-            .collect::<Vec<&str>>())
-    };
+    let prepare = |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>());
     let encode = |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?);
-    let (embeddings, tally) = encode_through_cache(
-        encoder.device,
-        keys,
-        wanted,
-        batch,
-        cache,
-        "text",
-        prepare,
-        encode,
-    )?;
+    let (embeddings, tally) =
+        encode_through_cache(encoder.device, keys, wanted, batch, cache, "text", prepare, encode)?;
     counts.texts_cached += tally.cached;
     counts.texts_encoded += tally.encoded;
     counts.text_batches += tally.batches;
@@ -1283,8 +1016,7 @@ fn score_items(
     images: &Tensor,
     texts: &Tensor,
 ) -> Result<ScoreTensor> {
-    let compute =
-        |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     // Where each item's image and text slots start.
     let mut image_start = Vec::with_capacity(suite.items.len());
     let mut text_start = Vec::with_capacity(suite.items.len());
@@ -1297,10 +1029,7 @@ fn score_items(
     }
     let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
     for (n, item) in suite.items.iter().enumerate() {
-        by_shape
-            .entry((item.images.len(), item.texts.len()))
-            .or_default()
-            .push(n);
+        by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
     }
     let mut per_item: Vec<Vec<f32>> = vec![Vec::new(); suite.items.len()];
     const ITEMS_PER_BATCH: usize = 4096;
@@ -1308,32 +1037,21 @@ fn score_items(
         for chunk in members.chunks(ITEMS_PER_BATCH) {
             let image_rows: Vec<u32> = chunk
                 .iter()
-                .flat_map(|&n| {
-                    image_slots[image_start[n]..image_start[n] + k]
-                        .iter()
-                        .map(|&s| s as u32)
-                })
+                .flat_map(|&n| image_slots[image_start[n]..image_start[n] + k].iter().map(|&s| s as u32))
                 .collect();
             let text_rows: Vec<u32> = chunk
                 .iter()
-                .flat_map(|&n| {
-                    text_slots[text_start[n]..text_start[n] + l]
-                        .iter()
-                        .map(|&s| s as u32)
-                })
+                .flat_map(|&n| text_slots[text_start[n]..text_start[n] + l].iter().map(|&s| s as u32))
                 .collect();
             let gather = |table: &Tensor, rows: Vec<u32>, per: usize| -> Result<Tensor> {
-                let idx = Tensor::from_vec(rows, (chunk.len() * per,), table.device())
-                    .map_err(|e| compute("index", e))?;
+                let idx =
+                    Tensor::from_vec(rows, (chunk.len() * per,), table.device()).map_err(|e| compute("index", e))?;
                 table
                     .index_select(&idx, 0)
                     .and_then(|t| t.reshape((chunk.len(), per, ())))
                     .map_err(|e| compute("gather embeddings", e))
             };
-            let scores = similarity.scores(
-                &gather(images, image_rows, k)?,
-                &gather(texts, text_rows, l)?,
-            )?;
+            let scores = similarity.scores(&gather(images, image_rows, k)?, &gather(texts, text_rows, l)?)?;
             let values = scores
                 .to_dtype(DType::F32)
                 .and_then(|s| s.flatten_all())

@@ -44,7 +44,8 @@ pub fn run(args: &FetchArgs, settings: &HubSettings) -> Result<String> {
     // A failed download is a data problem (exit code 3), whatever the hub client calls it.
     let revision = args.revision.as_deref().unwrap_or("main");
     let select = |names: &[String]| needed_files(info.id, names);
-    let fetched = hub::fetch_dataset(repo, revision, settings, &select).map_err(|e| Error::new(ErrorKind::Data, e.to_string()))?;
+    let fetched = hub::fetch_dataset(repo, revision, settings, &select)
+        .map_err(|e| Error::new(ErrorKind::Data, e.to_string()))?;
     if fetched.files.is_empty() {
         return Err(Error::new(
             ErrorKind::Data,
@@ -84,7 +85,10 @@ fn write_error(path: &Path, e: std::io::Error) -> Error {
 fn inside(root: &Path, relative: &str) -> Result<PathBuf> {
     let rel = Path::new(relative);
     if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return Err(Error::new(ErrorKind::Data, format!("accept the repo file name `{relative}`: it would leave {}", root.display())));
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!("accept the repo file name `{relative}`: it would leave {}", root.display()),
+        ));
     }
     Ok(root.join(rel))
 }

@@ -87,7 +87,11 @@ pub fn render(runs: &[Run]) -> String {
             .iter()
             .map(|m| {
                 let values = rows.iter().filter_map(|r| r.report.metric(m));
-                if benchctl_scoring::metrics::higher_is_better(m) { values.reduce(f64::max) } else { values.reduce(f64::min) }
+                if benchctl_scoring::metrics::higher_is_better(m) {
+                    values.reduce(f64::max)
+                } else {
+                    values.reduce(f64::min)
+                }
             })
             .collect();
         let _ = writeln!(out, "\n## {suite}\n\n![{suite}: {}](charts/{suite}.svg)\n", key.replace('_', " "));
@@ -181,7 +185,12 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(svg, r#"<text x="10" y="20" font-size="14" font-weight="bold">{} — {}</text>"#, escape(suite), escape(&metric.replace('_', " ")));
+    let _ = writeln!(
+        svg,
+        r#"<text x="10" y="20" font-size="14" font-weight="bold">{} — {}</text>"#,
+        escape(suite),
+        escape(&metric.replace('_', " "))
+    );
     for tick in 0..=4 {
         let v = max * tick as f64 / 4.0;
         let _ = writeln!(
@@ -196,7 +205,13 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
     }
     for (row, (label, v, interval)) in values.iter().enumerate() {
         let y = TOP + ROW_H * row as f64;
-        let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#, LABEL_W - 8.0, y + ROW_H * 0.62, escape(label));
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+            LABEL_W - 8.0,
+            y + ROW_H * 0.62,
+            escape(label)
+        );
         let _ = writeln!(
             svg,
             r##"<rect x="{LABEL_W:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#4c78a8"><title>{} {:.2}</title></rect>"##,
@@ -218,7 +233,12 @@ fn bar_chart(suite: &str, metric: &str, rows: &[&Run]) -> String {
                 mid + 5.0
             );
         }
-        let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}">{v:.2}</text>"#, x(interval.map_or(*v, |(_, h)| h.max(*v))) + 6.0, y + ROW_H * 0.62);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}">{v:.2}</text>"#,
+            x(interval.map_or(*v, |(_, h)| h.max(*v))) + 6.0,
+            y + ROW_H * 0.62
+        );
     }
     svg.push_str("</svg>\n");
     svg

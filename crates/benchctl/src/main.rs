@@ -4,7 +4,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
-use benchctl::{bench, check, compare, eval, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind};
+use benchctl::{
+    bench, check, compare, eval, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind,
+};
 use clap::Parser;
 
 fn main() -> ExitCode {
@@ -90,7 +92,11 @@ fn run(cli: Cli) -> Result<(), Error> {
                 let all = benchctl::config::expand(spec, &args)?;
                 let mut first_error = None;
                 for (n, one) in all.iter().enumerate() {
-                    let what = one.model.model.clone().or_else(|| one.model.model_path.as_ref().map(|p| p.display().to_string()));
+                    let what = one
+                        .model
+                        .model
+                        .clone()
+                        .or_else(|| one.model.model_path.as_ref().map(|p| p.display().to_string()));
                     print(&format!("run {}/{}: {} on {}", n + 1, all.len(), what.unwrap_or_default(), one.suite))?;
                     if let Err(e) = eval_one(one) {
                         eprintln!("error: failed to {e}");
@@ -103,7 +109,8 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Score(args) => {
             let (suite, report) = score::run(&args)?;
             print(&summary::report_table(&format!("{} on {suite}", args.scores.display()), &report))?;
-            let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| Error::results(format!("format report: {e}")))?;
+            let json = serde_json::to_string_pretty(&report.to_json())
+                .map_err(|e| Error::results(format!("format report: {e}")))?;
             print(&json)
         }
         Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
@@ -119,7 +126,8 @@ fn run(cli: Cli) -> Result<(), Error> {
             std::fs::write(&path, leaderboard::render(&runs))
                 .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;
             let charts = args.results_dir.join("charts");
-            std::fs::create_dir_all(&charts).map_err(|e| Error::results(format!("create {}: {e}", charts.display())))?;
+            std::fs::create_dir_all(&charts)
+                .map_err(|e| Error::results(format!("create {}: {e}", charts.display())))?;
             for (name, svg) in leaderboard::charts(&runs) {
                 let chart = charts.join(name);
                 std::fs::write(&chart, svg).map_err(|e| Error::results(format!("write {}: {e}", chart.display())))?;

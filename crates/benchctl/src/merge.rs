@@ -30,8 +30,12 @@ struct ShardRun {
 
 fn read_shard(path: &Path) -> Result<ShardRun> {
     let results::RunFile { run, dump } = results::read_run_file(path)?;
-    let shard = run.shard.clone().ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
-    let (index, count) = crate::cli::parse_shard(&shard).map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
+    let shard = run
+        .shard
+        .clone()
+        .ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
+    let (index, count) = crate::cli::parse_shard(&shard)
+        .map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
     let dump = dump.ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
     Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
 }
@@ -74,7 +78,10 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     if data_fingerprint != base.data_fingerprint {
         return Err(Error::new(
             ErrorKind::Data,
-            format!("merge: the data in {} is not the data the shards evaluated (fingerprints differ)", data_dir.display()),
+            format!(
+                "merge: the data in {} is not the data the shards evaluated (fingerprints differ)",
+                data_dir.display()
+            ),
         ));
     }
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();

@@ -168,7 +168,9 @@ impl Run {
         }
         let parse = |k: &str| -> std::result::Result<serde_json::Value, String> { Ok(field(k)?.clone()) };
         let counts = field("counts")?;
-        let count = |k: &str| counts.get(k).and_then(|v| v.as_u64()).map(|v| v as usize).ok_or(format!("missing key `counts.{k}`"));
+        let count = |k: &str| {
+            counts.get(k).and_then(|v| v.as_u64()).map(|v| v as usize).ok_or(format!("missing key `counts.{k}`"))
+        };
         Ok(Run {
             started_at: field("started_at")?.as_str().ok_or("`started_at` is not a string")?.to_string(),
             model: serde_json::from_value(parse("model")?).map_err(|e| format!("key `model`: {e}"))?,
@@ -191,7 +193,10 @@ impl Run {
             },
             timings: serde_json::from_value(parse("timings")?).map_err(|e| format!("key `timings`: {e}"))?,
             report: Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
-            intervals: intervals_from_json(v.get("intervals"), &Report::from_json(field("report")?).ok_or("key `report` is malformed")?)?,
+            intervals: intervals_from_json(
+                v.get("intervals"),
+                &Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
+            )?,
             tool_commit: v.pointer("/tool/commit").and_then(|c| c.as_str()).unwrap_or("unknown").to_string(),
             data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
             image_fingerprint: v.get("image_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
@@ -344,10 +349,7 @@ pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
 
 /// The current UTC time as `YYYY-MM-DDThh:mm:ssZ`.
 pub fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     rfc3339(secs)
 }
 

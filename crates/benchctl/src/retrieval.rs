@@ -26,10 +26,13 @@ use candle_core::{DType, Tensor};
 use serde_json::json;
 
 use crate::cli::{AlterMethod, AlteredSourceArg, CaptionNormalisationArg, EvalArgs};
-use benchctl_models::registry::Architecture;
-use crate::eval::{encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by, Counts, Encoder, Evaluation};
+use crate::eval::{
+    encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by, Counts, Encoder,
+    Evaluation,
+};
 use crate::results::{self, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
+use benchctl_models::registry::Architecture;
 use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
 
 /// Queries per block of the gallery matrix product when a fusion model re-ranks (a block of
@@ -75,15 +78,22 @@ impl Rerank<'_> {
         for chunk in top.chunks(self.batch.max(1)) {
             let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
                 (Side::Images(_), Side::Texts(g), Some(one)) => {
-                    let dims: Vec<usize> = std::iter::once(chunk.len()).chain(one.dims()[1..].iter().copied()).collect();
-                    let repeated = one.broadcast_as(dims).and_then(|s| s.contiguous()).map_err(compute("repeat image states"))?;
+                    let dims: Vec<usize> =
+                        std::iter::once(chunk.len()).chain(one.dims()[1..].iter().copied()).collect();
+                    let repeated =
+                        one.broadcast_as(dims).and_then(|s| s.contiguous()).map_err(compute("repeat image states"))?;
                     (repeated, chunk.iter().map(|&c| g[c].as_str()).collect())
                 }
                 (Side::Texts(q), Side::Images(g), _) => {
                     let images: Vec<&ImageSource> = chunk.iter().map(|&c| &g[c]).collect();
                     (encode(&images)?, vec![q[query].as_str(); chunk.len()])
                 }
-                _ => return Err(Error::new(ErrorKind::Compute, "re-rank: a query and its gallery must be an image and texts")),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::Compute,
+                        "re-rank: a query and its gallery must be an image and texts",
+                    ))
+                }
             };
             let values = self
                 .fusion
@@ -145,16 +155,24 @@ pub fn rank_gallery(
     ties: Ties,
 ) -> Result<Vec<QueryOutcome>> {
     let dim = gallery.dim(1).map_err(compute("size gallery"))?;
-    with_values(queries, |q| with_values(gallery, |g| Ok(benchctl_scoring::gallery::rank_gallery(q, g, dim, matches, altered, ties)?)))
+    with_values(queries, |q| {
+        with_values(gallery, |g| Ok(benchctl_scoring::gallery::rank_gallery(q, g, dim, matches, altered, ties)?))
+    })
 }
 
 /// Runs `f` on the values of `t` as contiguous f32 on the CPU, borrowed from the tensor's
 /// storage when it already is (a gallery of 50K embeddings is 100 MB not copied).
 fn with_values<T>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> {
-    let t = t.to_dtype(DType::F32).and_then(|t| t.to_device(&candle_core::Device::Cpu)).and_then(|t| t.contiguous()).map_err(compute("read embeddings"))?;
+    let t = t
+        .to_dtype(DType::F32)
+        .and_then(|t| t.to_device(&candle_core::Device::Cpu))
+        .and_then(|t| t.contiguous())
+        .map_err(compute("read embeddings"))?;
     let (storage, layout) = t.storage_and_layout();
     match (&*storage, layout.contiguous_offsets()) {
-        (candle_core::Storage::Cpu(cpu), Some((start, end))) => f(&cpu.as_slice::<f32>().map_err(compute("read embeddings"))?[start..end]),
+        (candle_core::Storage::Cpu(cpu), Some((start, end))) => {
+            f(&cpu.as_slice::<f32>().map_err(compute("read embeddings"))?[start..end])
+        }
         _ => Err(Error::new(ErrorKind::Compute, "read embeddings: not a contiguous tensor in memory")),
     }
 }
@@ -225,10 +243,16 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         };
         for &lambda in &args.rococo_lambdas {
             let folder = rococo::release_folder(&data_dir.join("images"), method, lambda);
-            if args.rococo_altered == AlteredSourceArg::Release || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir()) {
+            if args.rococo_altered == AlteredSourceArg::Release
+                || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir())
+            {
                 let altered_sources = release_gallery(&data, &folder)?;
                 let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?;
-                altered_galleries.push((format!("{}{}_seedrelease", method.name(), lambda / 10), altered_sources, keys));
+                altered_galleries.push((
+                    format!("{}{}_seedrelease", method.name(), lambda / 10),
+                    altered_sources,
+                    keys,
+                ));
                 from_release.push(folder.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
                 continue;
             }
@@ -270,14 +294,18 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         Some(Model::Dual(e)) => (Some(e.as_ref()), None),
         Some(Model::Fusion(f)) => {
             let shortlister = f.shortlister().ok_or_else(|| {
-                Error::new(ErrorKind::Usage, "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with")
+                Error::new(
+                    ErrorKind::Usage,
+                    "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with",
+                )
             })?;
             (Some(shortlister), Some(Rerank { fusion: f.as_ref(), k: args.rerank_k as usize, batch }))
         }
     };
     let encoder = Encoder { model, device: resolved.device() };
     let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), images_hashed, ..Default::default() };
-    (counts.captions_truncated, counts.text_context) = crate::eval::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
+    (counts.captions_truncated, counts.text_context) =
+        crate::eval::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let t = Instant::now();
     let text_table = encode_texts(encoder, &unique_texts, &text_keys, None, batch, &mut counts, &mut cache)?;
@@ -290,7 +318,15 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     }
 
     let t = Instant::now();
-    let image_table = encode_images(encoder, &sources.iter().collect::<Vec<_>>(), &source_keys, None, batch, &mut counts, &mut cache)?;
+    let image_table = encode_images(
+        encoder,
+        &sources.iter().collect::<Vec<_>>(),
+        &source_keys,
+        None,
+        batch,
+        &mut counts,
+        &mut cache,
+    )?;
     let mut encode_images_s = t.elapsed().as_secs_f64();
 
     let score_started = Instant::now();
@@ -311,7 +347,15 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let mut score_s = score_started.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
         let t = Instant::now();
-        let altered_table = encode_images(encoder, &altered_sources.iter().collect::<Vec<_>>(), &keys, None, batch, &mut counts, &mut cache)?;
+        let altered_table = encode_images(
+            encoder,
+            &altered_sources.iter().collect::<Vec<_>>(),
+            &keys,
+            None,
+            batch,
+            &mut counts,
+            &mut cache,
+        )?;
         encode_images_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
@@ -345,7 +389,13 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         },
         batch_size: batch,
         counts,
-        timings: Timings { load_model_s, encode_images_s, encode_texts_s, score_s, total_s: started.elapsed().as_secs_f64() },
+        timings: Timings {
+            load_model_s,
+            encode_images_s,
+            encode_texts_s,
+            score_s,
+            total_s: started.elapsed().as_secs_f64(),
+        },
         report,
         // Retrieval metrics are over queries against shared galleries; no item bootstrap.
         intervals: Vec::new(),
@@ -359,7 +409,11 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
 /// BLIP's `pre_caption` on every caption when asked, or (`auto`) when a BLIP model is
 /// evaluated; returns what was applied, for the run record.
-fn normalise_captions(data: &mut rococo::Rococo, asked: CaptionNormalisationArg, architecture: Architecture) -> Option<String> {
+fn normalise_captions(
+    data: &mut rococo::Rococo,
+    asked: CaptionNormalisationArg,
+    architecture: Architecture,
+) -> Option<String> {
     let apply = match asked {
         CaptionNormalisationArg::Blip => true,
         CaptionNormalisationArg::None => false,
@@ -379,12 +433,10 @@ fn normalise_captions(data: &mut rococo::Rococo, asked: CaptionNormalisationArg,
 /// The altered gallery `mix_images.py` wrote into `folder`: one image per test image, under
 /// its file name. Every one must be there.
 fn release_gallery(data: &rococo::Rococo, folder: &Path) -> Result<Vec<ImageSource>> {
-    let sources: Vec<ImageSource> = data
-        .images
-        .iter()
-        .map(|image| ImageSource::File(folder.join(image.file_name().unwrap_or_default())))
-        .collect();
-    let missing: Vec<String> = sources.iter().filter(|s| !s.path().is_file()).take(3).map(|s| s.path().display().to_string()).collect();
+    let sources: Vec<ImageSource> =
+        data.images.iter().map(|image| ImageSource::File(folder.join(image.file_name().unwrap_or_default()))).collect();
+    let missing: Vec<String> =
+        sources.iter().filter(|s| !s.path().is_file()).take(3).map(|s| s.path().display().to_string()).collect();
     if !missing.is_empty() {
         let count = sources.iter().filter(|s| !s.path().is_file()).count();
         return Err(Error::new(
@@ -454,7 +506,9 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     }
     let clean = |direction: &str| {
         find("clean", direction)
-            .ok_or_else(|| Error::new(ErrorKind::Compute, format!("report rococo: the clean {direction} gallery was not scored")))
+            .ok_or_else(|| {
+                Error::new(ErrorKind::Compute, format!("report rococo: the clean {direction} gallery was not scored"))
+            })
             .and_then(summary)
     };
     let (clean_i2t, clean_t2i) = (clean("i2t")?, clean("t2i")?);
@@ -507,12 +561,12 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
     Ok(Report { items, metrics, breakdowns: Vec::new() })
 }
 
-
 /// The RoCOCO report recomputed from a score dump of `eval --suite rococo` (one line per
 /// query and gallery: `gallery`, `direction`, `query`, `rank`, `top1_altered`), exactly as
 /// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
 pub fn report_from_dump(path: &Path) -> Result<Report> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
     let mut results: Vec<GalleryResult> = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = format!("{} line {}", path.display(), i + 1);
@@ -526,7 +580,8 @@ pub fn report_from_dump(path: &Path) -> Result<Report> {
         };
         let query = v.get("query").and_then(|q| q.as_u64()).ok_or_else(|| bad("missing number `query`"))? as usize;
         let rank = v.get("rank").and_then(|r| r.as_u64()).ok_or_else(|| bad("missing number `rank`"))? as usize;
-        let top1_altered = v.get("top1_altered").and_then(|t| t.as_bool()).ok_or_else(|| bad("missing boolean `top1_altered`"))?;
+        let top1_altered =
+            v.get("top1_altered").and_then(|t| t.as_bool()).ok_or_else(|| bad("missing boolean `top1_altered`"))?;
         let index = match results.iter().position(|r| r.name == name && r.direction == direction) {
             Some(i) => i,
             None => {
@@ -536,7 +591,10 @@ pub fn report_from_dump(path: &Path) -> Result<Report> {
         };
         let gallery = &mut results[index];
         if query != gallery.outcomes.len() {
-            return Err(bad(&format!("query {query} of {name} {direction} is out of order (expected {})", gallery.outcomes.len())));
+            return Err(bad(&format!(
+                "query {query} of {name} {direction} is out of order (expected {})",
+                gallery.outcomes.len()
+            )));
         }
         gallery.outcomes.push(QueryOutcome { rank, top1_altered });
     }

@@ -33,11 +33,14 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
         ScoreFormat::WinogroundJsonl => read_winoground(&args.scores, &mut matrices)?,
         ScoreFormat::EqbenNpy => read_eqben_npy(&args.scores, &suite, &mut matrices)?,
     }
-    let scores = matrices.finish(&args.scores, match args.score_kind {
-        ScoreKindArg::Similarity => ScoreKind::Similarity,
-        ScoreKindArg::Probability => ScoreKind::Probability,
-        ScoreKindArg::Logit => ScoreKind::Logit,
-    })?;
+    let scores = matrices.finish(
+        &args.scores,
+        match args.score_kind {
+            ScoreKindArg::Similarity => ScoreKind::Similarity,
+            ScoreKindArg::Probability => ScoreKind::Probability,
+            ScoreKindArg::Logit => ScoreKind::Logit,
+        },
+    )?;
     let report = suite.evaluate(&scores)?;
     Ok((suite.id.to_string(), report))
 }
@@ -145,13 +148,18 @@ fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
 
 fn read_dump_lines(lines: Vec<(String, Value)>, m: &mut Matrices) -> Result<()> {
     for (at, line) in lines {
-        let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
+        let id =
+            line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
         let item = m.item(id, &at)?;
-        let rows = line.get("scores").and_then(Value::as_array).ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+        let rows = line
+            .get("scores")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
         for (k, row) in rows.iter().enumerate() {
             let row = row.as_array().ok_or_else(|| bad(format!("parse {at}: row {k} of `scores` is not a list")))?;
             for (l, value) in row.iter().enumerate() {
-                let score = value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
+                let score =
+                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
                 m.set(item, k, l, score, &at)?;
             }
         }
@@ -168,11 +176,17 @@ fn parse_label(label: &str) -> Option<(&str, usize, usize)> {
 
 fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
     for (at, line) in lines(path)? {
-        let label = line.get("label").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `label`")))?;
+        let label = line
+            .get("label")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad(format!("parse {at}: missing string `label`")))?;
         let (id, caption, image) = parse_label(label)
             .ok_or_else(|| bad(format!("parse {at}: label `{label}` is not of the form <id>_c<k>_i<j>")))?;
         let item = m.item(id, &format!("{at} (label `{label}`)"))?;
-        let score = line.get("score").and_then(Value::as_f64).ok_or_else(|| bad(format!("parse {at}: `score` is not a number")))?;
+        let score = line
+            .get("score")
+            .and_then(Value::as_f64)
+            .ok_or_else(|| bad(format!("parse {at}: `score` is not a number")))?;
         m.set(item, image, caption, score, &at)?;
     }
     Ok(())
@@ -181,7 +195,10 @@ fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
 /// EqBen's `prediction.npy`: one score per entry of the flat annotation list, in its order.
 fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
     let order = suite.pair_order.as_ref().ok_or_else(|| {
-        Error::new(ErrorKind::Usage, format!("read {} as a prediction vector: {} has no official submission order", path.display(), suite.id))
+        Error::new(
+            ErrorKind::Usage,
+            format!("read {} as a prediction vector: {} has no official submission order", path.display(), suite.id),
+        )
     })?;
     let values = submission::read_prediction(path, order)?;
     for (i, (slot, value)) in order.slots.iter().zip(values).enumerate() {
@@ -198,7 +215,8 @@ fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
 /// `source` names them in errors.
 pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
     let mut matrices = Matrices::new(suite);
-    let numbered = lines.iter().enumerate().map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone())).collect();
+    let numbered =
+        lines.iter().enumerate().map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone())).collect();
     read_dump_lines(numbered, &mut matrices)?;
     matrices.finish(Path::new(source), kind)
 }

@@ -110,7 +110,9 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_error(&path, "start a migration"))?;
-        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(db_error(&path, "read the schema version"))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(db_error(&path, "read the schema version"))?;
         let version = version as usize;
         if version > MIGRATIONS.len() {
             return Err(Error::results(format!(
@@ -121,7 +123,8 @@ impl Store {
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
             tx.execute_batch(sql).map_err(db_error(&path, &format!("migrate the schema to version {}", i + 1)))?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db_error(&path, "record the schema version"))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(db_error(&path, "record the schema version"))?;
         }
         tx.commit().map_err(db_error(&path, "commit a migration"))
     }
@@ -131,7 +134,8 @@ impl Store {
     pub fn insert(&mut self, run: &Run, item_lines: &[serde_json::Value]) -> Result<i64> {
         let path = self.path.clone();
         let err = |what: &str| db_error(&path, what);
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err("start storing a run"))?;
+        let tx =
+            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err("start storing a run"))?;
         let m = &run.model;
         tx.execute(
             "INSERT INTO runs (started_at, tool_version, tool_commit, model_id, score_head, repo, revision, hub_commit,
@@ -205,7 +209,8 @@ impl Store {
             .query_row("SELECT run_json FROM runs WHERE id = ?1", [id], |r| r.get(0))
             .optional()
             .map_err(db_error(&self.path, "read a run"))?;
-        let json = json.ok_or_else(|| Error::results(format!("find run {id} in {}: there is no such run", self.path.display())))?;
+        let json = json
+            .ok_or_else(|| Error::results(format!("find run {id} in {}: there is no such run", self.path.display())))?;
         Ok(StoredRun { id, run: self.parse(id, &json)? })
     }
 
@@ -253,7 +258,9 @@ impl Store {
         let rows = stmt.query_map([id], |r| r.get::<_, String>(0)).map_err(db_error(&self.path, "read item scores"))?;
         rows.map(|r| {
             let text = r.map_err(db_error(&self.path, "read item scores"))?;
-            serde_json::from_str(&text).map_err(|e| Error::results(format!("parse an item score line of run {id} in {}: {e}", self.path.display())))
+            serde_json::from_str(&text).map_err(|e| {
+                Error::results(format!("parse an item score line of run {id} in {}: {e}", self.path.display()))
+            })
         })
         .collect()
     }

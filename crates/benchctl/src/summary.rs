@@ -60,9 +60,7 @@ pub fn run_table(run: &Run) -> String {
 /// What a run's tie rule means, in words.
 pub fn ties_line(ties: &str) -> String {
     match ties {
-        "first" => {
-            "first (the first of tied candidates wins, as the official argmax/argsort does)".into()
-        }
+        "first" => "first (the first of tied candidates wins, as the official argmax/argsort does)".into(),
         other => format!("{other} (a tie for the top score is a miss)"),
     }
 }
@@ -77,10 +75,7 @@ pub fn report_table(title: &str, report: &Report) -> String {
     t.add_row(row);
     for breakdown in &report.breakdowns {
         for group in &breakdown.groups {
-            let mut row = vec![
-                Cell::new(format!("{}={}", breakdown.key, group.value)),
-                right(group.items.to_string()),
-            ];
+            let mut row = vec![Cell::new(format!("{}={}", breakdown.key, group.value)), right(group.items.to_string())];
             row.extend(group.metrics.iter().map(|(_, v)| right(format!("{v:.2}"))));
             t.add_row(row);
         }
@@ -90,56 +85,22 @@ pub fn report_table(title: &str, report: &Report) -> String {
 
 /// Benchmark results.
 pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64>) -> String {
-    let mut t = table(
-        [
-            "part",
-            "batch",
-            "items/s",
-            "p50 ms/batch",
-            "p90 ms/batch",
-            "max ms/batch",
-        ]
-        .map(String::from)
-        .to_vec(),
-    );
+    let mut t =
+        table(["part", "batch", "items/s", "p50 ms/batch", "p90 ms/batch", "max ms/batch"].map(String::from).to_vec());
     for r in results {
         t.add_row(vec![
             Cell::new(r.part),
             right(r.batch.to_string()),
             right(format!("{:.2}", r.per_second)),
-            right(if r.p50_ms.is_finite() {
-                format!("{:.1}", r.p50_ms)
-            } else {
-                "–".into()
-            }),
-            right(if r.p90_ms.is_finite() {
-                format!("{:.1}", r.p90_ms)
-            } else {
-                "–".into()
-            }),
-            right(if r.max_ms.is_finite() {
-                format!("{:.1}", r.max_ms)
-            } else {
-                "–".into()
-            }),
+            right(if r.p50_ms.is_finite() { format!("{:.1}", r.p50_ms) } else { "–".into() }),
+            right(if r.p90_ms.is_finite() { format!("{:.1}", r.p90_ms) } else { "–".into() }),
+            right(if r.max_ms.is_finite() { format!("{:.1}", r.max_ms) } else { "–".into() }),
         ]);
     }
-    let rss = peak_rss_mib
-        .map(|m| format!(", peak RSS {m:.0} MiB"))
-        .unwrap_or_default();
-    let extras: Vec<String> = results
-        .iter()
-        .flat_map(|r| {
-            r.extra
-                .iter()
-                .map(move |(k, v)| format!("{} {k} = {v:.3}", r.part))
-        })
-        .collect();
-    let extras = if extras.is_empty() {
-        String::new()
-    } else {
-        format!("\n{}", extras.join("\n"))
-    };
+    let rss = peak_rss_mib.map(|m| format!(", peak RSS {m:.0} MiB")).unwrap_or_default();
+    let extras: Vec<String> =
+        results.iter().flat_map(|r| r.extra.iter().map(move |(k, v)| format!("{} {k} = {v:.3}", r.part))).collect();
+    let extras = if extras.is_empty() { String::new() } else { format!("\n{}", extras.join("\n")) };
     let tiers = format!(
         "; CPU tier {}, matrix products {}",
         benchctl_cpu::Tier::current().isa(),

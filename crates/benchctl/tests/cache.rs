@@ -116,11 +116,8 @@ fn no_cache_encodes_everything_and_stores_nothing() {
 
 #[test]
 fn a_warm_rerun_scores_without_reading_the_weights() {
-    let (cache, results, dir) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
+    let (cache, results, dir) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let model = dir.path().join("clip-tiny-a");
     copy_tree(Path::new(&tiny_model()), &model);
     let model_arg = model.to_str().unwrap();
@@ -132,38 +129,20 @@ fn a_warm_rerun_scores_without_reading_the_weights() {
     let modified = std::fs::metadata(&weights).unwrap().modified().unwrap();
     let len = std::fs::metadata(&weights).unwrap().len() as usize;
     std::fs::write(&weights, vec![0u8; len]).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&weights)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    std::fs::File::options().write(true).open(&weights).unwrap().set_modified(modified).unwrap();
 
     let (warm_path, warm) = stored_run(&eval_model(model_arg, cache.path(), results.path(), &[]));
     assert_eq!(encoded(&warm), (0, 0, 16, 16));
     assert_eq!(warm["timings"]["load_model_s"].as_f64(), Some(0.0));
     assert_eq!(warm["report"], cold["report"]);
-    assert_eq!(
-        warm["model"], cold["model"],
-        "the run names the same model and score head"
-    );
-    let dump = |path: &Path, run: &serde_json::Value| {
-        std::fs::read_to_string(dump_path(path, run)).unwrap()
-    };
-    assert_eq!(
-        dump(&warm_path, &warm),
-        dump(&cold_path, &cold),
-        "every item score is the cold run's"
-    );
+    assert_eq!(warm["model"], cold["model"], "the run names the same model and score head");
+    let dump = |path: &Path, run: &serde_json::Value| std::fs::read_to_string(dump_path(path, run)).unwrap();
+    assert_eq!(dump(&warm_path, &warm), dump(&cold_path, &cold), "every item score is the cold run's");
 
     // The weights really are unreadable: a run that needs them says so.
     let out = eval_model(model_arg, cache.path(), results.path(), &["--no-cache"]);
     assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("model.safetensors"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("model.safetensors"), "{}", stderr(&out));
 }
 
 #[test]
@@ -203,7 +182,8 @@ fn a_segment_copied_into_another_models_folder_is_not_trusted() {
     let cache = tempfile::tempdir().unwrap();
     let results = tempfile::tempdir().unwrap();
     let b = benchctl_testkit::fixture_model("clip-tiny-b");
-    let own_b = stored_run(&eval_model(b.to_str().unwrap(), tempfile::tempdir().unwrap().path(), results.path(), &[])).1;
+    let own_b =
+        stored_run(&eval_model(b.to_str().unwrap(), tempfile::tempdir().unwrap().path(), results.path(), &[])).1;
     // Model A fills its folder; a run of model B makes its folder, which is then emptied.
     eval(cache.path(), &[]);
     let a_segment = segments(cache.path())[0].clone();
@@ -223,7 +203,10 @@ fn a_segment_copied_into_another_models_folder_is_not_trusted() {
     assert_eq!(run["report"], own_b["report"]);
     // The copied segment's records, re-headed with B's namespace, still fail their checks.
     let mut spliced = std::fs::read(&a_segment).unwrap();
-    let b_segment = segments(cache.path()).into_iter().find(|p| p.starts_with(&b_folder) && *p != b_folder.join(a_segment.file_name().unwrap())).unwrap();
+    let b_segment = segments(cache.path())
+        .into_iter()
+        .find(|p| p.starts_with(&b_folder) && *p != b_folder.join(a_segment.file_name().unwrap()))
+        .unwrap();
     spliced[4..36].copy_from_slice(&std::fs::read(&b_segment).unwrap()[4..36]);
     for f in std::fs::read_dir(&b_folder).unwrap() {
         std::fs::remove_file(f.unwrap().path()).unwrap();
@@ -258,7 +241,17 @@ fn image_files_are_hashed_once_and_again_only_when_they_change() {
     let run = |extra: &[&str]| {
         let results = tempfile::tempdir().unwrap();
         let model = tiny_model();
-        let mut args = vec!["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+        let mut args = vec![
+            "eval",
+            "--model-path",
+            &model,
+            "--suite",
+            "winoground",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--results-dir",
+            results.path().to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())])).1
     };

@@ -44,5 +44,8 @@ fn a_retrieval_suite_is_checked_too() {
     assert_eq!(out.status.code(), Some(3));
     let report = stdout(&out);
     assert!(report.contains("6 items, 6 images, 2 problem(s)"), "{report}");
-    assert!(report.contains("COCO_val2014_000000000102.jpg") && report.contains("official release has 5000"), "{report}");
+    assert!(
+        report.contains("COCO_val2014_000000000102.jpg") && report.contains("official release has 5000"),
+        "{report}"
+    );
 }

@@ -7,7 +7,17 @@ use common::{benchctl, copy_tree, demo_suite, stderr, tiny_model};
 fn eval(data_dir: &str, model_dir: &str) -> std::process::Output {
     let results = tempfile::tempdir().unwrap();
     benchctl(
-        &["eval", "--model-path", model_dir, "--suite", "winoground", "--data-dir", data_dir, "--results-dir", results.path().to_str().unwrap()],
+        &[
+            "eval",
+            "--model-path",
+            model_dir,
+            "--suite",
+            "winoground",
+            "--data-dir",
+            data_dir,
+            "--results-dir",
+            results.path().to_str().unwrap(),
+        ],
         &[],
     )
 }
@@ -66,7 +76,8 @@ fn malformed_jsonl_names_file_and_line() {
 #[test]
 fn model_dir_missing_a_file() {
     let model = tempfile::tempdir().unwrap();
-    std::fs::copy(benchctl_testkit::fixture_model("clip-tiny-a").join("config.json"), model.path().join("config.json")).unwrap();
+    std::fs::copy(benchctl_testkit::fixture_model("clip-tiny-a").join("config.json"), model.path().join("config.json"))
+        .unwrap();
     let out = eval(demo_suite().to_str().unwrap(), model.path().to_str().unwrap());
     assert_fails(&out, 4, &["missing model.safetensors, tokenizer.json"]);
 }
@@ -76,14 +87,21 @@ fn weights_disagreeing_with_config() {
     let model = tempfile::tempdir().unwrap();
     copy_tree(&benchctl_testkit::fixture_model("clip-tiny-a"), model.path());
     // clip-tiny-b's weights under clip-tiny-a's config.
-    std::fs::copy(benchctl_testkit::fixture_model("clip-tiny-b").join("model.safetensors"), model.path().join("model.safetensors")).unwrap();
+    std::fs::copy(
+        benchctl_testkit::fixture_model("clip-tiny-b").join("model.safetensors"),
+        model.path().join("model.safetensors"),
+    )
+    .unwrap();
     let out = eval(demo_suite().to_str().unwrap(), model.path().to_str().unwrap());
     assert_fails(&out, 4, &["does not have the shape", "model.safetensors"]);
 }
 
 #[test]
 fn unknown_model_and_suite_list_the_known_ones() {
-    let out = benchctl(&["eval", "--model", "clip-vit-b99", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()], &[]);
+    let out = benchctl(
+        &["eval", "--model", "clip-vit-b99", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()],
+        &[],
+    );
     assert_fails(&out, 2, &["clip-vit-b99", "known models are clip-vit-b32"]);
     let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "winogrande"], &[]);
     assert_fails(&out, 2, &["winogrande", "known suites are eqben, eqben-subset, rococo, spec, valse, winoground"]);
@@ -91,7 +109,20 @@ fn unknown_model_and_suite_list_the_known_ones() {
 
 #[test]
 fn unavailable_device_is_a_usage_error() {
-    let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--dtype", "f64"], &[]);
+    let out = benchctl(
+        &[
+            "eval",
+            "--model-path",
+            &tiny_model(),
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--dtype",
+            "f64",
+        ],
+        &[],
+    );
     assert_fails(&out, 2, &["dtype `f64`"]);
 }
 
@@ -111,9 +142,15 @@ fn unwritable_results_keep_the_printed_metrics() {
     // A file where the results directory should be: nothing can be created under it.
     let out = benchctl(
         &[
-            "eval", "--model-path", &tiny_model(), "--suite", "winoground",
-            "--data-dir", demo_suite().to_str().unwrap(),
-            "--results-dir", blocker.path().join("sub").to_str().unwrap(),
+            "eval",
+            "--model-path",
+            &tiny_model(),
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--results-dir",
+            blocker.path().join("sub").to_str().unwrap(),
         ],
         &[],
     );
@@ -126,13 +163,34 @@ fn unwritable_results_keep_the_printed_metrics() {
 #[test]
 fn a_model_file_and_an_unusable_cache_are_handled() {
     let model = std::path::Path::new(&tiny_model()).join("config.json");
-    let out = benchctl(&["eval", "--model-path", model.to_str().unwrap(), "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap()], &[]);
+    let out = benchctl(
+        &[
+            "eval",
+            "--model-path",
+            model.to_str().unwrap(),
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+        ],
+        &[],
+    );
     assert_fails(&out, 4, &["it is a file; --model-path takes the directory holding config.json"]);
 
     let blocker = tempfile::NamedTempFile::new().unwrap();
     let results = tempfile::tempdir().unwrap();
     let out = benchctl(
-        &["eval", "--model-path", &tiny_model(), "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+        &[
+            "eval",
+            "--model-path",
+            &tiny_model(),
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--results-dir",
+            results.path().to_str().unwrap(),
+        ],
         &[("BENCHCTL_CACHE", blocker.path().to_str().unwrap())],
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -148,11 +206,15 @@ fn data_without_items_and_incomplete_dumps_are_bad_data() {
     for piece in benchctl_suites::valse::PIECES {
         std::fs::write(data.path().join(format!("{piece}.json")), record.to_string()).unwrap();
     }
-    let out = benchctl(&["eval", "--model-path", &tiny_model(), "--suite", "valse", "--data-dir", data.path().to_str().unwrap()], &[]);
+    let out = benchctl(
+        &["eval", "--model-path", &tiny_model(), "--suite", "valse", "--data-dir", data.path().to_str().unwrap()],
+        &[],
+    );
     assert_fails(&out, 3, &["it has no items to score (11 record(s) excluded by the suite's validity rule)"]);
 
     let dump = data.path().join("rococo.scores.jsonl");
-    std::fs::write(&dump, r#"{"gallery": "clean", "direction": "i2t", "query": 0, "rank": 0, "top1_altered": false}"#).unwrap();
+    std::fs::write(&dump, r#"{"gallery": "clean", "direction": "i2t", "query": 0, "rank": 0, "top1_altered": false}"#)
+        .unwrap();
     let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
     assert_fails(&out, 3, &["the clean t2i gallery was not scored"]);
 }

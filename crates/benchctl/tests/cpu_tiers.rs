@@ -11,7 +11,11 @@ use common::{benchctl, dump_path, stderr, stored_run, tiny_model};
 fn an_unknown_or_unsupported_tier_is_a_usage_error() {
     let out = benchctl(&["suites"], &[("BENCHCTL_CPU", "sse9")]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("error: failed to choose the CPU tier: BENCHCTL_CPU=sse9 is not a tier"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("error: failed to choose the CPU tier: BENCHCTL_CPU=sse9 is not a tier"),
+        "{}",
+        stderr(&out)
+    );
     for isa in Isa::ALL.into_iter().filter(|isa| !isa.is_supported()) {
         let out = benchctl(&["suites"], &[("BENCHCTL_CPU", isa.name())]);
         assert_eq!(out.status.code(), Some(2), "{isa}: {}", stderr(&out));
@@ -46,8 +50,17 @@ fn every_tier_ranks_a_rococo_gallery_exactly_as_the_generic_one() {
     benchctl_testkit::rococo_layout(data.path(), 24);
     let model = tiny_model();
     let args = [
-        "eval", "--model-path", &model, "--suite", "rococo", "--data-dir", data.path().to_str().unwrap(),
-        "--rococo-lambdas", "800", "--rococo-seeds", "1",
+        "eval",
+        "--model-path",
+        &model,
+        "--suite",
+        "rococo",
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--rococo-lambdas",
+        "800",
+        "--rococo-seeds",
+        "1",
     ];
     // The generic tier runs first and fills the cache; the others rank those same embeddings.
     let runs = per_tier(&args, Some(cache.path()));
@@ -62,13 +75,19 @@ fn every_tier_ranks_a_rococo_gallery_exactly_as_the_generic_one() {
 #[test]
 fn every_tier_scores_winoground_within_1e_6_relative_of_the_generic_one() {
     let (model, data) = (tiny_model(), common::demo_suite());
-    let args = ["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.to_str().unwrap(), "--no-cache"];
+    let args =
+        ["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.to_str().unwrap(), "--no-cache"];
     let runs = per_tier(&args, None);
     let scores = |dump: &str| -> Vec<f64> {
         dump.lines()
             .flat_map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v["scores"].as_array().unwrap().iter().flat_map(|row| row.as_array().unwrap().iter().map(|s| s.as_f64().unwrap()).collect::<Vec<_>>()).collect::<Vec<_>>()
+                v["scores"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|row| row.as_array().unwrap().iter().map(|s| s.as_f64().unwrap()).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
             })
             .collect()
     };

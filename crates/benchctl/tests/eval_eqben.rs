@@ -38,9 +38,16 @@ fn full_release_end_to_end_with_the_papers_average() {
     // Kubric is the mean of its three splits; the paper's Avg the mean of 15 numbers.
     let mut fifteen = Vec::new();
     for m in ["text_score", "image_score", "group_score"] {
-        let kubric = ["eqbenkubric_loc", "eqbenkubric_attr", "eqbenkubric_cnt"].iter().map(|s| metric(s, m)).sum::<f64>() / 3.0;
+        let kubric =
+            ["eqbenkubric_loc", "eqbenkubric_attr", "eqbenkubric_cnt"].iter().map(|s| metric(s, m)).sum::<f64>() / 3.0;
         assert!((metrics[format!("{m}_kubric")].as_f64().unwrap() - kubric).abs() < 1e-9);
-        fifteen.extend([metric("eqbenag", m), metric("eqbenyoucook2", m), metric("eqbengebc", m), kubric, metric("eqbensd", m)]);
+        fifteen.extend([
+            metric("eqbenag", m),
+            metric("eqbenyoucook2", m),
+            metric("eqbengebc", m),
+            kubric,
+            metric("eqbensd", m),
+        ]);
     }
     assert!((metrics["paper_avg"].as_f64().unwrap() - fifteen.iter().sum::<f64>() / 15.0).abs() < 1e-9);
     let macro_mean = per_split.values().map(|g| g["group_score"].as_f64().unwrap()).sum::<f64>() / 7.0;
@@ -52,7 +59,11 @@ fn full_release_end_to_end_with_the_papers_average() {
     // A partial release evaluates, and says so in the record and the report.
     let incomplete = json["suite"]["incomplete"].as_array().unwrap();
     assert_eq!(incomplete.len(), 7);
-    assert!(common::stdout(&out).contains("partial release (not the complete official data"), "{}", common::stdout(&out));
+    assert!(
+        common::stdout(&out).contains("partial release (not the complete official data"),
+        "{}",
+        common::stdout(&out)
+    );
     assert_eq!(json["suite"]["ties"], "strict");
 }
 
@@ -103,7 +114,8 @@ fn prediction_npy_is_what_the_official_scorer_reads() {
     // The official computation on the vector gives eval's per-split numbers.
     for (split, [text, image, group]) in official_scores(&prediction, &entries) {
         let g = &json["report"]["breakdowns"]["split"][&split];
-        let ours = [g["text_score"].as_f64().unwrap(), g["image_score"].as_f64().unwrap(), g["group_score"].as_f64().unwrap()];
+        let ours =
+            [g["text_score"].as_f64().unwrap(), g["image_score"].as_f64().unwrap(), g["group_score"].as_f64().unwrap()];
         for (a, b) in ours.iter().zip([text, image, group]) {
             assert!((a - b).abs() < 1e-9, "{split}: {ours:?} vs {:?}", [text, image, group]);
         }
@@ -131,7 +143,17 @@ fn ties_first_is_refused_where_the_official_scorer_is_strict() {
     let data = tempfile::tempdir().unwrap();
     eqben_release(data.path(), &[("eqbensd", 1)], true, false);
     let out = benchctl(
-        &["eval", "--model-path", &tiny_model(), "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--ties", "first"],
+        &[
+            "eval",
+            "--model-path",
+            &tiny_model(),
+            "--suite",
+            "eqben",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--ties",
+            "first",
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
@@ -185,15 +207,17 @@ fn merged_shards_write_the_unsharded_prediction() {
 #[test]
 fn items_sharing_an_image_caption_pair_are_scored() {
     let data = tempfile::tempdir().unwrap();
-    let entry = |image: &str, caption: &str, name: &str, cnt: u64| {
-        serde_json::json!({"image": image, "caption": caption, "private_info": {"dataset": "eqbensd", "name": name, "sample_cnt": cnt}})
-    };
+    let entry = |image: &str, caption: &str, name: &str, cnt: u64| serde_json::json!({"image": image, "caption": caption, "private_info": {"dataset": "eqbensd", "name": name, "sample_cnt": cnt}});
     // Items 0 and 1 both contain (eqbensd/a.png, "a red cube").
     let list = serde_json::json!([
-        entry("eqbensd/a.png", "a red cube", "c0i0", 0), entry("eqbensd/b.png", "a red cube", "c0i1", 0),
-        entry("eqbensd/a.png", "a blue cube", "c1i0", 0), entry("eqbensd/b.png", "a blue cube", "c1i1", 0),
-        entry("eqbensd/a.png", "a red cube", "c0i0", 1), entry("eqbensd/c.png", "a red cube", "c0i1", 1),
-        entry("eqbensd/a.png", "a green cube", "c1i0", 1), entry("eqbensd/c.png", "a green cube", "c1i1", 1),
+        entry("eqbensd/a.png", "a red cube", "c0i0", 0),
+        entry("eqbensd/b.png", "a red cube", "c0i1", 0),
+        entry("eqbensd/a.png", "a blue cube", "c1i0", 0),
+        entry("eqbensd/b.png", "a blue cube", "c1i1", 0),
+        entry("eqbensd/a.png", "a red cube", "c0i0", 1),
+        entry("eqbensd/c.png", "a red cube", "c0i1", 1),
+        entry("eqbensd/a.png", "a green cube", "c1i0", 1),
+        entry("eqbensd/c.png", "a green cube", "c1i1", 1),
     ]);
     std::fs::create_dir_all(data.path().join("eqben_ann")).unwrap();
     std::fs::write(data.path().join(eqben::ANNOTATION_FILE), list.to_string()).unwrap();
@@ -201,7 +225,10 @@ fn items_sharing_an_image_caption_pair_are_scored() {
     let scores: [f32; 8] = [0.9, 0.1, 0.2, 0.8, 0.9, 0.95, 0.1, 0.05];
     let npy = data.path().join("prediction.npy");
     npyz::to_file_1d(&npy, scores.iter().copied()).unwrap();
-    let out = benchctl(&["score", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--scores", npy.to_str().unwrap()], &[]);
+    let out = benchctl(
+        &["score", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--scores", npy.to_str().unwrap()],
+        &[],
+    );
     assert!(out.status.success(), "{}", common::stderr(&out));
     let text = common::stdout(&out);
     let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();

@@ -5,7 +5,8 @@ mod common;
 use common::{benchctl, dump_path, eval_tiny, stderr, stdout};
 
 fn eval(data: &std::path::Path, results: &std::path::Path) -> serde_json::Value {
-    eval_tiny("rococo", data, results, &["--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16"]).1
+    eval_tiny("rococo", data, results, &["--rococo-lambdas", "900,800", "--rococo-seeds", "0,1", "--batch-size", "16"])
+        .1
 }
 
 #[test]
@@ -13,7 +14,12 @@ fn score_recomputes_the_rococo_report_from_the_dump() {
     let data = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(data.path(), 8);
     let results = tempfile::tempdir().unwrap();
-    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "patch,mix", "--rococo-lambdas", "800", "--rococo-seeds", "2,0"]);
+    let (path, run, _) = eval_tiny(
+        "rococo",
+        data.path(),
+        results.path(),
+        &["--rococo-methods", "patch,mix", "--rococo-lambdas", "800", "--rococo-seeds", "2,0"],
+    );
     let dump = dump_path(&path, &run);
     let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -49,7 +55,11 @@ fn rococo_fixture_end_to_end() {
         let expected = 100.0 * (clean - get("rand_voca_i2t_r1")) / clean;
         assert!((get("rand_voca_i2t_drop") - expected).abs() < 1e-9);
     }
-    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"].iter().map(|s| get(&format!("{s}_i2t_r1"))).sum::<f64>() / 4.0;
+    let i2t_mean = ["rand_voca", "same_concept", "diff_concept", "danger"]
+        .iter()
+        .map(|s| get(&format!("{s}_i2t_r1")))
+        .sum::<f64>()
+        / 4.0;
     assert!((get("i2t_r1_altered_mean") - i2t_mean).abs() < 1e-9);
 
     // 12 test images plus 12 altered ones for each of 2 methods × 2 λ × 2 seeds; each
@@ -86,30 +96,14 @@ fn a_warm_rococo_rerun_ranks_from_the_cache_without_the_weights() {
             "--rococo-seeds",
             "1",
         ];
-        let (path, json) = common::stored_run(&benchctl(
-            &args,
-            &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())],
-        ));
-        (
-            std::fs::read_to_string(dump_path(&path, &json)).unwrap(),
-            json,
-        )
+        let (path, json) = common::stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())]));
+        (std::fs::read_to_string(dump_path(&path, &json)).unwrap(), json)
     };
     let (cold_dump, cold) = run();
     assert!(cold["timings"]["load_model_s"].as_f64().unwrap() > 0.0);
     let (warm_dump, warm) = run();
-    assert_eq!(
-        warm["timings"]["load_model_s"].as_f64(),
-        Some(0.0),
-        "every embedding was cached: no weights read"
-    );
-    assert_eq!(
-        (
-            &warm["counts"]["images_encoded"],
-            &warm["counts"]["texts_encoded"]
-        ),
-        (&0.into(), &0.into())
-    );
+    assert_eq!(warm["timings"]["load_model_s"].as_f64(), Some(0.0), "every embedding was cached: no weights read");
+    assert_eq!((&warm["counts"]["images_encoded"], &warm["counts"]["texts_encoded"]), (&0.into(), &0.into()));
     assert_eq!(warm["report"], cold["report"]);
     assert_eq!(warm_dump, cold_dump, "every query's rank is the cold run's");
 }
@@ -137,14 +131,31 @@ fn release_altered_folders_are_used_and_recorded() {
     assert!(stdout(&out).contains("altered images: release folders mix_0.9"), "{}", stdout(&out));
     // The release gallery is one draw; the generated one averages two seeds.
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
-    let galleries: std::collections::BTreeSet<String> =
-        dump.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["gallery"].as_str().unwrap().to_string()).collect();
-    assert!(galleries.contains("mix90_seedrelease") && galleries.contains("patch90_seed1") && !galleries.contains("mix90_seed0"), "{galleries:?}");
+    let galleries: std::collections::BTreeSet<String> = dump
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["gallery"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        galleries.contains("mix90_seedrelease")
+            && galleries.contains("patch90_seed1")
+            && !galleries.contains("mix90_seed0"),
+        "{galleries:?}"
+    );
     // 8 test images, 8 release images, 8 × 2 generated ones.
     assert_eq!(run["counts"]["images_encoded"], 8 + 8 + 16);
 
     let model = common::tiny_model();
-    let mut cmd = vec!["eval", "--model-path", &model, "--suite", "rococo", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+    let mut cmd = vec![
+        "eval",
+        "--model-path",
+        &model,
+        "--suite",
+        "rococo",
+        "--data-dir",
+        data.path().to_str().unwrap(),
+        "--results-dir",
+        results.path().to_str().unwrap(),
+    ];
     cmd.extend(args);
     cmd.extend(["--rococo-altered", "release"]);
     let out = benchctl(&cmd, &[]);
@@ -159,7 +170,23 @@ fn r_mean_medr_and_rsum_follow_the_official_code() {
     let data = tempfile::tempdir().unwrap();
     benchctl_testkit::rococo_layout(data.path(), 10);
     let results = tempfile::tempdir().unwrap();
-    let (path, run, _) = eval_tiny("rococo", data.path(), results.path(), &["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0", "--caption-normalisation", "blip", "--ties", "first"]);
+    let (path, run, _) = eval_tiny(
+        "rococo",
+        data.path(),
+        results.path(),
+        &[
+            "--rococo-methods",
+            "mix",
+            "--rococo-lambdas",
+            "900",
+            "--rococo-seeds",
+            "0",
+            "--caption-normalisation",
+            "blip",
+            "--ties",
+            "first",
+        ],
+    );
     assert_eq!(run["suite"]["caption_normalisation"], "blip (pre_caption, 30 words)");
     assert_eq!(run["suite"]["ties"], "first");
     let m = &run["report"]["metrics"];
@@ -168,7 +195,8 @@ fn r_mean_medr_and_rsum_follow_the_official_code() {
         let mean = (get(&format!("{prefix}_r1")) + get(&format!("{prefix}_r5")) + get(&format!("{prefix}_r10"))) / 3.0;
         assert!((get(&format!("{prefix}_r_mean")) - mean).abs() < 1e-9, "{prefix}");
     }
-    let rsum: f64 = ["clean_i2t", "clean_t2i"].iter().flat_map(|p| ["r1", "r5", "r10"].map(|k| get(&format!("{p}_{k}")))).sum();
+    let rsum: f64 =
+        ["clean_i2t", "clean_t2i"].iter().flat_map(|p| ["r1", "r5", "r10"].map(|k| get(&format!("{p}_{k}")))).sum();
     assert!((get("clean_rsum") - rsum).abs() < 1e-9);
     let mut ranks: Vec<f64> = std::fs::read_to_string(dump_path(&path, &run))
         .unwrap()

@@ -113,13 +113,24 @@ fn batch_size_does_not_change_scores() {
 /// share the cache with their files (same bytes, same key).
 #[test]
 fn parquet_and_jsonl_releases_give_the_same_report() {
-    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/winoground-hub");
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/winoground-hub");
     let results = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let run = |form: &str| {
         let model = common::tiny_model();
         let out = common::benchctl(
-            &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", fixtures.join(form).to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+            &[
+                "eval",
+                "--model-path",
+                &model,
+                "--suite",
+                "winoground",
+                "--data-dir",
+                fixtures.join(form).to_str().unwrap(),
+                "--results-dir",
+                results.path().to_str().unwrap(),
+            ],
             &[("BENCHCTL_CACHE", cache.path().to_str().unwrap())],
         );
         common::stored_run(&out).1
@@ -140,21 +151,43 @@ fn long_captions_are_counted_or_refused() {
     common::copy_tree(&common::demo_suite(), data.path());
     let examples = data.path().join("examples.jsonl");
     let long: String = (0..90).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-    let text = std::fs::read_to_string(&examples).unwrap().replacen("a blue triangle to the left of a green square", &long, 1);
+    let text =
+        std::fs::read_to_string(&examples).unwrap().replacen("a blue triangle to the left of a green square", &long, 1);
     std::fs::write(&examples, text).unwrap();
     let results = tempfile::tempdir().unwrap();
     let (_, run, out) = common::eval_tiny("winoground", data.path(), results.path(), &[]);
     assert_eq!(run["counts"]["captions_truncated"], 1);
     assert_eq!(run["counts"]["text_context"], 77);
-    assert!(common::stdout(&out).contains("long captions: 1 of 16 unique caption(s) exceed the model's 77-token context"), "{}", common::stdout(&out));
+    assert!(
+        common::stdout(&out).contains("long captions: 1 of 16 unique caption(s) exceed the model's 77-token context"),
+        "{}",
+        common::stdout(&out)
+    );
 
     let model = common::tiny_model();
     let out = common::benchctl(
-        &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(), "--on-long-caption", "error"],
+        &[
+            "eval",
+            "--model-path",
+            &model,
+            "--suite",
+            "winoground",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--results-dir",
+            results.path().to_str().unwrap(),
+            "--on-long-caption",
+            "error",
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));
-    assert!(common::stderr(&out).contains("w0 w1 w2") && common::stderr(&out).contains("longer than the model's 77-token context"), "{}", common::stderr(&out));
+    assert!(
+        common::stderr(&out).contains("w0 w1 w2")
+            && common::stderr(&out).contains("longer than the model's 77-token context"),
+        "{}",
+        common::stderr(&out)
+    );
 }
 
 /// A 1 × 1,000,000-pixel PNG (4 KB in the report) used to abort the process allocating 7 GB for its
@@ -168,7 +201,18 @@ fn an_image_of_extreme_aspect_ratio_is_bad_data_not_an_abort() {
     let results = tempfile::tempdir().unwrap();
     let model = common::tiny_model();
     let out = common::benchctl(
-        &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap(), "--no-cache"],
+        &[
+            "eval",
+            "--model-path",
+            &model,
+            "--suite",
+            "winoground",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--results-dir",
+            results.path().to_str().unwrap(),
+            "--no-cache",
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(3), "{}", common::stderr(&out));

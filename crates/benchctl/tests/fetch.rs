@@ -43,7 +43,8 @@ fn serve(repo: &'static str, files: Vec<(String, Vec<u8>)>, refuse: bool, max_re
             } else if let Some((_, bytes)) =
                 files.iter().find(|(n, _)| path == format!("/datasets/{repo}/resolve/main/{n}"))
             {
-                let start: usize = range.as_deref().and_then(|r| r.split('-').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+                let start: usize =
+                    range.as_deref().and_then(|r| r.split('-').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
                 let end = if range.as_deref() == Some("0-0") { 1 } else { bytes.len() };
                 let headers = format!(
                     "ETag: \"etag-{}\"\r\nX-Repo-Commit: {COMMIT}\r\nContent-Range: bytes {start}-{}/{}\r\n",
@@ -55,7 +56,8 @@ fn serve(repo: &'static str, files: Vec<(String, Vec<u8>)>, refuse: bool, max_re
             } else {
                 ("404 Not Found", String::new(), Vec::new())
             };
-            let head = format!("HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len());
+            let head =
+                format!("HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n", body.len());
             let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(&body));
         }
     });
@@ -119,7 +121,10 @@ fn winoground_is_fetched_into_its_official_layout() {
     // The fetched directory passes every check but the full-release count.
     let out = benchctl(&["check", "--suite", "winoground", "--data-dir", data.to_str().unwrap()], &[]);
     let report = stdout(&out);
-    assert!(report.contains("8 items, 16 images, 1 problem(s)") && report.contains("official release has 400"), "{report}");
+    assert!(
+        report.contains("8 items, 16 images, 1 problem(s)") && report.contains("official release has 400"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -141,7 +146,8 @@ fn offline_fetch_is_refused() {
 /// `scripts/gen_winoground_parquet.py`).
 #[test]
 fn winoground_parquet_is_fetched_alone() {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/winoground-hub/snappy/data/test-00000-of-00001.parquet");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../benchctl-suites/tests/fixtures/winoground-hub/snappy/data/test-00000-of-00001.parquet");
     let files = vec![
         ("README.md".to_string(), b"# Winoground".to_vec()),
         ("statistics.json".to_string(), b"{}".to_vec()),
@@ -152,15 +158,26 @@ fn winoground_parquet_is_fetched_alone() {
     assert!(stdout(&out).contains("1 of its 3 files (data/test-00000-of-00001.parquet)"), "{}", stdout(&out));
     let out = benchctl(&["check", "--suite", "winoground", "--data-dir", data.to_str().unwrap()], &[]);
     let report = stdout(&out);
-    assert!(report.contains("4 items, 8 images, 1 problem(s)") && report.contains("official release has 400"), "{report}");
+    assert!(
+        report.contains("4 items, 8 images, 1 problem(s)") && report.contains("official release has 400"),
+        "{report}"
+    );
 }
 
 #[test]
 fn only_the_files_a_suite_needs_are_chosen() {
     use benchctl::fetch::needed_files;
     let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let main = names(&["README.md", "data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet", "data/examples.jsonl"]);
-    assert_eq!(needed_files("winoground", &main), names(&["data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"]));
+    let main = names(&[
+        "README.md",
+        "data/test-00000-of-00002.parquet",
+        "data/test-00001-of-00002.parquet",
+        "data/examples.jsonl",
+    ]);
+    assert_eq!(
+        needed_files("winoground", &main),
+        names(&["data/test-00000-of-00002.parquet", "data/test-00001-of-00002.parquet"])
+    );
     let old = names(&["README.md", "data/examples.jsonl", "data/images.zip", "winoground.py"]);
     assert_eq!(needed_files("winoground", &old), names(&["data/examples.jsonl", "data/images.zip"]));
     assert_eq!(needed_files("spec", &names(&["README.md", "data.zip", "assets/x.png"])), names(&["data.zip"]));

@@ -17,9 +17,15 @@ fn zoo_id_resolves_from_the_cache_offline() {
     let results = tempfile::tempdir().unwrap();
     let out = benchctl(
         &[
-            "eval", "--model", "clip-vit-b32", "--suite", "winoground",
-            "--data-dir", demo_suite().to_str().unwrap(),
-            "--results-dir", results.path().to_str().unwrap(),
+            "eval",
+            "--model",
+            "clip-vit-b32",
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--results-dir",
+            results.path().to_str().unwrap(),
         ],
         &[("HF_HOME", home.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")],
     );

@@ -25,20 +25,36 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             score: None,
             score_kind: None,
         },
-        suite: SuiteRecord { id: "winoground".into(), data_dir: "datasets/winoground".into(), items: 400, ties: "strict".into(), incomplete: Vec::new(), altered_images: None, caption_normalisation: None },
+        suite: SuiteRecord {
+            id: "winoground".into(),
+            data_dir: "datasets/winoground".into(),
+            items: 400,
+            ties: "strict".into(),
+            incomplete: Vec::new(),
+            altered_images: None,
+            caption_normalisation: None,
+        },
         batch_size: 32,
         counts: Counts::default(),
         timings: Timings { load_model_s: 1.0, encode_images_s: 2.0, encode_texts_s: 0.5, score_s: 0.01, total_s: 3.6 },
         report: Report {
             items: 400,
             metrics: metrics.clone(),
-            breakdowns: vec![Breakdown { key: "collapsed_tag".into(), groups: vec![Group { value: "Object".into(), items: 141, metrics: metrics.clone() }] }],
+            breakdowns: vec![Breakdown {
+                key: "collapsed_tag".into(),
+                groups: vec![Group { value: "Object".into(), items: 141, metrics: metrics.clone() }],
+            }],
         },
         // Intervals of a fixed width per metric, so the snapshot shows the ± column.
         intervals: metrics
             .iter()
             .zip([2.0, 1.5, 1.25])
-            .map(|((name, value), half)| Interval { metric: name.clone(), value: *value, low: value - half, high: value + half })
+            .map(|((name, value), half)| Interval {
+                metric: name.clone(),
+                value: *value,
+                low: value - half,
+                high: value + half,
+            })
             .collect(),
         tool_commit: "0123456789abcdef".into(),
         data_fingerprint: "f".repeat(64),
@@ -50,10 +66,25 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
 #[test]
 fn leaderboard_markdown() {
     let runs = vec![
-        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-01T10:00:00Z", [30.75, 10.5, 8.25]),
+        run(
+            "clip-vit-b32",
+            Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"),
+            "2026-11-01T10:00:00Z",
+            [30.75, 10.5, 8.25],
+        ),
         // A newer run of the same model replaces the older one.
-        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-20T10:00:00Z", [30.75, 11.0, 8.75]),
-        run("clip-vit-l14", Some("32bd64288804d66eefd0ccbe215aa642df71cc41"), "2026-11-19T09:30:00Z", [28.5, 11.25, 8.75]),
+        run(
+            "clip-vit-b32",
+            Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"),
+            "2026-11-20T10:00:00Z",
+            [30.75, 11.0, 8.75],
+        ),
+        run(
+            "clip-vit-l14",
+            Some("32bd64288804d66eefd0ccbe215aa642df71cc41"),
+            "2026-11-19T09:30:00Z",
+            [28.5, 11.25, 8.75],
+        ),
         run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
     ];
     insta::assert_snapshot!(render(&runs));
@@ -62,7 +93,12 @@ fn leaderboard_markdown() {
 #[test]
 fn leaderboard_chart() {
     let runs = vec![
-        run("clip-vit-b32", Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"), "2026-11-20T10:00:00Z", [30.75, 11.0, 8.75]),
+        run(
+            "clip-vit-b32",
+            Some("3d74acf9a28c67741b2f4f2ea7635f0aaf6f0268"),
+            "2026-11-20T10:00:00Z",
+            [30.75, 11.0, 8.75],
+        ),
         run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
     ];
     let charts = charts(&runs);

@@ -17,8 +17,17 @@ fn current_runs(results: &Path) {
     for model in ["clip-tiny-a", "siglip-tiny"] {
         let path = benchctl_testkit::fixture_model(model).display().to_string();
         stored_run(&benchctl(
-            &["eval", "--model-path", &path, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(),
-              "--results-dir", results.to_str().unwrap()],
+            &[
+                "eval",
+                "--model-path",
+                &path,
+                "--suite",
+                "winoground",
+                "--data-dir",
+                demo_suite().to_str().unwrap(),
+                "--results-dir",
+                results.to_str().unwrap(),
+            ],
             &[],
         ));
     }
@@ -32,7 +41,12 @@ fn the_fixture_models_match_the_committed_baseline() {
         &["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
         &[],
     );
-    assert!(out.status.success(), "the scores changed against results/baselines (rewrite with `just baselines` only if intended):\n{}\n{}", stdout(&out), stderr(&out));
+    assert!(
+        out.status.success(),
+        "the scores changed against results/baselines (rewrite with `just baselines` only if intended):\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
     // Beyond the metrics (all 0 for random-weight models on the demo), every item score must
     // be what it was: the table's `max |Δ item score|` column.
     for line in stdout(&out).lines().filter(|l| l.contains("winoground")) {
@@ -80,7 +94,18 @@ fn improved_baseline(dir: &Path) {
         .collect();
     std::fs::write(&dump, lines.join("\n") + "\n").unwrap();
     // The report `benchctl score` computes from that dump becomes the baseline's report.
-    let out = benchctl(&["score", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--scores", dump.to_str().unwrap()], &[]);
+    let out = benchctl(
+        &[
+            "score",
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--scores",
+            dump.to_str().unwrap(),
+        ],
+        &[],
+    );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
@@ -96,14 +121,21 @@ fn a_changed_score_fails_the_gate() {
     current_runs(results.path());
     let baseline = tempfile::tempdir().unwrap();
     improved_baseline(baseline.path());
-    let args = ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+    let args =
+        ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
     let out = benchctl(&args, &[]);
     assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
     assert!(stderr(&out).contains("3 metric(s) dropped: clip-tiny-a on winoground text_score"), "{}", stderr(&out));
     let table = stdout(&out);
     let group = table.lines().find(|l| l.contains("clip-tiny-a") && l.contains("group_score")).unwrap();
     // A drop of 100 points on 8 items: paired interval strictly below zero, McNemar p = 2/2⁸.
-    assert!(group.contains("-100.00") && group.contains("[-100.00, -100.00]") && group.contains("0.008") && group.contains("REGRESSION"), "{group}");
+    assert!(
+        group.contains("-100.00")
+            && group.contains("[-100.00, -100.00]")
+            && group.contains("0.008")
+            && group.contains("REGRESSION"),
+        "{group}"
+    );
     let siglip = table.lines().find(|l| l.contains("siglip-tiny") && l.contains("group_score")).unwrap();
     assert!(siglip.contains(" ok "), "{siglip}");
 
@@ -139,11 +171,24 @@ fn the_gate_matches_runs_by_their_whole_identity() {
     let model = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
     let demo = demo_suite();
     for extra in [["--dtype", "f16"], ["--shard", "0/2"]] {
-        let mut args = vec!["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", demo.to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+        let mut args = vec![
+            "eval",
+            "--model-path",
+            &model,
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo.to_str().unwrap(),
+            "--results-dir",
+            results.path().to_str().unwrap(),
+        ];
         args.extend(extra);
         stored_run(&benchctl(&args, &[]));
     }
-    let out = benchctl(&["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()], &[]);
+    let out = benchctl(
+        &["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+        &[],
+    );
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     // Every item score is the f32 run's: the newer f16 and shard runs were not taken.
     for line in stdout(&out).lines().filter(|l| l.contains("clip-tiny-a")) {
@@ -160,7 +205,17 @@ fn runs_over_different_image_bytes_are_not_paired() {
     let eval_into = |data: &Path, results: &Path| {
         let model = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
         stored_run(&benchctl(
-            &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap()],
+            &[
+                "eval",
+                "--model-path",
+                &model,
+                "--suite",
+                "winoground",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--results-dir",
+                results.to_str().unwrap(),
+            ],
             &[],
         ))
         .1
@@ -175,13 +230,25 @@ fn runs_over_different_image_bytes_are_not_paired() {
     img.pixels_mut().for_each(|p| p.0 = [255 - p.0[0], p.0[1], p.0[2]]);
     img.save(&changed).unwrap();
     let results: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let runs: Vec<serde_json::Value> = copies.iter().zip(&results).map(|(c, r)| eval_into(c.path(), r.path())).collect();
+    let runs: Vec<serde_json::Value> =
+        copies.iter().zip(&results).map(|(c, r)| eval_into(c.path(), r.path())).collect();
     assert_eq!(runs[0]["data_fingerprint"], runs[2]["data_fingerprint"], "the annotations and paths are the same");
     assert_eq!(runs[0]["image_fingerprint"], runs[1]["image_fingerprint"]);
     assert_ne!(runs[0]["image_fingerprint"], runs[2]["image_fingerprint"]);
     let paired_line = |current: &Path| {
         let baseline = results[0].path().join("runs");
-        let out = benchctl(&["compare", "--baseline", baseline.to_str().unwrap(), "--results-dir", current.to_str().unwrap(), "--tolerance", "100"], &[]);
+        let out = benchctl(
+            &[
+                "compare",
+                "--baseline",
+                baseline.to_str().unwrap(),
+                "--results-dir",
+                current.to_str().unwrap(),
+                "--tolerance",
+                "100",
+            ],
+            &[],
+        );
         stdout(&out).lines().find(|l| l.contains("group_score")).unwrap().to_string()
     };
     assert!(paired_line(results[1].path()).contains('['), "same images: a paired interval");

@@ -17,7 +17,8 @@ fn eval(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (serde_json
 
 /// The report `benchctl score` prints (its JSON follows the table).
 fn score(suite: &str, data: &Path, scores: &Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec!["score", "--suite", suite, "--data-dir", data.to_str().unwrap(), "--scores", scores.to_str().unwrap()];
+    let mut args =
+        vec!["score", "--suite", suite, "--data-dir", data.to_str().unwrap(), "--scores", scores.to_str().unwrap()];
     args.extend_from_slice(extra);
     let out = benchctl(&args, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -33,7 +34,9 @@ fn valse_layout(dir: &Path) {
             let image = format!("img_{p}_{r}.jpg");
             let path = dir.join("images/visual7w").join(&image);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            benchctl_testkit::generated_image(p as u64 * 10 + r, 30, 20).save_with_format(&path, image::ImageFormat::Jpeg).unwrap();
+            benchctl_testkit::generated_image(p as u64 * 10 + r, 30, 20)
+                .save_with_format(&path, image::ImageFormat::Jpeg)
+                .unwrap();
             records.insert(
                 format!("{piece}_{r}"),
                 serde_json::json!({"dataset": "visual7w", "image_file": image, "caption": format!("there are {r} dogs"),
@@ -89,7 +92,18 @@ fn winoground_published_jsonl_reproduces_eval() {
     // A missing pair, an unknown label and a non-number are errors naming the entry.
     let broken = |text: &str| {
         std::fs::write(&file, text).unwrap();
-        let out = benchctl(&["score", "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--scores", file.to_str().unwrap()], &[]);
+        let out = benchctl(
+            &[
+                "score",
+                "--suite",
+                "winoground",
+                "--data-dir",
+                demo_suite().to_str().unwrap(),
+                "--scores",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         stderr(&out)
     };
@@ -116,7 +130,18 @@ fn eqben_prediction_vector_reproduces_eval() {
     let broken = |name: &str, write: &dyn Fn(&Path)| {
         let file = results.path().join(name);
         write(&file);
-        let out = benchctl(&["score", "--suite", "eqben", "--data-dir", data.path().to_str().unwrap(), "--scores", file.to_str().unwrap()], &[]);
+        let out = benchctl(
+            &[
+                "score",
+                "--suite",
+                "eqben",
+                "--data-dir",
+                data.path().to_str().unwrap(),
+                "--scores",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         stderr(&out)
     };
@@ -130,7 +155,12 @@ fn eqben_prediction_vector_reproduces_eval() {
     assert!(nan.contains("score 3 is NaN"), "{nan}");
     let matrix = broken("matrix.npy", &|f| {
         use npyz::WriterBuilder;
-        let mut w = npyz::WriteOptions::new().default_dtype().shape(&[2, values.len() as u64 / 2]).writer(std::fs::File::create(f).unwrap()).begin_nd().unwrap();
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(&[2, values.len() as u64 / 2])
+            .writer(std::fs::File::create(f).unwrap())
+            .begin_nd()
+            .unwrap();
         w.extend(values.iter().copied()).unwrap();
         w.finish().unwrap();
     });
@@ -165,11 +195,23 @@ fn external_match_probabilities_get_valses_threshold_metrics() {
         .items
         .iter()
         .enumerate()
-        .map(|(i, item)| serde_json::json!({"id": item.id, "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]}).to_string() + "\n")
+        .map(|(i, item)| {
+            serde_json::json!({"id": item.id, "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]}).to_string() + "\n"
+        })
         .collect();
     std::fs::write(&file, out_of_range).unwrap();
     let out = benchctl(
-        &["score", "--suite", "valse", "--data-dir", data.path().to_str().unwrap(), "--scores", file.to_str().unwrap(), "--score-kind", "probability"],
+        &[
+            "score",
+            "--suite",
+            "valse",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+            "--scores",
+            file.to_str().unwrap(),
+            "--score-kind",
+            "probability",
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(3));
@@ -183,7 +225,8 @@ fn a_piece_without_valid_records_is_left_out_of_the_averages() {
     valse_layout(data.path());
     // Every record of the first piece fails validation.
     let path = data.path().join(format!("{}.json", valse::PIECES[0]));
-    let mut records: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut records: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     for record in records.values_mut() {
         record["mturk"]["caption"] = 1.into();
     }

@@ -9,7 +9,8 @@ use benchctl::store::{Store, MIGRATIONS};
 use common::{benchctl, demo_suite, stderr, stored_run, tiny_model};
 
 fn eval_args<'a>(model: &'a str, data: &'a str, results: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec!["eval", "--model-path", model, "--suite", "winoground", "--data-dir", data, "--results-dir", results];
+    let mut args =
+        vec!["eval", "--model-path", model, "--suite", "winoground", "--data-dir", data, "--results-dir", results];
     args.extend_from_slice(extra);
     args
 }
@@ -161,7 +162,8 @@ fn merged_shards_equal_the_unsharded_run_bit_for_bit() {
             let dir = tempfile::tempdir().unwrap().keep();
             let shard = format!("{i}/{n}");
             // Alternate fresh and shared caches: both give the same bits.
-            let cache = if i % 2 == 0 { tempfile::tempdir().unwrap().keep() } else { shared_cache.path().to_path_buf() };
+            let cache =
+                if i % 2 == 0 { tempfile::tempdir().unwrap().keep() } else { shared_cache.path().to_path_buf() };
             let (_, json) = stored_run(&eval(&dir, &cache, &["--batch-size", "3", "--shard", &shard]));
             assert_eq!(json["options"]["shard"], shard.as_str());
             shard_files.push(run_file(&dir));

@@ -19,8 +19,15 @@ fn eval(suite: &str, data: &Path, cache: &Path, extra: &[&str]) -> (std::path::P
     let results = tempfile::tempdir().unwrap().keep();
     let model = blip();
     let mut args = vec![
-        "eval", "--model-path", model.as_str(), "--suite", suite, "--data-dir", data.to_str().unwrap(),
-        "--results-dir", results.to_str().unwrap(),
+        "eval",
+        "--model-path",
+        model.as_str(),
+        "--suite",
+        suite,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]))
@@ -37,7 +44,9 @@ fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
     assert_eq!(c["images_encoded"], 16, "each image is encoded once for all its pairs");
 
     // The stored scores are the model's match logit of each pair, computed directly.
-    let model = BlipItm::load(&hub::from_dir(Path::new(&blip())).unwrap(), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    let model =
+        BlipItm::load(&hub::from_dir(Path::new(&blip())).unwrap(), candle_core::DType::F32, &candle_core::Device::Cpu)
+            .unwrap();
     let suite = benchctl_suites::find("winoground").unwrap().load(&demo_suite()).unwrap();
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
     for (item, line) in suite.items.iter().zip(dump.lines()).take(3) {
@@ -85,7 +94,17 @@ fn itc_is_a_dual_encoder_of_cosines_and_the_default_head_is_itm() {
 fn a_head_the_model_lacks_is_refused() {
     let model = common::tiny_model();
     let out = benchctl(
-        &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(), "--score", "itm"],
+        &[
+            "eval",
+            "--model-path",
+            &model,
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--score",
+            "itm",
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
@@ -124,8 +143,17 @@ fn siglip_and_openclip_directories_run_end_to_end() {
         let model = benchctl_testkit::fixture_model(name).display().to_string();
         let results = tempfile::tempdir().unwrap();
         let out = benchctl(
-            &["eval", "--model-path", &model, "--suite", "winoground", "--data-dir", demo_suite().to_str().unwrap(),
-              "--results-dir", results.path().to_str().unwrap()],
+            &[
+                "eval",
+                "--model-path",
+                &model,
+                "--suite",
+                "winoground",
+                "--data-dir",
+                demo_suite().to_str().unwrap(),
+                "--results-dir",
+                results.path().to_str().unwrap(),
+            ],
             &[],
         );
         let (path, run) = stored_run(&out);
@@ -154,7 +182,10 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
     assert!(out.status.success());
     let text = common::stdout(&out);
     for entry in benchctl_models::registry::MODELS {
-        let line = text.lines().find(|l| l.contains(&format!(" {} ", entry.id))).unwrap_or_else(|| panic!("{} missing", entry.id));
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!(" {} ", entry.id)))
+            .unwrap_or_else(|| panic!("{} missing", entry.id));
         assert!(line.contains(entry.activation), "{line}");
         assert!(line.contains(&entry.revision[..12]), "{line}");
     }

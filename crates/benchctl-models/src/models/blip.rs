@@ -22,7 +22,9 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
-use super::transformer::{attend, dense, l2_normalise, load_blocks, run_blocks, AttentionNames, Block, PatchEmbedding, Tower};
+use super::transformer::{
+    attend, dense, l2_normalise, load_blocks, run_blocks, AttentionNames, Block, PatchEmbedding, Tower,
+};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
@@ -186,9 +188,23 @@ pub struct Blip {
 impl Blip {
     fn from_weights(config: &BlipConfig, w: &Weights) -> Result<Self> {
         let (tc, vc) = (&config.text_config, &config.vision_config);
-        let vt = Tower::new(vc.hidden_size, vc.intermediate_size, vc.num_hidden_layers, vc.num_attention_heads, &vc.hidden_act, vc.layer_norm_eps)?
-            .with_names(AttentionNames::Fused);
-        let tt = Tower::new(tc.hidden_size, tc.intermediate_size, tc.num_hidden_layers, tc.num_attention_heads, &tc.hidden_act, tc.layer_norm_eps)?;
+        let vt = Tower::new(
+            vc.hidden_size,
+            vc.intermediate_size,
+            vc.num_hidden_layers,
+            vc.num_attention_heads,
+            &vc.hidden_act,
+            vc.layer_norm_eps,
+        )?
+        .with_names(AttentionNames::Fused);
+        let tt = Tower::new(
+            tc.hidden_size,
+            tc.intermediate_size,
+            tc.num_hidden_layers,
+            tc.num_attention_heads,
+            &tc.hidden_act,
+            tc.layer_norm_eps,
+        )?;
         let v = w.pp("vision_model");
         let t = w.pp("text_encoder");
         let patches = (vc.image_size / vc.patch_size).pow(2);
@@ -206,13 +222,20 @@ impl Blip {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(&v.pp("embeddings.patch_embedding"), vc.hidden_size, 3, vc.patch_size, true)?,
+            patch_embedding: PatchEmbedding::load(
+                &v.pp("embeddings.patch_embedding"),
+                vc.hidden_size,
+                3,
+                vc.patch_size,
+                true,
+            )?,
             class_embedding: v.get((1, 1, vc.hidden_size), "embeddings.class_embedding")?,
             vision_positions: v.get((1, patches + 1, vc.hidden_size), "embeddings.position_embedding")?,
             vision_blocks: load_blocks(&v, &vt)?,
             post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
             word_embeddings: t.get((tc.vocab_size, tc.hidden_size), "embeddings.word_embeddings.weight")?,
-            text_positions: t.get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embeddings.weight")?,
+            text_positions: t
+                .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embeddings.weight")?,
             embedding_norm: t.pp("embeddings.LayerNorm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
             layers,
             vision_proj: w.pp("vision_proj").linear(vc.hidden_size, config.image_text_hidden_size, true)?,
@@ -288,7 +311,8 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
     let max_len = BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
     let tokenizer = BertTokenizer::from_file(&files.tokenizer, max_len)?;
     let size = config.vision_config.image_size;
-    let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD), size)?;
+    let preprocessor =
+        Preprocessor::for_hf_model(files, Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD), size)?;
     let w = Weights::open(&files.weights, dtype, device)?;
     Ok(Arc::new(Loaded { model: Blip::from_weights(&config, &w)?, tokenizer, preprocessor }))
 }
@@ -339,7 +363,10 @@ impl DualEncoder for BlipItc {
     fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
         let m = &self.0.model;
         let cls = m.text_cls(&self.0.ids(texts)?, None)?;
-        m.text_proj.forward(&cls).and_then(|f| l2_normalise(&f)).map_err(|e| Error::compute("project text embeddings", e))
+        m.text_proj
+            .forward(&cls)
+            .and_then(|f| l2_normalise(&f))
+            .map_err(|e| Error::compute("project text embeddings", e))
     }
 
     /// The cosine, as `BlipForImageTextRetrieval(use_itm_head=False)` returns it.
@@ -394,4 +421,3 @@ impl FusionEncoder for BlipItm {
         Some(&self.itc)
     }
 }
-

@@ -83,22 +83,54 @@ pub struct VisionConfig {
 }
 
 mod defaults {
-    pub fn projection_dim() -> usize { 512 }
-    pub fn vocab_size() -> usize { 49408 }
-    pub fn text_hidden() -> usize { 512 }
-    pub fn text_intermediate() -> usize { 2048 }
-    pub fn depth() -> usize { 12 }
-    pub fn text_heads() -> usize { 8 }
-    pub fn max_positions() -> usize { 77 }
-    pub fn act() -> String { "quick_gelu".into() }
-    pub fn eps() -> f64 { 1e-5 }
-    pub fn eos() -> u32 { 49407 }
-    pub fn vision_hidden() -> usize { 768 }
-    pub fn vision_intermediate() -> usize { 3072 }
-    pub fn vision_heads() -> usize { 12 }
-    pub fn channels() -> usize { 3 }
-    pub fn image_size() -> usize { 224 }
-    pub fn patch_size() -> usize { 32 }
+    pub fn projection_dim() -> usize {
+        512
+    }
+    pub fn vocab_size() -> usize {
+        49408
+    }
+    pub fn text_hidden() -> usize {
+        512
+    }
+    pub fn text_intermediate() -> usize {
+        2048
+    }
+    pub fn depth() -> usize {
+        12
+    }
+    pub fn text_heads() -> usize {
+        8
+    }
+    pub fn max_positions() -> usize {
+        77
+    }
+    pub fn act() -> String {
+        "quick_gelu".into()
+    }
+    pub fn eps() -> f64 {
+        1e-5
+    }
+    pub fn eos() -> u32 {
+        49407
+    }
+    pub fn vision_hidden() -> usize {
+        768
+    }
+    pub fn vision_intermediate() -> usize {
+        3072
+    }
+    pub fn vision_heads() -> usize {
+        12
+    }
+    pub fn channels() -> usize {
+        3
+    }
+    pub fn image_size() -> usize {
+        224
+    }
+    pub fn patch_size() -> usize {
+        32
+    }
 }
 
 impl ClipConfig {
@@ -255,7 +287,12 @@ pub struct ResidualBlock(Block);
 impl ResidualBlock {
     /// The block from tensors in Hugging Face naming (`layer_norm1`, `self_attn.{q,k,v,out}_proj`,
     /// `layer_norm2`, `mlp.fc1`, `mlp.fc2`), with OpenAI's QuickGELU and ε = 1e-5.
-    pub fn from_tensors(width: usize, heads: usize, tensors: std::collections::HashMap<String, Tensor>, device: &Device) -> Result<Self> {
+    pub fn from_tensors(
+        width: usize,
+        heads: usize,
+        tensors: std::collections::HashMap<String, Tensor>,
+        device: &Device,
+    ) -> Result<Self> {
         let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, device);
         let w = Weights::from_var_builder(vb, "converted weights");
         let tower = Tower::new(width, 4 * width, 1, heads, "quick_gelu", 1e-5)?;
@@ -301,7 +338,9 @@ impl Clip {
         let varmap = candle_nn::VarMap::new();
         let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
         drop(Self::from_weights(config.clone(), &Weights::from_var_builder(vb, "random weights").random())?);
-        varmap.save(path).map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
+        varmap
+            .save(path)
+            .map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
     }
 
     /// A model from tensors in Hugging Face naming (e.g. converted from OpenAI's naming);

@@ -32,9 +32,9 @@ use crate::tokenizer::ClipTokenizer;
 use crate::{Error, ErrorKind, Result};
 
 fn take(map: &HashMap<String, Tensor>, name: &str) -> Result<Tensor> {
-    map.get(name)
-        .cloned()
-        .ok_or_else(|| Error::new(ErrorKind::BadWeights, format!("convert OpenAI CLIP weights: tensor `{name}` is missing")))
+    map.get(name).cloned().ok_or_else(|| {
+        Error::new(ErrorKind::BadWeights, format!("convert OpenAI CLIP weights: tensor `{name}` is missing"))
+    })
 }
 
 fn compute(e: candle_core::Error) -> Error {
@@ -43,7 +43,12 @@ fn compute(e: candle_core::Error) -> Error {
 
 /// One residual block `src` (e.g. `transformer.resblocks.3`) into `out` under `dst`
 /// (e.g. `vision_model.encoder.layers.3`).
-pub fn convert_block(map: &HashMap<String, Tensor>, src: &str, dst: &str, out: &mut HashMap<String, Tensor>) -> Result<()> {
+pub fn convert_block(
+    map: &HashMap<String, Tensor>,
+    src: &str,
+    dst: &str,
+    out: &mut HashMap<String, Tensor>,
+) -> Result<()> {
     let join = |prefix: &str, name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
     let in_w = take(map, &join(src, "attn.in_proj_weight"))?;
     let in_b = take(map, &join(src, "attn.in_proj_bias"))?;
@@ -82,7 +87,12 @@ pub fn convert_vision(map: &HashMap<String, Tensor>, prefix: &str, layers: usize
     let proj = take(map, &p("proj"))?.t().and_then(|t| t.contiguous()).map_err(compute)?;
     out.insert("visual_projection.weight".into(), proj);
     for i in 0..layers {
-        convert_block(map, &p(&format!("transformer.resblocks.{i}")), &format!("vision_model.encoder.layers.{i}"), &mut out)?;
+        convert_block(
+            map,
+            &p(&format!("transformer.resblocks.{i}")),
+            &format!("vision_model.encoder.layers.{i}"),
+            &mut out,
+        )?;
     }
     Ok(out)
 }
@@ -168,19 +178,42 @@ pub struct OpenClipPreprocess {
 
 impl Default for OpenClipPreprocess {
     fn default() -> Self {
-        Self { mean: default_mean(), std: default_std(), interpolation: default_interpolation(), resize_mode: default_resize_mode() }
+        Self {
+            mean: default_mean(),
+            std: default_std(),
+            interpolation: default_interpolation(),
+            resize_mode: default_resize_mode(),
+        }
     }
 }
 
-fn default_head_width() -> usize { 64 }
-fn default_mlp_ratio() -> f64 { 4.0 }
-fn default_context() -> usize { 77 }
-fn default_vocab() -> usize { 49408 }
-fn default_heads() -> usize { 8 }
-fn default_mean() -> [f32; 3] { OPENAI_CLIP_MEAN }
-fn default_std() -> [f32; 3] { OPENAI_CLIP_STD }
-fn default_interpolation() -> String { "bicubic".into() }
-fn default_resize_mode() -> String { "shortest".into() }
+fn default_head_width() -> usize {
+    64
+}
+fn default_mlp_ratio() -> f64 {
+    4.0
+}
+fn default_context() -> usize {
+    77
+}
+fn default_vocab() -> usize {
+    49408
+}
+fn default_heads() -> usize {
+    8
+}
+fn default_mean() -> [f32; 3] {
+    OPENAI_CLIP_MEAN
+}
+fn default_std() -> [f32; 3] {
+    OPENAI_CLIP_STD
+}
+fn default_interpolation() -> String {
+    "bicubic".into()
+}
+fn default_resize_mode() -> String {
+    "shortest".into()
+}
 
 /// Keys whose non-default value changes the architecture away from what is implemented,
 /// with the value that keeps it.
@@ -208,7 +241,10 @@ fn check_plain(tower: &str, other: &HashMap<String, serde_json::Value>, path: &s
             if value.to_string().as_str() != *plain {
                 return Err(Error::new(
                     ErrorKind::BadConfig,
-                    format!("use {}: model_cfg.{tower}.{key} = {value} is not supported (only {plain})", path.display()),
+                    format!(
+                        "use {}: model_cfg.{tower}.{key} = {value} is not supported (only {plain})",
+                        path.display()
+                    ),
                 ));
             }
         }
@@ -247,7 +283,12 @@ impl OpenClipFile {
         if v.head_width == 0 || !v.width.is_multiple_of(v.head_width) {
             return Err(Error::new(
                 ErrorKind::BadConfig,
-                format!("use {}: vision_cfg.width {} is not a multiple of head_width {}", path.display(), v.width, v.head_width),
+                format!(
+                    "use {}: vision_cfg.width {} is not a multiple of head_width {}",
+                    path.display(),
+                    v.width,
+                    v.head_width
+                ),
             ));
         }
         Ok(file)
@@ -299,7 +340,8 @@ pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Resu
     tensors.extend(convert_text(&map, config.text_config.num_hidden_layers).map_err(|e| e.context(&files.weights))?);
     let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
     let p = &file.preprocess_cfg;
-    let preprocessor = Preprocessor { mean: p.mean, std: p.std, ..Preprocessor::openai_clip(config.vision_config.image_size) };
+    let preprocessor =
+        Preprocessor { mean: p.mean, std: p.std, ..Preprocessor::openai_clip(config.vision_config.image_size) };
     let model = Clip::from_tensors(config, tensors, dtype, device, &files.weights.display().to_string())?;
     Ok(ClipEncoder::from_parts(model, tokenizer, preprocessor))
 }

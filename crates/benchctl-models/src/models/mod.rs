@@ -21,7 +21,10 @@ pub(crate) fn check_patch_grid(path: &std::path::Path, image_size: usize, patch_
     if patch_size == 0 || !image_size.is_multiple_of(patch_size) {
         return Err(Error::new(
             ErrorKind::BadConfig,
-            format!("use {}: vision_config.image_size {image_size} is not a multiple of patch_size {patch_size}", path.display()),
+            format!(
+                "use {}: vision_config.image_size {image_size} is not a multiple of patch_size {patch_size}",
+                path.display()
+            ),
         ));
     }
     Ok(())

@@ -116,12 +116,26 @@ impl SiglipConfig {
 
     fn text_tower(&self) -> Result<Tower> {
         let t = &self.text_config;
-        Tower::new(t.hidden_size, t.intermediate_size, t.num_hidden_layers, t.num_attention_heads, &t.hidden_act, t.layer_norm_eps)
+        Tower::new(
+            t.hidden_size,
+            t.intermediate_size,
+            t.num_hidden_layers,
+            t.num_attention_heads,
+            &t.hidden_act,
+            t.layer_norm_eps,
+        )
     }
 
     fn vision_tower(&self) -> Result<Tower> {
         let v = &self.vision_config;
-        Tower::new(v.hidden_size, v.intermediate_size, v.num_hidden_layers, v.num_attention_heads, &v.hidden_act, v.layer_norm_eps)
+        Tower::new(
+            v.hidden_size,
+            v.intermediate_size,
+            v.num_hidden_layers,
+            v.num_attention_heads,
+            &v.hidden_act,
+            v.layer_norm_eps,
+        )
     }
 }
 
@@ -137,7 +151,8 @@ struct AttentionPool {
 impl AttentionPool {
     fn load(w: &Weights, t: &Tower) -> Result<Self> {
         let a = w.pp("attention");
-        let qkv = Linear::new(a.get((3 * t.width, t.width), "in_proj_weight")?, Some(a.get(3 * t.width, "in_proj_bias")?));
+        let qkv =
+            Linear::new(a.get((3 * t.width, t.width), "in_proj_weight")?, Some(a.get(3 * t.width, "in_proj_bias")?));
         Ok(Self {
             probe: w.get((1, 1, t.width), "probe")?,
             attention: Attention::from_parts(qkv, a.pp("out_proj").linear(t.width, t.width, true)?, t.heads),
@@ -187,13 +202,20 @@ impl Siglip {
                 .map_err(|e| Error::compute(&format!("read {name}"), e))
         };
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(&v.pp("embeddings.patch_embedding"), vc.hidden_size, vc.num_channels, vc.patch_size, true)?,
+            patch_embedding: PatchEmbedding::load(
+                &v.pp("embeddings.patch_embedding"),
+                vc.hidden_size,
+                vc.num_channels,
+                vc.patch_size,
+                true,
+            )?,
             vision_positions: v.get((patches, vc.hidden_size), "embeddings.position_embedding.weight")?,
             vision_blocks: load_blocks(&v, &vt)?,
             post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
             pool: AttentionPool::load(&v.pp("head"), &vt)?,
             token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
-            text_positions: t.get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
+            text_positions: t
+                .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
             text_blocks: load_blocks(&t, &tt)?,
             final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
             text_head: t.pp("head").linear(tc.hidden_size, tc.projection_size.unwrap_or(tc.hidden_size), true)?,

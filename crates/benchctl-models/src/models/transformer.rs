@@ -96,7 +96,13 @@ impl Tower {
 
 /// Scaled dot-product attention of `(b, s, width)` queries over `(b, t, width)` keys and
 /// values, split into `heads`; `mask` is added to the `(b, heads, s, t)` logits.
-pub(crate) fn attend(q: &Tensor, k: &Tensor, v: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+pub(crate) fn attend(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    heads: usize,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Tensor> {
     let (b, s, width) = q.dims3()?;
     let t = k.dim(1)?;
     let head_dim = width / heads;
@@ -174,7 +180,10 @@ impl Attention {
         let weight = self.qkv.weight();
         let bias = self.qkv.bias();
         let part = |i: usize| -> candle_core::Result<Linear> {
-            Ok(Linear::new(weight.narrow(0, i * width, width)?, bias.map(|b| b.narrow(0, i * width, width)).transpose()?))
+            Ok(Linear::new(
+                weight.narrow(0, i * width, width)?,
+                bias.map(|b| b.narrow(0, i * width, width)).transpose()?,
+            ))
         };
         let q = dense(&part(0)?, queries)?;
         let k = dense(&part(1)?, xs)?;

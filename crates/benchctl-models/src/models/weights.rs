@@ -45,7 +45,11 @@ impl<'a> Weights<'a> {
 
     fn full_name(&self, name: &str) -> String {
         let prefix = self.vb.prefix();
-        if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
+        if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}.{name}")
+        }
     }
 
     /// The tensor `name`, which must exist with exactly this shape.
@@ -128,13 +132,19 @@ impl FileBackend {
                     "U8" => DType::U8,
                     _ => return None,
                 };
-                let shape = info.get("shape")?.as_array()?.iter().map(|d| d.as_u64().map(|d| d as usize)).collect::<Option<Vec<_>>>()?;
+                let shape = info
+                    .get("shape")?
+                    .as_array()?
+                    .iter()
+                    .map(|d| d.as_u64().map(|d| d as usize))
+                    .collect::<Option<Vec<_>>>()?;
                 let offsets = info.get("data_offsets")?.as_array()?;
                 let (start, end) = (offsets.first()?.as_u64()?, offsets.get(1)?.as_u64()?);
                 let bytes = shape.iter().product::<usize>() as u64 * dtype.size_in_bytes() as u64;
                 (end >= start && end - start == bytes).then_some((dtype, shape, start, end))
             };
-            let entry = parse().ok_or_else(|| bad(path, format!("tensor `{name}` has a malformed or unsupported header entry")))?;
+            let entry = parse()
+                .ok_or_else(|| bad(path, format!("tensor `{name}` has a malformed or unsupported header entry")))?;
             if data_start + entry.3 > len {
                 return Err(bad(path, format!("the file is truncated: tensor `{name}` ends past its {len} bytes")));
             }
@@ -145,7 +155,14 @@ impl FileBackend {
 }
 
 impl candle_nn::var_builder::SimpleBackend for FileBackend {
-    fn get(&self, shape: Shape, name: &str, _: candle_nn::Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+    fn get(
+        &self,
+        shape: Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
         let tensor = self.get_unchecked(name, dtype, dev)?;
         if tensor.shape() != &shape {
             candle_core::bail!("shape mismatch for {name}: expected {:?}, got {:?}", shape.dims(), tensor.dims());
@@ -158,7 +175,8 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
             candle_core::bail!("cannot find tensor {name} in {}", self.path)
         };
         let mut bytes = vec![0u8; (end - start) as usize];
-        read_at(&self.file, &mut bytes, self.data_start + start).map_err(|e| candle_core::Error::Msg(format!("read {name}: {e}")))?;
+        read_at(&self.file, &mut bytes, self.data_start + start)
+            .map_err(|e| candle_core::Error::Msg(format!("read {name}: {e}")))?;
         Tensor::from_raw_buffer(&bytes, *file_dtype, shape, &Device::Cpu)?.to_dtype(dtype)?.to_device(dev)
     }
 

@@ -32,7 +32,11 @@ impl PerItem for EquivarianceScores {
     }
 
     fn aggregate(&self, metric: usize) -> Aggregate {
-        if metric == 3 { Aggregate::Distribution } else { Aggregate::Percent }
+        if metric == 3 {
+            Aggregate::Distribution
+        } else {
+            Aggregate::Percent
+        }
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {

@@ -31,16 +31,10 @@ impl Outcome {
 
 /// Text and image correctness of one item.
 pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
-    let text = (0..truth.images()).all(|k| {
-        separates(
-            (0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l))),
-        )
-    });
-    let image = (0..truth.texts()).all(|l| {
-        separates(
-            (0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l))),
-        )
-    });
+    let text =
+        (0..truth.images()).all(|k| separates((0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l)))));
+    let image =
+        (0..truth.texts()).all(|l| separates((0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l)))));
     Outcome { text, image }
 }
 

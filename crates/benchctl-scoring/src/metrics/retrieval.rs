@@ -94,7 +94,8 @@ struct Scan {
 // candidates per query).
 #[inline(always)]
 fn scan_body<const FUSED: bool>(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
-    let (mut at_or_above, mut best_altered, mut best_other, mut nan) = (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY, false);
+    let (mut at_or_above, mut best_altered, mut best_other, mut nan) =
+        (0usize, f32::NEG_INFINITY, f32::NEG_INFINITY, false);
     if altered.is_empty() {
         for &s in scores {
             at_or_above += (s >= threshold) as usize;
@@ -139,7 +140,8 @@ pub fn median_rank(ranks: &[usize]) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    let median = if n % 2 == 1 { sorted[n / 2] as f64 } else { (sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2.0 };
+    let median =
+        if n % 2 == 1 { sorted[n / 2] as f64 } else { (sorted[n / 2 - 1] as f64 + sorted[n / 2] as f64) / 2.0 };
     median.floor() + 1.0
 }
 
@@ -148,7 +150,9 @@ pub fn summarise(outcomes: &[QueryOutcome]) -> Result<RetrievalScores> {
     if outcomes.is_empty() {
         return Err(Error::new("there are no queries to score"));
     }
-    let pct = |f: &dyn Fn(&QueryOutcome) -> bool| 100.0 * outcomes.iter().filter(|o| f(o)).count() as f64 / outcomes.len() as f64;
+    let pct = |f: &dyn Fn(&QueryOutcome) -> bool| {
+        100.0 * outcomes.iter().filter(|o| f(o)).count() as f64 / outcomes.len() as f64
+    };
     let (r1, r5, r10) = (pct(&|o| o.rank < 1), pct(&|o| o.rank < 5), pct(&|o| o.rank < 10));
     let ranks: Vec<usize> = outcomes.iter().map(|o| o.rank).collect();
     Ok(RetrievalScores {

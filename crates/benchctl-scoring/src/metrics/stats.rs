@@ -71,7 +71,13 @@ fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
 }
 
 /// Bootstrap 95 % intervals of every headline metric.
-pub fn bootstrap(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>], resamples: usize, seed: u64) -> Result<Vec<Interval>> {
+pub fn bootstrap(
+    summary: Summary<'_>,
+    scores: &ScoreTensor,
+    items: &[ItemView<'_>],
+    resamples: usize,
+    seed: u64,
+) -> Result<Vec<Interval>> {
     let values = ItemValues::new(summary, scores, items)?;
     let all: Vec<usize> = (0..items.len()).collect();
     let point = values.headline(&all, summary, items);

@@ -24,7 +24,8 @@ use crate::{paths, Error, ErrorKind, Result};
 
 pub const DESCRIPTION: &str =
     "COCO 5K retrieval against semantically altered captions and visually altered images (R@k, drop rate, RSMS)";
-pub const HOW_TO_GET: &str = "put the annotations/ folder of github.com/pseulki/rococo here and the COCO val2014 images under images/val2014/";
+pub const HOW_TO_GET: &str =
+    "put the annotations/ folder of github.com/pseulki/rococo here and the COCO val2014 images under images/val2014/";
 
 /// The four altered caption sets.
 pub const CAPTION_SETS: [&str; 4] = ["rand_voca", "same_concept", "diff_concept", "danger"];
@@ -64,7 +65,11 @@ fn read_records(path: &Path) -> Result<Vec<Record>> {
 /// Where the annotation files are: `annotations/` when present, else the data directory itself.
 fn annotations_dir(data_dir: &Path) -> PathBuf {
     let nested = data_dir.join("annotations");
-    if nested.is_dir() { nested } else { data_dir.to_path_buf() }
+    if nested.is_dir() {
+        nested
+    } else {
+        data_dir.to_path_buf()
+    }
 }
 
 /// Loads the test split and the four altered caption sets, checking that each set repeats
@@ -85,7 +90,8 @@ pub fn load(data_dir: &Path) -> Result<Rococo> {
         .enumerate()
         .map(|(i, r)| paths::inside(&image_root, &r.image, &format!("{} record {i}", test_path.display())))
         .collect::<Result<Vec<_>>>()?;
-    let mut clean = CaptionGallery { name: "clean".into(), captions: Vec::new(), image_of: Vec::new(), altered: Vec::new() };
+    let mut clean =
+        CaptionGallery { name: "clean".into(), captions: Vec::new(), image_of: Vec::new(), altered: Vec::new() };
     for (i, r) in test.iter().enumerate() {
         for caption in &r.caption {
             clean.captions.push(caption.clone());
@@ -101,10 +107,20 @@ pub fn load(data_dir: &Path) -> Result<Rococo> {
             if records.len() != test.len() {
                 return Err(Error::new(
                     ErrorKind::Malformed,
-                    format!("read {}: {} records, but the test split has {}", path.display(), records.len(), test.len()),
+                    format!(
+                        "read {}: {} records, but the test split has {}",
+                        path.display(),
+                        records.len(),
+                        test.len()
+                    ),
                 ));
             }
-            let mut gallery = CaptionGallery { name: set.to_string(), captions: Vec::new(), image_of: Vec::new(), altered: Vec::new() };
+            let mut gallery = CaptionGallery {
+                name: set.to_string(),
+                captions: Vec::new(),
+                image_of: Vec::new(),
+                altered: Vec::new(),
+            };
             for (i, (record, original)) in records.iter().zip(&test).enumerate() {
                 let n = original.caption.len();
                 let at = format!("{} record {i}", path.display());

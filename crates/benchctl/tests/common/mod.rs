@@ -68,8 +68,15 @@ pub fn prediction_path(run_path: &Path) -> PathBuf {
 pub fn eval_tiny(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value, Output) {
     let model = tiny_model();
     let mut args = vec![
-        "eval", "--model-path", model.as_str(), "--suite", suite,
-        "--data-dir", data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(),
+        "eval",
+        "--model-path",
+        model.as_str(),
+        "--suite",
+        suite,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     let out = benchctl(&args, &[]);
