@@ -11,9 +11,11 @@
 //!
 //! The resize reproduces Pillow's antialiased resampling (`Resample.c`): a separable
 //! convolution whose support widens with the downscale factor, bicubic with a = −0.5,
-//! coefficients in 22-bit fixed point, a horizontal pass then a vertical pass, each
-//! rounded and clamped to 8 bits. A plain bicubic interpolation (no antialiasing) or a
-//! bilinear one moves CLIP scores measurably, so none is offered.
+//! coefficients in 22-bit fixed point, two passes (in Pillow 13's order), each rounded and
+//! clamped to 8 bits. A plain bicubic interpolation (no antialiasing) or a bilinear one moves
+//! CLIP scores measurably, so none is offered. Images that are not RGB enter by the mode PIL
+//! holds them in ([`Preprocessor::apply_rgba`], [`Preprocessor::apply_gray16`]): torchvision
+//! resizes them in that mode and converts after; `transformers` converts first.
 
 use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
 

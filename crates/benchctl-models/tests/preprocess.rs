@@ -103,6 +103,36 @@ fn hf_layout_follows_transformers_image_processors() {
     assert!(max > 0.1, "alpha compositing matters ({max})");
 }
 
+/// OpenAI / OpenCLIP checkpoints are preprocessed as open_clip's eval transform does it on a
+/// PIL image as opened (`scripts/gen_openclip_preprocess_fixture.py`): resize and crop in the
+/// image's own mode, then `convert("RGB")`. RGBA and LA are resized premultiplied by alpha,
+/// palette (with and without transparency) and 1-bit images nearest-neighbour, 16-bit
+/// greyscale in 16 bits and then clipped; odd and even crop margins, upscales.
+#[test]
+fn openai_and_openclip_follow_open_clips_transform_on_every_pil_mode() {
+    let dir = model_fixture("preprocess-openclip");
+    let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(expected.len(), 14);
+    let mut modes = std::collections::HashSet::new();
+    for (key, tensor) in &expected {
+        let (size, name) = key.split_once('/').unwrap();
+        let prep = Preprocessor::openai_clip(size.parse().unwrap());
+        let img = benchctl_suites::ImageSource::File(dir.join(format!("{name}.png"))).load_pil().unwrap();
+        modes.insert(std::mem::discriminant(&img));
+        let reference = tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let (max, _) = diffs(&pil_preprocess(&prep, &img), &reference);
+        assert!(max <= 1e-6, "{key}: max abs diff {max}");
+        // Converting to RGB before resizing (the old order) is measurably wrong on each of
+        // the modes that PIL resizes its own way (when there is a resize).
+        let size: u32 = size.parse().unwrap();
+        if !matches!(img, benchctl_suites::PilImage::Rgb(_)) && img.dimensions() != (size, size) {
+            let (before, _) = diffs(&prep.apply(&img.to_rgb()), &reference);
+            assert!(before > 1e-3, "{key}: converting first should differ ({before})");
+        }
+    }
+    assert_eq!(modes.len(), 4, "RGB, RGBA, palette and 16-bit images are all covered");
+}
+
 /// An image through `prep` by the mode PIL holds it in, as the runner dispatches it.
 fn pil_preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
     use benchctl_suites::PilImage;
