@@ -31,7 +31,9 @@ use rayon::prelude::*;
 
 use crate::metrics::retrieval::{query_outcome_with, QueryOutcome};
 use crate::metrics::Ties;
-use benchctl_cpu::{madd, per_tier, Isa, Tier};
+#[cfg(target_arch = "x86_64")]
+use benchctl_cpu::Isa;
+use benchctl_cpu::{madd, per_tier, Tier};
 
 use crate::{Error, Result};
 
