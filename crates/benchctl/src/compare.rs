@@ -89,7 +89,7 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
         return Err(Error::results(format!("compare: {} holds no run files", args.baseline.display())));
     }
     let currents: Vec<ComparedRun> = if args.runs.is_empty() {
-        let store = Store::open(&args.results_dir)?;
+        let store = Store::open_existing(&args.results_dir)?;
         baselines
             .iter()
             .map(|b| {

@@ -295,11 +295,15 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// Stores the run in the results store under `results_dir` (one transaction), then
-    /// exports it as a run file and score dump; returns the run's id and the run file.
+    /// Stores the run under `results_dir`, all or nothing: the run file and score dump
+    /// first, then the store's row that names them (one transaction); returns the run's id
+    /// and the run file.
     pub fn store(&self, results_dir: &Path) -> Result<(i64, PathBuf)> {
-        let id = crate::store::Store::open(results_dir)?.insert(&self.run, &self.dump)?;
-        Ok((id, results::store(results_dir, &self.run, &self.dump)?))
+        let mut store = crate::store::Store::open(results_dir)?;
+        let path = results::store(results_dir, &self.run, &self.dump)?;
+        crate::fault::at("store-files", 0);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        Ok((store.insert(&self.run, &self.dump, Some(name))?, path))
     }
 }
 

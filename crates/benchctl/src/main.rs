@@ -120,8 +120,11 @@ fn run(cli: Cli) -> Result<(), Error> {
             report.into_result()
         }
         Command::Leaderboard(args) => {
-            let runs: Vec<results::Run> =
-                benchctl::store::Store::open(&args.results_dir)?.runs()?.into_iter().map(|s| s.run).collect();
+            let (stored, skipped) = benchctl::store::Store::open_existing(&args.results_dir)?.runs_readable()?;
+            for problem in &skipped {
+                eprintln!("warning: left out of the leaderboard: failed to {problem}");
+            }
+            let runs: Vec<results::Run> = stored.into_iter().map(|s| s.run).collect();
             let path = args.results_dir.join("LEADERBOARD.md");
             std::fs::write(&path, leaderboard::render(&runs))
                 .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;

@@ -302,9 +302,20 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) ->
     Ok(run_path)
 }
 
+/// Writes `path` whole or not at all: a temporary `<path>.partial`, synced to disk, renamed.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes).map_err(|e| Error::results(format!("write {}: {e}", tmp.display())))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::results(format!("write {}: {e}", tmp.display())));
+    }
     std::fs::rename(&tmp, path).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
 }
 

@@ -7,7 +7,14 @@
 //!   upgraded in place and a newer one (from a later benchctl) is refused, not misread.
 //! - **Concurrent writers**: WAL journal and a 60 s busy timeout; each run is inserted in one
 //!   `BEGIN IMMEDIATE` transaction, so two processes writing at once serialise.
-//! - **No half-written runs**: a crash before `COMMIT` rolls the whole run back.
+//! - **A run is stored all or nothing**: its run file and score dump are written first
+//!   (temporary name, fsync, rename), then one transaction inserts the row that names them
+//!   (`run_file`, unique). A crash between the two leaves complete files without a row:
+//!   opening the store finishes the job (the files are imported, once), and removes the
+//!   `.partial` leftovers of an interrupted write. A crash inside the transaction rolls it back.
+//! - **Readers are lenient, writers strict**: [`Store::runs_readable`] skips (and names) a row
+//!   it cannot read; [`Store::open_existing`] refuses a directory without a store rather than
+//!   creating an empty one.
 
 use std::path::{Path, PathBuf};
 
@@ -57,6 +64,9 @@ pub const MIGRATIONS: &[&str] = &[
         line TEXT NOT NULL,
         PRIMARY KEY (run_id, position)
     );",
+    // 2: the run file each row was exported to (NULL for rows stored before), unique.
+    "ALTER TABLE runs ADD COLUMN run_file TEXT;
+    CREATE UNIQUE INDEX runs_by_file ON runs (run_file) WHERE run_file IS NOT NULL;",
 ];
 
 fn db_error(path: &Path, what: &str) -> impl Fn(rusqlite::Error) -> Error {
@@ -78,11 +88,102 @@ pub struct StoredRun {
 }
 
 impl Store {
-    /// Opens (creating if needed) the store in `results_dir`, migrating it to the current schema.
+    /// Opens (creating if needed) the store in `results_dir`, migrating it to the current
+    /// schema, and finishes what a crash left in `results_dir/runs` (see the module docs).
     pub fn open(results_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(results_dir)
             .map_err(|e| Error::results(format!("create results directory {}: {e}", results_dir.display())))?;
-        Self::open_file(&results_dir.join(FILE_NAME))
+        let mut store = Self::open_file(&results_dir.join(FILE_NAME))?;
+        store.recover(&results_dir.join("runs"))?;
+        Ok(store)
+    }
+
+    /// Opens the store in `results_dir` for reading: a directory without one is an error
+    /// (a mistyped `--results-dir` must not look like an empty leaderboard).
+    pub fn open_existing(results_dir: &Path) -> Result<Self> {
+        if !results_dir.join(FILE_NAME).is_file() {
+            return Err(Error::results(format!(
+                "find the results store {}: there is none (run `benchctl eval` with this --results-dir first)",
+                results_dir.join(FILE_NAME).display()
+            )));
+        }
+        Self::open(results_dir)
+    }
+
+    /// Imports run files that have no row (a crash after writing them, before the commit)
+    /// and removes `.partial` files (a crash while writing one). A file that cannot be read
+    /// is left alone, with a warning. Rows stored before run files were recorded adopt
+    /// their file (same start, model, suite and shard) instead of being imported twice.
+    fn recover(&mut self, runs_dir: &Path) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(runs_dir) else { return Ok(()) };
+        let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for path in files {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            if name.ends_with(".partial") {
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            if !name.ends_with(".json") || self.has_run_file(&name)? {
+                continue;
+            }
+            let imported = crate::results::read_run_file(&path).and_then(|file| {
+                let dump = file.dump.as_deref().ok_or_else(|| Error::results("it names no score dump".to_string()))?;
+                let lines = std::fs::read_to_string(dump)
+                    .map_err(|e| Error::results(format!("read {}: {e}", dump.display())))?
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| {
+                        serde_json::from_str(l).map_err(|e| Error::results(format!("parse {}: {e}", dump.display())))
+                    })
+                    .collect::<Result<Vec<serde_json::Value>>>()?;
+                self.adopt_or_insert(&file.run, &lines, &name)
+            });
+            match imported {
+                Ok(true) => {
+                    eprintln!("note: imported {} into the results store (a run stored by files only)", path.display())
+                }
+                Ok(false) => {}
+                Err(e) => eprintln!("warning: left {} out of the results store: {e}", path.display()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The run file recorded for each row (`None` for rows stored before they were recorded).
+    pub fn run_files(&self) -> Result<Vec<Option<String>>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run_file FROM runs ORDER BY id")
+            .map_err(db_error(&self.path, "list run files"))?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(db_error(&self.path, "list run files"))?;
+        rows.collect::<std::result::Result<_, _>>().map_err(db_error(&self.path, "list run files"))
+    }
+
+    fn has_run_file(&self, name: &str) -> Result<bool> {
+        self.conn
+            .query_row("SELECT 1 FROM runs WHERE run_file = ?1", [name], |_| Ok(()))
+            .optional()
+            .map(|found| found.is_some())
+            .map_err(db_error(&self.path, "look up a run file"))
+    }
+
+    /// Records `run_file` on a row stored before files were recorded, or inserts the run;
+    /// `true` when it inserted.
+    fn adopt_or_insert(&mut self, run: &Run, lines: &[serde_json::Value], run_file: &str) -> Result<bool> {
+        let adopted = self
+            .conn
+            .execute(
+                "UPDATE runs SET run_file = ?1 WHERE id = (SELECT id FROM runs WHERE run_file IS NULL AND started_at = ?2
+                 AND model_id = ?3 AND suite_id = ?4 AND shard IS ?5 ORDER BY id LIMIT 1)",
+                params![run_file, run.started_at, run.model.id, run.suite.id, run.shard],
+            )
+            .map_err(db_error(&self.path, "adopt a run file"))?;
+        if adopted > 0 {
+            return Ok(false);
+        }
+        self.insert(run, lines, Some(run_file))?;
+        Ok(true)
     }
 
     pub fn open_file(path: &Path) -> Result<Self> {
@@ -129,9 +230,9 @@ impl Store {
         tx.commit().map_err(db_error(&path, "commit a migration"))
     }
 
-    /// Inserts a run, its metrics with intervals and its item scores in one transaction;
-    /// returns the run's id.
-    pub fn insert(&mut self, run: &Run, item_lines: &[serde_json::Value]) -> Result<i64> {
+    /// Inserts a run, its metrics with intervals and its item scores in one transaction,
+    /// with the name of the run file (under `runs/`) it was exported to; returns the run's id.
+    pub fn insert(&mut self, run: &Run, item_lines: &[serde_json::Value], run_file: Option<&str>) -> Result<i64> {
         let path = self.path.clone();
         let err = |what: &str| db_error(&path, what);
         let tx =
@@ -139,8 +240,8 @@ impl Store {
         let m = &run.model;
         tx.execute(
             "INSERT INTO runs (started_at, tool_version, tool_commit, model_id, score_head, repo, revision, hub_commit,
-                model_path, dtype, device, suite_id, data_dir, items, data_fingerprint, shard, run_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                model_path, dtype, device, suite_id, data_dir, items, data_fingerprint, shard, run_json, run_file)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             params![
                 run.started_at,
                 env!("CARGO_PKG_VERSION"),
@@ -159,6 +260,7 @@ impl Store {
                 run.data_fingerprint,
                 run.shard,
                 run.to_json().to_string(),
+                run_file,
             ],
         )
         .map_err(err("store a run"))?;
@@ -200,6 +302,29 @@ impl Store {
             out.push(StoredRun { id, run: self.parse(id, &json)? });
         }
         Ok(out)
+    }
+
+    /// Every stored run that can be read, oldest first, and a line naming each row that
+    /// cannot (a reader such as `leaderboard` goes on without it).
+    pub fn runs_readable(&self) -> Result<(Vec<StoredRun>, Vec<String>)> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, run_json FROM runs ORDER BY started_at, id")
+            .map_err(db_error(&self.path, "list runs"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(db_error(&self.path, "list runs"))?;
+        let (mut runs, mut skipped) = (Vec::new(), Vec::new());
+        for row in rows {
+            match row
+                .map_err(db_error(&self.path, "read a run"))
+                .and_then(|(id, json)| Ok((id, self.parse(id, &json)?)))
+            {
+                Ok((id, run)) => runs.push(StoredRun { id, run }),
+                Err(e) => skipped.push(e.to_string()),
+            }
+        }
+        Ok((runs, skipped))
     }
 
     /// The run with this id.

@@ -83,32 +83,109 @@ fn aborted(out: &std::process::Output) -> bool {
     !out.status.success() && stderr(out).contains("injected fault")
 }
 
+/// The store's rows and the run files agree: every row names an existing run file and its
+/// dump, every run file has exactly one row, and no `.partial` file is left.
+fn assert_store_and_files_agree(results: &Path) -> (usize, usize, usize) {
+    let store = Store::open(results).unwrap();
+    let mut recorded: Vec<String> =
+        store.run_files().unwrap().into_iter().map(|f| f.expect("every row names its file")).collect();
+    recorded.sort();
+    let before = recorded.len();
+    recorded.dedup();
+    assert_eq!(recorded.len(), before, "a run file is recorded twice");
+    let mut on_disk: Vec<String> = std::fs::read_dir(results.join("runs"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(!on_disk.iter().any(|n| n.ends_with(".partial")), "left over: {on_disk:?}");
+    on_disk.retain(|n| n.ends_with(".json"));
+    on_disk.sort();
+    assert_eq!(recorded, on_disk, "rows and run files disagree");
+    for name in &on_disk {
+        let file = benchctl::results::read_run_file(&results.join("runs").join(name)).unwrap();
+        assert!(file.dump.unwrap().is_file(), "{name}: its score dump is missing");
+    }
+    store.counts().unwrap()
+}
+
+/// Killed at each point of an eval, then reopened: the store and the run files agree and no
+/// run is stored twice. A crash before the files exist stores nothing; a crash after they
+/// are complete (before or inside the store's transaction) is finished when the store is next
+/// opened, once. The rerun resumes from the cache.
 #[test]
-fn a_crash_mid_run_leaves_no_partial_run_and_the_rerun_resumes_from_the_cache() {
+fn a_crash_at_any_point_leaves_the_store_and_run_files_in_agreement() {
     let (results, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // A first complete run, so the store is not empty when the crashes come.
     let first = tempfile::tempdir().unwrap();
     stored_run(&eval(results.path(), first.path(), &[]));
+    assert_eq!(assert_store_and_files_agree(results.path()), (1, 3, 8));
 
-    // Killed after the second image batch: two batches are in the cache, nothing stored.
     let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
-    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", "encode-batch:1")];
-    let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
-    assert!(aborted(&out), "{}", stderr(&out));
-    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap(), (1, 3, 8));
-
-    // Killed inside the store's transaction, after some item rows: none of them stays.
-    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", "store-item:5")];
-    let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
-    assert!(aborted(&out), "{}", stderr(&out));
-    let store = Store::open(results.path()).unwrap();
-    assert_eq!(store.counts().unwrap(), (1, 3, 8), "the store still opens and holds only the first run");
+    // (fault point, runs stored once the store is reopened)
+    for (fault, expected_runs) in
+        [("encode-batch:0", 1), ("encode-batch:1", 1), ("store-files:0", 2), ("store-item:0", 3), ("store-item:5", 4)]
+    {
+        let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", fault)];
+        let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
+        assert!(aborted(&out), "{fault}: {}", stderr(&out));
+        let (runs, metrics, items) = assert_store_and_files_agree(results.path());
+        assert_eq!((runs, metrics, items), (expected_runs, 3 * expected_runs, 8 * expected_runs), "after {fault}");
+        // Reopening again imports nothing twice.
+        assert_eq!(assert_store_and_files_agree(results.path()).0, expected_runs, "{fault}, reopened");
+    }
 
     // The rerun completes, from the cache: the interrupted runs' embeddings are reused.
     let (_, json) = stored_run(&eval(results.path(), cache.path(), &["--batch-size", "4"]));
     assert_eq!(json["counts"]["images_encoded"], 0);
     assert_eq!(json["counts"]["images_cached"], 16);
-    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap(), (2, 6, 16));
+    assert_eq!(assert_store_and_files_agree(results.path()), (5, 15, 40));
+}
+
+/// A `.partial` file (a crash while writing a run file) is removed when the store opens; a
+/// run file that cannot be read is left alone, named, and not imported.
+#[test]
+fn leftovers_of_a_crash_are_cleaned_or_named() {
+    let results = tempfile::tempdir().unwrap();
+    let first = tempfile::tempdir().unwrap();
+    stored_run(&eval(results.path(), first.path(), &[]));
+    let runs = results.path().join("runs");
+    std::fs::write(runs.join("20990101T000000Z_x_winoground.json.partial"), "{\"half").unwrap();
+    std::fs::write(runs.join("20990101T000000Z_y_winoground.json"), "{not json").unwrap();
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("left") && stderr(&out).contains("20990101T000000Z_y_winoground.json"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!runs.join("20990101T000000Z_x_winoground.json.partial").exists());
+    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap().0, 1);
+}
+
+/// One unreadable row does not take the leaderboard down: it is named and left out. A
+/// directory without a store is an error (exit 5), not an empty leaderboard.
+#[test]
+fn the_leaderboard_skips_an_unreadable_row_and_refuses_a_missing_store() {
+    let results = tempfile::tempdir().unwrap();
+    for _ in 0..2 {
+        stored_run(&eval(results.path(), tempfile::tempdir().unwrap().path(), &[]));
+    }
+    let db = rusqlite::Connection::open(results.path().join(benchctl::store::FILE_NAME)).unwrap();
+    db.execute("UPDATE runs SET run_json = '{\"broken' WHERE id = 1", []).unwrap();
+    drop(db);
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: left out of the leaderboard: failed to parse run 1"), "{}", stderr(&out));
+    assert!(common::stdout(&out).contains("from 1 run(s)"), "{}", common::stdout(&out));
+
+    let missing = results.path().join("mistyped");
+    let baseline = benchctl_testkit::workspace_root().join("results/baselines");
+    for command in [vec!["leaderboard"], vec!["compare", "--baseline", baseline.to_str().unwrap()]] {
+        let command = [command, vec!["--results-dir", missing.to_str().unwrap()]].concat();
+        let out = benchctl(&command, &[]);
+        assert_eq!(out.status.code(), Some(5), "{command:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("there is none"), "{}", stderr(&out));
+        assert!(!missing.exists(), "{command:?} created the directory");
+    }
 }
 
 #[test]
