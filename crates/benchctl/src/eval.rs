@@ -419,8 +419,13 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
         _ => return Err(Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")),
     };
     let t = Instant::now();
-    let report = suite.evaluate(&scores)?;
-    let intervals = bootstrap_intervals(suite, &scores)?;
+    let (report, intervals) = if suite.items.is_empty() {
+        // An empty shard (more shards than items) is legal: nothing to score, and `merge`
+        // joins it with the others.
+        (benchctl_scoring::Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, Vec::new())
+    } else {
+        (suite.evaluate(&scores)?, bootstrap_intervals(suite, &scores)?)
+    };
     score_s += t.elapsed().as_secs_f64();
 
     let run = Run {

@@ -229,21 +229,23 @@ fn run_file(results: &Path) -> PathBuf {
 
 #[test]
 fn merged_shards_equal_the_unsharded_run_bit_for_bit() {
-    // A batch of 3 makes global batches straddle the shard boundaries.
-    for n in [2usize, 3] {
+    // A batch of 3 makes global batches straddle the shard boundaries; 10 shards of the 8
+    // demo items leave two of them empty, which is legal and merges.
+    for n in [2usize, 3, 10] {
         let whole = tempfile::tempdir().unwrap();
         let (_, full) = stored_run(&eval(whole.path(), tempfile::tempdir().unwrap().path(), &["--batch-size", "3"]));
         let mut shard_files = Vec::new();
         let shared_cache = tempfile::tempdir().unwrap();
+        let mut temporary = Vec::new();
         for i in 0..n {
-            let dir = tempfile::tempdir().unwrap().keep();
+            let (dir, own_cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
             let shard = format!("{i}/{n}");
             // Alternate fresh and shared caches: both give the same bits.
-            let cache =
-                if i % 2 == 0 { tempfile::tempdir().unwrap().keep() } else { shared_cache.path().to_path_buf() };
-            let (_, json) = stored_run(&eval(&dir, &cache, &["--batch-size", "3", "--shard", &shard]));
+            let cache = if i % 2 == 0 { own_cache.path() } else { shared_cache.path() };
+            let (_, json) = stored_run(&eval(dir.path(), cache, &["--batch-size", "3", "--shard", &shard]));
             assert_eq!(json["options"]["shard"], shard.as_str());
-            shard_files.push(run_file(&dir));
+            shard_files.push(run_file(dir.path()));
+            temporary.push((dir, own_cache));
         }
         let merged = tempfile::tempdir().unwrap();
         let mut args: Vec<String> = vec!["merge".into()];
