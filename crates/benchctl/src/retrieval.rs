@@ -181,6 +181,8 @@ fn with_values<T>(t: &Tensor, f: impl FnOnce(&[f32]) -> Result<T>) -> Result<T> 
 struct GalleryResult {
     name: String,
     direction: &'static str,
+    /// How many candidates each query was ranked against (a rank is always below it).
+    candidates: usize,
     outcomes: Vec<QueryOutcome>,
 }
 
@@ -335,7 +337,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
         let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
         let outcomes = image_to_text(&image_table, captions, g, rerank, ties)?;
-        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", outcomes });
+        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", candidates: g.captions.len(), outcomes });
     }
     // Text-to-image: the original captions against the test images, then against the test
     // images plus each altered gallery.
@@ -343,7 +345,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let image_of = &data.clean.image_of;
     let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
     let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank, ties)?;
-    results.push(GalleryResult { name: "clean".into(), direction: "t2i", outcomes });
+    results.push(GalleryResult { name: "clean".into(), direction: "t2i", candidates: n, outcomes });
     let mut score_s = score_started.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
         let t = Instant::now();
@@ -363,7 +365,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
         let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
         let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank, ties)?;
-        results.push(GalleryResult { name, direction: "t2i", outcomes });
+        results.push(GalleryResult { name, direction: "t2i", candidates: 2 * n, outcomes });
         score_s += t.elapsed().as_secs_f64();
     }
     let report = report(&results)?;
@@ -371,7 +373,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         .iter()
         .flat_map(|r| {
             r.outcomes.iter().enumerate().map(|(q, o)| {
-                json!({"gallery": r.name, "direction": r.direction, "query": q, "rank": o.rank, "top1_altered": o.top1_altered})
+                json!({"gallery": r.name, "direction": r.direction, "query": q, "candidates": r.candidates, "rank": o.rank, "top1_altered": o.top1_altered})
             })
         })
         .collect();
@@ -582,14 +584,30 @@ pub fn report_from_dump(path: &Path) -> Result<Report> {
         let rank = v.get("rank").and_then(|r| r.as_u64()).ok_or_else(|| bad("missing number `rank`"))? as usize;
         let top1_altered =
             v.get("top1_altered").and_then(|t| t.as_bool()).ok_or_else(|| bad("missing boolean `top1_altered`"))?;
+        // Dumps before benchctl 0.1's `candidates` field carry no gallery size to check.
+        let candidates = match v.get("candidates") {
+            None => usize::MAX,
+            Some(c) => {
+                c.as_u64().filter(|&c| c > 0).ok_or_else(|| bad("`candidates` must be a positive integer"))? as usize
+            }
+        };
+        if rank >= candidates {
+            return Err(bad(&format!("rank {rank} is impossible in a gallery of {candidates} candidates")));
+        }
         let index = match results.iter().position(|r| r.name == name && r.direction == direction) {
             Some(i) => i,
             None => {
-                results.push(GalleryResult { name: name.to_string(), direction, outcomes: Vec::new() });
+                results.push(GalleryResult { name: name.to_string(), direction, candidates, outcomes: Vec::new() });
                 results.len() - 1
             }
         };
         let gallery = &mut results[index];
+        if gallery.candidates != candidates {
+            return Err(bad(&format!(
+                "{name} {direction} has {} candidates on its first line, {candidates} here",
+                gallery.candidates
+            )));
+        }
         if query != gallery.outcomes.len() {
             return Err(bad(&format!(
                 "query {query} of {name} {direction} is out of order (expected {})",

@@ -35,6 +35,17 @@ fn score_recomputes_the_rococo_report_from_the_dump() {
     let out = benchctl(&["score", "--suite", "rococo", "--scores", broken.to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(3));
     assert!(stderr(&out).contains("line 1: query 1 of clean i2t is out of order (expected 0)"), "{}", stderr(&out));
+
+    // A rank no gallery of that size allows is bad data, naming the line.
+    let mut lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&dump).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.iter().all(|l| l["rank"].as_u64().unwrap() < l["candidates"].as_u64().unwrap()));
+    lines[2]["rank"] = serde_json::json!(1_000_000_000_000u64);
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&broken, text.join("\n")).unwrap();
+    let out = benchctl(&["score", "--suite", "rococo", "--scores", broken.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 3: rank 1000000000000 is impossible in a gallery of"), "{}", stderr(&out));
 }
 
 #[test]
