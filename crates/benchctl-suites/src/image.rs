@@ -199,6 +199,32 @@ fn png_depth_and_colour(header: &[u8]) -> Option<(u8, u8)> {
         .then(|| (header[24], header[25]))
 }
 
+/// Whether a JPEG stream has an end-of-image marker (`FF D9`) after its first start-of-scan
+/// (`FF DA`): inside scan data a `FF` byte is always followed by `00` or a restart marker, so
+/// the pair marks the end there (an EXIF thumbnail's own markers come before the scan, and
+/// bytes after the end are ignored, as Pillow ignores them).
+fn jpeg_is_complete(mut stream: impl std::io::BufRead) -> std::io::Result<bool> {
+    let (mut scanning, mut after_ff) = (false, false);
+    loop {
+        let chunk = stream.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(false);
+        }
+        for &byte in chunk {
+            if after_ff {
+                match byte {
+                    0xDA => scanning = true,
+                    0xD9 if scanning => return Ok(true),
+                    _ => {}
+                }
+            }
+            after_ff = byte == 0xFF;
+        }
+        let used = chunk.len();
+        stream.consume(used);
+    }
+}
+
 /// Decodes PNG or JPEG bytes as `PIL.Image.open` would hold them ([`PilImage`]). The
 /// dimensions are read from the header first: an empty image, or one of more than
 /// [`MAX_PIXELS`], is refused before any pixel is decoded, and the decoder's allocations are
@@ -216,11 +242,25 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
             "the image is {w}×{h} pixels: benchctl refuses empty images and, as Pillow does, more than {MAX_PIXELS}"
         ))));
     }
+    // The JPEG decoder fills missing scan data with grey; Pillow refuses such a file.
+    if header.starts_with(&[0xFF, 0xD8]) && !jpeg_is_complete(source()?).map_err(image::ImageError::IoError)? {
+        return Err(image::ImageError::IoError(std::io::Error::other(
+            "the JPEG is truncated: its scan data has no end-of-image marker (Pillow: \"image file is truncated\")",
+        )));
+    }
     let mut reader = open()?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_DECODE_ALLOC);
     reader.limits(limits);
-    let decoded = reader.decode()?;
+    let decoded = reader.decode().map_err(|e| {
+        let eof = matches!(&e, image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof)
+            || e.to_string().contains("end of file");
+        if eof {
+            image::ImageError::IoError(std::io::Error::other(format!("the image is truncated: {e}")))
+        } else {
+            e
+        }
+    })?;
     // Colour type 3 is a palette; 0 at 1 bit is Pillow's mode "1": both resize nearest.
     let nearest = matches!(png_depth_and_colour(&header), Some((_, 3)) | Some((1, 0)));
     let high_byte = |v: u16| (v >> 8) as u8;

@@ -131,3 +131,28 @@ fn trailing_bytes_after_an_image_are_not_read_into_memory() {
     let img = benchctl_suites::ImageSource::File(path).load_rgb().unwrap();
     assert_eq!((img.width(), img.height(), img.get_pixel(2, 2).0), (5, 4, [10, 20, 30]));
 }
+
+/// A truncated JPEG or PNG is refused, as Pillow refuses it ("image file is truncated"),
+/// never decoded with grey fill; the same bytes complete decode. (A PNG that loses only
+/// its closing IEND chunk still has all its pixels, and Pillow reads it too.)
+#[test]
+fn truncated_images_are_refused() {
+    let mut rgb = image::RgbImage::new(80, 64);
+    for (x, y, p) in rgb.enumerate_pixels_mut() {
+        *p = image::Rgb([(x * 3) as u8, (y * 4) as u8, ((x * y) % 251) as u8]);
+    }
+    for format in [image::ImageFormat::Jpeg, image::ImageFormat::Png] {
+        let mut bytes = Vec::new();
+        rgb.write_to(&mut std::io::Cursor::new(&mut bytes), format).unwrap();
+        assert!(decode_rgb(&bytes).is_ok(), "{format:?} whole");
+        let cuts = match format {
+            image::ImageFormat::Jpeg => [bytes.len() / 2, bytes.len() - 2],
+            _ => [bytes.len() / 2, bytes.len() * 3 / 4],
+        };
+        for cut in cuts {
+            let err =
+                decode_rgb(&bytes[..cut]).expect_err(&format!("{format:?} cut to {cut} of {} bytes", bytes.len()));
+            assert!(err.to_string().contains("truncated"), "{format:?}: {err}");
+        }
+    }
+}
