@@ -693,6 +693,26 @@ fn to_rows(embeddings: &Tensor, what: &str) -> Result<Vec<Vec<f32>>> {
         .map_err(|e| Error::new(ErrorKind::Compute, format!("read {what} embeddings: {e}")))
 }
 
+/// Cached rows whose length differs from most cached rows' (an entry that passed its check
+/// but cannot belong to this model, e.g. written by hand) become misses, encoded again.
+fn drop_odd_sized(rows: &mut [Option<Vec<f32>>], what: &str) {
+    let mut lengths: HashMap<usize, usize> = HashMap::new();
+    for row in rows.iter().flatten() {
+        *lengths.entry(row.len()).or_default() += 1;
+    }
+    let Some((&usual, _)) = lengths.iter().max_by_key(|&(len, count)| (*count, *len)) else { return };
+    let mut dropped = 0;
+    for row in rows.iter_mut() {
+        if row.as_ref().is_some_and(|r| r.len() != usual) {
+            *row = None;
+            dropped += 1;
+        }
+    }
+    if dropped > 0 {
+        eprintln!("warning: {dropped} cached {what} embedding(s) had the wrong size; they are encoded again");
+    }
+}
+
 /// How many inputs a cache-aware encode took from the cache and how many it encoded.
 #[derive(Debug, Clone, Copy, Default)]
 struct Tally {
@@ -731,6 +751,7 @@ fn encode_through_cache<P: Send>(
         .enumerate()
         .map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None })
         .collect();
+    drop_odd_sized(&mut rows, what);
     let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
     let plan: Vec<Vec<usize>> = match wanted {
         None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
@@ -1078,4 +1099,19 @@ fn score_items(
             .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
     }
     Ok(tensor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_odd_sized;
+
+    #[test]
+    fn cached_rows_of_the_wrong_size_become_misses() {
+        let mut rows = vec![Some(vec![1.0; 4]), None, Some(vec![2.0; 3]), Some(vec![3.0; 4]), Some(vec![])];
+        drop_odd_sized(&mut rows, "image");
+        assert_eq!(rows, vec![Some(vec![1.0; 4]), None, None, Some(vec![3.0; 4]), None]);
+        let mut none: Vec<Option<Vec<f32>>> = vec![None, None];
+        drop_odd_sized(&mut none, "text");
+        assert_eq!(none, vec![None, None]);
+    }
 }
