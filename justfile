@@ -59,3 +59,7 @@ bench-vs-torch tier="best" batch="32" threads="2":
         bin=target/release/benchctl
     fi
     python3 scripts/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval
+
+# Mutation tests of every file parser with many more cases than CI runs (default 2,000).
+fuzz cases="100000":
+    BENCHCTL_FUZZ_CASES={{cases}} cargo test --release -p benchctl --test fuzz

@@ -1,0 +1,166 @@
+//! Mutation tests of every parser benchctl runs on files it is handed: valid inputs with
+//! bytes flipped, inserted, deleted, duplicated and cut, a few thousand per parser, each of
+//! which must give a result or an error of the parser's documented kind, never a panic.
+//! Deterministic (seeded); `BENCHCTL_FUZZ_CASES=N` runs more (`just fuzz`).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use benchctl_scoring::metrics::stats::SplitMix64;
+
+/// Cases per parser: enough for CI, more on request.
+fn cases() -> usize {
+    std::env::var("BENCHCTL_FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2_000)
+}
+
+/// One random mutation of `valid`: a bit flip, a byte set to an edge value, an insertion,
+/// a deletion, a duplicated span or a cut.
+fn mutate(valid: &[u8], rng: &mut SplitMix64) -> Vec<u8> {
+    let mut out = valid.to_vec();
+    for _ in 0..1 + rng.below(3) {
+        let at = if out.is_empty() { 0 } else { rng.below(out.len()) };
+        match rng.below(6) {
+            0 if !out.is_empty() => out[at] ^= 1 << rng.below(8),
+            1 if !out.is_empty() => out[at] = [0, 0xFF, b'"', b'{', b'9', b'\n', b'-'][rng.below(7)],
+            2 => out.insert(at, rng.below(256) as u8),
+            3 if !out.is_empty() => {
+                out.remove(at);
+            }
+            4 if !out.is_empty() => {
+                let end = (at + 1 + rng.below(64)).min(out.len());
+                let span = out[at..end].to_vec();
+                out.splice(at..at, span);
+            }
+            _ => out.truncate(at),
+        }
+    }
+    out
+}
+
+/// Runs `parse` on `cases()` mutations of `valid`; every outcome must be `Ok` or pass `ok_err`.
+fn fuzz<E: std::fmt::Display>(
+    name: &str,
+    valid: &[u8],
+    seed: u64,
+    parse: impl Fn(&[u8]) -> Result<(), E>,
+    ok_err: impl Fn(&E) -> bool,
+) {
+    let mut rng = SplitMix64::new(seed);
+    assert!(parse(valid).is_ok(), "{name}: the valid input must parse");
+    let (mut errors, mut oks) = (0, 0);
+    for case in 0..cases() {
+        let input = mutate(valid, &mut rng);
+        match catch_unwind(AssertUnwindSafe(|| parse(&input))) {
+            Ok(Ok(())) => oks += 1,
+            Ok(Err(e)) => {
+                assert!(ok_err(&e), "{name} case {case}: an error of the wrong kind: {e}");
+                errors += 1;
+            }
+            Err(_) => panic!("{name} case {case}: the parser panicked on {:?}", String::from_utf8_lossy(&input)),
+        }
+    }
+    assert!(errors > 0, "{name}: no mutation was refused ({oks} accepted): the mutations do not reach the parser");
+}
+
+#[test]
+fn winoground_annotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = benchctl_testkit::workspace_root().join("datasets/demo/winoground");
+    let valid = std::fs::read(demo.join("examples.jsonl")).unwrap();
+    let info = benchctl_suites::find("winoground").unwrap();
+    std::os::unix::fs::symlink(demo.join("images"), dir.path().join("images")).unwrap();
+    use benchctl_suites::ErrorKind as K;
+    fuzz(
+        "examples.jsonl",
+        &valid,
+        1,
+        |bytes| {
+            std::fs::write(dir.path().join("examples.jsonl"), bytes).unwrap();
+            info.load(dir.path()).map(|_| ())
+        },
+        |e| matches!(e.kind(), K::Malformed | K::MissingImage | K::PathEscapes | K::MissingData),
+    );
+}
+
+#[test]
+fn images() {
+    let demo = benchctl_testkit::workspace_root().join("datasets/demo/winoground/images");
+    let png = std::fs::read(demo.join("ex_0_img_0.png")).unwrap();
+    let img = image::load_from_memory(&png).unwrap();
+    let mut jpeg = Vec::new();
+    img.write_to(&mut std::io::Cursor::new(&mut jpeg), image::ImageFormat::Jpeg).unwrap();
+    for (name, valid, seed) in [("png", &png, 2), ("jpeg", &jpeg, 3)] {
+        fuzz(name, valid, seed, |b| benchctl_suites::image::decode_rgb(b).map(|_| ()), |_| true);
+    }
+}
+
+#[test]
+fn npy_frames() {
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let header = "{'descr': '|u1', 'fortran_order': False, 'shape': (6, 5, 3), }";
+    let padded = format!("{header:<118}\n");
+    npy.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    npy.extend_from_slice(padded.as_bytes());
+    npy.extend((0..90u8).collect::<Vec<_>>());
+    fuzz("frame .npy", &npy, 4, |b| benchctl_suites::image::decode_npy_bgr(b).map(|_| ()), |_| true);
+}
+
+fn write_then<T>(dir: &Path, name: &str, bytes: &[u8], read: impl Fn(&Path) -> T) -> T {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    read(&path)
+}
+
+#[test]
+fn run_files_and_score_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let baselines = benchctl_testkit::workspace_root().join("results/baselines");
+    let mut files: Vec<_> = std::fs::read_dir(&baselines).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let run = files.iter().find(|p| p.to_string_lossy().ends_with("_winoground.json")).unwrap();
+    let dump = files.iter().find(|p| p.to_string_lossy().ends_with(".scores.jsonl")).unwrap();
+    let results = |e: &benchctl::Error| e.kind() == benchctl::ErrorKind::Results;
+    fuzz(
+        "run file",
+        &std::fs::read(run).unwrap(),
+        5,
+        |b| write_then(dir.path(), "run.json", b, |p| benchctl::results::read_run_file(p).map(|_| ())),
+        results,
+    );
+    fuzz(
+        "score dump",
+        &std::fs::read(dump).unwrap(),
+        6,
+        |b| write_then(dir.path(), "run.scores.jsonl", b, |p| benchctl::results::read_scores(p).map(|_| ())),
+        results,
+    );
+}
+
+#[test]
+fn model_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = benchctl_testkit::fixture_model("clip-tiny-a");
+    let config = std::fs::read(fixture.join("config.json")).unwrap();
+    fuzz(
+        "config.json",
+        &config,
+        7,
+        |b| write_then(dir.path(), "config.json", b, benchctl_models::models::clip::ClipConfig::from_file).map(|_| ()),
+        |e| e.kind() == benchctl_models::ErrorKind::BadConfig,
+    );
+    let hf =
+        benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/preprocess-hf/clip224.json");
+    let defaults = benchctl_models::preprocess::Preprocessor::hf_clip(224);
+    fuzz(
+        "preprocessor_config.json",
+        &std::fs::read(hf).unwrap(),
+        8,
+        |b| {
+            write_then(dir.path(), "preprocessor_config.json", b, |p| {
+                benchctl_models::preprocess::Preprocessor::from_hf_config(p, &defaults)
+            })
+            .map(|_| ())
+        },
+        |e| e.kind() == benchctl_models::ErrorKind::BadConfig,
+    );
+}
