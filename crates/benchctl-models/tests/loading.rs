@@ -58,6 +58,44 @@ fn deeper_configs_than_the_weights_name_the_missing_tensor() {
     assert!(err.to_string().contains("`text_model.encoder.layers.2.layer_norm1.weight` is missing"), "{err}");
 }
 
+/// A config with fewer layers than the checkpoint would silently ignore the extra ones.
+#[test]
+fn shallower_configs_than_the_weights_name_the_extra_layer() {
+    let dir = copy_of("clip-tiny-a");
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["vision_config"]["num_hidden_layers"] = 1.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let err = load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadWeights);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("`vision_model.encoder.layers.1.") && msg.contains("beyond the 1 that config.json builds"),
+        "{msg}"
+    );
+}
+
+/// Headers the `safetensors` crate rejects: overlapping tensors, and data the tensors do
+/// not cover; both named, before any tensor is read.
+#[test]
+fn overlapping_or_uncovered_tensor_data_is_refused() {
+    let write = |header: &str, data: usize| {
+        let dir = copy_of("clip-tiny-a");
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend(std::iter::repeat_n(0u8, data));
+        std::fs::write(dir.path().join("model.safetensors"), bytes).unwrap();
+        load(dir.path()).unwrap_err()
+    };
+    let overlapping = r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}}"#;
+    let err = write(overlapping, 24);
+    assert_eq!(err.kind(), ErrorKind::BadWeights);
+    assert!(err.to_string().contains("model.safetensors") && err.to_string().contains("not valid"), "{err}");
+    let short = r#"{"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}"#;
+    let err = write(short, 40);
+    assert!(err.to_string().contains("cover 16 bytes of data but the file holds 40"), "{err}");
+}
+
 #[test]
 fn malformed_configs_are_named() {
     let dir = copy_of("clip-tiny-a");

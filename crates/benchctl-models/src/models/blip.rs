@@ -314,7 +314,9 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
     let preprocessor =
         Preprocessor::for_hf_model(files, Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD), size)?;
     let w = Weights::open(&files.weights, dtype, device)?;
-    Ok(Arc::new(Loaded { model: Blip::from_weights(&config, &w)?, tokenizer, preprocessor }))
+    let model = Blip::from_weights(&config, &w)?;
+    w.check_no_extra_layers()?;
+    Ok(Arc::new(Loaded { model, tokenizer, preprocessor }))
 }
 
 impl Loaded {

@@ -319,7 +319,9 @@ impl Clip {
     /// Loads `model.safetensors` against `config`, converting weights to `dtype`.
     pub fn load(config: ClipConfig, weights: &Path, dtype: DType, device: &Device) -> Result<Self> {
         let w = Weights::open(weights, dtype, device)?;
-        Self::from_weights(config, &w)
+        let model = Self::from_weights(config, &w)?;
+        w.check_no_extra_layers()?;
+        Ok(model)
     }
 
     /// A model with random weights of the configured shape (for benchmarks).

@@ -277,7 +277,9 @@ impl SiglipEncoder {
         let size = config.vision_config.image_size;
         let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, HALF, HALF), size)?;
         let w = Weights::open(&files.weights, dtype, device)?;
-        Ok(Self { model: Siglip::from_weights(&config, &w)?, tokenizer, preprocessor })
+        let model = Siglip::from_weights(&config, &w)?;
+        w.check_no_extra_layers()?;
+        Ok(Self { model, tokenizer, preprocessor })
     }
 
     pub fn model(&self) -> &Siglip {

@@ -1,9 +1,14 @@
 //! Strict weight loading: a missing tensor or a shape that disagrees with the config is an
-//! error naming the tensor, never a silent random initialisation.
+//! error naming the tensor, never a silent random initialisation; so is a checkpoint with
+//! more layers than the config builds ([`Weights::check_no_extra_layers`]: the extra layers
+//! would be ignored). The header is validated by the `safetensors` crate (offsets contiguous,
+//! non-overlapping, sized by dtype and shape, covering the file) before any tensor is read.
 
 use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::{LayerNorm, Linear, VarBuilder};
+use std::collections::HashSet;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use crate::{Error, ErrorKind, Result};
 
@@ -14,6 +19,9 @@ pub(crate) struct Weights<'a> {
     file: String,
     /// Tensors are created on request with random values (benchmarks on random weights).
     random: bool,
+    /// For a file: every tensor name in it, and the names read so far.
+    names: Option<Arc<Vec<String>>>,
+    used: Option<Arc<Mutex<HashSet<String>>>>,
 }
 
 impl<'a> Weights<'a> {
@@ -21,13 +29,15 @@ impl<'a> Weights<'a> {
     /// they are requested.
     pub fn open(path: &Path, dtype: DType, device: &Device) -> Result<Weights<'static>> {
         let backend = FileBackend::open(path)?;
+        let names = Arc::new(backend.tensors.keys().cloned().collect());
+        let used = backend.used.clone();
         let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
-        Ok(Weights { vb, file: path.display().to_string(), random: false })
+        Ok(Weights { vb, file: path.display().to_string(), random: false, names: Some(names), used: Some(used) })
     }
 
     /// Weights from any VarBuilder (random weights for benchmarks).
     pub fn from_var_builder(vb: VarBuilder<'a>, name: &str) -> Self {
-        Weights { vb, file: name.to_string(), random: false }
+        Weights { vb, file: name.to_string(), random: false, names: None, used: None }
     }
 
     /// Creates every requested tensor with N(0, 0.02) values instead of reading it.
@@ -36,7 +46,7 @@ impl<'a> Weights<'a> {
     }
 
     pub fn pp(&self, prefix: impl ToString) -> Self {
-        Weights { vb: self.vb.pp(prefix), file: self.file.clone(), random: self.random }
+        Weights { vb: self.vb.pp(prefix), ..self.clone() }
     }
 
     pub fn device(&self) -> &Device {
@@ -78,6 +88,45 @@ impl<'a> Weights<'a> {
         })
     }
 
+    /// After a model is built: refuses tensors of layers beyond those it read, e.g.
+    /// `encoder.layers.12.*` when the config builds 12 layers (0–11). A list of layers is
+    /// recognised by a numeric name component whose prefix the model read with lower
+    /// numbers, so no per-architecture list of names is needed.
+    pub fn check_no_extra_layers(&self) -> Result<()> {
+        let (Some(names), Some(used)) = (&self.names, &self.used) else { return Ok(()) };
+        let used =
+            used.lock().map_err(|_| Error::new(ErrorKind::BadWeights, "load weights: a loader thread failed"))?;
+        // For each layer list the model read: its prefix and how many layers it read.
+        let mut read: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for name in used.iter() {
+            if let Some((prefix, index)) = layer_of(name) {
+                let count = read.entry(prefix).or_default();
+                *count = (*count).max(index + 1);
+            }
+        }
+        let mut extra: Vec<&String> = names
+            .iter()
+            .filter(|n| !used.contains(*n))
+            .filter(|n| {
+                layer_of(n).is_some_and(|(prefix, index)| read.get(&prefix).is_some_and(|&count| index >= count))
+            })
+            .collect();
+        extra.sort();
+        if let Some(first) = extra.first() {
+            let (prefix, _) = layer_of(first).unwrap_or_default();
+            return Err(Error::new(
+                ErrorKind::BadWeights,
+                format!(
+                    "load weights {}: tensor `{first}` (and {} more) belongs to a layer of `{prefix}` beyond the {} that config.json builds: the config and the checkpoint disagree",
+                    self.file,
+                    extra.len() - 1,
+                    read[&prefix]
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn linear(&self, in_dim: usize, out_dim: usize, bias: bool) -> Result<Linear> {
         let weight = self.get((out_dim, in_dim), "weight")?;
         let bias = if bias { Some(self.get(out_dim, "bias")?) } else { None };
@@ -89,6 +138,14 @@ impl<'a> Weights<'a> {
     }
 }
 
+/// The layer list a tensor name belongs to: the prefix before its first numeric component
+/// and that number (`vision_model.encoder.layers.3.mlp.fc1.weight` → (`…layers`, 3)).
+fn layer_of(name: &str) -> Option<(String, usize)> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let at = parts.iter().position(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?;
+    Some((parts[..at].join("."), parts[at].parse().ok()?))
+}
+
 /// A safetensors file read tensor by tensor with positioned reads, not memory-mapped: a
 /// mapping keeps every touched page resident until the whole model is loaded, so the peak
 /// RSS of a load would be the weights twice (the mapping and the converted copies).
@@ -98,6 +155,8 @@ struct FileBackend {
     /// Where the tensor data starts (after the 8-byte length and the JSON header).
     data_start: u64,
     tensors: std::collections::HashMap<String, (DType, Vec<usize>, u64, u64)>,
+    /// The names read so far (see [`Weights::check_no_extra_layers`]).
+    used: Arc<Mutex<HashSet<String>>>,
 }
 
 fn bad(path: &Path, what: String) -> Error {
@@ -116,6 +175,17 @@ impl FileBackend {
         }
         let mut header = vec![0u8; header_len as usize];
         read_at(&file, &mut header, 8).map_err(|e| bad(path, e.to_string()))?;
+        // The safetensors crate's own validation: offsets start at 0, follow each other with
+        // neither gap nor overlap, and match each tensor's dtype and shape.
+        let metadata: safetensors::tensor::Metadata =
+            serde_json::from_slice(&header).map_err(|e| bad(path, format!("its header is not valid: {e}")))?;
+        let covered = metadata.tensors().values().map(|t| t.data_offsets.1).max().unwrap_or(0) as u64;
+        if 8 + header_len + covered != len {
+            return Err(bad(
+                path,
+                format!("its tensors cover {covered} bytes of data but the file holds {}", len - 8 - header_len),
+            ));
+        }
         let header: serde_json::Map<String, serde_json::Value> =
             serde_json::from_slice(&header).map_err(|e| bad(path, format!("its header is not JSON: {e}")))?;
         let data_start = 8 + header_len;
@@ -150,7 +220,7 @@ impl FileBackend {
             }
             tensors.insert(name, entry);
         }
-        Ok(Self { file, path: path.display().to_string(), data_start, tensors })
+        Ok(Self { file, path: path.display().to_string(), data_start, tensors, used: Default::default() })
     }
 }
 
@@ -174,6 +244,9 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
         let Some((file_dtype, shape, start, end)) = self.tensors.get(name) else {
             candle_core::bail!("cannot find tensor {name} in {}", self.path)
         };
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(name.to_string());
+        }
         let mut bytes = vec![0u8; (end - start) as usize];
         read_at(&self.file, &mut bytes, self.data_start + start)
             .map_err(|e| candle_core::Error::Msg(format!("read {name}: {e}")))?;
