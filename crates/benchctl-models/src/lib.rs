@@ -151,6 +151,14 @@ pub trait FusionEncoder {
 
     fn score_kind(&self) -> ScoreKind;
 
+    /// The score a retrieval shortlist is re-ranked by, one per pair as in
+    /// [`FusionEncoder::score_pairs`], before the shortlist's similarity is added
+    /// (`benchctl_scoring::metrics::retrieval::rerank_row`). BLIP: the ITM head's raw
+    /// class-1 logit, as BLIP's own evaluation uses it. Default: the pair score.
+    fn rerank_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        self.score_pairs(image_states, texts)
+    }
+
     /// A cheap dual-encoder head of the same model (BLIP's ITC) that retrieval suites use to
     /// shortlist candidates before [`FusionEncoder::score_pairs`] re-ranks them.
     fn shortlister(&self) -> Option<&dyn DualEncoder>;

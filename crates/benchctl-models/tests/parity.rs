@@ -228,6 +228,60 @@ fn blip_itm_matches_transformers_for_every_pair() {
     assert!(model.shortlister().is_some());
 }
 
+/// Retrieval re-ranking as BLIP's own evaluation does it, against the same computation in
+/// `transformers` (`scripts/gen_blip_rerank_fixture.py`): the shortlist of the top k by ITC
+/// cosine, each scored by the ITM head's class-1 logit plus its cosine, the rest −100; image →
+/// text and text → image, k = 2.
+#[test]
+fn blip_rerank_matches_blips_evaluation() {
+    use benchctl_scoring::metrics::retrieval::{rerank_row, shortlist, OUTSIDE_SHORTLIST};
+    let model = BlipItm::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let r = reference("blip-tiny");
+    let expected =
+        candle_core::safetensors::load(fixture_model("blip-tiny").join("rerank.safetensors"), &Device::Cpu).unwrap();
+    let states = model.encode_images(&r.tensors["pixel_values"]).unwrap();
+    let (n_images, n_texts) = (states.dim(0).unwrap(), r.texts.len());
+    let cosine: Vec<Vec<f32>> = {
+        let itc = BlipItc::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+        unsqueeze_scores(&itc, &r.tensors["pixel_values"], &r.texts).to_vec2().unwrap()
+    };
+    // The class-1 logit of every pair, through the re-rank entry point.
+    let mut class1 = vec![vec![0f32; n_texts]; n_images];
+    for (i, row) in class1.iter_mut().enumerate() {
+        let one = states.narrow(0, i, 1).unwrap().repeat((n_texts, 1, 1)).unwrap();
+        let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
+        *row = model.rerank_pairs(&one, &texts).unwrap().to_vec1().unwrap();
+    }
+    let logits: Vec<Vec<Vec<f32>>> = expected["itm_logits"].to_vec3().unwrap();
+    for i in 0..n_images {
+        for j in 0..n_texts {
+            assert!((class1[i][j] - logits[i][j][1]).abs() <= TOLERANCE, "class-1 logit ({i}, {j})");
+        }
+    }
+    let check = |ours: Vec<f32>, theirs: Vec<f32>, what: String| {
+        for (a, b) in ours.iter().zip(&theirs) {
+            if *b == OUTSIDE_SHORTLIST {
+                assert_eq!(*a, OUTSIDE_SHORTLIST, "{what}: outside the shortlist");
+            } else {
+                assert!((a - b).abs() <= TOLERANCE, "{what}: {ours:?} vs {theirs:?}");
+            }
+        }
+    };
+    let i2t: Vec<Vec<f32>> = expected["rerank_i2t"].to_vec2().unwrap();
+    for i in 0..n_images {
+        let top = shortlist(&cosine[i], 2);
+        let fused: Vec<f32> = top.iter().map(|&j| class1[i][j]).collect();
+        check(rerank_row(&cosine[i], &top, &fused), i2t[i].clone(), format!("image {i} → texts"));
+    }
+    let t2i: Vec<Vec<f32>> = expected["rerank_t2i"].to_vec2().unwrap();
+    for j in 0..n_texts {
+        let column: Vec<f32> = (0..n_images).map(|i| cosine[i][j]).collect();
+        let top = shortlist(&column, 2);
+        let fused: Vec<f32> = top.iter().map(|&i| class1[i][j]).collect();
+        check(rerank_row(&column, &top, &fused), t2i[j].clone(), format!("text {j} → images"));
+    }
+}
+
 #[test]
 fn zoo_half_precision_drift_is_reported_and_bounded() {
     let cpu = Device::Cpu;

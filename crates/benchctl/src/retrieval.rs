@@ -9,9 +9,8 @@
 //!
 //! A fusion model (BLIP ITM) ranks as BLIP's own retrieval evaluation does: its contrastive
 //! head scores the whole gallery, the top `--rerank-k` (default 128) candidates of each
-//! query are re-scored by the fusion head, and everything outside that shortlist ranks below
-//! it. (BLIP's code adds the ITC cosine to the ITM logit inside the shortlist; here the
-//! shortlist is ordered by the fusion score alone, the match probability.)
+//! query score the ITM head's class-1 logit plus their ITC cosine, and everything outside
+//! that shortlist scores −100, below it (`benchctl_scoring::metrics::retrieval::rerank_row`).
 
 use std::path::Path;
 use std::time::Instant;
@@ -59,14 +58,12 @@ struct Rerank<'a> {
 }
 
 impl Rerank<'_> {
-    /// `scores` (one query against the gallery) with the top `k` replaced by fusion scores
-    /// and the rest set to −∞.
+    /// `scores` (one query's similarities against the gallery) re-ranked as BLIP's
+    /// evaluation does: the top `k` get the fusion model's re-rank score plus their
+    /// similarity, the rest [`retrieval::OUTSIDE_SHORTLIST`] (`retrieval::rerank_row`).
     fn rerank(&self, scores: &[f32], query: usize, queries: Side, gallery: Side) -> Result<Vec<f32>> {
-        let mut order: Vec<usize> = (0..scores.len()).collect();
-        let k = self.k.min(scores.len());
-        order.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| scores[b].total_cmp(&scores[a]));
-        let top = &order[..k];
-        let mut out = vec![f32::NEG_INFINITY; scores.len()];
+        let top = retrieval::shortlist(scores, self.k);
+        let mut fused = vec![0f32; top.len()];
         let encode = |images: &[&ImageSource]| -> Result<Tensor> {
             Ok(self.fusion.encode_images(&load_pixels(self.fusion.preprocessor(), images, self.fusion.device())?)?)
         };
@@ -75,7 +72,7 @@ impl Rerank<'_> {
             Side::Images(q) => Some(encode(&[&q[query]])?),
             Side::Texts(_) => None,
         };
-        for chunk in top.chunks(self.batch.max(1)) {
+        for (at, chunk) in top.chunks(self.batch.max(1)).enumerate() {
             let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
                 (Side::Images(_), Side::Texts(g), Some(one)) => {
                     let dims: Vec<usize> =
@@ -97,15 +94,14 @@ impl Rerank<'_> {
             };
             let values = self
                 .fusion
-                .score_pairs(&states, &texts)?
+                .rerank_pairs(&states, &texts)?
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(compute("read re-ranked scores"))?;
-            for (&c, v) in chunk.iter().zip(values) {
-                out[c] = v;
-            }
+            let start = at * self.batch.max(1);
+            fused[start..start + values.len()].copy_from_slice(&values);
         }
-        Ok(out)
+        Ok(retrieval::rerank_row(scores, &top, &fused))
     }
 }
 

@@ -289,11 +289,16 @@ impl Blip {
     /// `softmax(l)[1] = σ(l1 − l0)` is BLIP's match probability, which saturates to 1.0 in
     /// f32 where the logits still differ.
     pub fn match_logit(&self, image_tokens: &Tensor, ids: &[Vec<u32>]) -> Result<Tensor> {
+        let l = self.itm_logits(image_tokens, ids)?;
+        (|| l.i((.., 1))? - l.i((.., 0))?)().map_err(|e| Error::compute("score pairs", e))
+    }
+
+    /// `itm_head(CLS)`, `(pairs, 2)` in f32: class 0 "no match", class 1 "match".
+    pub fn itm_logits(&self, image_tokens: &Tensor, ids: &[Vec<u32>]) -> Result<Tensor> {
         let cls = self.text_cls(ids, Some(image_tokens))?;
         self.itm_head
             .forward(&cls)
             .and_then(|logits| logits.to_dtype(DType::F32))
-            .and_then(|l| l.i((.., 1))? - l.i((.., 0))?)
             .map_err(|e| Error::compute("score pairs", e))
     }
 }
@@ -417,6 +422,16 @@ impl FusionEncoder for BlipItm {
 
     fn score_kind(&self) -> ScoreKind {
         ScoreKind::Logit
+    }
+
+    /// The raw class-1 logit `itm_head(CLS)[:, 1]`, which BLIP's evaluation adds to the ITC
+    /// similarity inside a shortlist.
+    fn rerank_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        if image_states.dim(0).ok() != Some(texts.len()) {
+            return Err(Error::new(ErrorKind::Compute, "score pairs: as many image states as texts are needed"));
+        }
+        let logits = self.loaded.model.itm_logits(image_states, &self.loaded.ids(texts)?)?;
+        logits.i((.., 1)).map_err(|e| Error::compute("score pairs", e))
     }
 
     fn shortlister(&self) -> Option<&dyn DualEncoder> {

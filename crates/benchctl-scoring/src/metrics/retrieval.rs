@@ -120,6 +120,31 @@ fn scan(scores: &[f32], altered: &[bool], threshold: f32) -> Scan {
     scan_on(benchctl_cpu::Tier::current(), scores, altered, threshold)
 }
 
+/// What BLIP's retrieval evaluation gives a candidate outside a query's shortlist (its score
+/// matrix starts at −100), so it ranks below every shortlisted one.
+pub const OUTSIDE_SHORTLIST: f32 = -100.0;
+
+/// The `k` candidates of highest similarity (BLIP's `sims.topk(k)`), ties broken by the lower
+/// index (`topk` leaves them unspecified).
+pub fn shortlist(similarities: &[f32], k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..similarities.len()).collect();
+    order.sort_by(|&a, &b| similarities[b].total_cmp(&similarities[a]).then(a.cmp(&b)));
+    order.truncate(k);
+    order
+}
+
+/// A query's row after BLIP's re-ranking (`evaluation()` in salesforce/BLIP
+/// `train_retrieval.py`): each shortlisted candidate `c` scores `fusion[i] + similarities[c]`
+/// (the ITM head's class-1 logit plus the ITC similarity), every other one
+/// [`OUTSIDE_SHORTLIST`]. `fusion[i]` belongs to `shortlist[i]`.
+pub fn rerank_row(similarities: &[f32], shortlist: &[usize], fusion: &[f32]) -> Vec<f32> {
+    let mut row = vec![OUTSIDE_SHORTLIST; similarities.len()];
+    for (&c, &f) in shortlist.iter().zip(fusion) {
+        row[c] = f + similarities[c];
+    }
+    row
+}
+
 /// R@1, R@5, R@10, their mean and RSMS of a set of queries, as percentages, and the median
 /// rank (1-based).
 #[derive(Debug, Clone, Copy, PartialEq)]
