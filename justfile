@@ -4,9 +4,15 @@
 test:
     cargo test --workspace --locked
 
-# The offline demo: the fixture model on the bundled demo suite.
+# The offline demo: the trained demo CLIP on the bundled compositional suite.
 demo:
-    cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/clip-tiny-a --suite winoground --data-dir datasets/demo/winoground --results-dir target/demo-results
+    cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/clip-shapes --suite winoground --data-dir datasets/demo/shapes --results-dir target/demo-results
+
+# Rebuild the bundled leaderboard: the demo models (trained, untrained twin, a random-weight
+# SigLIP) on the shapes suite, stored in results/ and rendered.
+demo-leaderboard:
+    for m in clip-shapes clip-shapes-untrained siglip-tiny; do cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/$m --suite winoground --data-dir datasets/demo/shapes --no-cache; done
+    cargo run --release -p benchctl -- leaderboard
 
 # Evaluate a zoo model on a suite (data under datasets/<suite>).
 eval model="clip-vit-b32" suite="winoground":
@@ -33,11 +39,13 @@ refresh spec="run.toml":
 compare baseline="results/baselines":
     cargo run --release -p benchctl -- compare --baseline {{baseline}}
 
-# Rewrite the committed regression baseline (fixture models on the demo suite). Only when a
-# score change is intended: the regression-gate test compares against these files.
+# Rewrite the committed regression baseline (the trained demo CLIP on the shapes suite, a
+# random-weight SigLIP on the Winoground-layout demo). Only when a score change is intended:
+# the regression-gate test compares against these files.
 baselines:
-    rm -rf results/baselines
-    for m in clip-tiny-a siglip-tiny; do cargo run -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/$m --suite winoground --data-dir datasets/demo/winoground --results-dir target/baseline-results --no-cache; done
+    rm -rf results/baselines target/baseline-results
+    cargo run -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/clip-shapes --suite winoground --data-dir datasets/demo/shapes --results-dir target/baseline-results --no-cache
+    cargo run -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/siglip-tiny --suite winoground --data-dir datasets/demo/winoground --results-dir target/baseline-results --no-cache
     mkdir -p results/baselines && cp target/baseline-results/runs/*.json target/baseline-results/runs/*.scores.jsonl results/baselines/
 
 # Evaluate one shard of a big suite (e.g. one per GPU or Slurm array task), then merge.

@@ -98,10 +98,15 @@ impl Store {
         Ok(store)
     }
 
-    /// Opens the store in `results_dir` for reading: a directory without one is an error
-    /// (a mistyped `--results-dir` must not look like an empty leaderboard).
+    /// Opens the store in `results_dir` for reading: a directory with neither a store nor run
+    /// files is an error (a mistyped `--results-dir` must not look like an empty
+    /// leaderboard). Run files alone (a clone of a repository that commits `runs/` but not the
+    /// database) rebuild the store.
     pub fn open_existing(results_dir: &Path) -> Result<Self> {
-        if !results_dir.join(FILE_NAME).is_file() {
+        let has_runs = std::fs::read_dir(results_dir.join("runs"))
+            .map(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().ends_with(".json")))
+            .unwrap_or(false);
+        if !results_dir.join(FILE_NAME).is_file() && !has_runs {
             return Err(Error::results(format!(
                 "find the results store {}: there is none (run `benchctl eval` with this --results-dir first)",
                 results_dir.join(FILE_NAME).display()

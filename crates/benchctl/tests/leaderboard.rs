@@ -1,5 +1,7 @@
 //! Snapshots of the generated leaderboard markdown and its SVG chart.
 
+mod common;
+
 use benchctl::eval::Counts;
 use benchctl::leaderboard::{charts, render};
 use benchctl::results::{ModelRecord, Run, SuiteRecord, Timings};
@@ -133,4 +135,32 @@ fn lower_is_better_for_the_eqsim_deviation() {
     let md = render(&[a, b]);
     assert!(md.contains("| model-a | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"), "{md}");
     assert!(md.contains("| model-b | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"), "{md}");
+}
+
+/// The committed leaderboard is exactly what `benchctl leaderboard` renders from the
+/// committed demo runs alone (the store rebuilt from `results/runs/`): the trained demo
+/// CLIP, its untrained twin and a random-weight SigLIP, with intervals.
+#[test]
+fn the_bundled_leaderboard_is_rendered_from_the_committed_runs() {
+    let root = benchctl_testkit::workspace_root().join("results");
+    let dir = tempfile::tempdir().unwrap();
+    common::copy_tree(&root.join("runs"), &dir.path().join("runs"));
+    let out = common::benchctl(&["leaderboard", "--results-dir", dir.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let rendered = std::fs::read_to_string(dir.path().join("LEADERBOARD.md")).unwrap();
+    assert_eq!(
+        rendered,
+        std::fs::read_to_string(root.join("LEADERBOARD.md")).unwrap(),
+        "rerun `just demo-leaderboard`"
+    );
+    for model in ["clip-shapes", "clip-shapes-untrained", "siglip-tiny"] {
+        assert!(rendered.contains(&format!("| {model} |")), "{model} missing");
+    }
+    // The trained model is clearly better than chance and clearly not perfect.
+    let group = |model: &str| -> f64 {
+        let row = rendered.lines().find(|l| l.starts_with(&format!("| {model} | "))).unwrap();
+        row.split('|').nth(2).unwrap().trim().split_whitespace().next().unwrap().trim_matches('*').parse().unwrap()
+    };
+    assert!((50.0..95.0).contains(&group("clip-shapes")), "{}", group("clip-shapes"));
+    assert!(group("clip-shapes-untrained") < 10.0);
 }

@@ -1,6 +1,7 @@
-//! The regression gate CI runs: the fixture models on the demo suite, compared with the
-//! committed baseline in `results/baselines/` (rewritten only by `just baselines`). A change
-//! that silently alters scores fails here.
+//! The regression gate CI runs: the trained demo CLIP on the shapes suite and a random-weight
+//! SigLIP on the Winoground-layout demo, compared with the committed baseline in
+//! `results/baselines/` (rewritten only by `just baselines`). A change that silently alters
+//! scores fails here, and so does a slightly perturbed model.
 
 mod common;
 
@@ -12,25 +13,32 @@ fn baselines() -> PathBuf {
     benchctl_testkit::workspace_root().join("results/baselines")
 }
 
-/// Evaluates the fixture models of the baseline into a fresh store.
+fn shapes_suite() -> PathBuf {
+    benchctl_testkit::workspace_root().join("datasets/demo/shapes")
+}
+
+/// Evaluates `model_dir` on `suite` into the store under `results`.
+fn eval_into(results: &Path, model_dir: &Path, suite: &Path) {
+    stored_run(&benchctl(
+        &[
+            "eval",
+            "--model-path",
+            model_dir.to_str().unwrap(),
+            "--suite",
+            "winoground",
+            "--data-dir",
+            suite.to_str().unwrap(),
+            "--results-dir",
+            results.to_str().unwrap(),
+        ],
+        &[],
+    ));
+}
+
+/// Evaluates the models of the baseline into a fresh store.
 fn current_runs(results: &Path) {
-    for model in ["clip-tiny-a", "siglip-tiny"] {
-        let path = benchctl_testkit::fixture_model(model).display().to_string();
-        stored_run(&benchctl(
-            &[
-                "eval",
-                "--model-path",
-                &path,
-                "--suite",
-                "winoground",
-                "--data-dir",
-                demo_suite().to_str().unwrap(),
-                "--results-dir",
-                results.to_str().unwrap(),
-            ],
-            &[],
-        ));
-    }
+    eval_into(results, &benchctl_testkit::fixture_model("clip-shapes"), &shapes_suite());
+    eval_into(results, &benchctl_testkit::fixture_model("siglip-tiny"), &demo_suite());
 }
 
 #[test]
@@ -47,8 +55,8 @@ fn the_fixture_models_match_the_committed_baseline() {
         stdout(&out),
         stderr(&out)
     );
-    // Beyond the metrics (all 0 for random-weight models on the demo), every item score must
-    // be what it was: the table's `max |Δ item score|` column.
+    // Beyond the metrics, every item score must be what it was: the table's
+    // `max |Δ item score|` column.
     for line in stdout(&out).lines().filter(|l| l.contains("winoground")) {
         let cell = line.split('┆').nth(8).unwrap().trim();
         let change: f64 = cell.parse().unwrap_or_else(|_| panic!("no score change in {line}"));
@@ -69,7 +77,7 @@ fn the_fixture_models_match_the_committed_baseline() {
     insta::assert_snapshot!(masked.join("\n"));
 }
 
-/// A copy of the baseline whose clip-tiny-a run is better than what the model scores: as if
+/// A copy of the baseline whose clip-shapes run is better than what the model scores: as if
 /// the code had changed and lowered every score.
 fn improved_baseline(dir: &Path) {
     for entry in std::fs::read_dir(baselines()).unwrap() {
@@ -79,7 +87,7 @@ fn improved_baseline(dir: &Path) {
     let run_path = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("clip-tiny-a_winoground.json"))
+        .find(|p| p.to_string_lossy().ends_with("clip-shapes_winoground.json"))
         .unwrap();
     let mut run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&run_path).unwrap()).unwrap();
     let dump = run_path.with_file_name(run["scores_file"].as_str().unwrap());
@@ -100,7 +108,7 @@ fn improved_baseline(dir: &Path) {
             "--suite",
             "winoground",
             "--data-dir",
-            demo_suite().to_str().unwrap(),
+            shapes_suite().to_str().unwrap(),
             "--scores",
             dump.to_str().unwrap(),
         ],
@@ -125,17 +133,11 @@ fn a_changed_score_fails_the_gate() {
         ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
     let out = benchctl(&args, &[]);
     assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stderr(&out).contains("3 metric(s) dropped: clip-tiny-a on winoground text_score"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("3 metric(s) dropped: clip-shapes on winoground text_score"), "{}", stderr(&out));
     let table = stdout(&out);
-    let group = table.lines().find(|l| l.contains("clip-tiny-a") && l.contains("group_score")).unwrap();
-    // A drop of 100 points on 8 items: paired interval strictly below zero, McNemar p = 2/2⁸.
-    assert!(
-        group.contains("-100.00")
-            && group.contains("[-100.00, -100.00]")
-            && group.contains("0.008")
-            && group.contains("REGRESSION"),
-        "{group}"
-    );
+    let group = table.lines().find(|l| l.contains("clip-shapes") && l.contains("group_score")).unwrap();
+    // The drop from 100 to the model's group score, with a paired interval below zero.
+    assert!(group.contains("REGRESSION") && group.contains("[-"), "{group}");
     let siglip = table.lines().find(|l| l.contains("siglip-tiny") && l.contains("group_score")).unwrap();
     assert!(siglip.contains(" ok "), "{siglip}");
 
@@ -155,11 +157,68 @@ fn a_changed_score_fails_the_gate() {
     let cases = xml.matches("<testcase ").count();
     assert_eq!(cases, table.lines().filter(|l| l.contains("winoground")).count(), "{xml}");
     assert_eq!(xml.matches("<failure ").count(), 3, "{xml}");
-    assert!(xml.contains(r#"failures="3""#) && xml.contains(r#"<testcase classname="clip-tiny-a on winoground" name="group_score"><failure message="group_score dropped from 100.00 to 0.00">"#), "{xml}");
+    assert!(xml.contains(r#"failures="3""#) && xml.contains(r#"<testcase classname="clip-shapes on winoground" name="group_score"><failure message="group_score dropped from 100.00 to "#), "{xml}");
     assert_eq!(xml.matches("<testcase").count(), xml.matches("</testcase>").count());
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.starts_with("### Regression gate: **3 regression(s)**"), "{md}");
-    assert!(md.contains("| clip-tiny-a | winoground | group_score | 100.00 | 0.00 | -100.00 | [-100.00, -100.00] | 0.008 | **REGRESSION** |"), "{md}");
+    let row = md.lines().find(|l| l.starts_with("| clip-shapes | winoground | group_score | 100.00 |")).expect(&md);
+    assert!(row.ends_with("| **REGRESSION** |"), "{row}");
+}
+
+/// The gate has teeth on the metrics themselves: the trained demo model with its weights
+/// perturbed slightly (each value plus uniform noise with a fifth of its tensor's spread, from
+/// a fixed seed) fails
+/// the gate on metrics, not only on item scores.
+#[test]
+fn a_slightly_perturbed_model_fails_the_gate_on_its_metrics() {
+    // Named as the model, so the gate matches it with the baseline's run.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("clip-shapes");
+    common::copy_tree(&benchctl_testkit::fixture_model("clip-shapes"), &model);
+    let weights = model.join("model.safetensors");
+    let tensors = candle_core::safetensors::load(&weights, &candle_core::Device::Cpu).unwrap();
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let mut rng = benchctl_scoring::metrics::stats::SplitMix64::new(17);
+    let mut draws: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for name in names {
+        draws.insert(name.clone(), rng.next_u64());
+    }
+    let perturbed: std::collections::HashMap<String, candle_core::Tensor> = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let f = t.to_dtype(candle_core::DType::F32).unwrap();
+            let spread = f.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            let mean = spread.iter().sum::<f32>() / spread.len() as f32;
+            let std = (spread.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / spread.len() as f32).sqrt();
+            // Uniform on ±√3·σ has standard deviation σ = a fifth of the tensor's spread.
+            let half_width = 3f32.sqrt() * 0.2 * std.max(1e-3);
+            let mut noise = benchctl_scoring::metrics::stats::SplitMix64::new(draws[&name]);
+            let values: Vec<f32> = spread
+                .iter()
+                .map(|x| x + half_width * ((noise.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0))
+                .collect();
+            let t2 = candle_core::Tensor::from_vec(values, f.shape(), &candle_core::Device::Cpu).unwrap();
+            (name, t2.to_dtype(t.dtype()).unwrap())
+        })
+        .collect();
+    candle_core::safetensors::save(&perturbed, &weights).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    eval_into(results.path(), &model, &shapes_suite());
+    eval_into(results.path(), &benchctl_testkit::fixture_model("siglip-tiny"), &demo_suite());
+    let out = benchctl(
+        &["compare", "--baseline", baselines().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "{}
+{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("clip-shapes on winoground group_score"), "{}", stderr(&out));
 }
 
 /// Runs are matched by their whole identity: a newer run of the same model in another dtype,
@@ -168,8 +227,8 @@ fn a_changed_score_fails_the_gate() {
 fn the_gate_matches_runs_by_their_whole_identity() {
     let results = tempfile::tempdir().unwrap();
     current_runs(results.path());
-    let model = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
-    let demo = demo_suite();
+    let model = benchctl_testkit::fixture_model("clip-shapes").display().to_string();
+    let demo = shapes_suite();
     for extra in [["--dtype", "f16"], ["--shard", "0/2"]] {
         let mut args = vec![
             "eval",
@@ -191,7 +250,7 @@ fn the_gate_matches_runs_by_their_whole_identity() {
     );
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     // Every item score is the f32 run's: the newer f16 and shard runs were not taken.
-    for line in stdout(&out).lines().filter(|l| l.contains("clip-tiny-a")) {
+    for line in stdout(&out).lines().filter(|l| l.contains("clip-shapes")) {
         let change: f64 = line.split('┆').nth(8).unwrap().trim().parse().unwrap();
         assert!(change < 1e-4, "{line}");
     }
