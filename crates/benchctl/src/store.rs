@@ -292,21 +292,13 @@ impl Store {
         Ok(id)
     }
 
-    /// Every stored run, oldest first.
+    /// Every stored run, oldest first; a row that cannot be read is an error.
     pub fn runs(&self) -> Result<Vec<StoredRun>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, run_json FROM runs ORDER BY started_at, id")
-            .map_err(db_error(&self.path, "list runs"))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-            .map_err(db_error(&self.path, "list runs"))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, json) = row.map_err(db_error(&self.path, "read a run"))?;
-            out.push(StoredRun { id, run: self.parse(id, &json)? });
+        let (runs, skipped) = self.runs_readable()?;
+        match skipped.into_iter().next() {
+            Some(problem) => Err(Error::results(problem)),
+            None => Ok(runs),
         }
-        Ok(out)
     }
 
     /// Every stored run that can be read, oldest first, and a line naming each row that

@@ -203,11 +203,8 @@ mod tests {
     /// Each tier this CPU runs scans a row exactly as the generic tier does: counts, maxima, NaN.
     #[test]
     fn every_tier_scans_as_the_generic_one() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
+        let mut rng = crate::metrics::stats::SplitMix64::new(0x9e37_79b9);
+        let mut next = || (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
         for len in [0, 1, 15, 16, 17, 64, 1000, 50_011] {
             let mut scores: Vec<f32> = (0..len).map(|_| (next() * 64.0).round() / 64.0).collect();
             let altered: Vec<bool> = (0..len).map(|i| i % 7 == 3).collect();
