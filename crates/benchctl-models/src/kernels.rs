@@ -304,7 +304,9 @@ struct Scratch {
     weights: Vec<f32>,
 }
 
-per_tier!(fn attend_row = attend_row_body(
+per_tier!(
+    #[allow(clippy::too_many_arguments)] // the tier, then the body's own seven
+    fn attend_row = attend_row_body(
     rows: &[f32],
     out: &mut [f32],
     seq: usize,

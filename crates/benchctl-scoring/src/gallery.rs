@@ -440,7 +440,9 @@ fn classify_body<const FUSED: bool>(
     Lanes { above: above & valid, band: inside & valid, contend: contend & valid }
 }
 
-per_tier!(fn classify = classify_body(
+per_tier!(
+    #[allow(clippy::too_many_arguments)] // the tier, then the body's own seven
+    fn classify = classify_body(
     sums: &[i32; PANEL_ROWS],
     scales: &[f32; PANEL_ROWS],
     scale: f32,

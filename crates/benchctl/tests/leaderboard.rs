@@ -159,7 +159,7 @@ fn the_bundled_leaderboard_is_rendered_from_the_committed_runs() {
     // The trained model is clearly better than chance and clearly not perfect.
     let group = |model: &str| -> f64 {
         let row = rendered.lines().find(|l| l.starts_with(&format!("| {model} | "))).unwrap();
-        row.split('|').nth(2).unwrap().trim().split_whitespace().next().unwrap().trim_matches('*').parse().unwrap()
+        row.split('|').nth(2).unwrap().split_whitespace().next().unwrap().trim_matches('*').parse().unwrap()
     };
     assert!((50.0..95.0).contains(&group("clip-shapes")), "{}", group("clip-shapes"));
     assert!(group("clip-shapes-untrained") < 10.0);
