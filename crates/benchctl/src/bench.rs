@@ -25,19 +25,19 @@ pub struct PartResult {
     pub extra: Vec<(&'static str, f64)>,
 }
 
-/// Sets the worker threads of every CPU kernel (rayon's pool, which candle and gemm use).
-/// Must run before the first tensor operation.
-pub fn set_threads(threads: usize) {
-    // SAFETY: called at start-up, before any other thread reads the environment.
-    unsafe { std::env::set_var("RAYON_NUM_THREADS", threads.to_string()) };
-    // An error means the pool exists already (then the variable above did the job).
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+/// Sets the worker threads of every CPU kernel: rayon's global pool, which candle, gemm and
+/// benchctl's kernels all use. It must be built before the first parallel operation; if it
+/// already exists, the benchmark says so rather than measuring another thread count.
+fn set_threads(threads: usize) -> Result<()> {
+    rayon::ThreadPoolBuilder::new().num_threads(threads).build_global().map_err(|e| {
+        Error::new(ErrorKind::Usage, format!("benchmark on {threads} threads: the thread pool already exists ({e})"))
+    })
 }
 
 /// Runs the benchmark and returns one result per part.
 pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     if let Some(threads) = args.threads {
-        set_threads(threads as usize);
+        set_threads(threads as usize)?;
     }
     match args.part {
         BenchPart::E2e => return e2e(args),

@@ -91,7 +91,7 @@ fn a_warm_rococo_rerun_ranks_from_the_cache_without_the_weights() {
     benchctl_testkit::rococo_layout(data.path(), 8);
     let model = common::tiny_model();
     let run = || {
-        let results = tempfile::tempdir().unwrap().keep();
+        let results = common::scratch_dir("rococo-results");
         let args = [
             "eval",
             "--model-path",

@@ -16,7 +16,7 @@ fn blip() -> String {
 }
 
 fn eval(suite: &str, data: &Path, cache: &Path, extra: &[&str]) -> (std::path::PathBuf, serde_json::Value) {
-    let results = tempfile::tempdir().unwrap().keep();
+    let results = common::scratch_dir("zoo-results");
     let model = blip();
     let mut args = vec![
         "eval",

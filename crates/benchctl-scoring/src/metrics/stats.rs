@@ -1,7 +1,7 @@
 //! Uncertainty of the metrics: bootstrap confidence intervals over items, and paired
 //! comparisons of two models on the same items.
 //!
-//! Decisions (see docs/statistics.md):
+//! Decisions (see the Statistics section of docs/results.md):
 //! - **Bootstrap**: items are resampled with replacement (`resamples` times, default 1,000,
 //!   from a seeded SplitMix64 stream, so intervals are reproducible); every headline metric,
 //!   macro averages included, is recomputed on each resample; the interval is the 2.5th and

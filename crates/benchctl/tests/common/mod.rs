@@ -5,17 +5,33 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the built `benchctl` with `args` and extra environment variables. Unless `env` names
-/// `BENCHCTL_CACHE`, each call gets a fresh, empty embedding cache.
+/// `BENCHCTL_CACHE`, each call gets a fresh, empty embedding cache, under cargo's temporary
+/// directory for tests (`target/tmp`), never left behind in the system's.
 pub fn benchctl(args: &[&str], env: &[(&str, &str)]) -> Output {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
     cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
     if !env.iter().any(|(k, _)| *k == "BENCHCTL_CACHE") {
-        cmd.env("BENCHCTL_CACHE", tempfile::tempdir().expect("temp cache").keep());
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cache-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        cmd.env("BENCHCTL_CACHE", cache);
     }
     for (k, v) in env {
         cmd.env(k, v);
     }
     cmd.output().expect("run benchctl")
+}
+
+/// A fresh directory under cargo's temporary directory for tests (`target/tmp`), for results
+/// a test reads after the call that wrote them: nothing is left in the system's temp dir.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    static DIRS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = DIRS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a scratch directory");
+    dir
 }
 
 pub fn stderr(out: &Output) -> String {
