@@ -1,7 +1,8 @@
-"""End-to-end parity of a full-size checkpoint on real image files: a random-weight CLIP
+"""End-to-end parity of a full-size checkpoint on image files: a random-weight CLIP
 ViT-B/32 in Hugging Face layout (and an OpenCLIP ViT-B-32 in open_clip's layout) scored by
 `benchctl eval` and by its reference (`transformers` with its PIL image processor; open_clip
-with its eval transform) on the same PNG files of many sizes and modes, the largest
+with its eval transform) on the same PNG files of many sizes and modes (the fixture images,
+and a real photo from ../shared cut to six aspect ratios in six modes), the largest
 difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB each);
 run it after a change to preprocessing or the models, and note the numbers in
 docs/models.md.
@@ -27,14 +28,41 @@ TOKENIZER = ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "tokeni
 IMAGES = sorted(
     list((ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "preprocess-hf").glob("*.png"))
     + list((ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "preprocess-openclip").glob("*.png")))
+PHOTO = ROOT.parent / "shared" / "reference" / "clip-preprocess" / "franz-kafka.jpg"
+
+
+def photo_variants(dir):
+    """A real photo (../shared, read in place, never committed) cut to many aspect ratios
+    (odd and even crop margins, an upscale) and saved in the modes PIL resizes differently."""
+    if not PHOTO.exists():
+        print(f"note: {PHOTO} is absent; the generated fixture images only")
+        return []
+    photo = Image.open(PHOTO).convert("RGB")
+    w, h = photo.size
+    out = []
+    for i, (fw, fh) in enumerate([(1.0, 1.0), (0.9, 0.55), (0.45, 0.95), (0.62, 0.61), (0.1, 0.08), (0.77, 0.3)]):
+        crop = photo.crop((0, 0, max(int(w * fw), 8), max(int(h * fh), 8)))
+        mode = ["RGB", "L", "RGBA", "P", "RGB", "LA"][i]
+        img = crop.convert(mode) if mode in ("RGB", "L", "P") else crop.convert(mode)
+        if mode in ("RGBA", "LA"):
+            alpha = Image.linear_gradient("L").resize(img.size)
+            img.putalpha(alpha)
+        path = dir / f"photo_{i}_{mode.lower()}_{img.size[0]}x{img.size[1]}.png"
+        img.save(path)
+        out.append(path)
+    return out
+
+
 CAPTIONS = ["a photo of a dog on the grass", "two red cubes next to a green ball", "an empty street at night",
             "a bowl of soup with a spoon"]
 
 
 def write_suite(dir):
     (dir / "images").mkdir(parents=True)
+    (dir / "photos").mkdir()
+    images = IMAGES + photo_variants(dir / "photos")
     lines = []
-    for i, (a, b) in enumerate(zip(IMAGES[0::2], IMAGES[1::2])):
+    for i, (a, b) in enumerate(zip(images[0::2], images[1::2])):
         shutil.copy(a, dir / "images" / f"ex_{i}_img_0.png")
         shutil.copy(b, dir / "images" / f"ex_{i}_img_1.png")
         c0, c1 = CAPTIONS[i % 4], CAPTIONS[(i + 1) % 4]
