@@ -143,10 +143,20 @@ impl ResolvedModel {
     }
 
     /// The score head, when `cache` holds it and every one of `needed` (embeddings for a dual
-    /// encoder, pair scores for a fusion model): then the run needs nothing from the weights.
+    /// encoder, pair scores for a fusion model), each list's entries of one size (an entry of
+    /// another size is encoded again, see `drop_odd_sized`): then the run needs nothing from
+    /// the weights.
     pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
         let head = Head::cached(cache, self.head.is_fusion())?;
-        needed.iter().all(|keys| keys.iter().all(|k| cache.get(k).is_some())).then_some(head)
+        let complete = |keys: &[cache::Key]| {
+            let mut sizes = keys.iter().map(|k| cache.get(k).map(<[f32]>::len));
+            match sizes.next() {
+                None => true,
+                Some(None) => false,
+                Some(Some(first)) => sizes.all(|size| size == Some(first)),
+            }
+        };
+        needed.iter().all(|keys| complete(keys)).then_some(head)
     }
 
     /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds

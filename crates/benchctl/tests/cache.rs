@@ -106,6 +106,37 @@ fn a_corrupt_entry_is_detected_and_recomputed() {
     assert_eq!(rerun["report"], cold["report"]);
 }
 
+/// An entry whose check is valid but whose size cannot be this model's (as a hand-written or
+/// foreign-tool entry could be) is a miss: encoded again, the report unchanged, not a
+/// "shape mismatch" failure.
+#[test]
+fn an_entry_of_the_wrong_size_is_encoded_again() {
+    use sha2::Digest;
+    let cache = tempfile::tempdir().unwrap();
+    let cold = eval(cache.path(), &[]);
+    let segment = &segments(cache.path())[0];
+    let mut bytes = std::fs::read(segment).unwrap();
+    // The segment's namespace (after its magic) and the first embedding's key; a later record
+    // for the same key replaces the earlier one when the cache is read.
+    let namespace = bytes[4..36].to_vec();
+    let key = bytes[HEAD_RECORD + 4..HEAD_RECORD + 36].to_vec();
+    let values: Vec<u8> = [0.5f32; 5].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let check = sha2::Sha256::new().chain_update(&namespace).chain_update(&key).chain_update(&values).finalize();
+    bytes.extend_from_slice(&bytes[HEAD_RECORD..HEAD_RECORD + 4].to_vec());
+    bytes.extend_from_slice(&key);
+    bytes.extend_from_slice(&5u32.to_le_bytes());
+    bytes.extend_from_slice(&values);
+    bytes.extend_from_slice(&check[..8]);
+    std::fs::write(segment, &bytes).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let out = eval_model(&tiny_model(), cache.path(), results.path(), &[]);
+    assert!(stderr(&out).contains("had the wrong size; they are encoded again"), "{}", stderr(&out));
+    let rerun = stored_run(&out).1;
+    let (images, texts, _, _) = encoded(&rerun);
+    assert_eq!(images + texts, 1);
+    assert_eq!(rerun["report"], cold["report"]);
+}
+
 #[test]
 fn no_cache_encodes_everything_and_stores_nothing() {
     let cache = tempfile::tempdir().unwrap();
