@@ -122,7 +122,8 @@ fn an_entry_of_the_wrong_size_is_encoded_again() {
     let key = bytes[HEAD_RECORD + 4..HEAD_RECORD + 36].to_vec();
     let values: Vec<u8> = [0.5f32; 5].iter().flat_map(|v| v.to_le_bytes()).collect();
     let check = sha2::Sha256::new().chain_update(&namespace).chain_update(&key).chain_update(&values).finalize();
-    bytes.extend_from_slice(&bytes[HEAD_RECORD..HEAD_RECORD + 4].to_vec());
+    let magic: [u8; 4] = bytes[HEAD_RECORD..HEAD_RECORD + 4].try_into().unwrap();
+    bytes.extend_from_slice(&magic);
     bytes.extend_from_slice(&key);
     bytes.extend_from_slice(&5u32.to_le_bytes());
     bytes.extend_from_slice(&values);
