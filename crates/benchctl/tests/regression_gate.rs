@@ -19,20 +19,7 @@ fn shapes_suite() -> PathBuf {
 
 /// Evaluates `model_dir` on `suite` into the store under `results`.
 fn eval_into(results: &Path, model_dir: &Path, suite: &Path) {
-    stored_run(&benchctl(
-        &[
-            "eval",
-            "--model-path",
-            model_dir.to_str().unwrap(),
-            "--suite",
-            "winoground",
-            "--data-dir",
-            suite.to_str().unwrap(),
-            "--results-dir",
-            results.to_str().unwrap(),
-        ],
-        &[],
-    ));
+    common::eval_model(model_dir, "winoground", suite, results, &[], &[]);
 }
 
 /// Evaluates the models of the baseline into a fresh store.
@@ -261,24 +248,7 @@ fn the_gate_matches_runs_by_their_whole_identity() {
 /// whose images differs get no paired interval; two identical copies do.
 #[test]
 fn runs_over_different_image_bytes_are_not_paired() {
-    let eval_into = |data: &Path, results: &Path| {
-        let model = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
-        stored_run(&benchctl(
-            &[
-                "eval",
-                "--model-path",
-                &model,
-                "--suite",
-                "winoground",
-                "--data-dir",
-                data.to_str().unwrap(),
-                "--results-dir",
-                results.to_str().unwrap(),
-            ],
-            &[],
-        ))
-        .1
-    };
+    let eval_into = |data: &Path, results: &Path| common::eval_tiny("winoground", data, results, &[]).1;
     let copies: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     for copy in &copies {
         common::copy_tree(&demo_suite(), copy.path());

@@ -17,20 +17,9 @@ fn blip() -> String {
 
 fn eval(suite: &str, data: &Path, cache: &Path, extra: &[&str]) -> (std::path::PathBuf, serde_json::Value) {
     let results = common::scratch_dir("zoo-results");
-    let model = blip();
-    let mut args = vec![
-        "eval",
-        "--model-path",
-        model.as_str(),
-        "--suite",
-        suite,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]))
+    let cache = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+    let (path, json, _) = common::eval_model(Path::new(&blip()), suite, data, &results, extra, &cache);
+    (path, json)
 }
 
 #[test]

@@ -82,11 +82,23 @@ pub fn prediction_path(run_path: &Path) -> PathBuf {
 /// `benchctl eval` of the tiny fixture model on `suite`, which must succeed: the run file,
 /// its JSON, and the process output.
 pub fn eval_tiny(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (PathBuf, serde_json::Value, Output) {
-    let model = tiny_model();
+    eval_model(Path::new(&tiny_model()), suite, data, results, extra, &[])
+}
+
+/// `benchctl eval --model-path model --suite suite --data-dir data --results-dir results`
+/// plus `extra` and `env`, which must succeed: the run file, its JSON, and the output.
+pub fn eval_model(
+    model: &Path,
+    suite: &str,
+    data: &Path,
+    results: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (PathBuf, serde_json::Value, Output) {
     let mut args = vec![
         "eval",
         "--model-path",
-        model.as_str(),
+        model.to_str().unwrap(),
         "--suite",
         suite,
         "--data-dir",
@@ -95,7 +107,7 @@ pub fn eval_tiny(suite: &str, data: &Path, results: &Path, extra: &[&str]) -> (P
         results.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let out = benchctl(&args, &[]);
+    let out = benchctl(&args, env);
     let (path, json) = stored_run(&out);
     (path, json, out)
 }
