@@ -25,6 +25,10 @@ pub const OPENAI_CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73]
 #[allow(clippy::excessive_precision)]
 pub const OPENAI_CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
+/// ImageNet's mean and standard deviation (torchvision, timm; FIBER's `albef` transform).
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
 /// SigLIP's normalisation: to [−1, 1].
 pub const HALF: [f32; 3] = [0.5, 0.5, 0.5];
 
@@ -54,6 +58,10 @@ enum Extent {
 pub enum Pipeline {
     /// torchvision (OpenAI CLIP, OpenCLIP): crop offset rounded half to even, `x / 255` in f32.
     Torchvision,
+    /// torchvision on an image the dataset converted to RGB first (`Image.open(…).convert("RGB")`,
+    /// as ALBEF and FIBER read images): alpha dropped without compositing, a palette looked
+    /// up, 16-bit grey clipped, then the same arithmetic as [`Pipeline::Torchvision`].
+    TorchvisionRgbFirst,
     /// `transformers`' image processors: crop offset floored, `x · factor` in f64 then f32.
     Transformers { rescale_factor: f64 },
 }
@@ -251,6 +259,7 @@ impl Preprocessor {
         let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
         let pipeline = match self.pipeline {
             Pipeline::Torchvision => "torchvision",
+            Pipeline::TorchvisionRgbFirst => "torchvision after convert(\"RGB\")",
             Pipeline::Transformers { .. } => "transformers",
         };
         format!("{} px {how}, bicubic, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
@@ -307,8 +316,14 @@ impl Preprocessor {
     /// A palette image (`palette`) is resized nearest-neighbour by PIL, its transparency
     /// dropped after (torchvision) or composited first (`transformers`).
     pub fn apply_rgba(&self, image: &RgbaImage, palette: bool, out: &mut [f32]) {
-        if let Pipeline::Transformers { .. } = self.pipeline {
-            return self.apply_into(&over_white(image), out);
+        match self.pipeline {
+            Pipeline::Transformers { .. } => return self.apply_into(&over_white(image), out),
+            Pipeline::TorchvisionRgbFirst => {
+                let rgb = image.as_raw().chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
+                let rgb = RgbImage::from_vec(image.width(), image.height(), rgb).unwrap_or_default();
+                return self.apply_into(&rgb, out);
+            }
+            Pipeline::Torchvision => {}
         }
         let (w, h) = (image.width() as usize, image.height() as usize);
         let (new_w, new_h) = self.resized_size(w, h);
@@ -328,7 +343,7 @@ impl Preprocessor {
     pub fn apply_gray16(&self, image: &ImageBuffer<Luma<u16>, Vec<u16>>, out: &mut [f32]) {
         let clip = |v: u16| v.min(255) as u8;
         let (w, h) = (image.width() as usize, image.height() as usize);
-        if let Pipeline::Transformers { .. } = self.pipeline {
+        if let Pipeline::Transformers { .. } | Pipeline::TorchvisionRgbFirst = self.pipeline {
             let rgb = image.as_raw().iter().flat_map(|&v| [clip(v); 3]).collect();
             return self.apply_into(&RgbImage::from_vec(w as u32, h as u32, rgb).unwrap_or_default(), out);
         }
@@ -352,13 +367,13 @@ impl Preprocessor {
         let size = self.size;
         assert_eq!(out.len(), self.len(), "output buffer has the wrong length");
         let offset = |full: usize| match self.pipeline {
-            Pipeline::Torchvision => centre_offset(full, size),
+            Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => centre_offset(full, size),
             Pipeline::Transformers { .. } => full.saturating_sub(size) / 2,
         };
         let (top, left) = (offset(new_h), offset(new_w));
         // Each 8-bit value's rescaled f32, as the pipeline computes it.
         let rescaled: [f32; 256] = std::array::from_fn(|v| match self.pipeline {
-            Pipeline::Torchvision => v as f32 / 255.0,
+            Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => v as f32 / 255.0,
             Pipeline::Transformers { rescale_factor } => (v as f64 * rescale_factor) as f32,
         });
         let plane = size * size;

@@ -1,5 +1,6 @@
 //! Tokenisation through `tokenizer.json` files, with each model family's conventions:
-//! [`ClipTokenizer`] (CLIP, OpenCLIP), [`SiglipTokenizer`] and [`BertTokenizer`] (BLIP).
+//! [`ClipTokenizer`] (CLIP, OpenCLIP), [`SiglipTokenizer`], [`BertTokenizer`] (BLIP) and
+//! [`RobertaTokenizer`] (FIBER).
 //!
 //! CLIP tokenisation through a `tokenizer.json` (Hugging Face `tokenizers` format):
 //! byte-level BPE over OpenAI's 49,408-token vocabulary, `<|startoftext|>` … `<|endoftext|>`,
@@ -196,6 +197,92 @@ impl BertTokenizer {
         ids.push(self.cls);
         ids.extend_from_slice(&body[..keep]);
         ids.push(self.sep);
+        Ok(ids)
+    }
+}
+
+/// RoBERTa's byte-level BPE as FIBER calls it (`RobertaTokenizer(text, truncation=True,
+/// max_length=max_text_len)`): `<s> pieces… </s>`, cut to `max_len` ids keeping `</s>`, no
+/// prefix space. Read from a `tokenizer.json`, or from the `vocab.json` + `merges.txt` pair
+/// that `RobertaTokenizer` itself reads (the special tokens `<s>`, `</s>`, `<pad>`, `<unk>`,
+/// `<mask>` are split out of the text as the slow tokenizer does).
+#[derive(Clone)]
+pub struct RobertaTokenizer {
+    inner: tokenizers::Tokenizer,
+    max_len: usize,
+    bos: u32,
+    eos: u32,
+    pad: u32,
+}
+
+impl std::fmt::Debug for RobertaTokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RobertaTokenizer").field("max_len", &self.max_len).finish()
+    }
+}
+
+/// RoBERTa's special tokens, in `RobertaTokenizer`'s order.
+const ROBERTA_SPECIALS: [&str; 5] = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"];
+
+impl RobertaTokenizer {
+    /// `path` is a `tokenizer.json`, or a `vocab.json` with `merges.txt` beside it.
+    pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
+        let inner = if path.file_name().is_some_and(|n| n == "vocab.json") {
+            let merges = path.with_file_name("merges.txt");
+            let fail = |e: String| Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: {e}", path.display()));
+            let (Some(vocab), Some(merges_str)) = (path.to_str(), merges.to_str()) else {
+                return Err(fail("its path is not UTF-8".into()));
+            };
+            if !merges.is_file() {
+                return Err(fail(format!("{} is missing beside it", merges.display())));
+            }
+            let bpe = tokenizers::models::bpe::BPE::from_file(vocab, merges_str).build().map_err(|e| fail(e.to_string()))?;
+            let mut inner = tokenizers::Tokenizer::new(bpe);
+            let byte_level = tokenizers::pre_tokenizers::byte_level::ByteLevel::default().add_prefix_space(false);
+            inner.with_pre_tokenizer(Some(byte_level));
+            inner.with_decoder(Some(byte_level));
+            let specials: Vec<tokenizers::AddedToken> =
+                ROBERTA_SPECIALS.iter().map(|t| tokenizers::AddedToken::from(*t, true)).collect();
+            inner.add_special_tokens(specials).map_err(|e| fail(e.to_string()))?;
+            inner
+        } else {
+            open(path)?
+        };
+        let bos = special(&inner, path, "<s>")?;
+        let eos = special(&inner, path, "</s>")?;
+        let pad = special(&inner, path, "<pad>")?;
+        check_len(max_len)?;
+        Ok(Self { inner, max_len, bos, eos, pad })
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// The padding id (`<pad>`, 1 in roberta-base).
+    pub fn pad(&self) -> u32 {
+        self.pad
+    }
+
+    /// How many of the text's pieces [`RobertaTokenizer::encode`] drops to fit the context.
+    pub fn tokens_cut(&self, text: &str) -> Result<usize> {
+        Ok(self.body(text)?.len().saturating_sub(self.max_len - 2))
+    }
+
+    fn body(&self, text: &str) -> Result<Vec<u32>> {
+        // A `tokenizer.json` may carry RoBERTa's post-processor; the ids without special
+        // tokens are the same either way.
+        body_ids(&self.inner, text)
+    }
+
+    /// `<s> pieces… </s>`, at most `max_len` ids.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let body = self.body(text)?;
+        let keep = body.len().min(self.max_len - 2);
+        let mut ids = Vec::with_capacity(keep + 2);
+        ids.push(self.bos);
+        ids.extend_from_slice(&body[..keep]);
+        ids.push(self.eos);
         Ok(ids)
     }
 }

@@ -3,6 +3,7 @@
 pub mod blip;
 pub mod clip;
 pub mod clip_openai;
+pub mod fiber;
 pub mod siglip;
 pub mod transformer;
 mod weights;

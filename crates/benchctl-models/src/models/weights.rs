@@ -19,25 +19,60 @@ pub(crate) struct Weights<'a> {
     file: String,
     /// Tensors are created on request with random values (benchmarks on random weights).
     random: bool,
-    /// For a file: every tensor name in it, and the names read so far.
-    names: Option<Arc<Vec<String>>>,
+    /// For a file: every tensor's name and shape, and the names read so far.
+    shapes: Option<Arc<std::collections::BTreeMap<String, Vec<usize>>>>,
     used: Option<Arc<Mutex<HashSet<String>>>>,
 }
 
 impl<'a> Weights<'a> {
-    /// Opens a safetensors file; tensors are read (and converted to `dtype` on `device`) as
-    /// they are requested.
+    /// Opens a safetensors file, or a PyTorch checkpoint (a zip archive as `torch.save`
+    /// writes it: a state dict, or a PyTorch Lightning `.ckpt` whose `state_dict` entry holds
+    /// the tensors); tensors are read (and converted to `dtype` on `device`) as they are
+    /// requested, so a checkpoint's other contents (optimizer state, queues) are never read.
     pub fn open(path: &Path, dtype: DType, device: &Device) -> Result<Weights<'static>> {
-        let backend = FileBackend::open(path)?;
-        let names = Arc::new(backend.tensors.keys().cloned().collect());
-        let used = backend.used.clone();
-        let vb = VarBuilder::from_backend(Box::new(backend), dtype, device.clone());
-        Ok(Weights { vb, file: path.display().to_string(), random: false, names: Some(names), used: Some(used) })
+        let mut magic = [0u8; 4];
+        let is_zip = std::fs::File::open(path)
+            .and_then(|f| read_at(&f, &mut magic, 0))
+            .is_ok_and(|_| magic == *b"PK\x03\x04");
+        let (backend, shapes, used): (Box<dyn candle_nn::var_builder::SimpleBackend>, _, _) = if is_zip {
+            let backend = PthBackend::open(path)?;
+            let shapes = backend.shapes();
+            let used = backend.used.clone();
+            (Box::new(backend), shapes, used)
+        } else {
+            let backend = FileBackend::open(path)?;
+            let shapes = backend.tensors.iter().map(|(name, (_, shape, _, _))| (name.clone(), shape.clone())).collect();
+            let used = backend.used.clone();
+            (Box::new(backend), shapes, used)
+        };
+        let vb = VarBuilder::from_backend(backend, dtype, device.clone());
+        Ok(Weights {
+            vb,
+            file: path.display().to_string(),
+            random: false,
+            shapes: Some(Arc::new(shapes)),
+            used: Some(used),
+        })
+    }
+
+    /// The shape of the tensor named `name` under this prefix, when the weights come from a
+    /// file that holds it (to infer a configuration from a checkpoint).
+    pub fn dims_of(&self, name: &str) -> Option<Vec<usize>> {
+        self.shapes.as_ref()?.get(&self.full_name(name)).cloned()
+    }
+
+    /// Whether the file holds `name` under this prefix (`true` for random weights).
+    pub fn has(&self, name: &str) -> bool {
+        self.random || self.vb.contains_tensor(name)
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.vb.dtype()
     }
 
     /// Weights from any VarBuilder (random weights for benchmarks).
     pub fn from_var_builder(vb: VarBuilder<'a>, name: &str) -> Self {
-        Weights { vb, file: name.to_string(), random: false, names: None, used: None }
+        Weights { vb, file: name.to_string(), random: false, shapes: None, used: None }
     }
 
     /// Creates every requested tensor with N(0, 0.02) values instead of reading it.
@@ -93,7 +128,7 @@ impl<'a> Weights<'a> {
     /// recognised by a numeric name component whose prefix the model read with lower
     /// numbers, so no per-architecture list of names is needed.
     pub fn check_no_extra_layers(&self) -> Result<()> {
-        let (Some(names), Some(used)) = (&self.names, &self.used) else { return Ok(()) };
+        let (Some(shapes), Some(used)) = (&self.shapes, &self.used) else { return Ok(()) };
         let used =
             used.lock().map_err(|_| Error::new(ErrorKind::BadWeights, "load weights: a loader thread failed"))?;
         // For each layer list the model read: its prefix and how many layers it read.
@@ -104,8 +139,8 @@ impl<'a> Weights<'a> {
                 *count = (*count).max(index + 1);
             }
         }
-        let mut extra: Vec<&String> = names
-            .iter()
+        let mut extra: Vec<&String> = shapes
+            .keys()
             .filter(|n| !used.contains(*n))
             .filter(|n| {
                 layer_of(n).is_some_and(|(prefix, index)| read.get(&prefix).is_some_and(|&count| index >= count))
@@ -255,6 +290,68 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
 
     fn contains_tensor(&self, name: &str) -> bool {
         self.tensors.contains_key(name)
+    }
+}
+
+/// A PyTorch checkpoint read with candle's pickle reader: Lightning's `.ckpt` (tensors under
+/// `state_dict`) or a bare state dict.
+struct PthBackend {
+    tensors: candle_core::pickle::PthTensors,
+    path: String,
+    used: Arc<Mutex<HashSet<String>>>,
+}
+
+impl PthBackend {
+    fn open(path: &Path) -> Result<Self> {
+        let read = |key| {
+            candle_core::pickle::PthTensors::new(path, key)
+                .map_err(|e| bad(path, format!("it is not a readable PyTorch checkpoint: {e}")))
+        };
+        // A Lightning checkpoint keeps its tensors under `state_dict`; a bare state dict has
+        // no such key.
+        let tensors = match read(Some("state_dict")) {
+            Ok(tensors) if !tensors.tensor_infos().is_empty() => tensors,
+            _ => read(None)?,
+        };
+        if tensors.tensor_infos().is_empty() {
+            return Err(bad(path, "it holds no tensors (neither a state dict nor a `state_dict` entry)".into()));
+        }
+        Ok(Self { tensors, path: path.display().to_string(), used: Default::default() })
+    }
+
+    fn shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
+        self.tensors.tensor_infos().iter().map(|(name, info)| (name.clone(), info.layout.dims().to_vec())).collect()
+    }
+}
+
+impl candle_nn::var_builder::SimpleBackend for PthBackend {
+    fn get(
+        &self,
+        shape: Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        let tensor = self.get_unchecked(name, dtype, dev)?;
+        if tensor.shape() != &shape {
+            candle_core::bail!("shape mismatch for {name}: expected {:?}, got {:?}", shape.dims(), tensor.dims());
+        }
+        Ok(tensor)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        let Some(tensor) = self.tensors.get(name)? else {
+            candle_core::bail!("cannot find tensor {name} in {}", self.path)
+        };
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(name.to_string());
+        }
+        tensor.contiguous()?.to_dtype(dtype)?.to_device(dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.tensors.tensor_infos().contains_key(name)
     }
 }
 
