@@ -91,6 +91,89 @@ pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
     from_dir_with(dir, layout)
 }
 
+/// Whether `path` is a PyTorch checkpoint (`torch.save`'s zip archive: a `.ckpt`, `.pth`, `.pt`).
+pub fn is_torch_checkpoint(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic)).is_ok()
+        && magic == *b"PK\x03\x04"
+}
+
+/// The files `--model-path` names: a model directory ([`from_dir`]), a FIBER directory
+/// (`config.json` with `"model_type": "fiber"`, its weights as `model.safetensors` or one
+/// PyTorch checkpoint), or a checkpoint file itself (FIBER's `.ckpt` release files), whose
+/// directory holds the optional `config.json` and the tokenizer.
+pub fn from_path(path: &Path) -> Result<ModelFiles> {
+    if path.is_file() && is_torch_checkpoint(path) {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        return fiber_files(dir, path.to_path_buf(), path);
+    }
+    if path.is_dir() && is_fiber_config(&path.join(HF_LAYOUT.config)) {
+        let checkpoints: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| Error::new(ErrorKind::MissingFile, format!("read model directory {}: {e}", path.display())))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && is_torch_checkpoint(p))
+            .collect();
+        let weights = match (path.join(HF_LAYOUT.weights), checkpoints.as_slice()) {
+            (safetensors, _) if safetensors.is_file() => safetensors,
+            (_, [one]) => one.clone(),
+            (_, []) => {
+                return Err(Error::new(
+                    ErrorKind::MissingFile,
+                    format!(
+                        "load model directory {}: a FIBER directory holds model.safetensors or one PyTorch checkpoint (.ckpt)",
+                        path.display()
+                    ),
+                ))
+            }
+            (_, several) => {
+                let names: Vec<String> = several.iter().map(|p| p.display().to_string()).collect();
+                return Err(Error::new(
+                    ErrorKind::MissingFile,
+                    format!(
+                        "load model directory {}: it holds several checkpoints ({}); pass --model-path with one of them",
+                        path.display(),
+                        names.join(", ")
+                    ),
+                ));
+            }
+        };
+        return fiber_files(path, weights, path);
+    }
+    from_dir(path)
+}
+
+/// Whether `config` is a `config.json` naming FIBER.
+fn is_fiber_config(config: &Path) -> bool {
+    std::fs::read(config)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .is_some_and(|v| v.get("model_type").and_then(|t| t.as_str()) == Some("fiber"))
+}
+
+/// A FIBER model's files: `weights`, and from `dir` the optional `config.json` and the RoBERTa
+/// tokenizer (`tokenizer.json`, else `vocab.json` with `merges.txt`).
+fn fiber_files(dir: &Path, weights: PathBuf, origin: &Path) -> Result<ModelFiles> {
+    let tokenizer = [dir.join("tokenizer.json"), dir.join("vocab.json")].into_iter().find(|p| p.is_file()).ok_or_else(
+        || {
+            Error::new(
+                ErrorKind::MissingFile,
+                format!(
+                    "load model {}: no tokenizer beside it; put roberta-base's tokenizer.json (or vocab.json and merges.txt) in {}, e.g. from https://huggingface.co/FacebookAI/roberta-base",
+                    origin.display(),
+                    dir.display()
+                ),
+            )
+        },
+    )?;
+    Ok(ModelFiles {
+        config: dir.join(HF_LAYOUT.config),
+        weights,
+        tokenizer,
+        preprocessor: None,
+        origin: Origin::Directory(origin.to_path_buf()),
+    })
+}
+
 /// The files of a local model directory in `layout`, naming every missing one.
 pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
     if dir.is_file() {

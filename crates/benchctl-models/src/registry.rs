@@ -5,7 +5,7 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::{Layout, ModelFiles, HF_LAYOUT, OPEN_CLIP_LAYOUT};
-use crate::models::{blip, clip::ClipEncoder, clip_openai, siglip::SiglipEncoder};
+use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, siglip::SiglipEncoder};
 use crate::{Error, ErrorKind, Model, Result};
 
 /// The architectures benchctl implements, one module each under [`crate::models`].
@@ -19,6 +19,8 @@ pub enum Architecture {
     Siglip,
     /// BLIP for retrieval, ITM and ITC heads ([`crate::models::blip`]).
     Blip,
+    /// FIBER's coarse-grained model, ITM and ITC heads ([`crate::models::fiber`]).
+    Fiber,
 }
 
 impl Architecture {
@@ -28,6 +30,7 @@ impl Architecture {
             Architecture::OpenClip => "openclip",
             Architecture::Siglip => "siglip",
             Architecture::Blip => "blip",
+            Architecture::Fiber => "fiber",
         }
     }
 
@@ -42,7 +45,7 @@ impl Architecture {
     /// The score heads it offers, the default first.
     pub fn heads(&self) -> &'static [ScoreHead] {
         match self {
-            Architecture::Blip => &[ScoreHead::Itm, ScoreHead::Itc],
+            Architecture::Blip | Architecture::Fiber => &[ScoreHead::Itm, ScoreHead::Itc],
             Architecture::Siglip => &[ScoreHead::Sigmoid],
             _ => &[ScoreHead::Contrastive],
         }
@@ -56,9 +59,9 @@ pub enum ScoreHead {
     Contrastive,
     /// `σ(exp(logit_scale) · cos + logit_bias)`, SigLIP's match probability.
     Sigmoid,
-    /// Image-text matching: a fusion pass per pair, the match probability (BLIP).
+    /// Image-text matching: a fusion pass per pair, the match logit (BLIP, FIBER).
     Itm,
-    /// Image-text contrastive: cosine of projected features (BLIP).
+    /// Image-text contrastive: cosine of projected features (BLIP, FIBER).
     Itc,
 }
 
@@ -190,15 +193,104 @@ pub const MODELS: &[ModelEntry] = &[
     },
 ];
 
-/// The entry with this id, or an error listing the known ones.
+/// A checkpoint distributed outside the Hugging Face hub: `benchctl models` lists it with
+/// where to download it, and `--model-path FILE` loads the downloaded file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DownloadEntry {
+    pub id: &'static str,
+    /// Where its publisher's README links it.
+    pub url: &'static str,
+    pub architecture: Architecture,
+    /// The score heads the checkpoint has (a FIBER ITC fine-tune has no ITM head).
+    pub heads: &'static [ScoreHead],
+    pub description: &'static str,
+    pub preprocessing: &'static str,
+    pub tokenizer: &'static str,
+}
+
+const FIBER_TOKENIZER: &str = "roberta-base byte-level BPE, 50 tokens";
+const FIBER_384: &str = "384 px, stretched square, bicubic, ImageNet mean/std (albef)";
+const FIBER_576: &str = "576 px, stretched square, bicubic, ImageNet mean/std (albef)";
+
+/// FIBER's coarse-grained checkpoints, as `coarse_grained/README.md` of microsoft/FIBER links
+/// them (PyTorch Lightning `.ckpt` files on Azure blob storage, not on the hub). The image
+/// size is read from each checkpoint; ITM fine-tunes run at 384 px, ITC ones at 576 px.
+pub const FIBER_CHECKPOINTS: &[DownloadEntry] = &[
+    DownloadEntry {
+        id: "fiber-coco-itm",
+        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_coco_irtr_itm.ckpt",
+        architecture: Architecture::Fiber,
+        heads: &[ScoreHead::Itm, ScoreHead::Itc],
+        description: "FIBER-base fine-tuned on COCO retrieval with ITM (Dou et al., 2022)",
+        preprocessing: FIBER_384,
+        tokenizer: FIBER_TOKENIZER,
+    },
+    DownloadEntry {
+        id: "fiber-coco-itc",
+        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_coco_irtr_itc.ckpt",
+        architecture: Architecture::Fiber,
+        heads: &[ScoreHead::Itc],
+        description: "FIBER-base fine-tuned on COCO retrieval with ITC (Dou et al., 2022)",
+        preprocessing: FIBER_576,
+        tokenizer: FIBER_TOKENIZER,
+    },
+    DownloadEntry {
+        id: "fiber-f30k-itm",
+        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_f30k_irtr_itm.ckpt",
+        architecture: Architecture::Fiber,
+        heads: &[ScoreHead::Itm, ScoreHead::Itc],
+        description: "FIBER-base fine-tuned on Flickr30k retrieval with ITM (Dou et al., 2022)",
+        preprocessing: FIBER_384,
+        tokenizer: FIBER_TOKENIZER,
+    },
+    DownloadEntry {
+        id: "fiber-f30k-itc",
+        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_f30k_irtr_itc.ckpt",
+        architecture: Architecture::Fiber,
+        heads: &[ScoreHead::Itc],
+        description: "FIBER-base fine-tuned on Flickr30k retrieval with ITC (Dou et al., 2022)",
+        preprocessing: FIBER_576,
+        tokenizer: FIBER_TOKENIZER,
+    },
+    DownloadEntry {
+        id: "fiber-pretrain",
+        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_pretrain.ckpt",
+        architecture: Architecture::Fiber,
+        heads: &[ScoreHead::Itm, ScoreHead::Itc],
+        description: "FIBER-base pre-trained on GCC+SBU+COCO+VG (Dou et al., 2022); 40 text tokens in pretraining",
+        preprocessing: FIBER_384,
+        tokenizer: FIBER_TOKENIZER,
+    },
+];
+
+/// The entry with this id, or an error listing the known ones (and, for a checkpoint that
+/// is not on the hub, where to download it).
 pub fn find(id: &str) -> Result<&'static ModelEntry> {
+    if let Some(download) = FIBER_CHECKPOINTS.iter().find(|m| m.id == id) {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!(
+                "find model `{id}`: it is not on the Hugging Face hub; download {} and pass --model-path with the file (roberta-base's tokenizer.json, or vocab.json and merges.txt, beside it)",
+                download.url
+            ),
+        ));
+    }
     MODELS.iter().find(|m| m.id == id).ok_or_else(|| {
-        let known: Vec<&str> = MODELS.iter().map(|m| m.id).collect();
+        let known: Vec<&str> = MODELS.iter().map(|m| m.id).chain(FIBER_CHECKPOINTS.iter().map(|m| m.id)).collect();
         Error::new(
             ErrorKind::UnknownModel,
             format!("find model `{id}`: known models are {} (or pass --model-path DIR)", known.join(", ")),
         )
     })
+}
+
+/// The architecture of local model files: a PyTorch checkpoint without a `config.json` is
+/// FIBER (the only zoo architecture released that way), else [`detect_architecture`].
+pub fn architecture_of(files: &ModelFiles) -> Result<Architecture> {
+    if !files.config.exists() && crate::hub::is_torch_checkpoint(&files.weights) {
+        return Ok(Architecture::Fiber);
+    }
+    detect_architecture(&files.config)
 }
 
 /// The architecture of a local model directory: OpenCLIP when its config is
@@ -212,9 +304,10 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         Some("clip") => Ok(Architecture::Clip),
         Some("siglip") => Ok(Architecture::Siglip),
         Some("blip") => Ok(Architecture::Blip),
+        Some("fiber") => Ok(Architecture::Fiber),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
-            format!("use {}: model_type `{other}` is not supported (supported: clip, siglip, blip)", config.display()),
+            format!("use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber)", config.display()),
         )),
         None => Err(Error::new(ErrorKind::BadConfig, format!("use {}: it has no `model_type` key", config.display()))),
     }
@@ -251,6 +344,10 @@ pub fn load(
             Model::Fusion(Box::new(blip::BlipItm::load(files, dtype, device)?))
         }
         (Architecture::Blip, _) => Model::Dual(Box::new(blip::BlipItc::load(files, dtype, device)?)),
+        (Architecture::Fiber, head) if head.is_fusion() => {
+            Model::Fusion(Box::new(fiber::FiberItm::load(files, dtype, device)?))
+        }
+        (Architecture::Fiber, _) => Model::Dual(Box::new(fiber::FiberItc::load(files, dtype, device)?)),
     })
 }
 
@@ -306,6 +403,12 @@ pub fn caption_limit(architecture: Architecture, files: &ModelFiles) -> Result<C
             let config = crate::models::blip::BlipConfig::from_file(&files.config)?;
             let context = crate::models::blip::BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
             let tokenizer = BertTokenizer::from_file(&files.tokenizer, context)?;
+            CaptionLimit { context, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
+        }
+        Architecture::Fiber => {
+            let config = fiber::FiberConfig::from_file_or_default(&files.config)?;
+            let context = config.text_context();
+            let tokenizer = crate::tokenizer::RobertaTokenizer::from_file(&files.tokenizer, context)?;
             CaptionLimit { context, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
         }
     })

@@ -163,3 +163,94 @@ fn fiber_reproduces_every_tensor_of_the_official_code() {
     assert!(missed.is_empty(), "tensors of the fixture not checked: {missed:?}");
     assert!(failures.is_empty(), "off by more than {TOLERANCE}:\n{}", failures.join("\n"));
 }
+
+/// The micro FIBER of `scripts/gen_fiber_ckpt_fixture.py`: official naming (checked against
+/// the official fixture by the script), written by torch as a Lightning `.ckpt` (with queue
+/// buffers, optimizer and scheduler state, callbacks and hyper-parameters) and as safetensors.
+fn micro() -> std::path::PathBuf {
+    benchctl_testkit::model_fixture("fiber-micro")
+}
+
+fn micro_inputs(model: &Fiber) -> (Tensor, TextBatch) {
+    let size = model.image_size();
+    let pixels = Tensor::randn(0f32, 1f32, (2, 3, size, size), &Device::Cpu).unwrap();
+    let tokenizer = benchctl_models::tokenizer::RobertaTokenizer::from_file(&micro().join("vocab.json"), 50).unwrap();
+    let rows: Vec<Vec<u32>> = ["a red square to the left of a green triangle", "a blue circle"]
+        .iter()
+        .map(|t| tokenizer.encode(t).unwrap())
+        .collect();
+    (pixels, TextBatch::pad(&rows, tokenizer.pad()))
+}
+
+fn outputs(model: &Fiber, pixels: &Tensor, text: &TextBatch) -> Vec<Vec<f32>> {
+    let flat = |t: Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let image = model.itc_image_from_backbone(&model.image_backbone(pixels).unwrap()).unwrap().1;
+    let texts = model.itc_text_from_backbone(&model.text_backbone(text).unwrap()).unwrap().1;
+    let logits = model.pair_logits(&model.image_prefusion(pixels).unwrap(), text).unwrap();
+    vec![flat(image), flat(texts), flat(logits)]
+}
+
+#[test]
+fn a_lightning_checkpoint_loads_as_its_safetensors_twin() {
+    let config = FiberConfig::from_file_or_default(&micro().join("config.json")).unwrap();
+    assert_eq!(config.image_size, None, "the fixture's config leaves the image size to the checkpoint");
+    let from_ckpt = Fiber::load(&config, &micro().join("fiber_micro.ckpt"), DType::F32, &Device::Cpu).unwrap();
+    let from_safetensors = Fiber::load(&config, &micro().join("model.safetensors"), DType::F32, &Device::Cpu).unwrap();
+    assert_eq!(from_ckpt.image_size(), 64, "read from the 3×3 relative position tables (window 2)");
+    assert!(from_ckpt.has_itm_head());
+    assert!((from_ckpt.temp().unwrap() - 0.07).abs() < 1e-7);
+    let (pixels, text) = micro_inputs(&from_ckpt);
+    let (a, b) = (outputs(&from_ckpt, &pixels, &text), outputs(&from_safetensors, &pixels, &text));
+    assert_eq!(a, b, "the same tensors from either file");
+    assert!(a[2].iter().all(|v| v.is_finite()) && a[2].len() == 4);
+}
+
+#[test]
+fn an_itc_checkpoint_has_no_itm_head_and_a_deeper_checkpoint_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["vocab.json", "merges.txt", "config.json"] {
+        std::fs::copy(micro().join(file), dir.path().join(file)).unwrap();
+    }
+    let tensors = load_all(&micro().join("model.safetensors"));
+    let itc_only: HashMap<String, Tensor> =
+        tensors.iter().filter(|(k, _)| !k.starts_with("itm_score") && !k.starts_with("rank_output")).map(|(k, v)| (k.clone(), v.clone())).collect();
+    candle_core::safetensors::save(&itc_only, dir.path().join("model.safetensors")).unwrap();
+    let files = benchctl_models::hub::from_path(dir.path()).unwrap();
+    assert_eq!(benchctl_models::registry::architecture_of(&files).unwrap(), benchctl_models::registry::Architecture::Fiber);
+    let err = benchctl_models::models::fiber::FiberItm::load(&files, DType::F32, &Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("no ITM head") && err.to_string().contains("--score itc"), "{err}");
+    let itc = benchctl_models::models::fiber::FiberItc::load(&files, DType::F32, &Device::Cpu).unwrap();
+    let (pixels, _) = micro_inputs(itc.model());
+    let embeds = benchctl_models::DualEncoder::encode_images(&itc, &pixels).unwrap();
+    assert_eq!(embeds.dims(), [2, 8]);
+
+    // A config of 11 text layers disagrees with the checkpoint's 12 (its fused layers move,
+    // so a tensor they need is missing): refused, naming the tensor, never half-loaded.
+    let mut config = FiberConfig::from_file_or_default(&micro().join("config.json")).unwrap();
+    config.roberta.num_hidden_layers = 11;
+    let err = Fiber::load(&config, &micro().join("fiber_micro.ckpt"), DType::F32, &Device::Cpu).unwrap_err();
+    assert_eq!(err.kind(), benchctl_models::ErrorKind::BadWeights);
+    assert!(err.to_string().contains("fiber_micro.ckpt: tensor `text_transformer.encoder.layer."), "{err}");
+}
+
+#[test]
+fn the_tokenizer_reproduces_the_official_tokenizers_ids() {
+    // The fixture's ids come from `RobertaTokenizer` (transformers 4.6, slow) on its tiny BPE,
+    // called as FIBER's `get_text` does; the captions are in the metadata key `fixture`.
+    let Some(dir) = shared("reference/fiber-tiny") else { return };
+    let bytes = std::fs::read(dir.join("inputs.safetensors")).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let fixture: serde_json::Value =
+        serde_json::from_str(&meta.metadata().as_ref().unwrap()["fixture"]).expect("captions in the metadata");
+    let captions: Vec<String> = serde_json::from_value(fixture["captions"].clone()).unwrap();
+    let inputs = load_all(&dir.join("inputs.safetensors"));
+    let expected = text_batch(&inputs);
+    let tokenizer = benchctl_models::tokenizer::RobertaTokenizer::from_file(&dir.join("vocab.json"), 40).unwrap();
+    let rows: Vec<Vec<u32>> = captions.iter().map(|c| tokenizer.encode(c).unwrap()).collect();
+    for (row, (ids, mask)) in rows.iter().zip(expected.ids.iter().zip(&expected.mask)) {
+        let real = mask.iter().filter(|&&m| m == 1).count();
+        assert_eq!(row[..], ids[..real]);
+        assert!(ids[real..].iter().all(|&id| id == tokenizer.pad()));
+    }
+    assert_eq!(captions.len(), 3);
+}

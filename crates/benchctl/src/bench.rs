@@ -46,6 +46,9 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         BenchPart::Dense => return dense(args),
         _ => {}
     }
+    if args.config.is_none() && args.model.starts_with("fiber") {
+        return fiber(args);
+    }
     let (name, config) = match &args.config {
         Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
         None => {
@@ -58,7 +61,7 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
                         format!("benchmark `{}`: pass its config.json with --config", entry.id),
                     ))
                 }
-                Architecture::Siglip | Architecture::Blip => {
+                Architecture::Siglip | Architecture::Blip | Architecture::Fiber => {
                     return Err(Error::new(
                         ErrorKind::Usage,
                         format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
@@ -105,6 +108,62 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         results.push(summarise("text", batch, &times));
     }
     Ok((name, results))
+}
+
+/// FIBER-base with random weights: the ITC image and text encoders (the unimodal paths) and
+/// the ITM pair pass (six fused steps and the head, on cached pre-fusion image tokens), at
+/// 384 px (`fiber-base`, the ITM checkpoints) or 576 px (the ITC checkpoints).
+fn fiber(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
+    use benchctl_models::models::fiber::{self, TextBatch};
+    let entry = registry::FIBER_CHECKPOINTS.iter().find(|e| e.id == args.model);
+    if entry.is_none() && args.model != "fiber-base" {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!("benchmark `{}`: FIBER benchmarks are `fiber-base` or a FIBER checkpoint id", args.model),
+        ));
+    }
+    let size = if entry.is_some_and(|e| e.preprocessing.starts_with("576")) { 576 } else { 384 };
+    let device = benchctl_models::device::parse_device(&args.device)?;
+    let model = fiber::random_base(size, &device)?;
+    let batch = args.batch as usize;
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let pixels = Tensor::randn(0f32, 1f32, (batch, 3, size, size), &device).map_err(compute)?;
+    let tokens = (args.text_tokens as usize).clamp(3, fiber::FIBER_MAX_TEXT_LEN);
+    // `<s>`, pseudo-random ids clear of the special tokens, `</s>`.
+    let rows: Vec<Vec<u32>> = (0..batch)
+        .map(|b| {
+            let mut row = vec![0];
+            row.extend((0..tokens - 2).map(|t| 4 + ((b * 7919 + t * 104_729) as u32) % 50_000));
+            row.push(2);
+            row
+        })
+        .collect();
+    let text = TextBatch::pad(&rows, 1);
+    let sync = |t: Tensor| -> Result<()> {
+        t.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+        Ok(())
+    };
+    let mut results = Vec::new();
+    if matches!(args.part, BenchPart::Image | BenchPart::Both) {
+        let times = time(args.iters as usize, || {
+            sync(model.itc_image_from_backbone(&model.image_backbone(&pixels)?)?.1)
+        })?;
+        results.push(summarise("image (itc)", batch, &times));
+    }
+    if matches!(args.part, BenchPart::Text | BenchPart::Both) {
+        let times =
+            time(args.iters as usize, || sync(model.itc_text_from_backbone(&model.text_backbone(&text)?)?.1))?;
+        results.push(summarise("text (itc)", batch, &times));
+    }
+    if matches!(args.part, BenchPart::Both) {
+        let prefusion = model.image_prefusion(&pixels)?;
+        let times = time(args.iters as usize, || sync(model.pair_logits(&prefusion, &text)?))?;
+        results.push(summarise("pairs (itm)", batch, &times));
+    }
+    if results.is_empty() {
+        return Err(Error::new(ErrorKind::Usage, "benchmark FIBER: --part image, text or both"));
+    }
+    Ok((format!("FIBER-base at {size} px"), results))
 }
 
 /// One warm-up call, then `iters` timed calls; seconds each.

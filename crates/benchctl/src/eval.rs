@@ -188,8 +188,8 @@ pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) 
             (files, entry.architecture, entry.id.to_string())
         }
         (None, Some(dir)) => {
-            let files = hub::from_dir(dir)?;
-            let architecture = registry::detect_architecture(&files.config)?;
+            let files = hub::from_path(dir)?;
+            let architecture = registry::architecture_of(&files)?;
             let id = dir
                 .canonicalize()
                 .unwrap_or_else(|_| dir.clone())

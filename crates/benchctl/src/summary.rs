@@ -133,5 +133,18 @@ pub fn models_table() -> String {
             m.tokenizer.to_string(),
         ]);
     }
+    // Checkpoints that are not on the hub: where to download them (then `--model-path FILE`).
+    for m in benchctl_models::registry::FIBER_CHECKPOINTS {
+        let heads: Vec<&str> = m.heads.iter().map(|h| h.name()).collect();
+        table.add_row([
+            m.id.to_string(),
+            format!("download {} (then --model-path FILE)", m.url),
+            m.architecture.name().to_string(),
+            heads.join(", "),
+            m.preprocessing.to_string(),
+            "gelu".to_string(),
+            m.tokenizer.to_string(),
+        ]);
+    }
     table.to_string()
 }

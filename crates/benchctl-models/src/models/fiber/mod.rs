@@ -111,6 +111,13 @@ impl FiberConfig {
         self.max_text_len.unwrap_or(FIBER_MAX_TEXT_LEN)
     }
 
+    /// The ids a text is cut to: `max_text_len`, within RoBERTa's positions (which start
+    /// after the padding id).
+    pub fn text_context(&self) -> usize {
+        let positions = self.roberta.max_position_embeddings.saturating_sub(self.roberta.pad_token_id as usize + 1);
+        self.max_text_len().min(positions)
+    }
+
     /// The image size: the config's, else the one the checkpoint's first window table implies.
     pub(crate) fn image_size(&self, w: Option<&Weights>) -> usize {
         let from_table = || {
@@ -511,8 +518,7 @@ pub fn preprocessor(size: usize) -> Preprocessor {
 fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>> {
     let config = FiberConfig::from_file_or_default(&files.config)?;
     let model = Fiber::load(&config, &files.weights, dtype, device)?;
-    let max_len = config.max_text_len().min(config.roberta.max_position_embeddings.saturating_sub(2));
-    let tokenizer = RobertaTokenizer::from_file(&files.tokenizer, max_len)?;
+    let tokenizer = RobertaTokenizer::from_file(&files.tokenizer, config.text_context())?;
     let preprocessor = preprocessor(model.image_size);
     Ok(Arc::new(Loaded { model, tokenizer, preprocessor }))
 }
