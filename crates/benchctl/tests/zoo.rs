@@ -183,3 +183,87 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
     let siglip = text.lines().find(|l| l.contains(" siglip-base-patch16-224 ")).unwrap();
     assert!(siglip.contains("sigmoid") && siglip.contains("padded to 64"), "{siglip}");
 }
+
+/// FIBER as released: a Lightning `.ckpt` passed as `--model-path FILE`, its `config.json`
+/// and RoBERTa tokenizer beside it (the micro fixture of `scripts/gen_fiber_ckpt_fixture.py`).
+fn fiber_ckpt() -> std::path::PathBuf {
+    benchctl_testkit::model_fixture("fiber-micro/fiber_micro.ckpt")
+}
+
+#[test]
+fn fiber_checkpoints_run_both_heads_end_to_end() {
+    use benchctl_models::models::fiber::FiberItm;
+    let results = common::scratch_dir("zoo-fiber");
+    let cache = tempfile::tempdir().unwrap();
+    let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap())];
+    let (path, run, _) =
+        common::eval_model(&fiber_ckpt(), "winoground", &demo_suite(), &results, &["--batch-size", "3"], &env);
+    assert_eq!(run["model"]["score"], "itm", "ITM is FIBER's default head");
+    assert_eq!(run["model"]["score_kind"], "logit");
+    assert!(run["model"]["path"].as_str().unwrap().ends_with("fiber_micro.ckpt"));
+    let c = &run["counts"];
+    assert_eq!((c["pairs_scored"].as_u64(), c["images_encoded"].as_u64()), (Some(32), Some(16)));
+
+    // Each stored score is the model's own match logit `l1 − l0` of that pair.
+    let files = hub::from_path(&fiber_ckpt()).unwrap();
+    let model = FiberItm::load(&files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    let suite = benchctl_suites::find("winoground").unwrap().load(&demo_suite()).unwrap();
+    let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
+    let item = &suite.items[0];
+    let stored: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
+    let size = model.preprocessor().size;
+    assert_eq!(size, 64, "the micro checkpoint's input size, read from its window tables");
+    for (i, image) in item.images.iter().enumerate() {
+        let pixels = model.preprocessor().apply(&image.load_rgb().unwrap());
+        let pixels = candle_core::Tensor::from_vec(pixels, (1, 3, size, size), &candle_core::Device::Cpu).unwrap();
+        let states = model.encode_images(&pixels).unwrap();
+        for (j, text) in item.texts.iter().enumerate() {
+            let direct = model.score_pairs(&states, &[text.as_str()]).unwrap().to_vec1::<f32>().unwrap()[0];
+            let ours = stored["scores"][i][j].as_f64().unwrap() as f32;
+            assert!((direct - ours).abs() < 1e-5, "pair ({i}, {j}): {ours} vs {direct}");
+        }
+    }
+
+    let (itc_path, itc, _) =
+        common::eval_model(&fiber_ckpt(), "winoground", &demo_suite(), &results, &["--score", "itc"], &env);
+    assert_eq!(itc["model"]["score"], "itc");
+    assert_eq!((itc["counts"]["images_encoded"].as_u64(), itc["counts"]["pairs_scored"].as_u64()), (Some(16), Some(0)));
+    let itc_dump = std::fs::read_to_string(dump_path(&itc_path, &itc)).unwrap();
+    let first: serde_json::Value = serde_json::from_str(itc_dump.lines().next().unwrap()).unwrap();
+    for s in first["scores"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap()) {
+        assert!(s.as_f64().unwrap().abs() <= 1.0 + 1e-6, "ITC scores are cosines: {s}");
+    }
+    assert_ne!(first["scores"], stored["scores"], "two heads, two sets of scores");
+}
+
+#[test]
+fn fiber_reranks_rococo_shortlists_and_is_listed_with_its_downloads() {
+    let data = tempfile::tempdir().unwrap();
+    benchctl_testkit::rococo_layout(data.path(), 6);
+    let results = common::scratch_dir("zoo-fiber-rococo");
+    let gallery = ["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0"];
+    let run = |extra: &[&str]| {
+        let cache = tempfile::tempdir().unwrap();
+        let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap())];
+        let args: Vec<&str> = gallery.iter().chain(extra).copied().collect();
+        common::eval_model(&fiber_ckpt(), "rococo", data.path(), &results, &args, &env).1["report"]["metrics"].clone()
+    };
+    let k1 = run(&["--score", "itm", "--rerank-k", "1"]);
+    for gallery in ["clean", "rand_voca", "danger"] {
+        let r = |k: &str| k1[format!("{gallery}_i2t_{k}")].as_f64().unwrap();
+        assert_eq!((r("r1"), r("r5")), (r("r10"), r("r10")), "{gallery}: a shortlist of one");
+    }
+    assert_ne!(run(&["--score", "itm", "--rerank-k", "5"]), k1);
+
+    let out = benchctl(&["models"], &[]);
+    let text = common::stdout(&out);
+    for entry in benchctl_models::registry::FIBER_CHECKPOINTS {
+        let line = text.lines().find(|l| l.contains(&format!(" {} ", entry.id))).unwrap_or_else(|| panic!("{}", entry.id));
+        assert!(line.contains("download https://datarelease.blob.core.windows.net/fiber/"), "{line}");
+    }
+    let demo = demo_suite();
+    let args = ["eval", "--model", "fiber-coco-itm", "--suite", "winoground", "--data-dir", demo.to_str().unwrap()];
+    let out = benchctl(&args, &[]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("fiber_coco_irtr_itm.ckpt and pass --model-path"), "{}", stderr(&out));
+}
