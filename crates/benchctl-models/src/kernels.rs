@@ -219,13 +219,19 @@ pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_co
     }
 }
 
+/// Queries attended together: their logits and outputs are independent sums, so four chains
+/// of fused multiply-adds overlap instead of waiting on one another, and each key and value
+/// vector loaded serves four queries.
+const QUERIES: usize = 4;
+
 /// Self-attention of one batch row straight from its fused projection `rows` (`seq` rows of
 /// `[q | k | v]`, each `width` wide) into `out` (`seq` rows of `width`): per head and query,
-/// logits `q·k / √d` (+ `mask[i·seq + j]`), a softmax, and the weighted sum of the values.
-/// A masked (−∞) logit weighs exactly 0. `scratch` holds one head's keys transposed (and
-/// padded to whole vectors), so 16 logits at a time are sums of broadcast query values times
-/// key rows, kept in registers: no horizontal sums. Each loop is written to vectorise (the
-/// sums and maxima over a row are separate, short scalar passes).
+/// logits `q·k / √d` (+ the bias and mask terms), a softmax, and the weighted sum of the
+/// values. A masked (−∞) logit weighs exactly 0. `scratch` holds one head's keys transposed
+/// (and padded to whole vectors), so 16 logits at a time are sums of broadcast query values
+/// times key rows, kept in registers: no horizontal sums. Queries go [`QUERIES`] at a time;
+/// each query's sums run in the same order as one at a time, so results do not depend on
+/// the grouping.
 #[inline(always)]
 fn attend_row_body<const FUSED: bool>(
     rows: &[f32],
@@ -233,10 +239,11 @@ fn attend_row_body<const FUSED: bool>(
     seq: usize,
     width: usize,
     heads: usize,
-    mask: Option<&[f32]>,
+    logit_terms: LogitTerms,
     scratch: &mut Scratch,
 ) {
     const LANES: usize = 16;
+    let LogitTerms { bias, mask } = logit_terms;
     let head = width / heads;
     let scale = (head as f32).powf(-0.5);
     let padded = seq.div_ceil(LANES) * LANES;
@@ -248,59 +255,92 @@ fn attend_row_body<const FUSED: bool>(
                 keys[d * padded + j] = k;
             }
         }
-        for i in 0..seq {
-            let q = part(i, 0);
-            for (block, logits) in weights.chunks_exact_mut(LANES).enumerate() {
-                let mut acc = [0f32; LANES];
-                for (d, &qd) in q.iter().enumerate() {
+        for first in (0..seq).step_by(QUERIES) {
+            // A short last group repeats its last query; only real queries are written.
+            let query = |r: usize| part((first + r).min(seq - 1), 0);
+            let qs: [&[f32]; QUERIES] = std::array::from_fn(query);
+            for block in 0..padded / LANES {
+                let mut acc = [[0f32; LANES]; QUERIES];
+                for d in 0..head {
                     let k = &keys[d * padded + block * LANES..][..LANES];
-                    for l in 0..LANES {
-                        acc[l] = madd::<FUSED>(qd, k[l], acc[l]);
+                    for (acc, q) in acc.iter_mut().zip(&qs) {
+                        let qd = q[d];
+                        for l in 0..LANES {
+                            acc[l] = madd::<FUSED>(qd, k[l], acc[l]);
+                        }
                     }
                 }
-                logits.copy_from_slice(&acc);
+                for (r, acc) in acc.iter().enumerate() {
+                    weights[r * padded + block * LANES..][..LANES].copy_from_slice(acc);
+                }
             }
-            let logits = &mut weights[..seq];
-            match mask {
-                Some(m) => logits
-                    .iter_mut()
-                    .zip(&m[i * seq..(i + 1) * seq])
-                    .for_each(|(w, &m)| *w = madd::<FUSED>(*w, scale, m)),
-                None => logits.iter_mut().for_each(|w| *w *= scale),
+            let count = QUERIES.min(seq - first);
+            for r in 0..count {
+                let i = first + r;
+                let logits = &mut weights[r * padded..][..seq];
+                let bias_row = bias.map(|b| &b[(h * seq + i) * seq..][..seq]);
+                let mask_row = mask.map(|m| &m[i * seq..][..seq]);
+                match (bias_row, mask_row) {
+                    (Some(b), Some(m)) => logits
+                        .iter_mut()
+                        .zip(b.iter().zip(m))
+                        .for_each(|(w, (&b, &m))| *w = madd::<FUSED>(*w, scale, b) + m),
+                    (Some(t), None) | (None, Some(t)) => {
+                        logits.iter_mut().zip(t).for_each(|(w, &t)| *w = madd::<FUSED>(*w, scale, t))
+                    }
+                    (None, None) => logits.iter_mut().for_each(|w| *w *= scale),
+                }
+                let max = logits.iter().fold(f32::NEG_INFINITY, |m, &w| m.max(w));
+                logits.iter_mut().for_each(|w| *w = if *w > f32::NEG_INFINITY { exp(*w - max) } else { 0.0 });
+                let inv = 1.0 / logits.iter().sum::<f32>();
+                logits.iter_mut().for_each(|w| *w *= inv);
             }
-            let max = logits.iter().fold(f32::NEG_INFINITY, |m, &w| m.max(w));
-            logits.iter_mut().for_each(|w| *w = if *w > f32::NEG_INFINITY { exp(*w - max) } else { 0.0 });
-            let inv = 1.0 / logits.iter().sum::<f32>();
-            logits.iter_mut().for_each(|w| *w *= inv);
-            // 16 output values at a time, summed over the values in registers.
-            let o = &mut out[i * width + h * head..][..head];
-            for (c, o) in o.chunks_mut(LANES).enumerate() {
-                let mut acc = [0f32; LANES];
-                if o.len() == LANES {
-                    for (j, &w) in logits.iter().enumerate() {
-                        let v = &part(j, 2)[c * LANES..][..LANES];
-                        for l in 0..LANES {
-                            acc[l] = madd::<FUSED>(w, v[l], acc[l]);
+            // 16 output values of each query at a time, summed over the values in registers.
+            for c in (0..head).step_by(LANES) {
+                let lanes = LANES.min(head - c);
+                let mut acc = [[0f32; LANES]; QUERIES];
+                if lanes == LANES {
+                    for j in 0..seq {
+                        let v = &part(j, 2)[c..][..LANES];
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let w = weights[r * padded + j];
+                            for l in 0..LANES {
+                                acc[l] = madd::<FUSED>(w, v[l], acc[l]);
+                            }
                         }
                     }
                 } else {
-                    for (j, &w) in logits.iter().enumerate() {
-                        for (a, &v) in acc.iter_mut().zip(&part(j, 2)[c * LANES..]) {
-                            *a = madd::<FUSED>(w, v, *a);
+                    for j in 0..seq {
+                        let v = &part(j, 2)[c..][..lanes];
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            let w = weights[r * padded + j];
+                            for (a, &v) in acc.iter_mut().zip(v) {
+                                *a = madd::<FUSED>(w, v, *a);
+                            }
                         }
                     }
                 }
-                o.copy_from_slice(&acc[..o.len()]);
+                for (r, acc) in acc.iter().enumerate().take(count) {
+                    out[(first + r) * width + h * head + c..][..lanes].copy_from_slice(&acc[..lanes]);
+                }
             }
         }
     }
+}
+
+/// What is added to one batch row's scaled logits: a per-head `(heads, seq, seq)` bias (a
+/// Swin window's relative positions) and a `(seq, seq)` mask shared by the heads.
+#[derive(Debug, Clone, Copy, Default)]
+struct LogitTerms<'a> {
+    bias: Option<&'a [f32]>,
+    mask: Option<&'a [f32]>,
 }
 
 /// Per-task buffers of [`attend_row_body`].
 struct Scratch {
     /// One head's keys, `(head, seq)` padded with zero columns to whole vectors of 16.
     keys: Vec<f32>,
-    /// One query's logits, then weights, `(seq)` padded the same way.
+    /// [`QUERIES`] queries' logits, then weights, `(seq)` each, padded the same way.
     weights: Vec<f32>,
 }
 
@@ -312,7 +352,7 @@ per_tier!(
     seq: usize,
     width: usize,
     heads: usize,
-    mask: Option<&[f32]>,
+    logit_terms: LogitTerms,
     scratch: &mut Scratch,
 ));
 
@@ -327,6 +367,18 @@ struct SelfAttentionOp {
 
 impl SelfAttentionOp {
     fn run(&self, qkv: &CpuStorage, layout: &Layout, mask: Option<&[f32]>) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.run_with(qkv, layout, None, mask, 1)
+    }
+
+    /// Row `r` adds `bias` (per head) and mask group `r % groups` of `masks`.
+    fn run_with(
+        &self,
+        qkv: &CpuStorage,
+        layout: &Layout,
+        bias: Option<&[f32]>,
+        masks: Option<&[f32]>,
+        groups: usize,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
         let CpuStorage::F32(data) = qkv else { candle_core::bail!("fused attention: f32 only") };
         let Some((start, end)) = layout.contiguous_offsets() else {
             candle_core::bail!("fused attention: contiguous input only")
@@ -339,14 +391,23 @@ impl SelfAttentionOp {
                 self.heads
             );
         }
+        let square = seq * seq;
+        if bias.is_some_and(|b| b.len() != self.heads * square)
+            || masks.is_some_and(|m| groups == 0 || m.len() != groups * square || batch % groups != 0)
+        {
+            candle_core::bail!("fused attention: the bias or mask does not fit {batch} rows of {seq} tokens");
+        }
         let qkv = &data[start..end];
         let mut out = vec![0f32; batch * seq * width];
-        out.par_chunks_mut(seq * width).zip(qkv.par_chunks(seq * three_width)).for_each_init(
+        out.par_chunks_mut(seq * width).zip(qkv.par_chunks(seq * three_width)).enumerate().for_each_init(
             || {
                 let padded = seq.div_ceil(16) * 16;
-                Scratch { keys: vec![0f32; width / self.heads * padded], weights: vec![0f32; padded] }
+                Scratch { keys: vec![0f32; width / self.heads * padded], weights: vec![0f32; QUERIES * padded] }
             },
-            |scratch, (out, rows)| attend_row(self.tier, rows, out, seq, width, self.heads, mask, scratch),
+            |scratch, (r, (out, rows))| {
+                let mask = masks.map(|m| &m[(r % groups) * square..][..square]);
+                attend_row(self.tier, rows, out, seq, width, self.heads, LogitTerms { bias, mask }, scratch)
+            },
         );
         Ok((CpuStorage::F32(out), Shape::from((batch, seq, width))))
     }
@@ -378,6 +439,88 @@ impl candle_core::CustomOp2 for SelfAttentionOp {
             candle_core::bail!("fused attention: the mask must be contiguous f32")
         };
         self.run(qkv, layout, Some(&mask[m0..m1]))
+    }
+}
+
+/// Windowed self-attention (Swin) of a fused `(windows, seq, 3·width)` projection: a
+/// per-head `(heads, seq, seq)` bias on every window, and for shifted windows a `(groups,
+/// seq, seq)` mask, window `r` taking group `r % groups` (windows are image-major).
+struct WindowAttentionOp {
+    attention: SelfAttentionOp,
+    groups: usize,
+}
+
+fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
+    match (storage, layout.contiguous_offsets()) {
+        (CpuStorage::F32(data), Some((a, b))) => Ok(&data[a..b]),
+        _ => candle_core::bail!("fused attention: biases and masks must be contiguous f32"),
+    }
+}
+
+impl candle_core::CustomOp2 for WindowAttentionOp {
+    fn name(&self) -> &'static str {
+        "fused-window-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qkv: &CpuStorage,
+        layout: &Layout,
+        bias: &CpuStorage,
+        bias_layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        self.attention.run_with(qkv, layout, Some(contiguous_f32(bias, bias_layout)?), None, 1)
+    }
+}
+
+impl candle_core::CustomOp3 for WindowAttentionOp {
+    fn name(&self) -> &'static str {
+        "fused-shifted-window-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qkv: &CpuStorage,
+        layout: &Layout,
+        bias: &CpuStorage,
+        bias_layout: &Layout,
+        mask: &CpuStorage,
+        mask_layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (bias, mask) = (contiguous_f32(bias, bias_layout)?, contiguous_f32(mask, mask_layout)?);
+        self.attention.run_with(qkv, layout, Some(bias), Some(mask), self.groups)
+    }
+}
+
+/// [`windowed_self_attention_on`] on the tier `BENCHCTL_CPU` picks.
+pub(crate) fn windowed_self_attention(
+    qkv: &Tensor,
+    heads: usize,
+    bias: &Tensor,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Option<Tensor>> {
+    windowed_self_attention_on(Tier::current(), qkv, heads, bias, mask)
+}
+
+/// Swin's window attention from the fused `(windows, seq, 3·width)` projection, adding the
+/// `(heads, seq, seq)` relative position bias and, when given, the `(groups, seq, seq)`
+/// shifted-window mask: the fused kernel on contiguous f32 CPU tensors, `None` (use the
+/// composed path) for anything else.
+pub(crate) fn windowed_self_attention_on(
+    tier: Tier,
+    qkv: &Tensor,
+    heads: usize,
+    bias: &Tensor,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Option<Tensor>> {
+    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
+    if !f32_cpu(qkv) || !f32_cpu(bias) || qkv.rank() != 3 || mask.is_some_and(|m| !f32_cpu(m) || m.rank() != 3) {
+        return Ok(None);
+    }
+    let op = |groups| WindowAttentionOp { attention: SelfAttentionOp { heads, tier }, groups };
+    match mask {
+        None => Ok(Some(qkv.apply_op2_no_bwd(bias, &op(1))?)),
+        Some(m) => Ok(Some(qkv.apply_op3_no_bwd(bias, m, &op(m.dim(0)?))?)),
     }
 }
 
@@ -478,6 +621,44 @@ mod tests {
                 let composed = crate::models::transformer::attend(&q, &k, &v, heads, mask)?;
                 let d = (fused - composed)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
                 assert!(d < 1e-5, "({batch}, {seq}, {width}, {heads}), mask {}: {d}", mask.is_some());
+            }
+        }
+        Ok(())
+    }
+
+    /// Swin's window attention (per-head bias, per-window mask groups) on every tier against
+    /// candle's operations: `softmax(q·kᵀ/√d + bias[h] + mask[r mod groups]) · v`.
+    #[test]
+    fn fused_window_attention_matches_the_composed_one_on_every_tier() -> candle_core::Result<()> {
+        let dev = candle_core::Device::Cpu;
+        let (groups, images, seq, width, heads) = (4, 2, 9, 12, 3);
+        let windows = groups * images;
+        let qkv = Tensor::randn(0f32, 1.0, (windows, seq, 3 * width), &dev)?;
+        let bias = Tensor::randn(0f32, 1.0, (heads, seq, seq), &dev)?;
+        let mask: Vec<f32> = (0..groups * seq * seq).map(|n| if (n * 7) % 5 == 0 { -100.0 } else { 0.0 }).collect();
+        let mask = Tensor::from_vec(mask, (groups, seq, seq), &dev)?;
+        let head = width / heads;
+        let split = |i: usize| -> candle_core::Result<Tensor> {
+            qkv.narrow(2, i * width, width)?.reshape((windows, seq, heads, head))?.transpose(1, 2)?.contiguous()
+        };
+        let (q, k, v) = (split(0)?, split(1)?, split(2)?);
+        let logits = (q.matmul(&k.t()?)? * (head as f64).powf(-0.5))?.broadcast_add(&bias.unsqueeze(0)?)?;
+        for with_mask in [false, true] {
+            let logits = if with_mask {
+                logits
+                    .reshape((images, groups, heads, seq, seq))?
+                    .broadcast_add(&mask.unsqueeze(1)?)?
+                    .reshape((windows, heads, seq, seq))?
+            } else {
+                logits.clone()
+            };
+            let weights = candle_nn::ops::softmax_last_dim(&logits)?;
+            let composed = weights.matmul(&v)?.transpose(1, 2)?.reshape((windows, seq, width))?;
+            for tier in Tier::available() {
+                let fused = windowed_self_attention_on(tier, &qkv, heads, &bias, with_mask.then_some(&mask))?
+                    .ok_or_else(|| candle_core::Error::Msg("the fused path refused contiguous f32".into()))?;
+                let d = (fused - &composed)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
+                assert!(d < 1e-5, "{:?}, mask {with_mask}: {d}", tier.isa());
             }
         }
         Ok(())

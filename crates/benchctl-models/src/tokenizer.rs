@@ -241,8 +241,11 @@ impl RobertaTokenizer {
             let byte_level = tokenizers::pre_tokenizers::byte_level::ByteLevel::default().add_prefix_space(false);
             inner.with_pre_tokenizer(Some(byte_level));
             inner.with_decoder(Some(byte_level));
-            let specials: Vec<tokenizers::AddedToken> =
-                ROBERTA_SPECIALS.iter().map(|t| tokenizers::AddedToken::from(*t, true)).collect();
+            // `<mask>` takes the space before it, as `RobertaTokenizer` declares it (`lstrip=True`).
+            let specials: Vec<tokenizers::AddedToken> = ROBERTA_SPECIALS
+                .iter()
+                .map(|t| tokenizers::AddedToken::from(*t, true).lstrip(*t == "<mask>"))
+                .collect();
             inner.add_special_tokens(specials).map_err(|e| fail(e.to_string()))?;
             inner
         } else {

@@ -73,3 +73,30 @@ fn openai_test_vectors_match() {
         assert_eq!(tok.encode(case.as_str().unwrap()).unwrap(), expected, "{case}");
     }
 }
+
+/// RoBERTa's byte-level BPE on GPT-2's real merges (roberta-base's `merges.txt`) against
+/// `transformers`' slow `RobertaTokenizer` (`scripts/check_roberta_tokenizer.py`): specials in
+/// the text, apostrophes, runs of spaces, tabs and newlines, numbers, accents, CJK, emoji,
+/// truncation to 50 with `</s>` kept, and the empty string.
+#[test]
+fn roberta_tokenisation_matches_transformers_slow_tokenizer() {
+    let dir = benchctl_testkit::model_fixture("roberta-bpe");
+    let tokenizer = benchctl_models::tokenizer::RobertaTokenizer::from_file(&dir.join("vocab.json"), 50).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    let cases = expected["cases"].as_array().unwrap();
+    assert!(cases.len() >= 15);
+    let mut failures = Vec::new();
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        let ids: Vec<u32> = serde_json::from_value(case["ids"].clone()).unwrap();
+        let ours = tokenizer.encode(text).unwrap();
+        if ours != ids {
+            failures.push(format!("{text:?}:\n  ours   {ours:?}\n  theirs {ids:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let long = cases.iter().find(|c| c["text"].as_str().unwrap().starts_with("a very long")).unwrap();
+    assert_eq!(long["ids"].as_array().unwrap().len(), 50, "the long caption is cut");
+    assert!(tokenizer.tokens_cut(long["text"].as_str().unwrap()).unwrap() > 0);
+}

@@ -123,6 +123,9 @@ fn fiber(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         ));
     }
     let size = if entry.is_some_and(|e| e.preprocessing.starts_with("576")) { 576 } else { 384 };
+    if matches!(args.part, BenchPart::E2e) {
+        return fiber_e2e(args, size);
+    }
     let device = benchctl_models::device::parse_device(&args.device)?;
     let model = fiber::random_base(size, &device)?;
     let batch = args.batch as usize;
@@ -164,6 +167,53 @@ fn fiber(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         return Err(Error::new(ErrorKind::Usage, "benchmark FIBER: --part image, text or both"));
     }
     Ok((format!("FIBER-base at {size} px"), results))
+}
+
+/// The micro FIBER fixture's byte-level BPE (RoBERTa's file format and special ids), built in
+/// so the FIBER benchmark needs no files; its ids fit any RoBERTa vocabulary.
+const FIBER_VOCAB: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/fiber-micro/vocab.json");
+const FIBER_MERGES: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/fiber-micro/merges.txt");
+
+/// A full-size FIBER-base with random weights, written as a model directory, evaluated with
+/// its ITM head on a generated 24-item suite in a child process: every pair through the fused
+/// backbones end to end, the shapes checked by the run completing, memory by its peak RSS.
+fn fiber_e2e(args: &BenchArgs, size: usize) -> Result<(String, Vec<PartResult>)> {
+    let items = 24;
+    let dir = std::env::temp_dir().join(format!("benchctl-bench-fiber-{}", std::process::id()));
+    let (model_dir, suite_dir) = (dir.join("model"), dir.join("suite"));
+    let result = (|| -> Result<Vec<PartResult>> {
+        std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
+        let config = format!(r#"{{"model_type": "fiber", "image_size": {size}}}"#);
+        std::fs::write(model_dir.join("config.json"), config).map_err(io("write config.json"))?;
+        std::fs::write(model_dir.join("vocab.json"), FIBER_VOCAB).map_err(io("write vocab.json"))?;
+        std::fs::write(model_dir.join("merges.txt"), FIBER_MERGES).map_err(io("write merges.txt"))?;
+        benchctl_models::models::fiber::save_random_base(size, &model_dir.join("model.safetensors"))?;
+        write_suite(&suite_dir, items)?;
+        let (results, cache) = (dir.join("results"), dir.join("cache"));
+        let batch = args.batch.to_string();
+        let (run, wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cache, &["--batch-size", &batch])?;
+        let t = |k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
+        let pairs = run["counts"]["pairs_scored"].as_f64().unwrap_or(f64::NAN);
+        let seconds = t("total_s") - t("load_model_s");
+        Ok(vec![PartResult {
+            part: "e2e (itm)",
+            batch: args.batch as usize,
+            per_second: pairs / seconds,
+            p50_ms: f64::NAN,
+            p90_ms: f64::NAN,
+            max_ms: f64::NAN,
+            extra: vec![
+                ("pairs_scored", pairs),
+                ("images_encoded", run["counts"]["images_encoded"].as_f64().unwrap_or(f64::NAN)),
+                ("eval_s", seconds),
+                ("load_model_s", t("load_model_s")),
+                ("wall_s", wall),
+                ("eval_peak_rss_mib", rss),
+            ],
+        }])
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((format!("FIBER-base at {size} px (random weights), {items} items, ITM pairs per second"), result?))
 }
 
 /// One warm-up call, then `iters` timed calls; seconds each.

@@ -531,6 +531,18 @@ pub fn random_base(image_size: usize, device: &Device) -> Result<Fiber> {
     Fiber::from_weights(&config, &w, "random FIBER-base")
 }
 
+/// Writes a FIBER-base of random weights at `image_size` as safetensors in the official
+/// naming (full-size benchmarks and smoke runs of the whole evaluation path, no download).
+pub fn save_random_base(image_size: usize, path: &std::path::Path) -> Result<()> {
+    let config = FiberConfig { image_size: Some(image_size), ..FiberConfig::default() };
+    let varmap = candle_nn::VarMap::new();
+    let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
+    drop(Fiber::from_weights(&config, &Weights::from_var_builder(vb, "random FIBER-base").random(), "random FIBER-base")?);
+    varmap
+        .save(path)
+        .map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
+}
+
 impl Loaded {
     fn texts(&self, texts: &[&str]) -> Result<TextBatch> {
         let rows = texts.iter().map(|t| self.tokenizer.encode(t)).collect::<Result<Vec<_>>>()?;

@@ -87,7 +87,7 @@ struct WindowAttention {
     qkv: Linear,
     proj: Linear,
     heads: usize,
-    /// `(1, heads, N, N)`: the bias table gathered by relative position, `N = w²`.
+    /// `(heads, N, N)`: the bias table gathered by relative position, `N = w²`.
     bias: Tensor,
     fusion: Option<ImageToText>,
 }
@@ -100,23 +100,14 @@ pub(crate) struct TextContext<'a> {
 }
 
 impl WindowAttention {
-    /// `windows` `(b·nW, N, C)`; `mask` `(1, nW, 1, N, N)` for shifted windows.
+    /// `windows` `(b·nW, N, C)`; `mask` `(nW, N, N)` for shifted windows.
     fn forward(&self, windows: &Tensor, mask: Option<&Tensor>, text: Option<TextContext>) -> candle_core::Result<Tensor> {
         let (bw, n, c) = windows.dims3()?;
-        let head_dim = c / self.heads;
-        let qkv = dense(&self.qkv, windows)?.reshape((bw, n, 3, self.heads, head_dim))?.permute((2, 0, 3, 1, 4))?;
-        let q = (qkv.i(0)?.contiguous()? * (head_dim as f64).powf(-0.5))?;
-        let (k, v) = (qkv.i(1)?.contiguous()?, qkv.i(2)?.contiguous()?);
-        let mut logits = q.matmul(&k.t()?)?.broadcast_add(&self.bias)?;
-        if let Some(mask) = mask {
-            let windows_per_image = mask.dim(1)?;
-            logits = logits
-                .reshape((bw / windows_per_image, windows_per_image, self.heads, n, n))?
-                .broadcast_add(mask)?
-                .reshape((bw, self.heads, n, n))?;
-        }
-        let weights = candle_nn::ops::softmax_last_dim(&logits)?;
-        let attended = weights.matmul(&v)?.transpose(1, 2)?.reshape((bw, n, c))?;
+        let qkv = dense(&self.qkv, windows)?;
+        let attended = match crate::kernels::windowed_self_attention(&qkv, self.heads, &self.bias, mask)? {
+            Some(attended) => attended,
+            None => self.composed(&qkv, mask)?,
+        };
         let xs = dense(&self.proj, &attended)?;
         match (&self.fusion, text) {
             (Some(f), Some(text)) => {
@@ -131,6 +122,26 @@ impl WindowAttention {
             _ => Ok(xs),
         }
     }
+
+    /// The attention from candle's operations (devices and dtypes the fused kernel lacks).
+    fn composed(&self, qkv: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let (bw, n, three_c) = qkv.dims3()?;
+        let c = three_c / 3;
+        let head_dim = c / self.heads;
+        let qkv = qkv.reshape((bw, n, 3, self.heads, head_dim))?.permute((2, 0, 3, 1, 4))?;
+        let q = (qkv.i(0)?.contiguous()? * (head_dim as f64).powf(-0.5))?;
+        let (k, v) = (qkv.i(1)?.contiguous()?, qkv.i(2)?.contiguous()?);
+        let mut logits = q.matmul(&k.t()?)?.broadcast_add(&self.bias.unsqueeze(0)?)?;
+        if let Some(mask) = mask {
+            let groups = mask.dim(0)?;
+            logits = logits
+                .reshape((bw / groups, groups, self.heads, n, n))?
+                .broadcast_add(&mask.unsqueeze(1)?)?
+                .reshape((bw, self.heads, n, n))?;
+        }
+        let weights = candle_nn::ops::softmax_last_dim(&logits)?;
+        weights.matmul(&v)?.transpose(1, 2)?.reshape((bw, n, c))
+    }
 }
 
 /// One Swin block.
@@ -144,7 +155,7 @@ struct SwinBlock {
     side: usize,
     window: usize,
     shift: usize,
-    /// `(1, nW, 1, N, N)`, 0 within a region and −100 across, for shifted blocks.
+    /// `(nW, N, N)`, 0 within a region and −100 across, for shifted blocks.
     shift_mask: Option<Tensor>,
 }
 
@@ -299,7 +310,6 @@ impl Swin {
                             .index_select(&index, 0)
                             .and_then(|t| t.reshape((n, n, heads)))
                             .and_then(|t| t.permute((2, 0, 1)))
-                            .and_then(|t| t.unsqueeze(0))
                             .and_then(|t| t.contiguous())
                             .map_err(|e| Error::compute("gather the relative position bias", e))?;
                         let fusion = if fused(s, i) {
@@ -323,7 +333,7 @@ impl Swin {
                             let per_side = side / window;
                             let mask = Tensor::from_vec(
                                 shift_mask(side, window, shift),
-                                (1, per_side * per_side, 1, n, n),
+                                (per_side * per_side, n, n),
                                 &device,
                             )
                             .and_then(|m| m.to_dtype(dtype))
