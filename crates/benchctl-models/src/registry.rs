@@ -307,7 +307,10 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         Some("fiber") => Ok(Architecture::Fiber),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
-            format!("use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber)", config.display()),
+            format!(
+                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber)",
+                config.display()
+            ),
         )),
         None => Err(Error::new(ErrorKind::BadConfig, format!("use {}: it has no `model_type` key", config.display()))),
     }

@@ -236,7 +236,8 @@ impl RobertaTokenizer {
             if !merges.is_file() {
                 return Err(fail(format!("{} is missing beside it", merges.display())));
             }
-            let bpe = tokenizers::models::bpe::BPE::from_file(vocab, merges_str).build().map_err(|e| fail(e.to_string()))?;
+            let bpe =
+                tokenizers::models::bpe::BPE::from_file(vocab, merges_str).build().map_err(|e| fail(e.to_string()))?;
             let mut inner = tokenizers::Tokenizer::new(bpe);
             let byte_level = tokenizers::pre_tokenizers::byte_level::ByteLevel::default().add_prefix_space(false);
             inner.with_pre_tokenizer(Some(byte_level));

@@ -112,9 +112,8 @@ fn fiber_reproduces_every_tensor_of_the_official_code() {
     };
     let pair_mask = model.text_mask(&pair_text).unwrap();
     let mut trace = FusionTrace::default();
-    let (img, txt) = model
-        .fuse(&pick(image_rows, &image_pre), &pick(text_rows, &text_pre), &pair_mask, Some(&mut trace))
-        .unwrap();
+    let (img, txt) =
+        model.fuse(&pick(image_rows, &image_pre), &pick(text_rows, &text_pre), &pair_mask, Some(&mut trace)).unwrap();
     let layout = model.layout();
     assert_eq!(trace.steps.len(), 6);
     let step_names = [
@@ -212,11 +211,17 @@ fn an_itc_checkpoint_has_no_itm_head_and_a_deeper_checkpoint_is_refused() {
         std::fs::copy(micro().join(file), dir.path().join(file)).unwrap();
     }
     let tensors = load_all(&micro().join("model.safetensors"));
-    let itc_only: HashMap<String, Tensor> =
-        tensors.iter().filter(|(k, _)| !k.starts_with("itm_score") && !k.starts_with("rank_output")).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let itc_only: HashMap<String, Tensor> = tensors
+        .iter()
+        .filter(|(k, _)| !k.starts_with("itm_score") && !k.starts_with("rank_output"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     candle_core::safetensors::save(&itc_only, dir.path().join("model.safetensors")).unwrap();
     let files = benchctl_models::hub::from_path(dir.path()).unwrap();
-    assert_eq!(benchctl_models::registry::architecture_of(&files).unwrap(), benchctl_models::registry::Architecture::Fiber);
+    assert_eq!(
+        benchctl_models::registry::architecture_of(&files).unwrap(),
+        benchctl_models::registry::Architecture::Fiber
+    );
     let err = benchctl_models::models::fiber::FiberItm::load(&files, DType::F32, &Device::Cpu).unwrap_err();
     assert!(err.to_string().contains("no ITM head") && err.to_string().contains("--score itc"), "{err}");
     let itc = benchctl_models::models::fiber::FiberItc::load(&files, DType::F32, &Device::Cpu).unwrap();

@@ -148,14 +148,12 @@ fn fiber(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     };
     let mut results = Vec::new();
     if matches!(args.part, BenchPart::Image | BenchPart::Both) {
-        let times = time(args.iters as usize, || {
-            sync(model.itc_image_from_backbone(&model.image_backbone(&pixels)?)?.1)
-        })?;
+        let times =
+            time(args.iters as usize, || sync(model.itc_image_from_backbone(&model.image_backbone(&pixels)?)?.1))?;
         results.push(summarise("image (itc)", batch, &times));
     }
     if matches!(args.part, BenchPart::Text | BenchPart::Both) {
-        let times =
-            time(args.iters as usize, || sync(model.itc_text_from_backbone(&model.text_backbone(&text)?)?.1))?;
+        let times = time(args.iters as usize, || sync(model.itc_text_from_backbone(&model.text_backbone(&text)?)?.1))?;
         results.push(summarise("text (itc)", batch, &times));
     }
     if matches!(args.part, BenchPart::Both) {

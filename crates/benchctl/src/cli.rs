@@ -30,6 +30,8 @@ pub enum Command {
     Merge(MergeArgs),
     /// Measure encoder throughput on random weights of a model's architecture.
     Bench(BenchArgs),
+    /// Convert a PyTorch checkpoint (a Lightning `.ckpt` such as FIBER's) to safetensors once.
+    Convert(ConvertArgs),
     /// List the models of the zoo.
     Models,
     /// List the suites benchctl can load.
@@ -43,11 +45,13 @@ pub struct ModelChoice {
     #[arg(long, conflicts_with = "model_path", required_unless_present_any = ["model_path", "config"])]
     pub model: Option<String>,
     /// A model directory: config.json, model.safetensors and tokenizer.json (transformers'
-    /// layout), or open_clip_config.json, open_clip_model.safetensors and tokenizer.json.
-    #[arg(long, value_name = "DIR")]
+    /// layout), or open_clip_config.json, open_clip_model.safetensors and tokenizer.json; or a
+    /// FIBER checkpoint file (`.ckpt`) with roberta-base's tokenizer (and optionally a
+    /// config.json) beside it.
+    #[arg(long, value_name = "DIR_OR_FILE")]
     pub model_path: Option<PathBuf>,
-    /// Which of the model's scores to use: `itm` or `itc` for BLIP (default itm); CLIP and
-    /// SigLIP have one (see `benchctl models`).
+    /// Which of the model's scores to use: `itm` or `itc` for BLIP and FIBER (default itm);
+    /// CLIP and SigLIP have one (see `benchctl models`).
     #[arg(long, value_name = "HEAD")]
     pub score: Option<String>,
 }
@@ -255,6 +259,17 @@ pub struct MergeArgs {
     /// Where the merged run is stored.
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConvertArgs {
+    /// The PyTorch checkpoint: a Lightning `.ckpt` (tensors under `state_dict`) or a saved
+    /// state dict.
+    #[arg(value_name = "CHECKPOINT")]
+    pub input: PathBuf,
+    /// The safetensors file to write (refused if it exists).
+    #[arg(value_name = "OUTPUT")]
+    pub output: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -168,6 +168,16 @@ fn run(cli: Cli) -> Result<(), Error> {
                 print(&summary::bench_table(&name, &parts, bench::peak_rss_mib()))
             }
         }
+        Command::Convert(args) => {
+            let converted = benchctl_models::models::convert_checkpoint(&args.input, &args.output)?;
+            print(&format!(
+                "wrote {}: {} tensors ({} training buffers left out: {})",
+                args.output.display(),
+                converted.tensors,
+                converted.dropped.len(),
+                converted.dropped.join(", ")
+            ))
+        }
         Command::Models => print(&benchctl::summary::models_table()),
         Command::Suites => {
             let lines: Vec<String> =

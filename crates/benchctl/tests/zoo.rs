@@ -258,7 +258,8 @@ fn fiber_reranks_rococo_shortlists_and_is_listed_with_its_downloads() {
     let out = benchctl(&["models"], &[]);
     let text = common::stdout(&out);
     for entry in benchctl_models::registry::FIBER_CHECKPOINTS {
-        let line = text.lines().find(|l| l.contains(&format!(" {} ", entry.id))).unwrap_or_else(|| panic!("{}", entry.id));
+        let line =
+            text.lines().find(|l| l.contains(&format!(" {} ", entry.id))).unwrap_or_else(|| panic!("{}", entry.id));
         assert!(line.contains("download https://datarelease.blob.core.windows.net/fiber/"), "{line}");
     }
     let demo = demo_suite();
@@ -266,4 +267,32 @@ fn fiber_reranks_rococo_shortlists_and_is_listed_with_its_downloads() {
     let out = benchctl(&args, &[]);
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("fiber_coco_irtr_itm.ckpt and pass --model-path"), "{}", stderr(&out));
+}
+
+#[test]
+fn convert_writes_a_checkpoints_tensors_as_safetensors_once() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let output = out_dir.path().join("model.safetensors");
+    let ckpt = fiber_ckpt();
+    let args = ["convert", ckpt.to_str().unwrap(), output.to_str().unwrap()];
+    let out = benchctl(&args, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(common::stdout(&out).contains("709 tensors (7 training buffers left out"), "{}", common::stdout(&out));
+    // The same tensors, names and dtypes (integer buffers included) as torch's own safetensors twin.
+    let dev = candle_core::Device::Cpu;
+    let ours = candle_core::safetensors::load(&output, &dev).unwrap();
+    let twin =
+        candle_core::safetensors::load(benchctl_testkit::model_fixture("fiber-micro/model.safetensors"), &dev).unwrap();
+    assert_eq!(ours.len(), twin.len());
+    for (name, tensor) in &twin {
+        let converted = &ours[name];
+        assert_eq!((converted.dtype(), converted.dims()), (tensor.dtype(), tensor.dims()), "{name}");
+        let bytes = |t: &candle_core::Tensor| {
+            t.flatten_all().unwrap().to_dtype(candle_core::DType::F64).unwrap().to_vec1::<f64>().unwrap()
+        };
+        assert_eq!(bytes(converted), bytes(tensor), "{name}");
+    }
+    let again = benchctl(&args, &[]);
+    assert_ne!(again.status.code(), Some(0));
+    assert!(stderr(&again).contains("it exists"), "{}", stderr(&again));
 }

@@ -30,3 +30,53 @@ pub(crate) fn check_patch_grid(path: &std::path::Path, image_size: usize, patch_
     }
     Ok(())
 }
+
+/// What [`convert_checkpoint`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Converted {
+    /// Tensors written.
+    pub tensors: usize,
+    /// Training-only buffers left out (FIBER's ITC queues), by name.
+    pub dropped: Vec<String>,
+}
+
+/// Buffers of a training checkpoint that no evaluation reads: FIBER's ITC queues (the official
+/// loader pops exactly these before `load_state_dict`).
+const TRAINING_BUFFERS: [&str; 7] = [
+    "image_queue",
+    "text_queue",
+    "queue_ptr",
+    "queue_total",
+    "image_input_queue",
+    "text_input_queue",
+    "text_input_mask_queue",
+];
+
+/// Writes the tensors of a PyTorch checkpoint (a Lightning `.ckpt`'s `state_dict`, or a saved
+/// state dict) as safetensors at `output`, in their own dtypes and names, without the training
+/// queues; a loader then reads them without unpickling. `output` must not exist.
+pub fn convert_checkpoint(input: &std::path::Path, output: &std::path::Path) -> Result<Converted> {
+    if output.exists() {
+        return Err(Error::new(
+            ErrorKind::BadConfig,
+            format!("convert to {}: it exists; choose a new file", output.display()),
+        ));
+    }
+    if !crate::hub::is_torch_checkpoint(input) {
+        return Err(Error::new(
+            ErrorKind::BadWeights,
+            format!("convert {}: it is not a PyTorch checkpoint (a torch.save zip archive)", input.display()),
+        ));
+    }
+    let (tensors, dropped) = weights::read_checkpoint(input, &TRAINING_BUFFERS)?;
+    let count = tensors.len();
+    // Written beside the target and renamed, so a failed conversion leaves no partial file.
+    let partial = output.with_extension("safetensors.partial");
+    candle_core::safetensors::save(&tensors, &partial)
+        .and_then(|_| std::fs::rename(&partial, output).map_err(candle_core::Error::from))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&partial);
+            Error::new(ErrorKind::BadWeights, format!("write {}: {e}", output.display()))
+        })?;
+    Ok(Converted { tensors: count, dropped })
+}

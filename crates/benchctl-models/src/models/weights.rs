@@ -31,9 +31,8 @@ impl<'a> Weights<'a> {
     /// requested, so a checkpoint's other contents (optimizer state, queues) are never read.
     pub fn open(path: &Path, dtype: DType, device: &Device) -> Result<Weights<'static>> {
         let mut magic = [0u8; 4];
-        let is_zip = std::fs::File::open(path)
-            .and_then(|f| read_at(&f, &mut magic, 0))
-            .is_ok_and(|_| magic == *b"PK\x03\x04");
+        let is_zip =
+            std::fs::File::open(path).and_then(|f| read_at(&f, &mut magic, 0)).is_ok_and(|_| magic == *b"PK\x03\x04");
         let (backend, shapes, used): (Box<dyn candle_nn::var_builder::SimpleBackend>, _, _) = if is_zip {
             let backend = PthBackend::open(path)?;
             let shapes = backend.shapes();
@@ -299,6 +298,32 @@ struct PthBackend {
     tensors: candle_core::pickle::PthTensors,
     path: String,
     used: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Every tensor of a PyTorch checkpoint but those named in `skip`, in its own dtype (for
+/// conversion): `(tensors, names skipped)`.
+pub(crate) fn read_checkpoint(
+    path: &Path,
+    skip: &[&str],
+) -> Result<(std::collections::HashMap<String, Tensor>, Vec<String>)> {
+    let backend = PthBackend::open(path)?;
+    let mut names: Vec<&String> = backend.tensors.tensor_infos().keys().collect();
+    names.sort();
+    let (mut tensors, mut skipped) = (std::collections::HashMap::new(), Vec::new());
+    for name in names {
+        if skip.contains(&name.as_str()) {
+            skipped.push(name.clone());
+            continue;
+        }
+        let tensor = backend
+            .tensors
+            .get(name)
+            .and_then(|t| t.ok_or_else(|| candle_core::Error::Msg("not found".into())))
+            .and_then(|t| t.contiguous())
+            .map_err(|e| bad(path, format!("tensor `{name}`: {e}")))?;
+        tensors.insert(name.clone(), tensor);
+    }
+    Ok((tensors, skipped))
 }
 
 impl PthBackend {

@@ -161,7 +161,11 @@ impl FusionLayout {
     fn new(swin: &SwinShape, text_layers: usize, fused: usize, source: &str) -> Result<Self> {
         let bad = |why: String| Err(Error::new(ErrorKind::BadConfig, format!("use {source}: {why}")));
         if swin.depths.len() != 4 {
-            return bad(format!("FIBER fuses Swin stages 2 and 3 of 4; swin depths {:?} have {}", swin.depths, swin.depths.len()));
+            return bad(format!(
+                "FIBER fuses Swin stages 2 and 3 of 4; swin depths {:?} have {}",
+                swin.depths,
+                swin.depths.len()
+            ));
         }
         let (d2, d3) = (swin.depths[2], swin.depths[3]);
         if fused <= d3 || fused - d3 > d2 || fused > text_layers {
@@ -258,12 +262,8 @@ impl Fiber {
         let swin_shape = config.swin_shape(config.image_size(Some(w)));
         swin_shape.check(source)?;
         let text = &config.roberta;
-        let layout = FusionLayout::new(
-            &swin_shape,
-            text.num_hidden_layers,
-            config.num_fuse_block.unwrap_or(6),
-            source,
-        )?;
+        let layout =
+            FusionLayout::new(&swin_shape, text.num_hidden_layers, config.num_fuse_block.unwrap_or(6), source)?;
         let image_width = swin_shape.stage_dim(3);
         let mismatch = |key: &str, given: usize, built: usize| {
             Err(Error::new(
@@ -291,7 +291,11 @@ impl Fiber {
         };
         let temp = if w.has("temp") {
             let temp = w.get((), "temp")?;
-            Some(temp.to_dtype(DType::F32).and_then(|t| t.to_scalar::<f32>()).map_err(|e| Error::compute("read temp", e))?)
+            Some(
+                temp.to_dtype(DType::F32)
+                    .and_then(|t| t.to_scalar::<f32>())
+                    .map_err(|e| Error::compute("read temp", e))?,
+            )
         } else {
             None
         };
@@ -363,10 +367,7 @@ impl Fiber {
 
     /// The unimodal image backbone (all stages and the final norm).
     pub fn image_backbone(&self, pixels: &Tensor) -> Result<Tensor> {
-        pixels
-            .to_dtype(self.dtype)
-            .and_then(|p| self.swin.forward(&p))
-            .map_err(|e| Error::compute("encode images", e))
+        pixels.to_dtype(self.dtype).and_then(|p| self.swin.forward(&p)).map_err(|e| Error::compute("encode images", e))
     }
 
     /// ITC image features `(b, tokens, hidden)` and L2-normalised embeddings `(b, hidden)`
@@ -537,7 +538,11 @@ pub fn save_random_base(image_size: usize, path: &std::path::Path) -> Result<()>
     let config = FiberConfig { image_size: Some(image_size), ..FiberConfig::default() };
     let varmap = candle_nn::VarMap::new();
     let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
-    drop(Fiber::from_weights(&config, &Weights::from_var_builder(vb, "random FIBER-base").random(), "random FIBER-base")?);
+    drop(Fiber::from_weights(
+        &config,
+        &Weights::from_var_builder(vb, "random FIBER-base").random(),
+        "random FIBER-base",
+    )?);
     varmap
         .save(path)
         .map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))

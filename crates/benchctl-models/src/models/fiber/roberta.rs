@@ -90,7 +90,13 @@ struct Layer {
 }
 
 impl Layer {
-    fn forward(&self, h: &Tensor, mask: &Tensor, image: Option<&Tensor>, last_norm: bool) -> candle_core::Result<Tensor> {
+    fn forward(
+        &self,
+        h: &Tensor,
+        mask: &Tensor,
+        image: Option<&Tensor>,
+        last_norm: bool,
+    ) -> candle_core::Result<Tensor> {
         let mut a = self.attention.forward(h, h, Some(mask))?;
         if let Some(image) = image {
             let Some((cross, alpha)) = &self.cross else {
@@ -123,7 +129,11 @@ pub struct Roberta {
 impl Roberta {
     /// `text_transformer.*`; `image_width(i)` is the width of the image tokens fused layer `i`
     /// reads keys and values from, `None` for a layer without fusion.
-    pub(crate) fn load(w: &Weights, shape: &RobertaShape, image_width: impl Fn(usize) -> Option<usize>) -> Result<Self> {
+    pub(crate) fn load(
+        w: &Weights,
+        shape: &RobertaShape,
+        image_width: impl Fn(usize) -> Option<usize>,
+    ) -> Result<Self> {
         let (width, heads, eps) = (shape.hidden_size, shape.num_attention_heads, shape.layer_norm_eps);
         if heads == 0 || !width.is_multiple_of(heads) {
             return Err(Error::new(
@@ -224,7 +234,11 @@ impl Roberta {
 }
 
 /// `(1 − mask) · −10000` as `(b, 1, 1, L)`, `transformers` 4.6's extended attention mask.
-pub(crate) fn additive_mask(mask: &[Vec<u8>], dtype: DType, device: &candle_core::Device) -> candle_core::Result<Tensor> {
+pub(crate) fn additive_mask(
+    mask: &[Vec<u8>],
+    dtype: DType,
+    device: &candle_core::Device,
+) -> candle_core::Result<Tensor> {
     let (b, len) = (mask.len(), mask.first().map_or(0, Vec::len));
     let values: Vec<f32> = mask.iter().flatten().map(|&m| if m == 1 { 0.0 } else { -10000.0 }).collect();
     Tensor::from_vec(values, (b, 1, 1, len), device)?.to_dtype(dtype)

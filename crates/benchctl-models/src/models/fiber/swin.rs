@@ -52,10 +52,16 @@ impl SwinShape {
     pub fn check(&self, source: &str) -> Result<()> {
         let bad = |why: String| Err(Error::new(ErrorKind::BadConfig, format!("use {source}: {why}")));
         if self.depths.len() != self.num_heads.len() || self.depths.is_empty() {
-            return bad(format!("swin depths {:?} and num_heads {:?} must list the same stages", self.depths, self.num_heads));
+            return bad(format!(
+                "swin depths {:?} and num_heads {:?} must list the same stages",
+                self.depths, self.num_heads
+            ));
         }
         if self.patch_size == 0 || self.window() == 0 || !self.image_size.is_multiple_of(self.patch_size) {
-            return bad(format!("an image size of {} does not fit patch size {} and a window of size/32", self.image_size, self.patch_size));
+            return bad(format!(
+                "an image size of {} does not fit patch size {} and a window of size/32",
+                self.image_size, self.patch_size
+            ));
         }
         for s in 0..self.depths.len() {
             let (side, dim, heads) = (self.stage_side(s), self.stage_dim(s), self.num_heads[s]);
@@ -101,7 +107,12 @@ pub(crate) struct TextContext<'a> {
 
 impl WindowAttention {
     /// `windows` `(b·nW, N, C)`; `mask` `(nW, N, N)` for shifted windows.
-    fn forward(&self, windows: &Tensor, mask: Option<&Tensor>, text: Option<TextContext>) -> candle_core::Result<Tensor> {
+    fn forward(
+        &self,
+        windows: &Tensor,
+        mask: Option<&Tensor>,
+        text: Option<TextContext>,
+    ) -> candle_core::Result<Tensor> {
         let (bw, n, c) = windows.dims3()?;
         let qkv = dense(&self.qkv, windows)?;
         let attended = match crate::kernels::windowed_self_attention(&qkv, self.heads, &self.bias, mask)? {
@@ -295,8 +306,7 @@ impl Swin {
         let stages = (0..shape.depths.len())
             .map(|s| {
                 let (dim, side, heads) = (shape.stage_dim(s), shape.stage_side(s), shape.num_heads[s]);
-                let (window, can_shift) =
-                    if side <= shape.window() { (side, false) } else { (shape.window(), true) };
+                let (window, can_shift) = if side <= shape.window() { (side, false) } else { (shape.window(), true) };
                 let n = window * window;
                 let index = Tensor::from_vec(relative_position_index(window), n * n, &device)
                     .map_err(|e| Error::compute("build the relative position index", e))?;
@@ -331,13 +341,10 @@ impl Swin {
                         let shift = if can_shift && i % 2 == 1 { window / 2 } else { 0 };
                         let shift_mask = if shift > 0 {
                             let per_side = side / window;
-                            let mask = Tensor::from_vec(
-                                shift_mask(side, window, shift),
-                                (per_side * per_side, n, n),
-                                &device,
-                            )
-                            .and_then(|m| m.to_dtype(dtype))
-                            .map_err(|e| Error::compute("build the shifted-window mask", e))?;
+                            let mask =
+                                Tensor::from_vec(shift_mask(side, window, shift), (per_side * per_side, n, n), &device)
+                                    .and_then(|m| m.to_dtype(dtype))
+                                    .map_err(|e| Error::compute("build the shifted-window mask", e))?;
                             Some(mask)
                         } else {
                             None
@@ -395,7 +402,13 @@ impl Swin {
     }
 
     /// Stage `s`'s block `i` with the image-to-text fusion.
-    pub(crate) fn fused_block(&self, s: usize, i: usize, xs: &Tensor, text: TextContext) -> candle_core::Result<Tensor> {
+    pub(crate) fn fused_block(
+        &self,
+        s: usize,
+        i: usize,
+        xs: &Tensor,
+        text: TextContext,
+    ) -> candle_core::Result<Tensor> {
         self.stages[s].blocks[i].forward(xs, Some(text))
     }
 
