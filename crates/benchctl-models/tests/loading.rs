@@ -75,6 +75,23 @@ fn shallower_configs_than_the_weights_name_the_extra_layer() {
     );
 }
 
+/// The same for OpenCLIP's own naming (`transformer.resblocks.N`), converted on load.
+#[test]
+fn shallower_open_clip_configs_name_the_extra_layer() {
+    for (tower, key) in [("vision_cfg", "visual.transformer.resblocks.1."), ("text_cfg", "`transformer.resblocks.1.")] {
+        let dir = copy_of("openclip-tiny");
+        let path = dir.path().join("open_clip_config.json");
+        let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        config["model_cfg"][tower]["layers"] = 1.into();
+        std::fs::write(&path, config.to_string()).unwrap();
+        let files = hub::from_dir(dir.path()).unwrap();
+        let err = benchctl_models::models::clip_openai::load_open_clip(&files, DType::F32, &Device::Cpu).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::BadWeights, "{tower}");
+        let msg = err.to_string();
+        assert!(msg.contains(key) && msg.contains("beyond the 1 that"), "{tower}: {msg}");
+    }
+}
+
 /// Headers the `safetensors` crate rejects: overlapping tensors, and data the tensors do
 /// not cover; both named, before any tensor is read.
 #[test]

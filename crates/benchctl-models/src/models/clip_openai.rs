@@ -335,6 +335,25 @@ pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Resu
     let config = file.clip_config();
     let map = candle_core::safetensors::load(&files.weights, device)
         .map_err(|e| Error::new(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display())))?;
+    // The conversion reads the configured layers only: a checkpoint with more would lose them.
+    for (prefix, built) in [
+        ("visual.transformer.resblocks.", config.vision_config.num_hidden_layers),
+        ("transformer.resblocks.", config.text_config.num_hidden_layers),
+    ] {
+        let beyond = map.keys().filter(|k| k.starts_with(prefix)).find(|k| {
+            k[prefix.len()..].split('.').next().and_then(|i| i.parse::<usize>().ok()).is_some_and(|i| i >= built)
+        });
+        if let Some(name) = beyond {
+            return Err(Error::new(
+                ErrorKind::BadWeights,
+                format!(
+                    "load weights {}: tensor `{name}` belongs to a layer beyond the {built} that {} builds: the config and the checkpoint disagree",
+                    files.weights.display(),
+                    files.config.display()
+                ),
+            ));
+        }
+    }
     let mut tensors = convert_vision(&map, "visual", config.vision_config.num_hidden_layers)
         .map_err(|e| e.context(&files.weights))?;
     tensors.extend(convert_text(&map, config.text_config.num_hidden_layers).map_err(|e| e.context(&files.weights))?);
