@@ -6,12 +6,58 @@
 //! (AVX-512, AVX2 + FMA, generic) and runs on the tier `benchctl_cpu::Tier::current` picks. The
 //! `exp` and `erf` approximations are accurate to a few ulp (relative error < 4e-7 and
 //! absolute error < 2e-7 respectively), far inside the parity tolerance of 1e-4.
+//!
+//! This module depends on candle and the tiers only; the models build on it, never the
+//! other way round.
 
 use benchctl_cpu::{madd, per_tier, Tier};
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
-use crate::models::transformer::Activation;
+/// The MLP activation named by `hidden_act`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `x · σ(1.702 x)`, OpenAI's original.
+    QuickGelu,
+    /// Exact (erf) GELU, `transformers`' `gelu`.
+    Gelu,
+    /// Tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+impl Activation {
+    pub fn parse(name: &str) -> std::result::Result<Self, String> {
+        match name {
+            "quick_gelu" => Ok(Self::QuickGelu),
+            "gelu" => Ok(Self::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" => Ok(Self::GeluTanh),
+            other => Err(format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)")),
+        }
+    }
+
+    /// The name `transformers` uses in `hidden_act`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::QuickGelu => "quick_gelu",
+            Self::Gelu => "gelu",
+            Self::GeluTanh => "gelu_pytorch_tanh",
+        }
+    }
+
+    /// The activation of `xs` (fused on CPU f32).
+    pub(crate) fn apply(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        apply(*self, xs)
+    }
+
+    /// The activation from candle's elementwise ops.
+    pub(crate) fn apply_composed(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Self::QuickGelu => xs * candle_nn::ops::sigmoid(&(xs * 1.702f64)?)?,
+            Self::Gelu => xs.gelu_erf(),
+            Self::GeluTanh => xs.gelu(),
+        }
+    }
+}
 
 /// `exp(x)` for f32: `2^n · p(r)`, `r = x − n·ln 2` in [−ln2/2, ln2/2], degree-6 polynomial.
 #[inline(always)]

@@ -11,50 +11,7 @@ use candle_nn::{LayerNorm, Linear};
 use super::weights::Weights;
 use crate::{Error, ErrorKind, Result};
 
-/// The MLP activation named by `hidden_act`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    /// `x · σ(1.702 x)`, OpenAI's original.
-    QuickGelu,
-    /// Exact (erf) GELU, `transformers`' `gelu`.
-    Gelu,
-    /// Tanh-approximated GELU (`gelu_new`, `gelu_pytorch_tanh`).
-    GeluTanh,
-}
-
-impl Activation {
-    pub fn parse(name: &str) -> std::result::Result<Self, String> {
-        match name {
-            "quick_gelu" => Ok(Self::QuickGelu),
-            "gelu" => Ok(Self::Gelu),
-            "gelu_new" | "gelu_pytorch_tanh" => Ok(Self::GeluTanh),
-            other => Err(format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)")),
-        }
-    }
-
-    /// The name `transformers` uses in `hidden_act`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::QuickGelu => "quick_gelu",
-            Self::Gelu => "gelu",
-            Self::GeluTanh => "gelu_pytorch_tanh",
-        }
-    }
-
-    /// The activation of `xs` (fused on CPU f32, see [`crate::kernels`]).
-    pub(crate) fn apply(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        crate::kernels::apply(*self, xs)
-    }
-
-    /// The activation from candle's elementwise ops.
-    pub(crate) fn apply_composed(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        match self {
-            Self::QuickGelu => xs * candle_nn::ops::sigmoid(&(xs * 1.702f64)?)?,
-            Self::Gelu => xs.gelu_erf(),
-            Self::GeluTanh => xs.gelu(),
-        }
-    }
-}
+pub use crate::kernels::Activation;
 
 /// How a checkpoint names a block's attention projections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

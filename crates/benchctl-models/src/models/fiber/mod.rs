@@ -123,7 +123,7 @@ impl FiberConfig {
         let from_table = || {
             let rows = w?.dims_of("vit_model.layers.0.blocks.0.attn.relative_position_bias_table")?[0];
             let side = (rows as f64).sqrt().round() as usize;
-            (side * side == rows && side % 2 == 1).then_some((side + 1) / 2 * 32)
+            (side * side == rows && side % 2 == 1).then_some(side.div_ceil(2) * 32)
         };
         self.image_size.or_else(from_table).unwrap_or(384)
     }
