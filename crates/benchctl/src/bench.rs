@@ -39,15 +39,15 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     if let Some(threads) = args.threads {
         set_threads(threads as usize)?;
     }
+    if args.config.is_none() && args.model.starts_with("fiber") {
+        return fiber(args);
+    }
     match args.part {
         BenchPart::E2e => return e2e(args),
         BenchPart::Retrieval => return retrieval(args),
         BenchPart::Peak => return peak(args),
         BenchPart::Dense => return dense(args),
         _ => {}
-    }
-    if args.config.is_none() && args.model.starts_with("fiber") {
-        return fiber(args);
     }
     let (name, config) = match &args.config {
         Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
@@ -211,7 +211,7 @@ fn fiber_e2e(args: &BenchArgs, size: usize) -> Result<(String, Vec<PartResult>)>
         }])
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((format!("FIBER-base at {size} px (random weights), {items} items, ITM pairs per second"), result?))
+    Ok((format!("FIBER-base at {size} px, {items} items, ITM pairs per second"), result?))
 }
 
 /// One warm-up call, then `iters` timed calls; seconds each.
