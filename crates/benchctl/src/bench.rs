@@ -391,7 +391,7 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
             .items
             .iter()
             .flat_map(|i| &i.images)
-            .map(|s| s.load_pil().map(|img| crate::eval::preprocess(&prep, &img)))
+            .map(|s| s.load_pil().map(|img| crate::encode::preprocess(&prep, &img)))
             .collect::<std::result::Result<_, _>>()?;
         let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts.iter().map(String::as_str)).collect();
         let b = args.batch as usize;
@@ -459,14 +459,14 @@ fn retrieval(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     let mut times = Vec::new();
     for _ in 0..args.iters {
         let started = Instant::now();
-        let i2t = crate::retrieval::rank_gallery(
+        let i2t = crate::evaluate::galleries::rank_gallery(
             &images,
             &captions,
             &|q| (0..5).map(|k| (q * 10 + k) % 50_010).collect(),
             &i2t_altered,
             benchctl_scoring::metrics::Ties::Strict,
         )?;
-        let t2i = crate::retrieval::rank_gallery(
+        let t2i = crate::evaluate::galleries::rank_gallery(
             &queries,
             &gallery,
             &|q| vec![q % 5_000],

@@ -5,7 +5,7 @@
 //! identity (hub repo and commit, or local path with the weights' size and mtime), dtype,
 //! device, architecture, score head and the bytes of its config and tokenizer files. Besides
 //! embeddings and pair scores, a namespace holds the model's score head
-//! (`eval::ResolvedModel::load`). Entries are keyed by the SHA-256 of the image file's bytes (for
+//! (`model::ResolvedModel::load`). Entries are keyed by the SHA-256 of the image file's bytes (for
 //! an altered image, of both sources and the recipe) or of the text.
 //!
 //! Each process appends to its own segment file, one flushed record per encoded batch, so a

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use benchctl::cli::{Cli, Command};
 use benchctl::{
-    bench, check, compare, eval, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind,
+    bench, check, compare, evaluate, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind,
 };
 use clap::Parser;
 
@@ -54,7 +54,7 @@ fn print(text: &str) -> Result<(), Error> {
 /// One `benchctl eval`: evaluate, show the table, store, and export the official submission
 /// (EqBen's `prediction.npy`) where the suite has one.
 fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
-    let evaluation = eval::run(args)?;
+    let evaluation = evaluate::run(args)?;
     // The table comes first, so a results directory that cannot be written loses nothing shown.
     print(&summary::run_table(&evaluation.run))?;
     let (id, path) = evaluation.store(&args.results_dir)?;
@@ -69,7 +69,7 @@ fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
 
 /// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file
 /// `run_path`, when the suite has one.
-fn export_submission(evaluation: &eval::Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
+fn export_submission(evaluation: &evaluate::Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
     let Some((suite, scores)) = &evaluation.scored else { return Ok(()) };
     let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
     let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);

@@ -5,14 +5,15 @@
 //! fingerprint, batch size, and cover `0/n … (n−1)/n` once each. Their score dumps are read
 //! in shard order into the suite's score tensor and the metrics and intervals recomputed
 //! from it; each shard encoded its inputs in the same global batches as an unsharded run
-//! (see `eval::encode_through_cache`), so the scores, and so the merged run's report,
+//! (see `encode::encode_through_cache`), so the scores, and so the merged run's report,
 //! intervals and dump, are bit-identical to the unsharded run's.
 
 use std::path::{Path, PathBuf};
 
 use crate::cli::MergeArgs;
-use crate::eval::{bootstrap_intervals, fingerprint, Counts, Evaluation};
+use crate::evaluate::{bootstrap_intervals, Evaluation};
 use crate::results::{self, Run, Timings};
+use crate::results::{fingerprint, Counts};
 use crate::{Error, ErrorKind, Result};
 
 fn usage(message: String) -> Error {

@@ -10,8 +10,8 @@ use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::Suite;
 use serde::{Deserialize, Serialize};
 
-use crate::eval::Counts;
-use crate::{Error, Result};
+use crate::cache;
+use crate::{Error, ErrorKind, Result};
 
 /// Version of the run file layout.
 pub const SCHEMA: u32 = 1;
@@ -30,10 +30,10 @@ pub struct Run {
     pub intervals: Vec<Interval>,
     /// The benchctl build's git commit (`unknown` outside a checkout).
     pub tool_commit: String,
-    /// SHA-256 of the suite's annotation files and image list ([`crate::eval::fingerprint`]).
+    /// SHA-256 of the suite's annotation files and image list ([`crate::results::fingerprint`]).
     pub data_fingerprint: String,
     /// SHA-256 of the content of every image the run scored, in item order
-    /// ([`crate::eval::image_fingerprint`]): two runs with equal annotations but different
+    /// ([`crate::results::image_fingerprint`]): two runs with equal annotations but different
     /// image bytes differ here. Empty in older run files.
     pub image_fingerprint: String,
     /// `i/n` for a shard's run.
@@ -391,4 +391,83 @@ mod tests {
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339(1_795_000_000), "2026-11-18T11:06:40Z");
     }
+}
+
+/// Forward-pass counts of one run: each unique input is encoded at most once, and not at
+/// all when the embedding cache has it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub unique_images: usize,
+    pub unique_texts: usize,
+    pub images_encoded: usize,
+    pub image_batches: usize,
+    pub texts_encoded: usize,
+    pub text_batches: usize,
+    pub images_cached: usize,
+    pub texts_cached: usize,
+    /// Fusion models: (image, text) pairs scored by a forward pass, and taken from the cache.
+    pub pairs_scored: usize,
+    pub pairs_cached: usize,
+    /// Unique captions longer than the model's text context, cut by its tokenizer, and that
+    /// context in tokens (special tokens included).
+    pub captions_truncated: usize,
+    pub text_context: usize,
+    /// Image files whose bytes were read to key them (not known to the memo by path, size
+    /// and mtime).
+    pub images_hashed: usize,
+}
+
+impl Counts {
+    /// Adds another run's encoding and cache work (not its unique-input totals).
+    pub fn add_work(&mut self, other: &Counts) {
+        self.images_encoded += other.images_encoded;
+        self.image_batches += other.image_batches;
+        self.texts_encoded += other.texts_encoded;
+        self.text_batches += other.text_batches;
+        self.images_cached += other.images_cached;
+        self.texts_cached += other.texts_cached;
+        self.pairs_scored += other.pairs_scored;
+        self.pairs_cached += other.pairs_cached;
+        self.images_hashed += other.images_hashed;
+    }
+}
+
+/// SHA-256 (hex) of a suite's data as the run saw it: the annotation files' names and bytes,
+/// then every item's id and image paths (relative to the data directory) in order. Images'
+/// bytes are not read (a 251K-item suite would take minutes); the embedding cache keys them
+/// by content anyway.
+pub fn fingerprint(suite: &Suite) -> Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for file in &suite.annotation_files {
+        let bytes =
+            std::fs::read(file).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
+        let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
+        hash.update(name.to_string_lossy().as_bytes());
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(&bytes);
+    }
+    for item in &suite.items {
+        hash.update(item.id.as_bytes());
+        hash.update([0]);
+        for image in &item.images {
+            let name = image.display_name();
+            let data_dir = format!("{}/", suite.data_dir.display());
+            hash.update(name.strip_prefix(&data_dir).unwrap_or(&name).as_bytes());
+            hash.update([0]);
+        }
+    }
+    Ok(cache::hex(&hash.finalize()))
+}
+
+/// SHA-256 (hex) of images' content keys (the SHA-256 of each file's bytes, the embedding
+/// cache's keys), in the order given: the suite's images item by item. Computed from keys
+/// every run reads anyway, so it costs no extra pass over the images.
+pub fn image_fingerprint<'a>(keys: impl Iterator<Item = &'a cache::Key>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for key in keys {
+        hash.update(key);
+    }
+    cache::hex(&hash.finalize())
 }

@@ -18,11 +18,11 @@ use crate::{submission, Error, ErrorKind, Result};
 pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
     let info = benchctl_suites::find(&args.suite)?;
     if let benchctl_suites::SuiteKind::Galleries = info.kind {
-        return Ok((info.id.to_string(), crate::retrieval::report_from_dump(&args.scores)?));
+        return Ok((info.id.to_string(), crate::evaluate::galleries::report_from_dump(&args.scores)?));
     }
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     let mut suite = info.load(&data_dir)?;
-    suite.summary.ties = crate::eval::tie_rule(info, args.ties)?;
+    suite.summary.ties = crate::evaluate::tie_rule(info, args.ties)?;
     let format = match args.format {
         Some(format) => format,
         None => detect_format(&args.scores)?,

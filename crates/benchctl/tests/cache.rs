@@ -252,7 +252,7 @@ fn a_segment_copied_into_another_models_folder_is_not_trusted() {
 /// preprocessing or model code changed outputs starts a fresh cache.
 #[test]
 fn the_namespace_names_the_code_version() {
-    let resolved = benchctl::eval::resolve_model(
+    let resolved = benchctl::model::resolve_model(
         &benchctl::cli::ModelChoice { model: None, model_path: Some(tiny_model().into()), score: None },
         "cpu",
         "f32",

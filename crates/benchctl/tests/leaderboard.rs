@@ -2,8 +2,8 @@
 
 mod common;
 
-use benchctl::eval::Counts;
 use benchctl::leaderboard::{charts, render};
+use benchctl::results::Counts;
 use benchctl::results::{ModelRecord, Run, SuiteRecord, Timings};
 use benchctl_scoring::metrics::stats::Interval;
 use benchctl_scoring::{Breakdown, Group, Report};

@@ -25,11 +25,10 @@ use candle_core::{DType, Tensor};
 use serde_json::json;
 
 use crate::cli::{AlterMethod, AlteredSourceArg, CaptionNormalisationArg, EvalArgs};
-use crate::eval::{
-    encode_images, encode_texts, image_keys, load_pixels, resolve_model, text_keys, unique_by, Counts, Encoder,
-    Evaluation,
-};
-use crate::results::{self, Run, SuiteRecord, Timings};
+use crate::encode::{encode_images, encode_texts, image_keys, load_pixels, text_keys, unique_by, Encoder};
+use crate::evaluate::Evaluation;
+use crate::model::resolve_model;
+use crate::results::{self, Counts, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
 use benchctl_models::registry::Architecture;
 use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
@@ -211,7 +210,7 @@ fn image_to_text(
 pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let started = Instant::now();
     let started_at = results::now_rfc3339();
-    let ties = crate::eval::tie_rule(benchctl_suites::find("rococo")?, args.ties)?;
+    let ties = crate::evaluate::tie_rule(benchctl_suites::find("rococo")?, args.ties)?;
     let mut data = rococo::load(data_dir)?;
     let missing: Vec<String> =
         data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
@@ -271,9 +270,9 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             }
         }
     }
-    crate::eval::remember(&memo);
+    crate::encode::remember(&memo);
     let images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
-    let image_fingerprint = crate::eval::image_fingerprint(
+    let image_fingerprint = crate::results::image_fingerprint(
         source_keys.iter().chain(altered_galleries.iter().flat_map(|(_, _, keys)| keys)),
     );
     let mut needed: Vec<&[crate::cache::Key]> = vec![&text_keys, &source_keys];
@@ -303,7 +302,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let encoder = Encoder { model, device: resolved.device() };
     let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), images_hashed, ..Default::default() };
     (counts.captions_truncated, counts.text_context) =
-        crate::eval::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
+        crate::encode::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let t = Instant::now();
     let text_table = encode_texts(encoder, &unique_texts, &text_keys, None, batch, &mut counts, &mut cache)?;

@@ -1,0 +1,492 @@
+//! Encoding a suite's unique inputs: image keys (content hashes, memoised), the embedding
+//! cache consulted first, the missing images decoded a batch ahead on all cores while the
+//! model encodes the previous batch, texts checked against the model's context; for fusion
+//! models each unique (image, text) pair scored once (`PairTable`). The stage that talks to
+//! the embedding cache.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use benchctl_models::{DualEncoder, FusionEncoder};
+use benchctl_scoring::ScoreTensor;
+use benchctl_suites::{ImageSource, Suite};
+use candle_core::{DType, Device, Tensor};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use crate::cache::{self, EmbeddingCache};
+use crate::cli::LongCaptionArg;
+use crate::model::ResolvedModel;
+use crate::results::Counts;
+use crate::{Error, ErrorKind, Result};
+
+/// How many of `texts` the model's tokenizer truncates, and its context: with
+/// `--on-long-caption error`, the first such caption is an error (bad data, naming it and how
+/// many tokens it loses) before any model work.
+pub(crate) fn long_captions(
+    resolved: &ResolvedModel,
+    texts: &[&String],
+    policy: LongCaptionArg,
+) -> Result<(usize, usize)> {
+    let limit = resolved.caption_limit()?;
+    let cuts: Vec<usize> = texts
+        .par_iter()
+        .map(|t| limit.tokens_cut(t))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::new(ErrorKind::Model, format!("tokenize the captions: {e}")))?;
+    let truncated = cuts.iter().filter(|&&c| c > 0).count();
+    if policy == LongCaptionArg::Error {
+        if let Some((text, cut)) = texts.iter().zip(&cuts).find(|(_, &c)| c > 0) {
+            return Err(Error::new(
+                ErrorKind::Data,
+                format!(
+                    "accept caption {text:?}: it is {cut} token(s) longer than the model's {}-token context ({truncated} caption(s) are; --on-long-caption truncate cuts them as the reference pipeline does)",
+                    limit.context
+                ),
+            ));
+        }
+    }
+    Ok((truncated, limit.context))
+}
+
+/// Saves what the memo learnt; a failure only costs rehashing next time, so it warns.
+pub(crate) fn remember(memo: &cache::FileKeys) {
+    if let Err(e) = memo.save() {
+        eprintln!("warning: could not remember image keys in the cache ({e}); they are hashed again next run");
+    }
+}
+
+/// Each distinct value once, in first-seen order, and the slot of every occurrence.
+pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(
+    values: impl Iterator<Item = &'a T>,
+) -> (Vec<usize>, Vec<&'a T>) {
+    let mut index: HashMap<&T, usize> = HashMap::new();
+    let mut unique = Vec::new();
+    let slots = values
+        .map(|v| {
+            *index.entry(v).or_insert_with(|| {
+                unique.push(v);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    (slots, unique)
+}
+
+pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// The cache key of an image: the SHA-256 of its bytes (for an altered image, of both
+/// sources' keys and the recipe), files' keys through the path/size/mtime memo.
+pub(crate) fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<cache::Key> {
+    let key_of = |path: &Path, tag: &[u8]| {
+        memo.key_of(path, tag).map_err(|e| Error::new(ErrorKind::Data, format!("read image {}: {e}", path.display())))
+    };
+    Ok(match source {
+        ImageSource::File(path) => key_of(path, b"file")?,
+        ImageSource::NpyBgr(path) => key_of(path, b"npy-bgr")?,
+        // The same bytes as a file: a parquet release shares the cache with the jsonl one.
+        ImageSource::Embedded(e) => cache::key(&[b"file", &e.bytes]),
+        ImageSource::Altered(a) => {
+            let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
+            cache::key(&[b"altered", &key_of(&a.base, b"file")?, &key_of(&a.other, b"file")?, recipe.as_bytes()])
+        }
+    })
+}
+
+/// The cache keys of `images` (their files read on all cores, unless the memo knows them).
+pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Result<Vec<cache::Key>> {
+    images.par_iter().map(|s| image_key(s, memo)).collect()
+}
+
+/// The cache keys of `texts`.
+pub(crate) fn text_keys(texts: &[&String]) -> Vec<cache::Key> {
+    texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect()
+}
+
+/// Assembles `(n, dim)` embeddings from per-input rows.
+pub(crate) fn stack(rows: Vec<Vec<f32>>, device: &Device, what: &str) -> Result<Tensor> {
+    let n = rows.len();
+    let dim = rows.first().map(Vec::len).unwrap_or(0);
+    Tensor::from_vec(rows.concat(), (n, dim), device)
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("gather {what} embeddings: {e}")))
+}
+
+pub(crate) fn to_rows(embeddings: &Tensor, what: &str) -> Result<Vec<Vec<f32>>> {
+    embeddings
+        .to_dtype(DType::F32)
+        .and_then(|e| e.to_vec2::<f32>())
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("read {what} embeddings: {e}")))
+}
+
+/// Cached rows whose length differs from most cached rows' (an entry that passed its check
+/// but cannot belong to this model, e.g. written by hand) become misses, encoded again.
+pub(crate) fn drop_odd_sized(rows: &mut [Option<Vec<f32>>], what: &str) {
+    let mut lengths: HashMap<usize, usize> = HashMap::new();
+    for row in rows.iter().flatten() {
+        *lengths.entry(row.len()).or_default() += 1;
+    }
+    let Some((&usual, _)) = lengths.iter().max_by_key(|&(len, count)| (*count, *len)) else { return };
+    let mut dropped = 0;
+    for row in rows.iter_mut() {
+        if row.as_ref().is_some_and(|r| r.len() != usual) {
+            *row = None;
+            dropped += 1;
+        }
+    }
+    if dropped > 0 {
+        eprintln!("warning: {dropped} cached {what} embedding(s) had the wrong size; they are encoded again");
+    }
+}
+
+/// How many inputs a cache-aware encode took from the cache and how many it encoded.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Tally {
+    cached: usize,
+    encoded: usize,
+    batches: usize,
+}
+
+/// Embeddings for `keys`, in order: rows the cache has, the rest from `encode` on batches of
+/// the missing indices, each batch cached as soon as it is done (a killed run loses at most
+/// the batch in flight).
+///
+/// With `wanted` (a shard's inputs), only those rows are needed, and each is encoded inside
+/// its whole *global* batch (inputs `b·batch .. (b+1)·batch` of `keys`), the batch an
+/// unsharded cold run encodes it in: encoder outputs depend in their last bits on a batch's
+/// composition, and this keeps a shard's embeddings bit-identical to the unsharded run's.
+/// Rows neither wanted nor encoded are zeros.
+///
+/// Batches are prepared (images decoded and preprocessed, on the rayon pool) one ahead, on a
+/// helper thread, while the current batch is encoded: decoding fills the gaps the encoder
+/// leaves instead of adding to its time, and work-stealing keeps both from starving.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode_through_cache<P: Send>(
+    device: &Device,
+    keys: &[cache::Key],
+    wanted: Option<&[bool]>,
+    batch: usize,
+    cache: &mut EmbeddingCache,
+    what: &str,
+    prepare: impl Fn(&[usize]) -> Result<P> + Sync,
+    mut encode: impl FnMut(P) -> Result<Tensor>,
+) -> Result<(Tensor, Tally)> {
+    let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
+    let mut rows: Vec<Option<Vec<f32>>> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None })
+        .collect();
+    drop_odd_sized(&mut rows, what);
+    let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
+    let plan: Vec<Vec<usize>> = match wanted {
+        None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
+        Some(_) => {
+            let all: Vec<usize> = (0..keys.len()).collect();
+            all.chunks(batch)
+                .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
+                .map(<[usize]>::to_vec)
+                .collect()
+        }
+    };
+    let mut tally =
+        Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
+    let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
+    std::thread::scope(|scope| -> Result<()> {
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
+        let (plan, prepare) = (&plan, &prepare);
+        scope.spawn(move || {
+            for chunk in plan {
+                // A closed channel means the encoder stopped on an error: stop preparing.
+                if sender.send(prepare(chunk)).is_err() {
+                    break;
+                }
+            }
+        });
+        for chunk in plan {
+            let prepared = receiver.recv().map_err(|_| {
+                Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped"))
+            })??;
+            let encoded = to_rows(&encode(prepared)?, what)?;
+            cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
+            for (&i, e) in chunk.iter().zip(encoded) {
+                rows[i] = Some(e);
+            }
+            tally.encoded += chunk.len();
+            tally.batches += 1;
+            bar.inc(chunk.len() as u64);
+            crate::fault::at("encode-batch", tally.batches - 1);
+        }
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    let dim = rows.iter().flatten().map(Vec::len).next().unwrap_or(0);
+    let rows = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| match r {
+            Some(r) => Ok(r),
+            None if !is_wanted(i) => Ok(vec![0.0; dim]),
+            None => Err(Error::new(
+                ErrorKind::Compute,
+                format!("gather {what} embeddings: a row was neither cached nor encoded"),
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((stack(rows, device, what)?, tally))
+}
+
+/// One decoded image through the model's preprocessing, by the mode PIL would hold it in
+/// (the reference pipelines resize RGBA, palette and 16-bit images each their own way).
+pub(crate) fn preprocess(
+    prep: &benchctl_models::preprocess::Preprocessor,
+    image: &benchctl_suites::PilImage,
+) -> Vec<f32> {
+    use benchctl_suites::PilImage;
+    let mut out = vec![0.0; prep.len()];
+    match image {
+        PilImage::Rgb(rgb) => prep.apply_into(rgb, &mut out),
+        PilImage::Rgba(rgba) => prep.apply_rgba(rgba, false, &mut out),
+        PilImage::Palette(rgba) => prep.apply_rgba(rgba, true, &mut out),
+        PilImage::Gray16(grey) => prep.apply_gray16(grey, &mut out),
+    }
+    out
+}
+
+/// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
+/// (decoding on all cores).
+pub(crate) fn load_pixels(
+    prep: &benchctl_models::preprocess::Preprocessor,
+    images: &[&ImageSource],
+    device: &Device,
+) -> Result<Tensor> {
+    let pixels: Vec<Vec<f32>> = images
+        .par_iter()
+        .map(|s| {
+            let img = s.load_pil().map_err(Error::from)?;
+            let (w, h) = img.dimensions();
+            prep.check_input(w as usize, h as usize)
+                .map_err(|e| Error::new(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name())))?;
+            Ok(preprocess(prep, &img))
+        })
+        .collect::<Result<_>>()?;
+    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
+        .and_then(|t| t.to_device(device))
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
+}
+
+/// Every (image, text) pair a fusion model must score for a suite, each once, and where
+/// each item's K×L pairs are.
+pub(crate) struct PairTable {
+    /// Unique pairs as (unique image index, unique text index).
+    pub pairs: Vec<(usize, usize)>,
+    /// Per item, row-major over K×L, the index into `pairs`.
+    item_pairs: Vec<Vec<usize>>,
+}
+
+impl PairTable {
+    pub(crate) fn of_items(suite: &Suite, image_slots: &[usize], text_slots: &[usize]) -> Self {
+        let mut index: HashMap<(usize, usize), usize> = HashMap::new();
+        let mut pairs = Vec::new();
+        let mut item_pairs = Vec::with_capacity(suite.items.len());
+        let (mut i0, mut t0) = (0, 0);
+        for item in &suite.items {
+            let (k, l) = (item.images.len(), item.texts.len());
+            let mut these = Vec::with_capacity(k * l);
+            for i in 0..k {
+                for j in 0..l {
+                    let pair = (image_slots[i0 + i], text_slots[t0 + j]);
+                    these.push(*index.entry(pair).or_insert_with(|| {
+                        pairs.push(pair);
+                        pairs.len() - 1
+                    }));
+                }
+            }
+            item_pairs.push(these);
+            i0 += k;
+            t0 += l;
+        }
+        Self { pairs, item_pairs }
+    }
+
+    /// Each pair's cache key, from its image's and text's.
+    pub(crate) fn keys(&self, image_keys: &[cache::Key], text_keys: &[cache::Key]) -> Vec<cache::Key> {
+        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]])).collect()
+    }
+
+    pub(crate) fn score_tensor(
+        &self,
+        suite: &Suite,
+        values: &[f32],
+        kind: benchctl_scoring::ScoreKind,
+    ) -> Result<ScoreTensor> {
+        let mut tensor = ScoreTensor::of_kind(kind);
+        for (item, these) in suite.items.iter().zip(&self.item_pairs) {
+            let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
+            tensor
+                .push(item.images.len(), item.texts.len(), &scores)
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+        }
+        Ok(tensor)
+    }
+}
+
+/// The unique inputs a fusion model pairs, and each pair's cache key.
+pub(crate) struct PairInputs<'a> {
+    pub images: &'a [&'a ImageSource],
+    pub texts: &'a [&'a String],
+    pub pair_keys: &'a [cache::Key],
+}
+
+/// A fusion model's score of every pair, through the cache (one value per pair, keyed by
+/// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
+/// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
+pub(crate) fn score_pairs_through_cache(
+    model: Option<&dyn FusionEncoder>,
+    table: &PairTable,
+    inputs: &PairInputs,
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Vec<f32>> {
+    let PairInputs { images, texts, pair_keys } = *inputs;
+    let mut values: Vec<Option<f32>> =
+        pair_keys.iter().map(|k| cache.get(k).and_then(|v| v.first().copied())).collect();
+    let mut todo_by_image: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (p, &(i, _)) in table.pairs.iter().enumerate() {
+        if values[p].is_none() {
+            todo_by_image.entry(i).or_default().push(p);
+        }
+    }
+    counts.pairs_cached += values.iter().filter(|v| v.is_some()).count();
+    let todo_images: Vec<usize> = todo_by_image.keys().copied().collect();
+    let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    for image_chunk in todo_images.chunks(batch.max(1)) {
+        let model = model.ok_or_else(|| {
+            Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
+        })?;
+        let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
+        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
+        counts.images_encoded += image_chunk.len();
+        counts.image_batches += 1;
+        let pairs: Vec<(usize, usize)> = image_chunk
+            .iter()
+            .enumerate()
+            .flat_map(|(row, i)| todo_by_image[i].iter().map(move |&p| (row, p)))
+            .collect();
+        for chunk in pairs.chunks(batch.max(1)) {
+            let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
+            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
+            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1].as_str()).collect();
+            let scores = model
+                .score_pairs(&pair_states, &pair_texts)?
+                .to_dtype(DType::F32)
+                .and_then(|s| s.to_vec1::<f32>())
+                .map_err(|e| compute("read pair scores", e))?;
+            cache
+                .append(&chunk.iter().zip(&scores).map(|(&(_, p), &v)| (pair_keys[p], vec![v])).collect::<Vec<_>>())?;
+            for (&(_, p), v) in chunk.iter().zip(scores) {
+                values[p] = Some(v);
+            }
+            counts.pairs_scored += chunk.len();
+            bar.inc(chunk.len() as u64);
+        }
+    }
+    bar.finish_and_clear();
+    values
+        .into_iter()
+        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
+        .collect()
+}
+
+/// What encodes the inputs the cache lacks: the dual encoder, or none when the run found
+/// every input in the cache and did not load the weights.
+#[derive(Clone, Copy)]
+pub(crate) struct Encoder<'a> {
+    pub model: Option<&'a dyn DualEncoder>,
+    /// Where the embeddings go.
+    pub device: &'a Device,
+}
+
+impl<'a> Encoder<'a> {
+    pub(crate) fn model(&self) -> Result<&'a dyn DualEncoder> {
+        self.model.ok_or_else(Self::not_loaded)
+    }
+
+    pub(crate) fn not_loaded() -> Error {
+        Error::new(ErrorKind::Compute, "encode an input missing from the cache: the model was not loaded")
+    }
+}
+
+/// L2-normalised embeddings of `images` (with their cache `keys`), in order, through the
+/// cache; missing ones are decoded and preprocessed on all cores, then encoded in batches.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode_images(
+    encoder: Encoder,
+    images: &[&ImageSource],
+    keys: &[cache::Key],
+    wanted: Option<&[bool]>,
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Tensor> {
+    let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
+    let prepare = |chunk: &[usize]| {
+        let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
+        let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
+        load_pixels(prep, &sources, device)
+    };
+    let encode = |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?);
+    let (embeddings, tally) =
+        encode_through_cache(encoder.device, keys, wanted, batch, cache, "image", prepare, encode)?;
+    counts.images_cached += tally.cached;
+    counts.images_encoded += tally.encoded;
+    counts.image_batches += tally.batches;
+    Ok(embeddings)
+}
+
+/// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the cache.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode_texts(
+    encoder: Encoder,
+    texts: &[&String],
+    keys: &[cache::Key],
+    wanted: Option<&[bool]>,
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Tensor> {
+    let prepare = |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>());
+    let encode = |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?);
+    let (embeddings, tally) =
+        encode_through_cache(encoder.device, keys, wanted, batch, cache, "text", prepare, encode)?;
+    counts.texts_cached += tally.cached;
+    counts.texts_encoded += tally.encoded;
+    counts.text_batches += tally.batches;
+    Ok(embeddings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_odd_sized;
+
+    #[test]
+    pub(crate) fn cached_rows_of_the_wrong_size_become_misses() {
+        let mut rows = vec![Some(vec![1.0; 4]), None, Some(vec![2.0; 3]), Some(vec![3.0; 4]), Some(vec![])];
+        drop_odd_sized(&mut rows, "image");
+        assert_eq!(rows, vec![Some(vec![1.0; 4]), None, None, Some(vec![3.0; 4]), None]);
+        let mut none: Vec<Option<Vec<f32>>> = vec![None, None];
+        drop_odd_sized(&mut none, "text");
+        assert_eq!(none, vec![None, None]);
+    }
+}

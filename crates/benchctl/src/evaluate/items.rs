@@ -1,0 +1,289 @@
+//! Item suites (Winoground, EqBen, VALSE, SPEC): unique inputs → embeddings or pair scores
+//! ([`crate::encode`]) → an `N × K × L` score tensor → the suite's metrics → a run record
+//! ([`crate::results::Run`]); `--shard i/n` evaluates a slice.
+
+use std::path::Path;
+use std::time::Instant;
+
+use benchctl_models::{Model, Similarity};
+use benchctl_scoring::ScoreTensor;
+use benchctl_suites::Suite;
+use candle_core::{DType, Tensor};
+
+use crate::cache::{self};
+use crate::cli::EvalArgs;
+use crate::encode::*;
+use crate::evaluate::{bootstrap_intervals, tie_rule, Evaluation};
+use crate::model::{resolve_model, Head};
+use crate::results::{self, fingerprint, image_fingerprint, Counts, ModelRecord, Run};
+use crate::{Error, ErrorKind, Result};
+
+/// Evaluates an item suite from `data_dir`, up to, not including, storing the run.
+pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, data_dir: &Path) -> Result<Evaluation> {
+    let started = Instant::now();
+    let started_at = results::now_rfc3339();
+    let mut full_suite = suite_info.load(data_dir)?;
+    full_suite.summary.ties = tie_rule(suite_info, args.ties)?;
+    if full_suite.items.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!(
+                "evaluate {} in {}: it has no items to score ({} record(s) excluded by the suite's validity rule)",
+                full_suite.id,
+                full_suite.data_dir.display(),
+                full_suite.excluded
+            ),
+        ));
+    }
+    check_images(&full_suite)?;
+    let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
+    let batch = args.batch_size as usize;
+
+    let data_fingerprint = fingerprint(&full_suite)?;
+    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| &i.images));
+    let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| &i.texts));
+    // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
+    let shard = match args.shard {
+        None => None,
+        Some(_) if resolved.head.is_fusion() => {
+            return Err(Error::new(
+                ErrorKind::Usage,
+                "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
+            ))
+        }
+        Some((i, n)) => Some(Shard::of(
+            &full_suite,
+            i,
+            n,
+            &all_image_slots,
+            &all_text_slots,
+            unique_images.len(),
+            unique_texts.len(),
+        )),
+    };
+    let (suite, image_slots, text_slots, wanted) = match &shard {
+        None => (&full_suite, &all_image_slots, &all_text_slots, None),
+        Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
+    };
+    let mut counts =
+        Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
+    (counts.captions_truncated, counts.text_context) = long_captions(&resolved, &unique_texts, args.on_long_caption)?;
+
+    let mut cache = resolved.cache(args.no_cache)?;
+    let memo = resolved.file_keys(args.no_cache);
+    let image_keys = image_keys(&unique_images, &memo)?;
+    counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
+    remember(&memo);
+    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| &image_keys[s]));
+    let text_keys = text_keys(&unique_texts);
+    let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
+    let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
+    let needed = |keys: &[cache::Key], wanted: Option<&[bool]>| -> Vec<cache::Key> {
+        keys.iter().enumerate().filter(|&(i, _)| wanted.is_none_or(|w| w[i])).map(|(_, k)| *k).collect()
+    };
+    // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
+    let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(suite, image_slots, text_slots));
+    let pair_keys = pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default();
+    let (needed_images, needed_texts) = match pairs {
+        Some(_) => (Vec::new(), Vec::new()),
+        None => (needed(&image_keys, wanted_images), needed(&text_keys, wanted_texts)),
+    };
+    // A re-run that finds everything in the cache scores without reading the weights.
+    let (loaded, head, load_s) =
+        resolved.load_unless_cached(&mut cache, &[&pair_keys, &needed_images, &needed_texts])?;
+    let model = loaded.as_ref().map(|l| &l.model);
+    let (scores, encode_images_s, encode_texts_s, mut score_s) = match (head, &pairs) {
+        (Head::Fusion(kind), Some(pairs)) => {
+            let fusion = match model {
+                Some(Model::Fusion(fusion)) => Some(fusion.as_ref()),
+                _ => None,
+            };
+            let t = Instant::now();
+            let inputs = PairInputs { images: &unique_images, texts: &unique_texts, pair_keys: &pair_keys };
+            let values = score_pairs_through_cache(fusion, pairs, &inputs, batch, &mut counts, &mut cache)?;
+            let scores = pairs.score_tensor(suite, &values, kind)?;
+            (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
+        }
+        (Head::Dual(similarity), None) => {
+            let model = match model {
+                Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
+                _ => None,
+            };
+            let encoder = Encoder { model, device: resolved.device() };
+            let t = Instant::now();
+            let image_embeddings =
+                encode_images(encoder, &unique_images, &image_keys, wanted_images, batch, &mut counts, &mut cache)?;
+            let encode_images_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let text_embeddings =
+                encode_texts(encoder, &unique_texts, &text_keys, wanted_texts, batch, &mut counts, &mut cache)?;
+            let encode_texts_s = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let scores = score_items(&similarity, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
+            (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
+        }
+        _ => return Err(Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")),
+    };
+    let t = Instant::now();
+    let (report, intervals) = if suite.items.is_empty() {
+        // An empty shard (more shards than items) is legal: nothing to score, and `merge`
+        // joins it with the others.
+        (benchctl_scoring::Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, Vec::new())
+    } else {
+        (suite.evaluate(&scores)?, bootstrap_intervals(suite, &scores)?)
+    };
+    score_s += t.elapsed().as_secs_f64();
+
+    let run = Run {
+        started_at,
+        model: ModelRecord { score_kind: Some(scores.kind().name().to_string()), ..resolved.record.clone() },
+        suite: results::SuiteRecord {
+            id: suite.id.to_string(),
+            data_dir: suite.data_dir.display().to_string(),
+            items: suite.items.len(),
+            ties: suite.summary.ties.name().to_string(),
+            incomplete: full_suite.incomplete.clone(),
+            altered_images: None,
+            caption_normalisation: None,
+        },
+        batch_size: batch,
+        counts,
+        timings: results::Timings {
+            load_model_s: load_s,
+            encode_images_s,
+            encode_texts_s,
+            score_s,
+            total_s: started.elapsed().as_secs_f64(),
+        },
+        report,
+        intervals,
+        tool_commit: results::TOOL_COMMIT.to_string(),
+        data_fingerprint,
+        image_fingerprint,
+        shard: args.shard.map(|(i, n)| format!("{i}/{n}")),
+    };
+    let dump = results::item_dump(suite, &scores);
+    let suite = suite.clone();
+    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+}
+
+/// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the
+/// global unique inputs, and which of those inputs the slice needs.
+pub(crate) struct Shard {
+    suite: Suite,
+    image_slots: Vec<usize>,
+    text_slots: Vec<usize>,
+    wanted_images: Vec<bool>,
+    wanted_texts: Vec<bool>,
+}
+
+impl Shard {
+    fn of(
+        suite: &Suite,
+        i: usize,
+        n: usize,
+        image_slots: &[usize],
+        text_slots: &[usize],
+        images: usize,
+        texts: usize,
+    ) -> Self {
+        let total = suite.items.len();
+        let (start, end) = (total * i / n, total * (i + 1) / n);
+        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| {
+            suite.items[..upto].iter().map(take).sum::<usize>()
+        };
+        let (i0, i1) = (offset(|it| it.images.len(), start), offset(|it| it.images.len(), end));
+        let (t0, t1) = (offset(|it| it.texts.len(), start), offset(|it| it.texts.len(), end));
+        let mut wanted_images = vec![false; images];
+        let mut wanted_texts = vec![false; texts];
+        image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
+        text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
+        let mut sliced = suite.clone();
+        sliced.items = suite.items[start..end].to_vec();
+        Shard {
+            suite: sliced,
+            image_slots: image_slots[i0..i1].to_vec(),
+            text_slots: text_slots[t0..t1].to_vec(),
+            wanted_images,
+            wanted_texts,
+        }
+    }
+}
+
+/// Fails before any model work when images are missing, naming them.
+pub(crate) fn check_images(suite: &Suite) -> Result<()> {
+    let missing = suite.missing_images();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<String> = missing.iter().take(5).map(|p| p.display().to_string()).collect();
+    let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
+    Err(Error::new(
+        ErrorKind::Data,
+        format!("find {} image(s) of {}: {}{more}", missing.len(), suite.id, shown.join(", ")),
+    ))
+}
+
+/// The K×L scores of every item, computed in batches of items with the same shape.
+pub(crate) fn score_items(
+    similarity: &Similarity,
+    suite: &Suite,
+    image_slots: &[usize],
+    text_slots: &[usize],
+    images: &Tensor,
+    texts: &Tensor,
+) -> Result<ScoreTensor> {
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    // Where each item's image and text slots start.
+    let mut image_start = Vec::with_capacity(suite.items.len());
+    let mut text_start = Vec::with_capacity(suite.items.len());
+    let (mut i, mut t) = (0, 0);
+    for item in &suite.items {
+        image_start.push(i);
+        text_start.push(t);
+        i += item.images.len();
+        t += item.texts.len();
+    }
+    let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
+    for (n, item) in suite.items.iter().enumerate() {
+        by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
+    }
+    let mut per_item: Vec<Vec<f32>> = vec![Vec::new(); suite.items.len()];
+    const ITEMS_PER_BATCH: usize = 4096;
+    for ((k, l), members) in by_shape {
+        for chunk in members.chunks(ITEMS_PER_BATCH) {
+            let image_rows: Vec<u32> = chunk
+                .iter()
+                .flat_map(|&n| image_slots[image_start[n]..image_start[n] + k].iter().map(|&s| s as u32))
+                .collect();
+            let text_rows: Vec<u32> = chunk
+                .iter()
+                .flat_map(|&n| text_slots[text_start[n]..text_start[n] + l].iter().map(|&s| s as u32))
+                .collect();
+            let gather = |table: &Tensor, rows: Vec<u32>, per: usize| -> Result<Tensor> {
+                let idx =
+                    Tensor::from_vec(rows, (chunk.len() * per,), table.device()).map_err(|e| compute("index", e))?;
+                table
+                    .index_select(&idx, 0)
+                    .and_then(|t| t.reshape((chunk.len(), per, ())))
+                    .map_err(|e| compute("gather embeddings", e))
+            };
+            let scores = similarity.scores(&gather(images, image_rows, k)?, &gather(texts, text_rows, l)?)?;
+            let values = scores
+                .to_dtype(DType::F32)
+                .and_then(|s| s.flatten_all())
+                .and_then(|s| s.to_vec1::<f32>())
+                .map_err(|e| compute("read scores", e))?;
+            for (j, &n) in chunk.iter().enumerate() {
+                per_item[n] = values[j * k * l..(j + 1) * k * l].to_vec();
+            }
+        }
+    }
+    let mut tensor = ScoreTensor::of_kind(similarity.kind());
+    for (item, values) in suite.items.iter().zip(&per_item) {
+        tensor
+            .push(item.images.len(), item.texts.len(), values)
+            .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+    }
+    Ok(tensor)
+}

@@ -1,0 +1,253 @@
+//! The model of a run: `--model` / `--model-path` resolved into files, an architecture and a
+//! score head ([`resolve_model`]), without reading weights; the weights read only when the
+//! embedding cache lacks something ([`ResolvedModel::load_unless_cached`]); the
+//! [`ModelRecord`] a run stores.
+
+use std::path::Path;
+use std::time::Instant;
+
+use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
+use benchctl_models::registry::{self, Architecture, ScoreHead};
+use benchctl_models::{Model, ScoreKind, Similarity};
+use candle_core::{DType, Device};
+
+use crate::cache::{self, hex, EmbeddingCache};
+use crate::cli::ModelChoice;
+use crate::results::ModelRecord;
+use crate::{Error, ErrorKind, Result};
+
+/// A model resolved to its files and score head, with what identifies it in run records
+/// and in the embedding cache; its weights are read only by [`ResolvedModel::load`].
+pub struct ResolvedModel {
+    files: ModelFiles,
+    pub architecture: Architecture,
+    pub(crate) head: ScoreHead,
+    dtype: DType,
+    device: Device,
+    pub record: ModelRecord,
+    /// Everything an embedding depends on besides its input: the embedding cache's namespace.
+    pub cache_namespace: String,
+}
+
+/// A loaded model and what identifies it in run records.
+pub struct LoadedModel {
+    pub model: Model,
+    pub record: ModelRecord,
+}
+
+/// What turns a run's cached values into scores: a dual encoder's head, or the kind of a
+/// fusion model's pair scores. It is cached beside the embeddings or pair scores, so a run
+/// that finds everything in the cache scores without the weights.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Head {
+    Dual(Similarity),
+    Fusion(ScoreKind),
+}
+
+impl Head {
+    pub(crate) fn of(model: &Model) -> Head {
+        match model {
+            Model::Dual(encoder) => Head::Dual(encoder.similarity()),
+            Model::Fusion(fusion) => Head::Fusion(fusion.score_kind()),
+        }
+    }
+
+    /// The cache key of a dual encoder's or a fusion model's head.
+    pub(crate) fn key(fusion: bool) -> cache::Key {
+        cache::key(&[if fusion { b"fusion-score-kind" } else { b"similarity-head" }])
+    }
+
+    /// Its cache entry: the key and the values ([`Similarity::to_values`], or 0 for
+    /// similarities, 1 for probabilities and 2 for logits).
+    pub(crate) fn entry(&self) -> (cache::Key, Vec<f32>) {
+        match self {
+            Head::Dual(similarity) => (Head::key(false), similarity.to_values().to_vec()),
+            Head::Fusion(kind) => (
+                Head::key(true),
+                vec![match kind {
+                    ScoreKind::Similarity => 0.0,
+                    ScoreKind::Probability => 1.0,
+                    ScoreKind::Logit => 2.0,
+                }],
+            ),
+        }
+    }
+
+    /// The head a cache holds for a dual encoder or a fusion model, if any.
+    pub(crate) fn cached(cache: &EmbeddingCache, fusion: bool) -> Option<Head> {
+        let values = cache.get(&Head::key(fusion))?;
+        match (fusion, values) {
+            (true, [0.0]) => Some(Head::Fusion(ScoreKind::Similarity)),
+            (true, [1.0]) => Some(Head::Fusion(ScoreKind::Probability)),
+            (true, [2.0]) => Some(Head::Fusion(ScoreKind::Logit)),
+            (true, _) => None,
+            (false, values) => Similarity::from_values(values).map(Head::Dual),
+        }
+    }
+}
+
+impl ResolvedModel {
+    /// The memo of image files' content keys (off with `--no-cache` or without a location).
+    pub fn file_keys(&self, no_cache: bool) -> cache::FileKeys {
+        match cache::default_root() {
+            Some(root) if !no_cache => cache::FileKeys::open(&root),
+            _ => cache::FileKeys::disabled(),
+        }
+    }
+
+    /// The embedding cache for this model (disabled with `--no-cache` or without a location).
+    pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
+        match cache::default_root() {
+            // A cache that cannot be opened (a read-only or missing location) is not used.
+            Some(root) if !no_cache => Ok(EmbeddingCache::open(&root, &self.cache_namespace).unwrap_or_else(|e| {
+                eprintln!("warning: failed to {e}; the run goes on without the embedding cache");
+                EmbeddingCache::disabled()
+            })),
+            _ => Ok(EmbeddingCache::disabled()),
+        }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Whether the chosen head scores pairs jointly (a fusion model).
+    /// How the model's tokenizer fits captions to its context (config and tokenizer only).
+    pub fn caption_limit(&self) -> Result<registry::CaptionLimit> {
+        Ok(registry::caption_limit(self.architecture, &self.files)?)
+    }
+
+    pub fn is_fusion(&self) -> bool {
+        self.head.is_fusion()
+    }
+
+    /// Reads the weights, and records the score head in `cache`.
+    pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
+        let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
+        let (key, values) = Head::of(&model).entry();
+        if cache.get(&key) != Some(&values[..]) {
+            cache.append(&[(key, values)])?;
+        }
+        Ok(LoadedModel { model, record: self.record.clone() })
+    }
+
+    /// [`ResolvedModel::load`], timed: `(model, seconds)`.
+    pub fn load_timed(&self, cache: &mut EmbeddingCache) -> Result<(LoadedModel, f64)> {
+        let started = Instant::now();
+        let loaded = self.load(cache)?;
+        Ok((loaded, started.elapsed().as_secs_f64()))
+    }
+
+    /// The score head, when `cache` holds it and every one of `needed` (embeddings for a dual
+    /// encoder, pair scores for a fusion model), each list's entries of one size (an entry of
+    /// another size is encoded again, see `drop_odd_sized`): then the run needs nothing from
+    /// the weights.
+    pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
+        let head = Head::cached(cache, self.head.is_fusion())?;
+        let complete = |keys: &[cache::Key]| {
+            let mut sizes = keys.iter().map(|k| cache.get(k).map(<[f32]>::len));
+            match sizes.next() {
+                None => true,
+                Some(None) => false,
+                Some(Some(first)) => sizes.all(|size| size == Some(first)),
+            }
+        };
+        needed.iter().all(|keys| complete(keys)).then_some(head)
+    }
+
+    /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
+    /// spent loading)`, the model `None` exactly when [`ResolvedModel::cached_head`] finds
+    /// everything.
+    pub fn load_unless_cached(
+        &self,
+        cache: &mut EmbeddingCache,
+        needed: &[&[cache::Key]],
+    ) -> Result<(Option<LoadedModel>, Head, f64)> {
+        if let Some(head) = self.cached_head(cache, needed) {
+            return Ok((None, head, 0.0));
+        }
+        let (loaded, seconds) = self.load_timed(cache)?;
+        let head = Head::of(&loaded.model);
+        Ok((Some(loaded), head, seconds))
+    }
+}
+
+/// Resolves `--model` / `--model-path` to files, architecture and head, without reading the
+/// weights.
+pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> Result<ResolvedModel> {
+    let device = benchctl_models::device::parse_device(device_spec)?;
+    let dtype = benchctl_models::device::parse_dtype(dtype_spec)?;
+    let (files, architecture, id) = match (&choice.model, &choice.model_path) {
+        (Some(id), None) => {
+            let entry = registry::find(id)?;
+            let files = hub::from_hub(entry.repo, entry.revision, &HubSettings::from_env())?;
+            (files, entry.architecture, entry.id.to_string())
+        }
+        (None, Some(dir)) => {
+            let files = hub::from_path(dir)?;
+            let architecture = registry::architecture_of(&files)?;
+            let id = dir
+                .canonicalize()
+                .unwrap_or_else(|_| dir.clone())
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "local".into());
+            (files, architecture, id)
+        }
+        _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
+    };
+    let head = registry::choose_head(architecture, choice.score.as_deref())?;
+    let mut record = model_record(id, &files, dtype, &device);
+    record.score = Some(head.name().to_string());
+    // A local directory is identified by where its weights are and their size and mtime, so a
+    // replaced file gets a new namespace; a hub model by its commit. The preprocessing and the
+    // tokenizer follow from the architecture and the config, tokenizer and image processor
+    // files, whose bytes are hashed in. The code's own part: `OUTPUT_VERSION`, bumped by any
+    // change to decoding, preprocessing or model code that alters an embedding, and the crate
+    // version.
+    let stamp = |path: &Path| {
+        std::fs::metadata(path).ok().map(|m| format!("{}:{:?}", m.len(), m.modified().ok())).unwrap_or_default()
+    };
+    let contents = |path: &Path| std::fs::read(path).map(|bytes| hex(&cache::key(&[&bytes])[..8])).unwrap_or_default();
+    let cache_namespace = format!(
+        "v{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
+        benchctl_models::OUTPUT_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        record.id,
+        record.repo,
+        record.commit,
+        files.weights.canonicalize().ok(),
+        stamp(&files.weights),
+        record.dtype,
+        record.device,
+        architecture.name(),
+        head.name(),
+        contents(&files.config),
+        contents(&files.tokenizer),
+        files.preprocessor.as_deref().map(contents).unwrap_or_default(),
+    );
+    Ok(ResolvedModel { files, architecture, head, dtype, device, record, cache_namespace })
+}
+
+pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
+    let (repo, revision, commit, path) = match &files.origin {
+        Origin::Hub { repo, revision, commit } => {
+            (Some(repo.clone()), Some(revision.clone()), Some(commit.clone()), None)
+        }
+        Origin::Directory(dir) => (None, None, None, Some(dir.display().to_string())),
+    };
+    ModelRecord {
+        id,
+        repo,
+        revision,
+        commit,
+        path,
+        dtype: benchctl_models::device::dtype_name(dtype).to_string(),
+        device: match device {
+            Device::Cpu => "cpu".to_string(),
+            other => format!("{other:?}").to_lowercase(),
+        },
+        score: None,
+        score_kind: None,
+    }
+}
