@@ -160,7 +160,10 @@ fn model_directories_are_recognised_by_model_type() {
     assert_eq!(registry::detect_architecture(&config).unwrap(), registry::Architecture::Clip);
     std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
-    assert!(err.to_string().contains("model_type `flava` is not supported (supported: clip, siglip, blip)"), "{err}");
+    assert!(
+        err.to_string().contains("model_type `flava` is not supported (supported: clip, siglip, blip, fiber)"),
+        "{err}"
+    );
 }
 
 /// Each architecture's caption limit: a text that fits loses nothing, a longer one loses
