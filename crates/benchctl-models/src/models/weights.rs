@@ -258,6 +258,14 @@ impl FileBackend {
     }
 }
 
+/// `tensor` if it has `shape`, else the error naming both.
+fn of_shape(tensor: Tensor, shape: &Shape, name: &str) -> candle_core::Result<Tensor> {
+    if tensor.shape() != shape {
+        candle_core::bail!("shape mismatch for {name}: expected {:?}, got {:?}", shape.dims(), tensor.dims());
+    }
+    Ok(tensor)
+}
+
 impl candle_nn::var_builder::SimpleBackend for FileBackend {
     fn get(
         &self,
@@ -267,11 +275,7 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
         dtype: DType,
         dev: &Device,
     ) -> candle_core::Result<Tensor> {
-        let tensor = self.get_unchecked(name, dtype, dev)?;
-        if tensor.shape() != &shape {
-            candle_core::bail!("shape mismatch for {name}: expected {:?}, got {:?}", shape.dims(), tensor.dims());
-        }
-        Ok(tensor)
+        of_shape(self.get_unchecked(name, dtype, dev)?, &shape, name)
     }
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
@@ -358,11 +362,7 @@ impl candle_nn::var_builder::SimpleBackend for PthBackend {
         dtype: DType,
         dev: &Device,
     ) -> candle_core::Result<Tensor> {
-        let tensor = self.get_unchecked(name, dtype, dev)?;
-        if tensor.shape() != &shape {
-            candle_core::bail!("shape mismatch for {name}: expected {:?}, got {:?}", shape.dims(), tensor.dims());
-        }
-        Ok(tensor)
+        of_shape(self.get_unchecked(name, dtype, dev)?, &shape, name)
     }
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {

@@ -45,31 +45,6 @@ use crate::{DualEncoder, Error, ErrorKind, FusionEncoder, Result, ScoreKind, Sim
 /// The text length of FIBER's fine-tuned checkpoints (`max_text_len` 50; pretraining used 40).
 pub const FIBER_MAX_TEXT_LEN: usize = 50;
 
-/// The Swin part of [`FiberConfig`] (Swin-B by default).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SwinSection {
-    pub patch_size: usize,
-    pub embed_dim: usize,
-    pub depths: Vec<usize>,
-    pub num_heads: Vec<usize>,
-    pub mlp_ratio: f64,
-    pub layer_norm_eps: f64,
-}
-
-impl Default for SwinSection {
-    fn default() -> Self {
-        Self {
-            patch_size: 4,
-            embed_dim: 128,
-            depths: vec![2, 2, 18, 2],
-            num_heads: vec![4, 8, 16, 32],
-            mlp_ratio: 4.0,
-            layer_norm_eps: 1e-5,
-        }
-    }
-}
-
 /// A FIBER model's shape: `config.json` beside the checkpoint (`"model_type": "fiber"`), every
 /// key optional. FIBER's own `config.py` keys keep their names (`image_size`, `max_text_len`,
 /// `hidden_size`, `num_fuse_block`, and `input_image_embed_size` / `input_text_embed_size`,
@@ -87,7 +62,7 @@ pub struct FiberConfig {
     pub num_fuse_block: Option<usize>,
     pub input_image_embed_size: Option<usize>,
     pub input_text_embed_size: Option<usize>,
-    pub swin: SwinSection,
+    pub swin: SwinShape,
     pub roberta: RobertaShape,
 }
 
@@ -129,16 +104,7 @@ impl FiberConfig {
     }
 
     fn swin_shape(&self, image_size: usize) -> SwinShape {
-        let s = &self.swin;
-        SwinShape {
-            image_size,
-            patch_size: s.patch_size,
-            embed_dim: s.embed_dim,
-            depths: s.depths.clone(),
-            num_heads: s.num_heads.clone(),
-            mlp_ratio: s.mlp_ratio,
-            layer_norm_eps: s.layer_norm_eps,
-        }
+        SwinShape { image_size, ..self.swin.clone() }
     }
 }
 

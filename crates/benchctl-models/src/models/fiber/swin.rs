@@ -19,9 +19,13 @@ use super::super::transformer::{attend, dense, Activation, PatchEmbedding};
 use super::super::weights::Weights;
 use crate::{Error, ErrorKind, Result};
 
-/// The Swin shape FIBER builds: widths double and resolutions halve at each stage.
-#[derive(Debug, Clone, PartialEq)]
+/// The Swin shape FIBER builds: widths double and resolutions halve at each stage. As the
+/// `swin` section of FIBER's `config.json` (Swin-B by default); the image size comes from the
+/// config's top level or the checkpoint.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SwinShape {
+    #[serde(skip)]
     pub image_size: usize,
     pub patch_size: usize,
     pub embed_dim: usize,
@@ -29,6 +33,20 @@ pub struct SwinShape {
     pub num_heads: Vec<usize>,
     pub mlp_ratio: f64,
     pub layer_norm_eps: f64,
+}
+
+impl Default for SwinShape {
+    fn default() -> Self {
+        Self {
+            image_size: 384,
+            patch_size: 4,
+            embed_dim: 128,
+            depths: vec![2, 2, 18, 2],
+            num_heads: vec![4, 8, 16, 32],
+            mlp_ratio: 4.0,
+            layer_norm_eps: 1e-5,
+        }
+    }
 }
 
 impl SwinShape {
