@@ -25,7 +25,7 @@ pub fn parse_device(spec: &str) -> Result<Device> {
             format!("use device `{spec}`: this benchctl was built without CUDA (rebuild with `--features cuda`)"),
         ));
     }
-    Device::new_cuda(ordinal).map_err(|e| Error::new(ErrorKind::Device, format!("open device `{spec}`: {e}")))
+    Device::new_cuda(ordinal).map_err(|e| Error::caused_by(ErrorKind::Device, format!("open device `{spec}`: {e}"), e))
 }
 
 /// `f32`, `f16` or `bf16`.

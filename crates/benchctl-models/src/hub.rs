@@ -109,7 +109,9 @@ pub fn from_path(path: &Path) -> Result<ModelFiles> {
     }
     if path.is_dir() && is_fiber_config(&path.join(HF_LAYOUT.config)) {
         let checkpoints: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| Error::new(ErrorKind::MissingFile, format!("read model directory {}: {e}", path.display())))?
+            .map_err(|e| {
+                Error::caused_by(ErrorKind::MissingFile, format!("read model directory {}: {e}", path.display()), e)
+            })?
             .filter_map(|entry| entry.ok().map(|e| e.path()))
             .filter(|p| p.is_file() && is_torch_checkpoint(p))
             .collect();
@@ -388,7 +390,7 @@ fn api(settings: &HubSettings) -> Result<hf_hub::api::sync::Api> {
     if let Some(endpoint) = &settings.endpoint {
         builder = builder.with_endpoint(endpoint.clone());
     }
-    builder.build().map_err(|e| Error::new(ErrorKind::MissingFile, format!("set up the hub client: {e}")))
+    builder.build().map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("set up the hub client: {e}"), e))
 }
 
 /// A hub failure as an error: refused access names the token, anything else the way out.

@@ -120,6 +120,8 @@ fn malformed_configs_are_named() {
     let err = load(dir.path()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadConfig);
     assert!(err.to_string().contains("config.json"), "{err}");
+    let cause = std::error::Error::source(&err).expect("the parser's error is kept as the cause");
+    assert!(cause.downcast_ref::<serde_json::Error>().is_some(), "{cause}");
 
     std::fs::write(dir.path().join("config.json"), r#"{"text_config": {"hidden_act": "swish"}, "vision_config": {}}"#)
         .unwrap();

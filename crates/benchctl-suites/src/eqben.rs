@@ -191,7 +191,7 @@ fn private_infos<'a>(
     };
     let read = |path: &Path| -> Result<String> {
         std::fs::read_to_string(path)
-            .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+            .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
     };
     let parse = |path: &Path, text: &str| Error::new(ErrorKind::Malformed, format!("parse {}: {text}", path.display()));
     let infos: Vec<PrivateInfo> =

@@ -1,7 +1,5 @@
 //! The error type of suite loading.
 
-use std::fmt;
-
 /// What went wrong while loading a suite. Messages are lowercase and read after
 /// "failed to …".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,28 +21,43 @@ pub enum ErrorKind {
 }
 
 /// An error from loading a suite or one of its images.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// The failure underneath (an I/O, JSON or image decoding error), kept for [`std::error::Error::source`]; the message
+    /// already says what it means here.
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
+
+/// Errors are equal when they say the same thing (their causes are not compared).
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), source: None }
+    }
+
+    /// An error caused by `source`.
+    pub fn caused_by(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self { kind, message: message.into(), source: Some(Box::new(source)) }
     }
 
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;

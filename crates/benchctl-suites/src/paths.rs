@@ -28,8 +28,9 @@ pub(crate) fn read_text(path: &Path, how_to_get: &str) -> Result<String> {
             format!("read {}: it is a directory, not a file", path.display()),
         ));
     }
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
+    })?;
     let mut text = String::from_utf8(bytes).map_err(|e| {
         Error::new(
             ErrorKind::Malformed,
@@ -55,7 +56,7 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
 ) -> Option<T> {
     let parsed = read_text(path, how_to_get).and_then(|text| {
         serde_json::from_str(&text)
-            .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+            .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("parse {}: {e}", path.display()), e))
     });
     parsed.map_err(|e| problems.push(e)).ok()
 }

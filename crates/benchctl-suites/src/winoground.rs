@@ -115,7 +115,7 @@ fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<
         }
         let at = format!("{} line {}", path.display(), index + 1);
         let parsed = serde_json::from_str::<Example>(line)
-            .map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {at}: {e}")))
+            .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("parse {at}: {e}"), e))
             .and_then(|example| {
                 let image = |stem: &str| -> Result<ImageSource> {
                     Ok(ImageSource::File(paths::inside(images_dir, &format!("{stem}.png"), &at)?))
@@ -135,7 +135,7 @@ fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<
 fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     let reader = std::fs::File::open(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))
+        .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
         .and_then(|file| SerializedFileReader::new(file).map_err(|e| malformed(format!("not a parquet file: {e}"))));
     let reader = match reader {
         Ok(reader) => reader,
@@ -155,7 +155,7 @@ fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
     for (index, row) in rows.enumerate() {
         let at = format!("{} row {index}", path.display());
         let parsed = row
-            .map_err(|e| Error::new(ErrorKind::Malformed, format!("read {at}: {e}")))
+            .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))
             .and_then(|row| parquet_item(path, &row, &at));
         match parsed {
             Ok(item) => items.push((at, item)),

@@ -282,7 +282,7 @@ fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
             });
             image
                 .save(dir.join("images").join(format!("img_{n}.png")))
-                .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("benchmark: write an image: {e}"), e))
         })
         .collect();
     pixels.into_iter().collect::<Result<Vec<()>>>()?;
@@ -350,7 +350,7 @@ fn eval_child(
         .find_map(|l| l.strip_prefix("stored "))
         .ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
     let json = serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: parse the run: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("benchmark: parse the run: {e}"), e))?;
     let peak_mib = if peak_kib > 0 { peak_kib as f64 / 1024.0 } else { f64::NAN };
     Ok((json, wall, peak_mib))
 }

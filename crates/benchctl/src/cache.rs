@@ -87,8 +87,9 @@ impl EmbeddingCache {
     pub fn open(root: &Path, namespace: &str) -> Result<Self> {
         let namespace = key(&[namespace.as_bytes()]);
         let dir = root.join(hex(&namespace[..16]));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::new(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            Error::caused_by(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display()), e)
+        })?;
         let mut cache = Self {
             dir: Some(dir.clone()),
             namespace,
@@ -98,7 +99,9 @@ impl EmbeddingCache {
             write_failed: false,
         };
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| Error::new(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display())))?
+            .map_err(|e| {
+                Error::caused_by(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display()), e)
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "bin"))
             .collect();

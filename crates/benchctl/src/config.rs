@@ -55,9 +55,9 @@ struct Block {
 /// The runs a spec file describes, as the `eval` arguments of each, in order.
 pub fn expand(path: &Path, defaults: &EvalArgs) -> Result<Vec<EvalArgs>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::Usage, format!("read run spec {}: {e}", path.display())))?;
+        .map_err(|e| Error::caused_by(ErrorKind::Usage, format!("read run spec {}: {e}", path.display()), e))?;
     let spec: Spec = toml::from_str(&text)
-        .map_err(|e| Error::new(ErrorKind::Usage, format!("parse run spec {}: {e}", path.display())))?;
+        .map_err(|e| Error::caused_by(ErrorKind::Usage, format!("parse run spec {}: {e}", path.display()), e))?;
     // Relative paths in the spec are relative to the spec file.
     let base = path.parent().unwrap_or(Path::new("."));
     let resolve = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };

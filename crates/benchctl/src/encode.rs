@@ -33,7 +33,7 @@ pub(crate) fn long_captions(
         .par_iter()
         .map(|t| limit.tokens_cut(t))
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::new(ErrorKind::Model, format!("tokenize the captions: {e}")))?;
+        .map_err(|e| Error::caused_by(ErrorKind::Model, format!("tokenize the captions: {e}"), e))?;
     let truncated = cuts.iter().filter(|&&c| c > 0).count();
     if policy == LongCaptionArg::Error {
         if let Some((text, cut)) = texts.iter().zip(&cuts).find(|(_, &c)| c > 0) {
@@ -88,7 +88,8 @@ pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
 /// sources' keys and the recipe), files' keys through the path/size/mtime memo.
 pub(crate) fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<cache::Key> {
     let key_of = |path: &Path, tag: &[u8]| {
-        memo.key_of(path, tag).map_err(|e| Error::new(ErrorKind::Data, format!("read image {}: {e}", path.display())))
+        memo.key_of(path, tag)
+            .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read image {}: {e}", path.display()), e))
     };
     Ok(match source {
         ImageSource::File(path) => key_of(path, b"file")?,
@@ -117,14 +118,14 @@ pub(crate) fn stack(rows: Vec<Vec<f32>>, device: &Device, what: &str) -> Result<
     let n = rows.len();
     let dim = rows.first().map(Vec::len).unwrap_or(0);
     Tensor::from_vec(rows.concat(), (n, dim), device)
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("gather {what} embeddings: {e}")))
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("gather {what} embeddings: {e}"), e))
 }
 
 pub(crate) fn to_rows(embeddings: &Tensor, what: &str) -> Result<Vec<Vec<f32>>> {
     embeddings
         .to_dtype(DType::F32)
         .and_then(|e| e.to_vec2::<f32>())
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("read {what} embeddings: {e}")))
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("read {what} embeddings: {e}"), e))
 }
 
 /// Cached rows whose length differs from most cached rows' (an entry that passed its check
@@ -280,7 +281,7 @@ pub(crate) fn load_pixels(
         .collect::<Result<_>>()?;
     Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
         .and_then(|t| t.to_device(device))
-        .map_err(|e| Error::new(ErrorKind::Compute, format!("stack an image batch: {e}")))
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
 }
 
 /// Every (image, text) pair a fusion model must score for a suite, each once, and where
@@ -333,7 +334,7 @@ impl PairTable {
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
                 .push(item.images.len(), item.texts.len(), &scores)
-                .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
         }
         Ok(tensor)
     }

@@ -1,7 +1,5 @@
 //! The runner's error: a kind that decides the exit code, and a message.
 
-use std::fmt;
-
 /// What failed. Each kind has its own exit code, so scripts can tell bad data from a bad
 /// model from a bad command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,15 +34,38 @@ impl ErrorKind {
 
 /// An error of the runner. The message reads after "failed to …" and is printed as
 /// `error: failed to <message>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct Error {
     kind: ErrorKind,
     message: String,
+    /// The failure underneath (a suite, model or scoring error, or an I/O one), kept for [`std::error::Error::source`]; the message
+    /// already says what it means here.
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
+
+/// Errors are equal when they say the same thing (their causes are not compared).
+impl PartialEq for Error {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for Error {}
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), source: None }
+    }
+
+    /// An error caused by `source`.
+    pub fn caused_by(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self { kind, message: message.into(), source: Some(Box::new(source)) }
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -56,14 +77,6 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for Error {}
-
 impl From<benchctl_suites::Error> for Error {
     fn from(e: benchctl_suites::Error) -> Self {
         use benchctl_suites::ErrorKind as K;
@@ -71,7 +84,7 @@ impl From<benchctl_suites::Error> for Error {
             K::UnknownSuite | K::Unsupported => ErrorKind::Usage,
             K::MissingData | K::Malformed | K::MissingImage | K::CorruptImage | K::PathEscapes => ErrorKind::Data,
         };
-        Error::new(kind, e.to_string())
+        Error::caused_by(kind, e.to_string(), e)
     }
 }
 
@@ -83,14 +96,41 @@ impl From<benchctl_models::Error> for Error {
             K::MissingFile | K::AccessDenied | K::BadConfig | K::BadWeights | K::Tokenizer => ErrorKind::Model,
             K::Compute => ErrorKind::Compute,
         };
-        Error::new(kind, e.to_string())
+        Error::caused_by(kind, e.to_string(), e)
     }
 }
 
 impl From<benchctl_scoring::Error> for Error {
     fn from(e: benchctl_scoring::Error) -> Self {
-        Error::new(ErrorKind::Compute, format!("score: {e}"))
+        Error::caused_by(ErrorKind::Compute, format!("score: {e}"), e)
     }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lower crate's error becomes the runner's with its kind mapped to an exit code, its
+    /// message unchanged, and the whole chain of causes kept.
+    #[test]
+    fn converted_errors_keep_their_causes() {
+        let json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let models = benchctl_models::Error::caused_by(
+            benchctl_models::ErrorKind::BadConfig,
+            format!("parse config.json: {json}"),
+            json,
+        );
+        let message = models.to_string();
+        let ours = Error::from(models);
+        assert_eq!((ours.kind(), ours.kind().exit_code()), (ErrorKind::Model, 4));
+        assert_eq!(ours.to_string(), message);
+        let cause = std::error::Error::source(&ours).expect("the models error is kept");
+        let kept = cause.downcast_ref::<benchctl_models::Error>().expect("as the models error itself");
+        assert_eq!((kept.kind(), kept.to_string()), (benchctl_models::ErrorKind::BadConfig, message));
+        let root = std::error::Error::source(cause).expect("and its own cause");
+        assert!(root.downcast_ref::<serde_json::Error>().is_some(), "{root}");
+        assert!(std::error::Error::source(&Error::new(ErrorKind::Usage, "plain")).is_none());
+    }
+}

@@ -440,8 +440,8 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for file in &suite.annotation_files {
-        let bytes =
-            std::fs::read(file).map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", file.display())))?;
+        let bytes = std::fs::read(file)
+            .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", file.display()), e))?;
         let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
         hash.update(name.to_string_lossy().as_bytes());
         hash.update((bytes.len() as u64).to_le_bytes());

@@ -340,9 +340,9 @@ impl Clip {
         let varmap = candle_nn::VarMap::new();
         let vb = candle_nn::VarBuilder::from_varmap(&varmap, DType::F32, &Device::Cpu);
         drop(Self::from_weights(config.clone(), &Weights::from_var_builder(vb, "random weights").random())?);
-        varmap
-            .save(path)
-            .map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
+        varmap.save(path).map_err(|e| {
+            Error::caused_by(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display()), e)
+        })
     }
 
     /// A model from tensors in Hugging Face naming (e.g. converted from OpenAI's naming);

@@ -333,8 +333,9 @@ impl OpenClipFile {
 pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
     let file = OpenClipFile::from_file(&files.config)?;
     let config = file.clip_config();
-    let map = candle_core::safetensors::load(&files.weights, device)
-        .map_err(|e| Error::new(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display())))?;
+    let map = candle_core::safetensors::load(&files.weights, device).map_err(|e| {
+        Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
+    })?;
     // The conversion reads the configured layers only: a checkpoint with more would lose them.
     for (prefix, built) in [
         ("visual.transformer.resblocks.", config.vision_config.num_hidden_layers),

@@ -13,8 +13,9 @@ use crate::{Error, ErrorKind, Result};
 /// Reads and parses a JSON config file, naming the file (and serde's line and column) on failure.
 pub(crate) fn read_config<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))
+        .map_err(|e| Error::caused_by(ErrorKind::BadConfig, format!("read {}: {e}", path.display()), e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::caused_by(ErrorKind::BadConfig, format!("parse {}: {e}", path.display()), e))
 }
 
 /// A ViT's input must split into whole patches.

@@ -58,8 +58,9 @@ pub struct Rococo {
 
 fn read_records(path: &Path) -> Result<Vec<Record>> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::MissingData, format!("read {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| Error::new(ErrorKind::Malformed, format!("parse {}: {e}", path.display())))
+        .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("parse {}: {e}", path.display()), e))
 }
 
 /// Where the annotation files are: `annotations/` when present, else the data directory itself.

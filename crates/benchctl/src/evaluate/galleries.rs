@@ -563,7 +563,7 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
 /// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
 pub fn report_from_dump(path: &Path) -> Result<Report> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::Data, format!("read {}: {e}", path.display())))?;
+        .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", path.display()), e))?;
     let mut results: Vec<GalleryResult> = Vec::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let at = format!("{} line {}", path.display(), i + 1);
@@ -612,5 +612,5 @@ pub fn report_from_dump(path: &Path) -> Result<Report> {
         gallery.outcomes.push(QueryOutcome { rank, top1_altered });
     }
     // A dump that lacks a gallery the report needs is bad data, not a failed computation.
-    report(&results).map_err(|e| Error::new(ErrorKind::Data, format!("score {}: {e}", path.display())))
+    report(&results).map_err(|e| Error::caused_by(ErrorKind::Data, format!("score {}: {e}", path.display()), e))
 }

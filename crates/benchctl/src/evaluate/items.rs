@@ -283,7 +283,7 @@ pub(crate) fn score_items(
     for (item, values) in suite.items.iter().zip(&per_item) {
         tensor
             .push(item.images.len(), item.texts.len(), values)
-            .map_err(|e| Error::new(ErrorKind::Compute, format!("score item {}: {e}", item.id)))?;
+            .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
     }
     Ok(tensor)
 }

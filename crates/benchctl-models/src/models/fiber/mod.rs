@@ -509,9 +509,9 @@ pub fn save_random_base(image_size: usize, path: &std::path::Path) -> Result<()>
         &Weights::from_var_builder(vb, "random FIBER-base").random(),
         "random FIBER-base",
     )?);
-    varmap
-        .save(path)
-        .map_err(|e| Error::new(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display())))
+    varmap.save(path).map_err(|e| {
+        Error::caused_by(ErrorKind::BadWeights, format!("write random weights {}: {e}", path.display()), e)
+    })
 }
 
 impl Loaded {
