@@ -224,6 +224,33 @@ impl std::fmt::Debug for RobertaTokenizer {
 /// RoBERTa's special tokens, in `RobertaTokenizer`'s order.
 const ROBERTA_SPECIALS: [&str; 5] = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"];
 
+/// Every merge of `merges` joins two tokens of `vocab` into a third: `tokenizers` assumes so
+/// (a merge longer than every token overruns its buffer), so a file that breaks it is an
+/// error naming the line, not a crash.
+fn check_merges(vocab: &Path, merges: &Path) -> Result<()> {
+    let fail = |file: &Path, what: String| {
+        Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: {what}", file.display()))
+    };
+    let vocab_bytes = std::fs::read(vocab).map_err(|e| fail(vocab, e.to_string()))?;
+    let tokens: std::collections::HashMap<String, u32> =
+        serde_json::from_slice(&vocab_bytes).map_err(|e| fail(vocab, format!("it is not a token → id map: {e}")))?;
+    let text = std::fs::read_to_string(merges).map_err(|e| fail(merges, e.to_string()))?;
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.starts_with("#version")) {
+        let (a, b) = line.split_once(' ').filter(|(_, b)| !b.contains(' ')).ok_or_else(|| {
+            fail(merges, format!("line {}: a merge is two tokens separated by one space, got {line:?}", n + 1))
+        })?;
+        if let Some(missing) =
+            [a.to_string(), b.to_string(), format!("{a}{b}")].into_iter().find(|t| !tokens.contains_key(t))
+        {
+            return Err(fail(
+                merges,
+                format!("line {}: the merge {line:?} needs `{missing}`, which {} lacks", n + 1, vocab.display()),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl RobertaTokenizer {
     /// `path` is a `tokenizer.json`, or a `vocab.json` with `merges.txt` beside it.
     pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
@@ -236,6 +263,7 @@ impl RobertaTokenizer {
             if !merges.is_file() {
                 return Err(fail(format!("{} is missing beside it", merges.display())));
             }
+            check_merges(path, &merges)?;
             let bpe =
                 tokenizers::models::bpe::BPE::from_file(vocab, merges_str).build().map_err(|e| fail(e.to_string()))?;
             let mut inner = tokenizers::Tokenizer::new(bpe);

@@ -164,3 +164,97 @@ fn model_configs() {
         |e| e.kind() == benchctl_models::ErrorKind::BadConfig,
     );
 }
+
+/// Embedding cache segments: whatever a mutation does, every entry read back is the value
+/// that was stored under its key (a record is trusted only with its checksum), never another.
+#[test]
+fn cache_segments() {
+    let root = tempfile::tempdir().unwrap();
+    let namespace = "fuzz-namespace";
+    let stored: Vec<(benchctl::cache::Key, Vec<f32>)> = (0..6u8)
+        .map(|i| (benchctl::cache::key(&[&[i]]), (0..(3 + i as usize)).map(|v| v as f32 * 0.5 - i as f32).collect()))
+        .collect();
+    {
+        let mut cache = benchctl::cache::EmbeddingCache::open(root.path(), namespace).unwrap();
+        cache.append(&stored[..3]).unwrap();
+        cache.append(&stored[3..]).unwrap();
+    }
+    let segment = walk(root.path()).into_iter().find(|p| p.is_file()).expect("a segment file");
+    let valid = std::fs::read(&segment).unwrap();
+    let mut rng = SplitMix64::new(11);
+    let (mut lost, mut kept) = (0, 0);
+    for case in 0..cases() {
+        std::fs::write(&segment, mutate(&valid, &mut rng)).unwrap();
+        let cache = catch_unwind(|| benchctl::cache::EmbeddingCache::open(root.path(), namespace))
+            .unwrap_or_else(|_| panic!("case {case}: opening the cache panicked"))
+            .unwrap();
+        for (key, values) in &stored {
+            match cache.get(key) {
+                Some(read) => {
+                    assert_eq!(read, &values[..], "case {case}: a wrong value was trusted");
+                    kept += 1;
+                }
+                None => lost += 1,
+            }
+        }
+    }
+    assert!(lost > 0 && kept > 0, "the mutations must both spare and damage records ({kept} kept, {lost} lost)");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A RoBERTa tokenizer's `vocab.json` and `merges.txt` (FIBER's layout): a tokenizer error,
+/// or a tokenizer that still encodes, never a panic.
+#[test]
+fn roberta_tokenizer_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = benchctl_testkit::model_fixture("fiber-micro");
+    let vocab = std::fs::read(fixture.join("vocab.json")).unwrap();
+    let merges = std::fs::read(fixture.join("merges.txt")).unwrap();
+    let load = |vocab: &[u8], merges: &[u8]| {
+        std::fs::write(dir.path().join("vocab.json"), vocab).unwrap();
+        std::fs::write(dir.path().join("merges.txt"), merges).unwrap();
+        benchctl_models::tokenizer::RobertaTokenizer::from_file(&dir.path().join("vocab.json"), 50)
+            .and_then(|t| t.encode("a red square to the left of a green triangle").map(|_| ()))
+    };
+    let tokenizer = |e: &benchctl_models::Error| e.kind() == benchctl_models::ErrorKind::Tokenizer;
+    fuzz("vocab.json", &vocab, 12, |b| load(b, &merges), tokenizer);
+    fuzz("merges.txt", &merges, 13, |b| load(&vocab, b), tokenizer);
+}
+
+/// Safetensors headers (the JSON after the length): a weights error naming the file, never
+/// a panic and never a model built from misread tensors (the FIBER micro checkpoint).
+#[test]
+fn safetensors_headers() {
+    use benchctl_models::models::fiber::{Fiber, FiberConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = benchctl_testkit::model_fixture("fiber-micro");
+    let config = FiberConfig::from_file_or_default(&fixture.join("config.json")).unwrap();
+    let file = std::fs::read(fixture.join("model.safetensors")).unwrap();
+    let header_end = 8 + u64::from_le_bytes(file[..8].try_into().unwrap()) as usize;
+    let (header, data) = file.split_at(header_end);
+    let path = dir.path().join("model.safetensors");
+    let load = |header: &[u8]| {
+        // The length prefix follows the mutated JSON, so the mutations reach the parser.
+        let json = &header[8.min(header.len())..];
+        let mut bytes = (json.len() as u64).to_le_bytes().to_vec();
+        bytes.extend_from_slice(json);
+        bytes.extend_from_slice(data);
+        std::fs::write(&path, bytes).unwrap();
+        Fiber::load(&config, &path, candle_core::DType::F32, &candle_core::Device::Cpu).map(|_| ())
+    };
+    fuzz("safetensors header", header, 14, load, |e| {
+        e.kind() == benchctl_models::ErrorKind::BadWeights && e.to_string().contains("model.safetensors")
+    });
+}
