@@ -155,6 +155,62 @@ pub const MAX_PIXELS: u64 = 2 * 89_478_485;
 /// The most bytes one decode may allocate (a 178 M-pixel RGBA image at 16 bits is 1.4 GB).
 const MAX_DECODE_ALLOC: u64 = 1536 << 20;
 
+/// The most bytes the decoders running in parallel may hold at once: images are decoded on
+/// every core, and without a common bound a batch of large files could each take up to
+/// [`MAX_DECODE_ALLOC`] at the same time.
+pub const DECODE_MEMORY: u64 = 2 << 30;
+
+/// A budget of bytes shared by concurrent decoders: [`DecodeBudget::reserve`] waits until
+/// its share fits. One request larger than the whole budget waits for the budget to be
+/// free and then runs alone, so no image that passes the pixel limit is refused for it.
+#[derive(Debug)]
+pub struct DecodeBudget {
+    total: u64,
+    in_use: std::sync::Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+/// Bytes held from a [`DecodeBudget`] until dropped.
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    budget: &'a DecodeBudget,
+    bytes: u64,
+}
+
+impl DecodeBudget {
+    pub const fn new(total: u64) -> Self {
+        Self { total, in_use: std::sync::Mutex::new(0), freed: std::sync::Condvar::new() }
+    }
+
+    /// Holds `bytes` (at most the whole budget) once they fit beside the other holders.
+    pub fn reserve(&self, bytes: u64) -> Reservation<'_> {
+        let bytes = bytes.min(self.total);
+        // A poisoned lock only means another decoder panicked; the count is still right.
+        let mut in_use = self.in_use.lock().unwrap_or_else(|e| e.into_inner());
+        while *in_use + bytes > self.total {
+            in_use = self.freed.wait(in_use).unwrap_or_else(|e| e.into_inner());
+        }
+        *in_use += bytes;
+        Reservation { budget: self, bytes }
+    }
+
+    /// Bytes held now.
+    pub fn in_use(&self) -> u64 {
+        *self.in_use.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut in_use = self.budget.in_use.lock().unwrap_or_else(|e| e.into_inner());
+        *in_use -= self.bytes;
+        self.budget.freed.notify_all();
+    }
+}
+
+/// The budget every image decode in this process draws from.
+static DECODERS: DecodeBudget = DecodeBudget::new(DECODE_MEMORY);
+
 /// An image in the mode `PIL.Image.open` (Pillow 13) gives its file, because a PIL pipeline
 /// resizes each mode its own way (`Image.resize`): RGBA and LA premultiplied by alpha, P and
 /// 1 nearest-neighbour, I;16 in 16 bits. Greyscale is held replicated as RGB (Pillow resizes
@@ -248,6 +304,9 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
             "the JPEG is truncated: its scan data has no end-of-image marker (Pillow: \"image file is truncated\")",
         )));
     }
+    // The decoded pixels at up to 8 bytes each (16-bit RGBA), and as much again for the
+    // decoder's own buffers and the conversion: held until this decode is done.
+    let _held = DECODERS.reserve((u64::from(w) * u64::from(h) * 16).min(MAX_DECODE_ALLOC));
     let mut reader = open()?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_DECODE_ALLOC);
@@ -294,4 +353,36 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
         other if other.color().has_alpha() => PilImage::Rgba(other.into_rgba8()),
         other => PilImage::Rgb(other.into_rgb8()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecodeBudget;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// Concurrent holders never exceed the budget together, every one gets its turn, and a
+    /// request larger than the budget runs alone.
+    #[test]
+    fn decoders_share_one_memory_budget() {
+        let budget = DecodeBudget::new(1_000);
+        let (held, peak, done) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+        std::thread::scope(|scope| {
+            for i in 0..12u64 {
+                let (budget, held, peak, done) = (&budget, &held, &peak, &done);
+                scope.spawn(move || {
+                    let bytes = if i == 5 { 5_000 } else { 300 };
+                    let _r = budget.reserve(bytes);
+                    let now = held.fetch_add(bytes.min(1_000), Ordering::SeqCst) + bytes.min(1_000);
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    held.fetch_sub(bytes.min(1_000), Ordering::SeqCst);
+                    done.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        assert_eq!(done.load(Ordering::SeqCst), 12);
+        assert!(peak.load(Ordering::SeqCst) <= 1_000, "{} bytes held at once", peak.load(Ordering::SeqCst));
+        assert!(peak.load(Ordering::SeqCst) >= 600, "the budget lets decoders run side by side");
+        assert_eq!(budget.in_use(), 0);
+    }
 }
