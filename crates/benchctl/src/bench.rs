@@ -47,6 +47,7 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         BenchPart::Retrieval => return retrieval(args),
         BenchPart::Peak => return peak(args),
         BenchPart::Dense => return dense(args),
+        BenchPart::Annotations => return annotations(),
         _ => {}
     }
     let (name, config) = match &args.config {
@@ -240,6 +241,70 @@ fn summarise(part: &'static str, batch: usize, times: &[f64]) -> PartResult {
         max_ms: pct(1.0),
         extra: Vec::new(),
     }
+}
+
+/// The resident set now, in MiB (`VmRSS`).
+fn rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? / 1024.0)
+}
+
+/// The memory ceiling of loading annotations: a Winoground `examples.jsonl` of 1,000,000 items
+/// (two 8×8 images shared by all, so only the annotations grow), loaded as `eval` loads it;
+/// the resident memory before and after, per item.
+fn annotations() -> Result<(String, Vec<PartResult>)> {
+    let items = 1_000_000;
+    let dir = std::env::temp_dir().join(format!("benchctl-bench-annotations-{}", std::process::id()));
+    let result = (|| -> Result<Vec<PartResult>> {
+        std::fs::create_dir_all(dir.join("images")).map_err(io("create the suite"))?;
+        for name in ["a", "b"] {
+            image::RgbImage::from_pixel(8, 8, image::Rgb([9, 99, 199]))
+                .save(dir.join("images").join(format!("{name}.png")))
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))?;
+        }
+        let mut file = std::io::BufWriter::new(
+            std::fs::File::create(dir.join("examples.jsonl")).map_err(io("write examples.jsonl"))?,
+        );
+        for i in 0..items {
+            use std::io::Write;
+            writeln!(
+                file,
+                r#"{{"id": {i}, "image_0": "a", "image_1": "b", "caption_0": "a small dog to the left of a red car number {i}", "caption_1": "a red car to the left of a small dog number {i}", "tag": "Relation-Spatial", "secondary_tag": "Symbolic", "num_main_preds": 1, "collapsed_tag": "Relation"}}"#
+            )
+            .map_err(io("write examples.jsonl"))?;
+        }
+        drop(file);
+        let bytes = std::fs::metadata(dir.join("examples.jsonl")).map(|m| m.len() as f64).unwrap_or(f64::NAN);
+        let before = rss_mib().unwrap_or(f64::NAN);
+        let started = Instant::now();
+        let suite = benchctl_suites::find("winoground")?.load(&dir)?;
+        let seconds = started.elapsed().as_secs_f64();
+        let after = rss_mib().unwrap_or(f64::NAN);
+        if suite.items.len() != items {
+            return Err(Error::new(
+                ErrorKind::Compute,
+                format!("benchmark: loaded {} items of {items}", suite.items.len()),
+            ));
+        }
+        drop(suite);
+        Ok(vec![PartResult {
+            part: "annotations",
+            batch: items,
+            per_second: items as f64 / seconds,
+            p50_ms: seconds * 1e3,
+            p90_ms: f64::NAN,
+            max_ms: f64::NAN,
+            extra: vec![
+                ("file_mib", bytes / (1 << 20) as f64),
+                ("load_s", seconds),
+                ("suite_mib", after - before),
+                ("bytes_per_item", (after - before) * (1 << 20) as f64 / items as f64),
+            ],
+        }])
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(("winoground examples.jsonl, 1,000,000 items".to_string(), result?))
 }
 
 /// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the

@@ -310,6 +310,9 @@ pub enum BenchPart {
     /// One dense layer's product as the image encoder runs it (1,600 × 768 by 3,072 × 768),
     /// in GFLOP/s.
     Dense,
+    /// A 1,000,000-item Winoground annotation file (every item naming the same two images):
+    /// how fast it loads and how much memory the loaded suite takes.
+    Annotations,
     /// The fp32 multiply-add peak of this CPU at the current tier (`BENCHCTL_CPU`) on all
     /// threads, in GFLOP/s: what the encoders' rates are a fraction of.
     Peak,
