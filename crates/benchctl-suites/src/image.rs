@@ -157,7 +157,7 @@ const MAX_DECODE_ALLOC: u64 = 1536 << 20;
 
 /// The most bytes the decoders running in parallel may hold at once: images are decoded on
 /// every core, and without a common bound a batch of large files could each take up to
-/// [`MAX_DECODE_ALLOC`] at the same time.
+/// `MAX_DECODE_ALLOC` (1.5 GiB) at the same time.
 pub const DECODE_MEMORY: u64 = 2 << 30;
 
 /// A budget of bytes shared by concurrent decoders: [`DecodeBudget::reserve`] waits until
