@@ -71,3 +71,8 @@ bench-vs-torch tier="best" batch="32" threads="2":
 # Mutation tests of every file parser with many more cases than CI runs (default 2,000).
 fuzz cases="100000":
     BENCHCTL_FUZZ_CASES={{cases}} cargo test --release -p benchctl --test fuzz
+
+# The CUDA compiler for the CUDA build check in .ci/run (no GPU needed): nvcc 13.2 and the
+# headers candle's kernels include, pinned, from PyPI, under target/cuda-tools (~330 MB).
+cuda-tools:
+    pip install --quiet --target target/cuda-tools "nvidia-cuda-nvcc==13.2.86" "nvidia-cuda-cccl==13.2.86" "nvidia-nvvm==13.2.86" "nvidia-cuda-crt==13.2.86" "nvidia-cuda-runtime==13.2.86"
