@@ -128,7 +128,8 @@ fn fiber(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         return fiber_e2e(args, size);
     }
     let device = benchctl_models::device::parse_device(&args.device)?;
-    let model = fiber::random_base(size, &device)?;
+    let dtype = benchctl_models::device::parse_dtype(&args.dtype)?;
+    let model = fiber::random_base(size, dtype, &device)?;
     let batch = args.batch as usize;
     let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
     let pixels = Tensor::randn(0f32, 1f32, (batch, 3, size, size), &device).map_err(compute)?;

@@ -491,9 +491,9 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
 }
 
 /// FIBER-base with random weights at `image_size` (benchmarks and smoke tests).
-pub fn random_base(image_size: usize, device: &Device) -> Result<Fiber> {
+pub fn random_base(image_size: usize, dtype: DType, device: &Device) -> Result<Fiber> {
     let config = FiberConfig { image_size: Some(image_size), ..FiberConfig::default() };
-    let vb = candle_nn::VarBuilder::from_varmap(&candle_nn::VarMap::new(), DType::F32, device);
+    let vb = candle_nn::VarBuilder::from_varmap(&candle_nn::VarMap::new(), dtype, device);
     let w = Weights::from_var_builder(vb, "random FIBER-base").random();
     Fiber::from_weights(&config, &w, "random FIBER-base")
 }
