@@ -126,11 +126,11 @@ mod tests {
         let ours = Error::from(models);
         assert_eq!((ours.kind(), ours.kind().exit_code()), (ErrorKind::Model, 4));
         assert_eq!(ours.to_string(), message);
-        let cause = std::error::Error::source(&ours).expect("the models error is kept");
-        let kept = cause.downcast_ref::<benchctl_models::Error>().expect("as the models error itself");
+        let kept = std::error::Error::source(&ours).and_then(|c| c.downcast_ref::<benchctl_models::Error>());
+        let Some(kept) = kept else { panic!("the models error is kept whole as the cause") };
         assert_eq!((kept.kind(), kept.to_string()), (benchctl_models::ErrorKind::BadConfig, message));
-        let root = std::error::Error::source(cause).expect("and its own cause");
-        assert!(root.downcast_ref::<serde_json::Error>().is_some(), "{root}");
+        let root = std::error::Error::source(kept).and_then(|r| r.downcast_ref::<serde_json::Error>());
+        assert!(root.is_some(), "the parser's error is the models error's cause");
         assert!(std::error::Error::source(&Error::new(ErrorKind::Usage, "plain")).is_none());
     }
 }
