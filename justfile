@@ -72,7 +72,13 @@ bench-vs-torch tier="best" batch="32" threads="2":
 fuzz cases="100000":
     BENCHCTL_FUZZ_CASES={{cases}} cargo test --release -p benchctl --test fuzz
 
-# The CUDA compiler for the CUDA build check in .ci/run (no GPU needed): nvcc 13.2 and the
-# headers candle's kernels include, pinned, from PyPI, under target/cuda-tools (~330 MB).
-cuda-tools:
-    pip install --quiet --target target/cuda-tools "nvidia-cuda-nvcc==13.2.86" "nvidia-cuda-cccl==13.2.86" "nvidia-nvvm==13.2.86" "nvidia-cuda-crt==13.2.86" "nvidia-cuda-runtime==13.2.86"
+# The CUDA build, made here without a GPU (scripts/cuda-env.sh: CUDA 13.0 toolkit wheels under
+# target/cuda-tools, unversioned library links, a link-only libcuda stub). For a GPU machine:
+# there, LD_LIBRARY_PATH must reach the CUDA 13 libraries (docs/performance.md, "GPU").
+cuda-build:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    source scripts/cuda-env.sh
+    cargo build --release -p benchctl --features cuda --locked --target-dir target/cuda-build
+    ls -l target/cuda-build/release/benchctl
+
