@@ -2,14 +2,14 @@
 //! random-weight `FIBERTransformerSS` built and run by microsoft/FIBER itself (full depths,
 //! tiny widths), its inputs and every intermediate (see its README). Each tensor is
 //! reproduced here within 1e-4, the debug tensors of each fusion step included, so that a
-//! mismatch names its layer.
+//! mismatch names its layer. `BENCHCTL_TEST_DEVICE=cuda` runs them on a GPU.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use benchctl_models::models::fiber::{Fiber, FiberConfig, FusionTrace, TextBatch};
-use benchctl_testkit::shared;
-use candle_core::{DType, Device, IndexOp, Tensor};
+use benchctl_testkit::{shared, test_device};
+use candle_core::{DType, IndexOp, Tensor};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -32,7 +32,7 @@ fn tiny_config() -> FiberConfig {
 }
 
 fn load_all(path: &Path) -> HashMap<String, Tensor> {
-    candle_core::safetensors::load(path, &Device::Cpu).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    candle_core::safetensors::load(path, &test_device()).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 
 /// Max |a − b| after both are flattened to f32; panics on a shape mismatch.
@@ -63,7 +63,7 @@ fn by_pair(t: &Tensor, images: usize, captions: usize) -> Tensor {
 #[test]
 fn fiber_reproduces_every_tensor_of_the_official_code() {
     let Some(dir) = shared("reference/fiber-tiny") else { return };
-    let model = Fiber::load(&tiny_config(), &dir.join("model.safetensors"), DType::F32, &Device::Cpu).unwrap();
+    let model = Fiber::load(&tiny_config(), &dir.join("model.safetensors"), DType::F32, &test_device()).unwrap();
     let inputs = load_all(&dir.join("inputs.safetensors"));
     let expected = load_all(&dir.join("expected.safetensors"));
     let pixels = &inputs["pixel_values"];
@@ -94,7 +94,7 @@ fn fiber_reproduces_every_tensor_of_the_official_code() {
     ours.push(("itc.logits_i2t", (&sim / temp).unwrap()));
     ours.push(("itc.logits_t2i", (sim.t().unwrap() / temp).unwrap()));
     ours.push(("itc.sim", sim));
-    ours.push(("itc.temp", Tensor::new(&[temp as f32], &Device::Cpu).unwrap()));
+    ours.push(("itc.temp", Tensor::new(&[temp as f32], &test_device()).unwrap()));
     let mask = model.text_mask(&text).unwrap();
     ours.push(("text.extended_attention_mask", mask.clone()));
 
@@ -103,7 +103,7 @@ fn fiber_reproduces_every_tensor_of_the_official_code() {
     let text_pre = model.text_prefusion(&text, &mask).unwrap();
     ours.push(("debug.fused.image_prefusion", image_pre.clone()));
     ours.push(("debug.fused.text_prefusion", text_pre.clone()));
-    let pick = |rows: Vec<u32>, t: &Tensor| t.index_select(&Tensor::new(rows, &Device::Cpu).unwrap(), 0).unwrap();
+    let pick = |rows: Vec<u32>, t: &Tensor| t.index_select(&Tensor::new(rows, &test_device()).unwrap(), 0).unwrap();
     let image_rows: Vec<u32> = (0..images * captions).map(|p| (p / captions) as u32).collect();
     let text_rows: Vec<u32> = (0..images * captions).map(|p| (p % captions) as u32).collect();
     let pair_text = TextBatch {
@@ -172,7 +172,7 @@ fn micro() -> std::path::PathBuf {
 
 fn micro_inputs(model: &Fiber) -> (Tensor, TextBatch) {
     let size = model.image_size();
-    let pixels = Tensor::randn(0f32, 1f32, (2, 3, size, size), &Device::Cpu).unwrap();
+    let pixels = Tensor::randn(0f32, 1f32, (2, 3, size, size), &test_device()).unwrap();
     let tokenizer = benchctl_models::tokenizer::RobertaTokenizer::from_file(&micro().join("vocab.json"), 50).unwrap();
     let rows: Vec<Vec<u32>> = ["a red square to the left of a green triangle", "a blue circle"]
         .iter()
@@ -193,8 +193,9 @@ fn outputs(model: &Fiber, pixels: &Tensor, text: &TextBatch) -> Vec<Vec<f32>> {
 fn a_lightning_checkpoint_loads_as_its_safetensors_twin() {
     let config = FiberConfig::from_file_or_default(&micro().join("config.json")).unwrap();
     assert_eq!(config.image_size, None, "the fixture's config leaves the image size to the checkpoint");
-    let from_ckpt = Fiber::load(&config, &micro().join("fiber_micro.ckpt"), DType::F32, &Device::Cpu).unwrap();
-    let from_safetensors = Fiber::load(&config, &micro().join("model.safetensors"), DType::F32, &Device::Cpu).unwrap();
+    let from_ckpt = Fiber::load(&config, &micro().join("fiber_micro.ckpt"), DType::F32, &test_device()).unwrap();
+    let from_safetensors =
+        Fiber::load(&config, &micro().join("model.safetensors"), DType::F32, &test_device()).unwrap();
     assert_eq!(from_ckpt.image_size(), 64, "read from the 3×3 relative position tables (window 2)");
     assert!(from_ckpt.has_itm_head());
     assert!((from_ckpt.temp().unwrap() - 0.07).abs() < 1e-7);
@@ -222,9 +223,9 @@ fn an_itc_checkpoint_has_no_itm_head_and_a_deeper_checkpoint_is_refused() {
         benchctl_models::registry::architecture_of(&files).unwrap(),
         benchctl_models::registry::Architecture::Fiber
     );
-    let err = benchctl_models::models::fiber::FiberItm::load(&files, DType::F32, &Device::Cpu).unwrap_err();
+    let err = benchctl_models::models::fiber::FiberItm::load(&files, DType::F32, &test_device()).unwrap_err();
     assert!(err.to_string().contains("no ITM head") && err.to_string().contains("--score itc"), "{err}");
-    let itc = benchctl_models::models::fiber::FiberItc::load(&files, DType::F32, &Device::Cpu).unwrap();
+    let itc = benchctl_models::models::fiber::FiberItc::load(&files, DType::F32, &test_device()).unwrap();
     let (pixels, _) = micro_inputs(itc.model());
     let embeds = benchctl_models::DualEncoder::encode_images(&itc, &pixels).unwrap();
     assert_eq!(embeds.dims(), [2, 8]);
@@ -233,7 +234,7 @@ fn an_itc_checkpoint_has_no_itm_head_and_a_deeper_checkpoint_is_refused() {
     // so a tensor they need is missing): refused, naming the tensor, never half-loaded.
     let mut config = FiberConfig::from_file_or_default(&micro().join("config.json")).unwrap();
     config.roberta.num_hidden_layers = 11;
-    let err = Fiber::load(&config, &micro().join("fiber_micro.ckpt"), DType::F32, &Device::Cpu).unwrap_err();
+    let err = Fiber::load(&config, &micro().join("fiber_micro.ckpt"), DType::F32, &test_device()).unwrap_err();
     assert_eq!(err.kind(), benchctl_models::ErrorKind::BadWeights);
     assert!(err.to_string().contains("fiber_micro.ckpt: tensor `text_transformer.encoder.layer."), "{err}");
 }

@@ -1,7 +1,8 @@
 //! Parity with the reference implementations on the random-weight fixtures written by
 //! `scripts/gen_fixtures.py`, within 1e-4 in f32: transformers' `CLIPModel` (two configs),
 //! open_clip's `CLIP` in its own naming, `SiglipModel` and `BlipForImageTextRetrieval`
-//! (ITM and ITC); plus the f16/bf16 drift against those f32 outputs.
+//! (ITM and ITC); plus the f16/bf16 drift against those f32 outputs. On the CPU by default;
+//! `BENCHCTL_TEST_DEVICE=cuda` runs the same checks on a GPU (docs/performance.md, "GPU").
 
 use benchctl_models::hub;
 use benchctl_models::models::blip::{BlipItc, BlipItm};
@@ -9,8 +10,8 @@ use benchctl_models::models::clip::ClipEncoder;
 use benchctl_models::models::clip_openai::load_open_clip;
 use benchctl_models::models::siglip::SiglipEncoder;
 use benchctl_models::{DualEncoder, FusionEncoder, ScoreKind};
-use benchctl_testkit::fixture_model;
-use candle_core::{DType, Device, Tensor};
+use benchctl_testkit::{fixture_model, test_device};
+use candle_core::{DType, Tensor};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -24,7 +25,7 @@ fn reference(model: &str) -> Reference {
     let bytes = std::fs::read(&path).unwrap();
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let texts = serde_json::from_str(&meta.metadata().as_ref().unwrap()["texts"]).unwrap();
-    Reference { tensors: candle_core::safetensors::load(&path, &Device::Cpu).unwrap(), texts }
+    Reference { tensors: candle_core::safetensors::load(&path, &test_device()).unwrap(), texts }
 }
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
@@ -34,7 +35,7 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
 
 fn load(model: &str) -> ClipEncoder {
     let files = hub::from_dir(&fixture_model(model)).unwrap();
-    ClipEncoder::load(&files, DType::F32, &Device::Cpu).unwrap()
+    ClipEncoder::load(&files, DType::F32, &test_device()).unwrap()
 }
 
 /// The unpadded id rows of the reference batch.
@@ -99,7 +100,7 @@ fn padding_a_batch_does_not_change_a_text() {
 /// Logits of a fixture model in `dtype` through the public path.
 fn logits(name: &str, dtype: DType) -> Tensor {
     let files = hub::from_dir(&fixture_model(name)).unwrap();
-    let model = ClipEncoder::load(&files, dtype, &Device::Cpu).unwrap();
+    let model = ClipEncoder::load(&files, dtype, &test_device()).unwrap();
     let r = reference(name);
     let texts: Vec<&str> = r.texts.iter().map(String::as_str).collect();
     let pixels = r.tensors["pixel_values"].to_dtype(dtype).unwrap();
@@ -143,7 +144,7 @@ fn openclip_checkpoint_in_open_clip_naming_matches_open_clip() {
     // found through `open_clip_config.json` and converted on load.
     let f = files("openclip-tiny");
     assert!(f.config.ends_with("open_clip_config.json"));
-    let model = load_open_clip(&f, DType::F32, &Device::Cpu).unwrap();
+    let model = load_open_clip(&f, DType::F32, &test_device()).unwrap();
     assert_eq!(model.model().config().text_config.hidden_act, "gelu");
     let r = reference("openclip-tiny");
     let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
@@ -166,7 +167,7 @@ fn openclip_checkpoint_in_open_clip_naming_matches_open_clip() {
 
 #[test]
 fn siglip_tiny_matches_transformers() {
-    let model = SiglipEncoder::load(&files("siglip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let model = SiglipEncoder::load(&files("siglip-tiny"), DType::F32, &test_device()).unwrap();
     let r = reference("siglip-tiny");
     let image = model.model().image_features(&r.tensors["pixel_values"]).unwrap();
     let d = max_abs_diff(&image, &r.tensors["image_embeds"]);
@@ -197,7 +198,7 @@ fn siglip_tiny_matches_transformers() {
 
 #[test]
 fn blip_itc_matches_transformers() {
-    let model = BlipItc::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let model = BlipItc::load(&files("blip-tiny"), DType::F32, &test_device()).unwrap();
     let r = reference("blip-tiny");
     let rows: Vec<Vec<u32>> = id_rows(&r);
     let ours: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
@@ -210,14 +211,14 @@ fn blip_itc_matches_transformers() {
 
 #[test]
 fn blip_itm_matches_transformers_for_every_pair() {
-    let model = BlipItm::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let model = BlipItm::load(&files("blip-tiny"), DType::F32, &test_device()).unwrap();
     let r = reference("blip-tiny");
     let states = model.encode_images(&r.tensors["pixel_values"]).unwrap();
     let (n_images, n_texts) = (states.dim(0).unwrap(), r.texts.len());
     // Every (image, text) pair in one padded batch, as the runner sends them.
     let pair_images: Vec<u32> = (0..n_images).flat_map(|i| std::iter::repeat_n(i as u32, n_texts)).collect();
     let pair_texts: Vec<&str> = (0..n_images).flat_map(|_| r.texts.iter().map(String::as_str)).collect();
-    let index = Tensor::new(pair_images, &Device::Cpu).unwrap();
+    let index = Tensor::new(pair_images, &test_device()).unwrap();
     let pair_states = states.index_select(&index, 0).unwrap();
     // The stored score is the match logit l1 − l0; its sigmoid is transformers' softmax(l)[1].
     let logits = model.score_pairs(&pair_states, &pair_texts).unwrap().reshape((n_images, n_texts)).unwrap();
@@ -235,14 +236,14 @@ fn blip_itm_matches_transformers_for_every_pair() {
 #[test]
 fn blip_rerank_matches_blips_evaluation() {
     use benchctl_scoring::metrics::retrieval::{rerank_row, shortlist, OUTSIDE_SHORTLIST};
-    let model = BlipItm::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+    let model = BlipItm::load(&files("blip-tiny"), DType::F32, &test_device()).unwrap();
     let r = reference("blip-tiny");
     let expected =
-        candle_core::safetensors::load(fixture_model("blip-tiny").join("rerank.safetensors"), &Device::Cpu).unwrap();
+        candle_core::safetensors::load(fixture_model("blip-tiny").join("rerank.safetensors"), &test_device()).unwrap();
     let states = model.encode_images(&r.tensors["pixel_values"]).unwrap();
     let (n_images, n_texts) = (states.dim(0).unwrap(), r.texts.len());
     let cosine: Vec<Vec<f32>> = {
-        let itc = BlipItc::load(&files("blip-tiny"), DType::F32, &Device::Cpu).unwrap();
+        let itc = BlipItc::load(&files("blip-tiny"), DType::F32, &test_device()).unwrap();
         unsqueeze_scores(&itc, &r.tensors["pixel_values"], &r.texts).to_vec2().unwrap()
     };
     // The class-1 logit of every pair, through the re-rank entry point.
@@ -284,7 +285,7 @@ fn blip_rerank_matches_blips_evaluation() {
 
 #[test]
 fn zoo_half_precision_drift_is_reported_and_bounded() {
-    let cpu = Device::Cpu;
+    let cpu = test_device();
     for dtype in [DType::BF16, DType::F16] {
         let r = reference("siglip-tiny");
         let model = SiglipEncoder::load(&files("siglip-tiny"), dtype, &cpu).unwrap();

@@ -8,9 +8,26 @@
 
 use std::path::{Path, PathBuf};
 
-/// The workspace root.
+/// The workspace root: where the tests were compiled, or `BENCHCTL_WORKSPACE` when the test
+/// binaries run on another machine over a copy of the tree (a GPU machine, docs/performance.md).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root exists")
+    let root = std::env::var_os("BENCHCTL_WORKSPACE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    root.canonicalize().expect("workspace root exists")
+}
+
+/// The device the model parity tests run on: the CPU, or the first GPU when
+/// `BENCHCTL_TEST_DEVICE=cuda` (a `--features cuda` build on a GPU machine), so that the same
+/// third-party fixtures check the CUDA path. Panics on any other value, or when CUDA was asked
+/// for and cannot be opened: a GPU run must never pass by quietly testing the CPU.
+pub fn test_device() -> candle_core::Device {
+    match std::env::var("BENCHCTL_TEST_DEVICE").as_deref() {
+        Err(_) | Ok("") | Ok("cpu") => candle_core::Device::Cpu,
+        Ok("cuda") => candle_core::Device::new_cuda(0)
+            .unwrap_or_else(|e| panic!("BENCHCTL_TEST_DEVICE=cuda: cannot open the first GPU: {e}")),
+        Ok(other) => panic!("BENCHCTL_TEST_DEVICE={other}: expected cpu or cuda"),
+    }
 }
 
 /// `../shared/<relative>` beside the checkout. `None` (with a printed reason) when it is
