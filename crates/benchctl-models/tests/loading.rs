@@ -193,3 +193,18 @@ fn caption_limits_report_what_the_tokenizers_cut() {
         );
     }
 }
+
+/// Benchmarks run models of random weights. An operation on a candle variable records its
+/// inputs for backpropagation, which kept every activation of a forward pass alive (on a GPU,
+/// 20 times PyTorch's memory): such a model's outputs must carry no graph, as a loaded one's.
+#[test]
+fn random_weight_models_keep_no_graph() {
+    use benchctl_models::models::clip::{Clip, ClipConfig};
+    let config = ClipConfig::from_file(&fixture_model("clip-tiny-a").join("config.json")).unwrap();
+    let size = config.vision_config.image_size;
+    let model = Clip::random(config, DType::F32, &Device::Cpu).unwrap();
+    let pixels = candle_core::Tensor::randn(0f32, 1f32, (2, 3, size, size), &Device::Cpu).unwrap();
+    let images = model.image_features(&pixels).unwrap();
+    let texts = model.text_features(&[vec![1, 2, 3], vec![4, 5]]).unwrap();
+    assert!(!images.track_op() && !texts.track_op(), "the outputs hold the graph of their computation");
+}

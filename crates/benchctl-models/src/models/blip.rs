@@ -23,7 +23,7 @@ use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
 use super::transformer::{
-    attend, dense, l2_normalise, load_blocks, run_blocks, AttentionNames, Block, PatchEmbedding, Tower,
+    attend, dense, l2_normalise, load_blocks, run_blocks, token, AttentionNames, Block, PatchEmbedding, Tower,
 };
 use super::weights::Weights;
 use crate::hub::ModelFiles;
@@ -280,7 +280,7 @@ impl Blip {
             let xs = self.embedding_norm.forward(&xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?)?;
             let mask = Tensor::from_vec(mask, (b, 1, 1, s), &self.device)?.to_dtype(xs.dtype())?;
             let xs = self.layers.iter().try_fold(xs, |xs, layer| layer.forward(&xs, &mask, image))?;
-            xs.i((.., 0, ..))
+            token(&xs, 0)
         };
         run().map_err(|e| Error::compute("encode texts", e))
     }
@@ -360,8 +360,7 @@ impl DualEncoder for BlipItc {
     fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
         let m = &self.0.model;
         let tokens = m.image_tokens(pixels)?;
-        tokens
-            .i((.., 0, ..))
+        token(&tokens, 0)
             .and_then(|cls| m.vision_proj.forward(&cls))
             .and_then(|f| l2_normalise(&f))
             .map_err(|e| Error::compute("project image embeddings", e))

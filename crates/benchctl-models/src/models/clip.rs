@@ -326,12 +326,7 @@ impl Clip {
 
     /// A model with random weights of the configured shape (for benchmarks).
     pub fn random(config: ClipConfig, dtype: DType, device: &Device) -> Result<Self> {
-        let varmap = candle_nn::VarMap::new();
-        let vb = candle_nn::VarBuilder::from_varmap(&varmap, dtype, device);
-        // The VarMap creates each tensor when asked; `get` would reject them as missing,
-        // so build through a builder that always "contains" them.
-        let w = Weights::from_var_builder(vb, "random weights").random();
-        Self::from_weights(config, &w)
+        Weights::build_random(dtype, device, "random weights", |w| Self::from_weights(config.clone(), w))
     }
 
     /// Writes a model of this shape with random weights as `model.safetensors` (Hugging Face

@@ -15,7 +15,7 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
-use super::transformer::{l2_normalise, load_blocks, run_blocks, Attention, Block, Mlp, PatchEmbedding, Tower};
+use super::transformer::{l2_normalise, load_blocks, run_blocks, token, Attention, Block, Mlp, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, HALF};
@@ -166,7 +166,7 @@ impl AttentionPool {
         let probe = self.probe.broadcast_as((b, 1, width))?;
         let pooled = self.attention.forward_queries(&probe, xs)?;
         let pooled = (self.mlp.forward(&self.norm.forward(&pooled)?)? + pooled)?;
-        pooled.i((.., 0, ..))
+        token(&pooled, 0)
     }
 }
 
@@ -254,7 +254,7 @@ impl Siglip {
             let xs = self.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
             let xs = xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?;
             let xs = self.final_norm.forward(&run_blocks(&self.text_blocks, xs, None)?)?;
-            self.text_head.forward(&xs.i((.., s - 1, ..))?)
+            self.text_head.forward(&token(&xs, s - 1)?)
         };
         run().map_err(|e| Error::compute("encode texts", e))
     }

@@ -74,6 +74,14 @@ pub(crate) fn attend(
     weights.matmul(&v)?.transpose(1, 2)?.reshape((b, s, width))
 }
 
+/// Token `index` of every sequence (`[batch, seq, width]` → `[batch, width]`) as a contiguous
+/// tensor. The pooled token goes into a projection, and candle's CUDA matmul refuses the
+/// strided view `xs.i((.., index, ..))` is (its CPU matmul takes it).
+pub(crate) fn token(xs: &Tensor, index: usize) -> candle_core::Result<Tensor> {
+    use candle_core::IndexOp;
+    xs.i((.., index, ..))?.contiguous()
+}
+
 /// `xs · Wᵀ + b` over the last dimension, as one 2-D matrix product: candle multiplies a
 /// `(batch, seq, in)` input by a broadcast weight as `batch` small products, which runs the
 /// CPU kernels at two thirds of their speed.

@@ -35,7 +35,7 @@ use serde::Deserialize;
 
 use self::roberta::{additive_mask, Roberta, RobertaShape};
 use self::swin::{Swin, SwinShape, TextContext};
-use super::transformer::{dense, l2_normalise};
+use super::transformer::{dense, l2_normalise, token};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Pipeline, Preprocessor, IMAGENET_MEAN, IMAGENET_STD};
@@ -365,7 +365,7 @@ impl Fiber {
     pub fn itc_text_from_backbone(&self, backbone: &Tensor) -> Result<(Tensor, Tensor)> {
         let run = || -> candle_core::Result<(Tensor, Tensor)> {
             let feats = dense(&self.text_transform_itc, backbone)?;
-            let pooled = self.text_pooler_itc.forward(&feats.i((.., 0))?)?.tanh()?;
+            let pooled = self.text_pooler_itc.forward(&token(&feats, 0)?)?.tanh()?;
             Ok((feats.clone(), l2_normalise(&pooled)?))
         };
         run().map_err(|e| Error::compute("project text embeddings", e))
@@ -441,7 +441,7 @@ impl Fiber {
         let run = || -> candle_core::Result<FusedHeads> {
             let text_feats = dense(&self.text_transform, text)?;
             let image_feats = dense(&self.image_transform, image)?;
-            let text_cls = self.text_pooler.forward(&text_feats.i((.., 0))?)?.tanh()?;
+            let text_cls = self.text_pooler.forward(&token(&text_feats, 0)?)?.tanh()?;
             let image_cls = self.image_pooler.forward(&image_feats.mean(1)?)?.tanh()?;
             let cls_feats = Tensor::cat(&[&text_cls, &image_cls], D::Minus1)?;
             Ok(FusedHeads { text_feats, image_feats, cls_feats })
@@ -493,9 +493,7 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
 /// FIBER-base with random weights at `image_size` (benchmarks and smoke tests).
 pub fn random_base(image_size: usize, dtype: DType, device: &Device) -> Result<Fiber> {
     let config = FiberConfig { image_size: Some(image_size), ..FiberConfig::default() };
-    let vb = candle_nn::VarBuilder::from_varmap(&candle_nn::VarMap::new(), dtype, device);
-    let w = Weights::from_var_builder(vb, "random FIBER-base").random();
-    Fiber::from_weights(&config, &w, "random FIBER-base")
+    Weights::build_random(dtype, device, "random FIBER-base", |w| Fiber::from_weights(&config, w, "random FIBER-base"))
 }
 
 /// Writes a FIBER-base of random weights at `image_size` as safetensors in the official
