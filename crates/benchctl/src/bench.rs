@@ -446,11 +446,13 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
     write_suite(&suite_dir, items)?;
     let batch = args.batch.to_string();
+    let device = benchctl_models::device::parse_device(&args.device)?;
+    let dtype = benchctl_models::device::parse_dtype(&args.dtype)?;
     let result = (|| -> Result<Vec<PartResult>> {
         // Encoder only: the same model and inputs, already decoded and preprocessed.
         let suite = benchctl_suites::find("winoground")?.load(&suite_dir)?;
         let files = benchctl_models::hub::from_dir(&model_dir)?;
-        let encoder = benchctl_models::models::clip::ClipEncoder::load(&files, DType::F32, &candle_core::Device::Cpu)?;
+        let encoder = benchctl_models::models::clip::ClipEncoder::load(&files, dtype, &device)?;
         use benchctl_models::DualEncoder;
         let prep = encoder.preprocessor().clone();
         let images: Vec<Vec<f32>> = suite
@@ -464,22 +466,22 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
         let started = Instant::now();
         for chunk in images.chunks(b) {
-            let pixels =
-                Tensor::from_vec(chunk.concat(), (chunk.len(), 3, prep.size, prep.size), &candle_core::Device::Cpu)
-                    .map_err(compute)?;
-            encoder.encode_images(&pixels)?;
+            // As `eval` does: host pixels copied to the device, the embeddings read back.
+            let pixels = Tensor::from_vec(chunk.concat(), (chunk.len(), 3, prep.size, prep.size), &device)
+                .and_then(|p| p.to_dtype(dtype))
+                .map_err(compute)?;
+            encoder.encode_images(&pixels)?.to_dtype(DType::F32).and_then(|e| e.to_vec2::<f32>()).map_err(compute)?;
         }
         for chunk in texts.chunks(b) {
-            encoder.encode_texts(chunk)?;
+            encoder.encode_texts(chunk)?.to_dtype(DType::F32).and_then(|e| e.to_vec2::<f32>()).map_err(compute)?;
         }
         let encoder_s = started.elapsed().as_secs_f64();
         drop(encoder);
 
         let (cold_cache, results) = (dir.join("cache"), dir.join("results"));
-        let (cold, cold_wall, rss) =
-            eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
-        let (warm, warm_wall, _) =
-            eval_child(&model_dir, &suite_dir, &results, &cold_cache, &["--batch-size", &batch])?;
+        let options = ["--batch-size", &batch, "--device", &args.device, "--dtype", &args.dtype];
+        let (cold, cold_wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options)?;
+        let (warm, warm_wall, _) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options)?;
         let t = |run: &serde_json::Value, k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         // The evaluation proper: everything after the model is loaded.
         let cold_s = t(&cold, "total_s") - t(&cold, "load_model_s");
