@@ -207,6 +207,19 @@ pub struct ScoreArgs {
     /// them through the sigmoid, and keeps saturated probabilities from tying.
     #[arg(long, value_enum, default_value_t = ScoreKindArg::Similarity)]
     pub score_kind: ScoreKindArg,
+    /// Store the result as a run of an external model with this name, beside the zoo's runs
+    /// (leaderboard, intervals, `compare`). Without it, nothing is stored.
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
+    /// One line on the external model (what it is, how its scores were made).
+    #[arg(long, value_name = "TEXT", requires = "model_name")]
+    pub model_description: Option<String>,
+    /// Where the external model or its scores are published.
+    #[arg(long, value_name = "URL", requires = "model_name")]
+    pub model_url: Option<String>,
+    /// Where the results store is (with --model-name).
+    #[arg(long, default_value = "results", value_name = "DIR")]
+    pub results_dir: PathBuf,
 }
 
 /// `--score-kind`.
@@ -278,7 +291,8 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE_OR_DIR")]
     pub baseline: PathBuf,
     /// The runs to check: run files, or directories of run files; by default the latest run
-    /// in the results store of each baseline's model and suite.
+    /// in the results store of each baseline's model and suite. One run file against a
+    /// baseline run file compares them head to head, whatever their models.
     #[arg(value_name = "RUN")]
     pub runs: Vec<PathBuf>,
     /// The largest drop (in metric points) that is not a regression. Without it, a drop is

@@ -1,6 +1,7 @@
 //! `benchctl compare`: a regression gate. Each run is matched to the baseline run of the same
 //! identity (model, score head, dtype, suite, tie rule; complete runs only, never a single
-//! shard); every headline metric's change is tabulated with,
+//! shard), or, given one baseline run file and one run file, to that run whatever its model
+//! (head to head: same suite and tie rule); every headline metric's change is tabulated with,
 //! where both runs' per-item scores and the suite's annotations are at hand, a paired
 //! bootstrap 95 % interval of the difference and McNemar's exact test for 0/1 metrics.
 //!
@@ -108,13 +109,32 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
     } else {
         run_files(&args.runs)?.iter().map(|p| read_run_file(p)).collect::<Result<_>>()?
     };
+    // One baseline run file against one run file is a head-to-head comparison: any two
+    // models on the same suite and tie rule (an external model against a zoo one, say).
+    let head_to_head = baselines.len() == 1 && currents.len() == 1 && !args.baseline.is_dir();
     let mut changes = Vec::new();
     for current in currents.iter().filter(|c| c.run.is_complete()) {
         let identity = current.run.identity();
-        let baseline =
-            baselines.iter().find(|b| b.run.is_complete() && b.run.identity() == identity).ok_or_else(|| {
-                Error::results(format!("compare {}: the baseline has no complete run of {identity}", current.source))
-            })?;
+        let baseline = match baselines.iter().find(|b| b.run.is_complete() && b.run.identity() == identity) {
+            Some(baseline) => baseline,
+            None if head_to_head => {
+                let baseline = &baselines[0];
+                let (a, b) = (&baseline.run.suite, &current.run.suite);
+                if !baseline.run.is_complete() || a.id != b.id || a.ties != b.ties {
+                    return Err(Error::results(format!(
+                        "compare {} with {}: a head-to-head comparison needs two complete runs on the same suite and tie rule",
+                        current.source, baseline.source
+                    )));
+                }
+                baseline
+            }
+            None => {
+                return Err(Error::results(format!(
+                    "compare {}: the baseline has no complete run of {identity}",
+                    current.source
+                )))
+            }
+        };
         changes.extend(compare_pair(baseline, current, args.tolerance)?);
     }
     if changes.is_empty() && currents.iter().any(|c| !c.run.is_complete()) {
@@ -129,17 +149,22 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
 /// the suite's annotations load from the current run's data directory.
 fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Paired>> {
     let (a, b) = (baseline.lines.as_ref()?, current.lines.as_ref()?);
-    // Paired statistics need the same items over the same images, not only the same annotations.
+    // Paired statistics need the same items over the same images, not only the same
+    // annotations. An external model's images are unknown (its scores came from a file): its
+    // run pairs on the annotations alone.
+    let external_images = |r: &ComparedRun| r.run.model.external.is_some() && r.run.image_fingerprint.is_empty();
     if baseline.run.data_fingerprint != current.run.data_fingerprint
         || baseline.run.data_fingerprint.is_empty()
-        || baseline.run.image_fingerprint != current.run.image_fingerprint
+        || (baseline.run.image_fingerprint != current.run.image_fingerprint
+            && !external_images(baseline)
+            && !external_images(current))
     {
         return None;
     }
     let suite = benchctl_suites::find(&current.run.suite.id).ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
-    let kind = current.run.model.score_kind();
-    let sa = crate::score::from_lines(&suite, a, &baseline.source, kind).ok()?;
-    let sb = crate::score::from_lines(&suite, b, &current.source, kind).ok()?;
+    // Each run's scores as what they are (a head-to-head pair may mix similarities and logits).
+    let sa = crate::score::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
+    let sb = crate::score::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
     stats::paired(suite.summary, &sa, &sb, &suite.item_views(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
 }
 
@@ -174,7 +199,9 @@ fn max_score_change(baseline: &ComparedRun, current: &ComparedRun) -> Option<f64
 
 fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option<f64>) -> Result<Vec<Change>> {
     let paired = paired(baseline, current);
-    let max_score_change = max_score_change(baseline, current);
+    // Item scores of two different models are on different scales: no comparison of those.
+    let same_model = baseline.run.label() == current.run.label();
+    let max_score_change = if same_model { max_score_change(baseline, current) } else { None };
     Ok(baseline
         .run
         .report
@@ -193,8 +220,14 @@ fn compare_pair(baseline: &ComparedRun, current: &ComparedRun, tolerance: Option
                     Some(t) => drop > t,
                     None => drop > DEFAULT_TOLERANCE || (drop > 0.0 && significant),
                 };
+            // Head to head, the row names both models.
+            let model = if same_model {
+                current.run.label()
+            } else {
+                format!("{} vs {}", current.run.label(), baseline.run.label())
+            };
             Change {
-                model: current.run.label(),
+                model,
                 suite: current.run.suite.id.clone(),
                 metric: metric.clone(),
                 baseline: base,

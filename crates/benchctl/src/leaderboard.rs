@@ -31,6 +31,12 @@ fn latest(runs: &[Run]) -> BTreeMap<String, BTreeMap<String, &Run>> {
 }
 
 fn revision(run: &Run) -> String {
+    if let Some(external) = &run.model.external {
+        return match &external.url {
+            Some(url) => format!("[external]({url})"),
+            None => "external".to_string(),
+        };
+    }
     match (&run.model.commit, &run.model.path) {
         (Some(commit), _) if !commit.is_empty() => format!("`{}`", &commit[..commit.len().min(12)]),
         (_, Some(_)) => "local".to_string(),
@@ -117,7 +123,36 @@ pub fn render(runs: &[Run]) -> String {
             out.push_str(&row);
         }
     }
+    external_models(&mut out, &by_suite);
     out
+}
+
+/// The external models on the board (`benchctl score --model-name`): what they are and
+/// which score file each row rests on.
+fn external_models(out: &mut String, by_suite: &BTreeMap<String, BTreeMap<String, &Run>>) {
+    let runs: Vec<&Run> =
+        by_suite.values().flat_map(|m| m.values().copied()).filter(|r| r.model.external.is_some()).collect();
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n## External models\n\nScored outside benchctl and stored with `benchctl score --model-name`; benchctl computed their metrics from the score file named here.\n\n| Model | Suite | Description | Score file | SHA-256 |\n|---|---|---|---|---|"
+    );
+    for run in runs {
+        let Some(external) = &run.model.external else { continue };
+        let cell = |text: &str| text.replace('|', "\\|");
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | `{}` ({}) | `{}` |",
+            cell(&run.label()),
+            run.suite.id,
+            cell(external.description.as_deref().unwrap_or("-")),
+            cell(&external.scores_file),
+            external.scores_format,
+            &external.scores_sha256[..external.scores_sha256.len().min(16)]
+        );
+    }
 }
 
 /// A suite's headline metric and its runs, best first (ties by model label).

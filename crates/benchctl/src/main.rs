@@ -107,11 +107,18 @@ fn run(cli: Cli) -> Result<(), Error> {
             }
         },
         Command::Score(args) => {
-            let (suite, report) = score::run(&args)?;
-            print(&summary::report_table(&format!("{} on {suite}", args.scores.display()), &report))?;
-            let json = serde_json::to_string_pretty(&report.to_json())
+            let scored = score::run(&args)?;
+            let title = format!("{} on {}", args.scores.display(), scored.suite_id);
+            print(&summary::report_table(&title, &scored.report))?;
+            let json = serde_json::to_string_pretty(&scored.report.to_json())
                 .map_err(|e| Error::results(format!("format report: {e}")))?;
-            print(&json)
+            print(&json)?;
+            if args.model_name.is_none() {
+                return Ok(());
+            }
+            let (id, path) = scored.external_run(&args)?.store(&args.results_dir)?;
+            print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
+            print(&format!("stored {}", path.display()))
         }
         Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {

@@ -249,5 +249,6 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         },
         score: None,
         score_kind: None,
+        external: None,
     }
 }

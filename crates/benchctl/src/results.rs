@@ -78,6 +78,26 @@ pub struct ModelRecord {
     /// ITM's are logits of their match probabilities. Absent in older run files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score_kind: Option<String>,
+    /// A model scored outside benchctl (`benchctl score --model-name`): `id` is the name its
+    /// user gave, and the scores came from a file. Absent for the zoo's and local models.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<ExternalModel>,
+}
+
+/// Where an external model's run came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalModel {
+    /// One line on the model and how it was run (`--model-description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Where the model or its scores are published (`--model-url`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The score file as given, and the SHA-256 of its bytes: what the run's numbers rest on.
+    pub scores_file: String,
+    pub scores_sha256: String,
+    /// Its layout (`dump`, `winoground-jsonl`, `eqben-npy`, `rococo-dump`).
+    pub scores_format: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,6 +227,9 @@ impl Run {
     /// The model's name in tables: its id, and the score head for models with several
     /// (BLIP's ITM and ITC are different entries).
     pub fn label(&self) -> String {
+        if self.model.external.is_some() {
+            return format!("{} (external)", self.model.id);
+        }
         match self.model.score.as_deref() {
             Some(head @ ("itm" | "itc")) => format!("{} ({head})", self.model.id),
             _ => self.model.id.clone(),
@@ -218,8 +241,9 @@ impl Run {
     /// [`Run::is_complete`]).
     pub fn identity(&self) -> String {
         format!(
-            "{} [head {}, {}] on {} (ties {})",
+            "{}{} [head {}, {}] on {} (ties {})",
             self.model.id,
+            if self.model.external.is_some() { " (external)" } else { "" },
             self.model.score.as_deref().unwrap_or("-"),
             self.model.dtype,
             self.suite.id,

@@ -1,6 +1,9 @@
 //! `benchctl score`: a suite's metrics from scores produced elsewhere, e.g. by a PyTorch
 //! model outside the zoo. Every item must be scored exactly once; an unknown item or label,
 //! a missing item or pair, or a non-finite score is an error naming the offending entry.
+//! With `--model-name`, the result is stored as an external model's run (item scores,
+//! bootstrap intervals, provenance of the score file) beside the zoo's runs, so it joins the
+//! leaderboard and `compare`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,17 +13,42 @@ use benchctl_suites::Suite;
 use serde_json::Value;
 
 use crate::cli::{ScoreArgs, ScoreFormat, ScoreKindArg};
+use crate::evaluate::Evaluation;
+use crate::results::{self, ExternalModel, ModelRecord, Run, SuiteRecord};
 use crate::{submission, Error, ErrorKind, Result};
 
-/// Reads the scores, fills the suite's score tensor and computes its metrics; returns the
-/// suite's id and its report. RoCOCO takes `eval`'s per-query dump (its scores are ranks
-/// against whole galleries, not K×L matrices).
-pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
-    let info = benchctl_suites::find(&args.suite)?;
-    if let benchctl_suites::SuiteKind::Galleries = info.kind {
-        return Ok((info.id.to_string(), crate::evaluate::galleries::report_from_dump(&args.scores)?));
+/// What `score` computed: the suite's id and report, and what storing it as a run needs.
+pub struct Scored {
+    pub suite_id: String,
+    pub report: Report,
+    /// The score file's layout, as recorded (`dump`, `winoground-jsonl`, `eqben-npy`, `rococo-dump`).
+    format: &'static str,
+    detail: Detail,
+}
+
+enum Detail {
+    /// A K×L item suite and the scores read into it.
+    Items { suite: Box<Suite>, scores: ScoreTensor },
+    /// RoCOCO: the per-query dump (ranks against whole galleries), and the data directory named.
+    Galleries { data_dir: PathBuf },
+}
+
+/// Reads the scores, fills the suite's score tensor and computes its metrics. RoCOCO takes
+/// `eval`'s per-query dump (its scores are ranks against whole galleries, not K×L matrices).
+pub fn run(args: &ScoreArgs) -> Result<Scored> {
+    if let Some(name) = &args.model_name {
+        check_model_name(name)?;
     }
+    let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    if let benchctl_suites::SuiteKind::Galleries = info.kind {
+        return Ok(Scored {
+            suite_id: info.id.to_string(),
+            report: crate::evaluate::galleries::report_from_dump(&args.scores)?,
+            format: "rococo-dump",
+            detail: Detail::Galleries { data_dir },
+        });
+    }
     let mut suite = info.load(&data_dir)?;
     suite.summary.ties = crate::evaluate::tie_rule(info, args.ties)?;
     let format = match args.format {
@@ -28,11 +56,20 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
         None => detect_format(&args.scores)?,
     };
     let mut matrices = Matrices::new(&suite);
-    match format {
-        ScoreFormat::Dump => read_dump(&args.scores, &mut matrices)?,
-        ScoreFormat::WinogroundJsonl => read_winoground(&args.scores, &mut matrices)?,
-        ScoreFormat::EqbenNpy => read_eqben_npy(&args.scores, &suite, &mut matrices)?,
-    }
+    let format_name = match format {
+        ScoreFormat::Dump => {
+            read_dump(&args.scores, &mut matrices)?;
+            "dump"
+        }
+        ScoreFormat::WinogroundJsonl => {
+            read_winoground(&args.scores, &mut matrices)?;
+            "winoground-jsonl"
+        }
+        ScoreFormat::EqbenNpy => {
+            read_eqben_npy(&args.scores, &suite, &mut matrices)?;
+            "eqben-npy"
+        }
+    };
     let scores = matrices.finish(
         &args.scores,
         match args.score_kind {
@@ -42,7 +79,119 @@ pub fn run(args: &ScoreArgs) -> Result<(String, Report)> {
         },
     )?;
     let report = suite.evaluate(&scores)?;
-    Ok((suite.id.to_string(), report))
+    Ok(Scored {
+        suite_id: suite.id.to_string(),
+        report,
+        format: format_name,
+        detail: Detail::Items { suite: Box::new(suite), scores },
+    })
+}
+
+/// An external model's name: one printable line, and not a zoo id (a stored run named
+/// `clip-vit-b32` that benchctl never ran would pass for the zoo model's).
+fn check_model_name(name: &str) -> Result<()> {
+    let usage = |why: &str| Error::new(ErrorKind::Usage, format!("use --model-name `{name}`: {why}"));
+    if name.trim().is_empty() || name.trim() != name {
+        return Err(usage("the name is empty or starts or ends with white space"));
+    }
+    if name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(usage("the name must be one line of at most 100 characters"));
+    }
+    use benchctl_models::registry::{FIBER_CHECKPOINTS, MODELS};
+    if MODELS.iter().any(|m| m.id == name) || FIBER_CHECKPOINTS.iter().any(|m| m.id == name) {
+        return Err(usage("that is a zoo model's id; give the external model a name of its own"));
+    }
+    Ok(())
+}
+
+impl Scored {
+    /// The result as a run of the external model `args.model_name`, ready to store: its item
+    /// scores (so `compare` computes paired statistics against any run on the same items),
+    /// the bootstrap intervals of its headline metrics, the suite's data fingerprint, and the
+    /// score file's name and SHA-256. Such a run encoded nothing, so its counts, batch size
+    /// and image fingerprint are empty, and its dtype and device are `-`.
+    pub fn external_run(self, args: &ScoreArgs) -> Result<Evaluation> {
+        let started = std::time::Instant::now();
+        let name = args.model_name.clone().unwrap_or_default();
+        let bytes = std::fs::read(&args.scores)
+            .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", args.scores.display()), e))?;
+        let scores_sha256 = {
+            use sha2::{Digest, Sha256};
+            crate::cache::hex(&Sha256::digest(&bytes))
+        };
+        let external = ExternalModel {
+            description: args.model_description.clone(),
+            url: args.model_url.clone(),
+            scores_file: args.scores.display().to_string(),
+            scores_sha256,
+            scores_format: self.format.to_string(),
+        };
+        let (suite_record, score_kind, intervals, data_fingerprint, dump, scored) = match self.detail {
+            Detail::Items { suite, scores } => {
+                let intervals = crate::evaluate::bootstrap_intervals(&suite, &scores)?;
+                let record = SuiteRecord {
+                    id: suite.id.to_string(),
+                    data_dir: suite.data_dir.display().to_string(),
+                    items: suite.items.len(),
+                    ties: suite.summary.ties.name().to_string(),
+                    incomplete: suite.incomplete.clone(),
+                    altered_images: None,
+                    caption_normalisation: None,
+                };
+                let dump = results::item_dump(&suite, &scores);
+                let fingerprint = results::fingerprint(&suite)?;
+                (record, scores.kind(), intervals, fingerprint, dump, Some((*suite, scores)))
+            }
+            Detail::Galleries { data_dir } => {
+                // The dump was read whole by `run`; its lines are the stored item scores.
+                let text = String::from_utf8_lossy(&bytes);
+                let dump = text
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(|l| serde_json::from_str(l).map_err(|e| Error::new(ErrorKind::Data, e.to_string())))
+                    .collect::<Result<Vec<Value>>>()?;
+                let record = SuiteRecord {
+                    id: self.suite_id.clone(),
+                    data_dir: data_dir.display().to_string(),
+                    items: self.report.items,
+                    ties: crate::evaluate::tie_rule(benchctl_suites::find(&self.suite_id)?, args.ties)?
+                        .name()
+                        .to_string(),
+                    incomplete: Vec::new(),
+                    altered_images: None,
+                    caption_normalisation: None,
+                };
+                // Ranks, not scores: the annotations are not read, so there is no fingerprint.
+                (record, ScoreKind::Similarity, Vec::new(), String::new(), dump, None)
+            }
+        };
+        let run = Run {
+            started_at: results::now_rfc3339(),
+            model: ModelRecord {
+                id: name,
+                repo: None,
+                revision: None,
+                commit: None,
+                path: None,
+                dtype: "-".into(),
+                device: "-".into(),
+                score: None,
+                score_kind: Some(score_kind.name().to_string()),
+                external: Some(external),
+            },
+            suite: suite_record,
+            batch_size: 0,
+            counts: results::Counts::default(),
+            timings: results::Timings { score_s: started.elapsed().as_secs_f64(), ..Default::default() },
+            report: self.report,
+            intervals,
+            tool_commit: results::TOOL_COMMIT.to_string(),
+            data_fingerprint,
+            image_fingerprint: String::new(),
+            shard: None,
+        };
+        Ok(Evaluation { run, dump, scored })
+    }
 }
 
 fn detect_format(path: &Path) -> Result<ScoreFormat> {

@@ -26,6 +26,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             device: "cpu".into(),
             score: None,
             score_kind: None,
+            external: None,
         },
         suite: SuiteRecord {
             id: "winoground".into(),

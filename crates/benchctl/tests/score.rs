@@ -304,3 +304,122 @@ fn external_scores_keep_their_precision() {
     let report = score("winoground", &demo_suite(), &file, &[]);
     assert_eq!(report["metrics"]["group_score"], 25.0, "2 of 8 items right: {report}");
 }
+
+/// A model scored elsewhere joins the store: `score --model-name` stores a run marked external
+/// (provenance, item scores, intervals), the leaderboard lists it as such, and `compare`
+/// pairs it head to head with a model benchctl ran on the same items.
+#[test]
+fn an_external_model_is_stored_ranked_and_compared() {
+    let results = tempfile::tempdir().unwrap();
+    let results_dir = results.path().to_str().unwrap();
+    let (zoo_run, zoo_dump) = eval("winoground", &demo_suite(), results.path(), &[]);
+    // The external model: perfect on every item but one, in Winoground's published layout.
+    let mut jsonl = String::new();
+    let items: Vec<serde_json::Value> =
+        std::fs::read_to_string(&zoo_dump).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (n, item) in items.iter().enumerate() {
+        for image in 0..2 {
+            for caption in 0..2 {
+                let matched = (image == caption) != (n == 0);
+                let label = format!("{}_c{caption}_i{image}", item["id"].as_str().unwrap());
+                let score = if matched { 0.75 } else { 0.25 };
+                jsonl.push_str(&format!("{{\"label\": \"{label}\", \"score\": {score}}}\n"));
+            }
+        }
+    }
+    let scores = results.path().join("my-vlm.jsonl");
+    std::fs::write(&scores, &jsonl).unwrap();
+    let data = demo_suite();
+    let args = |name: &str| {
+        vec![
+            "score".to_string(),
+            "--suite".into(),
+            "winoground".into(),
+            "--data-dir".into(),
+            data.display().to_string(),
+            "--scores".into(),
+            scores.display().to_string(),
+            "--model-name".into(),
+            name.into(),
+            "--model-description".into(),
+            "a Python VLM | run elsewhere".into(),
+            "--model-url".into(),
+            "https://example.org/my-vlm".into(),
+            "--results-dir".into(),
+            results_dir.into(),
+        ]
+    };
+    let call = |name: &str| {
+        let args = args(name);
+        benchctl(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+    };
+    let out = call("my-vlm");
+    let (run_path, run) = common::stored_run(&out);
+    let external = &run["model"]["external"];
+    assert_eq!(run["model"]["id"], "my-vlm");
+    assert_eq!(external["url"], "https://example.org/my-vlm");
+    assert_eq!(external["scores_format"], "winoground-jsonl");
+    let sha = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(jsonl.as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    assert_eq!(external["scores_sha256"], sha.as_str());
+    // The same report `score` prints without storing, with intervals, and its item scores.
+    assert_eq!(run["report"], score("winoground", &data, &scores, &[]));
+    let n = items.len() as f64;
+    let group = run["report"]["metrics"]["group_score"].as_f64().unwrap();
+    assert!((group - 100.0 * (n - 1.0) / n).abs() < 1e-9, "group score {group}");
+    assert!(run["intervals"]["group_score"].as_array().is_some_and(|i| i.len() == 2));
+    assert_eq!(run["data_fingerprint"], zoo_run["data_fingerprint"]);
+    let dump = std::fs::read_to_string(common::dump_path(&run_path, &run)).unwrap();
+    assert_eq!(dump.lines().count(), items.len());
+
+    // The leaderboard ranks it beside the model benchctl ran, marked external.
+    let out = benchctl(&["leaderboard", "--results-dir", results_dir], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let board = std::fs::read_to_string(results.path().join("LEADERBOARD.md")).unwrap();
+    assert!(board.contains("| my-vlm (external) |"), "{board}");
+    assert!(board.contains("[external](https://example.org/my-vlm)"), "{board}");
+    assert!(board.contains("## External models") && board.contains("a Python VLM \\| run elsewhere"), "{board}");
+    assert!(board.contains(&sha[..16]), "{board}");
+
+    // Head to head against the zoo run: paired statistics on the same items.
+    let zoo_path = results.path().join("runs").join(
+        std::fs::read_dir(results.path().join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .find(|f| f.ends_with(".json") && !f.contains("my-vlm"))
+            .unwrap(),
+    );
+    let summary = results.path().join("summary.md");
+    let out = benchctl(
+        &[
+            "compare",
+            "--baseline",
+            zoo_path.to_str().unwrap(),
+            run_path.to_str().unwrap(),
+            "--summary",
+            summary.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let table = stdout(&out);
+    let zoo_group = zoo_run["report"]["metrics"]["group_score"].as_f64().unwrap();
+    let row = table.lines().find(|l| l.contains("group_score")).expect("a group_score row");
+    assert!(row.contains("my-vlm (external) vs"), "{table}");
+    assert!(row.contains('[') && row.contains(']'), "a paired interval: {table}");
+    // Item scores of two models are on different scales: no largest item-score change.
+    let cells: Vec<&str> = row.trim().trim_matches('│').split('┆').map(str::trim).collect();
+    assert_eq!(cells.get(8), Some(&"–"), "{table}");
+    assert_eq!(out.status.code(), if group < zoo_group { Some(6) } else { Some(0) }, "{table}\n{}", stderr(&out));
+
+    // A zoo id is refused as a name (a usage error), before anything is read or stored.
+    let out = call("clip-vit-b32");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("zoo model's id"), "{}", stderr(&out));
+    let stored = std::fs::read_dir(results.path().join("runs")).unwrap().count();
+    let out = call(" spaced");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(std::fs::read_dir(results.path().join("runs")).unwrap().count(), stored);
+}
