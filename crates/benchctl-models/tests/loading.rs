@@ -208,3 +208,28 @@ fn random_weight_models_keep_no_graph() {
     let texts = model.text_features(&[vec![1, 2, 3], vec![4, 5]]).unwrap();
     assert!(!images.track_op() && !texts.track_op(), "the outputs hold the graph of their computation");
 }
+
+/// A tensor the architecture does not use would be silently ignored: a checkpoint of another
+/// variant (here, an ITM head beside CLIP) is refused, naming it; buffers transformers saved
+/// in older checkpoints (`position_ids`) are known and accepted.
+#[test]
+fn tensors_the_model_does_not_use_are_refused_unless_known() {
+    let with = |extra: &str, tensor: candle_core::Tensor| {
+        let dir = copy_of("clip-tiny-a");
+        let path = dir.path().join("model.safetensors");
+        let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+        tensors.insert(extra.to_string(), tensor);
+        candle_core::safetensors::save(&tensors, &path).unwrap();
+        (load(dir.path()), dir)
+    };
+    let head = candle_core::Tensor::zeros((2, 4), DType::F32, &Device::Cpu).unwrap();
+    let (loaded, _dir) = with("itm_head.weight", head);
+    let err = loaded.err().expect("an unused tensor is refused");
+    assert_eq!(err.kind(), ErrorKind::BadWeights);
+    let msg = err.to_string();
+    assert!(msg.contains("`itm_head.weight`") && msg.contains("not part of the CLIP model"), "{msg}");
+
+    let ids = candle_core::Tensor::arange(0i64, 7, &Device::Cpu).unwrap().unsqueeze(0).unwrap();
+    let (loaded, _dir) = with("text_model.embeddings.position_ids", ids);
+    assert!(loaded.is_ok(), "{:?}", loaded.err());
+}

@@ -320,7 +320,7 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
         Preprocessor::for_hf_model(files, Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD), size)?;
     let w = Weights::open(&files.weights, dtype, device)?;
     let model = Blip::from_weights(&config, &w)?;
-    w.check_no_extra_layers()?;
+    w.check_every_tensor_used("BLIP retrieval", &[".position_ids"])?;
     Ok(Arc::new(Loaded { model, tokenizer, preprocessor }))
 }
 

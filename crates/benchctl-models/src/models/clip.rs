@@ -320,7 +320,8 @@ impl Clip {
     pub fn load(config: ClipConfig, weights: &Path, dtype: DType, device: &Device) -> Result<Self> {
         let w = Weights::open(weights, dtype, device)?;
         let model = Self::from_weights(config, &w)?;
-        w.check_no_extra_layers()?;
+        // Position ids are a buffer transformers saved in older checkpoints.
+        w.check_every_tensor_used("CLIP", &[".position_ids"])?;
         Ok(model)
     }
 

@@ -278,7 +278,7 @@ impl SiglipEncoder {
         let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, HALF, HALF), size)?;
         let w = Weights::open(&files.weights, dtype, device)?;
         let model = Siglip::from_weights(&config, &w)?;
-        w.check_no_extra_layers()?;
+        w.check_every_tensor_used("SigLIP", &[".position_ids"])?;
         Ok(Self { model, tokenizer, preprocessor })
     }
 

@@ -182,6 +182,39 @@ impl<'a> Weights<'a> {
         Ok(())
     }
 
+    /// After the model is built: every tensor of the file was read, or is one the
+    /// architecture is known not to use (`known_unused`: buffers it recomputes, heads of
+    /// other tasks, training state). Anything else means the checkpoint is of another
+    /// architecture or variant than the config describes, and would be silently ignored.
+    /// A pattern is a whole name, a prefix ending in `.`, a suffix starting with `.`, or a
+    /// `.middle.` part. Checks the extra layers first, for their clearer message.
+    pub fn check_every_tensor_used(&self, architecture: &str, known_unused: &[&str]) -> Result<()> {
+        self.check_no_extra_layers()?;
+        let (Some(shapes), Some(used)) = (&self.shapes, &self.used) else { return Ok(()) };
+        let used =
+            used.lock().map_err(|_| Error::new(ErrorKind::BadWeights, "load weights: a loader thread failed"))?;
+        let known = |name: &str| {
+            known_unused.iter().any(|p| match (p.starts_with('.'), p.ends_with('.')) {
+                (true, true) => name.contains(p) || name.starts_with(&p[1..]),
+                (true, false) => name.ends_with(p) || name == &p[1..],
+                (false, true) => name.starts_with(p),
+                (false, false) => name == *p,
+            })
+        };
+        let unused: Vec<&String> = shapes.keys().filter(|n| !used.contains(*n) && !known(n)).collect();
+        if let Some(first) = unused.first() {
+            return Err(Error::new(
+                ErrorKind::BadWeights,
+                format!(
+                    "load weights {}: tensor `{first}` (and {} more) is not part of the {architecture} model the config describes: the checkpoint is of another architecture or variant",
+                    self.file,
+                    unused.len() - 1
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn linear(&self, in_dim: usize, out_dim: usize, bias: bool) -> Result<Linear> {
         let weight = self.get((out_dim, in_dim), "weight")?;
         let bias = if bias { Some(self.get(out_dim, "bias")?) } else { None };

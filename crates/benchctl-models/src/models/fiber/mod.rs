@@ -307,7 +307,7 @@ impl Fiber {
     pub fn load(config: &FiberConfig, weights: &std::path::Path, dtype: DType, device: &Device) -> Result<Self> {
         let w = Weights::open(weights, dtype, device)?;
         let model = Self::from_weights(config, &w, &weights.display().to_string())?;
-        w.check_no_extra_layers()?;
+        w.check_every_tensor_used("FIBER", FIBER_UNUSED)?;
         Ok(model)
     }
 
@@ -489,6 +489,32 @@ fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>
     let preprocessor = preprocessor(model.image_size);
     Ok(Arc::new(Loaded { model, tokenizer, preprocessor }))
 }
+
+/// What a FIBER checkpoint may hold that retrieval does not use (from `FIBERTransformerSS`
+/// in microsoft/FIBER's `fiber_module.py` and the reference model): buffers recomputed here
+/// (position ids, Swin's relative position index and shift mask), the ITC queues and the
+/// training inputs kept for hard negatives, the heads of other tasks (MLM, captioning, VQA,
+/// NLVR2), RoBERTa's own pooler, and parts the fusion never reads (the gates of unfused
+/// layers, the norm of the cross-attention output).
+const FIBER_UNUSED: &[&str] = &[
+    ".position_ids",
+    ".relative_position_index",
+    ".attn_mask",
+    "image_queue",
+    "text_queue",
+    "image_input_queue",
+    "text_input_queue",
+    "text_input_mask_queue",
+    "queue_ptr",
+    "queue_total",
+    "mlm_score.",
+    "cross_modal_att_layers.",
+    "vqa_classifier.",
+    "nlvr2_classifier.",
+    "text_transformer.pooler.",
+    ".alpha_t2i",
+    ".crossattention_t2i.output.LayerNorm.",
+];
 
 /// FIBER-base with random weights at `image_size` (benchmarks and smoke tests).
 pub fn random_base(image_size: usize, dtype: DType, device: &Device) -> Result<Fiber> {
