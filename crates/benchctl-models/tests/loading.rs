@@ -224,7 +224,7 @@ fn tensors_the_model_does_not_use_are_refused_unless_known() {
     };
     let head = candle_core::Tensor::zeros((2, 4), DType::F32, &Device::Cpu).unwrap();
     let (loaded, _dir) = with("itm_head.weight", head);
-    let err = loaded.err().expect("an unused tensor is refused");
+    let Err(err) = loaded else { panic!("an unused tensor is refused") };
     assert_eq!(err.kind(), ErrorKind::BadWeights);
     let msg = err.to_string();
     assert!(msg.contains("`itm_head.weight`") && msg.contains("not part of the CLIP model"), "{msg}");

@@ -18,6 +18,8 @@ pub enum Command {
     Eval(EvalArgs),
     /// Compute a suite's metrics from scores produced elsewhere (no model needed).
     Score(ScoreArgs),
+    /// Write a stored run's failure browser: one HTML page of every item, its scores and outcome.
+    Report(ReportArgs),
     /// Download a suite's data from its Hugging Face dataset repo, or say how to get it.
     Fetch(FetchArgs),
     /// Validate a suite's data: every problem at once, non-zero exit when any.
@@ -220,6 +222,26 @@ pub struct ScoreArgs {
     /// Where the results store is (with --model-name).
     #[arg(long, default_value = "results", value_name = "DIR")]
     pub results_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// The run file (`results/runs/….json`; its score dump beside it).
+    #[arg(value_name = "RUN")]
+    pub run: PathBuf,
+    /// Another run on the same items: its scores beside, and the items where the two disagree.
+    #[arg(long, value_name = "RUN")]
+    pub against: Option<PathBuf>,
+    /// Where to write the page [default: RUN.report/ beside the run file].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The suite's data, if it moved since the run [default: the run's data directory].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Thumbnails of at most this many images (those of the first items); the others show
+    /// their path.
+    #[arg(long, default_value_t = 2000, value_name = "N")]
+    pub max_thumbnails: usize,
 }
 
 /// `--score-kind`.

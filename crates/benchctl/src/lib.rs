@@ -32,6 +32,7 @@ pub mod fetch;
 pub mod leaderboard;
 pub mod merge;
 pub mod model;
+pub mod report;
 pub mod results;
 pub mod score;
 pub mod store;

@@ -120,6 +120,10 @@ fn run(cli: Cli) -> Result<(), Error> {
             print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
             print(&format!("stored {}", path.display()))
         }
+        Command::Report(args) => {
+            let page = benchctl::report::run(&args)?;
+            print(&format!("wrote {}", page.display()))
+        }
         Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {
             let report = check::run(&args)?;
@@ -131,9 +135,19 @@ fn run(cli: Cli) -> Result<(), Error> {
             for problem in &skipped {
                 eprintln!("warning: left out of the leaderboard: failed to {problem}");
             }
+            // Each run's failure browser page, where `benchctl report` wrote one.
+            let mut pages = std::collections::HashMap::new();
+            for s in &stored {
+                let Some(file) = &s.run_file else { continue };
+                let page = format!("runs/{}.report/index.html", file.trim_end_matches(".json"));
+                if args.results_dir.join(&page).is_file() {
+                    pages.insert((s.run.started_at.clone(), s.run.label(), s.run.suite.id.clone()), page);
+                }
+            }
             let runs: Vec<results::Run> = stored.into_iter().map(|s| s.run).collect();
             let path = args.results_dir.join("LEADERBOARD.md");
-            std::fs::write(&path, leaderboard::render(&runs))
+            let report = |r: &results::Run| pages.get(&(r.started_at.clone(), r.label(), r.suite.id.clone())).cloned();
+            std::fs::write(&path, leaderboard::render_with_reports(&runs, &report))
                 .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;
             let charts = args.results_dir.join("charts");
             std::fs::create_dir_all(&charts)

@@ -85,6 +85,8 @@ pub struct Store {
 pub struct StoredRun {
     pub id: i64,
     pub run: Run,
+    /// The run file's name under `runs/` (absent for rows stored without one).
+    pub run_file: Option<String>,
 }
 
 impl Store {
@@ -306,18 +308,18 @@ impl Store {
     pub fn runs_readable(&self) -> Result<(Vec<StoredRun>, Vec<String>)> {
         let mut stmt = self
             .conn
-            .prepare("SELECT id, run_json FROM runs ORDER BY started_at, id")
+            .prepare("SELECT id, run_json, run_file FROM runs ORDER BY started_at, id")
             .map_err(db_error(&self.path, "list runs"))?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?)))
             .map_err(db_error(&self.path, "list runs"))?;
         let (mut runs, mut skipped) = (Vec::new(), Vec::new());
         for row in rows {
             match row
                 .map_err(db_error(&self.path, "read a run"))
-                .and_then(|(id, json)| Ok((id, self.parse(id, &json)?)))
+                .and_then(|(id, json, run_file)| Ok((id, self.parse(id, &json)?, run_file)))
             {
-                Ok((id, run)) => runs.push(StoredRun { id, run }),
+                Ok((id, run, run_file)) => runs.push(StoredRun { id, run, run_file }),
                 Err(e) => skipped.push(e.to_string()),
             }
         }
@@ -326,14 +328,14 @@ impl Store {
 
     /// The run with this id.
     pub fn run(&self, id: i64) -> Result<StoredRun> {
-        let json: Option<String> = self
+        let row: Option<(String, Option<String>)> = self
             .conn
-            .query_row("SELECT run_json FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .query_row("SELECT run_json, run_file FROM runs WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(db_error(&self.path, "read a run"))?;
-        let json = json
+        let (json, run_file) = row
             .ok_or_else(|| Error::results(format!("find run {id} in {}: there is no such run", self.path.display())))?;
-        Ok(StoredRun { id, run: self.parse(id, &json)? })
+        Ok(StoredRun { id, run: self.parse(id, &json)?, run_file })
     }
 
     /// The latest run of a model (by run record id) on a suite.

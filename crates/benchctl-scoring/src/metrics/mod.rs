@@ -161,6 +161,35 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
     Ok(Report { items: items.len(), metrics, breakdowns })
 }
 
+/// One per-item metric of a family, with every item's own value of it.
+pub struct PerItemMetric {
+    pub name: &'static str,
+    /// Whether each value is a 0/1 outcome (the metric is a percentage of items).
+    pub binary: bool,
+    /// By item; `None` where the metric does not apply to the item.
+    pub values: Vec<Option<f64>>,
+}
+
+/// Every item's own value of each of its family's per-item metrics, as the published metrics
+/// aggregate them: what a failure browser shows per item (`benchctl report`).
+pub fn per_item_values(
+    summary: Summary<'_>,
+    scores: &ScoreTensor,
+    items: &[ItemView<'_>],
+) -> Result<Vec<PerItemMetric>> {
+    let values = ItemValues::new(summary, scores, items)?;
+    let names = values.per_item.names();
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(m, &name)| PerItemMetric {
+            name,
+            binary: values.per_item.aggregate(m) == Aggregate::Percent,
+            values: values.values.iter().map(|v| v.get(m).copied().flatten()).collect(),
+        })
+        .collect())
+}
+
 /// The family's per-item values of every item (see [`PerItem`]), with the metric names and
 /// how each is aggregated: what resampling statistics work from.
 pub(crate) struct ItemValues {

@@ -1,0 +1,191 @@
+//! `benchctl report`: the failure browser's data agrees with the run's scores (outcomes and
+//! margins recomputed here from the dump), is split into chunks, and the page works in a
+//! real browser (headless Chromium: item count, a filter, a sort, a screenshot).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{benchctl, demo_suite, stderr};
+
+/// `BENCH_INDEX = {…};` or `BENCH_CHUNK(n, […]);` as JSON.
+fn script_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text.find(['{', '[']).unwrap();
+    let body = text[start..].trim_end().trim_end_matches(';').trim_end_matches(')');
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A run of the tiny CLIP and an external run that is right on every item but the first
+/// (an 8-item Winoground-layout suite), in `results`; returns both run files.
+fn two_runs(results: &Path) -> (PathBuf, PathBuf, Vec<serde_json::Value>) {
+    let (run_path, run, _) = common::eval_tiny("winoground", &demo_suite(), results, &[]);
+    let dump: Vec<serde_json::Value> = std::fs::read_to_string(common::dump_path(&run_path, &run))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut lines = String::new();
+    for (n, item) in dump.iter().enumerate() {
+        let good = if n == 0 { [[0.2, 0.8], [0.8, 0.2]] } else { [[0.8, 0.2], [0.2, 0.8]] };
+        lines.push_str(&serde_json::json!({"id": item["id"], "scores": good}).to_string());
+        lines.push('\n');
+    }
+    let scores = results.join("external.jsonl");
+    std::fs::write(&scores, lines).unwrap();
+    let out = benchctl(
+        &[
+            "score",
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--scores",
+            scores.to_str().unwrap(),
+            "--model-name",
+            "oracle-but-one",
+            "--results-dir",
+            results.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let (external, _) = common::stored_run(&out);
+    (run_path, external, dump)
+}
+
+/// Winoground's group outcome and the smallest winning gap of a 2×2 item, from its scores.
+fn expected(scores: &serde_json::Value) -> (bool, f64) {
+    let s = |k: usize, l: usize| scores[k][l].as_f64().unwrap();
+    let gaps = [s(0, 0) - s(0, 1), s(1, 1) - s(1, 0), s(0, 0) - s(1, 0), s(1, 1) - s(0, 1)];
+    (gaps.iter().all(|&g| g > 0.0), gaps.iter().copied().fold(f64::INFINITY, f64::min))
+}
+
+#[test]
+fn the_report_shows_every_item_with_its_outcome_and_margin() {
+    let results = tempfile::tempdir().unwrap();
+    let (run, external, dump) = two_runs(results.path());
+    let out = benchctl(&["report", run.to_str().unwrap(), "--against", external.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dir = run.with_extension("report");
+    let index = script_json(&dir.join("data/index.js"));
+    assert_eq!(index["ids"].as_array().unwrap().len(), dump.len());
+    let group = index["metrics"].as_array().unwrap().iter().position(|m| m == "group_score").unwrap();
+    assert_eq!(index["outcome"], group);
+    for (i, item) in dump.iter().enumerate() {
+        assert_eq!(index["ids"][i], item["id"]);
+        let (pass, margin) = expected(&item["scores"]);
+        let bits = index["bits"][i].as_u64().unwrap();
+        assert_eq!(bits >> group & 1 == 1, pass, "item {i}");
+        let shown = index["margin"][i].as_f64().unwrap();
+        assert!((shown - margin).abs() <= 1e-3 * margin.abs().max(1e-3), "item {i}: margin {shown} vs {margin}");
+        let other = index["againstBits"][i].as_u64().unwrap();
+        assert_eq!(other >> group & 1 == 1, i != 0, "item {i} of the external run");
+    }
+    // Every item once, in order, in the chunk; images as thumbnails beside the page.
+    let chunk = script_json(&dir.join("data/chunk-0000.js"));
+    assert_eq!(chunk.as_array().unwrap().len(), dump.len());
+    assert!(!dir.join("data/chunk-0001.js").exists());
+    let thumb = chunk[0]["images"][0][1].as_str().unwrap();
+    let decoded = image::open(dir.join(thumb)).unwrap();
+    assert!(decoded.width() <= 112 && decoded.height() <= 112);
+    assert_eq!(chunk[1]["against"], serde_json::json!([[0.8, 0.2], [0.2, 0.8]]));
+
+    // The leaderboard links the run to its page (and the external run, which has none, not).
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let board = std::fs::read_to_string(results.path().join("LEADERBOARD.md")).unwrap();
+    let stem = run.file_stem().unwrap().to_str().unwrap();
+    assert!(board.contains(&format!("| [clip-tiny-a](runs/{stem}.report/index.html) |")), "{board}");
+    assert!(board.contains("| oracle-but-one (external) |"), "{board}");
+
+    // A run of other items cannot be compared; a shard must be merged first.
+    let other_data = tempfile::tempdir().unwrap();
+    common::copy_tree(&demo_suite(), other_data.path());
+    let examples = other_data.path().join("examples.jsonl");
+    let text = std::fs::read_to_string(&examples).unwrap();
+    std::fs::write(&examples, text.lines().take(4).map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let (fewer, _, _) = common::eval_tiny("winoground", other_data.path(), results.path(), &[]);
+    let out = benchctl(&["report", run.to_str().unwrap(), "--against", fewer.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("same items"), "{}", stderr(&out));
+    let (shard, _, _) = common::eval_tiny("winoground", &demo_suite(), results.path(), &["--shard", "0/2"]);
+    let out = benchctl(&["report", shard.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("merge the shards first"), "{}", stderr(&out));
+}
+
+/// Chromium, from `BENCHCTL_CHROMIUM` or the usual names on `PATH`.
+fn chromium() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("BENCHCTL_CHROMIUM") {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser", "google-chrome"].map(|name| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// The page after its scripts ran, as headless Chromium leaves it.
+fn dump_dom(browser: &Path, page: &Path, fragment: &str, screenshot: Option<&Path>) -> String {
+    let url = format!("file://{}#{fragment}", page.display());
+    let mut args = vec![
+        "--headless".to_string(),
+        "--no-sandbox".into(),
+        "--disable-gpu".into(),
+        "--allow-file-access-from-files".into(),
+        "--virtual-time-budget=5000".into(),
+        "--window-size=1280,1800".into(),
+    ];
+    match screenshot {
+        Some(path) => args.push(format!("--screenshot={}", path.display())),
+        None => args.push("--dump-dom".into()),
+    }
+    args.push(url);
+    let out = std::process::Command::new(browser).args(&args).output().expect("run chromium");
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `data-item` ids of the cards on the page, in order.
+fn cards(dom: &str) -> Vec<String> {
+    dom.split("data-item=\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect()
+}
+
+#[test]
+fn the_page_filters_and_sorts_in_a_real_browser() {
+    let Some(browser) = chromium() else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true needs Chromium for the report's browser test (scripts/install-chromium.sh)");
+        }
+        eprintln!("skipping: no chromium on PATH (scripts/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)");
+        return;
+    };
+    let results = tempfile::tempdir().unwrap();
+    let (run, external, dump) = two_runs(results.path());
+    let out = benchctl(&["report", external.to_str().unwrap(), "--against", run.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = external.with_extension("report").join("index.html");
+
+    let all = dump_dom(&browser, &page, "", None);
+    assert!(all.contains("data-ready=\"1\""), "the page did not finish rendering");
+    let ids: Vec<String> = dump.iter().map(|d| d["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(cards(&all), ids, "every item, in item order");
+
+    // The external run fails only the first item.
+    let failed = dump_dom(&browser, &page, "outcome=fail", None);
+    assert_eq!(cards(&failed), vec![ids[0].clone()]);
+    assert!(failed.contains("1 shown"));
+
+    // Worst margin first: the failing item (−0.6) leads, the others (+0.6) follow in order.
+    let sorted = dump_dom(&browser, &page, "sort=asc", None);
+    assert_eq!(cards(&sorted), ids);
+    let best_first = dump_dom(&browser, &page, "sort=desc", None);
+    let mut expected: Vec<String> = ids[1..].to_vec();
+    expected.push(ids[0].clone());
+    assert_eq!(cards(&best_first), expected);
+
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../report-demo.png");
+    let _ = std::fs::remove_file(&shot);
+    dump_dom(&browser, &page, "", Some(&shot));
+    assert!(std::fs::metadata(&shot).map(|m| m.len() > 10_000).unwrap_or(false), "a screenshot at {}", shot.display());
+}
