@@ -233,3 +233,20 @@ fn tensors_the_model_does_not_use_are_refused_unless_known() {
     let (loaded, _dir) = with("text_model.embeddings.position_ids", ids);
     assert!(loaded.is_ok(), "{:?}", loaded.err());
 }
+
+/// The same for OpenCLIP's own naming, converted on load: whatever the conversion leaves
+/// (here a CoCa-style decoder tensor) is refused.
+#[test]
+fn open_clip_tensors_the_conversion_leaves_are_refused() {
+    let dir = copy_of("openclip-tiny");
+    let path = dir.path().join("open_clip_model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+    tensors.insert("text_decoder.proj".into(), candle_core::Tensor::zeros(4, DType::F32, &Device::Cpu).unwrap());
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let files = hub::from_dir(dir.path()).unwrap();
+    let Err(err) = benchctl_models::models::clip_openai::load_open_clip(&files, DType::F32, &Device::Cpu) else {
+        panic!("a tensor the conversion leaves is refused")
+    };
+    assert_eq!(err.kind(), ErrorKind::BadWeights);
+    assert!(err.to_string().contains("`text_decoder.proj`"), "{err}");
+}

@@ -49,7 +49,7 @@ fn the_residual_attention_block_reproduces_openai() {
     let width = d["attn_config"]["d_model"].as_u64().unwrap() as usize;
     let heads = d["attn_config"]["n_head"].as_u64().unwrap() as usize;
     let mut converted = HashMap::new();
-    convert_block(&tensors(&d["attn_weights"]), "", "", &mut converted).unwrap();
+    convert_block(&mut tensors(&d["attn_weights"]), "", "", &mut converted).unwrap();
     let block = ResidualBlock::from_tensors(width, heads, converted, &Device::Cpu).unwrap();
     let input = tensor(&d["attn_input"]);
     let expected = tensor(&d["attn_output"]);
@@ -69,7 +69,7 @@ fn the_tiny_vision_transformer_reproduces_openai() {
         "hidden_act": "quick_gelu",
     }))
     .unwrap();
-    let converted = convert_vision(&tensors(&d["vit_weights"]), "", n("layers")).unwrap();
+    let converted = convert_vision(&mut tensors(&d["vit_weights"]), "", n("layers")).unwrap();
     let vision = ClipVision::from_tensors(&config, n("output_dim"), converted, &Device::Cpu).unwrap();
     // The recorded input is stored channels-last (1, 32, 32, 3); the model reads NCHW.
     let input = tensor(&d["vit_input"]).permute((0, 3, 1, 2)).unwrap().contiguous().unwrap();
@@ -83,6 +83,6 @@ fn a_missing_openai_tensor_is_named() {
     let Some(d) = data() else { return };
     let mut weights = tensors(&d["vit_weights"]);
     weights.remove("transformer.resblocks.1.attn.in_proj_bias");
-    let err = convert_vision(&weights, "", 2).unwrap_err();
+    let err = convert_vision(&mut weights, "", 2).unwrap_err();
     assert!(err.to_string().contains("`transformer.resblocks.1.attn.in_proj_bias` is missing"), "{err}");
 }

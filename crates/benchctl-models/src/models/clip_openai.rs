@@ -31,8 +31,9 @@ use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::tokenizer::ClipTokenizer;
 use crate::{Error, ErrorKind, Result};
 
-fn take(map: &HashMap<String, Tensor>, name: &str) -> Result<Tensor> {
-    map.get(name).cloned().ok_or_else(|| {
+/// Takes `name` out of `map`: what a conversion leaves behind, the model does not use.
+fn take(map: &mut HashMap<String, Tensor>, name: &str) -> Result<Tensor> {
+    map.remove(name).ok_or_else(|| {
         Error::new(ErrorKind::BadWeights, format!("convert OpenAI CLIP weights: tensor `{name}` is missing"))
     })
 }
@@ -44,7 +45,7 @@ fn compute(e: candle_core::Error) -> Error {
 /// One residual block `src` (e.g. `transformer.resblocks.3`) into `out` under `dst`
 /// (e.g. `vision_model.encoder.layers.3`).
 pub fn convert_block(
-    map: &HashMap<String, Tensor>,
+    map: &mut HashMap<String, Tensor>,
     src: &str,
     dst: &str,
     out: &mut HashMap<String, Tensor>,
@@ -73,7 +74,11 @@ pub fn convert_block(
 
 /// The vision tower under `prefix` (`visual` in a full checkpoint, empty for a bare one),
 /// with `layers` residual blocks, in Hugging Face naming.
-pub fn convert_vision(map: &HashMap<String, Tensor>, prefix: &str, layers: usize) -> Result<HashMap<String, Tensor>> {
+pub fn convert_vision(
+    map: &mut HashMap<String, Tensor>,
+    prefix: &str,
+    layers: usize,
+) -> Result<HashMap<String, Tensor>> {
     let p = |name: &str| if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
     let mut out = HashMap::new();
     out.insert("vision_model.embeddings.patch_embedding.weight".into(), take(map, &p("conv1.weight"))?);
@@ -99,7 +104,7 @@ pub fn convert_vision(map: &HashMap<String, Tensor>, prefix: &str, layers: usize
 
 /// The text tower (top-level names in a full checkpoint) with `layers` blocks, and
 /// `logit_scale`, in Hugging Face naming.
-pub fn convert_text(map: &HashMap<String, Tensor>, layers: usize) -> Result<HashMap<String, Tensor>> {
+pub fn convert_text(map: &mut HashMap<String, Tensor>, layers: usize) -> Result<HashMap<String, Tensor>> {
     let mut out = HashMap::new();
     out.insert("text_model.embeddings.token_embedding.weight".into(), take(map, "token_embedding.weight")?);
     out.insert("text_model.embeddings.position_embedding.weight".into(), take(map, "positional_embedding")?);
@@ -333,7 +338,7 @@ impl OpenClipFile {
 pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
     let file = OpenClipFile::from_file(&files.config)?;
     let config = file.clip_config();
-    let map = candle_core::safetensors::load(&files.weights, device).map_err(|e| {
+    let mut map = candle_core::safetensors::load(&files.weights, device).map_err(|e| {
         Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
     })?;
     // The conversion reads the configured layers only: a checkpoint with more would lose them.
@@ -355,9 +360,26 @@ pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Resu
             ));
         }
     }
-    let mut tensors = convert_vision(&map, "visual", config.vision_config.num_hidden_layers)
+    let mut tensors = convert_vision(&mut map, "visual", config.vision_config.num_hidden_layers)
         .map_err(|e| e.context(&files.weights))?;
-    tensors.extend(convert_text(&map, config.text_config.num_hidden_layers).map_err(|e| e.context(&files.weights))?);
+    tensors
+        .extend(convert_text(&mut map, config.text_config.num_hidden_layers).map_err(|e| e.context(&files.weights))?);
+    // Every tensor was converted, or the checkpoint holds parts this plain CLIP does not have
+    // (a CoCa decoder, an attention pool, a SigLIP bias) that would be silently ignored.
+    // `attn_mask` is a buffer older open_clip versions saved.
+    let mut left: Vec<&String> = map.keys().filter(|k| k.as_str() != "attn_mask").collect();
+    left.sort();
+    if let Some(first) = left.first() {
+        return Err(Error::new(
+            ErrorKind::BadWeights,
+            format!(
+                "load weights {}: tensor `{first}` (and {} more) is not part of the OpenCLIP CLIP model {} describes: the checkpoint is of another architecture or variant",
+                files.weights.display(),
+                left.len() - 1,
+                files.config.display()
+            ),
+        ));
+    }
     let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
     let p = &file.preprocess_cfg;
     let preprocessor =
