@@ -70,13 +70,7 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 fn read_run_file(path: &Path) -> Result<ComparedRun> {
     let crate::results::RunFile { run, dump } = crate::results::read_run_file(path)?;
     // Without a readable dump the comparison still runs, without paired statistics.
-    let lines = dump.and_then(|dump| {
-        let text = std::fs::read_to_string(dump).ok()?;
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).ok())
-            .collect::<Option<Vec<Value>>>()
-    });
+    let lines = dump.and_then(|dump| crate::results::dump_lines(&dump).ok());
     Ok(ComparedRun { run, lines, source: path.display().to_string() })
 }
 

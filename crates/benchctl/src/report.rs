@@ -65,22 +65,10 @@ fn load(path: &Path, data_dir: Option<&Path>) -> Result<Shown> {
     }
     let dump =
         file.dump.ok_or_else(|| Error::results(format!("report {}: the run names no score dump", path.display())))?;
-    let text = std::fs::read_to_string(&dump).map_err(|e| Error::results(format!("read {}: {e}", dump.display())))?;
-    let lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| Error::results(format!("parse {} line {}: {e}", dump.display(), i + 1)))
-        })
-        .collect::<Result<Vec<Value>>>()?;
+    let lines = crate::results::dump_lines(&dump)?;
     let data_dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(&run.suite.data_dir));
     let mut suite = info.load(&data_dir)?;
-    suite.summary.ties = if run.suite.ties == "first" {
-        benchctl_scoring::metrics::Ties::First
-    } else {
-        benchctl_scoring::metrics::Ties::Strict
-    };
+    suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&run.suite.ties).unwrap_or_default();
     let scores = crate::score::from_lines(&suite, &lines, &dump.display().to_string(), run.model.score_kind())?;
     Ok(Shown { run, suite, scores })
 }
@@ -186,6 +174,7 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     let mut thumb_ids: HashMap<String, usize> = HashMap::new();
     let mut rows = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut chunk = Vec::new();
+    let mut against_scores = against.map(|o| o.scores.iter());
     for (i, (item, matrix)) in suite.items.iter().zip(shown.scores.iter()).enumerate() {
         let tags: Vec<usize> = item
             .tags
@@ -227,10 +216,8 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
             .collect();
         let per_metric: Vec<Value> = values.iter().map(|m| m.values[i].map_or(Value::Null, round)).collect();
         let mut entry = json!({"texts": item.texts, "images": images, "scores": matrix_json(&matrix), "truth": truth, "values": per_metric});
-        if let Some(o) = against {
-            if let Some(m) = o.scores.iter().nth(i) {
-                entry["against"] = matrix_json(&m);
-            }
+        if let Some(m) = against_scores.as_mut().and_then(Iterator::next) {
+            entry["against"] = matrix_json(&m);
         }
         chunk.push(entry);
         if chunk.len() == CHUNK || i + 1 == suite.items.len() {

@@ -363,6 +363,19 @@ pub fn read_run_file(path: &Path) -> Result<RunFile> {
     Ok(RunFile { run, dump })
 }
 
+/// A score dump's lines as JSON, in file order (blank lines skipped), naming file and line
+/// in errors.
+pub fn dump_lines(path: &Path) -> Result<Vec<serde_json::Value>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| Error::results(format!("parse {} line {}: {e}", path.display(), i + 1)))
+        })
+        .collect()
+}
+
 /// Reads a score dump back: item ids and their K×L scores, in file order.
 pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;

@@ -143,13 +143,8 @@ impl Scored {
                 (record, scores.kind(), intervals, fingerprint, dump, Some((*suite, scores)))
             }
             Detail::Galleries { data_dir } => {
-                // The dump was read whole by `run`; its lines are the stored item scores.
-                let text = String::from_utf8_lossy(&bytes);
-                let dump = text
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(|l| serde_json::from_str(l).map_err(|e| Error::new(ErrorKind::Data, e.to_string())))
-                    .collect::<Result<Vec<Value>>>()?;
+                // `run` validated every line; they are the stored item scores.
+                let dump = results::dump_lines(&args.scores)?;
                 let record = SuiteRecord {
                     id: self.suite_id.clone(),
                     data_dir: data_dir.display().to_string(),

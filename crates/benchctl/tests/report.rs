@@ -33,22 +33,7 @@ fn two_runs(results: &Path) -> (PathBuf, PathBuf, Vec<serde_json::Value>) {
     }
     let scores = results.join("external.jsonl");
     std::fs::write(&scores, lines).unwrap();
-    let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--scores",
-            scores.to_str().unwrap(),
-            "--model-name",
-            "oracle-but-one",
-            "--results-dir",
-            results.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = common::score_external(&demo_suite(), &scores, "oracle-but-one", results, &[]);
     let (external, _) = common::stored_run(&out);
     (run_path, external, dump)
 }

@@ -330,29 +330,9 @@ fn an_external_model_is_stored_ranked_and_compared() {
     let scores = results.path().join("my-vlm.jsonl");
     std::fs::write(&scores, &jsonl).unwrap();
     let data = demo_suite();
-    let args = |name: &str| {
-        vec![
-            "score".to_string(),
-            "--suite".into(),
-            "winoground".into(),
-            "--data-dir".into(),
-            data.display().to_string(),
-            "--scores".into(),
-            scores.display().to_string(),
-            "--model-name".into(),
-            name.into(),
-            "--model-description".into(),
-            "a Python VLM | run elsewhere".into(),
-            "--model-url".into(),
-            "https://example.org/my-vlm".into(),
-            "--results-dir".into(),
-            results_dir.into(),
-        ]
-    };
-    let call = |name: &str| {
-        let args = args(name);
-        benchctl(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
-    };
+    let described =
+        ["--model-description", "a Python VLM | run elsewhere", "--model-url", "https://example.org/my-vlm"];
+    let call = |name: &str| common::score_external(&data, &scores, name, results.path(), &described);
     let out = call("my-vlm");
     let (run_path, run) = common::stored_run(&out);
     let external = &run["model"]["external"];

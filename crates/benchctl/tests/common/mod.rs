@@ -116,3 +116,23 @@ pub fn eval_model(
 pub fn dump_path(run_path: &Path, run: &serde_json::Value) -> PathBuf {
     run_path.with_file_name(run["scores_file"].as_str().unwrap())
 }
+
+/// `benchctl score --suite winoground --data-dir data --scores scores --model-name name
+/// --results-dir results` plus `extra`: a run of an external model (not checked).
+pub fn score_external(data: &Path, scores: &Path, name: &str, results: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "score",
+        "--suite",
+        "winoground",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--scores",
+        scores.to_str().unwrap(),
+        "--model-name",
+        name,
+        "--results-dir",
+        results.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    benchctl(&args, &[])
+}
