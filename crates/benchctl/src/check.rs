@@ -81,13 +81,23 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
             problems.push(format!("the official release has {expected} items, these annotations give {items}"));
         }
     }
+    // Decoded as `eval` decodes them; then the resize bound of the models that resize the
+    // shorter side (CLIP and OpenCLIP at 224 px, the smallest), which a degenerate aspect
+    // ratio breaks. Models that resize to a square (SigLIP, BLIP, FIBER) take such images.
+    let shorter_side = benchctl_models::preprocess::Preprocessor::openai_clip(224);
     let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
     let mut unreadable: Vec<String> = images
         .par_iter()
         .filter_map(|source| {
             let result = source.load_rgb();
             bar.inc(1);
-            result.err().map(|e| e.to_string())
+            match result {
+                Err(e) => Some(e.to_string()),
+                Ok(image) => shorter_side
+                    .check_input(image.width() as usize, image.height() as usize)
+                    .err()
+                    .map(|why| format!("preprocess image {} for CLIP and OpenCLIP: {why}", source.display_name())),
+            }
         })
         .collect();
     bar.finish_and_clear();

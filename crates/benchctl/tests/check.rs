@@ -49,3 +49,21 @@ fn a_retrieval_suite_is_checked_too() {
         "{report}"
     );
 }
+
+/// `check` decodes every image as `eval` does, so the hostile images `eval` refuses are
+/// listed, not passed: a truncated PNG and a 1 × 1,000,000 PNG (3.9 KB, whose resize would
+/// have needed 7 GB).
+#[test]
+fn images_eval_refuses_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&demo_suite(), dir.path());
+    let truncated = dir.path().join("images/ex_1_img_0.png");
+    let bytes = std::fs::read(&truncated).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    image::GrayImage::new(1, 1_000_000).save(dir.path().join("images/ex_3_img_1.png")).unwrap();
+    let out = benchctl(&["check", "--suite", "winoground", "--data-dir", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(report.contains("3 problem(s)"), "{report}"); // and the 8-item demo is not the full release
+    assert!(report.contains("ex_1_img_0.png") && report.contains("ex_3_img_1.png"), "{report}");
+}

@@ -350,6 +350,12 @@ fn an_external_model_is_stored_ranked_and_compared() {
     let n = items.len() as f64;
     let group = run["report"]["metrics"]["group_score"].as_f64().unwrap();
     assert!((group - 100.0 * (n - 1.0) / n).abs() < 1e-9, "group score {group}");
+    // Winoground's definitions (its paper and official notebook): the first item (matches
+    // scored 0.25, mismatches 0.75) fails its text and image comparisons, every other passes.
+    for metric in ["text_score", "image_score"] {
+        let value = run["report"]["metrics"][metric].as_f64().unwrap();
+        assert!((value - 100.0 * (n - 1.0) / n).abs() < 1e-9, "{metric} {value}");
+    }
     assert!(run["intervals"]["group_score"].as_array().is_some_and(|i| i.len() == 2));
     assert_eq!(run["data_fingerprint"], zoo_run["data_fingerprint"]);
     let dump = std::fs::read_to_string(common::dump_path(&run_path, &run)).unwrap();
