@@ -22,45 +22,20 @@ pub enum ErrorKind {
     Compute,
 }
 
-/// An error from the model zoo.
+/// An error of the model zoo. Messages are lowercase and read after "failed to …".
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct Error {
     kind: ErrorKind,
     message: String,
-    /// The failure underneath (candle's, an I/O or a tokenizer error), kept for [`std::error::Error::source`]; the message
-    /// already says what it means here.
+    /// The failure underneath (an I/O, parsing, hub or tensor error), kept for
+    /// [`std::error::Error::source`]; the message already says what it means here.
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
-
-/// Errors are equal when they say the same thing (their causes are not compared).
-impl PartialEq for Error {
-    fn eq(&self, other: &Self) -> bool {
-        self.kind == other.kind && self.message == other.message
-    }
-}
-
-impl Eq for Error {}
+benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
 
 impl Error {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
-    }
-
-    /// An error caused by `source`.
-    pub fn caused_by(
-        kind: ErrorKind,
-        message: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Self { kind, message: message.into(), source: Some(Box::new(source)) }
-    }
-
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
     /// The same error, naming the file it concerns.
     pub fn context(self, file: &std::path::Path) -> Self {
         Self { message: format!("{} (in {})", self.message, file.display()), ..self }
@@ -72,5 +47,3 @@ impl Error {
         Self::caused_by(ErrorKind::Compute, message, e)
     }
 }
-
-pub type Result<T> = std::result::Result<T, Error>;

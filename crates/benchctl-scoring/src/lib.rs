@@ -12,6 +12,7 @@
 //! embeddings, with the outcomes the scores would give.
 
 pub mod gallery;
+pub mod kinded_error;
 pub mod metrics;
 pub mod report;
 pub mod scores;

@@ -26,38 +26,9 @@ pub enum ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
-    /// The failure underneath (an I/O, JSON or image decoding error), kept for [`std::error::Error::source`]; the message
-    /// already says what it means here.
+    /// The failure underneath (an I/O, JSON or image decoding error), kept for
+    /// [`std::error::Error::source`]; the message already says what it means here.
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
-
-/// Errors are equal when they say the same thing (their causes are not compared).
-impl PartialEq for Error {
-    fn eq(&self, other: &Self) -> bool {
-        self.kind == other.kind && self.message == other.message
-    }
-}
-
-impl Eq for Error {}
-
-impl Error {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
-    }
-
-    /// An error caused by `source`.
-    pub fn caused_by(
-        kind: ErrorKind,
-        message: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Self { kind, message: message.into(), source: Some(Box::new(source)) }
-    }
-
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-}
-
-pub type Result<T> = std::result::Result<T, Error>;
+benchctl_scoring::kinded_error_impl!(Error, ErrorKind);

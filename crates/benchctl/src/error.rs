@@ -39,39 +39,14 @@ impl ErrorKind {
 pub struct Error {
     kind: ErrorKind,
     message: String,
-    /// The failure underneath (a suite, model or scoring error, or an I/O one), kept for [`std::error::Error::source`]; the message
-    /// already says what it means here.
+    /// The failure underneath (a suite, model or scoring error, or an I/O one), kept for
+    /// [`std::error::Error::source`]; the message already says what it means here.
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
-
-/// Errors are equal when they say the same thing (their causes are not compared).
-impl PartialEq for Error {
-    fn eq(&self, other: &Self) -> bool {
-        self.kind == other.kind && self.message == other.message
-    }
-}
-
-impl Eq for Error {}
+benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
 
 impl Error {
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
-    }
-
-    /// An error caused by `source`.
-    pub fn caused_by(
-        kind: ErrorKind,
-        message: impl Into<String>,
-        source: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Self { kind, message: message.into(), source: Some(Box::new(source)) }
-    }
-
-    pub fn kind(&self) -> ErrorKind {
-        self.kind
-    }
-
     pub fn results(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Results, message)
     }
@@ -105,8 +80,6 @@ impl From<benchctl_scoring::Error> for Error {
         Error::caused_by(ErrorKind::Compute, format!("score: {e}"), e)
     }
 }
-
-pub type Result<T> = std::result::Result<T, Error>;
 
 #[cfg(test)]
 mod tests {
