@@ -51,8 +51,8 @@ fn a_retrieval_suite_is_checked_too() {
 }
 
 /// `check` decodes every image as `eval` does, so the hostile images `eval` refuses are
-/// listed, not passed: a truncated PNG and a 1 × 1,000,000 PNG (3.9 KB, whose resize would
-/// have needed 7 GB).
+/// listed, not passed: a truncated PNG, a 1 × 1,000,000 PNG (3.9 KB, whose resize would
+/// have needed 7 GB) and a 1 × 10,000 one.
 #[test]
 fn images_eval_refuses_are_listed() {
     let dir = tempfile::tempdir().unwrap();
@@ -61,9 +61,13 @@ fn images_eval_refuses_are_listed() {
     let bytes = std::fs::read(&truncated).unwrap();
     std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
     image::GrayImage::new(1, 1_000_000).save(dir.path().join("images/ex_3_img_1.png")).unwrap();
+    // The second input: 1 × 10,000 (resized to 224 × 2,240,000 it peaked at 1.6 GB).
+    image::GrayImage::new(1, 10_000).save(dir.path().join("images/ex_5_img_0.png")).unwrap();
     let out = benchctl(&["check", "--suite", "winoground", "--data-dir", dir.path().to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let report = stdout(&out);
-    assert!(report.contains("3 problem(s)"), "{report}"); // and the 8-item demo is not the full release
-    assert!(report.contains("ex_1_img_0.png") && report.contains("ex_3_img_1.png"), "{report}");
+    assert!(report.contains("4 problem(s)"), "{report}"); // and the 8-item demo is not the full release
+    for image in ["ex_1_img_0.png", "ex_3_img_1.png", "ex_5_img_0.png"] {
+        assert!(report.contains(image), "{image}: {report}");
+    }
 }
