@@ -78,6 +78,47 @@ fn db_error(path: &Path, what: &str) -> impl Fn(rusqlite::Error) -> Error {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// The results directory's lock (`benchctl.lock`), held while the store is open.
+    _lock: Option<std::fs::File>,
+}
+
+/// How long opening a store waits for another process that holds it (as SQLite's busy timeout).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Takes the results directory's lock. A process storing a run writes its run files and then
+/// the row naming them, and recovery on opening imports run files without a row and removes
+/// `.partial` files: without one writer at a time, one process's recovery would remove or
+/// import the files another is still writing (two runs started in the same second also
+/// picked the same file names). Waits up to [`LOCK_WAIT`]; where the filesystem has no
+/// locks, goes on without one, with a warning.
+fn lock(results_dir: &Path) -> Result<Option<std::fs::File>> {
+    let path = results_dir.join("benchctl.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::results(format!("open {}: {e}", path.display())))?;
+    let started = std::time::Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Some(file)),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(25))
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::results(format!(
+                    "lock {}: another benchctl has held it for {} s",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                )))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                eprintln!("warning: cannot lock {} ({e}); concurrent writers are not serialised", path.display());
+                return Ok(None);
+            }
+        }
+    }
 }
 
 /// A stored run: its id, the run, and where its item scores are.
@@ -95,7 +136,9 @@ impl Store {
     pub fn open(results_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(results_dir)
             .map_err(|e| Error::results(format!("create results directory {}: {e}", results_dir.display())))?;
+        let lock = lock(results_dir)?;
         let mut store = Self::open_file(&results_dir.join(FILE_NAME))?;
+        store._lock = lock;
         store.recover(&results_dir.join("runs"))?;
         Ok(store)
     }
@@ -136,14 +179,7 @@ impl Store {
             }
             let imported = crate::results::read_run_file(&path).and_then(|file| {
                 let dump = file.dump.as_deref().ok_or_else(|| Error::results("it names no score dump".to_string()))?;
-                let lines = std::fs::read_to_string(dump)
-                    .map_err(|e| Error::results(format!("read {}: {e}", dump.display())))?
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .map(|l| {
-                        serde_json::from_str(l).map_err(|e| Error::results(format!("parse {}: {e}", dump.display())))
-                    })
-                    .collect::<Result<Vec<serde_json::Value>>>()?;
+                let lines = crate::results::dump_lines(dump)?;
                 self.adopt_or_insert(&file.run, &lines, &name)
             });
             match imported {
@@ -198,7 +234,7 @@ impl Store {
         conn.busy_timeout(std::time::Duration::from_secs(60)).map_err(db_error(path, "configure the results store"))?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(db_error(path, "configure the results store"))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(db_error(path, "configure the results store"))?;
-        let mut store = Self { conn, path: path.to_path_buf() };
+        let mut store = Self { conn, path: path.to_path_buf(), _lock: None };
         store.migrate()?;
         Ok(store)
     }
