@@ -33,6 +33,15 @@ const SEGMENT_HEAD: usize = 4 + 32;
 /// A content key.
 pub type Key = [u8; 32];
 
+/// Prints a warning that the cache cannot be written, once per process: the embeddings and
+/// the file-key memo share one location, and a full disk is one problem, not one per writer.
+pub(crate) fn warn_unwritable(message: &str) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("warning: {message}");
+    }
+}
+
 /// SHA-256 of `parts`, each length-prefixed so that boundaries are unambiguous.
 pub fn key(parts: &[&[u8]]) -> Key {
     let mut h = Sha256::new();
@@ -172,7 +181,7 @@ impl EmbeddingCache {
         }
         if let Err(e) = self.write(batch) {
             self.write_failed = true;
-            eprintln!("warning: failed to {e}; the run goes on without storing in the embedding cache");
+            warn_unwritable(&format!("failed to {e}; the run goes on without storing in the embedding cache"));
         }
         Ok(())
     }

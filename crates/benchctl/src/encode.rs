@@ -52,7 +52,9 @@ pub(crate) fn long_captions(
 /// Saves what the memo learnt; a failure only costs rehashing next time, so it warns.
 pub(crate) fn remember(memo: &cache::FileKeys) {
     if let Err(e) = memo.save() {
-        eprintln!("warning: could not remember image keys in the cache ({e}); they are hashed again next run");
+        cache::warn_unwritable(&format!(
+            "failed to remember image keys in the cache ({e}); the run goes on, and they are hashed again next run"
+        ));
     }
 }
 

@@ -1,7 +1,8 @@
 //! Fault injection for the crash tests: `BENCHCTL_FAULT=<point>:<n>` makes benchctl abort
 //! (as a kill would: no unwinding, no cleanup) the `n`-th time (from 0) it reaches `point`.
-//! Points: `encode-batch` (after an encoder batch has been cached), `store-files` (the run
-//! file and dump written, the store's row not yet) and `store-item` (inside the store's
+//! Points: `encode-batch` (after an encoder batch has been cached), `store-dump` (the score
+//! dump written, the run file not yet), `store-files` (the run file and dump written, the
+//! store's row not yet) and `store-item` (inside the store's
 //! transaction, after an item's scores were inserted). The variable is read once
 //! per process; unset, a check is one comparison.
 

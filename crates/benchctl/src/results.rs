@@ -318,11 +318,16 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) ->
         writeln!(dump, "{line}").map_err(|e| Error::results(format!("format scores: {e}")))?;
     }
     write_atomically(&scores_path, &dump)?;
+    crate::fault::at("store-dump", 0);
     let mut json = run.to_json();
     json["scores_file"] = serde_json::Value::from(format!("{stem}.scores.jsonl"));
     let text = serde_json::to_string_pretty(&json).map_err(|e| Error::results(format!("format run: {e}")))? + "\n";
     let run_path = runs.join(format!("{stem}.json"));
-    write_atomically(&run_path, text.as_bytes())?;
+    if let Err(e) = write_atomically(&run_path, text.as_bytes()) {
+        // A dump no run file names would only be litter (and block nothing): remove it.
+        let _ = std::fs::remove_file(&scores_path);
+        return Err(e);
+    }
     Ok(run_path)
 }
 

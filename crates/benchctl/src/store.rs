@@ -11,7 +11,8 @@
 //!   (temporary name, fsync, rename), then one transaction inserts the row that names them
 //!   (`run_file`, unique). A crash between the two leaves complete files without a row:
 //!   opening the store finishes the job (the files are imported, once), and removes the
-//!   `.partial` leftovers of an interrupted write. A crash inside the transaction rolls it back.
+//!   `.partial` leftovers of an interrupted write and a score dump whose run file was never
+//!   written. A crash inside the transaction rolls it back.
 //! - **Readers are lenient, writers strict**: [`Store::runs_readable`] skips (and names) a row
 //!   it cannot read; [`Store::open_existing`] refuses a directory without a store rather than
 //!   creating an empty one.
@@ -70,8 +71,39 @@ pub const MIGRATIONS: &[&str] = &[
 ];
 
 fn db_error(path: &Path, what: &str) -> impl Fn(rusqlite::Error) -> Error {
-    let (what, path) = (what.to_string(), path.display().to_string());
-    move |e| Error::results(format!("{what} in {path}: {e}"))
+    let (what, path) = (what.to_string(), path.to_path_buf());
+    move |e| {
+        // SQLite reports a full disk as "disk is full" or, when it cannot grow its WAL index,
+        // as a bare "disk I/O error": say how much room is left, which is usually the cause.
+        let io =
+            matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::SystemIoFailure));
+        let room = match path.parent().and_then(free_bytes) {
+            Some(free) if io => format!(" ({free} bytes free on its filesystem)"),
+            _ => String::new(),
+        };
+        Error::results(format!("{what} in {}: {e}{room}", path.display()))
+    }
+}
+
+/// Bytes available to this user on the filesystem holding `dir`.
+#[cfg(unix)]
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `dir` is a NUL-terminated path and `stat` is written by statvfs before it is read.
+    let stat = unsafe {
+        if libc::statvfs(dir.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    Some(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+#[cfg(not(unix))]
+fn free_bytes(_dir: &Path) -> Option<u64> {
+    None
 }
 
 /// An open results store.
@@ -161,7 +193,8 @@ impl Store {
     }
 
     /// Imports run files that have no row (a crash after writing them, before the commit)
-    /// and removes `.partial` files (a crash while writing one). A file that cannot be read
+    /// and removes `.partial` files and score dumps without a run file (a crash while writing
+    /// them). A file that cannot be read
     /// is left alone, with a warning. Rows stored before run files were recorded adopt
     /// their file (same start, model, suite and shard) instead of being imported twice.
     fn recover(&mut self, runs_dir: &Path) -> Result<()> {
@@ -170,7 +203,11 @@ impl Store {
         files.sort();
         for path in files {
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-            if name.ends_with(".partial") {
+            // A crash while writing a file, or between a run's score dump and its run file
+            // (written in that order, under the lock): neither is part of any run.
+            let orphan_dump =
+                name.strip_suffix(".scores.jsonl").is_some_and(|stem| !runs_dir.join(format!("{stem}.json")).exists());
+            if name.ends_with(".partial") || orphan_dump {
                 let _ = std::fs::remove_file(&path);
                 continue;
             }

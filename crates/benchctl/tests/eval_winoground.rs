@@ -219,3 +219,44 @@ fn an_image_of_extreme_aspect_ratio_is_bad_data_not_an_abort() {
     let err = common::stderr(&out);
     assert!(err.contains("ex_0_img_0.png") && err.contains("1×1000000") && err.contains("aspect ratio"), "{err}");
 }
+
+/// An image file followed by a gibibyte of zeros (sparse, so the disk holds none of it) is
+/// read as Pillow reads it: the image ends where its format says, and it scores as the same
+/// image without the tail does, with no more memory than that run (the tail is hashed for
+/// the cache key as a stream, never held).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_image_followed_by_a_gibibyte_of_zeros_is_read_in_bounded_memory() {
+    let (plain, padded) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    common::copy_tree(&common::demo_suite(), plain.path());
+    common::copy_tree(&common::demo_suite(), padded.path());
+    let image = padded.path().join("images/ex_0_img_0.png");
+    let file = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
+    file.set_len(file.metadata().unwrap().len() + (1 << 30)).unwrap();
+    let model = common::tiny_model();
+    let run = |data: &std::path::Path| {
+        let results = common::scratch_dir("gib-tail");
+        let cache = common::scratch_dir("gib-tail-cache");
+        let (out, rss) = common::benchctl_peak_rss(
+            &[
+                "eval",
+                "--model-path",
+                &model,
+                "--suite",
+                "winoground",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--results-dir",
+                results.to_str().unwrap(),
+            ],
+            &[("BENCHCTL_CACHE", cache.to_str().unwrap())],
+        );
+        let (path, json) = common::stored_run(&out);
+        (std::fs::read_to_string(common::dump_path(&path, &json)).unwrap(), json, rss)
+    };
+    let (plain_dump, plain_run, plain_rss) = run(plain.path());
+    let (padded_dump, padded_run, padded_rss) = run(padded.path());
+    assert_eq!(padded_run["report"], plain_run["report"]);
+    assert_eq!(padded_dump, plain_dump, "the item scores are the plain image's");
+    assert!(padded_rss < plain_rss + 64.0, "peak RSS {padded_rss:.0} MiB with the tail, {plain_rss:.0} MiB without");
+}

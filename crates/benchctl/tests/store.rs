@@ -97,6 +97,9 @@ fn assert_store_and_files_agree(results: &Path) -> (usize, usize, usize) {
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     assert!(!on_disk.iter().any(|n| n.ends_with(".partial")), "left over: {on_disk:?}");
+    for dump in on_disk.iter().filter_map(|n| n.strip_suffix(".scores.jsonl")) {
+        assert!(on_disk.contains(&format!("{dump}.json")), "a score dump without its run file: {on_disk:?}");
+    }
     on_disk.retain(|n| n.ends_with(".json"));
     on_disk.sort();
     assert_eq!(recorded, on_disk, "rows and run files disagree");
@@ -108,7 +111,8 @@ fn assert_store_and_files_agree(results: &Path) -> (usize, usize, usize) {
 }
 
 /// Killed at each point of an eval, then reopened: the store and the run files agree and no
-/// run is stored twice. A crash before the files exist stores nothing; a crash after they
+/// run is stored twice. A crash before the files exist stores nothing (a score dump written
+/// without its run file is removed); a crash after they
 /// are complete (before or inside the store's transaction) is finished when the store is next
 /// opened, once. The rerun resumes from the cache.
 #[test]
@@ -121,9 +125,14 @@ fn a_crash_at_any_point_leaves_the_store_and_run_files_in_agreement() {
 
     let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
     // (fault point, runs stored once the store is reopened)
-    for (fault, expected_runs) in
-        [("encode-batch:0", 1), ("encode-batch:1", 1), ("store-files:0", 2), ("store-item:0", 3), ("store-item:5", 4)]
-    {
+    for (fault, expected_runs) in [
+        ("encode-batch:0", 1),
+        ("encode-batch:1", 1),
+        ("store-dump:0", 1),
+        ("store-files:0", 2),
+        ("store-item:0", 3),
+        ("store-item:5", 4),
+    ] {
         let env = [("BENCHCTL_CACHE", cache.path().to_str().unwrap()), ("BENCHCTL_FAULT", fault)];
         let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
         assert!(aborted(&out), "{fault}: {}", stderr(&out));
@@ -268,4 +277,97 @@ fn merge_refuses_an_incomplete_set_of_shards() {
     let out = benchctl(&["merge", run_file(dir.path()).to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("need shards 0/2 … 1/2 once each, got 0/2"), "{}", stderr(&out));
+}
+
+/// A full disk, met at every point of an eval (from no free page up to enough for the whole
+/// run): the exit is 0 or the documented 5 with the reason, never a panic; the metrics are
+/// printed either way; the cache warns at most once; and once space is freed, the store and
+/// the run files agree and no run is stored twice. The disk is a real one: a small tmpfs in a
+/// private mount namespace (`unshare -rm`), so the failures are the kernel's own `ENOSPC`.
+#[test]
+fn a_full_disk_at_any_point_loses_nothing_and_stores_nothing_twice() {
+    const INSIDE: &str = "BENCHCTL_TEST_INSIDE_NAMESPACE";
+    let Ok(mount_point) = std::env::var(INSIDE) else {
+        let usable = std::process::Command::new("unshare").args(["-rm", "true"]).output();
+        if !usable.is_ok_and(|o| o.status.success()) {
+            let reason = "`unshare -rm` is unavailable here (no user namespaces), so no small disk can be mounted";
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{reason}");
+            eprintln!("skipped: {reason}");
+            return;
+        }
+        // This test again, inside a private mount namespace where it may mount a tmpfs.
+        let mount_point = common::scratch_dir("full-disk");
+        let out = std::process::Command::new("unshare")
+            .args(["-rm", "--"])
+            .arg(std::env::current_exe().unwrap())
+            .args(["--exact", "a_full_disk_at_any_point_loses_nothing_and_stores_nothing_twice", "--nocapture"])
+            .env(INSIDE, &mount_point)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&mount_point);
+        assert!(out.status.success(), "{}\n{}", common::stdout(&out), stderr(&out));
+        assert!(common::stdout(&out).contains("1 passed"), "the test ran inside: {}", common::stdout(&out));
+        eprintln!("{}", stderr(&out).lines().filter(|l| l.starts_with("(free pages")).collect::<String>());
+        return;
+    };
+    let disk = PathBuf::from(mount_point);
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "benchctl-full-disk"])
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a tmpfs on {}", disk.display());
+    let (results, cache, filler) = (disk.join("results"), disk.join("cache"), disk.join("filler"));
+    let (model, data) = (tiny_model(), demo_suite().display().to_string());
+    let dir = results.display().to_string();
+    let mut stored = 0;
+    let mut outcomes = Vec::new();
+    for free_pages in 0..=40u64 {
+        fill_leaving(&filler, free_pages);
+        let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+        let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
+        let err = stderr(&out);
+        assert!(common::stdout(&out).contains("group_score"), "{free_pages} pages: metrics not printed\n{err}");
+        match out.status.code() {
+            Some(0) => {}
+            Some(5) => assert!(
+                err.contains("No space left on device") || err.contains(" bytes free on its filesystem)"),
+                "{free_pages} pages: the reason is named\n{err}"
+            ),
+            code => panic!("{free_pages} free pages: exit {code:?}\n{err}"),
+        }
+        let cache_warnings = err.lines().filter(|l| l.starts_with("warning:") && l.contains("cache")).count();
+        assert!(cache_warnings <= 1, "{free_pages} pages: the cache warns once\n{err}");
+        std::fs::remove_file(&filler).unwrap();
+        let (runs, _, _) = assert_store_and_files_agree(&results);
+        assert!(runs == stored || runs == stored + 1, "{free_pages} pages: {stored} runs before, {runs} after");
+        if out.status.success() {
+            assert_eq!(runs, stored + 1, "{free_pages} pages: a successful run is stored");
+        } else {
+            // A failure after the run files were complete says they are kept; they enter the store.
+            assert_eq!(runs == stored + 1, err.contains("the run is kept in"), "{free_pages} pages: {err}");
+        }
+        outcomes.push((free_pages, out.status.code().unwrap_or(-1), runs - stored));
+        stored = runs;
+    }
+    eprintln!("(free pages, exit, runs added): {outcomes:?}");
+    assert!(outcomes.iter().any(|o| o.1 == 5), "some fill level made storing fail: {outcomes:?}");
+    assert!(outcomes.last().is_some_and(|o| o.1 == 0), "the largest fill level fits a run: {outcomes:?}");
+    // With space again, a run lands once, and reuses what the cache holds.
+    let (_, json) = stored_run(&eval(&results, &cache, &["--batch-size", "4"]));
+    assert_eq!(json["counts"]["images_encoded"], 0, "the cache serves the images again");
+    assert_eq!(assert_store_and_files_agree(&results).0, stored + 1);
+    std::process::Command::new("umount").arg(&disk).status().unwrap();
+}
+
+/// Fills the filesystem holding `filler` until it is full, then frees `free_pages` pages.
+fn fill_leaving(filler: &Path, free_pages: u64) {
+    use std::io::Write;
+    let mut file = std::fs::File::create(filler).unwrap();
+    for chunk in [65536, 4096] {
+        while file.write_all(&vec![0u8; chunk]).is_ok() {}
+    }
+    let len = file.metadata().unwrap().len();
+    let len = len - len % 4096;
+    file.set_len(len.saturating_sub(free_pages * 4096)).unwrap();
 }

@@ -43,7 +43,16 @@ impl Evaluation {
         let path = results::store(results_dir, &self.run, &self.dump)?;
         crate::fault::at("store-files", 0);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        Ok((store.insert(&self.run, &self.dump, Some(name))?, path))
+        // The files are complete: the next store that opens this directory imports them, so
+        // a row that cannot be written (a full disk) loses nothing; say so.
+        let id = store.insert(&self.run, &self.dump, Some(name)).map_err(|e| {
+            let kept = format!(
+                "{e}; the run is kept in {} and enters the store when it is next opened (any benchctl command on this --results-dir, once it can be written)",
+                path.display()
+            );
+            Error::caused_by(ErrorKind::Results, kept, e)
+        })?;
+        Ok((id, path))
     }
 }
 

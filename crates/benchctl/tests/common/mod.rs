@@ -136,3 +136,32 @@ pub fn score_external(data: &Path, scores: &Path, name: &str, results: &Path, ex
     args.extend_from_slice(extra);
     benchctl(&args, &[])
 }
+
+/// Runs the built `benchctl` as [`benchctl`] does, and also returns its own peak resident
+/// memory in MiB (`wait4`'s `ru_maxrss`: this child alone, not the test's other children).
+#[cfg(target_os = "linux")]
+#[allow(clippy::zombie_processes)] // reaped by `wait4`, which std's `wait` would not give the usage of
+pub fn benchctl_peak_rss(args: &[&str], env: &[(&str, &str)]) -> (Output, f64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
+    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        err.read_to_end(&mut buf).map(|_| buf)
+    });
+    let mut stdout = Vec::new();
+    out.read_to_end(&mut stdout).unwrap();
+    let stderr = err_reader.join().unwrap().unwrap();
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: the child is ours and not yet waited for; both out-pointers are valid.
+    let waited = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(waited, child.id() as libc::pid_t, "wait4: {}", std::io::Error::last_os_error());
+    let output = Output { status: std::process::ExitStatus::from_raw(status), stdout, stderr };
+    (output, usage.ru_maxrss as f64 / 1024.0)
+}
