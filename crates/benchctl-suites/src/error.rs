@@ -18,6 +18,8 @@ pub enum ErrorKind {
     PathEscapes,
     /// The operation does not apply to this suite (e.g. K×L items of a retrieval suite).
     Unsupported,
+    /// A suite manifest is malformed (names the key and line).
+    Manifest,
 }
 
 /// An error from loading a suite or one of its images.

@@ -19,6 +19,44 @@ pub enum ImageSource {
     Altered(Box<AlteredSource>),
     /// An encoded PNG or JPEG held inside an annotation file (Winoground's parquet release).
     Embedded(Box<EmbeddedImage>),
+    /// A region of an image file (ARO's bounding boxes, from a [`crate::manifest`]).
+    Cropped(Box<CroppedSource>),
+}
+
+/// An image file and the region of it an item shows.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CroppedSource {
+    pub file: PathBuf,
+    pub region: CropRegion,
+}
+
+/// A crop box in pixels, as PIL's `Image.crop` takes it after rounding: columns
+/// `left..right`, rows `top..bottom`. Pixels outside the image are black, as PIL pads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CropRegion {
+    pub left: i64,
+    pub top: i64,
+    pub right: i64,
+    pub bottom: i64,
+}
+
+impl CropRegion {
+    /// `image`'s pixels in the region, black where the region leaves the image (PIL's
+    /// `convert("RGB").crop(box)`); a region over the pixel limit is refused.
+    pub fn cut(&self, image: &RgbImage) -> std::result::Result<RgbImage, String> {
+        let (w, h) = (self.right - self.left, self.bottom - self.top);
+        if w <= 0 || h <= 0 || (w as u64).saturating_mul(h as u64) > MAX_PIXELS {
+            return Err(format!("the crop box {self:?} is empty or has more than {MAX_PIXELS} pixels"));
+        }
+        let mut out = RgbImage::new(w as u32, h as u32);
+        let (iw, ih) = (i64::from(image.width()), i64::from(image.height()));
+        for y in self.top.max(0)..self.bottom.min(ih) {
+            for x in self.left.max(0)..self.right.min(iw) {
+                out.put_pixel((x - self.left) as u32, (y - self.top) as u32, *image.get_pixel(x as u32, y as u32));
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// An image's encoded bytes as read from the file that embeds them.
@@ -56,6 +94,7 @@ impl ImageSource {
             ImageSource::File(path) | ImageSource::NpyBgr(path) => path,
             ImageSource::Altered(altered) => &altered.base,
             ImageSource::Embedded(embedded) => &embedded.file,
+            ImageSource::Cropped(cropped) => &cropped.file,
         }
     }
 
@@ -64,6 +103,10 @@ impl ImageSource {
     pub fn display_name(&self) -> String {
         match self {
             ImageSource::Embedded(e) => format!("{}#{}", e.file.display(), e.name),
+            ImageSource::Cropped(c) => {
+                let r = c.region;
+                format!("{}#crop({},{},{},{})", c.file.display(), r.left, r.top, r.right, r.bottom)
+            }
             other => other.path().display().to_string(),
         }
     }
@@ -81,6 +124,14 @@ impl ImageSource {
             let base = ImageSource::File(altered.base.clone()).load_rgb()?;
             let other = ImageSource::File(altered.other.clone()).load_rgb()?;
             return Ok(PilImage::Rgb(crate::rococo::altered::render(&altered.spec, &base, &other)));
+        }
+        if let ImageSource::Cropped(cropped) = self {
+            let whole = ImageSource::File(cropped.file.clone()).load_rgb()?;
+            return cropped
+                .region
+                .cut(&whole)
+                .map(PilImage::Rgb)
+                .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("crop image {}: {e}", self.display_name())));
         }
         if let ImageSource::Embedded(embedded) = self {
             return decode_pil_from(|| Ok(std::io::Cursor::new(&embedded.bytes[..]))).map_err(|e| {

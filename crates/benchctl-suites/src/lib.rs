@@ -2,11 +2,13 @@
 //! reduced to the one item shape of [`benchctl_scoring`] (K candidate images × L candidate
 //! texts with a ground-truth matrix).
 //!
-//! One module per suite; [`find`] looks a suite up by its id.
+//! One module per suite; [`find`] looks a suite up by its id, or finds a suite described by a
+//! [`manifest`] (TOML, no code).
 
 pub mod eqben;
 pub mod error;
 pub mod image;
+pub mod manifest;
 mod paths;
 pub mod rococo;
 pub mod spec;
@@ -19,7 +21,7 @@ use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Result};
-pub use image::{EmbeddedImage, ImageSource, PilImage};
+pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageSource, PilImage};
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match.
 #[derive(Debug, Clone)]
@@ -58,6 +60,8 @@ pub struct Suite {
     /// The order of the suite's official per-pair submission, when it has one (EqBen's
     /// `prediction.npy`: one score per entry of its flat annotation list).
     pub pair_order: Option<PairOrder>,
+    /// The manifest that describes the suite, for a suite read from one.
+    pub manifest: Option<&'static manifest::Manifest>,
 }
 
 /// The official submission order of a suite's (image, text) pairs.
@@ -105,6 +109,7 @@ impl Suite {
             excluded: 0,
             incomplete: Vec::new(),
             pair_order: None,
+            manifest: None,
         }
     }
 
@@ -154,6 +159,8 @@ pub enum SuiteKind {
     Items(fn(&Path, &mut Vec<Error>) -> Suite),
     /// Into galleries that every query is ranked against (RoCOCO, see [`rococo`]).
     Galleries,
+    /// Into K×L items, as a [`manifest`] describes them.
+    Manifest(&'static manifest::Manifest),
 }
 
 impl SuiteInfo {
@@ -188,14 +195,17 @@ impl SuiteInfo {
                 format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
             ));
         }
-        let SuiteKind::Items(load) = self.kind else {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                format!("read {} as K×L items: it is a retrieval suite, scored against whole galleries", self.id),
-            ));
-        };
         let mut problems = Vec::new();
-        let suite = load(data_dir, &mut problems);
+        let suite = match self.kind {
+            SuiteKind::Items(load) => load(data_dir, &mut problems),
+            SuiteKind::Manifest(manifest) => manifest.load(data_dir, &mut problems),
+            SuiteKind::Galleries => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("read {} as K×L items: it is a retrieval suite, scored against whole galleries", self.id),
+                ))
+            }
+        };
         Ok((suite, problems))
     }
 }
@@ -258,10 +268,22 @@ pub const SUITES: &[SuiteInfo] = &[
     },
 ];
 
-/// The suite with this id, or an error listing the known ones.
+/// The suite with this id, a bundled manifest's, or the manifest at this path (see
+/// [`manifest::find`]); else an error listing the known ones.
 pub fn find(id: &str) -> Result<&'static SuiteInfo> {
-    SUITES.iter().find(|s| s.id == id).ok_or_else(|| {
-        let known: Vec<&str> = SUITES.iter().map(|s| s.id).collect();
-        Error::new(ErrorKind::UnknownSuite, format!("find suite `{id}`: known suites are {}", known.join(", ")))
+    if let Some(info) = SUITES.iter().find(|s| s.id == id) {
+        return Ok(info);
+    }
+    manifest::find(id)?.ok_or_else(|| {
+        let known: Vec<&str> = all().iter().map(|s| s.id).collect();
+        Error::new(
+            ErrorKind::UnknownSuite,
+            format!("find suite `{id}`: known suites are {}, or give a manifest's path (`.toml`)", known.join(", ")),
+        )
     })
+}
+
+/// The built-in suites, then the bundled manifests' suites.
+pub fn all() -> Vec<&'static SuiteInfo> {
+    SUITES.iter().chain(manifest::bundled_suites()).collect()
 }

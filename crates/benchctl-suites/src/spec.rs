@@ -74,6 +74,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
         excluded: 0,
         incomplete: Vec::new(),
         pair_order: None,
+        manifest: None,
     }
 }
 

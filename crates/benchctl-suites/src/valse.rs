@@ -126,6 +126,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
         excluded,
         incomplete: Vec::new(),
         pair_order: None,
+        manifest: None,
     }
 }
 

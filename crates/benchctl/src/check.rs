@@ -62,7 +62,7 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     let (items, images, mut problems): (usize, Vec<ImageSource>, Vec<String>) = match info.kind {
-        SuiteKind::Items(_) => {
+        SuiteKind::Items(_) | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut seen = std::collections::HashSet::new();
             let images = suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).cloned().collect();

@@ -155,7 +155,7 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     {
         return None;
     }
-    let suite = benchctl_suites::find(&current.run.suite.id).ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
+    let suite = current.run.suite.info().ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
     // Each run's scores as what they are (a head-to-head pair may mix similarities and logits).
     let sa = crate::score::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
     let sb = crate::score::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;

@@ -98,6 +98,11 @@ pub(crate) fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<
         ImageSource::NpyBgr(path) => key_of(path, b"npy-bgr")?,
         // The same bytes as a file: a parquet release shares the cache with the jsonl one.
         ImageSource::Embedded(e) => cache::key(&[b"file", &e.bytes]),
+        ImageSource::Cropped(c) => {
+            let r = c.region;
+            let recipe = format!("{},{},{},{}", r.left, r.top, r.right, r.bottom);
+            cache::key(&[b"cropped", &key_of(&c.file, b"file")?, recipe.as_bytes()])
+        }
         ImageSource::Altered(a) => {
             let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
             cache::key(&[b"altered", &key_of(&a.base, b"file")?, &key_of(&a.other, b"file")?, recipe.as_bytes()])

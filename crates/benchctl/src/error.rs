@@ -56,7 +56,7 @@ impl From<benchctl_suites::Error> for Error {
     fn from(e: benchctl_suites::Error) -> Self {
         use benchctl_suites::ErrorKind as K;
         let kind = match e.kind() {
-            K::UnknownSuite | K::Unsupported => ErrorKind::Usage,
+            K::UnknownSuite | K::Unsupported | K::Manifest => ErrorKind::Usage,
             K::MissingData | K::Malformed | K::MissingImage | K::CorruptImage | K::PathEscapes => ErrorKind::Data,
         };
         Error::caused_by(kind, e.to_string(), e)

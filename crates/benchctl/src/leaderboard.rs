@@ -12,8 +12,9 @@ use std::fmt::Write;
 use crate::results::Run;
 
 /// The headline metric of a suite: the one its paper ranks by.
-fn headline(suite: &str, run: &Run) -> String {
-    benchctl_suites::find(suite)
+fn headline(run: &Run) -> String {
+    run.suite
+        .info()
         .map(|s| s.headline.to_string())
         .unwrap_or_else(|_| run.report.metrics.first().map(|(n, _)| n.clone()).unwrap_or_default())
 }
@@ -73,7 +74,7 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
     let mut header = String::from("| Model |");
     let mut rule = String::from("|---|");
     for suite in &suites {
-        let metric = by_suite[*suite].values().next().map(|run| headline(suite, run)).unwrap_or_default();
+        let metric = by_suite[*suite].values().next().map(|run| headline(run)).unwrap_or_default();
         let _ = write!(header, " {suite} ({}) |", metric.replace('_', " "));
         rule.push_str("---:|");
     }
@@ -84,7 +85,7 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
             let cell = by_suite[*suite]
                 .get(*model)
                 .and_then(|run| {
-                    let metric = headline(suite, run);
+                    let metric = headline(run);
                     run.report.metric(&metric).map(|v| with_interval(format!("{v:.2}"), run, &metric))
                 })
                 .unwrap_or_else(|| "-".into());
@@ -93,7 +94,7 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
         let _ = writeln!(out, "{row}");
     }
     for (suite, models) in &by_suite {
-        let (Some((key, rows)), Some(first)) = (ranked(suite, models), models.values().next()) else { continue };
+        let (Some((key, rows)), Some(first)) = (ranked(models), models.values().next()) else { continue };
         let metric_names: Vec<String> = first.report.metrics.iter().map(|(n, _)| n.clone()).collect();
         let best: Vec<Option<f64>> = metric_names
             .iter()
@@ -165,9 +166,9 @@ fn external_models(out: &mut String, by_suite: &BTreeMap<String, BTreeMap<String
 }
 
 /// A suite's headline metric and its runs, best first (ties by model label).
-fn ranked<'a>(suite: &str, models: &BTreeMap<String, &'a Run>) -> Option<(String, Vec<&'a Run>)> {
+fn ranked<'a>(models: &BTreeMap<String, &'a Run>) -> Option<(String, Vec<&'a Run>)> {
     let first = models.values().next()?;
-    let key = headline(suite, first);
+    let key = headline(first);
     let mut rows: Vec<&Run> = models.values().copied().collect();
     rows.sort_by(|a, b| {
         let (x, y) = (a.report.metric(&key).unwrap_or(f64::MIN), b.report.metric(&key).unwrap_or(f64::MIN));
@@ -189,7 +190,7 @@ fn with_interval(value: String, run: &Run, metric: &str) -> String {
 pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (suite, models) in latest(runs) {
-        let Some((key, rows)) = ranked(&suite, &models) else { continue };
+        let Some((key, rows)) = ranked(&models) else { continue };
         out.push((format!("{suite}.svg"), bar_chart(&suite, &key, &rows)));
     }
     out

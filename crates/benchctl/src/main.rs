@@ -202,7 +202,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Models => print(&benchctl::summary::models_table()),
         Command::Suites => {
             let lines: Vec<String> =
-                benchctl_suites::SUITES.iter().map(|s| format!("{:<12} {}", s.id, s.description)).collect();
+                benchctl_suites::all().iter().map(|s| format!("{:<20} {}", s.id, s.description)).collect();
             print(&lines.join("\n"))
         }
     }

@@ -69,7 +69,7 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
         }
     }
     let base = &first.run;
-    let info = benchctl_suites::find(&base.suite.id)?;
+    let info = base.suite.info()?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
     let mut suite = info.load(&data_dir)?;
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&base.suite.ties).ok_or_else(|| {
@@ -107,15 +107,7 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
     let run = Run {
         started_at,
         model: base.model.clone(),
-        suite: results::SuiteRecord {
-            id: suite.id.to_string(),
-            data_dir: suite.data_dir.display().to_string(),
-            items: suite.items.len(),
-            ties: base.suite.ties.clone(),
-            incomplete: suite.incomplete.clone(),
-            altered_images: None,
-            caption_normalisation: None,
-        },
+        suite: results::SuiteRecord { ties: base.suite.ties.clone(), ..results::SuiteRecord::of(&suite) },
         batch_size: base.batch_size,
         counts,
         timings,

@@ -46,7 +46,7 @@ struct Shown {
 fn load(path: &Path, data_dir: Option<&Path>) -> Result<Shown> {
     let file = read_run_file(path)?;
     let run = file.run;
-    let info = benchctl_suites::find(&run.suite.id)?;
+    let info = run.suite.info()?;
     if let benchctl_suites::SuiteKind::Galleries = info.kind {
         return Err(Error::new(
             ErrorKind::Usage,

@@ -119,6 +119,32 @@ pub struct SuiteRecord {
     /// How captions were normalised before encoding (`blip`: BLIP's `pre_caption`), if at all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caption_normalisation: Option<String>,
+    /// The manifest file the suite was read from (absent for built-in suites and bundled
+    /// manifests, found by id): later commands (`report`, `merge`, `compare`) read it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
+}
+
+impl SuiteRecord {
+    /// The record of an item suite as loaded (its ties as its summary counts them).
+    pub fn of(suite: &benchctl_suites::Suite) -> Self {
+        SuiteRecord {
+            id: suite.id.to_string(),
+            data_dir: suite.data_dir.display().to_string(),
+            items: suite.items.len(),
+            ties: suite.summary.ties.name().to_string(),
+            incomplete: suite.incomplete.clone(),
+            altered_images: None,
+            caption_normalisation: None,
+            manifest: suite.manifest.and_then(|m| m.path.as_ref()).map(|p| p.display().to_string()),
+        }
+    }
+
+    /// The suite this run was on: a built-in suite or bundled manifest by id, else the
+    /// manifest file it was read from.
+    pub fn info(&self) -> Result<&'static benchctl_suites::SuiteInfo> {
+        Ok(benchctl_suites::find(self.manifest.as_deref().unwrap_or(&self.id))?)
+    }
 }
 
 fn strict() -> String {
@@ -474,13 +500,20 @@ impl Counts {
     }
 }
 
-/// SHA-256 (hex) of a suite's data as the run saw it: the annotation files' names and bytes,
+/// SHA-256 (hex) of a suite's data as the run saw it: its manifest's text (a suite read
+/// from one), the annotation files' names and bytes,
 /// then every item's id and image paths (relative to the data directory) in order. Images'
 /// bytes are not read (a 251K-item suite would take minutes); the embedding cache keys them
 /// by content anyway.
 pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
+    // A manifest decides what the annotations mean: another manifest is other data.
+    if let Some(manifest) = suite.manifest {
+        hash.update(b"manifest");
+        hash.update((manifest.text.len() as u64).to_le_bytes());
+        hash.update(manifest.text.as_bytes());
+    }
     for file in &suite.annotation_files {
         let bytes = std::fs::read(file)
             .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", file.display()), e))?;

@@ -129,15 +129,7 @@ impl Scored {
         let (suite_record, score_kind, intervals, data_fingerprint, dump, scored) = match self.detail {
             Detail::Items { suite, scores } => {
                 let intervals = crate::evaluate::bootstrap_intervals(&suite, &scores)?;
-                let record = SuiteRecord {
-                    id: suite.id.to_string(),
-                    data_dir: suite.data_dir.display().to_string(),
-                    items: suite.items.len(),
-                    ties: suite.summary.ties.name().to_string(),
-                    incomplete: suite.incomplete.clone(),
-                    altered_images: None,
-                    caption_normalisation: None,
-                };
+                let record = SuiteRecord::of(&suite);
                 let dump = results::item_dump(&suite, &scores);
                 let fingerprint = results::fingerprint(&suite)?;
                 (record, scores.kind(), intervals, fingerprint, dump, Some((*suite, scores)))
@@ -155,6 +147,7 @@ impl Scored {
                     incomplete: Vec::new(),
                     altered_images: None,
                     caption_normalisation: None,
+                    manifest: None,
                 };
                 // Ranks, not scores: the annotations are not read, so there is no fingerprint.
                 (record, ScoreKind::Similarity, Vec::new(), String::new(), dump, None)

@@ -36,6 +36,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             incomplete: Vec::new(),
             altered_images: None,
             caption_normalisation: None,
+            manifest: None,
         },
         batch_size: 32,
         counts: Counts::default(),

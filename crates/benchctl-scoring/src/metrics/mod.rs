@@ -79,6 +79,8 @@ pub struct Summary<'a> {
     /// A tag key whose groups are averaged with equal weight (macro average), reported as
     /// `<metric>_macro` beside the item-weighted (micro) value.
     pub macro_over: Option<&'a str>,
+    /// Which groups of `macro_over` the macro average counts (every group by default).
+    pub macro_groups: GroupFilter<'a>,
     /// A paper's own average over named subsets of a tag's groups (EqBen's Table 3 "Avg").
     pub subset_average: Option<&'a SubsetAverage<'a>>,
     /// How a tie between the best candidate and another is counted.
@@ -88,7 +90,34 @@ pub struct Summary<'a> {
 impl<'a> Summary<'a> {
     /// A family's summary with no breakdowns, no averages and strict ties.
     pub const fn of(family: MetricFamily) -> Self {
-        Summary { family, breakdown_keys: &[], macro_over: None, subset_average: None, ties: Ties::Strict }
+        Summary {
+            family,
+            breakdown_keys: &[],
+            macro_over: None,
+            macro_groups: GroupFilter::ALL,
+            subset_average: None,
+            ties: Ties::Strict,
+        }
+    }
+}
+
+/// Groups a macro average leaves out, as a paper's own average does: ARO's VG-Attribution
+/// averages only attribute pairs with at least 25 items, its VG-Relation leaves out the
+/// relations its authors list as symmetric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupFilter<'a> {
+    /// Groups with fewer items are left out.
+    pub min_items: usize,
+    /// Group values left out.
+    pub exclude: &'a [&'a str],
+}
+
+impl GroupFilter<'_> {
+    /// Every group counts.
+    pub const ALL: GroupFilter<'static> = GroupFilter { min_items: 0, exclude: &[] };
+
+    fn keeps(&self, value: &str, items: usize) -> bool {
+        items >= self.min_items && !self.exclude.contains(&value)
     }
 }
 
@@ -257,7 +286,11 @@ fn headline(
                 }
             }
         }
-        let groups: Vec<Vec<(String, f64)>> = groups.values().map(|m| summarise(per_item, values, m)).collect();
+        let groups: Vec<Vec<(String, f64)>> = groups
+            .iter()
+            .filter(|(value, members)| summary.macro_groups.keeps(value, members.len()))
+            .map(|(_, m)| summarise(per_item, values, m))
+            .collect();
         let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
         for name in names {
             let means: Vec<f64> =

@@ -383,6 +383,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             incomplete: Vec::new(),
             altered_images: Some(altered_record(&from_release, &generated, &args.rococo_seeds)),
             caption_normalisation,
+            manifest: None,
         },
         batch_size: batch,
         counts,

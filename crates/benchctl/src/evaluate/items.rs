@@ -137,15 +137,7 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
     let run = Run {
         started_at,
         model: ModelRecord { score_kind: Some(scores.kind().name().to_string()), ..resolved.record.clone() },
-        suite: results::SuiteRecord {
-            id: suite.id.to_string(),
-            data_dir: suite.data_dir.display().to_string(),
-            items: suite.items.len(),
-            ties: suite.summary.ties.name().to_string(),
-            incomplete: full_suite.incomplete.clone(),
-            altered_images: None,
-            caption_normalisation: None,
-        },
+        suite: results::SuiteRecord { incomplete: full_suite.incomplete.clone(), ..results::SuiteRecord::of(suite) },
         batch_size: batch,
         counts,
         timings: results::Timings {

@@ -1,0 +1,739 @@
+//! Suites from a manifest: a TOML file that maps an annotation file to K×L items, with no
+//! code. The reference is `docs/manifests.md`; the bundled manifests (ARO, MMVP-VLM, and
+//! Winoground as a manifest) are in `datasets/manifests/`, each beside its dataset card.
+//!
+//! `benchctl eval --suite path/to/manifest.toml` reads a manifest from a path;
+//! `--suite NAME` finds a built-in suite, then a bundled manifest, then
+//! `datasets/manifests/NAME.toml` under the working directory. A manifest suite is a suite
+//! like any other: the same [`Suite`] of items, so cache, `check`, score files, dumps, the
+//! store, leaderboards and intervals work unchanged.
+//!
+//! Every problem in a manifest is an error that names its key and line; every problem in the
+//! annotations names the file, the record, and the manifest key that read it.
+
+mod records;
+mod template;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use benchctl_scoring::metrics::{GroupFilter, Summary, Ties};
+use benchctl_scoring::{MetricFamily, Truth};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::image::{CropRegion, CroppedSource};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite, SuiteInfo, SuiteKind};
+use records::Format;
+use template::{Record, Template};
+
+/// The manifests compiled into benchctl: (file name, text).
+pub const BUNDLED: &[(&str, &str)] = &[
+    ("aro-coco-order.toml", include_str!("../../../../datasets/manifests/aro-coco-order.toml")),
+    ("aro-flickr30k-order.toml", include_str!("../../../../datasets/manifests/aro-flickr30k-order.toml")),
+    ("aro-vg-attribution.toml", include_str!("../../../../datasets/manifests/aro-vg-attribution.toml")),
+    ("aro-vg-relation.toml", include_str!("../../../../datasets/manifests/aro-vg-relation.toml")),
+    ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
+    ("winoground-manifest.toml", include_str!("../../../../datasets/manifests/winoground-manifest.toml")),
+];
+
+/// A parsed, checked manifest.
+#[derive(Debug)]
+pub struct Manifest {
+    pub id: &'static str,
+    /// Where it was read; `None` for a bundled one.
+    pub path: Option<PathBuf>,
+    /// Its text, part of a run's data fingerprint.
+    pub text: String,
+    source_file: String,
+    format: Format,
+    records: Vec<String>,
+    group: usize,
+    item: ItemSpec,
+    summary: Summary<'static>,
+    description: &'static str,
+    headline: &'static str,
+    how_to_get: &'static str,
+    expected_items: Option<usize>,
+    official_ties: Ties,
+}
+
+#[derive(Debug)]
+struct ItemSpec {
+    /// `None`: a record's key in a JSON object keyed by id, else its position.
+    id: Option<Keyed<Template>>,
+    image_dir: String,
+    images: Candidates,
+    crop: Option<[Keyed<Template>; 4]>,
+    texts: Candidates,
+    truth: Keyed<TruthSpec>,
+    tags: Vec<(String, Keyed<Template>, Option<String>)>,
+}
+
+/// A value with the manifest key and line it came from, for messages.
+#[derive(Debug)]
+struct Keyed<T> {
+    value: T,
+    key: String,
+    line: usize,
+}
+
+impl<T> Keyed<T> {
+    fn named(&self) -> String {
+        format!("`{}` (manifest line {})", self.key, self.line)
+    }
+}
+
+#[derive(Debug)]
+enum Candidates {
+    /// One template per candidate.
+    Each(Vec<Keyed<Template>>),
+    /// Every element of a list field.
+    List(Keyed<Vec<String>>),
+}
+
+#[derive(Debug)]
+enum TruthSpec {
+    Diagonal,
+    Text(IndexSpec),
+    Image(IndexSpec),
+    Pairs(Vec<(usize, usize)>),
+}
+
+#[derive(Debug)]
+enum IndexSpec {
+    Fixed(usize),
+    From(Template),
+}
+
+// The TOML form. Spans give each key's line.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    id: Spanned<String>,
+    description: String,
+    #[serde(default)]
+    how_to_get: Option<String>,
+    #[serde(default)]
+    expected_items: Option<usize>,
+    /// The dataset card beside the manifest (documentation only).
+    #[serde(default)]
+    #[allow(dead_code)]
+    card: Option<String>,
+    source: RawSource,
+    item: RawItem,
+    metrics: RawMetrics,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSource {
+    file: Spanned<String>,
+    format: Spanned<String>,
+    #[serde(default)]
+    records: Option<Spanned<String>>,
+    #[serde(default)]
+    group: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawItem {
+    #[serde(default)]
+    id: Option<Spanned<String>>,
+    #[serde(default)]
+    image_dir: Option<Spanned<String>>,
+    #[serde(default)]
+    images: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    images_list: Option<Spanned<String>>,
+    #[serde(default)]
+    crop: Option<RawCrop>,
+    #[serde(default)]
+    texts: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    texts_list: Option<Spanned<String>>,
+    truth: Spanned<RawTruth>,
+    #[serde(default)]
+    tags: BTreeMap<String, Spanned<RawTag>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCrop {
+    left: Spanned<String>,
+    top: Spanned<String>,
+    width: Spanned<String>,
+    height: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawTruth {
+    Named(String),
+    Table(RawTruthTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTruthTable {
+    #[serde(default)]
+    text: Option<RawIndex>,
+    #[serde(default)]
+    image: Option<RawIndex>,
+    #[serde(default)]
+    pairs: Option<Vec<[usize; 2]>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawIndex {
+    Fixed(usize),
+    From(String),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawTag {
+    Plain(String),
+    Split { value: String, split: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    family: Spanned<String>,
+    #[serde(default)]
+    breakdown: Vec<Spanned<String>>,
+    #[serde(default)]
+    macro_over: Option<Spanned<String>>,
+    #[serde(default)]
+    macro_min_items: usize,
+    #[serde(default)]
+    macro_exclude: Vec<String>,
+    #[serde(default)]
+    ties: Option<Spanned<String>>,
+    #[serde(default)]
+    headline: Option<Spanned<String>>,
+}
+
+/// The 1-based line of byte offset `at` in `text`.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
+/// Parses and checks a manifest; `origin` names it in messages (its path, or `bundled NAME`).
+pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest> {
+    let bad = |key: &str, line: usize, what: String| {
+        Error::new(ErrorKind::Manifest, format!("read manifest {origin}: `{key}` (line {line}): {what}"))
+    };
+    let raw: RawManifest = toml::from_str(text)
+        .map_err(|e| Error::caused_by(ErrorKind::Manifest, format!("read manifest {origin}: {e}"), e))?;
+    let line = |span: std::ops::Range<usize>| line_of(text, span.start);
+    let template = |key: &str, s: &Spanned<String>| -> Result<Keyed<Template>> {
+        let value = Template::parse(s.get_ref()).map_err(|e| bad(key, line(s.span()), e))?;
+        Ok(Keyed { value, key: key.to_string(), line: line(s.span()) })
+    };
+
+    let id = raw.id.get_ref().clone();
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
+        return Err(bad("id", line(raw.id.span()), format!("{id:?} must be letters, digits, `-`, `_` or `.`")));
+    }
+    if crate::SUITES.iter().any(|s| s.id == id) {
+        return Err(bad("id", line(raw.id.span()), format!("`{id}` is a built-in suite's id; choose another")));
+    }
+
+    let format = Format::from_name(raw.source.format.get_ref()).ok_or_else(|| {
+        bad(
+            "source.format",
+            line(raw.source.format.span()),
+            format!("unknown format {:?} (one of {})", raw.source.format.get_ref(), Format::NAMES),
+        )
+    })?;
+    let records: Vec<String> = match &raw.source.records {
+        Some(r) if format != Format::Json => {
+            return Err(bad("source.records", line(r.span()), "only a JSON file has records inside it".into()))
+        }
+        Some(r) => r.get_ref().split('.').map(str::to_string).collect(),
+        None => Vec::new(),
+    };
+    let group = match &raw.source.group {
+        Some(g) if *g.get_ref() == 0 => return Err(bad("source.group", line(g.span()), "must be at least 1".into())),
+        Some(g) => *g.get_ref(),
+        None => 1,
+    };
+    let source_file = raw.source.file.get_ref().clone();
+    paths::inside(Path::new(""), &source_file, "the manifest").map_err(|_| {
+        bad("source.file", line(raw.source.file.span()), "must be a path inside the data directory".into())
+    })?;
+
+    let candidates = |list: &Option<Spanned<Vec<Spanned<String>>>>,
+                      from: &Option<Spanned<String>>,
+                      what: &str|
+     -> Result<Candidates> {
+        match (list, from) {
+            (Some(list), None) => {
+                if list.get_ref().is_empty() {
+                    return Err(bad(&format!("item.{what}"), line(list.span()), "lists no candidate".into()));
+                }
+                let each = list
+                    .get_ref()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| template(&format!("item.{what}[{i}]"), t))
+                    .collect::<Result<_>>()?;
+                Ok(Candidates::Each(each))
+            }
+            (None, Some(field)) => {
+                let key = format!("item.{what}_list");
+                let parsed = Template::parse(&format!("{{{}}}", field.get_ref()))
+                    .ok()
+                    .and_then(|t| t.lone_field().map(<[String]>::to_vec))
+                    .ok_or_else(|| {
+                        bad(&key, line(field.span()), "must name a field (such as `caption_options`)".into())
+                    })?;
+                Ok(Candidates::List(Keyed { value: parsed, key, line: line(field.span()) }))
+            }
+            (Some(list), Some(_)) => Err(bad(
+                &format!("item.{what}"),
+                line(list.span()),
+                format!("give `item.{what}` or `item.{what}_list`, not both"),
+            )),
+            (None, None) => Err(Error::new(
+                ErrorKind::Manifest,
+                format!("read manifest {origin}: `[item]` needs `{what}` (templates) or `{what}_list` (a list field)"),
+            )),
+        }
+    };
+    let item = &raw.item;
+    let images = candidates(&item.images, &item.images_list, "images")?;
+    let texts = candidates(&item.texts, &item.texts_list, "texts")?;
+    let crop = match &item.crop {
+        Some(c) => Some([
+            template("item.crop.left", &c.left)?,
+            template("item.crop.top", &c.top)?,
+            template("item.crop.width", &c.width)?,
+            template("item.crop.height", &c.height)?,
+        ]),
+        None => None,
+    };
+    let truth_line = line(item.truth.span());
+    let index = |raw: &RawIndex, key: &str| -> Result<IndexSpec> {
+        Ok(match raw {
+            RawIndex::Fixed(i) => IndexSpec::Fixed(*i),
+            RawIndex::From(t) => IndexSpec::From(Template::parse(t).map_err(|e| bad(key, truth_line, e))?),
+        })
+    };
+    let truth = match item.truth.get_ref() {
+        RawTruth::Named(name) if name == "diagonal" => TruthSpec::Diagonal,
+        RawTruth::Named(name) => {
+            return Err(bad(
+                "item.truth",
+                truth_line,
+                format!("unknown truth {name:?}: `\"diagonal\"`, or a table with `text`, `image` or `pairs`"),
+            ))
+        }
+        RawTruth::Table(t) => match (&t.text, &t.image, &t.pairs) {
+            (Some(text), None, None) => TruthSpec::Text(index(text, "item.truth.text")?),
+            (None, Some(image), None) => TruthSpec::Image(index(image, "item.truth.image")?),
+            (None, None, Some(pairs)) if !pairs.is_empty() => {
+                TruthSpec::Pairs(pairs.iter().map(|[i, t]| (*i, *t)).collect())
+            }
+            _ => {
+                return Err(bad(
+                    "item.truth",
+                    truth_line,
+                    "give exactly one of `text` (the matching text's index), `image` or `pairs` (non-empty)".into(),
+                ))
+            }
+        },
+    };
+    let mut tags = Vec::new();
+    for (name, spec) in &item.tags {
+        let key = format!("item.tags.{name}");
+        let (text, split) = match spec.get_ref() {
+            RawTag::Plain(t) => (t.clone(), None),
+            RawTag::Split { value, split } => (value.clone(), Some(split.clone())),
+        };
+        let value = Template::parse(&text).map_err(|e| bad(&key, line(spec.span()), e))?;
+        tags.push((name.clone(), Keyed { value, key: key.clone(), line: line(spec.span()) }, split));
+    }
+    let id_template = item.id.as_ref().map(|t| template("item.id", t)).transpose()?;
+    let image_dir = item.image_dir.as_ref().map(|d| d.get_ref().clone()).unwrap_or_default();
+
+    // Metrics.
+    let m = &raw.metrics;
+    let family = match m.family.get_ref().as_str() {
+        "group" => MetricFamily::Group,
+        "choice" => MetricFamily::Choice,
+        "pairwise" => MetricFamily::Pairwise,
+        other => {
+            return Err(bad(
+                "metrics.family",
+                line(m.family.span()),
+                format!("unknown family {other:?} (group: text/image/group score; choice: image-to-text and text-to-image accuracy; pairwise: caption above its foil)"),
+            ))
+        }
+    };
+    let tag_names: Vec<&str> = tags.iter().map(|(n, _, _)| n.as_str()).collect();
+    let known_tag = |key: &str, name: &Spanned<String>| -> Result<&'static str> {
+        if tag_names.contains(&name.get_ref().as_str()) {
+            Ok(leak(name.get_ref()))
+        } else {
+            Err(bad(
+                key,
+                line(name.span()),
+                format!("`{}` is not a tag of `[item.tags]` (it has: {})", name.get_ref(), tag_names.join(", ")),
+            ))
+        }
+    };
+    let breakdown: Vec<&'static str> =
+        m.breakdown.iter().map(|b| known_tag("metrics.breakdown", b)).collect::<Result<_>>()?;
+    let macro_over = m.macro_over.as_ref().map(|k| known_tag("metrics.macro_over", k)).transpose()?;
+    let official_ties = match m.ties.as_ref().map(|t| (t.get_ref().as_str(), line(t.span()))) {
+        None | Some(("strict", _)) => Ties::Strict,
+        Some(("first", _)) if family == MetricFamily::Choice => Ties::First,
+        Some(("first", at)) => {
+            return Err(bad("metrics.ties", at, "`first` applies to the choice family only (an argmax)".into()))
+        }
+        Some((other, at)) => {
+            return Err(bad("metrics.ties", at, format!("unknown tie rule {other:?} (strict or first)")))
+        }
+    };
+    let names: &[&str] = match family {
+        MetricFamily::Group => &benchctl_scoring::metrics::group::NAMES,
+        MetricFamily::Choice => &benchctl_scoring::metrics::choice::NAMES,
+        _ => &benchctl_scoring::metrics::pairwise::NAMES,
+    };
+    let mut metric_names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    if family == MetricFamily::Pairwise {
+        metric_names.push("acc".into());
+    }
+    if macro_over.is_some() {
+        metric_names.extend(metric_names.clone().iter().map(|n| format!("{n}_macro")));
+    }
+    let headline = match &m.headline {
+        Some(h) if metric_names.contains(h.get_ref()) => h.get_ref().clone(),
+        Some(h) => {
+            return Err(bad(
+                "metrics.headline",
+                line(h.span()),
+                format!("`{}` is not a metric of this suite (it has: {})", h.get_ref(), metric_names.join(", ")),
+            ))
+        }
+        None => {
+            let base = match family {
+                MetricFamily::Group => "group_score",
+                MetricFamily::Choice => "i2t_accuracy",
+                _ => "acc_r",
+            };
+            if macro_over.is_some() {
+                format!("{base}_macro")
+            } else {
+                base.to_string()
+            }
+        }
+    };
+    let exclude: Vec<&'static str> = m.macro_exclude.iter().map(|s| leak(s)).collect();
+    let summary = Summary {
+        breakdown_keys: Box::leak(breakdown.into_boxed_slice()),
+        macro_over,
+        macro_groups: GroupFilter { min_items: m.macro_min_items, exclude: Box::leak(exclude.into_boxed_slice()) },
+        ..Summary::of(family)
+    };
+
+    let id: &'static str = leak(&id);
+    let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| {
+        format!("place {} and its images in this directory, as the manifest {origin} describes", source_file)
+    });
+    Ok(Manifest {
+        id,
+        path,
+        text: text.to_string(),
+        source_file,
+        format,
+        records,
+        group,
+        item: ItemSpec {
+            id: id_template,
+            image_dir,
+            images,
+            crop,
+            texts,
+            truth: Keyed { value: truth, key: "item.truth".into(), line: truth_line },
+            tags,
+        },
+        summary,
+        description: leak(&raw.description),
+        headline: leak(&headline),
+        how_to_get: leak(&how_to_get),
+        expected_items: raw.expected_items,
+        official_ties,
+    })
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}
+
+/// Manifests loaded in this process, by the name or path they were asked for. A manifest is
+/// parsed once; its suite description lives as long as the process.
+static REGISTRY: Mutex<Vec<(String, &'static Manifest, &'static SuiteInfo)>> = Mutex::new(Vec::new());
+
+/// The suite of a manifest: `spec` is a path to a `.toml` file, a bundled manifest's id or
+/// file stem, or the stem of `datasets/manifests/<spec>.toml` under the working directory.
+/// `Ok(None)` when `spec` names no manifest.
+pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
+    let mut registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, _, info)) = registry.iter().find(|(asked, m, _)| asked == spec || m.id == spec) {
+        return Ok(Some(info));
+    }
+    let as_path = Path::new(spec);
+    let (text, origin, path) = if spec.ends_with(".toml") || spec.contains('/') {
+        let text = std::fs::read_to_string(as_path)
+            .map_err(|e| Error::caused_by(ErrorKind::UnknownSuite, format!("read manifest {spec}: {e}"), e))?;
+        let absolute = std::path::absolute(as_path).unwrap_or_else(|_| as_path.to_path_buf());
+        (text, spec.to_string(), Some(absolute))
+    } else if let Some((name, text)) = bundled(spec) {
+        (text.to_string(), format!("bundled {name}"), None)
+    } else {
+        let local = Path::new("datasets/manifests").join(format!("{spec}.toml"));
+        match std::fs::read_to_string(&local) {
+            Ok(text) => {
+                let absolute = std::path::absolute(&local).unwrap_or(local.clone());
+                (text, local.display().to_string(), Some(absolute))
+            }
+            Err(_) => return Ok(None),
+        }
+    };
+    let manifest: &'static Manifest = Box::leak(Box::new(parse(&text, &origin, path)?));
+    let info: &'static SuiteInfo = Box::leak(Box::new(manifest.info()));
+    registry.push((spec.to_string(), manifest, info));
+    Ok(Some(info))
+}
+
+/// A bundled manifest whose id or file stem is `name`.
+fn bundled(name: &str) -> Option<(&'static str, &'static str)> {
+    BUNDLED.iter().copied().find(|(file, text)| {
+        file.strip_suffix(".toml") == Some(name) || text.lines().any(|l| l.trim() == format!("id = \"{name}\""))
+    })
+}
+
+/// Every bundled manifest's suite.
+pub fn bundled_suites() -> Vec<&'static SuiteInfo> {
+    BUNDLED.iter().filter_map(|(file, _)| find(file.trim_end_matches(".toml")).ok().flatten()).collect()
+}
+
+/// The manifest behind a suite id loaded in this process.
+pub fn manifest_of(id: &str) -> Option<&'static Manifest> {
+    let registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    registry.iter().find(|(_, m, _)| m.id == id).map(|(_, m, _)| *m)
+}
+
+impl Manifest {
+    /// The suite's description, as the built-in suites have theirs.
+    fn info(&'static self) -> SuiteInfo {
+        SuiteInfo {
+            id: self.id,
+            description: self.description,
+            headline: self.headline,
+            how_to_get: self.how_to_get,
+            expected_items: self.expected_items,
+            official_ties: self.official_ties,
+            kind: SuiteKind::Manifest(self),
+        }
+    }
+
+    /// Reads the items under `data_dir`: every problem goes to `problems`, readable items are kept.
+    pub fn load(&'static self, data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+        let mut suite = Suite::new(self.id, data_dir, self.summary);
+        suite.manifest = Some(self);
+        let file = data_dir.join(&self.source_file);
+        suite.annotation_files.push(file.clone());
+        let how_to_get = format!("the manifest's `source.file` {}", self.source_file);
+        let records = match records::read(&file, self.format, &self.records, &how_to_get) {
+            Ok(records) => records,
+            Err(e) => {
+                problems.push(e);
+                return suite;
+            }
+        };
+        if records.len() % self.group != 0 {
+            problems.push(Error::new(
+                ErrorKind::Malformed,
+                format!(
+                    "read {}: {} record(s) do not make whole groups of {} (`source.group`); the last {} left out",
+                    file.display(),
+                    records.len(),
+                    self.group,
+                    records.len() % self.group
+                ),
+            ));
+        }
+        let mut seen: std::collections::HashMap<String, String> = Default::default();
+        let images_root = data_dir.join(&self.item.image_dir);
+        for (index, chunk) in records.chunks_exact(self.group).enumerate() {
+            let (value, key, at) = if self.group == 1 {
+                (chunk[0].value.clone(), chunk[0].key.as_deref(), chunk[0].at.clone())
+            } else {
+                let list = chunk.iter().map(|r| r.value.clone()).collect();
+                (serde_json::Value::Array(list), None, format!("{} to {}", chunk[0].at, chunk[chunk.len() - 1].at))
+            };
+            let at = format!("{} {at}", file.display());
+            let record = Record { value: &value, index, key };
+            match self.item(&record, &images_root, &at) {
+                Ok(item) => match seen.get(&item.id) {
+                    Some(first) => problems.push(Error::new(
+                        ErrorKind::Malformed,
+                        format!("read {at}: duplicate item id {:?} (`item.id`), first at {first}", item.id),
+                    )),
+                    None => {
+                        seen.insert(item.id.clone(), at);
+                        suite.items.push(item);
+                    }
+                },
+                Err(e) => problems.push(e),
+            }
+        }
+        if suite.items.is_empty() && problems.is_empty() {
+            problems.push(Error::new(ErrorKind::Malformed, format!("load {}: it holds no records", file.display())));
+        }
+        suite
+    }
+
+    fn item(&self, record: &Record<'_>, images_root: &Path, at: &str) -> Result<Item> {
+        let fail =
+            |named: String, what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {named}: {what}"));
+        let render = |t: &Keyed<Template>| t.value.render(record).map_err(|e| fail(t.named(), e));
+        let id = match &self.item.id {
+            Some(template) => render(template)?,
+            None => record.key.map(str::to_string).unwrap_or_else(|| record.index.to_string()),
+        };
+        let texts = self.candidates(&self.item.texts, record, &fail)?;
+        let paths = self.candidates(&self.item.images, record, &fail)?;
+        let crop = match &self.item.crop {
+            Some(fields) => Some(self.crop(fields, record, &fail)?),
+            None => None,
+        };
+        let images = paths
+            .iter()
+            .map(|p| {
+                let path = paths::inside(images_root, p, at)?;
+                Ok(match crop {
+                    Some(region) => ImageSource::Cropped(Box::new(CroppedSource { file: path, region })),
+                    None => ImageSource::from_path(path),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (k, l) = (images.len(), texts.len());
+        let truth_at = || self.item.truth.named();
+        let index_of = |spec: &IndexSpec, bound: usize, what: &str| -> Result<usize> {
+            let i = match spec {
+                IndexSpec::Fixed(i) => *i,
+                IndexSpec::From(t) => {
+                    let text = t.render(record).map_err(|e| fail(truth_at(), e))?;
+                    text.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+                        .map(|x| x as usize)
+                        .ok_or_else(|| fail(truth_at(), format!("the {what} index {text:?} is not a whole number")))?
+                }
+            };
+            if i >= bound {
+                return Err(fail(truth_at(), format!("{what} {i} of an item with {bound} {what}(s)")));
+            }
+            Ok(i)
+        };
+        let mut matches = vec![false; k * l];
+        match &self.item.truth.value {
+            TruthSpec::Diagonal if k == l => (0..k).for_each(|i| matches[i * l + i] = true),
+            TruthSpec::Diagonal => {
+                return Err(fail(truth_at(), format!("`diagonal` needs as many images as texts, got {k}×{l}")))
+            }
+            TruthSpec::Text(spec) => {
+                let t = index_of(spec, l, "text")?;
+                (0..k).for_each(|i| matches[i * l + t] = true);
+            }
+            TruthSpec::Image(spec) => {
+                let i = index_of(spec, k, "image")?;
+                (0..l).for_each(|t| matches[i * l + t] = true);
+            }
+            TruthSpec::Pairs(pairs) => {
+                for &(i, t) in pairs {
+                    if i >= k || t >= l {
+                        return Err(fail(truth_at(), format!("pair ({i}, {t}) is outside an item of {k}×{l}")));
+                    }
+                    matches[i * l + t] = true;
+                }
+            }
+        }
+        let truth = Truth::new(k, l, matches).map_err(|e| fail(truth_at(), e.to_string()))?;
+        let mut tags = Vec::new();
+        for (name, template, split) in &self.item.tags {
+            let value = render(template)?;
+            let values = match split {
+                Some(sep) => {
+                    value.split(sep.as_str()).map(str::trim).filter(|v| !v.is_empty()).map(String::from).collect()
+                }
+                None => vec![value],
+            };
+            tags.push((name.clone(), values));
+        }
+        Ok(Item { id, images, texts, truth, tags })
+    }
+
+    fn candidates(
+        &self,
+        spec: &Candidates,
+        record: &Record<'_>,
+        fail: &dyn Fn(String, String) -> Error,
+    ) -> Result<Vec<String>> {
+        match spec {
+            Candidates::Each(templates) => {
+                templates.iter().map(|t| t.value.render(record).map_err(|e| fail(t.named(), e))).collect()
+            }
+            Candidates::List(field) => {
+                let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e))?;
+                let list = value.as_array().filter(|l| !l.is_empty()).ok_or_else(|| {
+                    fail(field.named(), format!("`{}` must be a non-empty list", field.value.join(".")))
+                })?;
+                list.iter()
+                    .map(|v| {
+                        template::scalar_text(v).map_err(|what| fail(field.named(), format!("an element is {what}")))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The crop box as PIL's `Image.crop` takes it: (left, top, left + width, top + height),
+    /// each rounded half to even (Python's `round`).
+    fn crop(
+        &self,
+        fields: &[Keyed<Template>; 4],
+        record: &Record<'_>,
+        fail: &dyn Fn(String, String) -> Error,
+    ) -> Result<CropRegion> {
+        let mut values = [0f64; 4];
+        for (value, field) in values.iter_mut().zip(fields) {
+            let text = field.value.render(record).map_err(|e| fail(field.named(), e))?;
+            *value = text
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && v.abs() < 1e9)
+                .ok_or_else(|| fail(field.named(), format!("{text:?} is not a number")))?;
+        }
+        let [left, top, width, height] = values;
+        let round = |v: f64| v.round_ties_even() as i64;
+        let region =
+            CropRegion { left: round(left), top: round(top), right: round(left + width), bottom: round(top + height) };
+        if region.right <= region.left || region.bottom <= region.top {
+            return Err(fail(fields[2].named(), format!("the crop box {region:?} is empty")));
+        }
+        Ok(region)
+    }
+}

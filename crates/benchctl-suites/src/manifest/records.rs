@@ -1,0 +1,225 @@
+//! The records of a manifest's annotation file, in file order, each with where it was read:
+//! a JSON list or object keyed by id, JSON Lines, CSV / TSV with a header row, or parquet.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::{paths, Error, ErrorKind, Result};
+
+/// The annotation file's formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    Json,
+    Jsonl,
+    Csv,
+    Tsv,
+    Parquet,
+}
+
+impl Format {
+    pub const NAMES: &'static str = "json, jsonl, csv, tsv, parquet";
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "json" => Format::Json,
+            "jsonl" => Format::Jsonl,
+            "csv" => Format::Csv,
+            "tsv" => Format::Tsv,
+            "parquet" => Format::Parquet,
+            _ => return None,
+        })
+    }
+}
+
+/// One record and where it was read (`line 4`, `entry 3`, `row 12`).
+pub(crate) struct SourceRecord {
+    pub value: Value,
+    pub at: String,
+    /// The key of a record in a JSON object keyed by id.
+    pub key: Option<String>,
+}
+
+/// Reads every record of `path`. `records` is the path of keys to the list or object inside a
+/// JSON file (empty: the whole file).
+pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: &str) -> Result<Vec<SourceRecord>> {
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
+    match format {
+        Format::Json => {
+            let text = paths::read_text(path, how_to_get)?;
+            let whole: Value = serde_json::from_str(&text)
+                .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("parse {}: {e}", path.display()), e))?;
+            let mut value = &whole;
+            for (depth, key) in records.iter().enumerate() {
+                value = value.get(key).ok_or_else(|| {
+                    malformed(format!(
+                        "`source.records` names `{}`, which the file does not have",
+                        records[..=depth].join(".")
+                    ))
+                })?;
+            }
+            match value {
+                Value::Array(list) => Ok(list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| SourceRecord { value: v.clone(), at: format!("entry {i}"), key: None })
+                    .collect()),
+                Value::Object(map) => Ok(map
+                    .iter()
+                    .map(|(k, v)| SourceRecord { value: v.clone(), at: format!("key {k:?}"), key: Some(k.clone()) })
+                    .collect()),
+                _ => Err(malformed("the records must be a list, or an object keyed by id".into())),
+            }
+        }
+        Format::Jsonl => {
+            let text = paths::read_text(path, how_to_get)?;
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| !line.trim().is_empty())
+                .map(|(i, line)| {
+                    let value = serde_json::from_str(line).map_err(|e| {
+                        Error::caused_by(
+                            ErrorKind::Malformed,
+                            format!("parse {} line {}: {e}", path.display(), i + 1),
+                            e,
+                        )
+                    })?;
+                    Ok(SourceRecord { value, at: format!("line {}", i + 1), key: None })
+                })
+                .collect()
+        }
+        Format::Csv | Format::Tsv => {
+            let text = paths::read_text(path, how_to_get)?;
+            let delimiter = if format == Format::Csv { ',' } else { '\t' };
+            let mut rows = delimited_rows(&text, delimiter).map_err(malformed)?.into_iter();
+            let Some((_, header)) = rows.next() else { return Err(malformed("it is empty (no header row)".into())) };
+            rows.filter(|(_, fields)| !(fields.len() == 1 && fields[0].is_empty()))
+                .map(|(line, fields)| {
+                    if fields.len() != header.len() {
+                        return Err(malformed(format!(
+                            "line {line} has {} field(s), the header {}",
+                            fields.len(),
+                            header.len()
+                        )));
+                    }
+                    let map: Map<String, Value> =
+                        header.iter().cloned().zip(fields.into_iter().map(Value::String)).collect();
+                    Ok(SourceRecord { value: Value::Object(map), at: format!("line {line}"), key: None })
+                })
+                .collect()
+        }
+        Format::Parquet => {
+            use parquet::file::reader::{FileReader, SerializedFileReader};
+            let file = std::fs::File::open(path).map_err(|e| {
+                Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
+            })?;
+            let reader = SerializedFileReader::new(file).map_err(|e| malformed(format!("not a parquet file: {e}")))?;
+            let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
+            rows.enumerate()
+                .map(|(i, row)| {
+                    let row = row.map_err(|e| malformed(format!("row {i}: {e}")))?;
+                    let map = row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect();
+                    Ok(SourceRecord { value: Value::Object(map), at: format!("row {i}"), key: None })
+                })
+                .collect()
+        }
+    }
+}
+
+/// A parquet field as JSON: numbers and text as themselves, lists and groups nested, bytes
+/// and dates as their display text (a manifest's templates read text and numbers only).
+fn field_value(field: &parquet::record::Field) -> Value {
+    use parquet::record::Field as F;
+    match field {
+        F::Null => Value::Null,
+        F::Bool(b) => Value::Bool(*b),
+        F::Byte(v) => Value::from(*v),
+        F::Short(v) => Value::from(*v),
+        F::Int(v) => Value::from(*v),
+        F::Long(v) => Value::from(*v),
+        F::UByte(v) => Value::from(*v),
+        F::UShort(v) => Value::from(*v),
+        F::UInt(v) => Value::from(*v),
+        F::ULong(v) => Value::from(*v),
+        F::Float(v) => Value::from(f64::from(*v)),
+        F::Double(v) => Value::from(*v),
+        F::Str(s) => Value::String(s.clone()),
+        F::Group(row) => {
+            Value::Object(row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect())
+        }
+        F::ListInternal(list) => Value::Array(list.elements().iter().map(field_value).collect()),
+        other => Value::String(other.to_string()),
+    }
+}
+
+/// Rows of delimited text as Python's `csv` module reads them by default: fields in double
+/// quotes may hold the delimiter, line breaks and doubled quotes; each row with the line it
+/// starts on (from 1).
+fn delimited_rows(text: &str, delimiter: char) -> std::result::Result<Vec<(usize, Vec<String>)>, String> {
+    let mut rows = Vec::new();
+    let (mut fields, mut field) = (Vec::new(), String::new());
+    let (mut line, mut row_line) = (1, 1);
+    let (mut quoted, mut was_quoted) = (false, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                '"' => quoted = false,
+                c => {
+                    if c == '\n' {
+                        line += 1;
+                    }
+                    field.push(c);
+                }
+            }
+            continue;
+        }
+        match c {
+            '"' if field.is_empty() && !was_quoted => {
+                quoted = true;
+                was_quoted = true;
+            }
+            c if c == delimiter => {
+                fields.push(std::mem::take(&mut field));
+                was_quoted = false;
+            }
+            '\r' | '\n' => {
+                if c == '\r' && chars.peek() == Some(&'\n') {
+                    chars.next();
+                }
+                fields.push(std::mem::take(&mut field));
+                rows.push((row_line, std::mem::take(&mut fields)));
+                was_quoted = false;
+                line += 1;
+                row_line = line;
+            }
+            c => field.push(c),
+        }
+    }
+    if quoted {
+        return Err(format!("a quoted field opened on line {row_line} is never closed"));
+    }
+    if !field.is_empty() || !fields.is_empty() {
+        fields.push(field);
+        rows.push((row_line, fields));
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::delimited_rows;
+
+    #[test]
+    fn quoted_fields_hold_delimiters_quotes_and_line_breaks() {
+        let rows = delimited_rows("a,b\r\n1,\"x, \"\"y\"\"\"\n2,\"two\nlines\"\n3,\n", ',').unwrap();
+        let fields: Vec<Vec<&str>> = rows.iter().map(|(_, f)| f.iter().map(String::as_str).collect()).collect();
+        assert_eq!(fields, [vec!["a", "b"], vec!["1", "x, \"y\""], vec!["2", "two\nlines"], vec!["3", ""]]);
+        assert_eq!(rows.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [1, 2, 3, 5]);
+        assert!(delimited_rows("a\n\"open", ',').unwrap_err().contains("line 2"));
+    }
+}

@@ -1,0 +1,174 @@
+//! Templates of a manifest: text with `{field}` placeholders filled from one record.
+//!
+//! A field is a path of dot-separated segments: a key of an object, or the index of a list
+//! element (`{attributes.0}`, or `{1.Statement}` for the second record of a group). Two
+//! names are the loader's own: `{_index}`, the item's position (from 0), and `{_key}`, the
+//! key of a record in a JSON object keyed by id. `{{` and `}}` are literal braces.
+
+use serde_json::Value;
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Template {
+    pieces: Vec<Piece>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Literal(String),
+    Field(Vec<String>),
+}
+
+/// What a template is filled from: one record (or a group's records, as a list) and where
+/// it sits.
+pub(crate) struct Record<'a> {
+    pub value: &'a Value,
+    pub index: usize,
+    pub key: Option<&'a str>,
+}
+
+impl Template {
+    /// Parses `text`; the error says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => return Err(format!("`}}` without its `{{` in {text:?} (write `}}}}` for a brace)")),
+                '{' => {
+                    let mut field = String::new();
+                    loop {
+                        match chars.next() {
+                            Some('}') => break,
+                            Some('{') | None => return Err(format!("unclosed `{{` in {text:?}")),
+                            Some(c) => field.push(c),
+                        }
+                    }
+                    let path: Vec<String> = field.trim().split('.').map(|s| s.trim().to_string()).collect();
+                    if path.iter().any(String::is_empty) {
+                        return Err(format!("empty field name in `{{{field}}}` of {text:?}"));
+                    }
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Literal(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(Piece::Field(path));
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Literal(literal));
+        }
+        Ok(Template { pieces })
+    }
+
+    /// The template filled from `record`; the error names the field.
+    pub fn render(&self, record: &Record<'_>) -> Result<String, String> {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(text) => out.push_str(text),
+                Piece::Field(path) => out.push_str(&field_text(record, path)?),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The single field a template made only of `{field}` names, for fields that hold a list.
+    pub fn lone_field(&self) -> Option<&[String]> {
+        match self.pieces.as_slice() {
+            [Piece::Field(path)] => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// The value at `path` in the record.
+pub(crate) fn lookup<'a>(record: &'a Record<'_>, path: &[String]) -> Result<&'a Value, String> {
+    let mut value = record.value;
+    for (depth, segment) in path.iter().enumerate() {
+        let so_far = || path[..=depth].join(".");
+        value = match value {
+            Value::Object(map) => map.get(segment).ok_or_else(|| format!("the record has no field `{}`", so_far()))?,
+            Value::Array(list) => {
+                let index: usize = segment
+                    .parse()
+                    .map_err(|_| format!("`{}`: `{segment}` indexes a list, so it must be a number", so_far()))?;
+                list.get(index).ok_or_else(|| format!("`{}`: the list has {} element(s)", so_far(), list.len()))?
+            }
+            other => return Err(format!("`{}`: `{}` is {}, not an object or list", so_far(), segment, kind(other))),
+        };
+    }
+    Ok(value)
+}
+
+fn field_text(record: &Record<'_>, path: &[String]) -> Result<String, String> {
+    if let [name] = path {
+        match name.as_str() {
+            "_index" => return Ok(record.index.to_string()),
+            "_key" => {
+                return record.key.map(str::to_string).ok_or_else(|| {
+                    "`{_key}` is only defined for a JSON object keyed by id (`format = \"json\"` with an object)"
+                        .to_string()
+                })
+            }
+            _ => {}
+        }
+    }
+    scalar_text(lookup(record, path)?).map_err(|what| format!("`{}` is {what}, not text or a number", path.join(".")))
+}
+
+/// A scalar as a template writes it: text as is, a number as JSON writes it (as Python's
+/// `str` does for the integers and floats of annotation files).
+pub(crate) fn scalar_text(value: &Value) -> Result<String, &'static str> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        other => Err(kind(other)),
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "text",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(template: &str, value: Value) -> Result<String, String> {
+        Template::parse(template)?.render(&Record { value: &value, index: 7, key: Some("k") })
+    }
+
+    #[test]
+    fn fields_lists_groups_and_escapes() {
+        let record = serde_json::json!({"a": {"b": 3}, "l": ["x", 2.5], "s": "t"});
+        assert_eq!(render("{a.b}-{l.0}-{l.1}-{s}", record.clone()).unwrap(), "3-x-2.5-t");
+        assert_eq!(render("{{{_index}}} {_key}", record.clone()).unwrap(), "{7} k");
+        let group = serde_json::json!([{"q": "one"}, {"q": "two"}]);
+        assert_eq!(render("{0.q}/{1.q}", group).unwrap(), "one/two");
+        assert!(render("{missing}", record.clone()).unwrap_err().contains("no field `missing`"));
+        assert!(render("{l.5}", record.clone()).unwrap_err().contains("2 element(s)"));
+        assert!(render("{a}", record).unwrap_err().contains("an object"));
+        assert!(Template::parse("{open").unwrap_err().contains("unclosed"));
+        assert!(Template::parse("x}").unwrap_err().contains("without its"));
+        assert!(Template::parse("{a..b}").unwrap_err().contains("empty field"));
+    }
+}

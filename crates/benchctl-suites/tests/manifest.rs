@@ -1,0 +1,252 @@
+//! Suites from manifests: the bundled manifests on copies of their official layouts, scored
+//! against the metrics the benchmarks' own code computes (`scripts/gen_manifest_fixtures.py`);
+//! Winoground as a manifest against the built-in loader on the real annotations; crops against
+//! PIL; and every manifest error naming its key and line.
+
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::metrics::Ties;
+use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_suites::{find, ErrorKind, ImageSource, Suite};
+use benchctl_testkit::{read_winoground_tsv, shared, winoground_layout};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/manifests").join(name)
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The fixture's scores (item by item, K×L rows of images) for the suite's items.
+fn fixture_scores(dir: &Path, suite: &Suite) -> ScoreTensor {
+    let rows = json(&dir.join("scores.json"));
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), suite.items.len(), "one score matrix per item, in the official order");
+    let mut scores = ScoreTensor::new();
+    for (item, matrix) in suite.items.iter().zip(rows) {
+        let values: Vec<f64> = matrix
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+            .collect();
+        scores.push_exact(item.images.len(), item.texts.len(), &values).unwrap();
+    }
+    scores
+}
+
+/// The bundled manifest `id` on its fixture, scored with its official tie rule.
+fn official_run(id: &str) -> (Suite, Report, serde_json::Value) {
+    let dir = fixture(id);
+    let info = find(id).unwrap();
+    let mut suite = info.load(&dir).unwrap();
+    suite.summary.ties = info.official_ties;
+    let report = suite.evaluate(&fixture_scores(&dir, &suite)).unwrap();
+    (suite, report, json(&dir.join("official.json")))
+}
+
+fn group_value(report: &Report, key: &str, value: &str, metric: &str) -> f64 {
+    let breakdown = report.breakdowns.iter().find(|b| b.key == key).unwrap();
+    let group = breakdown.groups.iter().find(|g| g.value == value).unwrap_or_else(|| panic!("no group {value}"));
+    group.metrics.iter().find(|(n, _)| n == metric).unwrap().1
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+#[test]
+fn aro_vg_relation_matches_the_official_evaluation() {
+    let (suite, report, official) = official_run("aro-vg-relation");
+    assert_eq!(suite.items.len(), 36);
+    for (relation, accuracy) in official["groups"].as_object().unwrap() {
+        let ours = group_value(&report, "relation", relation, "i2t_accuracy");
+        assert!(close(ours, 100.0 * accuracy.as_f64().unwrap()), "{relation}: {ours}");
+    }
+    // The headline leaves out the notebook's symmetric relations (near, next to, attached to).
+    let headline = report.metric("i2t_accuracy_macro").unwrap();
+    assert!(close(headline, 100.0 * official["macro_accuracy"].as_f64().unwrap()), "{headline}");
+    assert!(!close(headline, mean(&report, "relation")), "the exclusion changes the number here");
+    // Each item is the box of its image, against [false caption, true caption].
+    let first = &suite.items[0];
+    let record = &json(&fixture("aro-vg-relation/visual_genome_relation.json"))[0];
+    assert_eq!(first.texts, [record["false_caption"].as_str().unwrap(), record["true_caption"].as_str().unwrap()]);
+    assert!(first.truth.is_match(0, 1) && !first.truth.is_match(0, 0));
+    let ImageSource::Cropped(cropped) = &first.images[0] else { panic!("{:?}", first.images[0]) };
+    let (x, y) = (record["bbox_x"].as_i64().unwrap(), record["bbox_y"].as_i64().unwrap());
+    assert_eq!((cropped.region.left, cropped.region.top), (x, y));
+    assert_eq!(cropped.region.right, x + record["bbox_w"].as_i64().unwrap());
+}
+
+/// The unweighted mean of a metric over every group of a breakdown.
+fn mean(report: &Report, key: &str) -> f64 {
+    let groups = &report.breakdowns.iter().find(|b| b.key == key).unwrap().groups;
+    groups.iter().map(|g| g.metrics.iter().find(|(n, _)| n == "i2t_accuracy").unwrap().1).sum::<f64>()
+        / groups.len() as f64
+}
+
+#[test]
+fn aro_vg_attribution_averages_only_pairs_with_25_items() {
+    let (suite, report, official) = official_run("aro-vg-attribution");
+    assert_eq!(suite.items.len(), 70);
+    let reported = official["groups"].as_object().unwrap();
+    assert_eq!(reported.len(), 2, "the official evaluation reports the two pairs with ≥ 25 items");
+    for (pair, accuracy) in reported {
+        assert!(close(group_value(&report, "attributes", pair, "i2t_accuracy"), 100.0 * accuracy.as_f64().unwrap()));
+    }
+    let headline = report.metric("i2t_accuracy_macro").unwrap();
+    assert!(close(headline, 100.0 * official["macro_accuracy"].as_f64().unwrap()), "{headline}");
+    // Smaller pairs are still broken down, only left out of the average.
+    assert_eq!(report.breakdowns[0].groups.len(), 4);
+}
+
+#[test]
+fn aro_order_suites_match_the_official_precision_at_1() {
+    for id in ["aro-coco-order", "aro-flickr30k-order"] {
+        let (suite, report, official) = official_run(id);
+        assert_eq!(suite.items.len(), 14);
+        assert_eq!(suite.items[0].texts.len(), 5);
+        let official = 100.0 * official["precision_at_1"].as_f64().unwrap();
+        assert!(close(report.metric("i2t_accuracy").unwrap(), official), "{id}");
+        // The official argmax credits a tie to the first (true) caption; strict does not, and
+        // the fixture's first two items are ties.
+        let mut strict = suite.clone();
+        strict.summary.ties = Ties::Strict;
+        let strict = strict.evaluate(&fixture_scores(&fixture(id), &suite)).unwrap();
+        assert!(close(strict.metric("i2t_accuracy").unwrap(), official - 200.0 / 14.0), "{id}");
+    }
+}
+
+#[test]
+fn mmvp_vlm_matches_the_official_script_per_pattern() {
+    let (suite, report, official) = official_run("mmvp-vlm");
+    assert_eq!(suite.items.len(), 135);
+    // The official script names its categories by position (15 pairs each, in file order);
+    // the release's Type folders are in the same order.
+    let types = official["types"].as_array().unwrap();
+    let accuracy = official["pair_accuracy"].as_array().unwrap();
+    for (t, a) in types.iter().zip(accuracy) {
+        let ours = group_value(&report, "pattern", t.as_str().unwrap(), "image_score");
+        assert!(close(ours, a.as_f64().unwrap()), "{t}: {ours} vs {a}");
+    }
+    let mean = accuracy.iter().map(|a| a.as_f64().unwrap()).sum::<f64>() / 9.0;
+    assert!(close(report.metric("image_score_macro").unwrap(), mean));
+    // Both images come from the first row's Type folder, with the "a photo of" prompt.
+    let item = &suite.items[0];
+    assert_eq!(item.id, "1-2");
+    assert_eq!(item.images[1].path(), fixture("mmvp-vlm").join("MLLM_VLM Images/Orientation/2.jpg"));
+    assert_eq!(item.texts[1], "a photo of the orientation 0, seen from the right, closely");
+    assert!(suite.missing_images().is_empty());
+}
+
+#[test]
+fn crops_match_pil_inside_and_beyond_the_image() {
+    let dir = fixture("crop");
+    let boxes = json(&dir.join("boxes.json"));
+    let image = ImageSource::File(dir.join("image.png")).load_rgb().unwrap();
+    for (i, b) in boxes.as_array().unwrap().iter().enumerate() {
+        let b: Vec<f64> = b.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let region = benchctl_suites::CropRegion {
+            left: b[0].round_ties_even() as i64,
+            top: b[1].round_ties_even() as i64,
+            right: b[2].round_ties_even() as i64,
+            bottom: b[3].round_ties_even() as i64,
+        };
+        let expected = ImageSource::File(dir.join(format!("crop_{i}.png"))).load_rgb().unwrap();
+        assert_eq!(region.cut(&image).unwrap(), expected, "box {b:?}");
+    }
+}
+
+/// Winoground as a manifest gives the built-in loader's items and report on the real 400
+/// annotations: ids, texts, images, truth, every tag (split as the built-in splits them),
+/// and every metric and breakdown for the same scores.
+#[test]
+fn winoground_as_a_manifest_gives_the_built_in_report() {
+    let Some(tsv) = shared("datasets/winoground/winoground_annotations.tsv") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    winoground_layout(&read_winoground_tsv(&tsv), dir.path());
+    let built_in = find("winoground").unwrap().load(dir.path()).unwrap();
+    let manifest = find("winoground-manifest").unwrap().load(dir.path()).unwrap();
+    assert_eq!(manifest.items.len(), 400);
+    for (a, b) in built_in.items.iter().zip(&manifest.items) {
+        assert_eq!((&a.id, &a.texts, &a.images, &a.truth, &a.tags), (&b.id, &b.texts, &b.images, &b.truth, &b.tags));
+    }
+    let mut scores = ScoreTensor::new();
+    let mut state = 7u64;
+    for _ in 0..400 {
+        let values: Vec<f32> = (0..4)
+            .map(|_| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((state >> 40) % 7) as f32 // few values: ties happen
+            })
+            .collect();
+        scores.push(2, 2, &values).unwrap();
+    }
+    assert_eq!(built_in.evaluate(&scores).unwrap(), manifest.evaluate(&scores).unwrap());
+    assert_eq!(find("winoground-manifest").unwrap().headline, find("winoground").unwrap().headline);
+}
+
+/// Every problem in a manifest is refused with its key and line.
+#[test]
+fn manifest_errors_name_the_key_and_the_line() {
+    let good = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/manifests/winoground-manifest.toml"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("family = \"group\"", "family = \"ranking\"", "`metrics.family` (line"),
+        ("format = \"jsonl\"", "format = \"xml\"", "`source.format` (line"),
+        ("truth = \"diagonal\"", "truth = \"anti\"", "`item.truth` (line"),
+        ("texts = [\"{caption_0}\", \"{caption_1}\"]", "texts = [\"{caption_0\"]", "`item.texts[0]` (line"),
+        ("headline = \"group_score\"", "headline = \"f1\"", "`metrics.headline` (line"),
+        ("breakdown = [\"collapsed_tag\",", "breakdown = [\"colapsed_tag\",", "`metrics.breakdown` (line"),
+        ("[metrics]", "[metrics]\nties = \"first\"", "`metrics.ties` (line"),
+        ("[source]", "[source]\nrows = 3", "unknown field `rows`"),
+        ("id = \"winoground-manifest\"", "id = \"winoground\"", "`id` (line"),
+    ];
+    for (i, (from, to, expected)) in cases.iter().enumerate() {
+        assert!(good.contains(from), "{from}");
+        let path = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&path, good.replacen(from, to, 1)).unwrap();
+        let err = find(path.to_str().unwrap()).err().unwrap_or_else(|| panic!("{to} was accepted"));
+        assert_eq!(err.kind(), ErrorKind::Manifest, "{err}");
+        let message = err.to_string();
+        assert!(message.contains(expected) && message.contains(path.to_str().unwrap()), "{message}");
+        // The line named is the line of the change.
+        let line = good.replacen(from, to, 1).lines().position(|l| l.contains(to.lines().last().unwrap())).unwrap() + 1;
+        assert!(message.contains(&format!("line {line}")), "{message} (expected line {line})");
+    }
+}
+
+/// A record that lacks a field a template names is bad data naming the file, the record and
+/// the manifest key; an item id seen twice names both records.
+#[test]
+fn record_problems_name_the_record_and_the_manifest_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("images")).unwrap();
+    let line = |id: u32, caption: &str| {
+        format!(
+            r#"{{"id": {id}, "caption_0": "{caption}", "caption_1": "b", "image_0": "ex_{id}_img_0", "image_1": "ex_{id}_img_1", "tag": "Noun", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object"}}"#
+        )
+    };
+    let missing = line(1, "a").replace(r#""caption_1": "b", "#, "");
+    std::fs::write(dir.path().join("examples.jsonl"), [line(0, "a"), missing, line(0, "c")].join("\n")).unwrap();
+    let (suite, problems) = find("winoground-manifest").unwrap().load_all(dir.path()).unwrap();
+    assert_eq!(suite.items.len(), 1);
+    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    assert!(
+        messages[0].contains("examples.jsonl line 2")
+            && messages[0].contains("`item.texts[1]`")
+            && messages[0].contains("no field `caption_1`"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("line 3")
+            && messages[1].contains("duplicate item id \"0\"")
+            && messages[1].contains("line 1"),
+        "{messages:?}"
+    );
+    assert!(problems.iter().all(|p| p.kind() == ErrorKind::Malformed));
+}

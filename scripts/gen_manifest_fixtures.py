@@ -1,0 +1,223 @@
+"""Fixtures for the bundled suite manifests, scored by the benchmarks' own code.
+
+For each bundled manifest this writes a small copy of the official release layout (the keys,
+nesting and file names the official loaders read), scores for its items in the official
+item order, and the metrics the official evaluation computes from those scores:
+
+- ARO (VG-Relation, VG-Attribution, COCO-Order, Flickr30k-Order): `evaluate_scores` of the
+  official dataset classes in `dataset_zoo/aro_datasets.py` of mertyg/vision-language-models-are-bows,
+  imported from a checkout of that repository (`--aro-repo`); VG-Relation's headline is the
+  authors' notebook's macro accuracy without its symmetric relations.
+- MMVP-VLM: `scripts/evaluate_vlm.py` of tsb0601/MMVP, run as is (`--mmvp-repo`) with its
+  `clip` module replaced by one whose "model" returns the fixture's scores.
+- PIL's `Image.crop` on boxes inside and beyond an image, for the manifest's `crop`.
+
+Nothing here is benchctl's own computation: the Rust tests compare benchctl's metrics on the
+same scores with these files.
+
+    pip install easydict  # the ARO loaders import it
+    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH \
+        --out crates/benchctl-suites/tests/fixtures/manifests
+"""
+
+import argparse
+import contextlib
+import csv
+import importlib
+import json
+import os
+import runpy
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+RNG = np.random.default_rng(20261123)
+
+
+def write_json(path, value):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=1) + "\n")
+
+
+def small_png(path, width, height):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pixels = RNG.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(path)
+
+
+def scores_with_ties(n, k, l, ties):
+    """Random scores; the first `ties` items score all their candidates alike."""
+    scores = RNG.normal(size=(n, k, l)).round(4)
+    scores[:ties] = 0.25
+    return scores
+
+
+def aro_module(repo):
+    sys.path.insert(0, str(repo))
+    return importlib.import_module("dataset_zoo.aro_datasets")
+
+
+def notebook_symmetric(repo):
+    notebook = json.loads((repo / "notebooks" / "Replicate ARO! VG-Relation, VG-Attribution.ipynb").read_text())
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if source.lstrip().startswith("# Evaluate the macro accuracy") and "symmetric = [" in source:
+            start = source.index("symmetric = [") + len("symmetric = ")
+            return json.loads(source[start : source.index("]", start) + 1].replace("'", '"'))
+    raise SystemExit("the notebook's symmetric relation list was not found")
+
+
+def vg(aro, out, relation):
+    """VG-Relation or VG-Attribution: records with the keys the official loader reads."""
+    name = "aro-vg-relation" if relation else "aro-vg-attribution"
+    root = out / name
+    if relation:
+        groups = [("on", 9), ("wearing", 7), ("holding", 5), ("near", 6), ("next to", 4), ("attached to", 3), ("behind", 2)]
+    else:
+        groups = [(("white", "black"), 30), (("red", "blue"), 26), (("small", "large"), 10), (("wooden", "metal"), 4)]
+    records = []
+    for label, count in groups:
+        for _ in range(count):
+            image_id = int(RNG.integers(1_000_000, 2_500_000))
+            w, h = int(RNG.integers(24, 40)), int(RNG.integers(20, 36))
+            small_png(root / "images" / f"{image_id}.png", w, h)
+            x, y = int(RNG.integers(0, w // 2)), int(RNG.integers(0, h // 2))
+            record = {"image_id": str(image_id), "image_path": f"{image_id}.png", "bbox_x": x, "bbox_y": y,
+                      "bbox_w": int(RNG.integers(4, w)), "bbox_h": int(RNG.integers(4, h))}
+            if relation:
+                record.update(relation_name=label, true_caption=f"the man is {label} the shirt",
+                              false_caption=f"the shirt is {label} the man")
+            else:
+                record.update(attributes=list(label), true_caption=f"the {label[0]} cat and the {label[1]} dog",
+                              false_caption=f"the {label[1]} cat and the {label[0]} dog")
+            records.append(record)
+    order = RNG.permutation(len(records))
+    records = [records[i] for i in order]
+    annotation = "visual_genome_relation.json" if relation else "visual_genome_attribution.json"
+    write_json(root / annotation, records)
+    scores = scores_with_ties(len(records), 1, 2, ties=3)
+    dataset = (aro.VG_Relation if relation else aro.VG_Attribution)(image_preprocess=None, root_dir=str(root))
+    rows = dataset.evaluate_scores(scores)
+    key = "Relation" if relation else "Attributes"
+    groups_out = {str(r[key]): float(r["Accuracy"]) for r in rows}
+    if relation:
+        symmetric = set(notebook_symmetric(ARGS.aro_repo))
+        kept = [r["Accuracy"] for r in rows if r["Relation"] not in symmetric]
+    else:
+        kept = [r["Accuracy"] for r in rows]  # evaluate_scores already left out pairs under 25
+    official = {"source": f"dataset_zoo/aro_datasets.py {dataset.__class__.__name__}.evaluate_scores",
+                "groups": groups_out, "macro_accuracy": float(np.mean(kept))}
+    write_json(root / "scores.json", scores.tolist())
+    write_json(root / "official.json", official)
+
+
+def order(aro, out, coco):
+    """COCO-Order / Flickr30k-Order: the test cases the official loader builds."""
+    name = "aro-coco-order" if coco else "aro-flickr30k-order"
+    root = out / name
+    cases = []
+    for i in range(14):
+        image = f"val2014/COCO_val2014_{i:012d}.jpg" if coco else f"flickr30k-images/{1000000 + i}.jpg"
+        small_png(root / image, 16, 12)
+        words = ["a", "dog", "runs", "on", "the", "green", "grass", str(i)]
+        options = [" ".join(words)] + [" ".join(RNG.permutation(words)) for _ in range(4)]
+        cases.append({"image": image, "caption_options": options})
+    write_json(root / ("coco_order_test.json" if coco else "flickr30k_order_test.json"), cases)
+    scores = scores_with_ties(len(cases), 1, 5, ties=2)
+    cls = aro.COCO_Order if coco else aro.Flickr30k_Order
+    rows = cls.evaluate_scores(None, scores)  # it reads only its argument
+    write_json(root / "scores.json", scores.tolist())
+    write_json(root / "official.json", {"source": f"{cls.__name__}.evaluate_scores", "precision_at_1": float(rows[0]["Precision@1"])})
+
+
+def mmvp(out, repo):
+    root = out / "mmvp-vlm"
+    # The README's tree names the first two and the last folder; the others stand in.
+    types_ = ["Orientation", "Presence", "State", "Quantity", "Spatial", "Color", "Structural_Character", "Text", "Camera_Perspective"]
+    rows, statements = [], []
+    for t, kind in enumerate(types_):
+        for p in range(15):
+            for j in range(2):
+                qid = t * 30 + p * 2 + j + 1
+                statement = f"the {kind.lower()} {p}, seen {'from the left' if j == 0 else 'from the right, closely'}"
+                rows.append((qid, kind, statement))
+                statements.append(f"a photo of {statement}")
+                # The width carries the id to the stand-in model below.
+                small_png(root / "MLLM_VLM Images" / kind / f"{qid}.jpg", qid, 2)
+    with open(root / "Questions.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Question ID", "Type", "Statement"])
+        writer.writerows(rows)
+    pairs = len(rows) // 2
+    scores = RNG.normal(size=(pairs, 2, 2)).round(4) * 10  # distinct: no ties (see the card)
+    text_index = {s: i for i, s in enumerate(statements)}
+
+    import torch
+
+    def load(_name, device="cpu"):
+        def preprocess(image):
+            return torch.tensor([float(image.size[0])])
+
+        def model(images, text):
+            pair = (int(images[0, 0].item()) - 1) // 2
+            t = int(text[0, 0].item()) % 2
+            logits_per_text = torch.tensor([[scores[pair, 0, t], scores[pair, 1, t]]], dtype=torch.float32)
+            return logits_per_text.T, logits_per_text
+
+        return model, preprocess
+
+    fake_clip = types.ModuleType("clip")
+    fake_clip.load = load
+    fake_clip.tokenize = lambda texts: torch.tensor([[text_index[texts[0]]]])
+    sys.modules["clip"] = fake_clip
+    # The script imports pyplot but draws nothing.
+    matplotlib = types.ModuleType("matplotlib")
+    matplotlib.pyplot = types.ModuleType("matplotlib.pyplot")
+    sys.modules.update({"matplotlib": matplotlib, "matplotlib.pyplot": matplotlib.pyplot})
+    work = out / ".mmvp-run"
+    work.mkdir(exist_ok=True)
+    argv, cwd = sys.argv, os.getcwd()
+    sys.argv = ["evaluate_vlm.py", "--directory", str(root.resolve())]
+    os.chdir(work)
+    try:
+        with contextlib.redirect_stdout(open(os.devnull, "w")):
+            namespace = runpy.run_path(str(repo / "scripts" / "evaluate_vlm.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+        os.chdir(cwd)
+    per_category = namespace["results"]["openai-ViT-L/14"]
+    for f in work.iterdir():
+        f.unlink()
+    work.rmdir()
+    write_json(root / "scores.json", scores.tolist())
+    write_json(root / "official.json", {"source": "scripts/evaluate_vlm.py (tsb0601/MMVP)",
+                                         "categories": list(per_category), "types": types_,
+                                         "pair_accuracy": list(per_category.values())})
+
+
+def crops(out):
+    root = out / "crop"
+    small_png(root / "image.png", 13, 9)
+    image = Image.open(root / "image.png").convert("RGB")
+    boxes = [(2, 1, 9, 7), (-3, -2, 5, 4), (8, 5, 17, 12), (0.5, 1.5, 6.5, 4.5), (-2, 3, 15, 6)]
+    for i, box in enumerate(boxes):
+        image.crop(box).save(root / f"crop_{i}.png")
+    write_json(root / "boxes.json", [list(b) for b in boxes])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--aro-repo", type=Path, required=True)
+    parser.add_argument("--mmvp-repo", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    ARGS = parser.parse_args()
+    aro = aro_module(ARGS.aro_repo)
+    vg(aro, ARGS.out, relation=True)
+    vg(aro, ARGS.out, relation=False)
+    order(aro, ARGS.out, coco=True)
+    order(aro, ARGS.out, coco=False)
+    mmvp(ARGS.out, ARGS.mmvp_repo)
+    crops(ARGS.out)
