@@ -250,3 +250,94 @@ fn record_problems_name_the_record_and_the_manifest_key() {
     );
     assert!(problems.iter().all(|p| p.kind() == ErrorKind::Malformed));
 }
+
+/// One manifest, every source format: the Winoground hub fixture's records as JSONL, as the
+/// hub's parquet (plain and snappy, two row groups, written by `datasets`), as a JSON object
+/// keyed by id nested under `records`, and as TSV give the same items.
+#[test]
+fn every_source_format_gives_the_same_items() {
+    let hub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/winoground-hub");
+    let bundled = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/manifests/winoground-manifest.toml"),
+    )
+    .unwrap();
+    let images = "images = [\"{image_0}.png\", \"{image_1}.png\"]";
+    assert!(bundled.contains(images));
+    let dir = tempfile::tempdir().unwrap();
+    let variant = |name: &str, source: &str, item_id: &str, images_line: &str| {
+        let text = bundled
+            .replace("id = \"winoground-manifest\"", &format!("id = \"{name}\""))
+            .replace("file = \"examples.jsonl\"\nformat = \"jsonl\"", source)
+            .replace("id = \"{id}\"", item_id)
+            .replace(images, images_line);
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        find(path.to_str().unwrap()).unwrap()
+    };
+    // Relative image paths, ids, texts, truth and tags of each item.
+    type Shape = (String, Vec<String>, Vec<String>, benchctl_scoring::Truth, benchctl_scoring::Tags);
+    let items = |suite: &Suite| -> Vec<Shape> {
+        suite
+            .items
+            .iter()
+            .map(|i| {
+                let images =
+                    i.images.iter().map(|s| s.path().file_name().unwrap().to_string_lossy().into_owned()).collect();
+                (i.id.clone(), images, i.texts.clone(), i.truth.clone(), i.tags.clone())
+            })
+            .collect()
+    };
+    let jsonl = find("winoground-manifest").unwrap().load(&hub.join("jsonl")).unwrap();
+    let expected = items(&jsonl);
+    assert_eq!(expected.len(), 4);
+    assert_eq!(expected, items(&find("winoground").unwrap().load(&hub.join("jsonl")).unwrap()));
+
+    let by_id = "images = [\"ex_{id}_img_0.png\", \"ex_{id}_img_1.png\"]";
+    let parquet =
+        variant("pq", "file = \"data/test-00000-of-00001.parquet\"\nformat = \"parquet\"", "id = \"{id}\"", by_id);
+    for form in ["parquet", "snappy"] {
+        assert_eq!(items(&parquet.load(&hub.join(form)).unwrap()), expected, "{form}");
+    }
+
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(hub.join("jsonl/examples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let keyed: serde_json::Map<String, serde_json::Value> =
+        records.iter().map(|r| (r["id"].to_string(), r.clone())).collect();
+    let object_dir = dir.path().join("object");
+    std::fs::create_dir_all(&object_dir).unwrap();
+    std::fs::write(object_dir.join("all.json"), serde_json::json!({"data": {"examples": keyed}}).to_string()).unwrap();
+    let object = variant("obj", "file = \"all.json\"\nformat = \"json\"\nrecords = \"data.examples\"", "", images);
+    assert_eq!(items(&object.load(&object_dir).unwrap()), expected, "ids default to the object's keys");
+
+    let columns = [
+        "id",
+        "caption_0",
+        "caption_1",
+        "image_0",
+        "image_1",
+        "tag",
+        "secondary_tag",
+        "num_main_preds",
+        "collapsed_tag",
+    ];
+    let cell = |v: &serde_json::Value| {
+        let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+        if text.contains(['"', '\t', '\n']) {
+            format!("\"{}\"", text.replace('"', "\"\""))
+        } else {
+            text
+        }
+    };
+    let mut tsv = columns.join("\t") + "\r\n";
+    for r in &records {
+        tsv += &(columns.iter().map(|c| cell(&r[*c])).collect::<Vec<_>>().join("\t") + "\r\n");
+    }
+    let tsv_dir = dir.path().join("tsv");
+    std::fs::create_dir_all(&tsv_dir).unwrap();
+    std::fs::write(tsv_dir.join("examples.tsv"), format!("\u{feff}{tsv}")).unwrap();
+    let tsv_suite = variant("tsv", "file = \"examples.tsv\"\nformat = \"tsv\"", "id = \"{id}\"", images);
+    assert_eq!(items(&tsv_suite.load(&tsv_dir).unwrap()), expected, "a BOM and CRLF are accepted");
+}

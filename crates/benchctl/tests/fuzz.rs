@@ -258,3 +258,50 @@ fn safetensors_headers() {
         e.kind() == benchctl_models::ErrorKind::BadWeights && e.to_string().contains("model.safetensors")
     });
 }
+
+/// Suite manifests, and a CSV read through one (MMVP-VLM's `Questions.csv`): a mutated
+/// manifest is refused as a manifest error or accepted, and an accepted one loads the demo
+/// Winoground data with problems of the data kinds only.
+#[test]
+fn suite_manifests_and_csv_annotations() {
+    use benchctl_suites::ErrorKind as K;
+    let dir = tempfile::tempdir().unwrap();
+    let root = benchctl_testkit::workspace_root();
+    let valid = std::fs::read(root.join("datasets/manifests/winoground-manifest.toml")).unwrap();
+    let demo = root.join("datasets/demo/winoground");
+    let count = std::sync::atomic::AtomicUsize::new(0);
+    fuzz(
+        "manifest",
+        &valid,
+        17,
+        |bytes| {
+            // Each case its own path: manifests are parsed once per path and process.
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let info =
+                write_then(dir.path(), &format!("m{n}.toml"), bytes, |p| benchctl_suites::find(p.to_str().unwrap()))?;
+            let (_, problems) = info.load_all(&demo)?;
+            // A data problem of an accepted manifest is fine; any other kind fails the check below.
+            problems
+                .into_iter()
+                .find(|p| !matches!(p.kind(), K::Malformed | K::MissingData | K::PathEscapes))
+                .map_or(Ok(()), Err)
+        },
+        |e: &benchctl_suites::Error| matches!(e.kind(), K::Manifest),
+    );
+    let mmvp = root.join("crates/benchctl-suites/tests/fixtures/manifests/mmvp-vlm");
+    let valid = std::fs::read(mmvp.join("Questions.csv")).unwrap();
+    let info = benchctl_suites::find("mmvp-vlm").unwrap();
+    let data = dir.path().join("mmvp");
+    std::fs::create_dir_all(&data).unwrap();
+    fuzz(
+        "Questions.csv",
+        &valid,
+        18,
+        |bytes| {
+            std::fs::write(data.join("Questions.csv"), bytes).unwrap();
+            let (_, problems) = info.load_all(&data).unwrap();
+            problems.into_iter().next().map_or(Ok(()), Err)
+        },
+        |e: &benchctl_suites::Error| matches!(e.kind(), K::Malformed),
+    );
+}

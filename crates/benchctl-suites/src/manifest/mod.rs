@@ -492,8 +492,12 @@ pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
     }
     let as_path = Path::new(spec);
     let (text, origin, path) = if spec.ends_with(".toml") || spec.contains('/') {
-        let text = std::fs::read_to_string(as_path)
-            .map_err(|e| Error::caused_by(ErrorKind::UnknownSuite, format!("read manifest {spec}: {e}"), e))?;
+        let text = std::fs::read_to_string(as_path).map_err(|e| {
+            // No such file names no suite; a file that cannot be read is a broken manifest.
+            let kind =
+                if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::UnknownSuite } else { ErrorKind::Manifest };
+            Error::caused_by(kind, format!("read manifest {spec}: {e}"), e)
+        })?;
         let absolute = std::path::absolute(as_path).unwrap_or_else(|_| as_path.to_path_buf());
         (text, spec.to_string(), Some(absolute))
     } else if let Some((name, text)) = bundled(spec) {
