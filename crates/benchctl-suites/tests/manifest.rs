@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::Ties;
 use benchctl_scoring::{Report, ScoreTensor};
-use benchctl_suites::{find, ErrorKind, ImageSource, Suite};
+use benchctl_suites::{find, ErrorKind, ImageSource, Suite, SuiteKind};
 use benchctl_testkit::{read_winoground_tsv, shared, winoground_layout};
 
 fn fixture(name: &str) -> PathBuf {
@@ -187,7 +187,8 @@ fn winoground_as_a_manifest_gives_the_built_in_report() {
     assert_eq!(find("winoground-manifest").unwrap().headline, find("winoground").unwrap().headline);
 }
 
-/// Every problem in a manifest is refused with its key and line.
+/// Every problem in a manifest is refused with its key and line. A bundled manifest's own file
+/// is that bundled suite.
 #[test]
 fn manifest_errors_name_the_key_and_the_line() {
     let good = std::fs::read_to_string(
@@ -204,8 +205,31 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("breakdown = [\"collapsed_tag\",", "breakdown = [\"colapsed_tag\",", "`metrics.breakdown` (line"),
         ("[metrics]", "[metrics]\nties = \"first\"", "`metrics.ties` (line"),
         ("[source]", "[source]\nrows = 3", "unknown field `rows`"),
-        ("id = \"winoground-manifest\"", "id = \"winoground\"", "`id` (line"),
+        ("id = \"my-copy\"", "id = \"winoground\"", "`id` (line"),
     ];
+    let unchanged = dir.path().join("same.toml");
+    std::fs::write(&unchanged, &good).unwrap();
+    let same = find(unchanged.to_str().unwrap()).unwrap();
+    assert!(std::ptr::eq(same, find("winoground-manifest").unwrap()) || same.id == "winoground-manifest");
+    let SuiteKind::Manifest(m) = same.kind else { panic!("a manifest suite") };
+    assert!(m.path.is_none(), "recorded as the bundled suite, not a file");
+    // A changed copy of a bundled manifest needs its own id; the cases change such a copy.
+    let changed = dir.path().join("changed.toml");
+    std::fs::write(&changed, good.replace("headline = \"group_score\"", "headline = \"text_score\"")).unwrap();
+    let err = find(changed.to_str().unwrap()).err().unwrap().to_string();
+    assert!(err.contains("`id` (line 4)") && err.contains("bundled manifest's id"), "{err}");
+    let good = good.replace("id = \"winoground-manifest\"", "id = \"my-copy\"");
+    assert!(find(
+        dir.path()
+            .join("copy.toml")
+            .to_str()
+            .map(|p| {
+                std::fs::write(p, &good).unwrap();
+                p
+            })
+            .unwrap()
+    )
+    .is_ok());
     for (i, (from, to, expected)) in cases.iter().enumerate() {
         assert!(good.contains(from), "{from}");
         let path = dir.path().join(format!("bad{i}.toml"));

@@ -267,7 +267,11 @@ fn suite_manifests_and_csv_annotations() {
     use benchctl_suites::ErrorKind as K;
     let dir = tempfile::tempdir().unwrap();
     let root = benchctl_testkit::workspace_root();
-    let valid = std::fs::read(root.join("datasets/manifests/winoground-manifest.toml")).unwrap();
+    // Under its own id: a changed copy of a bundled manifest is refused by its id first.
+    let valid = std::fs::read_to_string(root.join("datasets/manifests/winoground-manifest.toml"))
+        .unwrap()
+        .replace("id = \"winoground-manifest\"", "id = \"fuzzed\"")
+        .into_bytes();
     let demo = root.join("datasets/demo/winoground");
     let count = std::sync::atomic::AtomicUsize::new(0);
     fuzz(

@@ -244,6 +244,16 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     if crate::SUITES.iter().any(|s| s.id == id) {
         return Err(bad("id", line(raw.id.span()), format!("`{id}` is a built-in suite's id; choose another")));
     }
+    // Runs name their suite by id: a changed copy of a bundled manifest must not pass for it.
+    if path.is_some() && bundled(&id).is_some() {
+        return Err(bad(
+            "id",
+            line(raw.id.span()),
+            format!(
+                "`{id}` is a bundled manifest's id, and this file differs from it; give the changed copy its own id"
+            ),
+        ));
+    }
 
     let format = Format::from_name(raw.source.format.get_ref()).ok_or_else(|| {
         bad(
@@ -487,7 +497,7 @@ static REGISTRY: Mutex<Vec<(String, &'static Manifest, &'static SuiteInfo)>> = M
 /// `Ok(None)` when `spec` names no manifest.
 pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
     let mut registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, _, info)) = registry.iter().find(|(asked, m, _)| asked == spec || m.id == spec) {
+    if let Some((_, _, info)) = registry.iter().find(|(asked, _, _)| asked == spec) {
         return Ok(Some(info));
     }
     let as_path = Path::new(spec);
@@ -498,8 +508,13 @@ pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
                 if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::UnknownSuite } else { ErrorKind::Manifest };
             Error::caused_by(kind, format!("read manifest {spec}: {e}"), e)
         })?;
-        let absolute = std::path::absolute(as_path).unwrap_or_else(|_| as_path.to_path_buf());
-        (text, spec.to_string(), Some(absolute))
+        if let Some((name, bundled_text)) = BUNDLED.iter().find(|(_, bundled)| *bundled == text) {
+            // A bundled manifest's own file (`datasets/manifests/` of a checkout): that suite.
+            (bundled_text.to_string(), format!("bundled {name}"), None)
+        } else {
+            let absolute = std::path::absolute(as_path).unwrap_or_else(|_| as_path.to_path_buf());
+            (text, spec.to_string(), Some(absolute))
+        }
     } else if let Some((name, text)) = bundled(spec) {
         (text.to_string(), format!("bundled {name}"), None)
     } else {
@@ -528,12 +543,6 @@ fn bundled(name: &str) -> Option<(&'static str, &'static str)> {
 /// Every bundled manifest's suite.
 pub fn bundled_suites() -> Vec<&'static SuiteInfo> {
     BUNDLED.iter().filter_map(|(file, _)| find(file.trim_end_matches(".toml")).ok().flatten()).collect()
-}
-
-/// The manifest behind a suite id loaded in this process.
-pub fn manifest_of(id: &str) -> Option<&'static Manifest> {
-    let registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
-    registry.iter().find(|(_, m, _)| m.id == id).map(|(_, m, _)| *m)
 }
 
 impl Manifest {
