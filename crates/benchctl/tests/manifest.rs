@@ -70,7 +70,7 @@ fn a_broken_manifest_is_a_usage_error_naming_key_and_line() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("broken.toml");
     let bundled = benchctl_testkit::workspace_root().join("datasets/manifests/aro-coco-order.toml");
-    let text = std::fs::read_to_string(bundled).unwrap();
+    let text = std::fs::read_to_string(bundled).unwrap().replace("id = \"aro-coco-order\"", "id = \"my-order\"");
     let line = text.lines().position(|l| l == "format = \"json\"").unwrap() + 1;
     std::fs::write(&manifest, text.replace("format = \"json\"", "format = \"yaml\"")).unwrap();
     let out = benchctl(&["check", "--suite", manifest.to_str().unwrap()], &[]);
