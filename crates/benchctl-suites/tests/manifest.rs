@@ -365,3 +365,63 @@ fn every_source_format_gives_the_same_items() {
     let tsv_suite = variant("tsv", "file = \"examples.tsv\"\nformat = \"tsv\"", "id = \"{id}\"", images);
     assert_eq!(items(&tsv_suite.load(&tsv_dir).unwrap()), expected, "a BOM and CRLF are accepted");
 }
+
+/// Truth read from a field (`text = "{label}"`, `image = "{answer}"`), list fields as
+/// candidates, explicit pairs, and the three families, on small layouts whose outcomes are
+/// set by the scores: the choice family's labelled candidate must beat the others, the
+/// pairwise family's caption its foil, the group family's both directions.
+#[test]
+fn truth_from_fields_lists_and_every_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    // SPEC-like: one image, candidate texts in a list, the label a field.
+    write(
+        "i2t.json",
+        r#"[{"query": "a.png", "keys": ["x", "y", "z"], "label": 2}, {"query": "b.png", "keys": ["u", "v"], "label": "0"}]"#,
+    );
+    let i2t = write(
+        "i2t.toml",
+        "id = \"t-i2t\"\ndescription = \"d\"\n[source]\nfile = \"i2t.json\"\nformat = \"json\"\n[item]\nimages = [\"{query}\"]\ntexts_list = \"keys\"\ntruth = { text = \"{label}\" }\n[metrics]\nfamily = \"choice\"\nties = \"first\"\n",
+    );
+    let suite = find(i2t.to_str().unwrap()).unwrap().load(dir.path()).unwrap();
+    assert_eq!((suite.items[0].texts.len(), suite.items[1].texts.len()), (3, 2));
+    assert!(suite.items[0].truth.is_match(0, 2) && suite.items[1].truth.is_match(0, 0));
+    let mut scores = ScoreTensor::new();
+    scores.push(1, 3, &[0.1, 0.2, 0.9]).unwrap(); // the label wins
+    scores.push(1, 2, &[0.3, 0.4]).unwrap(); // the label loses
+    assert_eq!(suite.evaluate(&scores).unwrap().metric("i2t_accuracy"), Some(50.0));
+
+    // Text-to-image: candidate images in a list, the answer a field.
+    write("t2i.jsonl", "{\"text\": \"t\", \"imgs\": [\"a.png\", \"b.png\"], \"answer\": 1}\n");
+    let t2i = write(
+        "t2i.toml",
+        "id = \"t-t2i\"\ndescription = \"d\"\n[source]\nfile = \"t2i.jsonl\"\nformat = \"jsonl\"\n[item]\nimages_list = \"imgs\"\ntexts = [\"{text}\"]\ntruth = { image = \"{answer}\" }\n[metrics]\nfamily = \"choice\"\nheadline = \"t2i_accuracy\"\n",
+    );
+    let suite = find(t2i.to_str().unwrap()).unwrap().load(dir.path()).unwrap();
+    let mut scores = ScoreTensor::new();
+    scores.push(2, 1, &[0.2, 0.7]).unwrap();
+    assert_eq!(suite.evaluate(&scores).unwrap().metric("t2i_accuracy"), Some(100.0));
+
+    // VALSE-like pairwise: caption and foil, truth as explicit pairs.
+    write("pairs.csv", "image,caption,foil\na.png,\"a dog, running\",a cat\nb.png,two,three\n");
+    let pairwise = write(
+        "pairwise.toml",
+        "id = \"t-pairs\"\ndescription = \"d\"\n[source]\nfile = \"pairs.csv\"\nformat = \"csv\"\n[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\", \"{foil}\"]\ntruth = { pairs = [[0, 0]] }\n[metrics]\nfamily = \"pairwise\"\n",
+    );
+    let suite = find(pairwise.to_str().unwrap()).unwrap().load(dir.path()).unwrap();
+    assert_eq!(suite.items[0].texts, ["a dog, running", "a cat"]);
+    let mut scores = ScoreTensor::new();
+    scores.push(1, 2, &[0.8, 0.1]).unwrap();
+    scores.push(1, 2, &[0.5, 0.5]).unwrap(); // a tie is a miss
+    assert_eq!(suite.evaluate(&scores).unwrap().metric("acc_r"), Some(50.0));
+
+    // A label outside the item is bad data naming the record and the key.
+    write("i2t.json", r#"[{"query": "a.png", "keys": ["x"], "label": 3}]"#);
+    let (_, problems) = find(i2t.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    let message = problems[0].to_string();
+    assert!(message.contains("entry 0") && message.contains("`item.truth`") && message.contains("text 3 of an item with 1"), "{message}");
+}
