@@ -423,5 +423,8 @@ fn truth_from_fields_lists_and_every_family() {
     write("i2t.json", r#"[{"query": "a.png", "keys": ["x"], "label": 3}]"#);
     let (_, problems) = find(i2t.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
     let message = problems[0].to_string();
-    assert!(message.contains("entry 0") && message.contains("`item.truth`") && message.contains("text 3 of an item with 1"), "{message}");
+    assert!(
+        message.contains("entry 0") && message.contains("`item.truth`") && message.contains("text 3 of an item with 1"),
+        "{message}"
+    );
 }

@@ -169,13 +169,12 @@ impl EmbeddingCache {
         self.entries.is_empty()
     }
 
-    /// Stores a batch of embeddings: appended to this process's segment and flushed. The
-    /// cache is an accelerator, never a point of failure: a write that fails (read-only
-    /// location, full disk) warns once, and the run goes on without storing.
-    pub fn append(&mut self, batch: &[(Key, Vec<f32>)]) -> Result<()> {
-        for (key, values) in batch {
-            self.entries.insert(*key, values.clone());
-        }
+    /// Stores a batch of embeddings: appended to this process's segment and flushed, not kept
+    /// in memory (the caller holds what it encoded; [`EmbeddingCache::get`] serves what
+    /// earlier runs stored). The cache is an accelerator, never a point of failure: a write
+    /// that fails (read-only location, full disk) warns once, and the run goes on without
+    /// storing.
+    pub fn append(&mut self, batch: &[(Key, &[f32])]) -> Result<()> {
         if self.write_failed {
             return Ok(());
         }
@@ -186,7 +185,7 @@ impl EmbeddingCache {
         Ok(())
     }
 
-    fn write(&mut self, batch: &[(Key, Vec<f32>)]) -> Result<()> {
+    fn write(&mut self, batch: &[(Key, &[f32])]) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let mut buf = Vec::new();
         for (key, values) in batch {

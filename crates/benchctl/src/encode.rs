@@ -120,32 +120,25 @@ pub(crate) fn text_keys(texts: &[&String]) -> Vec<cache::Key> {
     texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect()
 }
 
-/// Assembles `(n, dim)` embeddings from per-input rows.
-pub(crate) fn stack(rows: Vec<Vec<f32>>, device: &Device, what: &str) -> Result<Tensor> {
-    let n = rows.len();
-    let dim = rows.first().map(Vec::len).unwrap_or(0);
-    Tensor::from_vec(rows.concat(), (n, dim), device)
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("gather {what} embeddings: {e}"), e))
-}
-
-pub(crate) fn to_rows(embeddings: &Tensor, what: &str) -> Result<Vec<Vec<f32>>> {
-    embeddings
-        .to_dtype(DType::F32)
-        .and_then(|e| e.to_vec2::<f32>())
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("read {what} embeddings: {e}"), e))
+pub(crate) fn to_flat(embeddings: &Tensor, what: &str) -> Result<(Vec<f32>, usize)> {
+    let read = || -> candle_core::Result<(Vec<f32>, usize)> {
+        let (_, width) = embeddings.dims2()?;
+        Ok((embeddings.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?, width))
+    };
+    read().map_err(|e| Error::caused_by(ErrorKind::Compute, format!("read {what} embeddings: {e}"), e))
 }
 
 /// Cached rows whose length differs from most cached rows' (an entry that passed its check
 /// but cannot belong to this model, e.g. written by hand) become misses, encoded again.
-pub(crate) fn drop_odd_sized(rows: &mut [Option<Vec<f32>>], what: &str) {
+pub(crate) fn drop_odd_sized<R: AsRef<[f32]>>(rows: &mut [Option<R>], what: &str) {
     let mut lengths: HashMap<usize, usize> = HashMap::new();
     for row in rows.iter().flatten() {
-        *lengths.entry(row.len()).or_default() += 1;
+        *lengths.entry(row.as_ref().len()).or_default() += 1;
     }
     let Some((&usual, _)) = lengths.iter().max_by_key(|&(len, count)| (*count, *len)) else { return };
     let mut dropped = 0;
     for row in rows.iter_mut() {
-        if row.as_ref().is_some_and(|r| r.len() != usual) {
+        if row.as_ref().is_some_and(|r| r.as_ref().len() != usual) {
             *row = None;
             dropped += 1;
         }
@@ -188,25 +181,38 @@ pub(crate) fn encode_through_cache<P: Send>(
     mut encode: impl FnMut(P) -> Result<Tensor>,
 ) -> Result<(Tensor, Tally)> {
     let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
-    let mut rows: Vec<Option<Vec<f32>>> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, k)| if is_wanted(i) { cache.get(k).map(<[f32]>::to_vec) } else { None })
-        .collect();
-    drop_odd_sized(&mut rows, what);
-    let todo: Vec<usize> = (0..keys.len()).filter(|&i| is_wanted(i) && rows[i].is_none()).collect();
+    let n = keys.len();
+    // The embeddings go straight into one `n × dim` buffer, the tensor's own: neither the
+    // cache nor per-row vectors hold a second copy (2M texts of a 512-wide model are 4 GB a copy).
+    let (mut flat, mut dim) = (Vec::new(), 0);
+    let mut filled = vec![false; n];
+    {
+        let mut cached: Vec<Option<&[f32]>> =
+            keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.get(k) } else { None }).collect();
+        drop_odd_sized(&mut cached, what);
+        if let Some(row) = cached.iter().flatten().next() {
+            dim = row.len();
+            flat = vec![0f32; n * dim];
+        }
+        for (i, row) in cached.iter().enumerate() {
+            if let Some(row) = row {
+                flat[i * dim..(i + 1) * dim].copy_from_slice(row);
+                filled[i] = true;
+            }
+        }
+    }
+    let todo: Vec<usize> = (0..n).filter(|&i| is_wanted(i) && !filled[i]).collect();
     let plan: Vec<Vec<usize>> = match wanted {
         None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
         Some(_) => {
-            let all: Vec<usize> = (0..keys.len()).collect();
+            let all: Vec<usize> = (0..n).collect();
             all.chunks(batch)
                 .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
                 .map(<[usize]>::to_vec)
                 .collect()
         }
     };
-    let mut tally =
-        Tally { cached: (0..keys.len()).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
+    let mut tally = Tally { cached: (0..n).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
     let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
     std::thread::scope(|scope| -> Result<()> {
         let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
@@ -223,10 +229,22 @@ pub(crate) fn encode_through_cache<P: Send>(
             let prepared = receiver.recv().map_err(|_| {
                 Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped"))
             })??;
-            let encoded = to_rows(&encode(prepared)?, what)?;
-            cache.append(&chunk.iter().zip(&encoded).map(|(&i, e)| (keys[i], e.clone())).collect::<Vec<_>>())?;
-            for (&i, e) in chunk.iter().zip(encoded) {
-                rows[i] = Some(e);
+            let (values, width) = to_flat(&encode(prepared)?, what)?;
+            if flat.is_empty() {
+                dim = width;
+                flat = vec![0f32; n * dim];
+            } else if width != dim {
+                return Err(Error::new(
+                    ErrorKind::Compute,
+                    format!("gather {what} embeddings: the model gave {width} values per input, the cache {dim}"),
+                ));
+            }
+            let rows: Vec<(cache::Key, &[f32])> =
+                chunk.iter().zip(values.chunks_exact(dim.max(1))).map(|(&i, row)| (keys[i], row)).collect();
+            cache.append(&rows)?;
+            for (&i, row) in chunk.iter().zip(values.chunks_exact(dim.max(1))) {
+                flat[i * dim..(i + 1) * dim].copy_from_slice(row);
+                filled[i] = true;
             }
             tally.encoded += chunk.len();
             tally.batches += 1;
@@ -236,20 +254,15 @@ pub(crate) fn encode_through_cache<P: Send>(
         Ok(())
     })?;
     bar.finish_and_clear();
-    let dim = rows.iter().flatten().map(Vec::len).next().unwrap_or(0);
-    let rows = rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| match r {
-            Some(r) => Ok(r),
-            None if !is_wanted(i) => Ok(vec![0.0; dim]),
-            None => Err(Error::new(
-                ErrorKind::Compute,
-                format!("gather {what} embeddings: a row was neither cached nor encoded"),
-            )),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((stack(rows, device, what)?, tally))
+    if (0..n).any(|i| is_wanted(i) && !filled[i]) {
+        return Err(Error::new(
+            ErrorKind::Compute,
+            format!("gather {what} embeddings: a row was neither cached nor encoded"),
+        ));
+    }
+    let embeddings = Tensor::from_vec(flat, (n, dim), device)
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("gather {what} embeddings: {e}"), e))?;
+    Ok((embeddings, tally))
 }
 
 /// One decoded image through the model's preprocessing, by the mode PIL would hold it in
@@ -401,8 +414,9 @@ pub(crate) fn score_pairs_through_cache(
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
-            cache
-                .append(&chunk.iter().zip(&scores).map(|(&(_, p), &v)| (pair_keys[p], vec![v])).collect::<Vec<_>>())?;
+            let entries: Vec<(cache::Key, &[f32])> =
+                chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys[p], std::slice::from_ref(v))).collect();
+            cache.append(&entries)?;
             for (&(_, p), v) in chunk.iter().zip(scores) {
                 values[p] = Some(v);
             }

@@ -126,7 +126,7 @@ impl ResolvedModel {
         let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
         let (key, values) = Head::of(&model).entry();
         if cache.get(&key) != Some(&values[..]) {
-            cache.append(&[(key, values)])?;
+            cache.append(&[(key, &values)])?;
         }
         Ok(LoadedModel { model, record: self.record.clone() })
     }

@@ -309,7 +309,7 @@ fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> std::r
 }
 
 /// The score dump of an item suite: one line per item with its id and K×L scores.
-pub fn item_dump(suite: &Suite, scores: &ScoreTensor) -> Vec<serde_json::Value> {
+pub fn item_dump(suite: &Suite, scores: &ScoreTensor) -> Vec<String> {
     suite
         .items
         .iter()
@@ -319,14 +319,14 @@ pub fn item_dump(suite: &Suite, scores: &ScoreTensor) -> Vec<serde_json::Value> 
             // scores keep every digit.
             let rows: Vec<Vec<f64>> =
                 (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect();
-            serde_json::json!({"id": item.id, "scores": rows})
+            serde_json::json!({"id": item.id, "scores": rows}).to_string()
         })
         .collect()
 }
 
 /// Writes the run and its dump (one JSON line each) under `results_dir/runs/`; returns the
 /// run file. Files are written to a temporary name and renamed, so a crash leaves no half file.
-pub fn store(results_dir: &Path, run: &Run, dump_lines: &[serde_json::Value]) -> Result<PathBuf> {
+pub fn store(results_dir: &Path, run: &Run, dump_lines: &[impl std::fmt::Display]) -> Result<PathBuf> {
     let runs = results_dir.join("runs");
     std::fs::create_dir_all(&runs)
         .map_err(|e| Error::results(format!("create results directory {}: {e}", runs.display())))?;

@@ -136,7 +136,7 @@ impl Scored {
             }
             Detail::Galleries { data_dir } => {
                 // `run` validated every line; they are the stored item scores.
-                let dump = results::dump_lines(&args.scores)?;
+                let dump = results::dump_lines(&args.scores)?.iter().map(ToString::to_string).collect();
                 let record = SuiteRecord {
                     id: self.suite_id.clone(),
                     data_dir: data_dir.display().to_string(),

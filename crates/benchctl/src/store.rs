@@ -312,7 +312,7 @@ impl Store {
 
     /// Inserts a run, its metrics with intervals and its item scores in one transaction,
     /// with the name of the run file (under `runs/`) it was exported to; returns the run's id.
-    pub fn insert(&mut self, run: &Run, item_lines: &[serde_json::Value], run_file: Option<&str>) -> Result<i64> {
+    pub fn insert(&mut self, run: &Run, item_lines: &[impl std::fmt::Display], run_file: Option<&str>) -> Result<i64> {
         let path = self.path.clone();
         let err = |what: &str| db_error(&path, what);
         let tx =

@@ -176,8 +176,9 @@ fn cache_segments() {
         .collect();
     {
         let mut cache = benchctl::cache::EmbeddingCache::open(root.path(), namespace).unwrap();
-        cache.append(&stored[..3]).unwrap();
-        cache.append(&stored[3..]).unwrap();
+        let entries: Vec<(benchctl::cache::Key, &[f32])> = stored.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        cache.append(&entries[..3]).unwrap();
+        cache.append(&entries[3..]).unwrap();
     }
     let segment = walk(root.path()).into_iter().find(|p| p.is_file()).expect("a segment file");
     let valid = std::fs::read(&segment).unwrap();

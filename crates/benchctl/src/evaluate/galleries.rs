@@ -369,6 +369,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         .flat_map(|r| {
             r.outcomes.iter().enumerate().map(|(q, o)| {
                 json!({"gallery": r.name, "direction": r.direction, "query": q, "candidates": r.candidates, "rank": o.rank, "top1_altered": o.top1_altered})
+                .to_string()
             })
         })
         .collect();

@@ -28,8 +28,9 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 /// A finished evaluation, not yet stored.
 pub struct Evaluation {
     pub run: Run,
-    /// The score dump's lines.
-    pub dump: Vec<serde_json::Value>,
+    /// The score dump's lines, each one JSON object as written (kept as text: a million
+    /// items' lines as `serde_json::Value`s took about 1.5 KB each).
+    pub dump: Vec<String>,
     /// An item suite and its scores (retrieval suites have none).
     pub scored: Option<(Suite, ScoreTensor)>,
 }
