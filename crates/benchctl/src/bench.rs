@@ -253,7 +253,8 @@ fn rss_mib() -> Option<f64> {
 
 /// The memory ceiling of loading annotations: a Winoground `examples.jsonl` of 1,000,000 items
 /// (two 8×8 images shared by all, so only the annotations grow), loaded as `eval` loads it;
-/// the resident memory before and after, per item.
+/// the resident memory before and after, per item; then a whole `eval` of its first
+/// [`EVAL_ITEMS`] items with a tiny random CLIP, and that child's peak RSS.
 fn annotations() -> Result<(String, Vec<PartResult>)> {
     let items = 1_000_000;
     let dir = std::env::temp_dir().join(format!("benchctl-bench-annotations-{}", std::process::id()));
@@ -264,18 +265,31 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
                 .save(dir.join("images").join(format!("{name}.png")))
                 .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))?;
         }
-        let mut file = std::io::BufWriter::new(
-            std::fs::File::create(dir.join("examples.jsonl")).map_err(io("write examples.jsonl"))?,
-        );
+        // The first EVAL_ITEMS items also make a suite of their own, for the whole eval below.
+        let eval_dir = dir.join("eval");
+        std::fs::create_dir_all(eval_dir.join("images")).map_err(io("create the eval suite"))?;
+        for name in ["a", "b"] {
+            std::fs::copy(
+                dir.join("images").join(format!("{name}.png")),
+                eval_dir.join("images").join(format!("{name}.png")),
+            )
+            .map_err(io("copy an image"))?;
+        }
+        let create = |path: std::path::PathBuf| {
+            std::fs::File::create(path).map(std::io::BufWriter::new).map_err(io("write examples.jsonl"))
+        };
+        let (mut file, mut eval_file) = (create(dir.join("examples.jsonl"))?, create(eval_dir.join("examples.jsonl"))?);
         for i in 0..items {
             use std::io::Write;
-            writeln!(
-                file,
+            let line = format!(
                 r#"{{"id": {i}, "image_0": "a", "image_1": "b", "caption_0": "a small dog to the left of a red car number {i}", "caption_1": "a red car to the left of a small dog number {i}", "tag": "Relation-Spatial", "secondary_tag": "Symbolic", "num_main_preds": 1, "collapsed_tag": "Relation"}}"#
-            )
-            .map_err(io("write examples.jsonl"))?;
+            );
+            writeln!(file, "{line}").map_err(io("write examples.jsonl"))?;
+            if i < EVAL_ITEMS {
+                writeln!(eval_file, "{line}").map_err(io("write examples.jsonl"))?;
+            }
         }
-        drop(file);
+        drop((file, eval_file));
         let bytes = std::fs::metadata(dir.join("examples.jsonl")).map(|m| m.len() as f64).unwrap_or(f64::NAN);
         let before = rss_mib().unwrap_or(f64::NAN);
         let started = Instant::now();
@@ -289,6 +303,17 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
             ));
         }
         drop(suite);
+        // A whole eval of the first EVAL_ITEMS items (2 captions each, all distinct) with a tiny
+        // random CLIP, in a child process: the memory an eval holds per item beyond the model.
+        let model_dir = dir.join("model");
+        std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
+        std::fs::write(model_dir.join("config.json"), TINY_CLIP_CONFIG).map_err(io("write config.json"))?;
+        std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER).map_err(io("write tokenizer.json"))?;
+        let config = ClipConfig::from_file(&model_dir.join("config.json"))?;
+        Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
+        let options = ["--no-cache", "--batch-size", "256"];
+        let (_, eval_s, eval_rss) =
+            eval_child(&model_dir, &eval_dir, &dir.join("results"), &dir.join("cache"), &options)?;
         Ok(vec![PartResult {
             part: "annotations",
             batch: items,
@@ -301,12 +326,25 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
                 ("load_s", seconds),
                 ("suite_mib", after - before),
                 ("bytes_per_item", (after - before) * (1 << 20) as f64 / items as f64),
+                ("eval_items", EVAL_ITEMS as f64),
+                ("eval_wall_s", eval_s),
+                ("eval_peak_rss_mib", eval_rss),
+                ("eval_bytes_per_item", eval_rss * (1 << 20) as f64 / EVAL_ITEMS as f64),
             ],
         }])
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(("winoground examples.jsonl, 1,000,000 items".to_string(), result?))
+    Ok((format!("winoground examples.jsonl, 1,000,000 items (eval: the first {EVAL_ITEMS})"), result?))
 }
+
+/// Items of the annotations benchmark's whole eval (a tiny model: the memory is the suite's).
+const EVAL_ITEMS: usize = 100_000;
+
+/// A tiny CLIP (2 layers of width 32 and 48, projection 24), for evaluations whose cost is the
+/// suite's, not the model's.
+const TINY_CLIP_CONFIG: &str = r#"{"model_type": "clip", "projection_dim": 24,
+ "text_config": {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2},
+ "vision_config": {"hidden_size": 48, "intermediate_size": 96, "num_attention_heads": 3, "num_hidden_layers": 2, "patch_size": 32, "image_size": 224}}"#;
 
 /// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the
 /// parity fixtures (OpenAI's BPE), built into the binary so the benchmark needs no files.
