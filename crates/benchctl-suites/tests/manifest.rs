@@ -187,6 +187,17 @@ fn winoground_as_a_manifest_gives_the_built_in_report() {
     assert_eq!(find("winoground-manifest").unwrap().headline, find("winoground").unwrap().headline);
 }
 
+/// Every bundled manifest is found by its id, which is its file's stem, and parses.
+#[test]
+fn bundled_manifests_are_found_by_their_id() {
+    for (file, text) in benchctl_suites::manifest::BUNDLED {
+        let id = file.strip_suffix(".toml").unwrap();
+        assert!(text.lines().any(|l| l == format!("id = \"{id}\"")), "{file} declares the id {id}");
+        assert_eq!(find(id).unwrap().id, id);
+    }
+    assert_eq!(benchctl_suites::manifest::bundled_suites().len(), benchctl_suites::manifest::BUNDLED.len());
+}
+
 /// Every problem in a manifest is refused with its key and line. A bundled manifest's own file
 /// is that bundled suite.
 #[test]

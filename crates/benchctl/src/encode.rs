@@ -239,10 +239,9 @@ pub(crate) fn encode_through_cache<P: Send>(
                     format!("gather {what} embeddings: the model gave {width} values per input, the cache {dim}"),
                 ));
             }
-            let rows: Vec<(cache::Key, &[f32])> =
-                chunk.iter().zip(values.chunks_exact(dim.max(1))).map(|(&i, row)| (keys[i], row)).collect();
-            cache.append(&rows)?;
-            for (&i, row) in chunk.iter().zip(values.chunks_exact(dim.max(1))) {
+            let rows: Vec<(usize, &[f32])> = chunk.iter().copied().zip(values.chunks_exact(dim.max(1))).collect();
+            cache.append(&rows.iter().map(|&(i, row)| (keys[i], row)).collect::<Vec<_>>())?;
+            for (i, row) in rows {
                 flat[i * dim..(i + 1) * dim].copy_from_slice(row);
                 filled[i] = true;
             }

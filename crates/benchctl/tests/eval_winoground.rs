@@ -237,20 +237,8 @@ fn an_image_followed_by_a_gibibyte_of_zeros_is_read_in_bounded_memory() {
     let run = |data: &std::path::Path| {
         let results = common::scratch_dir("gib-tail");
         let cache = common::scratch_dir("gib-tail-cache");
-        let (out, rss) = common::benchctl_peak_rss(
-            &[
-                "eval",
-                "--model-path",
-                &model,
-                "--suite",
-                "winoground",
-                "--data-dir",
-                data.to_str().unwrap(),
-                "--results-dir",
-                results.to_str().unwrap(),
-            ],
-            &[("BENCHCTL_CACHE", cache.to_str().unwrap())],
-        );
+        let args = common::eval_args(&model, "winoground", data.to_str().unwrap(), results.to_str().unwrap(), &[]);
+        let (out, rss) = common::benchctl_peak_rss(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
         let (path, json) = common::stored_run(&out);
         (std::fs::read_to_string(common::dump_path(&path, &json)).unwrap(), json, rss)
     };

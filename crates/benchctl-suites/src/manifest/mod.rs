@@ -492,8 +492,8 @@ fn leak(s: &str) -> &'static str {
 /// parsed once; its suite description lives as long as the process.
 static REGISTRY: Mutex<Vec<(String, &'static Manifest, &'static SuiteInfo)>> = Mutex::new(Vec::new());
 
-/// The suite of a manifest: `spec` is a path to a `.toml` file, a bundled manifest's id or
-/// file stem, or the stem of `datasets/manifests/<spec>.toml` under the working directory.
+/// The suite of a manifest: `spec` is a path to a `.toml` file, a bundled manifest's id
+/// (its file stem), or the stem of `datasets/manifests/<spec>.toml` under the working directory.
 /// `Ok(None)` when `spec` names no manifest.
 pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
     let mut registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
@@ -533,11 +533,9 @@ pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
     Ok(Some(info))
 }
 
-/// A bundled manifest whose id or file stem is `name`.
+/// The bundled manifest with id `name` (each is saved as `<id>.toml`).
 fn bundled(name: &str) -> Option<(&'static str, &'static str)> {
-    BUNDLED.iter().copied().find(|(file, text)| {
-        file.strip_suffix(".toml") == Some(name) || text.lines().any(|l| l.trim() == format!("id = \"{name}\""))
-    })
+    BUNDLED.iter().copied().find(|(file, _)| file.strip_suffix(".toml") == Some(name))
 }
 
 /// Every bundled manifest's suite.

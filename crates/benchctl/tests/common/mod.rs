@@ -9,18 +9,37 @@ use std::process::{Command, Output};
 /// directory for tests (`target/tmp`), never left behind in the system's.
 pub fn benchctl(args: &[&str], env: &[(&str, &str)]) -> Output {
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
-    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
+    let mut cmd = command(args, env);
     if !env.iter().any(|(k, _)| *k == "BENCHCTL_CACHE") {
         let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cache-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&cache);
         cmd.env("BENCHCTL_CACHE", cache);
     }
+    cmd.output().expect("run benchctl")
+}
+
+/// The built `benchctl` with `args` and `env`, without the hub's variables of the caller.
+fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
+    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run benchctl")
+    cmd
+}
+
+/// `eval --model-path model --suite suite --data-dir data --results-dir results` plus `extra`.
+pub fn eval_args<'a>(
+    model: &'a str,
+    suite: &'a str,
+    data: &'a str,
+    results: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec!["eval", "--model-path", model, "--suite", suite, "--data-dir", data, "--results-dir", results];
+    args.extend_from_slice(extra);
+    args
 }
 
 /// A fresh directory under cargo's temporary directory for tests (`target/tmp`), for results
@@ -95,19 +114,8 @@ pub fn eval_model(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (PathBuf, serde_json::Value, Output) {
-    let mut args = vec![
-        "eval",
-        "--model-path",
-        model.to_str().unwrap(),
-        "--suite",
-        suite,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let out = benchctl(&args, env);
+    let (model, data, results) = (model.to_str().unwrap(), data.to_str().unwrap(), results.to_str().unwrap());
+    let out = benchctl(&eval_args(model, suite, data, results, extra), env);
     let (path, json) = stored_run(&out);
     (path, json, out)
 }
@@ -144,12 +152,8 @@ pub fn score_external(data: &Path, scores: &Path, name: &str, results: &Path, ex
 pub fn benchctl_peak_rss(args: &[&str], env: &[(&str, &str)]) -> (Output, f64) {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
-    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut child =
+        command(args, env).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
     let err_reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
