@@ -21,7 +21,7 @@ pub mod truth;
 pub use metrics::MetricFamily;
 pub use report::{Breakdown, Group, Report};
 pub use scores::{ScoreKind, ScoreMatrix, ScoreTensor};
-pub use truth::{Tags, Truth};
+pub use truth::{TagSets, Tags, Truth};
 
 /// An error from scoring: scores that do not fit the items they claim to score.
 #[derive(Debug, Clone, PartialEq)]

@@ -59,6 +59,7 @@ fn tags(collapsed: &str, secondary: &[&str]) -> Tags {
         ("collapsed_tag".into(), vec![collapsed.into()]),
         ("secondary_tag".into(), secondary.iter().map(|s| s.to_string()).collect()),
     ]
+    .into()
 }
 
 #[test]
@@ -133,7 +134,7 @@ fn mismatched_scores_are_errors() {
 fn pairwise_accuracy_with_micro_and_macro_averages() {
     // One image, [caption, foil]: a hit needs the caption strictly above the foil.
     let truth = Truth::new(1, 2, vec![true, false]).unwrap();
-    let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])] };
+    let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])].into() };
     let tags = [piece("plurals"), piece("plurals"), piece("plurals"), piece("existence")];
     let mut scores = ScoreTensor::new();
     scores.push(1, 2, &[0.9, 0.1]).unwrap(); // hit
@@ -159,7 +160,7 @@ fn pairwise_accuracy_with_micro_and_macro_averages() {
 fn choice_accuracy_in_both_directions_ties_missing() {
     let i2t = Truth::new(1, 3, vec![false, false, true]).unwrap();
     let t2i = Truth::new(2, 1, vec![true, false]).unwrap();
-    let subset = |s: &str| -> Tags { vec![("subset".into(), vec![s.into()])] };
+    let subset = |s: &str| -> Tags { vec![("subset".into(), vec![s.into()])].into() };
     let (a, b) = (subset("count"), subset("existence"));
     let mut scores = ScoreTensor::new();
     scores.push(1, 3, &[0.1, 0.2, 0.9]).unwrap(); // i2t hit
@@ -199,7 +200,7 @@ fn eqsim_deviation_with_mean_and_quartiles() {
     assert_eq!(eqsim_deviation(&ScoreMatrix::new(1, 2, &[1.0, 2.0]).unwrap()), None);
 
     let truth = Truth::diagonal(2);
-    let split = |s: &str| -> Tags { vec![("split".into(), vec![s.into()])] };
+    let split = |s: &str| -> Tags { vec![("split".into(), vec![s.into()])].into() };
     let (a, b) = (split("eqbensd"), split("eqbengebc"));
     let mut scores = ScoreTensor::new();
     // Deviations 0, 1, 2, 4 (integers, so exact): s11, s12, s21, s22 = (x, 0, 0, 0) → 2|x|.
@@ -270,7 +271,7 @@ fn retrieval_ranks_ties_and_altered_top1() {
 #[test]
 fn valse_probability_metrics() {
     let truth = Truth::new(1, 2, vec![true, false]).unwrap();
-    let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])] };
+    let piece = |p: &str| -> Tags { vec![("piece".into(), vec![p.into()])].into() };
     let (a, b) = (piece("plurals"), piece("existence"));
     let mut scores = ScoreTensor::probabilities();
     scores.push(1, 2, &[0.9, 0.2]).unwrap(); // caption > .5, foil < .5, caption > foil
@@ -355,7 +356,7 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     for (split, items) in layout {
         for values in items {
             scores.push(2, 2, values).unwrap();
-            tags.push(vec![("split".into(), vec![split.into()])]);
+            tags.push(vec![("split".into(), vec![split.into()])].into());
         }
     }
     let views: Vec<ItemView<'_>> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
@@ -401,7 +402,7 @@ fn ties_first_reproduces_argmax_on_choice_items() {
 
     let i2t = Truth::new(1, 3, vec![true, false, false]).unwrap();
     let t2i = Truth::new(3, 1, vec![false, true, false]).unwrap();
-    let none: Tags = Vec::new();
+    let none = Tags::new();
     let mut scores = ScoreTensor::new();
     scores.push(1, 3, &[0.5, 0.5, 0.1]).unwrap(); // label 0 tied with 1: argmax 0, a hit under first
     scores.push(3, 1, &[0.7, 0.7, 0.1]).unwrap(); // label 1 tied with 0: argmax 0, a miss either way
@@ -443,7 +444,7 @@ fn logits_keep_the_margins_that_saturated_probabilities_lose() {
 
     // VALSE's thresholds on logits: σ(0) = 0.5 is neither (as the probability would be), σ(3) > 0.5.
     let truth = Truth::first_text_matches(2);
-    let tags: Tags = vec![("piece".into(), vec!["p".into()])];
+    let tags: Tags = vec![("piece".into(), vec!["p".into()])].into();
     let mut scores = ScoreTensor::of_kind(ScoreKind::Logit);
     scores.push(1, 2, &[3.0, -3.0]).unwrap(); // caption p > 0.5, foil p < 0.5
     scores.push(1, 2, &[0.0, -40.0]).unwrap(); // caption exactly 0.5: a miss for p_c
@@ -463,7 +464,7 @@ fn logits_keep_the_margins_that_saturated_probabilities_lose() {
 #[test]
 fn external_scores_keep_f64_precision() {
     let truth = Truth::diagonal(2);
-    let none: Tags = Vec::new();
+    let none = Tags::new();
     let views = [ItemView { truth: &truth, tags: &none }; 2];
     let mut scores = ScoreTensor::new();
     // c0i0, c1i0, c0i1, c1i1: each image's caption wins by 1e-9; as f32 every pair ties.

@@ -19,7 +19,7 @@ fn items(n: usize, seed: u64) -> (ScoreTensor, Vec<Truth>, Vec<Tags>) {
         let v: Vec<f32> = (0..4).map(|_| next()).collect();
         scores.push(2, 2, &v).unwrap();
     }
-    let tags: Vec<Tags> = (0..n).map(|i| vec![("piece".to_string(), vec![format!("p{}", i % 3)])]).collect();
+    let tags: Vec<Tags> = (0..n).map(|i| vec![("piece".to_string(), vec![format!("p{}", i % 3)])].into()).collect();
     (scores, (0..n).map(|_| Truth::diagonal(2)).collect(), tags)
 }
 

@@ -31,7 +31,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::{SubsetAverage, Summary};
-use benchctl_scoring::{MetricFamily, Truth};
+use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -337,6 +337,7 @@ fn group_entries(
     });
     let mut item_of = vec![None; partials.len()];
     let mut items = Vec::with_capacity(partials.len());
+    let mut tag_sets = TagSets::default();
     for p in order {
         let partial = &partials[p];
         let id = format!("{}/{}", partial.split, partial.sample);
@@ -371,7 +372,7 @@ fn group_entries(
             images,
             texts,
             truth: Truth::diagonal(2),
-            tags: vec![("split".into(), vec![partial.split.clone()])],
+            tags: tag_sets.intern(vec![("split".into(), vec![partial.split.clone()])]),
         });
     }
     // Entries of items that could not be built have no slot; the order then covers only part
@@ -445,9 +446,10 @@ pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     };
     let (image_root, light) =
         image_root(data_dir, probe_image(entries.iter().filter_map(|e| e.image0.as_deref())), &[SUBSET_IMAGES]);
+    let mut tag_sets = TagSets::default();
     for (index, entry) in entries.iter().enumerate() {
         let at = format!("{} entry {index}", path.display());
-        match subset_item(entry, index, &image_root, light, &at) {
+        match subset_item(entry, index, &image_root, light, &mut tag_sets, &at) {
             Ok(item) => suite.items.push(item),
             Err(e) => problems.push(e),
         }
@@ -455,7 +457,14 @@ pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     suite
 }
 
-fn subset_item(entry: &SubsetEntry, index: usize, image_root: &Path, light: bool, at: &str) -> Result<Item> {
+fn subset_item(
+    entry: &SubsetEntry,
+    index: usize,
+    image_root: &Path,
+    light: bool,
+    tag_sets: &mut TagSets,
+    at: &str,
+) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
     let image = |name: &str, rel: &Option<String>| -> Result<(ImageSource, String)> {
         let rel = rel.as_deref().ok_or_else(|| malformed(format!("missing key `{name}`")))?;
@@ -484,7 +493,7 @@ fn subset_item(entry: &SubsetEntry, index: usize, image_root: &Path, light: bool
         images: vec![image0, image1],
         texts: vec![caption("caption0", &entry.caption0)?, caption("caption1", &entry.caption1)?],
         truth: Truth::diagonal(2),
-        tags: vec![("split".into(), vec![split])],
+        tags: tag_sets.intern(vec![("split".into(), vec![split])]),
     })
 }
 

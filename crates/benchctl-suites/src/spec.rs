@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::Summary;
-use benchctl_scoring::{MetricFamily, Truth};
+use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -99,9 +99,10 @@ fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, prob
         return Vec::new();
     };
     let mut items = Vec::new();
+    let mut tag_sets = TagSets::default();
     for (index, entry) in entries.into_iter().enumerate() {
         let at = format!("{} entry {index}", path.display());
-        match parse_entry(folder, subset, index, entry, image_to_text, &at) {
+        match parse_entry(folder, subset, index, entry, image_to_text, &mut tag_sets, &at) {
             Ok(item) => items.push(item),
             Err(e) => problems.push(e),
         }
@@ -110,7 +111,15 @@ fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, prob
 }
 
 /// One entry as a 1×L (image-to-text) or K×1 (text-to-image) item; `at` names the file and entry.
-fn parse_entry(folder: &Path, subset: &str, index: usize, entry: Value, image_to_text: bool, at: &str) -> Result<Item> {
+fn parse_entry(
+    folder: &Path,
+    subset: &str,
+    index: usize,
+    entry: Value,
+    image_to_text: bool,
+    tag_sets: &mut TagSets,
+    at: &str,
+) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
     let entry: Entry = serde_json::from_value(entry).map_err(|e| malformed(e.to_string()))?;
     let n = entry.keys.len();
@@ -136,6 +145,7 @@ fn parse_entry(folder: &Path, subset: &str, index: usize, entry: Value, image_to
         images,
         texts,
         truth: truth.map_err(|e| malformed(e.to_string()))?,
-        tags: vec![("subset".into(), vec![subset.into()]), ("direction".into(), vec![direction.into()])],
+        tags: tag_sets
+            .intern(vec![("subset".into(), vec![subset.into()]), ("direction".into(), vec![direction.into()])]),
     })
 }

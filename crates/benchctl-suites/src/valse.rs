@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use benchctl_scoring::metrics::Summary;
-use benchctl_scoring::{MetricFamily, Truth};
+use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde_json::Value;
 
 use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
@@ -138,6 +138,7 @@ pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<
     let mut items = Vec::new();
     let mut invalid = 0;
     let mut first_at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut tag_sets = TagSets::default();
     for (position, (key, record)) in records.iter().enumerate() {
         if let Some(first) = first_at.insert(key, position) {
             problems.push(Error::new(
@@ -151,7 +152,7 @@ pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<
             ));
             continue;
         }
-        match parse_record(data_dir, piece, path, key, record) {
+        match parse_record(data_dir, piece, path, key, record, &mut tag_sets) {
             Ok(Some(item)) => items.push(item),
             Ok(None) => invalid += 1,
             Err(e) => problems.push(e),
@@ -161,7 +162,14 @@ pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<
 }
 
 /// One record as an item, or `None` when annotators did not validate its caption.
-fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &Value) -> Result<Option<Item>> {
+fn parse_record(
+    data_dir: &Path,
+    piece: &str,
+    path: &Path,
+    key: &str,
+    record: &Value,
+    tag_sets: &mut TagSets,
+) -> Result<Option<Item>> {
     let at = |field: &str| format!("{} record `{key}` key `{field}`", path.display());
     let text_field = |field: &str| -> Result<String> {
         record
@@ -199,6 +207,6 @@ fn parse_record(data_dir: &Path, piece: &str, path: &Path, key: &str, record: &V
         images: vec![ImageSource::File(image)],
         texts: vec![text_field("caption")?, text_field("foil")?],
         truth: Truth::first_text_matches(2),
-        tags: vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])],
+        tags: tag_sets.intern(vec![("piece".into(), vec![piece.into()]), ("source".into(), vec![folder.into()])]),
     }))
 }

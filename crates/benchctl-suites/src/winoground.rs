@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use benchctl_scoring::metrics::Summary;
-use benchctl_scoring::{MetricFamily, Truth};
+use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::record::{Field, Row};
 use serde::Deserialize;
@@ -58,19 +58,36 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     );
     let jsonl = data_dir.join("examples.jsonl");
     let parquet = parquet_files(data_dir);
-    let examples = if jsonl.exists() || parquet.is_empty() {
+    let mut tag_sets = TagSets::default();
+    let is_jsonl = jsonl.exists() || parquet.is_empty();
+    // Each example with the file (an index into `annotation_files`) and line or row it is on.
+    let examples: Vec<(usize, usize, Item)> = if is_jsonl {
         suite.annotation_files.push(jsonl.clone());
-        read_jsonl(&jsonl, &data_dir.join("images"), problems)
+        read_jsonl(&jsonl, &data_dir.join("images"), &mut tag_sets, problems)
+            .into_iter()
+            .map(|(l, i)| (0, l, i))
+            .collect()
     } else {
         suite.annotation_files.extend(parquet.iter().cloned());
-        parquet.iter().flat_map(|file| read_parquet(file, problems)).collect()
+        let mut examples = Vec::new();
+        for (f, file) in parquet.iter().enumerate() {
+            examples.extend(read_parquet(file, &mut tag_sets, problems).into_iter().map(|(r, i)| (f, r, i)));
+        }
+        examples
     };
-    let mut seen_ids = std::collections::HashSet::new();
-    for (at, item) in examples {
-        if seen_ids.insert(item.id.clone()) {
-            suite.items.push(item);
-        } else {
+    // Borrowed ids, not copies: a million ids would be a second copy of each.
+    let duplicate: Vec<bool> = {
+        let mut seen = std::collections::HashSet::with_capacity(examples.len());
+        examples.iter().map(|(_, _, item)| !seen.insert(item.id.as_str())).collect()
+    };
+    suite.items.reserve_exact(examples.len());
+    for ((file, place, item), duplicate) in examples.into_iter().zip(duplicate) {
+        if duplicate {
+            let file = suite.annotation_files[file].display();
+            let at = if is_jsonl { format!("{file} line {place}") } else { format!("{file} row {place}") };
             problems.push(Error::new(ErrorKind::Malformed, format!("read {at}: duplicate id {}", item.id)));
+        } else {
+            suite.items.push(item);
         }
     }
     if suite.items.is_empty() && problems.is_empty() {
@@ -99,8 +116,8 @@ fn parquet_files(data_dir: &Path) -> Vec<PathBuf> {
     Vec::new()
 }
 
-/// The items of `examples.jsonl`, each with where it was read.
-fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
+/// The items of `examples.jsonl`, each with its line number.
+fn read_jsonl(path: &Path, images_dir: &Path, tag_sets: &mut TagSets, problems: &mut Vec<Error>) -> Vec<(usize, Item)> {
     let text = match paths::read_text(path, HOW_TO_GET) {
         Ok(text) => text,
         Err(e) => {
@@ -121,18 +138,18 @@ fn read_jsonl(path: &Path, images_dir: &Path, problems: &mut Vec<Error>) -> Vec<
                     Ok(ImageSource::File(paths::inside(images_dir, &format!("{stem}.png"), &at)?))
                 };
                 let images = [image(&example.image_0)?, image(&example.image_1)?];
-                item(example, images, &at)
+                item(example, images, tag_sets, &at)
             });
         match parsed {
-            Ok(item) => items.push((at, item)),
+            Ok(item) => items.push((index + 1, item)),
             Err(e) => problems.push(e),
         }
     }
     items
 }
 
-/// The items of one parquet file, each with where it was read.
-fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
+/// The items of one parquet file, each with its row number.
+fn read_parquet(path: &Path, tag_sets: &mut TagSets, problems: &mut Vec<Error>) -> Vec<(usize, Item)> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     let reader = std::fs::File::open(path)
         .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
@@ -156,9 +173,9 @@ fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
         let at = format!("{} row {index}", path.display());
         let parsed = row
             .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))
-            .and_then(|row| parquet_item(path, &row, &at));
+            .and_then(|row| parquet_item(path, &row, tag_sets, &at));
         match parsed {
-            Ok(item) => items.push((at, item)),
+            Ok(item) => items.push((index, item)),
             Err(e) => problems.push(e),
         }
     }
@@ -166,7 +183,7 @@ fn read_parquet(path: &Path, problems: &mut Vec<Error>) -> Vec<(String, Item)> {
 }
 
 /// One parquet row as an item: scalar columns as in the jsonl form, images embedded.
-fn parquet_item(path: &Path, row: &Row, at: &str) -> Result<Item> {
+fn parquet_item(path: &Path, row: &Row, tag_sets: &mut TagSets, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
     let column = |name: &str| {
         row.get_column_iter()
@@ -216,11 +233,11 @@ fn parquet_item(path: &Path, row: &Row, at: &str) -> Result<Item> {
         collapsed_tag: text("collapsed_tag")?,
         id,
     };
-    item(example, [image(0)?, image(1)?], at)
+    item(example, [image(0)?, image(1)?], tag_sets, at)
 }
 
 /// An example as an item; `at` names the file and line or row.
-fn item(example: Example, images: [ImageSource; 2], at: &str) -> Result<Item> {
+fn item(example: Example, images: [ImageSource; 2], tag_sets: &mut TagSets, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("parse {at}: {what}"));
     let id = scalar_to_string(&example.id).ok_or_else(|| malformed("`id` must be a number or string".into()))?;
     let num_main_preds = scalar_to_string(&example.num_main_preds)
@@ -229,12 +246,12 @@ fn item(example: Example, images: [ImageSource; 2], at: &str) -> Result<Item> {
         images: images.into(),
         texts: vec![example.caption_0, example.caption_1],
         truth: Truth::diagonal(2),
-        tags: vec![
+        tags: tag_sets.intern(vec![
             ("collapsed_tag".into(), vec![example.collapsed_tag]),
             ("num_main_preds".into(), vec![num_main_preds]),
             ("secondary_tag".into(), split_tags(&example.secondary_tag)),
             ("tag".into(), split_tags(&example.tag)),
-        ],
+        ]),
         id,
     })
 }

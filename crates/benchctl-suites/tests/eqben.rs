@@ -99,7 +99,7 @@ fn the_subset_reads_its_split_from_the_image_path() {
     assert!(suite.missing_images().is_empty());
     assert!(suite.items[0].images[0].path().starts_with(dir.path().join("image_subset")));
     for (item, split) in suite.items.iter().zip(&splits) {
-        assert_eq!(item.tags, vec![("split".to_string(), vec![split.clone()])]);
+        assert_eq!(item.tags, vec![("split".to_string(), vec![split.clone()])].into());
     }
     assert_eq!(suite.items[3].texts, ["subset 3 before", "subset 3 after"]);
     assert!(suite.pair_order.is_none() && suite.incomplete.is_empty());

@@ -16,9 +16,14 @@
 //! the first bytes of SHA-256 over the namespace, key and values: a truncated tail, a corrupt
 //! record or one spliced in from another namespace is skipped (and so recomputed), never
 //! trusted.
+//!
+//! Opening a namespace reads its segments through once, checking every record, and keeps
+//! only where each valid record lies (about 60 bytes an entry); [`EmbeddingCache::get`] reads
+//! the values then, and checks them again. Millions of cached embeddings (2,000,000 captions
+//! of a 512-wide model are 4 GB) are never held in memory at once.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -78,7 +83,9 @@ pub struct EmbeddingCache {
     /// SHA-256 of the namespace string: written at the head of every segment, and part of
     /// every record's check.
     namespace: Key,
-    entries: HashMap<Key, Vec<f32>>,
+    entries: HashMap<Key, Location>,
+    /// The segments read at open, for [`EmbeddingCache::get`].
+    segments: Vec<std::fs::File>,
     segment: Option<std::fs::File>,
     /// Records skipped on load as truncated or corrupt.
     pub skipped: usize,
@@ -89,7 +96,15 @@ pub struct EmbeddingCache {
 impl EmbeddingCache {
     /// A cache that stores nothing.
     pub fn disabled() -> Self {
-        Self { dir: None, namespace: [0; 32], entries: HashMap::new(), segment: None, skipped: 0, write_failed: false }
+        Self {
+            dir: None,
+            namespace: [0; 32],
+            entries: HashMap::new(),
+            segments: Vec::new(),
+            segment: None,
+            skipped: 0,
+            write_failed: false,
+        }
     }
 
     /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
@@ -103,6 +118,7 @@ impl EmbeddingCache {
             dir: Some(dir.clone()),
             namespace,
             entries: HashMap::new(),
+            segments: Vec::new(),
             segment: None,
             skipped: 0,
             write_failed: false,
@@ -117,48 +133,84 @@ impl EmbeddingCache {
         segments.sort();
         for path in segments {
             // An unreadable segment is skipped like a corrupt one: its entries are recomputed.
-            match std::fs::read(&path) {
-                Ok(bytes) => cache.read_segment(&bytes),
+            match std::fs::File::open(&path) {
+                Ok(file) => cache.read_segment(file),
                 Err(_) => cache.skipped += 1,
             }
         }
         Ok(cache)
     }
 
-    fn read_segment(&mut self, bytes: &[u8]) {
+    /// Indexes the valid records of one segment, read as a stream. A record that fails its
+    /// check is skipped; one that is truncated or has no valid header ends the segment (each
+    /// counted in `skipped`).
+    fn read_segment(&mut self, file: std::fs::File) {
+        let segment = self.segments.len() as u32;
+        let mut reader = BufReader::with_capacity(1 << 16, &file);
+        let mut head = [0u8; SEGMENT_HEAD];
         // A segment written for another namespace, or in an older format, is not this model's.
-        if bytes.len() < SEGMENT_HEAD || &bytes[..4] != SEGMENT_MAGIC || bytes[4..SEGMENT_HEAD] != self.namespace {
+        if reader.read_exact(&mut head).is_err() || &head[..4] != SEGMENT_MAGIC || head[4..] != self.namespace {
             self.skipped += 1;
             return;
         }
-        let mut bytes = &bytes[SEGMENT_HEAD..];
-        const HEAD: usize = 4 + 32 + 4;
-        while !bytes.is_empty() {
-            if bytes.len() < HEAD || &bytes[..4] != MAGIC {
+        let mut offset = SEGMENT_HEAD as u64;
+        let mut record_head = [0u8; RECORD_HEAD];
+        let mut values = Vec::new();
+        let mut found = Vec::new();
+        loop {
+            match reader.read(&mut record_head[..1]) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(_) => {
+                    self.skipped += 1;
+                    break;
+                }
+            }
+            if reader.read_exact(&mut record_head[1..]).is_err() || &record_head[..4] != MAGIC {
                 self.skipped += 1;
-                return;
+                break;
             }
             let mut key: Key = [0; 32];
-            key.copy_from_slice(&bytes[4..36]);
-            let dim = u32::from_le_bytes(le4(&bytes[36..40])) as usize;
-            let end = HEAD + dim * 4 + 8;
-            if dim == 0 || dim > 1 << 20 || bytes.len() < end {
+            key.copy_from_slice(&record_head[4..36]);
+            let dim = u32::from_le_bytes(le4(&record_head[36..40]));
+            if dim == 0 || dim > 1 << 20 {
                 self.skipped += 1;
-                return;
+                break;
             }
-            let values = &bytes[HEAD..HEAD + dim * 4];
-            if check(&self.namespace, &key, values) == bytes[HEAD + dim * 4..end] {
-                let v = values.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect();
-                self.entries.insert(key, v);
+            values.resize(dim as usize * 4 + 8, 0);
+            if reader.read_exact(&mut values).is_err() {
+                self.skipped += 1;
+                break;
+            }
+            // A record whose check fails is skipped alone: its framing still holds.
+            let (raw, stored) = values.split_at(dim as usize * 4);
+            if check(&self.namespace, &key, raw) == stored {
+                found.push((key, Location { segment, offset: offset + RECORD_HEAD as u64, dim }));
             } else {
                 self.skipped += 1;
             }
-            bytes = &bytes[end..];
+            offset += (RECORD_HEAD + values.len()) as u64;
+        }
+        if !found.is_empty() {
+            self.entries.extend(found);
+            self.segments.push(file);
         }
     }
 
-    pub fn get(&self, key: &Key) -> Option<&[f32]> {
-        self.entries.get(key).map(Vec::as_slice)
+    /// The values stored under `key`, read from their segment and checked again (a segment
+    /// changed since it was opened gives a miss, and the input is encoded again).
+    pub fn get(&self, key: &Key) -> Option<Vec<f32>> {
+        let at = self.entries.get(key)?;
+        let mut bytes = vec![0u8; at.dim as usize * 4 + 8];
+        read_exact_at(&self.segments[at.segment as usize], &mut bytes, at.offset).ok()?;
+        let (raw, stored) = bytes.split_at(at.dim as usize * 4);
+        (check(&self.namespace, key, raw) == stored)
+            .then(|| raw.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect())
+    }
+
+    /// How many values `key` has, without reading them.
+    pub fn dim(&self, key: &Key) -> Option<usize> {
+        self.entries.get(key).map(|at| at.dim as usize)
     }
 
     pub fn len(&self) -> usize {
@@ -214,6 +266,32 @@ impl EmbeddingCache {
             }
         };
         file.write_all(&buf).and_then(|_| file.flush()).map_err(write_error)
+    }
+}
+
+/// A record's header: magic, key and dim.
+const RECORD_HEAD: usize = 4 + 32 + 4;
+
+/// Where a checked record's values lie: its segment (an index into `segments`), the byte
+/// offset of its values, and how many there are.
+#[derive(Debug, Clone, Copy)]
+struct Location {
+    segment: u32,
+    offset: u64,
+    dim: u32,
+}
+
+fn read_exact_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+    }
+    #[cfg(not(unix))]
+    {
+        use std::io::Seek;
+        let mut file = file;
+        file.seek(std::io::SeekFrom::Start(offset))?;
+        file.read_exact(buf)
     }
 }
 

@@ -130,16 +130,18 @@ pub(crate) fn to_flat(embeddings: &Tensor, what: &str) -> Result<(Vec<f32>, usiz
 
 /// Cached rows whose length differs from most cached rows' (an entry that passed its check
 /// but cannot belong to this model, e.g. written by hand) become misses, encoded again.
-pub(crate) fn drop_odd_sized<R: AsRef<[f32]>>(rows: &mut [Option<R>], what: &str) {
-    let mut lengths: HashMap<usize, usize> = HashMap::new();
-    for row in rows.iter().flatten() {
-        *lengths.entry(row.as_ref().len()).or_default() += 1;
+/// `lengths` holds each row's length, `None` for a miss.
+pub(crate) fn drop_odd_sized(lengths: &mut [Option<usize>], what: &str) {
+    let mut counts: HashMap<usize, usize> = HashMap::new();
+    for &len in lengths.iter().flatten() {
+        *counts.entry(len).or_default() += 1;
     }
-    let Some((&usual, _)) = lengths.iter().max_by_key(|&(len, count)| (*count, *len)) else { return };
+    // The most common length (the larger on a tie, so the choice does not depend on order).
+    let Some(usual) = counts.iter().max_by_key(|&(&len, &n)| (n, len)).map(|(&len, _)| len) else { return };
     let mut dropped = 0;
-    for row in rows.iter_mut() {
-        if row.as_ref().is_some_and(|r| r.as_ref().len() != usual) {
-            *row = None;
+    for len in lengths.iter_mut() {
+        if len.is_some_and(|len| len != usual) {
+            *len = None;
             dropped += 1;
         }
     }
@@ -187,16 +189,17 @@ pub(crate) fn encode_through_cache<P: Send>(
     let (mut flat, mut dim) = (Vec::new(), 0);
     let mut filled = vec![false; n];
     {
-        let mut cached: Vec<Option<&[f32]>> =
-            keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.get(k) } else { None }).collect();
+        let mut cached: Vec<Option<usize>> =
+            keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.dim(k) } else { None }).collect();
         drop_odd_sized(&mut cached, what);
-        if let Some(row) = cached.iter().flatten().next() {
-            dim = row.len();
+        if let Some(&len) = cached.iter().flatten().next() {
+            dim = len;
             flat = vec![0f32; n * dim];
         }
-        for (i, row) in cached.iter().enumerate() {
-            if let Some(row) = row {
-                flat[i * dim..(i + 1) * dim].copy_from_slice(row);
+        for (i, len) in cached.iter().enumerate() {
+            // A row that no longer reads back as stored is a miss like any other.
+            if let Some(row) = len.and_then(|_| cache.get(&keys[i])) {
+                flat[i * dim..(i + 1) * dim].copy_from_slice(&row);
                 filled[i] = true;
             }
         }
@@ -503,10 +506,10 @@ mod tests {
 
     #[test]
     pub(crate) fn cached_rows_of_the_wrong_size_become_misses() {
-        let mut rows = vec![Some(vec![1.0; 4]), None, Some(vec![2.0; 3]), Some(vec![3.0; 4]), Some(vec![])];
+        let mut rows = vec![Some(4), None, Some(3), Some(4), Some(0)];
         drop_odd_sized(&mut rows, "image");
-        assert_eq!(rows, vec![Some(vec![1.0; 4]), None, None, Some(vec![3.0; 4]), None]);
-        let mut none: Vec<Option<Vec<f32>>> = vec![None, None];
+        assert_eq!(rows, vec![Some(4), None, None, Some(4), None]);
+        let mut none: Vec<Option<usize>> = vec![None, None];
         drop_odd_sized(&mut none, "text");
         assert_eq!(none, vec![None, None]);
     }

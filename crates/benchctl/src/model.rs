@@ -76,7 +76,7 @@ impl Head {
     /// The head a cache holds for a dual encoder or a fusion model, if any.
     pub(crate) fn cached(cache: &EmbeddingCache, fusion: bool) -> Option<Head> {
         let values = cache.get(&Head::key(fusion))?;
-        match (fusion, values) {
+        match (fusion, values.as_slice()) {
             (true, [0.0]) => Some(Head::Fusion(ScoreKind::Similarity)),
             (true, [1.0]) => Some(Head::Fusion(ScoreKind::Probability)),
             (true, [2.0]) => Some(Head::Fusion(ScoreKind::Logit)),
@@ -125,7 +125,7 @@ impl ResolvedModel {
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
         let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
         let (key, values) = Head::of(&model).entry();
-        if cache.get(&key) != Some(&values[..]) {
+        if cache.get(&key).as_deref() != Some(&values[..]) {
             cache.append(&[(key, &values)])?;
         }
         Ok(LoadedModel { model, record: self.record.clone() })
@@ -145,7 +145,7 @@ impl ResolvedModel {
     pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
         let head = Head::cached(cache, self.head.is_fusion())?;
         let complete = |keys: &[cache::Key]| {
-            let mut sizes = keys.iter().map(|k| cache.get(k).map(<[f32]>::len));
+            let mut sizes = keys.iter().map(|k| cache.dim(k));
             match sizes.next() {
                 None => true,
                 Some(None) => false,

@@ -309,24 +309,23 @@ fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> std::r
 }
 
 /// The score dump of an item suite: one line per item with its id and K×L scores.
-pub fn item_dump(suite: &Suite, scores: &ScoreTensor) -> Vec<String> {
-    suite
-        .items
-        .iter()
-        .zip(scores.iter())
-        .map(|(item, matrix)| {
-            // At the scores' own precision: f32 model scores print as they did, f64 external
-            // scores keep every digit.
-            let rows: Vec<Vec<f64>> =
-                (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect();
-            serde_json::json!({"id": item.id, "scores": rows}).to_string()
-        })
-        .collect()
+pub fn item_dump<'a>(suite: &'a Suite, scores: &'a ScoreTensor) -> impl Iterator<Item = String> + 'a {
+    suite.items.iter().zip(scores.iter()).map(|(item, matrix)| {
+        // At the scores' own precision: f32 model scores print as they did, f64 external
+        // scores keep every digit.
+        let rows: Vec<Vec<f64>> =
+            (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect();
+        serde_json::json!({"id": item.id, "scores": rows}).to_string()
+    })
 }
 
 /// Writes the run and its dump (one JSON line each) under `results_dir/runs/`; returns the
 /// run file. Files are written to a temporary name and renamed, so a crash leaves no half file.
-pub fn store(results_dir: &Path, run: &Run, dump_lines: &[impl std::fmt::Display]) -> Result<PathBuf> {
+pub fn store(
+    results_dir: &Path,
+    run: &Run,
+    dump_lines: impl IntoIterator<Item = impl std::fmt::Display>,
+) -> Result<PathBuf> {
     let runs = results_dir.join("runs");
     std::fs::create_dir_all(&runs)
         .map_err(|e| Error::results(format!("create results directory {}: {e}", runs.display())))?;
@@ -339,17 +338,14 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[impl std::fmt::Display
         .find(|stem| !runs.join(format!("{stem}.json")).exists())
         .unwrap_or(base);
     let scores_path = runs.join(format!("{stem}.scores.jsonl"));
-    let mut dump = Vec::new();
-    for line in dump_lines {
-        writeln!(dump, "{line}").map_err(|e| Error::results(format!("format scores: {e}")))?;
-    }
-    write_atomically(&scores_path, &dump)?;
+    // Written line by line as made: a million items' dump is never held whole.
+    write_atomically(&scores_path, |out| dump_lines.into_iter().try_for_each(|line| writeln!(out, "{line}")))?;
     crate::fault::at("store-dump", 0);
     let mut json = run.to_json();
     json["scores_file"] = serde_json::Value::from(format!("{stem}.scores.jsonl"));
     let text = serde_json::to_string_pretty(&json).map_err(|e| Error::results(format!("format run: {e}")))? + "\n";
     let run_path = runs.join(format!("{stem}.json"));
-    if let Err(e) = write_atomically(&run_path, text.as_bytes()) {
+    if let Err(e) = write_atomically(&run_path, |out| out.write_all(text.as_bytes())) {
         // A dump no run file names would only be litter (and block nothing): remove it.
         let _ = std::fs::remove_file(&scores_path);
         return Err(e);
@@ -357,15 +353,16 @@ pub fn store(results_dir: &Path, run: &Run, dump_lines: &[impl std::fmt::Display
     Ok(run_path)
 }
 
-/// Writes `path` whole or not at all: a temporary `<path>.partial`, synced to disk, renamed.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `path` whole or not at all: `write` fills a temporary `<path>.partial`, which is
+/// synced to disk and renamed.
+fn write_atomically(path: &Path, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".partial");
     let tmp = PathBuf::from(tmp);
     let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut out)?;
+        out.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_all()
     };
     if let Err(e) = write() {
         let _ = std::fs::remove_file(&tmp);

@@ -13,7 +13,7 @@ use benchctl_suites::Suite;
 use serde_json::Value;
 
 use crate::cli::{ScoreArgs, ScoreFormat, ScoreKindArg};
-use crate::evaluate::Evaluation;
+use crate::evaluate::{Dump, Evaluation};
 use crate::results::{self, ExternalModel, ModelRecord, Run, SuiteRecord};
 use crate::{submission, Error, ErrorKind, Result};
 
@@ -130,13 +130,12 @@ impl Scored {
             Detail::Items { suite, scores } => {
                 let intervals = crate::evaluate::bootstrap_intervals(&suite, &scores)?;
                 let record = SuiteRecord::of(&suite);
-                let dump = results::item_dump(&suite, &scores);
                 let fingerprint = results::fingerprint(&suite)?;
-                (record, scores.kind(), intervals, fingerprint, dump, Some((*suite, scores)))
+                (record, scores.kind(), intervals, fingerprint, Dump::OfScoredItems, Some((*suite, scores)))
             }
             Detail::Galleries { data_dir } => {
                 // `run` validated every line; they are the stored item scores.
-                let dump = results::dump_lines(&args.scores)?.iter().map(ToString::to_string).collect();
+                let dump = Dump::Lines(results::dump_lines(&args.scores)?.iter().map(ToString::to_string).collect());
                 let record = SuiteRecord {
                     id: self.suite_id.clone(),
                     data_dir: data_dir.display().to_string(),

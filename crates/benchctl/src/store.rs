@@ -312,7 +312,12 @@ impl Store {
 
     /// Inserts a run, its metrics with intervals and its item scores in one transaction,
     /// with the name of the run file (under `runs/`) it was exported to; returns the run's id.
-    pub fn insert(&mut self, run: &Run, item_lines: &[impl std::fmt::Display], run_file: Option<&str>) -> Result<i64> {
+    pub fn insert(
+        &mut self,
+        run: &Run,
+        item_lines: impl IntoIterator<Item = impl std::fmt::Display>,
+        run_file: Option<&str>,
+    ) -> Result<i64> {
         let path = self.path.clone();
         let err = |what: &str| db_error(&path, what);
         let tx =
@@ -358,7 +363,7 @@ impl Store {
             let mut line = tx
                 .prepare("INSERT INTO item_scores (run_id, position, line) VALUES (?1, ?2, ?3)")
                 .map_err(err("store item scores"))?;
-            for (position, l) in item_lines.iter().enumerate() {
+            for (position, l) in item_lines.into_iter().enumerate() {
                 line.execute(params![id, position as i64, l.to_string()]).map_err(err("store item scores"))?;
                 crate::fault::at("store-item", position);
             }

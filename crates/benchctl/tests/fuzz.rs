@@ -192,7 +192,7 @@ fn cache_segments() {
         for (key, values) in &stored {
             match cache.get(key) {
                 Some(read) => {
-                    assert_eq!(read, &values[..], "case {case}: a wrong value was trusted");
+                    assert_eq!(read, values[..], "case {case}: a wrong value was trusted");
                     kept += 1;
                 }
                 None => lost += 1,

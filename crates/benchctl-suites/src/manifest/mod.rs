@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use benchctl_scoring::metrics::{GroupFilter, Summary, Ties};
-use benchctl_scoring::{MetricFamily, Truth};
+use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -585,6 +585,7 @@ impl Manifest {
         }
         let mut seen: std::collections::HashMap<String, String> = Default::default();
         let images_root = data_dir.join(&self.item.image_dir);
+        let mut tag_sets = TagSets::default();
         for (index, chunk) in records.chunks_exact(self.group).enumerate() {
             let (value, key, at) = if self.group == 1 {
                 (chunk[0].value.clone(), chunk[0].key.as_deref(), chunk[0].at.clone())
@@ -594,7 +595,7 @@ impl Manifest {
             };
             let at = format!("{} {at}", file.display());
             let record = Record { value: &value, index, key };
-            match self.item(&record, &images_root, &at) {
+            match self.item(&record, &images_root, &mut tag_sets, &at) {
                 Ok(item) => match seen.get(&item.id) {
                     Some(first) => problems.push(Error::new(
                         ErrorKind::Malformed,
@@ -614,7 +615,7 @@ impl Manifest {
         suite
     }
 
-    fn item(&self, record: &Record<'_>, images_root: &Path, at: &str) -> Result<Item> {
+    fn item(&self, record: &Record<'_>, images_root: &Path, tag_sets: &mut TagSets, at: &str) -> Result<Item> {
         let fail =
             |named: String, what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {named}: {what}"));
         let render = |t: &Keyed<Template>| t.value.render(record).map_err(|e| fail(t.named(), e));
@@ -693,7 +694,7 @@ impl Manifest {
             };
             tags.push((name.clone(), values));
         }
-        Ok(Item { id, images, texts, truth, tags })
+        Ok(Item { id, images, texts, truth, tags: tag_sets.intern(tags) })
     }
 
     fn candidates(

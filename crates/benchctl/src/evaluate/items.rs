@@ -13,7 +13,7 @@ use candle_core::{DType, Tensor};
 use crate::cache::{self};
 use crate::cli::EvalArgs;
 use crate::encode::*;
-use crate::evaluate::{bootstrap_intervals, tie_rule, Evaluation};
+use crate::evaluate::{bootstrap_intervals, tie_rule, Dump, Evaluation};
 use crate::model::{resolve_model, Head};
 use crate::results::{self, fingerprint, image_fingerprint, Counts, ModelRecord, Run};
 use crate::{Error, ErrorKind, Result};
@@ -154,9 +154,11 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
         image_fingerprint,
         shard: args.shard.map(|(i, n)| format!("{i}/{n}")),
     };
-    let dump = results::item_dump(suite, &scores);
-    let suite = suite.clone();
-    Ok(Evaluation { run, dump, scored: Some((suite, scores)) })
+    let suite = match shard {
+        None => full_suite,
+        Some(shard) => shard.suite,
+    };
+    Ok(Evaluation { run, dump: Dump::OfScoredItems, scored: Some((suite, scores)) })
 }
 
 /// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the
@@ -190,10 +192,8 @@ impl Shard {
         let mut wanted_texts = vec![false; texts];
         image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
         text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
-        let mut sliced = suite.clone();
-        sliced.items = suite.items[start..end].to_vec();
         Shard {
-            suite: sliced,
+            suite: suite.with_items(suite.items[start..end].to_vec()),
             image_slots: image_slots[i0..i1].to_vec(),
             text_slots: text_slots[t0..t1].to_vec(),
             wanted_images,
@@ -240,7 +240,13 @@ pub(crate) fn score_items(
     for (n, item) in suite.items.iter().enumerate() {
         by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
     }
-    let mut per_item: Vec<Vec<f32>> = vec![Vec::new(); suite.items.len()];
+    // Every item's K×L scores, in item order, in one buffer.
+    let mut value_start = Vec::with_capacity(suite.items.len() + 1);
+    value_start.push(0);
+    for item in &suite.items {
+        value_start.push(value_start[value_start.len() - 1] + item.images.len() * item.texts.len());
+    }
+    let mut all_values = vec![0f32; value_start[suite.items.len()]];
     const ITEMS_PER_BATCH: usize = 4096;
     for ((k, l), members) in by_shape {
         for chunk in members.chunks(ITEMS_PER_BATCH) {
@@ -267,14 +273,14 @@ pub(crate) fn score_items(
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read scores", e))?;
             for (j, &n) in chunk.iter().enumerate() {
-                per_item[n] = values[j * k * l..(j + 1) * k * l].to_vec();
+                all_values[value_start[n]..value_start[n + 1]].copy_from_slice(&values[j * k * l..(j + 1) * k * l]);
             }
         }
     }
     let mut tensor = ScoreTensor::of_kind(similarity.kind());
-    for (item, values) in suite.items.iter().zip(&per_item) {
+    for (n, item) in suite.items.iter().enumerate() {
         tensor
-            .push(item.images.len(), item.texts.len(), values)
+            .push(item.images.len(), item.texts.len(), &all_values[value_start[n]..value_start[n + 1]])
             .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
     }
     Ok(tensor)

@@ -28,25 +28,41 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 /// A finished evaluation, not yet stored.
 pub struct Evaluation {
     pub run: Run,
-    /// The score dump's lines, each one JSON object as written (kept as text: a million
-    /// items' lines as `serde_json::Value`s took about 1.5 KB each).
-    pub dump: Vec<String>,
+    pub dump: Dump,
     /// An item suite and its scores (retrieval suites have none).
     pub scored: Option<(Suite, ScoreTensor)>,
 }
 
+/// Where a run's score dump (one JSON object per line) comes from.
+pub enum Dump {
+    /// An item suite's: one line per item of [`Evaluation::scored`], made as it is written
+    /// (a million items' lines are never held at once).
+    OfScoredItems,
+    /// These lines (a retrieval suite's, or external scores as read).
+    Lines(Vec<String>),
+}
+
 impl Evaluation {
+    /// The score dump's lines, in order.
+    pub fn dump_lines(&self) -> Box<dyn Iterator<Item = String> + '_> {
+        match (&self.dump, &self.scored) {
+            (Dump::Lines(lines), _) => Box::new(lines.iter().cloned()),
+            (Dump::OfScoredItems, Some((suite, scores))) => Box::new(results::item_dump(suite, scores)),
+            (Dump::OfScoredItems, None) => Box::new(std::iter::empty()),
+        }
+    }
+
     /// Stores the run under `results_dir`, all or nothing: the run file and score dump
     /// first, then the store's row that names them (one transaction); returns the run's id
     /// and the run file.
     pub fn store(&self, results_dir: &Path) -> Result<(i64, PathBuf)> {
         let mut store = crate::store::Store::open(results_dir)?;
-        let path = results::store(results_dir, &self.run, &self.dump)?;
+        let path = results::store(results_dir, &self.run, self.dump_lines())?;
         crate::fault::at("store-files", 0);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         // The files are complete: the next store that opens this directory imports them, so
         // a row that cannot be written (a full disk) loses nothing; say so.
-        let id = store.insert(&self.run, &self.dump, Some(name)).map_err(|e| {
+        let id = store.insert(&self.run, self.dump_lines(), Some(name)).map_err(|e| {
             let kept = format!(
                 "{e}; the run is kept in {} and enters the store when it is next opened (any benchctl command on this --results-dir, once it can be written)",
                 path.display()
