@@ -158,113 +158,266 @@ pub(crate) struct Tally {
     batches: usize,
 }
 
-/// Embeddings for `keys`, in order: rows the cache has, the rest from `encode` on batches of
-/// the missing indices, each batch cached as soon as it is done (a killed run loses at most
-/// the batch in flight).
+/// What one kind of input (images or texts) takes from the cache and what it encodes.
 ///
-/// With `wanted` (a shard's inputs), only those rows are needed, and each is encoded inside
-/// its whole *global* batch (inputs `b·batch .. (b+1)·batch` of `keys`), the batch an
-/// unsharded cold run encodes it in: encoder outputs depend in their last bits on a batch's
-/// composition, and this keeps a shard's embeddings bit-identical to the unsharded run's.
-/// Rows neither wanted nor encoded are zeros.
+/// Rows the cache holds (of the usual size, see [`drop_odd_sized`]) are read when asked for;
+/// the rest are encoded in batches of the missing indices, in index order. With `wanted` (a
+/// shard's inputs), only those rows are needed, and each is encoded inside its whole *global*
+/// batch (inputs `b·batch .. (b+1)·batch` of `keys`), the batch an unsharded cold run encodes
+/// it in: encoder outputs depend in their last bits on a batch's composition, and this keeps
+/// a shard's embeddings bit-identical to the unsharded run's.
+pub(crate) struct EmbeddingPlan<'a> {
+    what: &'static str,
+    keys: &'a [cache::Key],
+    wanted: Option<&'a [bool]>,
+    cached: Vec<bool>,
+    /// The batches to encode, in order, and the batch each missing row is encoded in.
+    batches: Vec<Vec<usize>>,
+    batch_of: Vec<u32>,
+    /// The cache's row size, when it holds any of these rows.
+    cached_dim: Option<usize>,
+}
+
+impl<'a> EmbeddingPlan<'a> {
+    pub(crate) fn new(
+        keys: &'a [cache::Key],
+        wanted: Option<&'a [bool]>,
+        batch: usize,
+        cache: &EmbeddingCache,
+        what: &'static str,
+    ) -> Self {
+        let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
+        let n = keys.len();
+        let mut lengths: Vec<Option<usize>> =
+            keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.dim(k) } else { None }).collect();
+        drop_odd_sized(&mut lengths, what);
+        let cached_dim = lengths.iter().flatten().next().copied();
+        let cached: Vec<bool> = lengths.iter().map(Option::is_some).collect();
+        let todo: Vec<usize> = (0..n).filter(|&i| is_wanted(i) && !cached[i]).collect();
+        let batches: Vec<Vec<usize>> = match wanted {
+            None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
+            Some(_) => {
+                let all: Vec<usize> = (0..n).collect();
+                all.chunks(batch)
+                    .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
+                    .map(<[usize]>::to_vec)
+                    .collect()
+            }
+        };
+        let mut batch_of = vec![u32::MAX; n];
+        for (b, chunk) in batches.iter().enumerate() {
+            for &i in chunk {
+                if is_wanted(i) && !cached[i] {
+                    batch_of[i] = b as u32;
+                }
+            }
+        }
+        Self { what, keys, wanted, cached, batches, batch_of, cached_dim }
+    }
+
+    fn is_wanted(&self, i: usize) -> bool {
+        self.wanted.is_none_or(|w| w[i])
+    }
+
+    /// How many rows the plan reads from the cache, and how many it encodes.
+    fn cached_rows(&self) -> usize {
+        self.cached.iter().filter(|&&c| c).count()
+    }
+}
+
+/// A plan's rows, made available as they are asked for, in (roughly) index order: a cached
+/// row is read from the cache, a missing one is encoded with its whole batch, each batch
+/// cached as soon as it is done (a killed run loses at most the batch in flight). The caller
+/// [`EmbeddingStream::release`]s a row once no later item needs it, so only the rows between
+/// the items being scored are held, not the suite's (2,000,000 captions of a 512-wide model
+/// are 4 GB).
 ///
 /// Batches are prepared (images decoded and preprocessed, on the rayon pool) one ahead, on a
 /// helper thread, while the current batch is encoded: decoding fills the gaps the encoder
 /// leaves instead of adding to its time, and work-stealing keeps both from starving.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn encode_through_cache<P: Send>(
-    device: &Device,
-    keys: &[cache::Key],
-    wanted: Option<&[bool]>,
-    batch: usize,
-    cache: &mut EmbeddingCache,
-    what: &str,
+pub(crate) struct EmbeddingStream<'s, P> {
+    plan: &'s EmbeddingPlan<'s>,
+    prepared: std::sync::mpsc::Receiver<Result<P>>,
+    prepare: &'s (dyn Fn(&[usize]) -> Result<P> + Sync),
+    encode: &'s mut dyn FnMut(P) -> Result<Tensor>,
+    next_batch: usize,
+    rows: HashMap<usize, Vec<f32>>,
+    dim: Option<usize>,
+    tally: Tally,
+    /// Time spent reading and encoding rows.
+    pub(crate) seconds: f64,
+    bar: ProgressBar,
+}
+
+/// Runs `body` with a stream of `plan`'s rows; the stream's tally and time come back with
+/// its result.
+pub(crate) fn with_stream<P: Send, R>(
+    plan: &EmbeddingPlan<'_>,
+    bars: &indicatif::MultiProgress,
     prepare: impl Fn(&[usize]) -> Result<P> + Sync,
     mut encode: impl FnMut(P) -> Result<Tensor>,
-) -> Result<(Tensor, Tally)> {
-    let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
-    let n = keys.len();
-    // The embeddings go straight into one `n × dim` buffer, the tensor's own: neither the
-    // cache nor per-row vectors hold a second copy (2M texts of a 512-wide model are 4 GB a copy).
-    let (mut flat, mut dim) = (Vec::new(), 0);
-    let mut filled = vec![false; n];
-    {
-        let mut cached: Vec<Option<usize>> =
-            keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.dim(k) } else { None }).collect();
-        drop_odd_sized(&mut cached, what);
-        if let Some(&len) = cached.iter().flatten().next() {
-            dim = len;
-            flat = vec![0f32; n * dim];
-        }
-        for (i, len) in cached.iter().enumerate() {
-            // A row that no longer reads back as stored is a miss like any other.
-            if let Some(row) = len.and_then(|_| cache.get(&keys[i])) {
-                flat[i * dim..(i + 1) * dim].copy_from_slice(&row);
-                filled[i] = true;
-            }
-        }
-    }
-    let todo: Vec<usize> = (0..n).filter(|&i| is_wanted(i) && !filled[i]).collect();
-    let plan: Vec<Vec<usize>> = match wanted {
-        None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
-        Some(_) => {
-            let all: Vec<usize> = (0..n).collect();
-            all.chunks(batch)
-                .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
-                .map(<[usize]>::to_vec)
-                .collect()
-        }
-    };
-    let mut tally = Tally { cached: (0..n).filter(|&i| is_wanted(i)).count() - todo.len(), ..Tally::default() };
-    let bar = progress(plan.iter().map(Vec::len).sum(), &format!("encoding {what}s"));
-    std::thread::scope(|scope| -> Result<()> {
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<P>>(1);
-        let (plan, prepare) = (&plan, &prepare);
+    body: impl FnOnce(&mut EmbeddingStream<'_, P>) -> Result<R>,
+) -> Result<(R, Tally, f64)> {
+    let what = plan.what;
+    std::thread::scope(|scope| {
+        let (sender, prepared) = std::sync::mpsc::sync_channel::<Result<P>>(1);
+        let (batches, prepare) = (&plan.batches, &prepare);
         scope.spawn(move || {
-            for chunk in plan {
-                // A closed channel means the encoder stopped on an error: stop preparing.
+            for chunk in batches {
+                // A closed channel means the encoder stopped (an error, or done): stop preparing.
                 if sender.send(prepare(chunk)).is_err() {
                     break;
                 }
             }
         });
-        for chunk in plan {
-            let prepared = receiver.recv().map_err(|_| {
-                Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped"))
-            })??;
-            let (values, width) = to_flat(&encode(prepared)?, what)?;
-            if flat.is_empty() {
-                dim = width;
-                flat = vec![0f32; n * dim];
-            } else if width != dim {
+        let bar = bars.add(progress(plan.batches.iter().map(Vec::len).sum(), &format!("encoding {what}s")));
+        let mut stream = EmbeddingStream {
+            plan,
+            prepared,
+            prepare,
+            encode: &mut encode,
+            next_batch: 0,
+            rows: HashMap::new(),
+            dim: plan.cached_dim,
+            tally: Tally { cached: plan.cached_rows(), ..Tally::default() },
+            seconds: 0.0,
+            bar,
+        };
+        let result = body(&mut stream)?;
+        stream.bar.finish_and_clear();
+        Ok((result, stream.tally, stream.seconds))
+    })
+}
+
+impl<P> EmbeddingStream<'_, P> {
+    /// Makes row `i` available to [`EmbeddingStream::row`].
+    pub(crate) fn ensure(&mut self, i: usize, cache: &mut EmbeddingCache) -> Result<()> {
+        if self.rows.contains_key(&i) {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let fetched = self.fetch(i, cache);
+        self.seconds += started.elapsed().as_secs_f64();
+        fetched
+    }
+
+    fn fetch(&mut self, i: usize, cache: &mut EmbeddingCache) -> Result<()> {
+        let what = self.plan.what;
+        if self.plan.cached[i] {
+            match cache.get(&self.plan.keys[i]) {
+                Some(row) => return self.keep(i, row),
+                // Planned as cached, it no longer reads back (its segment changed during the
+                // run): encoded alone, it costs a batch, not the run.
+                None => {
+                    let prepared = (self.prepare)(&[i])?;
+                    let (values, _) = to_flat(&(self.encode)(prepared)?, what)?;
+                    cache.append(&[(self.plan.keys[i], &values)])?;
+                    self.tally.encoded += 1;
+                    self.tally.batches += 1;
+                    return self.keep(i, values);
+                }
+            }
+        }
+        let batch = self.plan.batch_of[i];
+        if batch == u32::MAX || !self.plan.is_wanted(i) {
+            return Err(Error::new(
+                ErrorKind::Compute,
+                format!("gather {what} embeddings: row {i} is neither cached nor planned"),
+            ));
+        }
+        while self.next_batch <= batch as usize {
+            self.encode_next(cache)?;
+        }
+        if self.rows.contains_key(&i) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Compute,
+                format!("gather {what} embeddings: a row was neither cached nor encoded"),
+            ))
+        }
+    }
+
+    /// Holds row `i`, checking its width against the rows before it.
+    fn keep(&mut self, i: usize, row: Vec<f32>) -> Result<()> {
+        match self.dim {
+            Some(dim) if dim != row.len() => {
                 return Err(Error::new(
                     ErrorKind::Compute,
-                    format!("gather {what} embeddings: the model gave {width} values per input, the cache {dim}"),
-                ));
+                    format!(
+                        "gather {} embeddings: the model gave {} values per input, the cache {dim}",
+                        self.plan.what,
+                        row.len()
+                    ),
+                ))
             }
-            let rows: Vec<(usize, &[f32])> = chunk.iter().copied().zip(values.chunks_exact(dim.max(1))).collect();
-            cache.append(&rows.iter().map(|&(i, row)| (keys[i], row)).collect::<Vec<_>>())?;
-            for (i, row) in rows {
-                flat[i * dim..(i + 1) * dim].copy_from_slice(row);
-                filled[i] = true;
-            }
-            tally.encoded += chunk.len();
-            tally.batches += 1;
-            bar.inc(chunk.len() as u64);
-            crate::fault::at("encode-batch", tally.batches - 1);
+            _ => self.dim = Some(row.len()),
         }
+        self.rows.insert(i, row);
         Ok(())
-    })?;
-    bar.finish_and_clear();
-    if (0..n).any(|i| is_wanted(i) && !filled[i]) {
-        return Err(Error::new(
-            ErrorKind::Compute,
-            format!("gather {what} embeddings: a row was neither cached nor encoded"),
-        ));
     }
-    let embeddings = Tensor::from_vec(flat, (n, dim), device)
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("gather {what} embeddings: {e}"), e))?;
-    Ok((embeddings, tally))
+
+    fn encode_next(&mut self, cache: &mut EmbeddingCache) -> Result<()> {
+        let what = self.plan.what;
+        let b = self.next_batch;
+        let chunk = &self.plan.batches[b];
+        let prepared = self.prepared.recv().map_err(|_| {
+            Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped"))
+        })??;
+        let (values, width) = to_flat(&(self.encode)(prepared)?, what)?;
+        let rows: Vec<(usize, &[f32])> = chunk.iter().copied().zip(values.chunks_exact(width.max(1))).collect();
+        cache.append(&rows.iter().map(|&(i, row)| (self.plan.keys[i], row)).collect::<Vec<_>>())?;
+        for (i, row) in rows {
+            // A shard's global batch also holds rows it does not need.
+            if self.plan.batch_of[i] == b as u32 {
+                self.keep(i, row.to_vec())?;
+            }
+        }
+        self.next_batch += 1;
+        self.tally.encoded += chunk.len();
+        self.tally.batches += 1;
+        self.bar.inc(chunk.len() as u64);
+        crate::fault::at("encode-batch", self.tally.batches - 1);
+        Ok(())
+    }
+
+    /// Row `i`, made available by [`EmbeddingStream::ensure`].
+    pub(crate) fn row(&self, i: usize) -> Result<&[f32]> {
+        self.rows.get(&i).map(Vec::as_slice).ok_or_else(|| {
+            Error::new(ErrorKind::Compute, format!("gather {} embeddings: row {i} was not fetched", self.plan.what))
+        })
+    }
+
+    /// Forgets row `i` (no later item needs it).
+    pub(crate) fn release(&mut self, i: usize) {
+        self.rows.remove(&i);
+    }
+
+    /// The embeddings' width (known once any row was fetched).
+    pub(crate) fn dim(&self) -> usize {
+        self.dim.unwrap_or(0)
+    }
+
+    /// Every row of the plan as one `n × dim` tensor (rows not wanted are zeros), for a
+    /// retrieval gallery, which needs them all at once.
+    fn table(&mut self, device: &Device, cache: &mut EmbeddingCache) -> Result<Tensor> {
+        let n = self.plan.keys.len();
+        let mut flat = Vec::new();
+        for i in 0..n {
+            if !self.plan.is_wanted(i) {
+                continue;
+            }
+            self.ensure(i, cache)?;
+            if flat.is_empty() {
+                flat = vec![0f32; n * self.dim()];
+            }
+            let dim = self.dim();
+            flat[i * dim..(i + 1) * dim].copy_from_slice(self.row(i)?);
+            self.release(i);
+        }
+        Tensor::from_vec(flat, (n, self.dim()), device)
+            .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("gather {} embeddings: {e}", self.plan.what), e))
+    }
 }
 
 /// One decoded image through the model's preprocessing, by the mode PIL would hold it in
@@ -452,8 +605,50 @@ impl<'a> Encoder<'a> {
     }
 }
 
+/// Decoding and preprocessing a batch of `images` (on all cores).
+pub(crate) fn prepare_images<'a>(
+    encoder: Encoder<'a>,
+    images: &'a [&'a ImageSource],
+) -> impl Fn(&[usize]) -> Result<Tensor> + Sync + 'a {
+    let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
+    move |chunk: &[usize]| {
+        let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
+        let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
+        load_pixels(prep, &sources, device)
+    }
+}
+
+/// The image tower on a prepared batch.
+pub(crate) fn encode_pixels(encoder: Encoder<'_>) -> impl FnMut(Tensor) -> Result<Tensor> + '_ {
+    move |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?)
+}
+
+/// A batch of `texts`.
+pub(crate) fn prepare_texts<'a>(texts: &'a [&'a String]) -> impl Fn(&[usize]) -> Result<Vec<&'a str>> + Sync + 'a {
+    move |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>())
+}
+
+/// The text tower on a batch.
+pub(crate) fn encode_captions<'a>(encoder: Encoder<'a>) -> impl FnMut(Vec<&str>) -> Result<Tensor> + 'a {
+    move |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?)
+}
+
+impl Counts {
+    pub(crate) fn add_images(&mut self, tally: Tally) {
+        self.images_cached += tally.cached;
+        self.images_encoded += tally.encoded;
+        self.image_batches += tally.batches;
+    }
+
+    pub(crate) fn add_texts(&mut self, tally: Tally) {
+        self.texts_cached += tally.cached;
+        self.texts_encoded += tally.encoded;
+        self.text_batches += tally.batches;
+    }
+}
+
 /// L2-normalised embeddings of `images` (with their cache `keys`), in order, through the
-/// cache; missing ones are decoded and preprocessed on all cores, then encoded in batches.
+/// cache, as one table (a retrieval gallery's).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_images(
     encoder: Encoder,
@@ -464,22 +659,16 @@ pub(crate) fn encode_images(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
-    let prepare = |chunk: &[usize]| {
-        let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
-        let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
-        load_pixels(prep, &sources, device)
-    };
-    let encode = |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?);
-    let (embeddings, tally) =
-        encode_through_cache(encoder.device, keys, wanted, batch, cache, "image", prepare, encode)?;
-    counts.images_cached += tally.cached;
-    counts.images_encoded += tally.encoded;
-    counts.image_batches += tally.batches;
-    Ok(embeddings)
+    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "image");
+    let bars = indicatif::MultiProgress::new();
+    let (prepare, encode) = (prepare_images(encoder, images), encode_pixels(encoder));
+    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    counts.add_images(tally);
+    Ok(table)
 }
 
-/// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the cache.
+/// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the
+/// cache, as one table (a retrieval gallery's).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_texts(
     encoder: Encoder,
@@ -490,14 +679,12 @@ pub(crate) fn encode_texts(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let prepare = |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>());
-    let encode = |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?);
-    let (embeddings, tally) =
-        encode_through_cache(encoder.device, keys, wanted, batch, cache, "text", prepare, encode)?;
-    counts.texts_cached += tally.cached;
-    counts.texts_encoded += tally.encoded;
-    counts.text_batches += tally.batches;
-    Ok(embeddings)
+    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "text");
+    let bars = indicatif::MultiProgress::new();
+    let (prepare, encode) = (prepare_texts(texts), encode_captions(encoder));
+    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    counts.add_texts(tally);
+    Ok(table)
 }
 
 #[cfg(test)]

@@ -248,3 +248,74 @@ fn an_image_followed_by_a_gibibyte_of_zeros_is_read_in_bounded_memory() {
     assert_eq!(padded_dump, plain_dump, "the item scores are the plain image's");
     assert!(padded_rss < plain_rss + 64.0, "peak RSS {padded_rss:.0} MiB with the tail, {plain_rss:.0} MiB without");
 }
+
+/// A suite longer than one scoring window (4,096 items): embeddings are fetched window by
+/// window and released after the last item that shows them. Items 40 apart show the same
+/// images and the same first caption, across every window boundary, so their first column of
+/// scores must be equal; each second caption is the item's own (fetched and released within
+/// its window). A row released too early would fail the run. The cold run, a warm re-run that
+/// reads every row from the cache, and three shards merged give the same dump.
+#[test]
+fn suites_longer_than_a_scoring_window_score_every_item_from_the_same_rows() {
+    let demo = common::demo_suite();
+    let base: Vec<serde_json::Value> = std::fs::read_to_string(demo.join("examples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let data = common::scratch_dir("window-suite");
+    common::copy_tree(&demo.join("images"), &data.join("images"));
+    let items = 5_000;
+    let mut lines = String::new();
+    for n in 0..items {
+        let (a, b) = (&base[n % 5], &base[n % 8]);
+        let own = format!("{} number {n}", b["caption_1"].as_str().unwrap());
+        let item = serde_json::json!({
+            "id": n, "image_0": a["image_0"], "image_1": a["image_1"], "caption_0": b["caption_0"], "caption_1": own,
+            "tag": "t", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object",
+        });
+        lines.push_str(&format!("{item}\n"));
+    }
+    std::fs::write(data.join("examples.jsonl"), lines).unwrap();
+    let cache = common::scratch_dir("window-cache");
+    let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+    let run = |extra: &[&str]| {
+        let results = common::scratch_dir("window-results");
+        let (path, json, _) = common::eval_model(
+            std::path::Path::new(&common::tiny_model()),
+            "winoground",
+            &data,
+            &results,
+            &[&["--batch-size", "256"], extra].concat(),
+            &env,
+        );
+        (read_scores(&dump_path(&path, &json)).unwrap(), json, path)
+    };
+    let (cold, cold_run, _) = run(&[]);
+    assert_eq!(cold.len(), items);
+    assert_eq!(cold_run["counts"]["texts_encoded"], items + 8);
+    for (n, (id, scores)) in cold.iter().enumerate() {
+        assert_eq!(id, &n.to_string());
+        let twin = &cold[n % 40].1;
+        for k in 0..2 {
+            assert_eq!(scores[k][0].to_bits(), twin[k][0].to_bits(), "item {n}, image {k}: the shared caption's score");
+        }
+    }
+    // The periodic items differ from each other (the check above compares something).
+    assert_ne!(cold[0].1[0][0], cold[1].1[0][0]);
+
+    let (warm, warm_run, _) = run(&[]);
+    assert_eq!(warm_run["counts"]["texts_encoded"], 0);
+    assert_eq!(warm_run["counts"]["texts_cached"], items + 8);
+    assert_eq!(warm, cold);
+
+    let shard_runs: Vec<String> =
+        (0..3).map(|i| run(&["--no-cache", "--shard", &format!("{i}/3")]).2.display().to_string()).collect();
+    let merged = common::scratch_dir("window-merged");
+    let mut args = vec!["merge"];
+    args.extend(shard_runs.iter().map(String::as_str));
+    args.extend(["--data-dir", data.to_str().unwrap(), "--results-dir", merged.to_str().unwrap()]);
+    let out = benchctl(&args, &env);
+    let (path, json) = common::stored_run(&out);
+    assert_eq!(read_scores(&dump_path(&path, &json)).unwrap(), cold);
+}

@@ -10,7 +10,9 @@ use benchctl_scoring::ScoreTensor;
 use benchctl_suites::Suite;
 use candle_core::{DType, Tensor};
 
-use crate::cache::{self};
+use std::collections::HashMap;
+
+use crate::cache;
 use crate::cli::EvalArgs;
 use crate::encode::*;
 use crate::evaluate::{bootstrap_intervals, tie_rule, Dump, Evaluation};
@@ -111,16 +113,24 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
             };
             let encoder = Encoder { model, device: resolved.device() };
             let t = Instant::now();
-            let image_embeddings =
-                encode_images(encoder, &unique_images, &image_keys, wanted_images, batch, &mut counts, &mut cache)?;
-            let encode_images_s = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let text_embeddings =
-                encode_texts(encoder, &unique_texts, &text_keys, wanted_texts, batch, &mut counts, &mut cache)?;
-            let encode_texts_s = t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            let scores = score_items(&similarity, suite, image_slots, text_slots, &image_embeddings, &text_embeddings)?;
-            (scores, encode_images_s, encode_texts_s, t.elapsed().as_secs_f64())
+            let image_plan = EmbeddingPlan::new(&image_keys, wanted_images, batch, &cache, "image");
+            let text_plan = EmbeddingPlan::new(&text_keys, wanted_texts, batch, &cache, "text");
+            let bars = indicatif::MultiProgress::new();
+            let inputs = ItemInputs { suite, image_slots, text_slots };
+            let (image_steps, text_steps) = (
+                (prepare_images(encoder, &unique_images), encode_pixels(encoder)),
+                (prepare_texts(&unique_texts), encode_captions(encoder)),
+            );
+            let ((scores, text_tally, encode_texts_s), image_tally, encode_images_s) =
+                with_stream(&image_plan, &bars, image_steps.0, image_steps.1, |images| {
+                    with_stream(&text_plan, &bars, text_steps.0, text_steps.1, |texts| {
+                        score_items(&similarity, &inputs, images, texts, encoder.device, &mut cache)
+                    })
+                })?;
+            counts.add_images(image_tally);
+            counts.add_texts(text_tally);
+            let score_s = (t.elapsed().as_secs_f64() - encode_images_s - encode_texts_s).max(0.0);
+            (scores, encode_images_s, encode_texts_s, score_s)
         }
         _ => return Err(Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")),
     };
@@ -216,72 +226,116 @@ pub(crate) fn check_images(suite: &Suite) -> Result<()> {
     ))
 }
 
-/// The K×L scores of every item, computed in batches of items with the same shape.
-pub(crate) fn score_items(
+/// An item suite's items and, for each of their image and text slots in order, the unique
+/// input it shows.
+pub(crate) struct ItemInputs<'a> {
+    pub suite: &'a Suite,
+    pub image_slots: &'a [usize],
+    pub text_slots: &'a [usize],
+}
+
+/// The K×L scores of every item, computed window by window of items in suite order (within a
+/// window, in batches of items with the same shape), the embeddings fetched as a window needs
+/// them and released after the last item that shows them: an eval holds the embeddings of a
+/// window (and of inputs shared across windows), not of the suite.
+pub(crate) fn score_items<PI, PT>(
     similarity: &Similarity,
-    suite: &Suite,
-    image_slots: &[usize],
-    text_slots: &[usize],
-    images: &Tensor,
-    texts: &Tensor,
+    inputs: &ItemInputs,
+    images: &mut EmbeddingStream<'_, PI>,
+    texts: &mut EmbeddingStream<'_, PT>,
+    device: &candle_core::Device,
+    cache: &mut cache::EmbeddingCache,
 ) -> Result<ScoreTensor> {
-    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
-    // Where each item's image and text slots start.
-    let mut image_start = Vec::with_capacity(suite.items.len());
-    let mut text_start = Vec::with_capacity(suite.items.len());
-    let (mut i, mut t) = (0, 0);
-    for item in &suite.items {
-        image_start.push(i);
-        text_start.push(t);
-        i += item.images.len();
-        t += item.texts.len();
-    }
-    let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
-    for (n, item) in suite.items.iter().enumerate() {
-        by_shape.entry((item.images.len(), item.texts.len())).or_default().push(n);
-    }
-    // Every item's K×L scores, in item order, in one buffer.
-    let mut value_start = Vec::with_capacity(suite.items.len() + 1);
-    value_start.push(0);
-    for item in &suite.items {
-        value_start.push(value_start[value_start.len() - 1] + item.images.len() * item.texts.len());
-    }
-    let mut all_values = vec![0f32; value_start[suite.items.len()]];
-    const ITEMS_PER_BATCH: usize = 4096;
-    for ((k, l), members) in by_shape {
-        for chunk in members.chunks(ITEMS_PER_BATCH) {
-            let image_rows: Vec<u32> = chunk
-                .iter()
-                .flat_map(|&n| image_slots[image_start[n]..image_start[n] + k].iter().map(|&s| s as u32))
-                .collect();
-            let text_rows: Vec<u32> = chunk
-                .iter()
-                .flat_map(|&n| text_slots[text_start[n]..text_start[n] + l].iter().map(|&s| s as u32))
-                .collect();
-            let gather = |table: &Tensor, rows: Vec<u32>, per: usize| -> Result<Tensor> {
-                let idx =
-                    Tensor::from_vec(rows, (chunk.len() * per,), table.device()).map_err(|e| compute("index", e))?;
-                table
-                    .index_select(&idx, 0)
-                    .and_then(|t| t.reshape((chunk.len(), per, ())))
-                    .map_err(|e| compute("gather embeddings", e))
-            };
-            let scores = similarity.scores(&gather(images, image_rows, k)?, &gather(texts, text_rows, l)?)?;
+    const WINDOW: usize = 4096;
+    let ItemInputs { suite, image_slots, text_slots } = *inputs;
+    let items = suite.items.len();
+    // Where each item's slots start (and end), and the last item that shows each unique input.
+    let starts = |count: fn(&benchctl_suites::Item) -> usize| {
+        let mut start = Vec::with_capacity(items + 1);
+        start.push(0);
+        for item in &suite.items {
+            start.push(start[start.len() - 1] + count(item));
+        }
+        start
+    };
+    let (image_start, text_start) = (starts(|i| i.images.len()), starts(|i| i.texts.len()));
+    let last_use = |slots: &[usize], start: &[usize]| {
+        let mut last: HashMap<usize, usize> = HashMap::new();
+        for n in 0..items {
+            for &s in &slots[start[n]..start[n + 1]] {
+                last.insert(s, n);
+            }
+        }
+        last
+    };
+    let (last_image, last_text) = (last_use(image_slots, &image_start), last_use(text_slots, &text_start));
+    let mut tensor = ScoreTensor::of_kind(similarity.kind());
+    for window_start in (0..items).step_by(WINDOW) {
+        let window = window_start..(window_start + WINDOW).min(items);
+        for n in window.clone() {
+            for &s in &image_slots[image_start[n]..image_start[n + 1]] {
+                images.ensure(s, cache)?;
+            }
+            for &s in &text_slots[text_start[n]..text_start[n + 1]] {
+                texts.ensure(s, cache)?;
+            }
+        }
+        let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
+        for n in window.clone() {
+            by_shape.entry((suite.items[n].images.len(), suite.items[n].texts.len())).or_default().push(n);
+        }
+        let mut window_values: Vec<Vec<f32>> = vec![Vec::new(); window.len()];
+        for ((k, l), members) in by_shape {
+            let image_batch = gather(images, &members, image_slots, &image_start, k, device)?;
+            let text_batch = gather(texts, &members, text_slots, &text_start, l, device)?;
+            let scores = similarity.scores(&image_batch, &text_batch)?;
             let values = scores
                 .to_dtype(DType::F32)
                 .and_then(|s| s.flatten_all())
                 .and_then(|s| s.to_vec1::<f32>())
-                .map_err(|e| compute("read scores", e))?;
-            for (j, &n) in chunk.iter().enumerate() {
-                all_values[value_start[n]..value_start[n + 1]].copy_from_slice(&values[j * k * l..(j + 1) * k * l]);
+                .map_err(|e| Error::new(ErrorKind::Compute, format!("read scores: {e}")))?;
+            for (j, &n) in members.iter().enumerate() {
+                window_values[n - window.start] = values[j * k * l..(j + 1) * k * l].to_vec();
+            }
+        }
+        for (n, values) in window.clone().zip(&window_values) {
+            let item = &suite.items[n];
+            tensor
+                .push(item.images.len(), item.texts.len(), values)
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
+        }
+        for n in window.clone() {
+            for &s in &image_slots[image_start[n]..image_start[n + 1]] {
+                if last_image.get(&s).is_some_and(|&last| last < window.end) {
+                    images.release(s);
+                }
+            }
+            for &s in &text_slots[text_start[n]..text_start[n + 1]] {
+                if last_text.get(&s).is_some_and(|&last| last < window.end) {
+                    texts.release(s);
+                }
             }
         }
     }
-    let mut tensor = ScoreTensor::of_kind(similarity.kind());
-    for (n, item) in suite.items.iter().enumerate() {
-        tensor
-            .push(item.images.len(), item.texts.len(), &all_values[value_start[n]..value_start[n + 1]])
-            .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
-    }
     Ok(tensor)
+}
+
+/// The `per` embeddings of each of `members` (items), as a `members × per × dim` tensor.
+fn gather<P>(
+    stream: &EmbeddingStream<'_, P>,
+    members: &[usize],
+    slots: &[usize],
+    start: &[usize],
+    per: usize,
+    device: &candle_core::Device,
+) -> Result<Tensor> {
+    let dim = stream.dim();
+    let mut flat = Vec::with_capacity(members.len() * per * dim);
+    for &n in members {
+        for &s in &slots[start[n]..start[n] + per] {
+            flat.extend_from_slice(stream.row(s)?);
+        }
+    }
+    Tensor::from_vec(flat, (members.len(), per, dim), device)
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("gather embeddings: {e}")))
 }
