@@ -47,6 +47,48 @@ pub(crate) fn read_text(path: &Path, how_to_get: &str) -> Result<String> {
     Ok(text)
 }
 
+/// Each line of a text file (JSON Lines), read as a stream so that a file of a million lines
+/// is never held whole: `line` gets its number (from 1) and its text without the line ending
+/// (`\n` or `\r\n`). The errors are [`read_text`]'s: a missing file, a directory, bytes that
+/// are not UTF-8 (with the file offset of the first bad one, after the lines before it were
+/// given); a byte order mark opening the file is dropped.
+pub(crate) fn for_each_line(path: &Path, how_to_get: &str, mut line: impl FnMut(usize, &str)) -> Result<()> {
+    use std::io::BufRead;
+    if path.is_dir() {
+        return Err(Error::new(
+            ErrorKind::Malformed,
+            format!("read {}: it is a directory, not a file", path.display()),
+        ));
+    }
+    let unreadable = |e: std::io::Error| {
+        Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
+    };
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(path).map_err(unreadable)?);
+    let (mut buf, mut offset, mut number) = (Vec::new(), 0, 0);
+    loop {
+        buf.clear();
+        let read = reader.read_until(b'\n', &mut buf).map_err(unreadable)?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let skip = if number == 1 && buf.starts_with("\u{feff}".as_bytes()) { "\u{feff}".len() } else { 0 };
+        let text = std::str::from_utf8(&buf[skip..]).map_err(|e| {
+            Error::new(
+                ErrorKind::Malformed,
+                format!(
+                    "read {}: not UTF-8 text (invalid byte at offset {})",
+                    path.display(),
+                    offset + skip + e.valid_up_to()
+                ),
+            )
+        })?;
+        let text = text.strip_suffix('\n').map_or(text, |t| t.strip_suffix('\r').unwrap_or(t));
+        line(number, text);
+        offset += read;
+    }
+}
+
 /// The JSON in `path`, or `None` with the reason added to `problems` (a missing file, named
 /// with `how_to_get`, unreadable text, or a parse error with its line and column).
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(

@@ -118,19 +118,13 @@ fn parquet_files(data_dir: &Path) -> Vec<PathBuf> {
 
 /// The items of `examples.jsonl`, each with its line number.
 fn read_jsonl(path: &Path, images_dir: &Path, tag_sets: &mut TagSets, problems: &mut Vec<Error>) -> Vec<(usize, Item)> {
-    let text = match paths::read_text(path, HOW_TO_GET) {
-        Ok(text) => text,
-        Err(e) => {
-            problems.push(e);
-            return Vec::new();
-        }
-    };
     let mut items = Vec::new();
-    for (index, line) in text.lines().enumerate() {
+    let mut line_problems = Vec::new();
+    let read = paths::for_each_line(path, HOW_TO_GET, |number, line| {
         if line.trim().is_empty() {
-            continue;
+            return;
         }
-        let at = format!("{} line {}", path.display(), index + 1);
+        let at = format!("{} line {number}", path.display());
         let parsed = serde_json::from_str::<Example>(line)
             .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("parse {at}: {e}"), e))
             .and_then(|example| {
@@ -141,9 +135,13 @@ fn read_jsonl(path: &Path, images_dir: &Path, tag_sets: &mut TagSets, problems: 
                 item(example, images, tag_sets, &at)
             });
         match parsed {
-            Ok(item) => items.push((index + 1, item)),
-            Err(e) => problems.push(e),
+            Ok(item) => items.push((number, item)),
+            Err(e) => line_problems.push(e),
         }
+    });
+    problems.extend(line_problems);
+    if let Err(e) = read {
+        problems.push(e);
     }
     items
 }

@@ -342,7 +342,9 @@ const EVAL_ITEMS: usize = 100_000;
 
 /// A tiny CLIP (2 layers of width 32 and 48, projection 24), for evaluations whose cost is the
 /// suite's, not the model's.
-const TINY_CLIP_CONFIG: &str = r#"{"model_type": "clip", "projection_dim": 24,
+/// Tiny towers, but embeddings as wide as ViT-B/32's (512): the eval's memory per item is
+/// what a real model's would be, beyond its weights.
+const TINY_CLIP_CONFIG: &str = r#"{"model_type": "clip", "projection_dim": 512,
  "text_config": {"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 2},
  "vision_config": {"hidden_size": 48, "intermediate_size": 96, "num_attention_heads": 3, "num_hidden_layers": 2, "patch_size": 32, "image_size": 224}}"#;
 
