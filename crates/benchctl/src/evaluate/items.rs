@@ -10,8 +10,6 @@ use benchctl_scoring::ScoreTensor;
 use benchctl_suites::Suite;
 use candle_core::{DType, Tensor};
 
-use std::collections::HashMap;
-
 use crate::cache;
 use crate::cli::EvalArgs;
 use crate::encode::*;
@@ -260,10 +258,10 @@ pub(crate) fn score_items<PI, PT>(
     };
     let (image_start, text_start) = (starts(|i| i.images.len()), starts(|i| i.texts.len()));
     let last_use = |slots: &[usize], start: &[usize]| {
-        let mut last: HashMap<usize, usize> = HashMap::new();
+        let mut last = vec![0u32; slots.iter().max().map_or(0, |&s| s + 1)];
         for n in 0..items {
             for &s in &slots[start[n]..start[n + 1]] {
-                last.insert(s, n);
+                last[s] = n as u32;
             }
         }
         last
@@ -306,12 +304,12 @@ pub(crate) fn score_items<PI, PT>(
         }
         for n in window.clone() {
             for &s in &image_slots[image_start[n]..image_start[n + 1]] {
-                if last_image.get(&s).is_some_and(|&last| last < window.end) {
+                if (last_image[s] as usize) < window.end {
                     images.release(s);
                 }
             }
             for &s in &text_slots[text_start[n]..text_start[n + 1]] {
-                if last_text.get(&s).is_some_and(|&last| last < window.end) {
+                if (last_text[s] as usize) < window.end {
                     texts.release(s);
                 }
             }
