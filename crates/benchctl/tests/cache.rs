@@ -312,3 +312,32 @@ fn image_files_are_hashed_once_and_again_only_when_they_change() {
     assert_eq!(after_corruption["report"], cold["report"]);
     assert_eq!(hashed(&run(&["--no-cache"])), 16);
 }
+
+/// Opening the cache indexes records and reads values only when asked: a record whose bytes
+/// change after the cache was opened (another tool, a disk error) reads back as a miss, and
+/// the records around it still read back as stored.
+#[test]
+fn a_record_changed_after_opening_reads_back_as_a_miss() {
+    use benchctl::cache::{key, EmbeddingCache};
+    let root = tempfile::tempdir().unwrap();
+    let (a, b, c) = (key(&[b"a"]), key(&[b"b"]), key(&[b"c"]));
+    let values = [vec![1.0f32, 2.0, 3.0], vec![4.0, 5.0, 6.0], vec![7.0, 8.0, 9.0]];
+    EmbeddingCache::open(root.path(), "ns")
+        .unwrap()
+        .append(&[(a, &values[0][..]), (b, &values[1][..]), (c, &values[2][..])])
+        .unwrap();
+    let cache = EmbeddingCache::open(root.path(), "ns").unwrap();
+    assert_eq!((cache.len(), cache.skipped), (3, 0));
+    assert_eq!(cache.get(&b), Some(values[1].clone()));
+    // Flip a bit of b's second value, in place: the index still points at it.
+    let segment = segments(root.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let b_values = 4 + 32 + record_len(3) + 4 + 32 + 4;
+    assert_eq!(&bytes[b_values..b_values + 4], 4.0f32.to_le_bytes());
+    bytes[b_values + 5] ^= 0x01;
+    std::fs::write(&segment, &bytes).unwrap();
+    assert_eq!(cache.dim(&b), Some(3));
+    assert_eq!(cache.get(&b), None, "a changed record is never trusted");
+    assert_eq!(cache.get(&a), Some(values[0].clone()));
+    assert_eq!(cache.get(&c), Some(values[2].clone()));
+}
