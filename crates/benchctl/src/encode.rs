@@ -312,6 +312,7 @@ impl<P> EmbeddingStream<'_, P> {
                     let prepared = (self.prepare)(&[i])?;
                     let (values, _) = to_flat(&(self.encode)(prepared)?, what)?;
                     cache.append(&[(self.plan.keys[i], &values)])?;
+                    self.tally.cached -= 1;
                     self.tally.encoded += 1;
                     self.tally.batches += 1;
                     return self.keep(i, values);
@@ -689,7 +690,87 @@ pub(crate) fn encode_texts(
 
 #[cfg(test)]
 mod tests {
-    use super::drop_odd_sized;
+    use super::*;
+
+    /// A stand-in encoder: input `i`'s embedding is `[i, i + 0.5, -i]`; it counts its calls.
+    fn fake_rows(chunk: &[usize]) -> Result<Tensor> {
+        let values: Vec<f32> = chunk.iter().flat_map(|&i| [i as f32, i as f32 + 0.5, -(i as f32)]).collect();
+        Tensor::from_vec(values, (chunk.len(), 3), &Device::Cpu)
+            .map_err(|e| Error::new(ErrorKind::Compute, e.to_string()))
+    }
+
+    fn expected(i: usize) -> Vec<f32> {
+        vec![i as f32, i as f32 + 0.5, -(i as f32)]
+    }
+
+    /// Rows come from the cache or from their planned batch, in any order asked; a released
+    /// row is gone; a cached row that no longer reads back (its segment changed after the plan
+    /// was made) is encoded alone; a shard's global batch keeps only the rows it wants.
+    #[test]
+    fn streams_serve_cached_and_encoded_rows_and_recover_a_changed_cache_entry() -> Result<()> {
+        let root = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Results, e.to_string()))?;
+        let keys: Vec<cache::Key> = (0..10u8).map(|i| cache::key(&[&[i]])).collect();
+        // Rows 2 and 7 are cached by an earlier run.
+        let mut cache = EmbeddingCache::open(root.path(), "ns")?;
+        cache.append(&[(keys[2], &expected(2)[..]), (keys[7], &expected(7)[..])])?;
+        let mut cache = EmbeddingCache::open(root.path(), "ns")?;
+        let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
+        let plan = EmbeddingPlan::new(&keys, None, 4, &cache, "text");
+        assert_eq!(plan.batches, vec![vec![0, 1, 3, 4], vec![5, 6, 8, 9]]);
+        // Row 7's cached value changes on disk after the plan: a flipped bit in its values.
+        let segment = std::fs::read_dir(root.path())
+            .and_then(|mut dirs| dirs.next().transpose())
+            .and_then(|dir| std::fs::read_dir(dir.map(|d| d.path()).unwrap_or_default()))
+            .and_then(|mut files| files.next().transpose())
+            .map_err(|e| Error::new(ErrorKind::Results, e.to_string()))?
+            .map(|f| f.path())
+            .ok_or_else(|| Error::new(ErrorKind::Results, "no segment".to_string()))?;
+        let mut bytes = std::fs::read(&segment).map_err(|e| Error::new(ErrorKind::Results, e.to_string()))?;
+        let row_7 = bytes.len() - 8 - 12;
+        bytes[row_7 + 1] ^= 1;
+        std::fs::write(&segment, &bytes).map_err(|e| Error::new(ErrorKind::Results, e.to_string()))?;
+        let encoded_alone = std::sync::atomic::AtomicUsize::new(0);
+        let prepare = |chunk: &[usize]| {
+            if chunk.len() == 1 {
+                encoded_alone.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Ok(chunk.to_vec())
+        };
+        let encode = |chunk: Vec<usize>| fake_rows(&chunk);
+        let ((), tally, _) = with_stream(&plan, &bars, prepare, encode, |stream| {
+            for i in [6, 2, 0, 7, 9] {
+                stream.ensure(i, &mut cache)?;
+                assert_eq!(stream.row(i)?, &expected(i)[..], "row {i}");
+            }
+            stream.release(6);
+            assert!(stream.row(6).is_err(), "a released row is gone");
+            Ok(())
+        })?;
+        assert_eq!(encoded_alone.load(std::sync::atomic::Ordering::Relaxed), 1, "row 7, alone");
+        assert_eq!((tally.cached, tally.encoded, tally.batches), (1, 9, 3));
+
+        // A shard that wants rows 1 and 5 (rows 2 and 7 are not its): the global batches that
+        // hold them, and only its rows kept.
+        let wanted: Vec<bool> = (0..10).map(|i| i == 1 || i == 5).collect();
+        let plan = EmbeddingPlan::new(&keys, Some(&wanted), 4, &cache, "text");
+        assert_eq!(plan.batches, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        let ((), tally, _) = with_stream(
+            &plan,
+            &bars,
+            |c: &[usize]| Ok(c.to_vec()),
+            |c: Vec<usize>| fake_rows(&c),
+            |stream| {
+                stream.ensure(5, &mut cache)?;
+                stream.ensure(1, &mut cache)?;
+                assert_eq!(stream.row(1)?, &expected(1)[..]);
+                assert!(stream.row(4).is_err(), "a row the shard does not want is not kept");
+                assert!(stream.ensure(4, &mut cache).is_err(), "nor planned");
+                Ok(())
+            },
+        )?;
+        assert_eq!((tally.cached, tally.encoded, tally.batches), (0, 8, 2));
+        Ok(())
+    }
 
     #[test]
     pub(crate) fn cached_rows_of_the_wrong_size_become_misses() {
