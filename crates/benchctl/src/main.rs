@@ -70,7 +70,7 @@ fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
 /// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file
 /// `run_path`, when the suite has one.
 fn export_submission(evaluation: &evaluate::Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
-    let Some((suite, scores)) = &evaluation.scored else { return Ok(()) };
+    let Some((suite, scores)) = evaluation.scored() else { return Ok(()) };
     let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
     let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);
     submission::write_npy_f32(&out, &ordered)?;

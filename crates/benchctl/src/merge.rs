@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::MergeArgs;
-use crate::evaluate::{bootstrap_intervals, Dump, Evaluation};
+use crate::evaluate::{bootstrap_intervals, Evaluation, Outcome};
 use crate::results::{self, Run, Timings};
 use crate::results::{fingerprint, Counts};
 use crate::{Error, ErrorKind, Result};
@@ -119,5 +119,5 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
         image_fingerprint: base.image_fingerprint.clone(),
         shard: None,
     };
-    Ok(Evaluation { run, dump: Dump::OfScoredItems, scored: Some((suite, scores)) })
+    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores } })
 }

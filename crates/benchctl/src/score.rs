@@ -13,7 +13,7 @@ use benchctl_suites::Suite;
 use serde_json::Value;
 
 use crate::cli::{ScoreArgs, ScoreFormat, ScoreKindArg};
-use crate::evaluate::{Dump, Evaluation};
+use crate::evaluate::{Evaluation, Outcome};
 use crate::results::{self, ExternalModel, ModelRecord, Run, SuiteRecord};
 use crate::{submission, Error, ErrorKind, Result};
 
@@ -126,16 +126,16 @@ impl Scored {
             scores_sha256,
             scores_format: self.format.to_string(),
         };
-        let (suite_record, score_kind, intervals, data_fingerprint, dump, scored) = match self.detail {
+        let (suite_record, score_kind, intervals, data_fingerprint, outcome) = match self.detail {
             Detail::Items { suite, scores } => {
                 let intervals = crate::evaluate::bootstrap_intervals(&suite, &scores)?;
                 let record = SuiteRecord::of(&suite);
                 let fingerprint = results::fingerprint(&suite)?;
-                (record, scores.kind(), intervals, fingerprint, Dump::OfScoredItems, Some((*suite, scores)))
+                (record, scores.kind(), intervals, fingerprint, Outcome::Items { suite, scores })
             }
             Detail::Galleries { data_dir } => {
                 // `run` validated every line; they are the stored item scores.
-                let dump = Dump::Lines(results::dump_lines(&args.scores)?.iter().map(ToString::to_string).collect());
+                let dump = results::dump_lines(&args.scores)?.iter().map(ToString::to_string).collect();
                 let record = SuiteRecord {
                     id: self.suite_id.clone(),
                     data_dir: data_dir.display().to_string(),
@@ -149,7 +149,7 @@ impl Scored {
                     manifest: None,
                 };
                 // Ranks, not scores: the annotations are not read, so there is no fingerprint.
-                (record, ScoreKind::Similarity, Vec::new(), String::new(), dump, None)
+                (record, ScoreKind::Similarity, Vec::new(), String::new(), Outcome::Queries { dump })
             }
         };
         let run = Run {
@@ -177,7 +177,7 @@ impl Scored {
             image_fingerprint: String::new(),
             shard: None,
         };
-        Ok(Evaluation { run, dump, scored })
+        Ok(Evaluation { run, outcome })
     }
 }
 

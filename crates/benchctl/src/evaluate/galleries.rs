@@ -26,7 +26,7 @@ use serde_json::json;
 
 use crate::cli::{AlterMethod, AlteredSourceArg, CaptionNormalisationArg, EvalArgs};
 use crate::encode::{encode_images, encode_texts, image_keys, load_pixels, text_keys, unique_by, Encoder};
-use crate::evaluate::{Dump, Evaluation};
+use crate::evaluate::{Evaluation, Outcome};
 use crate::model::resolve_model;
 use crate::results::{self, Counts, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
@@ -403,7 +403,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         image_fingerprint,
         shard: None,
     };
-    Ok(Evaluation { run, dump: Dump::Lines(dump), scored: None })
+    Ok(Evaluation { run, outcome: Outcome::Queries { dump } })
 }
 
 /// BLIP's `pre_caption` on every caption when asked, or (`auto`) when a BLIP model is

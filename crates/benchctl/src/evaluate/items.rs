@@ -13,7 +13,7 @@ use candle_core::{DType, Tensor};
 use crate::cache;
 use crate::cli::EvalArgs;
 use crate::encode::*;
-use crate::evaluate::{bootstrap_intervals, tie_rule, Dump, Evaluation};
+use crate::evaluate::{bootstrap_intervals, tie_rule, Evaluation, Outcome};
 use crate::model::{resolve_model, Head};
 use crate::results::{self, fingerprint, image_fingerprint, Counts, ModelRecord, Run};
 use crate::{Error, ErrorKind, Result};
@@ -166,7 +166,7 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
         None => full_suite,
         Some(shard) => shard.suite,
     };
-    Ok(Evaluation { run, dump: Dump::OfScoredItems, scored: Some((suite, scores)) })
+    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores } })
 }
 
 /// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the

@@ -28,27 +28,32 @@ pub fn run(args: &EvalArgs) -> Result<Evaluation> {
 /// A finished evaluation, not yet stored.
 pub struct Evaluation {
     pub run: Run,
-    pub dump: Dump,
-    /// An item suite and its scores (retrieval suites have none).
-    pub scored: Option<(Suite, ScoreTensor)>,
+    pub outcome: Outcome,
 }
 
-/// Where a run's score dump (one JSON object per line) comes from.
-pub enum Dump {
-    /// An item suite's: one line per item of [`Evaluation::scored`], made as it is written
-    /// (a million items' lines are never held at once).
-    OfScoredItems,
-    /// These lines (a retrieval suite's, or external scores as read).
-    Lines(Vec<String>),
+/// What an evaluation scored, and so its score dump (one JSON object per line).
+pub enum Outcome {
+    /// An item suite and its scores: one dump line per item, made as it is written (a million
+    /// items' lines are never held at once).
+    Items { suite: Box<Suite>, scores: ScoreTensor },
+    /// A retrieval suite's per-query dump lines (RoCOCO: ranks against whole galleries).
+    Queries { dump: Vec<String> },
 }
 
 impl Evaluation {
+    /// An item suite's scores, when the evaluation has them.
+    pub fn scored(&self) -> Option<(&Suite, &ScoreTensor)> {
+        match &self.outcome {
+            Outcome::Items { suite, scores } => Some((suite, scores)),
+            Outcome::Queries { .. } => None,
+        }
+    }
+
     /// The score dump's lines, in order.
     pub fn dump_lines(&self) -> Box<dyn Iterator<Item = String> + '_> {
-        match (&self.dump, &self.scored) {
-            (Dump::Lines(lines), _) => Box::new(lines.iter().cloned()),
-            (Dump::OfScoredItems, Some((suite, scores))) => Box::new(results::item_dump(suite, scores)),
-            (Dump::OfScoredItems, None) => Box::new(std::iter::empty()),
+        match &self.outcome {
+            Outcome::Items { suite, scores } => Box::new(results::item_dump(suite, scores)),
+            Outcome::Queries { dump } => Box::new(dump.iter().cloned()),
         }
     }
 
