@@ -19,7 +19,8 @@
 //!
 //! Opening a namespace reads its segments through once, checking every record, and keeps
 //! only where each valid record lies (about 60 bytes an entry); [`EmbeddingCache::get`] reads
-//! the values then, and checks them again. Millions of cached embeddings (2,000,000 captions
+//! the values then, and checks them again, through at most eight open segments (a cache used
+//! by thousands of runs has thousands of segments). Millions of cached embeddings (2,000,000 captions
 //! of a 512-wide model are 4 GB) are never held in memory at once.
 
 use std::collections::HashMap;
@@ -84,8 +85,10 @@ pub struct EmbeddingCache {
     /// every record's check.
     namespace: Key,
     entries: HashMap<Key, Location>,
-    /// The segments read at open, for [`EmbeddingCache::get`].
-    segments: Vec<std::fs::File>,
+    /// The segments read at open, for [`EmbeddingCache::get`], and the few it has open (a
+    /// cache used by thousands of runs has thousands of segments: never one descriptor each).
+    segments: Vec<PathBuf>,
+    open_segments: std::sync::Mutex<Vec<(u32, std::fs::File)>>,
     segment: Option<std::fs::File>,
     /// Records skipped on load as truncated or corrupt.
     pub skipped: usize,
@@ -101,6 +104,7 @@ impl EmbeddingCache {
             namespace: [0; 32],
             entries: HashMap::new(),
             segments: Vec::new(),
+            open_segments: Default::default(),
             segment: None,
             skipped: 0,
             write_failed: false,
@@ -119,6 +123,7 @@ impl EmbeddingCache {
             namespace,
             entries: HashMap::new(),
             segments: Vec::new(),
+            open_segments: Default::default(),
             segment: None,
             skipped: 0,
             write_failed: false,
@@ -134,7 +139,7 @@ impl EmbeddingCache {
         for path in segments {
             // An unreadable segment is skipped like a corrupt one: its entries are recomputed.
             match std::fs::File::open(&path) {
-                Ok(file) => cache.read_segment(file),
+                Ok(file) => cache.read_segment(file, path),
                 Err(_) => cache.skipped += 1,
             }
         }
@@ -144,7 +149,7 @@ impl EmbeddingCache {
     /// Indexes the valid records of one segment, read as a stream. A record that fails its
     /// check is skipped; one that is truncated or has no valid header ends the segment (each
     /// counted in `skipped`).
-    fn read_segment(&mut self, file: std::fs::File) {
+    fn read_segment(&mut self, file: std::fs::File, path: PathBuf) {
         let segment = self.segments.len() as u32;
         let mut reader = BufReader::with_capacity(1 << 16, &file);
         let mut head = [0u8; SEGMENT_HEAD];
@@ -193,7 +198,7 @@ impl EmbeddingCache {
         }
         if !found.is_empty() {
             self.entries.extend(found);
-            self.segments.push(file);
+            self.segments.push(path);
         }
     }
 
@@ -202,10 +207,33 @@ impl EmbeddingCache {
     pub fn get(&self, key: &Key) -> Option<Vec<f32>> {
         let at = self.entries.get(key)?;
         let mut bytes = vec![0u8; at.dim as usize * 4 + 8];
-        read_exact_at(&self.segments[at.segment as usize], &mut bytes, at.offset).ok()?;
+        self.read_at(at.segment, &mut bytes, at.offset).ok()?;
         let (raw, stored) = bytes.split_at(at.dim as usize * 4);
         (check(&self.namespace, key, raw) == stored)
             .then(|| raw.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect())
+    }
+
+    /// Reads `buf.len()` bytes of segment `segment` at `offset`, through a handful of open
+    /// segments (the most recently used last; runs read their rows mostly from one segment).
+    fn read_at(&self, segment: u32, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        const KEEP_OPEN: usize = 8;
+        let mut open = self.open_segments.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let file = match open.iter().position(|(s, _)| *s == segment) {
+            Some(i) => {
+                let entry = open.remove(i);
+                open.push(entry);
+                &open[open.len() - 1].1
+            }
+            None => {
+                let file = std::fs::File::open(&self.segments[segment as usize])?;
+                if open.len() == KEEP_OPEN {
+                    open.remove(0);
+                }
+                open.push((segment, file));
+                &open[open.len() - 1].1
+            }
+        };
+        read_exact_at(file, buf, offset)
     }
 
     /// How many values `key` has, without reading them.

@@ -341,3 +341,30 @@ fn a_record_changed_after_opening_reads_back_as_a_miss() {
     assert_eq!(cache.get(&a), Some(values[0].clone()));
     assert_eq!(cache.get(&c), Some(values[2].clone()));
 }
+
+/// A cache written by many runs has many segments (one per process): opening it and reading
+/// every entry keeps only a handful of them open, not one descriptor per segment (a cache of
+/// thousands of runs would exhaust the process's limit, 1,024 by default).
+#[cfg(target_os = "linux")]
+#[test]
+fn many_segments_are_read_without_holding_a_descriptor_each() {
+    use benchctl::cache::{key, EmbeddingCache};
+    let open_descriptors = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let root = tempfile::tempdir().unwrap();
+    let segments = 200u32;
+    for i in 0..segments {
+        let values = [i as f32, 1.0, 2.0];
+        EmbeddingCache::open(root.path(), "ns").unwrap().append(&[(key(&[&i.to_le_bytes()]), &values[..])]).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_dir(root.path().read_dir().unwrap().next().unwrap().unwrap().path()).unwrap().count(),
+        segments as usize
+    );
+    let before = open_descriptors();
+    let cache = EmbeddingCache::open(root.path(), "ns").unwrap();
+    for i in (0..segments).rev() {
+        assert_eq!(cache.get(&key(&[&i.to_le_bytes()])), Some(vec![i as f32, 1.0, 2.0]), "entry {i}");
+    }
+    let held = open_descriptors() - before;
+    assert!(held <= 8, "{held} descriptors held for {segments} segments");
+}
