@@ -219,7 +219,7 @@ impl<'a> EmbeddingPlan<'a> {
         self.wanted.is_none_or(|w| w[i])
     }
 
-    /// How many rows the plan reads from the cache, and how many it encodes.
+    /// How many rows the plan reads from the cache.
     fn cached_rows(&self) -> usize {
         self.cached.iter().filter(|&&c| c).count()
     }
