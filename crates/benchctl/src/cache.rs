@@ -20,8 +20,8 @@
 //! Opening a namespace reads its segments through once, checking every record, and keeps
 //! only where each valid record lies (about 60 bytes an entry); [`EmbeddingCache::get`] reads
 //! the values then, and checks them again, through at most eight open segments (a cache used
-//! by thousands of runs has thousands of segments). Millions of cached embeddings (2,000,000 captions
-//! of a 512-wide model are 4 GB) are never held in memory at once.
+//! by thousands of runs has thousands of segments). Millions of cached embeddings (2,000,000
+//! captions of a 512-wide model are 4 GB) are never held in memory at once.
 
 use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
