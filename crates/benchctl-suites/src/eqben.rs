@@ -136,11 +136,15 @@ fn read_annotation<T: serde::de::DeserializeOwned>(
 /// items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut suite = Suite::new("eqben", data_dir, SUMMARY);
-    let Some((path, entries)) =
+    let Some((path, mut entries)) =
         read_annotation::<Vec<FlatEntry>>(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems)
     else {
         return suite;
     };
+    // Each entry's image and caption, moved out: the items take them, not copies (the full
+    // release has a million entries, each naming an image and a caption its item repeats).
+    let (mut images, mut captions): (Vec<Option<String>>, Vec<Option<String>>) =
+        entries.iter_mut().map(|e| (e.image.take(), e.caption.take())).unzip();
     let infos = match private_infos(data_dir, &path, &entries, &mut suite.annotation_files) {
         Ok(infos) => infos,
         Err(e) => {
@@ -148,8 +152,9 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
             return suite;
         }
     };
-    let (image_root, light) = image_root(data_dir, probe_image(entries.iter().filter_map(|e| e.image.as_deref())), &[]);
-    let (items, order) = group_entries(&path, &entries, &infos, &image_root, light, problems);
+    let (image_root, light) = image_root(data_dir, probe_image(images.iter().filter_map(|i| i.as_deref())), &[]);
+    let inputs = EntryInputs { images: &mut images, captions: &mut captions };
+    let (items, order) = group_entries(&path, inputs, &infos, &image_root, light, problems);
     suite.items = items;
     suite.pair_order = Some(PairOrder { file: path, slots: order });
     suite.incomplete = shortfalls(&suite.items);
@@ -256,11 +261,17 @@ fn image_root(data_dir: &Path, first_image: Option<&str>, extra: &[&str]) -> (Pa
     (candidates.into_iter().nth(usize::from(!extra.is_empty())).unwrap_or_else(|| data_dir.to_path_buf()), false)
 }
 
+/// Each entry's image and caption, taken (moved) as the entries are grouped.
+struct EntryInputs<'a> {
+    images: &'a mut [Option<String>],
+    captions: &'a mut [Option<String>],
+}
+
 /// The items of the flat list, in the official split order then `sample_cnt`, and where each
 /// entry sits in them.
 fn group_entries(
     path: &Path,
-    entries: &[FlatEntry],
+    inputs: EntryInputs<'_>,
     infos: &[std::borrow::Cow<'_, PrivateInfo>],
     image_root: &Path,
     light: bool,
@@ -276,13 +287,14 @@ fn group_entries(
     }
     let mut partials: Vec<Partial> = Vec::new();
     let mut by_key: HashMap<(String, u64), usize> = HashMap::new();
-    let mut slots: Vec<Option<(usize, u8, u8)>> = Vec::with_capacity(entries.len());
-    for (j, (entry, info)) in entries.iter().zip(infos).enumerate() {
+    let mut slots: Vec<Option<(usize, u8, u8)>> = Vec::with_capacity(infos.len());
+    let EntryInputs { images, captions } = inputs;
+    for (j, info) in infos.iter().enumerate() {
         let at = || format!("{} entry {j}", path.display());
         let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", at()));
         let parsed = (|| -> Result<(usize, usize, usize)> {
-            let image = entry.image.clone().ok_or_else(|| malformed("missing key `image`".into()))?;
-            let caption = entry.caption.clone().ok_or_else(|| malformed("missing key `caption`".into()))?;
+            let image = images[j].take().ok_or_else(|| malformed("missing key `image`".into()))?;
+            let caption = captions[j].take().ok_or_else(|| malformed("missing key `caption`".into()))?;
             let (c, i) = parse_slot(&info.name).ok_or_else(|| {
                 malformed(format!("`private_info.name` is `{}`, expected c0i0, c0i1, c1i0 or c1i1", info.name))
             })?;
@@ -339,7 +351,7 @@ fn group_entries(
     let mut items = Vec::with_capacity(partials.len());
     let mut tag_sets = TagSets::default();
     for p in order {
-        let partial = &partials[p];
+        let partial = &mut partials[p];
         let id = format!("{}/{}", partial.split, partial.sample);
         let missing: Vec<String> = (0..2)
             .flat_map(|c| (0..2).map(move |i| (c, i)))
@@ -365,7 +377,7 @@ fn group_entries(
                 continue;
             }
         };
-        let texts = partial.captions.iter().map(|c| c.as_ref().map(|(t, _)| t.clone()).unwrap_or_default()).collect();
+        let texts = partial.captions.iter_mut().map(|c| c.take().map(|(t, _)| t).unwrap_or_default()).collect();
         item_of[p] = Some(items.len());
         items.push(Item {
             id,
