@@ -118,16 +118,7 @@ impl EmbeddingCache {
         std::fs::create_dir_all(&dir).map_err(|e| {
             Error::caused_by(ErrorKind::Results, format!("create cache directory {}: {e}", dir.display()), e)
         })?;
-        let mut cache = Self {
-            dir: Some(dir.clone()),
-            namespace,
-            entries: HashMap::new(),
-            segments: Vec::new(),
-            open_segments: Default::default(),
-            segment: None,
-            skipped: 0,
-            write_failed: false,
-        };
+        let mut cache = Self { dir: Some(dir.clone()), namespace, ..Self::disabled() };
         let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map_err(|e| {
                 Error::caused_by(ErrorKind::Results, format!("read cache directory {}: {e}", dir.display()), e)
