@@ -22,71 +22,65 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
 /// its place, or bytes that are not UTF-8 (with the byte offset of the first bad one), are
 /// malformed data; a UTF-8 byte order mark (as Windows editors write) is dropped.
 pub(crate) fn read_text(path: &Path, how_to_get: &str) -> Result<String> {
-    if path.is_dir() {
-        return Err(Error::new(
-            ErrorKind::Malformed,
-            format!("read {}: it is a directory, not a file", path.display()),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| {
-        Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
-    })?;
-    let mut text = String::from_utf8(bytes).map_err(|e| {
-        Error::new(
-            ErrorKind::Malformed,
-            format!(
-                "read {}: not UTF-8 text (invalid byte at offset {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })?;
-    if text.starts_with('\u{feff}') {
-        text.drain(..'\u{feff}'.len_utf8());
+    refuse_directory(path)?;
+    let bytes = std::fs::read(path).map_err(|e| unreadable(path, how_to_get, e))?;
+    let mut text = String::from_utf8(bytes).map_err(|e| not_utf8(path, e.utf8_error().valid_up_to()))?;
+    if text.starts_with(BOM) {
+        text.drain(..BOM.len_utf8());
     }
     Ok(text)
 }
 
 /// Each line of a text file (JSON Lines), read as a stream so that a file of a million lines
 /// is never held whole: `line` gets its number (from 1) and its text without the line ending
-/// (`\n` or `\r\n`). The errors are [`read_text`]'s: a missing file, a directory, bytes that
-/// are not UTF-8 (with the file offset of the first bad one, after the lines before it were
-/// given); a byte order mark opening the file is dropped.
-pub(crate) fn for_each_line(path: &Path, how_to_get: &str, mut line: impl FnMut(usize, &str)) -> Result<()> {
+/// (`\n` or `\r\n`), and its first error ends the reading. The file's own errors are
+/// [`read_text`]'s (a non-UTF-8 byte is found once the lines before it were given).
+pub(crate) fn for_each_line(
+    path: &Path,
+    how_to_get: &str,
+    mut line: impl FnMut(usize, &str) -> Result<()>,
+) -> Result<()> {
     use std::io::BufRead;
+    refuse_directory(path)?;
+    let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let (mut buf, mut offset, mut number) = (Vec::new(), 0, 0);
+    loop {
+        buf.clear();
+        let read = reader.read_until(b'\n', &mut buf).map_err(|e| unreadable(path, how_to_get, e))?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        let skip = if number == 1 && buf.starts_with(BOM.to_string().as_bytes()) { BOM.len_utf8() } else { 0 };
+        let text = std::str::from_utf8(&buf[skip..]).map_err(|e| not_utf8(path, offset + skip + e.valid_up_to()))?;
+        line(number, text.strip_suffix('\n').map_or(text, |t| t.strip_suffix('\r').unwrap_or(t)))?;
+        offset += read;
+    }
+}
+
+/// The byte order mark Windows editors open UTF-8 files with.
+const BOM: char = '\u{feff}';
+
+fn refuse_directory(path: &Path) -> Result<()> {
     if path.is_dir() {
         return Err(Error::new(
             ErrorKind::Malformed,
             format!("read {}: it is a directory, not a file", path.display()),
         ));
     }
-    let unreadable = |e: std::io::Error| {
-        Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
-    };
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, std::fs::File::open(path).map_err(unreadable)?);
-    let (mut buf, mut offset, mut number) = (Vec::new(), 0, 0);
-    loop {
-        buf.clear();
-        let read = reader.read_until(b'\n', &mut buf).map_err(unreadable)?;
-        if read == 0 {
-            return Ok(());
-        }
-        number += 1;
-        let skip = if number == 1 && buf.starts_with("\u{feff}".as_bytes()) { "\u{feff}".len() } else { 0 };
-        let text = std::str::from_utf8(&buf[skip..]).map_err(|e| {
-            Error::new(
-                ErrorKind::Malformed,
-                format!(
-                    "read {}: not UTF-8 text (invalid byte at offset {})",
-                    path.display(),
-                    offset + skip + e.valid_up_to()
-                ),
-            )
-        })?;
-        let text = text.strip_suffix('\n').map_or(text, |t| t.strip_suffix('\r').unwrap_or(t));
-        line(number, text);
-        offset += read;
-    }
+    Ok(())
+}
+
+fn unreadable(path: &Path, how_to_get: &str, e: std::io::Error) -> Error {
+    Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
+}
+
+fn not_utf8(path: &Path, offset: usize) -> Error {
+    Error::new(
+        ErrorKind::Malformed,
+        format!("read {}: not UTF-8 text (invalid byte at offset {offset})", path.display()),
+    )
 }
 
 /// The JSON in `path`, or `None` with the reason added to `problems` (a missing file, named

@@ -61,20 +61,16 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut tag_sets = TagSets::default();
     let is_jsonl = jsonl.exists() || parquet.is_empty();
     // Each example with the file (an index into `annotation_files`) and line or row it is on.
-    let examples: Vec<(usize, usize, Item)> = if is_jsonl {
+    let mut examples: Vec<(usize, usize, Item)> = Vec::new();
+    if is_jsonl {
         suite.annotation_files.push(jsonl.clone());
-        read_jsonl(&jsonl, &data_dir.join("images"), &mut tag_sets, problems)
-            .into_iter()
-            .map(|(l, i)| (0, l, i))
-            .collect()
+        read_jsonl(&jsonl, &data_dir.join("images"), &mut tag_sets, &mut examples, problems);
     } else {
         suite.annotation_files.extend(parquet.iter().cloned());
-        let mut examples = Vec::new();
         for (f, file) in parquet.iter().enumerate() {
-            examples.extend(read_parquet(file, &mut tag_sets, problems).into_iter().map(|(r, i)| (f, r, i)));
+            read_parquet(file, f, &mut tag_sets, &mut examples, problems);
         }
-        examples
-    };
+    }
     // Borrowed ids, not copies: a million ids would be a second copy of each.
     let duplicate: Vec<bool> = {
         let mut seen = std::collections::HashSet::with_capacity(examples.len());
@@ -116,13 +112,17 @@ fn parquet_files(data_dir: &Path) -> Vec<PathBuf> {
     Vec::new()
 }
 
-/// The items of `examples.jsonl`, each with its line number.
-fn read_jsonl(path: &Path, images_dir: &Path, tag_sets: &mut TagSets, problems: &mut Vec<Error>) -> Vec<(usize, Item)> {
-    let mut items = Vec::new();
-    let mut line_problems = Vec::new();
+/// The items of `examples.jsonl` (file 0), each with its line number, added to `examples`.
+fn read_jsonl(
+    path: &Path,
+    images_dir: &Path,
+    tag_sets: &mut TagSets,
+    examples: &mut Vec<(usize, usize, Item)>,
+    problems: &mut Vec<Error>,
+) {
     let read = paths::for_each_line(path, HOW_TO_GET, |number, line| {
         if line.trim().is_empty() {
-            return;
+            return Ok(());
         }
         let at = format!("{} line {number}", path.display());
         let parsed = serde_json::from_str::<Example>(line)
@@ -134,20 +134,26 @@ fn read_jsonl(path: &Path, images_dir: &Path, tag_sets: &mut TagSets, problems: 
                 let images = [image(&example.image_0)?, image(&example.image_1)?];
                 item(example, images, tag_sets, &at)
             });
+        // A bad line is one problem among others, not the end of the file.
         match parsed {
-            Ok(item) => items.push((number, item)),
-            Err(e) => line_problems.push(e),
+            Ok(item) => examples.push((0, number, item)),
+            Err(e) => problems.push(e),
         }
+        Ok(())
     });
-    problems.extend(line_problems);
     if let Err(e) = read {
         problems.push(e);
     }
-    items
 }
 
-/// The items of one parquet file, each with its row number.
-fn read_parquet(path: &Path, tag_sets: &mut TagSets, problems: &mut Vec<Error>) -> Vec<(usize, Item)> {
+/// The items of one parquet file (file `file`), each with its row number, added to `examples`.
+fn read_parquet(
+    path: &Path,
+    file: usize,
+    tag_sets: &mut TagSets,
+    examples: &mut Vec<(usize, usize, Item)>,
+    problems: &mut Vec<Error>,
+) {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     let reader = std::fs::File::open(path)
         .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
@@ -156,28 +162,26 @@ fn read_parquet(path: &Path, tag_sets: &mut TagSets, problems: &mut Vec<Error>) 
         Ok(reader) => reader,
         Err(e) => {
             problems.push(e);
-            return Vec::new();
+            return;
         }
     };
     let rows = match reader.get_row_iter(None) {
         Ok(rows) => rows,
         Err(e) => {
             problems.push(malformed(e.to_string()));
-            return Vec::new();
+            return;
         }
     };
-    let mut items = Vec::new();
     for (index, row) in rows.enumerate() {
         let at = format!("{} row {index}", path.display());
         let parsed = row
             .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))
             .and_then(|row| parquet_item(path, &row, tag_sets, &at));
         match parsed {
-            Ok(item) => items.push((index, item)),
+            Ok(item) => examples.push((file, index, item)),
             Err(e) => problems.push(e),
         }
     }
-    items
 }
 
 /// One parquet row as an item: scalar columns as in the jsonl form, images embedded.

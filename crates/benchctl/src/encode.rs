@@ -169,19 +169,28 @@ pub(crate) struct Tally {
 pub(crate) struct EmbeddingPlan<'a> {
     what: &'static str,
     keys: &'a [cache::Key],
-    wanted: Option<&'a [bool]>,
-    cached: Vec<bool>,
-    /// The batches to encode, in order, and the batch each missing row is encoded in.
+    /// Where each row comes from.
+    sources: Vec<RowSource>,
+    /// The batches to encode, in order.
     batches: Vec<Vec<usize>>,
-    batch_of: Vec<u32>,
     /// The cache's row size, when it holds any of these rows.
     cached_dim: Option<usize>,
+}
+
+/// Where one row of an [`EmbeddingPlan`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RowSource {
+    /// Not needed (a shard's input of another shard).
+    Unwanted,
+    Cache,
+    /// Encoded in this batch of the plan.
+    Batch(u32),
 }
 
 impl<'a> EmbeddingPlan<'a> {
     pub(crate) fn new(
         keys: &'a [cache::Key],
-        wanted: Option<&'a [bool]>,
+        wanted: Option<&[bool]>,
         batch: usize,
         cache: &EmbeddingCache,
         what: &'static str,
@@ -192,8 +201,14 @@ impl<'a> EmbeddingPlan<'a> {
             keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.dim(k) } else { None }).collect();
         drop_odd_sized(&mut lengths, what);
         let cached_dim = lengths.iter().flatten().next().copied();
-        let cached: Vec<bool> = lengths.iter().map(Option::is_some).collect();
-        let todo: Vec<usize> = (0..n).filter(|&i| is_wanted(i) && !cached[i]).collect();
+        let mut sources: Vec<RowSource> = (0..n)
+            .map(|i| match (is_wanted(i), lengths[i]) {
+                (false, _) => RowSource::Unwanted,
+                (true, Some(_)) => RowSource::Cache,
+                (true, None) => RowSource::Batch(u32::MAX),
+            })
+            .collect();
+        let todo: Vec<usize> = (0..n).filter(|&i| matches!(sources[i], RowSource::Batch(_))).collect();
         let batches: Vec<Vec<usize>> = match wanted {
             None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
             Some(_) => {
@@ -204,24 +219,19 @@ impl<'a> EmbeddingPlan<'a> {
                     .collect()
             }
         };
-        let mut batch_of = vec![u32::MAX; n];
         for (b, chunk) in batches.iter().enumerate() {
             for &i in chunk {
-                if is_wanted(i) && !cached[i] {
-                    batch_of[i] = b as u32;
+                if let RowSource::Batch(of) = &mut sources[i] {
+                    *of = b as u32;
                 }
             }
         }
-        Self { what, keys, wanted, cached, batches, batch_of, cached_dim }
-    }
-
-    fn is_wanted(&self, i: usize) -> bool {
-        self.wanted.is_none_or(|w| w[i])
+        Self { what, keys, sources, batches, cached_dim }
     }
 
     /// How many rows the plan reads from the cache.
     fn cached_rows(&self) -> usize {
-        self.cached.iter().filter(|&&c| c).count()
+        self.sources.iter().filter(|&&s| s == RowSource::Cache).count()
     }
 }
 
@@ -303,9 +313,9 @@ impl<P> EmbeddingStream<'_, P> {
 
     fn fetch(&mut self, i: usize, cache: &mut EmbeddingCache) -> Result<()> {
         let what = self.plan.what;
-        if self.plan.cached[i] {
-            match cache.get(&self.plan.keys[i]) {
-                Some(row) => return self.keep(i, row),
+        match self.plan.sources[i] {
+            RowSource::Cache => match cache.get(&self.plan.keys[i]) {
+                Some(row) => self.keep(i, row),
                 // Planned as cached, it no longer reads back (its segment changed during the
                 // run): encoded alone, it costs a batch, not the run.
                 None => {
@@ -315,27 +325,25 @@ impl<P> EmbeddingStream<'_, P> {
                     self.tally.cached -= 1;
                     self.tally.encoded += 1;
                     self.tally.batches += 1;
-                    return self.keep(i, values);
+                    self.keep(i, values)
                 }
+            },
+            RowSource::Batch(batch) => {
+                while self.next_batch <= batch as usize && self.next_batch < self.plan.batches.len() {
+                    self.encode_next(cache)?;
+                }
+                if self.rows.contains_key(&i) {
+                    return Ok(());
+                }
+                Err(Error::new(
+                    ErrorKind::Compute,
+                    format!("gather {what} embeddings: a row was neither cached nor encoded"),
+                ))
             }
-        }
-        let batch = self.plan.batch_of[i];
-        if batch == u32::MAX || !self.plan.is_wanted(i) {
-            return Err(Error::new(
+            RowSource::Unwanted => Err(Error::new(
                 ErrorKind::Compute,
                 format!("gather {what} embeddings: row {i} is neither cached nor planned"),
-            ));
-        }
-        while self.next_batch <= batch as usize {
-            self.encode_next(cache)?;
-        }
-        if self.rows.contains_key(&i) {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::Compute,
-                format!("gather {what} embeddings: a row was neither cached nor encoded"),
-            ))
+            )),
         }
     }
 
@@ -370,7 +378,7 @@ impl<P> EmbeddingStream<'_, P> {
         cache.append(&rows.iter().map(|&(i, row)| (self.plan.keys[i], row)).collect::<Vec<_>>())?;
         for (i, row) in rows {
             // A shard's global batch also holds rows it does not need.
-            if self.plan.batch_of[i] == b as u32 {
+            if self.plan.sources[i] == RowSource::Batch(b as u32) {
                 self.keep(i, row.to_vec())?;
             }
         }
@@ -405,7 +413,7 @@ impl<P> EmbeddingStream<'_, P> {
         let n = self.plan.keys.len();
         let mut flat = Vec::new();
         for i in 0..n {
-            if !self.plan.is_wanted(i) {
+            if self.plan.sources[i] == RowSource::Unwanted {
                 continue;
             }
             self.ensure(i, cache)?;

@@ -72,21 +72,18 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
             }
         }
         Format::Jsonl => {
-            let text = paths::read_text(path, how_to_get)?;
-            text.lines()
-                .enumerate()
-                .filter(|(_, line)| !line.trim().is_empty())
-                .map(|(i, line)| {
-                    let value = serde_json::from_str(line).map_err(|e| {
-                        Error::caused_by(
-                            ErrorKind::Malformed,
-                            format!("parse {} line {}: {e}", path.display(), i + 1),
-                            e,
-                        )
-                    })?;
-                    Ok(SourceRecord { value, at: format!("line {}", i + 1), key: None })
-                })
-                .collect()
+            let mut records = Vec::new();
+            paths::for_each_line(path, how_to_get, |number, line| {
+                if line.trim().is_empty() {
+                    return Ok(());
+                }
+                let value = serde_json::from_str(line).map_err(|e| {
+                    Error::caused_by(ErrorKind::Malformed, format!("parse {} line {number}: {e}", path.display()), e)
+                })?;
+                records.push(SourceRecord { value, at: format!("line {number}"), key: None });
+                Ok(())
+            })?;
+            Ok(records)
         }
         Format::Csv | Format::Tsv => {
             let text = paths::read_text(path, how_to_get)?;

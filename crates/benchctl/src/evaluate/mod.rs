@@ -62,6 +62,8 @@ impl Evaluation {
     /// and the run file.
     pub fn store(&self, results_dir: &Path) -> Result<(i64, PathBuf)> {
         let mut store = crate::store::Store::open(results_dir)?;
+        // An item suite's dump lines are made twice, for the file and for the store's rows,
+        // rather than held between the two (a million lines took about 100 MB).
         let path = results::store(results_dir, &self.run, self.dump_lines())?;
         crate::fault::at("store-files", 0);
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
