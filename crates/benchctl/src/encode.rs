@@ -58,6 +58,52 @@ pub(crate) fn remember(memo: &cache::FileKeys) {
     }
 }
 
+/// A suite's items and, for each of their image and text slots in order, the unique input it
+/// shows ([`unique_by`]'s slots), with where each item's slots start.
+pub(crate) struct ItemInputs<'a> {
+    pub suite: &'a Suite,
+    pub image_slots: &'a [usize],
+    pub text_slots: &'a [usize],
+    /// `items + 1` offsets into the slots: item n's are `start[n]..start[n + 1]`.
+    image_start: Vec<usize>,
+    text_start: Vec<usize>,
+}
+
+impl<'a> ItemInputs<'a> {
+    pub(crate) fn new(suite: &'a Suite, image_slots: &'a [usize], text_slots: &'a [usize]) -> Self {
+        let starts = |count: fn(&benchctl_suites::Item) -> usize| {
+            let mut start = Vec::with_capacity(suite.items.len() + 1);
+            start.push(0);
+            for item in &suite.items {
+                start.push(start[start.len() - 1] + count(item));
+            }
+            start
+        };
+        let (image_start, text_start) = (starts(|i| i.images.len()), starts(|i| i.texts.len()));
+        Self { suite, image_slots, text_slots, image_start, text_start }
+    }
+
+    /// Item n's image slots.
+    pub(crate) fn images_of(&self, n: usize) -> &'a [usize] {
+        &self.image_slots[self.image_start[n]..self.image_start[n + 1]]
+    }
+
+    /// Item n's text slots.
+    pub(crate) fn texts_of(&self, n: usize) -> &'a [usize] {
+        &self.text_slots[self.text_start[n]..self.text_start[n + 1]]
+    }
+
+    /// The image slots of items `range`.
+    pub(crate) fn images_of_range(&self, range: std::ops::Range<usize>) -> &'a [usize] {
+        &self.image_slots[self.image_start[range.start]..self.image_start[range.end]]
+    }
+
+    /// The text slots of items `range`.
+    pub(crate) fn texts_of_range(&self, range: std::ops::Range<usize>) -> &'a [usize] {
+        &self.text_slots[self.text_start[range.start]..self.text_start[range.end]]
+    }
+}
+
 /// Each distinct value once, in first-seen order, and the slot of every occurrence.
 pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(
     values: impl Iterator<Item = &'a T>,
@@ -478,26 +524,22 @@ pub(crate) struct PairTable {
 }
 
 impl PairTable {
-    pub(crate) fn of_items(suite: &Suite, image_slots: &[usize], text_slots: &[usize]) -> Self {
+    pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
         let mut index: HashMap<(usize, usize), usize> = HashMap::new();
         let mut pairs = Vec::new();
-        let mut item_pairs = Vec::with_capacity(suite.items.len());
-        let (mut i0, mut t0) = (0, 0);
-        for item in &suite.items {
-            let (k, l) = (item.images.len(), item.texts.len());
-            let mut these = Vec::with_capacity(k * l);
-            for i in 0..k {
-                for j in 0..l {
-                    let pair = (image_slots[i0 + i], text_slots[t0 + j]);
-                    these.push(*index.entry(pair).or_insert_with(|| {
-                        pairs.push(pair);
+        let mut item_pairs = Vec::with_capacity(inputs.suite.items.len());
+        for n in 0..inputs.suite.items.len() {
+            let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
+            let mut these = Vec::with_capacity(images.len() * texts.len());
+            for &image in images {
+                for &text in texts {
+                    these.push(*index.entry((image, text)).or_insert_with(|| {
+                        pairs.push((image, text));
                         pairs.len() - 1
                     }));
                 }
             }
             item_pairs.push(these);
-            i0 += k;
-            t0 += l;
         }
         Self { pairs, item_pairs }
     }

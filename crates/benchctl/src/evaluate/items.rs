@@ -52,11 +52,9 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
             ))
         }
         Some((i, n)) => Some(Shard::of(
-            &full_suite,
+            &ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots),
             i,
             n,
-            &all_image_slots,
-            &all_text_slots,
             unique_images.len(),
             unique_texts.len(),
         )),
@@ -82,7 +80,8 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
         keys.iter().enumerate().filter(|&(i, _)| wanted.is_none_or(|w| w[i])).map(|(_, k)| *k).collect()
     };
     // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
-    let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(suite, image_slots, text_slots));
+    let inputs = ItemInputs::new(suite, image_slots, text_slots);
+    let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(&inputs));
     let pair_keys = pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default();
     let (needed_images, needed_texts) = match pairs {
         Some(_) => (Vec::new(), Vec::new()),
@@ -114,7 +113,6 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
             let image_plan = EmbeddingPlan::new(&image_keys, wanted_images, batch, &cache, "image");
             let text_plan = EmbeddingPlan::new(&text_keys, wanted_texts, batch, &cache, "text");
             let bars = indicatif::MultiProgress::new();
-            let inputs = ItemInputs { suite, image_slots, text_slots };
             let (image_steps, text_steps) = (
                 (prepare_images(encoder, &unique_images), encode_pixels(encoder)),
                 (prepare_texts(&unique_texts), encode_captions(encoder)),
@@ -180,30 +178,20 @@ pub(crate) struct Shard {
 }
 
 impl Shard {
-    fn of(
-        suite: &Suite,
-        i: usize,
-        n: usize,
-        image_slots: &[usize],
-        text_slots: &[usize],
-        images: usize,
-        texts: usize,
-    ) -> Self {
-        let total = suite.items.len();
+    /// Shard `i` of `n` of `all` (the whole suite's items and slots), among `images` and
+    /// `texts` unique inputs.
+    fn of(all: &ItemInputs, i: usize, n: usize, images: usize, texts: usize) -> Self {
+        let total = all.suite.items.len();
         let (start, end) = (total * i / n, total * (i + 1) / n);
-        let offset = |take: fn(&benchctl_suites::Item) -> usize, upto: usize| {
-            suite.items[..upto].iter().map(take).sum::<usize>()
-        };
-        let (i0, i1) = (offset(|it| it.images.len(), start), offset(|it| it.images.len(), end));
-        let (t0, t1) = (offset(|it| it.texts.len(), start), offset(|it| it.texts.len(), end));
+        let (image_slots, text_slots) = (all.images_of_range(start..end), all.texts_of_range(start..end));
         let mut wanted_images = vec![false; images];
         let mut wanted_texts = vec![false; texts];
-        image_slots[i0..i1].iter().for_each(|&s| wanted_images[s] = true);
-        text_slots[t0..t1].iter().for_each(|&s| wanted_texts[s] = true);
+        image_slots.iter().for_each(|&s| wanted_images[s] = true);
+        text_slots.iter().for_each(|&s| wanted_texts[s] = true);
         Shard {
-            suite: suite.with_items(suite.items[start..end].to_vec()),
-            image_slots: image_slots[i0..i1].to_vec(),
-            text_slots: text_slots[t0..t1].to_vec(),
+            suite: all.suite.with_items(all.suite.items[start..end].to_vec()),
+            image_slots: image_slots.to_vec(),
+            text_slots: text_slots.to_vec(),
             wanted_images,
             wanted_texts,
         }
@@ -224,14 +212,6 @@ pub(crate) fn check_images(suite: &Suite) -> Result<()> {
     ))
 }
 
-/// An item suite's items and, for each of their image and text slots in order, the unique
-/// input it shows.
-pub(crate) struct ItemInputs<'a> {
-    pub suite: &'a Suite,
-    pub image_slots: &'a [usize],
-    pub text_slots: &'a [usize],
-}
-
 /// The K×L scores of every item, computed window by window of items in suite order (within a
 /// window, in batches of items with the same shape), the embeddings fetched as a window needs
 /// them and released after the last item that shows them: an eval holds the embeddings of a
@@ -245,36 +225,22 @@ pub(crate) fn score_items<PI, PT>(
     cache: &mut cache::EmbeddingCache,
 ) -> Result<ScoreTensor> {
     const WINDOW: usize = 4096;
-    let ItemInputs { suite, image_slots, text_slots } = *inputs;
-    let items = suite.items.len();
-    // Where each item's slots start (and end), and the last item that shows each unique input.
-    let starts = |count: fn(&benchctl_suites::Item) -> usize| {
-        let mut start = Vec::with_capacity(items + 1);
-        start.push(0);
-        for item in &suite.items {
-            start.push(start[start.len() - 1] + count(item));
-        }
-        start
-    };
-    let (image_start, text_start) = (starts(|i| i.images.len()), starts(|i| i.texts.len()));
-    let last_use = |slots: &[usize], start: &[usize]| {
-        let mut last = vec![0u32; slots.iter().max().map_or(0, |&s| s + 1)];
-        for n in 0..items {
-            for &s in &slots[start[n]..start[n + 1]] {
-                last[s] = n as u32;
-            }
-        }
-        last
-    };
-    let (last_image, last_text) = (last_use(image_slots, &image_start), last_use(text_slots, &text_start));
+    let (suite, items) = (inputs.suite, inputs.suite.items.len());
+    // The last item that shows each unique input.
+    let size = |slots: &[usize]| slots.iter().max().map_or(0, |&s| s + 1);
+    let (mut last_image, mut last_text) = (vec![0u32; size(inputs.image_slots)], vec![0u32; size(inputs.text_slots)]);
+    for n in 0..items {
+        inputs.images_of(n).iter().for_each(|&s| last_image[s] = n as u32);
+        inputs.texts_of(n).iter().for_each(|&s| last_text[s] = n as u32);
+    }
     let mut tensor = ScoreTensor::of_kind(similarity.kind());
     for window_start in (0..items).step_by(WINDOW) {
         let window = window_start..(window_start + WINDOW).min(items);
         for n in window.clone() {
-            for &s in &image_slots[image_start[n]..image_start[n + 1]] {
+            for &s in inputs.images_of(n) {
                 images.ensure(s, cache)?;
             }
-            for &s in &text_slots[text_start[n]..text_start[n + 1]] {
+            for &s in inputs.texts_of(n) {
                 texts.ensure(s, cache)?;
             }
         }
@@ -284,8 +250,8 @@ pub(crate) fn score_items<PI, PT>(
         }
         let mut window_values: Vec<Vec<f32>> = vec![Vec::new(); window.len()];
         for ((k, l), members) in by_shape {
-            let image_batch = gather(images, &members, image_slots, &image_start, k, device)?;
-            let text_batch = gather(texts, &members, text_slots, &text_start, l, device)?;
+            let image_batch = gather(images, &members, |n| inputs.images_of(n), device)?;
+            let text_batch = gather(texts, &members, |n| inputs.texts_of(n), device)?;
             let scores = similarity.scores(&image_batch, &text_batch)?;
             let values = scores
                 .to_dtype(DType::F32)
@@ -303,12 +269,12 @@ pub(crate) fn score_items<PI, PT>(
                 .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
         }
         for n in window.clone() {
-            for &s in &image_slots[image_start[n]..image_start[n + 1]] {
+            for &s in inputs.images_of(n) {
                 if (last_image[s] as usize) < window.end {
                     images.release(s);
                 }
             }
-            for &s in &text_slots[text_start[n]..text_start[n + 1]] {
+            for &s in inputs.texts_of(n) {
                 if (last_text[s] as usize) < window.end {
                     texts.release(s);
                 }
@@ -318,19 +284,18 @@ pub(crate) fn score_items<PI, PT>(
     Ok(tensor)
 }
 
-/// The `per` embeddings of each of `members` (items), as a `members × per × dim` tensor.
-fn gather<P>(
+/// The embeddings of each of `members` (items of one shape), their slots given by `slots_of`,
+/// as a `members × per item × dim` tensor.
+fn gather<'s, P>(
     stream: &EmbeddingStream<'_, P>,
     members: &[usize],
-    slots: &[usize],
-    start: &[usize],
-    per: usize,
+    slots_of: impl Fn(usize) -> &'s [usize],
     device: &candle_core::Device,
 ) -> Result<Tensor> {
-    let dim = stream.dim();
+    let (dim, per) = (stream.dim(), members.first().map_or(0, |&n| slots_of(n).len()));
     let mut flat = Vec::with_capacity(members.len() * per * dim);
     for &n in members {
-        for &s in &slots[start[n]..start[n] + per] {
+        for &s in slots_of(n) {
             flat.extend_from_slice(stream.row(s)?);
         }
     }
