@@ -3,8 +3,8 @@
 //! Functionality", ACM TOMS 2015).
 //!
 //! `W` is `(n, k)` row-major, as every linear layer stores it, so `Wᵀ`'s columns are `W`'s
-//! rows. The weights are packed once per call into panels of `NR` output columns per block of
-//! `KC` depths (`KC × NR` contiguous). Depth block by depth block, every task works through
+//! rows. The weights are packed once per layer, when the model loads ([`PackedDense`]), into
+//! panels of `NR` output columns per block of `KC` depths (`KC × NR` contiguous). Depth block by depth block, every task works through
 //! the same packed weights at once (both cores reading one block beat each streaming its
 //! own: 155 vs 105 GFLOP/s); a task owns `MC` rows of `A`, packed into slivers of `MR` rows
 //! (`KC × MR`, zero-padded). The 6 × 16 micro-kernel keeps its tile of `C` in 12 of the 16
@@ -42,104 +42,161 @@ fn shape(isa: Isa) -> Option<Shape> {
     }
 }
 
-/// `out (m, n) = x (m, k) · w (n, k)ᵀ + bias (n)`, on all cores. `None` on the generic tier.
-pub(crate) fn dense(tier: Tier, x: &[f32], w: &[f32], bias: &[f32], m: usize, k: usize, n: usize) -> Option<Vec<f32>> {
-    let Shape { mr, nr } = shape(tier.isa())?;
-    assert!(
-        x.len() >= m * k && w.len() >= n * k && bias.len() >= n,
-        "dense: operands smaller than ({m}, {k}) · ({n}, {k})ᵀ"
-    );
-    if k == 0 {
-        // No depths: every row is the bias.
-        return Some((0..m).flat_map(|_| bias[..n].iter().copied()).collect());
+/// A dense layer's weights and bias in the micro-kernel's layout: per depth block of `KC`,
+/// panels of `nr` output columns (`KC × nr` contiguous, zero columns past `n`). Models pack
+/// each layer once at load (`models::transformer::Dense`): packing per call cost the text
+/// encoder ≈ 15 % of its time on the AVX2 tier (`bench --part text`, 126–133 → 141–153 texts/s
+/// packed at load, alternating binaries, AMD EPYC Zen 5).
+pub struct PackedDense {
+    isa: Isa,
+    shape: Shape,
+    /// Input width (depths).
+    k: usize,
+    /// Output width.
+    n: usize,
+    weights: Vec<f32>,
+    /// The bias, padded to whole panels so that every tile reads a full row of it.
+    bias: Vec<f32>,
+}
+
+impl std::fmt::Debug for PackedDense {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PackedDense({} → {}, {:?})", self.k, self.n, self.isa)
     }
-    let mut out = vec![0f32; m * n];
-    if m == 0 || n == 0 {
-        return Some(out);
-    }
-    let panels = n.div_ceil(nr);
-    let blocks = k.div_ceil(KC);
-    // Bias padded to whole panels, so every tile reads a full row of it.
-    let mut bias_padded = vec![0f32; panels * nr];
-    bias_padded[..n].copy_from_slice(&bias[..n]);
-    // All weights packed once, per depth block then panel: `kc × nr`, zero columns past n.
-    let mut packed_w = vec![0f32; blocks * panels * nr * KC];
-    packed_w.par_chunks_mut(nr * KC).enumerate().for_each(|(at, panel)| {
-        let (block, p) = (at / panels, at % panels);
-        let (depth, kc) = (block * KC, KC.min(k - block * KC));
-        for c in 0..nr.min(n.saturating_sub(p * nr)) {
-            let row = &w[(p * nr + c) * k + depth..][..kc];
-            for (d, &v) in row.iter().enumerate() {
-                panel[d * nr + c] = v;
-            }
-        }
-    });
-    let out_ptr = SendPtr(out.as_mut_ptr());
-    for block in 0..blocks {
-        let (depth, kc, first) = (block * KC, KC.min(k - block * KC), block == 0);
-        // One task per MC rows, all working through the same depth block of the weights
-        // (`kc × n`, read by both cores at once).
-        (0..m.div_ceil(MC)).into_par_iter().for_each_init(
-            || (vec![0f32; MC.div_ceil(mr) * mr * KC], vec![0f32; mr * nr]),
-            |(packed_a, tile), rb| {
-                let rows = rb * MC..(rb * MC + MC).min(m);
-                let slivers = rows.len().div_ceil(mr);
-                // This task's rows of A, sliver by sliver: `kc × mr`, zero rows past m.
-                for s in 0..slivers {
-                    let sliver = &mut packed_a[s * mr * kc..(s + 1) * mr * kc];
-                    for r in 0..mr {
-                        let i = rows.start + s * mr + r;
-                        if i < rows.end {
-                            for (d, &v) in x[i * k + depth..][..kc].iter().enumerate() {
-                                sliver[d * mr + r] = v;
-                            }
-                        } else {
-                            (0..kc).for_each(|d| sliver[d * mr + r] = 0.0);
-                        }
-                    }
-                }
-                // Per block of NC columns, sliver by sliver: a sliver's `kc × mr` values stay
-                // in L1 while the block's weight panels (`kc × NC`) stream past from L2.
-                for cb in 0..n.div_ceil(NC) {
-                    for s in 0..slivers {
-                        let i0 = rows.start + s * mr;
-                        let valid_rows = mr.min(rows.end - i0);
-                        let a = &packed_a[s * mr * kc..(s + 1) * mr * kc];
-                        for p in cb * NC / nr..((cb + 1) * NC).min(n).div_ceil(nr) {
-                            let panel = &packed_w[(block * panels + p) * nr * KC..][..nr * kc];
-                            let bias = &bias_padded[p * nr..(p + 1) * nr];
-                            let cols = nr.min(n - p * nr);
-                            let full = valid_rows == mr && cols == nr;
-                            // SAFETY (raw accesses to `out`): this task's rows only, inside
-                            // `out`, which outlives the parallel loop.
-                            let at = |r: usize| unsafe { out_ptr.get().add((i0 + r) * n + p * nr) };
-                            // Full tiles go straight to `out`; edge tiles through `tile`.
-                            if !full && !first {
-                                for r in 0..valid_rows {
-                                    let src = unsafe { std::slice::from_raw_parts(at(r), cols) };
-                                    tile[r * nr..r * nr + cols].copy_from_slice(src);
-                                }
-                            }
-                            let (c, ldc) = if full { (at(0), n) } else { (tile.as_mut_ptr(), nr) };
-                            // SAFETY: `a` holds kc × mr, `panel` kc × nr and `bias` nr values;
-                            // `c` addresses mr rows of nr values, `ldc` apart; the tier has
-                            // the features the kernel is compiled for.
-                            unsafe {
-                                micro_kernel(tier.isa(), kc, a.as_ptr(), panel.as_ptr(), bias.as_ptr(), c, ldc, first)
-                            };
-                            if !full {
-                                for r in 0..valid_rows {
-                                    let dst = unsafe { std::slice::from_raw_parts_mut(at(r), cols) };
-                                    dst.copy_from_slice(&tile[r * nr..r * nr + cols]);
-                                }
-                            }
-                        }
-                    }
-                }
-            },
+}
+
+impl PackedDense {
+    /// `w` `(n, k)` row-major and `bias` (`n` values, zeros when the layer has none) packed
+    /// for `tier`'s micro-kernel; `None` on a tier without one.
+    pub(crate) fn pack(tier: Tier, w: &[f32], bias: Option<&[f32]>, n: usize, k: usize) -> Option<Self> {
+        let shape @ Shape { nr, .. } = shape(tier.isa())?;
+        assert!(
+            w.len() >= n * k && bias.is_none_or(|b| b.len() >= n),
+            "dense: weights smaller than ({n}, {k}) or a bias shorter than {n}"
         );
+        let panels = n.div_ceil(nr);
+        let blocks = k.div_ceil(KC);
+        let mut bias_padded = vec![0f32; panels * nr];
+        if let Some(bias) = bias {
+            bias_padded[..n].copy_from_slice(&bias[..n]);
+        }
+        let mut weights = vec![0f32; blocks * panels * nr * KC];
+        weights.par_chunks_mut(nr * KC).enumerate().for_each(|(at, panel)| {
+            let (block, p) = (at / panels, at % panels);
+            let (depth, kc) = (block * KC, KC.min(k - block * KC));
+            for c in 0..nr.min(n.saturating_sub(p * nr)) {
+                let row = &w[(p * nr + c) * k + depth..][..kc];
+                for (d, &v) in row.iter().enumerate() {
+                    panel[d * nr + c] = v;
+                }
+            }
+        });
+        Some(PackedDense { isa: tier.isa(), shape, k, n, weights, bias: bias_padded })
     }
-    Some(out)
+
+    /// Whether `tier` has a micro-kernel here (else its products go to the `gemm` crate).
+    pub(crate) fn packs_on(tier: Tier) -> bool {
+        shape(tier.isa()).is_some()
+    }
+
+    /// Input width.
+    pub fn in_dim(&self) -> usize {
+        self.k
+    }
+
+    /// Output width.
+    pub fn out_dim(&self) -> usize {
+        self.n
+    }
+
+    /// `out (m, n) = x (m, k) · Wᵀ + bias`, on all cores.
+    pub(crate) fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
+        let PackedDense { isa, shape: Shape { mr, nr }, k, n, ref weights, ref bias } = *self;
+        assert!(x.len() >= m * k, "dense: input smaller than ({m}, {k})");
+        if k == 0 {
+            // No depths: every row is the bias.
+            return (0..m).flat_map(|_| bias[..n].iter().copied()).collect();
+        }
+        let mut out = vec![0f32; m * n];
+        if m == 0 || n == 0 {
+            return out;
+        }
+        let panels = n.div_ceil(nr);
+        let blocks = k.div_ceil(KC);
+        let out_ptr = SendPtr(out.as_mut_ptr());
+        for block in 0..blocks {
+            let (depth, kc, first) = (block * KC, KC.min(k - block * KC), block == 0);
+            // One task per MC rows, all working through the same depth block of the weights
+            // (`kc × n`, read by both cores at once).
+            (0..m.div_ceil(MC)).into_par_iter().for_each_init(
+                || (vec![0f32; MC.div_ceil(mr) * mr * KC], vec![0f32; mr * nr]),
+                |(packed_a, tile), rb| {
+                    let rows = rb * MC..(rb * MC + MC).min(m);
+                    let slivers = rows.len().div_ceil(mr);
+                    // This task's rows of A, sliver by sliver: `kc × mr`, zero rows past m.
+                    for s in 0..slivers {
+                        let sliver = &mut packed_a[s * mr * kc..(s + 1) * mr * kc];
+                        for r in 0..mr {
+                            let i = rows.start + s * mr + r;
+                            if i < rows.end {
+                                for (d, &v) in x[i * k + depth..][..kc].iter().enumerate() {
+                                    sliver[d * mr + r] = v;
+                                }
+                            } else {
+                                (0..kc).for_each(|d| sliver[d * mr + r] = 0.0);
+                            }
+                        }
+                    }
+                    // Per block of NC columns, sliver by sliver: a sliver's `kc × mr` values
+                    // stay in L1 while the block's weight panels (`kc × NC`) stream past
+                    // from L2.
+                    for cb in 0..n.div_ceil(NC) {
+                        for s in 0..slivers {
+                            let i0 = rows.start + s * mr;
+                            let valid_rows = mr.min(rows.end - i0);
+                            let a = &packed_a[s * mr * kc..(s + 1) * mr * kc];
+                            for p in cb * NC / nr..((cb + 1) * NC).min(n).div_ceil(nr) {
+                                let panel = &weights[(block * panels + p) * nr * KC..][..nr * kc];
+                                let bias = &bias[p * nr..(p + 1) * nr];
+                                let cols = nr.min(n - p * nr);
+                                let full = valid_rows == mr && cols == nr;
+                                // SAFETY (raw accesses to `out`): this task's rows only, inside
+                                // `out`, which outlives the parallel loop.
+                                let at = |r: usize| unsafe { out_ptr.get().add((i0 + r) * n + p * nr) };
+                                // Full tiles go straight to `out`; edge tiles through `tile`.
+                                if !full && !first {
+                                    for r in 0..valid_rows {
+                                        let src = unsafe { std::slice::from_raw_parts(at(r), cols) };
+                                        tile[r * nr..r * nr + cols].copy_from_slice(src);
+                                    }
+                                }
+                                let (c, ldc) = if full { (at(0), n) } else { (tile.as_mut_ptr(), nr) };
+                                // SAFETY: `a` holds kc × mr, `panel` kc × nr and `bias` nr
+                                // values; `c` addresses mr rows of nr values, `ldc` apart; the
+                                // packing tier has the features the kernel is compiled for.
+                                unsafe {
+                                    micro_kernel(isa, kc, a.as_ptr(), panel.as_ptr(), bias.as_ptr(), c, ldc, first)
+                                };
+                                if !full {
+                                    for r in 0..valid_rows {
+                                        let dst = unsafe { std::slice::from_raw_parts_mut(at(r), cols) };
+                                        dst.copy_from_slice(&tile[r * nr..r * nr + cols]);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                },
+            );
+        }
+        out
+    }
+}
+
+/// `out (m, n) = x (m, k) · w (n, k)ᵀ + bias (n)`, packing `w` for this one call; `None` on a
+/// tier without a micro-kernel.
+pub(crate) fn dense(tier: Tier, x: &[f32], w: &[f32], bias: &[f32], m: usize, k: usize, n: usize) -> Option<Vec<f32>> {
+    Some(PackedDense::pack(tier, w, Some(bias), n, k)?.forward(x, m))
 }
 
 /// `out`'s base pointer, shared by the tasks that write disjoint tiles of it.

@@ -273,6 +273,53 @@ pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_co
     }
 }
 
+/// A dense layer's weights packed once at load for `tier`'s GEMM (see
+/// [`crate::gemm::PackedDense`]); `None` where the layer runs unpacked: off the CPU, not f32,
+/// or on a tier whose products the `gemm` crate computes.
+pub(crate) fn pack_dense(
+    tier: Tier,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+) -> candle_core::Result<Option<crate::gemm::PackedDense>> {
+    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32;
+    if !f32_cpu(weight) || !bias.is_none_or(f32_cpu) || !crate::gemm::PackedDense::packs_on(tier) {
+        return Ok(None);
+    }
+    let (n, k) = weight.dims2()?;
+    let w = weight.flatten_all()?.to_vec1::<f32>()?;
+    let b = bias.map(|b| b.flatten_all()?.to_vec1::<f32>()).transpose()?;
+    if b.as_ref().is_some_and(|b| b.len() != n) {
+        candle_core::bail!("dense: a bias of {} values for {n} outputs", b.as_ref().map_or(0, Vec::len))
+    }
+    Ok(crate::gemm::PackedDense::pack(tier, &w, b.as_deref(), n, k))
+}
+
+/// `x · Wᵀ + b` with `W` and `b` packed ([`pack_dense`]): `x` 2-D, f32 on the CPU.
+struct PackedDenseOp<'a>(&'a crate::gemm::PackedDense);
+
+impl candle_core::CustomOp1 for PackedDenseOp<'_> {
+    fn name(&self) -> &'static str {
+        "packed-dense"
+    }
+
+    fn cpu_fwd(&self, x: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(x) = x else { candle_core::bail!("packed dense: f32 only") };
+        let Some((from, to)) = layout.contiguous_offsets() else {
+            candle_core::bail!("packed dense: contiguous input only")
+        };
+        let (m, k) = layout.shape().dims2()?;
+        if k != self.0.in_dim() {
+            candle_core::bail!("packed dense: an input of width {k} for a layer of width {}", self.0.in_dim())
+        }
+        Ok((CpuStorage::F32(self.0.forward(&x[from..to], m)), Shape::from((m, self.0.out_dim()))))
+    }
+}
+
+/// `x · Wᵀ + b` for a 2-D `x` through weights packed at load.
+pub(crate) fn dense_packed(x: &Tensor, packed: &crate::gemm::PackedDense) -> candle_core::Result<Tensor> {
+    x.contiguous()?.apply_op1_no_bwd(&PackedDenseOp(packed))
+}
+
 /// Queries attended together: their logits and outputs are independent sums, so four chains
 /// of fused multiply-adds overlap instead of waiting on one another, and each key and value
 /// vector loaded serves four queries.

@@ -15,7 +15,9 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
-use super::transformer::{l2_normalise, load_blocks, run_blocks, token, Attention, Block, Mlp, PatchEmbedding, Tower};
+use super::transformer::{
+    l2_normalise, load_blocks, run_blocks, token, Block, Mlp, PatchEmbedding, QueryAttention, Tower,
+};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, HALF};
@@ -143,7 +145,7 @@ impl SiglipConfig {
 #[derive(Debug, Clone)]
 struct AttentionPool {
     probe: Tensor,
-    attention: Attention,
+    attention: QueryAttention,
     norm: LayerNorm,
     mlp: Mlp,
 }
@@ -155,7 +157,7 @@ impl AttentionPool {
             Linear::new(a.get((3 * t.width, t.width), "in_proj_weight")?, Some(a.get(3 * t.width, "in_proj_bias")?));
         Ok(Self {
             probe: w.get((1, 1, t.width), "probe")?,
-            attention: Attention::from_parts(qkv, a.pp("out_proj").linear(t.width, t.width, true)?, t.heads),
+            attention: QueryAttention::from_fused(&qkv, a.pp("out_proj").linear(t.width, t.width, true)?, t.heads)?,
             norm: w.pp("layernorm").layer_norm(t.width, t.eps)?,
             mlp: Mlp::load(&w.pp("mlp"), t)?,
         })
@@ -164,7 +166,7 @@ impl AttentionPool {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let (b, _, width) = xs.dims3()?;
         let probe = self.probe.broadcast_as((b, 1, width))?;
-        let pooled = self.attention.forward_queries(&probe, xs)?;
+        let pooled = self.attention.forward(&probe, xs)?;
         let pooled = (self.mlp.forward(&self.norm.forward(&pooled)?)? + pooled)?;
         token(&pooled, 0)
     }

@@ -86,23 +86,58 @@ pub(crate) fn token(xs: &Tensor, index: usize) -> candle_core::Result<Tensor> {
 /// `(batch, seq, in)` input by a broadcast weight as `batch` small products, which runs the
 /// CPU kernels at two thirds of their speed.
 pub(crate) fn dense(lin: &Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
-    let dims = xs.dims();
-    let Some((&in_dim, lead)) = dims.split_last() else { return lin.forward(xs) };
-    if lead.len() < 2 {
+    if xs.rank() < 3 {
         return lin.forward(xs);
     }
-    let rows = lead.iter().product::<usize>();
-    let ys = crate::kernels::dense_2d(&xs.reshape((rows, in_dim))?, lin.weight(), lin.bias())?;
+    over_rows(xs, |rows| crate::kernels::dense_2d(rows, lin.weight(), lin.bias()))
+}
+
+/// `product` applied to `xs` seen as one row per vector of its last dimension, and the rows
+/// it returns given `xs`'s leading dimensions back.
+fn over_rows(xs: &Tensor, product: impl FnOnce(&Tensor) -> candle_core::Result<Tensor>) -> candle_core::Result<Tensor> {
+    let dims = xs.dims();
+    let Some((&in_dim, lead)) = dims.split_last() else { candle_core::bail!("dense: a scalar input") };
+    let ys = product(&xs.reshape((lead.iter().product::<usize>(), in_dim))?)?;
     let mut out_dims = lead.to_vec();
     out_dims.push(ys.dim(1)?);
     ys.reshape(out_dims)
 }
 
+/// A linear layer as the towers run it. On a CPU tier with benchctl's own GEMM its weights
+/// are packed once, here, into the micro-kernel's layout and the unpacked copy is let go (so
+/// the model takes no more memory); elsewhere it is candle's `Linear`.
+#[derive(Debug, Clone)]
+pub(crate) enum Dense {
+    Packed(std::sync::Arc<crate::gemm::PackedDense>),
+    Plain(Linear),
+}
+
+impl Dense {
+    pub fn new(linear: Linear) -> Result<Self> {
+        Self::for_tier(linear, benchctl_cpu::Tier::current())
+    }
+
+    fn for_tier(linear: Linear, tier: benchctl_cpu::Tier) -> Result<Self> {
+        match crate::kernels::pack_dense(tier, linear.weight(), linear.bias()) {
+            Ok(Some(packed)) => Ok(Dense::Packed(std::sync::Arc::new(packed))),
+            Ok(None) => Ok(Dense::Plain(linear)),
+            Err(e) => Err(Error::compute("pack a dense layer's weights", e)),
+        }
+    }
+
+    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Dense::Packed(packed) => over_rows(xs, |rows| crate::kernels::dense_packed(rows, packed)),
+            Dense::Plain(linear) => dense(linear, xs),
+        }
+    }
+}
+
 /// Multi-head self-attention with q, k and v fused into one projection.
 #[derive(Debug, Clone)]
 pub(crate) struct Attention {
-    qkv: Linear,
-    out: Linear,
+    qkv: Dense,
+    out: Dense,
     heads: usize,
 }
 
@@ -119,41 +154,48 @@ impl Attention {
                 (w.pp("qkv").linear(t.width, 3 * t.width, true)?, w.pp("projection").linear(t.width, t.width, true)?)
             }
         };
-        Ok(Self { qkv, out, heads: t.heads })
-    }
-
-    /// From a fused `(3·width, width)` weight and bias, as `nn.MultiheadAttention` stores them.
-    pub fn from_parts(qkv: Linear, out: Linear, heads: usize) -> Self {
-        Self { qkv, out, heads }
+        Ok(Self { qkv: Dense::new(qkv)?, out: Dense::new(out)?, heads: t.heads })
     }
 
     pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
-        let qkv = dense(&self.qkv, xs)?;
+        let qkv = self.qkv.forward(xs)?;
         if let Some(attended) = crate::kernels::self_attention(&qkv, self.heads, mask)? {
-            return dense(&self.out, &attended);
+            return self.out.forward(&attended);
         }
         let q = qkv.narrow(D::Minus1, 0, width)?;
         let k = qkv.narrow(D::Minus1, width, width)?;
         let v = qkv.narrow(D::Minus1, 2 * width, width)?;
-        dense(&self.out, &attend(&q, &k, &v, self.heads, mask)?)
+        self.out.forward(&attend(&q, &k, &v, self.heads, mask)?)
+    }
+}
+
+/// Attention of other queries over a sequence (its keys and values), as in attention pooling.
+#[derive(Debug, Clone)]
+pub(crate) struct QueryAttention {
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    out: Dense,
+    heads: usize,
+}
+
+impl QueryAttention {
+    /// From a fused `(3·width, width)` projection, as `nn.MultiheadAttention` stores it.
+    pub fn from_fused(qkv: &Linear, out: Linear, heads: usize) -> Result<Self> {
+        let width = out.weight().dim(1).map_err(|e| Error::compute("read the attention width", e))?;
+        let part = |i: usize| -> Result<Dense> {
+            let split = |t: &Tensor| t.narrow(0, i * width, width)?.contiguous();
+            let weight = split(qkv.weight()).map_err(|e| Error::compute("split the attention projection", e))?;
+            let bias = qkv.bias().map(split).transpose().map_err(|e| Error::compute("split the attention bias", e))?;
+            Dense::new(Linear::new(weight, bias))
+        };
+        Ok(Self { q: part(0)?, k: part(1)?, v: part(2)?, out: Dense::new(out)?, heads })
     }
 
-    /// Attention of `queries` over `xs` (keys and values), as in attention pooling.
-    pub fn forward_queries(&self, queries: &Tensor, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let width = xs.dim(D::Minus1)?;
-        let weight = self.qkv.weight();
-        let bias = self.qkv.bias();
-        let part = |i: usize| -> candle_core::Result<Linear> {
-            Ok(Linear::new(
-                weight.narrow(0, i * width, width)?,
-                bias.map(|b| b.narrow(0, i * width, width)).transpose()?,
-            ))
-        };
-        let q = dense(&part(0)?, queries)?;
-        let k = dense(&part(1)?, xs)?;
-        let v = dense(&part(2)?, xs)?;
-        dense(&self.out, &attend(&q, &k, &v, self.heads, None)?)
+    pub fn forward(&self, queries: &Tensor, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let (q, k, v) = (self.q.forward(queries)?, self.k.forward(xs)?, self.v.forward(xs)?);
+        self.out.forward(&attend(&q, &k, &v, self.heads, None)?)
     }
 }
 
@@ -174,22 +216,22 @@ pub(crate) fn fuse(q: &Linear, k: &Linear, v: &Linear) -> Result<Linear> {
 /// The two-layer MLP `fc2(act(fc1(x)))`.
 #[derive(Debug, Clone)]
 pub(crate) struct Mlp {
-    fc1: Linear,
-    fc2: Linear,
+    fc1: Dense,
+    fc2: Dense,
     activation: Activation,
 }
 
 impl Mlp {
     pub fn load(w: &Weights, t: &Tower) -> Result<Self> {
         Ok(Self {
-            fc1: w.pp("fc1").linear(t.width, t.intermediate, true)?,
-            fc2: w.pp("fc2").linear(t.intermediate, t.width, true)?,
+            fc1: Dense::new(w.pp("fc1").linear(t.width, t.intermediate, true)?)?,
+            fc2: Dense::new(w.pp("fc2").linear(t.intermediate, t.width, true)?)?,
             activation: t.activation,
         })
     }
 
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        dense(&self.fc2, &self.activation.apply(&dense(&self.fc1, xs)?)?)
+        self.fc2.forward(&self.activation.apply(&self.fc1.forward(xs)?)?)
     }
 }
 
@@ -277,4 +319,54 @@ pub(crate) fn pairwise_dot(images: &Tensor, texts: &Tensor) -> candle_core::Resu
     // A transposed view, not a copy: the matmul reads the strides (a copy of a whole
     // retrieval gallery per query block would cost more than the product).
     images.matmul(&texts.transpose(D::Minus1, D::Minus2)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// On every tier this CPU runs, a layer packed at load computes `x · Wᵀ + b` (with and
+    /// without a bias, over leading dimensions, with edge tiles in every direction) within
+    /// 1e-6 of an f64 reference; tiers with benchctl's GEMM pack, the others stay plain.
+    #[test]
+    fn packed_layers_match_an_f64_reference_on_every_tier() -> candle_core::Result<()> {
+        let mut rng = benchctl_scoring::metrics::stats::SplitMix64::new(11);
+        let mut values = |len: usize| -> Vec<f32> {
+            (0..len).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect()
+        };
+        for tier in benchctl_cpu::Tier::available() {
+            for (lead, k, n, with_bias) in [((2, 7), 300, 37, true), ((3, 5), 64, 16, false), ((1, 1), 1, 1, true)] {
+                let (b, s) = lead;
+                let (xv, wv, bv) = (values(b * s * k), values(n * k), values(n));
+                let x = Tensor::from_vec(xv.clone(), (b, s, k), &Device::Cpu)?;
+                let w = Tensor::from_vec(wv.clone(), (n, k), &Device::Cpu)?;
+                let bias = with_bias.then(|| Tensor::from_vec(bv.clone(), n, &Device::Cpu)).transpose()?;
+                let Ok(layer) = Dense::for_tier(Linear::new(w, bias), tier) else { panic!("packing failed") };
+                assert_eq!(
+                    matches!(layer, Dense::Packed(_)),
+                    crate::gemm::PackedDense::packs_on(tier),
+                    "{:?}",
+                    tier.isa()
+                );
+                let out = layer.forward(&x)?;
+                assert_eq!(out.dims(), &[b, s, n]);
+                let out = out.flatten_all()?.to_vec1::<f32>()?;
+                for row in 0..b * s {
+                    for j in 0..n {
+                        let products = (0..k).map(|d| xv[row * k + d] as f64 * wv[j * k + d] as f64);
+                        let exact = if with_bias { bv[j] as f64 } else { 0.0 } + products.clone().sum::<f64>();
+                        let bound = 1e-6 * (1.0 + products.map(f64::abs).sum::<f64>());
+                        let got = out[row * n + j] as f64;
+                        assert!(
+                            (got - exact).abs() <= bound,
+                            "{:?} ({k}, {n}) at ({row}, {j}): {got} vs {exact}",
+                            tier.isa()
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }

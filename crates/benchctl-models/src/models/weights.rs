@@ -17,11 +17,23 @@ use crate::{Error, ErrorKind, Result};
 pub(crate) struct Weights<'a> {
     vb: VarBuilder<'a>,
     file: String,
-    /// Tensors are created on request with random values (benchmarks on random weights).
-    random: bool,
+    /// Whether tensors are created on request with random values (benchmarks on random
+    /// weights) instead of read.
+    random: Random,
     /// For a file: every tensor's name and shape, and the names read so far.
     shapes: Option<Arc<std::collections::BTreeMap<String, Vec<usize>>>>,
     used: Option<Arc<Mutex<HashSet<String>>>>,
+}
+
+/// Where a [`Weights`]' tensors come from when not from a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Random {
+    /// Read from the file or builder.
+    Off,
+    /// Random, as variables of the builder's `VarMap`.
+    Recorded,
+    /// Random, as plain tensors owned by the model alone.
+    Detached,
 }
 
 impl<'a> Weights<'a> {
@@ -48,7 +60,7 @@ impl<'a> Weights<'a> {
         Ok(Weights {
             vb,
             file: path.display().to_string(),
-            random: false,
+            random: Random::Off,
             shapes: Some(Arc::new(shapes)),
             used: Some(used),
         })
@@ -62,7 +74,7 @@ impl<'a> Weights<'a> {
 
     /// Whether the file holds `name` under this prefix (`true` for random weights).
     pub fn has(&self, name: &str) -> bool {
-        self.random || self.vb.contains_tensor(name)
+        self.random != Random::Off || self.vb.contains_tensor(name)
     }
 
     pub fn dtype(&self) -> DType {
@@ -71,33 +83,30 @@ impl<'a> Weights<'a> {
 
     /// Weights from any VarBuilder (random weights for benchmarks).
     pub fn from_var_builder(vb: VarBuilder<'a>, name: &str) -> Self {
-        Weights { vb, file: name.to_string(), random: false, shapes: None, used: None }
+        Weights { vb, file: name.to_string(), random: Random::Off, shapes: None, used: None }
     }
 
-    /// Creates every requested tensor with N(0, 0.02) values instead of reading it.
+    /// Creates every requested tensor with N(0, 0.02) values instead of reading it, as a
+    /// variable of the builder's `VarMap` (which can then be saved).
     pub fn random(self) -> Self {
-        Weights { random: true, ..self }
+        Weights { random: Random::Recorded, ..self }
     }
 
-    /// A model of random weights (benchmarks), `build` run over them. The weights are created
-    /// as candle variables, and an operation on a variable records its inputs for
-    /// backpropagation, which would keep every activation of a forward pass alive until its
-    /// output is dropped (on a GPU, 20 times PyTorch's memory: ViT-B/16 at batch 256 took
-    /// 75 GB). So the model is built a second time over detached tensors sharing the same
-    /// storage, as checkpoints load.
+    /// A model of random weights (benchmarks), `build` run over them. Each weight is a plain
+    /// tensor made when the model asks for it, never a candle variable: an operation on a
+    /// variable records its inputs for backpropagation, which would keep every activation of
+    /// a forward pass alive until its output is dropped (on a GPU, 20 times PyTorch's memory:
+    /// ViT-B/16 at batch 256 took 75 GB). Made one at a time, a weight the model repacks
+    /// (see `transformer::Dense`) is let go at once, as when a checkpoint loads.
     pub fn build_random<T>(
         dtype: DType,
         device: &Device,
         name: &str,
         build: impl Fn(&Weights) -> Result<T>,
     ) -> Result<T> {
-        let varmap = candle_nn::VarMap::new();
-        drop(build(&Weights::from_var_builder(VarBuilder::from_varmap(&varmap, dtype, device), name).random())?);
-        let tensors: std::collections::HashMap<String, Tensor> = match varmap.data().lock() {
-            Ok(vars) => vars.iter().map(|(k, v)| (k.clone(), v.as_tensor().detach())).collect(),
-            Err(_) => return Err(Error::new(ErrorKind::BadWeights, format!("create {name}: a builder panicked"))),
-        };
-        build(&Weights::from_var_builder(VarBuilder::from_tensors(tensors, dtype, device), name))
+        let mut weights = Weights::from_var_builder(VarBuilder::zeros(dtype, device), name);
+        weights.random = Random::Detached;
+        build(&weights)
     }
 
     pub fn pp(&self, prefix: impl ToString) -> Self {
@@ -120,9 +129,20 @@ impl<'a> Weights<'a> {
     /// The tensor `name`, which must exist with exactly this shape.
     pub fn get<S: Into<Shape>>(&self, shape: S, name: &str) -> Result<Tensor> {
         let shape = shape.into();
-        if self.random {
-            let init = candle_nn::Init::Randn { mean: 0.0, stdev: 0.02 };
-            return self.vb.get_with_hints(shape, name, init).map_err(|e| Error::compute("create random weights", e));
+        match self.random {
+            Random::Off => {}
+            Random::Recorded => {
+                let init = candle_nn::Init::Randn { mean: 0.0, stdev: 0.02 };
+                return self
+                    .vb
+                    .get_with_hints(shape, name, init)
+                    .map_err(|e| Error::compute("create random weights", e));
+            }
+            Random::Detached => {
+                return Tensor::randn(0f32, 0.02, shape, self.vb.device())
+                    .and_then(|t| t.to_dtype(self.vb.dtype()))
+                    .map_err(|e| Error::compute("create random weights", e));
+            }
         }
         if !self.vb.contains_tensor(name) {
             return Err(Error::new(
