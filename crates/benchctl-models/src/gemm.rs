@@ -1,21 +1,27 @@
-//! The dense layers' matrix product `C = A · Wᵀ + b` on the AVX2 tier: a blocked GEMM in the
-//! BLIS layout (Van Zee & van de Geijn, "BLIS: A Framework for Rapidly Instantiating BLAS
-//! Functionality", ACM TOMS 2015).
+//! The dense layers' matrix product `C = A · Wᵀ + b` on the AVX2 and AVX-512 tiers: a blocked
+//! GEMM in the BLIS layout (Van Zee & van de Geijn, "BLIS: A Framework for Rapidly
+//! Instantiating BLAS Functionality", ACM TOMS 2015).
 //!
 //! `W` is `(n, k)` row-major, as every linear layer stores it, so `Wᵀ`'s columns are `W`'s
 //! rows. The weights are packed once per layer, when the model loads ([`PackedDense`]), into
-//! panels of `NR` output columns per block of `KC` depths (`KC × NR` contiguous). Depth block by depth block, every task works through
-//! the same packed weights at once (both cores reading one block beat each streaming its
-//! own: 155 vs 105 GFLOP/s); a task owns `MC` rows of `A`, packed into slivers of `MR` rows
-//! (`KC × MR`, zero-padded). The 6 × 16 micro-kernel keeps its tile of `C` in 12 of the 16
-//! `ymm` registers: per depth, two vector loads of the weight panel, six broadcasts of `A`,
-//! twelve FMAs. The first depth block starts from the bias; later ones add to `C`.
+//! panels of `NR` output columns per block of `KC` depths (`KC × NR` contiguous). Depth block
+//! by depth block, every task works through the same packed weights at once (both cores
+//! reading one block beat each streaming its own: 155 vs 105 GFLOP/s); a task owns `MC` rows
+//! of `A`, packed into slivers of `MR` rows (`KC × MR`, zero-padded). The AVX2 micro-kernel's
+//! 6 × 16 tile of `C` takes 12 of the 16 `ymm` registers: per depth, two vector loads of the
+//! weight panel, six broadcasts of `A`, twelve FMAs; the AVX-512 one's 6 × 64 tile takes 24
+//! of the 32 `zmm` registers (four loads, six broadcasts, 24 FMAs). The first depth block
+//! starts from the bias; later ones add to `C`.
 //!
-//! Measured (`benchctl bench --part dense`, ViT-B/32's MLP product, 2 threads): 155 GFLOP/s on
-//! the AVX2 tier, 77 % of its measured FMA peak, where the `gemm` crate's AVX2 kernel ran the
-//! image encoder's products at ≈ 47 %. On AVX-512 the `gemm` crate's kernels (170–197 GFLOP/s)
-//! beat a 12 × 32 version of this one (120–169), so that tier, the generic one and every
-//! other product keep the `gemm` crate.
+//! Measured (`benchctl bench --part dense`, ViT-B/32's MLP product, 2 threads, weights packed
+//! per call): 155 GFLOP/s on the AVX2 tier of an Intel Xeon, 77 % of its measured FMA peak,
+//! where the `gemm` crate's AVX2 kernel ran the image encoder's products at ≈ 47 %. On
+//! AVX-512 the `gemm` crate's kernels beat a 12 × 32 version of this kernel on that Xeon
+//! (170–197 vs 120–169 GFLOP/s); on an AMD EPYC (Zen 5) the 6 × 64 kernel with the weights
+//! packed at load runs the image encoder 12 % and the text encoder 37 % faster than the
+//! `gemm` crate (`bench --part both`, alternating binaries), though per call, packing
+//! included, it is slower (395 vs 445 GFLOP/s). The generic tier and every other product
+//! (attention's fallback, the patch embedding) keep the `gemm` crate.
 
 use benchctl_cpu::{Isa, Tier};
 use rayon::prelude::*;
@@ -37,8 +43,8 @@ struct Shape {
 fn shape(isa: Isa) -> Option<Shape> {
     match isa {
         Isa::Avx2 => Some(Shape { mr: 6, nr: 16 }),
-        // AVX-512: the `gemm` crate's kernels measured faster (see the module docs).
-        Isa::Avx512 | Isa::Generic => None,
+        Isa::Avx512 => Some(Shape { mr: 6, nr: 64 }),
+        Isa::Generic => None,
     }
 }
 
@@ -231,6 +237,8 @@ unsafe fn micro_kernel(
     match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => kernel_avx2(kc, a, panel, bias, c, ldc, first),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => kernel_avx512(kc, a, panel, bias, c, ldc, first),
         _ => unreachable!("the generic tier has no micro-kernel here"),
     }
 }
@@ -268,6 +276,46 @@ unsafe fn kernel_avx2(
     for (r, row) in acc.iter().enumerate() {
         _mm256_storeu_ps(c.add(r * ldc), row[0]);
         _mm256_storeu_ps(c.add(r * ldc + 8), row[1]);
+    }
+}
+
+/// The AVX-512 tile, 6 × 64: 24 of the 32 `zmm` registers hold `C`; per depth, four vector
+/// loads of the weight panel, six broadcasts of `A`, 24 FMAs (the `gemm` crate's best
+/// AVX-512 kernel has the same shape, transposed).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn kernel_avx512(
+    kc: usize,
+    a: *const f32,
+    panel: *const f32,
+    bias: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    first: bool,
+) {
+    use std::arch::x86_64::*;
+    const MR: usize = 6;
+    const V: usize = 4;
+    let mut acc = [[_mm512_setzero_ps(); V]; MR];
+    for (r, row) in acc.iter_mut().enumerate() {
+        let from = if first { bias } else { c.add(r * ldc) };
+        for (v, lane) in row.iter_mut().enumerate() {
+            *lane = _mm512_loadu_ps(from.add(16 * v));
+        }
+    }
+    for d in 0..kc {
+        let b: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(panel.add(d * 64 + 16 * v)));
+        for (r, row) in acc.iter_mut().enumerate() {
+            let x = _mm512_set1_ps(*a.add(d * MR + r));
+            for (lane, b) in row.iter_mut().zip(&b) {
+                *lane = _mm512_fmadd_ps(x, *b, *lane);
+            }
+        }
+    }
+    for (r, row) in acc.iter().enumerate() {
+        for (v, lane) in row.iter().enumerate() {
+            _mm512_storeu_ps(c.add(r * ldc + 16 * v), *lane);
+        }
     }
 }
 

@@ -336,7 +336,7 @@ mod tests {
             (0..len).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect()
         };
         for tier in benchctl_cpu::Tier::available() {
-            for (lead, k, n, with_bias) in [((2, 7), 300, 37, true), ((3, 5), 64, 16, false), ((1, 1), 1, 1, true)] {
+            for (lead, k, n, with_bias) in [((2, 7), 300, 37, false), ((3, 5), 64, 150, true), ((1, 1), 1, 1, true)] {
                 let (b, s) = lead;
                 let (xv, wv, bv) = (values(b * s * k), values(n * k), values(n));
                 let x = Tensor::from_vec(xv.clone(), (b, s, k), &Device::Cpu)?;
