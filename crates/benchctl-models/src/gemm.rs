@@ -33,6 +33,9 @@ const MC: usize = 72;
 /// Output columns per pass over a task's slivers: the panels (`KC × NC`, 512 KB) stay in L2.
 const NC: usize = 512;
 
+/// The most rows of `A` any tier's tile has.
+const MAX_MR: usize = 6;
+
 /// The register tile of a tier.
 #[derive(Debug, Clone, Copy)]
 struct Shape {
@@ -140,16 +143,20 @@ impl PackedDense {
                     let rows = rb * MC..(rb * MC + MC).min(m);
                     let slivers = rows.len().div_ceil(mr);
                     // This task's rows of A, sliver by sliver: `kc × mr`, zero rows past m.
+                    // Depth by depth, so the writes are contiguous and the `mr` rows are
+                    // read as parallel streams (row by row, the writes were strided: 6 % of
+                    // the image encoder's time on AVX-512).
                     for s in 0..slivers {
                         let sliver = &mut packed_a[s * mr * kc..(s + 1) * mr * kc];
-                        for r in 0..mr {
-                            let i = rows.start + s * mr + r;
-                            if i < rows.end {
-                                for (d, &v) in x[i * k + depth..][..kc].iter().enumerate() {
-                                    sliver[d * mr + r] = v;
-                                }
-                            } else {
-                                (0..kc).for_each(|d| sliver[d * mr + r] = 0.0);
+                        let first_row = rows.start + s * mr;
+                        let sources: [&[f32]; MAX_MR] = std::array::from_fn(|r| match first_row + r {
+                            i if r < mr && i < rows.end => &x[i * k + depth..][..kc],
+                            _ => &[],
+                        });
+                        let valid = mr.min(rows.end - first_row);
+                        for (d, out) in sliver.chunks_exact_mut(mr).enumerate() {
+                            for (r, out) in out.iter_mut().enumerate() {
+                                *out = if r < valid { sources[r][d] } else { 0.0 };
                             }
                         }
                     }
