@@ -231,6 +231,7 @@ unsafe impl Sync for SendPtr {}
 /// # Safety
 /// The pointers must cover what [`dense`] documents, and the CPU must have `isa`.
 #[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))] // the kernels are x86's
 unsafe fn micro_kernel(
     isa: Isa,
     kc: usize,

@@ -179,7 +179,6 @@ pub fn gemm_isa() -> benchctl_cpu::Isa {
 /// `gemm` crate call elsewhere; either way the output starts as the bias rows (no separate
 /// pass to add it, which costs as much as a fifth of the product on wide layers).
 struct DenseOp {
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the AVX2 GEMM is x86 only
     tier: Tier,
 }
 
@@ -211,7 +210,6 @@ impl candle_core::CustomOp3 for DenseOp {
             candle_core::bail!("dense: shapes ({m}, {k}) · ({n}, {k2})ᵀ + ({}) disagree", b1 - b0);
         }
         let (x, w, b) = (&x[x0..x1], &w[w0..w1], &b[b0..b1]);
-        #[cfg(target_arch = "x86_64")]
         if let Some(out) = crate::gemm::dense(self.tier, x, w, b, m, k, n) {
             return Ok((CpuStorage::F32(out), Shape::from((m, n))));
         }

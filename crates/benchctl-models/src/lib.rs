@@ -17,7 +17,6 @@ pub const OUTPUT_VERSION: u32 = 4;
 
 pub mod device;
 pub mod error;
-#[cfg(target_arch = "x86_64")]
 mod gemm;
 pub mod hub;
 pub mod kernels;
