@@ -23,7 +23,7 @@ use candle_nn::{LayerNorm, Linear};
 use serde::Deserialize;
 
 use super::transformer::{
-    attend, dense, l2_normalise, load_blocks, run_blocks, token, AttentionNames, Block, PatchEmbedding, Tower,
+    attend, l2_normalise, load_blocks, run_blocks, token, AttentionNames, Block, Dense, PatchEmbedding, Tower,
 };
 use super::weights::Weights;
 use crate::hub::ModelFiles;
@@ -117,10 +117,10 @@ impl BlipConfig {
 /// One BERT attention sub-layer: `LayerNorm(x + dense(attention(x, context)))`.
 #[derive(Debug, Clone)]
 struct BertAttention {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    dense: Linear,
+    query: Dense,
+    key: Dense,
+    value: Dense,
+    dense: Dense,
     norm: LayerNorm,
     heads: usize,
 }
@@ -129,19 +129,19 @@ impl BertAttention {
     fn load(w: &Weights, width: usize, context_width: usize, heads: usize, eps: f64) -> Result<Self> {
         let s = w.pp("self");
         Ok(Self {
-            query: s.pp("query").linear(width, width, true)?,
-            key: s.pp("key").linear(context_width, width, true)?,
-            value: s.pp("value").linear(context_width, width, true)?,
-            dense: w.pp("output.dense").linear(width, width, true)?,
+            query: Dense::new(s.pp("query").linear(width, width, true)?)?,
+            key: Dense::new(s.pp("key").linear(context_width, width, true)?)?,
+            value: Dense::new(s.pp("value").linear(context_width, width, true)?)?,
+            dense: Dense::new(w.pp("output.dense").linear(width, width, true)?)?,
             norm: w.pp("output.LayerNorm").layer_norm(width, eps)?,
             heads,
         })
     }
 
     fn forward(&self, xs: &Tensor, context: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let (q, k, v) = (dense(&self.query, xs)?, dense(&self.key, context)?, dense(&self.value, context)?);
+        let (q, k, v) = (self.query.forward(xs)?, self.key.forward(context)?, self.value.forward(context)?);
         let attended = attend(&q, &k, &v, self.heads, mask)?;
-        self.norm.forward(&(dense(&self.dense, &attended)? + xs)?)
+        self.norm.forward(&(self.dense.forward(&attended)? + xs)?)
     }
 }
 
@@ -150,8 +150,8 @@ impl BertAttention {
 struct BertLayer {
     attention: BertAttention,
     cross: BertAttention,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     norm: LayerNorm,
     activation: super::transformer::Activation,
 }
@@ -162,8 +162,8 @@ impl BertLayer {
         if let Some(image) = image {
             xs = self.cross.forward(&xs, image, None)?;
         }
-        let h = self.activation.apply(&dense(&self.intermediate, &xs)?)?;
-        self.norm.forward(&(dense(&self.output, &h)? + xs)?)
+        let h = self.activation.apply(&self.intermediate.forward(&xs)?)?;
+        self.norm.forward(&(self.output.forward(&h)? + xs)?)
     }
 }
 
@@ -214,8 +214,8 @@ impl Blip {
                 Ok(BertLayer {
                     attention: BertAttention::load(&l.pp("attention"), tt.width, tt.width, tt.heads, tt.eps)?,
                     cross: BertAttention::load(&l.pp("crossattention"), tt.width, vc.hidden_size, tt.heads, tt.eps)?,
-                    intermediate: l.pp("intermediate.dense").linear(tt.width, tt.intermediate, true)?,
-                    output: l.pp("output.dense").linear(tt.intermediate, tt.width, true)?,
+                    intermediate: Dense::new(l.pp("intermediate.dense").linear(tt.width, tt.intermediate, true)?)?,
+                    output: Dense::new(l.pp("output.dense").linear(tt.intermediate, tt.width, true)?)?,
                     norm: l.pp("output.LayerNorm").layer_norm(tt.width, tt.eps)?,
                     activation: tt.activation,
                 })

@@ -11,9 +11,9 @@
 //! fused layer skips the output LayerNorm (`last_norm=False`).
 
 use candle_core::{DType, Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::LayerNorm;
 
-use super::super::transformer::{attend, dense, Activation};
+use super::super::transformer::{attend, Activation, Dense};
 use super::super::weights::Weights;
 use crate::{Error, ErrorKind, Result};
 
@@ -51,10 +51,10 @@ impl Default for RobertaShape {
 /// Query, key and value of one attention (self or cross), without the output projection.
 #[derive(Debug, Clone)]
 struct Attention {
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    dense: Linear,
+    query: Dense,
+    key: Dense,
+    value: Dense,
+    dense: Dense,
     heads: usize,
 }
 
@@ -62,19 +62,19 @@ impl Attention {
     fn load(w: &Weights, width: usize, context_width: usize, heads: usize) -> Result<Self> {
         let s = w.pp("self");
         Ok(Self {
-            query: s.pp("query").linear(width, width, true)?,
-            key: s.pp("key").linear(context_width, width, true)?,
-            value: s.pp("value").linear(context_width, width, true)?,
-            dense: w.pp("output.dense").linear(width, width, true)?,
+            query: Dense::new(s.pp("query").linear(width, width, true)?)?,
+            key: Dense::new(s.pp("key").linear(context_width, width, true)?)?,
+            value: Dense::new(s.pp("value").linear(context_width, width, true)?)?,
+            dense: Dense::new(w.pp("output.dense").linear(width, width, true)?)?,
             heads,
         })
     }
 
     /// `output.dense(attention(xs → context))`, no residual.
     fn forward(&self, xs: &Tensor, context: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let q = dense(&self.query, xs)?;
-        let (k, v) = (dense(&self.key, context)?, dense(&self.value, context)?);
-        dense(&self.dense, &attend(&q, &k, &v, self.heads, mask)?)
+        let q = self.query.forward(xs)?;
+        let (k, v) = (self.key.forward(context)?, self.value.forward(context)?);
+        self.dense.forward(&attend(&q, &k, &v, self.heads, mask)?)
     }
 }
 
@@ -84,8 +84,8 @@ struct Layer {
     attention_norm: LayerNorm,
     /// The text-to-image cross-attention and its gate, on fused layers.
     cross: Option<(Attention, f64)>,
-    intermediate: Linear,
-    output: Linear,
+    intermediate: Dense,
+    output: Dense,
     output_norm: LayerNorm,
 }
 
@@ -105,8 +105,8 @@ impl Layer {
             a = ((cross.forward(&a, image, None)? * *alpha)? + a)?;
         }
         let a = self.attention_norm.forward(&(a + h)?)?;
-        let hidden = Activation::Gelu.apply(&dense(&self.intermediate, &a)?)?;
-        let out = (dense(&self.output, &hidden)? + a)?;
+        let hidden = Activation::Gelu.apply(&self.intermediate.forward(&a)?)?;
+        let out = (self.output.forward(&hidden)? + a)?;
         if last_norm {
             self.output_norm.forward(&out)
         } else {
@@ -160,8 +160,12 @@ impl Roberta {
                     attention: Attention::load(&l.pp("attention"), width, width, heads)?,
                     attention_norm: l.pp("attention.output.LayerNorm").layer_norm(width, eps)?,
                     cross,
-                    intermediate: l.pp("intermediate.dense").linear(width, shape.intermediate_size, true)?,
-                    output: l.pp("output.dense").linear(shape.intermediate_size, width, true)?,
+                    intermediate: Dense::new(l.pp("intermediate.dense").linear(
+                        width,
+                        shape.intermediate_size,
+                        true,
+                    )?)?,
+                    output: Dense::new(l.pp("output.dense").linear(shape.intermediate_size, width, true)?)?,
                     output_norm: l.pp("output.LayerNorm").layer_norm(width, eps)?,
                 })
             })

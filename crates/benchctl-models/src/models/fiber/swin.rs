@@ -13,9 +13,9 @@
 //! windowed tokens at once.
 
 use candle_core::{DType, IndexOp, Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::LayerNorm;
 
-use super::super::transformer::{attend, dense, Activation, PatchEmbedding};
+use super::super::transformer::{attend, Activation, Dense, PatchEmbedding};
 use super::super::weights::Weights;
 use crate::{Error, ErrorKind, Result};
 
@@ -99,17 +99,17 @@ impl SwinShape {
 #[derive(Debug, Clone)]
 struct ImageToText {
     norm: LayerNorm,
-    query: Linear,
-    text_key_value: Linear,
-    proj: Linear,
+    query: Dense,
+    text_key_value: Dense,
+    proj: Dense,
     alpha: f64,
 }
 
 /// Windowed multi-head self-attention with a relative position bias, and the fusion.
 #[derive(Debug, Clone)]
 struct WindowAttention {
-    qkv: Linear,
-    proj: Linear,
+    qkv: Dense,
+    proj: Dense,
     heads: usize,
     /// `(heads, N, N)`: the bias table gathered by relative position, `N = w²`.
     bias: Tensor,
@@ -132,21 +132,21 @@ impl WindowAttention {
         text: Option<TextContext>,
     ) -> candle_core::Result<Tensor> {
         let (bw, n, c) = windows.dims3()?;
-        let qkv = dense(&self.qkv, windows)?;
+        let qkv = self.qkv.forward(windows)?;
         let attended = match crate::kernels::windowed_self_attention(&qkv, self.heads, &self.bias, mask)? {
             Some(attended) => attended,
             None => self.composed(&qkv, mask)?,
         };
-        let xs = dense(&self.proj, &attended)?;
+        let xs = self.proj.forward(&attended)?;
         match (&self.fusion, text) {
             (Some(f), Some(text)) => {
                 let b = text.states.dim(0)?;
-                let kv = dense(&f.text_key_value, text.states)?;
+                let kv = f.text_key_value.forward(text.states)?;
                 let (k, v) = (kv.narrow(2, 0, c)?, kv.narrow(2, c, c)?);
                 // Each image's windows are consecutive rows: one query sequence per image.
-                let q = dense(&f.query, &f.norm.forward(&xs)?)?.reshape((b, bw / b * n, c))?;
+                let q = f.query.forward(&f.norm.forward(&xs)?)?.reshape((b, bw / b * n, c))?;
                 let y = attend(&q, &k, &v, self.heads, Some(text.mask))?.reshape((bw, n, c))?;
-                xs + (dense(&f.proj, &y)? * f.alpha)?
+                xs + (f.proj.forward(&y)? * f.alpha)?
             }
             _ => Ok(xs),
         }
@@ -179,8 +179,8 @@ struct SwinBlock {
     norm1: LayerNorm,
     attn: WindowAttention,
     norm2: LayerNorm,
-    fc1: Linear,
-    fc2: Linear,
+    fc1: Dense,
+    fc2: Dense,
     side: usize,
     window: usize,
     shift: usize,
@@ -226,8 +226,8 @@ impl SwinBlock {
             h = roll2(&h, self.shift as isize)?;
         }
         let xs = (xs + h.reshape((b, l, c))?)?;
-        let hidden = Activation::Gelu.apply(&dense(&self.fc1, &self.norm2.forward(&xs)?)?)?;
-        xs.clone() + dense(&self.fc2, &hidden)?
+        let hidden = Activation::Gelu.apply(&self.fc1.forward(&self.norm2.forward(&xs)?)?)?;
+        xs.clone() + self.fc2.forward(&hidden)?
     }
 }
 
@@ -236,7 +236,7 @@ impl SwinBlock {
 #[derive(Debug, Clone)]
 struct PatchMerging {
     norm: LayerNorm,
-    reduction: Linear,
+    reduction: Dense,
     side: usize,
 }
 
@@ -250,7 +250,7 @@ impl PatchMerging {
             .permute(vec![0, 1, 3, 4, 2, 5])?
             .contiguous()?
             .reshape((b, half * half, 4 * c))?;
-        dense(&self.reduction, &self.norm.forward(&merged)?)
+        self.reduction.forward(&self.norm.forward(&merged)?)
     }
 }
 
@@ -348,9 +348,9 @@ impl Swin {
                                 .map_err(|e| Error::compute("read alpha_i2t", e))?[0];
                             Some(ImageToText {
                                 norm: a.pp("norm_i2t_i").layer_norm(dim, eps)?,
-                                query: a.pp("qkv_i2t").linear(dim, dim, true)?,
-                                text_key_value: a.pp("qkv_text_i2t").linear(dim_text, 2 * dim, true)?,
-                                proj: a.pp("proj_i2t").linear(dim, dim, true)?,
+                                query: Dense::new(a.pp("qkv_i2t").linear(dim, dim, true)?)?,
+                                text_key_value: Dense::new(a.pp("qkv_text_i2t").linear(dim_text, 2 * dim, true)?)?,
+                                proj: Dense::new(a.pp("proj_i2t").linear(dim, dim, true)?)?,
                                 alpha,
                             })
                         } else {
@@ -371,15 +371,15 @@ impl Swin {
                         Ok(SwinBlock {
                             norm1: bw.pp("norm1").layer_norm(dim, eps)?,
                             attn: WindowAttention {
-                                qkv: a.pp("qkv").linear(dim, 3 * dim, true)?,
-                                proj: a.pp("proj").linear(dim, dim, true)?,
+                                qkv: Dense::new(a.pp("qkv").linear(dim, 3 * dim, true)?)?,
+                                proj: Dense::new(a.pp("proj").linear(dim, dim, true)?)?,
                                 heads,
                                 bias,
                                 fusion,
                             },
                             norm2: bw.pp("norm2").layer_norm(dim, eps)?,
-                            fc1: bw.pp("mlp.fc1").linear(dim, hidden, true)?,
-                            fc2: bw.pp("mlp.fc2").linear(hidden, dim, true)?,
+                            fc1: Dense::new(bw.pp("mlp.fc1").linear(dim, hidden, true)?)?,
+                            fc2: Dense::new(bw.pp("mlp.fc2").linear(hidden, dim, true)?)?,
                             side,
                             window,
                             shift,
@@ -391,7 +391,7 @@ impl Swin {
                     let d = stage.pp("downsample");
                     Some(PatchMerging {
                         norm: d.pp("norm").layer_norm(4 * dim, eps)?,
-                        reduction: d.pp("reduction").linear(4 * dim, 2 * dim, false)?,
+                        reduction: Dense::new(d.pp("reduction").linear(4 * dim, 2 * dim, false)?)?,
                         side,
                     })
                 } else {
