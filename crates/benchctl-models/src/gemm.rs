@@ -19,8 +19,9 @@
 //! AVX-512 the `gemm` crate's kernels beat a 12 × 32 version of this kernel on that Xeon
 //! (170–197 vs 120–169 GFLOP/s); on an AMD EPYC (Zen 5) the 6 × 64 kernel with the weights
 //! packed at load runs the image encoder 12 % and the text encoder 37 % faster than the
-//! `gemm` crate (`bench --part both`, alternating binaries), though per call, packing
-//! included, it is slower (395 vs 445 GFLOP/s). The generic tier and every other product
+//! `gemm` crate (`bench --part both`, alternating binaries); `bench --part dense` gives 462
+//! GFLOP/s packed at load (87 % of the peak) against the `gemm` crate's 445 packing per call.
+//! The generic tier and every other product
 //! (attention's fallback, the patch embedding) keep the `gemm` crate.
 
 use benchctl_cpu::{Isa, Tier};

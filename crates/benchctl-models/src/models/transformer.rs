@@ -107,7 +107,7 @@ fn over_rows(xs: &Tensor, product: impl FnOnce(&Tensor) -> candle_core::Result<T
 /// are packed once, here, into the micro-kernel's layout and the unpacked copy is let go (so
 /// the model takes no more memory); elsewhere it is candle's `Linear`.
 #[derive(Debug, Clone)]
-pub(crate) enum Dense {
+pub enum Dense {
     Packed(std::sync::Arc<crate::gemm::PackedDense>),
     Plain(Linear),
 }
@@ -115,6 +115,11 @@ pub(crate) enum Dense {
 impl Dense {
     pub fn new(linear: Linear) -> Result<Self> {
         Self::for_tier(linear, benchctl_cpu::Tier::current())
+    }
+
+    /// The layer `x · weightᵀ + bias`, `weight` `(out, in)` as checkpoints store it.
+    pub fn from_weights(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
+        Self::new(Linear::new(weight, bias))
     }
 
     fn for_tier(linear: Linear, tier: benchctl_cpu::Tier) -> Result<Self> {
