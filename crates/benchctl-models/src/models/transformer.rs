@@ -331,22 +331,36 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    /// On every tier this CPU runs, a layer packed at load computes `x · Wᵀ + b` (with and
-    /// without a bias, over leading dimensions, with edge tiles in every direction) within
-    /// 1e-6 of an f64 reference; tiers with benchctl's GEMM pack, the others stay plain.
+    /// A fixture array of `scripts/gen_dense_reference.py` and its shape.
+    fn fixture<T: npyz::Deserialize>(name: &str) -> Option<(Vec<T>, Vec<usize>)> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dense").join(name);
+        let bytes = std::fs::read(path).ok()?;
+        let npy = npyz::NpyFile::new(&bytes[..]).ok()?;
+        let shape = npy.shape().iter().map(|&d| d as usize).collect();
+        Some((npy.into_vec().ok()?, shape))
+    }
+
+    /// On every tier this CPU runs, a layer packed at load gives PyTorch's
+    /// `torch.nn.functional.linear` (float64, `scripts/gen_dense_reference.py`) within 1e-6 of
+    /// the products' magnitude: with and without a bias, over leading dimensions, with edge
+    /// tiles in every direction of both tiles (37 and 150 columns; depths 300, 64 and 1).
+    /// Tiers with benchctl's GEMM pack, the others stay plain.
     #[test]
-    fn packed_layers_match_an_f64_reference_on_every_tier() -> candle_core::Result<()> {
-        let mut rng = benchctl_scoring::metrics::stats::SplitMix64::new(11);
-        let mut values = |len: usize| -> Vec<f32> {
-            (0..len).map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect()
-        };
-        for tier in benchctl_cpu::Tier::available() {
-            for (lead, k, n, with_bias) in [((2, 7), 300, 37, false), ((3, 5), 64, 150, true), ((1, 1), 1, 1, true)] {
-                let (b, s) = lead;
-                let (xv, wv, bv) = (values(b * s * k), values(n * k), values(n));
-                let x = Tensor::from_vec(xv.clone(), (b, s, k), &Device::Cpu)?;
+    fn packed_layers_match_pytorch_on_every_tier() -> candle_core::Result<()> {
+        for case in 0..3 {
+            let array = |part: &str| fixture::<f32>(&format!("case{case}-{part}.npy"));
+            let (Some((xv, x_shape)), Some((wv, w_shape)), Some((y, y_shape))) =
+                (array("x"), array("w"), fixture::<f64>(&format!("case{case}-y.npy")))
+            else {
+                panic!("fixture case {case} missing or unreadable (run scripts/gen_dense_reference.py)")
+            };
+            let bv = array("b");
+            let (k, n) = (w_shape[1], w_shape[0]);
+            assert_eq!((x_shape[2], &y_shape[..2], y_shape[2]), (k, &x_shape[..2], n));
+            for tier in benchctl_cpu::Tier::available() {
+                let x = Tensor::from_vec(xv.clone(), x_shape.clone(), &Device::Cpu)?;
                 let w = Tensor::from_vec(wv.clone(), (n, k), &Device::Cpu)?;
-                let bias = with_bias.then(|| Tensor::from_vec(bv.clone(), n, &Device::Cpu)).transpose()?;
+                let bias = bv.as_ref().map(|(b, _)| Tensor::from_vec(b.clone(), n, &Device::Cpu)).transpose()?;
                 let Ok(layer) = Dense::for_tier(Linear::new(w, bias), tier) else { panic!("packing failed") };
                 assert_eq!(
                     matches!(layer, Dense::Packed(_)),
@@ -355,17 +369,15 @@ mod tests {
                     tier.isa()
                 );
                 let out = layer.forward(&x)?;
-                assert_eq!(out.dims(), &[b, s, n]);
+                assert_eq!(out.dims(), &y_shape[..]);
                 let out = out.flatten_all()?.to_vec1::<f32>()?;
-                for row in 0..b * s {
+                for row in 0..out.len() / n {
                     for j in 0..n {
-                        let products = (0..k).map(|d| xv[row * k + d] as f64 * wv[j * k + d] as f64);
-                        let exact = if with_bias { bv[j] as f64 } else { 0.0 } + products.clone().sum::<f64>();
-                        let bound = 1e-6 * (1.0 + products.map(f64::abs).sum::<f64>());
-                        let got = out[row * n + j] as f64;
+                        let magnitude: f64 = (0..k).map(|d| (xv[row * k + d] * wv[j * k + d]).abs() as f64).sum();
+                        let (got, exact) = (out[row * n + j] as f64, y[row * n + j]);
                         assert!(
-                            (got - exact).abs() <= bound,
-                            "{:?} ({k}, {n}) at ({row}, {j}): {got} vs {exact}",
+                            (got - exact).abs() <= 1e-6 * (1.0 + magnitude),
+                            "{:?} case {case} at ({row}, {j}): {got} vs PyTorch's {exact}",
                             tier.isa()
                         );
                     }
