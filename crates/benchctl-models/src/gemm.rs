@@ -252,81 +252,84 @@ unsafe fn micro_kernel(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn kernel_avx2(
-    kc: usize,
-    a: *const f32,
-    panel: *const f32,
-    bias: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    first: bool,
-) {
-    use std::arch::x86_64::*;
-    const MR: usize = 6;
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    for (r, row) in acc.iter_mut().enumerate() {
-        let from = if first { bias } else { c.add(r * ldc) };
-        row[0] = _mm256_loadu_ps(from);
-        row[1] = _mm256_loadu_ps(from.add(8));
-    }
-    for d in 0..kc {
-        // The weight panel streams from L2: ask for it 8 depths ahead.
-        _mm_prefetch::<_MM_HINT_T0>(panel.add(d * 16 + 128) as *const i8);
-        let b0 = _mm256_loadu_ps(panel.add(d * 16));
-        let b1 = _mm256_loadu_ps(panel.add(d * 16 + 8));
-        for (r, row) in acc.iter_mut().enumerate() {
-            let x = _mm256_broadcast_ss(&*a.add(d * MR + r));
-            row[0] = _mm256_fmadd_ps(x, b0, row[0]);
-            row[1] = _mm256_fmadd_ps(x, b1, row[1]);
-        }
-    }
-    for (r, row) in acc.iter().enumerate() {
-        _mm256_storeu_ps(c.add(r * ldc), row[0]);
-        _mm256_storeu_ps(c.add(r * ldc + 8), row[1]);
-    }
-}
-
-/// The AVX-512 tile, 6 × 64: 24 of the 32 `zmm` registers hold `C`; per depth, four vector
-/// loads of the weight panel, six broadcasts of `A`, 24 FMAs (the `gemm` crate's best
-/// AVX-512 kernel has the same shape, transposed).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn kernel_avx512(
-    kc: usize,
-    a: *const f32,
-    panel: *const f32,
-    bias: *const f32,
-    c: *mut f32,
-    ldc: usize,
-    first: bool,
-) {
-    use std::arch::x86_64::*;
-    const MR: usize = 6;
-    const V: usize = 4;
-    let mut acc = [[_mm512_setzero_ps(); V]; MR];
-    for (r, row) in acc.iter_mut().enumerate() {
-        let from = if first { bias } else { c.add(r * ldc) };
-        for (v, lane) in row.iter_mut().enumerate() {
-            *lane = _mm512_loadu_ps(from.add(16 * v));
-        }
-    }
-    for d in 0..kc {
-        let b: [__m512; V] = std::array::from_fn(|v| _mm512_loadu_ps(panel.add(d * 64 + 16 * v)));
-        for (r, row) in acc.iter_mut().enumerate() {
-            let x = _mm512_set1_ps(*a.add(d * MR + r));
-            for (lane, b) in row.iter_mut().zip(&b) {
-                *lane = _mm512_fmadd_ps(x, *b, *lane);
+/// One micro-kernel per tier from one body: the `6 × (V · lanes)` tile of `C` in registers,
+/// per depth `V` vector loads of the weight panel, six broadcasts of `A` and `6 · V` FMAs;
+/// `prefetch`, when given, asks for the panel that many floats ahead.
+macro_rules! micro_kernel {
+    ($name:ident, $features:literal, $vector:ty, lanes = $lanes:literal, vectors = $v:literal,
+     $zero:ident, $load:ident, $store:ident, $splat:ident, $fmadd:ident, prefetch = $prefetch:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name(
+            kc: usize,
+            a: *const f32,
+            panel: *const f32,
+            bias: *const f32,
+            c: *mut f32,
+            ldc: usize,
+            first: bool,
+        ) {
+            use std::arch::x86_64::*;
+            const MR: usize = 6;
+            const NR: usize = $lanes * $v;
+            let mut acc = [[$zero(); $v]; MR];
+            for (r, row) in acc.iter_mut().enumerate() {
+                let from = if first { bias } else { c.add(r * ldc) };
+                for (v, lane) in row.iter_mut().enumerate() {
+                    *lane = $load(from.add($lanes * v));
+                }
+            }
+            for d in 0..kc {
+                if let Some(ahead) = $prefetch {
+                    _mm_prefetch::<_MM_HINT_T0>(panel.add(d * NR + ahead) as *const i8);
+                }
+                let b: [$vector; $v] = std::array::from_fn(|v| $load(panel.add(d * NR + $lanes * v)));
+                for (r, row) in acc.iter_mut().enumerate() {
+                    let x = $splat(*a.add(d * MR + r));
+                    for (lane, b) in row.iter_mut().zip(&b) {
+                        *lane = $fmadd(x, *b, *lane);
+                    }
+                }
+            }
+            for (r, row) in acc.iter().enumerate() {
+                for (v, lane) in row.iter().enumerate() {
+                    $store(c.add(r * ldc + $lanes * v), *lane);
+                }
             }
         }
-    }
-    for (r, row) in acc.iter().enumerate() {
-        for (v, lane) in row.iter().enumerate() {
-            _mm512_storeu_ps(c.add(r * ldc + 16 * v), *lane);
-        }
-    }
+    };
 }
+
+// AVX2: 6 × 16, 12 of the 16 `ymm` registers; the panel streams from L2, asked for 8 depths
+// ahead.
+micro_kernel!(
+    kernel_avx2,
+    "avx2,fma",
+    __m256,
+    lanes = 8,
+    vectors = 2,
+    _mm256_setzero_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_set1_ps,
+    _mm256_fmadd_ps,
+    prefetch = Some(128)
+);
+// AVX-512: 6 × 64, 24 of the 32 `zmm` registers (the `gemm` crate's best AVX-512 kernel has
+// the same shape, transposed); a prefetch measured no gain here.
+micro_kernel!(
+    kernel_avx512,
+    "avx512f",
+    __m512,
+    lanes = 16,
+    vectors = 4,
+    _mm512_setzero_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_set1_ps,
+    _mm512_fmadd_ps,
+    prefetch = None::<usize>
+);
 
 #[cfg(test)]
 mod tests {
