@@ -155,7 +155,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let (image_root, light) = image_root(data_dir, probe_image(images.iter().filter_map(|i| i.as_deref())), &[]);
     let inputs = EntryInputs { images: &mut images, captions: &mut captions };
     let (items, order) = group_entries(&path, inputs, &infos, &image_root, light, problems);
-    suite.items = items;
+    suite.items = items.into();
     suite.pair_order = Some(PairOrder { file: path, slots: order });
     suite.incomplete = shortfalls(&suite.items);
     suite
@@ -413,10 +413,10 @@ fn integer(value: &Value) -> Option<u64> {
 }
 
 /// How each official split's item count differs from `SUBSET_LENGTH_INFO`.
-fn shortfalls(items: &[Item]) -> Vec<String> {
+fn shortfalls(items: &crate::Items) -> Vec<String> {
     let mut counts: HashMap<&str, usize> = HashMap::new();
     for item in items {
-        for value in item.tags.iter().filter(|(k, _)| k == "split").flat_map(|(_, v)| v) {
+        for value in item.tags().iter().filter(|(k, _)| k == "split").flat_map(|(_, v)| v) {
             *counts.entry(value).or_default() += 1;
         }
     }

@@ -8,6 +8,7 @@
 pub mod eqben;
 pub mod error;
 pub mod image;
+mod items;
 pub mod manifest;
 mod paths;
 pub mod rococo;
@@ -22,8 +23,10 @@ use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Result};
 pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageSource, PilImage};
+pub use items::{ItemRef, Items};
 
-/// One benchmark item: K candidate images, L candidate texts and which pairs match.
+/// One benchmark item: K candidate images, L candidate texts and which pairs match, as a
+/// loader builds it ([`Items`] stores it compactly).
 #[derive(Debug, Clone)]
 pub struct Item {
     /// The suite's own id of the item, as written in score dumps.
@@ -49,7 +52,7 @@ pub struct Suite {
     pub summary: Summary<'static>,
     /// The annotation files the items were read from.
     pub annotation_files: Vec<PathBuf>,
-    pub items: Vec<Item>,
+    pub items: Items,
     /// Records in the annotations that the suite's own validity rule leaves out
     /// (e.g. VALSE's `mturk.caption < 2`).
     pub excluded: usize,
@@ -105,7 +108,7 @@ impl Suite {
             data_dir: data_dir.to_path_buf(),
             summary,
             annotation_files: Vec::new(),
-            items: Vec::new(),
+            items: Items::new(),
             excluded: 0,
             incomplete: Vec::new(),
             pair_order: None,
@@ -114,7 +117,7 @@ impl Suite {
     }
 
     /// This suite with other items (a shard's slice), without copying the suite's own.
-    pub fn with_items(&self, items: Vec<Item>) -> Self {
+    pub fn with_items(&self, items: Items) -> Self {
         // Destructured so that a new field must be decided on here.
         let Suite { id, data_dir, summary, annotation_files, items: _, excluded, incomplete, pair_order, manifest } =
             self;
@@ -132,7 +135,7 @@ impl Suite {
     }
 
     pub fn item_views(&self) -> Vec<ItemView<'_>> {
-        self.items.iter().map(Item::view).collect()
+        self.items.iter().map(ItemRef::view).collect()
     }
 
     /// The suite's published metrics for scores of its items (in item order).
@@ -145,7 +148,7 @@ impl Suite {
         let mut seen = std::collections::HashSet::new();
         self.items
             .iter()
-            .flat_map(|item| &item.images)
+            .flat_map(ItemRef::images)
             .map(ImageSource::path)
             .filter(|path| seen.insert(*path) && !path.is_file())
             .collect()

@@ -70,7 +70,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
             ..Summary::of(MetricFamily::Choice)
         },
         annotation_files,
-        items,
+        items: items.into(),
         excluded: 0,
         incomplete: Vec::new(),
         pair_order: None,

@@ -122,7 +122,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
             ..Summary::of(MetricFamily::Pairwise)
         },
         annotation_files,
-        items,
+        items: items.into(),
         excluded,
         incomplete: Vec::new(),
         pair_order: None,

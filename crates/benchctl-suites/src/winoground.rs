@@ -25,6 +25,7 @@ use parquet::record::{Field, Row};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::items::IdIndex;
 use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Result, Suite};
 
 pub const DESCRIPTION: &str =
@@ -60,31 +61,29 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let parquet = parquet_files(data_dir);
     let mut tag_sets = TagSets::default();
     let is_jsonl = jsonl.exists() || parquet.is_empty();
-    // Each example with the file (an index into `annotation_files`) and line or row it is on.
-    let mut examples: Vec<(usize, usize, Item)> = Vec::new();
+    // Each example as it is read, with the file (an index into `annotation_files`) and the line
+    // or row it is on: stored at once, a duplicate id refused.
+    let mut ids = IdIndex::default();
+    let annotation_files = &mut suite.annotation_files;
+    let items = &mut suite.items;
+    let mut duplicates = Vec::new();
+    let mut accept = |file: usize, place: usize, item: Item| match ids.earlier(items, &item.id) {
+        Some(_) => duplicates.push((file, place, item.id)),
+        None => items.push(item),
+    };
     if is_jsonl {
-        suite.annotation_files.push(jsonl.clone());
-        read_jsonl(&jsonl, &data_dir.join("images"), &mut tag_sets, &mut examples, problems);
+        annotation_files.push(jsonl.clone());
+        read_jsonl(&jsonl, &data_dir.join("images"), &mut tag_sets, &mut accept, problems);
     } else {
-        suite.annotation_files.extend(parquet.iter().cloned());
+        annotation_files.extend(parquet.iter().cloned());
         for (f, file) in parquet.iter().enumerate() {
-            read_parquet(file, f, &mut tag_sets, &mut examples, problems);
+            read_parquet(file, f, &mut tag_sets, &mut accept, problems);
         }
     }
-    // Borrowed ids, not copies: a million ids would be a second copy of each.
-    let duplicate: Vec<bool> = {
-        let mut seen = std::collections::HashSet::with_capacity(examples.len());
-        examples.iter().map(|(_, _, item)| !seen.insert(item.id.as_str())).collect()
-    };
-    suite.items.reserve_exact(examples.len());
-    for ((file, place, item), duplicate) in examples.into_iter().zip(duplicate) {
-        if duplicate {
-            let file = suite.annotation_files[file].display();
-            let at = if is_jsonl { format!("{file} line {place}") } else { format!("{file} row {place}") };
-            problems.push(Error::new(ErrorKind::Malformed, format!("read {at}: duplicate id {}", item.id)));
-        } else {
-            suite.items.push(item);
-        }
+    for (file, place, id) in duplicates {
+        let file = suite.annotation_files[file].display();
+        let at = if is_jsonl { format!("{file} line {place}") } else { format!("{file} row {place}") };
+        problems.push(Error::new(ErrorKind::Malformed, format!("read {at}: duplicate id {id}")));
     }
     if suite.items.is_empty() && problems.is_empty() {
         let files: Vec<String> = suite.annotation_files.iter().map(|f| f.display().to_string()).collect();
@@ -112,12 +111,12 @@ fn parquet_files(data_dir: &Path) -> Vec<PathBuf> {
     Vec::new()
 }
 
-/// The items of `examples.jsonl` (file 0), each with its line number, added to `examples`.
+/// The items of `examples.jsonl` (file 0), each with its line number, given to `accept`.
 fn read_jsonl(
     path: &Path,
     images_dir: &Path,
     tag_sets: &mut TagSets,
-    examples: &mut Vec<(usize, usize, Item)>,
+    accept: &mut dyn FnMut(usize, usize, Item),
     problems: &mut Vec<Error>,
 ) {
     let read = paths::for_each_line(path, HOW_TO_GET, |number, line| {
@@ -136,7 +135,7 @@ fn read_jsonl(
             });
         // A bad line is one problem among others, not the end of the file.
         match parsed {
-            Ok(item) => examples.push((0, number, item)),
+            Ok(item) => accept(0, number, item),
             Err(e) => problems.push(e),
         }
         Ok(())
@@ -146,12 +145,12 @@ fn read_jsonl(
     }
 }
 
-/// The items of one parquet file (file `file`), each with its row number, added to `examples`.
+/// The items of one parquet file (file `file`), each with its row number, given to `accept`.
 fn read_parquet(
     path: &Path,
     file: usize,
     tag_sets: &mut TagSets,
-    examples: &mut Vec<(usize, usize, Item)>,
+    accept: &mut dyn FnMut(usize, usize, Item),
     problems: &mut Vec<Error>,
 ) {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
@@ -178,7 +177,7 @@ fn read_parquet(
             .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))
             .and_then(|row| parquet_item(path, &row, tag_sets, &at));
         match parsed {
-            Ok(item) => examples.push((file, index, item)),
+            Ok(item) => accept(file, index, item),
             Err(e) => problems.push(e),
         }
     }

@@ -30,10 +30,10 @@ fn assert_order_matches(suite: &Suite, entries: &[EqbenEntry]) {
     assert!(order.complete());
     assert_eq!(order.slots.len(), entries.len());
     for (slot, entry) in order.slots.iter().zip(entries) {
-        let item = &suite.items[slot.item as usize];
-        assert_eq!(item.id, format!("{}/{}", entry.split, entry.sample_cnt));
-        assert!(item.images[slot.image as usize].path().to_string_lossy().ends_with(&entry.image), "{entry:?}");
-        assert_eq!(item.texts[slot.text as usize], entry.caption);
+        let item = &suite.items.item(slot.item as usize);
+        assert_eq!(item.id(), format!("{}/{}", entry.split, entry.sample_cnt));
+        assert!(item.image(slot.image as usize).path().to_string_lossy().ends_with(&entry.image), "{entry:?}");
+        assert_eq!(item.text(slot.text as usize), entry.caption);
         assert_eq!(entry.name, format!("c{}i{}", slot.text, slot.image));
     }
 }
@@ -46,17 +46,20 @@ fn the_full_release_is_read_as_downloaded() {
     assert_eq!(suite.items.len(), 16);
     assert!(suite.missing_images().is_empty(), "images found under the archive's folder: {:?}", suite.missing_images());
     // Items in the official split order, then by sample.
-    let ids: Vec<&str> = suite.items.iter().map(|i| i.id.as_str()).collect();
+    let ids: Vec<&str> = suite.items.iter().map(|i| i.id()).collect();
     assert_eq!(&ids[..4], ["eqbenag/0", "eqbenag/1", "eqbenag/2", "eqbenyoucook2/3"]);
-    assert_eq!(suite.items[0].texts, ["the eqbenag thing 0 before", "the eqbenag thing 0 after"]);
+    assert_eq!(
+        suite.items.item(0).texts().collect::<Vec<_>>(),
+        ["the eqbenag thing 0 before", "the eqbenag thing 0 after"]
+    );
     for item in &suite.items {
-        assert!(item.truth.is_match(0, 0) && item.truth.is_match(1, 1) && !item.truth.is_match(0, 1));
+        assert!(item.truth().is_match(0, 0) && item.truth().is_match(1, 1) && !item.truth().is_match(0, 1));
     }
     assert_order_matches(&suite, &entries);
     // YouCook2 frames are BGR .npy arrays, decoded to the original RGB.
-    let yc = suite.items.iter().find(|i| i.id == "eqbenyoucook2/3").unwrap();
-    assert!(matches!(yc.images[0], ImageSource::NpyBgr(_)));
-    assert_eq!(yc.images[0].load_rgb().unwrap(), generated_image(1000, 30, 20));
+    let yc = suite.items.iter().find(|i| i.id() == "eqbenyoucook2/3").unwrap();
+    assert!(matches!(yc.image(0), ImageSource::NpyBgr(_)));
+    assert_eq!(yc.image(0).load_rgb().unwrap(), generated_image(1000, 30, 20));
     // A partial release loads, and says how it falls short of SUBSET_LENGTH_INFO.
     assert_eq!(suite.incomplete.len(), 7);
     assert!(suite.incomplete.contains(&"eqbenag has 3 of its 195872 items".to_string()), "{:?}", suite.incomplete);
@@ -69,8 +72,8 @@ fn private_info_files_rebuild_the_same_items_as_the_scorer_does() {
     assert_eq!(eqben_release(without.path(), &SMALL, false, false), entries);
     let (a, b) = (load(with.path()), load(without.path()));
     assert_eq!(
-        a.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>(),
-        b.items.iter().map(|i| (&i.id, &i.texts)).collect::<Vec<_>>()
+        a.items.iter().map(|i| (i.id(), i.texts().collect::<Vec<_>>())).collect::<Vec<_>>(),
+        b.items.iter().map(|i| (i.id(), i.texts().collect::<Vec<_>>())).collect::<Vec<_>>()
     );
     assert_eq!(a.pair_order.as_ref().unwrap().slots, b.pair_order.as_ref().unwrap().slots);
     assert_order_matches(&b, &entries);
@@ -83,11 +86,11 @@ fn the_light_release_is_read_without_editing_annotations() {
     eqben_release(dir.path(), &SMALL, true, true);
     let suite = load(dir.path());
     assert!(suite.missing_images().is_empty());
-    let sd = suite.items.iter().find(|i| i.id.starts_with("eqbensd/")).unwrap();
-    assert_eq!(sd.images[0].path().extension().unwrap(), "jpg");
-    sd.images[0].load_rgb().unwrap();
-    let yc = suite.items.iter().find(|i| i.id.starts_with("eqbenyoucook2/")).unwrap();
-    assert_eq!(yc.images[0].path().extension().unwrap(), "npy", "frames stay .npy");
+    let sd = suite.items.iter().find(|i| i.id().starts_with("eqbensd/")).unwrap();
+    assert_eq!(sd.image(0).path().extension().unwrap(), "jpg");
+    sd.image(0).load_rgb().unwrap();
+    let yc = suite.items.iter().find(|i| i.id().starts_with("eqbenyoucook2/")).unwrap();
+    assert_eq!(yc.image(0).path().extension().unwrap(), "npy", "frames stay .npy");
 }
 
 #[test]
@@ -97,11 +100,11 @@ fn the_subset_reads_its_split_from_the_image_path() {
     let suite = find("eqben-subset").unwrap().load(dir.path()).unwrap();
     assert_eq!(suite.items.len(), 7);
     assert!(suite.missing_images().is_empty());
-    assert!(suite.items[0].images[0].path().starts_with(dir.path().join("image_subset")));
+    assert!(suite.items.item(0).image(0).path().starts_with(dir.path().join("image_subset")));
     for (item, split) in suite.items.iter().zip(&splits) {
-        assert_eq!(item.tags, vec![("split".to_string(), vec![split.clone()])].into());
+        assert_eq!(*item.tags(), vec![("split".to_string(), vec![split.clone()])].into());
     }
-    assert_eq!(suite.items[3].texts, ["subset 3 before", "subset 3 after"]);
+    assert_eq!(suite.items.item(3).texts().collect::<Vec<_>>(), ["subset 3 before", "subset 3 after"]);
     assert!(suite.pair_order.is_none() && suite.incomplete.is_empty());
 }
 
@@ -166,8 +169,8 @@ fn sample_counts_written_as_floats_are_accepted() {
     write_list(dir.path(), serde_json::Value::from(list));
     let (suite, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
-    assert_eq!(suite.items[0].id, "eqbensd/5");
-    assert_eq!(suite.items[0].texts, ["c0", "c1"]);
+    assert_eq!(suite.items.item(0).id(), "eqbensd/5");
+    assert_eq!(suite.items.item(0).texts().collect::<Vec<_>>(), ["c0", "c1"]);
 }
 
 #[test]

@@ -85,7 +85,7 @@ fn a_byte_order_mark_and_float_vote_counts_are_accepted() {
     let line = r#"{"id": 0, "image_0": "ex_0_img_0", "image_1": "ex_0_img_1", "caption_0": "a", "caption_1": "b", "tag": "t", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object"}"#;
     std::fs::write(wino.path().join("examples.jsonl"), format!("\u{feff}{line}\r\n")).unwrap();
     let suite = find("winoground").unwrap().load(wino.path()).unwrap();
-    assert_eq!(suite.items[0].id, "0");
+    assert_eq!(suite.items.item(0).id(), "0");
 }
 
 #[test]

@@ -31,7 +31,7 @@ fn fixture_scores(dir: &Path, suite: &Suite) -> ScoreTensor {
             .iter()
             .flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
             .collect();
-        scores.push_exact(item.images.len(), item.texts.len(), &values).unwrap();
+        scores.push_exact(item.image_count(), item.text_count(), &values).unwrap();
     }
     scores
 }
@@ -69,11 +69,14 @@ fn aro_vg_relation_matches_the_official_evaluation() {
     assert!(close(headline, 100.0 * official["macro_accuracy"].as_f64().unwrap()), "{headline}");
     assert!(!close(headline, mean(&report, "relation")), "the exclusion changes the number here");
     // Each item is the box of its image, against [false caption, true caption].
-    let first = &suite.items[0];
+    let first = &suite.items.item(0);
     let record = &json(&fixture("aro-vg-relation/visual_genome_relation.json"))[0];
-    assert_eq!(first.texts, [record["false_caption"].as_str().unwrap(), record["true_caption"].as_str().unwrap()]);
-    assert!(first.truth.is_match(0, 1) && !first.truth.is_match(0, 0));
-    let ImageSource::Cropped(cropped) = &first.images[0] else { panic!("{:?}", first.images[0]) };
+    assert_eq!(
+        first.texts().collect::<Vec<_>>(),
+        [record["false_caption"].as_str().unwrap(), record["true_caption"].as_str().unwrap()]
+    );
+    assert!(first.truth().is_match(0, 1) && !first.truth().is_match(0, 0));
+    let ImageSource::Cropped(cropped) = &first.image(0) else { panic!("{:?}", first.image(0)) };
     let (x, y) = (record["bbox_x"].as_i64().unwrap(), record["bbox_y"].as_i64().unwrap());
     assert_eq!((cropped.region.left, cropped.region.top), (x, y));
     assert_eq!(cropped.region.right, x + record["bbox_w"].as_i64().unwrap());
@@ -106,7 +109,7 @@ fn aro_order_suites_match_the_official_precision_at_1() {
     for id in ["aro-coco-order", "aro-flickr30k-order"] {
         let (suite, report, official) = official_run(id);
         assert_eq!(suite.items.len(), 14);
-        assert_eq!(suite.items[0].texts.len(), 5);
+        assert_eq!(suite.items.item(0).text_count(), 5);
         let official = 100.0 * official["precision_at_1"].as_f64().unwrap();
         assert!(close(report.metric("i2t_accuracy").unwrap(), official), "{id}");
         // The official argmax credits a tie to the first (true) caption; strict does not, and
@@ -133,10 +136,10 @@ fn mmvp_vlm_matches_the_official_script_per_pattern() {
     let mean = accuracy.iter().map(|a| a.as_f64().unwrap()).sum::<f64>() / 9.0;
     assert!(close(report.metric("image_score_macro").unwrap(), mean));
     // Both images come from the first row's Type folder, with the "a photo of" prompt.
-    let item = &suite.items[0];
-    assert_eq!(item.id, "1-2");
-    assert_eq!(item.images[1].path(), fixture("mmvp-vlm").join("MLLM_VLM Images/Orientation/2.jpg"));
-    assert_eq!(item.texts[1], "a photo of the orientation 0, seen from the right, closely");
+    let item = &suite.items.item(0);
+    assert_eq!(item.id(), "1-2");
+    assert_eq!(item.image(1).path(), fixture("mmvp-vlm").join("MLLM_VLM Images/Orientation/2.jpg"));
+    assert_eq!(item.text(1), "a photo of the orientation 0, seen from the right, closely");
     assert!(suite.missing_images().is_empty());
 }
 
@@ -170,7 +173,10 @@ fn winoground_as_a_manifest_gives_the_built_in_report() {
     let manifest = find("winoground-manifest").unwrap().load(dir.path()).unwrap();
     assert_eq!(manifest.items.len(), 400);
     for (a, b) in built_in.items.iter().zip(&manifest.items) {
-        assert_eq!((&a.id, &a.texts, &a.images, &a.truth, &a.tags), (&b.id, &b.texts, &b.images, &b.truth, &b.tags));
+        assert_eq!(
+            (&a.id(), &a.texts().collect::<Vec<_>>(), &a.images().collect::<Vec<_>>(), &a.truth(), &a.tags()),
+            (&b.id(), &b.texts().collect::<Vec<_>>(), &b.images().collect::<Vec<_>>(), &b.truth(), &b.tags())
+        );
     }
     let mut scores = ScoreTensor::new();
     let mut state = 7u64;
@@ -308,9 +314,14 @@ fn every_source_format_gives_the_same_items() {
             .items
             .iter()
             .map(|i| {
-                let images =
-                    i.images.iter().map(|s| s.path().file_name().unwrap().to_string_lossy().into_owned()).collect();
-                (i.id.clone(), images, i.texts.clone(), i.truth.clone(), i.tags.clone())
+                let images = i.images().map(|s| s.path().file_name().unwrap().to_string_lossy().into_owned()).collect();
+                (
+                    i.id().to_string(),
+                    images,
+                    i.texts().map(str::to_string).collect::<Vec<_>>(),
+                    i.truth().clone(),
+                    i.tags().clone(),
+                )
             })
             .collect()
     };
@@ -391,8 +402,8 @@ fn truth_from_fields_lists_and_every_family() {
         "id = \"t-i2t\"\ndescription = \"d\"\n[source]\nfile = \"i2t.json\"\nformat = \"json\"\n[item]\nimages = [\"{query}\"]\ntexts_list = \"keys\"\ntruth = { text = \"{label}\" }\n[metrics]\nfamily = \"choice\"\nties = \"first\"\n",
     );
     let suite = find(i2t.to_str().unwrap()).unwrap().load(dir.path()).unwrap();
-    assert_eq!((suite.items[0].texts.len(), suite.items[1].texts.len()), (3, 2));
-    assert!(suite.items[0].truth.is_match(0, 2) && suite.items[1].truth.is_match(0, 0));
+    assert_eq!((suite.items.item(0).text_count(), suite.items.item(1).text_count()), (3, 2));
+    assert!(suite.items.item(0).truth().is_match(0, 2) && suite.items.item(1).truth().is_match(0, 0));
     let mut scores = ScoreTensor::new();
     scores.push(1, 3, &[0.1, 0.2, 0.9]).unwrap(); // the label wins
     scores.push(1, 2, &[0.3, 0.4]).unwrap(); // the label loses
@@ -416,7 +427,7 @@ fn truth_from_fields_lists_and_every_family() {
         "id = \"t-pairs\"\ndescription = \"d\"\n[source]\nfile = \"pairs.csv\"\nformat = \"csv\"\n[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\", \"{foil}\"]\ntruth = { pairs = [[0, 0]] }\n[metrics]\nfamily = \"pairwise\"\n",
     );
     let suite = find(pairwise.to_str().unwrap()).unwrap().load(dir.path()).unwrap();
-    assert_eq!(suite.items[0].texts, ["a dog, running", "a cat"]);
+    assert_eq!(suite.items.item(0).texts().collect::<Vec<_>>(), ["a dog, running", "a cat"]);
     let mut scores = ScoreTensor::new();
     scores.push(1, 2, &[0.8, 0.1]).unwrap();
     scores.push(1, 2, &[0.5, 0.5]).unwrap(); // a tie is a miss

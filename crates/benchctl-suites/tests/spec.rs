@@ -10,16 +10,16 @@ fn loads_both_directions_of_every_subset() {
     let suite = find("spec").unwrap().load(dir.path()).unwrap();
     assert_eq!(suite.items.len(), i2t + t2i);
     assert!(suite.missing_images().is_empty());
-    let first = &suite.items[0];
-    assert_eq!(first.id, "absolute_size/i2t/0");
-    assert_eq!((first.images.len(), first.texts.len()), (1, 2));
-    assert!(first.truth.is_match(0, 0));
-    let t2i_item = suite.items.iter().find(|i| i.id == "count/t2i/3").unwrap();
+    let first = &suite.items.item(0);
+    assert_eq!(first.id(), "absolute_size/i2t/0");
+    assert_eq!((first.image_count(), first.text_count()), (1, 2));
+    assert!(first.truth().is_match(0, 0));
+    let t2i_item = suite.items.iter().find(|i| i.id() == "count/t2i/3").unwrap();
     // Subset 5, entry 3: 2 + (5 + 3) % 8 = 2 candidates; label (3 + 1) % 2 = 0.
-    assert_eq!((t2i_item.images.len(), t2i_item.texts.len()), (2, 1));
-    assert!(t2i_item.truth.is_match(0, 0) && !t2i_item.truth.is_match(1, 0));
+    assert_eq!((t2i_item.image_count(), t2i_item.text_count()), (2, 1));
+    assert!(t2i_item.truth().is_match(0, 0) && !t2i_item.truth().is_match(1, 0));
     let sizes: std::collections::BTreeSet<usize> =
-        suite.items.iter().map(|i| i.images.len().max(i.texts.len())).collect();
+        suite.items.iter().map(|i| i.image_count().max(i.text_count())).collect();
     assert_eq!(sizes.first(), Some(&2));
     assert_eq!(sizes.last(), Some(&9));
 }

@@ -13,7 +13,7 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
     assert_eq!(suite.items.len() + suite.excluded, 8782);
     let mut per_piece: BTreeMap<&str, usize> = BTreeMap::new();
     for item in &suite.items {
-        *per_piece.entry(item.tags[0].1[0].as_str()).or_default() += 1;
+        *per_piece.entry(item.tags()[0].1[0].as_str()).or_default() += 1;
     }
     let expected = BTreeMap::from([
         ("actant-swap", 949),
@@ -34,12 +34,12 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
     // records in COCO's train2014/ and val2014/, coreference-hard's in VisualDialog_val2018/.
     let mut folders: BTreeMap<(&str, String), usize> = BTreeMap::new();
     for item in &suite.items {
-        assert_eq!((item.images.len(), item.texts.len()), (1, 2));
-        assert!(item.truth.is_match(0, 0) && !item.truth.is_match(0, 1));
-        let path = item.images[0].path();
-        assert!(matches!(item.images[0], ImageSource::File(_)));
+        assert_eq!((item.image_count(), item.text_count()), (1, 2));
+        assert!(item.truth().is_match(0, 0) && !item.truth().is_match(0, 1));
+        let path = item.image(0).path();
+        assert!(matches!(item.image(0), ImageSource::File(_)));
         let folder = path.strip_prefix(dir.join("images")).unwrap().parent().unwrap().display().to_string();
-        *folders.entry((item.tags[0].1[0].as_str(), folder)).or_default() += 1;
+        *folders.entry((item.tags()[0].1[0].as_str(), folder)).or_default() += 1;
     }
     let coreference: Vec<_> = folders.iter().filter(|((p, _), _)| p.starts_with("coreference")).collect();
     assert_eq!(
@@ -77,10 +77,10 @@ fn invalid_records_are_excluded_and_sources_map_to_folders() {
     }));
     let suite = find("valse").unwrap().load(dir.path()).unwrap();
     assert_eq!((suite.items.len(), suite.excluded), (22, 11));
-    assert_eq!(suite.items[0].id, "existence/a");
+    assert_eq!(suite.items.item(0).id(), "existence/a");
     // Missing images are expected where COCO's val2014.zip extracts.
     assert_eq!(
-        suite.items[1].images[0],
+        *suite.items.item(1).image(0),
         ImageSource::File(dir.path().join("images/val2014/COCO_val2014_000000000042.jpg"))
     );
 }
@@ -114,8 +114,8 @@ fn images_are_routed_by_file_prefix_to_the_folders_their_sources_ship() {
     ];
     let suite = find("valse").unwrap().load(dir.path()).unwrap();
     for (key, path) in expected {
-        let item = suite.items.iter().find(|i| i.id == format!("existence/{key}")).unwrap();
-        assert_eq!(item.images[0], ImageSource::File(path), "{key}");
+        let item = suite.items.iter().find(|i| i.id() == format!("existence/{key}")).unwrap();
+        assert_eq!(*item.image(0), ImageSource::File(path), "{key}");
     }
 }
 

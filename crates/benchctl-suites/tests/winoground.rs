@@ -8,7 +8,7 @@ use benchctl_testkit::{read_winoground_tsv, shared, winoground_layout, Winogroun
 fn count(suite: &benchctl_suites::Suite, key: &str) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for item in &suite.items {
-        for (k, values) in &item.tags {
+        for (k, values) in item.tags().iter() {
             if k == key {
                 for v in values {
                     *counts.entry(v.clone()).or_default() += 1;
@@ -37,15 +37,15 @@ fn loads_all_400_real_examples_with_their_tags() {
     assert_eq!(secondary["Symbolic"], 28 + 3 + 5 + 5);
     assert_eq!(secondary["Series"], 23 + 1 + 2 + 5);
     // The fine `tag` is comma-separated in 66 examples ("Negation, Scope"): split likewise.
-    assert_eq!(suite.items.iter().filter(|i| i.tags.iter().any(|(k, v)| k == "tag" && v.len() > 1)).count(), 66);
+    assert_eq!(suite.items.iter().filter(|i| i.tags().iter().any(|(k, v)| k == "tag" && v.len() > 1)).count(), 66);
     let tags = count(&suite, "tag");
     assert_eq!((tags.len(), tags["Scope"], tags["Noun Phrase"]), (39, 41, 34));
     assert!(tags.keys().all(|t| !t.contains(',')));
     // Item 219 keeps its quotes, and its images resolve to images/ex_219_img_k.png.
-    let item = suite.items.iter().find(|i| i.id == "219").unwrap();
-    assert_eq!(item.texts[0], r#"It starts with "A" and ends with "Z""#);
-    assert_eq!(item.images[1], ImageSource::File(dir.path().join("images/ex_219_img_1.png")));
-    assert!(item.truth.is_match(0, 0) && item.truth.is_match(1, 1) && !item.truth.is_match(0, 1));
+    let item = suite.items.iter().find(|i| i.id() == "219").unwrap();
+    assert_eq!(item.text(0), r#"It starts with "A" and ends with "Z""#);
+    assert_eq!(*item.image(1), ImageSource::File(dir.path().join("images/ex_219_img_1.png")));
+    assert!(item.truth().is_match(0, 0) && item.truth().is_match(1, 1) && !item.truth().is_match(0, 1));
 }
 
 #[test]
@@ -63,12 +63,12 @@ fn rgba_and_greyscale_images_become_rgb() {
     // id 7 is written as RGBA (image 0) and greyscale (image 1).
     winoground_layout(&[row], dir.path());
     let suite = find("winoground").unwrap().load(dir.path()).unwrap();
-    let rgba = image::open(suite.items[0].images[0].path()).unwrap();
+    let rgba = image::open(suite.items.item(0).image(0).path()).unwrap();
     assert_eq!(rgba.color(), image::ColorType::Rgba8);
-    let rgb = suite.items[0].images[0].load_rgb().unwrap();
+    let rgb = suite.items.item(0).image(0).load_rgb().unwrap();
     let expected = benchctl_testkit::generated_image(14, 40, 30);
     assert_eq!(rgb, expected, "alpha is dropped, colours kept");
-    let grey = suite.items[0].images[1].load_rgb().unwrap();
+    let grey = suite.items.item(0).image(1).load_rgb().unwrap();
     assert!(grey.pixels().all(|p| p[0] == p[1] && p[1] == p[2]), "grey is replicated to three channels");
 }
 
@@ -137,10 +137,10 @@ fn missing_and_corrupt_images_are_named() {
     let suite = find("winoground").unwrap().load(dir.path()).unwrap();
     let missing = suite.missing_images();
     assert_eq!(missing, [dir.path().join("images/ex_0_img_1.png").as_path()]);
-    let err = suite.items[0].images[0].load_rgb().unwrap_err();
+    let err = suite.items.item(0).image(0).load_rgb().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::CorruptImage);
     assert!(err.to_string().contains("ex_0_img_0.png"), "{err}");
-    let err = suite.items[0].images[1].load_rgb().unwrap_err();
+    let err = suite.items.item(0).image(1).load_rgb().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::MissingImage);
 }
 
@@ -161,15 +161,21 @@ fn parquet_and_jsonl_releases_give_the_same_items() {
     for other in [&parquet, &snappy] {
         assert!(other.missing_images().is_empty());
         for (a, b) in jsonl.items.iter().zip(&other.items) {
-            assert_eq!((&a.id, &a.texts, &a.tags), (&b.id, &b.texts, &b.tags));
-            assert!(matches!(&b.images[0], ImageSource::Embedded(e) if e.name == format!("ex_{}_img_0", b.id)));
-            for (x, y) in a.images.iter().zip(&b.images) {
-                assert_eq!(x.load_rgb().unwrap(), y.load_rgb().unwrap(), "item {}", a.id);
+            assert_eq!(
+                (&a.id(), &a.texts().collect::<Vec<_>>(), &a.tags()),
+                (&b.id(), &b.texts().collect::<Vec<_>>(), &b.tags())
+            );
+            assert!(matches!(&b.image(0), ImageSource::Embedded(e) if e.name == format!("ex_{}_img_0", b.id())));
+            for (x, y) in a.images().zip(b.images()) {
+                assert_eq!(x.load_rgb().unwrap(), y.load_rgb().unwrap(), "item {}", a.id());
             }
         }
     }
-    assert_eq!(jsonl.items[1].tags[3], ("tag".to_string(), vec!["Noun".to_string(), "Verb-Transitive".to_string()]));
-    assert_eq!(jsonl.items[1].tags[1], ("num_main_preds".to_string(), vec!["1".to_string()]));
+    assert_eq!(
+        jsonl.items.item(1).tags()[3],
+        ("tag".to_string(), vec!["Noun".to_string(), "Verb-Transitive".to_string()])
+    );
+    assert_eq!(jsonl.items.item(1).tags()[1], ("num_main_preds".to_string(), vec!["1".to_string()]));
 }
 
 #[test]

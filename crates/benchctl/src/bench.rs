@@ -498,10 +498,10 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         let images: Vec<Vec<f32>> = suite
             .items
             .iter()
-            .flat_map(|i| &i.images)
+            .flat_map(|i| i.images())
             .map(|s| s.load_pil().map(|img| crate::encode::preprocess(&prep, &img)))
             .collect::<std::result::Result<_, _>>()?;
-        let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts.iter().map(String::as_str)).collect();
+        let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts()).collect();
         let b = args.batch as usize;
         let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
         let started = Instant::now();

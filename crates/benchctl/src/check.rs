@@ -65,7 +65,7 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
         SuiteKind::Items(_) | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut seen = std::collections::HashSet::new();
-            let images = suite.items.iter().flat_map(|i| &i.images).filter(|s| seen.insert(*s)).cloned().collect();
+            let images = suite.items.iter().flat_map(|i| i.images()).filter(|s| seen.insert(*s)).cloned().collect();
             let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
             problems.extend(suite.incomplete.iter().map(|s| format!("not the complete official release: {s}")));
             (suite.items.len(), images, problems)

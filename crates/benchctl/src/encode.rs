@@ -25,7 +25,7 @@ use crate::{Error, ErrorKind, Result};
 /// many tokens it loses) before any model work.
 pub(crate) fn long_captions(
     resolved: &ResolvedModel,
-    texts: &[&String],
+    texts: &[&str],
     policy: LongCaptionArg,
 ) -> Result<(usize, usize)> {
     let limit = resolved.caption_limit()?;
@@ -71,7 +71,7 @@ pub(crate) struct ItemInputs<'a> {
 
 impl<'a> ItemInputs<'a> {
     pub(crate) fn new(suite: &'a Suite, image_slots: &'a [usize], text_slots: &'a [usize]) -> Self {
-        let starts = |count: fn(&benchctl_suites::Item) -> usize| {
+        let starts = |count: fn(benchctl_suites::ItemRef) -> usize| {
             let mut start = Vec::with_capacity(suite.items.len() + 1);
             start.push(0);
             for item in &suite.items {
@@ -79,7 +79,7 @@ impl<'a> ItemInputs<'a> {
             }
             start
         };
-        let (image_start, text_start) = (starts(|i| i.images.len()), starts(|i| i.texts.len()));
+        let (image_start, text_start) = (starts(|i| i.image_count()), starts(|i| i.text_count()));
         Self { suite, image_slots, text_slots, image_start, text_start }
     }
 
@@ -105,7 +105,7 @@ impl<'a> ItemInputs<'a> {
 }
 
 /// Each distinct value once, in first-seen order, and the slot of every occurrence.
-pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + 'a>(
+pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
     values: impl Iterator<Item = &'a T>,
 ) -> (Vec<usize>, Vec<&'a T>) {
     let mut index: HashMap<&T, usize> = HashMap::new();
@@ -161,9 +161,45 @@ pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Res
     images.par_iter().map(|s| image_key(s, memo)).collect()
 }
 
-/// The cache keys of `texts`.
-pub(crate) fn text_keys(texts: &[&String]) -> Vec<cache::Key> {
-    texts.iter().map(|t| cache::key(&[b"text", t.as_bytes()])).collect()
+/// The cache keys of `texts`, made as they are asked for.
+pub(crate) fn text_keys<'a>(texts: &'a [&'a str]) -> Keys<'a> {
+    Keys::OfTexts(texts)
+}
+
+/// The cache keys of one kind of input, by index. Image keys are held (each took reading its
+/// file); a text's key is made again whenever it is asked for: hashing a caption is cheaper
+/// than holding 32 bytes for each of millions of them.
+pub(crate) enum Keys<'a> {
+    Held(Vec<cache::Key>),
+    OfTexts(&'a [&'a str]),
+}
+
+impl Keys<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Keys::Held(keys) => keys.len(),
+            Keys::OfTexts(texts) => texts.len(),
+        }
+    }
+
+    /// The key of input `i`.
+    pub(crate) fn get(&self, i: usize) -> cache::Key {
+        match self {
+            Keys::Held(keys) => keys[i],
+            Keys::OfTexts(texts) => cache::key(&[b"text", texts[i].as_bytes()]),
+        }
+    }
+
+    /// The keys of the inputs `wanted` marks (every input's without it), in order.
+    pub(crate) fn wanted<'s>(&'s self, wanted: Option<&'s [bool]>) -> impl Iterator<Item = cache::Key> + 's {
+        (0..self.len()).filter(move |&i| wanted.is_none_or(|w| w[i])).map(move |i| self.get(i))
+    }
+}
+
+impl From<Vec<cache::Key>> for Keys<'_> {
+    fn from(keys: Vec<cache::Key>) -> Self {
+        Keys::Held(keys)
+    }
 }
 
 pub(crate) fn to_flat(embeddings: &Tensor, what: &str) -> Result<(Vec<f32>, usize)> {
@@ -214,7 +250,7 @@ pub(crate) struct Tally {
 /// a shard's embeddings bit-identical to the unsharded run's.
 pub(crate) struct EmbeddingPlan<'a> {
     what: &'static str,
-    keys: &'a [cache::Key],
+    keys: &'a Keys<'a>,
     /// Where each row comes from.
     sources: Vec<RowSource>,
     /// The batches to encode, in order.
@@ -235,7 +271,7 @@ enum RowSource {
 
 impl<'a> EmbeddingPlan<'a> {
     pub(crate) fn new(
-        keys: &'a [cache::Key],
+        keys: &'a Keys<'a>,
         wanted: Option<&[bool]>,
         batch: usize,
         cache: &EmbeddingCache,
@@ -244,7 +280,7 @@ impl<'a> EmbeddingPlan<'a> {
         let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
         let n = keys.len();
         let mut lengths: Vec<Option<usize>> =
-            keys.iter().enumerate().map(|(i, k)| if is_wanted(i) { cache.dim(k) } else { None }).collect();
+            (0..n).map(|i| if is_wanted(i) { cache.dim(&keys.get(i)) } else { None }).collect();
         drop_odd_sized(&mut lengths, what);
         let cached_dim = lengths.iter().flatten().next().copied();
         let mut sources: Vec<RowSource> = (0..n)
@@ -360,14 +396,14 @@ impl<P> EmbeddingStream<'_, P> {
     fn fetch(&mut self, i: usize, cache: &mut EmbeddingCache) -> Result<()> {
         let what = self.plan.what;
         match self.plan.sources[i] {
-            RowSource::Cache => match cache.get(&self.plan.keys[i]) {
+            RowSource::Cache => match cache.get(&self.plan.keys.get(i)) {
                 Some(row) => self.keep(i, row),
                 // Planned as cached, it no longer reads back (its segment changed during the
                 // run): encoded alone, it costs a batch, not the run.
                 None => {
                     let prepared = (self.prepare)(&[i])?;
                     let (values, _) = to_flat(&(self.encode)(prepared)?, what)?;
-                    cache.append(&[(self.plan.keys[i], &values)])?;
+                    cache.append(&[(self.plan.keys.get(i), &values)])?;
                     self.tally.cached -= 1;
                     self.tally.encoded += 1;
                     self.tally.batches += 1;
@@ -421,7 +457,7 @@ impl<P> EmbeddingStream<'_, P> {
         })??;
         let (values, width) = to_flat(&(self.encode)(prepared)?, what)?;
         let rows: Vec<(usize, &[f32])> = chunk.iter().copied().zip(values.chunks_exact(width.max(1))).collect();
-        cache.append(&rows.iter().map(|&(i, row)| (self.plan.keys[i], row)).collect::<Vec<_>>())?;
+        cache.append(&rows.iter().map(|&(i, row)| (self.plan.keys.get(i), row)).collect::<Vec<_>>())?;
         for (i, row) in rows {
             // A shard's global batch also holds rows it does not need.
             if self.plan.sources[i] == RowSource::Batch(b as u32) {
@@ -545,8 +581,8 @@ impl PairTable {
     }
 
     /// Each pair's cache key, from its image's and text's.
-    pub(crate) fn keys(&self, image_keys: &[cache::Key], text_keys: &[cache::Key]) -> Vec<cache::Key> {
-        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys[i], &text_keys[t]])).collect()
+    pub(crate) fn keys(&self, image_keys: &Keys, text_keys: &Keys) -> Vec<cache::Key> {
+        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys.get(i), &text_keys.get(t)])).collect()
     }
 
     pub(crate) fn score_tensor(
@@ -559,8 +595,8 @@ impl PairTable {
         for (item, these) in suite.items.iter().zip(&self.item_pairs) {
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
-                .push(item.images.len(), item.texts.len(), &scores)
-                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
+                .push(item.image_count(), item.text_count(), &scores)
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
         }
         Ok(tensor)
     }
@@ -569,8 +605,8 @@ impl PairTable {
 /// The unique inputs a fusion model pairs, and each pair's cache key.
 pub(crate) struct PairInputs<'a> {
     pub images: &'a [&'a ImageSource],
-    pub texts: &'a [&'a String],
-    pub pair_keys: &'a [cache::Key],
+    pub texts: &'a [&'a str],
+    pub pair_keys: &'a Keys<'a>,
 }
 
 /// A fusion model's score of every pair, through the cache (one value per pair, keyed by
@@ -586,7 +622,7 @@ pub(crate) fn score_pairs_through_cache(
 ) -> Result<Vec<f32>> {
     let PairInputs { images, texts, pair_keys } = *inputs;
     let mut values: Vec<Option<f32>> =
-        pair_keys.iter().map(|k| cache.get(k).and_then(|v| v.first().copied())).collect();
+        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
     let mut todo_by_image: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
     for (p, &(i, _)) in table.pairs.iter().enumerate() {
         if values[p].is_none() {
@@ -614,14 +650,14 @@ pub(crate) fn score_pairs_through_cache(
             let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
             let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
             let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
-            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1].as_str()).collect();
+            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1]).collect();
             let scores = model
                 .score_pairs(&pair_states, &pair_texts)?
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
             let entries: Vec<(cache::Key, &[f32])> =
-                chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys[p], std::slice::from_ref(v))).collect();
+                chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys.get(p), std::slice::from_ref(v))).collect();
             cache.append(&entries)?;
             for (&(_, p), v) in chunk.iter().zip(scores) {
                 values[p] = Some(v);
@@ -675,8 +711,8 @@ pub(crate) fn encode_pixels(encoder: Encoder<'_>) -> impl FnMut(Tensor) -> Resul
 }
 
 /// A batch of `texts`.
-pub(crate) fn prepare_texts<'a>(texts: &'a [&'a String]) -> impl Fn(&[usize]) -> Result<Vec<&'a str>> + Sync + 'a {
-    move |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i].as_str()).collect::<Vec<&str>>())
+pub(crate) fn prepare_texts<'a>(texts: &'a [&'a str]) -> impl Fn(&[usize]) -> Result<Vec<&'a str>> + Sync + 'a {
+    move |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i]).collect::<Vec<&str>>())
 }
 
 /// The text tower on a batch.
@@ -704,7 +740,7 @@ impl Counts {
 pub(crate) fn encode_images(
     encoder: Encoder,
     images: &[&ImageSource],
-    keys: &[cache::Key],
+    keys: &Keys,
     wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
@@ -723,8 +759,8 @@ pub(crate) fn encode_images(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_texts(
     encoder: Encoder,
-    texts: &[&String],
-    keys: &[cache::Key],
+    texts: &[&str],
+    keys: &Keys,
     wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
@@ -760,9 +796,10 @@ mod tests {
     fn streams_serve_cached_and_encoded_rows_and_recover_a_changed_cache_entry() -> Result<()> {
         let root = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Results, e.to_string()))?;
         let keys: Vec<cache::Key> = (0..10u8).map(|i| cache::key(&[&[i]])).collect();
+        let keys = Keys::Held(keys);
         // Rows 2 and 7 are cached by an earlier run.
         let mut cache = EmbeddingCache::open(root.path(), "ns")?;
-        cache.append(&[(keys[2], &expected(2)[..]), (keys[7], &expected(7)[..])])?;
+        cache.append(&[(keys.get(2), &expected(2)[..]), (keys.get(7), &expected(7)[..])])?;
         let mut cache = EmbeddingCache::open(root.path(), "ns")?;
         let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
         let plan = EmbeddingPlan::new(&keys, None, 4, &cache, "text");

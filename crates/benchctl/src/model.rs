@@ -13,6 +13,7 @@ use candle_core::{DType, Device};
 
 use crate::cache::{self, hex, EmbeddingCache};
 use crate::cli::ModelChoice;
+use crate::encode::Keys;
 use crate::results::ModelRecord;
 use crate::{Error, ErrorKind, Result};
 
@@ -142,26 +143,26 @@ impl ResolvedModel {
     /// encoder, pair scores for a fusion model), each list's entries of one size (an entry of
     /// another size is encoded again, see `drop_odd_sized`): then the run needs nothing from
     /// the weights.
-    pub fn cached_head(&self, cache: &EmbeddingCache, needed: &[&[cache::Key]]) -> Option<Head> {
+    pub(crate) fn cached_head(&self, cache: &EmbeddingCache, needed: &[Needed]) -> Option<Head> {
         let head = Head::cached(cache, self.head.is_fusion())?;
-        let complete = |keys: &[cache::Key]| {
-            let mut sizes = keys.iter().map(|k| cache.dim(k));
+        let complete = |&(keys, wanted): &Needed| {
+            let mut sizes = keys.wanted(wanted).map(|k| cache.dim(&k));
             match sizes.next() {
                 None => true,
                 Some(None) => false,
                 Some(Some(first)) => sizes.all(|size| size == Some(first)),
             }
         };
-        needed.iter().all(|keys| complete(keys)).then_some(head)
+        needed.iter().all(complete).then_some(head)
     }
 
     /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
     /// spent loading)`, the model `None` exactly when [`ResolvedModel::cached_head`] finds
     /// everything.
-    pub fn load_unless_cached(
+    pub(crate) fn load_unless_cached(
         &self,
         cache: &mut EmbeddingCache,
-        needed: &[&[cache::Key]],
+        needed: &[Needed],
     ) -> Result<(Option<LoadedModel>, Head, f64)> {
         if let Some(head) = self.cached_head(cache, needed) {
             return Ok((None, head, 0.0));
@@ -171,6 +172,9 @@ impl ResolvedModel {
         Ok((Some(loaded), head, seconds))
     }
 }
+
+/// Inputs a run needs from the cache: their keys, and which of them (all without a mask).
+pub(crate) type Needed<'a> = (&'a Keys<'a>, Option<&'a [bool]>);
 
 /// Resolves `--model` / `--model-path` to files, architecture and head, without reading the
 /// weights.

@@ -177,7 +177,7 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     let mut against_scores = against.map(|o| o.scores.iter());
     for (i, (item, matrix)) in suite.items.iter().zip(shown.scores.iter()).enumerate() {
         let tags: Vec<usize> = item
-            .tags
+            .tags()
             .iter()
             .flat_map(|(k, vs)| vs.iter().map(move |v| (k.clone(), v.clone())))
             .map(|pair| {
@@ -188,16 +188,15 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
                 })
             })
             .collect();
-        rows.0.push(json!(item.id));
+        rows.0.push(json!(item.id()));
         rows.1.push(json!(bits(&values, i)));
-        rows.2.push(margin(&item.truth, &matrix).map_or(Value::Null, round));
+        rows.2.push(margin(item.truth(), &matrix).map_or(Value::Null, round));
         rows.3.push(json!(tags));
         if let Some(other) = &other_values {
             rows.4.push(json!(bits(other, i)));
         }
         let images: Vec<Value> = item
-            .images
-            .iter()
+            .images()
             .map(|source| {
                 let name = source.display_name();
                 let shown_name =
@@ -211,11 +210,11 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
                 }
             })
             .collect();
-        let truth: String = (0..item.truth.images() * item.truth.texts())
-            .map(|p| if item.truth.is_match(p / item.truth.texts(), p % item.truth.texts()) { '1' } else { '0' })
+        let truth: String = (0..item.image_count() * item.text_count())
+            .map(|p| if item.truth().is_match(p / item.text_count(), p % item.text_count()) { '1' } else { '0' })
             .collect();
         let per_metric: Vec<Value> = values.iter().map(|m| m.values[i].map_or(Value::Null, round)).collect();
-        let mut entry = json!({"texts": item.texts, "images": images, "scores": matrix_json(&matrix), "truth": truth, "values": per_metric});
+        let mut entry = json!({"texts": item.texts().collect::<Vec<_>>(), "images": images, "scores": matrix_json(&matrix), "truth": truth, "values": per_metric});
         if let Some(m) = against_scores.as_mut().and_then(Iterator::next) {
             entry["against"] = matrix_json(&m);
         }

@@ -315,7 +315,7 @@ pub fn item_dump<'a>(suite: &'a Suite, scores: &'a ScoreTensor) -> impl Iterator
         // scores keep every digit.
         let rows: Vec<Vec<f64>> =
             (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect();
-        serde_json::json!({"id": item.id, "scores": rows}).to_string()
+        serde_json::json!({"id": item.id(), "scores": rows}).to_string()
     })
 }
 
@@ -520,9 +520,9 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         hash.update(&bytes);
     }
     for item in &suite.items {
-        hash.update(item.id.as_bytes());
+        hash.update(item.id().as_bytes());
         hash.update([0]);
-        for image in &item.images {
+        for image in item.images() {
             let name = image.display_name();
             let data_dir = format!("{}/", suite.data_dir.display());
             hash.update(name.strip_prefix(&data_dir).unwrap_or(&name).as_bytes());
@@ -535,7 +535,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
 /// SHA-256 (hex) of images' content keys (the SHA-256 of each file's bytes, the embedding
 /// cache's keys), in the order given: the suite's images item by item. Computed from keys
 /// every run reads anyway, so it costs no extra pass over the images.
-pub fn image_fingerprint<'a>(keys: impl Iterator<Item = &'a cache::Key>) -> String {
+pub fn image_fingerprint(keys: impl Iterator<Item = cache::Key>) -> String {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     for key in keys {

@@ -204,8 +204,8 @@ struct Matrices<'a> {
 
 impl<'a> Matrices<'a> {
     fn new(suite: &'a Suite) -> Self {
-        let index = suite.items.iter().enumerate().map(|(i, item)| (item.id.as_str(), i)).collect();
-        let values = suite.items.iter().map(|i| vec![f64::NAN; i.images.len() * i.texts.len()]).collect();
+        let index = suite.items.iter().enumerate().map(|(i, item)| (item.id(), i)).collect();
+        let values = suite.items.iter().map(|i| vec![f64::NAN; i.image_count() * i.text_count()]).collect();
         Self { suite, index, values }
     }
 
@@ -214,24 +214,24 @@ impl<'a> Matrices<'a> {
     }
 
     fn set(&mut self, item: usize, image: usize, text: usize, score: f64, at: &str) -> Result<()> {
-        let it = &self.suite.items[item];
-        if image >= it.images.len() || text >= it.texts.len() {
+        let it = self.suite.items.item(item);
+        if image >= it.image_count() || text >= it.text_count() {
             return Err(bad(format!(
                 "score {at}: item `{}` has {} image(s) and {} text(s), not image {image} and text {text}",
-                it.id,
-                it.images.len(),
-                it.texts.len()
+                it.id(),
+                it.image_count(),
+                it.text_count()
             )));
         }
         if !score.is_finite() {
             return Err(bad(format!(
                 "score {at}: item `{}` image {image} text {text}: the score {score} is not a finite number",
-                it.id
+                it.id()
             )));
         }
-        let slot = &mut self.values[item][image * it.texts.len() + text];
+        let slot = &mut self.values[item][image * it.text_count() + text];
         if !slot.is_nan() {
-            return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id)));
+            return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id())));
         }
         *slot = score;
         Ok(())
@@ -244,7 +244,7 @@ impl<'a> Matrices<'a> {
             .iter()
             .zip(&self.suite.items)
             .filter(|(v, _)| v.iter().any(|s| s.is_nan()))
-            .map(|(_, item)| item.id.as_str())
+            .map(|(_, item)| item.id())
             .collect();
         if !unscored.is_empty() {
             let shown: Vec<&str> = unscored.iter().take(5).copied().collect();
@@ -258,8 +258,8 @@ impl<'a> Matrices<'a> {
         let mut tensor = ScoreTensor::of_kind(kind);
         for (item, values) in self.suite.items.iter().zip(&self.values) {
             tensor
-                .push_exact(item.images.len(), item.texts.len(), values)
-                .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id)))?;
+                .push_exact(item.image_count(), item.text_count(), values)
+                .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id())))?;
         }
         Ok(tensor)
     }

@@ -51,7 +51,7 @@ fn real_annotations_end_to_end() {
     let suite = benchctl_suites::find("winoground").unwrap().load(data.path()).unwrap();
     let mut scores = ScoreTensor::new();
     for ((id, matrix), item) in lines.iter().zip(&suite.items) {
-        assert_eq!(id, &item.id);
+        assert_eq!(id, &item.id());
         scores.push(matrix.len(), matrix[0].len(), &matrix.concat()).unwrap();
     }
     let recomputed = suite.evaluate(&scores).unwrap();

@@ -177,8 +177,8 @@ fn external_match_probabilities_get_valses_threshold_metrics() {
         .items
         .iter()
         .map(|item| {
-            let foil = if item.id.starts_with(valse::PIECES[0]) { 0.6 } else { 0.3 };
-            serde_json::json!({"id": item.id, "scores": [[0.8, foil]]}).to_string() + "\n"
+            let foil = if item.id().starts_with(valse::PIECES[0]) { 0.6 } else { 0.3 };
+            serde_json::json!({"id": item.id(), "scores": [[0.8, foil]]}).to_string() + "\n"
         })
         .collect();
     let file = data.path().join("itm.jsonl");
@@ -196,7 +196,7 @@ fn external_match_probabilities_get_valses_threshold_metrics() {
         .iter()
         .enumerate()
         .map(|(i, item)| {
-            serde_json::json!({"id": item.id, "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]}).to_string() + "\n"
+            serde_json::json!({"id": item.id(), "scores": [[if i == 3 { 1.5 } else { 0.8 }, 0.2]]}).to_string() + "\n"
         })
         .collect();
     std::fs::write(&file, out_of_range).unwrap();
@@ -216,7 +216,10 @@ fn external_match_probabilities_get_valses_threshold_metrics() {
     );
     assert_eq!(out.status.code(), Some(3));
     let err = stderr(&out);
-    assert!(err.contains(&format!("item `{}`", suite.items[3].id)) && err.contains("not a probability"), "{err}");
+    assert!(
+        err.contains(&format!("item `{}`", suite.items.item(3).id())) && err.contains("not a probability"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -256,12 +259,12 @@ fn spec_ties_first_reproduces_the_official_argmax() {
     let suite = benchctl_suites::find("spec").unwrap().load(data.path()).unwrap();
     for (line, item) in std::fs::read_to_string(&dump).unwrap().lines().zip(&suite.items) {
         let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let (k, l) = (item.images.len(), item.texts.len());
+        let (k, l) = (item.image_count(), item.text_count());
         v["scores"] = serde_json::json!(vec![vec![0.25; l]; k]);
         tied.push_str(&format!("{v}\n"));
         let direction = usize::from(k > 1);
         counts[direction] += 1;
-        label_first[direction] += usize::from(item.truth.is_match(0, 0));
+        label_first[direction] += usize::from(item.truth().is_match(0, 0));
     }
     let file = results.path().join("tied.jsonl");
     std::fs::write(&file, tied).unwrap();

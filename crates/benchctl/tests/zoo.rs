@@ -40,15 +40,15 @@ fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
     for (item, line) in suite.items.iter().zip(dump.lines()).take(3) {
         let stored: serde_json::Value = serde_json::from_str(line).unwrap();
-        for (i, image) in item.images.iter().enumerate() {
+        for (i, image) in item.images().enumerate() {
             let pixels = model.preprocessor().apply(&image.load_rgb().unwrap());
             let size = model.preprocessor().size;
             let pixels = candle_core::Tensor::from_vec(pixels, (1, 3, size, size), &candle_core::Device::Cpu).unwrap();
             let states = model.encode_images(&pixels).unwrap();
-            for (j, text) in item.texts.iter().enumerate() {
-                let direct = model.score_pairs(&states, &[text.as_str()]).unwrap().to_vec1::<f32>().unwrap()[0];
+            for (j, text) in item.texts().enumerate() {
+                let direct = model.score_pairs(&states, &[text]).unwrap().to_vec1::<f32>().unwrap()[0];
                 let ours = stored["scores"][i][j].as_f64().unwrap() as f32;
-                assert!((direct - ours).abs() < 1e-5, "item {} pair ({i}, {j}): {ours} vs {direct}", item.id);
+                assert!((direct - ours).abs() < 1e-5, "item {} pair ({i}, {j}): {ours} vs {direct}", item.id());
             }
         }
     }
@@ -209,16 +209,16 @@ fn fiber_checkpoints_run_both_heads_end_to_end() {
     let model = FiberItm::load(&files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
     let suite = benchctl_suites::find("winoground").unwrap().load(&demo_suite()).unwrap();
     let dump = std::fs::read_to_string(dump_path(&path, &run)).unwrap();
-    let item = &suite.items[0];
+    let item = suite.items.item(0);
     let stored: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
     let size = model.preprocessor().size;
     assert_eq!(size, 64, "the micro checkpoint's input size, read from its window tables");
-    for (i, image) in item.images.iter().enumerate() {
+    for (i, image) in item.images().enumerate() {
         let pixels = model.preprocessor().apply(&image.load_rgb().unwrap());
         let pixels = candle_core::Tensor::from_vec(pixels, (1, 3, size, size), &candle_core::Device::Cpu).unwrap();
         let states = model.encode_images(&pixels).unwrap();
-        for (j, text) in item.texts.iter().enumerate() {
-            let direct = model.score_pairs(&states, &[text.as_str()]).unwrap().to_vec1::<f32>().unwrap()[0];
+        for (j, text) in item.texts().enumerate() {
+            let direct = model.score_pairs(&states, &[text]).unwrap().to_vec1::<f32>().unwrap()[0];
             let ours = stored["scores"][i][j].as_f64().unwrap() as f32;
             assert!((direct - ours).abs() < 1e-5, "pair ({i}, {j}): {ours} vs {direct}");
         }

@@ -25,7 +25,7 @@ use candle_core::{DType, Tensor};
 use serde_json::json;
 
 use crate::cli::{AlterMethod, AlteredSourceArg, CaptionNormalisationArg, EvalArgs};
-use crate::encode::{encode_images, encode_texts, image_keys, load_pixels, text_keys, unique_by, Encoder};
+use crate::encode::{encode_images, encode_texts, image_keys, load_pixels, text_keys, unique_by, Encoder, Keys};
 use crate::evaluate::{Evaluation, Outcome};
 use crate::model::resolve_model;
 use crate::results::{self, Counts, Run, SuiteRecord, Timings};
@@ -45,7 +45,7 @@ fn compute(what: &str) -> impl Fn(candle_core::Error) -> Error + '_ {
 #[derive(Clone, Copy)]
 enum Side<'a> {
     Images(&'a [ImageSource]),
-    Texts(&'a [&'a String]),
+    Texts(&'a [&'a str]),
 }
 
 /// A fusion model re-scoring each query's top `k` candidates.
@@ -78,11 +78,11 @@ impl Rerank<'_> {
                         std::iter::once(chunk.len()).chain(one.dims()[1..].iter().copied()).collect();
                     let repeated =
                         one.broadcast_as(dims).and_then(|s| s.contiguous()).map_err(compute("repeat image states"))?;
-                    (repeated, chunk.iter().map(|&c| g[c].as_str()).collect())
+                    (repeated, chunk.iter().map(|&c| g[c]).collect())
                 }
                 (Side::Texts(q), Side::Images(g), _) => {
                     let images: Vec<&ImageSource> = chunk.iter().map(|&c| &g[c]).collect();
-                    (encode(&images)?, vec![q[query].as_str(); chunk.len()])
+                    (encode(&images)?, vec![q[query]; chunk.len()])
                 }
                 _ => {
                     return Err(Error::new(
@@ -225,13 +225,13 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     // Every input and its cache key: each caption of every gallery once, the test images, and
     // each altered gallery's images.
     let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
-    let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| &g.captions));
+    let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| g.captions.iter().map(String::as_str)));
     let text_keys = text_keys(&unique_texts);
     let n = data.images.len();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
     let memo = resolved.file_keys(args.no_cache);
-    let source_keys = image_keys(&sources.iter().collect::<Vec<_>>(), &memo)?;
-    let mut altered_galleries: Vec<(String, Vec<ImageSource>, Vec<crate::cache::Key>)> = Vec::new();
+    let source_keys = Keys::from(image_keys(&sources.iter().collect::<Vec<_>>(), &memo)?);
+    let mut altered_galleries: Vec<(String, Vec<ImageSource>, Keys)> = Vec::new();
     let (mut from_release, mut generated) = (Vec::new(), Vec::new());
     for &method in &args.rococo_methods {
         let method = match method {
@@ -244,7 +244,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                 || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir())
             {
                 let altered_sources = release_gallery(&data, &folder)?;
-                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?;
+                let keys = Keys::from(image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?);
                 altered_galleries.push((
                     format!("{}{}_seedrelease", method.name(), lambda / 10),
                     altered_sources,
@@ -265,7 +265,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                         }))
                     })
                     .collect();
-                let keys = image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?;
+                let keys = Keys::from(image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?);
                 altered_galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
             }
         }
@@ -273,10 +273,10 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     crate::encode::remember(&memo);
     let images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
     let image_fingerprint = crate::results::image_fingerprint(
-        source_keys.iter().chain(altered_galleries.iter().flat_map(|(_, _, keys)| keys)),
+        source_keys.wanted(None).chain(altered_galleries.iter().flat_map(|(_, _, keys)| keys.wanted(None))),
     );
-    let mut needed: Vec<&[crate::cache::Key]> = vec![&text_keys, &source_keys];
-    needed.extend(altered_galleries.iter().map(|(_, _, keys)| keys.as_slice()));
+    let mut needed: Vec<crate::model::Needed> = vec![(&text_keys, None), (&source_keys, None)];
+    needed.extend(altered_galleries.iter().map(|(_, _, keys)| (keys, None)));
     // A re-run whose embeddings are all cached ranks without reading the weights; a fusion
     // model re-ranks, so it always needs them.
     let (loaded, load_model_s) = if resolved.is_fusion() {
@@ -328,7 +328,8 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
 
     let score_started = Instant::now();
     let mut results: Vec<GalleryResult> = Vec::new();
-    let caption_texts: Vec<Vec<&String>> = galleries.iter().map(|g| g.captions.iter().collect()).collect();
+    let caption_texts: Vec<Vec<&str>> =
+        galleries.iter().map(|g| g.captions.iter().map(String::as_str).collect()).collect();
     for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
         let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
         let outcomes = image_to_text(&image_table, captions, g, rerank, ties)?;

@@ -14,7 +14,7 @@ use crate::cache;
 use crate::cli::EvalArgs;
 use crate::encode::*;
 use crate::evaluate::{bootstrap_intervals, tie_rule, Evaluation, Outcome};
-use crate::model::{resolve_model, Head};
+use crate::model::{resolve_model, Head, Needed};
 use crate::results::{self, fingerprint, image_fingerprint, Counts, ModelRecord, Run};
 use crate::{Error, ErrorKind, Result};
 
@@ -40,8 +40,8 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
     let batch = args.batch_size as usize;
 
     let data_fingerprint = fingerprint(&full_suite)?;
-    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| &i.images));
-    let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| &i.texts));
+    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| i.images()));
+    let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| i.texts()));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
     let shard = match args.shard {
         None => None,
@@ -69,27 +69,23 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
 
     let mut cache = resolved.cache(args.no_cache)?;
     let memo = resolved.file_keys(args.no_cache);
-    let image_keys = image_keys(&unique_images, &memo)?;
+    let image_keys = Keys::from(image_keys(&unique_images, &memo)?);
     counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
     remember(&memo);
-    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| &image_keys[s]));
+    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| image_keys.get(s)));
     let text_keys = text_keys(&unique_texts);
     let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
     let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
-    let needed = |keys: &[cache::Key], wanted: Option<&[bool]>| -> Vec<cache::Key> {
-        keys.iter().enumerate().filter(|&(i, _)| wanted.is_none_or(|w| w[i])).map(|(_, k)| *k).collect()
-    };
     // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
     let inputs = ItemInputs::new(suite, image_slots, text_slots);
     let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(&inputs));
-    let pair_keys = pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default();
-    let (needed_images, needed_texts) = match pairs {
-        Some(_) => (Vec::new(), Vec::new()),
-        None => (needed(&image_keys, wanted_images), needed(&text_keys, wanted_texts)),
+    let pair_keys = Keys::from(pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default());
+    let needed: Vec<Needed> = match pairs {
+        Some(_) => vec![(&pair_keys, None)],
+        None => vec![(&image_keys, wanted_images), (&text_keys, wanted_texts)],
     };
     // A re-run that finds everything in the cache scores without reading the weights.
-    let (loaded, head, load_s) =
-        resolved.load_unless_cached(&mut cache, &[&pair_keys, &needed_images, &needed_texts])?;
+    let (loaded, head, load_s) = resolved.load_unless_cached(&mut cache, &needed)?;
     let model = loaded.as_ref().map(|l| &l.model);
     let (scores, encode_images_s, encode_texts_s, mut score_s) = match (head, &pairs) {
         (Head::Fusion(kind), Some(pairs)) => {
@@ -189,7 +185,7 @@ impl Shard {
         image_slots.iter().for_each(|&s| wanted_images[s] = true);
         text_slots.iter().for_each(|&s| wanted_texts[s] = true);
         Shard {
-            suite: all.suite.with_items(all.suite.items[start..end].to_vec()),
+            suite: all.suite.with_items(all.suite.items.range(start..end)),
             image_slots: image_slots.to_vec(),
             text_slots: text_slots.to_vec(),
             wanted_images,
@@ -246,7 +242,7 @@ pub(crate) fn score_items<PI, PT>(
         }
         let mut by_shape: std::collections::BTreeMap<(usize, usize), Vec<usize>> = Default::default();
         for n in window.clone() {
-            by_shape.entry((suite.items[n].images.len(), suite.items[n].texts.len())).or_default().push(n);
+            by_shape.entry((suite.items.item(n).image_count(), suite.items.item(n).text_count())).or_default().push(n);
         }
         let mut window_values: Vec<Vec<f32>> = vec![Vec::new(); window.len()];
         for ((k, l), members) in by_shape {
@@ -263,10 +259,10 @@ pub(crate) fn score_items<PI, PT>(
             }
         }
         for (n, values) in window.clone().zip(&window_values) {
-            let item = &suite.items[n];
+            let item = suite.items.item(n);
             tensor
-                .push(item.images.len(), item.texts.len(), values)
-                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id), e))?;
+                .push(item.image_count(), item.text_count(), values)
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
         }
         for n in window.clone() {
             for &s in inputs.images_of(n) {

@@ -1,0 +1,305 @@
+//! A suite's items, stored compactly: a million-item suite is held by every `eval` and
+//! `check`, so its items are not a million small allocations each.
+//!
+//! Every item's id and texts live one after another in one string, each image source is
+//! held once however many items show it, and an item is a fixed-size head (its truth matrix,
+//! its shared tags and where its strings and images start). Loaders build an [`Item`] at a
+//! time and [`Items::push`] it; readers get [`ItemRef`]s that borrow from the store.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use benchctl_scoring::metrics::ItemView;
+use benchctl_scoring::{Tags, Truth};
+
+use crate::{ImageSource, Item};
+
+/// The items of a suite, in suite order.
+#[derive(Debug, Clone, Default)]
+pub struct Items {
+    /// Every item's id, then its texts, one after another.
+    strings: String,
+    /// Where each string of `strings` ends.
+    string_ends: Vec<usize>,
+    /// The distinct image sources, in first-seen order.
+    sources: Vec<ImageSource>,
+    /// Each item's images in order, as indices into `sources`.
+    images: Vec<u32>,
+    heads: Vec<Head>,
+    /// Where a source of `sources` is, by its hash. A collision of two different sources only
+    /// stores the second one twice.
+    source_index: HashMap<u64, u32>,
+}
+
+/// What an item holds besides its strings and images.
+#[derive(Debug, Clone)]
+struct Head {
+    truth: Truth,
+    tags: Tags,
+    /// The index in `string_ends` of the item's id (its texts follow).
+    first_string: usize,
+    /// The index in `images` of the item's first image.
+    first_image: usize,
+}
+
+impl Items {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.heads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heads.is_empty()
+    }
+
+    /// Room for `additional` more items' heads.
+    pub fn reserve(&mut self, additional: usize) {
+        self.heads.reserve_exact(additional);
+    }
+
+    /// Adds `item` after the others.
+    pub fn push(&mut self, item: Item) {
+        let Item { id, images, texts, truth, tags } = item;
+        let first_string = self.string_ends.len();
+        for text in std::iter::once(&id).chain(&texts) {
+            self.strings.push_str(text);
+            self.string_ends.push(self.strings.len());
+        }
+        let first_image = self.images.len();
+        for source in images {
+            let index = self.intern(source);
+            self.images.push(index);
+        }
+        self.heads.push(Head { truth, tags, first_string, first_image });
+    }
+
+    /// The index of `source` in `sources`, adding it when it is new.
+    fn intern(&mut self, source: ImageSource) -> u32 {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut hasher);
+        let hash = hasher.finish();
+        if let Some(&index) = self.source_index.get(&hash) {
+            if self.sources[index as usize] == source {
+                return index;
+            }
+        }
+        let index = self.sources.len() as u32;
+        self.sources.push(source);
+        self.source_index.entry(hash).or_insert(index);
+        index
+    }
+
+    /// Item `n`.
+    ///
+    /// # Panics
+    /// When `n` is not below [`Items::len`], as indexing a slice would.
+    pub fn item(&self, n: usize) -> ItemRef<'_> {
+        assert!(n < self.heads.len(), "item {n} of {}", self.heads.len());
+        ItemRef { items: self, n }
+    }
+
+    /// Every item, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = ItemRef<'_>> + Clone {
+        (0..self.heads.len()).map(move |n| ItemRef { items: self, n })
+    }
+
+    /// Items `range`, copied into a store of their own (a shard's slice).
+    pub fn range(&self, range: std::ops::Range<usize>) -> Items {
+        let mut slice = Items::new();
+        slice.reserve(range.len());
+        for n in range {
+            slice.push(self.item(n).to_item());
+        }
+        slice
+    }
+
+    fn string(&self, index: usize) -> &str {
+        let start = if index == 0 { 0 } else { self.string_ends[index - 1] };
+        &self.strings[start..self.string_ends[index]]
+    }
+}
+
+/// The ids already in an [`Items`] store, to refuse a duplicate as it arrives. Ids are held
+/// by hash and position (12 bytes each, not a second copy of a million strings); the store
+/// settles a hash match.
+#[derive(Debug, Default)]
+pub(crate) struct IdIndex {
+    by_hash: HashMap<u64, u32>,
+    /// Ids whose hash another id took first.
+    collided: HashMap<String, u32>,
+}
+
+impl IdIndex {
+    /// The position of the item of `items` with `id`, if there is one; else `id` is recorded
+    /// as the next item's (the caller pushes it).
+    pub(crate) fn earlier(&mut self, items: &Items, id: &str) -> Option<usize> {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        id.hash(&mut hasher);
+        let next = items.len() as u32;
+        match self.by_hash.entry(hasher.finish()) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(next);
+                None
+            }
+            std::collections::hash_map::Entry::Occupied(first) if items.item(*first.get() as usize).id() == id => {
+                Some(*first.get() as usize)
+            }
+            std::collections::hash_map::Entry::Occupied(_) => match self.collided.get(id) {
+                Some(&at) => Some(at as usize),
+                None => {
+                    self.collided.insert(id.to_string(), next);
+                    None
+                }
+            },
+        }
+    }
+}
+
+impl From<Vec<Item>> for Items {
+    fn from(items: Vec<Item>) -> Self {
+        items.into_iter().collect()
+    }
+}
+
+impl FromIterator<Item> for Items {
+    fn from_iter<I: IntoIterator<Item = Item>>(iter: I) -> Self {
+        let mut items = Items::new();
+        iter.into_iter().for_each(|item| items.push(item));
+        items
+    }
+}
+
+impl<'a> IntoIterator for &'a Items {
+    type Item = ItemRef<'a>;
+    type IntoIter = Box<dyn ExactSizeIterator<Item = ItemRef<'a>> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
+    }
+}
+
+/// One item of an [`Items`] store: K candidate images, L candidate texts and which pairs match.
+#[derive(Clone, Copy)]
+pub struct ItemRef<'a> {
+    items: &'a Items,
+    n: usize,
+}
+
+impl<'a> ItemRef<'a> {
+    fn head(self) -> &'a Head {
+        &self.items.heads[self.n]
+    }
+
+    /// The suite's own id of the item, as written in score dumps.
+    pub fn id(self) -> &'a str {
+        self.items.string(self.head().first_string)
+    }
+
+    /// K, the item's candidate images.
+    pub fn image_count(self) -> usize {
+        self.head().truth.images()
+    }
+
+    /// L, the item's candidate texts.
+    pub fn text_count(self) -> usize {
+        self.head().truth.texts()
+    }
+
+    /// The item's images, in order.
+    pub fn images(self) -> impl ExactSizeIterator<Item = &'a ImageSource> + Clone + 'a {
+        let first = self.head().first_image;
+        let items = self.items;
+        items.images[first..first + self.image_count()].iter().map(move |&s| &items.sources[s as usize])
+    }
+
+    /// Image `i` of the item.
+    pub fn image(self, i: usize) -> &'a ImageSource {
+        assert!(i < self.image_count(), "image {i} of an item of {}", self.image_count());
+        &self.items.sources[self.items.images[self.head().first_image + i] as usize]
+    }
+
+    /// The item's texts, in order.
+    pub fn texts(self) -> impl ExactSizeIterator<Item = &'a str> + Clone + 'a {
+        let first = self.head().first_string + 1;
+        let items = self.items;
+        (first..first + self.text_count()).map(move |s| items.string(s))
+    }
+
+    /// Text `j` of the item.
+    pub fn text(self, j: usize) -> &'a str {
+        assert!(j < self.text_count(), "text {j} of an item of {}", self.text_count());
+        self.items.string(self.head().first_string + 1 + j)
+    }
+
+    pub fn truth(self) -> &'a Truth {
+        &self.head().truth
+    }
+
+    pub fn tags(self) -> &'a Tags {
+        &self.head().tags
+    }
+
+    pub fn view(self) -> ItemView<'a> {
+        ItemView { truth: self.truth(), tags: self.tags() }
+    }
+
+    /// The item as a value of its own.
+    pub fn to_item(self) -> Item {
+        Item {
+            id: self.id().to_string(),
+            images: self.images().cloned().collect(),
+            texts: self.texts().map(str::to_string).collect(),
+            truth: self.truth().clone(),
+            tags: self.tags().clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ItemRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_item().fmt(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn item(id: &str, images: &[&str], texts: &[&str]) -> Item {
+        let matches = (0..images.len() * texts.len()).map(|c| c % (texts.len() + 1) == 0).collect();
+        Item {
+            id: id.to_string(),
+            images: images.iter().map(|p| ImageSource::File(PathBuf::from(p))).collect(),
+            texts: texts.iter().map(|t| t.to_string()).collect(),
+            truth: Truth::new(images.len(), texts.len(), matches).expect("a valid truth"),
+            tags: Tags::from(vec![("tag".to_string(), vec![id.to_string()])]),
+        }
+    }
+
+    #[test]
+    fn items_read_back_as_they_were_pushed() {
+        let pushed = vec![
+            item("a", &["x.png", "y.png"], &["one", "", "three"]),
+            item("", &["y.png"], &["é"]),
+            item("c", &["z.png", "x.png"], &["4", "5"]),
+        ];
+        let items = Items::from(pushed.clone());
+        assert_eq!(items.len(), 3);
+        for (stored, original) in items.iter().zip(&pushed) {
+            let back = stored.to_item();
+            assert_eq!((&back.id, &back.images, &back.texts), (&original.id, &original.images, &original.texts));
+            assert_eq!((back.truth, back.tags), (original.truth.clone(), original.tags.clone()));
+            assert_eq!(stored.image(stored.image_count() - 1), original.images.last().unwrap());
+            assert_eq!(stored.text(stored.text_count() - 1), original.texts.last().unwrap());
+        }
+        // Three distinct sources for five images.
+        assert_eq!(items.sources.len(), 3);
+        let slice = items.range(1..3);
+        assert_eq!(slice.iter().map(|i| i.id()).collect::<Vec<_>>(), ["", "c"]);
+        assert_eq!(slice.item(1).images().collect::<Vec<_>>(), [&pushed[2].images[0], &pushed[2].images[1]]);
+    }
+}
