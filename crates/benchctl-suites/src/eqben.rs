@@ -35,7 +35,7 @@ use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, PairOrder, PairSlot, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Items, PairOrder, PairSlot, Result, Suite};
 
 pub const DESCRIPTION: &str =
     "251,048 2×2 items of minimally different images and captions in 7 splits (group score, Table 3 Avg, EqSim deviation)";
@@ -113,15 +113,15 @@ struct PrivateInfo {
 }
 
 /// The data directory's annotation `relative` (or the same file name directly in the
-/// directory), recorded as the suite's annotation file and parsed; `None` with the problem
-/// (naming the expected path) added to `problems`.
-fn read_annotation<T: serde::de::DeserializeOwned>(
+/// directory), recorded as the suite's annotation file; `None` with the problem (naming the
+/// expected path) added to `problems`.
+fn annotation_path(
     suite: &mut Suite,
     relative: &str,
     what: &str,
     how_to_get: &str,
     problems: &mut Vec<Error>,
-) -> Option<(PathBuf, T)> {
+) -> Option<PathBuf> {
     let nested = suite.data_dir.join(relative);
     let flat = Path::new(relative).file_name().map(|name| suite.data_dir.join(name));
     let Some(path) = std::iter::once(nested.clone()).chain(flat).find(|p| p.is_file()) else {
@@ -129,105 +129,175 @@ fn read_annotation<T: serde::de::DeserializeOwned>(
         return None;
     };
     suite.annotation_files.push(path.clone());
+    Some(path)
+}
+
+/// [`annotation_path`]'s file, parsed whole.
+fn read_annotation<T: serde::de::DeserializeOwned>(
+    suite: &mut Suite,
+    relative: &str,
+    what: &str,
+    how_to_get: &str,
+    problems: &mut Vec<Error>,
+) -> Option<(PathBuf, T)> {
+    let path = annotation_path(suite, relative, what, how_to_get, problems)?;
     paths::read_json::<T>(&path, how_to_get, problems).map(|parsed| (path, parsed))
 }
 
 /// Loads the full release under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
+///
+/// The list is read as a stream (the full release has a million entries; neither its text nor
+/// the parsed list is ever held whole), each entry going straight into the item it belongs
+/// to ([`Grouping`]).
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut suite = Suite::new("eqben", data_dir, SUMMARY);
-    let Some((path, mut entries)) =
-        read_annotation::<Vec<FlatEntry>>(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems)
-    else {
+    let Some(path) = annotation_path(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems) else {
         return suite;
     };
-    // Each entry's image and caption, moved out: the items take them, not copies (the full
-    // release has a million entries, each naming an image and a caption its item repeats).
-    let (mut images, mut captions): (Vec<Option<String>>, Vec<Option<String>>) =
-        entries.iter_mut().map(|e| (e.image.take(), e.caption.take())).unzip();
-    let infos = match private_infos(data_dir, &path, &entries, &mut suite.annotation_files) {
-        Ok(infos) => infos,
-        Err(e) => {
-            problems.push(e);
-            return suite;
+    let mut grouping = Grouping::default();
+    let mut infos = Infos::Unknown;
+    // The first problem that makes the whole list unusable; the entries after it are skipped.
+    let mut fatal: Option<Error> = None;
+    let annotation_files = &mut suite.annotation_files;
+    let streamed = paths::for_each_element::<FlatEntry>(&path, HOW_TO_GET, |j, entry| {
+        if fatal.is_some() {
+            return;
         }
-    };
-    let (image_root, light) = image_root(data_dir, probe_image(images.iter().filter_map(|i| i.as_deref())), &[]);
-    let inputs = EntryInputs { images: &mut images, captions: &mut captions };
-    let (items, order) = group_entries(&path, inputs, &infos, &image_root, light, problems);
-    suite.items = items.into();
+        grouping.probe(entry.image.as_deref());
+        match infos.of(j, entry.private_info, data_dir, &path, annotation_files) {
+            Ok(Some(info)) => grouping.add(&path, j, entry.image, entry.caption, &info),
+            // Beyond the scorer's files: their sizes are compared with the list's at the end.
+            Ok(None) => grouping.slots.push(PairSlot::MISSING),
+            Err(e) => fatal = Some(e),
+        }
+    });
+    let complete = streamed.and_then(|entries| match fatal {
+        Some(e) => Err(e),
+        None => infos.check_count(&path, entries),
+    });
+    if let Err(e) = complete {
+        problems.push(e);
+        return suite;
+    }
+    let (image_root, light) = image_root(data_dir, grouping.probed(), &[]);
+    let (items, order) = grouping.finish(&path, &image_root, light, problems);
+    suite.items = items;
     suite.pair_order = Some(PairOrder { file: path, slots: order });
     suite.incomplete = shortfalls(&suite.items);
     suite
 }
 
-/// Each entry's `private_info`: its own, or rebuilt from the official scorer's two files.
-fn private_infos<'a>(
-    data_dir: &Path,
-    annotation: &Path,
-    entries: &'a [FlatEntry],
-    annotation_files: &mut Vec<PathBuf>,
-) -> Result<Vec<std::borrow::Cow<'a, PrivateInfo>>> {
-    use std::borrow::Cow;
-    if entries.iter().all(|e| e.private_info.is_some()) {
-        return Ok(entries.iter().filter_map(|e| e.private_info.as_ref().map(Cow::Borrowed)).collect());
-    }
-    if let Some(j) = entries.iter().position(|e| e.private_info.is_some()) {
-        if entries.iter().any(|e| e.private_info.is_none()) {
-            let k = entries.iter().position(|e| e.private_info.is_none()).unwrap_or(0);
-            return Err(Error::new(
+/// Where the entries' `private_info` comes from: their own (every entry has one), or the
+/// official scorer's two files (no entry has one), decided by the first entry.
+enum Infos {
+    Unknown,
+    Own,
+    Scorer(ScorerInfos),
+}
+
+/// `private_info.json` and `private_random_idx.json`: entry j's info is
+/// `infos[index[j]]`.
+struct ScorerInfos {
+    infos: Vec<PrivateInfo>,
+    index: Vec<usize>,
+    info_path: PathBuf,
+    index_path: PathBuf,
+}
+
+impl Infos {
+    /// Entry `j`'s info (`own` is its own); `None` when the scorer's files have no info for
+    /// it (their sizes are compared with the list's by [`Infos::check_count`]).
+    fn of<'a>(
+        &'a mut self,
+        j: usize,
+        own: Option<PrivateInfo>,
+        data_dir: &Path,
+        annotation: &Path,
+        annotation_files: &mut Vec<PathBuf>,
+    ) -> Result<Option<std::borrow::Cow<'a, PrivateInfo>>> {
+        use std::borrow::Cow;
+        let mixed = |with: usize, without: usize| {
+            Error::new(
                 ErrorKind::Malformed,
-                format!("read {}: entry {j} has `private_info` but entry {k} has none", annotation.display()),
-            ));
+                format!("read {}: entry {with} has `private_info` but entry {without} has none", annotation.display()),
+            )
+        };
+        if let Infos::Unknown = self {
+            *self = match own {
+                Some(_) => Infos::Own,
+                None => Infos::Scorer(ScorerInfos::read(data_dir, annotation, annotation_files)?),
+            };
+        }
+        match (self, own) {
+            (Infos::Own, Some(info)) => Ok(Some(Cow::Owned(info))),
+            (Infos::Own, None) => Err(mixed(0, j)),
+            (Infos::Scorer(_), Some(_)) => Err(mixed(j, 0)),
+            (Infos::Scorer(scorer), None) => {
+                Ok(scorer.index.get(j).and_then(|&original| scorer.infos.get(original)).map(Cow::Borrowed))
+            }
+            (Infos::Unknown, _) => Ok(None),
         }
     }
-    // Beside the annotation, in the data directory, or in the scorer's `src_file/`.
-    let folders =
-        [annotation.parent().unwrap_or(data_dir).to_path_buf(), data_dir.to_path_buf(), data_dir.join("src_file")];
-    let find = |name: &str| folders.iter().map(|f| f.join(name)).find(|p| p.is_file());
-    let (Some(info_path), Some(index_path)) = (find(PRIVATE_INFO_FILE), find(PRIVATE_INDEX_FILE)) else {
-        return Err(Error::new(
-            ErrorKind::MissingData,
-            format!(
-                "find {PRIVATE_INFO_FILE} and {PRIVATE_INDEX_FILE} beside {}: its entries carry no `private_info`, so the items are rebuilt from those two files of the official scorer (github.com/Wangt-CN/EqBen, src_file/)",
-                annotation.display()
-            ),
-        ));
-    };
-    let read = |path: &Path| -> Result<String> {
-        std::fs::read_to_string(path)
-            .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
-    };
-    let parse = |path: &Path, text: &str| Error::new(ErrorKind::Malformed, format!("parse {}: {text}", path.display()));
-    let infos: Vec<PrivateInfo> =
-        serde_json::from_str(&read(&info_path)?).map_err(|e| parse(&info_path, &e.to_string()))?;
-    let index: Vec<usize> =
-        serde_json::from_str(&read(&index_path)?).map_err(|e| parse(&index_path, &e.to_string()))?;
-    annotation_files.extend([info_path.clone(), index_path.clone()]);
-    if index.len() != entries.len() || infos.len() != entries.len() {
-        return Err(Error::new(
+
+    /// Fails when the scorer's files do not have one info per entry of the list.
+    fn check_count(&self, annotation: &Path, entries: usize) -> Result<()> {
+        let Infos::Scorer(scorer) = self else { return Ok(()) };
+        if scorer.index.len() == entries && scorer.infos.len() == entries {
+            return Ok(());
+        }
+        Err(Error::new(
             ErrorKind::Malformed,
             format!(
-                "read {}: {} entries, but {} has {} and {} has {}",
+                "read {}: {entries} entries, but {} has {} and {} has {}",
                 annotation.display(),
-                entries.len(),
-                info_path.display(),
-                infos.len(),
-                index_path.display(),
-                index.len()
+                scorer.info_path.display(),
+                scorer.infos.len(),
+                scorer.index_path.display(),
+                scorer.index.len()
             ),
-        ));
+        ))
     }
-    let mut seen = vec![false; index.len()];
-    for (j, &original) in index.iter().enumerate() {
-        if original >= seen.len() || std::mem::replace(&mut seen[original], true) {
-            return Err(parse(
-                &index_path,
-                &format!("position {j} ({original}) makes it no permutation of 0..{}", index.len()),
+}
+
+impl ScorerInfos {
+    /// The two files, beside the annotation, in the data directory, or in the scorer's
+    /// `src_file/`; the index checked to be a permutation.
+    fn read(data_dir: &Path, annotation: &Path, annotation_files: &mut Vec<PathBuf>) -> Result<Self> {
+        let folders =
+            [annotation.parent().unwrap_or(data_dir).to_path_buf(), data_dir.to_path_buf(), data_dir.join("src_file")];
+        let find = |name: &str| folders.iter().map(|f| f.join(name)).find(|p| p.is_file());
+        let (Some(info_path), Some(index_path)) = (find(PRIVATE_INFO_FILE), find(PRIVATE_INDEX_FILE)) else {
+            return Err(Error::new(
+                ErrorKind::MissingData,
+                format!(
+                    "find {PRIVATE_INFO_FILE} and {PRIVATE_INDEX_FILE} beside {}: its entries carry no `private_info`, so the items are rebuilt from those two files of the official scorer (github.com/Wangt-CN/EqBen, src_file/)",
+                    annotation.display()
+                ),
             ));
+        };
+        let read = |path: &Path| -> Result<String> {
+            std::fs::read_to_string(path)
+                .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
+        };
+        let parse =
+            |path: &Path, text: &str| Error::new(ErrorKind::Malformed, format!("parse {}: {text}", path.display()));
+        let infos: Vec<PrivateInfo> =
+            serde_json::from_str(&read(&info_path)?).map_err(|e| parse(&info_path, &e.to_string()))?;
+        let index: Vec<usize> =
+            serde_json::from_str(&read(&index_path)?).map_err(|e| parse(&index_path, &e.to_string()))?;
+        annotation_files.extend([info_path.clone(), index_path.clone()]);
+        let mut seen = vec![false; index.len()];
+        for (j, &original) in index.iter().enumerate() {
+            if original >= seen.len() || std::mem::replace(&mut seen[original], true) {
+                return Err(parse(
+                    &index_path,
+                    &format!("position {j} ({original}) makes it no permutation of 0..{}", index.len()),
+                ));
+            }
         }
+        Ok(ScorerInfos { infos, index, info_path, index_path })
     }
-    Ok(index.into_iter().map(|original| Cow::Owned(infos[original].clone())).collect())
 }
 
 /// The image that tells where the images are and which release they are: the first `.png`
@@ -261,142 +331,203 @@ fn image_root(data_dir: &Path, first_image: Option<&str>, extra: &[&str]) -> (Pa
     (candidates.into_iter().nth(usize::from(!extra.is_empty())).unwrap_or_else(|| data_dir.to_path_buf()), false)
 }
 
-/// Each entry's image and caption, taken (moved) as the entries are grouped.
-struct EntryInputs<'a> {
-    images: &'a mut [Option<String>],
-    captions: &'a mut [Option<String>],
+/// The full release's items as its entries arrive (shuffled: an item's four entries are
+/// anywhere in the list), then in the official split order and by `sample_cnt`, with where
+/// each entry sits in them.
+#[derive(Default)]
+struct Grouping {
+    /// Split names, each held once.
+    splits: HashMap<String, u32>,
+    split_names: Vec<String>,
+    /// The item of each (split, sample), an index into `partials`.
+    by_key: HashMap<(u32, u64), u32>,
+    partials: Vec<Partial>,
+    /// The partials' images and captions, one after another (not a string each).
+    text: String,
+    /// Each entry's (partial, image slot, caption slot), in list order; [`PairSlot::MISSING`]
+    /// for an entry with a problem.
+    slots: Vec<PairSlot>,
+    /// The first `.png` image and the first image, which tell where the images are.
+    first_png: Option<String>,
+    first_image: Option<String>,
+    problems: Vec<Error>,
 }
 
-/// The items of the flat list, in the official split order then `sample_cnt`, and where each
-/// entry sits in them.
-fn group_entries(
-    path: &Path,
-    inputs: EntryInputs<'_>,
-    infos: &[std::borrow::Cow<'_, PrivateInfo>],
-    image_root: &Path,
-    light: bool,
-    problems: &mut Vec<Error>,
-) -> (Vec<Item>, Vec<PairSlot>) {
-    /// An item being assembled: its images and captions by slot, and the entry that set each.
-    struct Partial {
-        split: String,
-        sample: u64,
-        images: [Option<(String, usize)>; 2],
-        captions: [Option<(String, usize)>; 2],
-        entries: [[Option<usize>; 2]; 2],
+/// An item being assembled: its images and captions by slot, and the entry that set each.
+struct Partial {
+    split: u32,
+    sample: u64,
+    images: [Option<Stored>; 2],
+    captions: [Option<Stored>; 2],
+    entries: [[Option<u32>; 2]; 2],
+}
+
+/// A string of [`Grouping::text`] and the entry that gave it.
+#[derive(Clone, Copy)]
+struct Stored {
+    start: usize,
+    end: usize,
+    entry: u32,
+}
+
+impl Grouping {
+    /// Notes an entry's image, for [`probe_image`]'s rule.
+    fn probe(&mut self, image: Option<&str>) {
+        let Some(image) = image else { return };
+        if self.first_image.is_none() {
+            self.first_image = Some(image.to_string());
+        }
+        if self.first_png.is_none() && image.to_ascii_lowercase().ends_with(".png") {
+            self.first_png = Some(image.to_string());
+        }
     }
-    let mut partials: Vec<Partial> = Vec::new();
-    let mut by_key: HashMap<(String, u64), usize> = HashMap::new();
-    let mut slots: Vec<Option<(usize, u8, u8)>> = Vec::with_capacity(infos.len());
-    let EntryInputs { images, captions } = inputs;
-    for (j, info) in infos.iter().enumerate() {
-        let at = || format!("{} entry {j}", path.display());
-        let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", at()));
-        let parsed = (|| -> Result<(usize, usize, usize)> {
-            let image = images[j].take().ok_or_else(|| malformed("missing key `image`".into()))?;
-            let caption = captions[j].take().ok_or_else(|| malformed("missing key `caption`".into()))?;
-            let (c, i) = parse_slot(&info.name).ok_or_else(|| {
-                malformed(format!("`private_info.name` is `{}`, expected c0i0, c0i1, c1i0 or c1i1", info.name))
-            })?;
-            let sample = integer(&info.sample_cnt).ok_or_else(|| {
-                malformed(format!("`private_info.sample_cnt` is `{}`, expected an integer", info.sample_cnt))
-            })?;
-            let next = partials.len();
-            let p = *by_key.entry((info.dataset.clone(), sample)).or_insert(next);
-            if p == next {
-                partials.push(Partial {
-                    split: info.dataset.clone(),
-                    sample,
-                    images: [None, None],
-                    captions: [None, None],
-                    entries: [[None; 2]; 2],
-                });
+
+    fn probed(&self) -> Option<&str> {
+        self.first_png.as_deref().or(self.first_image.as_deref())
+    }
+
+    /// Entry `j` of `path`, with its info.
+    fn add(&mut self, path: &Path, j: usize, image: Option<String>, caption: Option<String>, info: &PrivateInfo) {
+        let parsed = self.place(path, j, image, caption, info);
+        let slot = parsed.unwrap_or_else(|e| {
+            self.problems.push(e);
+            PairSlot::MISSING
+        });
+        self.slots.push(slot);
+    }
+
+    /// Where entry `j` goes: its partial (as `item`), its image and caption slots.
+    fn place(
+        &mut self,
+        path: &Path,
+        j: usize,
+        image: Option<String>,
+        caption: Option<String>,
+        info: &PrivateInfo,
+    ) -> Result<PairSlot> {
+        let malformed =
+            |what: String| Error::new(ErrorKind::Malformed, format!("read {} entry {j}: {what}", path.display()));
+        let image = image.ok_or_else(|| malformed("missing key `image`".into()))?;
+        let caption = caption.ok_or_else(|| malformed("missing key `caption`".into()))?;
+        let (c, i) = parse_slot(&info.name).ok_or_else(|| {
+            malformed(format!("`private_info.name` is `{}`, expected c0i0, c0i1, c1i0 or c1i1", info.name))
+        })?;
+        let sample = integer(&info.sample_cnt).ok_or_else(|| {
+            malformed(format!("`private_info.sample_cnt` is `{}`, expected an integer", info.sample_cnt))
+        })?;
+        let split = match self.splits.get(&info.dataset) {
+            Some(&split) => split,
+            None => {
+                let split = self.split_names.len() as u32;
+                self.splits.insert(info.dataset.clone(), split);
+                self.split_names.push(info.dataset.clone());
+                split
             }
-            let partial = &mut partials[p];
-            let item = format!("{}/{}", info.dataset, sample);
-            if let Some(other) = partial.entries[c][i].replace(j) {
-                return Err(malformed(format!("item {item} has `{}` twice (entries {other} and {j})", info.name)));
-            }
-            for (slot, value, what) in
-                [(&mut partial.images[i], image, "image"), (&mut partial.captions[c], caption, "caption")]
-            {
-                match slot {
-                    Some((known, other)) if *known != value => {
-                        return Err(malformed(format!(
-                            "item {item}: entry {other} gives {what} {known:?} for this slot, this entry {value:?}"
-                        )))
-                    }
-                    Some(_) => {}
-                    None => *slot = Some((value, j)),
+        };
+        let next = self.partials.len() as u32;
+        let p = *self.by_key.entry((split, sample)).or_insert(next);
+        if p == next {
+            self.partials.push(Partial {
+                split,
+                sample,
+                images: [None, None],
+                captions: [None, None],
+                entries: [[None; 2]; 2],
+            });
+        }
+        let item = format!("{}/{}", info.dataset, sample);
+        let partial = &mut self.partials[p as usize];
+        if let Some(other) = partial.entries[c][i].replace(j as u32) {
+            return Err(malformed(format!("item {item} has `{}` twice (entries {other} and {j})", info.name)));
+        }
+        for (slot, value, what) in
+            [(&mut partial.images[i], image, "image"), (&mut partial.captions[c], caption, "caption")]
+        {
+            match slot {
+                Some(known) if self.text[known.start..known.end] != value => {
+                    let known_text = &self.text[known.start..known.end];
+                    return Err(malformed(format!(
+                        "item {item}: entry {} gives {what} {known_text:?} for this slot, this entry {value:?}",
+                        known.entry
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    let start = self.text.len();
+                    self.text.push_str(&value);
+                    *slot = Some(Stored { start, end: self.text.len(), entry: j as u32 });
                 }
             }
-            Ok((p, c, i))
-        })();
-        match parsed {
-            Ok((p, c, i)) => slots.push(Some((p, i as u8, c as u8))),
-            Err(e) => {
-                problems.push(e);
-                slots.push(None);
-            }
         }
+        Ok(PairSlot { item: p, image: i as u8, text: c as u8 })
     }
-    // Official split order first, then any other split by name; within a split by sample.
-    let rank = |split: &str| SPLITS.iter().position(|(s, _)| *s == split).unwrap_or(SPLITS.len());
-    let mut order: Vec<usize> = (0..partials.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (a, b) = (&partials[a], &partials[b]);
-        (rank(&a.split), &a.split, a.sample).cmp(&(rank(&b.split), &b.split, b.sample))
-    });
-    let mut item_of = vec![None; partials.len()];
-    let mut items = Vec::with_capacity(partials.len());
-    let mut tag_sets = TagSets::default();
-    for p in order {
-        let partial = &mut partials[p];
-        let id = format!("{}/{}", partial.split, partial.sample);
-        let missing: Vec<String> = (0..2)
-            .flat_map(|c| (0..2).map(move |i| (c, i)))
-            .filter(|&(c, i)| partial.entries[c][i].is_none())
-            .map(|(c, i)| format!("c{c}i{i}"))
-            .collect();
-        if !missing.is_empty() {
-            problems.push(Error::new(
-                ErrorKind::Malformed,
-                format!("read {}: item {id} lacks the entries {}", path.display(), missing.join(", ")),
-            ));
-            continue;
-        }
-        let image = |k: usize| -> Result<ImageSource> {
-            let rel = &partial.images[k].as_ref().map(|(r, _)| r.as_str()).unwrap_or_default();
-            let path = paths::inside(image_root, rel, &format!("{} item {id}", path.display()))?;
-            Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
-        };
-        let images = match (image(0), image(1)) {
-            (Ok(a), Ok(b)) => vec![a, b],
-            (Err(e), _) | (_, Err(e)) => {
-                problems.push(e);
+
+    /// The items, in the official split order then any other split by name, within a split by
+    /// sample; and each entry's slot in them. An item that lacks an entry, or whose image path
+    /// is refused, is a problem, and its entries have no slot.
+    fn finish(self, path: &Path, image_root: &Path, light: bool, problems: &mut Vec<Error>) -> (Items, Vec<PairSlot>) {
+        let Grouping { split_names, partials, text, slots, problems: found, .. } = self;
+        problems.extend(found);
+        let rank = |split: &str| SPLITS.iter().position(|(s, _)| *s == split).unwrap_or(SPLITS.len());
+        let mut order: Vec<usize> = (0..partials.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (a, b) = (&partials[a], &partials[b]);
+            let (split_a, split_b) = (&split_names[a.split as usize], &split_names[b.split as usize]);
+            (rank(split_a), split_a, a.sample).cmp(&(rank(split_b), split_b, b.sample))
+        });
+        let mut item_of = vec![u32::MAX; partials.len()];
+        let mut items = Items::new();
+        items.reserve(partials.len());
+        let mut tag_sets = TagSets::default();
+        let stored = |s: &Option<Stored>| s.map_or("", |s| &text[s.start..s.end]);
+        for p in order {
+            let partial = &partials[p];
+            let split = &split_names[partial.split as usize];
+            let id = format!("{split}/{}", partial.sample);
+            let missing: Vec<String> = (0..2)
+                .flat_map(|c| (0..2).map(move |i| (c, i)))
+                .filter(|&(c, i)| partial.entries[c][i].is_none())
+                .map(|(c, i)| format!("c{c}i{i}"))
+                .collect();
+            if !missing.is_empty() {
+                problems.push(Error::new(
+                    ErrorKind::Malformed,
+                    format!("read {}: item {id} lacks the entries {}", path.display(), missing.join(", ")),
+                ));
                 continue;
             }
-        };
-        let texts = partial.captions.iter_mut().map(|c| c.take().map(|(t, _)| t).unwrap_or_default()).collect();
-        item_of[p] = Some(items.len());
-        items.push(Item {
-            id,
-            images,
-            texts,
-            truth: Truth::diagonal(2),
-            tags: tag_sets.intern(vec![("split".into(), vec![partial.split.clone()])]),
-        });
+            let image = |k: usize| -> Result<ImageSource> {
+                let path =
+                    paths::inside(image_root, stored(&partial.images[k]), &format!("{} item {id}", path.display()))?;
+                Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
+            };
+            let images = match (image(0), image(1)) {
+                (Ok(a), Ok(b)) => vec![a, b],
+                (Err(e), _) | (_, Err(e)) => {
+                    problems.push(e);
+                    continue;
+                }
+            };
+            item_of[p] = items.len() as u32;
+            items.push(Item {
+                id,
+                images,
+                texts: partial.captions.iter().map(|c| stored(c).to_string()).collect(),
+                truth: Truth::diagonal(2),
+                tags: tag_sets.intern(vec![("split".into(), vec![split.clone()])]),
+            });
+        }
+        // Entries of items that could not be built have no slot; the order then covers only
+        // part of the list, which [`PairOrder::complete`] tells.
+        let order = slots
+            .into_iter()
+            .map(|slot| match slot.is_missing() {
+                true => PairSlot::MISSING,
+                false => PairSlot { item: item_of[slot.item as usize], ..slot },
+            })
+            .collect();
+        (items, order)
     }
-    // Entries of items that could not be built have no slot; the order then covers only part
-    // of the list, which [`PairOrder::complete`] tells.
-    let order = slots
-        .into_iter()
-        .map(|slot| {
-            slot.and_then(|(p, image, text)| item_of[p].map(|item| PairSlot { item: item as u32, image, text }))
-                .unwrap_or(PairSlot::MISSING)
-        })
-        .collect();
-    (items, order)
 }
 
 /// `c<k>i<m>` as (caption k, image m).

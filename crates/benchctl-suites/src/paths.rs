@@ -97,6 +97,112 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     parsed.map_err(|e| problems.push(e)).ok()
 }
 
+/// Each element of the JSON list in `path`, read as a stream, so that a list of a million
+/// entries is never held whole (nor its text): `element` gets its index and the element.
+/// The file's errors are [`read_json`]'s: a missing file named with `how_to_get`, a directory,
+/// bytes that are not UTF-8 (their byte offset; a BOM is dropped), or a parse error with its
+/// line and column. Returns how many elements there were.
+pub(crate) fn for_each_element<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    how_to_get: &str,
+    mut element: impl FnMut(usize, T),
+) -> Result<usize> {
+    use serde::de::Deserializer as _;
+    refuse_directory(path)?;
+    let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
+    // Checked a buffer at a time; the parser then reads byte by byte from the buffer.
+    let reader = std::io::BufReader::with_capacity(1 << 16, Utf8Reader { inner: file, offset: 0, held: Vec::new() });
+    let mut deserializer = serde_json::Deserializer::from_reader(reader);
+    let mut count = 0;
+    let parsed = deserializer
+        .deserialize_seq(EachElement { element: &mut element, count: &mut count, marker: std::marker::PhantomData })
+        .and_then(|()| deserializer.end());
+    parsed.map_err(|e| match e.io_error_kind() {
+        Some(std::io::ErrorKind::InvalidData) => {
+            let offset = e.to_string().split_whitespace().find_map(|w| w.parse::<usize>().ok()).unwrap_or(0);
+            not_utf8(path, offset)
+        }
+        Some(_) => Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e),
+        None => Error::caused_by(ErrorKind::Malformed, format!("parse {}: {e}", path.display()), e),
+    })?;
+    Ok(count)
+}
+
+/// The visitor of [`for_each_element`]: each element handed over as it is parsed.
+struct EachElement<'a, T, F> {
+    element: &'a mut F,
+    count: &'a mut usize,
+    marker: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: serde::de::DeserializeOwned, F: FnMut(usize, T)> serde::de::Visitor<'de> for EachElement<'_, T, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON list")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        while let Some(value) = seq.next_element::<T>()? {
+            (self.element)(*self.count, value);
+            *self.count += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A reader that checks its bytes are UTF-8 as they pass, failing with `InvalidData` and the
+/// offset of the first bad byte in the message, and drops a leading byte order mark. A
+/// character that straddles two reads is held back until it is complete, so the parser never
+/// sees a byte that is later found bad.
+struct Utf8Reader<R> {
+    inner: R,
+    /// Bytes given out so far (and the BOM).
+    offset: usize,
+    /// The start of a character the last read ended inside (at most 3 bytes).
+    held: Vec<u8>,
+}
+
+impl<R: std::io::Read> std::io::Read for Utf8Reader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let invalid = |at: usize| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("invalid byte at {at}"));
+        loop {
+            let held = self.held.len();
+            if buf.len() <= held {
+                // Only a caller's tiny buffer; the parser reads through a 64 KiB `BufReader`.
+                return Err(std::io::Error::other("read UTF-8 text: a buffer of at least 4 bytes is needed"));
+            }
+            buf[..held].copy_from_slice(&self.held);
+            let read = self.inner.read(&mut buf[held..])?;
+            if read == 0 {
+                return match held {
+                    0 => Ok(0),
+                    _ => Err(invalid(self.offset)),
+                };
+            }
+            let total = held + read;
+            let valid = match std::str::from_utf8(&buf[..total]) {
+                Ok(_) => total,
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                Err(e) => return Err(invalid(self.offset + e.valid_up_to())),
+            };
+            self.held = buf[valid..total].to_vec();
+            let mut given = valid;
+            // A byte order mark (Windows editors write one) opens the text, not the JSON.
+            let bom = BOM.to_string();
+            if self.offset == 0 && buf[..valid].starts_with(bom.as_bytes()) {
+                buf.copy_within(bom.len()..valid, 0);
+                given -= bom.len();
+                self.offset = bom.len();
+            }
+            self.offset += given;
+            if given > 0 {
+                return Ok(given);
+            }
+        }
+    }
+}
+
 /// A JSON object's entries in file order, duplicates kept (a `serde_json` map keeps only the
 /// last value of a repeated key, silently dropping a record).
 pub(crate) struct Entries(pub Vec<(String, serde_json::Value)>);
@@ -118,5 +224,53 @@ impl<'de> serde::Deserialize<'de> for Entries {
             }
         }
         deserializer.deserialize_map(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// Gives out its bytes a few at a time, so that characters straddle reads.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.1.min(self.0.len()).min(buf.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn through(bytes: &[u8], step: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut reader = Utf8Reader { inner: Trickle(bytes, step), offset: 0, held: Vec::new() };
+        let mut buf = [0u8; 8];
+        loop {
+            match reader.read(&mut buf)? {
+                0 => return Ok(out),
+                n => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    #[test]
+    fn utf8_text_passes_whole_and_a_bad_byte_is_placed_exactly() {
+        let text = "\u{feff}añ€😀b".as_bytes().to_vec();
+        for step in 1..=5 {
+            assert_eq!(through(&text, step).unwrap(), "añ€😀b".as_bytes(), "step {step}");
+            // The emoji's last byte broken: its first byte is where the bad character starts.
+            let mut broken = text.clone();
+            let emoji = broken.len() - 2;
+            broken[emoji] = b'x';
+            let err = through(&broken, step).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+            assert_eq!(err.to_string(), format!("invalid byte at {}", emoji - 3), "step {step}");
+            // A character cut short by the end.
+            let cut = &text[..text.len() - 2];
+            assert_eq!(through(cut, step).unwrap_err().to_string(), format!("invalid byte at {}", emoji - 3));
+        }
     }
 }

@@ -182,3 +182,101 @@ fn a_private_index_that_is_no_permutation_is_refused() {
     assert_eq!(err.kind(), ErrorKind::Malformed);
     assert!(err.to_string().contains("position 2 (1) makes it no permutation"), "{err}");
 }
+
+/// The full list is read as a stream: a BOM is accepted; a byte that is not UTF-8 is named
+/// with its offset, also when the character it breaks straddles the reader's 64 KiB buffers;
+/// a parse error or mixed `private_info` anywhere leaves no items (and no problems of the
+/// entries before it), as a whole-file parse did.
+#[test]
+fn the_streamed_list_is_refused_whole_and_named_like_a_parsed_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["c0i0", "c0i1", "c1i0", "c1i1"];
+    let four = |caption: &str| -> Vec<serde_json::Value> {
+        names
+            .iter()
+            .map(|n| entry(&format!("eqbensd/{}.png", &n[2..]), &format!("{caption} {}", &n[..2]), n, 0.into()))
+            .collect()
+    };
+    let path = dir.path().join(eqben::ANNOTATION_FILE);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let load = || find("eqben").unwrap().load_all(dir.path()).unwrap();
+
+    // A BOM, and a caption whose 'é' (two bytes) starts at the last byte of the first 64 KiB.
+    let text = serde_json::Value::from(four("x")).to_string();
+    let opening = text.find("x c0").unwrap();
+    let pad = (1 << 16) - 1 - opening - "\u{feff}".len();
+    let caption = format!("{}é", "p".repeat(pad));
+    let list = serde_json::Value::from(four(&caption)).to_string();
+    assert_eq!(format!("\u{feff}{list}").as_bytes()[(1 << 16) - 1], 0xc3, "the test places the split character");
+    std::fs::write(&path, format!("\u{feff}{list}")).unwrap();
+    let (suite, problems) = load();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(suite.items.item(0).text(0), format!("{caption} c0"));
+
+    // The same byte, broken: the offset counts the BOM, as a whole-file check does.
+    let mut bytes = format!("\u{feff}{list}").into_bytes();
+    bytes[(1 << 16) - 1] = 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let (suite, problems) = load();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].to_string().contains(&format!("not UTF-8 text (invalid byte at offset {})", (1 << 16) - 1)),
+        "{}",
+        problems[0]
+    );
+    assert!(suite.items.is_empty());
+    // A character cut short by the end of the file.
+    let mut bytes = list.clone().into_bytes();
+    bytes.truncate(bytes.len() - 1);
+    bytes.push(0xc3);
+    std::fs::write(&path, &bytes).unwrap();
+    let (_, problems) = load();
+    assert!(
+        problems[0].to_string().contains(&format!("invalid byte at offset {}", bytes.len() - 1)),
+        "{}",
+        problems[0]
+    );
+
+    // A bad entry before a parse error: only the parse error, with its line and column.
+    let mut list = four("y");
+    list[1]["private_info"]["name"] = "c2i2".into();
+    let text = serde_json::Value::from(list).to_string();
+    std::fs::write(&path, format!("{}, oops]", text.trim_end_matches(']'))).unwrap();
+    let (suite, problems) = load();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].to_string().contains("line 1 column"), "{}", problems[0]);
+    assert_eq!(problems[0].kind(), ErrorKind::Malformed);
+    assert!(suite.items.is_empty());
+
+    // `private_info` on some entries only, either way round.
+    for (without, expected) in
+        [(2, "entry 0 has `private_info` but entry 2 has none"), (0, "entry 1 has `private_info` but entry 0 has none")]
+    {
+        let mut list = four("z");
+        list[without].as_object_mut().unwrap().remove("private_info");
+        if without == 0 {
+            for name in [eqben::PRIVATE_INFO_FILE, eqben::PRIVATE_INDEX_FILE] {
+                std::fs::write(dir.path().join("eqben_ann").join(name), "[]").unwrap();
+            }
+        }
+        write_list(dir.path(), serde_json::Value::from(list));
+        let (suite, problems) = load();
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert!(text.len() == 1 && text[0].contains(expected), "{text:?}");
+        assert!(suite.items.is_empty());
+    }
+}
+
+/// The scorer's two files must hold one info per entry of the list; which sizes differ is
+/// named once the list's length is known.
+#[test]
+fn scorer_files_of_another_length_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    eqben_release(dir.path(), &[("eqbensd", 2)], false, false);
+    let path = dir.path().join(eqben::ANNOTATION_FILE);
+    let list: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    std::fs::write(&path, serde_json::Value::from(list[..7].to_vec()).to_string()).unwrap();
+    let err = find("eqben").unwrap().load(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    assert!(err.to_string().contains("7 entries, but") && err.to_string().contains("has 8"), "{err}");
+}
