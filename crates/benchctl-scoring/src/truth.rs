@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::{Error, Result};
 
 /// Which of an item's K images match which of its L texts (row = image, column = text).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Truth {
     images: usize,
     texts: usize,
@@ -19,7 +19,7 @@ pub struct Truth {
 
 /// Row-major match flags: a bit mask up to 64 cells (every suite's usual items), else a
 /// shared slice.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Matches {
     Bits(u64),
     Flags(Arc<[bool]>),

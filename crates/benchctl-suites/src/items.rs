@@ -1,13 +1,12 @@
 //! A suite's items, stored compactly: a million-item suite is held by every `eval` and
 //! `check`, so its items are not a million small allocations each.
 //!
-//! Every item's id and texts live one after another in one string, each image source is
-//! held once however many items show it, and an item is a fixed-size head (its truth matrix,
-//! its shared tags and where its strings and images start). Loaders build an [`Item`] at a
+//! Every item's id and texts live one after another in one string, each image source, truth
+//! matrix and tag set is held once however many items share it, and an item is a 24-byte head
+//! (which truth and tags, where its strings and images start). Loaders build an [`Item`] at a
 //! time and [`Items::push`] it; readers get [`ItemRef`]s that borrow from the store.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash};
 
 use benchctl_scoring::metrics::ItemView;
 use benchctl_scoring::{Tags, Truth};
@@ -21,21 +20,46 @@ pub struct Items {
     strings: String,
     /// Where each string of `strings` ends.
     string_ends: Vec<usize>,
-    /// The distinct image sources, in first-seen order.
-    sources: Vec<ImageSource>,
+    /// The distinct image sources, truth matrices and tag sets.
+    sources: Shared<ImageSource>,
+    truths: Shared<Truth>,
+    tags: Shared<Tags>,
     /// Each item's images in order, as indices into `sources`.
     images: Vec<u32>,
     heads: Vec<Head>,
-    /// Where a source of `sources` is, by its hash. A collision of two different sources only
-    /// stores the second one twice.
-    source_index: HashMap<u64, u32>,
+}
+
+/// Values items share (an image many items show; most items of a suite have one of a few truth
+/// matrices and tag sets), each held once, in first-seen order.
+#[derive(Debug, Clone)]
+struct Shared<T> {
+    values: Vec<T>,
+    index: Index,
+}
+
+impl<T> Default for Shared<T> {
+    fn default() -> Self {
+        Shared { values: Vec::new(), index: Index::default() }
+    }
+}
+
+impl<T: Eq + Hash> Shared<T> {
+    /// The index of `value`, added when it is new.
+    fn intern(&mut self, value: T) -> u32 {
+        let values = &mut self.values;
+        self.index.find_or_add(&value, values.len(), |at| values[at] == value, |at| &values[at]).unwrap_or_else(|| {
+            values.push(value);
+            values.len() as u32 - 1
+        })
+    }
 }
 
 /// What an item holds besides its strings and images.
 #[derive(Debug, Clone)]
 struct Head {
-    truth: Truth,
-    tags: Tags,
+    /// Indices into `truths` and `tags`.
+    truth: u32,
+    tags: u32,
     /// The index in `string_ends` of the item's id (its texts follow).
     first_string: usize,
     /// The index in `images` of the item's first image.
@@ -70,26 +94,11 @@ impl Items {
         }
         let first_image = self.images.len();
         for source in images {
-            let index = self.intern(source);
+            let index = self.sources.intern(source);
             self.images.push(index);
         }
+        let (truth, tags) = (self.truths.intern(truth), self.tags.intern(tags));
         self.heads.push(Head { truth, tags, first_string, first_image });
-    }
-
-    /// The index of `source` in `sources`, adding it when it is new.
-    fn intern(&mut self, source: ImageSource) -> u32 {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        source.hash(&mut hasher);
-        let hash = hasher.finish();
-        if let Some(&index) = self.source_index.get(&hash) {
-            if self.sources[index as usize] == source {
-                return index;
-            }
-        }
-        let index = self.sources.len() as u32;
-        self.sources.push(source);
-        self.source_index.entry(hash).or_insert(index);
-        index
     }
 
     /// Item `n`.
@@ -102,8 +111,8 @@ impl Items {
     }
 
     /// Every item, in order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = ItemRef<'_>> + Clone {
-        (0..self.heads.len()).map(move |n| ItemRef { items: self, n })
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { items: self, next: 0..self.heads.len() }
     }
 
     /// Items `range`, copied into a store of their own (a shard's slice).
@@ -122,39 +131,46 @@ impl Items {
     }
 }
 
-/// The ids already in an [`Items`] store, to refuse a duplicate as it arrives. Ids are held
-/// by hash and position (12 bytes each, not a second copy of a million strings); the store
-/// settles a hash match.
-#[derive(Debug, Default)]
-pub(crate) struct IdIndex {
-    by_hash: HashMap<u64, u32>,
-    /// Ids whose hash another id took first.
-    collided: HashMap<String, u32>,
+/// Positions of values held elsewhere (a store's sources, its items' ids), found by hash: a
+/// table of indices, 5 bytes a slot, rather than a second copy of each value.
+#[derive(Debug, Clone, Default)]
+pub struct Index {
+    table: hashbrown::HashTable<u32>,
+    hasher: std::hash::RandomState,
 }
+
+impl Index {
+    /// The position of the value `is_at` recognises; if there is none, `next` is recorded as
+    /// the position of `value` (which the caller then stores there), and `None` returned.
+    /// `value_at` gives the value at a recorded position (to re-place it when the table grows).
+    pub fn find_or_add<'v, T: Hash + ?Sized + 'v>(
+        &mut self,
+        value: &T,
+        next: usize,
+        is_at: impl Fn(usize) -> bool,
+        value_at: impl Fn(usize) -> &'v T,
+    ) -> Option<u32> {
+        let hash = self.hasher.hash_one(value);
+        if let Some(&at) = self.table.find(hash, |&at| is_at(at as usize)) {
+            return Some(at);
+        }
+        let hasher = &self.hasher;
+        self.table.insert_unique(hash, next as u32, |&at| hasher.hash_one(value_at(at as usize)));
+        None
+    }
+}
+
+/// The ids already in an [`Items`] store, to refuse a duplicate as it arrives (by position,
+/// not a second copy of a million ids).
+#[derive(Debug, Default)]
+pub(crate) struct IdIndex(Index);
 
 impl IdIndex {
     /// The position of the item of `items` with `id`, if there is one; else `id` is recorded
     /// as the next item's (the caller pushes it).
     pub(crate) fn earlier(&mut self, items: &Items, id: &str) -> Option<usize> {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        id.hash(&mut hasher);
-        let next = items.len() as u32;
-        match self.by_hash.entry(hasher.finish()) {
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(next);
-                None
-            }
-            std::collections::hash_map::Entry::Occupied(first) if items.item(*first.get() as usize).id() == id => {
-                Some(*first.get() as usize)
-            }
-            std::collections::hash_map::Entry::Occupied(_) => match self.collided.get(id) {
-                Some(&at) => Some(at as usize),
-                None => {
-                    self.collided.insert(id.to_string(), next);
-                    None
-                }
-            },
-        }
+        let found = self.0.find_or_add(id, items.len(), |at| items.item(at).id() == id, |at| items.item(at).id());
+        found.map(|at| at as usize)
     }
 }
 
@@ -174,12 +190,33 @@ impl FromIterator<Item> for Items {
 
 impl<'a> IntoIterator for &'a Items {
     type Item = ItemRef<'a>;
-    type IntoIter = Box<dyn ExactSizeIterator<Item = ItemRef<'a>> + 'a>;
+    type IntoIter = Iter<'a>;
 
     fn into_iter(self) -> Self::IntoIter {
-        Box::new(self.iter())
+        self.iter()
     }
 }
+
+/// The items of an [`Items`] store, in order.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    items: &'a Items,
+    next: std::ops::Range<usize>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = ItemRef<'a>;
+
+    fn next(&mut self) -> Option<ItemRef<'a>> {
+        self.next.next().map(|n| ItemRef { items: self.items, n })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.next.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
 
 /// One item of an [`Items`] store: K candidate images, L candidate texts and which pairs match.
 #[derive(Clone, Copy)]
@@ -200,25 +237,25 @@ impl<'a> ItemRef<'a> {
 
     /// K, the item's candidate images.
     pub fn image_count(self) -> usize {
-        self.head().truth.images()
+        self.truth().images()
     }
 
     /// L, the item's candidate texts.
     pub fn text_count(self) -> usize {
-        self.head().truth.texts()
+        self.truth().texts()
     }
 
     /// The item's images, in order.
     pub fn images(self) -> impl ExactSizeIterator<Item = &'a ImageSource> + Clone + 'a {
         let first = self.head().first_image;
         let items = self.items;
-        items.images[first..first + self.image_count()].iter().map(move |&s| &items.sources[s as usize])
+        items.images[first..first + self.image_count()].iter().map(move |&s| &items.sources.values[s as usize])
     }
 
     /// Image `i` of the item.
     pub fn image(self, i: usize) -> &'a ImageSource {
         assert!(i < self.image_count(), "image {i} of an item of {}", self.image_count());
-        &self.items.sources[self.items.images[self.head().first_image + i] as usize]
+        &self.items.sources.values[self.items.images[self.head().first_image + i] as usize]
     }
 
     /// The item's texts, in order.
@@ -235,11 +272,11 @@ impl<'a> ItemRef<'a> {
     }
 
     pub fn truth(self) -> &'a Truth {
-        &self.head().truth
+        &self.items.truths.values[self.head().truth as usize]
     }
 
     pub fn tags(self) -> &'a Tags {
-        &self.head().tags
+        &self.items.tags.values[self.head().tags as usize]
     }
 
     pub fn view(self) -> ItemView<'a> {
@@ -296,8 +333,13 @@ mod tests {
             assert_eq!(stored.image(stored.image_count() - 1), original.images.last().unwrap());
             assert_eq!(stored.text(stored.text_count() - 1), original.texts.last().unwrap());
         }
-        // Three distinct sources for five images.
-        assert_eq!(items.sources.len(), 3);
+        // Three distinct sources for five images; a fourth item of the first one's shape and
+        // tags adds no truth matrix or tag set.
+        assert_eq!(items.sources.values.len(), 3);
+        let mut more = items.clone();
+        more.push(item("a", &["w.png", "v.png"], &["x", "y", "z"]));
+        assert_eq!((more.truths.values.len(), more.tags.values.len(), more.sources.values.len()), (3, 3, 5));
+        assert_eq!(more.item(3).truth(), more.item(0).truth());
         let slice = items.range(1..3);
         assert_eq!(slice.iter().map(|i| i.id()).collect::<Vec<_>>(), ["", "c"]);
         assert_eq!(slice.item(1).images().collect::<Vec<_>>(), [&pushed[2].images[0], &pushed[2].images[1]]);

@@ -8,7 +8,7 @@
 pub mod eqben;
 pub mod error;
 pub mod image;
-mod items;
+pub mod items;
 pub mod manifest;
 mod paths;
 pub mod rococo;

@@ -251,10 +251,12 @@ fn rss_mib() -> Option<f64> {
     Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? / 1024.0)
 }
 
-/// The memory ceiling of loading annotations: a Winoground `examples.jsonl` of 1,000,000 items
-/// (two 8×8 images shared by all, so only the annotations grow), loaded as `eval` loads it;
-/// the resident memory before and after, per item; then a whole `eval` of its first
-/// [`EVAL_ITEMS`] items with a tiny random CLIP, and that child's peak RSS.
+/// The memory ceiling of annotations: a Winoground `examples.jsonl` of 1,000,000 items (two
+/// 8×8 images shared by all, so only the annotations grow), loaded as `eval` loads it, the
+/// resident memory before and after, per item; whole `eval`s (a tiny random CLIP, 512-wide
+/// embeddings, in child processes) of its first [`EVAL_ITEMS`] items, each one's peak RSS and
+/// how it grows per item; and `check` of a generated EqBen full list of [`EQBEN_ITEMS`] items
+/// (its million-entry JSON document), its peak RSS.
 fn annotations() -> Result<(String, Vec<PartResult>)> {
     let items = 1_000_000;
     let dir = std::env::temp_dir().join(format!("benchctl-bench-annotations-{}", std::process::id()));
@@ -265,31 +267,36 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
                 .save(dir.join("images").join(format!("{name}.png")))
                 .map_err(|e| Error::new(ErrorKind::Compute, format!("benchmark: write an image: {e}")))?;
         }
-        // The first EVAL_ITEMS items also make a suite of their own, for the whole eval below.
-        let eval_dir = dir.join("eval");
-        std::fs::create_dir_all(eval_dir.join("images")).map_err(io("create the eval suite"))?;
-        for name in ["a", "b"] {
-            std::fs::copy(
-                dir.join("images").join(format!("{name}.png")),
-                eval_dir.join("images").join(format!("{name}.png")),
-            )
-            .map_err(io("copy an image"))?;
-        }
+        // The first EVAL_ITEMS[k] items also make suites of their own, for the whole evals.
         let create = |path: std::path::PathBuf| {
             std::fs::File::create(path).map(std::io::BufWriter::new).map_err(io("write examples.jsonl"))
         };
-        let (mut file, mut eval_file) = (create(dir.join("examples.jsonl"))?, create(eval_dir.join("examples.jsonl"))?);
+        let mut eval_files = Vec::new();
+        for &n in &EVAL_ITEMS {
+            let eval_dir = dir.join(format!("eval-{n}"));
+            std::fs::create_dir_all(eval_dir.join("images")).map_err(io("create an eval suite"))?;
+            for name in ["a", "b"] {
+                let image = format!("{name}.png");
+                std::fs::copy(dir.join("images").join(&image), eval_dir.join("images").join(&image))
+                    .map_err(io("copy an image"))?;
+            }
+            eval_files.push((n, create(eval_dir.join("examples.jsonl"))?, eval_dir));
+        }
+        let mut file = create(dir.join("examples.jsonl"))?;
         for i in 0..items {
             use std::io::Write;
             let line = format!(
                 r#"{{"id": {i}, "image_0": "a", "image_1": "b", "caption_0": "a small dog to the left of a red car number {i}", "caption_1": "a red car to the left of a small dog number {i}", "tag": "Relation-Spatial", "secondary_tag": "Symbolic", "num_main_preds": 1, "collapsed_tag": "Relation"}}"#
             );
             writeln!(file, "{line}").map_err(io("write examples.jsonl"))?;
-            if i < EVAL_ITEMS {
-                writeln!(eval_file, "{line}").map_err(io("write examples.jsonl"))?;
+            for (n, eval_file, _) in eval_files.iter_mut() {
+                if i < *n {
+                    writeln!(eval_file, "{line}").map_err(io("write examples.jsonl"))?;
+                }
             }
         }
-        drop((file, eval_file));
+        drop(file);
+        let eval_dirs: Vec<(usize, std::path::PathBuf)> = eval_files.into_iter().map(|(n, _, dir)| (n, dir)).collect();
         let bytes = std::fs::metadata(dir.join("examples.jsonl")).map(|m| m.len() as f64).unwrap_or(f64::NAN);
         let before = rss_mib().unwrap_or(f64::NAN);
         let started = Instant::now();
@@ -303,8 +310,6 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
             ));
         }
         drop(suite);
-        // A whole eval of the first EVAL_ITEMS items (2 captions each, all distinct) with a tiny
-        // random CLIP, in a child process: the memory an eval holds per item beyond the model.
         let model_dir = dir.join("model");
         std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
         std::fs::write(model_dir.join("config.json"), TINY_CLIP_CONFIG).map_err(io("write config.json"))?;
@@ -312,8 +317,18 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
         let config = ClipConfig::from_file(&model_dir.join("config.json"))?;
         Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
         let options = ["--no-cache", "--batch-size", "256"];
-        let (_, eval_s, eval_rss) =
-            eval_child(&model_dir, &eval_dir, &dir.join("results"), &dir.join("cache"), &options)?;
+        let mut evals = Vec::new();
+        for (n, eval_dir) in &eval_dirs {
+            let results = dir.join(format!("results-{n}"));
+            let (_, wall, peak) = eval_child(&model_dir, eval_dir, &results, &dir.join("cache"), &options)?;
+            evals.push((*n as f64, wall, peak));
+        }
+        let [(small, _, small_peak), (large, large_wall, large_peak)] = [evals[0], evals[1]];
+        let eqben_dir = dir.join("eqben");
+        write_eqben_list(&eqben_dir, EQBEN_ITEMS)?;
+        let check: Vec<std::ffi::OsString> =
+            vec!["check".into(), "--suite".into(), "eqben".into(), "--data-dir".into(), eqben_dir.into()];
+        let (_, eqben_check_s, eqben_check_peak) = child_peak(&check, &[], &dir.join("check"))?;
         Ok(vec![PartResult {
             part: "annotations",
             batch: items,
@@ -326,19 +341,75 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
                 ("load_s", seconds),
                 ("suite_mib", after - before),
                 ("bytes_per_item", (after - before) * (1 << 20) as f64 / items as f64),
-                ("eval_items", EVAL_ITEMS as f64),
-                ("eval_wall_s", eval_s),
-                ("eval_peak_rss_mib", eval_rss),
-                ("eval_bytes_per_item", eval_rss * (1 << 20) as f64 / EVAL_ITEMS as f64),
+                ("eval_items", large),
+                ("eval_wall_s", large_wall),
+                ("eval_peak_rss_mib", large_peak),
+                ("eval_items_small", small),
+                ("eval_peak_rss_mib_small", small_peak),
+                ("eval_bytes_per_item", (large_peak - small_peak) * (1 << 20) as f64 / (large - small)),
+                ("eqben_check_items", EQBEN_ITEMS as f64),
+                ("eqben_check_s", eqben_check_s),
+                ("eqben_check_peak_rss_mib", eqben_check_peak),
             ],
         }])
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((format!("winoground examples.jsonl, 1,000,000 items (eval: the first {EVAL_ITEMS})"), result?))
+    Ok((
+        format!(
+            "winoground examples.jsonl, 1,000,000 items (evals: the first {} and {}); eqben check, {EQBEN_ITEMS} items",
+            EVAL_ITEMS[0], EVAL_ITEMS[1]
+        ),
+        result?,
+    ))
 }
 
-/// Items of the annotations benchmark's whole eval (a tiny model: the memory is the suite's).
-const EVAL_ITEMS: usize = 100_000;
+/// Items of the annotations benchmark's whole evals (a tiny model: the memory is the suite's);
+/// two sizes, so that the peak's growth per item shows apart from the process's baseline.
+const EVAL_ITEMS: [usize; 2] = [50_000, 200_000];
+
+/// Items of the annotations benchmark's EqBen list (the full release has 251,048).
+const EQBEN_ITEMS: usize = 250_000;
+
+/// A shuffled EqBen full list of `items` 2×2 items (four entries each, `private_info` in the
+/// entries, the seven splits in the release's proportions), no images.
+fn write_eqben_list(dir: &std::path::Path, items: usize) -> Result<()> {
+    use std::io::Write;
+    let path = dir.join(benchctl_suites::eqben::ANNOTATION_FILE);
+    std::fs::create_dir_all(path.parent().unwrap_or(dir)).map_err(io("create the eqben list's folder"))?;
+    let mut entries: Vec<(String, String, &str, String, usize)> = Vec::with_capacity(items * 4);
+    let total: usize = benchctl_suites::eqben::SPLITS.iter().map(|(_, n)| n).sum();
+    for (split, official) in benchctl_suites::eqben::SPLITS {
+        for sample in 0..(items * official).div_ceil(total) {
+            for c in 0..2 {
+                for i in 0..2 {
+                    let image = format!("{split}/video_{sample:06}/frame_{i}.png");
+                    let caption = format!("a person slices the vegetable number {sample} {}", ["before", "after"][c]);
+                    entries.push((image, caption, split, format!("c{c}i{i}"), sample));
+                }
+            }
+        }
+    }
+    // A fixed shuffle, as the release's list is shuffled.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    for j in (1..entries.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        entries.swap(j, (state % (j as u64 + 1)) as usize);
+    }
+    let mut file = std::fs::File::create(&path).map(std::io::BufWriter::new).map_err(io("write the eqben list"))?;
+    let write = |file: &mut std::io::BufWriter<std::fs::File>| -> std::io::Result<()> {
+        file.write_all(b"[")?;
+        for (j, (image, caption, split, name, sample)) in entries.iter().enumerate() {
+            let entry = serde_json::json!({"image": image, "caption": caption,
+                "private_info": {"dataset": split, "name": name, "sample_cnt": sample}});
+            write!(file, "{}{entry}", if j == 0 { "" } else { ", " })?;
+        }
+        file.write_all(b"]")?;
+        file.flush()
+    };
+    write(&mut file).map_err(io("write the eqben list"))
+}
 
 /// A tiny CLIP (2 layers of width 32 and 48, projection 24), for evaluations whose cost is the
 /// suite's, not the model's.
@@ -416,30 +487,45 @@ fn eval_child(
     cache: &std::path::Path,
     extra: &[&str],
 ) -> Result<(serde_json::Value, f64, f64)> {
+    let mut args: Vec<std::ffi::OsString> = ["eval", "--suite", "winoground", "--model-path"].map(Into::into).to_vec();
+    args.push(model.into());
+    args.extend(["--data-dir".into(), suite.into(), "--results-dir".into(), results.into()]);
+    args.extend(extra.iter().map(Into::into));
+    let (stdout, wall, peak) = child_peak(&args, &[("BENCHCTL_CACHE", cache.as_os_str())], results)?;
+    let path = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("stored "))
+        .ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
+    let json = serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("benchmark: parse the run: {e}"), e))?;
+    Ok((json, wall, peak))
+}
+
+/// benchctl with `args` (and `env` set) as a child process, its output kept in `out_dir`: (its
+/// stdout, wall seconds, its peak RSS in MiB); its failure is an error with its stderr.
+fn child_peak(
+    args: &[std::ffi::OsString],
+    env: &[(&str, &std::ffi::OsStr)],
+    out_dir: &std::path::Path,
+) -> Result<(String, f64, f64)> {
     let exe = std::env::current_exe().map_err(io("find benchctl"))?;
     // Output goes to files: nothing to drain while the child runs and is polled.
-    let (out_path, err_path) = (results.join("eval.stdout"), results.join("eval.stderr"));
-    std::fs::create_dir_all(results).map_err(io("create the results directory"))?;
+    let (out_path, err_path) = (out_dir.join("child.stdout"), out_dir.join("child.stderr"));
+    std::fs::create_dir_all(out_dir).map_err(io("create the child's output directory"))?;
     let started = Instant::now();
     let mut child = std::process::Command::new(exe)
-        .args(["eval", "--suite", "winoground", "--model-path"])
-        .arg(model)
-        .arg("--data-dir")
-        .arg(suite)
-        .arg("--results-dir")
-        .arg(results)
-        .args(extra)
-        .env("BENCHCTL_CACHE", cache)
+        .args(args)
+        .envs(env.iter().copied())
         .stdout(std::fs::File::create(&out_path).map_err(io("create the child's stdout"))?)
         .stderr(std::fs::File::create(&err_path).map_err(io("create the child's stderr"))?)
         .spawn()
-        .map_err(io("run benchctl eval"))?;
+        .map_err(io("run benchctl"))?;
     // The child's own high-water mark (VmHWM of its address space), polled until it exits.
     // getrusage's maxrss would also count the benchmark's pages the child shares between
     // fork and exec.
     let mut peak_kib = 0u64;
     let status = loop {
-        if let Some(status) = child.try_wait().map_err(io("wait for benchctl eval"))? {
+        if let Some(status) = child.try_wait().map_err(io("wait for benchctl"))? {
             break status;
         }
         peak_kib = peak_kib.max(vm_hwm_kib(child.id()).unwrap_or(0));
@@ -447,18 +533,12 @@ fn eval_child(
     };
     let wall = started.elapsed().as_secs_f64();
     let read = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default();
-    if !status.success() {
-        return Err(Error::new(ErrorKind::Compute, format!("benchmark: benchctl eval failed: {}", read(&err_path))));
+    // `check` exits 3 when it finds problems (here: images the benchmark does not write).
+    if !status.success() && !(args.first().is_some_and(|a| a == "check") && status.code() == Some(3)) {
+        return Err(Error::new(ErrorKind::Compute, format!("benchmark: benchctl failed: {}", read(&err_path))));
     }
-    let stdout = read(&out_path);
-    let path = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("stored "))
-        .ok_or_else(|| Error::new(ErrorKind::Compute, "benchmark: benchctl eval stored no run"))?;
-    let json = serde_json::from_str(&std::fs::read_to_string(path.trim()).map_err(io("read the run"))?)
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("benchmark: parse the run: {e}"), e))?;
     let peak_mib = if peak_kib > 0 { peak_kib as f64 / 1024.0 } else { f64::NAN };
-    Ok((json, wall, peak_mib))
+    Ok((read(&out_path), wall, peak_mib))
 }
 
 /// A process's peak resident set (`VmHWM` in `/proc/PID/status`), in KiB.
