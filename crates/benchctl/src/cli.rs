@@ -347,7 +347,9 @@ pub enum BenchPart {
     /// in GFLOP/s.
     Dense,
     /// A 1,000,000-item Winoground annotation file (every item naming the same two images):
-    /// how fast it loads and how much memory the loaded suite takes.
+    /// how fast it loads, how much memory the loaded suite takes, the peak of whole evals of
+    /// two slices of it (and so its growth per item), and the peak of `check` on a generated
+    /// 250,000-item EqBen list.
     Annotations,
     /// The fp32 multiply-add peak of this CPU at the current tier (`BENCHCTL_CPU`) on all
     /// threads, in GFLOP/s: what the encoders' rates are a fraction of.
