@@ -82,6 +82,28 @@ fn winoground_annotations() {
     );
 }
 
+/// EqBen's full list, read as a stream (UTF-8 checked as it passes, entries grouped as they
+/// arrive).
+#[test]
+fn eqben_full_list() {
+    let dir = tempfile::tempdir().unwrap();
+    benchctl_testkit::eqben_release(dir.path(), &[("eqbensd", 3), ("eqbengebc", 2)], true, false);
+    let list = dir.path().join(benchctl_suites::eqben::ANNOTATION_FILE);
+    let valid = std::fs::read(&list).unwrap();
+    let info = benchctl_suites::find("eqben").unwrap();
+    use benchctl_suites::ErrorKind as K;
+    fuzz(
+        "ann_json_finegrained_random.json",
+        &valid,
+        9,
+        |bytes| {
+            std::fs::write(&list, bytes).unwrap();
+            info.load(dir.path()).map(|_| ())
+        },
+        |e| matches!(e.kind(), K::Malformed | K::PathEscapes | K::MissingData),
+    );
+}
+
 #[test]
 fn images() {
     let demo = benchctl_testkit::workspace_root().join("datasets/demo/winoground/images");
