@@ -111,19 +111,18 @@ pub(crate) fn for_each_element<T: serde::de::DeserializeOwned>(
     refuse_directory(path)?;
     let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
     // Checked a buffer at a time; the parser then reads byte by byte from the buffer.
-    let reader = std::io::BufReader::with_capacity(1 << 16, Utf8Reader { inner: file, offset: 0, held: Vec::new() });
+    let bad_byte = std::cell::Cell::new(None);
+    let checked = Utf8Reader { inner: file, offset: 0, held: Vec::new(), bad_byte: &bad_byte };
+    let reader = std::io::BufReader::with_capacity(1 << 16, checked);
     let mut deserializer = serde_json::Deserializer::from_reader(reader);
     let mut count = 0;
     let parsed = deserializer
         .deserialize_seq(EachElement { element: &mut element, count: &mut count, marker: std::marker::PhantomData })
         .and_then(|()| deserializer.end());
-    parsed.map_err(|e| match e.io_error_kind() {
-        Some(std::io::ErrorKind::InvalidData) => {
-            let offset = e.to_string().split_whitespace().find_map(|w| w.parse::<usize>().ok()).unwrap_or(0);
-            not_utf8(path, offset)
-        }
-        Some(_) => Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e),
-        None => Error::caused_by(ErrorKind::Malformed, format!("parse {}: {e}", path.display()), e),
+    parsed.map_err(|e| match (bad_byte.get(), e.is_io()) {
+        (Some(offset), _) => not_utf8(path, offset),
+        (None, true) => Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e),
+        (None, false) => Error::caused_by(ErrorKind::Malformed, format!("parse {}: {e}", path.display()), e),
     })?;
     Ok(count)
 }
@@ -151,21 +150,25 @@ impl<'de, T: serde::de::DeserializeOwned, F: FnMut(usize, T)> serde::de::Visitor
     }
 }
 
-/// A reader that checks its bytes are UTF-8 as they pass, failing with `InvalidData` and the
-/// offset of the first bad byte in the message, and drops a leading byte order mark. A
-/// character that straddles two reads is held back until it is complete, so the parser never
-/// sees a byte that is later found bad.
-struct Utf8Reader<R> {
+/// A reader that checks its bytes are UTF-8 as they pass, failing with `InvalidData` (the
+/// file offset of the first bad byte in `bad_byte` and the message), and drops a leading byte
+/// order mark. A character that straddles two reads is held back until it is complete, so the
+/// parser never sees a byte that is later found bad.
+struct Utf8Reader<'a, R> {
     inner: R,
     /// Bytes given out so far (and the BOM).
     offset: usize,
     /// The start of a character the last read ended inside (at most 3 bytes).
     held: Vec<u8>,
+    bad_byte: &'a std::cell::Cell<Option<usize>>,
 }
 
-impl<R: std::io::Read> std::io::Read for Utf8Reader<R> {
+impl<R: std::io::Read> std::io::Read for Utf8Reader<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let invalid = |at: usize| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("invalid byte at {at}"));
+        let invalid = |at: usize| {
+            self.bad_byte.set(Some(at));
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("invalid byte at {at}"))
+        };
         loop {
             let held = self.held.len();
             if buf.len() <= held {
@@ -246,7 +249,8 @@ mod tests {
 
     fn through(bytes: &[u8], step: usize) -> std::io::Result<Vec<u8>> {
         let mut out = Vec::new();
-        let mut reader = Utf8Reader { inner: Trickle(bytes, step), offset: 0, held: Vec::new() };
+        let bad_byte = std::cell::Cell::new(None);
+        let mut reader = Utf8Reader { inner: Trickle(bytes, step), offset: 0, held: Vec::new(), bad_byte: &bad_byte };
         let mut buf = [0u8; 8];
         loop {
             match reader.read(&mut buf)? {
