@@ -512,19 +512,27 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         hash.update(manifest.text.as_bytes());
     }
     for file in &suite.annotation_files {
-        let bytes = std::fs::read(file)
-            .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", file.display()), e))?;
+        // Streamed into the hash: an annotation file can be hundreds of megabytes.
+        let read = |e: std::io::Error| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", file.display()), e);
+        let mut opened = std::fs::File::open(file).map_err(read)?;
+        let len = opened.metadata().map_err(read)?.len();
         let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
         hash.update(name.to_string_lossy().as_bytes());
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(&bytes);
+        hash.update(len.to_le_bytes());
+        let copied = std::io::copy(&mut opened, &mut hash).map_err(read)?;
+        if copied != len {
+            return Err(Error::new(
+                ErrorKind::Data,
+                format!("read {}: it changed while it was read ({len} bytes, then {copied})", file.display()),
+            ));
+        }
     }
+    let data_dir = format!("{}/", suite.data_dir.display());
     for item in &suite.items {
         hash.update(item.id().as_bytes());
         hash.update([0]);
         for image in item.images() {
             let name = image.display_name();
-            let data_dir = format!("{}/", suite.data_dir.display());
             hash.update(name.strip_prefix(&data_dir).unwrap_or(&name).as_bytes());
             hash.update([0]);
         }
