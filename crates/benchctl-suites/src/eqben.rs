@@ -149,7 +149,7 @@ fn read_annotation<T: serde::de::DeserializeOwned>(
 ///
 /// The list is read as a stream (the full release has a million entries; neither its text nor
 /// the parsed list is ever held whole), each entry going straight into the item it belongs
-/// to ([`Grouping`]).
+/// to (`Grouping`).
 pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     let mut suite = Suite::new("eqben", data_dir, SUMMARY);
     let Some(path) = annotation_path(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems) else {

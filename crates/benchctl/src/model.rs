@@ -1,6 +1,6 @@
 //! The model of a run: `--model` / `--model-path` resolved into files, an architecture and a
 //! score head ([`resolve_model`]), without reading weights; the weights read only when the
-//! embedding cache lacks something ([`ResolvedModel::load_unless_cached`]); the
+//! embedding cache lacks something (`ResolvedModel::load_unless_cached`); the
 //! [`ModelRecord`] a run stores.
 
 use std::path::Path;
