@@ -47,7 +47,7 @@ impl<T: Eq + Hash> Shared<T> {
     /// The index of `value`, added when it is new.
     fn intern(&mut self, value: T) -> u32 {
         let values = &mut self.values;
-        self.index.find_or_add(&value, values.len(), |at| values[at] == value, |at| &values[at]).unwrap_or_else(|| {
+        self.index.find_or_add(&value, values.len(), |at| values[at] == value).unwrap_or_else(|| {
             values.push(value);
             values.len() as u32 - 1
         })
@@ -132,30 +132,33 @@ impl Items {
 }
 
 /// Positions of values held elsewhere (a store's sources, its items' ids), found by hash: a
-/// table of indices, 5 bytes a slot, rather than a second copy of each value.
+/// table of positions and 32-bit hashes, 9 bytes a slot, rather than a second copy of each
+/// value. The hash is kept so that growing the table never reads the values again (a million
+/// ids scattered through memory), and so that most lookups compare no value.
 #[derive(Debug, Clone, Default)]
 pub struct Index {
-    table: hashbrown::HashTable<u32>,
+    table: hashbrown::HashTable<(u32, u32)>,
     hasher: std::hash::RandomState,
 }
 
 impl Index {
-    /// The position of the value `is_at` recognises; if there is none, `next` is recorded as
-    /// the position of `value` (which the caller then stores there), and `None` returned.
-    /// `value_at` gives the value at a recorded position (to re-place it when the table grows).
-    pub fn find_or_add<'v, T: Hash + ?Sized + 'v>(
+    /// The position of the value `is_at` recognises among those with `value`'s hash; if there
+    /// is none, `next` is recorded as the position of `value` (which the caller then stores
+    /// there), and `None` returned.
+    pub fn find_or_add<T: Hash + ?Sized>(
         &mut self,
         value: &T,
         next: usize,
         is_at: impl Fn(usize) -> bool,
-        value_at: impl Fn(usize) -> &'v T,
     ) -> Option<u32> {
-        let hash = self.hasher.hash_one(value);
-        if let Some(&at) = self.table.find(hash, |&at| is_at(at as usize)) {
+        // 32 bits, repeated: the table takes its bucket from the low bits and its tag from
+        // the high ones.
+        let short = self.hasher.hash_one(value) as u32;
+        let spread = |short: u32| (u64::from(short) << 32) | u64::from(short);
+        if let Some(&(at, _)) = self.table.find(spread(short), |&(at, hash)| hash == short && is_at(at as usize)) {
             return Some(at);
         }
-        let hasher = &self.hasher;
-        self.table.insert_unique(hash, next as u32, |&at| hasher.hash_one(value_at(at as usize)));
+        self.table.insert_unique(spread(short), (next as u32, short), |&(_, hash)| spread(hash));
         None
     }
 }
@@ -169,7 +172,7 @@ impl IdIndex {
     /// The position of the item of `items` with `id`, if there is one; else `id` is recorded
     /// as the next item's (the caller pushes it).
     pub(crate) fn earlier(&mut self, items: &Items, id: &str) -> Option<usize> {
-        let found = self.0.find_or_add(id, items.len(), |at| items.item(at).id() == id, |at| items.item(at).id());
+        let found = self.0.find_or_add(id, items.len(), |at| items.item(at).id() == id);
         found.map(|at| at as usize)
     }
 }

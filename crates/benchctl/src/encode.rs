@@ -105,7 +105,7 @@ impl<'a> ItemInputs<'a> {
 }
 
 /// Each distinct value once, in first-seen order, and the slot of every occurrence. The
-/// distinct values are found through a table of their positions (5 bytes a slot; a suite of a
+/// distinct values are found through a table of their positions (9 bytes a slot; a suite of a
 /// million items has two million captions).
 pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
     values: impl Iterator<Item = &'a T>,
@@ -114,7 +114,7 @@ pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
     let mut unique: Vec<&T> = Vec::new();
     let slots = values
         .map(|v| {
-            let found = index.find_or_add(v, unique.len(), |at| unique[at] == v, |at| unique[at]);
+            let found = index.find_or_add(v, unique.len(), |at| unique[at] == v);
             found.map_or_else(
                 || {
                     unique.push(v);
