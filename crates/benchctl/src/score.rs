@@ -6,6 +6,7 @@
 //! leaderboard and `compare`.
 
 use std::collections::HashMap;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::{Report, ScoreKind, ScoreTensor};
@@ -185,9 +186,14 @@ fn detect_format(path: &Path) -> Result<ScoreFormat> {
     if path.extension().is_some_and(|e| e == "npy") {
         return Ok(ScoreFormat::EqbenNpy);
     }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    let labelled = serde_json::from_str::<Value>(first).ok().is_some_and(|v| v.get("label").is_some());
+    // The first line is enough; a file that cannot be read is named when it is read as a dump.
+    let first = std::fs::File::open(path)
+        .ok()
+        .and_then(|file| {
+            std::io::BufReader::new(file).lines().map_while(std::io::Result::ok).find(|l| !l.trim().is_empty())
+        })
+        .unwrap_or_default();
+    let labelled = serde_json::from_str::<Value>(&first).ok().is_some_and(|v| v.get("label").is_some());
     Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
 }
 
@@ -265,25 +271,29 @@ impl<'a> Matrices<'a> {
     }
 }
 
-fn lines(path: &Path) -> Result<Vec<(String, Value)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, line)| {
-            let at = format!("{} line {}", path.display(), i + 1);
-            let value = serde_json::from_str(line).map_err(|e| bad(format!("parse {at}: {e}")))?;
-            Ok((at, value))
-        })
-        .collect()
+/// Each non-empty line of `path` parsed as JSON, with where it is, read as a stream (a dump of a
+/// million items is never held whole).
+fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(String, Value)>> + '_> {
+    let file = std::fs::File::open(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
+    Ok(std::io::BufReader::new(file).lines().enumerate().filter_map(move |(i, line)| {
+        let at = format!("{} line {}", path.display(), i + 1);
+        match line {
+            Err(e) => Some(Err(bad(format!("read {}: {e}", path.display())))),
+            Ok(line) if line.trim().is_empty() => None,
+            Ok(line) => {
+                Some(serde_json::from_str(&line).map(|v| (at.clone(), v)).map_err(|e| bad(format!("parse {at}: {e}"))))
+            }
+        }
+    }))
 }
 
 fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
     read_dump_lines(lines(path)?, m)
 }
 
-fn read_dump_lines(lines: Vec<(String, Value)>, m: &mut Matrices) -> Result<()> {
-    for (at, line) in lines {
+fn read_dump_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>, m: &mut Matrices) -> Result<()> {
+    for line in lines {
+        let (at, line) = line?;
         let id =
             line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
         let item = m.item(id, &at)?;
@@ -311,7 +321,8 @@ fn parse_label(label: &str) -> Option<(&str, usize, usize)> {
 }
 
 fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
-    for (at, line) in lines(path)? {
+    for line in lines(path)? {
+        let (at, line) = line?;
         let label = line
             .get("label")
             .and_then(Value::as_str)
@@ -351,8 +362,7 @@ fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
 /// `source` names them in errors.
 pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
     let mut matrices = Matrices::new(suite);
-    let numbered =
-        lines.iter().enumerate().map(|(i, v)| (format!("{source} item line {}", i + 1), v.clone())).collect();
+    let numbered = lines.iter().enumerate().map(|(i, v)| Ok((format!("{source} item line {}", i + 1), v.clone())));
     read_dump_lines(numbered, &mut matrices)?;
     matrices.finish(Path::new(source), kind)
 }
