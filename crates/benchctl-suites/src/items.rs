@@ -309,23 +309,23 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    fn item(id: &str, images: &[&str], texts: &[&str]) -> Item {
+    fn item(id: &str, images: &[&str], texts: &[&str]) -> benchctl_scoring::Result<Item> {
         let matches = (0..images.len() * texts.len()).map(|c| c % (texts.len() + 1) == 0).collect();
-        Item {
+        Ok(Item {
             id: id.to_string(),
             images: images.iter().map(|p| ImageSource::File(PathBuf::from(p))).collect(),
             texts: texts.iter().map(|t| t.to_string()).collect(),
-            truth: Truth::new(images.len(), texts.len(), matches).expect("a valid truth"),
+            truth: Truth::new(images.len(), texts.len(), matches)?,
             tags: Tags::from(vec![("tag".to_string(), vec![id.to_string()])]),
-        }
+        })
     }
 
     #[test]
-    fn items_read_back_as_they_were_pushed() {
+    fn items_read_back_as_they_were_pushed() -> benchctl_scoring::Result<()> {
         let pushed = vec![
-            item("a", &["x.png", "y.png"], &["one", "", "three"]),
-            item("", &["y.png"], &["é"]),
-            item("c", &["z.png", "x.png"], &["4", "5"]),
+            item("a", &["x.png", "y.png"], &["one", "", "three"])?,
+            item("", &["y.png"], &["é"])?,
+            item("c", &["z.png", "x.png"], &["4", "5"])?,
         ];
         let items = Items::from(pushed.clone());
         assert_eq!(items.len(), 3);
@@ -333,18 +333,19 @@ mod tests {
             let back = stored.to_item();
             assert_eq!((&back.id, &back.images, &back.texts), (&original.id, &original.images, &original.texts));
             assert_eq!((back.truth, back.tags), (original.truth.clone(), original.tags.clone()));
-            assert_eq!(stored.image(stored.image_count() - 1), original.images.last().unwrap());
-            assert_eq!(stored.text(stored.text_count() - 1), original.texts.last().unwrap());
+            assert_eq!(Some(stored.image(stored.image_count() - 1)), original.images.last());
+            assert_eq!(Some(stored.text(stored.text_count() - 1)), original.texts.last().map(String::as_str));
         }
         // Three distinct sources for five images; a fourth item of the first one's shape and
         // tags adds no truth matrix or tag set.
         assert_eq!(items.sources.values.len(), 3);
         let mut more = items.clone();
-        more.push(item("a", &["w.png", "v.png"], &["x", "y", "z"]));
+        more.push(item("a", &["w.png", "v.png"], &["x", "y", "z"])?);
         assert_eq!((more.truths.values.len(), more.tags.values.len(), more.sources.values.len()), (3, 3, 5));
         assert_eq!(more.item(3).truth(), more.item(0).truth());
         let slice = items.range(1..3);
         assert_eq!(slice.iter().map(|i| i.id()).collect::<Vec<_>>(), ["", "c"]);
         assert_eq!(slice.item(1).images().collect::<Vec<_>>(), [&pushed[2].images[0], &pushed[2].images[1]]);
+        Ok(())
     }
 }
