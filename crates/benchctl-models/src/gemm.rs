@@ -6,12 +6,15 @@
 //! rows. The weights are packed once per layer, when the model loads ([`PackedDense`]), into
 //! panels of `NR` output columns per block of `KC` depths (`KC × NR` contiguous). Depth block
 //! by depth block, every task works through the same packed weights at once (both cores
-//! reading one block beat each streaming its own: 155 vs 105 GFLOP/s); a task owns `MC` rows
-//! of `A`, packed into slivers of `MR` rows (`KC × MR`, zero-padded). The AVX2 micro-kernel's
+//! reading one block beat each streaming its own: 155 vs 105 GFLOP/s); a task owns up to `MC`
+//! rows of `A`, read in place in slivers of `MR` rows (unlike BLIS, `A` is not packed: the
+//! kernel broadcasts each of its values from memory, and a sliver's rows stay in L1 while
+//! the panels stream past). The AVX2 micro-kernel's
 //! 6 × 16 tile of `C` takes 12 of the 16 `ymm` registers: per depth, two vector loads of the
 //! weight panel, six broadcasts of `A`, twelve FMAs; the AVX-512 one's 6 × 64 tile takes 24
 //! of the 32 `zmm` registers (four loads, six broadcasts, 24 FMAs). The first depth block
-//! starts from the bias; later ones add to `C`.
+//! starts from the bias; later ones add to `C`; after the last, an epilogue (the MLP's
+//! activation, a residual sum) can run on each tile while it is still in L1.
 //!
 //! Measured (`benchctl bench --part dense`, ViT-B/32's MLP product, 2 threads, weights packed
 //! per call): 155 GFLOP/s on the AVX2 tier of an Intel Xeon, 77 % of its measured FMA peak,
@@ -29,7 +32,7 @@ use rayon::prelude::*;
 
 /// Depths per block: a sliver of `A` (`KC × 6`, 6 KB) stays in L1 beside the streaming panels.
 const KC: usize = 256;
-/// Rows of `A` per task: their packed slivers (`MC × KC`, 72 KB) stay in L2.
+/// Rows of `A` per task at most: their `MC × KC` values (72 KB) stay in L2.
 const MC: usize = 72;
 /// Output columns per pass over a task's slivers: the panels (`KC × NC`, 512 KB) stay in L2.
 const NC: usize = 512;
@@ -121,61 +124,62 @@ impl PackedDense {
 
     /// `out (m, n) = x (m, k) · Wᵀ + bias`, on all cores.
     pub(crate) fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.forward_then(x, m, None)
+    }
+
+    /// [`Self::forward`], then `then` applied to each finished tile while it is still in L1:
+    /// called with a row, its first column and that row's values in the tile (in place). A
+    /// separate pass over the output (an activation, a residual sum) reads it back from memory
+    /// instead: the image encoder's 1,600 × 3,072 MLP activations are 20 MB.
+    pub(crate) fn forward_then(&self, x: &[f32], m: usize, then: Option<&Epilogue<'_>>) -> Vec<f32> {
         let PackedDense { isa, shape: Shape { mr, nr }, k, n, ref weights, ref bias } = *self;
         assert!(x.len() >= m * k, "dense: input smaller than ({m}, {k})");
         if k == 0 {
             // No depths: every row is the bias.
-            return (0..m).flat_map(|_| bias[..n].iter().copied()).collect();
-        }
-        let mut out = vec![0f32; m * n];
-        if m == 0 || n == 0 {
+            let mut out: Vec<f32> = (0..m).flat_map(|_| bias[..n].iter().copied()).collect();
+            if let Some(then) = then {
+                out.chunks_exact_mut(n.max(1)).enumerate().for_each(|(i, row)| then(i, 0, row));
+            }
             return out;
         }
+        if m == 0 || n == 0 {
+            return vec![0f32; m * n];
+        }
+        // Not zero-filled: the first depth block writes every element (full tiles in place,
+        // edge tiles copied from `tile`) before any is read (zeroing took 1.5 % of the image
+        // encoder's time).
+        let mut out = Vec::<f32>::with_capacity(m * n);
         let panels = n.div_ceil(nr);
         let blocks = k.div_ceil(KC);
         let out_ptr = SendPtr(out.as_mut_ptr());
+        let tasks = RowTasks::new(m, mr, rayon::current_num_threads());
         for block in 0..blocks {
-            let (depth, kc, first) = (block * KC, KC.min(k - block * KC), block == 0);
-            // One task per MC rows, all working through the same depth block of the weights
-            // (`kc × n`, read by both cores at once).
-            (0..m.div_ceil(MC)).into_par_iter().for_each_init(
-                || (vec![0f32; MC.div_ceil(mr) * mr * KC], vec![0f32; mr * nr]),
-                |(packed_a, tile), rb| {
-                    let rows = rb * MC..(rb * MC + MC).min(m);
-                    let slivers = rows.len().div_ceil(mr);
-                    // This task's rows of A, sliver by sliver: `kc × mr`, zero rows past m.
-                    // Depth by depth, so the writes are contiguous and the `mr` rows are
-                    // read as parallel streams (row by row, the writes were strided: 6 % of
-                    // the image encoder's time on AVX-512).
-                    for s in 0..slivers {
-                        let sliver = &mut packed_a[s * mr * kc..(s + 1) * mr * kc];
-                        let first_row = rows.start + s * mr;
-                        let sources: [&[f32]; MAX_MR] = std::array::from_fn(|r| match first_row + r {
-                            i if r < mr && i < rows.end => &x[i * k + depth..][..kc],
-                            _ => &[],
-                        });
-                        let valid = mr.min(rows.end - first_row);
-                        for (d, out) in sliver.chunks_exact_mut(mr).enumerate() {
-                            for (r, out) in out.iter_mut().enumerate() {
-                                *out = if r < valid { sources[r][d] } else { 0.0 };
-                            }
-                        }
-                    }
-                    // Per block of NC columns, sliver by sliver: a sliver's `kc × mr` values
-                    // stay in L1 while the block's weight panels (`kc × NC`) stream past
-                    // from L2.
+            let (depth, kc, first, last) = (block * KC, KC.min(k - block * KC), block == 0, block + 1 == blocks);
+            // Tasks of at most MC rows, all working through the same depth block of the
+            // weights (`kc × n`, read by both cores at once).
+            (0..tasks.count).into_par_iter().for_each_init(
+                || vec![0f32; mr * nr],
+                |tile, task| {
+                    let rows = tasks.rows(task);
+                    // `A` is read in place, row by row: the kernel broadcasts each value from
+                    // memory anyway, and a sliver's `mr` rows of `kc` values (6 KB) stay in L1
+                    // while the panels stream past, so packing them (a transposing copy per
+                    // depth block, 4.6 % of the image encoder's time) bought nothing.
+                    // Per block of NC columns, sliver by sliver.
                     for cb in 0..n.div_ceil(NC) {
-                        for s in 0..slivers {
-                            let i0 = rows.start + s * mr;
+                        for i0 in rows.clone().step_by(mr) {
                             let valid_rows = mr.min(rows.end - i0);
-                            let a = &packed_a[s * mr * kc..(s + 1) * mr * kc];
+                            // Rows past `m` repeat the last one; their results are dropped.
+                            let a: [*const f32; MAX_MR] =
+                                std::array::from_fn(|r| x[(i0 + r.min(valid_rows - 1)) * k + depth..].as_ptr());
                             for p in cb * NC / nr..((cb + 1) * NC).min(n).div_ceil(nr) {
                                 let panel = &weights[(block * panels + p) * nr * KC..][..nr * kc];
                                 let bias = &bias[p * nr..(p + 1) * nr];
                                 let cols = nr.min(n - p * nr);
                                 let full = valid_rows == mr && cols == nr;
                                 // SAFETY (raw accesses to `out`): this task's rows only, inside
-                                // `out`, which outlives the parallel loop.
+                                // `out`'s capacity, which outlives the parallel loop; read only
+                                // after the first depth block wrote them.
                                 let at = |r: usize| unsafe { out_ptr.get().add((i0 + r) * n + p * nr) };
                                 // Full tiles go straight to `out`; edge tiles through `tile`.
                                 if !full && !first {
@@ -185,16 +189,20 @@ impl PackedDense {
                                     }
                                 }
                                 let (c, ldc) = if full { (at(0), n) } else { (tile.as_mut_ptr(), nr) };
-                                // SAFETY: `a` holds kc × mr, `panel` kc × nr and `bias` nr
-                                // values; `c` addresses mr rows of nr values, `ldc` apart; the
-                                // packing tier has the features the kernel is compiled for.
-                                unsafe {
-                                    micro_kernel(isa, kc, a.as_ptr(), panel.as_ptr(), bias.as_ptr(), c, ldc, first)
-                                };
+                                // SAFETY: each of `a`'s rows holds `kc` values from `depth`
+                                // (inside `x`: `x.len() >= m * k`), `panel` kc × nr and `bias`
+                                // nr values; `c` addresses mr rows of nr values, `ldc` apart;
+                                // the packing tier has the features the kernel is compiled for.
+                                unsafe { micro_kernel(isa, kc, &a, panel.as_ptr(), bias.as_ptr(), c, ldc, first) };
                                 if !full {
                                     for r in 0..valid_rows {
                                         let dst = unsafe { std::slice::from_raw_parts_mut(at(r), cols) };
                                         dst.copy_from_slice(&tile[r * nr..r * nr + cols]);
+                                    }
+                                }
+                                if let Some(then) = then.filter(|_| last) {
+                                    for r in 0..valid_rows {
+                                        then(i0 + r, p * nr, unsafe { std::slice::from_raw_parts_mut(at(r), cols) });
                                     }
                                 }
                             }
@@ -203,7 +211,45 @@ impl PackedDense {
                 },
             );
         }
+        // SAFETY: the first depth block wrote all `m × n` values (see above).
+        unsafe { out.set_len(m * n) };
         out
+    }
+}
+
+/// What [`PackedDense::forward_then`] applies to each finished tile row: `(row, first column,
+/// values)`.
+pub(crate) type Epilogue<'a> = dyn Fn(usize, usize, &mut [f32]) + Sync + 'a;
+
+/// The rows of `A` split into tasks of whole slivers (`mr` rows), at most `MC` rows each, their
+/// number a multiple of the threads' and the slivers spread evenly over them: so that every
+/// thread gets the same work. Tasks of `MC` rows and one remainder left a thread idle for up to
+/// a task's time per depth block (the text encoder's 512 rows: 4 × 72 rows against 3 × 72 + 8).
+#[derive(Debug, Clone, Copy)]
+struct RowTasks {
+    m: usize,
+    mr: usize,
+    count: usize,
+    /// Slivers per task; the first `longer` tasks take one more.
+    per: usize,
+    longer: usize,
+}
+
+impl RowTasks {
+    fn new(m: usize, mr: usize, threads: usize) -> Self {
+        let slivers = m.div_ceil(mr);
+        let threads = threads.max(1);
+        let count = slivers.div_ceil(MC / mr).div_ceil(threads) * threads;
+        // No task without a sliver (fewer slivers than threads).
+        let count = count.min(slivers).max(1);
+        RowTasks { m, mr, count, per: slivers / count, longer: slivers % count }
+    }
+
+    /// Task `t`'s rows.
+    fn rows(&self, t: usize) -> std::ops::Range<usize> {
+        let first = t * self.per + t.min(self.longer);
+        let slivers = self.per + usize::from(t < self.longer);
+        (first * self.mr).min(self.m)..((first + slivers) * self.mr).min(self.m)
     }
 }
 
@@ -236,7 +282,7 @@ unsafe impl Sync for SendPtr {}
 unsafe fn micro_kernel(
     isa: Isa,
     kc: usize,
-    a: *const f32,
+    a: &[*const f32; MAX_MR],
     panel: *const f32,
     bias: *const f32,
     c: *mut f32,
@@ -262,7 +308,7 @@ macro_rules! micro_kernel {
         #[target_feature(enable = $features)]
         unsafe fn $name(
             kc: usize,
-            a: *const f32,
+            a: &[*const f32; MAX_MR],
             panel: *const f32,
             bias: *const f32,
             c: *mut f32,
@@ -279,13 +325,14 @@ macro_rules! micro_kernel {
                     *lane = $load(from.add($lanes * v));
                 }
             }
+            let a: [*const f32; MR] = *a;
             for d in 0..kc {
                 if let Some(ahead) = $prefetch {
                     _mm_prefetch::<_MM_HINT_T0>(panel.add(d * NR + ahead) as *const i8);
                 }
                 let b: [$vector; $v] = std::array::from_fn(|v| $load(panel.add(d * NR + $lanes * v)));
                 for (r, row) in acc.iter_mut().enumerate() {
-                    let x = $splat(*a.add(d * MR + r));
+                    let x = $splat(*a[r].add(d));
                     for (lane, b) in row.iter_mut().zip(&b) {
                         *lane = $fmadd(x, *b, *lane);
                     }
@@ -334,6 +381,29 @@ micro_kernel!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tasks cover the rows once, in order, in whole slivers of at most `MC` rows, and no
+    /// thread gets more than one sliver more than another per round of tasks.
+    #[test]
+    fn row_tasks_cover_the_rows_evenly() {
+        for (m, mr, threads) in [(512, 6, 2), (1600, 6, 2), (1, 6, 2), (7, 6, 16), (0, 6, 2), (1000, 6, 3), (72, 6, 1)]
+        {
+            let tasks = RowTasks::new(m, mr, threads);
+            let mut next = 0;
+            let mut lengths = Vec::new();
+            for t in 0..tasks.count {
+                let rows = tasks.rows(t);
+                assert_eq!(rows.start, next, "({m}, {mr}, {threads}) task {t}");
+                assert!(rows.len() <= MC, "({m}, {mr}, {threads}) task {t}: {} rows", rows.len());
+                assert!(rows.start % mr == 0, "({m}, {mr}, {threads}) task {t} starts inside a sliver");
+                lengths.push(rows.len().div_ceil(mr));
+                next = rows.end;
+            }
+            assert_eq!(next, m, "({m}, {mr}, {threads}) rows covered");
+            let (most, least) = (lengths.iter().max(), lengths.iter().min());
+            assert!(most.zip(least).is_none_or(|(a, b)| a - b <= 1), "({m}, {mr}, {threads}): {lengths:?}");
+        }
+    }
 
     /// Every tier with a micro-kernel against an f64 reference, on shapes with edge tiles in
     /// every direction and depths across several blocks.

@@ -119,6 +119,18 @@ fn map_chunk_body<const FUSED: bool>(activation: Activation, src: &[f32], dst: &
 
 per_tier!(fn map_chunk = map_chunk_body(activation: Activation, src: &[f32], dst: &mut [f32]));
 
+// The same per-element function as `map_chunk_body`, in place: the same results bit for bit.
+#[inline(always)]
+fn map_in_place_body<const FUSED: bool>(activation: Activation, xs: &mut [f32]) {
+    match activation {
+        Activation::QuickGelu => xs.iter_mut().for_each(|x| *x = apply_one(Activation::QuickGelu, *x)),
+        Activation::Gelu => xs.iter_mut().for_each(|x| *x = apply_one(Activation::Gelu, *x)),
+        Activation::GeluTanh => xs.iter_mut().for_each(|x| *x = apply_one(Activation::GeluTanh, *x)),
+    }
+}
+
+per_tier!(fn map_in_place = map_in_place_body(activation: Activation, xs: &mut [f32]));
+
 /// The activation of `src` into `dst` (same length), in parallel chunks.
 pub fn activate(activation: Activation, src: &[f32], dst: &mut [f32]) {
     activate_on(Tier::current(), activation, src, dst)
@@ -292,8 +304,41 @@ pub(crate) fn pack_dense(
     Ok(crate::gemm::PackedDense::pack(tier, &w, b.as_deref(), n, k))
 }
 
-/// `x · Wᵀ + b` with `W` and `b` packed ([`pack_dense`]): `x` 2-D, f32 on the CPU.
-struct PackedDenseOp<'a>(&'a crate::gemm::PackedDense);
+/// What a dense layer does to its outputs besides adding the bias; through packed weights,
+/// on each tile as it is finished ([`crate::gemm::PackedDense::forward_then`]), with the same
+/// results bit for bit as a separate pass.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Then<'a> {
+    Nothing,
+    /// The MLP's activation.
+    Activate(Activation),
+    /// A residual sum: `x · Wᵀ + b + residual`, `residual` shaped as the output.
+    Add(&'a Tensor),
+}
+
+/// `x · Wᵀ + b`, then an activation or nothing, with `W` and `b` packed ([`pack_dense`]): `x`
+/// 2-D, f32 on the CPU.
+struct PackedDenseOp<'a> {
+    packed: &'a crate::gemm::PackedDense,
+    activation: Option<Activation>,
+}
+
+/// The `(m, k)` input rows of a packed dense layer, checked against its width.
+fn packed_input<'x>(
+    packed: &crate::gemm::PackedDense,
+    x: &'x CpuStorage,
+    layout: &Layout,
+) -> candle_core::Result<(&'x [f32], usize)> {
+    let CpuStorage::F32(x) = x else { candle_core::bail!("packed dense: f32 only") };
+    let Some((from, to)) = layout.contiguous_offsets() else {
+        candle_core::bail!("packed dense: contiguous input only")
+    };
+    let (m, k) = layout.shape().dims2()?;
+    if k != packed.in_dim() {
+        candle_core::bail!("packed dense: an input of width {k} for a layer of width {}", packed.in_dim())
+    }
+    Ok((&x[from..to], m))
+}
 
 impl candle_core::CustomOp1 for PackedDenseOp<'_> {
     fn name(&self) -> &'static str {
@@ -301,21 +346,64 @@ impl candle_core::CustomOp1 for PackedDenseOp<'_> {
     }
 
     fn cpu_fwd(&self, x: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(x) = x else { candle_core::bail!("packed dense: f32 only") };
-        let Some((from, to)) = layout.contiguous_offsets() else {
-            candle_core::bail!("packed dense: contiguous input only")
+        let (x, m) = packed_input(self.packed, x, layout)?;
+        let out = match self.activation {
+            None => self.packed.forward(x, m),
+            Some(activation) => {
+                let tier = Tier::current();
+                self.packed.forward_then(x, m, Some(&|_, _, values: &mut [f32]| map_in_place(tier, activation, values)))
+            }
         };
-        let (m, k) = layout.shape().dims2()?;
-        if k != self.0.in_dim() {
-            candle_core::bail!("packed dense: an input of width {k} for a layer of width {}", self.0.in_dim())
-        }
-        Ok((CpuStorage::F32(self.0.forward(&x[from..to], m)), Shape::from((m, self.0.out_dim()))))
+        Ok((CpuStorage::F32(out), Shape::from((m, self.packed.out_dim()))))
     }
 }
 
-/// `x · Wᵀ + b` for a 2-D `x` through weights packed at load.
-pub(crate) fn dense_packed(x: &Tensor, packed: &crate::gemm::PackedDense) -> candle_core::Result<Tensor> {
-    x.contiguous()?.apply_op1_no_bwd(&PackedDenseOp(packed))
+/// `x · Wᵀ + b + residual` with `W` and `b` packed.
+struct PackedDenseAddOp<'a>(&'a crate::gemm::PackedDense);
+
+impl candle_core::CustomOp2 for PackedDenseAddOp<'_> {
+    fn name(&self) -> &'static str {
+        "packed-dense-add"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        x_layout: &Layout,
+        residual: &CpuStorage,
+        residual_layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (x, m) = packed_input(self.0, x, x_layout)?;
+        let n = self.0.out_dim();
+        let CpuStorage::F32(residual) = residual else { candle_core::bail!("packed dense: an f32 residual only") };
+        let (Some((from, to)), true) = (residual_layout.contiguous_offsets(), residual_layout.shape().dims() == [m, n])
+        else {
+            candle_core::bail!(
+                "packed dense: a residual of shape {:?} for an output of ({m}, {n})",
+                residual_layout.shape()
+            )
+        };
+        let residual = &residual[from..to];
+        // `out + residual` in that order, as candle's `+` adds them (and IEEE addition commutes).
+        let out = self.0.forward_then(
+            x,
+            m,
+            Some(&|row, column, values: &mut [f32]| {
+                values.iter_mut().zip(&residual[row * n + column..]).for_each(|(v, r)| *v += r)
+            }),
+        );
+        Ok((CpuStorage::F32(out), Shape::from((m, n))))
+    }
+}
+
+/// `x · Wᵀ + b` for a 2-D `x` through weights packed at load, then `then`.
+pub(crate) fn dense_packed(x: &Tensor, packed: &crate::gemm::PackedDense, then: Then) -> candle_core::Result<Tensor> {
+    let x = x.contiguous()?;
+    match then {
+        Then::Nothing => x.apply_op1_no_bwd(&PackedDenseOp { packed, activation: None }),
+        Then::Activate(activation) => x.apply_op1_no_bwd(&PackedDenseOp { packed, activation: Some(activation) }),
+        Then::Add(residual) => x.apply_op2_no_bwd(&residual.contiguous()?, &PackedDenseAddOp(packed)),
+    }
 }
 
 /// Queries attended together: their logits and outputs are independent sums, so four chains
@@ -786,6 +874,35 @@ mod tests {
                 };
                 let d = (run(tier)? - run(generic)?)?.abs()?.flatten_all()?.max(0)?.to_scalar::<f32>()?;
                 assert!(d <= 1e-6, "{:?} attention, mask {}: {d}", tier.isa(), mask.is_some());
+            }
+        }
+        Ok(())
+    }
+
+    /// An activation or residual sum applied to each tile as the packed product finishes it
+    /// gives the values of a second pass over the output, bit for bit, on every tier with a
+    /// micro-kernel, over edge tiles and several depth blocks.
+    #[test]
+    fn packed_dense_epilogues_equal_a_second_pass_bit_for_bit() -> candle_core::Result<()> {
+        let dev = candle_core::Device::Cpu;
+        for tier in Tier::available().into_iter().filter(|t| crate::gemm::PackedDense::packs_on(*t)) {
+            for (m, k, n) in [(1, 3, 5), (37, 300, 70), (97, 513, 130), (4, 0, 9)] {
+                let x = Tensor::randn(0f32, 1.0, (m, k), &dev)?;
+                let w = Tensor::randn(0f32, 0.2, (n, k), &dev)?;
+                let b = Tensor::randn(0f32, 1.0, n, &dev)?;
+                let residual = Tensor::randn(0f32, 1.0, (m, n), &dev)?;
+                let Some(packed) = pack_dense(tier, &w, Some(&b))? else { candle_core::bail!("{tier:?} packs") };
+                let plain = dense_packed(&x, &packed, Then::Nothing)?;
+                let same = |a: &Tensor, b: &Tensor| -> candle_core::Result<bool> {
+                    let (a, b) = (a.flatten_all()?.to_vec1::<f32>()?, b.flatten_all()?.to_vec1::<f32>()?);
+                    Ok(a.len() == b.len() && a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()))
+                };
+                for act in [Activation::QuickGelu, Activation::Gelu, Activation::GeluTanh] {
+                    let fused = dense_packed(&x, &packed, Then::Activate(act))?;
+                    assert!(same(&fused, &apply(act, &plain)?)?, "{:?} ({m}, {k}, {n}) {act:?}", tier.isa());
+                }
+                let fused = dense_packed(&x, &packed, Then::Add(&residual))?;
+                assert!(same(&fused, &(&plain + &residual)?)?, "{:?} ({m}, {k}, {n}) + residual", tier.isa());
             }
         }
         Ok(())

@@ -167,7 +167,7 @@ impl AttentionPool {
         let (b, _, width) = xs.dims3()?;
         let probe = self.probe.broadcast_as((b, 1, width))?;
         let pooled = self.attention.forward(&probe, xs)?;
-        let pooled = (self.mlp.forward(&self.norm.forward(&pooled)?)? + pooled)?;
+        let pooled = self.mlp.forward_plus(&self.norm.forward(&pooled)?, &pooled)?;
         token(&pooled, 0)
     }
 }

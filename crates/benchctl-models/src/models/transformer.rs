@@ -9,6 +9,7 @@ use candle_core::{Module, Tensor, D};
 use candle_nn::{LayerNorm, Linear};
 
 use super::weights::Weights;
+use crate::kernels::Then;
 use crate::{Error, ErrorKind, Result};
 
 pub use crate::kernels::Activation;
@@ -131,9 +132,21 @@ impl Dense {
     }
 
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        match self {
-            Dense::Packed(packed) => over_rows(xs, |rows| crate::kernels::dense_packed(rows, packed)),
-            Dense::Plain(linear) => dense(linear, xs),
+        self.forward_then(xs, Then::Nothing)
+    }
+
+    /// The layer, then an activation or a residual sum: on packed weights as each output tile
+    /// is finished, elsewhere as a second step; the same values either way.
+    pub(crate) fn forward_then(&self, xs: &Tensor, then: Then) -> candle_core::Result<Tensor> {
+        match (self, then) {
+            (Dense::Packed(packed), Then::Add(residual)) => over_rows(xs, |rows| {
+                let residual = residual.reshape((rows.dim(0)?, packed.out_dim()))?;
+                crate::kernels::dense_packed(rows, packed, Then::Add(&residual))
+            }),
+            (Dense::Packed(packed), then) => over_rows(xs, |rows| crate::kernels::dense_packed(rows, packed, then)),
+            (Dense::Plain(linear), Then::Nothing) => dense(linear, xs),
+            (Dense::Plain(linear), Then::Activate(activation)) => activation.apply(&dense(linear, xs)?),
+            (Dense::Plain(linear), Then::Add(residual)) => dense(linear, xs)? + residual,
         }
     }
 }
@@ -162,16 +175,17 @@ impl Attention {
         Ok(Self { qkv: Dense::new(qkv)?, out: Dense::new(out)?, heads: t.heads })
     }
 
-    pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    /// The attention of `xs` plus `residual` (the block's input).
+    pub fn forward_plus(&self, xs: &Tensor, mask: Option<&Tensor>, residual: &Tensor) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
         let qkv = self.qkv.forward(xs)?;
         if let Some(attended) = crate::kernels::self_attention(&qkv, self.heads, mask)? {
-            return self.out.forward(&attended);
+            return self.out.forward_then(&attended, Then::Add(residual));
         }
         let q = qkv.narrow(D::Minus1, 0, width)?;
         let k = qkv.narrow(D::Minus1, width, width)?;
         let v = qkv.narrow(D::Minus1, 2 * width, width)?;
-        self.out.forward(&attend(&q, &k, &v, self.heads, mask)?)
+        self.out.forward_then(&attend(&q, &k, &v, self.heads, mask)?, Then::Add(residual))
     }
 }
 
@@ -235,8 +249,10 @@ impl Mlp {
         })
     }
 
-    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        self.fc2.forward(&self.activation.apply(&self.fc1.forward(xs)?)?)
+    /// `fc2(act(fc1(xs))) + residual`.
+    pub fn forward_plus(&self, xs: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
+        let hidden = self.fc1.forward_then(xs, Then::Activate(self.activation))?;
+        self.fc2.forward_then(&hidden, Then::Add(residual))
     }
 }
 
@@ -260,8 +276,8 @@ impl Block {
     }
 
     pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let xs = (self.attn.forward(&self.norm1.forward(xs)?, mask)? + xs)?;
-        self.mlp.forward(&self.norm2.forward(&xs)?)? + xs
+        let xs = self.attn.forward_plus(&self.norm1.forward(xs)?, mask, xs)?;
+        self.mlp.forward_plus(&self.norm2.forward(&xs)?, &xs)
     }
 }
 
