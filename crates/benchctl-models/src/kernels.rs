@@ -484,9 +484,12 @@ fn attend_row_body<const FUSED: bool>(
                     }
                     (None, None) => logits.iter_mut().for_each(|w| *w *= scale),
                 }
-                let max = logits.iter().fold(f32::NEG_INFINITY, |m, &w| m.max(w));
+                // The maximum and the sum lane by lane, then across the lanes: a vector op per
+                // 16 logits instead of a chain of scalar ones (the two chains were a third of
+                // the attention's time on ViT-B/32).
+                let max = lanewise(logits, f32::NEG_INFINITY, f32::max).into_iter().fold(f32::NEG_INFINITY, f32::max);
                 logits.iter_mut().for_each(|w| *w = if *w > f32::NEG_INFINITY { exp(*w - max) } else { 0.0 });
-                let inv = 1.0 / logits.iter().sum::<f32>();
+                let inv = 1.0 / lanewise(logits, 0.0, |a, b| a + b).into_iter().sum::<f32>();
                 logits.iter_mut().for_each(|w| *w *= inv);
             }
             // 16 output values of each query at a time, summed over the values in registers.
@@ -520,6 +523,23 @@ fn attend_row_body<const FUSED: bool>(
             }
         }
     }
+}
+
+/// `values` folded into 16 lanes (lane `l` takes values `l`, `l + 16`, …), each from `init`.
+#[inline(always)]
+fn lanewise(values: &[f32], init: f32, fold: impl Fn(f32, f32) -> f32) -> [f32; 16] {
+    let mut lanes = [init; 16];
+    let chunks = values.chunks_exact(16);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = fold(*lane, v);
+        }
+    }
+    for (lane, &v) in lanes.iter_mut().zip(rest) {
+        *lane = fold(*lane, v);
+    }
+    lanes
 }
 
 /// What is added to one batch row's scaled logits: a per-head `(heads, seq, seq)` bias (a
