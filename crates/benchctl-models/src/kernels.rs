@@ -177,6 +177,82 @@ pub(crate) fn apply(activation: Activation, xs: &Tensor) -> candle_core::Result<
     }
 }
 
+// One row's layer norm: the mean, then the variance about it (two passes, as PyTorch's CPU
+// kernel; candle's `E[x²] − mean²` loses digits when the mean is large), each summed lane by
+// lane, then `(x − mean) / √(var + eps) · weight + bias`.
+#[inline(always)]
+fn layer_norm_row_body<const FUSED: bool>(x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]) {
+    let width = x.len() as f32;
+    let mean = lanewise(x, 0.0, |a, b| a + b).into_iter().sum::<f32>() / width;
+    let var = lanewise(x, 0.0, |a, v| madd::<FUSED>(v - mean, v - mean, a)).into_iter().sum::<f32>() / width;
+    let inv_std = 1.0 / (var + eps).sqrt();
+    for (((o, &v), &w), &b) in out.iter_mut().zip(x).zip(weight).zip(bias) {
+        *o = madd::<FUSED>((v - mean) * inv_std, w, b);
+    }
+}
+
+per_tier!(fn layer_norm_row = layer_norm_row_body(x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]));
+
+/// Layer norm over the last dimension of contiguous f32 rows, rows split across the pool.
+struct LayerNormOp {
+    eps: f32,
+    tier: Tier,
+}
+
+impl candle_core::CustomOp3 for LayerNormOp {
+    fn name(&self) -> &'static str {
+        "fused-layer-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        x: &CpuStorage,
+        x_layout: &Layout,
+        w: &CpuStorage,
+        w_layout: &Layout,
+        b: &CpuStorage,
+        b_layout: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (CpuStorage::F32(x), CpuStorage::F32(w), CpuStorage::F32(b)) = (x, w, b) else {
+            candle_core::bail!("layer norm: f32 only")
+        };
+        let (Some((x0, x1)), Some((w0, w1)), Some((b0, b1))) =
+            (x_layout.contiguous_offsets(), w_layout.contiguous_offsets(), b_layout.contiguous_offsets())
+        else {
+            candle_core::bail!("layer norm: contiguous inputs only")
+        };
+        let width = x_layout.shape().dims().last().copied().unwrap_or(0);
+        if width == 0 || w1 - w0 != width || b1 - b0 != width {
+            candle_core::bail!("layer norm: a weight of {} and a bias of {} for rows of {width}", w1 - w0, b1 - b0)
+        }
+        let (x, w, b) = (&x[x0..x1], &w[w0..w1], &b[b0..b1]);
+        let mut out = vec![0f32; x.len()];
+        out.par_chunks_mut(width)
+            .zip(x.par_chunks(width))
+            .with_min_len(16)
+            .for_each(|(out, x)| layer_norm_row(self.tier, x, w, b, self.eps, out));
+        Ok((CpuStorage::F32(out), x_layout.shape().clone()))
+    }
+}
+
+/// `norm` (a mean-removing layer norm with a bias, as `Weights::layer_norm` loads) of `xs`:
+/// fused on contiguous f32 CPU tensors (candle's kernel sums each row as one scalar chain),
+/// candle's otherwise.
+pub(crate) fn layer_norm(norm: &candle_nn::LayerNorm, xs: &Tensor) -> candle_core::Result<Tensor> {
+    use candle_core::Module;
+    match norm.bias() {
+        Some(bias)
+            if xs.device().is_cpu()
+                && [xs.dtype(), norm.weight().dtype(), bias.dtype()].iter().all(|d| *d == candle_core::DType::F32)
+                && xs.is_contiguous() =>
+        {
+            let op = LayerNormOp { eps: norm.eps() as f32, tier: Tier::current() };
+            xs.apply_op3_no_bwd(&norm.weight().contiguous()?, &bias.contiguous()?, &op)
+        }
+        _ => norm.forward(xs),
+    }
+}
+
 /// The instruction set of the matrix products: the `gemm` crate picks it at run time (its
 /// AVX-512 kernels only with the `gemm-avx512` feature), not `BENCHCTL_CPU`.
 pub fn gemm_isa() -> benchctl_cpu::Isa {
@@ -900,6 +976,16 @@ mod tests {
                 let d = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
                 assert!(d <= 1e-6, "{:?} {act:?}: {d}", tier.isa());
             }
+            let width = 768;
+            let (weight, bias): (Vec<f32>, Vec<f32>) =
+                (0..width).map(|j| (1.0 + j as f32 * 1e-3, j as f32 * -2e-3)).unzip();
+            for row in xs.chunks_exact(width).step_by(13) {
+                let (mut ours, mut reference) = (vec![0f32; width], vec![0f32; width]);
+                layer_norm_row(tier, row, &weight, &bias, 1e-5, &mut ours);
+                layer_norm_row(generic, row, &weight, &bias, 1e-5, &mut reference);
+                let d = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(d <= 1e-6, "{:?} layer norm: {d}", tier.isa());
+            }
             for mask in [None, Some(&causal)] {
                 let run = |t: Tier| {
                     self_attention_on(t, &qkv, 12, mask)?.ok_or_else(|| candle_core::Error::Msg("refused".into()))
@@ -937,6 +1023,46 @@ mod tests {
                 assert!(same(&fused, &(&plain + &residual)?)?, "{:?} ({m}, {k}, {n}) + residual", tier.isa());
             }
         }
+        Ok(())
+    }
+
+    /// The fused layer norm against its definition (`torch.nn.LayerNorm`: biased variance,
+    /// eps inside the root) in f64, rows with a large mean included, on every tier.
+    #[test]
+    fn fused_layer_norm_matches_its_definition_on_every_tier() -> candle_core::Result<()> {
+        let dev = candle_core::Device::Cpu;
+        let (rows, width, eps) = (37, 75, 1e-5);
+        let xs = (Tensor::randn(0f32, 1.0, (rows, width), &dev)? + 30.0)?;
+        let weight = Tensor::randn(0f32, 1.0, width, &dev)?;
+        let bias = Tensor::randn(0f32, 1.0, width, &dev)?;
+        let norm = candle_nn::LayerNorm::new(weight.clone(), bias.clone(), eps);
+        let (x, w, b) = (xs.flatten_all()?.to_vec1::<f32>()?, weight.to_vec1::<f32>()?, bias.to_vec1::<f32>()?);
+        for tier in Tier::available() {
+            let mut ours = vec![0f32; x.len()];
+            for (out, row) in ours.chunks_mut(width).zip(x.chunks(width)) {
+                layer_norm_row(tier, row, &w, &b, eps as f32, out);
+            }
+            for (i, (out, row)) in ours.chunks(width).zip(x.chunks(width)).enumerate() {
+                let mean = row.iter().map(|&v| v as f64).sum::<f64>() / width as f64;
+                let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / width as f64;
+                for j in 0..width {
+                    let exact = (row[j] as f64 - mean) / (var + eps).sqrt() * w[j] as f64 + b[j] as f64;
+                    assert!(
+                        (out[j] as f64 - exact).abs() < 2e-4,
+                        "{:?} row {i} col {j}: {} vs {exact}",
+                        tier.isa(),
+                        out[j]
+                    );
+                }
+            }
+        }
+        // The op on a tensor is the current tier's rows.
+        let fused = layer_norm(&norm, &xs)?.flatten_all()?.to_vec1::<f32>()?;
+        let mut rows_current = vec![0f32; x.len()];
+        for (out, row) in rows_current.chunks_mut(width).zip(x.chunks(width)) {
+            layer_norm_row(Tier::current(), row, &w, &b, eps as f32, out);
+        }
+        assert_eq!(fused, rows_current);
         Ok(())
     }
 

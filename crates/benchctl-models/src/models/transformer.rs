@@ -276,8 +276,8 @@ impl Block {
     }
 
     pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let xs = self.attn.forward_plus(&self.norm1.forward(xs)?, mask, xs)?;
-        self.mlp.forward_plus(&self.norm2.forward(&xs)?, &xs)
+        let xs = self.attn.forward_plus(&crate::kernels::layer_norm(&self.norm1, xs)?, mask, xs)?;
+        self.mlp.forward_plus(&crate::kernels::layer_norm(&self.norm2, &xs)?, &xs)
     }
 }
 
