@@ -517,7 +517,7 @@ fn attend_row_body<const FUSED: bool>(
     let head = width / heads;
     let scale = (head as f32).powf(-0.5);
     let padded = seq.div_ceil(LANES) * LANES;
-    let Scratch { keys, weights } = scratch;
+    let Scratch { keys, weights, by_key } = scratch;
     for h in 0..heads {
         let part = |r: usize, which: usize| &rows[r * 3 * width + which * width + h * head..][..head];
         for j in 0..seq {
@@ -568,25 +568,32 @@ fn attend_row_body<const FUSED: bool>(
                 let inv = 1.0 / lanewise(logits, 0.0, |a, b| a + b).into_iter().sum::<f32>();
                 logits.iter_mut().for_each(|w| *w *= inv);
             }
+            // The group's weights key by key (`seq × QUERIES`), so each value row meets its
+            // QUERIES weights side by side: the loop below then indexes nothing (checked
+            // indexing into four weight rows spilled registers, a third of the attention's
+            // time).
+            for (j, by_key) in by_key[..seq * QUERIES].chunks_exact_mut(QUERIES).enumerate() {
+                for (r, w) in by_key.iter_mut().enumerate() {
+                    *w = weights[r * padded + j];
+                }
+            }
+            let by_key = &by_key[..seq * QUERIES];
             // 16 output values of each query at a time, summed over the values in registers.
             for c in (0..head).step_by(LANES) {
                 let lanes = LANES.min(head - c);
                 let mut acc = [[0f32; LANES]; QUERIES];
+                let values = (0..seq).map(|j| &part(j, 2)[c..][..lanes]);
                 if lanes == LANES {
-                    for j in 0..seq {
-                        let v = &part(j, 2)[c..][..LANES];
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            let w = weights[r * padded + j];
-                            for l in 0..LANES {
-                                acc[l] = madd::<FUSED>(w, v[l], acc[l]);
+                    for (v, w) in values.zip(by_key.chunks_exact(QUERIES)) {
+                        for (acc, &w) in acc.iter_mut().zip(w) {
+                            for (a, &v) in acc.iter_mut().zip(&v[..LANES]) {
+                                *a = madd::<FUSED>(w, v, *a);
                             }
                         }
                     }
                 } else {
-                    for j in 0..seq {
-                        let v = &part(j, 2)[c..][..lanes];
-                        for (r, acc) in acc.iter_mut().enumerate() {
-                            let w = weights[r * padded + j];
+                    for (v, w) in values.zip(by_key.chunks_exact(QUERIES)) {
+                        for (acc, &w) in acc.iter_mut().zip(w) {
                             for (a, &v) in acc.iter_mut().zip(v) {
                                 *a = madd::<FUSED>(w, v, *a);
                             }
@@ -632,6 +639,8 @@ struct Scratch {
     keys: Vec<f32>,
     /// [`QUERIES`] queries' logits, then weights, `(seq)` each, padded the same way.
     weights: Vec<f32>,
+    /// The same weights key by key: `(seq, QUERIES)`.
+    by_key: Vec<f32>,
 }
 
 per_tier!(
@@ -692,7 +701,11 @@ impl SelfAttentionOp {
         out.par_chunks_mut(seq * width).zip(qkv.par_chunks(seq * three_width)).enumerate().for_each_init(
             || {
                 let padded = seq.div_ceil(16) * 16;
-                Scratch { keys: vec![0f32; width / self.heads * padded], weights: vec![0f32; QUERIES * padded] }
+                Scratch {
+                    keys: vec![0f32; width / self.heads * padded],
+                    weights: vec![0f32; QUERIES * padded],
+                    by_key: vec![0f32; QUERIES * padded],
+                }
             },
             |scratch, (r, (out, rows))| {
                 let mask = masks.map(|m| &m[(r % groups) * square..][..square]);
