@@ -138,6 +138,13 @@ fn map_in_place_body<const FUSED: bool>(activation: Activation, xs: &mut [f32]) 
 
 per_tier!(fn map_in_place = map_in_place_body(activation: Activation, xs: &mut [f32]));
 
+#[inline(always)]
+fn add_in_place_body<const FUSED: bool>(xs: &mut [f32], other: &[f32]) {
+    xs.iter_mut().zip(other).for_each(|(x, &o)| *x += o);
+}
+
+per_tier!(fn add_in_place = add_in_place_body(xs: &mut [f32], other: &[f32]));
+
 /// The activation of `src` into `dst` (same length), in parallel chunks.
 pub fn activate(activation: Activation, src: &[f32], dst: &mut [f32]) {
     activate_on(Tier::current(), activation, src, dst)
@@ -468,12 +475,11 @@ impl candle_core::CustomOp2 for PackedDenseAddOp<'_> {
         };
         let residual = &residual[from..to];
         // `out + residual` in that order, as candle's `+` adds them (and IEEE addition commutes).
+        let tier = Tier::current();
         let out = self.0.forward_then(
             x,
             m,
-            Some(&|row, column, values: &mut [f32]| {
-                values.iter_mut().zip(&residual[row * n + column..]).for_each(|(v, r)| *v += r)
-            }),
+            Some(&|row, column, values: &mut [f32]| add_in_place(tier, values, &residual[row * n + column..])),
         );
         Ok((CpuStorage::F32(out), Shape::from((m, n))))
     }
