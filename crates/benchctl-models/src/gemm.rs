@@ -400,7 +400,7 @@ mod tests {
                 let rows = tasks.rows(t);
                 assert_eq!(rows.start, next, "({m}, {mr}, {threads}) task {t}");
                 assert!(rows.len() <= MC, "({m}, {mr}, {threads}) task {t}: {} rows", rows.len());
-                assert!(rows.start % mr == 0, "({m}, {mr}, {threads}) task {t} starts inside a sliver");
+                assert!(rows.start.is_multiple_of(mr), "({m}, {mr}, {threads}) task {t} starts inside a sliver");
                 lengths.push(rows.len().div_ceil(mr));
                 next = rows.end;
             }
