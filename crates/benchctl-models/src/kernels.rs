@@ -1,4 +1,4 @@
-//! Fused kernels for the encoders' hot loops on CPU: activations, dense layers, attention.
+//! Fused kernels for the encoders' hot loops on CPU: activations, layer norm, dense layers, attention.
 //!
 //! candle computes `x · σ(1.702 x)` as three passes with three allocations and a scalar
 //! `exp`; here each activation is one pass over the buffer, split across the rayon pool, with
@@ -200,6 +200,15 @@ fn layer_norm_row_body<const FUSED: bool>(x: &[f32], weight: &[f32], bias: &[f32
 
 per_tier!(fn layer_norm_row = layer_norm_row_body(x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]));
 
+/// A custom op's input as an f32 slice, refused (naming the op's inputs `what`) unless it is
+/// f32 and contiguous.
+fn contiguous_f32<'a>(what: &str, storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
+    match (storage, layout.contiguous_offsets()) {
+        (CpuStorage::F32(data), Some((a, b))) => Ok(&data[a..b]),
+        _ => candle_core::bail!("{what} must be contiguous f32"),
+    }
+}
+
 /// Layer norm over the last dimension of contiguous f32 rows, rows split across the pool.
 struct LayerNormOp {
     eps: f32,
@@ -220,19 +229,16 @@ impl candle_core::CustomOp3 for LayerNormOp {
         b: &CpuStorage,
         b_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(w), CpuStorage::F32(b)) = (x, w, b) else {
-            candle_core::bail!("layer norm: f32 only")
-        };
-        let (Some((x0, x1)), Some((w0, w1)), Some((b0, b1))) =
-            (x_layout.contiguous_offsets(), w_layout.contiguous_offsets(), b_layout.contiguous_offsets())
-        else {
-            candle_core::bail!("layer norm: contiguous inputs only")
-        };
+        let what = "layer norm: the input, weight and bias";
+        let (x, w, b) = (
+            contiguous_f32(what, x, x_layout)?,
+            contiguous_f32(what, w, w_layout)?,
+            contiguous_f32(what, b, b_layout)?,
+        );
         let width = x_layout.shape().dims().last().copied().unwrap_or(0);
-        if width == 0 || w1 - w0 != width || b1 - b0 != width {
-            candle_core::bail!("layer norm: a weight of {} and a bias of {} for rows of {width}", w1 - w0, b1 - b0)
+        if width == 0 || w.len() != width || b.len() != width {
+            candle_core::bail!("layer norm: a weight of {} and a bias of {} for rows of {width}", w.len(), b.len())
         }
-        let (x, w, b) = (&x[x0..x1], &w[w0..w1], &b[b0..b1]);
         let mut out = vec![0f32; x.len()];
         out.par_chunks_mut(width)
             .zip(x.par_chunks(width))
@@ -298,20 +304,17 @@ impl candle_core::CustomOp3 for DenseOp {
         b: &CpuStorage,
         b_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(x), CpuStorage::F32(w), CpuStorage::F32(b)) = (x, w, b) else {
-            candle_core::bail!("dense: f32 only")
-        };
-        let (Some((x0, x1)), Some((w0, w1)), Some((b0, b1))) =
-            (x_layout.contiguous_offsets(), w_layout.contiguous_offsets(), b_layout.contiguous_offsets())
-        else {
-            candle_core::bail!("dense: contiguous inputs only")
-        };
+        let what = "dense: the input, weights and bias";
+        let (x, w, b) = (
+            contiguous_f32(what, x, x_layout)?,
+            contiguous_f32(what, w, w_layout)?,
+            contiguous_f32(what, b, b_layout)?,
+        );
         let (m, k) = x_layout.shape().dims2()?;
         let (n, k2) = w_layout.shape().dims2()?;
-        if k != k2 || b1 - b0 != n {
-            candle_core::bail!("dense: shapes ({m}, {k}) · ({n}, {k2})ᵀ + ({}) disagree", b1 - b0);
+        if k != k2 || b.len() != n {
+            candle_core::bail!("dense: shapes ({m}, {k}) · ({n}, {k2})ᵀ + ({}) disagree", b.len());
         }
-        let (x, w, b) = (&x[x0..x1], &w[w0..w1], &b[b0..b1]);
         if let Some(out) = crate::gemm::dense(self.tier, x, w, b, m, k, n) {
             return Ok((CpuStorage::F32(out), Shape::from((m, n))));
         }
@@ -759,12 +762,7 @@ struct WindowAttentionOp {
     groups: usize,
 }
 
-fn contiguous_f32<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
-    match (storage, layout.contiguous_offsets()) {
-        (CpuStorage::F32(data), Some((a, b))) => Ok(&data[a..b]),
-        _ => candle_core::bail!("fused attention: biases and masks must be contiguous f32"),
-    }
-}
+const BIAS_AND_MASK: &str = "fused attention: biases and masks";
 
 impl candle_core::CustomOp2 for WindowAttentionOp {
     fn name(&self) -> &'static str {
@@ -778,7 +776,7 @@ impl candle_core::CustomOp2 for WindowAttentionOp {
         bias: &CpuStorage,
         bias_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        self.attention.run_with(qkv, layout, Some(contiguous_f32(bias, bias_layout)?), None, 1)
+        self.attention.run_with(qkv, layout, Some(contiguous_f32(BIAS_AND_MASK, bias, bias_layout)?), None, 1)
     }
 }
 
@@ -796,7 +794,8 @@ impl candle_core::CustomOp3 for WindowAttentionOp {
         mask: &CpuStorage,
         mask_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (bias, mask) = (contiguous_f32(bias, bias_layout)?, contiguous_f32(mask, mask_layout)?);
+        let (bias, mask) =
+            (contiguous_f32(BIAS_AND_MASK, bias, bias_layout)?, contiguous_f32(BIAS_AND_MASK, mask, mask_layout)?);
         self.attention.run_with(qkv, layout, Some(bias), Some(mask), self.groups)
     }
 }
