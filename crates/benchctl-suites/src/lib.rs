@@ -10,7 +10,7 @@ pub mod error;
 pub mod image;
 pub mod items;
 pub mod manifest;
-mod paths;
+pub mod paths;
 pub mod rococo;
 pub mod spec;
 pub mod valse;

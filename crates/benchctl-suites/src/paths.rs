@@ -40,22 +40,85 @@ pub(crate) fn for_each_line(
     how_to_get: &str,
     mut line: impl FnMut(usize, &str) -> Result<()>,
 ) -> Result<()> {
-    use std::io::BufRead;
-    refuse_directory(path)?;
-    let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
-    let (mut buf, mut offset, mut number) = (Vec::new(), 0, 0);
-    loop {
-        buf.clear();
-        let read = reader.read_until(b'\n', &mut buf).map_err(|e| unreadable(path, how_to_get, e))?;
-        if read == 0 {
-            return Ok(());
+    let mut lines = TextLines::open(path, how_to_get)?;
+    while let Some(next) = lines.next_line() {
+        let (number, text) = next?;
+        line(number, text)?;
+    }
+    Ok(())
+}
+
+/// The lines of a UTF-8 text file, read as a stream (64 KiB at a time; a file of a million
+/// lines is never held whole), each with its number from 1 and without its line ending (`\n`
+/// or `\r\n`). A byte order mark before the first line is dropped, as Windows editors write
+/// one; a byte that is not UTF-8 is an error naming its offset in the file, after which there
+/// are no more lines. A missing file is named with the `how_to_get` hint it was opened with;
+/// a directory in its place is malformed data.
+pub struct TextLines {
+    path: PathBuf,
+    how_to_get: String,
+    reader: std::io::BufReader<std::fs::File>,
+    buf: Vec<u8>,
+    /// The file offset of `buf`'s first byte.
+    offset: usize,
+    number: usize,
+    done: bool,
+}
+
+impl TextLines {
+    pub fn open(path: &Path, how_to_get: &str) -> Result<Self> {
+        refuse_directory(path)?;
+        let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
+        Ok(TextLines {
+            path: path.to_path_buf(),
+            how_to_get: how_to_get.to_string(),
+            reader: std::io::BufReader::with_capacity(1 << 16, file),
+            buf: Vec::new(),
+            offset: 0,
+            number: 0,
+            done: false,
+        })
+    }
+
+    /// The next line, borrowed until the next call; `None` after the last line or an error.
+    pub fn next_line(&mut self) -> Option<Result<(usize, &str)>> {
+        use std::io::BufRead;
+        if self.done {
+            return None;
         }
-        number += 1;
-        let skip = if number == 1 && buf.starts_with(BOM.to_string().as_bytes()) { BOM.len_utf8() } else { 0 };
-        let text = std::str::from_utf8(&buf[skip..]).map_err(|e| not_utf8(path, offset + skip + e.valid_up_to()))?;
-        line(number, text.strip_suffix('\n').map_or(text, |t| t.strip_suffix('\r').unwrap_or(t)))?;
-        offset += read;
+        self.offset += self.buf.len();
+        self.buf.clear();
+        let read = match self.reader.read_until(b'\n', &mut self.buf) {
+            Ok(0) => {
+                self.done = true;
+                return None;
+            }
+            Ok(read) => read,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(unreadable(&self.path, &self.how_to_get, e)));
+            }
+        };
+        self.number += 1;
+        let skip =
+            if self.number == 1 && self.buf.starts_with(BOM.to_string().as_bytes()) { BOM.len_utf8() } else { 0 };
+        match std::str::from_utf8(&self.buf[skip..read]) {
+            Ok(text) => {
+                Some(Ok((self.number, text.strip_suffix('\n').map_or(text, |t| t.strip_suffix('\r').unwrap_or(t)))))
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(not_utf8(&self.path, self.offset + skip + e.valid_up_to())))
+            }
+        }
+    }
+}
+
+impl Iterator for TextLines {
+    type Item = Result<(usize, String)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_line().map(|line| line.map(|(number, text)| (number, text.to_string())))
     }
 }
 

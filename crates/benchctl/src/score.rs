@@ -5,8 +5,8 @@
 //! bootstrap intervals, provenance of the score file) beside the zoo's runs, so it joins the
 //! leaderboard and `compare`.
 
+use benchctl_suites::paths::TextLines;
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::{Report, ScoreKind, ScoreTensor};
@@ -187,11 +187,10 @@ fn detect_format(path: &Path) -> Result<ScoreFormat> {
         return Ok(ScoreFormat::EqbenNpy);
     }
     // The first line is enough; a file that cannot be read is named when it is read as a dump.
-    let first = std::fs::File::open(path)
+    let first = TextLines::open(path, SCORE_FILE)
         .ok()
-        .and_then(|file| {
-            std::io::BufReader::new(file).lines().map_while(std::io::Result::ok).find(|l| !l.trim().is_empty())
-        })
+        .and_then(|mut lines| lines.find_map(|line| line.ok().filter(|(_, l)| !l.trim().is_empty())))
+        .map(|(_, line)| line)
         .unwrap_or_default();
     let labelled = serde_json::from_str::<Value>(&first).ok().is_some_and(|v| v.get("label").is_some());
     Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
@@ -271,18 +270,20 @@ impl<'a> Matrices<'a> {
     }
 }
 
+/// What a score file that cannot be opened is named as.
+const SCORE_FILE: &str = "the file given to `--scores`";
+
 /// Each non-empty line of `path` parsed as JSON, with where it is, read as a stream (a dump of a
-/// million items is never held whole).
+/// million items is never held whole), as annotation files are read: a UTF-8 byte order mark
+/// dropped, `\r\n` line ends taken, a byte that is not UTF-8 named with its offset.
 fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(String, Value)>> + '_> {
-    let file = std::fs::File::open(path).map_err(|e| bad(format!("read {}: {e}", path.display())))?;
-    Ok(std::io::BufReader::new(file).lines().enumerate().filter_map(move |(i, line)| {
-        let at = format!("{} line {}", path.display(), i + 1);
-        match line {
-            Err(e) => Some(Err(bad(format!("read {}: {e}", path.display())))),
-            Ok(line) if line.trim().is_empty() => None,
-            Ok(line) => {
-                Some(serde_json::from_str(&line).map(|v| (at.clone(), v)).map_err(|e| bad(format!("parse {at}: {e}"))))
-            }
+    let lines = TextLines::open(path, SCORE_FILE).map_err(|e| bad(e.to_string()))?;
+    Ok(lines.filter_map(move |line| match line {
+        Err(e) => Some(Err(bad(e.to_string()))),
+        Ok((_, line)) if line.trim().is_empty() => None,
+        Ok((number, line)) => {
+            let at = format!("{} line {number}", path.display());
+            Some(serde_json::from_str(&line).map(|v| (at.clone(), v)).map_err(|e| bad(format!("parse {at}: {e}"))))
         }
     }))
 }

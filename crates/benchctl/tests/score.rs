@@ -88,6 +88,10 @@ fn winoground_published_jsonl_reproduces_eval() {
     let file = results.path().join("published.jsonl");
     std::fs::write(&file, &jsonl).unwrap();
     assert_eq!(score("winoground", &demo_suite(), &file, &[]), run["report"]);
+    // As a Windows editor saves it (a byte order mark, `\r\n` line ends): the same report.
+    let windows = results.path().join("published-windows.jsonl");
+    std::fs::write(&windows, format!("\u{feff}{}", jsonl.replace('\n', "\r\n"))).unwrap();
+    assert_eq!(score("winoground", &demo_suite(), &windows, &[]), run["report"]);
 
     // A missing pair, an unknown label and a non-number are errors naming the entry.
     let broken = |text: &str| {
@@ -113,6 +117,39 @@ fn winoground_published_jsonl_reproduces_eval() {
     assert!(broken(&jsonl.replacen("\"label\":\"0_c0_i0\"", "\"label\":\"0-c0-i0\"", 1)).contains("is not of the form"));
     let nan = jsonl.lines().next().unwrap().replace("\"score\":", "\"score\":\"NaN\",\"x\":");
     assert!(broken(&format!("{nan}\n{dropped}")).contains("line 1: `score` is not a number"));
+    // A byte that is not UTF-8 (0xff, here in the second line's label) is named with its offset
+    // in the file, as annotation files' are; so is a score file that is a directory.
+    let second = jsonl.find('\n').unwrap() + 1 + "{\"label\":\"".len();
+    let mut bytes = jsonl.clone().into_bytes();
+    bytes[second] = 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = benchctl(
+        &[
+            "score",
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--scores",
+            file.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&format!("not UTF-8 text (invalid byte at offset {second})")), "{}", stderr(&out));
+    let out = benchctl(
+        &[
+            "score",
+            "--suite",
+            "winoground",
+            "--data-dir",
+            demo_suite().to_str().unwrap(),
+            "--scores",
+            results.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
 }
 
 #[test]
