@@ -94,62 +94,34 @@ fn winoground_published_jsonl_reproduces_eval() {
     assert_eq!(score("winoground", &demo_suite(), &windows, &[]), run["report"]);
 
     // A missing pair, an unknown label and a non-number are errors naming the entry.
-    let broken = |text: &str| {
-        std::fs::write(&file, text).unwrap();
+    let refused = |scores: &Path| {
+        let (data, scores) = (demo_suite(), scores.to_str().unwrap().to_string());
         let out = benchctl(
-            &[
-                "score",
-                "--suite",
-                "winoground",
-                "--data-dir",
-                demo_suite().to_str().unwrap(),
-                "--scores",
-                file.to_str().unwrap(),
-            ],
+            &["score", "--suite", "winoground", "--data-dir", data.to_str().unwrap(), "--scores", &scores],
             &[],
         );
         assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
         stderr(&out)
     };
+    let broken = |bytes: &[u8]| {
+        std::fs::write(&file, bytes).unwrap();
+        refused(&file)
+    };
     let dropped: String = jsonl.lines().skip(1).map(|l| format!("{l}\n")).collect();
-    assert!(broken(&dropped).contains("1 item(s) lack scores, e.g. 0"));
-    assert!(broken(&jsonl.replacen("\"0_c0_i0\"", "\"99_c0_i0\"", 1)).contains("no item `99`"));
-    assert!(broken(&jsonl.replacen("\"label\":\"0_c0_i0\"", "\"label\":\"0-c0-i0\"", 1)).contains("is not of the form"));
+    assert!(broken(dropped.as_bytes()).contains("1 item(s) lack scores, e.g. 0"));
+    assert!(broken(jsonl.replacen("\"0_c0_i0\"", "\"99_c0_i0\"", 1).as_bytes()).contains("no item `99`"));
+    let dashed = jsonl.replacen("\"label\":\"0_c0_i0\"", "\"label\":\"0-c0-i0\"", 1);
+    assert!(broken(dashed.as_bytes()).contains("is not of the form"));
     let nan = jsonl.lines().next().unwrap().replace("\"score\":", "\"score\":\"NaN\",\"x\":");
-    assert!(broken(&format!("{nan}\n{dropped}")).contains("line 1: `score` is not a number"));
+    assert!(broken(format!("{nan}\n{dropped}").as_bytes()).contains("line 1: `score` is not a number"));
     // A byte that is not UTF-8 (0xff, here in the second line's label) is named with its offset
-    // in the file, as annotation files' are; so is a score file that is a directory.
+    // in the file, as annotation files' are; a score file that is a directory is refused too.
     let second = jsonl.find('\n').unwrap() + 1 + "{\"label\":\"".len();
     let mut bytes = jsonl.clone().into_bytes();
     bytes[second] = 0xff;
-    std::fs::write(&file, &bytes).unwrap();
-    let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--scores",
-            file.to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    assert!(stderr(&out).contains(&format!("not UTF-8 text (invalid byte at offset {second})")), "{}", stderr(&out));
-    let out = benchctl(
-        &[
-            "score",
-            "--suite",
-            "winoground",
-            "--data-dir",
-            demo_suite().to_str().unwrap(),
-            "--scores",
-            results.path().to_str().unwrap(),
-        ],
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let message = broken(&bytes);
+    assert!(message.contains(&format!("not UTF-8 text (invalid byte at offset {second})")), "{message}");
+    assert!(refused(results.path()).contains("directory"));
 }
 
 #[test]
