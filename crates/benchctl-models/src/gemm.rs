@@ -410,6 +410,31 @@ mod tests {
         }
     }
 
+    /// How the rows are split into tasks depends on the thread count, the values must not: every
+    /// output is the same sums in the same order, bit for bit, on 1 to 7 threads.
+    #[test]
+    fn products_do_not_depend_on_the_thread_count() -> Result<(), rayon::ThreadPoolBuildError> {
+        let mut rng = benchctl_scoring::metrics::stats::SplitMix64::new(11);
+        let mut next = || (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        let (m, k, n) = (97, 600, 130);
+        let x: Vec<f32> = (0..m * k).map(|_| next()).collect();
+        let w: Vec<f32> = (0..n * k).map(|_| next()).collect();
+        let b: Vec<f32> = (0..n).map(|_| next()).collect();
+        for tier in Tier::available().into_iter().filter(|t| shape(t.isa()).is_some()) {
+            let on = |threads: usize| -> Result<Option<Vec<f32>>, rayon::ThreadPoolBuildError> {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+                Ok(pool.install(|| dense(tier, &x, &w, &b, m, k, n)))
+            };
+            let one = on(1)?;
+            assert!(one.is_some(), "{:?} has a micro-kernel", tier.isa());
+            for threads in [2, 3, 7] {
+                let bits = |v: &Option<Vec<f32>>| v.iter().flatten().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&on(threads)?), bits(&one), "{:?} on {threads} threads", tier.isa());
+            }
+        }
+        Ok(())
+    }
+
     /// Every tier with a micro-kernel against an f64 reference, on shapes with edge tiles in
     /// every direction and depths across several blocks.
     #[test]
