@@ -248,21 +248,34 @@ impl candle_core::CustomOp3 for LayerNormOp {
     }
 }
 
-/// `norm` (a mean-removing layer norm with a bias, as `Weights::layer_norm` loads) of `xs`:
-/// fused on contiguous f32 CPU tensors (candle's kernel sums each row as one scalar chain),
-/// candle's otherwise.
-pub(crate) fn layer_norm(norm: &candle_nn::LayerNorm, xs: &Tensor) -> candle_core::Result<Tensor> {
-    use candle_core::Module;
-    match norm.bias() {
-        Some(bias)
-            if xs.device().is_cpu()
-                && [xs.dtype(), norm.weight().dtype(), bias.dtype()].iter().all(|d| *d == candle_core::DType::F32)
-                && xs.is_contiguous() =>
-        {
-            let op = LayerNormOp { eps: norm.eps() as f32, tier: Tier::current() };
-            xs.apply_op3_no_bwd(&norm.weight().contiguous()?, &bias.contiguous()?, &op)
+/// A layer norm with a bias (`torch.nn.LayerNorm`), as every tower loads it
+/// (`Weights::layer_norm`): fused on contiguous f32 CPU tensors (candle's kernel sums each row
+/// as one scalar chain, and as `E[x²] − mean²`), candle's otherwise.
+#[derive(Debug, Clone)]
+pub struct LayerNorm(candle_nn::LayerNorm);
+
+impl LayerNorm {
+    pub fn new(weight: Tensor, bias: Tensor, eps: f64) -> Self {
+        Self(candle_nn::LayerNorm::new(weight, bias, eps))
+    }
+}
+
+impl candle_core::Module for LayerNorm {
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let norm = &self.0;
+        match norm.bias() {
+            Some(bias)
+                if xs.device().is_cpu()
+                    && [xs.dtype(), norm.weight().dtype(), bias.dtype()]
+                        .iter()
+                        .all(|d| *d == candle_core::DType::F32)
+                    && xs.is_contiguous() =>
+            {
+                let op = LayerNormOp { eps: norm.eps() as f32, tier: Tier::current() };
+                xs.apply_op3_no_bwd(&norm.weight().contiguous()?, &bias.contiguous()?, &op)
+            }
+            _ => norm.forward(xs),
         }
-        _ => norm.forward(xs),
     }
 }
 
@@ -1053,7 +1066,7 @@ mod tests {
         let xs = (Tensor::randn(0f32, 1.0, (rows, width), &dev)? + 30.0)?;
         let weight = Tensor::randn(0f32, 1.0, width, &dev)?;
         let bias = Tensor::randn(0f32, 1.0, width, &dev)?;
-        let norm = candle_nn::LayerNorm::new(weight.clone(), bias.clone(), eps);
+        let norm = LayerNorm::new(weight.clone(), bias.clone(), eps);
         let (x, w, b) = (xs.flatten_all()?.to_vec1::<f32>()?, weight.to_vec1::<f32>()?, bias.to_vec1::<f32>()?);
         for tier in Tier::available() {
             let mut ours = vec![0f32; x.len()];
@@ -1075,7 +1088,7 @@ mod tests {
             }
         }
         // The op on a tensor is the current tier's rows.
-        let fused = layer_norm(&norm, &xs)?.flatten_all()?.to_vec1::<f32>()?;
+        let fused = candle_core::Module::forward(&norm, &xs)?.flatten_all()?.to_vec1::<f32>()?;
         let mut rows_current = vec![0f32; x.len()];
         for (out, row) in rows_current.chunks_mut(width).zip(x.chunks(width)) {
             layer_norm_row(Tier::current(), row, &w, &b, eps as f32, out);

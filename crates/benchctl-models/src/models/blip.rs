@@ -19,7 +19,9 @@
 use std::sync::Arc;
 
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
+
+use crate::kernels::LayerNorm;
 use serde::Deserialize;
 
 use super::transformer::{

@@ -14,7 +14,9 @@
 use std::path::Path;
 
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
+
+use crate::kernels::LayerNorm;
 use serde::Deserialize;
 
 pub use super::transformer::Activation;

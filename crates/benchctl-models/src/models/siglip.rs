@@ -12,7 +12,9 @@
 //! - images are stretched to a square and scaled to [−1, 1].
 
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
+
+use crate::kernels::LayerNorm;
 use serde::Deserialize;
 
 use super::transformer::{

@@ -6,10 +6,10 @@
 //! rather than copies per model.
 
 use candle_core::{Module, Tensor, D};
-use candle_nn::{LayerNorm, Linear};
+use candle_nn::Linear;
 
 use super::weights::Weights;
-use crate::kernels::Then;
+use crate::kernels::{LayerNorm, Then};
 use crate::{Error, ErrorKind, Result};
 
 pub use crate::kernels::Activation;
@@ -276,8 +276,8 @@ impl Block {
     }
 
     pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let xs = self.attn.forward_plus(&crate::kernels::layer_norm(&self.norm1, xs)?, mask, xs)?;
-        self.mlp.forward_plus(&crate::kernels::layer_norm(&self.norm2, &xs)?, &xs)
+        let xs = self.attn.forward_plus(&self.norm1.forward(xs)?, mask, xs)?;
+        self.mlp.forward_plus(&self.norm2.forward(&xs)?, &xs)
     }
 }
 

@@ -5,7 +5,9 @@
 //! non-overlapping, sized by dtype and shape, covering the file) before any tensor is read.
 
 use candle_core::{DType, Device, Shape, Tensor};
-use candle_nn::{LayerNorm, Linear, VarBuilder};
+use candle_nn::{Linear, VarBuilder};
+
+use crate::kernels::LayerNorm;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};

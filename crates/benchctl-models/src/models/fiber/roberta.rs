@@ -10,8 +10,8 @@
 //! and the result joins the residual as `LayerNorm(alpha_t2i · c + a + h)`. FIBER's last
 //! fused layer skips the output LayerNorm (`last_norm=False`).
 
+use crate::kernels::LayerNorm;
 use candle_core::{DType, Module, Tensor};
-use candle_nn::LayerNorm;
 
 use super::super::transformer::{attend, Activation, Dense};
 use super::super::weights::Weights;

@@ -12,8 +12,8 @@
 //! extends masks. That cross-attention is per token, so it runs on all of an image's
 //! windowed tokens at once.
 
+use crate::kernels::LayerNorm;
 use candle_core::{DType, IndexOp, Module, Tensor};
-use candle_nn::LayerNorm;
 
 use super::super::transformer::{attend, Activation, Dense, PatchEmbedding};
 use super::super::weights::Weights;
