@@ -209,6 +209,12 @@ fn contiguous_f32<'a>(what: &str, storage: &'a CpuStorage, layout: &Layout) -> c
     }
 }
 
+/// [`contiguous_f32`] of each of a custom op's three inputs.
+fn contiguous_f32s<'a>(what: &str, inputs: [(&'a CpuStorage, &Layout); 3]) -> candle_core::Result<[&'a [f32]; 3]> {
+    let [(x, xl), (w, wl), (b, bl)] = inputs;
+    Ok([contiguous_f32(what, x, xl)?, contiguous_f32(what, w, wl)?, contiguous_f32(what, b, bl)?])
+}
+
 /// Layer norm over the last dimension of contiguous f32 rows, rows split across the pool.
 struct LayerNormOp {
     eps: f32,
@@ -229,12 +235,8 @@ impl candle_core::CustomOp3 for LayerNormOp {
         b: &CpuStorage,
         b_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let what = "layer norm: the input, weight and bias";
-        let (x, w, b) = (
-            contiguous_f32(what, x, x_layout)?,
-            contiguous_f32(what, w, w_layout)?,
-            contiguous_f32(what, b, b_layout)?,
-        );
+        let [x, w, b] =
+            contiguous_f32s("layer norm: the input, weight and bias", [(x, x_layout), (w, w_layout), (b, b_layout)])?;
         let width = x_layout.shape().dims().last().copied().unwrap_or(0);
         if width == 0 || w.len() != width || b.len() != width {
             candle_core::bail!("layer norm: a weight of {} and a bias of {} for rows of {width}", w.len(), b.len())
@@ -317,12 +319,8 @@ impl candle_core::CustomOp3 for DenseOp {
         b: &CpuStorage,
         b_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let what = "dense: the input, weights and bias";
-        let (x, w, b) = (
-            contiguous_f32(what, x, x_layout)?,
-            contiguous_f32(what, w, w_layout)?,
-            contiguous_f32(what, b, b_layout)?,
-        );
+        let [x, w, b] =
+            contiguous_f32s("dense: the input, weights and bias", [(x, x_layout), (w, w_layout), (b, b_layout)])?;
         let (m, k) = x_layout.shape().dims2()?;
         let (n, k2) = w_layout.shape().dims2()?;
         if k != k2 || b.len() != n {

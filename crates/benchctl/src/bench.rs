@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use benchctl_models::models::clip::{Clip, ClipConfig};
 use benchctl_models::registry::{self, Architecture};
+use benchctl_scoring::metrics::stats::SplitMix64;
 use candle_core::{DType, Tensor};
 
 use rayon::prelude::*;
@@ -390,13 +391,7 @@ fn write_eqben_list(dir: &std::path::Path, items: usize) -> Result<()> {
         }
     }
     // A fixed shuffle, as the release's list is shuffled.
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    for j in (1..entries.len()).rev() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        entries.swap(j, (state % (j as u64 + 1)) as usize);
-    }
+    SplitMix64::new(0x9E37_79B9_7F4A_7C15).shuffle(&mut entries);
     let mut file = std::fs::File::create(&path).map(std::io::BufWriter::new).map_err(io("write the eqben list"))?;
     let write = |file: &mut std::io::BufWriter<std::fs::File>| -> std::io::Result<()> {
         file.write_all(b"[")?;
@@ -439,13 +434,8 @@ fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
     let pixels: Vec<Result<()>> = (0..items * 2)
         .into_par_iter()
         .map(|n| {
-            let mut state = n as u64 * 0x9E37_79B9_7F4A_7C15 + 1;
-            let mut next = move || {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state
-            };
+            let mut rng = SplitMix64::new(n as u64);
+            let mut next = move || rng.next_u64();
             let coarse: Vec<u8> = (0..16 * 12 * 3).map(|_| next() as u8).collect();
             let image = image::RgbImage::from_fn(500, 375, |x, y| {
                 let (cx, cy) = ((x * 15 / 500) as usize, (y * 11 / 375) as usize);

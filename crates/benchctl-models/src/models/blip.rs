@@ -20,8 +20,6 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::Linear;
-
-use crate::kernels::LayerNorm;
 use serde::Deserialize;
 
 use super::transformer::{
@@ -29,6 +27,7 @@ use super::transformer::{
 };
 use super::weights::Weights;
 use crate::hub::ModelFiles;
+use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::tokenizer::BertTokenizer;
 use crate::{DualEncoder, Error, ErrorKind, FusionEncoder, Result, ScoreKind, Similarity};

@@ -15,14 +15,13 @@ use std::path::Path;
 
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::Linear;
-
-use crate::kernels::LayerNorm;
 use serde::Deserialize;
 
 pub use super::transformer::Activation;
 use super::transformer::{l2_normalise, load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
+use crate::kernels::LayerNorm;
 use crate::preprocess::Preprocessor;
 use crate::tokenizer::ClipTokenizer;
 use crate::{DualEncoder, Error, ErrorKind, Result, Similarity};

@@ -13,8 +13,6 @@
 
 use candle_core::{DType, Device, IndexOp, Module, Tensor};
 use candle_nn::Linear;
-
-use crate::kernels::LayerNorm;
 use serde::Deserialize;
 
 use super::transformer::{
@@ -22,6 +20,7 @@ use super::transformer::{
 };
 use super::weights::Weights;
 use crate::hub::ModelFiles;
+use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, HALF};
 use crate::tokenizer::SiglipTokenizer;
 use crate::{DualEncoder, Error, ErrorKind, Result, Similarity};

@@ -6,12 +6,11 @@
 
 use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::{Linear, VarBuilder};
-
-use crate::kernels::LayerNorm;
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::kernels::LayerNorm;
 use crate::{Error, ErrorKind, Result};
 
 /// Tensors of one safetensors file, with the file's name for error messages.

@@ -58,6 +58,13 @@ impl SplitMix64 {
     pub fn below(&mut self, n: usize) -> usize {
         (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
+
+    /// `values` in a random order (Fisher–Yates).
+    pub fn shuffle<T>(&mut self, values: &mut [T]) {
+        for j in (1..values.len()).rev() {
+            values.swap(j, self.below(j + 1));
+        }
+    }
 }
 
 fn resample(rng: &mut SplitMix64, n: usize, into: &mut Vec<usize>) {
