@@ -164,7 +164,9 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
         if fatal.is_some() {
             return;
         }
-        grouping.probe(entry.image.as_deref());
+        if let Some(image) = entry.image.as_deref() {
+            grouping.probe.see(image);
+        }
         match infos.of(j, entry.private_info, data_dir, &path, annotation_files) {
             Ok(Some(info)) => grouping.add(&path, j, entry.image, entry.caption, &info),
             // Beyond the scorer's files: their sizes are compared with the list's at the end.
@@ -180,7 +182,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
         problems.push(e);
         return suite;
     }
-    let (image_root, light) = image_root(data_dir, grouping.probed(), &[]);
+    let (image_root, light) = image_root(data_dir, grouping.probe.chosen(), &[]);
     let (items, order) = grouping.finish(&path, &image_root, light, problems);
     suite.items = items;
     suite.pair_order = Some(PairOrder { file: path, slots: order });
@@ -301,9 +303,27 @@ impl ScorerInfos {
 }
 
 /// The image that tells where the images are and which release they are: the first `.png`
-/// (only those differ between the full and the light release), else the first image.
-fn probe_image<'a>(mut images: impl Iterator<Item = &'a str> + Clone) -> Option<&'a str> {
-    images.clone().find(|p| p.to_ascii_lowercase().ends_with(".png")).or_else(|| images.next())
+/// (only those differ between the full and the light release), else the first image; shown
+/// the list's images one by one, as the full list is streamed.
+#[derive(Debug, Default)]
+struct ImageProbe {
+    first_png: Option<String>,
+    first_image: Option<String>,
+}
+
+impl ImageProbe {
+    fn see(&mut self, image: &str) {
+        if self.first_image.is_none() {
+            self.first_image = Some(image.to_string());
+        }
+        if self.first_png.is_none() && image.to_ascii_lowercase().ends_with(".png") {
+            self.first_png = Some(image.to_string());
+        }
+    }
+
+    fn chosen(&self) -> Option<&str> {
+        self.first_png.as_deref().or(self.first_image.as_deref())
+    }
 }
 
 /// Where the images are: the folder in which the first annotated image (or its light `.jpg`
@@ -347,9 +367,8 @@ struct Grouping {
     /// Each entry's (partial, image slot, caption slot), in list order; [`PairSlot::MISSING`]
     /// for an entry with a problem.
     slots: Vec<PairSlot>,
-    /// The first `.png` image and the first image, which tell where the images are.
-    first_png: Option<String>,
-    first_image: Option<String>,
+    /// The image that tells where the images are.
+    probe: ImageProbe,
     problems: Vec<Error>,
 }
 
@@ -372,20 +391,6 @@ struct Stored {
 
 impl Grouping {
     /// Notes an entry's image, for [`probe_image`]'s rule.
-    fn probe(&mut self, image: Option<&str>) {
-        let Some(image) = image else { return };
-        if self.first_image.is_none() {
-            self.first_image = Some(image.to_string());
-        }
-        if self.first_png.is_none() && image.to_ascii_lowercase().ends_with(".png") {
-            self.first_png = Some(image.to_string());
-        }
-    }
-
-    fn probed(&self) -> Option<&str> {
-        self.first_png.as_deref().or(self.first_image.as_deref())
-    }
-
     /// Entry `j` of `path`, with its info.
     fn add(&mut self, path: &Path, j: usize, image: Option<String>, caption: Option<String>, info: &PrivateInfo) {
         let parsed = self.place(path, j, image, caption, info);
@@ -587,8 +592,9 @@ pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
     ) else {
         return suite;
     };
-    let (image_root, light) =
-        image_root(data_dir, probe_image(entries.iter().filter_map(|e| e.image0.as_deref())), &[SUBSET_IMAGES]);
+    let mut probe = ImageProbe::default();
+    entries.iter().filter_map(|e| e.image0.as_deref()).for_each(|image| probe.see(image));
+    let (image_root, light) = image_root(data_dir, probe.chosen(), &[SUBSET_IMAGES]);
     let mut tag_sets = TagSets::default();
     for (index, entry) in entries.iter().enumerate() {
         let at = format!("{} entry {index}", path.display());
