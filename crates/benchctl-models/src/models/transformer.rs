@@ -357,11 +357,14 @@ mod tests {
     /// On every tier this CPU runs, a layer packed at load gives PyTorch's
     /// `torch.nn.functional.linear` (float64, `scripts/gen_dense_reference.py`) within 1e-6 of
     /// the products' magnitude: with and without a bias, over leading dimensions, with edge
-    /// tiles in every direction of both tiles (37 and 150 columns; depths 300, 64 and 1).
-    /// Tiers with benchctl's GEMM pack, the others stay plain.
+    /// tiles in every direction of both tiles (37, 150 and 70 columns; depths 300, 64, 1 and
+    /// 700, two depth blocks). So do what follows the product on each finished tile
+    /// ([`Then`]): PyTorch's `quick_gelu`, `gelu` and `gelu(approximate="tanh")` of it, and
+    /// it plus a residual, within twice that bound. Tiers with benchctl's GEMM pack, the
+    /// others stay plain.
     #[test]
     fn packed_layers_match_pytorch_on_every_tier() -> candle_core::Result<()> {
-        for case in 0..3 {
+        for case in 0..4 {
             let array = |part: &str| fixture::<f32>(&format!("case{case}-{part}.npy"));
             let (Some((xv, x_shape)), Some((wv, w_shape)), Some((y, y_shape))) =
                 (array("x"), array("w"), fixture::<f64>(&format!("case{case}-y.npy")))
@@ -382,20 +385,40 @@ mod tests {
                     "{:?}",
                     tier.isa()
                 );
-                let out = layer.forward(&x)?;
-                assert_eq!(out.dims(), &y_shape[..]);
-                let out = out.flatten_all()?.to_vec1::<f32>()?;
-                for row in 0..out.len() / n {
-                    for j in 0..n {
-                        let magnitude: f64 = (0..k).map(|d| (xv[row * k + d] * wv[j * k + d]).abs() as f64).sum();
-                        let (got, exact) = (out[row * n + j] as f64, y[row * n + j]);
-                        assert!(
-                            (got - exact).abs() <= 1e-6 * (1.0 + magnitude),
-                            "{:?} case {case} at ({row}, {j}): {got} vs PyTorch's {exact}",
-                            tier.isa()
-                        );
+                let near = |out: Tensor, expected: &[f64], slack: f64, what: &str| -> candle_core::Result<()> {
+                    assert_eq!(out.dims(), &y_shape[..], "{what}");
+                    let out = out.flatten_all()?.to_vec1::<f32>()?;
+                    for row in 0..out.len() / n {
+                        for j in 0..n {
+                            let magnitude: f64 = (0..k).map(|d| (xv[row * k + d] * wv[j * k + d]).abs() as f64).sum();
+                            let (got, exact) = (out[row * n + j] as f64, expected[row * n + j]);
+                            assert!(
+                                (got - exact).abs() <= slack * 1e-6 * (1.0 + magnitude),
+                                "{:?} case {case} {what} at ({row}, {j}): {got} vs PyTorch's {exact}",
+                                tier.isa()
+                            );
+                        }
                     }
+                    Ok(())
+                };
+                near(layer.forward(&x)?, &y, 1.0, "linear")?;
+                for (name, activation) in [
+                    ("quick_gelu", Activation::QuickGelu),
+                    ("gelu", Activation::Gelu),
+                    ("gelu_tanh", Activation::GeluTanh),
+                ] {
+                    let Some((expected, _)) = fixture::<f64>(&format!("case{case}-{name}.npy")) else {
+                        panic!("fixture case {case} {name} missing (run scripts/gen_dense_reference.py)")
+                    };
+                    near(layer.forward_then(&x, Then::Activate(activation))?, &expected, 2.0, name)?;
                 }
+                let (Some((rv, r_shape)), Some((expected, _))) =
+                    (array("r"), fixture::<f64>(&format!("case{case}-y_plus_r.npy")))
+                else {
+                    panic!("fixture case {case} residual missing (run scripts/gen_dense_reference.py)")
+                };
+                let residual = Tensor::from_vec(rv, r_shape, &Device::Cpu)?;
+                near(layer.forward_then(&x, Then::Add(&residual))?, &expected, 2.0, "plus a residual")?;
             }
         }
         Ok(())
