@@ -16,6 +16,7 @@ pub mod kinded_error;
 pub mod metrics;
 pub mod report;
 pub mod scores;
+pub mod spill;
 pub mod truth;
 
 pub use metrics::MetricFamily;

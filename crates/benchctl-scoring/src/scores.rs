@@ -1,5 +1,6 @@
 //! The ragged N×K×L score tensor a model produces for a suite.
 
+use crate::spill::SpillVec;
 use crate::{Error, Result, Truth};
 
 /// Scores of one item: row k holds image k's score against each of the L texts.
@@ -101,14 +102,15 @@ impl ScoreKind {
     }
 }
 
-/// N items' score matrices, stored contiguously. Items may differ in K and L.
+/// N items' score matrices, stored contiguously. Items may differ in K and L. All of it grows
+/// with the suite, so it spills to a file past a few MiB ([`crate::spill`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ScoreTensor {
-    shapes: Vec<(usize, usize)>,
-    offsets: Vec<usize>,
-    values: Vec<f32>,
+    shapes: SpillVec<(usize, usize)>,
+    offsets: SpillVec<usize>,
+    values: SpillVec<f32>,
     /// Every value at f64 precision, once any item was pushed with [`ScoreTensor::push_exact`].
-    exact: Option<Vec<f64>>,
+    exact: Option<SpillVec<f64>>,
     kind: ScoreKind,
 }
 
@@ -222,11 +224,11 @@ impl ScoreTensor {
     }
 
     /// Checks that item i's scores have the shape of truth i.
-    pub fn check_against(&self, truths: &[&Truth]) -> Result<()> {
+    pub fn check_against<'t>(&self, truths: impl ExactSizeIterator<Item = &'t Truth>) -> Result<()> {
         if truths.len() != self.len() {
             return Err(Error::new(format!("{} items need scores, got scores for {}", truths.len(), self.len())));
         }
-        for (i, (truth, shape)) in truths.iter().zip(&self.shapes).enumerate() {
+        for (i, (truth, shape)) in truths.zip(self.shapes.iter()).enumerate() {
             if (truth.images(), truth.texts()) != *shape {
                 return Err(Error::new(format!(
                     "item {i} has {}×{} candidates but its scores are {}×{}",

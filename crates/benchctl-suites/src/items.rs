@@ -9,24 +9,26 @@
 use std::hash::{BuildHasher, Hash};
 
 use benchctl_scoring::metrics::ItemView;
+use benchctl_scoring::spill::{self, SpillVec};
 use benchctl_scoring::{Tags, Truth};
 
 use crate::{ImageSource, Item};
 
-/// The items of a suite, in suite order.
+/// The items of a suite, in suite order. What grows with the suite (strings, heads, image
+/// indices) is in [`SpillVec`]s: past a few MiB, in a mapped file ([`spill`]).
 #[derive(Debug, Clone, Default)]
 pub struct Items {
-    /// Every item's id, then its texts, one after another.
-    strings: String,
+    /// Every item's id, then its texts, one after another (UTF-8: only `&str`s are pushed).
+    strings: SpillVec<u8>,
     /// Where each string of `strings` ends.
-    string_ends: Vec<usize>,
+    string_ends: SpillVec<usize>,
     /// The distinct image sources, truth matrices and tag sets.
     sources: Shared<ImageSource>,
     truths: Shared<Truth>,
     tags: Shared<Tags>,
     /// Each item's images in order, as indices into `sources`.
-    images: Vec<u32>,
-    heads: Vec<Head>,
+    images: SpillVec<u32>,
+    heads: SpillVec<Head>,
 }
 
 /// Values items share (an image many items show; most items of a suite have one of a few truth
@@ -55,7 +57,7 @@ impl<T: Eq + Hash> Shared<T> {
 }
 
 /// What an item holds besides its strings and images.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Head {
     /// Indices into `truths` and `tags`.
     truth: u32,
@@ -81,7 +83,7 @@ impl Items {
 
     /// Room for `additional` more items' heads.
     pub fn reserve(&mut self, additional: usize) {
-        self.heads.reserve_exact(additional);
+        self.heads.reserve(additional);
     }
 
     /// Adds `item` after the others.
@@ -89,7 +91,7 @@ impl Items {
         let Item { id, images, texts, truth, tags } = item;
         let first_string = self.string_ends.len();
         for text in std::iter::once(&id).chain(&texts) {
-            self.strings.push_str(text);
+            self.strings.extend_from_slice(text.as_bytes());
             self.string_ends.push(self.strings.len());
         }
         let first_image = self.images.len();
@@ -125,19 +127,31 @@ impl Items {
         slice
     }
 
+    /// Every distinct image source of the items, in the order they first appear.
+    pub fn distinct_sources(&self) -> &[ImageSource] {
+        &self.sources.values
+    }
+
     fn string(&self, index: usize) -> &str {
         let start = if index == 0 { 0 } else { self.string_ends[index - 1] };
-        &self.strings[start..self.string_ends[index]]
+        let bytes = &self.strings[start..self.string_ends[index]];
+        // SAFETY: `push` appends whole `&str`s and records where each ends, so every
+        // `start..end` here spans one of them.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 }
 
-/// Positions of values held elsewhere (a store's sources, its items' ids), found by hash: a
-/// table of positions and 32-bit hashes, 9 bytes a slot, rather than a second copy of each
-/// value. The hash is kept so that growing the table never reads the values again (a million
-/// ids scattered through memory), and so that most lookups compare no value.
+/// Positions of values held elsewhere (a store's sources, its items' ids), found by hash: an
+/// open-addressing table of positions and 32-bit hashes, 8 bytes a slot and spilled to a file
+/// with the suite ([`SpillVec`]), rather than a second copy of each value. The hash is kept so
+/// that growing the table never reads the values again (a million ids scattered through the
+/// suite), and so that most lookups compare no value.
 #[derive(Debug, Clone, Default)]
 pub struct Index {
-    table: hashbrown::HashTable<(u32, u32)>,
+    /// Linear probing over a power of two of slots: 0 for an empty slot, else the position
+    /// plus one in the high 32 bits and the value's hash in the low ones.
+    slots: SpillVec<u64>,
+    len: usize,
     hasher: std::hash::RandomState,
 }
 
@@ -145,21 +159,55 @@ impl Index {
     /// The position of the value `is_at` recognises among those with `value`'s hash; if there
     /// is none, `next` is recorded as the position of `value` (which the caller then stores
     /// there), and `None` returned.
+    ///
+    /// # Panics
+    /// When `next` does not fit in 32 bits (four billion values).
     pub fn find_or_add<T: Hash + ?Sized>(
         &mut self,
         value: &T,
         next: usize,
         is_at: impl Fn(usize) -> bool,
     ) -> Option<u32> {
-        // 32 bits, repeated: the table takes its bucket from the low bits and its tag from
-        // the high ones.
-        let short = self.hasher.hash_one(value) as u32;
-        let spread = |short: u32| (u64::from(short) << 32) | u64::from(short);
-        if let Some(&(at, _)) = self.table.find(spread(short), |&(at, hash)| hash == short && is_at(at as usize)) {
-            return Some(at);
+        if (self.len + 1) * 8 > self.slots.len() * 7 {
+            self.grow();
         }
-        self.table.insert_unique(spread(short), (next as u32, short), |&(_, hash)| spread(hash));
-        None
+        let short = self.hasher.hash_one(value) as u32;
+        let mask = self.slots.len() - 1;
+        let mut at = Self::bucket(short, mask);
+        spill::touched(spill::PAGE_BYTES);
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                let position = u32::try_from(next + 1).unwrap_or_else(|_| panic!("position {next} past 32 bits"));
+                self.slots[at] = (u64::from(position) << 32) | u64::from(short);
+                self.len += 1;
+                return None;
+            }
+            if slot as u32 == short && is_at((slot >> 32) as usize - 1) {
+                return Some((slot >> 32) as u32 - 1);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// A hash's first slot: its bits mixed (the low bits of a 32-bit hash alone would cluster).
+    fn bucket(short: u32, mask: usize) -> usize {
+        (u64::from(short).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
+    }
+
+    /// Twice the slots (16 at first), every entry placed again by its kept hash.
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2).max(16);
+        let mut slots = SpillVec::from_elem(0u64, size);
+        for &slot in self.slots.iter().filter(|&&s| s != 0) {
+            let mut at = Self::bucket(slot as u32, size - 1);
+            while slots[at] != 0 {
+                at = (at + 1) & (size - 1);
+            }
+            slots[at] = slot;
+            spill::touched(spill::PAGE_BYTES);
+        }
+        self.slots = slots;
     }
 }
 
@@ -211,6 +259,9 @@ impl<'a> Iterator for Iter<'a> {
     type Item = ItemRef<'a>;
 
     fn next(&mut self) -> Option<ItemRef<'a>> {
+        // A pass over the items reads what they spilled: counted, so that it is trimmed as it
+        // goes (`spill::touched`) and a pass leaves no more resident than its last steps.
+        spill::touched(spill::ITEM_BYTES);
         self.next.next().map(|n| ItemRef { items: self.items, n })
     }
 

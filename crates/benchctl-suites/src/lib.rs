@@ -134,7 +134,8 @@ impl Suite {
         }
     }
 
-    pub fn item_views(&self) -> Vec<ItemView<'_>> {
+    /// Every item's truth and tags, for the metrics (spilled with the suite).
+    pub fn item_views(&self) -> benchctl_scoring::spill::SpillVec<ItemView<'_>> {
         self.items.iter().map(ItemRef::view).collect()
     }
 
@@ -145,12 +146,14 @@ impl Suite {
 
     /// Every image file the items refer to that does not exist, in item order.
     pub fn missing_images(&self) -> Vec<&Path> {
+        // The store holds each source once, in first-seen order; two sources can share a
+        // file (a crop and the whole image), which is named once.
         let mut seen = std::collections::HashSet::new();
         self.items
+            .distinct_sources()
             .iter()
-            .flat_map(ItemRef::images)
             .map(ImageSource::path)
-            .filter(|path| seen.insert(*path) && !path.is_file())
+            .filter(|path| !path.is_file() && seen.insert(*path))
             .collect()
     }
 }

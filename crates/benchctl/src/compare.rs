@@ -159,7 +159,8 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     // Each run's scores as what they are (a head-to-head pair may mix similarities and logits).
     let sa = crate::score::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
     let sb = crate::score::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
-    stats::paired(suite.summary, &sa, &sb, &suite.item_views(), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
+    let views = suite.item_views();
+    stats::paired(suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
 }
 
 /// The largest absolute difference between two runs' item scores, if they score the same

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use benchctl_models::{DualEncoder, FusionEncoder};
+use benchctl_scoring::spill::{touched, SpillVec};
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
@@ -29,14 +30,21 @@ pub(crate) fn long_captions(
     policy: LongCaptionArg,
 ) -> Result<(usize, usize)> {
     let limit = resolved.caption_limit()?;
-    let cuts: Vec<usize> = texts
+    let tokenize = |e| Error::caused_by(ErrorKind::Model, format!("tokenize the captions: {e}"), e);
+    // Counted, not collected: a million-item suite has two million captions.
+    let truncated = texts
         .par_iter()
-        .map(|t| limit.tokens_cut(t))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::caused_by(ErrorKind::Model, format!("tokenize the captions: {e}"), e))?;
-    let truncated = cuts.iter().filter(|&&c| c > 0).count();
-    if policy == LongCaptionArg::Error {
-        if let Some((text, cut)) = texts.iter().zip(&cuts).find(|(_, &c)| c > 0) {
+        .map(|t| {
+            // The captions are read from the spilled items: counted, so trimmed as they pass.
+            touched(t.len() + size_of::<&str>());
+            limit.tokens_cut(t).map(|cut| usize::from(cut > 0))
+        })
+        .try_reduce(|| 0, |a, b| Ok(a + b))
+        .map_err(tokenize)?;
+    if policy == LongCaptionArg::Error && truncated > 0 {
+        let first =
+            texts.par_iter().map(|t| limit.tokens_cut(t).map(|cut| (*t, cut))).find_first(|r| !matches!(r, Ok((_, 0))));
+        if let Some((text, cut)) = first.transpose().map_err(tokenize)? {
             return Err(Error::new(
                 ErrorKind::Data,
                 format!(
@@ -65,17 +73,18 @@ pub(crate) struct ItemInputs<'a> {
     pub image_slots: &'a [usize],
     pub text_slots: &'a [usize],
     /// `items + 1` offsets into the slots: item n's are `start[n]..start[n + 1]`.
-    image_start: Vec<usize>,
-    text_start: Vec<usize>,
+    image_start: SpillVec<usize>,
+    text_start: SpillVec<usize>,
 }
 
 impl<'a> ItemInputs<'a> {
     pub(crate) fn new(suite: &'a Suite, image_slots: &'a [usize], text_slots: &'a [usize]) -> Self {
         let starts = |count: fn(benchctl_suites::ItemRef) -> usize| {
-            let mut start = Vec::with_capacity(suite.items.len() + 1);
+            let mut start = SpillVec::with_capacity(suite.items.len() + 1);
             start.push(0);
             for item in &suite.items {
                 start.push(start[start.len() - 1] + count(item));
+                touched(benchctl_scoring::spill::ITEM_BYTES);
             }
             start
         };
@@ -105,13 +114,13 @@ impl<'a> ItemInputs<'a> {
 }
 
 /// Each distinct value once, in first-seen order, and the slot of every occurrence. The
-/// distinct values are found through a table of their positions (9 bytes a slot; a suite of a
-/// million items has two million captions).
+/// distinct values are found through a table of their positions (8 bytes a slot; a suite of a
+/// million items has two million captions); all three grow with the suite, so they spill.
 pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
     values: impl Iterator<Item = &'a T>,
-) -> (Vec<usize>, Vec<&'a T>) {
+) -> (SpillVec<usize>, SpillVec<&'a T>) {
     let mut index = benchctl_suites::items::Index::default();
-    let mut unique: Vec<&T> = Vec::new();
+    let mut unique: SpillVec<&T> = SpillVec::new();
     let slots = values
         .map(|v| {
             let found = index.find_or_add(v, unique.len(), |at| unique[at] == v);
@@ -162,9 +171,15 @@ pub(crate) fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<
     })
 }
 
-/// The cache keys of `images` (their files read on all cores, unless the memo knows them).
-pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Result<Vec<cache::Key>> {
-    images.par_iter().map(|s| image_key(s, memo)).collect()
+/// The cache keys of `images` (their files read on all cores, unless the memo knows them;
+/// spilled with the suite).
+pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Result<SpillVec<cache::Key>> {
+    let mut keys = SpillVec::with_capacity(images.len());
+    for chunk in images.chunks(1 << 14) {
+        let chunk_keys: Vec<cache::Key> = chunk.par_iter().map(|s| image_key(s, memo)).collect::<Result<_>>()?;
+        keys.extend_from_slice(&chunk_keys);
+    }
+    Ok(keys)
 }
 
 /// The cache keys of `texts`, made as they are asked for.
@@ -176,7 +191,7 @@ pub(crate) fn text_keys<'a>(texts: &'a [&'a str]) -> Keys<'a> {
 /// file); a text's key is made again whenever it is asked for: hashing a caption is cheaper
 /// than holding 32 bytes for each of millions of them.
 pub(crate) enum Keys<'a> {
-    Held(Vec<cache::Key>),
+    Held(SpillVec<cache::Key>),
     OfTexts(&'a [&'a str]),
 }
 
@@ -190,9 +205,16 @@ impl Keys<'_> {
 
     /// The key of input `i`.
     pub(crate) fn get(&self, i: usize) -> cache::Key {
+        // Passes over every key read spilled values: counted, so that they are trimmed.
         match self {
-            Keys::Held(keys) => keys[i],
-            Keys::OfTexts(texts) => cache::key(&[b"text", texts[i].as_bytes()]),
+            Keys::Held(keys) => {
+                touched(size_of::<cache::Key>());
+                keys[i]
+            }
+            Keys::OfTexts(texts) => {
+                touched(size_of::<&str>() + texts[i].len());
+                cache::key(&[b"text", texts[i].as_bytes()])
+            }
         }
     }
 
@@ -202,9 +224,15 @@ impl Keys<'_> {
     }
 }
 
+impl From<SpillVec<cache::Key>> for Keys<'_> {
+    fn from(keys: SpillVec<cache::Key>) -> Self {
+        Keys::Held(keys)
+    }
+}
+
 impl From<Vec<cache::Key>> for Keys<'_> {
     fn from(keys: Vec<cache::Key>) -> Self {
-        Keys::Held(keys)
+        Keys::Held(keys.into())
     }
 }
 
@@ -221,13 +249,14 @@ pub(crate) fn to_flat(embeddings: &Tensor, what: &str) -> Result<(Vec<f32>, usiz
 /// `lengths` holds each row's length, `None` for a miss.
 pub(crate) fn drop_odd_sized(lengths: &mut [Option<usize>], what: &str) {
     let mut counts: HashMap<usize, usize> = HashMap::new();
-    for &len in lengths.iter().flatten() {
+    for &len in lengths.iter().inspect(|_| touched(size_of::<Option<usize>>())).flatten() {
         *counts.entry(len).or_default() += 1;
     }
     // The most common length (the larger on a tie, so the choice does not depend on order).
     let Some(usual) = counts.iter().max_by_key(|&(&len, &n)| (n, len)).map(|(&len, _)| len) else { return };
     let mut dropped = 0;
     for len in lengths.iter_mut() {
+        touched(size_of::<Option<usize>>());
         if len.is_some_and(|len| len != usual) {
             *len = None;
             dropped += 1;
@@ -258,9 +287,10 @@ pub(crate) struct EmbeddingPlan<'a> {
     what: &'static str,
     keys: &'a Keys<'a>,
     /// Where each row comes from.
-    sources: Vec<RowSource>,
-    /// The batches to encode, in order.
-    batches: Vec<Vec<usize>>,
+    sources: SpillVec<RowSource>,
+    /// The rows to encode, batch after batch, and where each batch starts (then the end).
+    batch_rows: SpillVec<usize>,
+    batch_starts: SpillVec<usize>,
     /// The cache's row size, when it holds any of these rows.
     cached_dim: Option<usize>,
 }
@@ -285,41 +315,70 @@ impl<'a> EmbeddingPlan<'a> {
     ) -> Self {
         let is_wanted = |i: usize| wanted.is_none_or(|w| w[i]);
         let n = keys.len();
-        let mut lengths: Vec<Option<usize>> =
+        let mut lengths: SpillVec<Option<usize>> =
             (0..n).map(|i| if is_wanted(i) { cache.dim(&keys.get(i)) } else { None }).collect();
         drop_odd_sized(&mut lengths, what);
-        let cached_dim = lengths.iter().flatten().next().copied();
-        let mut sources: Vec<RowSource> = (0..n)
+        // The first cached row's width (found within the first few rows, as a rule).
+        let cached_dim = lengths.iter().inspect(|_| touched(size_of::<Option<usize>>())).flatten().next().copied();
+        let mut sources: SpillVec<RowSource> = (0..n)
             .map(|i| match (is_wanted(i), lengths[i]) {
                 (false, _) => RowSource::Unwanted,
                 (true, Some(_)) => RowSource::Cache,
                 (true, None) => RowSource::Batch(u32::MAX),
             })
             .collect();
-        let todo: Vec<usize> = (0..n).filter(|&i| matches!(sources[i], RowSource::Batch(_))).collect();
-        let batches: Vec<Vec<usize>> = match wanted {
-            None => todo.chunks(batch).map(<[usize]>::to_vec).collect(),
-            Some(_) => {
-                let all: Vec<usize> = (0..n).collect();
-                all.chunks(batch)
-                    .filter(|global| global.iter().any(|i| todo.binary_search(i).is_ok()))
-                    .map(<[usize]>::to_vec)
-                    .collect()
-            }
+        drop(lengths);
+        let (mut batch_rows, mut batch_starts) = (SpillVec::new(), SpillVec::from_elem(0, 1));
+        let missing = |i: usize| {
+            touched(size_of::<RowSource>());
+            matches!(sources[i], RowSource::Batch(_))
         };
-        for (b, chunk) in batches.iter().enumerate() {
-            for &i in chunk {
+        match wanted {
+            None => {
+                batch_rows.extend((0..n).filter(|&i| missing(i)));
+                batch_starts.extend((1..=batch_rows.len().div_ceil(batch)).map(|b| (b * batch).min(batch_rows.len())));
+            }
+            // A shard encodes each global batch that holds a row it misses, whole.
+            Some(_) => {
+                for start in (0..n).step_by(batch.max(1)) {
+                    let global = start..(start + batch).min(n);
+                    if global.clone().any(missing) {
+                        batch_rows.extend(global);
+                        batch_starts.push(batch_rows.len());
+                    }
+                }
+            }
+        }
+        for b in 0..batch_starts.len() - 1 {
+            for &i in &batch_rows[batch_starts[b]..batch_starts[b + 1]] {
+                touched(size_of::<usize>() + size_of::<RowSource>());
                 if let RowSource::Batch(of) = &mut sources[i] {
                     *of = b as u32;
                 }
             }
         }
-        Self { what, keys, sources, batches, cached_dim }
+        Self { what, keys, sources, batch_rows, batch_starts, cached_dim }
+    }
+
+    /// Every batch's rows, in order (for tests).
+    #[cfg(test)]
+    fn batches(&self) -> Vec<Vec<usize>> {
+        (0..self.batch_count()).map(|b| self.batch(b).to_vec()).collect()
+    }
+
+    /// How many batches the plan encodes.
+    fn batch_count(&self) -> usize {
+        self.batch_starts.len() - 1
+    }
+
+    /// The rows of batch `b`.
+    fn batch(&self, b: usize) -> &[usize] {
+        &self.batch_rows[self.batch_starts[b]..self.batch_starts[b + 1]]
     }
 
     /// How many rows the plan reads from the cache.
     fn cached_rows(&self) -> usize {
-        self.sources.iter().filter(|&&s| s == RowSource::Cache).count()
+        self.sources.iter().inspect(|_| touched(size_of::<RowSource>())).filter(|&&s| s == RowSource::Cache).count()
     }
 }
 
@@ -359,16 +418,16 @@ pub(crate) fn with_stream<P: Send, R>(
     let what = plan.what;
     std::thread::scope(|scope| {
         let (sender, prepared) = std::sync::mpsc::sync_channel::<Result<P>>(1);
-        let (batches, prepare) = (&plan.batches, &prepare);
+        let prepare = &prepare;
         scope.spawn(move || {
-            for chunk in batches {
+            for chunk in (0..plan.batch_count()).map(|b| plan.batch(b)) {
                 // A closed channel means the encoder stopped (an error, or done): stop preparing.
                 if sender.send(prepare(chunk)).is_err() {
                     break;
                 }
             }
         });
-        let bar = bars.add(progress(plan.batches.iter().map(Vec::len).sum(), &format!("encoding {what}s")));
+        let bar = bars.add(progress(plan.batch_rows.len(), &format!("encoding {what}s")));
         let mut stream = EmbeddingStream {
             plan,
             prepared,
@@ -417,7 +476,7 @@ impl<P> EmbeddingStream<'_, P> {
                 }
             },
             RowSource::Batch(batch) => {
-                while self.next_batch <= batch as usize && self.next_batch < self.plan.batches.len() {
+                while self.next_batch <= batch as usize && self.next_batch < self.plan.batch_count() {
                     self.encode_next(cache)?;
                 }
                 if self.rows.contains_key(&i) {
@@ -457,7 +516,7 @@ impl<P> EmbeddingStream<'_, P> {
     fn encode_next(&mut self, cache: &mut EmbeddingCache) -> Result<()> {
         let what = self.plan.what;
         let b = self.next_batch;
-        let chunk = &self.plan.batches[b];
+        let chunk = self.plan.batch(b);
         let prepared = self.prepared.recv().map_err(|_| {
             Error::new(ErrorKind::Compute, format!("prepare {what} batches: the helper thread stopped"))
         })??;
@@ -802,14 +861,14 @@ mod tests {
     fn streams_serve_cached_and_encoded_rows_and_recover_a_changed_cache_entry() -> Result<()> {
         let root = tempfile::tempdir().map_err(|e| Error::new(ErrorKind::Results, e.to_string()))?;
         let keys: Vec<cache::Key> = (0..10u8).map(|i| cache::key(&[&[i]])).collect();
-        let keys = Keys::Held(keys);
+        let keys = Keys::from(keys);
         // Rows 2 and 7 are cached by an earlier run.
         let mut cache = EmbeddingCache::open(root.path(), "ns")?;
         cache.append(&[(keys.get(2), &expected(2)[..]), (keys.get(7), &expected(7)[..])])?;
         let mut cache = EmbeddingCache::open(root.path(), "ns")?;
         let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden());
         let plan = EmbeddingPlan::new(&keys, None, 4, &cache, "text");
-        assert_eq!(plan.batches, vec![vec![0, 1, 3, 4], vec![5, 6, 8, 9]]);
+        assert_eq!(plan.batches(), vec![vec![0, 1, 3, 4], vec![5, 6, 8, 9]]);
         // Row 7's cached value changes on disk after the plan: a flipped bit in its values.
         let segment = std::fs::read_dir(root.path())
             .and_then(|mut dirs| dirs.next().transpose())
@@ -846,7 +905,7 @@ mod tests {
         // hold them, and only its rows kept.
         let wanted: Vec<bool> = (0..10).map(|i| i == 1 || i == 5).collect();
         let plan = EmbeddingPlan::new(&keys, Some(&wanted), 4, &cache, "text");
-        assert_eq!(plan.batches, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+        assert_eq!(plan.batches(), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
         let ((), tally, _) = with_stream(
             &plan,
             &bars,

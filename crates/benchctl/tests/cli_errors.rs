@@ -218,3 +218,14 @@ fn data_without_items_and_incomplete_dumps_are_bad_data() {
     let out = benchctl(&["score", "--suite", "rococo", "--scores", dump.to_str().unwrap()], &[]);
     assert_fails(&out, 3, &["the clean t2i gallery was not scored"]);
 }
+
+/// `BENCHCTL_SPILL_AT` must be a byte count; anything else is refused before any work.
+#[test]
+fn a_spill_threshold_that_is_not_a_size_is_a_usage_error() {
+    for bad in ["lots", "-1", "1.5e6"] {
+        let out = benchctl(&["suites"], &[("BENCHCTL_SPILL_AT", bad)]);
+        assert_fails(&out, 2, &["failed to read BENCHCTL_SPILL_AT", bad]);
+    }
+    let out = benchctl(&["suites"], &[("BENCHCTL_SPILL_AT", "0")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}

@@ -324,4 +324,28 @@ fn suites_longer_than_a_scoring_window_match_transformers() {
     let out = benchctl(&args, &env);
     let (path, json) = common::stored_run(&out);
     assert_eq!(read_scores(&dump_path(&path, &json)).unwrap(), cold);
+
+    // Every vector that can spill in a file (`BENCHCTL_SPILL_AT=0`, the path a million-item
+    // suite takes): the cold run's dump, report and intervals. A spill directory that cannot
+    // take a file (here a regular file) is a warning, and the run stays in memory, unchanged.
+    let spill_dir = common::scratch_dir("window-spill");
+    let not_a_directory = spill_dir.join("a-file");
+    std::fs::write(&not_a_directory, b"").unwrap();
+    for (dir, warns) in [(&spill_dir, false), (&not_a_directory, true)] {
+        let results = common::scratch_dir("window-results");
+        let env = [("BENCHCTL_SPILL_AT", "0"), ("BENCHCTL_SPILL_DIR", dir.to_str().unwrap())];
+        let (path, json, out) = common::eval_model(
+            std::path::Path::new(&common::tiny_model()),
+            "winoground",
+            &data,
+            &results,
+            &["--batch-size", "256", "--no-cache"],
+            &env,
+        );
+        assert_eq!(read_scores(&dump_path(&path, &json)).unwrap(), cold, "spilled to {}", dir.display());
+        assert_eq!((&json["report"], &json["intervals"]), (&cold_run["report"], &cold_run["intervals"]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.contains("failed to spill per-item state"), warns, "{stderr}");
+        assert_eq!(std::fs::read_dir(&spill_dir).unwrap().count(), 1, "spill files are unlinked: none is left");
+    }
 }

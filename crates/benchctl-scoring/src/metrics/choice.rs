@@ -12,7 +12,7 @@
 //! first of the tied candidates, which rewards candidate order; [`Ties::First`]
 //! (`--ties first`) reproduces it exactly, for reproducing published numbers.
 
-use super::{group, ItemView, PerItem, Ties};
+use super::{group, ItemView, PerItem, Ties, ValueRows};
 use crate::{Result, ScoreTensor};
 
 /// Names of the choice metrics, in report order.
@@ -25,7 +25,7 @@ impl PerItem for ChoiceAccuracy {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows> {
         Ok(group::outcomes(scores, items)
             .enumerate()
             .map(|(i, (outcome, item))| {

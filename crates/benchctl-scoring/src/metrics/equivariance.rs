@@ -9,7 +9,7 @@
 //! Zero for a perfectly equivariant model; lower is better. It is reported in score units
 //! (mean and quartiles), so it is comparable only between models with the same score scale.
 
-use super::{group, Aggregate, ItemView, PerItem, Ties};
+use super::{group, Aggregate, ItemView, PerItem, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor};
 
 /// Names of the EqBen metrics, in report order.
@@ -39,11 +39,8 @@ impl PerItem for EquivarianceScores {
         }
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
-        let mut values = group::GroupScore.values(scores, items, ties)?;
-        for (i, row) in values.iter_mut().enumerate() {
-            row.push(eqsim_deviation(&scores.item(i)));
-        }
-        Ok(values)
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows> {
+        let values = group::GroupScore.values(scores, items, ties)?;
+        Ok(values.with_column(|i| eqsim_deviation(&scores.item(i))))
     }
 }

@@ -10,7 +10,7 @@
 //! strictly above each non-matching text; the image score likewise per text over images.
 //! Comparisons are strict, so a tie is a miss, as in the official evaluation code.
 
-use super::{ItemView, PerItem, Ties};
+use super::{ItemView, PerItem, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the group-score metrics, in report order.
@@ -70,7 +70,7 @@ impl PerItem for GroupScore {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
         Ok(outcomes(scores, items).map(|(o, _)| vec![hit(o.text), hit(o.image), hit(o.group())]).collect())
     }
 }

@@ -10,7 +10,10 @@ pub mod pairwise;
 pub mod retrieval;
 pub mod stats;
 
+use std::collections::BTreeMap;
+
 use crate::report::{Breakdown, Group, Report};
+use crate::spill::{self, SpillVec};
 use crate::{Error, Result, ScoreTensor, Tags, Truth};
 
 /// Which published metrics a suite reports.
@@ -61,7 +64,7 @@ pub(crate) trait PerItem {
     }
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<Vec<Vec<Option<f64>>>>;
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows>;
     /// Whether the family can count the first of tied candidates as the winner ([`Ties::First`]).
     fn takes_first_of_ties(&self) -> bool {
         false
@@ -170,19 +173,20 @@ pub struct SubsetAverage<'a> {
 pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
     let item_values = ItemValues::new(summary, scores, items)?;
     let (per_item, values) = (item_values.per_item, &item_values.values);
-    let all: Vec<usize> = (0..items.len()).collect();
-    let metrics = headline(per_item, values, &all, summary, items);
+    // Passes over every item in order read what spilled: counted so that they are trimmed.
+    let all = || (0..items.len()).inspect(|_| spill::touched(spill::ITEM_BYTES));
+    let metrics = headline(per_item, values, all, summary, items);
     let breakdowns = summary
         .breakdown_keys
         .iter()
         .map(|key| Breakdown {
             key: key.to_string(),
-            groups: groups_of(key, items)
+            groups: group_sums(key, all(), items, values, per_item)
                 .into_iter()
-                .map(|(value, members)| Group {
-                    value,
-                    items: members.len(),
-                    metrics: summarise(per_item, values, &members),
+                .map(|(value, (members, sums))| Group {
+                    value: value.to_string(),
+                    items: members,
+                    metrics: sums.finish(),
                 })
                 .collect(),
         })
@@ -214,7 +218,7 @@ pub fn per_item_values(
         .map(|(m, &name)| PerItemMetric {
             name,
             binary: values.per_item.aggregate(m) == Aggregate::Percent,
-            values: values.values.iter().map(|v| v.get(m).copied().flatten()).collect(),
+            values: (0..values.values.len()).map(|i| values.values.get(i, m)).collect(),
         })
         .collect())
 }
@@ -223,7 +227,7 @@ pub fn per_item_values(
 /// how each is aggregated: what resampling statistics work from.
 pub(crate) struct ItemValues {
     per_item: &'static dyn PerItem,
-    pub values: Vec<Vec<Option<f64>>>,
+    pub values: ValueRows,
 }
 
 impl ItemValues {
@@ -231,8 +235,7 @@ impl ItemValues {
         if items.is_empty() {
             return Err(Error::new("there are no items to score"));
         }
-        let truths: Vec<&Truth> = items.iter().map(|item| item.truth).collect();
-        scores.check_against(&truths)?;
+        scores.check_against(items.iter().map(|item| item.truth))?;
         let per_item: &'static dyn PerItem = match summary.family {
             MetricFamily::Group => &group::GroupScore,
             MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
@@ -248,8 +251,14 @@ impl ItemValues {
         Ok(Self { per_item, values: per_item.values(scores, items, summary.ties)? })
     }
 
-    /// The headline metrics over `members` (indices, repeats allowed).
-    pub fn headline(&self, members: &[usize], summary: Summary<'_>, items: &[ItemView<'_>]) -> Vec<(String, f64)> {
+    /// The headline metrics over `members` (indices, repeats allowed; each call of `members`
+    /// gives the same sequence, so that a resample is replayed, not held).
+    pub fn headline<I: Iterator<Item = usize>>(
+        &self,
+        members: impl Fn() -> I,
+        summary: Summary<'_>,
+        items: &[ItemView<'_>],
+    ) -> Vec<(String, f64)> {
         headline(self.per_item, &self.values, members, summary, items)
     }
 
@@ -267,29 +276,19 @@ impl ItemValues {
 
 /// The headline metrics over `members`: each metric, then (with `macro_over`) the mean of
 /// each metric over the groups of that tag among the members.
-fn headline(
-    per_item: &dyn PerItem,
-    values: &[Vec<Option<f64>>],
-    members: &[usize],
+fn headline<I: Iterator<Item = usize>>(
+    per_item: &'static dyn PerItem,
+    values: &ValueRows,
+    members: impl Fn() -> I,
     summary: Summary<'_>,
     items: &[ItemView<'_>],
 ) -> Vec<(String, f64)> {
-    let mut metrics = summarise(per_item, values, members);
+    let mut metrics = summarise(per_item, values, members());
     if let Some(key) = summary.macro_over {
-        let mut groups: std::collections::BTreeMap<&str, Vec<usize>> = Default::default();
-        for &i in members {
-            for (k, tag_values) in items[i].tags {
-                if k == key {
-                    for value in tag_values {
-                        groups.entry(value.as_str()).or_default().push(i);
-                    }
-                }
-            }
-        }
-        let groups: Vec<Vec<(String, f64)>> = groups
-            .iter()
-            .filter(|(value, members)| summary.macro_groups.keeps(value, members.len()))
-            .map(|(_, m)| summarise(per_item, values, m))
+        let groups: Vec<Vec<(String, f64)>> = group_sums(key, members(), items, values, per_item)
+            .into_iter()
+            .filter(|(value, (count, _))| summary.macro_groups.keeps(value, *count))
+            .map(|(_, (_, sums))| sums.finish())
             .collect();
         let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
         for name in names {
@@ -301,7 +300,7 @@ fn headline(
         }
     }
     if let Some(average) = summary.subset_average {
-        metrics.extend(subset_average(average, per_item, values, members, items));
+        metrics.extend(subset_average(average, per_item, values, members(), items));
     }
     metrics
 }
@@ -311,18 +310,14 @@ fn headline(
 /// different number from the paper's.
 fn subset_average(
     average: &SubsetAverage<'_>,
-    per_item: &dyn PerItem,
-    values: &[Vec<Option<f64>>],
-    members: &[usize],
+    per_item: &'static dyn PerItem,
+    values: &ValueRows,
+    members: impl Iterator<Item = usize>,
     items: &[ItemView<'_>],
 ) -> Vec<(String, f64)> {
-    let member_items: Vec<ItemView<'_>> = members.iter().map(|&i| items[i]).collect();
-    let groups: std::collections::BTreeMap<String, Vec<(String, f64)>> = groups_of(average.key, &member_items)
+    let groups: BTreeMap<&str, Vec<(String, f64)>> = group_sums(average.key, members, items, values, per_item)
         .into_iter()
-        .map(|(value, positions)| {
-            let indices: Vec<usize> = positions.iter().map(|&p| members[p]).collect();
-            (value, summarise(per_item, values, &indices))
-        })
+        .map(|(value, (_, sums))| (value, sums.finish()))
         .collect();
     let mut out = Vec::new();
     let mut terms = Vec::new();
@@ -352,27 +347,154 @@ fn subset_average(
 
 /// Each metric over the given items where it applies, by its [`Aggregate`]; a metric that
 /// applies to none of them is left out.
-fn summarise(per_item: &dyn PerItem, values: &[Vec<Option<f64>>], members: &[usize]) -> Vec<(String, f64)> {
-    let mut out = Vec::new();
-    for (m, name) in per_item.names().iter().enumerate() {
-        let mut defined: Vec<f64> = members.iter().filter_map(|&i| values[i][m]).collect();
-        if defined.is_empty() {
-            continue;
+fn summarise(
+    per_item: &'static dyn PerItem,
+    values: &ValueRows,
+    members: impl Iterator<Item = usize>,
+) -> Vec<(String, f64)> {
+    let mut sums = Sums::new(per_item);
+    members.for_each(|i| sums.add(values, i));
+    sums.finish()
+}
+
+/// The running sums of each metric over some items, in the order they were added (the same
+/// sums, in the same order, as adding up a list of them): a summary that holds no list of
+/// members. A [`Aggregate::Distribution`] metric keeps its values (spilled) for its quartiles.
+struct Sums {
+    per_item: &'static dyn PerItem,
+    sum: Vec<f64>,
+    count: Vec<usize>,
+    kept: Vec<Option<SpillVec<f64>>>,
+}
+
+impl Sums {
+    fn new(per_item: &'static dyn PerItem) -> Self {
+        let metrics = per_item.names().len();
+        Sums {
+            per_item,
+            // -0.0 is the neutral element of a float sum, as `Iterator::sum` starts from it.
+            sum: vec![-0.0; metrics],
+            count: vec![0; metrics],
+            kept: (0..metrics)
+                .map(|m| (per_item.aggregate(m) == Aggregate::Distribution).then(SpillVec::new))
+                .collect(),
         }
-        let mean = defined.iter().sum::<f64>() / defined.len() as f64;
-        match per_item.aggregate(m) {
-            Aggregate::Percent => out.push((name.to_string(), 100.0 * mean)),
-            Aggregate::Distribution => {
-                defined.sort_by(f64::total_cmp);
-                out.push((format!("{name}_mean"), mean));
-                for (suffix, q) in [("q1", 0.25), ("median", 0.5), ("q3", 0.75)] {
-                    out.push((format!("{name}_{suffix}"), quantile(&defined, q)));
+    }
+
+    fn add(&mut self, values: &ValueRows, item: usize) {
+        for m in 0..self.sum.len() {
+            if let Some(v) = values.get(item, m) {
+                self.sum[m] += v;
+                self.count[m] += 1;
+                if let Some(kept) = &mut self.kept[m] {
+                    kept.push(v);
                 }
             }
         }
     }
-    per_item.derive(&mut out);
-    out
+
+    fn finish(self) -> Vec<(String, f64)> {
+        let mut out = Vec::new();
+        for (m, name) in self.per_item.names().iter().enumerate() {
+            if self.count[m] == 0 {
+                continue;
+            }
+            let mean = self.sum[m] / self.count[m] as f64;
+            match self.per_item.aggregate(m) {
+                Aggregate::Percent => out.push((name.to_string(), 100.0 * mean)),
+                Aggregate::Distribution => {
+                    let mut sorted = self.kept[m].clone().unwrap_or_default();
+                    sorted.sort_by(f64::total_cmp);
+                    out.push((format!("{name}_mean"), mean));
+                    for (suffix, q) in [("q1", 0.25), ("median", 0.5), ("q3", 0.75)] {
+                        out.push((format!("{name}_{suffix}"), quantile(&sorted, q)));
+                    }
+                    spill::trim();
+                }
+            }
+        }
+        self.per_item.derive(&mut out);
+        out
+    }
+}
+
+/// Every item's value of each per-item metric, column by column and spilled with the suite
+/// ([`spill`]): a column of 0/1 outcomes holds a byte per item (0 where the metric does not
+/// apply, 1 a miss, 2 a hit), and becomes a column of `Option<f64>` the first time a value
+/// is neither 0 nor 1. The bootstrap reads items at random, thousands of times over: a byte
+/// is what stays resident for it.
+pub(crate) struct ValueRows {
+    columns: Vec<Column>,
+    len: usize,
+}
+
+enum Column {
+    Outcomes(SpillVec<u8>),
+    Reals(SpillVec<Option<f64>>),
+}
+
+impl ValueRows {
+    /// Rows of `width` values.
+    pub fn new(width: usize) -> Self {
+        ValueRows { columns: (0..width).map(|_| Column::Outcomes(SpillVec::new())).collect(), len: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends one item's values, one per column.
+    ///
+    /// # Panics
+    /// When `row` is not as wide as the table (a family's bug, not data).
+    pub fn push(&mut self, row: &[Option<f64>]) {
+        assert_eq!(row.len(), self.columns.len(), "a row of {} values in a table of {}", row.len(), self.columns.len());
+        for (column, &value) in self.columns.iter_mut().zip(row) {
+            if let (Column::Outcomes(bytes), Some(v)) = (&*column, value) {
+                if v != 0.0 && v != 1.0 {
+                    *column = Column::Reals(bytes.iter().map(|&b| b.checked_sub(1).map(f64::from)).collect());
+                }
+            }
+            match column {
+                Column::Outcomes(bytes) => bytes.push(value.map_or(0, |v| if v == 1.0 { 2 } else { 1 })),
+                Column::Reals(reals) => reals.push(value),
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Item `item`'s value of metric `m`.
+    pub fn get(&self, item: usize, m: usize) -> Option<f64> {
+        match &self.columns[m] {
+            Column::Outcomes(bytes) => bytes[item].checked_sub(1).map(f64::from),
+            Column::Reals(reals) => reals[item],
+        }
+    }
+
+    /// The same rows with one more column, `extra(item)`.
+    pub fn with_column(self, extra: impl Fn(usize) -> Option<f64>) -> Self {
+        let mut wider = ValueRows::new(self.columns.len() + 1);
+        let mut row = Vec::with_capacity(self.columns.len() + 1);
+        for i in 0..self.len {
+            row.clear();
+            row.extend((0..self.columns.len()).map(|m| self.get(i, m)));
+            row.push(extra(i));
+            wider.push(&row);
+            spill::touched(spill::ITEM_BYTES);
+        }
+        wider
+    }
+}
+
+impl FromIterator<Vec<Option<f64>>> for ValueRows {
+    fn from_iter<I: IntoIterator<Item = Vec<Option<f64>>>>(rows: I) -> Self {
+        let mut table: Option<ValueRows> = None;
+        for row in rows {
+            table.get_or_insert_with(|| ValueRows::new(row.len())).push(&row);
+            spill::touched(spill::ITEM_BYTES);
+        }
+        table.unwrap_or_else(|| ValueRows::new(0))
+    }
 }
 
 /// The q-quantile of sorted values, interpolating linearly between order statistics.
@@ -382,18 +504,27 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
-/// Items grouped by their values for `key`, groups sorted by value. Items without the key
-/// are in no group; an item with several values is in each of their groups.
-fn groups_of(key: &str, items: &[ItemView<'_>]) -> Vec<(String, Vec<usize>)> {
-    let mut groups: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
-    for (i, item) in items.iter().enumerate() {
-        for (k, values) in item.tags {
+/// The sums of `members` grouped by their values for `key` (groups sorted by value), with
+/// how many members each group has. Members without the key are in no group; one with
+/// several values is in each of their groups.
+fn group_sums<'i>(
+    key: &str,
+    members: impl Iterator<Item = usize>,
+    items: &[ItemView<'i>],
+    values: &ValueRows,
+    per_item: &'static dyn PerItem,
+) -> BTreeMap<&'i str, (usize, Sums)> {
+    let mut groups: BTreeMap<&'i str, (usize, Sums)> = BTreeMap::new();
+    for i in members {
+        for (k, tag_values) in items[i].tags {
             if k == key {
-                for value in values {
-                    groups.entry(value.clone()).or_default().push(i);
+                for value in tag_values {
+                    let (count, sums) = groups.entry(value.as_str()).or_insert_with(|| (0, Sums::new(per_item)));
+                    *count += 1;
+                    sums.add(values, i);
                 }
             }
         }
     }
-    groups.into_iter().collect()
+    groups
 }

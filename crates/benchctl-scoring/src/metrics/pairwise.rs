@@ -14,7 +14,7 @@
 //!
 //! A probability of exactly 0.5 is neither: it misses both (ties against the model).
 
-use super::{group, ItemView, PerItem, Ties};
+use super::{group, ItemView, PerItem, Ties, ValueRows};
 use crate::{Result, ScoreTensor};
 
 /// Names of the pairwise metrics, in report order.
@@ -27,7 +27,7 @@ impl PerItem for PairwiseAccuracy {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<Vec<Vec<Option<f64>>>> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
         let hit = group::hit;
         let kind = scores.kind();
         let probabilities = kind.has_probability();

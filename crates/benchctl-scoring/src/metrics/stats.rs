@@ -39,6 +39,7 @@ pub struct Paired {
 
 /// SplitMix64: a tiny, well-mixed, seedable generator (no dependency, stable across versions).
 /// The bootstrap's resampling stream; tests draw reproducible data from it too.
+#[derive(Clone)]
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {
@@ -67,9 +68,31 @@ impl SplitMix64 {
     }
 }
 
-fn resample(rng: &mut SplitMix64, n: usize, into: &mut Vec<usize>) {
-    into.clear();
-    into.extend((0..n).map(|_| rng.below(n)));
+/// The next resample of `n` items (`n` draws with replacement), as a sequence that can be
+/// replayed: the metrics read it several times (overall, per group), and a million-item
+/// resample is not held. `rng` moves past the draws.
+fn resample(rng: &mut SplitMix64, n: usize) -> impl Fn() -> Draws {
+    let start = rng.clone();
+    (0..n).for_each(|_| {
+        rng.below(n);
+    });
+    move || Draws { rng: start.clone(), left: n, n }
+}
+
+/// `left` more draws from `0..n`.
+struct Draws {
+    rng: SplitMix64,
+    left: usize,
+    n: usize,
+}
+
+impl Iterator for Draws {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        self.left = self.left.checked_sub(1)?;
+        Some(self.rng.below(self.n))
+    }
 }
 
 fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
@@ -86,13 +109,11 @@ pub fn bootstrap(
     seed: u64,
 ) -> Result<Vec<Interval>> {
     let values = ItemValues::new(summary, scores, items)?;
-    let all: Vec<usize> = (0..items.len()).collect();
-    let point = values.headline(&all, summary, items);
+    let point = values.headline(|| 0..items.len(), summary, items);
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
     let mut rng = SplitMix64::new(seed);
-    let mut members = Vec::with_capacity(items.len());
     for _ in 0..resamples {
-        resample(&mut rng, items.len(), &mut members);
+        let members = resample(&mut rng, items.len());
         let metrics = values.headline(&members, summary, items);
         for (slot, (name, _)) in draws.iter_mut().zip(&point) {
             // A metric absent from a resample (no item it applies to was drawn) adds no draw.
@@ -122,13 +143,12 @@ pub fn paired(
     seed: u64,
 ) -> Result<Vec<Paired>> {
     let (va, vb) = (ItemValues::new(summary, a, items)?, ItemValues::new(summary, b, items)?);
-    let all: Vec<usize> = (0..items.len()).collect();
-    let (pa, pb) = (va.headline(&all, summary, items), vb.headline(&all, summary, items));
+    let all = || 0..items.len();
+    let (pa, pb) = (va.headline(all, summary, items), vb.headline(all, summary, items));
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
     let mut rng = SplitMix64::new(seed);
-    let mut members = Vec::with_capacity(items.len());
     for _ in 0..resamples {
-        resample(&mut rng, items.len(), &mut members);
+        let members = resample(&mut rng, items.len());
         let (ma, mb) = (va.headline(&members, summary, items), vb.headline(&members, summary, items));
         for (slot, (name, _)) in draws.iter_mut().zip(&pa) {
             let get = |m: &[(String, f64)]| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
@@ -146,8 +166,8 @@ pub fn paired(
             let (low, high) = if d.is_empty() { (y - x, y - x) } else { percentile_interval(d) };
             let mcnemar = binary.iter().find(|(_, n)| *n == metric).map(|&(m, _)| {
                 let (mut a_only, mut b_only) = (0, 0);
-                for (ra, rb) in va.values.iter().zip(&vb.values) {
-                    match (ra[m], rb[m]) {
+                for i in 0..items.len() {
+                    match (va.values.get(i, m), vb.values.get(i, m)) {
                         (Some(p), Some(q)) if p > 0.5 && q < 0.5 => a_only += 1,
                         (Some(p), Some(q)) if p < 0.5 && q > 0.5 => b_only += 1,
                         _ => {}

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use benchctl_models::{Model, Similarity};
+use benchctl_scoring::spill::{self, SpillVec};
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::Suite;
 use candle_core::{DType, Tensor};
@@ -72,7 +73,10 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
     let image_keys = Keys::from(image_keys(&unique_images, &memo)?);
     counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
     remember(&memo);
-    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| image_keys.get(s)));
+    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| {
+        spill::touched(spill::ITEM_BYTES / 2);
+        image_keys.get(s)
+    }));
     let text_keys = text_keys(&unique_texts);
     let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
     let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
@@ -156,6 +160,9 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
         image_fingerprint,
         shard: args.shard.map(|(i, n)| format!("{i}/{n}")),
     };
+    // The unique inputs borrow from the suite's items (and spill, so they are dropped with
+    // their files here, before the suite moves).
+    drop((unique_images, unique_texts, all_image_slots, all_text_slots));
     let suite = match shard {
         None => full_suite,
         Some(shard) => shard.suite,
@@ -167,10 +174,10 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
 /// global unique inputs, and which of those inputs the slice needs.
 pub(crate) struct Shard {
     suite: Suite,
-    image_slots: Vec<usize>,
-    text_slots: Vec<usize>,
-    wanted_images: Vec<bool>,
-    wanted_texts: Vec<bool>,
+    image_slots: SpillVec<usize>,
+    text_slots: SpillVec<usize>,
+    wanted_images: SpillVec<bool>,
+    wanted_texts: SpillVec<bool>,
 }
 
 impl Shard {
@@ -180,14 +187,14 @@ impl Shard {
         let total = all.suite.items.len();
         let (start, end) = (total * i / n, total * (i + 1) / n);
         let (image_slots, text_slots) = (all.images_of_range(start..end), all.texts_of_range(start..end));
-        let mut wanted_images = vec![false; images];
-        let mut wanted_texts = vec![false; texts];
+        let mut wanted_images = SpillVec::from_elem(false, images);
+        let mut wanted_texts = SpillVec::from_elem(false, texts);
         image_slots.iter().for_each(|&s| wanted_images[s] = true);
         text_slots.iter().for_each(|&s| wanted_texts[s] = true);
         Shard {
             suite: all.suite.with_items(all.suite.items.range(start..end)),
-            image_slots: image_slots.to_vec(),
-            text_slots: text_slots.to_vec(),
+            image_slots: image_slots.into(),
+            text_slots: text_slots.into(),
             wanted_images,
             wanted_texts,
         }
@@ -224,15 +231,18 @@ pub(crate) fn score_items<PI, PT>(
     let (suite, items) = (inputs.suite, inputs.suite.items.len());
     // The last item that shows each unique input.
     let size = |slots: &[usize]| slots.iter().max().map_or(0, |&s| s + 1);
-    let (mut last_image, mut last_text) = (vec![0u32; size(inputs.image_slots)], vec![0u32; size(inputs.text_slots)]);
+    let (mut last_image, mut last_text) =
+        (SpillVec::from_elem(0u32, size(inputs.image_slots)), SpillVec::from_elem(0u32, size(inputs.text_slots)));
     for n in 0..items {
         inputs.images_of(n).iter().for_each(|&s| last_image[s] = n as u32);
         inputs.texts_of(n).iter().for_each(|&s| last_text[s] = n as u32);
+        spill::touched(spill::ITEM_BYTES);
     }
     let mut tensor = ScoreTensor::of_kind(similarity.kind());
     for window_start in (0..items).step_by(WINDOW) {
         let window = window_start..(window_start + WINDOW).min(items);
         for n in window.clone() {
+            spill::touched(spill::ITEM_BYTES);
             for &s in inputs.images_of(n) {
                 images.ensure(s, cache)?;
             }

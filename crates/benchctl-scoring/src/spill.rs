@@ -1,0 +1,576 @@
+//! Per-item state kept on disk, so that an eval's memory does not grow with its suite.
+//!
+//! A [`SpillVec`] is a vector that moves into an unlinked temporary file once it outgrows
+//! [`threshold`] bytes. The file is mapped shared: the values stay addressable as a slice (the
+//! items, their input slots, the score tensor and the per-item metric values all borrow from
+//! it as they did from a `Vec`), the kernel's page cache holds what fits and writes the rest to
+//! disk, and [`trim`] drops every spilled page from the process's resident set (the next access
+//! reads it back from the page cache or the file, unchanged). Passes over a suite call
+//! [`touched`] per item: what is resident at any time is what the last few thousand
+//! items touched, not the suite.
+//!
+//! Growing a file reserves its blocks first (`posix_fallocate`), so a full disk is an error
+//! there, never a `SIGBUS` on a later write. Spilling is an accelerator of memory, never a
+//! point of failure: when the directory cannot take a file or a file cannot grow, the vector
+//! stays in (or comes back to) memory, with one warning.
+//!
+//! Where: `BENCHCTL_SPILL_DIR`, else the system's temporary directory (`TMPDIR`); on a tmpfs
+//! the "disk" is memory and swap. When: `BENCHCTL_SPILL_AT` bytes (default 1 MiB; 0 spills
+//! every vector, which the test suite's second pass uses to run every spilled path).
+
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// The size in bytes beyond which a [`SpillVec`] moves to a file (`BENCHCTL_SPILL_AT`).
+pub fn threshold() -> usize {
+    static AT: OnceLock<usize> = OnceLock::new();
+    *AT.get_or_init(|| std::env::var("BENCHCTL_SPILL_AT").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(1 << 20))
+}
+
+/// What is wrong with `BENCHCTL_SPILL_AT`, if anything: the binary refuses it before any
+/// work, as it does a bad `BENCHCTL_CPU` (the directory is not checked up front: one that
+/// cannot take a file only keeps the state in memory, with a warning).
+pub fn settings_problem() -> Option<String> {
+    let value = std::env::var_os("BENCHCTL_SPILL_AT")?;
+    match value.to_str().map(|v| v.trim().parse::<usize>()) {
+        Some(Ok(_)) => None,
+        _ => Some(format!(
+            "read BENCHCTL_SPILL_AT={value:?}: expected a size in bytes past which per-item state spills to a file (0: every vector; unset: 1 MiB)"
+        )),
+    }
+}
+
+/// The directory spill files are created in (`BENCHCTL_SPILL_DIR`, else `TMPDIR`).
+pub fn directory() -> std::path::PathBuf {
+    std::env::var_os("BENCHCTL_SPILL_DIR").map(Into::into).unwrap_or_else(std::env::temp_dir)
+}
+
+/// A growable array of `T` in memory until it outgrows [`threshold`] bytes, then in a mapped
+/// temporary file (see the module's docs). Reads and writes go through the slice it derefs to.
+///
+/// `T: Copy` is what makes the file safe to hold the values: a copy is its bytes, there is
+/// no destructor to run, and only bytes written as a `T` are ever read back as one (the file
+/// is unlinked and private to the process; slots past `len` are never read).
+pub struct SpillVec<T: Copy> {
+    storage: Storage<T>,
+}
+
+enum Storage<T> {
+    Memory(Vec<T>),
+    #[cfg(unix)]
+    File(Mapped<T>),
+}
+
+impl<T: Copy> SpillVec<T> {
+    pub const fn new() -> Self {
+        Self { storage: Storage::Memory(Vec::new()) }
+    }
+
+    /// An empty vector with room for `capacity` values (in a file at once when that is past
+    /// the threshold).
+    pub fn with_capacity(capacity: usize) -> Self {
+        let mut v = Self::new();
+        v.reserve(capacity);
+        v
+    }
+
+    /// `len` copies of `value`.
+    pub fn from_elem(value: T, len: usize) -> Self {
+        let mut v = Self::with_capacity(len);
+        v.resize(len, value);
+        v
+    }
+
+    pub fn len(&self) -> usize {
+        match &self.storage {
+            Storage::Memory(v) => v.len(),
+            #[cfg(unix)]
+            Storage::File(m) => m.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn as_slice(&self) -> &[T] {
+        self
+    }
+
+    /// Whether the values live in a file (for tests and measurements).
+    pub fn is_spilled(&self) -> bool {
+        !matches!(self.storage, Storage::Memory(_))
+    }
+
+    /// Room for `additional` more values.
+    pub fn reserve(&mut self, additional: usize) {
+        let needed = self.len().saturating_add(additional);
+        match &mut self.storage {
+            Storage::Memory(v) => {
+                if needed.saturating_mul(size_of::<T>()) > threshold() && size_of::<T>() > 0 {
+                    self.spill(needed);
+                } else {
+                    v.reserve(additional);
+                }
+            }
+            #[cfg(unix)]
+            Storage::File(m) => {
+                if needed > m.capacity {
+                    if let Err(e) = m.grow(needed) {
+                        warn_once(&e);
+                        self.unspill(needed);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn push(&mut self, value: T) {
+        if let Storage::Memory(v) = &mut self.storage {
+            if v.len() < v.capacity() || (v.len() + 1) * size_of::<T>() <= threshold() {
+                v.push(value);
+                return;
+            }
+        }
+        let len = self.len();
+        self.reserve_doubling(1);
+        match &mut self.storage {
+            Storage::Memory(v) => v.push(value),
+            #[cfg(unix)]
+            Storage::File(m) => {
+                // SAFETY: `reserve_doubling` made room for one more value past `len`.
+                unsafe { m.ptr.add(len).write(value) };
+                m.len = len + 1;
+                written(size_of::<T>());
+            }
+        }
+    }
+
+    pub fn extend_from_slice(&mut self, values: &[T]) {
+        let len = self.len();
+        self.reserve_doubling(values.len());
+        match &mut self.storage {
+            Storage::Memory(v) => v.extend_from_slice(values),
+            #[cfg(unix)]
+            Storage::File(m) => {
+                // SAFETY: room for `values` past `len` was reserved; a file never overlaps them.
+                unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), m.ptr.add(len), values.len()) };
+                m.len = len + values.len();
+                written(std::mem::size_of_val(values));
+            }
+        }
+    }
+
+    /// Grows to `len` with copies of `value`, or cuts to `len`.
+    pub fn resize(&mut self, len: usize, value: T) {
+        if len <= self.len() {
+            self.truncate(len);
+            return;
+        }
+        self.reserve(len - self.len());
+        const CHUNK: usize = 4096;
+        let fill = [value; CHUNK];
+        while self.len() < len {
+            let n = (len - self.len()).min(CHUNK);
+            self.extend_from_slice(&fill[..n]);
+        }
+    }
+
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.storage {
+            Storage::Memory(v) => v.truncate(len),
+            #[cfg(unix)]
+            Storage::File(m) => m.len = m.len.min(len),
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.truncate(0);
+    }
+
+    /// Room for `additional` more, growing geometrically (as `Vec` does) so that pushes
+    /// stay amortised O(1).
+    fn reserve_doubling(&mut self, additional: usize) {
+        let (len, capacity) = match &self.storage {
+            Storage::Memory(v) => (v.len(), v.capacity()),
+            #[cfg(unix)]
+            Storage::File(m) => (m.len, m.capacity),
+        };
+        let needed = len.saturating_add(additional);
+        if needed > capacity {
+            self.reserve(needed.max(capacity.saturating_mul(2)).max(8) - len);
+        }
+    }
+
+    /// Moves the values into a file with room for `capacity`; on failure they stay in memory.
+    #[cfg(unix)]
+    fn spill(&mut self, capacity: usize) {
+        let Storage::Memory(v) = &mut self.storage else { return };
+        match Mapped::create(&directory(), capacity, v) {
+            Ok(mapped) => self.storage = Storage::File(mapped),
+            Err(e) => {
+                warn_once(&e);
+                v.reserve(capacity.saturating_sub(v.len()));
+            }
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn spill(&mut self, capacity: usize) {
+        let Storage::Memory(v) = &mut self.storage;
+        v.reserve(capacity.saturating_sub(v.len()));
+    }
+
+    /// Brings the values back into memory with room for `capacity` (a file that cannot grow).
+    #[cfg(unix)]
+    fn unspill(&mut self, capacity: usize) {
+        let mut v = Vec::with_capacity(capacity);
+        v.extend_from_slice(self);
+        self.storage = Storage::Memory(v);
+    }
+
+    #[cfg(not(unix))]
+    fn unspill(&mut self, _capacity: usize) {}
+}
+
+impl<T: Copy> Default for SpillVec<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Copy> Deref for SpillVec<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        match &self.storage {
+            Storage::Memory(v) => v,
+            // SAFETY: the mapping holds `len` values written as `T`s and lives as long as `self`.
+            #[cfg(unix)]
+            Storage::File(m) => unsafe { std::slice::from_raw_parts(m.ptr, m.len) },
+        }
+    }
+}
+
+impl<T: Copy> DerefMut for SpillVec<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match &mut self.storage {
+            Storage::Memory(v) => v,
+            // SAFETY: as in `deref`; `&mut self` makes the borrow unique.
+            #[cfg(unix)]
+            Storage::File(m) => unsafe { std::slice::from_raw_parts_mut(m.ptr, m.len) },
+        }
+    }
+}
+
+impl<T: Copy> Clone for SpillVec<T> {
+    fn clone(&self) -> Self {
+        let mut copy = Self::with_capacity(self.len());
+        copy.extend_from_slice(self);
+        copy
+    }
+}
+
+impl<T: Copy + std::fmt::Debug> std::fmt::Debug for SpillVec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: Copy + PartialEq> PartialEq for SpillVec<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Copy> Extend<T> for SpillVec<T> {
+    fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
+        let iter = iter.into_iter();
+        self.reserve(iter.size_hint().0);
+        iter.for_each(|v| self.push(v));
+    }
+}
+
+impl<T: Copy> FromIterator<T> for SpillVec<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut v = Self::new();
+        v.extend(iter);
+        v
+    }
+}
+
+impl<T: Copy> From<Vec<T>> for SpillVec<T> {
+    fn from(values: Vec<T>) -> Self {
+        if std::mem::size_of_val(values.as_slice()) <= threshold() {
+            return Self { storage: Storage::Memory(values) };
+        }
+        let mut v = Self::with_capacity(values.len());
+        v.extend_from_slice(&values);
+        v
+    }
+}
+
+impl<'a, T: Copy> IntoIterator for &'a SpillVec<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T: Copy> From<&[T]> for SpillVec<T> {
+    fn from(values: &[T]) -> Self {
+        let mut v = Self::with_capacity(values.len());
+        v.extend_from_slice(values);
+        v
+    }
+}
+
+/// A vector's values in a mapped, unlinked file: `capacity` values mapped, `len` written.
+#[cfg(unix)]
+struct Mapped<T> {
+    file: std::fs::File,
+    ptr: *mut T,
+    len: usize,
+    capacity: usize,
+    /// This mapping's entry in the registry [`trim`] walks.
+    id: u64,
+}
+
+// SAFETY: a `Mapped<T>` owns its mapping as a `Vec<T>` owns its buffer.
+#[cfg(unix)]
+unsafe impl<T: Send> Send for Mapped<T> {}
+// SAFETY: shared access is only through `&[T]`.
+#[cfg(unix)]
+unsafe impl<T: Sync> Sync for Mapped<T> {}
+
+#[cfg(unix)]
+impl<T: Copy> Mapped<T> {
+    fn create(dir: &std::path::Path, capacity: usize, values: &[T]) -> std::io::Result<Self> {
+        let file = tempfile::tempfile_in(dir)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("create a file in {}: {e}", dir.display())))?;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        let mut mapped = Mapped {
+            file,
+            ptr: std::ptr::NonNull::dangling().as_ptr(),
+            len: 0,
+            capacity: 0,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        };
+        mapped.grow(capacity.max(values.len()))?;
+        // SAFETY: room for `values` was just mapped; memory and the file never overlap.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), mapped.ptr, values.len()) };
+        mapped.len = values.len();
+        written(std::mem::size_of_val(values));
+        Ok(mapped)
+    }
+
+    /// Room for at least `capacity` values: the file's blocks reserved, then mapped again.
+    fn grow(&mut self, capacity: usize) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let page = 1 << 16;
+        let bytes = capacity
+            .checked_mul(size_of::<T>())
+            .and_then(|b| b.checked_next_multiple_of(page))
+            .ok_or_else(|| std::io::Error::other("a spill file larger than the address space"))?;
+        let fd = self.file.as_raw_fd();
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: a plain system call on a file this struct owns.
+            let failed = unsafe { libc::posix_fallocate(fd, 0, bytes as libc::off_t) };
+            if failed != 0 {
+                return Err(std::io::Error::from_raw_os_error(failed));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        self.file.set_len(bytes as u64)?;
+        // SAFETY: a new shared mapping of the whole (reserved) file.
+        let ptr = unsafe {
+            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut registry = registry();
+        self.unmap(&mut registry);
+        self.ptr = ptr.cast();
+        self.capacity = bytes / size_of::<T>();
+        registry.push((self.id, ptr as usize, bytes));
+        Ok(())
+    }
+
+    /// Removes the current mapping (if any), under the registry's lock so that [`trim`]
+    /// never advises an address that is being unmapped.
+    fn unmap(&mut self, registry: &mut Vec<(u64, usize, usize)>) {
+        if self.capacity == 0 {
+            return;
+        }
+        registry.retain(|&(id, _, _)| id != self.id);
+        // SAFETY: the mapping made by `grow`, with its length; nothing borrows it (`&mut self`).
+        unsafe { libc::munmap(self.ptr.cast(), self.capacity * size_of::<T>()) };
+        self.capacity = 0;
+    }
+}
+
+#[cfg(unix)]
+impl<T> Drop for Mapped<T> {
+    fn drop(&mut self) {
+        let mut registry = registry();
+        if self.capacity > 0 {
+            registry.retain(|&(id, _, _)| id != self.id);
+            // SAFETY: as in `unmap`.
+            unsafe { libc::munmap(self.ptr.cast(), self.capacity * size_of::<T>()) };
+        }
+    }
+}
+
+/// Every live mapping: its id, address and length.
+#[cfg(unix)]
+fn registry() -> std::sync::MutexGuard<'static, Vec<(u64, usize, usize)>> {
+    static REGISTRY: Mutex<Vec<(u64, usize, usize)>> = Mutex::new(Vec::new());
+    REGISTRY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Drops every spilled page from the process's resident memory. The values are unchanged:
+/// the mappings are shared, so the kernel keeps their pages (and writes the dirty ones to
+/// their files) and the next access maps them again.
+pub fn trim() {
+    #[cfg(unix)]
+    for &(_, address, bytes) in registry().iter() {
+        // SAFETY: a live shared file mapping (the lock keeps it mapped); MADV_DONTNEED on a
+        // shared mapping discards no data.
+        unsafe { libc::madvise(address as *mut libc::c_void, bytes, libc::MADV_DONTNEED) };
+    }
+    SINCE_TRIM.store(0, Ordering::Relaxed);
+}
+
+/// Bytes written to or read from spill files since the last [`trim`], as counted by
+/// [`touched`].
+static SINCE_TRIM: AtomicUsize = AtomicUsize::new(0);
+
+/// How much may be touched between two trims: what spilled state adds to the resident set at
+/// most, give or take one step of a pass.
+pub const TRIM_BYTES: usize = 16 << 20;
+
+/// What one random access costs the resident set: a page.
+pub const PAGE_BYTES: usize = 4096;
+
+/// What one item's step of a sequential pass (its head, strings, slots, scores and metric
+/// values) touches, generously.
+pub const ITEM_BYTES: usize = 512;
+
+/// Counts `bytes` of spilled values touched by a pass (writes count themselves); past
+/// [`TRIM_BYTES`] since the last trim, trims. Passes over a suite call it once per item with
+/// [`ITEM_BYTES`], random accesses with [`PAGE_BYTES`]: what is resident at any time is what
+/// the last few tens of MiB of work touched, not the suite.
+pub fn touched(bytes: usize) {
+    if SINCE_TRIM.fetch_add(bytes, Ordering::Relaxed) + bytes > TRIM_BYTES {
+        trim();
+    }
+}
+
+fn written(bytes: usize) {
+    touched(bytes);
+}
+
+#[cfg(unix)]
+fn warn_once(e: &std::io::Error) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        eprintln!(
+            "warning: failed to spill per-item state to {} ({e}); it stays in memory (set BENCHCTL_SPILL_DIR to a directory with room)",
+            directory().display()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The process's resident spilled memory (shared file pages), in bytes.
+    fn resident_file_bytes() -> Option<usize> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("RssFile:"))?;
+        Some(line.split_whitespace().nth(1)?.parse::<usize>().ok()? * 1024)
+    }
+
+    #[test]
+    fn a_spilled_vector_reads_back_what_was_written() {
+        let mut v: SpillVec<u64> = SpillVec::new();
+        let n = 3 * threshold().max(1 << 20) / 8;
+        for i in 0..n as u64 {
+            v.push(i * 3);
+        }
+        assert!(v.is_spilled() || cfg!(not(unix)));
+        assert_eq!(v.len(), n);
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64 * 3));
+        v[7] = 1;
+        trim();
+        assert_eq!(v[7], 1, "a write survives a trim");
+        assert_eq!(v[n - 1], (n as u64 - 1) * 3);
+        v.extend_from_slice(&[5, 6]);
+        v.truncate(n + 1);
+        assert_eq!(&v[n - 1..], &[(n as u64 - 1) * 3, 5]);
+        let copy = v.clone();
+        assert_eq!(copy, v);
+        v.resize(n + 5000, 9);
+        assert_eq!(v.len(), n + 5000);
+        assert!(v[n + 1..].iter().all(|&x| x == 9));
+    }
+
+    #[test]
+    fn a_small_vector_stays_in_memory() {
+        if threshold() < 1024 {
+            return;
+        }
+        let v: SpillVec<u8> = (0..100u8).collect();
+        assert!(!v.is_spilled());
+        assert_eq!(v.iter().map(|&x| x as usize).sum::<usize>(), 4950);
+    }
+
+    #[test]
+    fn borrowed_values_spill_and_come_back() {
+        let words: Vec<String> = (0..100_000).map(|i| format!("word {i}")).collect();
+        let mut refs: SpillVec<&str> = SpillVec::new();
+        refs.extend(words.iter().map(String::as_str));
+        trim();
+        assert!(refs.iter().zip(&words).all(|(a, b)| *a == b.as_str()));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn trimming_returns_the_pages_and_keeps_the_values() {
+        // 64 MiB written through the mapping and read whole; a trim then leaves far less
+        // resident. Other tests trim too, so a few tries allow for one landing in between.
+        let n = 8 << 20;
+        let mut v: SpillVec<u64> = SpillVec::with_capacity(n);
+        for i in 0..n as u64 {
+            v.push(i ^ 0x5555);
+        }
+        assert!(v.is_spilled());
+        let mut seen = Vec::new();
+        let dropped = (0..5).any(|_| {
+            let sum: u64 = v.iter().fold(0u64, |s, &x| s.wrapping_add(x));
+            let before = resident_file_bytes().unwrap_or(0);
+            trim();
+            let after = resident_file_bytes().unwrap_or(0);
+            assert_eq!(sum, (0..n as u64).fold(0u64, |s, i| s.wrapping_add(i ^ 0x5555)));
+            seen.push((before >> 20, after >> 20));
+            after + (48 << 20) <= before
+        });
+        assert!(dropped, "resident MiB before and after each trim: {seen:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_that_cannot_take_a_file_is_named() {
+        let made = Mapped::<u32>::create(&directory(), 10, &[1, 2, 3]).map(|m| m.len);
+        assert_eq!(made.ok(), Some(3));
+        let missing = std::path::Path::new("/nonexistent/benchctl-spill");
+        let message = Mapped::<u32>::create(missing, 10, &[1, 2, 3]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains("/nonexistent/benchctl-spill"), "{message}");
+    }
+}
