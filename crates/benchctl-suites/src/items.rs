@@ -6,10 +6,10 @@
 //! (which truth and tags, where its strings and images start). Loaders build an [`Item`] at a
 //! time and [`Items::push`] it; readers get [`ItemRef`]s that borrow from the store.
 
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 
 use benchctl_scoring::metrics::ItemView;
-use benchctl_scoring::spill::{self, SpillVec};
+use benchctl_scoring::spill::{self, Index, SpillVec};
 use benchctl_scoring::{Tags, Truth};
 
 use crate::{ImageSource, Item};
@@ -22,8 +22,9 @@ pub struct Items {
     strings: SpillVec<u8>,
     /// Where each string of `strings` ends.
     string_ends: SpillVec<usize>,
-    /// The distinct image sources, truth matrices and tag sets.
-    sources: Shared<ImageSource>,
+    /// The distinct image sources (spilled: a suite may show a million images), truth
+    /// matrices and tag sets (a few, shared by many items).
+    sources: Sources,
     truths: Shared<Truth>,
     tags: Shared<Tags>,
     /// Each item's images in order, as indices into `sources`.
@@ -54,6 +55,141 @@ impl<T: Eq + Hash> Shared<T> {
             values.len() as u32 - 1
         })
     }
+}
+
+/// The distinct image sources of a suite, each once, in first-seen order, as records in
+/// spilled bytes: a file's path (the common case, and the one a million-image suite has) is
+/// its bytes and a tag, not a `PathBuf` on the heap. The rare kinds (an image embedded in a
+/// parquet file, RoCOCO's altered images) are held as values, their record naming which.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    /// Each record: a kind byte, then its fields (see [`Sources::encode`]).
+    bytes: SpillVec<u8>,
+    ends: SpillVec<usize>,
+    others: Vec<ImageSource>,
+    index: Index,
+}
+
+/// The kind byte of a [`Sources`] record.
+const FILE: u8 = 0;
+const NPY_BGR: u8 = 1;
+const CROPPED: u8 = 2;
+const OTHER: u8 = 3;
+
+impl Sources {
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Source `i`.
+    pub fn get(&self, i: usize) -> ImageSource {
+        let record = self.record(i);
+        spill::touched(record.len() + size_of::<usize>());
+        let (&kind, rest) = record.split_first().unwrap_or((&OTHER, &[]));
+        match kind {
+            FILE => ImageSource::File(path_of(rest)),
+            NPY_BGR => ImageSource::NpyBgr(path_of(rest)),
+            CROPPED => {
+                let (corners, file) = rest.split_at(32.min(rest.len()));
+                let corner = |c: usize| {
+                    i64::from_le_bytes(
+                        corners.get(c * 8..c * 8 + 8).and_then(|b| b.try_into().ok()).unwrap_or_default(),
+                    )
+                };
+                let region =
+                    crate::image::CropRegion { left: corner(0), top: corner(1), right: corner(2), bottom: corner(3) };
+                ImageSource::Cropped(Box::new(crate::image::CroppedSource { file: path_of(file), region }))
+            }
+            _ => {
+                let at = u32::from_le_bytes(rest.try_into().unwrap_or_default());
+                self.others[at as usize].clone()
+            }
+        }
+    }
+
+    /// Every source, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = ImageSource> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
+
+    fn record(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    /// The index of `source`, added when it is new.
+    fn intern(&mut self, source: ImageSource) -> u32 {
+        let record = self.encode(&source);
+        let (bytes, ends) = (&self.bytes, &self.ends);
+        let record_at = |i: usize| &bytes[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
+        if let Some(at) = self.index.find_or_add(&record[..], ends.len(), |i| record_at(i) == &record[..]) {
+            return at;
+        }
+        if record[0] == OTHER {
+            self.others.push(source);
+        }
+        self.bytes.extend_from_slice(&record);
+        self.ends.push(self.bytes.len());
+        self.ends.len() as u32 - 1
+    }
+
+    /// A source's record: a file (or BGR frame) is its kind and path; a crop, its kind, four
+    /// corners (i64 LE) and path; any other kind is identified by its value, held in `others`
+    /// (an equal value already there is found by the index, so the record is its position).
+    fn encode(&self, source: &ImageSource) -> Vec<u8> {
+        let mut record = Vec::new();
+        match source {
+            ImageSource::File(path) => {
+                record.push(FILE);
+                record.extend_from_slice(path_bytes(path));
+            }
+            ImageSource::NpyBgr(path) => {
+                record.push(NPY_BGR);
+                record.extend_from_slice(path_bytes(path));
+            }
+            ImageSource::Cropped(crop) => {
+                record.push(CROPPED);
+                let r = crop.region;
+                for corner in [r.left, r.top, r.right, r.bottom] {
+                    record.extend_from_slice(&corner.to_le_bytes());
+                }
+                record.extend_from_slice(path_bytes(&crop.file));
+            }
+            other => {
+                record.push(OTHER);
+                let at = self.others.iter().position(|o| o == other).unwrap_or(self.others.len());
+                record.extend_from_slice(&(at as u32).to_le_bytes());
+            }
+        }
+        record
+    }
+}
+
+#[cfg(unix)]
+fn path_bytes(path: &std::path::Path) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes()
+}
+
+#[cfg(unix)]
+fn path_of(bytes: &[u8]) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(bytes).into()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(path: &std::path::Path) -> &[u8] {
+    path.as_os_str().as_encoded_bytes()
+}
+
+#[cfg(not(unix))]
+fn path_of(bytes: &[u8]) -> std::path::PathBuf {
+    // Bytes this process took from an `OsStr` with `as_encoded_bytes`, unchanged.
+    String::from_utf8_lossy(bytes).into_owned().into()
 }
 
 /// What an item holds besides its strings and images.
@@ -127,9 +263,10 @@ impl Items {
         slice
     }
 
-    /// Every distinct image source of the items, in the order they first appear.
-    pub fn distinct_sources(&self) -> &[ImageSource] {
-        &self.sources.values
+    /// Every distinct image source of the items, in the order they first appear (each
+    /// item's [`ItemRef::source_indices`] point into it).
+    pub fn distinct_sources(&self) -> &Sources {
+        &self.sources
     }
 
     fn string(&self, index: usize) -> &str {
@@ -138,76 +275,6 @@ impl Items {
         // SAFETY: `push` appends whole `&str`s and records where each ends, so every
         // `start..end` here spans one of them.
         unsafe { std::str::from_utf8_unchecked(bytes) }
-    }
-}
-
-/// Positions of values held elsewhere (a store's sources, its items' ids), found by hash: an
-/// open-addressing table of positions and 32-bit hashes, 8 bytes a slot and spilled to a file
-/// with the suite ([`SpillVec`]), rather than a second copy of each value. The hash is kept so
-/// that growing the table never reads the values again (a million ids scattered through the
-/// suite), and so that most lookups compare no value.
-#[derive(Debug, Clone, Default)]
-pub struct Index {
-    /// Linear probing over a power of two of slots: 0 for an empty slot, else the position
-    /// plus one in the high 32 bits and the value's hash in the low ones.
-    slots: SpillVec<u64>,
-    len: usize,
-    hasher: std::hash::RandomState,
-}
-
-impl Index {
-    /// The position of the value `is_at` recognises among those with `value`'s hash; if there
-    /// is none, `next` is recorded as the position of `value` (which the caller then stores
-    /// there), and `None` returned.
-    ///
-    /// # Panics
-    /// When `next` does not fit in 32 bits (four billion values).
-    pub fn find_or_add<T: Hash + ?Sized>(
-        &mut self,
-        value: &T,
-        next: usize,
-        is_at: impl Fn(usize) -> bool,
-    ) -> Option<u32> {
-        if (self.len + 1) * 8 > self.slots.len() * 7 {
-            self.grow();
-        }
-        let short = self.hasher.hash_one(value) as u32;
-        let mask = self.slots.len() - 1;
-        let mut at = Self::bucket(short, mask);
-        spill::touched(spill::PAGE_BYTES);
-        loop {
-            let slot = self.slots[at];
-            if slot == 0 {
-                let position = u32::try_from(next + 1).unwrap_or_else(|_| panic!("position {next} past 32 bits"));
-                self.slots[at] = (u64::from(position) << 32) | u64::from(short);
-                self.len += 1;
-                return None;
-            }
-            if slot as u32 == short && is_at((slot >> 32) as usize - 1) {
-                return Some((slot >> 32) as u32 - 1);
-            }
-            at = (at + 1) & mask;
-        }
-    }
-
-    /// A hash's first slot: its bits mixed (the low bits of a 32-bit hash alone would cluster).
-    fn bucket(short: u32, mask: usize) -> usize {
-        (u64::from(short).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
-    }
-
-    /// Twice the slots (16 at first), every entry placed again by its kept hash.
-    fn grow(&mut self) {
-        let size = (self.slots.len() * 2).max(16);
-        let mut slots = SpillVec::from_elem(0u64, size);
-        for &slot in self.slots.iter().filter(|&&s| s != 0) {
-            let mut at = Self::bucket(slot as u32, size - 1);
-            while slots[at] != 0 {
-                at = (at + 1) & (size - 1);
-            }
-            slots[at] = slot;
-            spill::touched(spill::PAGE_BYTES);
-        }
-        self.slots = slots;
     }
 }
 
@@ -299,17 +366,22 @@ impl<'a> ItemRef<'a> {
         self.truth().texts()
     }
 
-    /// The item's images, in order.
-    pub fn images(self) -> impl ExactSizeIterator<Item = &'a ImageSource> + Clone + 'a {
-        let first = self.head().first_image;
+    /// The item's images, in order (each made from its spilled record as it is asked for).
+    pub fn images(self) -> impl ExactSizeIterator<Item = ImageSource> + Clone + 'a {
         let items = self.items;
-        items.images[first..first + self.image_count()].iter().map(move |&s| &items.sources.values[s as usize])
+        self.source_indices().iter().map(move |&s| items.sources.get(s as usize))
+    }
+
+    /// Where each of the item's images is among [`Items::distinct_sources`], in order.
+    pub fn source_indices(self) -> &'a [u32] {
+        let first = self.head().first_image;
+        &self.items.images[first..first + self.image_count()]
     }
 
     /// Image `i` of the item.
-    pub fn image(self, i: usize) -> &'a ImageSource {
+    pub fn image(self, i: usize) -> ImageSource {
         assert!(i < self.image_count(), "image {i} of an item of {}", self.image_count());
-        &self.items.sources.values[self.items.images[self.head().first_image + i] as usize]
+        self.items.sources.get(self.source_indices()[i] as usize)
     }
 
     /// The item's texts, in order.
@@ -341,7 +413,7 @@ impl<'a> ItemRef<'a> {
     pub fn to_item(self) -> Item {
         Item {
             id: self.id().to_string(),
-            images: self.images().cloned().collect(),
+            images: self.images().collect(),
             texts: self.texts().map(str::to_string).collect(),
             truth: self.truth().clone(),
             tags: self.tags().clone(),
@@ -384,19 +456,22 @@ mod tests {
             let back = stored.to_item();
             assert_eq!((&back.id, &back.images, &back.texts), (&original.id, &original.images, &original.texts));
             assert_eq!((back.truth, back.tags), (original.truth.clone(), original.tags.clone()));
-            assert_eq!(Some(stored.image(stored.image_count() - 1)), original.images.last());
+            assert_eq!(Some(&stored.image(stored.image_count() - 1)), original.images.last());
             assert_eq!(Some(stored.text(stored.text_count() - 1)), original.texts.last().map(String::as_str));
         }
         // Three distinct sources for five images; a fourth item of the first one's shape and
         // tags adds no truth matrix or tag set.
-        assert_eq!(items.sources.values.len(), 3);
+        assert_eq!(items.sources.len(), 3);
         let mut more = items.clone();
         more.push(item("a", &["w.png", "v.png"], &["x", "y", "z"])?);
-        assert_eq!((more.truths.values.len(), more.tags.values.len(), more.sources.values.len()), (3, 3, 5));
+        assert_eq!((more.truths.values.len(), more.tags.values.len(), more.sources.len()), (3, 3, 5));
         assert_eq!(more.item(3).truth(), more.item(0).truth());
         let slice = items.range(1..3);
         assert_eq!(slice.iter().map(|i| i.id()).collect::<Vec<_>>(), ["", "c"]);
-        assert_eq!(slice.item(1).images().collect::<Vec<_>>(), [&pushed[2].images[0], &pushed[2].images[1]]);
+        assert_eq!(
+            slice.item(1).images().collect::<Vec<_>>(),
+            [pushed[2].images[0].clone(), pushed[2].images[1].clone()]
+        );
         Ok(())
     }
 }

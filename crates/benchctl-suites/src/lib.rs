@@ -145,15 +145,15 @@ impl Suite {
     }
 
     /// Every image file the items refer to that does not exist, in item order.
-    pub fn missing_images(&self) -> Vec<&Path> {
+    pub fn missing_images(&self) -> Vec<PathBuf> {
         // The store holds each source once, in first-seen order; two sources can share a
         // file (a crop and the whole image), which is named once.
         let mut seen = std::collections::HashSet::new();
         self.items
             .distinct_sources()
             .iter()
-            .map(ImageSource::path)
-            .filter(|path| !path.is_file() && seen.insert(*path))
+            .map(|source| source.path().to_path_buf())
+            .filter(|path| !path.is_file() && seen.insert(path.clone()))
             .collect()
     }
 }

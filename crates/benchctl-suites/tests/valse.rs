@@ -36,7 +36,8 @@ fn loads_the_real_pieces_keeping_only_valid_records() {
     for item in &suite.items {
         assert_eq!((item.image_count(), item.text_count()), (1, 2));
         assert!(item.truth().is_match(0, 0) && !item.truth().is_match(0, 1));
-        let path = item.image(0).path();
+        let image = item.image(0);
+        let path = image.path();
         assert!(matches!(item.image(0), ImageSource::File(_)));
         let folder = path.strip_prefix(dir.join("images")).unwrap().parent().unwrap().display().to_string();
         *folders.entry((item.tags()[0].1[0].as_str(), folder)).or_default() += 1;
@@ -80,7 +81,7 @@ fn invalid_records_are_excluded_and_sources_map_to_folders() {
     assert_eq!(suite.items.item(0).id(), "existence/a");
     // Missing images are expected where COCO's val2014.zip extracts.
     assert_eq!(
-        *suite.items.item(1).image(0),
+        suite.items.item(1).image(0),
         ImageSource::File(dir.path().join("images/val2014/COCO_val2014_000000000042.jpg"))
     );
 }
@@ -115,7 +116,7 @@ fn images_are_routed_by_file_prefix_to_the_folders_their_sources_ship() {
     let suite = find("valse").unwrap().load(dir.path()).unwrap();
     for (key, path) in expected {
         let item = suite.items.iter().find(|i| i.id() == format!("existence/{key}")).unwrap();
-        assert_eq!(*item.image(0), ImageSource::File(path), "{key}");
+        assert_eq!(item.image(0), ImageSource::File(path), "{key}");
     }
 }
 

@@ -44,7 +44,7 @@ fn loads_all_400_real_examples_with_their_tags() {
     // Item 219 keeps its quotes, and its images resolve to images/ex_219_img_k.png.
     let item = suite.items.iter().find(|i| i.id() == "219").unwrap();
     assert_eq!(item.text(0), r#"It starts with "A" and ends with "Z""#);
-    assert_eq!(*item.image(1), ImageSource::File(dir.path().join("images/ex_219_img_1.png")));
+    assert_eq!(item.image(1), ImageSource::File(dir.path().join("images/ex_219_img_1.png")));
     assert!(item.truth().is_match(0, 0) && item.truth().is_match(1, 1) && !item.truth().is_match(0, 1));
 }
 

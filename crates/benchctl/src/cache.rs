@@ -23,10 +23,10 @@
 //! by thousands of runs has thousands of segments). Millions of cached embeddings (2,000,000
 //! captions of a 512-wide model are 4 GB) are never held in memory at once.
 
-use std::collections::HashMap;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use benchctl_scoring::spill::{Index, SpillVec};
 use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind, Result};
@@ -84,7 +84,11 @@ pub struct EmbeddingCache {
     /// SHA-256 of the namespace string: written at the head of every segment, and part of
     /// every record's check.
     namespace: Key,
-    entries: HashMap<Key, Location>,
+    /// Every checked record's key and where its values lie (a later record of a key replaces
+    /// an earlier one), found through `index`: spilled past a few MiB
+    /// ([`benchctl_scoring::spill`]), since a cache grows with every suite it has seen.
+    entries: SpillVec<(Key, Location)>,
+    index: Index,
     /// The segments read at open, for [`EmbeddingCache::get`], and the few it has open (a
     /// cache used by thousands of runs has thousands of segments: never one descriptor each).
     segments: Vec<PathBuf>,
@@ -102,7 +106,8 @@ impl EmbeddingCache {
         Self {
             dir: None,
             namespace: [0; 32],
-            entries: HashMap::new(),
+            entries: SpillVec::new(),
+            index: Index::default(),
             segments: Vec::new(),
             open_segments: Default::default(),
             segment: None,
@@ -152,7 +157,7 @@ impl EmbeddingCache {
         let mut offset = SEGMENT_HEAD as u64;
         let mut record_head = [0u8; RECORD_HEAD];
         let mut values = Vec::new();
-        let mut found = Vec::new();
+        let mut found = 0usize;
         loop {
             match reader.read(&mut record_head[..1]) {
                 Ok(0) => break,
@@ -181,22 +186,36 @@ impl EmbeddingCache {
             // A record whose check fails is skipped alone: its framing still holds.
             let (raw, stored) = values.split_at(dim as usize * 4);
             if check(&self.namespace, &key, raw) == stored {
-                found.push((key, Location { segment, offset: offset + RECORD_HEAD as u64, dim }));
+                self.insert(key, Location { segment, offset: offset + RECORD_HEAD as u64, dim });
+                found += 1;
             } else {
                 self.skipped += 1;
             }
             offset += (RECORD_HEAD + values.len()) as u64;
         }
-        if !found.is_empty() {
-            self.entries.extend(found);
+        if found > 0 {
             self.segments.push(path);
         }
+    }
+
+    /// Records where `key`'s values lie, replacing an earlier record of it.
+    fn insert(&mut self, key: Key, location: Location) {
+        let entries = &self.entries;
+        match self.index.find_or_add(&key, entries.len(), |at| entries[at].0 == key) {
+            Some(at) => self.entries[at as usize].1 = location,
+            None => self.entries.push((key, location)),
+        }
+    }
+
+    /// Where `key`'s values lie.
+    fn location(&self, key: &Key) -> Option<Location> {
+        self.index.find(key, |at| self.entries[at].0 == *key).map(|at| self.entries[at as usize].1)
     }
 
     /// The values stored under `key`, read from their segment and checked again (a segment
     /// changed since it was opened gives a miss, and the input is encoded again).
     pub fn get(&self, key: &Key) -> Option<Vec<f32>> {
-        let at = self.entries.get(key)?;
+        let at = self.location(key)?;
         let mut bytes = vec![0u8; at.dim as usize * 4 + 8];
         self.read_at(at.segment, &mut bytes, at.offset).ok()?;
         let (raw, stored) = bytes.split_at(at.dim as usize * 4);
@@ -229,7 +248,7 @@ impl EmbeddingCache {
 
     /// How many values `key` has, without reading them.
     pub fn dim(&self, key: &Key) -> Option<usize> {
-        self.entries.get(key).map(|at| at.dim as usize)
+        self.location(key).map(|at| at.dim as usize)
     }
 
     pub fn len(&self) -> usize {
@@ -355,22 +374,34 @@ pub fn key_of_file(path: &Path, tag: &[u8], len: u64) -> std::io::Result<Key> {
 /// unwritable, the memo is simply not used: it is an accelerator, never a point of failure.
 pub struct FileKeys {
     dir: Option<PathBuf>,
-    known: HashMap<FileId, Key>,
-    fresh: std::sync::Mutex<Vec<(FileId, Key)>>,
+    /// Each remembered file's identity digest ([`file_id`]) and content key, found through
+    /// `index`; spilled past a few MiB, since the memo grows with every image it has seen.
+    known: SpillVec<(Key, Key)>,
+    index: Index,
+    /// The records this process will append (already encoded), spilled as they grow.
+    fresh: std::sync::Mutex<SpillVec<u8>>,
     /// Files whose bytes were read and hashed by this process.
     pub hashed: std::sync::atomic::AtomicUsize,
 }
 
 const FILE_KEY_MAGIC: &[u8; 4] = b"BCK1";
 
-/// What a remembered key is valid for: the file's absolute path, size, mtime (ns) and the
-/// key's tag (`file`, `npy-bgr`).
-type FileId = (PathBuf, u64, u128, Vec<u8>);
+/// What a remembered key is valid for, as one digest: the file's absolute path (as the
+/// records store it), size, mtime (ns) and the key's tag (`file`, `npy-bgr`).
+fn file_id(path: &str, size: u64, mtime: u128, tag: &[u8]) -> Key {
+    key(&[b"file-id", path.as_bytes(), &size.to_le_bytes(), &mtime.to_le_bytes(), tag])
+}
 
 impl FileKeys {
     /// A memo that remembers nothing (every file is hashed).
     pub fn disabled() -> Self {
-        Self { dir: None, known: HashMap::new(), fresh: Default::default(), hashed: Default::default() }
+        Self {
+            dir: None,
+            known: SpillVec::new(),
+            index: Index::default(),
+            fresh: Default::default(),
+            hashed: Default::default(),
+        }
     }
 
     /// The memo under `root`, with every readable record loaded.
@@ -379,48 +410,63 @@ impl FileKeys {
         let mut memo = Self { dir: Some(dir.clone()), ..Self::disabled() };
         let Ok(entries) = std::fs::read_dir(&dir) else { return memo };
         for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-            if let Ok(bytes) = std::fs::read(&path) {
-                memo.read_segment(&bytes);
+            if let Ok(file) = std::fs::File::open(&path) {
+                memo.read_segment(BufReader::new(file));
             }
         }
         memo
     }
 
-    fn read_segment(&mut self, mut bytes: &[u8]) {
-        let take = |b: &mut &[u8], n: usize| -> Option<Vec<u8>> {
-            let (head, rest) = (b.get(..n)?.to_vec(), b.get(n..)?);
-            *b = rest;
-            Some(head)
+    /// Loads one segment's records, read as a stream, up to the first that does not check out.
+    fn read_segment(&mut self, mut reader: impl Read) {
+        let mut take = |n: usize, body: &mut Vec<u8>| -> Option<std::ops::Range<usize>> {
+            let start = body.len();
+            body.resize(start + n, 0);
+            reader.read_exact(&mut body[start..]).ok()?;
+            Some(start..start + n)
         };
-        while !bytes.is_empty() {
-            let start = bytes;
+        let mut body = Vec::new();
+        loop {
+            body.clear();
             let record = (|| {
-                if take(&mut bytes, 4)? != FILE_KEY_MAGIC {
+                let magic = take(4, &mut body)?;
+                if body[magic] != FILE_KEY_MAGIC[..] {
                     return None;
                 }
-                let len = u32::from_le_bytes(take(&mut bytes, 4)?.try_into().ok()?) as usize;
-                let path = PathBuf::from(String::from_utf8(take(&mut bytes, len)?).ok()?);
-                let size = u64::from_le_bytes(take(&mut bytes, 8)?.try_into().ok()?);
-                let mtime = u128::from_le_bytes(take(&mut bytes, 16)?.try_into().ok()?);
-                let tag_len = take(&mut bytes, 1)?[0] as usize;
-                let tag = take(&mut bytes, tag_len)?;
-                let key: Key = take(&mut bytes, 32)?.try_into().ok()?;
-                let body = &start[..start.len() - bytes.len()];
-                let check = take(&mut bytes, 8)?;
-                (Sha256::digest(body)[..8] == check[..]).then_some((path, size, mtime, tag, key))
-            })();
-            match record {
-                Some((path, size, mtime, tag, key)) => {
-                    self.known.insert((path, size, mtime, tag), key);
+                let len = take(4, &mut body)?;
+                let len = u32::from_le_bytes(body[len].try_into().ok()?) as usize;
+                // A path longer than any file system allows is a corrupt length, not a read.
+                if len > 1 << 16 {
+                    return None;
                 }
-                // A torn or corrupt tail: the rest of the segment is not trusted.
-                None => return,
+                let path = take(len, &mut body)?;
+                let size = take(8, &mut body)?;
+                let mtime = take(16, &mut body)?;
+                let tag_len = take(1, &mut body)?;
+                let tag = take(body[tag_len.start] as usize, &mut body)?;
+                let content = take(32, &mut body)?;
+                let check = take(8, &mut body)?;
+                if Sha256::digest(&body[..check.start])[..8] != body[check] {
+                    return None;
+                }
+                let path = std::str::from_utf8(&body[path]).ok()?;
+                let size = u64::from_le_bytes(body[size].try_into().ok()?);
+                let mtime = u128::from_le_bytes(body[mtime].try_into().ok()?);
+                Some((file_id(path, size, mtime, &body[tag]), body[content].try_into().ok()?))
+            })();
+            // A torn or corrupt tail (or the end): the rest of the segment is not trusted.
+            let Some((id, content)) = record else { return };
+            let known = &self.known;
+            match self.index.find_or_add(&id, known.len(), |at| known[at].0 == id) {
+                Some(at) => self.known[at as usize].1 = content,
+                None => self.known.push((id, content)),
             }
         }
     }
 
     /// The content key `key(&[tag, bytes])` of the file at `path`: remembered when its size
-    /// and mtime are unchanged, else read, hashed and remembered.
+    /// and mtime are unchanged, else read, hashed and remembered. A path that is not UTF-8
+    /// is not remembered (the records store paths as text).
     pub fn key_of(&self, path: &Path, tag: &[u8]) -> std::io::Result<Key> {
         let meta = std::fs::metadata(path)?;
         let mtime = meta
@@ -430,17 +476,28 @@ impl FileKeys {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let id = (absolute, meta.len(), mtime, tag.to_vec());
-        if self.dir.is_some() && mtime != 0 {
-            if let Some(key) = self.known.get(&id) {
-                return Ok(*key);
+        let remembered = absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0);
+        let id = remembered.map(|p| file_id(p, meta.len(), mtime, tag));
+        if let Some(id) = &id {
+            if let Some(at) = self.index.find(id, |at| self.known[at].0 == *id) {
+                return Ok(self.known[at as usize].1);
             }
         }
         let key = key_of_file(path, tag, meta.len())?;
         self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if self.dir.is_some() && mtime != 0 {
+        if let Some(path) = remembered {
             if let Ok(mut fresh) = self.fresh.lock() {
-                fresh.push((id, key));
+                let start = fresh.len();
+                fresh.extend_from_slice(FILE_KEY_MAGIC);
+                fresh.extend_from_slice(&(path.len() as u32).to_le_bytes());
+                fresh.extend_from_slice(path.as_bytes());
+                fresh.extend_from_slice(&meta.len().to_le_bytes());
+                fresh.extend_from_slice(&mtime.to_le_bytes());
+                fresh.extend_from_slice(&[tag.len() as u8]);
+                fresh.extend_from_slice(tag);
+                fresh.extend_from_slice(&key);
+                let check = Sha256::digest(&fresh[start..]);
+                fresh.extend_from_slice(&check[..8]);
             }
         }
         Ok(key)
@@ -454,21 +511,6 @@ impl FileKeys {
         if fresh.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::new();
-        for ((path, size, mtime, tag), key) in fresh {
-            let path = path.to_string_lossy().into_owned().into_bytes();
-            let start = buf.len();
-            buf.extend_from_slice(FILE_KEY_MAGIC);
-            buf.extend_from_slice(&(path.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&path);
-            buf.extend_from_slice(&size.to_le_bytes());
-            buf.extend_from_slice(&mtime.to_le_bytes());
-            buf.push(tag.len() as u8);
-            buf.extend_from_slice(&tag);
-            buf.extend_from_slice(&key);
-            let check = Sha256::digest(&buf[start..]);
-            buf.extend_from_slice(&check[..8]);
-        }
         std::fs::create_dir_all(dir)?;
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
@@ -476,6 +518,6 @@ impl FileKeys {
             .create(true)
             .append(true)
             .open(dir.join(format!("keys-{nanos}-{}.bin", std::process::id())))?;
-        file.write_all(&buf)
+        file.write_all(&fresh)
     }
 }

@@ -61,19 +61,17 @@ impl CheckReport {
 pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
-    let (items, images, mut problems): (usize, Vec<ImageSource>, Vec<String>) = match info.kind {
+    let (items, images, mut problems): (usize, CheckedImages, Vec<String>) = match info.kind {
         SuiteKind::Items(_) | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
-            let mut seen = std::collections::HashSet::new();
-            let images = suite.items.iter().flat_map(|i| i.images()).filter(|s| seen.insert(*s)).cloned().collect();
             let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
             problems.extend(suite.incomplete.iter().map(|s| format!("not the complete official release: {s}")));
-            (suite.items.len(), images, problems)
+            (suite.items.len(), CheckedImages::OfSuite(Box::new(suite)), problems)
         }
         // A retrieval suite's queries are its test images.
         SuiteKind::Galleries => match rococo::load(&data_dir) {
-            Ok(data) => (data.images.len(), data.images.into_iter().map(ImageSource::File).collect(), Vec::new()),
-            Err(e) => (0, Vec::new(), vec![e.to_string()]),
+            Ok(data) => (data.images.len(), CheckedImages::Files(data.images), Vec::new()),
+            Err(e) => (0, CheckedImages::Files(Vec::new()), vec![e.to_string()]),
         },
     };
     if let Some(expected) = info.expected_items {
@@ -86,9 +84,10 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     // ratio breaks. Models that resize to a square (SigLIP, BLIP, FIBER) take such images.
     let shorter_side = benchctl_models::preprocess::Preprocessor::openai_clip(224);
     let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
-    let mut unreadable: Vec<String> = images
-        .par_iter()
-        .filter_map(|source| {
+    let mut unreadable: Vec<String> = (0..images.len())
+        .into_par_iter()
+        .filter_map(|i| {
+            let source = images.get(i);
             let result = source.load_rgb();
             bar.inc(1);
             match result {
@@ -104,4 +103,27 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     unreadable.sort();
     problems.extend(unreadable);
     Ok(CheckReport { suite: info.id.to_string(), data_dir, items, images: images.len(), problems })
+}
+
+/// The distinct images `check` decodes: a suite's (read from its spilled sources as each is
+/// checked, not collected) or a retrieval suite's files.
+enum CheckedImages {
+    OfSuite(Box<benchctl_suites::Suite>),
+    Files(Vec<std::path::PathBuf>),
+}
+
+impl CheckedImages {
+    fn len(&self) -> usize {
+        match self {
+            CheckedImages::OfSuite(suite) => suite.items.distinct_sources().len(),
+            CheckedImages::Files(files) => files.len(),
+        }
+    }
+
+    fn get(&self, i: usize) -> ImageSource {
+        match self {
+            CheckedImages::OfSuite(suite) => suite.items.distinct_sources().get(i),
+            CheckedImages::Files(files) => ImageSource::File(files[i].clone()),
+        }
+    }
 }

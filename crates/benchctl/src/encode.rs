@@ -119,7 +119,7 @@ impl<'a> ItemInputs<'a> {
 pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
     values: impl Iterator<Item = &'a T>,
 ) -> (SpillVec<usize>, SpillVec<&'a T>) {
-    let mut index = benchctl_suites::items::Index::default();
+    let mut index = benchctl_scoring::spill::Index::default();
     let mut unique: SpillVec<&T> = SpillVec::new();
     let slots = values
         .map(|v| {
@@ -171,12 +171,51 @@ pub(crate) fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<
     })
 }
 
+/// Image sources by index: a suite's distinct sources (spilled, each made as it is asked
+/// for) or a list in memory (a retrieval gallery's).
+pub(crate) trait SourceList: Sync {
+    fn len(&self) -> usize;
+    fn source(&self, i: usize) -> ImageSource;
+}
+
+impl SourceList for benchctl_suites::items::Sources {
+    fn len(&self) -> usize {
+        benchctl_suites::items::Sources::len(self)
+    }
+
+    fn source(&self, i: usize) -> ImageSource {
+        self.get(i)
+    }
+}
+
+impl SourceList for [&ImageSource] {
+    fn len(&self) -> usize {
+        <[&ImageSource]>::len(self)
+    }
+
+    fn source(&self, i: usize) -> ImageSource {
+        self[i].clone()
+    }
+}
+
+impl SourceList for Vec<&ImageSource> {
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+
+    fn source(&self, i: usize) -> ImageSource {
+        self[i].clone()
+    }
+}
+
 /// The cache keys of `images` (their files read on all cores, unless the memo knows them;
 /// spilled with the suite).
-pub(crate) fn image_keys(images: &[&ImageSource], memo: &cache::FileKeys) -> Result<SpillVec<cache::Key>> {
+pub(crate) fn image_keys(images: &(impl SourceList + ?Sized), memo: &cache::FileKeys) -> Result<SpillVec<cache::Key>> {
     let mut keys = SpillVec::with_capacity(images.len());
-    for chunk in images.chunks(1 << 14) {
-        let chunk_keys: Vec<cache::Key> = chunk.par_iter().map(|s| image_key(s, memo)).collect::<Result<_>>()?;
+    for start in (0..images.len()).step_by(1 << 14) {
+        let chunk = start..(start + (1 << 14)).min(images.len());
+        let chunk_keys: Vec<cache::Key> =
+            chunk.into_par_iter().map(|i| image_key(&images.source(i), memo)).collect::<Result<_>>()?;
         keys.extend_from_slice(&chunk_keys);
     }
     Ok(keys)
@@ -597,12 +636,13 @@ pub(crate) fn preprocess(
 /// (decoding on all cores).
 pub(crate) fn load_pixels(
     prep: &benchctl_models::preprocess::Preprocessor,
-    images: &[&ImageSource],
+    images: &[impl std::borrow::Borrow<ImageSource> + Sync],
     device: &Device,
 ) -> Result<Tensor> {
     let pixels: Vec<Vec<f32>> = images
         .par_iter()
         .map(|s| {
+            let s: &ImageSource = s.borrow();
             let img = s.load_pil().map_err(Error::from)?;
             let (w, h) = img.dimensions();
             prep.check_input(w as usize, h as usize)
@@ -669,7 +709,7 @@ impl PairTable {
 
 /// The unique inputs a fusion model pairs, and each pair's cache key.
 pub(crate) struct PairInputs<'a> {
-    pub images: &'a [&'a ImageSource],
+    pub images: &'a dyn SourceList,
     pub texts: &'a [&'a str],
     pub pair_keys: &'a Keys<'a>,
 }
@@ -702,7 +742,7 @@ pub(crate) fn score_pairs_through_cache(
         let model = model.ok_or_else(|| {
             Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
         })?;
-        let sources: Vec<&ImageSource> = image_chunk.iter().map(|&i| images[i]).collect();
+        let sources: Vec<ImageSource> = image_chunk.iter().map(|&i| images.source(i)).collect();
         let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
         counts.images_encoded += image_chunk.len();
         counts.image_batches += 1;
@@ -760,12 +800,12 @@ impl<'a> Encoder<'a> {
 /// Decoding and preprocessing a batch of `images` (on all cores).
 pub(crate) fn prepare_images<'a>(
     encoder: Encoder<'a>,
-    images: &'a [&'a ImageSource],
+    images: &'a (impl SourceList + ?Sized),
 ) -> impl Fn(&[usize]) -> Result<Tensor> + Sync + 'a {
     let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
     move |chunk: &[usize]| {
         let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
-        let sources: Vec<&ImageSource> = chunk.iter().map(|&i| images[i]).collect();
+        let sources: Vec<ImageSource> = chunk.iter().map(|&i| images.source(i)).collect();
         load_pixels(prep, &sources, device)
     }
 }
@@ -804,7 +844,7 @@ impl Counts {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_images(
     encoder: Encoder,
-    images: &[&ImageSource],
+    images: &(impl SourceList + ?Sized),
     keys: &Keys,
     wanted: Option<&[bool]>,
     batch: usize,

@@ -203,7 +203,7 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
                     name.strip_prefix(&format!("{}/", suite.data_dir.display())).unwrap_or(&name).to_string();
                 let next = thumb_ids.len();
                 let id = *thumb_ids.entry(name).or_insert(next);
-                let thumb = (id < max_thumbnails).then(|| thumbnail(source, &thumbs.join(format!("{id}.jpg"))));
+                let thumb = (id < max_thumbnails).then(|| thumbnail(&source, &thumbs.join(format!("{id}.jpg"))));
                 match thumb {
                     Some(Ok(())) => json!([shown_name, format!("thumbs/{id}.jpg")]),
                     _ => json!([shown_name, Value::Null]),

@@ -41,7 +41,11 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
     let batch = args.batch_size as usize;
 
     let data_fingerprint = fingerprint(&full_suite)?;
-    let (all_image_slots, unique_images) = unique_by(full_suite.items.iter().flat_map(|i| i.images()));
+    // The items hold each distinct image source once, in first-seen order: those are the
+    // unique images, and each item's indices into them its slots.
+    let unique_images = full_suite.items.distinct_sources();
+    let all_image_slots: SpillVec<usize> =
+        full_suite.items.iter().flat_map(|i| i.source_indices().iter().map(|&s| s as usize)).collect();
     let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| i.texts()));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
     let shard = match args.shard {
@@ -70,7 +74,7 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
 
     let mut cache = resolved.cache(args.no_cache)?;
     let memo = resolved.file_keys(args.no_cache);
-    let image_keys = Keys::from(image_keys(&unique_images, &memo)?);
+    let image_keys = Keys::from(image_keys(unique_images, &memo)?);
     counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
     remember(&memo);
     let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| {
@@ -98,7 +102,7 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
                 _ => None,
             };
             let t = Instant::now();
-            let inputs = PairInputs { images: &unique_images, texts: &unique_texts, pair_keys: &pair_keys };
+            let inputs = PairInputs { images: unique_images, texts: &unique_texts, pair_keys: &pair_keys };
             let values = score_pairs_through_cache(fusion, pairs, &inputs, batch, &mut counts, &mut cache)?;
             let scores = pairs.score_tensor(suite, &values, kind)?;
             (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
@@ -114,7 +118,7 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
             let text_plan = EmbeddingPlan::new(&text_keys, wanted_texts, batch, &cache, "text");
             let bars = indicatif::MultiProgress::new();
             let (image_steps, text_steps) = (
-                (prepare_images(encoder, &unique_images), encode_pixels(encoder)),
+                (prepare_images(encoder, unique_images), encode_pixels(encoder)),
                 (prepare_texts(&unique_texts), encode_captions(encoder)),
             );
             let ((scores, text_tally, encode_texts_s), image_tally, encode_images_s) =
@@ -162,7 +166,7 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
     };
     // The unique inputs borrow from the suite's items (and spill, so they are dropped with
     // their files here, before the suite moves).
-    drop((unique_images, unique_texts, all_image_slots, all_text_slots));
+    drop((unique_texts, all_image_slots, all_text_slots));
     let suite = match shard {
         None => full_suite,
         Some(shard) => shard.suite,
