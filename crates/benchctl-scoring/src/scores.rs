@@ -103,7 +103,7 @@ impl ScoreKind {
 }
 
 /// N items' score matrices, stored contiguously. Items may differ in K and L. All of it grows
-/// with the suite, so it spills to a file past a few MiB ([`crate::spill`]).
+/// with the suite, so it spills to a file past the memory budget ([`crate::spill`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ScoreTensor {
     shapes: SpillVec<(usize, usize)>,

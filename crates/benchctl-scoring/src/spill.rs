@@ -1,7 +1,10 @@
 //! Per-item state kept on disk, so that an eval's memory does not grow with its suite.
 //!
-//! A [`SpillVec`] is a vector that moves into an unlinked temporary file once it outgrows
-//! [`threshold`] bytes. The file is mapped shared: the values stay addressable as a slice (the
+//! A [`SpillVec`] is a vector that moves into an unlinked temporary file once the per-item
+//! state held in memory, all vectors together, would pass a budget ([`budget`]: 256 MiB unless
+//! `BENCHCTL_SPILL_AT` says otherwise): a suite whose state fits stays in memory at full speed,
+//! a larger one spills its growing vectors, and the memory it holds stays under the budget
+//! however large it is. The file is mapped shared: the values stay addressable as a slice (the
 //! items, their input slots, the score tensor and the per-item metric values all borrow from
 //! it as they did from a `Vec`), the kernel's page cache holds what fits and writes the rest to
 //! disk, and [`trim`] drops every spilled page from the process's resident set (the next access
@@ -15,18 +18,32 @@
 //! stays in (or comes back to) memory, with one warning.
 //!
 //! Where: `BENCHCTL_SPILL_DIR`, else the system's temporary directory (`TMPDIR`); on a tmpfs
-//! the "disk" is memory and swap. When: `BENCHCTL_SPILL_AT` bytes (default 1 MiB; 0 spills
-//! every vector, which the test suite's second pass uses to run every spilled path).
+//! the "disk" is memory and swap. When: `BENCHCTL_SPILL_AT` bytes in memory (0 spills every
+//! vector, which the test suite's second pass uses to run every spilled path).
 
 use std::hash::BuildHasher;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// The size in bytes beyond which a [`SpillVec`] moves to a file (`BENCHCTL_SPILL_AT`).
-pub fn threshold() -> usize {
+/// How many bytes of [`SpillVec`]s may be held in memory, all together, before a growing one
+/// moves to a file (`BENCHCTL_SPILL_AT`, default 128 MiB).
+pub fn budget() -> usize {
     static AT: OnceLock<usize> = OnceLock::new();
-    *AT.get_or_init(|| std::env::var("BENCHCTL_SPILL_AT").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(1 << 20))
+    *AT.get_or_init(|| std::env::var("BENCHCTL_SPILL_AT").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(128 << 20))
+}
+
+/// Bytes of [`SpillVec`] capacity held in memory now, all vectors together.
+static IN_MEMORY: AtomicUsize = AtomicUsize::new(0);
+
+/// A vector smaller than this never spills (unless the budget is smaller still): a file and
+/// a mapping for a few values would cost more than they save.
+const SMALLEST_SPILL: usize = 64 << 10;
+
+/// Whether a vector about to hold `bytes` in memory should move to a file instead.
+fn over_budget(bytes: usize, held: usize) -> bool {
+    let budget = budget();
+    bytes >= SMALLEST_SPILL.min(budget) && IN_MEMORY.load(Ordering::Relaxed).saturating_sub(held) + bytes > budget
 }
 
 /// What is wrong with `BENCHCTL_SPILL_AT`, if anything: the binary refuses it before any
@@ -37,7 +54,7 @@ pub fn settings_problem() -> Option<String> {
     match value.to_str().map(|v| v.trim().parse::<usize>()) {
         Some(Ok(_)) => None,
         _ => Some(format!(
-            "read BENCHCTL_SPILL_AT={value:?}: expected a size in bytes past which per-item state spills to a file (0: every vector; unset: 1 MiB)"
+            "read BENCHCTL_SPILL_AT={value:?}: expected how many bytes of per-item state to hold in memory before it spills to files (0: none; unset: 128 MiB)"
         )),
     }
 }
@@ -47,8 +64,8 @@ pub fn directory() -> std::path::PathBuf {
     std::env::var_os("BENCHCTL_SPILL_DIR").map(Into::into).unwrap_or_else(std::env::temp_dir)
 }
 
-/// A growable array of `T` in memory until it outgrows [`threshold`] bytes, then in a mapped
-/// temporary file (see the module's docs). Reads and writes go through the slice it derefs to.
+/// A growable array of `T` in memory until the vectors in memory would pass the [`budget`],
+/// then in a mapped temporary file (see the module's docs). Reads and writes go through the slice it derefs to.
 ///
 /// `T: Copy` is what makes the file safe to hold the values: a copy is its bytes, there is
 /// no destructor to run, and only bytes written as a `T` are ever read back as one (the file
@@ -68,8 +85,8 @@ impl<T: Copy> SpillVec<T> {
         Self { storage: Storage::Memory(Vec::new()) }
     }
 
-    /// An empty vector with room for `capacity` values (in a file at once when that is past
-    /// the threshold).
+    /// An empty vector with room for `capacity` values (in a file at once when that would pass
+    /// the budget).
     pub fn with_capacity(capacity: usize) -> Self {
         let mut v = Self::new();
         v.reserve(capacity);
@@ -99,6 +116,14 @@ impl<T: Copy> SpillVec<T> {
         self
     }
 
+    /// An empty vector in a file from the start, whatever the budget (for tests).
+    #[cfg(all(test, unix))]
+    fn in_a_file(capacity: usize) -> Self {
+        let mut v = Self::new();
+        v.spill(capacity);
+        v
+    }
+
     /// Whether the values live in a file (for tests and measurements).
     pub fn is_spilled(&self) -> bool {
         !matches!(self.storage, Storage::Memory(_))
@@ -109,10 +134,12 @@ impl<T: Copy> SpillVec<T> {
         let needed = self.len().saturating_add(additional);
         match &mut self.storage {
             Storage::Memory(v) => {
-                if needed.saturating_mul(size_of::<T>()) > threshold() && size_of::<T>() > 0 {
+                let held = v.capacity() * size_of::<T>();
+                if needed > v.capacity() && size_of::<T>() > 0 && over_budget(needed * size_of::<T>(), held) {
                     self.spill(needed);
                 } else {
                     v.reserve(additional);
+                    IN_MEMORY.fetch_add(v.capacity() * size_of::<T>() - held, Ordering::Relaxed);
                 }
             }
             #[cfg(unix)]
@@ -129,7 +156,7 @@ impl<T: Copy> SpillVec<T> {
 
     pub fn push(&mut self, value: T) {
         if let Storage::Memory(v) = &mut self.storage {
-            if v.len() < v.capacity() || (v.len() + 1) * size_of::<T>() <= threshold() {
+            if v.len() < v.capacity() {
                 v.push(value);
                 return;
             }
@@ -208,11 +235,16 @@ impl<T: Copy> SpillVec<T> {
     #[cfg(unix)]
     fn spill(&mut self, capacity: usize) {
         let Storage::Memory(v) = &mut self.storage else { return };
+        let held = v.capacity() * size_of::<T>();
         match Mapped::create(&directory(), capacity, v) {
-            Ok(mapped) => self.storage = Storage::File(mapped),
+            Ok(mapped) => {
+                IN_MEMORY.fetch_sub(held, Ordering::Relaxed);
+                self.storage = Storage::File(mapped);
+            }
             Err(e) => {
                 warn_once(&e);
                 v.reserve(capacity.saturating_sub(v.len()));
+                IN_MEMORY.fetch_add(v.capacity() * size_of::<T>() - held, Ordering::Relaxed);
             }
         }
     }
@@ -220,7 +252,9 @@ impl<T: Copy> SpillVec<T> {
     #[cfg(not(unix))]
     fn spill(&mut self, capacity: usize) {
         let Storage::Memory(v) = &mut self.storage;
+        let held = v.capacity() * size_of::<T>();
         v.reserve(capacity.saturating_sub(v.len()));
+        IN_MEMORY.fetch_add(v.capacity() * size_of::<T>() - held, Ordering::Relaxed);
     }
 
     /// Brings the values back into memory with room for `capacity` (a file that cannot grow).
@@ -228,11 +262,20 @@ impl<T: Copy> SpillVec<T> {
     fn unspill(&mut self, capacity: usize) {
         let mut v = Vec::with_capacity(capacity);
         v.extend_from_slice(self);
+        IN_MEMORY.fetch_add(v.capacity() * size_of::<T>(), Ordering::Relaxed);
         self.storage = Storage::Memory(v);
     }
 
     #[cfg(not(unix))]
     fn unspill(&mut self, _capacity: usize) {}
+}
+
+impl<T: Copy> Drop for SpillVec<T> {
+    fn drop(&mut self) {
+        if let Storage::Memory(v) = &self.storage {
+            IN_MEMORY.fetch_sub(v.capacity() * size_of::<T>(), Ordering::Relaxed);
+        }
+    }
 }
 
 impl<T: Copy> Default for SpillVec<T> {
@@ -285,6 +328,8 @@ impl<T: Copy + PartialEq> PartialEq for SpillVec<T> {
     }
 }
 
+impl<T: Copy + Eq> Eq for SpillVec<T> {}
+
 impl<T: Copy> Extend<T> for SpillVec<T> {
     fn extend<I: IntoIterator<Item = T>>(&mut self, iter: I) {
         let iter = iter.into_iter();
@@ -303,7 +348,9 @@ impl<T: Copy> FromIterator<T> for SpillVec<T> {
 
 impl<T: Copy> From<Vec<T>> for SpillVec<T> {
     fn from(values: Vec<T>) -> Self {
-        if std::mem::size_of_val(values.as_slice()) <= threshold() {
+        let bytes = values.capacity() * size_of::<T>();
+        if !over_budget(bytes, 0) {
+            IN_MEMORY.fetch_add(bytes, Ordering::Relaxed);
             return Self { storage: Storage::Memory(values) };
         }
         let mut v = Self::with_capacity(values.len());
@@ -329,9 +376,43 @@ impl<T: Copy> From<&[T]> for SpillVec<T> {
     }
 }
 
+/// Sorts `values` by `key`, stably. A spilled vector is sorted in bounded memory: runs of
+/// [`TRIM_BYTES`] sorted in place one at a time (each trimmed after), then merged into a new
+/// vector, read and written in order. One in memory (or of one run) is sorted in place.
+pub fn sort_by_key<T: Copy, K: Ord>(values: &mut SpillVec<T>, key: impl Fn(&T) -> K) {
+    let run = (TRIM_BYTES / size_of::<T>().max(1)).max(2);
+    if !values.is_spilled() || values.len() <= run {
+        values.sort_by_key(&key);
+        touched(std::mem::size_of_val(&values[..]));
+        return;
+    }
+    for chunk in values.chunks_mut(run) {
+        chunk.sort_by_key(&key);
+        touched(std::mem::size_of_val(chunk));
+    }
+    // The smallest head of the runs next; a tie goes to the earlier run, which keeps the
+    // sort stable (each run is).
+    let mut heads: std::collections::BinaryHeap<std::cmp::Reverse<(K, usize)>> = Default::default();
+    let mut next: Vec<usize> = (0..values.len()).step_by(run).collect();
+    let ends: Vec<usize> = next.iter().map(|&start| (start + run).min(values.len())).collect();
+    for (r, &at) in next.iter().enumerate() {
+        heads.push(std::cmp::Reverse((key(&values[at]), r)));
+    }
+    let mut merged = SpillVec::with_capacity(values.len());
+    while let Some(std::cmp::Reverse((_, r))) = heads.pop() {
+        merged.push(values[next[r]]);
+        touched(size_of::<T>());
+        next[r] += 1;
+        if next[r] < ends[r] {
+            heads.push(std::cmp::Reverse((key(&values[next[r]]), r)));
+        }
+    }
+    *values = merged;
+}
+
 /// Positions of values held elsewhere (a suite's image sources and item ids, its unique inputs, the embedding cache's records), found by hash: an
 /// open-addressing table of positions and 32-bit hashes, 8 bytes a slot and spilled to a file
-/// past the threshold ([`SpillVec`]), rather than a second copy of each value. The hash is kept so
+/// past the memory budget ([`SpillVec`]), rather than a second copy of each value. The hash is kept so
 /// that growing the table never reads the values again (a million ids scattered through the
 /// suite), and so that most lookups compare no value.
 #[derive(Debug, Clone, Default)]
@@ -587,14 +668,16 @@ mod tests {
         Some(line.split_whitespace().nth(1)?.parse::<usize>().ok()? * 1024)
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_spilled_vector_reads_back_what_was_written() {
-        let mut v: SpillVec<u64> = SpillVec::new();
-        let n = 3 * threshold().max(1 << 20) / 8;
+        let mut v: SpillVec<u64> = SpillVec::in_a_file(16);
+        // Grown well past its first mapping, by pushes.
+        let n = 3 << 20;
         for i in 0..n as u64 {
             v.push(i * 3);
         }
-        assert!(v.is_spilled() || cfg!(not(unix)));
+        assert!(v.is_spilled());
         assert_eq!(v.len(), n);
         assert!(v.iter().enumerate().all(|(i, &x)| x == i as u64 * 3));
         v[7] = 1;
@@ -613,7 +696,7 @@ mod tests {
 
     #[test]
     fn a_small_vector_stays_in_memory() {
-        if threshold() < 1024 {
+        if budget() < 1024 {
             return;
         }
         let v: SpillVec<u8> = (0..100u8).collect();
@@ -621,10 +704,11 @@ mod tests {
         assert_eq!(v.iter().map(|&x| x as usize).sum::<usize>(), 4950);
     }
 
+    #[cfg(unix)]
     #[test]
     fn borrowed_values_spill_and_come_back() {
         let words: Vec<String> = (0..100_000).map(|i| format!("word {i}")).collect();
-        let mut refs: SpillVec<&str> = SpillVec::new();
+        let mut refs: SpillVec<&str> = SpillVec::in_a_file(1);
         refs.extend(words.iter().map(String::as_str));
         trim();
         assert!(refs.iter().zip(&words).all(|(a, b)| *a == b.as_str()));
@@ -636,7 +720,7 @@ mod tests {
         // 64 MiB written through the mapping and read whole; a trim then leaves far less
         // resident. Other tests trim too, so a few tries allow for one landing in between.
         let n = 8 << 20;
-        let mut v: SpillVec<u64> = SpillVec::with_capacity(n);
+        let mut v: SpillVec<u64> = SpillVec::in_a_file(n);
         for i in 0..n as u64 {
             v.push(i ^ 0x5555);
         }
@@ -652,6 +736,37 @@ mod tests {
             after + (48 << 20) <= before
         });
         assert!(dropped, "resident MiB before and after each trim: {seen:?}");
+    }
+
+    #[test]
+    fn sorting_in_runs_matches_a_stable_sort() {
+        // Several runs (TRIM_BYTES of 16-byte values is a million per run), keys with many
+        // ties, so that stability shows: equal keys keep their input order.
+        let n = 2 * TRIM_BYTES / 16 + 12_345;
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let values: Vec<(u64, u64)> = (0..n as u64)
+            .map(|i| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                (rng % 1000, i)
+            })
+            .collect();
+        let mut expected = values.clone();
+        expected.sort_by_key(|&(k, _)| k);
+        let mut in_memory = SpillVec::from(values.clone());
+        sort_by_key(&mut in_memory, |&(k, _)| k);
+        assert_eq!(&in_memory[..], &expected[..]);
+        #[cfg(unix)]
+        {
+            let mut spilled = SpillVec::in_a_file(values.len());
+            spilled.extend_from_slice(&values);
+            sort_by_key(&mut spilled, |&(k, _)| k);
+            assert_eq!(&spilled[..], &expected[..]);
+        }
+        let mut small: SpillVec<i32> = [3, -1, 2].as_slice().into();
+        sort_by_key(&mut small, |&v| v);
+        assert_eq!(&small[..], &[-1, 2, 3]);
     }
 
     #[cfg(unix)]

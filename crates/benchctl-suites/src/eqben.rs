@@ -31,6 +31,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::{SubsetAverage, Summary};
+use benchctl_scoring::spill::{self, Index, SpillVec};
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
@@ -359,20 +360,23 @@ struct Grouping {
     /// Split names, each held once.
     splits: HashMap<String, u32>,
     split_names: Vec<String>,
-    /// The item of each (split, sample), an index into `partials`.
-    by_key: HashMap<(u32, u64), u32>,
-    partials: Vec<Partial>,
+    /// The item of each (split, sample): the position in `partials` of the one with that key.
+    by_key: Index,
+    /// Items being assembled (spilled, like the rest of what grows with the list: the list
+    /// is shuffled, so nearly every item is incomplete until its end).
+    partials: SpillVec<Partial>,
     /// The partials' images and captions, one after another (not a string each).
-    text: String,
+    text: SpillVec<u8>,
     /// Each entry's (partial, image slot, caption slot), in list order; [`PairSlot::MISSING`]
     /// for an entry with a problem.
-    slots: Vec<PairSlot>,
+    slots: SpillVec<PairSlot>,
     /// The image that tells where the images are.
     probe: ImageProbe,
     problems: Vec<Error>,
 }
 
 /// An item being assembled: its images and captions by slot, and the entry that set each.
+#[derive(Clone, Copy)]
 struct Partial {
     split: u32,
     sample: u64,
@@ -430,7 +434,9 @@ impl Grouping {
             }
         };
         let next = self.partials.len() as u32;
-        let p = *self.by_key.entry((split, sample)).or_insert(next);
+        let partials = &self.partials;
+        let is_at = |at: usize| (partials[at].split, partials[at].sample) == (split, sample);
+        let p = self.by_key.find_or_add(&(split, sample), next as usize, is_at).unwrap_or(next);
         if p == next {
             self.partials.push(Partial {
                 split,
@@ -449,8 +455,8 @@ impl Grouping {
             [(&mut partial.images[i], image, "image"), (&mut partial.captions[c], caption, "caption")]
         {
             match slot {
-                Some(known) if self.text[known.start..known.end] != value => {
-                    let known_text = &self.text[known.start..known.end];
+                Some(known) if self.text[known.start..known.end] != *value.as_bytes() => {
+                    let known_text = String::from_utf8_lossy(&self.text[known.start..known.end]);
                     return Err(malformed(format!(
                         "item {item}: entry {} gives {what} {known_text:?} for this slot, this entry {value:?}",
                         known.entry
@@ -459,7 +465,7 @@ impl Grouping {
                 Some(_) => {}
                 None => {
                     let start = self.text.len();
-                    self.text.push_str(&value);
+                    self.text.extend_from_slice(value.as_bytes());
                     *slot = Some(Stored { start, end: self.text.len(), entry: j as u32 });
                 }
             }
@@ -470,22 +476,40 @@ impl Grouping {
     /// The items, in the official split order then any other split by name, within a split by
     /// sample; and each entry's slot in them. An item that lacks an entry, or whose image path
     /// is refused, is a problem, and its entries have no slot.
-    fn finish(self, path: &Path, image_root: &Path, light: bool, problems: &mut Vec<Error>) -> (Items, Vec<PairSlot>) {
+    fn finish(
+        self,
+        path: &Path,
+        image_root: &Path,
+        light: bool,
+        problems: &mut Vec<Error>,
+    ) -> (Items, SpillVec<PairSlot>) {
         let Grouping { split_names, partials, text, slots, problems: found, .. } = self;
         problems.extend(found);
+        // Each split's place: the official splits in order, then any other by name.
         let rank = |split: &str| SPLITS.iter().position(|(s, _)| *s == split).unwrap_or(SPLITS.len());
-        let mut order: Vec<usize> = (0..partials.len()).collect();
-        order.sort_by(|&a, &b| {
-            let (a, b) = (&partials[a], &partials[b]);
-            let (split_a, split_b) = (&split_names[a.split as usize], &split_names[b.split as usize]);
-            (rank(split_a), split_a, a.sample).cmp(&(rank(split_b), split_b, b.sample))
-        });
-        let mut item_of = vec![u32::MAX; partials.len()];
+        let mut by_rank: Vec<usize> = (0..split_names.len()).collect();
+        by_rank.sort_by_key(|&s| (rank(&split_names[s]), &split_names[s]));
+        let mut place = vec![0u32; split_names.len()];
+        by_rank.iter().enumerate().for_each(|(at, &s)| place[s] = at as u32);
+        // Sorted in bounded memory (a million partials would not fit a sort's working set).
+        let mut order: SpillVec<(u32, u64, u32)> = partials
+            .iter()
+            .enumerate()
+            .map(|(p, partial)| (place[partial.split as usize], partial.sample, p as u32))
+            .collect();
+        spill::sort_by_key(&mut order, |&(place, sample, _)| (place, sample));
+        let mut item_of = SpillVec::from_elem(u32::MAX, partials.len());
         let mut items = Items::new();
         items.reserve(partials.len());
         let mut tag_sets = TagSets::default();
-        let stored = |s: &Option<Stored>| s.map_or("", |s| &text[s.start..s.end]);
-        for p in order {
+        // Only whole `&str`s were pushed, and each `Stored` spans one: valid UTF-8.
+        let stored = |s: &Option<Stored>| {
+            s.map_or(std::borrow::Cow::Borrowed(""), |s| String::from_utf8_lossy(&text[s.start..s.end]))
+        };
+        for &(_, _, p) in order.iter() {
+            // Partials are read in sorted order, at random: a page each, counted.
+            spill::touched(spill::PAGE_BYTES);
+            let p = p as usize;
             let partial = &partials[p];
             let split = &split_names[partial.split as usize];
             let id = format!("{split}/{}", partial.sample);
@@ -503,7 +527,7 @@ impl Grouping {
             }
             let image = |k: usize| -> Result<ImageSource> {
                 let path =
-                    paths::inside(image_root, stored(&partial.images[k]), &format!("{} item {id}", path.display()))?;
+                    paths::inside(image_root, &stored(&partial.images[k]), &format!("{} item {id}", path.display()))?;
                 Ok(ImageSource::from_path(if light { light_twin(&path) } else { path }))
             };
             let images = match (image(0), image(1)) {
@@ -517,7 +541,7 @@ impl Grouping {
             items.push(Item {
                 id,
                 images,
-                texts: partial.captions.iter().map(|c| stored(c).to_string()).collect(),
+                texts: partial.captions.iter().map(|c| stored(c).into_owned()).collect(),
                 truth: Truth::diagonal(2),
                 tags: tag_sets.intern(vec![("split".into(), vec![split.clone()])]),
             });
@@ -525,10 +549,11 @@ impl Grouping {
         // Entries of items that could not be built have no slot; the order then covers only
         // part of the list, which [`PairOrder::complete`] tells.
         let order = slots
-            .into_iter()
+            .iter()
+            .inspect(|_| spill::touched(spill::PAGE_BYTES))
             .map(|slot| match slot.is_missing() {
                 true => PairSlot::MISSING,
-                false => PairSlot { item: item_of[slot.item as usize], ..slot },
+                false => PairSlot { item: item_of[slot.item as usize], ..*slot },
             })
             .collect();
         (items, order)

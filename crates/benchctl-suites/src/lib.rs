@@ -72,8 +72,8 @@ pub struct Suite {
 pub struct PairOrder {
     /// The annotation file whose entries give the order.
     pub file: PathBuf,
-    /// For each entry, in file order, the pair it scores.
-    pub slots: Vec<PairSlot>,
+    /// For each entry, in file order, the pair it scores (spilled with the suite).
+    pub slots: benchctl_scoring::spill::SpillVec<PairSlot>,
 }
 
 /// One (item, image, text) pair of a suite; [`PairSlot::MISSING`] for an entry that could not

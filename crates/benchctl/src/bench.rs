@@ -192,7 +192,7 @@ fn fiber_e2e(args: &BenchArgs, size: usize) -> Result<(String, Vec<PartResult>)>
         write_suite(&suite_dir, items)?;
         let (results, cache) = (dir.join("results"), dir.join("cache"));
         let batch = args.batch.to_string();
-        let (run, wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cache, &["--batch-size", &batch])?;
+        let (run, wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cache, &["--batch-size", &batch], &[])?;
         let t = |k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         let pairs = run["counts"]["pairs_scored"].as_f64().unwrap_or(f64::NAN);
         let seconds = t("total_s") - t("load_model_s");
@@ -318,13 +318,19 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
         let config = ClipConfig::from_file(&model_dir.join("config.json"))?;
         Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
         let options = ["--no-cache", "--batch-size", "256"];
+        // Each size twice: with the default memory budget (both fit it), and with none
+        // (`BENCHCTL_SPILL_AT=0`: every vector spilled, as a suite past the budget runs).
         let mut evals = Vec::new();
-        for (n, eval_dir) in &eval_dirs {
-            let results = dir.join(format!("results-{n}"));
-            let (_, wall, peak) = eval_child(&model_dir, eval_dir, &results, &dir.join("cache"), &options)?;
-            evals.push((*n as f64, wall, peak));
+        for budget in [None, Some(std::ffi::OsStr::new("0"))] {
+            for (n, eval_dir) in &eval_dirs {
+                let results = dir.join(format!("results-{n}-{}", budget.is_some()));
+                let env: Vec<(&str, &std::ffi::OsStr)> = budget.map(|b| ("BENCHCTL_SPILL_AT", b)).into_iter().collect();
+                let (_, wall, peak) = eval_child(&model_dir, eval_dir, &results, &dir.join("cache"), &options, &env)?;
+                evals.push((*n as f64, wall, peak));
+            }
         }
         let [(small, _, small_peak), (large, large_wall, large_peak)] = [evals[0], evals[1]];
+        let [(_, _, small_spilled), (_, large_spilled_wall, large_spilled)] = [evals[2], evals[3]];
         let eqben_dir = dir.join("eqben");
         write_eqben_list(&eqben_dir, EQBEN_ITEMS)?;
         let check: Vec<std::ffi::OsString> =
@@ -348,6 +354,10 @@ fn annotations() -> Result<(String, Vec<PartResult>)> {
                 ("eval_items_small", small),
                 ("eval_peak_rss_mib_small", small_peak),
                 ("eval_bytes_per_item", (large_peak - small_peak) * (1 << 20) as f64 / (large - small)),
+                ("eval_spilled_wall_s", large_spilled_wall),
+                ("eval_spilled_peak_rss_mib", large_spilled),
+                ("eval_spilled_peak_rss_mib_small", small_spilled),
+                ("eval_spilled_bytes_per_item", (large_spilled - small_spilled) * (1 << 20) as f64 / (large - small)),
                 ("eqben_check_items", EQBEN_ITEMS as f64),
                 ("eqben_check_s", eqben_check_s),
                 ("eqben_check_peak_rss_mib", eqben_check_peak),
@@ -476,12 +486,15 @@ fn eval_child(
     results: &std::path::Path,
     cache: &std::path::Path,
     extra: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
 ) -> Result<(serde_json::Value, f64, f64)> {
     let mut args: Vec<std::ffi::OsString> = ["eval", "--suite", "winoground", "--model-path"].map(Into::into).to_vec();
     args.push(model.into());
     args.extend(["--data-dir".into(), suite.into(), "--results-dir".into(), results.into()]);
     args.extend(extra.iter().map(Into::into));
-    let (stdout, wall, peak) = child_peak(&args, &[("BENCHCTL_CACHE", cache.as_os_str())], results)?;
+    let mut env = env.to_vec();
+    env.push(("BENCHCTL_CACHE", cache.as_os_str()));
+    let (stdout, wall, peak) = child_peak(&args, &env, results)?;
     let path = stdout
         .lines()
         .find_map(|l| l.strip_prefix("stored "))
@@ -591,8 +604,8 @@ fn e2e(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
 
         let (cold_cache, results) = (dir.join("cache"), dir.join("results"));
         let options = ["--batch-size", &batch, "--device", &args.device, "--dtype", &args.dtype];
-        let (cold, cold_wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options)?;
-        let (warm, warm_wall, _) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options)?;
+        let (cold, cold_wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options, &[])?;
+        let (warm, warm_wall, _) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options, &[])?;
         let t = |run: &serde_json::Value, k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         // The evaluation proper: everything after the model is loaded.
         let cold_s = t(&cold, "total_s") - t(&cold, "load_model_s");

@@ -85,7 +85,7 @@ pub struct EmbeddingCache {
     /// every record's check.
     namespace: Key,
     /// Every checked record's key and where its values lie (a later record of a key replaces
-    /// an earlier one), found through `index`: spilled past a few MiB
+    /// an earlier one), found through `index`: spilled past the memory budget
     /// ([`benchctl_scoring::spill`]), since a cache grows with every suite it has seen.
     entries: SpillVec<(Key, Location)>,
     index: Index,
@@ -375,7 +375,7 @@ pub fn key_of_file(path: &Path, tag: &[u8], len: u64) -> std::io::Result<Key> {
 pub struct FileKeys {
     dir: Option<PathBuf>,
     /// Each remembered file's identity digest ([`file_id`]) and content key, found through
-    /// `index`; spilled past a few MiB, since the memo grows with every image it has seen.
+    /// `index`; spilled past the memory budget, since the memo grows with every image it has seen.
     known: SpillVec<(Key, Key)>,
     index: Index,
     /// The records this process will append (already encoded), spilled as they grow.

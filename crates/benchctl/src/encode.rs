@@ -656,37 +656,41 @@ pub(crate) fn load_pixels(
 }
 
 /// Every (image, text) pair a fusion model must score for a suite, each once, and where
-/// each item's K×L pairs are.
+/// each item's K×L pairs are (spilled with the suite: a million items have millions of pairs).
 pub(crate) struct PairTable {
     /// Unique pairs as (unique image index, unique text index).
-    pub pairs: Vec<(usize, usize)>,
-    /// Per item, row-major over K×L, the index into `pairs`.
-    item_pairs: Vec<Vec<usize>>,
+    pub pairs: SpillVec<(usize, usize)>,
+    /// Every item's pairs, row-major over K×L, one item after another, as indices into `pairs`.
+    item_pairs: SpillVec<usize>,
 }
 
 impl PairTable {
     pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
-        let mut index: HashMap<(usize, usize), usize> = HashMap::new();
-        let mut pairs = Vec::new();
-        let mut item_pairs = Vec::with_capacity(inputs.suite.items.len());
+        let mut index = benchctl_scoring::spill::Index::default();
+        let mut pairs: SpillVec<(usize, usize)> = SpillVec::new();
+        let mut item_pairs = SpillVec::new();
         for n in 0..inputs.suite.items.len() {
+            touched(benchctl_scoring::spill::ITEM_BYTES);
             let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
-            let mut these = Vec::with_capacity(images.len() * texts.len());
             for &image in images {
                 for &text in texts {
-                    these.push(*index.entry((image, text)).or_insert_with(|| {
-                        pairs.push((image, text));
-                        pairs.len() - 1
-                    }));
+                    let known = &pairs;
+                    let at = index.find_or_add(&(image, text), pairs.len(), |at| known[at] == (image, text));
+                    item_pairs.push(at.map_or_else(
+                        || {
+                            pairs.push((image, text));
+                            pairs.len() - 1
+                        },
+                        |at| at as usize,
+                    ));
                 }
             }
-            item_pairs.push(these);
         }
         Self { pairs, item_pairs }
     }
 
     /// Each pair's cache key, from its image's and text's.
-    pub(crate) fn keys(&self, image_keys: &Keys, text_keys: &Keys) -> Vec<cache::Key> {
+    pub(crate) fn keys(&self, image_keys: &Keys, text_keys: &Keys) -> SpillVec<cache::Key> {
         self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys.get(i), &text_keys.get(t)])).collect()
     }
 
@@ -697,7 +701,10 @@ impl PairTable {
         kind: benchctl_scoring::ScoreKind,
     ) -> Result<ScoreTensor> {
         let mut tensor = ScoreTensor::of_kind(kind);
-        for (item, these) in suite.items.iter().zip(&self.item_pairs) {
+        let mut start = 0;
+        for item in &suite.items {
+            let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
+            start += these.len();
             let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
             tensor
                 .push(item.image_count(), item.text_count(), &scores)
@@ -724,20 +731,20 @@ pub(crate) fn score_pairs_through_cache(
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
-) -> Result<Vec<f32>> {
+) -> Result<SpillVec<f32>> {
     let PairInputs { images, texts, pair_keys } = *inputs;
-    let mut values: Vec<Option<f32>> =
+    let mut values: SpillVec<Option<f32>> =
         (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
-    let mut todo_by_image: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-    for (p, &(i, _)) in table.pairs.iter().enumerate() {
-        if values[p].is_none() {
-            todo_by_image.entry(i).or_default().push(p);
-        }
-    }
-    counts.pairs_cached += values.iter().filter(|v| v.is_some()).count();
-    let todo_images: Vec<usize> = todo_by_image.keys().copied().collect();
-    let bar = progress(todo_by_image.values().map(Vec::len).sum(), "scoring pairs");
+    // The missing pairs grouped by image (sorted by it, in bounded memory), images in order.
+    let mut todo: SpillVec<(usize, usize)> =
+        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
+    benchctl_scoring::spill::sort_by_key(&mut todo, |&(i, _)| i);
+    counts.pairs_cached += values.len() - todo.len();
+    let todo_images: SpillVec<usize> =
+        todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();
+    let bar = progress(todo.len(), "scoring pairs");
     let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let mut next_todo = 0;
     for image_chunk in todo_images.chunks(batch.max(1)) {
         let model = model.ok_or_else(|| {
             Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
@@ -746,11 +753,14 @@ pub(crate) fn score_pairs_through_cache(
         let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
         counts.images_encoded += image_chunk.len();
         counts.image_batches += 1;
-        let pairs: Vec<(usize, usize)> = image_chunk
-            .iter()
-            .enumerate()
-            .flat_map(|(row, i)| todo_by_image[i].iter().map(move |&p| (row, p)))
-            .collect();
+        // This chunk's images' missing pairs, as (row of the chunk, pair): the next run of `todo`.
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        for (row, &i) in image_chunk.iter().enumerate() {
+            while next_todo < todo.len() && todo[next_todo].0 == i {
+                pairs.push((row, todo[next_todo].1));
+                next_todo += 1;
+            }
+        }
         for chunk in pairs.chunks(batch.max(1)) {
             let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
             let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
@@ -773,7 +783,7 @@ pub(crate) fn score_pairs_through_cache(
     }
     bar.finish_and_clear();
     values
-        .into_iter()
+        .iter()
         .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
         .collect()
 }
