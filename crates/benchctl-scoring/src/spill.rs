@@ -694,6 +694,17 @@ mod tests {
         assert!(v[n + 1..].iter().all(|&x| x == 9));
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_vector_past_the_budget_spills() {
+        // Past the whole budget by itself, whatever other tests hold.
+        let bytes = budget() + (1 << 20);
+        let mut v: SpillVec<u8> = SpillVec::with_capacity(bytes);
+        assert!(v.is_spilled(), "{bytes} bytes against a budget of {}", budget());
+        v.resize(bytes, 7);
+        assert!(v.iter().step_by(4096).all(|&b| b == 7));
+    }
+
     #[test]
     fn a_small_vector_stays_in_memory() {
         if budget() < 1024 {

@@ -256,8 +256,10 @@ fn rss_mib() -> Option<f64> {
 /// 8×8 images shared by all, so only the annotations grow), loaded as `eval` loads it, the
 /// resident memory before and after, per item; whole `eval`s (a tiny random CLIP, 512-wide
 /// embeddings, in child processes) of its first [`EVAL_ITEMS`] items, each one's peak RSS and
-/// how it grows per item; and `check` of a generated EqBen full list of [`EQBEN_ITEMS`] items
-/// (its million-entry JSON document), its peak RSS.
+/// how it grows per item, with the default memory budget and with none (`BENCHCTL_SPILL_AT=0`,
+/// every vector spilled: how a suite past the budget grows, which should be not at all); and
+/// `check` of a generated EqBen full list of [`EQBEN_ITEMS`] items (its million-entry JSON
+/// document), its peak RSS.
 fn annotations() -> Result<(String, Vec<PartResult>)> {
     let items = 1_000_000;
     let dir = std::env::temp_dir().join(format!("benchctl-bench-annotations-{}", std::process::id()));
