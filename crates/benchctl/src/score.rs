@@ -6,9 +6,9 @@
 //! leaderboard and `compare`.
 
 use benchctl_suites::paths::TextLines;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use benchctl_scoring::spill::SpillVec;
 use benchctl_scoring::{Report, ScoreKind, ScoreTensor};
 use benchctl_suites::Suite;
 use serde_json::Value;
@@ -200,22 +200,38 @@ fn bad(message: String) -> Error {
     Error::new(ErrorKind::Data, message)
 }
 
-/// Every item's K×L scores as they arrive, NaN until set.
+/// Every item's K×L scores as they arrive, NaN until set: one flat spilled array with where
+/// each item's start, and the items found by id through a spilled table of positions (a dump of
+/// a million items is never a million small allocations).
 struct Matrices<'a> {
     suite: &'a Suite,
-    index: HashMap<&'a str, usize>,
-    values: Vec<Vec<f64>>,
+    index: benchctl_scoring::spill::Index,
+    start: SpillVec<usize>,
+    values: SpillVec<f64>,
 }
 
 impl<'a> Matrices<'a> {
     fn new(suite: &'a Suite) -> Self {
-        let index = suite.items.iter().enumerate().map(|(i, item)| (item.id(), i)).collect();
-        let values = suite.items.iter().map(|i| vec![f64::NAN; i.image_count() * i.text_count()]).collect();
-        Self { suite, index, values }
+        let mut index = benchctl_scoring::spill::Index::default();
+        let mut start = SpillVec::with_capacity(suite.items.len() + 1);
+        start.push(0);
+        for (i, item) in suite.items.iter().enumerate() {
+            // The loaders refuse duplicate ids, so every id is new here.
+            index.find_or_add(item.id(), i, |at| suite.items.item(at).id() == item.id());
+            start.push(start[i] + item.image_count() * item.text_count());
+        }
+        let values = SpillVec::from_elem(f64::NAN, start[suite.items.len()]);
+        Self { suite, index, start, values }
     }
 
     fn item(&self, id: &str, at: &str) -> Result<usize> {
-        self.index.get(id).copied().ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
+        let found = self.index.find(id, |i| self.suite.items.item(i).id() == id);
+        found.map(|i| i as usize).ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
+    }
+
+    /// Item `item`'s scores.
+    fn of(&self, item: usize) -> &[f64] {
+        &self.values[self.start[item]..self.start[item + 1]]
     }
 
     fn set(&mut self, item: usize, image: usize, text: usize, score: f64, at: &str) -> Result<()> {
@@ -234,7 +250,7 @@ impl<'a> Matrices<'a> {
                 it.id()
             )));
         }
-        let slot = &mut self.values[item][image * it.text_count() + text];
+        let slot = &mut self.values[self.start[item] + image * it.text_count() + text];
         if !slot.is_nan() {
             return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id())));
         }
@@ -244,26 +260,21 @@ impl<'a> Matrices<'a> {
 
     /// The score tensor, or an error naming the first unscored items.
     fn finish(self, source: &Path, kind: ScoreKind) -> Result<ScoreTensor> {
-        let unscored: Vec<&str> = self
-            .values
-            .iter()
-            .zip(&self.suite.items)
-            .filter(|(v, _)| v.iter().any(|s| s.is_nan()))
-            .map(|(_, item)| item.id())
-            .collect();
-        if !unscored.is_empty() {
-            let shown: Vec<&str> = unscored.iter().take(5).copied().collect();
+        // Counted, and the first few named: all of a million items may lack scores.
+        let mut unscored = self.suite.items.iter().enumerate().filter(|&(i, _)| self.of(i).iter().any(|s| s.is_nan()));
+        let shown: Vec<&str> = unscored.by_ref().take(5).map(|(_, item)| item.id()).collect();
+        if !shown.is_empty() {
+            let count = shown.len() + unscored.count();
             return Err(bad(format!(
-                "score {}: {} item(s) lack scores, e.g. {}",
+                "score {}: {count} item(s) lack scores, e.g. {}",
                 source.display(),
-                unscored.len(),
                 shown.join(", ")
             )));
         }
         let mut tensor = ScoreTensor::of_kind(kind);
-        for (item, values) in self.suite.items.iter().zip(&self.values) {
+        for (i, item) in self.suite.items.iter().enumerate() {
             tensor
-                .push_exact(item.image_count(), item.text_count(), values)
+                .push_exact(item.image_count(), item.text_count(), self.of(i))
                 .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id())))?;
         }
         Ok(tensor)
