@@ -135,7 +135,10 @@ impl<T: Copy> SpillVec<T> {
         match &mut self.storage {
             Storage::Memory(v) => {
                 let held = v.capacity() * size_of::<T>();
-                if needed > v.capacity() && size_of::<T>() > 0 && over_budget(needed * size_of::<T>(), held) {
+                if needed > v.capacity()
+                    && size_of::<T>() > 0
+                    && over_budget(needed.saturating_mul(size_of::<T>()), held)
+                {
                     self.spill(needed);
                 } else {
                     v.reserve(additional);
@@ -544,7 +547,7 @@ impl<T: Copy> Mapped<T> {
         let page = 1 << 16;
         let bytes = capacity
             .checked_mul(size_of::<T>())
-            .and_then(|b| b.checked_next_multiple_of(page))
+            .and_then(|b| b.max(1).checked_next_multiple_of(page))
             .ok_or_else(|| std::io::Error::other("a spill file larger than the address space"))?;
         let fd = self.file.as_raw_fd();
         #[cfg(target_os = "linux")]
