@@ -13,7 +13,6 @@
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::{higher_is_better, stats};
-use serde_json::Value;
 
 use crate::cli::CompareArgs;
 use crate::results::{Run, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
@@ -23,10 +22,10 @@ use crate::{Error, ErrorKind, Result};
 /// The default largest drop, in points, that is not a regression.
 pub const DEFAULT_TOLERANCE: f64 = 0.5;
 
-/// A run with its item score lines, when they can be found.
+/// A run with its item scores, when they can be found.
 pub struct ComparedRun {
     pub run: Run,
-    pub lines: Option<Vec<Value>>,
+    pub lines: Option<crate::score::DumpScores>,
     pub source: String,
 }
 
@@ -70,7 +69,7 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 fn read_run_file(path: &Path) -> Result<ComparedRun> {
     let crate::results::RunFile { run, dump } = crate::results::read_run_file(path)?;
     // Without a readable dump the comparison still runs, without paired statistics.
-    let lines = dump.and_then(|dump| crate::results::dump_lines(&dump).ok());
+    let lines = dump.and_then(|dump| crate::score::DumpScores::read_file(&dump).ok());
     Ok(ComparedRun { run, lines, source: path.display().to_string() })
 }
 
@@ -96,7 +95,7 @@ pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
                             b.run.identity()
                         ))
                     })?;
-                let lines = store.item_lines(latest.id)?;
+                let lines = store.item_scores(latest.id)?;
                 Ok(ComparedRun { run: latest.run, lines: Some(lines), source: format!("stored run {}", latest.id) })
             })
             .collect::<Result<_>>()?
@@ -171,23 +170,12 @@ fn max_score_change(baseline: &ComparedRun, current: &ComparedRun) -> Option<f64
         return None;
     }
     let mut max = 0.0f64;
-    for (x, y) in a.iter().zip(b) {
-        if x.get("id") != y.get("id") {
+    for i in 0..a.len() {
+        let (x, y) = (a.flat(i), b.flat(i));
+        if a.id(i) != b.id(i) || x.len() != y.len() {
             return None;
         }
-        let rows = |v: &Value| -> Option<Vec<f64>> {
-            v.get("scores")?
-                .as_array()?
-                .iter()
-                .flat_map(|r| r.as_array().into_iter().flatten())
-                .map(Value::as_f64)
-                .collect()
-        };
-        let (rx, ry) = (rows(x)?, rows(y)?);
-        if rx.len() != ry.len() {
-            return None;
-        }
-        max = rx.iter().zip(&ry).map(|(p, q)| (p - q).abs()).fold(max, f64::max);
+        max = x.iter().zip(y).map(|(p, q)| (p - q).abs()).fold(max, f64::max);
     }
     Some(max)
 }

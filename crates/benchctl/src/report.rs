@@ -65,11 +65,11 @@ fn load(path: &Path, data_dir: Option<&Path>) -> Result<Shown> {
     }
     let dump =
         file.dump.ok_or_else(|| Error::results(format!("report {}: the run names no score dump", path.display())))?;
-    let lines = crate::results::dump_lines(&dump)?;
     let data_dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(&run.suite.data_dir));
     let mut suite = info.load(&data_dir)?;
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&run.suite.ties).unwrap_or_default();
-    let scores = crate::score::from_lines(&suite, &lines, &dump.display().to_string(), run.model.score_kind())?;
+    // Read as a stream into the suite's score tensor, as `merge` reads shard dumps.
+    let scores = crate::score::from_dumps(&suite, std::slice::from_ref(&dump), run.model.score_kind())?;
     Ok(Shown { run, suite, scores })
 }
 

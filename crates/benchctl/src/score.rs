@@ -306,20 +306,11 @@ fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
 fn read_dump_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>, m: &mut Matrices) -> Result<()> {
     for line in lines {
         let (at, line) = line?;
-        let id =
-            line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
+        let (id, scores) = item_line(&line, &at)?;
         let item = m.item(id, &at)?;
-        let rows = line
-            .get("scores")
-            .and_then(Value::as_array)
-            .ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
-        for (k, row) in rows.iter().enumerate() {
-            let row = row.as_array().ok_or_else(|| bad(format!("parse {at}: row {k} of `scores` is not a list")))?;
-            for (l, value) in row.iter().enumerate() {
-                let score =
-                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
-                m.set(item, k, l, score, &at)?;
-            }
+        for score in scores {
+            let (k, l, value) = score?;
+            m.set(item, k, l, value, &at)?;
         }
     }
     Ok(())
@@ -372,11 +363,111 @@ fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
 
 /// A suite's score tensor from dump lines held in memory (a stored run's item scores);
 /// `source` names them in errors.
-pub(crate) fn from_lines(suite: &Suite, lines: &[Value], source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
-    let mut matrices = Matrices::new(suite);
-    let numbered = lines.iter().enumerate().map(|(i, v)| Ok((format!("{source} item line {}", i + 1), v.clone())));
-    read_dump_lines(numbered, &mut matrices)?;
-    matrices.finish(Path::new(source), kind)
+pub(crate) fn from_lines(suite: &Suite, lines: &DumpScores, source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
+    let mut m = Matrices::new(suite);
+    for i in 0..lines.len() {
+        let at = format!("{source} item line {}", i + 1);
+        let item = m.item(lines.id(i), &at)?;
+        for (k, l, score) in lines.scores(i) {
+            m.set(item, k, l, score, &at)?;
+        }
+    }
+    m.finish(Path::new(source), kind)
+}
+
+/// A run's item scores as its dump lists them: each item's id and scores, in dump order, read
+/// as a stream into spilled arrays (what `compare` holds of each run; a million items' lines
+/// are not held as JSON values).
+#[derive(Default)]
+pub struct DumpScores {
+    ids: SpillVec<u8>,
+    id_ends: SpillVec<usize>,
+    /// Where each item's scores end in `values` (and `cells`).
+    item_ends: SpillVec<usize>,
+    values: SpillVec<f64>,
+    /// Each score's (image, text).
+    cells: SpillVec<(u32, u32)>,
+}
+
+impl DumpScores {
+    /// The item lines of the dump at `path`.
+    pub fn read_file(path: &Path) -> Result<Self> {
+        Self::from_lines(lines(path)?)
+    }
+
+    /// Item lines (`{"id": …, "scores": [[…], …]}`) with where each is, in order.
+    pub fn from_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>) -> Result<Self> {
+        let mut out = DumpScores::default();
+        for line in lines {
+            let (at, line) = line?;
+            let (id, scores) = item_line(&line, &at)?;
+            for score in scores {
+                let (k, l, value) = score?;
+                out.values.push(value);
+                out.cells.push((k as u32, l as u32));
+            }
+            out.item_ends.push(out.values.len());
+            out.ids.extend_from_slice(id.as_bytes());
+            out.id_ends.push(out.ids.len());
+        }
+        Ok(out)
+    }
+
+    pub fn len(&self) -> usize {
+        self.id_ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.id_ends.is_empty()
+    }
+
+    /// Item `i`'s id.
+    pub fn id(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.id_ends[i - 1] };
+        // Only whole `&str`s were pushed: a span between two ends is valid UTF-8.
+        std::str::from_utf8(&self.ids[start..self.id_ends[i]]).unwrap_or_default()
+    }
+
+    fn span(&self, i: usize) -> std::ops::Range<usize> {
+        (if i == 0 { 0 } else { self.item_ends[i - 1] })..self.item_ends[i]
+    }
+
+    /// Item `i`'s scores, in dump order.
+    pub fn flat(&self, i: usize) -> &[f64] {
+        &self.values[self.span(i)]
+    }
+
+    /// Item `i`'s scores with their (image, text).
+    pub fn scores(&self, i: usize) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        let span = self.span(i);
+        self.cells[span.clone()].iter().zip(&self.values[span]).map(|(&(k, l), &v)| (k as usize, l as usize, v))
+    }
+}
+
+/// An item line's id and its scores as (image, text, score), each checked as it is read.
+fn item_line<'v>(
+    line: &'v Value,
+    at: &str,
+) -> Result<(&'v str, impl Iterator<Item = Result<(usize, usize, f64)>> + 'v)> {
+    let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
+    let rows = line
+        .get("scores")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+    let at = at.to_string();
+    let scores = rows.iter().enumerate().flat_map(move |(k, row)| {
+        let at = at.clone();
+        let cells: Box<dyn Iterator<Item = Result<(usize, usize, f64)>>> = match row.as_array() {
+            None => Box::new(std::iter::once(Err(bad(format!("parse {at}: row {k} of `scores` is not a list"))))),
+            Some(row) => Box::new(row.iter().enumerate().map(move |(l, value)| {
+                let score =
+                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
+                Ok((k, l, score))
+            })),
+        };
+        cells
+    });
+    Ok((id, scores))
 }
 
 /// A suite's score tensor from our own score dumps, read in order (shards of one run).

@@ -467,6 +467,22 @@ impl Store {
         .collect()
     }
 
+    /// A run's item scores, in item order, read row by row into spilled arrays (what
+    /// `compare` holds of a stored run).
+    pub fn item_scores(&self, id: i64) -> Result<crate::score::DumpScores> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT line FROM item_scores WHERE run_id = ?1 ORDER BY position")
+            .map_err(db_error(&self.path, "read item scores"))?;
+        let rows = stmt.query_map([id], |r| r.get::<_, String>(0)).map_err(db_error(&self.path, "read item scores"))?;
+        crate::score::DumpScores::from_lines(rows.enumerate().map(|(n, r)| {
+            let at = format!("item score line {} of run {id} in {}", n + 1, self.path.display());
+            let text = r.map_err(db_error(&self.path, "read item scores"))?;
+            let value = serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {at}: {e}")))?;
+            Ok((at, value))
+        }))
+    }
+
     /// How many rows each table holds: (runs, metrics, item scores).
     pub fn counts(&self) -> Result<(usize, usize, usize)> {
         let count = |table: &str| -> Result<usize> {
