@@ -444,11 +444,11 @@ impl DumpScores {
     }
 }
 
-/// An item line's id and its scores as (image, text, score), each checked as it is read.
-fn item_line<'v>(
-    line: &'v Value,
-    at: &str,
-) -> Result<(&'v str, impl Iterator<Item = Result<(usize, usize, f64)>> + 'v)> {
+/// One score of an item line: (image, text, score).
+type Cell = (usize, usize, f64);
+
+/// An item line's id and its scores, each checked as it is read.
+fn item_line<'v>(line: &'v Value, at: &str) -> Result<(&'v str, impl Iterator<Item = Result<Cell>> + 'v)> {
     let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
     let rows = line
         .get("scores")
@@ -457,7 +457,7 @@ fn item_line<'v>(
     let at = at.to_string();
     let scores = rows.iter().enumerate().flat_map(move |(k, row)| {
         let at = at.clone();
-        let cells: Box<dyn Iterator<Item = Result<(usize, usize, f64)>>> = match row.as_array() {
+        let cells: Box<dyn Iterator<Item = Result<Cell>>> = match row.as_array() {
             None => Box::new(std::iter::once(Err(bad(format!("parse {at}: row {k} of `scores` is not a list"))))),
             Some(row) => Box::new(row.iter().enumerate().map(move |(l, value)| {
                 let score =
