@@ -209,21 +209,21 @@ fn contiguous_f32<'a>(what: &str, storage: &'a CpuStorage, layout: &Layout) -> c
     }
 }
 
-/// [`contiguous_f32`] of each of a custom op's three inputs.
-fn contiguous_f32s<'a>(what: &str, inputs: [(&'a CpuStorage, &Layout); 3]) -> candle_core::Result<[&'a [f32]; 3]> {
-    let [(x, xl), (w, wl), (b, bl)] = inputs;
-    Ok([contiguous_f32(what, x, xl)?, contiguous_f32(what, w, wl)?, contiguous_f32(what, b, bl)?])
+/// A fused CPU op over three contiguous f32 inputs. [`F32Op3`] adapts it to candle's
+/// `CustomOp3`: one signature and one input check for every such op.
+trait F32Kernel3: Send + Sync {
+    const NAME: &'static str;
+    /// The op's inputs as errors name them.
+    const INPUTS: &'static str;
+    fn run(&self, inputs: [&[f32]; 3], layouts: [&Layout; 3]) -> candle_core::Result<(CpuStorage, Shape)>;
 }
 
-/// Layer norm over the last dimension of contiguous f32 rows, rows split across the pool.
-struct LayerNormOp {
-    eps: f32,
-    tier: Tier,
-}
+/// A [`F32Kernel3`] as a candle `CustomOp3`: its inputs refused unless f32 and contiguous.
+struct F32Op3<K>(K);
 
-impl candle_core::CustomOp3 for LayerNormOp {
+impl<K: F32Kernel3> candle_core::CustomOp3 for F32Op3<K> {
     fn name(&self) -> &'static str {
-        "fused-layer-norm"
+        K::NAME
     }
 
     fn cpu_fwd(
@@ -235,8 +235,26 @@ impl candle_core::CustomOp3 for LayerNormOp {
         b: &CpuStorage,
         b_layout: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let [x, w, b] =
-            contiguous_f32s("layer norm: the input, weight and bias", [(x, x_layout), (w, w_layout), (b, b_layout)])?;
+        let inputs = [
+            contiguous_f32(K::INPUTS, x, x_layout)?,
+            contiguous_f32(K::INPUTS, w, w_layout)?,
+            contiguous_f32(K::INPUTS, b, b_layout)?,
+        ];
+        self.0.run(inputs, [x_layout, w_layout, b_layout])
+    }
+}
+
+/// Layer norm over the last dimension of contiguous f32 rows, rows split across the pool.
+struct LayerNormOp {
+    eps: f32,
+    tier: Tier,
+}
+
+impl F32Kernel3 for LayerNormOp {
+    const NAME: &'static str = "fused-layer-norm";
+    const INPUTS: &'static str = "layer norm: the input, weight and bias";
+
+    fn run(&self, [x, w, b]: [&[f32]; 3], [x_layout, ..]: [&Layout; 3]) -> candle_core::Result<(CpuStorage, Shape)> {
         let width = x_layout.shape().dims().last().copied().unwrap_or(0);
         if width == 0 || w.len() != width || b.len() != width {
             candle_core::bail!("layer norm: a weight of {} and a bias of {} for rows of {width}", w.len(), b.len())
@@ -274,7 +292,7 @@ impl candle_core::Module for LayerNorm {
                     && xs.is_contiguous() =>
             {
                 let op = LayerNormOp { eps: norm.eps() as f32, tier: Tier::current() };
-                xs.apply_op3_no_bwd(&norm.weight().contiguous()?, &bias.contiguous()?, &op)
+                xs.apply_op3_no_bwd(&norm.weight().contiguous()?, &bias.contiguous()?, &F32Op3(op))
             }
             _ => norm.forward(xs),
         }
@@ -305,22 +323,15 @@ struct DenseOp {
     tier: Tier,
 }
 
-impl candle_core::CustomOp3 for DenseOp {
-    fn name(&self) -> &'static str {
-        "dense-with-bias"
-    }
+impl F32Kernel3 for DenseOp {
+    const NAME: &'static str = "dense-with-bias";
+    const INPUTS: &'static str = "dense: the input, weights and bias";
 
-    fn cpu_fwd(
+    fn run(
         &self,
-        x: &CpuStorage,
-        x_layout: &Layout,
-        w: &CpuStorage,
-        w_layout: &Layout,
-        b: &CpuStorage,
-        b_layout: &Layout,
+        [x, w, b]: [&[f32]; 3],
+        [x_layout, w_layout, _]: [&Layout; 3],
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let [x, w, b] =
-            contiguous_f32s("dense: the input, weights and bias", [(x, x_layout), (w, w_layout), (b, b_layout)])?;
         let (m, k) = x_layout.shape().dims2()?;
         let (n, k2) = w_layout.shape().dims2()?;
         if k != k2 || b.len() != n {
@@ -372,7 +383,7 @@ pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_co
                 && weight.is_contiguous()
                 && b.is_contiguous() =>
         {
-            x.apply_op3_no_bwd(weight, b, &DenseOp { tier: Tier::current() })
+            x.apply_op3_no_bwd(weight, b, &F32Op3(DenseOp { tier: Tier::current() }))
         }
         // On a GPU, candle's broadcast add computes every element's bias index with a
         // division per dimension, and took 37 % of ViT-B/16's bf16 forward pass on an H100.
