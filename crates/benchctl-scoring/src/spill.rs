@@ -173,7 +173,7 @@ impl<T: Copy> SpillVec<T> {
                 // SAFETY: `reserve_doubling` made room for one more value past `len`.
                 unsafe { m.ptr.add(len).write(value) };
                 m.len = len + 1;
-                written(size_of::<T>());
+                touched(size_of::<T>());
             }
         }
     }
@@ -188,7 +188,7 @@ impl<T: Copy> SpillVec<T> {
                 // SAFETY: room for `values` past `len` was reserved; a file never overlaps them.
                 unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), m.ptr.add(len), values.len()) };
                 m.len = len + values.len();
-                written(std::mem::size_of_val(values));
+                touched(std::mem::size_of_val(values));
             }
         }
     }
@@ -537,7 +537,7 @@ impl<T: Copy> Mapped<T> {
         // SAFETY: room for `values` was just mapped; memory and the file never overlap.
         unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), mapped.ptr, values.len()) };
         mapped.len = values.len();
-        written(std::mem::size_of_val(values));
+        touched(std::mem::size_of_val(values));
         Ok(mapped)
     }
 
@@ -643,10 +643,6 @@ pub fn touched(bytes: usize) {
     if SINCE_TRIM.fetch_add(bytes, Ordering::Relaxed) + bytes > TRIM_BYTES {
         trim();
     }
-}
-
-fn written(bytes: usize) {
-    touched(bytes);
 }
 
 #[cfg(unix)]

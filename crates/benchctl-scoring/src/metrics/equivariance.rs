@@ -39,8 +39,14 @@ impl PerItem for EquivarianceScores {
         }
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows> {
-        let values = group::GroupScore.values(scores, items, ties)?;
-        Ok(values.with_column(|i| eqsim_deviation(&scores.item(i))))
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
+        // Winoground's three, then the EqSim deviation, in one pass over the items.
+        Ok(group::outcomes(scores, items)
+            .enumerate()
+            .map(|(i, (o, _))| {
+                let [text, image, group] = o.values();
+                vec![text, image, group, eqsim_deviation(&scores.item(i))]
+            })
+            .collect())
     }
 }

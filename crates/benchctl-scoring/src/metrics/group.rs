@@ -59,6 +59,13 @@ pub(crate) fn outcomes<'a>(
 }
 
 /// A 0/1 hit as a metric value.
+impl Outcome {
+    /// The text, image and group scores' per-item values, in [`NAMES`] order.
+    pub(crate) fn values(&self) -> [Option<f64>; 3] {
+        [hit(self.text), hit(self.image), hit(self.group())]
+    }
+}
+
 pub(crate) fn hit(b: bool) -> Option<f64> {
     Some(f64::from(u8::from(b)))
 }
@@ -71,6 +78,6 @@ impl PerItem for GroupScore {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
-        Ok(outcomes(scores, items).map(|(o, _)| vec![hit(o.text), hit(o.image), hit(o.group())]).collect())
+        Ok(outcomes(scores, items).map(|(o, _)| o.values().to_vec()).collect())
     }
 }

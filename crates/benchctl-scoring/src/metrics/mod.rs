@@ -413,7 +413,6 @@ impl Sums {
                     for (suffix, q) in [("q1", 0.25), ("median", 0.5), ("q3", 0.75)] {
                         out.push((format!("{name}_{suffix}"), quantile(&sorted, q)));
                     }
-                    spill::trim();
                 }
             }
         }
@@ -473,20 +472,6 @@ impl ValueRows {
             Column::Outcomes(bytes) => bytes[item].checked_sub(1).map(f64::from),
             Column::Reals(reals) => reals[item],
         }
-    }
-
-    /// The same rows with one more column, `extra(item)`.
-    pub fn with_column(self, extra: impl Fn(usize) -> Option<f64>) -> Self {
-        let mut wider = ValueRows::new(self.columns.len() + 1);
-        let mut row = Vec::with_capacity(self.columns.len() + 1);
-        for i in 0..self.len {
-            row.clear();
-            row.extend((0..self.columns.len()).map(|m| self.get(i, m)));
-            row.push(extra(i));
-            wider.push(&row);
-            spill::touched(spill::ITEM_BYTES);
-        }
-        wider
     }
 }
 
