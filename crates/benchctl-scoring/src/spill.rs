@@ -1,7 +1,7 @@
 //! Per-item state kept on disk, so that an eval's memory does not grow with its suite.
 //!
 //! A [`SpillVec`] is a vector that moves into an unlinked temporary file once the per-item
-//! state held in memory, all vectors together, would pass a budget ([`budget`]: 256 MiB unless
+//! state held in memory, all vectors together, would pass a budget ([`budget`]: 128 MiB unless
 //! `BENCHCTL_SPILL_AT` says otherwise): a suite whose state fits stays in memory at full speed,
 //! a larger one spills its growing vectors, and the memory it holds stays under the budget
 //! however large it is. The file is mapped shared: the values stay addressable as a slice (the
@@ -413,6 +413,68 @@ pub fn sort_by_key<T: Copy, K: Ord>(values: &mut SpillVec<T>, key: impl Fn(&T) -
     *values = merged;
 }
 
+/// Lines of text in one spilled byte buffer, with where each ends: a report's problems, a
+/// retrieval run's dump. Bounded like the rest of the per-item state, rather than a `String`
+/// per line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lines {
+    text: SpillVec<u8>,
+    ends: SpillVec<u64>,
+}
+
+impl Lines {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends `line` (its bytes as given: a line break in it stays part of it).
+    pub fn push(&mut self, line: &str) {
+        self.text.extend_from_slice(line.as_bytes());
+        self.ends.push(self.text.len() as u64);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Line `i`.
+    ///
+    /// # Panics
+    /// When `i` is not below [`Lines::len`].
+    pub fn get(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        // Only whole `&str`s were pushed, so a line is always UTF-8.
+        std::str::from_utf8(&self.text[start..self.ends[i] as usize]).unwrap_or_default()
+    }
+
+    /// Every line in order (each counted as [`touched`]).
+    pub fn iter(&self) -> impl Iterator<Item = &str> + Clone + '_ {
+        (0..self.len()).map(|i| {
+            let line = self.get(i);
+            touched(line.len() + size_of::<u64>());
+            line
+        })
+    }
+}
+
+impl<S: AsRef<str>> Extend<S> for Lines {
+    fn extend<I: IntoIterator<Item = S>>(&mut self, lines: I) {
+        lines.into_iter().for_each(|line| self.push(line.as_ref()));
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for Lines {
+    fn from_iter<I: IntoIterator<Item = S>>(lines: I) -> Self {
+        let mut all = Self::new();
+        all.extend(lines);
+        all
+    }
+}
+
 /// Positions of values held elsewhere (a suite's image sources and item ids, its unique inputs, the embedding cache's records), found by hash: an
 /// open-addressing table of positions and 32-bit hashes, 8 bytes a slot and spilled to a file
 /// past the memory budget ([`SpillVec`]), rather than a second copy of each value. The hash is kept so
@@ -665,6 +727,22 @@ mod tests {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
         let line = status.lines().find(|l| l.starts_with("RssFile:"))?;
         Some(line.split_whitespace().nth(1)?.parse::<usize>().ok()? * 1024)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn spilled_lines_read_back_as_pushed() {
+        let written: Vec<String> = (0..20_000).map(|i| format!("line {i}: é{}", "x".repeat(i % 7))).collect();
+        let mut lines = Lines { text: SpillVec::in_a_file(16), ends: SpillVec::in_a_file(16) };
+        lines.extend(&written);
+        lines.push("");
+        lines.push("two\nparts");
+        assert!(lines.text.is_spilled());
+        assert_eq!(lines.len(), written.len() + 2);
+        trim();
+        assert!(lines.iter().zip(&written).all(|(a, b)| a == b));
+        assert_eq!((lines.get(written.len()), lines.get(written.len() + 1)), ("", "two\nparts"));
+        assert_eq!(lines.iter().count(), lines.len());
     }
 
     #[cfg(unix)]

@@ -36,7 +36,7 @@ use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Items, PairOrder, PairSlot, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Items, PairOrder, PairSlot, Problems, Result, Suite};
 
 pub const DESCRIPTION: &str =
     "251,048 2×2 items of minimally different images and captions in 7 splits (group score, Table 3 Avg, EqSim deviation)";
@@ -121,7 +121,7 @@ fn annotation_path(
     relative: &str,
     what: &str,
     how_to_get: &str,
-    problems: &mut Vec<Error>,
+    problems: &mut Problems,
 ) -> Option<PathBuf> {
     let nested = suite.data_dir.join(relative);
     let flat = Path::new(relative).file_name().map(|name| suite.data_dir.join(name));
@@ -139,7 +139,7 @@ fn read_annotation<T: serde::de::DeserializeOwned>(
     relative: &str,
     what: &str,
     how_to_get: &str,
-    problems: &mut Vec<Error>,
+    problems: &mut Problems,
 ) -> Option<(PathBuf, T)> {
     let path = annotation_path(suite, relative, what, how_to_get, problems)?;
     paths::read_json::<T>(&path, how_to_get, problems).map(|parsed| (path, parsed))
@@ -151,7 +151,7 @@ fn read_annotation<T: serde::de::DeserializeOwned>(
 /// The list is read as a stream (the full release has a million entries; neither its text nor
 /// the parsed list is ever held whole), each entry going straight into the item it belongs
 /// to (`Grouping`).
-pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
     let mut suite = Suite::new("eqben", data_dir, SUMMARY);
     let Some(path) = annotation_path(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems) else {
         return suite;
@@ -372,7 +372,7 @@ struct Grouping {
     slots: SpillVec<PairSlot>,
     /// The image that tells where the images are.
     probe: ImageProbe,
-    problems: Vec<Error>,
+    problems: Problems,
 }
 
 /// An item being assembled: its images and captions by slot, and the entry that set each.
@@ -481,10 +481,10 @@ impl Grouping {
         path: &Path,
         image_root: &Path,
         light: bool,
-        problems: &mut Vec<Error>,
+        problems: &mut Problems,
     ) -> (Items, SpillVec<PairSlot>) {
         let Grouping { split_names, partials, text, slots, problems: found, .. } = self;
-        problems.extend(found);
+        problems.append(found);
         // Each split's place: the official splits in order, then any other by name.
         let rank = |split: &str| SPLITS.iter().position(|(s, _)| *s == split).unwrap_or(SPLITS.len());
         let mut by_rank: Vec<usize> = (0..split_names.len()).collect();
@@ -606,7 +606,7 @@ struct SubsetEntry {
 /// Loads the public 10 % subset: `eqben_subset/eqben_subset_10percent_final.json`, images
 /// under `image_subset/`; every problem found goes to `problems`, and the items that could
 /// be read are kept.
-pub fn load_subset(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+pub fn load_subset(data_dir: &Path, problems: &mut Problems) -> Suite {
     let mut suite = Suite::new("eqben-subset", data_dir, SUMMARY);
     let Some((path, entries)) = read_annotation::<Vec<SubsetEntry>>(
         &mut suite,

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, ErrorKind, Problems, Result};
 pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageSource, PilImage};
 pub use items::{ItemRef, Items};
 
@@ -180,7 +180,7 @@ pub struct SuiteInfo {
 #[derive(Clone, Copy)]
 pub enum SuiteKind {
     /// Into K×L items, by this loader (every problem goes to the list, readable items are kept).
-    Items(fn(&Path, &mut Vec<Error>) -> Suite),
+    Items(fn(&Path, &mut Problems) -> Suite),
     /// Into galleries that every query is ranked against (RoCOCO, see [`rococo`]).
     Galleries,
     /// Into K×L items, as a [`manifest`] describes them.
@@ -191,19 +191,17 @@ impl SuiteInfo {
     /// Loads the suite from its official layout under `data_dir`, failing on the first
     /// problem (its message says how many more `benchctl check` would list).
     pub fn load(&self, data_dir: &Path) -> Result<Suite> {
-        let (suite, mut problems) = self.load_all(data_dir)?;
-        if problems.is_empty() {
-            return Ok(suite);
-        }
-        let first = problems.remove(0);
-        if problems.is_empty() {
+        let (suite, problems) = self.load_all(data_dir)?;
+        let more = problems.len().saturating_sub(1);
+        let Some(first) = problems.into_first() else { return Ok(suite) };
+        if more == 0 {
             return Err(first);
         }
         Err(Error::new(
             first.kind(),
             format!(
                 "{first} (and {} more problem(s); `benchctl check --suite {} --data-dir {}` lists them all)",
-                problems.len(),
+                more,
                 self.id,
                 data_dir.display()
             ),
@@ -212,14 +210,14 @@ impl SuiteInfo {
 
     /// Loads what can be read and lists every problem in the annotations (not the images:
     /// see [`Suite::missing_images`]). Fails only when the data directory is missing.
-    pub fn load_all(&self, data_dir: &Path) -> Result<(Suite, Vec<Error>)> {
+    pub fn load_all(&self, data_dir: &Path) -> Result<(Suite, Problems)> {
         if !data_dir.is_dir() {
             return Err(Error::new(
                 ErrorKind::MissingData,
                 format!("find the {} data directory {}: {}", self.id, data_dir.display(), self.how_to_get),
             ));
         }
-        let mut problems = Vec::new();
+        let mut problems = Problems::new();
         let suite = match self.kind {
             SuiteKind::Items(load) => load(data_dir, &mut problems),
             SuiteKind::Manifest(manifest) => manifest.load(data_dir, &mut problems),

@@ -2,7 +2,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::{Error, ErrorKind, Result};
+use crate::{Error, ErrorKind, Problems, Result};
 
 /// `root/relative`, refusing paths that could leave `root` (absolute, or with `..`).
 pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<PathBuf> {
@@ -151,7 +151,7 @@ fn not_utf8(path: &Path, offset: usize) -> Error {
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
     path: &Path,
     how_to_get: &str,
-    problems: &mut Vec<Error>,
+    problems: &mut Problems,
 ) -> Option<T> {
     let parsed = read_text(path, how_to_get).and_then(|text| {
         serde_json::from_str(&text)

@@ -18,7 +18,7 @@ use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite};
 
 pub const DESCRIPTION: &str =
     "6 synthetic subsets probing size, position, existence and count (image-to-text and text-to-image accuracy)";
@@ -41,7 +41,7 @@ struct Entry {
 
 /// Loads all six subsets under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
-pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
     let root = subsets_root(data_dir);
     let mut items = Vec::new();
     let mut annotation_files = Vec::new();
@@ -94,7 +94,7 @@ fn subsets_root(data_dir: &Path) -> PathBuf {
     }
 }
 
-fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, problems: &mut Vec<Error>) -> Vec<Item> {
+fn load_file(folder: &Path, subset: &str, path: &Path, image_to_text: bool, problems: &mut Problems) -> Vec<Item> {
     let Some(entries) = paths::read_json::<Vec<Value>>(path, HOW_TO_GET, problems) else {
         return Vec::new();
     };

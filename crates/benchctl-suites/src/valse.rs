@@ -19,7 +19,7 @@ use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite};
 
 pub const DESCRIPTION: &str =
     "11 pieces of captions and minimally different foils probing linguistic phenomena (pairwise accuracy)";
@@ -94,7 +94,7 @@ fn image_path(images: &Path, source: &str, image_file: &str, at: &str) -> Result
 
 /// Loads every piece under `data_dir`; every problem found goes to `problems`, and the
 /// items that could be read are kept.
-pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
     let mut items = Vec::new();
     let mut annotation_files = Vec::new();
     let mut excluded = 0;
@@ -131,7 +131,7 @@ pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
 }
 
 /// The valid records of one piece file as items, in file order, and how many were invalid.
-pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Vec<Error>) -> (Vec<Item>, usize) {
+pub fn load_piece(data_dir: &Path, piece: &str, path: &Path, problems: &mut Problems) -> (Vec<Item>, usize) {
     let Some(paths::Entries(records)) = paths::read_json::<paths::Entries>(path, HOW_TO_GET, problems) else {
         return (Vec::new(), 0);
     };

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::items::IdIndex;
-use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Result, Suite};
+use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite};
 
 pub const DESCRIPTION: &str =
     "400 pairs of images and captions that differ only in word order (text, image and group score)";
@@ -51,7 +51,7 @@ struct Example {
 
 /// Loads the jsonl form when `examples.jsonl` is present, else the parquet files; every
 /// problem found goes to `problems`, and the items that could be read are kept.
-pub fn load(data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
     let mut suite = Suite::new(
         "winoground",
         data_dir,
@@ -117,7 +117,7 @@ fn read_jsonl(
     images_dir: &Path,
     tag_sets: &mut TagSets,
     accept: &mut dyn FnMut(usize, usize, Item),
-    problems: &mut Vec<Error>,
+    problems: &mut Problems,
 ) {
     let read = paths::for_each_line(path, HOW_TO_GET, |number, line| {
         if line.trim().is_empty() {
@@ -151,7 +151,7 @@ fn read_parquet(
     file: usize,
     tag_sets: &mut TagSets,
     accept: &mut dyn FnMut(usize, usize, Item),
-    problems: &mut Vec<Error>,
+    problems: &mut Problems,
 ) {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     let reader = std::fs::File::open(path)

@@ -150,14 +150,14 @@ fn broken_items_are_named_with_their_entries() {
         ]),
     );
     let (_, problems) = find("eqben").unwrap().load_all(dir.path()).unwrap();
-    let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let text: Vec<String> = problems.messages().map(ToString::to_string).collect();
     assert!(
         text.iter().any(|p| p.contains("entry 4: item eqbensd/1: entry 3 gives image \"eqbensd/c.png\"")),
         "{text:?}"
     );
     assert!(text.iter().any(|p| p.contains("entry 5: `private_info.name` is `c2i0`")), "{text:?}");
     assert!(text.iter().any(|p| p.contains("item eqbensd/0 lacks the entries c1i1")), "{text:?}");
-    assert!(problems.iter().all(|p| p.kind() == ErrorKind::Malformed));
+    assert!(problems.iter().all(|(kind, _)| kind == ErrorKind::Malformed));
 }
 
 #[test]
@@ -220,9 +220,9 @@ fn the_streamed_list_is_refused_whole_and_named_like_a_parsed_one() {
     let (suite, problems) = load();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].to_string().contains(&format!("not UTF-8 text (invalid byte at offset {})", (1 << 16) - 1)),
+        problems.message(0).contains(&format!("not UTF-8 text (invalid byte at offset {})", (1 << 16) - 1)),
         "{}",
-        problems[0]
+        problems.message(0)
     );
     assert!(suite.items.is_empty());
     // A character cut short by the end of the file.
@@ -232,9 +232,9 @@ fn the_streamed_list_is_refused_whole_and_named_like_a_parsed_one() {
     std::fs::write(&path, &bytes).unwrap();
     let (_, problems) = load();
     assert!(
-        problems[0].to_string().contains(&format!("invalid byte at offset {}", bytes.len() - 1)),
+        problems.message(0).contains(&format!("invalid byte at offset {}", bytes.len() - 1)),
         "{}",
-        problems[0]
+        problems.message(0)
     );
 
     // A bad entry before a parse error: only the parse error, with its line and column.
@@ -244,8 +244,8 @@ fn the_streamed_list_is_refused_whole_and_named_like_a_parsed_one() {
     std::fs::write(&path, format!("{}, oops]", text.trim_end_matches(']'))).unwrap();
     let (suite, problems) = load();
     assert_eq!(problems.len(), 1, "{problems:?}");
-    assert!(problems[0].to_string().contains("line 1 column"), "{}", problems[0]);
-    assert_eq!(problems[0].kind(), ErrorKind::Malformed);
+    assert!(problems.message(0).contains("line 1 column"), "{}", problems.message(0));
+    assert_eq!(problems.kind(0), ErrorKind::Malformed);
     assert!(suite.items.is_empty());
 
     // `private_info` on some entries only, either way round.
@@ -261,7 +261,7 @@ fn the_streamed_list_is_refused_whole_and_named_like_a_parsed_one() {
         }
         write_list(dir.path(), serde_json::Value::from(list));
         let (suite, problems) = load();
-        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let text: Vec<String> = problems.messages().map(ToString::to_string).collect();
         assert!(text.len() == 1 && text[0].contains(expected), "{text:?}");
         assert!(suite.items.is_empty());
     }

@@ -268,7 +268,7 @@ fn record_problems_name_the_record_and_the_manifest_key() {
     std::fs::write(dir.path().join("examples.jsonl"), [line(0, "a"), missing, line(0, "c")].join("\n")).unwrap();
     let (suite, problems) = find("winoground-manifest").unwrap().load_all(dir.path()).unwrap();
     assert_eq!(suite.items.len(), 1);
-    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    let messages: Vec<String> = problems.messages().map(ToString::to_string).collect();
     assert!(
         messages[0].contains("examples.jsonl line 2")
             && messages[0].contains("`item.texts[1]`")
@@ -281,7 +281,7 @@ fn record_problems_name_the_record_and_the_manifest_key() {
             && messages[1].contains("line 1"),
         "{messages:?}"
     );
-    assert!(problems.iter().all(|p| p.kind() == ErrorKind::Malformed));
+    assert!(problems.iter().all(|(kind, _)| kind == ErrorKind::Malformed));
 }
 
 /// One manifest, every source format: the Winoground hub fixture's records as JSONL, as the
@@ -436,7 +436,7 @@ fn truth_from_fields_lists_and_every_family() {
     // A label outside the item is bad data naming the record and the key.
     write("i2t.json", r#"[{"query": "a.png", "keys": ["x"], "label": 3}]"#);
     let (_, problems) = find(i2t.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
-    let message = problems[0].to_string();
+    let message = problems.message(0);
     assert!(
         message.contains("entry 0") && message.contains("`item.truth`") && message.contains("text 3 of an item with 1"),
         "{message}"

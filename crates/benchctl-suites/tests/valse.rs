@@ -148,6 +148,6 @@ fn missing_pieces_are_listed() {
     assert!(err.to_string().contains("plurals.json") && err.to_string().contains("1 more problem"), "{err}");
     let (_, problems) = find("valse").unwrap().load_all(dir.path()).unwrap();
     let named: Vec<bool> =
-        ["plurals.json", "foil-it.json"].iter().map(|f| problems.iter().any(|p| p.to_string().contains(f))).collect();
+        ["plurals.json", "foil-it.json"].iter().map(|f| problems.messages().any(|p| p.contains(f))).collect();
     assert_eq!(named, [true, true]);
 }

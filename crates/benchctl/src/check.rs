@@ -4,12 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
+use benchctl_scoring::spill::Lines;
 use benchctl_suites::{rococo, ImageSource, SuiteKind};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
 use crate::cli::CheckArgs;
 use crate::{Error, ErrorKind, Result};
+
+/// Images decoded in parallel per step: their problems are kept in image order, step by step,
+/// rather than all collected first.
+const IMAGE_STEP: usize = 4096;
 
 /// What `check` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,25 +23,28 @@ pub struct CheckReport {
     pub data_dir: PathBuf,
     pub items: usize,
     pub images: usize,
-    pub problems: Vec<String>,
+    /// One line each: the annotations' problems in the order found, then the images' in image
+    /// order (spilled with the rest of the per-item state: a broken million-item file has a
+    /// million).
+    pub problems: Lines,
 }
 
 impl CheckReport {
-    /// Human-readable lines: a summary, then one line per problem.
-    pub fn render(&self) -> String {
-        let mut out = format!(
+    /// Writes human-readable lines: a summary, then one line per problem.
+    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        write!(
+            out,
             "{} in {}: {} items, {} images, {} problem(s)",
             self.suite,
             self.data_dir.display(),
             self.items,
             self.images,
             self.problems.len()
-        );
-        for p in &self.problems {
-            out.push_str("\n- ");
-            out.push_str(p);
+        )?;
+        for p in self.problems.iter() {
+            write!(out, "\n- {p}")?;
         }
-        out
+        writeln!(out)
     }
 
     /// An error (exit code 3) when any problem was found.
@@ -61,22 +69,22 @@ impl CheckReport {
 pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
-    let (items, images, mut problems): (usize, CheckedImages, Vec<String>) = match info.kind {
+    let (items, images, mut problems): (usize, CheckedImages, Lines) = match info.kind {
         SuiteKind::Items(_) | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
-            let mut problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            let mut problems = problems.into_messages();
             problems.extend(suite.incomplete.iter().map(|s| format!("not the complete official release: {s}")));
             (suite.items.len(), CheckedImages::OfSuite(Box::new(suite)), problems)
         }
         // A retrieval suite's queries are its test images.
         SuiteKind::Galleries => match rococo::load(&data_dir) {
-            Ok(data) => (data.images.len(), CheckedImages::Files(data.images), Vec::new()),
-            Err(e) => (0, CheckedImages::Files(Vec::new()), vec![e.to_string()]),
+            Ok(data) => (data.images.len(), CheckedImages::Files(data.images), Lines::new()),
+            Err(e) => (0, CheckedImages::Files(Vec::new()), Lines::from_iter([e.to_string()])),
         },
     };
     if let Some(expected) = info.expected_items {
         if items != expected {
-            problems.push(format!("the official release has {expected} items, these annotations give {items}"));
+            problems.push(&format!("the official release has {expected} items, these annotations give {items}"));
         }
     }
     // Decoded as `eval` decodes them; then the resize bound of the models that resize the
@@ -84,24 +92,25 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     // ratio breaks. Models that resize to a square (SigLIP, BLIP, FIBER) take such images.
     let shorter_side = benchctl_models::preprocess::Preprocessor::openai_clip(224);
     let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
-    let mut unreadable: Vec<String> = (0..images.len())
-        .into_par_iter()
-        .filter_map(|i| {
-            let source = images.get(i);
-            let result = source.load_rgb();
-            bar.inc(1);
-            match result {
-                Err(e) => Some(e.to_string()),
-                Ok(image) => shorter_side
-                    .check_input(image.width() as usize, image.height() as usize)
-                    .err()
-                    .map(|why| format!("preprocess image {} for CLIP and OpenCLIP: {why}", source.display_name())),
-            }
-        })
-        .collect();
+    for step in (0..images.len()).step_by(IMAGE_STEP) {
+        let found: Vec<Option<String>> = (step..images.len().min(step + IMAGE_STEP))
+            .into_par_iter()
+            .map(|i| {
+                let source = images.get(i);
+                let result = source.load_rgb();
+                bar.inc(1);
+                match result {
+                    Err(e) => Some(e.to_string()),
+                    Ok(image) => shorter_side
+                        .check_input(image.width() as usize, image.height() as usize)
+                        .err()
+                        .map(|why| format!("preprocess image {} for CLIP and OpenCLIP: {why}", source.display_name())),
+                }
+            })
+            .collect();
+        problems.extend(found.into_iter().flatten());
+    }
     bar.finish_and_clear();
-    unreadable.sort();
-    problems.extend(unreadable);
     Ok(CheckReport { suite: info.id.to_string(), data_dir, items, images: images.len(), problems })
 }
 

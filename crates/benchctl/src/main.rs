@@ -46,8 +46,13 @@ fn keep_freed_memory() {
 
 /// Prints to stdout; a closed pipe (`benchctl … | head`) is not an error.
 fn print(text: &str) -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+    print_with(|out| writeln!(out, "{text}"))
+}
+
+/// Writes to stdout with `write`; a reader that went away (broken pipe) is not an error.
+fn print_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<(), Error> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match write(&mut out).and_then(|_| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(Error::new(ErrorKind::Results, format!("write to stdout: {e}")))
         }
@@ -131,7 +136,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {
             let report = check::run(&args)?;
-            print(&report.render())?;
+            print_with(|out| report.write_to(out))?;
             report.into_result()
         }
         Command::Leaderboard(args) => {

@@ -391,17 +391,22 @@ pub fn read_run_file(path: &Path) -> Result<RunFile> {
     Ok(RunFile { run, dump })
 }
 
-/// A score dump's lines as JSON, in file order (blank lines skipped), naming file and line
-/// in errors.
-pub fn dump_lines(path: &Path) -> Result<Vec<serde_json::Value>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| Error::results(format!("parse {} line {}: {e}", path.display(), i + 1)))
-        })
-        .collect()
+/// A score dump's lines, in file order (blank lines skipped), each checked to be JSON and
+/// given back in compact form; errors name the file and line. Read as a stream: a dump of a
+/// million lines is never held whole.
+pub fn dump_lines(path: &Path) -> Result<impl Iterator<Item = Result<String>>> {
+    let lines = benchctl_suites::paths::TextLines::open(path, "the score dump its run file names")
+        .map_err(|e| Error::results(e.to_string()))?;
+    let shown = path.display().to_string();
+    Ok(lines.filter_map(move |line| match line {
+        Err(e) => Some(Err(Error::results(e.to_string()))),
+        Ok((_, text)) if text.trim().is_empty() => None,
+        Ok((number, text)) => Some(
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map(|json| json.to_string())
+                .map_err(|e| Error::results(format!("parse {shown} line {number}: {e}"))),
+        ),
+    }))
 }
 
 /// Reads a score dump back: item ids and their K×L scores, in file order.

@@ -5,6 +5,7 @@
 //! bootstrap intervals, provenance of the score file) beside the zoo's runs, so it joins the
 //! leaderboard and `compare`.
 
+use benchctl_scoring::spill::Lines;
 use benchctl_suites::paths::TextLines;
 use std::path::{Path, PathBuf};
 
@@ -136,7 +137,10 @@ impl Scored {
             }
             Detail::Galleries { data_dir } => {
                 // `run` validated every line; they are the stored item scores.
-                let dump = results::dump_lines(&args.scores)?.iter().map(ToString::to_string).collect();
+                let mut dump = Lines::new();
+                for line in results::dump_lines(&args.scores)? {
+                    dump.push(&line?);
+                }
                 let record = SuiteRecord {
                     id: self.suite_id.clone(),
                     data_dir: data_dir.display().to_string(),

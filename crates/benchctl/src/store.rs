@@ -216,8 +216,9 @@ impl Store {
             }
             let imported = crate::results::read_run_file(&path).and_then(|file| {
                 let dump = file.dump.as_deref().ok_or_else(|| Error::results("it names no score dump".to_string()))?;
-                let lines = crate::results::dump_lines(dump)?;
-                self.adopt_or_insert(&file.run, &lines, &name)
+                // Read through once to check it, so that a run is adopted only with a readable dump.
+                crate::results::dump_lines(dump)?.try_for_each(|line| line.map(drop))?;
+                self.adopt_or_insert(&file.run, dump, &name)
             });
             match imported {
                 Ok(true) => {
@@ -250,7 +251,7 @@ impl Store {
 
     /// Records `run_file` on a row stored before files were recorded, or inserts the run;
     /// `true` when it inserted.
-    fn adopt_or_insert(&mut self, run: &Run, lines: &[serde_json::Value], run_file: &str) -> Result<bool> {
+    fn adopt_or_insert(&mut self, run: &Run, dump: &Path, run_file: &str) -> Result<bool> {
         let adopted = self
             .conn
             .execute(
@@ -262,7 +263,7 @@ impl Store {
         if adopted > 0 {
             return Ok(false);
         }
-        self.insert(run, lines, Some(run_file))?;
+        self.insert(run, crate::results::dump_lines(dump)?, Some(run_file))?;
         Ok(true)
     }
 
@@ -312,10 +313,11 @@ impl Store {
 
     /// Inserts a run, its metrics with intervals and its item scores in one transaction,
     /// with the name of the run file (under `runs/`) it was exported to; returns the run's id.
+    /// A line that is an error (a dump read as it is stored) stores nothing and is returned.
     pub fn insert(
         &mut self,
         run: &Run,
-        item_lines: impl IntoIterator<Item = impl std::fmt::Display>,
+        item_lines: impl IntoIterator<Item = Result<impl std::fmt::Display>>,
         run_file: Option<&str>,
     ) -> Result<i64> {
         let path = self.path.clone();
@@ -364,7 +366,7 @@ impl Store {
                 .prepare("INSERT INTO item_scores (run_id, position, line) VALUES (?1, ?2, ?3)")
                 .map_err(err("store item scores"))?;
             for (position, l) in item_lines.into_iter().enumerate() {
-                line.execute(params![id, position as i64, l.to_string()]).map_err(err("store item scores"))?;
+                line.execute(params![id, position as i64, l?.to_string()]).map_err(err("store item scores"))?;
                 crate::fault::at("store-item", position);
             }
         }

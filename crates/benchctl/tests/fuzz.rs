@@ -308,10 +308,11 @@ fn suite_manifests_and_csv_annotations() {
                 write_then(dir.path(), &format!("m{n}.toml"), bytes, |p| benchctl_suites::find(p.to_str().unwrap()))?;
             let (_, problems) = info.load_all(&demo)?;
             // A data problem of an accepted manifest is fine; any other kind fails the check below.
-            problems
-                .into_iter()
-                .find(|p| !matches!(p.kind(), K::Malformed | K::MissingData | K::PathEscapes))
-                .map_or(Ok(()), Err)
+            let unexpected = problems
+                .iter()
+                .find(|(kind, _)| !matches!(kind, K::Malformed | K::MissingData | K::PathEscapes))
+                .map(|(kind, message)| benchctl_suites::Error::new(kind, message));
+            unexpected.map_or(Ok(()), Err)
         },
         |e: &benchctl_suites::Error| matches!(e.kind(), K::Manifest),
     );
@@ -327,7 +328,7 @@ fn suite_manifests_and_csv_annotations() {
         |bytes| {
             std::fs::write(data.join("Questions.csv"), bytes).unwrap();
             let (_, problems) = info.load_all(&data).unwrap();
-            problems.into_iter().next().map_or(Ok(()), Err)
+            problems.into_first().map_or(Ok(()), Err)
         },
         |e: &benchctl_suites::Error| matches!(e.kind(), K::Malformed),
     );

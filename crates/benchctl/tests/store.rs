@@ -155,7 +155,7 @@ fn a_crash_at_any_point_leaves_the_store_and_run_files_in_agreement() {
 fn leftovers_of_a_crash_are_cleaned_or_named() {
     let results = tempfile::tempdir().unwrap();
     let first = tempfile::tempdir().unwrap();
-    stored_run(&eval(results.path(), first.path(), &[]));
+    let (original, run) = stored_run(&eval(results.path(), first.path(), &[]));
     let runs = results.path().join("runs");
     std::fs::write(runs.join("20990101T000000Z_x_winoground.json.partial"), "{\"half").unwrap();
     std::fs::write(runs.join("20990101T000000Z_y_winoground.json"), "{not json").unwrap();
@@ -167,7 +167,35 @@ fn leftovers_of_a_crash_are_cleaned_or_named() {
         stderr(&out)
     );
     assert!(!runs.join("20990101T000000Z_x_winoground.json.partial").exists());
-    assert_eq!(Store::open(results.path()).unwrap().counts().unwrap().0, 1);
+    let (stored, metrics, item_scores) = Store::open(results.path()).unwrap().counts().unwrap();
+    assert_eq!(stored, 1);
+
+    // Run files with no row (as a crash between the files and the row leaves them) are imported
+    // with their whole dump, read line by line; one whose dump has a line that is not JSON is
+    // named with that line and stores nothing, not even its first lines.
+    let dump = std::fs::read_to_string(original.with_extension("scores.jsonl")).unwrap();
+    let lines = dump.lines().count();
+    assert!(lines > 2);
+    let broken: Vec<&str> =
+        dump.lines().enumerate().map(|(i, l)| if i == 2 { "{\"id\": \"2\", \"scores\": [[0.1," } else { l }).collect();
+    for (stem, text) in
+        [("20990102T000000Z_w_winoground", dump.clone()), ("20990103T000000Z_v_winoground", broken.join("\n"))]
+    {
+        let mut run = run.clone();
+        run["scores_file"] = format!("{stem}.scores.jsonl").into();
+        std::fs::write(runs.join(format!("{stem}.json")), run.to_string()).unwrap();
+        std::fs::write(runs.join(format!("{stem}.scores.jsonl")), text).unwrap();
+    }
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("imported") && stderr(&out).contains("20990102T000000Z_w_winoground.json"));
+    assert!(
+        stderr(&out).contains("left") && stderr(&out).contains("20990103T000000Z_v_winoground.scores.jsonl line 3"),
+        "{}",
+        stderr(&out)
+    );
+    let store = Store::open(results.path()).unwrap();
+    assert_eq!(store.counts().unwrap(), (2, 2 * metrics, item_scores + lines));
 }
 
 /// One unreadable row does not take the leaderboard down: it is named and left out. A

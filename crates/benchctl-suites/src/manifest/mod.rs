@@ -24,7 +24,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::image::{CropRegion, CroppedSource};
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Result, Suite, SuiteInfo, SuiteKind};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite, SuiteInfo, SuiteKind};
 use records::Format;
 use template::{Record, Template};
 
@@ -558,7 +558,7 @@ impl Manifest {
     }
 
     /// Reads the items under `data_dir`: every problem goes to `problems`, readable items are kept.
-    pub fn load(&'static self, data_dir: &Path, problems: &mut Vec<Error>) -> Suite {
+    pub fn load(&'static self, data_dir: &Path, problems: &mut Problems) -> Suite {
         let mut suite = Suite::new(self.id, data_dir, self.summary);
         suite.manifest = Some(self);
         let file = data_dir.join(&self.source_file);

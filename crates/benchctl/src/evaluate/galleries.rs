@@ -17,8 +17,10 @@ use std::time::Instant;
 
 use benchctl_scoring::metrics::retrieval::{self, QueryOutcome, RetrievalScores};
 use benchctl_scoring::metrics::Ties;
+use benchctl_scoring::spill::SpillVec;
 use benchctl_scoring::Report;
 use benchctl_suites::image::AlteredSource;
+use benchctl_suites::paths::TextLines;
 use benchctl_suites::rococo::{self, altered, CaptionGallery};
 use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
@@ -178,7 +180,8 @@ struct GalleryResult {
     direction: &'static str,
     /// How many candidates each query was ranked against (a rank is always below it).
     candidates: usize,
-    outcomes: Vec<QueryOutcome>,
+    /// By query (spilled: a dump given to `score` can hold any number).
+    outcomes: SpillVec<QueryOutcome>,
 }
 
 fn rows(table: &Tensor, indices: &[usize]) -> Result<Tensor> {
@@ -333,7 +336,12 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
         let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
         let outcomes = image_to_text(&image_table, captions, g, rerank, ties)?;
-        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", candidates: g.captions.len(), outcomes });
+        results.push(GalleryResult {
+            name: g.name.clone(),
+            direction: "i2t",
+            candidates: g.captions.len(),
+            outcomes: outcomes.into(),
+        });
     }
     // Text-to-image: the original captions against the test images, then against the test
     // images plus each altered gallery.
@@ -341,7 +349,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let image_of = &data.clean.image_of;
     let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
     let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank, ties)?;
-    results.push(GalleryResult { name: "clean".into(), direction: "t2i", candidates: n, outcomes });
+    results.push(GalleryResult { name: "clean".into(), direction: "t2i", candidates: n, outcomes: outcomes.into() });
     let mut score_s = score_started.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
         let t = Instant::now();
@@ -361,7 +369,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
         let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
         let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
         let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank, ties)?;
-        results.push(GalleryResult { name, direction: "t2i", candidates: 2 * n, outcomes });
+        results.push(GalleryResult { name, direction: "t2i", candidates: 2 * n, outcomes: outcomes.into() });
         score_s += t.elapsed().as_secs_f64();
     }
     let report = report(&results)?;
@@ -565,13 +573,19 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
 /// query and gallery: `gallery`, `direction`, `query`, `rank`, `top1_altered`), exactly as
 /// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
 pub fn report_from_dump(path: &Path) -> Result<Report> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", path.display()), e))?;
+    // Read as a stream, as annotation files are (a byte order mark and `\r\n` taken, a byte that
+    // is not UTF-8 named with its offset).
+    let lines = TextLines::open(path, "the file given to `--scores`")
+        .map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
     let mut results: Vec<GalleryResult> = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let at = format!("{} line {}", path.display(), i + 1);
+    for line in lines {
+        let (number, line) = line.map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("{} line {number}", path.display());
         let bad = |what: &str| Error::new(ErrorKind::Data, format!("parse {at}: {what}"));
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| bad(&e.to_string()))?;
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| bad(&e.to_string()))?;
         let name = v.get("gallery").and_then(|g| g.as_str()).ok_or_else(|| bad("missing string `gallery`"))?;
         let direction = match v.get("direction").and_then(|d| d.as_str()) {
             Some("i2t") => "i2t",
@@ -595,7 +609,12 @@ pub fn report_from_dump(path: &Path) -> Result<Report> {
         let index = match results.iter().position(|r| r.name == name && r.direction == direction) {
             Some(i) => i,
             None => {
-                results.push(GalleryResult { name: name.to_string(), direction, candidates, outcomes: Vec::new() });
+                results.push(GalleryResult {
+                    name: name.to_string(),
+                    direction,
+                    candidates,
+                    outcomes: SpillVec::new(),
+                });
                 results.len() - 1
             }
         };

@@ -8,6 +8,7 @@ pub mod items;
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::Ties;
+use benchctl_scoring::spill::Lines;
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::Suite;
 
@@ -37,7 +38,7 @@ pub enum Outcome {
     /// items' lines are never held at once).
     Items { suite: Box<Suite>, scores: ScoreTensor },
     /// A retrieval suite's per-query dump lines (RoCOCO: ranks against whole galleries).
-    Queries { dump: Vec<String> },
+    Queries { dump: Lines },
 }
 
 impl Evaluation {
@@ -53,7 +54,7 @@ impl Evaluation {
     pub fn dump_lines(&self) -> Box<dyn Iterator<Item = String> + '_> {
         match &self.outcome {
             Outcome::Items { suite, scores } => Box::new(results::item_dump(suite, scores)),
-            Outcome::Queries { dump } => Box::new(dump.iter().cloned()),
+            Outcome::Queries { dump } => Box::new(dump.iter().map(str::to_string)),
         }
     }
 
@@ -69,7 +70,7 @@ impl Evaluation {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         // The files are complete: the next store that opens this directory imports them, so
         // a row that cannot be written (a full disk) loses nothing; say so.
-        let id = store.insert(&self.run, self.dump_lines(), Some(name)).map_err(|e| {
+        let id = store.insert(&self.run, self.dump_lines().map(Ok), Some(name)).map_err(|e| {
             let kept = format!(
                 "{e}; the run is kept in {} and enters the store when it is next opened (any benchctl command on this --results-dir, once it can be written)",
                 path.display()
