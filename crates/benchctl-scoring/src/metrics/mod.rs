@@ -175,7 +175,7 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
     let (per_item, values) = (item_values.per_item, &item_values.values);
     // Passes over every item in order read what spilled: counted so that they are trimmed.
     let all = || (0..items.len()).inspect(|_| spill::touched(spill::ITEM_BYTES));
-    let metrics = headline(per_item, values, all, summary, items);
+    let metrics = headline(per_item, values, all, usize::MAX, summary, items);
     let breakdowns = summary
         .breakdown_keys
         .iter()
@@ -259,7 +259,22 @@ impl ItemValues {
         summary: Summary<'_>,
         items: &[ItemView<'_>],
     ) -> Vec<(String, f64)> {
-        headline(self.per_item, &self.values, members, summary, items)
+        headline(self.per_item, &self.values, members, self.window(summary), summary, items)
+    }
+
+    /// How many items' values one pass of [`ItemValues::headline`] reads at random: all of
+    /// them while the values are in memory (under the [`spill`] budget); once spilled, as many
+    /// as [`spill::TRIM_BYTES`] hold (a million Winoground items' outcomes are 3 MB, one
+    /// window), so that what a resample keeps resident does not grow with the suite. The
+    /// windows change no count; a real-valued mean (EqSim's deviation) summed over several
+    /// may differ from the one-pass sum in its last bits.
+    fn window(&self, summary: Summary<'_>) -> usize {
+        if !self.values.is_spilled() {
+            return usize::MAX;
+        }
+        let grouped = summary.macro_over.is_some() || summary.subset_average.is_some();
+        let per_item = self.values.row_bytes() + if grouped { size_of::<ItemView>() } else { 0 };
+        spill::TRIM_BYTES / per_item.max(1)
     }
 
     /// Names of the metrics whose per-item values are 0/1 outcomes, with their index.
@@ -275,17 +290,41 @@ impl ItemValues {
 }
 
 /// The headline metrics over `members`: each metric, then (with `macro_over`) the mean of
-/// each metric over the groups of that tag among the members.
+/// each metric over the groups of that tag among the members, then the subset average.
+///
+/// One pass per `window` of item indices (all of them when `window` is at least the suite):
+/// each pass reads `members` again and adds only those in its window, so that random reads
+/// (a bootstrap resample) touch one window's values at a time. Counts, and so every 0/1
+/// metric, its macro average and every quartile, do not depend on the windows; a real-valued
+/// mean is summed window by window (see [`ItemValues::window`]).
 fn headline<I: Iterator<Item = usize>>(
     per_item: &'static dyn PerItem,
     values: &ValueRows,
     members: impl Fn() -> I,
+    window: usize,
     summary: Summary<'_>,
     items: &[ItemView<'_>],
 ) -> Vec<(String, f64)> {
-    let mut metrics = summarise(per_item, values, members());
-    if let Some(key) = summary.macro_over {
-        let groups: Vec<Vec<(String, f64)>> = group_sums(key, members(), items, values, per_item)
+    let mut overall = Sums::new(per_item);
+    let mut by_macro = summary.macro_over.map(|key| (key, BTreeMap::new()));
+    let mut by_subset = summary.subset_average.map(|average| (average.key, BTreeMap::new()));
+    let window = window.max(1);
+    for start in (0..items.len()).step_by(window) {
+        let end = start.saturating_add(window).min(items.len());
+        for i in members().filter(|i| (start..end).contains(i)) {
+            overall.add(values, i);
+            for (key, groups) in by_macro.iter_mut().chain(by_subset.iter_mut()) {
+                add_to_groups(groups, key, i, items, values, per_item);
+            }
+        }
+        if end - start < items.len() {
+            // The window's pages are not read again in this resample.
+            spill::trim();
+        }
+    }
+    let mut metrics = overall.finish();
+    if let Some((_, groups)) = by_macro {
+        let groups: Vec<Vec<(String, f64)>> = groups
             .into_iter()
             .filter(|(value, (count, _))| summary.macro_groups.keeps(value, *count))
             .map(|(_, (_, sums))| sums.finish())
@@ -299,26 +338,17 @@ fn headline<I: Iterator<Item = usize>>(
             }
         }
     }
-    if let Some(average) = summary.subset_average {
-        metrics.extend(subset_average(average, per_item, values, members(), items));
+    if let (Some(average), Some((_, groups))) = (summary.subset_average, by_subset) {
+        let groups = groups.into_iter().map(|(value, (_, sums))| (value, sums.finish())).collect();
+        metrics.extend(subset_average(average, &groups));
     }
     metrics
 }
 
-/// The subsets' combined metrics and the paper's average over them (see [`SubsetAverage`]).
-/// A subset with none of its groups among `members` leaves the average out: it would be a
-/// different number from the paper's.
-fn subset_average(
-    average: &SubsetAverage<'_>,
-    per_item: &'static dyn PerItem,
-    values: &ValueRows,
-    members: impl Iterator<Item = usize>,
-    items: &[ItemView<'_>],
-) -> Vec<(String, f64)> {
-    let groups: BTreeMap<&str, Vec<(String, f64)>> = group_sums(average.key, members, items, values, per_item)
-        .into_iter()
-        .map(|(value, (_, sums))| (value, sums.finish()))
-        .collect();
+/// The subsets' combined metrics and the paper's average over them (see [`SubsetAverage`]),
+/// from the metrics of each group of its tag. A subset with none of its groups among the
+/// members leaves the average out: it would be a different number from the paper's.
+fn subset_average(average: &SubsetAverage<'_>, groups: &BTreeMap<&str, Vec<(String, f64)>>) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     let mut terms = Vec::new();
     let mut complete = true;
@@ -343,18 +373,6 @@ fn subset_average(
         out.push((average.name.to_string(), terms.iter().sum::<f64>() / terms.len() as f64));
     }
     out
-}
-
-/// Each metric over the given items where it applies, by its [`Aggregate`]; a metric that
-/// applies to none of them is left out.
-fn summarise(
-    per_item: &'static dyn PerItem,
-    values: &ValueRows,
-    members: impl Iterator<Item = usize>,
-) -> Vec<(String, f64)> {
-    let mut sums = Sums::new(per_item);
-    members.for_each(|i| sums.add(values, i));
-    sums.finish()
 }
 
 /// The running sums of each metric over some items, in the order they were added (the same
@@ -466,6 +484,25 @@ impl ValueRows {
         self.len += 1;
     }
 
+    /// The bytes one item's values take.
+    fn row_bytes(&self) -> usize {
+        self.columns
+            .iter()
+            .map(|c| match c {
+                Column::Outcomes(_) => size_of::<u8>(),
+                Column::Reals(_) => size_of::<Option<f64>>(),
+            })
+            .sum()
+    }
+
+    /// Whether any column lives in a spill file.
+    fn is_spilled(&self) -> bool {
+        self.columns.iter().any(|c| match c {
+            Column::Outcomes(bytes) => bytes.is_spilled(),
+            Column::Reals(reals) => reals.is_spilled(),
+        })
+    }
+
     /// Item `item`'s value of metric `m`.
     pub fn get(&self, item: usize, m: usize) -> Option<f64> {
         match &self.columns[m] {
@@ -503,17 +540,92 @@ fn group_sums<'i>(
     values: &ValueRows,
     per_item: &'static dyn PerItem,
 ) -> BTreeMap<&'i str, (usize, Sums)> {
-    let mut groups: BTreeMap<&'i str, (usize, Sums)> = BTreeMap::new();
-    for i in members {
-        for (k, tag_values) in items[i].tags {
-            if k == key {
-                for value in tag_values {
-                    let (count, sums) = groups.entry(value.as_str()).or_insert_with(|| (0, Sums::new(per_item)));
-                    *count += 1;
-                    sums.add(values, i);
-                }
+    let mut groups = BTreeMap::new();
+    members.for_each(|i| add_to_groups(&mut groups, key, i, items, values, per_item));
+    groups
+}
+
+/// Adds item `i` to the sums of each of its groups for `key`.
+fn add_to_groups<'i>(
+    groups: &mut BTreeMap<&'i str, (usize, Sums)>,
+    key: &str,
+    i: usize,
+    items: &[ItemView<'i>],
+    values: &ValueRows,
+    per_item: &'static dyn PerItem,
+) {
+    for (k, tag_values) in items[i].tags {
+        if k == key {
+            for value in tag_values {
+                let (count, sums) = groups.entry(value.as_str()).or_insert_with(|| (0, Sums::new(per_item)));
+                *count += 1;
+                sums.add(values, i);
             }
         }
     }
-    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stats::SplitMix64;
+    use super::*;
+
+    const SPLITS: SubsetAverage<'static> = SubsetAverage {
+        name: "avg",
+        key: "split",
+        subsets: &[("a", &["a"]), ("bc", &["b", "c"])],
+        metrics: &["text_score", "group_score"],
+    };
+
+    /// Reading a resample window by window (as a spilled suite's bootstrap does) gives the
+    /// one-pass headline: every count-based metric, macro and subset average and quartile
+    /// bit for bit, a real-valued mean to its last bits.
+    #[test]
+    fn a_headline_read_in_windows_equals_the_one_pass_headline() -> Result<()> {
+        let mut rng = SplitMix64::new(11);
+        let n = 1_000;
+        let mut scores = ScoreTensor::new();
+        for _ in 0..n {
+            let v: Vec<f32> = (0..4).map(|_| (rng.below(1000) as f32) / 1000.0).collect();
+            scores.push(2, 2, &v)?;
+        }
+        let truths: Vec<Truth> = (0..n).map(|_| Truth::diagonal(2)).collect();
+        let tags: Vec<Tags> = (0..n)
+            .map(|i| {
+                let split = ["a", "b", "c", "d"][rng.below(4)];
+                // Some items in no group, some in two.
+                match i % 10 {
+                    0 => Tags::new(),
+                    1 => vec![("split".to_string(), vec![split.to_string(), "a".to_string()])].into(),
+                    _ => vec![("split".to_string(), vec![split.to_string()])].into(),
+                }
+            })
+            .collect();
+        let items: Vec<ItemView<'_>> = truths.iter().zip(&tags).map(|(truth, tags)| ItemView { truth, tags }).collect();
+        for family in [MetricFamily::Group, MetricFamily::Equivariance] {
+            let summary = Summary {
+                macro_over: Some("split"),
+                subset_average: Some(&SPLITS),
+                ..Summary::of(family)
+            };
+            let values = ItemValues::new(summary, &scores, &items)?;
+            let draws: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
+            let members = || draws.iter().copied();
+            let one_pass = headline(values.per_item, &values.values, members, usize::MAX, summary, &items);
+            assert!(one_pass.iter().any(|(name, _)| name == "avg") && one_pass.len() > 8, "{one_pass:?}");
+            for window in [1, 7, 333, n - 1] {
+                let windowed = headline(values.per_item, &values.values, members, window, summary, &items);
+                assert_eq!(windowed.len(), one_pass.len());
+                for ((name, a), (other, b)) in one_pass.iter().zip(&windowed) {
+                    assert_eq!(name, other);
+                    if name == "eqsim_deviation_mean" {
+                        assert!((a - b).abs() <= 1e-12 * a.abs(), "{name}, window {window}: {a} vs {b}");
+                    } else {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{name}, window {window}: {a} vs {b}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
