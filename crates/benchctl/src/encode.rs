@@ -437,7 +437,7 @@ pub(crate) struct EmbeddingStream<'s, P> {
     prepare: &'s (dyn Fn(&[usize]) -> Result<P> + Sync),
     encode: &'s mut dyn FnMut(P) -> Result<Tensor>,
     next_batch: usize,
-    rows: HashMap<usize, Vec<f32>>,
+    rows: HeldRows,
     dim: Option<usize>,
     tally: Tally,
     /// Time spent reading and encoding rows.
@@ -473,7 +473,7 @@ pub(crate) fn with_stream<P: Send, R>(
             prepare,
             encode: &mut encode,
             next_batch: 0,
-            rows: HashMap::new(),
+            rows: HeldRows::new(plan.keys.len()),
             dim: plan.cached_dim,
             tally: Tally { cached: plan.cached_rows(), ..Tally::default() },
             seconds: 0.0,
@@ -488,7 +488,7 @@ pub(crate) fn with_stream<P: Send, R>(
 impl<P> EmbeddingStream<'_, P> {
     /// Makes row `i` available to [`EmbeddingStream::row`].
     pub(crate) fn ensure(&mut self, i: usize, cache: &mut EmbeddingCache) -> Result<()> {
-        if self.rows.contains_key(&i) {
+        if self.rows.contains(i) {
             return Ok(());
         }
         let started = std::time::Instant::now();
@@ -501,7 +501,7 @@ impl<P> EmbeddingStream<'_, P> {
         let what = self.plan.what;
         match self.plan.sources[i] {
             RowSource::Cache => match cache.get(&self.plan.keys.get(i)) {
-                Some(row) => self.keep(i, row),
+                Some(row) => self.keep(i, &row),
                 // Planned as cached, it no longer reads back (its segment changed during the
                 // run): encoded alone, it costs a batch, not the run.
                 None => {
@@ -511,14 +511,14 @@ impl<P> EmbeddingStream<'_, P> {
                     self.tally.cached -= 1;
                     self.tally.encoded += 1;
                     self.tally.batches += 1;
-                    self.keep(i, values)
+                    self.keep(i, &values)
                 }
             },
             RowSource::Batch(batch) => {
                 while self.next_batch <= batch as usize && self.next_batch < self.plan.batch_count() {
                     self.encode_next(cache)?;
                 }
-                if self.rows.contains_key(&i) {
+                if self.rows.contains(i) {
                     return Ok(());
                 }
                 Err(Error::new(
@@ -534,7 +534,7 @@ impl<P> EmbeddingStream<'_, P> {
     }
 
     /// Holds row `i`, checking its width against the rows before it.
-    fn keep(&mut self, i: usize, row: Vec<f32>) -> Result<()> {
+    fn keep(&mut self, i: usize, row: &[f32]) -> Result<()> {
         match self.dim {
             Some(dim) if dim != row.len() => {
                 return Err(Error::new(
@@ -565,7 +565,7 @@ impl<P> EmbeddingStream<'_, P> {
         for (i, row) in rows {
             // A shard's global batch also holds rows it does not need.
             if self.plan.sources[i] == RowSource::Batch(b as u32) {
-                self.keep(i, row.to_vec())?;
+                self.keep(i, row)?;
             }
         }
         self.next_batch += 1;
@@ -578,14 +578,14 @@ impl<P> EmbeddingStream<'_, P> {
 
     /// Row `i`, made available by [`EmbeddingStream::ensure`].
     pub(crate) fn row(&self, i: usize) -> Result<&[f32]> {
-        self.rows.get(&i).map(Vec::as_slice).ok_or_else(|| {
+        self.rows.get(i).ok_or_else(|| {
             Error::new(ErrorKind::Compute, format!("gather {} embeddings: row {i} was not fetched", self.plan.what))
         })
     }
 
     /// Forgets row `i` (no later item needs it).
     pub(crate) fn release(&mut self, i: usize) {
-        self.rows.remove(&i);
+        self.rows.remove(i);
     }
 
     /// The embeddings' width (known once any row was fetched).
@@ -612,6 +612,75 @@ impl<P> EmbeddingStream<'_, P> {
         }
         Tensor::from_vec(flat, (n, self.dim()), device)
             .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("gather {} embeddings: {e}", self.plan.what), e))
+    }
+}
+
+/// The rows a stream holds, each in a slot of one spilled array, a released slot reused by
+/// the next row: the rows of inputs that items far apart share are bounded like the rest of
+/// the per-item state, not a vector each.
+struct HeldRows {
+    /// Each input's slot plus one; 0 while its row is not held.
+    slot_of: SpillVec<u32>,
+    /// The slots' values, `width` each.
+    values: SpillVec<f32>,
+    /// How many slots `values` has.
+    slots: u32,
+    /// Every row's width (the stream checks each against the first).
+    width: usize,
+    /// Slots released and not yet reused.
+    free: SpillVec<u32>,
+}
+
+impl HeldRows {
+    /// Room to hold the rows of `inputs` inputs.
+    fn new(inputs: usize) -> Self {
+        Self {
+            slot_of: SpillVec::from_elem(0, inputs),
+            values: SpillVec::new(),
+            slots: 0,
+            width: 0,
+            free: SpillVec::new(),
+        }
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        self.slot_of[i] != 0
+    }
+
+    /// Holds `row` as input `i`'s.
+    fn insert(&mut self, i: usize, row: &[f32]) {
+        touched(std::mem::size_of_val(row));
+        if self.slots == 0 {
+            self.width = row.len();
+        }
+        let slot = match (self.slot_of[i].checked_sub(1), self.free.last().copied()) {
+            (Some(held), _) => held,
+            (None, Some(free)) => {
+                self.free.truncate(self.free.len() - 1);
+                free
+            }
+            (None, None) => {
+                self.values.resize(self.values.len() + self.width, 0.0);
+                self.slots += 1;
+                self.slots - 1
+            }
+        };
+        let at = slot as usize * self.width;
+        self.values[at..at + self.width].copy_from_slice(row);
+        self.slot_of[i] = slot + 1;
+    }
+
+    fn get(&self, i: usize) -> Option<&[f32]> {
+        let at = self.slot_of[i].checked_sub(1)? as usize * self.width;
+        touched(self.width * size_of::<f32>());
+        self.values.get(at..at + self.width)
+    }
+
+    fn remove(&mut self, i: usize) {
+        if let Some(slot) = self.slot_of[i].checked_sub(1) {
+            self.free.push(slot);
+            self.slot_of[i] = 0;
+        }
     }
 }
 
@@ -976,6 +1045,30 @@ mod tests {
 
     /// Distinct values in first-seen order, every occurrence's slot pointing at its value,
     /// through the table's growth (thousands of values, most repeated).
+    /// Held rows come back as inserted, a released slot is reused before the array grows, and
+    /// a row inserted again replaces its values in place.
+    #[test]
+    fn held_rows_reuse_released_slots() {
+        let mut held = HeldRows::new(10);
+        for i in [3, 1, 7] {
+            held.insert(i, &expected(i));
+        }
+        held.remove(1);
+        assert!(!held.contains(1) && held.get(1).is_none());
+        held.insert(9, &expected(9));
+        assert_eq!(held.slots, 3, "the released slot was reused");
+        held.insert(3, &expected(5));
+        assert_eq!(held.slots, 3);
+        assert_eq!(
+            (held.get(3), held.get(7), held.get(9)),
+            (Some(&expected(5)[..]), Some(&expected(7)[..]), Some(&expected(9)[..]))
+        );
+        // Zero-width rows are held too.
+        let mut empty = HeldRows::new(2);
+        empty.insert(1, &[]);
+        assert!(empty.contains(1) && empty.get(1) == Some(&[][..]) && !empty.contains(0));
+    }
+
     #[test]
     fn unique_values_keep_first_seen_order_and_every_slot() {
         let values: Vec<String> = (0..20_000u64).map(|i| format!("caption {}", (i * 7919) % 5_003)).collect();

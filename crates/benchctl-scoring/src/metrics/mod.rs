@@ -603,11 +603,7 @@ mod tests {
             .collect();
         let items: Vec<ItemView<'_>> = truths.iter().zip(&tags).map(|(truth, tags)| ItemView { truth, tags }).collect();
         for family in [MetricFamily::Group, MetricFamily::Equivariance] {
-            let summary = Summary {
-                macro_over: Some("split"),
-                subset_average: Some(&SPLITS),
-                ..Summary::of(family)
-            };
+            let summary = Summary { macro_over: Some("split"), subset_average: Some(&SPLITS), ..Summary::of(family) };
             let values = ItemValues::new(summary, &scores, &items)?;
             let draws: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
             let members = || draws.iter().copied();
