@@ -615,15 +615,16 @@ impl<P> EmbeddingStream<'_, P> {
     }
 }
 
-/// The rows a stream holds, each in a slot of one spilled array, a released slot reused by
-/// the next row: the rows of inputs that items far apart share are bounded like the rest of
-/// the per-item state, not a vector each.
+/// The rows a stream holds, each in a slot of a block of spilled rows, a released slot reused
+/// by the next row: the rows of inputs that items far apart share are bounded like the rest
+/// of the per-item state, not a vector each. Blocks are made whole and never grow (a growing
+/// array would copy itself and briefly hold twice the rows).
 struct HeldRows {
     /// Each input's slot plus one; 0 while its row is not held.
     slot_of: SpillVec<u32>,
-    /// The slots' values, `width` each.
-    values: SpillVec<f32>,
-    /// How many slots `values` has.
+    /// The slots' values, [`HeldRows::BLOCK`] slots of `width` values per block.
+    blocks: Vec<SpillVec<f32>>,
+    /// How many slots the blocks have handed out.
     slots: u32,
     /// Every row's width (the stream checks each against the first).
     width: usize,
@@ -632,15 +633,12 @@ struct HeldRows {
 }
 
 impl HeldRows {
+    /// Slots per block: 2 MiB of 512-wide rows.
+    const BLOCK: usize = 1024;
+
     /// Room to hold the rows of `inputs` inputs.
     fn new(inputs: usize) -> Self {
-        Self {
-            slot_of: SpillVec::from_elem(0, inputs),
-            values: SpillVec::new(),
-            slots: 0,
-            width: 0,
-            free: SpillVec::new(),
-        }
+        Self { slot_of: SpillVec::from_elem(0, inputs), blocks: Vec::new(), slots: 0, width: 0, free: SpillVec::new() }
     }
 
     fn contains(&self, i: usize) -> bool {
@@ -660,20 +658,30 @@ impl HeldRows {
                 free
             }
             (None, None) => {
-                self.values.resize(self.values.len() + self.width, 0.0);
+                if self.slots as usize % Self::BLOCK == 0 {
+                    self.blocks.push(SpillVec::with_capacity(Self::BLOCK * self.width));
+                }
+                // Within the block's capacity: the block is not moved, only its used pages touched.
+                let block = self.blocks.len() - 1;
+                self.blocks[block].resize((self.slots as usize % Self::BLOCK + 1) * self.width, 0.0);
                 self.slots += 1;
                 self.slots - 1
             }
         };
-        let at = slot as usize * self.width;
-        self.values[at..at + self.width].copy_from_slice(row);
+        self.slot_mut(slot).copy_from_slice(row);
         self.slot_of[i] = slot + 1;
     }
 
+    fn slot_mut(&mut self, slot: u32) -> &mut [f32] {
+        let (block, at) = (slot as usize / Self::BLOCK, slot as usize % Self::BLOCK * self.width);
+        &mut self.blocks[block][at..at + self.width]
+    }
+
     fn get(&self, i: usize) -> Option<&[f32]> {
-        let at = self.slot_of[i].checked_sub(1)? as usize * self.width;
+        let slot = self.slot_of[i].checked_sub(1)? as usize;
+        let (block, at) = (slot / Self::BLOCK, slot % Self::BLOCK * self.width);
         touched(self.width * size_of::<f32>());
-        self.values.get(at..at + self.width)
+        self.blocks.get(block)?.get(at..at + self.width)
     }
 
     fn remove(&mut self, i: usize) {
@@ -1059,6 +1067,11 @@ mod tests {
         assert_eq!(held.slots, 3, "the released slot was reused");
         held.insert(3, &expected(5));
         assert_eq!(held.slots, 3);
+        // Rows past the first block go to a second.
+        let mut many = HeldRows::new(3 * HeldRows::BLOCK);
+        (0..3 * HeldRows::BLOCK).for_each(|i| many.insert(i, &expected(i)));
+        assert_eq!(many.blocks.len(), 3);
+        assert!((0..3 * HeldRows::BLOCK).all(|i| many.get(i) == Some(&expected(i)[..])));
         assert_eq!(
             (held.get(3), held.get(7), held.get(9)),
             (Some(&expected(5)[..]), Some(&expected(7)[..]), Some(&expected(9)[..]))
