@@ -658,7 +658,7 @@ impl HeldRows {
                 free
             }
             (None, None) => {
-                if self.slots as usize % Self::BLOCK == 0 {
+                if (self.slots as usize).is_multiple_of(Self::BLOCK) {
                     self.blocks.push(SpillVec::with_capacity(Self::BLOCK * self.width));
                 }
                 // Within the block's capacity: the block is not moved, only its used pages touched.
