@@ -413,24 +413,24 @@ pub fn sort_by_key<T: Copy, K: Ord>(values: &mut SpillVec<T>, key: impl Fn(&T) -
     *values = merged;
 }
 
-/// Lines of text in one spilled byte buffer, with where each ends: a report's problems, a
-/// retrieval run's dump. Bounded like the rest of the per-item state, rather than a `String`
-/// per line.
+/// Strings one after another in one spilled byte buffer, with where each ends: a suite's ids
+/// and texts, a dump's item ids, a report's problems, a retrieval run's dump lines. Bounded
+/// like the rest of the per-item state, rather than a `String` each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Lines {
+pub struct Strings {
     text: SpillVec<u8>,
-    ends: SpillVec<u64>,
+    ends: SpillVec<usize>,
 }
 
-impl Lines {
+impl Strings {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Appends `line` (its bytes as given: a line break in it stays part of it).
-    pub fn push(&mut self, line: &str) {
-        self.text.extend_from_slice(line.as_bytes());
-        self.ends.push(self.text.len() as u64);
+    /// Appends `string` (its bytes as given: a line break in it stays part of it).
+    pub fn push(&mut self, string: &str) {
+        self.text.extend_from_slice(string.as_bytes());
+        self.ends.push(self.text.len());
     }
 
     pub fn len(&self) -> usize {
@@ -441,37 +441,77 @@ impl Lines {
         self.ends.is_empty()
     }
 
-    /// Line `i`.
+    /// String `i`.
     ///
     /// # Panics
-    /// When `i` is not below [`Lines::len`].
+    /// When `i` is not below [`Strings::len`].
     pub fn get(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        // Only whole `&str`s were pushed, so a line is always UTF-8.
-        std::str::from_utf8(&self.text[start..self.ends[i] as usize]).unwrap_or_default()
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        let bytes = &self.text[start..self.ends[i]];
+        // SAFETY: `push` appends whole `&str`s and records where each ends, so every
+        // `start..end` here spans one of them.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
     }
 
-    /// Every line in order (each counted as [`touched`]).
+    /// Every string in order (each counted as [`touched`]).
     pub fn iter(&self) -> impl Iterator<Item = &str> + Clone + '_ {
         (0..self.len()).map(|i| {
-            let line = self.get(i);
-            touched(line.len() + size_of::<u64>());
-            line
+            let string = self.get(i);
+            touched(string.len() + size_of::<usize>());
+            string
         })
     }
 }
 
-impl<S: AsRef<str>> Extend<S> for Lines {
-    fn extend<I: IntoIterator<Item = S>>(&mut self, lines: I) {
-        lines.into_iter().for_each(|line| self.push(line.as_ref()));
+impl<S: AsRef<str>> Extend<S> for Strings {
+    fn extend<I: IntoIterator<Item = S>>(&mut self, strings: I) {
+        strings.into_iter().for_each(|string| self.push(string.as_ref()));
     }
 }
 
-impl<S: AsRef<str>> FromIterator<S> for Lines {
-    fn from_iter<I: IntoIterator<Item = S>>(lines: I) -> Self {
+impl<S: AsRef<str>> FromIterator<S> for Strings {
+    fn from_iter<I: IntoIterator<Item = S>>(strings: I) -> Self {
         let mut all = Self::new();
-        all.extend(lines);
+        all.extend(strings);
         all
+    }
+}
+
+/// A map of small `Copy` keys to `Copy` values, spilled with the rest of the per-item state:
+/// the pairs in one [`SpillVec`], found through an [`Index`] (the embedding cache's locations,
+/// the file-key memo).
+#[derive(Debug, Clone)]
+pub struct Map<K: Copy, V: Copy> {
+    pairs: SpillVec<(K, V)>,
+    index: Index,
+}
+
+impl<K: Copy, V: Copy> Default for Map<K, V> {
+    fn default() -> Self {
+        Self { pairs: SpillVec::new(), index: Index::default() }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash, V: Copy> Map<K, V> {
+    /// Maps `key` to `value`, replacing what it mapped to.
+    pub fn insert(&mut self, key: K, value: V) {
+        let pairs = &self.pairs;
+        match self.index.find_or_add(&key, pairs.len(), |at| pairs[at].0 == key) {
+            Some(at) => self.pairs[at as usize].1 = value,
+            None => self.pairs.push((key, value)),
+        }
+    }
+
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.index.find(key, |at| self.pairs[at].0 == *key).map(|at| self.pairs[at as usize].1)
+    }
+
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
     }
 }
 
@@ -731,9 +771,9 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn spilled_lines_read_back_as_pushed() {
+    fn spilled_strings_read_back_as_pushed() {
         let written: Vec<String> = (0..20_000).map(|i| format!("line {i}: é{}", "x".repeat(i % 7))).collect();
-        let mut lines = Lines { text: SpillVec::in_a_file(16), ends: SpillVec::in_a_file(16) };
+        let mut lines = Strings { text: SpillVec::in_a_file(16), ends: SpillVec::in_a_file(16) };
         lines.extend(&written);
         lines.push("");
         lines.push("two\nparts");

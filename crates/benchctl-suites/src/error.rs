@@ -1,6 +1,6 @@
 //! The error type of suite loading.
 
-use benchctl_scoring::spill::{Lines, SpillVec};
+use benchctl_scoring::spill::{SpillVec, Strings};
 
 /// What went wrong while loading a suite. Messages are lowercase and read after
 /// "failed to …".
@@ -44,7 +44,7 @@ benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
 pub struct Problems {
     first: Option<Error>,
     kinds: SpillVec<u8>,
-    messages: Lines,
+    messages: Strings,
 }
 
 /// Every [`ErrorKind`], in declaration order: a problem's kind is stored as its position.
@@ -114,7 +114,7 @@ impl Problems {
     }
 
     /// Every problem's message, in the order found.
-    pub fn into_messages(self) -> Lines {
+    pub fn into_messages(self) -> Strings {
         self.messages
     }
 

@@ -9,7 +9,7 @@
 use std::hash::Hash;
 
 use benchctl_scoring::metrics::ItemView;
-use benchctl_scoring::spill::{self, Index, SpillVec};
+use benchctl_scoring::spill::{self, Index, SpillVec, Strings};
 use benchctl_scoring::{Tags, Truth};
 
 use crate::{ImageSource, Item};
@@ -18,10 +18,8 @@ use crate::{ImageSource, Item};
 /// indices) is in [`SpillVec`]s: past the memory budget, in mapped files ([`spill`]).
 #[derive(Debug, Clone, Default)]
 pub struct Items {
-    /// Every item's id, then its texts, one after another (UTF-8: only `&str`s are pushed).
-    strings: SpillVec<u8>,
-    /// Where each string of `strings` ends.
-    string_ends: SpillVec<usize>,
+    /// Every item's id, then its texts, one after another.
+    strings: Strings,
     /// The distinct image sources (spilled: a suite may show a million images), truth
     /// matrices and tag sets (a few, shared by many items).
     sources: Sources,
@@ -198,7 +196,7 @@ struct Head {
     /// Indices into `truths` and `tags`.
     truth: u32,
     tags: u32,
-    /// The index in `string_ends` of the item's id (its texts follow).
+    /// The index in `strings` of the item's id (its texts follow).
     first_string: usize,
     /// The index in `images` of the item's first image.
     first_image: usize,
@@ -225,10 +223,9 @@ impl Items {
     /// Adds `item` after the others.
     pub fn push(&mut self, item: Item) {
         let Item { id, images, texts, truth, tags } = item;
-        let first_string = self.string_ends.len();
+        let first_string = self.strings.len();
         for text in std::iter::once(&id).chain(&texts) {
-            self.strings.extend_from_slice(text.as_bytes());
-            self.string_ends.push(self.strings.len());
+            self.strings.push(text);
         }
         let first_image = self.images.len();
         for source in images {
@@ -270,11 +267,7 @@ impl Items {
     }
 
     fn string(&self, index: usize) -> &str {
-        let start = if index == 0 { 0 } else { self.string_ends[index - 1] };
-        let bytes = &self.strings[start..self.string_ends[index]];
-        // SAFETY: `push` appends whole `&str`s and records where each ends, so every
-        // `start..end` here spans one of them.
-        unsafe { std::str::from_utf8_unchecked(bytes) }
+        self.strings.get(index)
     }
 }
 

@@ -26,7 +26,7 @@
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::spill::{Index, SpillVec};
+use benchctl_scoring::spill::{Map, SpillVec};
 use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind, Result};
@@ -85,10 +85,9 @@ pub struct EmbeddingCache {
     /// every record's check.
     namespace: Key,
     /// Every checked record's key and where its values lie (a later record of a key replaces
-    /// an earlier one), found through `index`: spilled past the memory budget
+    /// an earlier one): spilled past the memory budget
     /// ([`benchctl_scoring::spill`]), since a cache grows with every suite it has seen.
-    entries: SpillVec<(Key, Location)>,
-    index: Index,
+    entries: Map<Key, Location>,
     /// The segments read at open, for [`EmbeddingCache::get`], and the few it has open (a
     /// cache used by thousands of runs has thousands of segments: never one descriptor each).
     segments: Vec<PathBuf>,
@@ -106,8 +105,7 @@ impl EmbeddingCache {
         Self {
             dir: None,
             namespace: [0; 32],
-            entries: SpillVec::new(),
-            index: Index::default(),
+            entries: Map::default(),
             segments: Vec::new(),
             open_segments: Default::default(),
             segment: None,
@@ -186,7 +184,7 @@ impl EmbeddingCache {
             // A record whose check fails is skipped alone: its framing still holds.
             let (raw, stored) = values.split_at(dim as usize * 4);
             if check(&self.namespace, &key, raw) == stored {
-                self.insert(key, Location { segment, offset: offset + RECORD_HEAD as u64, dim });
+                self.entries.insert(key, Location { segment, offset: offset + RECORD_HEAD as u64, dim });
                 found += 1;
             } else {
                 self.skipped += 1;
@@ -198,24 +196,10 @@ impl EmbeddingCache {
         }
     }
 
-    /// Records where `key`'s values lie, replacing an earlier record of it.
-    fn insert(&mut self, key: Key, location: Location) {
-        let entries = &self.entries;
-        match self.index.find_or_add(&key, entries.len(), |at| entries[at].0 == key) {
-            Some(at) => self.entries[at as usize].1 = location,
-            None => self.entries.push((key, location)),
-        }
-    }
-
-    /// Where `key`'s values lie.
-    fn location(&self, key: &Key) -> Option<Location> {
-        self.index.find(key, |at| self.entries[at].0 == *key).map(|at| self.entries[at as usize].1)
-    }
-
     /// The values stored under `key`, read from their segment and checked again (a segment
     /// changed since it was opened gives a miss, and the input is encoded again).
     pub fn get(&self, key: &Key) -> Option<Vec<f32>> {
-        let at = self.location(key)?;
+        let at = self.entries.get(key)?;
         let mut bytes = vec![0u8; at.dim as usize * 4 + 8];
         self.read_at(at.segment, &mut bytes, at.offset).ok()?;
         let (raw, stored) = bytes.split_at(at.dim as usize * 4);
@@ -248,7 +232,7 @@ impl EmbeddingCache {
 
     /// How many values `key` has, without reading them.
     pub fn dim(&self, key: &Key) -> Option<usize> {
-        self.location(key).map(|at| at.dim as usize)
+        self.entries.get(key).map(|at| at.dim as usize)
     }
 
     pub fn len(&self) -> usize {
@@ -374,10 +358,9 @@ pub fn key_of_file(path: &Path, tag: &[u8], len: u64) -> std::io::Result<Key> {
 /// unwritable, the memo is simply not used: it is an accelerator, never a point of failure.
 pub struct FileKeys {
     dir: Option<PathBuf>,
-    /// Each remembered file's identity digest ([`file_id`]) and content key, found through
-    /// `index`; spilled past the memory budget, since the memo grows with every image it has seen.
-    known: SpillVec<(Key, Key)>,
-    index: Index,
+    /// Each remembered file's identity digest ([`file_id`]) and content key, in
+    /// a spilled map, since the memo grows with every image it has seen.
+    known: Map<Key, Key>,
     /// The records this process will append (already encoded), spilled as they grow.
     fresh: std::sync::Mutex<SpillVec<u8>>,
     /// Files whose bytes were read and hashed by this process.
@@ -395,13 +378,7 @@ fn file_id(path: &str, size: u64, mtime: u128, tag: &[u8]) -> Key {
 impl FileKeys {
     /// A memo that remembers nothing (every file is hashed).
     pub fn disabled() -> Self {
-        Self {
-            dir: None,
-            known: SpillVec::new(),
-            index: Index::default(),
-            fresh: Default::default(),
-            hashed: Default::default(),
-        }
+        Self { dir: None, known: Map::default(), fresh: Default::default(), hashed: Default::default() }
     }
 
     /// The memo under `root`, with every readable record loaded.
@@ -456,11 +433,7 @@ impl FileKeys {
             })();
             // A torn or corrupt tail (or the end): the rest of the segment is not trusted.
             let Some((id, content)) = record else { return };
-            let known = &self.known;
-            match self.index.find_or_add(&id, known.len(), |at| known[at].0 == id) {
-                Some(at) => self.known[at as usize].1 = content,
-                None => self.known.push((id, content)),
-            }
+            self.known.insert(id, content);
         }
     }
 
@@ -479,8 +452,8 @@ impl FileKeys {
         let remembered = absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0);
         let id = remembered.map(|p| file_id(p, meta.len(), mtime, tag));
         if let Some(id) = &id {
-            if let Some(at) = self.index.find(id, |at| self.known[at].0 == *id) {
-                return Ok(self.known[at as usize].1);
+            if let Some(content) = self.known.get(id) {
+                return Ok(content);
             }
         }
         let key = key_of_file(path, tag, meta.len())?;

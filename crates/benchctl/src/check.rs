@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::spill::Lines;
+use benchctl_scoring::spill::Strings;
 use benchctl_suites::{rococo, ImageSource, SuiteKind};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
@@ -26,7 +26,7 @@ pub struct CheckReport {
     /// One line each: the annotations' problems in the order found, then the images' in image
     /// order (spilled with the rest of the per-item state: a broken million-item file has a
     /// million).
-    pub problems: Lines,
+    pub problems: Strings,
 }
 
 impl CheckReport {
@@ -69,7 +69,7 @@ impl CheckReport {
 pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
-    let (items, images, mut problems): (usize, CheckedImages, Lines) = match info.kind {
+    let (items, images, mut problems): (usize, CheckedImages, Strings) = match info.kind {
         SuiteKind::Items(_) | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut problems = problems.into_messages();
@@ -78,8 +78,8 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
         }
         // A retrieval suite's queries are its test images.
         SuiteKind::Galleries => match rococo::load(&data_dir) {
-            Ok(data) => (data.images.len(), CheckedImages::Files(data.images), Lines::new()),
-            Err(e) => (0, CheckedImages::Files(Vec::new()), Lines::from_iter([e.to_string()])),
+            Ok(data) => (data.images.len(), CheckedImages::Files(data.images), Strings::new()),
+            Err(e) => (0, CheckedImages::Files(Vec::new()), Strings::from_iter([e.to_string()])),
         },
     };
     if let Some(expected) = info.expected_items {

@@ -188,19 +188,9 @@ impl SourceList for benchctl_suites::items::Sources {
     }
 }
 
-impl SourceList for [&ImageSource] {
+impl SourceList for [ImageSource] {
     fn len(&self) -> usize {
-        <[&ImageSource]>::len(self)
-    }
-
-    fn source(&self, i: usize) -> ImageSource {
-        self[i].clone()
-    }
-}
-
-impl SourceList for Vec<&ImageSource> {
-    fn len(&self) -> usize {
-        Vec::len(self)
+        <[ImageSource]>::len(self)
     }
 
     fn source(&self, i: usize) -> ImageSource {
@@ -672,16 +662,21 @@ impl HeldRows {
         self.slot_of[i] = slot + 1;
     }
 
+    /// Slot `slot`'s block and the range of its values there.
+    fn place(&self, slot: u32) -> (usize, std::ops::Range<usize>) {
+        let at = slot as usize % Self::BLOCK * self.width;
+        (slot as usize / Self::BLOCK, at..at + self.width)
+    }
+
     fn slot_mut(&mut self, slot: u32) -> &mut [f32] {
-        let (block, at) = (slot as usize / Self::BLOCK, slot as usize % Self::BLOCK * self.width);
-        &mut self.blocks[block][at..at + self.width]
+        let (block, values) = self.place(slot);
+        &mut self.blocks[block][values]
     }
 
     fn get(&self, i: usize) -> Option<&[f32]> {
-        let slot = self.slot_of[i].checked_sub(1)? as usize;
-        let (block, at) = (slot / Self::BLOCK, slot % Self::BLOCK * self.width);
+        let (block, values) = self.place(self.slot_of[i].checked_sub(1)?);
         touched(self.width * size_of::<f32>());
-        self.blocks.get(block)?.get(at..at + self.width)
+        self.blocks.get(block)?.get(values)
     }
 
     fn remove(&mut self, i: usize) {

@@ -391,22 +391,35 @@ pub fn read_run_file(path: &Path) -> Result<RunFile> {
     Ok(RunFile { run, dump })
 }
 
-/// A score dump's lines, in file order (blank lines skipped), each checked to be JSON and
-/// given back in compact form; errors name the file and line. Read as a stream: a dump of a
-/// million lines is never held whole.
-pub fn dump_lines(path: &Path) -> Result<impl Iterator<Item = Result<String>>> {
-    let lines = benchctl_suites::paths::TextLines::open(path, "the score dump its run file names")
-        .map_err(|e| Error::results(e.to_string()))?;
-    let shown = path.display().to_string();
+/// Each non-empty line of `path` parsed as JSON, with where it is (`<path> line <n>`), read as a
+/// stream (a dump of a million lines is never held whole) as annotation files are read: a UTF-8
+/// byte order mark dropped, `\r\n` line ends taken, a byte that is not UTF-8 named with its
+/// offset. Every error is of `kind`; `named_as` says what the file is when it cannot be read.
+pub fn json_lines<'p>(
+    path: &'p Path,
+    named_as: &str,
+    kind: ErrorKind,
+) -> Result<impl Iterator<Item = Result<(String, serde_json::Value)>> + 'p> {
+    let unreadable = move |e: benchctl_suites::Error| Error::caused_by(kind, e.to_string(), e);
+    let lines = benchctl_suites::paths::TextLines::open(path, named_as).map_err(unreadable)?;
     Ok(lines.filter_map(move |line| match line {
-        Err(e) => Some(Err(Error::results(e.to_string()))),
-        Ok((_, text)) if text.trim().is_empty() => None,
-        Ok((number, text)) => Some(
-            serde_json::from_str::<serde_json::Value>(&text)
-                .map(|json| json.to_string())
-                .map_err(|e| Error::results(format!("parse {shown} line {number}: {e}"))),
-        ),
+        Err(e) => Some(Err(unreadable(e))),
+        Ok((_, line)) if line.trim().is_empty() => None,
+        Ok((number, line)) => {
+            let at = format!("{} line {number}", path.display());
+            Some(match serde_json::from_str(&line) {
+                Ok(json) => Ok((at, json)),
+                Err(e) => Err(Error::caused_by(kind, format!("parse {at}: {e}"), e)),
+            })
+        }
     }))
+}
+
+/// A score dump's lines, in file order (blank lines skipped), each checked to be JSON and
+/// given back in compact form, as a stream ([`json_lines`]).
+pub fn dump_lines(path: &Path) -> Result<impl Iterator<Item = Result<String>> + '_> {
+    let lines = json_lines(path, "the score dump its run file names", ErrorKind::Results)?;
+    Ok(lines.map(|line| line.map(|(_, json)| json.to_string())))
 }
 
 /// Reads a score dump back: item ids and their K×L scores, in file order.

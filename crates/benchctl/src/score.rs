@@ -5,7 +5,7 @@
 //! bootstrap intervals, provenance of the score file) beside the zoo's runs, so it joins the
 //! leaderboard and `compare`.
 
-use benchctl_scoring::spill::Lines;
+use benchctl_scoring::spill::Strings;
 use benchctl_suites::paths::TextLines;
 use std::path::{Path, PathBuf};
 
@@ -137,7 +137,7 @@ impl Scored {
             }
             Detail::Galleries { data_dir } => {
                 // `run` validated every line; they are the stored item scores.
-                let mut dump = Lines::new();
+                let mut dump = Strings::new();
                 for line in results::dump_lines(&args.scores)? {
                     dump.push(&line?);
                 }
@@ -288,19 +288,10 @@ impl<'a> Matrices<'a> {
 /// What a score file that cannot be opened is named as.
 const SCORE_FILE: &str = "the file given to `--scores`";
 
-/// Each non-empty line of `path` parsed as JSON, with where it is, read as a stream (a dump of a
-/// million items is never held whole), as annotation files are read: a UTF-8 byte order mark
-/// dropped, `\r\n` line ends taken, a byte that is not UTF-8 named with its offset.
+/// Each non-empty line of the score file at `path` parsed as JSON, with where it is
+/// ([`results::json_lines`]); its problems are bad data.
 fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(String, Value)>> + '_> {
-    let lines = TextLines::open(path, SCORE_FILE).map_err(|e| bad(e.to_string()))?;
-    Ok(lines.filter_map(move |line| match line {
-        Err(e) => Some(Err(bad(e.to_string()))),
-        Ok((_, line)) if line.trim().is_empty() => None,
-        Ok((number, line)) => {
-            let at = format!("{} line {number}", path.display());
-            Some(serde_json::from_str(&line).map(|v| (at.clone(), v)).map_err(|e| bad(format!("parse {at}: {e}"))))
-        }
-    }))
+    results::json_lines(path, SCORE_FILE, ErrorKind::Data)
 }
 
 fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
@@ -384,8 +375,7 @@ pub(crate) fn from_lines(suite: &Suite, lines: &DumpScores, source: &str, kind: 
 /// are not held as JSON values).
 #[derive(Default)]
 pub struct DumpScores {
-    ids: SpillVec<u8>,
-    id_ends: SpillVec<usize>,
+    ids: Strings,
     /// Where each item's scores end in `values` (and `cells`).
     item_ends: SpillVec<usize>,
     values: SpillVec<f64>,
@@ -411,25 +401,22 @@ impl DumpScores {
                 out.cells.push((k as u32, l as u32));
             }
             out.item_ends.push(out.values.len());
-            out.ids.extend_from_slice(id.as_bytes());
-            out.id_ends.push(out.ids.len());
+            out.ids.push(id);
         }
         Ok(out)
     }
 
     pub fn len(&self) -> usize {
-        self.id_ends.len()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.id_ends.is_empty()
+        self.ids.is_empty()
     }
 
     /// Item `i`'s id.
     pub fn id(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.id_ends[i - 1] };
-        // Only whole `&str`s were pushed: a span between two ends is valid UTF-8.
-        std::str::from_utf8(&self.ids[start..self.id_ends[i]]).unwrap_or_default()
+        self.ids.get(i)
     }
 
     fn span(&self, i: usize) -> std::ops::Range<usize> {

@@ -216,8 +216,6 @@ impl Store {
             }
             let imported = crate::results::read_run_file(&path).and_then(|file| {
                 let dump = file.dump.as_deref().ok_or_else(|| Error::results("it names no score dump".to_string()))?;
-                // Read through once to check it, so that a run is adopted only with a readable dump.
-                crate::results::dump_lines(dump)?.try_for_each(|line| line.map(drop))?;
                 self.adopt_or_insert(&file.run, dump, &name)
             });
             match imported {
@@ -249,22 +247,29 @@ impl Store {
             .map_err(db_error(&self.path, "look up a run file"))
     }
 
-    /// Records `run_file` on a row stored before files were recorded, or inserts the run;
-    /// `true` when it inserted.
+    /// Records `run_file` on a row stored before files were recorded, or inserts the run with
+    /// its dump's lines; `true` when it inserted. Either way the dump is read once, and one that
+    /// is not readable JSON throughout adopts and stores nothing.
     fn adopt_or_insert(&mut self, run: &Run, dump: &Path, run_file: &str) -> Result<bool> {
-        let adopted = self
+        let adoptable: Option<i64> = self
             .conn
-            .execute(
-                "UPDATE runs SET run_file = ?1 WHERE id = (SELECT id FROM runs WHERE run_file IS NULL AND started_at = ?2
-                 AND model_id = ?3 AND suite_id = ?4 AND shard IS ?5 ORDER BY id LIMIT 1)",
-                params![run_file, run.started_at, run.model.id, run.suite.id, run.shard],
+            .query_row(
+                "SELECT id FROM runs WHERE run_file IS NULL AND started_at = ?1 AND model_id = ?2 AND suite_id = ?3
+                 AND shard IS ?4 ORDER BY id LIMIT 1",
+                params![run.started_at, run.model.id, run.suite.id, run.shard],
+                |r| r.get(0),
             )
+            .optional()
+            .map_err(db_error(&self.path, "look for a run to adopt"))?;
+        let Some(id) = adoptable else {
+            self.insert(run, crate::results::dump_lines(dump)?, Some(run_file))?;
+            return Ok(true);
+        };
+        crate::results::dump_lines(dump)?.try_for_each(|line| line.map(drop))?;
+        self.conn
+            .execute("UPDATE runs SET run_file = ?1 WHERE id = ?2", params![run_file, id])
             .map_err(db_error(&self.path, "adopt a run file"))?;
-        if adopted > 0 {
-            return Ok(false);
-        }
-        self.insert(run, crate::results::dump_lines(dump)?, Some(run_file))?;
-        Ok(true)
+        Ok(false)
     }
 
     pub fn open_file(path: &Path) -> Result<Self> {

@@ -195,7 +195,21 @@ fn leftovers_of_a_crash_are_cleaned_or_named() {
         stderr(&out)
     );
     let store = Store::open(results.path()).unwrap();
-    assert_eq!(store.counts().unwrap(), (2, 2 * metrics, item_scores + lines));
+    let counts = store.counts().unwrap();
+    assert_eq!(counts, (2, 2 * metrics, item_scores + lines));
+    drop(store);
+
+    // A row stored before run files were recorded adopts its file once, rather than the file
+    // being stored as a second run.
+    let db = rusqlite::Connection::open(results.path().join(benchctl::store::FILE_NAME)).unwrap();
+    db.execute("UPDATE runs SET run_file = NULL WHERE id = 1", []).unwrap();
+    drop(db);
+    let out = benchctl(&["leaderboard", "--results-dir", results.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let store = Store::open(results.path()).unwrap();
+    assert_eq!(store.counts().unwrap(), counts);
+    let name = original.file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(store.run_files().unwrap()[0], Some(name));
 }
 
 /// One unreadable row does not take the leaderboard down: it is named and left out. A

@@ -20,7 +20,6 @@ use benchctl_scoring::metrics::Ties;
 use benchctl_scoring::spill::SpillVec;
 use benchctl_scoring::Report;
 use benchctl_suites::image::AlteredSource;
-use benchctl_suites::paths::TextLines;
 use benchctl_suites::rococo::{self, altered, CaptionGallery};
 use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
@@ -233,7 +232,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let n = data.images.len();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
     let memo = resolved.file_keys(args.no_cache);
-    let source_keys = Keys::from(image_keys(&sources.iter().collect::<Vec<_>>(), &memo)?);
+    let source_keys = Keys::from(image_keys(&sources[..], &memo)?);
     let mut altered_galleries: Vec<(String, Vec<ImageSource>, Keys)> = Vec::new();
     let (mut from_release, mut generated) = (Vec::new(), Vec::new());
     for &method in &args.rococo_methods {
@@ -247,7 +246,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                 || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir())
             {
                 let altered_sources = release_gallery(&data, &folder)?;
-                let keys = Keys::from(image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?);
+                let keys = Keys::from(image_keys(&altered_sources[..], &memo)?);
                 altered_galleries.push((
                     format!("{}{}_seedrelease", method.name(), lambda / 10),
                     altered_sources,
@@ -268,7 +267,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
                         }))
                     })
                     .collect();
-                let keys = Keys::from(image_keys(&altered_sources.iter().collect::<Vec<_>>(), &memo)?);
+                let keys = Keys::from(image_keys(&altered_sources[..], &memo)?);
                 altered_galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
             }
         }
@@ -318,15 +317,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     }
 
     let t = Instant::now();
-    let image_table = encode_images(
-        encoder,
-        &sources.iter().collect::<Vec<_>>(),
-        &source_keys,
-        None,
-        batch,
-        &mut counts,
-        &mut cache,
-    )?;
+    let image_table = encode_images(encoder, &sources[..], &source_keys, None, batch, &mut counts, &mut cache)?;
     let mut encode_images_s = t.elapsed().as_secs_f64();
 
     let score_started = Instant::now();
@@ -353,15 +344,7 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let mut score_s = score_started.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
         let t = Instant::now();
-        let altered_table = encode_images(
-            encoder,
-            &altered_sources.iter().collect::<Vec<_>>(),
-            &keys,
-            None,
-            batch,
-            &mut counts,
-            &mut cache,
-        )?;
+        let altered_table = encode_images(encoder, &altered_sources[..], &keys, None, batch, &mut counts, &mut cache)?;
         encode_images_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
@@ -573,19 +556,10 @@ fn report(results: &[GalleryResult]) -> Result<Report> {
 /// query and gallery: `gallery`, `direction`, `query`, `rank`, `top1_altered`), exactly as
 /// `eval` computed it. Each gallery's queries must be `0, 1, …` in order.
 pub fn report_from_dump(path: &Path) -> Result<Report> {
-    // Read as a stream, as annotation files are (a byte order mark and `\r\n` taken, a byte that
-    // is not UTF-8 named with its offset).
-    let lines = TextLines::open(path, "the file given to `--scores`")
-        .map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
     let mut results: Vec<GalleryResult> = Vec::new();
-    for line in lines {
-        let (number, line) = line.map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let at = format!("{} line {number}", path.display());
+    for line in results::json_lines(path, "the file given to `--scores`", ErrorKind::Data)? {
+        let (at, v) = line?;
         let bad = |what: &str| Error::new(ErrorKind::Data, format!("parse {at}: {what}"));
-        let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| bad(&e.to_string()))?;
         let name = v.get("gallery").and_then(|g| g.as_str()).ok_or_else(|| bad("missing string `gallery`"))?;
         let direction = match v.get("direction").and_then(|d| d.as_str()) {
             Some("i2t") => "i2t",

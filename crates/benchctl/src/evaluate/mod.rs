@@ -8,7 +8,7 @@ pub mod items;
 use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::Ties;
-use benchctl_scoring::spill::Lines;
+use benchctl_scoring::spill::Strings;
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::Suite;
 
@@ -38,7 +38,7 @@ pub enum Outcome {
     /// items' lines are never held at once).
     Items { suite: Box<Suite>, scores: ScoreTensor },
     /// A retrieval suite's per-query dump lines (RoCOCO: ranks against whole galleries).
-    Queries { dump: Lines },
+    Queries { dump: Strings },
 }
 
 impl Evaluation {
