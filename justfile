@@ -68,6 +68,14 @@ bench-vs-torch tier="best" batch="32" threads="2":
     fi
     python3 scripts/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval
 
+# Decode + preprocess side by side: benchctl against Pillow and the model's transformers
+# image processor (and open_clip's transform for OpenCLIP models) on the same files and
+# threads (default: the generated photo set, kept in target/preprocess-images). `tier` forces
+# benchctl's kernels down (BENCHCTL_CPU: generic, avx2, avx512) for the per-tier table.
+bench-preprocess model="clip-vit-b32" threads="1" tier="":
+    cargo build --release -p benchctl
+    BENCHCTL_CPU={{tier}} python3 scripts/bench_preprocess.py --model {{model}} --threads {{threads}}
+
 # Mutation tests of every file parser with many more cases than CI runs (default 2,000).
 fuzz cases="100000":
     BENCHCTL_FUZZ_CASES={{cases}} cargo test --release -p benchctl --test fuzz

@@ -6,6 +6,7 @@
 
 use crate::hub::{Layout, ModelFiles, HF_LAYOUT, OPEN_CLIP_LAYOUT};
 use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, siglip::SiglipEncoder};
+use crate::preprocess::{Preprocessor, HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::{Error, ErrorKind, Model, Result};
 
 /// The architectures benchctl implements, one module each under [`crate::models`].
@@ -281,6 +282,28 @@ pub fn find(id: &str) -> Result<&'static ModelEntry> {
             ErrorKind::UnknownModel,
             format!("find model `{id}`: known models are {} (or pass --model-path DIR)", known.join(", ")),
         )
+    })
+}
+
+/// The preprocessing a zoo entry's checkpoint ships with, at the size its `preprocessing`
+/// line starts with (the checkpoint's own `preprocessor_config.json` can still change it
+/// when the model loads); for benchmarks that run without the checkpoint's files.
+pub fn default_preprocessor(id: &str) -> Result<Preprocessor> {
+    let (architecture, line) = match MODELS.iter().find(|m| m.id == id) {
+        Some(m) => (m.architecture, m.preprocessing),
+        None => FIBER_CHECKPOINTS
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| (m.architecture, m.preprocessing))
+            .ok_or_else(|| find(id).err().unwrap_or_else(|| Error::new(ErrorKind::UnknownModel, id.to_string())))?,
+    };
+    let size = line.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(224);
+    Ok(match architecture {
+        Architecture::Clip => Preprocessor::hf_clip(size),
+        Architecture::OpenClip => Preprocessor::openai_clip(size),
+        Architecture::Siglip => Preprocessor::stretch(size, HALF, HALF),
+        Architecture::Blip => Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
+        Architecture::Fiber => crate::models::fiber::preprocessor(size),
     })
 }
 

@@ -135,14 +135,8 @@ fn openai_and_openclip_follow_open_clips_transform_on_every_pil_mode() {
 
 /// An image through `prep` by the mode PIL holds it in, as the runner dispatches it.
 fn pil_preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
-    use benchctl_suites::PilImage;
     let mut out = vec![0.0; prep.len()];
-    match image {
-        PilImage::Rgb(rgb) => prep.apply_into(rgb, &mut out),
-        PilImage::Rgba(rgba) => prep.apply_rgba(rgba, false, &mut out),
-        PilImage::Palette(rgba) => prep.apply_rgba(rgba, true, &mut out),
-        PilImage::Gray16(grey) => prep.apply_gray16(grey, &mut out),
-    }
+    prep.apply_pil(image, &mut out);
     out
 }
 
@@ -160,4 +154,83 @@ fn unsupported_processor_settings_are_refused_by_key() {
     refuse(r#"{"image_std": [0.5, 0, 0.5]}"#, "image_std");
     refuse(r#"{"size": {"height": 224, "width": 200}}"#, "size");
     refuse(r#"{"rescale_factor": "x"}"#, "rescale_factor");
+}
+
+/// The JPEG fixture's manifest (scripts/gen_jpeg_fixture.py): each file's mode and size as
+/// `Image.open` gives them, and which file's Pillow decode it shares.
+fn jpeg_fixture() -> Vec<(String, serde_json::Value)> {
+    let text = std::fs::read_to_string(model_fixture("preprocess-jpeg/manifest.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(manifest["pillow"], "13.0.0", "the bound below was measured against this Pillow");
+    manifest["files"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+/// The most any channel of a pixel benchctl decodes from a JPEG may differ from Pillow's
+/// (libjpeg-turbo's) decode, and the most the mean absolute difference may be, in 8-bit
+/// levels (docs/models.md, "Decoding").
+const JPEG_MAX_LEVELS: u8 = 4;
+const JPEG_MEAN_LEVELS: f64 = 0.25;
+
+/// Max and mean absolute difference of two RGB8 buffers, and the share of values that differ.
+fn level_diffs(ours: &[u8], pillow: &[u8]) -> (u8, f64, f64) {
+    assert_eq!(ours.len(), pillow.len());
+    let diff = |(a, b): (&u8, &u8)| a.abs_diff(*b);
+    let max = ours.iter().zip(pillow).map(diff).max().unwrap_or(0);
+    let sum: u64 = ours.iter().zip(pillow).map(|p| u64::from(diff(p))).sum();
+    let differing = ours.iter().zip(pillow).filter(|(a, b)| a != b).count();
+    (max, sum as f64 / ours.len() as f64, differing as f64 / ours.len() as f64)
+}
+
+/// benchctl decodes every layout of the fixture (baseline 4:2:0, 4:2:2 and 4:4:4,
+/// progressive, restart markers, greyscale, Adobe CMYK, an EXIF-rotated file) to the size and
+/// mode `Image.open` gives, within the stated bound of Pillow's pixels; and the CLIP crop made
+/// from its decode is within the same bound of `CLIPImageProcessorPil`'s crop of Pillow's.
+#[test]
+fn jpegs_decode_within_the_stated_bound_of_pillow() {
+    let prep = Preprocessor::hf_clip(224);
+    for (name, entry) in jpeg_fixture() {
+        let decoded_as = entry.get("decode_as").and_then(|v| v.as_str()).unwrap_or(&name).to_string();
+        let pillow = image::open(model_fixture(&format!("preprocess-jpeg/{decoded_as}.pillow.png"))).unwrap().to_rgb8();
+        let image = benchctl_suites::ImageSource::File(model_fixture(&format!("preprocess-jpeg/{name}.jpg")))
+            .load_pil()
+            .unwrap();
+        let mode = entry["mode"].as_str().unwrap();
+        match (&image, mode) {
+            (benchctl_suites::PilImage::Rgb(_), "RGB" | "L") | (benchctl_suites::PilImage::Cmyk(_), "CMYK") => {}
+            (other, mode) => panic!("{name}: Pillow opens it as {mode}, benchctl as {other:?}"),
+        }
+        let size = (entry["size"][0].as_u64().unwrap() as u32, entry["size"][1].as_u64().unwrap() as u32);
+        assert_eq!(image.dimensions(), size, "{name}: Image.open's size");
+        let ours = image.to_rgb();
+        let (max, mean, share) = level_diffs(ours.as_raw(), pillow.as_raw());
+        eprintln!("{name}: decode max {max} mean {mean:.3} differing {:.1}%", share * 100.0);
+        assert!(max <= JPEG_MAX_LEVELS && mean <= JPEG_MEAN_LEVELS, "{name}: decode max {max}, mean {mean:.3}");
+
+        let clip = image::open(model_fixture(&format!("preprocess-jpeg/{decoded_as}.clip224.png"))).unwrap().to_rgb8();
+        // From Pillow's own decode the resize is transformers' to the bit ...
+        let (w, h) = (pillow.width() as usize, pillow.height() as usize);
+        assert!(prep.resize_rgb(pillow.as_raw(), w, h) == clip.as_raw()[..], "{name}: resize of Pillow's decode");
+        // ... and from benchctl's decode within the decode's bound.
+        let (max, mean, _) = level_diffs(&prep.resize_rgb(ours.as_raw(), w, h), clip.as_raw());
+        eprintln!("{name}: crop max {max} mean {mean:.3}");
+        assert!(max <= JPEG_MAX_LEVELS && mean <= JPEG_MEAN_LEVELS, "{name}: crop max {max}, mean {mean:.3}");
+    }
+}
+
+/// The EXIF orientation is left as `Image.open` leaves it (the official evaluation scripts
+/// open images with `Image.open(...).convert("RGB")`), not applied as
+/// `transformers.image_utils.load_image` applies it.
+#[test]
+fn exif_orientation_is_left_as_image_open_leaves_it() {
+    let files = jpeg_fixture();
+    let (_, entry) = files.iter().find(|(name, _)| name == "exif-rotated").unwrap();
+    let image =
+        benchctl_suites::ImageSource::File(model_fixture("preprocess-jpeg/exif-rotated.jpg")).load_pil().unwrap();
+    let (w, h) = image.dimensions();
+    assert_eq!([u64::from(w), u64::from(h)], [entry["size"][0].as_u64().unwrap(), entry["size"][1].as_u64().unwrap()]);
+    assert_eq!(
+        [u64::from(h), u64::from(w)],
+        [entry["load_image_size"][0].as_u64().unwrap(), entry["load_image_size"][1].as_u64().unwrap()],
+        "load_image rotates the file a quarter turn"
+    );
 }

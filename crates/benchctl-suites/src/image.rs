@@ -98,6 +98,16 @@ impl ImageSource {
         }
     }
 
+    /// Every file the image is read from (none for one embedded in an annotation file).
+    pub fn files(&self) -> Vec<&Path> {
+        match self {
+            ImageSource::File(path) | ImageSource::NpyBgr(path) => vec![path],
+            ImageSource::Altered(altered) => vec![&altered.base, &altered.other],
+            ImageSource::Embedded(_) => Vec::new(),
+            ImageSource::Cropped(cropped) => vec![&cropped.file],
+        }
+    }
+
     /// A name for the image in messages and fingerprints: its path, or for an embedded image
     /// `<file>#<name>`.
     pub fn display_name(&self) -> String {
@@ -134,34 +144,106 @@ impl ImageSource {
                 .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("crop image {}: {e}", self.display_name())));
         }
         if let ImageSource::Embedded(embedded) = self {
-            return decode_pil_from(|| Ok(std::io::Cursor::new(&embedded.bytes[..]))).map_err(|e| {
+            return decode_pil(&embedded.bytes).map_err(|e| {
                 Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name()))
             });
         }
         let path = self.path();
-        // Read as a stream: the decoders take only the bytes the format needs, so junk after
-        // an image's end is never loaded into memory.
-        let open = || {
-            std::fs::File::open(path).map(std::io::BufReader::new).map_err(|e| {
-                let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                    ErrorKind::MissingImage
-                } else {
-                    ErrorKind::CorruptImage
-                };
-                Error::new(kind, format!("read image {}: {e}", path.display()))
-            })
-        };
-        // Opened first on its own, so a missing or unreadable file keeps its kind of error.
-        let first = open()?;
-        let decoded = match self {
-            ImageSource::NpyBgr(_) => decode_npy_bgr_from(first).map(PilImage::Rgb),
-            _ => {
-                decode_pil_from(|| open().map_err(|e| image::ImageError::IoError(std::io::Error::other(e.to_string()))))
-                    .map_err(|e| e.to_string())
-            }
-        };
-        decoded.map_err(|e| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display())))
+        // A FIFO would block the open, a device never end: only regular files are images.
+        crate::paths::require_regular_file(path)
+            .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("read image {}: {e}", path.display())))?;
+        let file = std::fs::File::open(path).map_err(|e| {
+            let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                ErrorKind::MissingImage
+            } else {
+                ErrorKind::CorruptImage
+            };
+            Error::new(kind, format!("read image {}: {e}", path.display()))
+        })?;
+        let corrupt = |e: String| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display()));
+        if let ImageSource::NpyBgr(_) = self {
+            return decode_npy_bgr_from(std::io::BufReader::new(file)).map(PilImage::Rgb).map_err(corrupt);
+        }
+        let bytes = read_image_file(file).map_err(|e| corrupt(e.to_string()))?;
+        decode_pil(&bytes).map_err(|e| corrupt(e.to_string()))
     }
+}
+
+/// The most bytes of one image read (a 178 M-pixel JPEG at high quality is ≈ 100 MB).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// A regular file up to this size is read whole, in one call; a larger one (or a pipe or a
+/// device) is read as its format walks, so bytes after the image's end are never loaded.
+const READ_WHOLE_BYTES: u64 = 64 << 20;
+
+/// An image file's bytes: the whole file when it is a regular file of at most
+/// [`READ_WHOLE_BYTES`], else the bytes up to the image's end (a JPEG's end-of-image marker
+/// after its first scan, a PNG's `IEND` chunk), at most [`MAX_FILE_BYTES`].
+fn read_image_file(file: std::fs::File) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let size = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    if let Some(size) = size.filter(|&s| s <= READ_WHOLE_BYTES) {
+        let mut bytes = Vec::with_capacity(size as usize);
+        file.take(READ_WHOLE_BYTES).read_to_end(&mut bytes)?;
+        return Ok(bytes);
+    }
+    let mut reader = std::io::BufReader::new(file.take(MAX_FILE_BYTES));
+    let mut bytes = Vec::new();
+    (&mut reader).take(8).read_to_end(&mut bytes)?;
+    let too_long = || std::io::Error::other(format!("the image has more than {MAX_FILE_BYTES} bytes"));
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        // Up to the end-of-image marker after the first start-of-scan (see `jpeg_is_complete`).
+        let mut scanning = false;
+        loop {
+            let chunk = std::io::BufRead::fill_buf(&mut reader)?;
+            if chunk.is_empty() {
+                return if bytes.len() as u64 >= MAX_FILE_BYTES { Err(too_long()) } else { Ok(bytes) };
+            }
+            let start = bytes.len();
+            bytes.extend_from_slice(chunk);
+            let used = chunk.len();
+            std::io::BufRead::consume(&mut reader, used);
+            for i in start.max(1)..bytes.len() {
+                if bytes[i - 1] == 0xFF {
+                    match bytes[i] {
+                        0xDA => scanning = true,
+                        0xD9 if scanning => {
+                            bytes.truncate(i + 1);
+                            return Ok(bytes);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        // Chunk by chunk (length, type, data, CRC) up to `IEND`.
+        loop {
+            let header_at = bytes.len();
+            (&mut reader).take(8).read_to_end(&mut bytes)?;
+            if bytes.len() < header_at + 8 {
+                return Ok(bytes);
+            }
+            let header = &bytes[header_at..header_at + 8];
+            let length = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+            let end = &header[4..8] == b"IEND";
+            let want = u64::from(length) + 4;
+            if bytes.len() as u64 + want > MAX_FILE_BYTES {
+                return Err(too_long());
+            }
+            (&mut reader).take(want).read_to_end(&mut bytes)?;
+            if end {
+                return Ok(bytes);
+            }
+        }
+    }
+    // Another format: as much as there is, up to the limit.
+    reader.read_to_end(&mut bytes)?;
+    if bytes.len() as u64 >= MAX_FILE_BYTES {
+        return Err(too_long());
+    }
+    Ok(bytes)
 }
 
 /// An (H, W, 3) uint8 BGR `.npy` array as RGB.
@@ -194,9 +276,9 @@ pub fn decode_npy_bgr_from(reader: impl std::io::Read) -> std::result::Result<Rg
 }
 
 /// Decodes PNG or JPEG bytes to 8-bit RGB as PIL's `convert("RGB")` does
-/// ([`decode_pil_from`], then [`PilImage::to_rgb`]).
+/// ([`decode_pil`], then [`PilImage::to_rgb`]).
 pub fn decode_rgb(bytes: &[u8]) -> std::result::Result<RgbImage, image::ImageError> {
-    Ok(decode_pil_from(|| Ok(std::io::Cursor::new(bytes)))?.to_rgb())
+    Ok(decode_pil(bytes)?.to_rgb())
 }
 
 /// The most pixels an image may have: Pillow's `MAX_IMAGE_PIXELS` doubled, where it stops
@@ -264,8 +346,9 @@ static DECODERS: DecodeBudget = DecodeBudget::new(DECODE_MEMORY);
 
 /// An image in the mode `PIL.Image.open` (Pillow 13) gives its file, because a PIL pipeline
 /// resizes each mode its own way (`Image.resize`): RGBA and LA premultiplied by alpha, P and
-/// 1 nearest-neighbour, I;16 in 16 bits. Greyscale is held replicated as RGB (Pillow resizes
-/// each band alike), and 16-bit RGB(A) or LA as their high bytes, as Pillow unpacks them.
+/// 1 nearest-neighbour, I;16 in 16 bits, CMYK as four bands. Greyscale is held replicated as
+/// RGB (Pillow resizes each band alike), and 16-bit RGB(A) or LA as their high bytes, as
+/// Pillow unpacks them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PilImage {
     /// "RGB" or "L".
@@ -276,27 +359,46 @@ pub enum PilImage {
     Palette(RgbaImage),
     /// "I;16": 16-bit greyscale.
     Gray16(ImageBuffer<Luma<u16>, Vec<u16>>),
+    /// "CMYK" (a four-component JPEG), held as C, M, Y, K in the four bytes of each pixel.
+    Cmyk(RgbaImage),
 }
 
 impl PilImage {
     pub fn dimensions(&self) -> (u32, u32) {
         match self {
             PilImage::Rgb(i) => i.dimensions(),
-            PilImage::Rgba(i) | PilImage::Palette(i) => i.dimensions(),
+            PilImage::Rgba(i) | PilImage::Palette(i) | PilImage::Cmyk(i) => i.dimensions(),
             PilImage::Gray16(i) => i.dimensions(),
         }
     }
 
-    /// To 8-bit RGB as `convert("RGB")` does: alpha dropped, I;16 clipped above 255.
+    /// To 8-bit RGB as `convert("RGB")` does: alpha dropped, I;16 clipped above 255, CMYK
+    /// by [`cmyk_to_rgb`].
     pub fn to_rgb(&self) -> RgbImage {
         let (w, h) = self.dimensions();
         let rgb: Vec<u8> = match self {
             PilImage::Rgb(rgb) => return rgb.clone(),
             PilImage::Rgba(rgba) | PilImage::Palette(rgba) => rgba.pixels().flat_map(|p| [p[0], p[1], p[2]]).collect(),
             PilImage::Gray16(grey) => grey.pixels().flat_map(|p| [p[0].min(255) as u8; 3]).collect(),
+            PilImage::Cmyk(cmyk) => cmyk_to_rgb(cmyk.as_raw()),
         };
         RgbImage::from_vec(w, h, rgb).unwrap_or_default()
     }
+}
+
+/// Pillow's `CMYK` → `RGB` (`cmyk2rgb` in `Convert.c`), packed pixels to packed pixels: with
+/// `nk = 255 − k`, each channel is `nk − nk·c/255` (the product rounded as `MULDIV255`).
+pub fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
+    let muldiv255 = |a: u32, b: u32| {
+        let t = a * b + 128;
+        ((t >> 8) + t) >> 8
+    };
+    cmyk.chunks_exact(4)
+        .flat_map(|p| {
+            let nk = 255 - u32::from(p[3]);
+            [0, 1, 2].map(|c| (nk - muldiv255(u32::from(p[c]), nk)) as u8)
+        })
+        .collect()
 }
 
 /// The PNG header's bit depth and colour type, if `header` starts a PNG.
@@ -309,56 +411,58 @@ fn png_depth_and_colour(header: &[u8]) -> Option<(u8, u8)> {
 /// Whether a JPEG stream has an end-of-image marker (`FF D9`) after its first start-of-scan
 /// (`FF DA`): inside scan data a `FF` byte is always followed by `00` or a restart marker, so
 /// the pair marks the end there (an EXIF thumbnail's own markers come before the scan, and
-/// bytes after the end are ignored, as Pillow ignores them).
-fn jpeg_is_complete(mut stream: impl std::io::BufRead) -> std::io::Result<bool> {
-    let (mut scanning, mut after_ff) = (false, false);
-    loop {
-        let chunk = stream.fill_buf()?;
-        if chunk.is_empty() {
-            return Ok(false);
-        }
-        for &byte in chunk {
-            if after_ff {
-                match byte {
-                    0xDA => scanning = true,
-                    0xD9 if scanning => return Ok(true),
-                    _ => {}
-                }
-            }
-            after_ff = byte == 0xFF;
-        }
-        let used = chunk.len();
-        stream.consume(used);
+/// bytes after the end are ignored, as Pillow ignores them). The scan's start is searched
+/// from the front and the last end marker from the back, so the scan data is not read.
+fn jpeg_is_complete(bytes: &[u8]) -> bool {
+    let Some(scan) = bytes.windows(2).position(|pair| pair == [0xFF, 0xDA]) else {
+        return false;
+    };
+    bytes[scan + 2..].windows(2).rev().any(|pair| pair == [0xFF, 0xD9])
+}
+
+/// libjpeg's YCCK → CMYK (`ycck_cmyk_convert` in `jdcolor.c`), in place: Y, Cb, Cr become
+/// R, G, B in libjpeg's 16-bit fixed point, then C, M, Y = 255 − R, G, B; K is kept.
+fn ycck_to_cmyk(pixel: &mut [u8]) {
+    const ONE_HALF: i32 = 1 << 15;
+    let fix = |x: f64| (x * 65536.0 + 0.5) as i32;
+    let (y, cb, cr) = (i32::from(pixel[0]), i32::from(pixel[1]) - 128, i32::from(pixel[2]) - 128);
+    let r = y + ((fix(1.40200) * cr + ONE_HALF) >> 16);
+    let g = y + ((-fix(0.34414) * cb + ONE_HALF - fix(0.71414) * cr) >> 16);
+    let b = y + ((fix(1.77200) * cb + ONE_HALF) >> 16);
+    for (out, v) in pixel.iter_mut().zip([r, g, b]) {
+        *out = 255 - v.clamp(0, 255) as u8;
     }
+}
+
+fn refused(message: String) -> image::ImageError {
+    image::ImageError::IoError(std::io::Error::other(message))
+}
+
+/// Refuses an empty image or one of more than [`MAX_PIXELS`], before any pixel is decoded.
+fn check_size(w: u64, h: u64) -> std::result::Result<(), image::ImageError> {
+    if w == 0 || h == 0 || w * h > MAX_PIXELS {
+        return Err(refused(format!(
+            "the image is {w}×{h} pixels: benchctl refuses empty images and, as Pillow does, more than {MAX_PIXELS}"
+        )));
+    }
+    Ok(())
 }
 
 /// Decodes PNG or JPEG bytes as `PIL.Image.open` would hold them ([`PilImage`]). The
 /// dimensions are read from the header first: an empty image, or one of more than
 /// [`MAX_PIXELS`], is refused before any pixel is decoded, and the decoder's allocations are
 /// bounded.
-pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
-    source: impl Fn() -> std::result::Result<R, image::ImageError>,
-) -> std::result::Result<PilImage, image::ImageError> {
-    let mut header = Vec::with_capacity(26);
-    std::io::Read::read_to_end(&mut std::io::Read::take(source()?, 26), &mut header)
-        .map_err(image::ImageError::IoError)?;
-    let open = || image::ImageReader::new(source()?).with_guessed_format().map_err(image::ImageError::IoError);
-    let (w, h) = open()?.into_dimensions()?;
-    if w == 0 || h == 0 || u64::from(w) * u64::from(h) > MAX_PIXELS {
-        return Err(image::ImageError::IoError(std::io::Error::other(format!(
-            "the image is {w}×{h} pixels: benchctl refuses empty images and, as Pillow does, more than {MAX_PIXELS}"
-        ))));
+pub fn decode_pil(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageError> {
+    if bytes.starts_with(&[0xFF, 0xD8]) {
+        return decode_jpeg(bytes);
     }
-    // The JPEG decoder fills missing scan data with grey; Pillow refuses such a file.
-    if header.starts_with(&[0xFF, 0xD8]) && !jpeg_is_complete(source()?).map_err(image::ImageError::IoError)? {
-        return Err(image::ImageError::IoError(std::io::Error::other(
-            "the JPEG is truncated: its scan data has no end-of-image marker (Pillow: \"image file is truncated\")",
-        )));
-    }
+    let open = || image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format();
+    let (w, h) = open().map_err(image::ImageError::IoError)?.into_dimensions()?;
+    check_size(u64::from(w), u64::from(h))?;
     // The decoded pixels at up to 8 bytes each (16-bit RGBA), and as much again for the
     // decoder's own buffers and the conversion: held until this decode is done.
     let _held = DECODERS.reserve((u64::from(w) * u64::from(h) * 16).min(MAX_DECODE_ALLOC));
-    let mut reader = open()?;
+    let mut reader = open().map_err(image::ImageError::IoError)?;
     let mut limits = image::Limits::default();
     limits.max_alloc = Some(MAX_DECODE_ALLOC);
     reader.limits(limits);
@@ -366,13 +470,13 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
         let eof = matches!(&e, image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof)
             || e.to_string().contains("end of file");
         if eof {
-            image::ImageError::IoError(std::io::Error::other(format!("the image is truncated: {e}")))
+            refused(format!("the image is truncated: {e}"))
         } else {
             e
         }
     })?;
     // Colour type 3 is a palette; 0 at 1 bit is Pillow's mode "1": both resize nearest.
-    let nearest = matches!(png_depth_and_colour(&header), Some((_, 3)) | Some((1, 0)));
+    let nearest = matches!(png_depth_and_colour(bytes), Some((_, 3)) | Some((1, 0)));
     let high_byte = |v: u16| (v >> 8) as u8;
     use image::DynamicImage as D;
     Ok(match decoded {
@@ -403,6 +507,53 @@ pub fn decode_pil_from<R: std::io::BufRead + std::io::Seek>(
         }
         other if other.color().has_alpha() => PilImage::Rgba(other.into_rgba8()),
         other => PilImage::Rgb(other.into_rgb8()),
+    })
+}
+
+/// A JPEG as Pillow holds it: YCbCr and RGB files as RGB, greyscale replicated, four
+/// components as CMYK (inverted back, as Pillow reads Adobe's inverted CMYK, `CMYK;I`).
+/// The pixels come from `zune-jpeg`, whose integer IDCT and upsampling differ from
+/// libjpeg-turbo's (Pillow's) by a few levels on some pixels; docs/models.md ("Decoding") states
+/// the bound and `benchctl-models/tests/preprocess.rs` checks it against Pillow's decode.
+fn decode_jpeg(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageError> {
+    use zune_core::colorspace::ColorSpace;
+    let error = |e: zune_jpeg::errors::DecodeErrors| refused(format!("not a readable JPEG: {e}"));
+    let options = zune_core::options::DecoderOptions::default()
+        .set_strict_mode(false)
+        .set_max_width(usize::from(u16::MAX))
+        .set_max_height(usize::from(u16::MAX));
+    let mut decoder = zune_jpeg::JpegDecoder::new_with_options(zune_core::bytestream::ZCursor::new(bytes), options);
+    decoder.decode_headers().map_err(error)?;
+    let (w, h) = decoder.dimensions().ok_or_else(|| refused("the JPEG has no frame header".into()))?;
+    check_size(w as u64, h as u64)?;
+    // The decoder fills missing scan data with grey; Pillow refuses such a file.
+    if !jpeg_is_complete(bytes) {
+        return Err(refused(
+            "the JPEG is truncated: its scan data has no end-of-image marker (Pillow: \"image file is truncated\")"
+                .into(),
+        ));
+    }
+    let (colour, channels) = match decoder.input_colorspace() {
+        Some(ColorSpace::Luma | ColorSpace::LumaA) => (ColorSpace::Luma, 1),
+        Some(ColorSpace::CMYK) => (ColorSpace::CMYK, 4),
+        Some(ColorSpace::YCCK) => (ColorSpace::YCCK, 4),
+        _ => (ColorSpace::RGB, 3),
+    };
+    decoder.set_options(options.jpeg_set_out_colorspace(colour));
+    let _held = DECODERS.reserve((w as u64 * h as u64 * 8).min(MAX_DECODE_ALLOC));
+    let mut pixels = vec![0u8; w * h * channels];
+    decoder.decode_into(&mut pixels).map_err(error)?;
+    let (w, h) = (w as u32, h as u32);
+    Ok(match channels {
+        1 => PilImage::Rgb(RgbImage::from_vec(w, h, pixels.iter().flat_map(|&l| [l; 3]).collect()).unwrap_or_default()),
+        4 => {
+            if colour == ColorSpace::YCCK {
+                pixels.chunks_exact_mut(4).for_each(ycck_to_cmyk);
+            }
+            pixels.iter_mut().for_each(|v| *v = 255 - *v);
+            PilImage::Cmyk(RgbaImage::from_vec(w, h, pixels).unwrap_or_default())
+        }
+        _ => PilImage::Rgb(RgbImage::from_vec(w, h, pixels).unwrap_or_default()),
     })
 }
 

@@ -18,11 +18,52 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
     Ok(root.join(rel))
 }
 
+/// A data directory resolved through symbolic links: where a suite's images must really
+/// be. An image path that stays inside it by name ([`inside`]) can still lead out through a
+/// link (`images/x.png -> /etc/…`); [`DataRoot::leads_outside`] finds that.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataRoot {
+    root: PathBuf,
+}
+
+impl DataRoot {
+    /// `dir` resolved (or as given, made absolute, when it cannot be resolved).
+    pub fn new(dir: &Path) -> Self {
+        let root =
+            std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).unwrap_or_else(|_| dir.to_path_buf());
+        Self { root }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where `path` really is, if that is outside the root once links are resolved (`None`
+    /// inside, or when the path cannot be resolved: its read then names what is missing).
+    pub fn leads_outside(&self, path: &Path) -> Option<PathBuf> {
+        let real = std::fs::canonicalize(path).ok()?;
+        (!real.starts_with(&self.root)).then_some(real)
+    }
+
+    /// [`DataRoot::leads_outside`] as the message that refuses it, naming both paths.
+    pub fn refuse_outside(&self, path: &Path) -> std::result::Result<(), String> {
+        match self.leads_outside(path) {
+            None => Ok(()),
+            Some(real) => Err(format!(
+                "{} leads to {}, outside the data directory {} (through a symbolic link); pass --allow-outside-links to read it",
+                path.display(),
+                real.display(),
+                self.root.display()
+            )),
+        }
+    }
+}
+
 /// The text of an annotation file: a missing file is named with `how_to_get`; a directory in
 /// its place, or bytes that are not UTF-8 (with the byte offset of the first bad one), are
 /// malformed data; a UTF-8 byte order mark (as Windows editors write) is dropped.
 pub(crate) fn read_text(path: &Path, how_to_get: &str) -> Result<String> {
-    refuse_directory(path)?;
+    require_regular_file(path)?;
     let bytes = std::fs::read(path).map_err(|e| unreadable(path, how_to_get, e))?;
     let mut text = String::from_utf8(bytes).map_err(|e| not_utf8(path, e.utf8_error().valid_up_to()))?;
     if text.starts_with(BOM) {
@@ -48,6 +89,11 @@ pub(crate) fn for_each_line(
     Ok(())
 }
 
+/// The longest line a line-by-line reader takes (an annotation record is a few hundred
+/// bytes, a score dump's line of a 25,000-image gallery's ranks about a megabyte): a longer
+/// one is refused after this many bytes, so a file of one endless line is never held.
+pub const MAX_LINE_BYTES: u64 = 64 << 20;
+
 /// The lines of a UTF-8 text file, read as a stream (64 KiB at a time; a file of a million
 /// lines is never held whole), each with its number from 1 and without its line ending (`\n`
 /// or `\r\n`). A byte order mark before the first line is dropped, as Windows editors write
@@ -67,7 +113,7 @@ pub struct TextLines {
 
 impl TextLines {
     pub fn open(path: &Path, how_to_get: &str) -> Result<Self> {
-        refuse_directory(path)?;
+        require_regular_file(path)?;
         let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
         Ok(TextLines {
             path: path.to_path_buf(),
@@ -88,10 +134,21 @@ impl TextLines {
         }
         self.offset += self.buf.len();
         self.buf.clear();
-        let read = match self.reader.read_until(b'\n', &mut self.buf) {
+        let read = match std::io::Read::take(&mut self.reader, MAX_LINE_BYTES + 1).read_until(b'\n', &mut self.buf) {
             Ok(0) => {
                 self.done = true;
                 return None;
+            }
+            Ok(read) if read as u64 > MAX_LINE_BYTES => {
+                self.done = true;
+                return Some(Err(Error::new(
+                    ErrorKind::Malformed,
+                    format!(
+                        "read {} line {}: it is longer than {MAX_LINE_BYTES} bytes",
+                        self.path.display(),
+                        self.number + 1
+                    ),
+                )));
             }
             Ok(read) => read,
             Err(e) => {
@@ -125,14 +182,21 @@ impl Iterator for TextLines {
 /// The byte order mark Windows editors open UTF-8 files with.
 const BOM: char = '\u{feff}';
 
-fn refuse_directory(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        return Err(Error::new(
-            ErrorKind::Malformed,
-            format!("read {}: it is a directory, not a file", path.display()),
-        ));
-    }
-    Ok(())
+/// Refuses what a path names when it is not a regular file (after symbolic links): a
+/// directory, or a FIFO, socket or device, which could block a read forever or never end
+/// (`/dev/zero`). A path that does not exist is left to the read, which names it.
+pub fn require_regular_file(path: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let what = if meta.is_dir() {
+        "a directory, not a file"
+    } else if meta.is_file() {
+        return Ok(());
+    } else {
+        "a FIFO, socket or device, not a regular file"
+    };
+    Err(Error::new(ErrorKind::Malformed, format!("read {}: it is {what}", path.display())))
 }
 
 fn unreadable(path: &Path, how_to_get: &str, e: std::io::Error) -> Error {
@@ -171,7 +235,7 @@ pub(crate) fn for_each_element<T: serde::de::DeserializeOwned>(
     mut element: impl FnMut(usize, T),
 ) -> Result<usize> {
     use serde::de::Deserializer as _;
-    refuse_directory(path)?;
+    require_regular_file(path)?;
     let file = std::fs::File::open(path).map_err(|e| unreadable(path, how_to_get, e))?;
     // Checked a buffer at a time; the parser then reads byte by byte from the buffer.
     let bad_byte = std::cell::Cell::new(None);

@@ -156,3 +156,33 @@ fn truncated_images_are_refused() {
         }
     }
 }
+
+/// A line longer than the line readers take (here a Winoground `examples.jsonl` whose second
+/// line runs past 64 MiB without an end) is refused, naming the file and the line, after
+/// reading at most that many bytes of it; the manifest reader refuses a file over its limit.
+#[test]
+fn an_endless_line_and_an_oversized_manifest_are_refused() {
+    use std::io::Write;
+    let wino = tempfile::tempdir().unwrap();
+    let path = wino.path().join("examples.jsonl");
+    let mut file = std::fs::File::create(&path).unwrap();
+    let demo = benchctl_testkit::workspace_root().join("datasets/demo/winoground/examples.jsonl");
+    let first = std::fs::read_to_string(demo).unwrap().lines().next().unwrap().to_string();
+    file.write_all(format!("{first}\n").as_bytes()).unwrap();
+    let spaces = vec![b' '; 1 << 20];
+    for _ in 0..=benchctl_suites::paths::MAX_LINE_BYTES >> 20 {
+        file.write_all(&spaces).unwrap();
+    }
+    drop(file);
+    let err = find("winoground").unwrap().load(wino.path()).unwrap_err().to_string();
+    assert!(err.contains(&format!("{} line 2", path.display())) && err.contains("longer than"), "{err}");
+
+    let manifest = wino.path().join("big.toml");
+    let mut text = String::from("id = \"big\"\n");
+    while text.len() as u64 <= benchctl_suites::manifest::MAX_MANIFEST_BYTES {
+        text.push_str(&"# a comment line of a manifest far larger than any dataset's description\n".repeat(1000));
+    }
+    std::fs::write(&manifest, text).unwrap();
+    let err = find(manifest.to_str().unwrap()).err().unwrap().to_string();
+    assert!(err.contains("big.toml") && err.contains("more than"), "{err}");
+}

@@ -365,6 +365,9 @@ pub struct FileKeys {
     fresh: std::sync::Mutex<SpillVec<u8>>,
     /// Files whose bytes were read and hashed by this process.
     pub hashed: std::sync::atomic::AtomicUsize,
+    /// Where every keyed file must really be (a suite's data directory), unless the user
+    /// allowed links out of it.
+    pub inside: Option<benchctl_suites::paths::DataRoot>,
 }
 
 const FILE_KEY_MAGIC: &[u8; 4] = b"BCK1";
@@ -378,7 +381,7 @@ fn file_id(path: &str, size: u64, mtime: u128, tag: &[u8]) -> Key {
 impl FileKeys {
     /// A memo that remembers nothing (every file is hashed).
     pub fn disabled() -> Self {
-        Self { dir: None, known: Map::default(), fresh: Default::default(), hashed: Default::default() }
+        Self { dir: None, known: Map::default(), fresh: Default::default(), hashed: Default::default(), inside: None }
     }
 
     /// The memo under `root`, with every readable record loaded.
@@ -442,6 +445,10 @@ impl FileKeys {
     /// is not remembered (the records store paths as text).
     pub fn key_of(&self, path: &Path, tag: &[u8]) -> std::io::Result<Key> {
         let meta = std::fs::metadata(path)?;
+        // A FIFO would block the read, a device never end.
+        if !meta.is_file() {
+            return Err(std::io::Error::other("it is not a regular file"));
+        }
         let mtime = meta
             .modified()
             .ok()
@@ -449,6 +456,15 @@ impl FileKeys {
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(root) = &self.inside {
+            if !absolute.starts_with(root.path()) {
+                return Err(std::io::Error::other(format!(
+                    "it leads to {}, outside the data directory {} (through a symbolic link); pass --allow-outside-links to read it",
+                    absolute.display(),
+                    root.path().display()
+                )));
+            }
+        }
         let remembered = absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0);
         let id = remembered.map(|p| file_id(p, meta.len(), mtime, tag));
         if let Some(id) = &id {

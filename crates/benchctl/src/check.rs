@@ -91,12 +91,20 @@ pub fn run(args: &CheckArgs) -> Result<CheckReport> {
     // shorter side (CLIP and OpenCLIP at 224 px, the smallest), which a degenerate aspect
     // ratio breaks. Models that resize to a square (SigLIP, BLIP, FIBER) take such images.
     let shorter_side = benchctl_models::preprocess::Preprocessor::openai_clip(224);
+    let root = (!args.allow_outside_links).then(|| benchctl_suites::paths::DataRoot::new(&data_dir));
     let bar = ProgressBar::new(images.len() as u64).with_message("checking images");
     for step in (0..images.len()).step_by(IMAGE_STEP) {
         let found: Vec<Option<String>> = (step..images.len().min(step + IMAGE_STEP))
             .into_par_iter()
             .map(|i| {
                 let source = images.get(i);
+                let outside = root
+                    .as_ref()
+                    .and_then(|root| source.files().into_iter().find_map(|f| root.refuse_outside(f).err()));
+                if let Some(why) = outside {
+                    bar.inc(1);
+                    return Some(format!("read image {}: {why}", source.display_name()));
+                }
                 let result = source.load_rgb();
                 bar.inc(1);
                 match result {

@@ -88,6 +88,10 @@ pub struct EvalArgs {
     /// (`BENCHCTL_CACHE`, else `~/.cache/benchctl`).
     #[arg(long)]
     pub no_cache: bool,
+    /// Read images that a symbolic link inside the data directory leads out of it to
+    /// (refused by default, naming both paths).
+    #[arg(long)]
+    pub allow_outside_links: bool,
     /// RoCOCO only: how the altered images of the text-to-image gallery are made.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [AlterMethod::Mix, AlterMethod::Patch])]
     pub rococo_methods: Vec<AlterMethod>,
@@ -238,6 +242,10 @@ pub struct ReportArgs {
     /// The suite's data, if it moved since the run [default: the run's data directory].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Show the run even when the suite's data is no longer what it scored (its fingerprint
+    /// differs): with a warning, the scores beside today's items.
+    #[arg(long)]
+    pub allow_changed_data: bool,
     /// Thumbnails of at most this many images (those of the first items); the others show
     /// their path.
     #[arg(long, default_value_t = 2000, value_name = "N")]
@@ -274,6 +282,10 @@ pub struct CheckArgs {
     /// The suite's data in its official layout [default: datasets/SUITE].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// Check images that a symbolic link inside the data directory leads out of it to
+    /// (listed as problems by default).
+    #[arg(long)]
+    pub allow_outside_links: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -351,6 +363,11 @@ pub enum BenchPart {
     /// two slices of it (and so its growth per item), and the peak of `check` on a generated
     /// 250,000-item EqBen list.
     Annotations,
+    /// Decoding and preprocessing every PNG and JPEG file under --images (default: a
+    /// generated set of photo-like JPEGs and PNGs, 400 to 2,000 pixels a side) to the
+    /// --model's input tensor: images per second in total and per core, and the time per
+    /// stage (decode, mode conversion, resize, crop/normalise).
+    Preprocess,
     /// The fp32 multiply-add peak of this CPU at the current tier (`BENCHCTL_CPU`) on all
     /// threads, in GFLOP/s: what the encoders' rates are a fraction of.
     Peak,
@@ -382,6 +399,13 @@ pub struct BenchArgs {
     /// Worker threads of the CPU kernels [default: all cores].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: Option<u32>,
+    /// `--part preprocess`: the directory of images to decode (searched recursively).
+    #[arg(long, value_name = "DIR")]
+    pub images: Option<PathBuf>,
+    /// `--part preprocess` without --images: write the generated set into DIR (kept, for
+    /// scripts/bench_preprocess.py to run on the same files) instead of a temporary one.
+    #[arg(long, value_name = "DIR", conflicts_with = "images")]
+    pub keep_images: Option<PathBuf>,
     /// Print the results as JSON (for scripts/bench_torch.py).
     #[arg(long)]
     pub json: bool,

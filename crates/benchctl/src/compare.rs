@@ -310,7 +310,7 @@ pub fn markdown(changes: &[Change]) -> String {
     };
     out.push_str("| model | suite | metric | baseline | current | Δ | Δ 95% CI | McNemar p | verdict |\n|---|---|---|---:|---:|---:|---:|---:|---|\n");
     for c in changes {
-        let cell = |s: &str| s.replace('|', "\\|");
+        let cell = crate::markdown::text;
         out.push_str(&format!(
             "| {} | {} | {} | {:.2} | {:.2} | {:+.2} | {} | {} | {} |\n",
             cell(&c.model),

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use benchctl_models::preprocess::Preprocessor;
 use benchctl_models::{DualEncoder, FusionEncoder};
 use benchctl_scoring::spill::{touched, SpillVec};
 use benchctl_scoring::ScoreTensor;
@@ -395,6 +396,14 @@ impl<'a> EmbeddingPlan<'a> {
         (0..self.batch_count()).map(|b| self.batch(b).to_vec()).collect()
     }
 
+    /// The rows of the plan's first batch (a full batch, unless the plan has only one).
+    fn batch_len(&self) -> usize {
+        if self.batch_count() == 0 {
+            return 1;
+        }
+        self.batch(0).len()
+    }
+
     /// How many batches the plan encodes.
     fn batch_count(&self) -> usize {
         self.batch_starts.len() - 1
@@ -418,9 +427,10 @@ impl<'a> EmbeddingPlan<'a> {
 /// the items being scored are held, not the suite's (2,000,000 captions of a 512-wide model
 /// are 4 GB).
 ///
-/// Batches are prepared (images decoded and preprocessed, on the rayon pool) one ahead, on a
+/// Batches are prepared (images decoded and preprocessed, on the rayon pool) ahead, on a
 /// helper thread, while the current batch is encoded: decoding fills the gaps the encoder
-/// leaves instead of adding to its time, and work-stealing keeps both from starving.
+/// leaves instead of adding to its time, and work-stealing keeps both from starving. How
+/// far ahead follows the cores, not the batches ([`batches_ahead`]).
 pub(crate) struct EmbeddingStream<'s, P> {
     plan: &'s EmbeddingPlan<'s>,
     prepared: std::sync::mpsc::Receiver<Result<P>>,
@@ -435,6 +445,15 @@ pub(crate) struct EmbeddingStream<'s, P> {
     bar: ProgressBar,
 }
 
+/// How many batches are prepared ahead of the encoder, and together: enough for two images
+/// per core (at least one batch), so every core has an image to decode while the encoder
+/// runs, and none waits at a batch's end. The queue then holds at most `2 × ahead` prepared
+/// batches (those waiting and those being prepared): with 16 cores and batches of 8 at 224 px,
+/// 8 batches of 8 × 588 KiB, 38 MiB.
+pub(crate) fn batches_ahead(cores: usize, batch: usize) -> usize {
+    (2 * cores).div_ceil(batch.max(1)).max(1)
+}
+
 /// Runs `body` with a stream of `plan`'s rows; the stream's tally and time come back with
 /// its result.
 pub(crate) fn with_stream<P: Send, R>(
@@ -446,13 +465,19 @@ pub(crate) fn with_stream<P: Send, R>(
 ) -> Result<(R, Tally, f64)> {
     let what = plan.what;
     std::thread::scope(|scope| {
-        let (sender, prepared) = std::sync::mpsc::sync_channel::<Result<P>>(1);
+        let ahead = batches_ahead(rayon::current_num_threads(), plan.batch_len());
+        let (sender, prepared) = std::sync::mpsc::sync_channel::<Result<P>>(ahead);
         let prepare = &prepare;
         scope.spawn(move || {
-            for chunk in (0..plan.batch_count()).map(|b| plan.batch(b)) {
-                // A closed channel means the encoder stopped (an error, or done): stop preparing.
-                if sender.send(prepare(chunk)).is_err() {
-                    break;
+            let batches: Vec<usize> = (0..plan.batch_count()).collect();
+            // `ahead` batches prepared together, so no core idles at a batch's last image.
+            for group in batches.chunks(ahead) {
+                let done: Vec<Result<P>> = group.par_iter().map(|&b| prepare(plan.batch(b))).collect();
+                for batch in done {
+                    // A closed channel means the encoder stopped (an error, or done): stop preparing.
+                    if sender.send(batch).is_err() {
+                        return;
+                    }
                 }
             }
         });
@@ -687,27 +712,17 @@ impl HeldRows {
     }
 }
 
-/// One decoded image through the model's preprocessing, by the mode PIL would hold it in
-/// (the reference pipelines resize RGBA, palette and 16-bit images each their own way).
-pub(crate) fn preprocess(
-    prep: &benchctl_models::preprocess::Preprocessor,
-    image: &benchctl_suites::PilImage,
-) -> Vec<f32> {
-    use benchctl_suites::PilImage;
+/// One decoded image through the model's preprocessing ([`Preprocessor::apply_pil`]).
+pub(crate) fn preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
     let mut out = vec![0.0; prep.len()];
-    match image {
-        PilImage::Rgb(rgb) => prep.apply_into(rgb, &mut out),
-        PilImage::Rgba(rgba) => prep.apply_rgba(rgba, false, &mut out),
-        PilImage::Palette(rgba) => prep.apply_rgba(rgba, true, &mut out),
-        PilImage::Gray16(grey) => prep.apply_gray16(grey, &mut out),
-    }
+    prep.apply_pil(image, &mut out);
     out
 }
 
 /// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
 /// (decoding on all cores).
 pub(crate) fn load_pixels(
-    prep: &benchctl_models::preprocess::Preprocessor,
+    prep: &Preprocessor,
     images: &[impl std::borrow::Borrow<ImageSource> + Sync],
     device: &Device,
 ) -> Result<Tensor> {
@@ -964,6 +979,16 @@ pub(crate) fn encode_texts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_decode_queue_follows_the_cores() {
+        // Two images per core ahead, at least one batch.
+        assert_eq!(batches_ahead(16, 8), 4);
+        assert_eq!(batches_ahead(16, 32), 1);
+        assert_eq!(batches_ahead(2, 1), 4);
+        assert_eq!(batches_ahead(2, 3), 2);
+        assert_eq!(batches_ahead(1, 0), 2);
+    }
 
     /// A stand-in encoder: input `i`'s embedding is `[i, i + 0.5, -i]`; it counts its calls.
     fn fake_rows(chunk: &[usize]) -> Result<Tensor> {

@@ -101,9 +101,19 @@ fn unzip(archive: &Path, dir: &Path) -> Result<usize> {
     let mut written = 0;
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i).map_err(|e| bad(e.to_string()))?;
-        // `enclosed_name` refuses absolute paths and `..`.
-        let name = entry.enclosed_name().ok_or_else(|| bad(format!("entry {i} would leave {}", dir.display())))?;
+        let shown = entry.name().map(|n| n.into_owned()).unwrap_or_else(|_| format!("#{i}"));
+        // `enclosed_name` refuses `..` that leaves and turns an absolute name relative; an
+        // absolute name is refused here rather than silently moved.
+        let absolute = shown.starts_with(['/', '\\']) || shown.get(1..2) == Some(":");
+        let name = entry
+            .enclosed_name()
+            .filter(|_| !absolute)
+            .ok_or_else(|| bad(format!("entry `{shown}` would leave {}", dir.display())))?;
         let target = dir.join(name);
+        // A link could point anywhere, and a later entry written through it would land there.
+        if entry.is_symlink() {
+            return Err(bad(format!("entry `{shown}` is a symbolic link; a dataset archive holds files")));
+        }
         if entry.is_dir() {
             std::fs::create_dir_all(&target).map_err(|e| write_error(&target, e))?;
             continue;

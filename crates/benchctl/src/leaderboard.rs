@@ -34,7 +34,10 @@ fn latest(runs: &[Run]) -> BTreeMap<String, BTreeMap<String, &Run>> {
 fn revision(run: &Run) -> String {
     if let Some(external) = &run.model.external {
         return match &external.url {
-            Some(url) => format!("[external]({url})"),
+            Some(url) => match crate::markdown::link_target(url) {
+                Some(target) => format!("[external]({target})"),
+                None => format!("external ({})", crate::markdown::text(url)),
+            },
             None => "external".to_string(),
         };
     }
@@ -43,6 +46,26 @@ fn revision(run: &Run) -> String {
         (_, Some(_)) => "local".to_string(),
         _ => "-".to_string(),
     }
+}
+
+use crate::markdown::text as md;
+
+/// A suite's chart file name without `.svg`: its id with anything but letters, digits, `-`,
+/// `_` and `.` replaced, so the markdown's image link cannot be broken out of.
+pub fn chart_file_stem(suite: &str) -> String {
+    suite.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
+}
+
+/// A report page's relative path as a link target (percent-encoded where it could end it).
+fn page_target(page: &str) -> String {
+    page.bytes()
+        .map(|b| match b {
+            b'(' | b')' | b'<' | b'>' | b' ' | b'|' | b'\\' | b'"' | b'[' | b']' | b'`' | 0..=0x1F | 0x7F..=0xFF => {
+                format!("%{b:02X}")
+            }
+            b => char::from(b).to_string(),
+        })
+        .collect()
 }
 
 fn title(metric: &str) -> String {
@@ -75,12 +98,12 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
     let mut rule = String::from("|---|");
     for suite in &suites {
         let metric = by_suite[*suite].values().next().map(|run| headline(run)).unwrap_or_default();
-        let _ = write!(header, " {suite} ({}) |", metric.replace('_', " "));
+        let _ = write!(header, " {} ({}) |", md(suite), md(&metric.replace('_', " ")));
         rule.push_str("---:|");
     }
     let _ = writeln!(out, "{header}\n{rule}");
     for model in &models {
-        let mut row = format!("| {model} |");
+        let mut row = format!("| {} |", md(model));
         for suite in &suites {
             let cell = by_suite[*suite]
                 .get(*model)
@@ -107,18 +130,25 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
                 }
             })
             .collect();
-        let _ = writeln!(out, "\n## {suite}\n\n![{suite}: {}](charts/{suite}.svg)\n", key.replace('_', " "));
+        let _ = writeln!(
+            out,
+            "\n## {}\n\n![{}: {}](charts/{}.svg)\n",
+            md(suite),
+            md(suite),
+            md(&key.replace('_', " ")),
+            chart_file_stem(suite)
+        );
         let mut header = String::from("| Model |");
         let mut rule = String::from("|---|");
         for m in &metric_names {
-            let _ = write!(header, " {} |", title(m));
+            let _ = write!(header, " {} |", md(&title(m)));
             rule.push_str("---:|");
         }
         let _ = writeln!(out, "{header} Items | Revision | Dtype | Date |\n{rule}---:|---|---|---|");
         for run in rows {
             let mut row = match report(run) {
-                Some(page) => format!("| [{}]({page}) |", run.label()),
-                None => format!("| {} |", run.label()),
+                Some(page) => format!("| [{}]({}) |", md(&run.label()), page_target(&page)),
+                None => format!("| {} |", md(&run.label())),
             };
             for (m, best) in metric_names.iter().zip(&best) {
                 let cell = match run.report.metric(m) {
@@ -129,7 +159,8 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
                 let _ = write!(row, " {cell} |");
             }
             let date = run.started_at.get(..10).unwrap_or(&run.started_at);
-            let _ = writeln!(row, " {} | {} | {} | {date} |", run.report.items, revision(run), run.model.dtype);
+            let _ =
+                writeln!(row, " {} | {} | {} | {} |", run.report.items, revision(run), md(&run.model.dtype), md(date));
             out.push_str(&row);
         }
     }
@@ -151,16 +182,16 @@ fn external_models(out: &mut String, by_suite: &BTreeMap<String, BTreeMap<String
     );
     for run in runs {
         let Some(external) = &run.model.external else { continue };
-        let cell = |text: &str| text.replace('|', "\\|");
+        let sha = &external.scores_sha256;
         let _ = writeln!(
             out,
-            "| {} | {} | {} | `{}` ({}) | `{}` |",
-            cell(&run.label()),
-            run.suite.id,
-            cell(external.description.as_deref().unwrap_or("-")),
-            cell(&external.scores_file),
-            external.scores_format,
-            &external.scores_sha256[..external.scores_sha256.len().min(16)]
+            "| {} | {} | {} | {} ({}) | {} |",
+            md(&run.label()),
+            md(&run.suite.id),
+            md(external.description.as_deref().unwrap_or("-")),
+            md(&external.scores_file),
+            md(&external.scores_format),
+            md(sha.get(..16).unwrap_or(sha))
         );
     }
 }
@@ -191,7 +222,7 @@ pub fn charts(runs: &[Run]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for (suite, models) in latest(runs) {
         let Some((key, rows)) = ranked(&models) else { continue };
-        out.push((format!("{suite}.svg"), bar_chart(&suite, &key, &rows)));
+        out.push((format!("{}.svg", chart_file_stem(&suite)), bar_chart(&suite, &key, &rows)));
     }
     out
 }

@@ -30,6 +30,7 @@ pub mod evaluate;
 pub mod fault;
 pub mod fetch;
 pub mod leaderboard;
+pub mod markdown;
 pub mod merge;
 pub mod model;
 pub mod report;

@@ -101,7 +101,7 @@ impl ResolvedModel {
         match cache::default_root() {
             // A cache that cannot be opened (a read-only or missing location) is not used.
             Some(root) if !no_cache => Ok(EmbeddingCache::open(&root, &self.cache_namespace).unwrap_or_else(|e| {
-                eprintln!("warning: failed to {e}; the run goes on without the embedding cache");
+                cache::warn_unwritable(&format!("failed to {e}; the run goes on without the embedding cache"));
                 EmbeddingCache::disabled()
             })),
             _ => Ok(EmbeddingCache::disabled()),

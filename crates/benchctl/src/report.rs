@@ -5,7 +5,8 @@
 //! margin; with `--against`, the other run's scores beside and the items where the two
 //! disagree. Written beside the run file as `<run>.report/`:
 //!
-//! - `index.html`: the page (its script and styles inline);
+//! - `index.html` and `page.js`: the page (styles inline) and its script, under a
+//!   Content-Security-Policy that lets only scripts beside it run and loads nothing remote;
 //! - `data/index.js`: one compact row per item (id, outcome bits, margin, tags), all that
 //!   filtering and sorting need, loaded at once;
 //! - `data/chunk-NNNN.js`: the items' texts, images and scores, [`CHUNK`] items per file,
@@ -35,6 +36,7 @@ pub const CHUNK: usize = 500;
 /// Thumbnails fit in a square of this many pixels.
 const THUMB: u32 = 112;
 const PAGE: &str = include_str!("report_page.html");
+const PAGE_SCRIPT: &str = include_str!("report_page.js");
 
 /// A run with its suite and scores, ready to show.
 struct Shown {
@@ -43,7 +45,7 @@ struct Shown {
     scores: ScoreTensor,
 }
 
-fn load(path: &Path, data_dir: Option<&Path>) -> Result<Shown> {
+fn load(path: &Path, data_dir: Option<&Path>, allow_changed_data: bool) -> Result<Shown> {
     let file = read_run_file(path)?;
     let run = file.run;
     let info = run.suite.info()?;
@@ -65,8 +67,35 @@ fn load(path: &Path, data_dir: Option<&Path>) -> Result<Shown> {
     }
     let dump =
         file.dump.ok_or_else(|| Error::results(format!("report {}: the run names no score dump", path.display())))?;
+    let given = data_dir.is_some();
     let data_dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(&run.suite.data_dir));
+    if !given && !data_dir.is_dir() {
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!(
+                "report {}: the run's data directory {} is not there (moved, or recorded relative to another directory); pass --data-dir with where the suite is now",
+                path.display(),
+                data_dir.display()
+            ),
+        ));
+    }
     let mut suite = info.load(&data_dir)?;
+    // The scores belong to the items the run scored: data that changed since would pair
+    // them with other texts and images.
+    let now = crate::results::fingerprint(&suite)?;
+    if !run.data_fingerprint.is_empty() && now != run.data_fingerprint {
+        let message = format!(
+            "report {}: the data in {} is not the data the run scored (fingerprint {} now, {} in the run); its scores would be shown beside other items",
+            path.display(),
+            data_dir.display(),
+            &now[..12],
+            run.data_fingerprint.get(..12).unwrap_or(&run.data_fingerprint)
+        );
+        if !allow_changed_data {
+            return Err(Error::new(ErrorKind::Data, format!("{message} (--allow-changed-data shows it anyway)")));
+        }
+        eprintln!("warning: {message}; shown anyway (--allow-changed-data)");
+    }
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&run.suite.ties).unwrap_or_default();
     // Read as a stream into the suite's score tensor, as `merge` reads shard dumps.
     let scores = crate::score::from_dumps(&suite, std::slice::from_ref(&dump), run.model.score_kind())?;
@@ -124,10 +153,10 @@ fn matrix_json(m: &ScoreMatrix<'_>) -> Value {
 
 /// Writes the report; returns its `index.html`.
 pub fn run(args: &ReportArgs) -> Result<PathBuf> {
-    let shown = load(&args.run, args.data_dir.as_deref())?;
+    let shown = load(&args.run, args.data_dir.as_deref(), args.allow_changed_data)?;
     let against = match &args.against {
         Some(path) => {
-            let other = load(path, args.data_dir.as_deref())?;
+            let other = load(path, args.data_dir.as_deref(), args.allow_changed_data)?;
             if other.run.suite.id != shown.run.suite.id || other.run.data_fingerprint != shown.run.data_fingerprint {
                 return Err(Error::new(
                     ErrorKind::Usage,
@@ -221,7 +250,8 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
         chunk.push(entry);
         if chunk.len() == CHUNK || i + 1 == suite.items.len() {
             let path = data.join(format!("chunk-{:04}.js", i / CHUNK));
-            let text = format!("BENCH_CHUNK({}, {});\n", i / CHUNK, Value::Array(std::mem::take(&mut chunk)));
+            let text =
+                format!("BENCH_CHUNK({}, {});\n", i / CHUNK, script_json(&Value::Array(std::mem::take(&mut chunk))));
             std::fs::write(&path, text).map_err(io(&path))?;
         }
     }
@@ -243,9 +273,26 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     });
     let path = data.join("index.js");
     let mut file = std::fs::File::create(&path).map_err(io(&path))?;
-    writeln!(file, "BENCH_INDEX = {index};").map_err(io(&path))?;
+    writeln!(file, "BENCH_INDEX = {};", script_json(&index)).map_err(io(&path))?;
+    let script = out.join("page.js");
+    std::fs::write(&script, PAGE_SCRIPT).map_err(io(&script))?;
     let page = out.join("index.html");
     std::fs::write(&page, PAGE).map_err(io(&page))
+}
+
+/// `value` as JSON that is also inert wherever a script could be embedded: `<`, `>` and `&`
+/// (which could close a `<script>` element or open a comment) and the line separators
+/// U+2028 and U+2029 (line breaks to older JavaScript) are written as `\u` escapes. They can
+/// only occur inside JSON strings, where the escape means the same character.
+fn script_json(value: &Value) -> String {
+    let mut out = String::new();
+    for c in value.to_string().chars() {
+        match c {
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// A JPEG thumbnail of one image; an image that cannot be read gets none (the page shows

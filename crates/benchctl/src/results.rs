@@ -381,9 +381,31 @@ pub struct RunFile {
     pub dump: Option<PathBuf>,
 }
 
+/// The largest run file read back (a run's report with every breakdown is kilobytes).
+pub const MAX_RUN_FILE_BYTES: u64 = 64 << 20;
+
+/// The largest score dump read whole ([`read_scores`]; streamed dumps are bounded per line).
+pub const MAX_DUMP_BYTES: u64 = 4 << 30;
+
+/// A results file's text: a regular file (not a FIFO or a device such as `/dev/zero`, which
+/// could block or never end) of at most `max` bytes.
+fn read_bounded(path: &Path, max: u64) -> Result<String> {
+    use std::io::Read;
+    let read = |e: String| Error::results(format!("read {}: {e}", path.display()));
+    benchctl_suites::paths::require_regular_file(path)
+        .map_err(|e| Error::caused_by(ErrorKind::Results, e.to_string(), e))?;
+    let file = std::fs::File::open(path).map_err(|e| read(e.to_string()))?;
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text).map_err(|e| read(e.to_string()))?;
+    if text.len() as u64 > max {
+        return Err(read(format!("it is larger than {max} bytes, more than a results file holds")));
+    }
+    Ok(text)
+}
+
 /// Reads a run file (as `store` writes it), naming the file in errors.
 pub fn read_run_file(path: &Path) -> Result<RunFile> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let text = read_bounded(path, MAX_RUN_FILE_BYTES)?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
     let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
@@ -424,7 +446,7 @@ pub fn dump_lines(path: &Path) -> Result<impl Iterator<Item = Result<String>> + 
 
 /// Reads a score dump back: item ids and their K×L scores, in file order.
 pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+    let text = read_bounded(path, MAX_DUMP_BYTES)?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

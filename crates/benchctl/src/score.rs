@@ -43,6 +43,8 @@ pub fn run(args: &ScoreArgs) -> Result<Scored> {
     }
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    // Recorded absolute, as `eval` records it.
+    let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
     if let benchctl_suites::SuiteKind::Galleries = info.kind {
         return Ok(Scored {
             suite_id: info.id.to_string(),

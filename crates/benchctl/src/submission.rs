@@ -51,6 +51,8 @@ pub fn write_npy_f32(path: &Path, values: &[f32]) -> Result<()> {
 /// of `<f4` (or `<f8`) with exactly one finite score per entry of `order`.
 pub fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
     let bad = |what: String| Error::new(ErrorKind::Data, format!("read {}: {what}", path.display()));
+    benchctl_suites::paths::require_regular_file(path)
+        .map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
     let bytes = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
     let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(format!("not a .npy array: {e}")))?;
     let shape = npy.shape().to_vec();
@@ -61,6 +63,16 @@ pub fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
         return Err(bad("expected a C-ordered array (fortran_order False)".into()));
     }
     let descr = npy.dtype().descr().trim_matches('\'').to_string();
+    // The header's claim against the file, before anything is read or allocated for it.
+    let width: u64 = if descr == "<f8" { 8 } else { 4 };
+    let claimed = shape[0].saturating_mul(width);
+    if claimed > bytes.len() as u64 {
+        return Err(bad(format!(
+            "its header claims {} scores ({claimed} bytes), but the file holds {} bytes in all: it is truncated or its header is wrong",
+            shape[0],
+            bytes.len()
+        )));
+    }
     let values: Vec<f64> = match descr.as_str() {
         "<f4" => npy.into_vec::<f32>().map_err(|e| bad(e.to_string()))?.into_iter().map(f64::from).collect(),
         "<f8" => npy.into_vec::<f64>().map_err(|e| bad(e.to_string()))?,
@@ -78,4 +90,40 @@ pub fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
         return Err(bad(format!("score {i} is {}, not a finite number", values[i])));
     }
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.npy` v1.0 header for a vector of `len` values of `descr`, and no data.
+    fn header_only(descr: &str, len: u64) -> Vec<u8> {
+        let mut dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({len},), }}");
+        while (10 + dict.len() + 1) % 64 != 0 {
+            dict.push(' ');
+        }
+        dict.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(dict.as_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_header_claiming_more_scores_than_the_file_holds_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("prediction.npy");
+        let bytes = header_only("<f4", 4_000_000_000_000);
+        std::fs::write(&path, &bytes).unwrap();
+        let order = PairOrder { file: dir.path().join("eqben.json"), slots: benchctl_scoring::spill::SpillVec::new() };
+        let err = read_prediction(&path, &order).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(
+            err.contains("claims 4000000000000 scores") && err.contains(&format!("holds {} bytes", bytes.len())),
+            "{err}"
+        );
+        // A device in the file's place is refused before it is read.
+        let err = read_prediction(Path::new("/dev/zero"), &order).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
 }

@@ -376,3 +376,20 @@ fn many_segments_are_read_without_holding_a_descriptor_each() {
     let held = open_descriptors() - before;
     assert!(held <= 8, "{held} descriptors held for {segments} segments");
 }
+
+/// A cache location that cannot be used (a path under a regular file) warns once per
+/// process, as docs/inputs.md says (the embeddings and the file-key memo share the warning),
+/// and the run is stored.
+#[test]
+fn an_unusable_cache_location_warns_once() {
+    let results = tempfile::tempdir().unwrap();
+    let out = eval_model(&tiny_model(), Path::new("/dev/null/cache"), results.path(), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let warnings: Vec<String> = stderr(&out).lines().filter(|l| l.starts_with("warning:")).map(String::from).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("/dev/null/cache") && warnings[0].contains("without the embedding cache"),
+        "{warnings:?}"
+    );
+    stored_run(&out);
+}

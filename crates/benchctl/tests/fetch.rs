@@ -182,3 +182,48 @@ fn only_the_files_a_suite_needs_are_chosen() {
     assert_eq!(needed_files("winoground", &old), names(&["data/examples.jsonl", "data/images.zip"]));
     assert_eq!(needed_files("spec", &names(&["README.md", "data.zip", "assets/x.png"])), names(&["data.zip"]));
 }
+
+/// An archive whose entries would write outside the data directory (a `..` name, an
+/// absolute name) or hold a symbolic link is refused, naming the entry, and nothing lands
+/// outside; the token given never shows in what `fetch` prints.
+#[test]
+fn hostile_archive_entries_are_refused() {
+    let demo = demo_suite();
+    let hostile = |name: &str, link: bool| {
+        let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        zip.start_file("images/ex_0_img_0.png", options).unwrap();
+        zip.write_all(&std::fs::read(demo.join("images/ex_0_img_0.png")).unwrap()).unwrap();
+        if link {
+            zip.add_symlink(name, "/etc/passwd", options).unwrap();
+        } else {
+            zip.start_file(name, options).unwrap();
+            zip.write_all(b"escaped").unwrap();
+        }
+        zip.finish().unwrap().into_inner()
+    };
+    for (name, link, said) in [
+        ("../escaped.txt", false, "would leave"),
+        ("/tmp/benchctl-escaped.txt", false, "would leave"),
+        ("images/link", true, "symbolic link"),
+    ] {
+        let files = vec![
+            ("data/examples.jsonl".to_string(), std::fs::read(demo.join("examples.jsonl")).unwrap()),
+            ("data/images.zip".to_string(), hostile(name, link)),
+        ];
+        let home = tempfile::tempdir().unwrap();
+        let endpoint = serve("facebook/winoground", files, false, 40);
+        let data = home.path().join("winoground");
+        let out = benchctl(
+            &["fetch", "--suite", "winoground", "--data-dir", data.to_str().unwrap()],
+            &[("HF_ENDPOINT", &endpoint), ("HF_HOME", home.path().to_str().unwrap()), ("HF_TOKEN", "hf_secret_token")],
+        );
+        assert_eq!(out.status.code(), Some(3), "{name}: {}{}", stdout(&out), stderr(&out));
+        assert!(stderr(&out).contains(name) && stderr(&out).contains(said), "{name}: {}", stderr(&out));
+        assert!(!home.path().join("escaped.txt").exists() && !Path::new("/tmp/benchctl-escaped.txt").exists());
+        assert!(
+            !stdout(&out).contains("hf_secret") && !stderr(&out).contains("hf_secret"),
+            "{name}: the token was printed"
+        );
+    }
+}

@@ -166,3 +166,61 @@ fn the_bundled_leaderboard_is_rendered_from_the_committed_runs() {
     assert!((50.0..95.0).contains(&group("clip-shapes")), "{}", group("clip-shapes"));
     assert!(group("clip-shapes-untrained") < 10.0);
 }
+
+/// Names, descriptions and URLs are what users typed: in the markdown they stay text. A `|`
+/// or a line break cannot add a column or a row, HTML is escaped, and only http(s) URLs
+/// become links (their `)` percent-encoded). The same holds for `compare --summary`.
+#[test]
+fn hostile_names_and_urls_stay_text_in_generated_markdown() {
+    let evil = "evil|<script>alert(1)</script>\n| injected | row |";
+    let mut plain = run(evil, Some("abc123"), "2026-01-01T00:00:00Z", [10.0, 20.0, 5.0]);
+    plain.suite.id = "wino|<b>".into();
+    let mut external = run("ext", None, "2026-01-02T00:00:00Z", [11.0, 21.0, 6.0]);
+    external.suite.id = plain.suite.id.clone();
+    external.model.external = Some(benchctl::results::ExternalModel {
+        description: Some("desc | with\nnewline <img src=x onerror=alert(1)>".into()),
+        url: Some("javascript:alert(1)".into()),
+        scores_file: "s`|.jsonl".into(),
+        scores_sha256: "0".repeat(64),
+        scores_format: "dump".into(),
+    });
+    let mut linked = run("ext2", None, "2026-01-03T00:00:00Z", [12.0, 22.0, 7.0]);
+    linked.suite.id = plain.suite.id.clone();
+    linked.model.external = Some(benchctl::results::ExternalModel {
+        url: Some("https://example.org/a) [x](javascript:alert(1)".into()),
+        ..external.model.external.clone().unwrap()
+    });
+    let board = render(&[plain, external, linked]);
+    assert!(!board.contains("<script") && !board.contains("<img") && !board.contains("<b>"), "{board}");
+    assert!(!board.contains("](javascript"), "{board}");
+    assert!(board.contains("[external](https://example.org/a%29%20%5Bx%5D%28javascript:alert%281%29)"), "{board}");
+    // Every table row has exactly its header's cells: unescaped `|` only as separators.
+    let cells = |line: &str| line.replace("\\|", "").matches('|').count();
+    for table in board.split("\n\n").filter(|block| block.starts_with('|')) {
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines.iter().all(|l| l.starts_with('|') && cells(l) == cells(lines[0])), "{table}");
+    }
+    assert!(!board.lines().any(|l| l.starts_with("| injected")), "{board}");
+    let chart_names: Vec<String> = charts(&[run("m", None, "2026-01-01", [1.0, 2.0, 3.0])])
+        .into_iter()
+        .map(|(name, _)| name)
+        .chain([format!("{}.svg", benchctl::leaderboard::chart_file_stem("a/../b c)"))])
+        .collect();
+    assert!(chart_names.iter().all(|n| !n.contains('/') && !n.contains(' ') && !n.contains(')')), "{chart_names:?}");
+
+    let summary = benchctl::compare::markdown(&[benchctl::compare::Change {
+        model: evil.into(),
+        suite: "s".into(),
+        metric: "group_score".into(),
+        baseline: 1.0,
+        current: 2.0,
+        interval: None,
+        mcnemar_p: None,
+        regression: false,
+        max_score_change: None,
+    }]);
+    assert!(!summary.contains("<script"), "{summary}");
+    let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
+    assert_eq!(rows.len(), 3, "header, rule and one row: {summary}");
+    assert!(rows.iter().all(|l| cells(l) == cells(rows[0])), "{summary}");
+}

@@ -174,3 +174,60 @@ fn the_page_filters_and_sorts_in_a_real_browser() {
     dump_dom(&browser, &page, "", Some(&shot));
     assert!(std::fs::metadata(&shot).map(|m| m.len() > 10_000).unwrap_or(false), "a screenshot at {}", shot.display());
 }
+
+/// Strings that try to inject markup or script, in every place data reaches the page.
+const INJECTIONS: [&str; 4] = [
+    "\"><img src=x onerror=\"document.title='PWNED'\">",
+    "</script><script>document.title='PWNED'</script>",
+    "<!-- | x |\n| y | [a](javascript:document.title='PWNED') \u{2028}",
+    "<img src=x onerror=document.title='PWNED'>",
+];
+
+/// A run whose item id, captions, tag and model name are injection strings, opened in
+/// headless Chromium: the page renders (its Content-Security-Policy lets its own files run),
+/// no injected script or handler runs (each would set the title), no injected element
+/// exists, and the strings show as text.
+#[test]
+fn injected_markup_stays_text_in_a_real_browser() {
+    let Some(browser) = chromium() else {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true needs Chromium for the report's browser test (scripts/install-chromium.sh)");
+        }
+        eprintln!("skipping: no chromium on PATH (scripts/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)");
+        return;
+    };
+    let data = tempfile::tempdir().unwrap();
+    common::copy_tree(&demo_suite(), data.path());
+    let examples = data.path().join("examples.jsonl");
+    let text = std::fs::read_to_string(&examples).unwrap();
+    let mut lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    lines[0]["id"] = INJECTIONS[0].into();
+    lines[0]["caption_0"] = INJECTIONS[1].into();
+    lines[0]["caption_1"] = INJECTIONS[2].into();
+    lines[0]["tag"] = INJECTIONS[3].into();
+    let jsonl: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&examples, jsonl).unwrap();
+    let results = tempfile::tempdir().unwrap();
+    let (run, run_json, _) = common::eval_tiny("winoground", data.path(), results.path(), &[]);
+    // An external run under a hostile model name, against the first.
+    let dump = std::fs::read_to_string(common::dump_path(&run, &run_json)).unwrap();
+    let scores = results.path().join("external.jsonl");
+    std::fs::write(&scores, &dump).unwrap();
+    let out =
+        common::score_external(data.path(), &scores, "<script>document.title='PWNED'</script>", results.path(), &[]);
+    let (external, _) = common::stored_run(&out);
+    let out = benchctl(&["report", external.to_str().unwrap(), "--against", run.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = external.with_extension("report").join("index.html");
+    let dom = dump_dom(&browser, &page, "", None);
+    assert!(dom.contains("data-ready=\"1\""), "the page did not render under its policy: {dom}");
+    assert!(dom.contains("<title>benchctl report</title>") && !dom.contains("PWNED</title>"), "a script ran");
+    assert!(!dom.contains("<img src=\"x\"") && !dom.to_lowercase().contains("<script>document"), "{dom}");
+    // Shown as text: in the serialised DOM, `<` and `>` of text are escaped.
+    for shown in
+        [INJECTIONS[1], "<img src=x onerror=document.title='PWNED'>", "<script>document.title='PWNED'</script>"]
+    {
+        let escaped = shown.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        assert!(dom.contains(&escaped), "{shown} is not shown as text");
+    }
+}

@@ -219,9 +219,20 @@ struct RawMetrics {
     headline: Option<Spanned<String>>,
 }
 
-/// The 1-based line of byte offset `at` in `text`.
-fn line_of(text: &str, at: usize) -> usize {
-    text[..at.min(text.len())].matches('\n').count() + 1
+/// Where each line of a text starts, to name the line of a byte offset in O(log lines): a
+/// manifest names a line for every key it checks, and counting from the start each time
+/// would take time quadratic in its size (a manifest of many tags).
+struct LineStarts(Vec<usize>);
+
+impl LineStarts {
+    fn new(text: &str) -> Self {
+        Self(std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect())
+    }
+
+    /// The 1-based line of byte offset `at`.
+    fn line_of(&self, at: usize) -> usize {
+        self.0.partition_point(|&start| start <= at)
+    }
 }
 
 /// Parses and checks a manifest; `origin` names it in messages (its path, or `bundled NAME`).
@@ -231,7 +242,8 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     };
     let raw: RawManifest = toml::from_str(text)
         .map_err(|e| Error::caused_by(ErrorKind::Manifest, format!("read manifest {origin}: {e}"), e))?;
-    let line = |span: std::ops::Range<usize>| line_of(text, span.start);
+    let lines = LineStarts::new(text);
+    let line = |span: std::ops::Range<usize>| lines.line_of(span.start);
     let template = |key: &str, s: &Spanned<String>| -> Result<Keyed<Template>> {
         let value = Template::parse(s.get_ref()).map_err(|e| bad(key, line(s.span()), e))?;
         Ok(Keyed { value, key: key.to_string(), line: line(s.span()) })
@@ -371,7 +383,17 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         tags.push((name.clone(), Keyed { value, key: key.clone(), line: line(spec.span()) }, split));
     }
     let id_template = item.id.as_ref().map(|t| template("item.id", t)).transpose()?;
-    let image_dir = item.image_dir.as_ref().map(|d| d.get_ref().clone()).unwrap_or_default();
+    let image_dir = match &item.image_dir {
+        Some(dir) if !dir.get_ref().is_empty() => {
+            // Images are found under it: it must stay inside the data directory, as each
+            // image path must.
+            paths::inside(Path::new(""), dir.get_ref(), "the manifest").map_err(|_| {
+                bad("item.image_dir", line(dir.span()), "must be a path inside the data directory".into())
+            })?;
+            dir.get_ref().clone()
+        }
+        _ => String::new(),
+    };
 
     // Metrics.
     let m = &raw.metrics;
@@ -492,6 +514,27 @@ fn leak(s: &str) -> &'static str {
 /// parsed once; its suite description lives as long as the process.
 static REGISTRY: Mutex<Vec<(String, &'static Manifest, &'static SuiteInfo)>> = Mutex::new(Vec::new());
 
+/// The most bytes a manifest may have: one describes a dataset, it does not hold one (a
+/// manifest of 10⁶ keys is 9 MB, and its TOML document takes ≈ 50 times that in memory).
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// A manifest's text: a regular file (a FIFO or device is refused before it is opened) of at
+/// most [`MAX_MANIFEST_BYTES`].
+fn read_manifest(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            return Err(std::io::Error::other("it is not a regular file"));
+        }
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(MAX_MANIFEST_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(std::io::Error::other(format!("it has more than {MAX_MANIFEST_BYTES} bytes")));
+    }
+    Ok(text)
+}
+
 /// The suite of a manifest: `spec` is a path to a `.toml` file, a bundled manifest's id
 /// (its file stem), or the stem of `datasets/manifests/<spec>.toml` under the working directory.
 /// `Ok(None)` when `spec` names no manifest.
@@ -502,7 +545,7 @@ pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
     }
     let as_path = Path::new(spec);
     let (text, origin, path) = if spec.ends_with(".toml") || spec.contains('/') {
-        let text = std::fs::read_to_string(as_path).map_err(|e| {
+        let text = read_manifest(as_path).map_err(|e| {
             // No such file names no suite; a file that cannot be read is a broken manifest.
             let kind =
                 if e.kind() == std::io::ErrorKind::NotFound { ErrorKind::UnknownSuite } else { ErrorKind::Manifest };
@@ -519,7 +562,7 @@ pub fn find(spec: &str) -> Result<Option<&'static SuiteInfo>> {
         (text.to_string(), format!("bundled {name}"), None)
     } else {
         let local = Path::new("datasets/manifests").join(format!("{spec}.toml"));
-        match std::fs::read_to_string(&local) {
+        match read_manifest(&local) {
             Ok(text) => {
                 let absolute = std::path::absolute(&local).unwrap_or(local.clone());
                 (text, local.display().to_string(), Some(absolute))

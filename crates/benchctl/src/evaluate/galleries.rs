@@ -231,7 +231,10 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
     let text_keys = text_keys(&unique_texts);
     let n = data.images.len();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let memo = resolved.file_keys(args.no_cache);
+    let mut memo = resolved.file_keys(args.no_cache);
+    if !args.allow_outside_links {
+        memo.inside = Some(benchctl_suites::paths::DataRoot::new(data_dir));
+    }
     let source_keys = Keys::from(image_keys(&sources[..], &memo)?);
     let mut altered_galleries: Vec<(String, Vec<ImageSource>, Keys)> = Vec::new();
     let (mut from_release, mut generated) = (Vec::new(), Vec::new());

@@ -73,7 +73,10 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
     (counts.captions_truncated, counts.text_context) = long_captions(&resolved, &unique_texts, args.on_long_caption)?;
 
     let mut cache = resolved.cache(args.no_cache)?;
-    let memo = resolved.file_keys(args.no_cache);
+    let mut memo = resolved.file_keys(args.no_cache);
+    if !args.allow_outside_links {
+        memo.inside = Some(benchctl_suites::paths::DataRoot::new(data_dir));
+    }
     let image_keys = Keys::from(image_keys(unique_images, &memo)?);
     counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
     remember(&memo);

@@ -20,6 +20,8 @@ use crate::{Error, ErrorKind, Result};
 pub fn run(args: &EvalArgs) -> Result<Evaluation> {
     let suite_info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(suite_info.id));
+    // Recorded absolute, so `report` finds the data from any directory.
+    let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
     match suite_info.kind {
         benchctl_suites::SuiteKind::Galleries => galleries::run(args, &data_dir),
         _ => items::run(args, suite_info, &data_dir),

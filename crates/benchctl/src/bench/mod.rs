@@ -11,6 +11,8 @@ use candle_core::{DType, Tensor};
 use rayon::prelude::*;
 
 use crate::cli::{BenchArgs, BenchPart};
+
+mod preprocess;
 use crate::{Error, ErrorKind, Result};
 
 /// Throughput and latency of one part.
@@ -40,7 +42,7 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     if let Some(threads) = args.threads {
         set_threads(threads as usize)?;
     }
-    if args.config.is_none() && args.model.starts_with("fiber") {
+    if args.config.is_none() && args.model.starts_with("fiber") && args.part != BenchPart::Preprocess {
         return fiber(args);
     }
     match args.part {
@@ -49,6 +51,7 @@ pub fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
         BenchPart::Peak => return peak(args),
         BenchPart::Dense => return dense(args),
         BenchPart::Annotations => return annotations(),
+        BenchPart::Preprocess => return preprocess::run(args),
         _ => {}
     }
     let (name, config) = match &args.config {
@@ -172,8 +175,8 @@ fn fiber(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
 
 /// The micro FIBER fixture's byte-level BPE (RoBERTa's file format and special ids), built in
 /// so the FIBER benchmark needs no files; its ids fit any RoBERTa vocabulary.
-const FIBER_VOCAB: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/fiber-micro/vocab.json");
-const FIBER_MERGES: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/fiber-micro/merges.txt");
+const FIBER_VOCAB: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/fiber-micro/vocab.json");
+const FIBER_MERGES: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/fiber-micro/merges.txt");
 
 /// A full-size FIBER-base with random weights, written as a model directory, evaluated with
 /// its ITM head on a generated 24-item suite in a child process: every pair through the fused
@@ -428,7 +431,7 @@ const TINY_CLIP_CONFIG: &str = r#"{"model_type": "clip", "projection_dim": 512,
 
 /// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the
 /// parity fixtures (OpenAI's BPE), built into the binary so the benchmark needs no files.
-const CLIP_TOKENIZER: &[u8] = include_bytes!("../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
+const CLIP_TOKENIZER: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
     move |e| Error::new(ErrorKind::Compute, format!("benchmark: {what}: {e}"))

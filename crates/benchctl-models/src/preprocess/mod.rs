@@ -12,12 +12,20 @@
 //! The resize reproduces Pillow's antialiased resampling (`Resample.c`): a separable
 //! convolution whose support widens with the downscale factor, bicubic with a = −0.5,
 //! coefficients in 22-bit fixed point, two passes (in Pillow 13's order), each rounded and
-//! clamped to 8 bits. A plain bicubic interpolation (no antialiasing) or a bilinear one moves
-//! CLIP scores measurably, so none is offered. Images that are not RGB enter by the mode PIL
-//! holds them in ([`Preprocessor::apply_rgba`], [`Preprocessor::apply_gray16`]): torchvision
-//! resizes them in that mode and converts after; `transformers` converts first.
+//! clamped to 8 bits (`resample.rs`: only the pixels the crop keeps are computed). A plain
+//! bicubic interpolation (no antialiasing) or a bilinear one moves CLIP scores measurably, so
+//! none is offered. Images that are not RGB enter by the mode PIL holds them in
+//! ([`Preprocessor::apply_pil`]): torchvision resizes them in that mode and converts after;
+//! `transformers` converts first.
 
+mod resample;
+
+use benchctl_cpu::Tier;
+use benchctl_suites::image::cmyk_to_rgb;
+use benchctl_suites::PilImage;
 use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
+
+use resample::{resize_bicubic_16, resize_nearest, resize_window};
 
 /// OpenAI CLIP's normalisation constants, as published (f32 keeps the nearest values).
 #[allow(clippy::excessive_precision)]
@@ -304,10 +312,76 @@ impl Preprocessor {
 
     /// As [`Preprocessor::apply`], writing into `out` (length [`Preprocessor::len`]).
     pub fn apply_into(&self, image: &RgbImage, out: &mut [f32]) {
-        let (w, h) = (image.width() as usize, image.height() as usize);
+        let kept = self.resize_rgb(image.as_raw(), image.width() as usize, image.height() as usize);
+        self.normalise_into(&kept, out);
+    }
+
+    /// The resized image's size and the window of it the crop keeps (columns, rows).
+    pub fn crop_window(&self, w: usize, h: usize) -> Window {
         let (new_w, new_h) = self.resized_size(w, h);
-        let resized = resize_bicubic(image.as_raw(), w, h, new_w, new_h);
-        self.crop_and_normalise(&resized, new_w, new_h, out);
+        let offset = |full: usize| match self.pipeline {
+            Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => centre_offset(full, self.size),
+            Pipeline::Transformers { .. } => full.saturating_sub(self.size) / 2,
+        };
+        let (left, top) = (offset(new_w), offset(new_h));
+        Window { resized: (new_w, new_h), columns: left..left + self.size, rows: top..top + self.size }
+    }
+
+    /// The part of Pillow's bicubic resize of packed RGB8 `w × h` pixels that the crop keeps:
+    /// `size × size` RGB8 pixels (only those are computed).
+    pub fn resize_rgb(&self, rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
+        let window = self.crop_window(w, h);
+        resize_window(Tier::current(), rgb, 3, (w, h), window.resized, window.columns, window.rows)
+    }
+
+    /// A `size × size` RGB8 crop rescaled and normalised into `out` (CHW), as the pipeline
+    /// computes it.
+    pub fn normalise_into(&self, kept: &[u8], out: &mut [f32]) {
+        let size = self.size;
+        assert_eq!(out.len(), self.len(), "output buffer has the wrong length");
+        assert_eq!(kept.len(), self.len(), "the cropped image has the wrong size");
+        let plane = size * size;
+        for c in 0..3 {
+            let (mean, std) = (self.mean[c], self.std[c]);
+            // Each 8-bit value's normalised f32, as the pipeline computes it.
+            let normalised: [f32; 256] = std::array::from_fn(|v| {
+                let rescaled = match self.pipeline {
+                    Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => v as f32 / 255.0,
+                    Pipeline::Transformers { rescale_factor } => (v as f64 * rescale_factor) as f32,
+                };
+                (rescaled - mean) / std
+            });
+            for (o, p) in out[c * plane..(c + 1) * plane].iter_mut().zip(kept.chunks_exact(3)) {
+                *o = normalised[p[c] as usize];
+            }
+        }
+    }
+
+    /// One decoded image through the preprocessing, by the mode PIL holds it in (the
+    /// reference pipelines resize RGBA, palette, 16-bit and CMYK images each their own way).
+    pub fn apply_pil(&self, image: &PilImage, out: &mut [f32]) {
+        match image {
+            PilImage::Rgb(rgb) => self.apply_into(rgb, out),
+            PilImage::Rgba(rgba) => self.apply_rgba(rgba, false, out),
+            PilImage::Palette(rgba) => self.apply_rgba(rgba, true, out),
+            PilImage::Gray16(grey) => self.apply_gray16(grey, out),
+            PilImage::Cmyk(cmyk) => self.apply_cmyk(cmyk, out),
+        }
+    }
+
+    /// A CMYK image (C, M, Y, K in each pixel's four bytes): torchvision resizes its four
+    /// bands and converts the crop to RGB after; `transformers` and `convert("RGB")`-first
+    /// datasets convert first (Pillow's `cmyk2rgb` either way).
+    pub fn apply_cmyk(&self, cmyk: &RgbaImage, out: &mut [f32]) {
+        let (w, h) = (cmyk.width() as usize, cmyk.height() as usize);
+        if let Pipeline::Transformers { .. } | Pipeline::TorchvisionRgbFirst = self.pipeline {
+            let rgb = RgbImage::from_vec(w as u32, h as u32, cmyk_to_rgb(cmyk.as_raw())).unwrap_or_default();
+            return self.apply_into(&rgb, out);
+        }
+        let window = self.crop_window(w, h);
+        let kept =
+            resize_window(Tier::current(), cmyk.as_raw(), 4, (w, h), window.resized, window.columns, window.rows);
+        self.normalise_into(&cmyk_to_rgb(&kept), out);
     }
 
     /// An RGBA (or LA, replicated) image as the pipeline treats it: torchvision resizes it
@@ -326,16 +400,18 @@ impl Preprocessor {
             Pipeline::Torchvision => {}
         }
         let (w, h) = (image.width() as usize, image.height() as usize);
-        let (new_w, new_h) = self.resized_size(w, h);
+        let window = self.crop_window(w, h);
         let rgba = if palette {
-            resize_nearest(image.as_raw(), 4, w, h, new_w, new_h)
+            let (new_w, new_h) = window.resized;
+            window.cut(&resize_nearest(image.as_raw(), 4, w, h, new_w, new_h), 4)
         } else {
             let premultiplied: Vec<u8> = image.as_raw().chunks_exact(4).flat_map(premultiply).collect();
-            let resized = resize_bicubic_bands(&premultiplied, 4, w, h, new_w, new_h);
-            resized.chunks_exact(4).flat_map(unpremultiply).collect()
+            let kept =
+                resize_window(Tier::current(), &premultiplied, 4, (w, h), window.resized, window.columns, window.rows);
+            kept.chunks_exact(4).flat_map(unpremultiply).collect()
         };
         let rgb: Vec<u8> = rgba.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
-        self.crop_and_normalise(&rgb, new_w, new_h, out);
+        self.normalise_into(&rgb, out);
     }
 
     /// A 16-bit greyscale image (PIL's `I;16`): torchvision resizes it in 16 bits as Pillow
@@ -347,10 +423,11 @@ impl Preprocessor {
             let rgb = image.as_raw().iter().flat_map(|&v| [clip(v); 3]).collect();
             return self.apply_into(&RgbImage::from_vec(w as u32, h as u32, rgb).unwrap_or_default(), out);
         }
-        let (new_w, new_h) = self.resized_size(w, h);
+        let window = self.crop_window(w, h);
+        let (new_w, new_h) = window.resized;
         let resized = resize_bicubic_16(image.as_raw(), w, h, new_w, new_h);
         let rgb: Vec<u8> = resized.iter().flat_map(|&v| [clip(v); 3]).collect();
-        self.crop_and_normalise(&rgb, new_w, new_h, out);
+        self.normalise_into(&window.cut(&rgb, 3), out);
     }
 
     /// The size of the resize before cropping.
@@ -361,32 +438,25 @@ impl Preprocessor {
             Resize::Stretch => (self.size, self.size),
         }
     }
+}
 
-    /// The centre crop of a resized RGB8 image, rescaled and normalised into `out` (CHW).
-    fn crop_and_normalise(&self, resized: &[u8], new_w: usize, new_h: usize, out: &mut [f32]) {
-        let size = self.size;
-        assert_eq!(out.len(), self.len(), "output buffer has the wrong length");
-        let offset = |full: usize| match self.pipeline {
-            Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => centre_offset(full, size),
-            Pipeline::Transformers { .. } => full.saturating_sub(size) / 2,
-        };
-        let (top, left) = (offset(new_h), offset(new_w));
-        // Each 8-bit value's rescaled f32, as the pipeline computes it.
-        let rescaled: [f32; 256] = std::array::from_fn(|v| match self.pipeline {
-            Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => v as f32 / 255.0,
-            Pipeline::Transformers { rescale_factor } => (v as f64 * rescale_factor) as f32,
-        });
-        let plane = size * size;
-        for c in 0..3 {
-            let (mean, std) = (self.mean[c], self.std[c]);
-            for y in 0..size {
-                let row = (top + y) * new_w;
-                for x in 0..size {
-                    let v = rescaled[resized[(row + left + x) * 3 + c] as usize];
-                    out[c * plane + y * size + x] = (v - mean) / std;
-                }
-            }
-        }
+/// Where the crop sits in the resized image: the resize's size, and the columns and rows kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    pub resized: (usize, usize),
+    pub columns: std::ops::Range<usize>,
+    pub rows: std::ops::Range<usize>,
+}
+
+impl Window {
+    /// The window's pixels of a whole resized image of `bands` bytes per pixel.
+    fn cut(&self, resized: &[u8], bands: usize) -> Vec<u8> {
+        let stride = self.resized.0 * bands;
+        self.rows
+            .clone()
+            .flat_map(|y| &resized[y * stride + self.columns.start * bands..y * stride + self.columns.end * bands])
+            .copied()
+            .collect()
     }
 }
 
@@ -459,193 +529,6 @@ pub fn centre_offset(full: usize, crop: usize) -> usize {
     }
 }
 
-const PRECISION_BITS: u32 = 32 - 8 - 2;
-
-fn bicubic(x: f64) -> f64 {
-    const A: f64 = -0.5;
-    let x = x.abs();
-    if x < 1.0 {
-        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        (((x - 5.0) * x + 8.0) * x - 4.0) * A
-    } else {
-        0.0
-    }
-}
-
-/// Pillow's `precompute_coeffs`: for each output pixel, the first input index and the
-/// normalised weights of the input pixels it reads.
-fn coefficients(in_size: usize, out_size: usize) -> Vec<(usize, Vec<f64>)> {
-    let scale = in_size as f64 / out_size as f64;
-    let filter_scale = scale.max(1.0);
-    let support = 2.0 * filter_scale;
-    (0..out_size)
-        .map(|xx| {
-            let center = (xx as f64 + 0.5) * scale;
-            let ss = 1.0 / filter_scale;
-            // C's (int) cast truncates toward zero.
-            let xmin = ((center - support + 0.5) as i64).max(0) as usize;
-            let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
-            let weights: Vec<f64> = (0..xmax).map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss)).collect();
-            let total: f64 = weights.iter().sum();
-            (xmin, weights.iter().map(|w| if total != 0.0 { w / total } else { *w }).collect())
-        })
-        .collect()
-}
-
-/// Pillow's `normalize_coeffs_8bpc`: the weights in 22-bit fixed point.
-fn fixed_point(taps: Vec<(usize, Vec<f64>)>) -> Vec<(usize, Vec<i32>)> {
-    let fixed = |w: f64| {
-        let scaled = w * (1u32 << PRECISION_BITS) as f64;
-        if scaled < 0.0 {
-            (scaled - 0.5) as i32
-        } else {
-            (scaled + 0.5) as i32
-        }
-    };
-    taps.into_iter().map(|(min, k)| (min, k.into_iter().map(fixed).collect())).collect()
-}
-
-fn clip8(acc: i32) -> u8 {
-    (acc >> PRECISION_BITS).clamp(0, 255) as u8
-}
-
-/// Pillow's bicubic `Image.resize` of packed RGB8: two separable passes, each skipped when
-/// that dimension keeps its size. Pillow (13, as in the reference environment) runs the
-/// vertical pass first when the height shrinks by more than twice as many pixels as the
-/// width, else the horizontal pass first; the order changes the 8-bit rounding in between,
-/// so it is followed here.
-pub fn resize_bicubic(src: &[u8], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
-    resize_bicubic_bands(src, 3, w, h, new_w, new_h)
-}
-
-/// Whether Pillow runs the vertical pass first (see [`resize_bicubic`]).
-fn vertical_first(w: usize, h: usize, new_w: usize, new_h: usize) -> bool {
-    h > new_h && (h - new_h) as i64 > 2 * (w as i64 - new_w as i64)
-}
-
-/// [`resize_bicubic`] of `bands` interleaved 8-bit bands.
-fn resize_bicubic_bands(src: &[u8], bands: usize, w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
-    if vertical_first(w, h, new_w, new_h) {
-        let tall = resize_vertical(src.to_vec(), bands, w, h, new_h);
-        resize_horizontal(tall, bands, w, new_h, new_w)
-    } else {
-        let wide = resize_horizontal(src.to_vec(), bands, w, h, new_w);
-        resize_vertical(wide, bands, new_w, h, new_h)
-    }
-}
-
-/// The horizontal pass: `w × h` → `new_w × h`.
-fn resize_horizontal(src: Vec<u8>, bands: usize, w: usize, h: usize, new_w: usize) -> Vec<u8> {
-    if new_w == w {
-        return src;
-    }
-    let taps = fixed_point(coefficients(w, new_w));
-    let mut out = vec![0u8; new_w * h * bands];
-    let mut acc = vec![0i32; bands];
-    for y in 0..h {
-        let row = &src[y * w * bands..(y + 1) * w * bands];
-        let out_row = &mut out[y * new_w * bands..(y + 1) * new_w * bands];
-        for (xx, (xmin, k)) in taps.iter().enumerate() {
-            acc.fill(1i32 << (PRECISION_BITS - 1));
-            for (i, &kw) in k.iter().enumerate() {
-                let p = &row[(xmin + i) * bands..(xmin + i + 1) * bands];
-                for (a, &v) in acc.iter_mut().zip(p) {
-                    *a += v as i32 * kw;
-                }
-            }
-            for (o, &a) in out_row[xx * bands..(xx + 1) * bands].iter_mut().zip(&acc) {
-                *o = clip8(a);
-            }
-        }
-    }
-    out
-}
-
-/// The vertical pass: `w × h` → `w × new_h`.
-fn resize_vertical(src: Vec<u8>, bands: usize, w: usize, h: usize, new_h: usize) -> Vec<u8> {
-    if new_h == h {
-        return src;
-    }
-    let taps = fixed_point(coefficients(h, new_h));
-    let stride = w * bands;
-    let mut out = vec![0u8; w * new_h * bands];
-    let mut acc = vec![0i32; stride];
-    for (yy, (ymin, k)) in taps.iter().enumerate() {
-        acc.fill(1i32 << (PRECISION_BITS - 1));
-        for (i, &kw) in k.iter().enumerate() {
-            let row = &src[(ymin + i) * stride..(ymin + i + 1) * stride];
-            for (a, &p) in acc.iter_mut().zip(row) {
-                *a += p as i32 * kw;
-            }
-        }
-        for (o, &a) in out[yy * stride..(yy + 1) * stride].iter_mut().zip(&acc) {
-            *o = clip8(a);
-        }
-    }
-    out
-}
-
-/// Pillow's bicubic resize of `I;16` (`ImagingResample{Horizontal,Vertical}_16bpc`): the
-/// weights in f64, each sum rounded half away from zero, then stored byte by byte with each
-/// byte clipped to 0–255 (a sum above 65,535 keeps its low byte under a high byte of 255).
-fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u16> {
-    fn pass(src: &[u16], len: usize, count: usize, stride: usize, step: usize, new_len: usize) -> Vec<u16> {
-        // `count` lines of `len` samples, `step` apart within a line, `stride` between lines.
-        let taps = coefficients(len, new_len);
-        let mut out = vec![0u16; count * new_len];
-        for line in 0..count {
-            for (i, (min, k)) in taps.iter().enumerate() {
-                let ss: f64 =
-                    k.iter().enumerate().map(|(j, &kw)| f64::from(src[line * stride + (min + j) * step]) * kw).sum();
-                let v = if ss >= 0.0 { (ss + 0.5) as i64 } else { (ss - 0.5) as i64 };
-                let byte = |b: i64| b.clamp(0, 255) as u16;
-                out[line * new_len + i] = byte(v % 256) | byte(v >> 8) << 8;
-            }
-        }
-        out
-    }
-    let transpose = |src: &[u16], w: usize, h: usize| -> Vec<u16> {
-        (0..w).flat_map(|x| (0..h).map(move |y| (x, y))).map(|(x, y)| src[y * w + x]).collect()
-    };
-    let horizontal = |src: &[u16], w: usize, h: usize| {
-        if new_w == w {
-            src.to_vec()
-        } else {
-            pass(src, w, h, w, 1, new_w)
-        }
-    };
-    // The vertical pass on the transposed image, transposed back.
-    let vertical = |src: &[u16], w: usize, h: usize| {
-        if new_h == h {
-            src.to_vec()
-        } else {
-            transpose(&pass(&transpose(src, w, h), h, w, h, 1, new_h), new_h, w)
-        }
-    };
-    if vertical_first(w, h, new_w, new_h) {
-        horizontal(&vertical(src, w, h), w, new_h)
-    } else {
-        vertical(&horizontal(src, w, h), new_w, h)
-    }
-}
-
-/// Pillow's `NEAREST` resize (an affine transform): output pixel x reads input
-/// `floor((x + 0.5) · in / out)`.
-fn resize_nearest(src: &[u8], bands: usize, w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
-    let index =
-        |x: usize, from: usize, to: usize| (((x as f64 + 0.5) * (from as f64 / to as f64)) as usize).min(from - 1);
-    let mut out = Vec::with_capacity(new_w * new_h * bands);
-    for y in 0..new_h {
-        let sy = index(y, h, new_h);
-        for x in 0..new_w {
-            let sx = index(x, w, new_w);
-            out.extend_from_slice(&src[(sy * w + sx) * bands..(sy * w + sx + 1) * bands]);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -665,22 +548,5 @@ mod tests {
         assert_eq!(centre_offset(227, 224), 2);
         assert_eq!(centre_offset(225, 224), 0);
         assert_eq!(centre_offset(229, 224), 2);
-    }
-
-    #[test]
-    fn resizing_a_flat_image_keeps_its_colour() {
-        let src: Vec<u8> = [10u8, 200, 99].repeat(37 * 23);
-        let out = resize_bicubic(&src, 37, 23, 11, 50);
-        assert!(out.chunks(3).all(|p| p == [10, 200, 99]));
-    }
-
-    #[test]
-    fn weights_of_each_output_pixel_sum_to_one() {
-        for (a, b) in [(640, 224), (100, 224), (224, 224), (7, 3)] {
-            for (_, k) in fixed_point(coefficients(a, b)) {
-                let sum: i64 = k.iter().map(|&w| w as i64).sum();
-                assert!((sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64, "{a}->{b}: {sum}");
-            }
-        }
     }
 }
