@@ -246,11 +246,12 @@ unsafe fn horizontal_rgb_avx2(src: Plane<'_>, rows: usize, spans: &Spans, out: &
             let pairs = _mm256_hadd_epi32(red, green);
             let quads = _mm256_hadd_epi32(pairs, _mm256_hadd_epi32(blue, blue));
             let sums = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256::<1>(quads));
-            let mut rgb = [0i32; 4];
-            _mm_storeu_si128(rgb.as_mut_ptr().cast(), _mm_add_epi32(sums, half));
-            for b in 0..3 {
-                out_row[o * 3 + b] = clip8(rgb[b]);
-            }
+            // `clip8` on the four lanes: the shift, then saturation to 0..=255 by packing
+            // (a sum shifted is at most a few hundred, so the 16-bit stage never saturates).
+            let shifted = _mm_srai_epi32::<{ PRECISION_BITS as i32 }>(_mm_add_epi32(sums, half));
+            let bytes = _mm_packus_epi16(_mm_packus_epi32(shifted, shifted), _mm_setzero_si128());
+            let rgb = _mm_cvtsi128_si32(bytes).to_le_bytes();
+            out_row[o * 3..o * 3 + 3].copy_from_slice(&rgb[..3]);
         }
     }
 }

@@ -85,17 +85,35 @@ fn measure(args: &BenchArgs, prep: &Preprocessor, dir: &Path) -> Result<(String,
             format!("benchmark preprocessing: no PNG or JPEG files under {}", dir.display()),
         ));
     }
-    // One pass to warm the page cache and the allocator, then the timed passes as one
-    // parallel run over every file `iters` times (so no thread idles at a pass's end).
+    // One pass to warm the page cache and the allocator, then the timed passes, each one
+    // parallel run over every file `iters` times (so no thread idles at a pass's end). With
+    // several threads, the same run on one thread alternates with it, five rounds each, for
+    // the scaling: a shared machine's speed drifts between commands, less between rounds.
     files.par_iter().map(|f| one(prep, f)).collect::<Result<Vec<_>>>()?;
     let timed: Vec<&PathBuf> = (0..args.iters).flat_map(|_| &files).collect();
-    let start = Instant::now();
-    let stages = timed.par_iter().map(|f| one(prep, f)).collect::<Result<Vec<_>>>()?;
-    let wall = start.elapsed().as_secs_f64();
-    let mut per_image: Vec<f64> = stages.iter().map(Stages::total).collect();
-    let sum = stages.into_iter().fold(Stages::default(), Stages::add);
-    let images = timed.len();
+    let run = || -> Result<(f64, Vec<Stages>)> {
+        let start = Instant::now();
+        let stages = timed.par_iter().map(|f| one(prep, f)).collect::<Result<Vec<_>>>()?;
+        Ok((start.elapsed().as_secs_f64(), stages))
+    };
     let threads = rayon::current_num_threads();
+    let single = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("start a one-thread pool: {e}")))?;
+    let rounds = if threads > 1 { 5 } else { 1 };
+    let (mut wall, mut wall_single, mut stages) = (0.0, 0.0, Vec::new());
+    for _ in 0..rounds {
+        let (seconds, round) = run()?;
+        wall += seconds;
+        stages.extend(round);
+        if threads > 1 {
+            wall_single += single.install(&run)?.0;
+        }
+    }
+    let mut per_image: Vec<f64> = stages.iter().map(Stages::total).collect();
+    let images = stages.len();
+    let sum = stages.into_iter().fold(Stages::default(), Stages::add);
     per_image.sort_by(f64::total_cmp);
     let pct = |p: f64| per_image[((per_image.len() - 1) as f64 * p).round() as usize] * 1e3;
     let ms = |s: f64| s / images as f64 * 1e3;
@@ -110,6 +128,8 @@ fn measure(args: &BenchArgs, prep: &Preprocessor, dir: &Path) -> Result<(String,
         extra: vec![
             ("threads", threads as f64),
             ("per_core_per_second", images as f64 / wall / threads as f64),
+            // This rate over one thread's, measured in alternating rounds.
+            ("scaling_from_1_thread", if threads > 1 { wall_single / wall } else { 1.0 }),
             // CPU time per image in each stage, summed over the threads.
             ("decode_ms", ms(sum.decode)),
             ("convert_ms", ms(sum.convert)),
