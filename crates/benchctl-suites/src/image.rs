@@ -172,8 +172,8 @@ impl ImageSource {
 /// The most bytes of one image read (a 178 M-pixel JPEG at high quality is ≈ 100 MB).
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
 
-/// A regular file up to this size is read whole, in one call; a larger one (or a pipe or a
-/// device) is read as its format walks, so bytes after the image's end are never loaded.
+/// A file up to this size is read whole, in one call; a larger one is read as its format
+/// walks, so bytes after the image's end are never loaded.
 const READ_WHOLE_BYTES: u64 = 64 << 20;
 
 /// An image file's bytes: the whole file when it is a regular file of at most

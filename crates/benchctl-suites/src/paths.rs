@@ -19,8 +19,9 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
 }
 
 /// A data directory resolved through symbolic links: where a suite's images must really
-/// be. An image path that stays inside it by name ([`inside`]) can still lead out through a
-/// link (`images/x.png -> /etc/…`); [`DataRoot::leads_outside`] finds that.
+/// be. An image path that stays inside it by name (checked when the annotations are read)
+/// can still lead out through a link (`images/x.png -> /etc/…`);
+/// [`DataRoot::leads_outside`] finds that.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataRoot {
     root: PathBuf,

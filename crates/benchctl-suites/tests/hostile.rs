@@ -186,3 +186,24 @@ fn an_endless_line_and_an_oversized_manifest_are_refused() {
     let err = find(manifest.to_str().unwrap()).err().unwrap().to_string();
     assert!(err.contains("big.toml") && err.contains("more than"), "{err}");
 }
+
+/// A CSV source whose header has more columns than a manifest's records may have (every
+/// record is a map of every column) is refused naming the file, before any row is made.
+#[test]
+fn a_csv_of_too_many_columns_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let columns = benchctl_suites::manifest::MAX_COLUMNS + 1;
+    let header: Vec<String> = (0..columns).map(|i| format!("c{i}")).collect();
+    let row = vec!["x"; columns];
+    std::fs::write(dir.path().join("a.csv"), format!("{}\n{}\n", header.join(","), row.join(","))).unwrap();
+    let good =
+        std::fs::read_to_string(benchctl_testkit::workspace_root().join("datasets/manifests/winoground-manifest.toml"))
+            .unwrap()
+            .replace("id = \"winoground-manifest\"", "id = \"wide-csv\"")
+            .replace("file = \"examples.jsonl\"", "file = \"a.csv\"")
+            .replace("format = \"jsonl\"", "format = \"csv\"");
+    let manifest = dir.path().join("wide.toml");
+    std::fs::write(&manifest, good).unwrap();
+    let err = find(manifest.to_str().unwrap()).unwrap().load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("a.csv") && err.contains(&format!("{columns} columns")), "{err}");
+}

@@ -110,6 +110,19 @@ fn chromium() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Chromium for a browser test; without it the test is skipped (saying so), except under
+/// `CI=true`, where it fails.
+fn browser_or_skip() -> Option<PathBuf> {
+    let browser = chromium();
+    if browser.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true needs Chromium for the report's browser test (scripts/install-chromium.sh)");
+        }
+        eprintln!("skipping: no chromium on PATH (scripts/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)");
+    }
+    browser
+}
+
 /// The page after its scripts ran, as headless Chromium leaves it.
 fn dump_dom(browser: &Path, page: &Path, fragment: &str, screenshot: Option<&Path>) -> String {
     let url = format!("file://{}#{fragment}", page.display());
@@ -138,13 +151,7 @@ fn cards(dom: &str) -> Vec<String> {
 
 #[test]
 fn the_page_filters_and_sorts_in_a_real_browser() {
-    let Some(browser) = chromium() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true needs Chromium for the report's browser test (scripts/install-chromium.sh)");
-        }
-        eprintln!("skipping: no chromium on PATH (scripts/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)");
-        return;
-    };
+    let Some(browser) = browser_or_skip() else { return };
     let results = tempfile::tempdir().unwrap();
     let (run, external, dump) = two_runs(results.path());
     let out = benchctl(&["report", external.to_str().unwrap(), "--against", run.to_str().unwrap()], &[]);
@@ -189,13 +196,7 @@ const INJECTIONS: [&str; 4] = [
 /// exists, and the strings show as text.
 #[test]
 fn injected_markup_stays_text_in_a_real_browser() {
-    let Some(browser) = chromium() else {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true needs Chromium for the report's browser test (scripts/install-chromium.sh)");
-        }
-        eprintln!("skipping: no chromium on PATH (scripts/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)");
-        return;
-    };
+    let Some(browser) = browser_or_skip() else { return };
     let data = tempfile::tempdir().unwrap();
     common::copy_tree(&demo_suite(), data.path());
     let examples = data.path().join("examples.jsonl");

@@ -12,6 +12,8 @@
 //! annotations names the file, the record, and the manifest key that read it.
 
 mod records;
+
+pub use records::MAX_COLUMNS;
 mod template;
 
 use std::collections::BTreeMap;

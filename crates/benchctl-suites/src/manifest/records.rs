@@ -90,6 +90,14 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
             let delimiter = if format == Format::Csv { ',' } else { '\t' };
             let mut rows = delimited_rows(&text, delimiter).map_err(malformed)?.into_iter();
             let Some((_, header)) = rows.next() else { return Err(malformed("it is empty (no header row)".into())) };
+            // Every record is a map of every column: a header of 10⁶ columns would make each
+            // row take hundreds of megabytes.
+            if header.len() > MAX_COLUMNS {
+                return Err(malformed(format!(
+                    "its header has {} columns; a manifest's records may have at most {MAX_COLUMNS}",
+                    header.len()
+                )));
+            }
             rows.filter(|(_, fields)| !(fields.len() == 1 && fields[0].is_empty()))
                 .map(|(line, fields)| {
                     if fields.len() != header.len() {
@@ -148,6 +156,9 @@ fn field_value(field: &parquet::record::Field) -> Value {
         other => Value::String(other.to_string()),
     }
 }
+
+/// The most columns a CSV or TSV source may have.
+pub const MAX_COLUMNS: usize = 10_000;
 
 /// Rows of delimited text as Python's `csv` module reads them by default: fields in double
 /// quotes may hold the delimiter, line breaks and doubled quotes; each row with the line it

@@ -108,7 +108,7 @@ fn measure(args: &BenchArgs, prep: &Preprocessor, dir: &Path) -> Result<(String,
         wall += seconds;
         stages.extend(round);
         if threads > 1 {
-            wall_single += single.install(&run)?.0;
+            wall_single += single.install(run)?.0;
         }
     }
     let mut per_image: Vec<f64> = stages.iter().map(Stages::total).collect();
