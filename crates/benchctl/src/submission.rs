@@ -110,11 +110,11 @@ mod tests {
     }
 
     #[test]
-    fn a_header_claiming_more_scores_than_the_file_holds_is_named() {
-        let dir = tempfile::tempdir().unwrap();
+    fn a_header_claiming_more_scores_than_the_file_holds_is_named() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
         let path = dir.path().join("prediction.npy");
         let bytes = header_only("<f4", 4_000_000_000_000);
-        std::fs::write(&path, &bytes).unwrap();
+        std::fs::write(&path, &bytes)?;
         let order = PairOrder { file: dir.path().join("eqben.json"), slots: benchctl_scoring::spill::SpillVec::new() };
         let err = read_prediction(&path, &order).unwrap_err().to_string();
         assert!(err.contains(&path.display().to_string()), "{err}");
@@ -125,5 +125,6 @@ mod tests {
         // A device in the file's place is refused before it is read.
         let err = read_prediction(Path::new("/dev/zero"), &order).unwrap_err().to_string();
         assert!(err.contains("not a regular file"), "{err}");
+        Ok(())
     }
 }
