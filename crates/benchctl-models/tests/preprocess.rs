@@ -207,9 +207,12 @@ fn jpegs_decode_within_the_stated_bound_of_pillow() {
         assert!(max <= JPEG_MAX_LEVELS && mean <= JPEG_MEAN_LEVELS, "{name}: decode max {max}, mean {mean:.3}");
 
         let clip = image::open(model_fixture(&format!("preprocess-jpeg/{decoded_as}.clip224.png"))).unwrap().to_rgb8();
-        // From Pillow's own decode the resize is transformers' to the bit ...
+        // From Pillow's own decode the resize is transformers' to the bit, on every tier ...
         let (w, h) = (pillow.width() as usize, pillow.height() as usize);
-        assert!(prep.resize_rgb(pillow.as_raw(), w, h) == clip.as_raw()[..], "{name}: resize of Pillow's decode");
+        for tier in benchctl_cpu::Tier::available() {
+            let ours = prep.resize_rgb_on(tier, pillow.as_raw(), w, h);
+            assert!(ours == clip.as_raw()[..], "{name}: resize of Pillow's decode on {tier:?}");
+        }
         // ... and from benchctl's decode within the decode's bound.
         let (max, mean, _) = level_diffs(&prep.resize_rgb(ours.as_raw(), w, h), clip.as_raw());
         eprintln!("{name}: crop max {max} mean {mean:.3}");

@@ -389,16 +389,18 @@ impl PilImage {
 /// Pillow's `CMYK` → `RGB` (`cmyk2rgb` in `Convert.c`), packed pixels to packed pixels: with
 /// `nk = 255 − k`, each channel is `nk − nk·c/255` (the product rounded as `MULDIV255`).
 pub fn cmyk_to_rgb(cmyk: &[u8]) -> Vec<u8> {
-    let muldiv255 = |a: u32, b: u32| {
-        let t = a * b + 128;
-        ((t >> 8) + t) >> 8
-    };
     cmyk.chunks_exact(4)
         .flat_map(|p| {
-            let nk = 255 - u32::from(p[3]);
-            [0, 1, 2].map(|c| (nk - muldiv255(u32::from(p[c]), nk)) as u8)
+            let nk = 255 - p[3];
+            [0, 1, 2].map(|c| nk - muldiv255(p[c], nk))
         })
         .collect()
+}
+
+/// Pillow's `MULDIV255`: `a · b / 255`, rounded, in integers.
+pub fn muldiv255(a: u8, b: u8) -> u8 {
+    let t = u32::from(a) * u32::from(b) + 128;
+    (((t >> 8) + t) >> 8) as u8
 }
 
 /// The PNG header's bit depth and colour type, if `header` starts a PNG.

@@ -37,6 +37,24 @@ fn mutate(valid: &[u8], rng: &mut SplitMix64) -> Vec<u8> {
     out
 }
 
+/// A manifest case: `bytes` written as a new manifest file in `dir` (manifests are parsed
+/// once per path and process, so each case gets its own), found and loaded on `data`; a
+/// load problem of a kind `data_kind` does not accept is the case's error.
+fn manifest_case(
+    dir: &Path,
+    bytes: &[u8],
+    data: &Path,
+    data_kind: impl Fn(&benchctl_suites::Error) -> bool,
+) -> Result<(), benchctl_suites::Error> {
+    static CASES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let info = write_then(dir, &format!("m{n}.toml"), bytes, |p| benchctl_suites::find(p.to_str().unwrap()))?;
+    let (_, problems) = info.load_all(data)?;
+    let unexpected =
+        problems.iter().map(|(kind, message)| benchctl_suites::Error::new(kind, message)).find(|e| !data_kind(e));
+    unexpected.map_or(Ok(()), Err)
+}
+
 /// Runs `parse` on `cases()` mutations of `valid`; every outcome must be `Ok` or pass `ok_err`.
 fn fuzz<E: std::fmt::Display>(
     name: &str,
@@ -296,23 +314,15 @@ fn suite_manifests_and_csv_annotations() {
         .replace("id = \"winoground-manifest\"", "id = \"fuzzed\"")
         .into_bytes();
     let demo = root.join("datasets/demo/winoground");
-    let count = std::sync::atomic::AtomicUsize::new(0);
     fuzz(
         "manifest",
         &valid,
         17,
+        // A data problem of an accepted manifest is fine; any other kind fails the check below.
         |bytes| {
-            // Each case its own path: manifests are parsed once per path and process.
-            let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let info =
-                write_then(dir.path(), &format!("m{n}.toml"), bytes, |p| benchctl_suites::find(p.to_str().unwrap()))?;
-            let (_, problems) = info.load_all(&demo)?;
-            // A data problem of an accepted manifest is fine; any other kind fails the check below.
-            let unexpected = problems
-                .iter()
-                .find(|(kind, _)| !matches!(kind, K::Malformed | K::MissingData | K::PathEscapes))
-                .map(|(kind, message)| benchctl_suites::Error::new(kind, message));
-            unexpected.map_or(Ok(()), Err)
+            manifest_case(dir.path(), bytes, &demo, |e| {
+                matches!(e.kind(), K::Malformed | K::MissingData | K::PathEscapes)
+            })
         },
         |e: &benchctl_suites::Error| matches!(e.kind(), K::Manifest),
     );
@@ -377,21 +387,14 @@ fn manifest_templates() {
     let template = "{caption_0} ({tag}, {{literal}}) {secondary_tag}";
     let (before, after) = manifest.split_once("{caption_0}").unwrap();
     let demo = root.join("datasets/demo/winoground");
-    let count = std::sync::atomic::AtomicUsize::new(0);
     fuzz(
         "manifest template",
         template.as_bytes(),
         21,
         |bytes| {
-            let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             // Quotes and backslashes end or escape the TOML string: keep the template inside it.
             let text = String::from_utf8_lossy(bytes).replace(['"', '\\', '\n', '\r'], "");
-            let whole = format!("{before}{text}{after}");
-            let info = write_then(dir.path(), &format!("t{n}.toml"), whole.as_bytes(), |p| {
-                benchctl_suites::find(p.to_str().unwrap())
-            })?;
-            let (_, problems) = info.load_all(&demo)?;
-            problems.into_first().map_or(Ok(()), Err)
+            manifest_case(dir.path(), format!("{before}{text}{after}").as_bytes(), &demo, |_| false)
         },
         // A template TOML or the template parser refuses is a manifest error; one that
         // parses but cannot be rendered on a record names the template's key.

@@ -21,7 +21,7 @@
 mod resample;
 
 use benchctl_cpu::Tier;
-use benchctl_suites::image::cmyk_to_rgb;
+use benchctl_suites::image::{cmyk_to_rgb, muldiv255};
 use benchctl_suites::PilImage;
 use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
 
@@ -330,8 +330,14 @@ impl Preprocessor {
     /// The part of Pillow's bicubic resize of packed RGB8 `w × h` pixels that the crop keeps:
     /// `size × size` RGB8 pixels (only those are computed).
     pub fn resize_rgb(&self, rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
+        self.resize_rgb_on(Tier::current(), rgb, w, h)
+    }
+
+    /// [`Preprocessor::resize_rgb`] on a given CPU tier (for tests and benchmarks that
+    /// compare tiers; every tier gives the same bytes).
+    pub fn resize_rgb_on(&self, tier: Tier, rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
         let window = self.crop_window(w, h);
-        resize_window(Tier::current(), rgb, 3, (w, h), window.resized, window.columns, window.rows)
+        resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows)
     }
 
     /// A `size × size` RGB8 crop rescaled and normalised into `out` (CHW), as the pipeline
@@ -458,12 +464,6 @@ impl Window {
             .copied()
             .collect()
     }
-}
-
-/// Pillow's `MULDIV255`: `a · b / 255`, rounded, in integers.
-fn muldiv255(a: u8, b: u8) -> u8 {
-    let t = u32::from(a) * u32::from(b) + 128;
-    (((t >> 8) + t) >> 8) as u8
 }
 
 /// Pillow's RGBA → RGBa (premultiplied alpha).

@@ -315,33 +315,36 @@ pub(super) fn resize_window(
 ) -> Vec<u8> {
     assert_eq!(src.len(), w * h * bands, "the image's bytes do not match its size");
     assert!(columns.end <= new_w && rows.end <= new_h, "the window lies outside the resized image");
-    let horizontal = |src: Plane<'_>, src_rows: usize, first_column: usize, src_columns: usize| {
-        let taps = Taps::new(w, new_w, columns.clone());
-        let spans = Spans::new(&taps, first_column, src_columns, bands);
+    // Each pass's weights, computed once, for the kept outputs only (none for a pass Pillow skips).
+    let horizontal_taps = (new_w != w).then(|| Taps::new(w, new_w, columns.clone()));
+    let horizontal = |taps: &Taps, src: Plane<'_>, src_rows: usize, first_column: usize, src_columns: usize| {
+        let spans = Spans::new(taps, first_column, src_columns, bands);
         let mut out = vec![0u8; src_rows * columns.len() * bands];
         horizontal(tier, src, src_rows, &spans, bands, &mut out);
         out
     };
     if vertical_first(w, h, new_w, new_h) {
         // Vertically first, over the columns the kept outputs' horizontal taps read.
-        let in_columns = if new_w == w { columns.clone() } else { Taps::new(w, new_w, columns.clone()).inputs() };
+        let in_columns = horizontal_taps.as_ref().map_or(columns.clone(), Taps::inputs);
         let taps = Taps::new(h, new_h, rows.clone());
         let bytes = in_columns.start * bands..in_columns.end * bands;
         let mut tall = vec![0u8; rows.len() * bytes.len()];
         vertical_on(tier, Plane { bytes: src, stride: w * bands }, 0, bytes.clone(), &taps, &mut tall);
-        if new_w == w {
+        let Some(horizontal_taps) = &horizontal_taps else {
             return tall;
-        }
-        horizontal(Plane { bytes: &tall, stride: bytes.len() }, rows.len(), in_columns.start, in_columns.len())
+        };
+        let plane = Plane { bytes: &tall, stride: bytes.len() };
+        horizontal(horizontal_taps, plane, rows.len(), in_columns.start, in_columns.len())
     } else {
         // Horizontally first, over the rows the kept outputs' vertical taps read.
         let vertical_taps = (new_h != h).then(|| Taps::new(h, new_h, rows.clone()));
         let in_rows = vertical_taps.as_ref().map_or(rows.clone(), Taps::inputs);
-        let wide = if new_w == w {
-            copy_window(src, w, bands, in_rows.clone(), columns.clone())
-        } else {
-            let first = &src[in_rows.start * w * bands..in_rows.end * w * bands];
-            horizontal(Plane { bytes: first, stride: w * bands }, in_rows.len(), 0, w)
+        let wide = match &horizontal_taps {
+            None => copy_window(src, w, bands, in_rows.clone(), columns.clone()),
+            Some(taps) => {
+                let first = &src[in_rows.start * w * bands..in_rows.end * w * bands];
+                horizontal(taps, Plane { bytes: first, stride: w * bands }, in_rows.len(), 0, w)
+            }
         };
         let Some(taps) = vertical_taps else {
             return wide;
