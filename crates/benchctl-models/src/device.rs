@@ -4,28 +4,57 @@ use candle_core::{DType, Device};
 
 use crate::{Error, ErrorKind, Result};
 
-/// `cpu`, `cuda` or `cuda:N`.
-pub fn parse_device(spec: &str) -> Result<Device> {
-    let spec = spec.trim().to_ascii_lowercase();
-    if spec == "cpu" {
-        return Ok(Device::Cpu);
-    }
-    let ordinal = match spec.strip_prefix("cuda") {
-        Some("") => 0,
-        Some(rest) => rest.strip_prefix(':').and_then(|n| n.parse().ok()).ok_or_else(|| {
-            Error::new(ErrorKind::Device, format!("parse device `{spec}`: expected cpu, cuda or cuda:N"))
-        })?,
-        None => {
-            return Err(Error::new(ErrorKind::Device, format!("parse device `{spec}`: expected cpu, cuda or cuda:N")))
+/// A device as a run names it (`cpu`, `cuda`, `cuda:N`), not yet opened: what a plan holds,
+/// so a typo is refused before any work and the device is opened where it is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceSpec {
+    Cpu,
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    /// `cpu`, `cuda` or `cuda:N`.
+    pub fn parse(spec: &str) -> Result<DeviceSpec> {
+        let spec = spec.trim().to_ascii_lowercase();
+        let bad = || Error::new(ErrorKind::Device, format!("parse device `{spec}`: expected cpu, cuda or cuda:N"));
+        match spec.as_str() {
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
+            other => match other.strip_prefix("cuda:").map(str::parse) {
+                Some(Ok(ordinal)) => Ok(DeviceSpec::Cuda(ordinal)),
+                _ => Err(bad()),
+            },
         }
-    };
-    if !candle_core::utils::cuda_is_available() {
-        return Err(Error::new(
-            ErrorKind::Device,
-            format!("use device `{spec}`: this benchctl was built without CUDA (rebuild with `--features cuda`)"),
-        ));
     }
-    Device::new_cuda(ordinal).map_err(|e| Error::caused_by(ErrorKind::Device, format!("open device `{spec}`: {e}"), e))
+
+    /// Opens the device (a CUDA one needs a build with `--features cuda`).
+    pub fn open(self) -> Result<Device> {
+        let DeviceSpec::Cuda(ordinal) = self else { return Ok(Device::Cpu) };
+        let spec = self.to_string();
+        if !candle_core::utils::cuda_is_available() {
+            return Err(Error::new(
+                ErrorKind::Device,
+                format!("use device `{spec}`: this benchctl was built without CUDA (rebuild with `--features cuda`)"),
+            ));
+        }
+        Device::new_cuda(ordinal)
+            .map_err(|e| Error::caused_by(ErrorKind::Device, format!("open device `{spec}`: {e}"), e))
+    }
+}
+
+impl std::fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cuda(0) => f.write_str("cuda"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+/// `cpu`, `cuda` or `cuda:N`, opened.
+pub fn parse_device(spec: &str) -> Result<Device> {
+    DeviceSpec::parse(spec)?.open()
 }
 
 /// `f32`, `f16` or `bf16`.

@@ -9,7 +9,6 @@ use benchctl_suites::{rococo, ImageSource, SuiteKind};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
 
-use crate::cli::CheckArgs;
 use crate::{Error, ErrorKind, Result};
 
 /// Images decoded in parallel per step: their problems are kept in image order, step by step,
@@ -66,7 +65,17 @@ impl CheckReport {
 }
 
 /// Runs every check on the suite's data.
-pub fn run(args: &CheckArgs) -> Result<CheckReport> {
+/// What `benchctl check` checks.
+#[derive(Debug, Clone)]
+pub struct CheckPlan {
+    pub suite: String,
+    /// The suite's data [default: datasets/SUITE].
+    pub data_dir: Option<PathBuf>,
+    /// Check images a symbolic link in the data directory leads out of it to.
+    pub allow_outside_links: bool,
+}
+
+pub fn run(args: &CheckPlan) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
     let (items, images, mut problems): (usize, CheckedImages, Strings) = match info.kind {

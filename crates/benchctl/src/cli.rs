@@ -1,7 +1,16 @@
-//! The command line.
+//! The command line (the binary's own module: no library module sees these types). Each
+//! subcommand's arguments become the typed plan of the library module that runs it
+//! ([`EvalArgs::plan`], `From<…Args>` for the others), as ripgrep turns its low-level
+//! arguments into high-level ones.
 
 use std::path::PathBuf;
 
+use benchctl::plan::{
+    AlteredImages, CaptionNormalisation, EvalOptions, EvalPlan, LongCaptions, ModelSource, RetrievalOptions, Shard,
+};
+use benchctl::{bench, check, compare, fetch, merge, report, score, Error, ErrorKind, Result};
+use benchctl_models::device::DeviceSpec;
+use benchctl_scoring::metrics::Ties;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -119,7 +128,7 @@ pub struct EvalArgs {
     /// Evaluate one deterministic slice of an item suite, `i/n` (0-based, contiguous item
     /// ranges); `benchctl merge` combines the n shard runs into the unsharded run.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    pub shard: Option<(usize, usize)>,
+    pub shard: Option<Shard>,
     /// A caption longer than the model's text context (CLIP 77, SigLIP 64, BLIP 35 tokens):
     /// `truncate` cuts it as the reference pipelines do (the default; the run counts and
     /// reports them), `error` refuses the run, naming the first.
@@ -144,15 +153,6 @@ pub enum LongCaptionArg {
 pub enum TiesArg {
     Strict,
     First,
-}
-
-impl From<TiesArg> for benchctl_scoring::metrics::Ties {
-    fn from(t: TiesArg) -> Self {
-        match t {
-            TiesArg::Strict => benchctl_scoring::metrics::Ties::Strict,
-            TiesArg::First => benchctl_scoring::metrics::Ties::First,
-        }
-    }
 }
 
 /// `--rococo-altered`.
@@ -412,14 +412,193 @@ pub struct BenchArgs {
 }
 
 /// `i/n` with `i < n`.
-pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
+fn parse_shard(text: &str) -> std::result::Result<Shard, String> {
     let (i, n) = text.split_once('/').ok_or("expected i/n, e.g. 0/4")?;
     let (i, n): (usize, usize) =
         (i.trim().parse().map_err(|_| "i is not a number")?, n.trim().parse().map_err(|_| "n is not a number")?);
     if n == 0 || i >= n {
         return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
     }
-    Ok((i, n))
+    Ok(Shard { index: i, count: n })
+}
+
+impl EvalArgs {
+    /// The run these arguments ask for (without `--config`).
+    pub fn plan(&self) -> Result<EvalPlan> {
+        let model = self.model.choice(self)?;
+        EvalPlan::new(model, &self.suite, self.data_dir.as_deref(), self.options())
+    }
+
+    /// Everything of a run besides its model, suite and data: the defaults of a run spec.
+    pub fn options(&self) -> EvalOptions {
+        EvalOptions {
+            batch_size: self.batch_size as usize,
+            results_dir: self.results_dir.clone(),
+            use_cache: !self.no_cache,
+            allow_outside_links: self.allow_outside_links,
+            long_captions: match self.on_long_caption {
+                LongCaptionArg::Truncate => LongCaptions::Truncate,
+                LongCaptionArg::Error => LongCaptions::Refuse,
+            },
+            ties: self.ties.into(),
+            shard: self.shard,
+            retrieval: RetrievalOptions {
+                methods: self
+                    .rococo_methods
+                    .iter()
+                    .map(|m| match m {
+                        AlterMethod::Mix => benchctl_suites::rococo::altered::Method::Mix,
+                        AlterMethod::Patch => benchctl_suites::rococo::altered::Method::Patch,
+                    })
+                    .collect(),
+                lambdas: self.rococo_lambdas.clone(),
+                altered: match self.rococo_altered {
+                    AlteredSourceArg::Auto => AlteredImages::Auto,
+                    AlteredSourceArg::Release => AlteredImages::Release,
+                    AlteredSourceArg::Generate => AlteredImages::Generate,
+                },
+                caption_normalisation: match self.caption_normalisation {
+                    CaptionNormalisationArg::Auto => CaptionNormalisation::Auto,
+                    CaptionNormalisationArg::None => CaptionNormalisation::None,
+                    CaptionNormalisationArg::Blip => CaptionNormalisation::Blip,
+                },
+                seeds: self.rococo_seeds.clone(),
+                rerank_k: self.rerank_k as usize,
+            },
+        }
+    }
+
+    /// The device and dtype flags, parsed.
+    pub fn device(&self) -> Result<(DeviceSpec, candle_core::DType)> {
+        Ok((DeviceSpec::parse(&self.device)?, benchctl_models::device::parse_dtype(&self.dtype)?))
+    }
+}
+
+impl ModelChoice {
+    /// The model these flags name, on the run's device and dtype.
+    fn choice(&self, args: &EvalArgs) -> Result<benchctl::plan::ModelChoice> {
+        let source = match (&self.model, &self.model_path) {
+            (Some(id), None) => ModelSource::Zoo(id.clone()),
+            (None, Some(path)) => ModelSource::Path(path.clone()),
+            _ => {
+                return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path"))
+            }
+        };
+        let (device, dtype) = args.device()?;
+        Ok(benchctl::plan::ModelChoice {
+            source,
+            head: benchctl::plan::score_head(self.score.as_deref())?,
+            device,
+            dtype,
+        })
+    }
+}
+
+impl From<TiesArg> for Ties {
+    fn from(t: TiesArg) -> Self {
+        match t {
+            TiesArg::Strict => Ties::Strict,
+            TiesArg::First => Ties::First,
+        }
+    }
+}
+
+impl ScoreArgs {
+    pub fn plan(&self) -> score::ScorePlan {
+        score::ScorePlan {
+            suite: self.suite.clone(),
+            data_dir: self.data_dir.clone(),
+            scores: self.scores.clone(),
+            format: self.format.map(|f| match f {
+                ScoreFormat::Dump => score::ScoreFormat::Dump,
+                ScoreFormat::WinogroundJsonl => score::ScoreFormat::WinogroundJsonl,
+                ScoreFormat::EqbenNpy => score::ScoreFormat::EqbenNpy,
+            }),
+            ties: self.ties.into(),
+            score_kind: match self.score_kind {
+                ScoreKindArg::Similarity => benchctl_scoring::ScoreKind::Similarity,
+                ScoreKindArg::Probability => benchctl_scoring::ScoreKind::Probability,
+                ScoreKindArg::Logit => benchctl_scoring::ScoreKind::Logit,
+            },
+            model_name: self.model_name.clone(),
+            model_description: self.model_description.clone(),
+            model_url: self.model_url.clone(),
+        }
+    }
+}
+
+impl From<&ReportArgs> for report::ReportPlan {
+    fn from(a: &ReportArgs) -> Self {
+        report::ReportPlan {
+            run: a.run.clone(),
+            against: a.against.clone(),
+            out: a.out.clone(),
+            data_dir: a.data_dir.clone(),
+            allow_changed_data: a.allow_changed_data,
+            max_thumbnails: a.max_thumbnails,
+        }
+    }
+}
+
+impl From<&FetchArgs> for fetch::FetchPlan {
+    fn from(a: &FetchArgs) -> Self {
+        fetch::FetchPlan { suite: a.suite.clone(), data_dir: a.data_dir.clone(), revision: a.revision.clone() }
+    }
+}
+
+impl From<&CheckArgs> for check::CheckPlan {
+    fn from(a: &CheckArgs) -> Self {
+        check::CheckPlan {
+            suite: a.suite.clone(),
+            data_dir: a.data_dir.clone(),
+            allow_outside_links: a.allow_outside_links,
+        }
+    }
+}
+
+impl From<&MergeArgs> for merge::MergePlan {
+    fn from(a: &MergeArgs) -> Self {
+        merge::MergePlan { runs: a.runs.clone(), data_dir: a.data_dir.clone() }
+    }
+}
+
+impl From<&CompareArgs> for compare::ComparePlan {
+    fn from(a: &CompareArgs) -> Self {
+        compare::ComparePlan {
+            baseline: a.baseline.clone(),
+            runs: a.runs.clone(),
+            tolerance: a.tolerance,
+            results_dir: a.results_dir.clone(),
+        }
+    }
+}
+
+impl BenchArgs {
+    pub fn plan(&self) -> Result<bench::BenchPlan> {
+        Ok(bench::BenchPlan {
+            model: self.model.clone(),
+            config: self.config.clone(),
+            part: match self.part {
+                BenchPart::Image => bench::Part::Image,
+                BenchPart::Text => bench::Part::Text,
+                BenchPart::Both => bench::Part::Both,
+                BenchPart::E2e => bench::Part::E2e,
+                BenchPart::Retrieval => bench::Part::Retrieval,
+                BenchPart::Dense => bench::Part::Dense,
+                BenchPart::Annotations => bench::Part::Annotations,
+                BenchPart::Preprocess => bench::Part::Preprocess,
+                BenchPart::Peak => bench::Part::Peak,
+            },
+            batch: self.batch,
+            iters: self.iters,
+            text_tokens: self.text_tokens,
+            device: DeviceSpec::parse(&self.device)?,
+            dtype: benchctl_models::device::parse_dtype(&self.dtype)?,
+            threads: self.threads,
+            images: self.images.clone(),
+            keep_images: self.keep_images.clone(),
+        })
+    }
 }
 
 #[cfg(test)]

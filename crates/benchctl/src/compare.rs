@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::{higher_is_better, stats};
 
-use crate::cli::CompareArgs;
 use crate::results::{Run, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED};
 use crate::store::Store;
 use crate::{Error, ErrorKind, Result};
@@ -25,7 +24,7 @@ pub const DEFAULT_TOLERANCE: f64 = 0.5;
 /// A run with its item scores, when they can be found.
 pub struct ComparedRun {
     pub run: Run,
-    pub lines: Option<crate::score::DumpScores>,
+    pub lines: Option<crate::dump::DumpScores>,
     pub source: String,
 }
 
@@ -69,12 +68,26 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 fn read_run_file(path: &Path) -> Result<ComparedRun> {
     let crate::results::RunFile { run, dump } = crate::results::read_run_file(path)?;
     // Without a readable dump the comparison still runs, without paired statistics.
-    let lines = dump.and_then(|dump| crate::score::DumpScores::read_file(&dump).ok());
+    let lines = dump.and_then(|dump| crate::dump::DumpScores::read_file(&dump).ok());
     Ok(ComparedRun { run, lines, source: path.display().to_string() })
 }
 
 /// The changes of every matched run, and whether any is a regression.
-pub fn run(args: &CompareArgs) -> Result<Vec<Change>> {
+/// What `benchctl compare` compares.
+#[derive(Debug, Clone)]
+pub struct ComparePlan {
+    /// A run file or a directory of run files.
+    pub baseline: PathBuf,
+    /// Run files or directories; empty: the latest stored run of each baseline's model and suite.
+    pub runs: Vec<PathBuf>,
+    /// The largest drop (metric points) that is not a regression; `None`: 0.5 points or a
+    /// paired interval below zero.
+    pub tolerance: Option<f64>,
+    /// The results store (for the default runs).
+    pub results_dir: PathBuf,
+}
+
+pub fn run(args: &ComparePlan) -> Result<Vec<Change>> {
     let baselines = run_files(std::slice::from_ref(&args.baseline))?
         .iter()
         .map(|p| read_run_file(p))
@@ -156,8 +169,8 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     }
     let suite = current.run.suite.info().ok()?.load(Path::new(&current.run.suite.data_dir)).ok()?;
     // Each run's scores as what they are (a head-to-head pair may mix similarities and logits).
-    let sa = crate::score::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
-    let sb = crate::score::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
+    let sa = crate::dump::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
+    let sb = crate::dump::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
     let views = suite.item_views();
     stats::paired(suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
 }

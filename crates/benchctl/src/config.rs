@@ -24,7 +24,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::cli::{EvalArgs, ModelChoice};
+use benchctl_models::device::DeviceSpec;
+use candle_core::DType;
+
+use crate::plan::{score_head, EvalOptions, EvalPlan, ModelChoice, ModelSource};
 use crate::{Error, ErrorKind, Result};
 
 #[derive(Debug, Deserialize)]
@@ -52,8 +55,18 @@ struct Block {
     no_cache: Option<bool>,
 }
 
-/// The runs a spec file describes, as the `eval` arguments of each, in order.
-pub fn expand(path: &Path, defaults: &EvalArgs) -> Result<Vec<EvalArgs>> {
+/// What the command line gives every run of a spec, unless a block overrides it.
+#[derive(Debug, Clone)]
+pub struct SpecDefaults {
+    /// The data of every suite [default: datasets/SUITE].
+    pub data_dir: Option<PathBuf>,
+    pub device: DeviceSpec,
+    pub dtype: DType,
+    pub options: EvalOptions,
+}
+
+/// The runs a spec file describes, as the plan of each, in order.
+pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::caused_by(ErrorKind::Usage, format!("read run spec {}: {e}", path.display()), e))?;
     let spec: Spec = toml::from_str(&text)
@@ -78,39 +91,30 @@ pub fn expand(path: &Path, defaults: &EvalArgs) -> Result<Vec<EvalArgs>> {
                 ),
             ));
         }
-        let models = block
+        let head = score_head(block.score.as_deref())?;
+        let device = block.device.as_deref().map(DeviceSpec::parse).transpose()?.unwrap_or(defaults.device);
+        let dtype =
+            block.dtype.as_deref().map(benchctl_models::device::parse_dtype).transpose()?.unwrap_or(defaults.dtype);
+        let sources = block
             .models
             .iter()
-            .map(|m| ModelChoice { model: Some(m.clone()), model_path: None, score: block.score.clone() })
-            .chain(block.model_paths.iter().map(|p| ModelChoice {
-                model: None,
-                model_path: Some(resolve(p)),
-                score: block.score.clone(),
-            }));
+            .map(|m| ModelSource::Zoo(m.clone()))
+            .chain(block.model_paths.iter().map(|p| ModelSource::Path(resolve(p))));
+        let models = sources.map(|source| ModelChoice { source, head, device, dtype });
         for model in models {
             for suite in &block.suites {
-                benchctl_suites::find(suite)?;
-                let mut args = defaults.clone();
-                args.config = None;
-                args.model = model.clone();
-                args.suite = suite.clone();
-                args.data_dir = block.data_dirs.get(suite).map(resolve).or_else(|| defaults.data_dir.clone());
+                let mut options = defaults.options.clone();
                 if let Some(v) = block.batch_size {
-                    args.batch_size = v;
-                }
-                if let Some(v) = &block.dtype {
-                    args.dtype = v.clone();
-                }
-                if let Some(v) = &block.device {
-                    args.device = v.clone();
+                    options.batch_size = v as usize;
                 }
                 if let Some(v) = block.no_cache {
-                    args.no_cache = v;
+                    options.use_cache = !v;
                 }
                 if let Some(dir) = &spec.results_dir {
-                    args.results_dir = resolve(dir);
+                    options.results_dir = resolve(dir);
                 }
-                out.push(args);
+                let data_dir = block.data_dirs.get(suite).map(resolve).or_else(|| defaults.data_dir.clone());
+                out.push(EvalPlan::new(model.clone(), suite, data_dir.as_deref(), options)?);
             }
         }
     }

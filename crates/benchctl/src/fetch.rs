@@ -9,7 +9,6 @@ use std::path::{Component, Path, PathBuf};
 
 use benchctl_models::hub::{self, HubSettings};
 
-use crate::cli::FetchArgs;
 use crate::{Error, ErrorKind, Result};
 
 /// Suites with a dataset repo on the hub.
@@ -35,7 +34,17 @@ pub fn needed_files(suite: &str, names: &[String]) -> Vec<String> {
 }
 
 /// Fetches the suite and returns what was done, for the user.
-pub fn run(args: &FetchArgs, settings: &HubSettings) -> Result<String> {
+/// What `benchctl fetch` downloads.
+#[derive(Debug, Clone)]
+pub struct FetchPlan {
+    pub suite: String,
+    /// Where to put the data [default: datasets/SUITE].
+    pub data_dir: Option<std::path::PathBuf>,
+    /// The dataset repo's branch, tag or commit [default: main].
+    pub revision: Option<String>,
+}
+
+pub fn run(args: &FetchPlan, settings: &HubSettings) -> Result<String> {
     let info = benchctl_suites::find(&args.suite)?;
     let Some((_, repo)) = HUB_DATASETS.iter().find(|(id, _)| *id == info.id) else {
         return Ok(format!("{} is not on the Hugging Face hub; to get it: {}", info.id, info.how_to_get));

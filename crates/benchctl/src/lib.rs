@@ -1,41 +1,51 @@
-//! The `benchctl` runner: the command line over the suite, model and scoring crates.
+//! The `benchctl` runner: the library behind the `benchctl` binary, over the suite, model and
+//! scoring crates. The binary parses the command line into a typed plan and calls one
+//! command here; no module of this library sees a flag.
 //!
-//! - [`cli`]: the command line;
-//! - `benchctl eval`, in one direction: [`model`] (resolve the model) → [`encode`] (each unique
-//!   input once, through the cache) → [`evaluate`] (item suites and retrieval galleries: scores,
-//!   metrics, intervals) → [`results`] (the run record) → [`store`];
-//! - [`check`]: `benchctl check`, every problem of a suite's data at once;
-//! - [`fetch`]: `benchctl fetch`, a suite's data from the hub;
-//! - [`cache`]: the embedding cache across runs;
-//! - [`results`]: run records and their JSON export (run file and score dump);
-//! - [`store`]: the SQLite results store;
-//! - [`fault`]: fault injection for the crash tests;
-//! - [`score`]: `benchctl score`, metrics from external scores;
-//! - [`submission`]: scores in a benchmark's official submission layout;
-//! - [`leaderboard`]: writes `LEADERBOARD.md`;
-//! - [`config`]: run specs (`eval --config run.toml`);
-//! - [`compare`]: `benchctl compare`, the regression gate;
-//! - [`merge`]: `benchctl merge`, shard runs into one run;
-//! - [`bench`](mod@bench): encoder throughput on random weights.
+//! # One evaluation, stage by stage
+//!
+//! `benchctl eval` flows one way, each stage in one file:
+//!
+//! | stage | module | in | out |
+//! |---|---|---|---|
+//! | plan | [`plan`] (and [`config`] for run specs) | flags, a TOML spec | [`plan::EvalPlan`] |
+//! | suite | [`evaluate::items`] / [`evaluate::galleries`] (`load_suite`) | the plan | a `Suite` (or RoCOCO's galleries) |
+//! | session | [`session`] | the plan | [`session::Session`]: resolved model ([`model`]), caches, the [`record::RunBuilder`] |
+//! | unique inputs | [`inputs`] | the suite's items | unique images and texts, each item's slots in them |
+//! | keys | [`cache::keys`] | unique inputs | their cache keys |
+//! | encode | [`encode`] ([`encode::stream`], [`encode::pairs`]) | keys, the cache, the model | embeddings, or pair scores |
+//! | scores | [`evaluate::items`] (`score_items`) / [`evaluate::galleries`] (`rank_every_gallery`) | embeddings | an `N × K × L` score tensor, or gallery ranks |
+//! | metrics | `benchctl_scoring`, [`record::bootstrap_intervals`] | scores | a `Report` and intervals |
+//! | record | [`record`] | the session's [`record::RunBuilder`], the report | a [`results::Run`] in an [`record::Evaluation`] |
+//! | store | [`record::Evaluation::store`] → [`results`] (run file, dump), [`store`] (SQLite) | the evaluation | the run's id and file |
+//!
+//! The other commands: [`check`], [`fetch`], [`score`] (metrics from external scores, read
+//! by [`dump`]), [`report`] (the failure browser), [`compare`] (the regression gate),
+//! [`merge`] (shard runs into one), [`leaderboard`], [`bench`](mod@bench); [`submission`]
+//! writes official submission files, [`summary`] the tables the binary prints.
 
 pub mod bench;
 pub mod cache;
 pub mod check;
-pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod dump;
 pub mod encode;
 pub mod error;
 pub mod evaluate;
 pub mod fault;
 pub mod fetch;
+pub mod inputs;
 pub mod leaderboard;
 pub mod markdown;
 pub mod merge;
 pub mod model;
+pub mod plan;
+pub mod record;
 pub mod report;
 pub mod results;
 pub mod score;
+pub mod session;
 pub mod store;
 pub mod submission;
 pub mod summary;

@@ -1,13 +1,18 @@
-//! The `benchctl` binary: parse the command line, run, map errors to exit codes.
+//! The `benchctl` binary: parse the command line into a plan ([`cli`]), dispatch it to the
+//! library command that runs it, print, and map errors to exit codes.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use benchctl::cli::{Cli, Command};
+use benchctl::plan::EvalPlan;
+use benchctl::record::Evaluation;
 use benchctl::{
-    bench, check, compare, evaluate, fetch, leaderboard, merge, results, score, submission, summary, Error, ErrorKind,
+    bench, check, compare, evaluate, fetch, leaderboard, merge, score, submission, summary, Error, ErrorKind,
 };
 use clap::Parser;
+use cli::{Cli, Command};
+
+mod cli;
 
 fn main() -> ExitCode {
     keep_freed_memory();
@@ -60,140 +65,37 @@ fn print_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Resu
     }
 }
 
-/// One `benchctl eval`: evaluate, show the table, store, and export the official submission
-/// (EqBen's `prediction.npy`) where the suite has one.
-fn eval_one(args: &benchctl::cli::EvalArgs) -> Result<(), Error> {
-    let evaluation = evaluate::run(args)?;
-    // The table comes first, so a results directory that cannot be written loses nothing shown.
-    print(&summary::run_table(&evaluation.run))?;
-    let (id, path) = evaluation.store(&args.results_dir)?;
-    print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
-    print(&format!("stored {}", path.display()))?;
-    // A shard scores only its slice: its submission is written by `merge`'s run, not here.
-    if args.shard.is_none() {
-        export_submission(&evaluation, &path)?;
-    }
-    Ok(())
-}
-
-/// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file
-/// `run_path`, when the suite has one.
-fn export_submission(evaluation: &evaluate::Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
-    let Some((suite, scores)) = evaluation.scored() else { return Ok(()) };
-    let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
-    let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);
-    submission::write_npy_f32(&out, &ordered)?;
-    let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
-    print(&format!(
-        "wrote {} ({} scores in the order of {order}; the official scorer reads it as src_file/{})",
-        out.display(),
-        ordered.len(),
-        submission::PREDICTION_FILE
-    ))
-}
-
+/// Runs one command.
 fn run(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Command::Eval(args) => match &args.config {
-            None => eval_one(&args),
-            Some(spec) => {
-                // Every run is attempted and stored as it finishes; the first failure decides the exit code.
-                let all = benchctl::config::expand(spec, &args)?;
-                let mut first_error = None;
-                for (n, one) in all.iter().enumerate() {
-                    let what = one
-                        .model
-                        .model
-                        .clone()
-                        .or_else(|| one.model.model_path.as_ref().map(|p| p.display().to_string()));
-                    print(&format!("run {}/{}: {} on {}", n + 1, all.len(), what.unwrap_or_default(), one.suite))?;
-                    if let Err(e) = eval_one(one) {
-                        eprintln!("error: failed to {e}");
-                        first_error.get_or_insert(e);
-                    }
-                }
-                first_error.map_or(Ok(()), Err)
-            }
+            None => eval_one(&args.plan()?),
+            Some(spec) => eval_spec(spec, &args),
         },
-        Command::Score(args) => {
-            let scored = score::run(&args)?;
-            let title = format!("{} on {}", args.scores.display(), scored.suite_id);
-            print(&summary::report_table(&title, &scored.report))?;
-            let json = serde_json::to_string_pretty(&scored.report.to_json())
-                .map_err(|e| Error::results(format!("format report: {e}")))?;
-            print(&json)?;
-            if args.model_name.is_none() {
-                return Ok(());
-            }
-            let (id, path) = scored.external_run(&args)?.store(&args.results_dir)?;
-            print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
-            print(&format!("stored {}", path.display()))
-        }
-        Command::Report(args) => {
-            let page = benchctl::report::run(&args)?;
-            print(&format!("wrote {}", page.display()))
-        }
-        Command::Fetch(args) => print(&fetch::run(&args, &benchctl_models::hub::HubSettings::from_env())?),
+        Command::Score(args) => score_command(&args),
+        Command::Report(args) => print(&format!("wrote {}", benchctl::report::run(&(&args).into())?.display())),
+        Command::Fetch(args) => print(&fetch::run(&(&args).into(), &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {
-            let report = check::run(&args)?;
+            let report = check::run(&(&args).into())?;
             print_with(|out| report.write_to(out))?;
             report.into_result()
         }
         Command::Leaderboard(args) => {
-            let (stored, skipped) = benchctl::store::Store::open_existing(&args.results_dir)?.runs_readable()?;
-            for problem in &skipped {
-                eprintln!("warning: left out of the leaderboard: failed to {problem}");
-            }
-            // Each run's failure browser page, where `benchctl report` wrote one.
-            let mut pages = std::collections::HashMap::new();
-            for s in &stored {
-                let Some(file) = &s.run_file else { continue };
-                let page = format!("runs/{}.report/index.html", file.trim_end_matches(".json"));
-                if args.results_dir.join(&page).is_file() {
-                    pages.insert((s.run.started_at.clone(), s.run.label(), s.run.suite.id.clone()), page);
-                }
-            }
-            let runs: Vec<results::Run> = stored.into_iter().map(|s| s.run).collect();
-            let path = args.results_dir.join("LEADERBOARD.md");
-            let report = |r: &results::Run| pages.get(&(r.started_at.clone(), r.label(), r.suite.id.clone())).cloned();
-            std::fs::write(&path, leaderboard::render_with_reports(&runs, &report))
-                .map_err(|e| Error::results(format!("write {}: {e}", path.display())))?;
-            let charts = args.results_dir.join("charts");
-            std::fs::create_dir_all(&charts)
-                .map_err(|e| Error::results(format!("create {}: {e}", charts.display())))?;
-            for (name, svg) in leaderboard::charts(&runs) {
-                let chart = charts.join(name);
-                std::fs::write(&chart, svg).map_err(|e| Error::results(format!("write {}: {e}", chart.display())))?;
-            }
-            print(&format!("wrote {} from {} run(s)", path.display(), runs.len()))
+            let written = leaderboard::write(&args.results_dir)?;
+            print(&format!("wrote {} from {} run(s)", written.path.display(), written.runs))
         }
-        Command::Compare(args) => {
-            let changes = compare::run(&args)?;
-            print(&compare::table(&changes))?;
-            // The CI reports are written whatever the verdict, before its exit code.
-            let write = |path: &std::path::Path, text: String| {
-                std::fs::write(path, text).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
-            };
-            if let Some(path) = &args.junit {
-                write(path, compare::junit(&changes))?;
-            }
-            if let Some(path) = &args.summary {
-                write(path, compare::markdown(&changes))?;
-            }
-            compare::verdict(&changes)
-        }
+        Command::Compare(args) => compare_command(&args),
         Command::Merge(args) => {
-            let evaluation = merge::run(&args)?;
+            let evaluation = merge::run(&(&args).into())?;
             print(&summary::run_table(&evaluation.run))?;
-            let (id, path) = evaluation.store(&args.results_dir)?;
-            print(&format!("run {id} in {}", args.results_dir.join(benchctl::store::FILE_NAME).display()))?;
-            print(&format!("stored {}", path.display()))?;
+            let path = store(&evaluation, &args.results_dir)?;
             export_submission(&evaluation, &path)
         }
         Command::Bench(args) => {
-            let (name, parts) = bench::run(&args)?;
+            let plan = args.plan()?;
+            let (name, parts) = bench::run(&plan)?;
             if args.json {
-                print(&bench::to_json(&name, &args, &parts).to_string())
+                print(&bench::to_json(&name, &plan, &parts).to_string())
             } else {
                 print(&summary::bench_table(&name, &parts, bench::peak_rss_mib()))
             }
@@ -208,11 +110,94 @@ fn run(cli: Cli) -> Result<(), Error> {
                 converted.dropped.join(", ")
             ))
         }
-        Command::Models => print(&benchctl::summary::models_table()),
-        Command::Suites => {
-            let lines: Vec<String> =
-                benchctl_suites::all().iter().map(|s| format!("{:<20} {}", s.id, s.description)).collect();
-            print(&lines.join("\n"))
+        Command::Models => print(&summary::models_table()),
+        Command::Suites => print(&summary::suites_list()),
+    }
+}
+
+/// One `benchctl eval`: evaluate, show the table, store, and export the official submission
+/// (EqBen's `prediction.npy`) where the suite has one.
+fn eval_one(plan: &EvalPlan) -> Result<(), Error> {
+    let evaluation = evaluate::run(plan)?;
+    // The table comes first, so a results directory that cannot be written loses nothing shown.
+    print(&summary::run_table(&evaluation.run))?;
+    let path = store(&evaluation, &plan.options.results_dir)?;
+    // A shard scores only its slice: its submission is written by `merge`'s run, not here.
+    if plan.options.shard.is_none() {
+        export_submission(&evaluation, &path)?;
+    }
+    Ok(())
+}
+
+/// `eval --config`: every run of the spec is attempted and stored as it finishes; the first
+/// failure decides the exit code.
+fn eval_spec(spec: &std::path::Path, args: &cli::EvalArgs) -> Result<(), Error> {
+    let (device, dtype) = args.device()?;
+    let defaults =
+        benchctl::config::SpecDefaults { data_dir: args.data_dir.clone(), device, dtype, options: args.options() };
+    let all = benchctl::config::expand(spec, &defaults)?;
+    let mut first_error = None;
+    for (n, plan) in all.iter().enumerate() {
+        print(&format!("run {}/{}: {} on {}", n + 1, all.len(), plan.model_name(), plan.suite.id))?;
+        if let Err(e) = eval_one(plan) {
+            eprintln!("error: failed to {e}");
+            first_error.get_or_insert(e);
         }
     }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Stores a finished evaluation and says where; returns the run file.
+fn store(evaluation: &Evaluation, results_dir: &std::path::Path) -> Result<std::path::PathBuf, Error> {
+    let (id, path) = evaluation.store(results_dir)?;
+    print(&format!("run {id} in {}", results_dir.join(benchctl::store::FILE_NAME).display()))?;
+    print(&format!("stored {}", path.display()))?;
+    Ok(path)
+}
+
+/// `benchctl score`: the report, and with `--model-name` the stored external run.
+fn score_command(args: &cli::ScoreArgs) -> Result<(), Error> {
+    let plan = args.plan();
+    let scored = score::run(&plan)?;
+    let title = format!("{} on {}", plan.scores.display(), scored.suite_id);
+    print(&summary::report_table(&title, &scored.report))?;
+    let json = serde_json::to_string_pretty(&scored.report.to_json())
+        .map_err(|e| Error::results(format!("format report: {e}")))?;
+    print(&json)?;
+    if plan.model_name.is_none() {
+        return Ok(());
+    }
+    store(&scored.external_run(&plan)?, &args.results_dir).map(drop)
+}
+
+/// `benchctl compare`: the table, the CI reports (written whatever the verdict), the verdict.
+fn compare_command(args: &cli::CompareArgs) -> Result<(), Error> {
+    let changes = compare::run(&args.into())?;
+    print(&compare::table(&changes))?;
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+    };
+    if let Some(path) = &args.junit {
+        write(path, compare::junit(&changes))?;
+    }
+    if let Some(path) = &args.summary {
+        write(path, compare::markdown(&changes))?;
+    }
+    compare::verdict(&changes)
+}
+
+/// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file
+/// `run_path`, when the suite has one.
+fn export_submission(evaluation: &Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
+    let Some((suite, scores)) = evaluation.scored() else { return Ok(()) };
+    let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
+    let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);
+    submission::write_npy_f32(&out, &ordered)?;
+    let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
+    print(&format!(
+        "wrote {} ({} scores in the order of {order}; the official scorer reads it as src_file/{})",
+        out.display(),
+        ordered.len(),
+        submission::PREDICTION_FILE
+    ))
 }

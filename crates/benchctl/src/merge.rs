@@ -10,8 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::MergeArgs;
-use crate::evaluate::{bootstrap_intervals, Evaluation, Outcome};
+use crate::plan::Shard;
+use crate::record::{bootstrap_intervals, Evaluation, Outcome};
 use crate::results::{self, Run, Timings};
 use crate::results::{fingerprint, Counts};
 use crate::{Error, ErrorKind, Result};
@@ -35,14 +35,23 @@ fn read_shard(path: &Path) -> Result<ShardRun> {
         .shard
         .clone()
         .ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
-    let (index, count) = crate::cli::parse_shard(&shard)
-        .map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
+    let Shard { index, count } = Shard::parse(&shard)
+        .ok_or_else(|| usage(format!("merge {}: shard `{shard}`: expected i/n with 0 ≤ i < n", path.display())))?;
     let dump = dump.ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
     Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
 }
 
+/// What `benchctl merge` joins.
+#[derive(Debug, Clone)]
+pub struct MergePlan {
+    /// The shard run files, their score dumps beside them.
+    pub runs: Vec<PathBuf>,
+    /// The suite's data, if not where the shards found it.
+    pub data_dir: Option<PathBuf>,
+}
+
 /// Merges the shard runs into one run, not yet stored.
-pub fn run(args: &MergeArgs) -> Result<Evaluation> {
+pub fn run(args: &MergePlan) -> Result<Evaluation> {
     let mut shards = args.runs.iter().map(|p| read_shard(p)).collect::<Result<Vec<_>>>()?;
     shards.sort_by_key(|s| s.index);
     let first = shards.first().ok_or_else(|| usage("merge: name the shard run files".into()))?;
@@ -86,7 +95,7 @@ pub fn run(args: &MergeArgs) -> Result<Evaluation> {
         ));
     }
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
-    let scores = crate::score::from_dumps(&suite, &dumps, base.model.score_kind())?;
+    let scores = crate::dump::from_dumps(&suite, &dumps, base.model.score_kind())?;
     let report = suite.evaluate(&scores)?;
     let intervals = bootstrap_intervals(&suite, &scores)?;
 

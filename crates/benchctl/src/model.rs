@@ -4,18 +4,16 @@
 //! [`ModelRecord`] a run stores.
 
 use std::path::Path;
-use std::time::Instant;
 
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
 use benchctl_models::registry::{self, Architecture, ScoreHead};
 use benchctl_models::{Model, ScoreKind, Similarity};
 use candle_core::{DType, Device};
 
-use crate::cache::{self, hex, EmbeddingCache};
-use crate::cli::ModelChoice;
-use crate::encode::Keys;
+use crate::cache::{self, hex, EmbeddingCache, Keys};
+use crate::plan::{ModelChoice, ModelSource};
 use crate::results::ModelRecord;
-use crate::{Error, ErrorKind, Result};
+use crate::Result;
 
 /// A model resolved to its files and score head, with what identifies it in run records
 /// and in the embedding cache; its weights are read only by [`ResolvedModel::load`].
@@ -132,13 +130,6 @@ impl ResolvedModel {
         Ok(LoadedModel { model, record: self.record.clone() })
     }
 
-    /// [`ResolvedModel::load`], timed: `(model, seconds)`.
-    pub fn load_timed(&self, cache: &mut EmbeddingCache) -> Result<(LoadedModel, f64)> {
-        let started = Instant::now();
-        let loaded = self.load(cache)?;
-        Ok((loaded, started.elapsed().as_secs_f64()))
-    }
-
     /// The score head, when `cache` holds it and every one of `needed` (embeddings for a dual
     /// encoder, pair scores for a fusion model), each list's entries of one size (an entry of
     /// another size is encoded again, see `drop_odd_sized`): then the run needs nothing from
@@ -156,38 +147,37 @@ impl ResolvedModel {
         needed.iter().all(complete).then_some(head)
     }
 
-    /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head, seconds
-    /// spent loading)`, the model `None` exactly when [`ResolvedModel::cached_head`] finds
-    /// everything.
+    /// [`ResolvedModel::load`] unless the cache makes it unnecessary: `(model, head)`, the
+    /// model `None` exactly when [`ResolvedModel::cached_head`] finds everything.
     pub(crate) fn load_unless_cached(
         &self,
         cache: &mut EmbeddingCache,
         needed: &[Needed],
-    ) -> Result<(Option<LoadedModel>, Head, f64)> {
+    ) -> Result<(Option<LoadedModel>, Head)> {
         if let Some(head) = self.cached_head(cache, needed) {
-            return Ok((None, head, 0.0));
+            return Ok((None, head));
         }
-        let (loaded, seconds) = self.load_timed(cache)?;
+        let loaded = self.load(cache)?;
         let head = Head::of(&loaded.model);
-        Ok((Some(loaded), head, seconds))
+        Ok((Some(loaded), head))
     }
 }
 
 /// Inputs a run needs from the cache: their keys, and which of them (all without a mask).
 pub(crate) type Needed<'a> = (&'a Keys<'a>, Option<&'a [bool]>);
 
-/// Resolves `--model` / `--model-path` to files, architecture and head, without reading the
-/// weights.
-pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) -> Result<ResolvedModel> {
-    let device = benchctl_models::device::parse_device(device_spec)?;
-    let dtype = benchctl_models::device::parse_dtype(dtype_spec)?;
-    let (files, architecture, id) = match (&choice.model, &choice.model_path) {
-        (Some(id), None) => {
+/// Resolves a zoo id or a model path to files, architecture and head, without reading the
+/// weights; opens the device.
+pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
+    let device = choice.device.open()?;
+    let dtype = choice.dtype;
+    let (files, architecture, id) = match &choice.source {
+        ModelSource::Zoo(id) => {
             let entry = registry::find(id)?;
             let files = hub::from_hub(entry.repo, entry.revision, &HubSettings::from_env())?;
             (files, entry.architecture, entry.id.to_string())
         }
-        (None, Some(dir)) => {
+        ModelSource::Path(dir) => {
             let files = hub::from_path(dir)?;
             let architecture = registry::architecture_of(&files)?;
             let id = dir
@@ -198,9 +188,8 @@ pub fn resolve_model(choice: &ModelChoice, device_spec: &str, dtype_spec: &str) 
                 .unwrap_or_else(|| "local".into());
             (files, architecture, id)
         }
-        _ => return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path")),
     };
-    let head = registry::choose_head(architecture, choice.score.as_deref())?;
+    let head = registry::choose_head(architecture, choice.head.map(|h| h.name()))?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
     // A local directory is identified by where its weights are and their size and mtime, so a

@@ -27,7 +27,6 @@ use benchctl_scoring::{ScoreMatrix, ScoreTensor, Truth};
 use benchctl_suites::Suite;
 use serde_json::{json, Value};
 
-use crate::cli::ReportArgs;
 use crate::results::{read_run_file, Run};
 use crate::{Error, ErrorKind, Result};
 
@@ -98,7 +97,7 @@ fn load(path: &Path, data_dir: Option<&Path>, allow_changed_data: bool) -> Resul
     }
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&run.suite.ties).unwrap_or_default();
     // Read as a stream into the suite's score tensor, as `merge` reads shard dumps.
-    let scores = crate::score::from_dumps(&suite, std::slice::from_ref(&dump), run.model.score_kind())?;
+    let scores = crate::dump::from_dumps(&suite, std::slice::from_ref(&dump), run.model.score_kind())?;
     Ok(Shown { run, suite, scores })
 }
 
@@ -152,7 +151,24 @@ fn matrix_json(m: &ScoreMatrix<'_>) -> Value {
 }
 
 /// Writes the report; returns its `index.html`.
-pub fn run(args: &ReportArgs) -> Result<PathBuf> {
+/// What `benchctl report` shows.
+#[derive(Debug, Clone)]
+pub struct ReportPlan {
+    /// The run file.
+    pub run: PathBuf,
+    /// Another run on the same items, shown beside.
+    pub against: Option<PathBuf>,
+    /// Where to write the page [default: RUN.report/].
+    pub out: Option<PathBuf>,
+    /// The suite's data, if it moved since the run.
+    pub data_dir: Option<PathBuf>,
+    /// Show the run on data whose fingerprint changed, with a warning.
+    pub allow_changed_data: bool,
+    /// Thumbnails of at most this many images.
+    pub max_thumbnails: usize,
+}
+
+pub fn run(args: &ReportPlan) -> Result<PathBuf> {
     let shown = load(&args.run, args.data_dir.as_deref(), args.allow_changed_data)?;
     let against = match &args.against {
         Some(path) => {
@@ -174,6 +190,26 @@ pub fn run(args: &ReportArgs) -> Result<PathBuf> {
     let out = args.out.clone().unwrap_or_else(|| args.run.with_extension("report"));
     write(&shown, against.as_ref(), &out, args.max_thumbnails)?;
     Ok(out.join("index.html"))
+}
+
+/// One image of an item on the page: its path (relative to the data directory) and its
+/// thumbnail, made once per distinct image while fewer than `max_thumbnails` are.
+fn image_entry(
+    source: &benchctl_suites::ImageSource,
+    suite: &Suite,
+    thumb_ids: &mut HashMap<String, usize>,
+    thumbs: &Path,
+    max_thumbnails: usize,
+) -> Value {
+    let name = source.display_name();
+    let shown_name = name.strip_prefix(&format!("{}/", suite.data_dir.display())).unwrap_or(&name).to_string();
+    let next = thumb_ids.len();
+    let id = *thumb_ids.entry(name).or_insert(next);
+    let thumb = (id < max_thumbnails).then(|| thumbnail(source, &thumbs.join(format!("{id}.jpg"))));
+    match thumb {
+        Some(Ok(())) => json!([shown_name, format!("thumbs/{id}.jpg")]),
+        _ => json!([shown_name, Value::Null]),
+    }
 }
 
 fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usize) -> Result<()> {
@@ -224,21 +260,8 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
         if let Some(other) = &other_values {
             rows.4.push(json!(bits(other, i)));
         }
-        let images: Vec<Value> = item
-            .images()
-            .map(|source| {
-                let name = source.display_name();
-                let shown_name =
-                    name.strip_prefix(&format!("{}/", suite.data_dir.display())).unwrap_or(&name).to_string();
-                let next = thumb_ids.len();
-                let id = *thumb_ids.entry(name).or_insert(next);
-                let thumb = (id < max_thumbnails).then(|| thumbnail(&source, &thumbs.join(format!("{id}.jpg"))));
-                match thumb {
-                    Some(Ok(())) => json!([shown_name, format!("thumbs/{id}.jpg")]),
-                    _ => json!([shown_name, Value::Null]),
-                }
-            })
-            .collect();
+        let images: Vec<Value> =
+            item.images().map(|source| image_entry(&source, suite, &mut thumb_ids, &thumbs, max_thumbnails)).collect();
         let truth: String = (0..item.image_count() * item.text_count())
             .map(|p| if item.truth().is_match(p / item.text_count(), p % item.text_count()) { '1' } else { '0' })
             .collect();

@@ -40,6 +40,34 @@ pub struct Run {
     pub shard: Option<String>,
 }
 
+/// What makes two runs comparable for the regression gate: the same model (zoo id, or
+/// external name), score head, dtype, suite and tie rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RunIdentity {
+    pub model: String,
+    /// An external model's run (`benchctl score --model-name`), never the zoo model of that name.
+    pub external: bool,
+    pub head: Option<String>,
+    pub dtype: String,
+    pub suite: String,
+    pub ties: String,
+}
+
+impl std::fmt::Display for RunIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}{} [head {}, {}] on {} (ties {})",
+            self.model,
+            if self.external { " (external)" } else { "" },
+            self.head.as_deref().unwrap_or("-"),
+            self.dtype,
+            self.suite,
+            self.ties
+        )
+    }
+}
+
 /// The git commit benchctl was built from.
 pub const TOOL_COMMIT: &str = env!("BENCHCTL_GIT_COMMIT");
 
@@ -265,16 +293,15 @@ impl Run {
     /// What a run is a run of, for the regression gate: model, score head, dtype, suite and tie
     /// rule. Runs of one identity are comparable; a shard's run is part of one (see
     /// [`Run::is_complete`]).
-    pub fn identity(&self) -> String {
-        format!(
-            "{}{} [head {}, {}] on {} (ties {})",
-            self.model.id,
-            if self.model.external.is_some() { " (external)" } else { "" },
-            self.model.score.as_deref().unwrap_or("-"),
-            self.model.dtype,
-            self.suite.id,
-            self.suite.ties
-        )
+    pub fn identity(&self) -> RunIdentity {
+        RunIdentity {
+            model: self.model.id.clone(),
+            external: self.model.external.is_some(),
+            head: self.model.score.clone(),
+            dtype: self.model.dtype.clone(),
+            suite: self.suite.id.clone(),
+            ties: self.suite.ties.clone(),
+        }
     }
 
     /// Whether the run covers its whole suite: unsharded, or the merge of a complete set of

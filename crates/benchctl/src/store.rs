@@ -426,7 +426,12 @@ impl Store {
     /// The latest run of a model (by run record id) on a suite.
     /// The latest complete run of this identity ([`Run::identity`]: model, head, dtype, suite,
     /// tie rule; shard runs are never it).
-    pub fn latest_of(&self, identity: &str, model_id: &str, suite_id: &str) -> Result<Option<StoredRun>> {
+    pub fn latest_of(
+        &self,
+        identity: &crate::results::RunIdentity,
+        model_id: &str,
+        suite_id: &str,
+    ) -> Result<Option<StoredRun>> {
         let mut stmt = self
             .conn
             .prepare("SELECT id FROM runs WHERE model_id = ?1 AND suite_id = ?2 AND shard IS NULL ORDER BY started_at DESC, id DESC")
@@ -438,7 +443,7 @@ impl Store {
             .map_err(db_error(&self.path, "find the latest run"))?;
         for id in ids {
             let run = self.run(id)?;
-            if run.run.identity() == identity && run.run.is_complete() {
+            if &run.run.identity() == identity && run.run.is_complete() {
                 return Ok(Some(run));
             }
         }
@@ -476,13 +481,13 @@ impl Store {
 
     /// A run's item scores, in item order, read row by row into spilled arrays (what
     /// `compare` holds of a stored run).
-    pub fn item_scores(&self, id: i64) -> Result<crate::score::DumpScores> {
+    pub fn item_scores(&self, id: i64) -> Result<crate::dump::DumpScores> {
         let mut stmt = self
             .conn
             .prepare("SELECT line FROM item_scores WHERE run_id = ?1 ORDER BY position")
             .map_err(db_error(&self.path, "read item scores"))?;
         let rows = stmt.query_map([id], |r| r.get::<_, String>(0)).map_err(db_error(&self.path, "read item scores"))?;
-        crate::score::DumpScores::from_lines(rows.enumerate().map(|(n, r)| {
+        crate::dump::DumpScores::from_lines(rows.enumerate().map(|(n, r)| {
             let at = format!("item score line {} of run {id} in {}", n + 1, self.path.display());
             let text = r.map_err(db_error(&self.path, "read item scores"))?;
             let value = serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {at}: {e}")))?;

@@ -109,6 +109,12 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
     format!("{model} (random weights){rss}{tiers}\n{t}{extras}")
 }
 
+/// `benchctl suites`: every suite's id and description, a line each.
+pub fn suites_list() -> String {
+    let lines: Vec<String> = benchctl_suites::all().iter().map(|s| format!("{:<20} {}", s.id, s.description)).collect();
+    lines.join("\n")
+}
+
 /// `benchctl models`: every zoo entry with what it needs and offers.
 pub fn models_table() -> String {
     let header = [

@@ -252,11 +252,12 @@ fn a_segment_copied_into_another_models_folder_is_not_trusted() {
 /// preprocessing or model code changed outputs starts a fresh cache.
 #[test]
 fn the_namespace_names_the_code_version() {
-    let resolved = benchctl::model::resolve_model(
-        &benchctl::cli::ModelChoice { model: None, model_path: Some(tiny_model().into()), score: None },
-        "cpu",
-        "f32",
-    )
+    let resolved = benchctl::model::resolve_model(&benchctl::plan::ModelChoice {
+        source: benchctl::plan::ModelSource::Path(tiny_model().into()),
+        head: None,
+        device: benchctl_models::device::DeviceSpec::Cpu,
+        dtype: candle_core::DType::F32,
+    })
     .unwrap();
     let prefix = format!("v{}|{}|", benchctl_models::OUTPUT_VERSION, env!("CARGO_PKG_VERSION"));
     assert!(resolved.cache_namespace.starts_with(&prefix), "{}", resolved.cache_namespace);

@@ -11,8 +11,8 @@ use benchctl_models::preprocess::Preprocessor;
 use benchctl_suites::{ImageSource, PilImage};
 use rayon::prelude::*;
 
+use super::BenchPlan;
 use super::PartResult;
-use crate::cli::BenchArgs;
 use crate::{Error, ErrorKind, Result};
 
 /// Seconds one image spent in each stage.
@@ -56,7 +56,7 @@ const GENERATED: [(u32, u32); 12] = [
     (1500, 1000),
 ];
 
-pub(super) fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
+pub(super) fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     let prep = benchctl_models::registry::default_preprocessor(&args.model)?;
     let generated = std::env::temp_dir().join(format!("benchctl-bench-preprocess-{}", std::process::id()));
     let dir: PathBuf = match (&args.images, &args.keep_images) {
@@ -77,7 +77,7 @@ pub(super) fn run(args: &BenchArgs) -> Result<(String, Vec<PartResult>)> {
     measured
 }
 
-fn measure(args: &BenchArgs, prep: &Preprocessor, dir: &Path) -> Result<(String, Vec<PartResult>)> {
+fn measure(args: &BenchPlan, prep: &Preprocessor, dir: &Path) -> Result<(String, Vec<PartResult>)> {
     let files = image_files(dir)?;
     if files.is_empty() {
         return Err(Error::new(

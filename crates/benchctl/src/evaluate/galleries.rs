@@ -25,11 +25,15 @@ use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
 use serde_json::json;
 
-use crate::cli::{AlterMethod, AlteredSourceArg, CaptionNormalisationArg, EvalArgs};
-use crate::encode::{encode_images, encode_texts, image_keys, load_pixels, text_keys, unique_by, Encoder, Keys};
-use crate::evaluate::{Evaluation, Outcome};
-use crate::model::resolve_model;
-use crate::results::{self, Counts, Run, SuiteRecord, Timings};
+use crate::cache::{text_keys, Keys};
+use crate::encode::{encode_images, encode_texts, Encoder};
+use crate::evaluate::tie_rule;
+use crate::inputs::{load_pixels, unique_by};
+use crate::model::Needed;
+use crate::plan::{AlteredImages, CaptionNormalisation, EvalPlan};
+use crate::record::{Evaluation, Outcome, Scored};
+use crate::results::{self, SuiteRecord};
+use crate::session::Session;
 use crate::{Error, ErrorKind, Result};
 use benchctl_models::registry::Architecture;
 use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
@@ -209,155 +213,49 @@ fn image_to_text(
 }
 
 /// Runs the RoCOCO evaluation.
-pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
-    let started = Instant::now();
-    let started_at = results::now_rfc3339();
-    let ties = crate::evaluate::tie_rule(benchctl_suites::find("rococo")?, args.ties)?;
-    let mut data = rococo::load(data_dir)?;
+pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
+    let ties = tie_rule(plan.suite, plan.options.ties)?;
+    let options = &plan.options.retrieval;
+    let mut data = rococo::load(&plan.data_dir)?;
     let missing: Vec<String> =
         data.images.iter().filter(|p| !p.is_file()).take(5).map(|p| p.display().to_string()).collect();
     if !missing.is_empty() {
         return Err(Error::new(ErrorKind::Data, format!("find rococo image(s): {}", missing.join(", "))));
     }
-    let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
-    let batch = args.batch_size as usize;
-    let mut cache = resolved.cache(args.no_cache)?;
-    let caption_normalisation = normalise_captions(&mut data, args.caption_normalisation, resolved.architecture);
+    let mut session = Session::open(plan)?;
+    let caption_normalisation =
+        normalise_captions(&mut data, options.caption_normalisation, session.model.architecture);
 
     // Every input and its cache key: each caption of every gallery once, the test images, and
     // each altered gallery's images.
     let galleries: Vec<&CaptionGallery> = std::iter::once(&data.clean).chain(&data.caption_sets).collect();
     let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| g.captions.iter().map(String::as_str)));
     let text_keys = text_keys(&unique_texts);
-    let n = data.images.len();
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let mut memo = resolved.file_keys(args.no_cache);
-    if !args.allow_outside_links {
-        memo.inside = Some(benchctl_suites::paths::DataRoot::new(data_dir));
-    }
-    let source_keys = Keys::from(image_keys(&sources[..], &memo)?);
-    let mut altered_galleries: Vec<(String, Vec<ImageSource>, Keys)> = Vec::new();
-    let (mut from_release, mut generated) = (Vec::new(), Vec::new());
-    for &method in &args.rococo_methods {
-        let method = match method {
-            AlterMethod::Mix => altered::Method::Mix,
-            AlterMethod::Patch => altered::Method::Patch,
-        };
-        for &lambda in &args.rococo_lambdas {
-            let folder = rococo::release_folder(&data_dir.join("images"), method, lambda);
-            if args.rococo_altered == AlteredSourceArg::Release
-                || (args.rococo_altered == AlteredSourceArg::Auto && folder.is_dir())
-            {
-                let altered_sources = release_gallery(&data, &folder)?;
-                let keys = Keys::from(image_keys(&altered_sources[..], &memo)?);
-                altered_galleries.push((
-                    format!("{}{}_seedrelease", method.name(), lambda / 10),
-                    altered_sources,
-                    keys,
-                ));
-                from_release.push(folder.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
-                continue;
-            }
-            generated.push(format!("{}_{}", method.name(), rococo::python_float(lambda)));
-            for &seed in &args.rococo_seeds {
-                let altered_sources: Vec<ImageSource> = altered::gallery(n, method, lambda, seed)?
-                    .iter()
-                    .map(|spec| {
-                        ImageSource::Altered(Box::new(AlteredSource {
-                            base: data.images[spec.base].clone(),
-                            other: data.images[spec.other].clone(),
-                            spec: *spec,
-                        }))
-                    })
-                    .collect();
-                let keys = Keys::from(image_keys(&altered_sources[..], &memo)?);
-                altered_galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
-            }
-        }
-    }
-    crate::encode::remember(&memo);
-    let images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
-    let image_fingerprint = crate::results::image_fingerprint(
-        source_keys.wanted(None).chain(altered_galleries.iter().flat_map(|(_, _, keys)| keys.wanted(None))),
+    let source_keys = Keys::from(session.image_keys(&sources[..])?);
+    let altered = AlteredGalleries::of(&session, &data)?;
+    session.keys_done();
+    let image_fingerprint = results::image_fingerprint(
+        source_keys.wanted(None).chain(altered.galleries.iter().flat_map(|(_, _, keys)| keys.wanted(None))),
     );
-    let mut needed: Vec<crate::model::Needed> = vec![(&text_keys, None), (&source_keys, None)];
-    needed.extend(altered_galleries.iter().map(|(_, _, keys)| (keys, None)));
+    session.run.counts.unique_images = sources.len();
+    session.run.counts.unique_texts = unique_texts.len();
+    session.check_captions(&unique_texts)?;
+    let mut needed: Vec<Needed> = vec![(&text_keys, None), (&source_keys, None)];
+    needed.extend(altered.galleries.iter().map(|(_, _, keys)| (keys, None)));
     // A re-run whose embeddings are all cached ranks without reading the weights; a fusion
     // model re-ranks, so it always needs them.
-    let (loaded, load_model_s) = if resolved.is_fusion() {
-        let (loaded, seconds) = resolved.load_timed(&mut cache)?;
-        (Some(loaded), seconds)
-    } else {
-        let (loaded, _, seconds) = resolved.load_unless_cached(&mut cache, &needed)?;
-        (loaded, seconds)
+    let loaded = if session.model.is_fusion() { Some(session.load()?) } else { session.load_unless_cached(&needed)?.0 };
+    let inputs = Inputs {
+        galleries: &galleries,
+        slots: &slots,
+        texts: &unique_texts,
+        text_keys: &text_keys,
+        sources: &sources,
+        source_keys: &source_keys,
     };
-    let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match loaded.as_ref().map(|l| &l.model) {
-        None => (None, None),
-        Some(Model::Dual(e)) => (Some(e.as_ref()), None),
-        Some(Model::Fusion(f)) => {
-            let shortlister = f.shortlister().ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Usage,
-                    "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with",
-                )
-            })?;
-            (Some(shortlister), Some(Rerank { fusion: f.as_ref(), k: args.rerank_k as usize, batch }))
-        }
-    };
-    let encoder = Encoder { model, device: resolved.device() };
-    let mut counts = Counts { unique_images: n, unique_texts: unique_texts.len(), images_hashed, ..Default::default() };
-    (counts.captions_truncated, counts.text_context) =
-        crate::encode::long_captions(&resolved, &unique_texts, args.on_long_caption)?;
-
-    let t = Instant::now();
-    let text_table = encode_texts(encoder, &unique_texts, &text_keys, None, batch, &mut counts, &mut cache)?;
-    let encode_texts_s = t.elapsed().as_secs_f64();
-    let mut gallery_rows = Vec::new();
-    let mut offset = 0;
-    for g in &galleries {
-        gallery_rows.push(rows(&text_table, &slots[offset..offset + g.captions.len()])?);
-        offset += g.captions.len();
-    }
-
-    let t = Instant::now();
-    let image_table = encode_images(encoder, &sources[..], &source_keys, None, batch, &mut counts, &mut cache)?;
-    let mut encode_images_s = t.elapsed().as_secs_f64();
-
-    let score_started = Instant::now();
-    let mut results: Vec<GalleryResult> = Vec::new();
-    let caption_texts: Vec<Vec<&str>> =
-        galleries.iter().map(|g| g.captions.iter().map(String::as_str).collect()).collect();
-    for ((g, captions), texts) in galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
-        let rerank = reranker.map(|r| (r, Side::Images(&sources), Side::Texts(texts)));
-        let outcomes = image_to_text(&image_table, captions, g, rerank, ties)?;
-        results.push(GalleryResult {
-            name: g.name.clone(),
-            direction: "i2t",
-            candidates: g.captions.len(),
-            outcomes: outcomes.into(),
-        });
-    }
-    // Text-to-image: the original captions against the test images, then against the test
-    // images plus each altered gallery.
-    let clean_captions = &gallery_rows[0];
-    let image_of = &data.clean.image_of;
-    let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&sources)));
-    let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank, ties)?;
-    results.push(GalleryResult { name: "clean".into(), direction: "t2i", candidates: n, outcomes: outcomes.into() });
-    let mut score_s = score_started.elapsed().as_secs_f64();
-    for (name, altered_sources, keys) in altered_galleries {
-        let t = Instant::now();
-        let altered_table = encode_images(encoder, &altered_sources[..], &keys, None, batch, &mut counts, &mut cache)?;
-        encode_images_s += t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
-        let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
-        let both: Vec<ImageSource> = sources.iter().chain(&altered_sources).cloned().collect();
-        let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
-        let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank, ties)?;
-        results.push(GalleryResult { name, direction: "t2i", candidates: 2 * n, outcomes: outcomes.into() });
-        score_s += t.elapsed().as_secs_f64();
-    }
+    let results =
+        rank_every_gallery(&mut session, loaded.as_ref().map(|l| &l.model), &inputs, &data, altered.galleries, ties)?;
     let report = report(&results)?;
     let dump = results
         .iter()
@@ -368,50 +266,174 @@ pub fn run(args: &EvalArgs, data_dir: &Path) -> Result<Evaluation> {
             })
         })
         .collect();
-    let run = Run {
-        started_at,
-        model: resolved.record.clone(),
-        suite: SuiteRecord {
-            id: "rococo".into(),
-            data_dir: data_dir.display().to_string(),
-            items: n,
-            ties: ties.name().into(),
-            incomplete: Vec::new(),
-            altered_images: Some(altered_record(&from_release, &generated, &args.rococo_seeds)),
-            caption_normalisation,
-            manifest: None,
-        },
-        batch_size: batch,
-        counts,
-        timings: Timings {
-            load_model_s,
-            encode_images_s,
-            encode_texts_s,
-            score_s,
-            total_s: started.elapsed().as_secs_f64(),
-        },
-        report,
-        // Retrieval metrics are over queries against shared galleries; no item bootstrap.
-        intervals: Vec::new(),
-        tool_commit: results::TOOL_COMMIT.to_string(),
-        data_fingerprint: fingerprint(&data, data_dir),
-        image_fingerprint,
-        shard: None,
+    let suite = SuiteRecord {
+        id: "rococo".into(),
+        data_dir: plan.data_dir.display().to_string(),
+        items: sources.len(),
+        ties: ties.name().into(),
+        incomplete: Vec::new(),
+        altered_images: Some(altered_record(&altered.from_release, &altered.generated, &options.seeds)),
+        caption_normalisation,
+        manifest: None,
     };
-    Ok(Evaluation { run, outcome: Outcome::Queries { dump } })
+    let data_fingerprint = fingerprint(&data, &plan.data_dir);
+    // Retrieval metrics are over queries against shared galleries; no item bootstrap.
+    let scored = Scored { suite, report, intervals: Vec::new(), data_fingerprint, image_fingerprint };
+    Ok(Evaluation { run: session.run.finish(scored), outcome: Outcome::Queries { dump } })
+}
+
+/// The altered image galleries a run ranks against: each method × λ from its release folder
+/// (`mix_images.py`) or generated for each seed, with their images' keys.
+struct AlteredGalleries<'k> {
+    /// `(name, images, keys)`: names `<method><λ/10>_seed<seed>` (`_seedrelease` for a folder).
+    galleries: Vec<(String, Vec<ImageSource>, Keys<'k>)>,
+    from_release: Vec<String>,
+    generated: Vec<String>,
+}
+
+impl AlteredGalleries<'_> {
+    fn of(session: &Session, data: &rococo::Rococo) -> Result<Self> {
+        let options = &session.plan.options.retrieval;
+        let mut out = AlteredGalleries { galleries: Vec::new(), from_release: Vec::new(), generated: Vec::new() };
+        let n = data.images.len();
+        for &method in &options.methods {
+            for &lambda in &options.lambdas {
+                let folder = rococo::release_folder(&session.plan.data_dir.join("images"), method, lambda);
+                if options.altered == AlteredImages::Release
+                    || (options.altered == AlteredImages::Auto && folder.is_dir())
+                {
+                    let altered_sources = release_gallery(data, &folder)?;
+                    let keys = Keys::from(session.image_keys(&altered_sources[..])?);
+                    out.galleries.push((
+                        format!("{}{}_seedrelease", method.name(), lambda / 10),
+                        altered_sources,
+                        keys,
+                    ));
+                    out.from_release
+                        .push(folder.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default());
+                    continue;
+                }
+                out.generated.push(format!("{}_{}", method.name(), rococo::python_float(lambda)));
+                for &seed in &options.seeds {
+                    let altered_sources: Vec<ImageSource> = altered::gallery(n, method, lambda, seed)?
+                        .iter()
+                        .map(|spec| {
+                            ImageSource::Altered(Box::new(AlteredSource {
+                                base: data.images[spec.base].clone(),
+                                other: data.images[spec.other].clone(),
+                                spec: *spec,
+                            }))
+                        })
+                        .collect();
+                    let keys = Keys::from(session.image_keys(&altered_sources[..])?);
+                    out.galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The unique inputs of a RoCOCO run: every gallery's captions (their slots into the unique
+/// texts) and the test images, with their keys.
+struct Inputs<'a> {
+    galleries: &'a [&'a CaptionGallery],
+    slots: &'a [usize],
+    texts: &'a [&'a str],
+    text_keys: &'a Keys<'a>,
+    sources: &'a [ImageSource],
+    source_keys: &'a Keys<'a>,
+}
+
+/// Encodes every input through the cache and ranks every query of every gallery: image to
+/// text against each caption gallery, text to image against the test images, then against
+/// them plus each altered gallery.
+fn rank_every_gallery(
+    session: &mut Session,
+    model: Option<&Model>,
+    inputs: &Inputs,
+    data: &rococo::Rococo,
+    altered_galleries: Vec<(String, Vec<ImageSource>, Keys)>,
+    ties: Ties,
+) -> Result<Vec<GalleryResult>> {
+    let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match model {
+        None => (None, None),
+        Some(Model::Dual(e)) => (Some(e.as_ref()), None),
+        Some(Model::Fusion(f)) => {
+            let shortlister = f.shortlister().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Usage,
+                    "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with",
+                )
+            })?;
+            let k = session.plan.options.retrieval.rerank_k;
+            (Some(shortlister), Some(Rerank { fusion: f.as_ref(), k, batch: session.batch() }))
+        }
+    };
+    let batch = session.batch();
+    let Session { model: resolved, cache, run, .. } = session;
+    let (counts, timings) = (&mut run.counts, &mut run.timings);
+    let encoder = Encoder { model, device: resolved.device() };
+    let n = inputs.sources.len();
+
+    let t = Instant::now();
+    let text_table = encode_texts(encoder, inputs.texts, inputs.text_keys, None, batch, counts, cache)?;
+    timings.encode_texts_s = t.elapsed().as_secs_f64();
+    let mut gallery_rows = Vec::new();
+    let mut offset = 0;
+    for g in inputs.galleries {
+        gallery_rows.push(rows(&text_table, &inputs.slots[offset..offset + g.captions.len()])?);
+        offset += g.captions.len();
+    }
+    let t = Instant::now();
+    let image_table = encode_images(encoder, inputs.sources, inputs.source_keys, None, batch, counts, cache)?;
+    timings.encode_images_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let mut results: Vec<GalleryResult> = Vec::new();
+    let caption_texts: Vec<Vec<&str>> =
+        inputs.galleries.iter().map(|g| g.captions.iter().map(String::as_str).collect()).collect();
+    for ((g, captions), texts) in inputs.galleries.iter().zip(&gallery_rows).zip(&caption_texts) {
+        let rerank = reranker.map(|r| (r, Side::Images(inputs.sources), Side::Texts(texts)));
+        let outcomes = image_to_text(&image_table, captions, g, rerank, ties)?;
+        let candidates = g.captions.len();
+        results.push(GalleryResult { name: g.name.clone(), direction: "i2t", candidates, outcomes: outcomes.into() });
+    }
+    // Text-to-image: the original captions against the test images, then against the test
+    // images plus each altered gallery.
+    let clean_captions = &gallery_rows[0];
+    let image_of = &data.clean.image_of;
+    let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(inputs.sources)));
+    let outcomes = rank_all(clean_captions, &image_table, &|q| vec![image_of[q]], &[], rerank, ties)?;
+    results.push(GalleryResult { name: "clean".into(), direction: "t2i", candidates: n, outcomes: outcomes.into() });
+    timings.score_s = t.elapsed().as_secs_f64();
+    for (name, altered_sources, keys) in altered_galleries {
+        let t = Instant::now();
+        let altered_table = encode_images(encoder, &altered_sources[..], &keys, None, batch, counts, cache)?;
+        timings.encode_images_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
+        let altered_flags: Vec<bool> = (0..2 * n).map(|c| c >= n).collect();
+        let both: Vec<ImageSource> = inputs.sources.iter().chain(&altered_sources).cloned().collect();
+        let rerank = reranker.map(|r| (r, Side::Texts(&caption_texts[0]), Side::Images(&both)));
+        let outcomes = rank_all(clean_captions, &gallery, &|q| vec![image_of[q]], &altered_flags, rerank, ties)?;
+        results.push(GalleryResult { name, direction: "t2i", candidates: 2 * n, outcomes: outcomes.into() });
+        timings.score_s += t.elapsed().as_secs_f64();
+    }
+    Ok(results)
 }
 
 /// BLIP's `pre_caption` on every caption when asked, or (`auto`) when a BLIP model is
 /// evaluated; returns what was applied, for the run record.
 fn normalise_captions(
     data: &mut rococo::Rococo,
-    asked: CaptionNormalisationArg,
+    asked: CaptionNormalisation,
     architecture: Architecture,
 ) -> Option<String> {
     let apply = match asked {
-        CaptionNormalisationArg::Blip => true,
-        CaptionNormalisationArg::None => false,
-        CaptionNormalisationArg::Auto => architecture == Architecture::Blip,
+        CaptionNormalisation::Blip => true,
+        CaptionNormalisation::None => false,
+        CaptionNormalisation::Auto => architecture == Architecture::Blip,
     };
     if !apply {
         return None;

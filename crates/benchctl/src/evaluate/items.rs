@@ -1,45 +1,35 @@
-//! Item suites (Winoground, EqBen, VALSE, SPEC): unique inputs → embeddings or pair scores
-//! ([`crate::encode`]) → an `N × K × L` score tensor → the suite's metrics → a run record
-//! ([`crate::results::Run`]); `--shard i/n` evaluates a slice.
+//! Item suites (Winoground, EqBen, VALSE, SPEC): the suite's unique inputs
+//! ([`crate::inputs`]) → their cache keys → embeddings or pair scores ([`crate::encode`]) →
+//! an `N × K × L` score tensor → the suite's metrics → the run record
+//! ([`crate::record::RunBuilder`]); `--shard i/n` evaluates a slice.
 
-use std::path::Path;
 use std::time::Instant;
 
 use benchctl_models::{Model, Similarity};
+use benchctl_scoring::metrics::stats::Interval;
 use benchctl_scoring::spill::{self, SpillVec};
-use benchctl_scoring::ScoreTensor;
+use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_suites::items::Sources;
 use benchctl_suites::Suite;
 use candle_core::{DType, Tensor};
 
-use crate::cache;
-use crate::cli::EvalArgs;
-use crate::encode::*;
-use crate::evaluate::{bootstrap_intervals, tie_rule, Evaluation, Outcome};
-use crate::model::{resolve_model, Head, Needed};
-use crate::results::{self, fingerprint, image_fingerprint, Counts, ModelRecord, Run};
+use crate::cache::{self, text_keys, Keys};
+use crate::encode::pairs::{score_pairs_through_cache, PairInputs, PairTable};
+use crate::encode::stream::{with_stream, EmbeddingPlan, EmbeddingStream};
+use crate::encode::{encode_captions, encode_pixels, prepare_images, prepare_texts, Encoder};
+use crate::evaluate::tie_rule;
+use crate::inputs::{unique_by, ItemInputs};
+use crate::model::Head;
+use crate::plan::EvalPlan;
+use crate::record::{bootstrap_intervals, Evaluation, Outcome, Scored};
+use crate::results::{fingerprint, image_fingerprint, SuiteRecord};
+use crate::session::Session;
 use crate::{Error, ErrorKind, Result};
 
-/// Evaluates an item suite from `data_dir`, up to, not including, storing the run.
-pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, data_dir: &Path) -> Result<Evaluation> {
-    let started = Instant::now();
-    let started_at = results::now_rfc3339();
-    let mut full_suite = suite_info.load(data_dir)?;
-    full_suite.summary.ties = tie_rule(suite_info, args.ties)?;
-    if full_suite.items.is_empty() {
-        return Err(Error::new(
-            ErrorKind::Data,
-            format!(
-                "evaluate {} in {}: it has no items to score ({} record(s) excluded by the suite's validity rule)",
-                full_suite.id,
-                full_suite.data_dir.display(),
-                full_suite.excluded
-            ),
-        ));
-    }
-    check_images(&full_suite)?;
-    let resolved = resolve_model(&args.model, &args.device, &args.dtype)?;
-    let batch = args.batch_size as usize;
-
+/// Evaluates an item suite, up to, not including, storing the run.
+pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
+    let full_suite = load_suite(plan)?;
+    let mut session = Session::open(plan)?;
     let data_fingerprint = fingerprint(&full_suite)?;
     // The items hold each distinct image source once, in first-seen order: those are the
     // unique images, and each item's indices into them its slots.
@@ -48,133 +38,166 @@ pub fn run(args: &EvalArgs, suite_info: &'static benchctl_suites::SuiteInfo, dat
         full_suite.items.iter().flat_map(|i| i.source_indices().iter().map(|&s| s as usize)).collect();
     let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| i.texts()));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
-    let shard = match args.shard {
+    let all = ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots);
+    let shard = match plan.options.shard {
         None => None,
-        Some(_) if resolved.head.is_fusion() => {
+        Some(_) if session.model.is_fusion() => {
             return Err(Error::new(
                 ErrorKind::Usage,
                 "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
             ))
         }
-        Some((i, n)) => Some(Shard::of(
-            &ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots),
-            i,
-            n,
-            unique_images.len(),
-            unique_texts.len(),
-        )),
+        Some(s) => Some(Shard::of(&all, s.index, s.count, unique_images.len(), unique_texts.len())),
     };
-    let (suite, image_slots, text_slots, wanted) = match &shard {
-        None => (&full_suite, &all_image_slots, &all_text_slots, None),
-        Some(s) => (&s.suite, &s.image_slots, &s.text_slots, Some((&s.wanted_images, &s.wanted_texts))),
+    drop(all);
+    let (suite, inputs, wanted) = match &shard {
+        None => (&full_suite, ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots), None),
+        Some(s) => (
+            &s.suite,
+            ItemInputs::new(&s.suite, &s.image_slots, &s.text_slots),
+            Some((s.wanted_images.as_slice(), s.wanted_texts.as_slice())),
+        ),
     };
-    let mut counts =
-        Counts { unique_images: unique_images.len(), unique_texts: unique_texts.len(), ..Default::default() };
-    (counts.captions_truncated, counts.text_context) = long_captions(&resolved, &unique_texts, args.on_long_caption)?;
-
-    let mut cache = resolved.cache(args.no_cache)?;
-    let mut memo = resolved.file_keys(args.no_cache);
-    if !args.allow_outside_links {
-        memo.inside = Some(benchctl_suites::paths::DataRoot::new(data_dir));
-    }
-    let image_keys = Keys::from(image_keys(unique_images, &memo)?);
-    counts.images_hashed = memo.hashed.load(std::sync::atomic::Ordering::Relaxed);
-    remember(&memo);
+    session.run.counts.unique_images = unique_images.len();
+    session.run.counts.unique_texts = unique_texts.len();
+    session.check_captions(&unique_texts)?;
+    let image_keys = Keys::from(session.image_keys(unique_images)?);
+    session.keys_done();
     let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| {
         spill::touched(spill::ITEM_BYTES / 2);
         image_keys.get(s)
     }));
     let text_keys = text_keys(&unique_texts);
-    let wanted_images = wanted.as_ref().map(|(w, _)| w.as_slice());
-    let wanted_texts = wanted.as_ref().map(|(_, w)| w.as_slice());
+    let sides =
+        Sides { images: unique_images, texts: &unique_texts, image_keys: &image_keys, text_keys: &text_keys, wanted };
     // A fusion model needs each item's pair scores; a dual encoder its inputs' embeddings.
-    let inputs = ItemInputs::new(suite, image_slots, text_slots);
-    let pairs = resolved.head.is_fusion().then(|| PairTable::of_items(&inputs));
-    let pair_keys = Keys::from(pairs.as_ref().map(|table| table.keys(&image_keys, &text_keys)).unwrap_or_default());
-    let needed: Vec<Needed> = match pairs {
-        Some(_) => vec![(&pair_keys, None)],
-        None => vec![(&image_keys, wanted_images), (&text_keys, wanted_texts)],
-    };
-    // A re-run that finds everything in the cache scores without reading the weights.
-    let (loaded, head, load_s) = resolved.load_unless_cached(&mut cache, &needed)?;
-    let model = loaded.as_ref().map(|l| &l.model);
-    let (scores, encode_images_s, encode_texts_s, mut score_s) = match (head, &pairs) {
-        (Head::Fusion(kind), Some(pairs)) => {
-            let fusion = match model {
-                Some(Model::Fusion(fusion)) => Some(fusion.as_ref()),
-                _ => None,
-            };
-            let t = Instant::now();
-            let inputs = PairInputs { images: unique_images, texts: &unique_texts, pair_keys: &pair_keys };
-            let values = score_pairs_through_cache(fusion, pairs, &inputs, batch, &mut counts, &mut cache)?;
-            let scores = pairs.score_tensor(suite, &values, kind)?;
-            (scores, 0.0, 0.0, t.elapsed().as_secs_f64())
-        }
-        (Head::Dual(similarity), None) => {
-            let model = match model {
-                Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
-                _ => None,
-            };
-            let encoder = Encoder { model, device: resolved.device() };
-            let t = Instant::now();
-            let image_plan = EmbeddingPlan::new(&image_keys, wanted_images, batch, &cache, "image");
-            let text_plan = EmbeddingPlan::new(&text_keys, wanted_texts, batch, &cache, "text");
-            let bars = indicatif::MultiProgress::new();
-            let (image_steps, text_steps) = (
-                (prepare_images(encoder, unique_images), encode_pixels(encoder)),
-                (prepare_texts(&unique_texts), encode_captions(encoder)),
-            );
-            let ((scores, text_tally, encode_texts_s), image_tally, encode_images_s) =
-                with_stream(&image_plan, &bars, image_steps.0, image_steps.1, |images| {
-                    with_stream(&text_plan, &bars, text_steps.0, text_steps.1, |texts| {
-                        score_items(&similarity, &inputs, images, texts, encoder.device, &mut cache)
-                    })
-                })?;
-            counts.add_images(image_tally);
-            counts.add_texts(text_tally);
-            let score_s = (t.elapsed().as_secs_f64() - encode_images_s - encode_texts_s).max(0.0);
-            (scores, encode_images_s, encode_texts_s, score_s)
-        }
-        _ => return Err(Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")),
-    };
-    let t = Instant::now();
-    let (report, intervals) = if suite.items.is_empty() {
-        // An empty shard (more shards than items) is legal: nothing to score, and `merge`
-        // joins it with the others.
-        (benchctl_scoring::Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, Vec::new())
+    let scores = if session.model.is_fusion() {
+        score_pairs(&mut session, &inputs, &sides)?
     } else {
-        (suite.evaluate(&scores)?, bootstrap_intervals(suite, &scores)?)
+        score_embeddings(&mut session, &inputs, &sides)?
     };
-    score_s += t.elapsed().as_secs_f64();
-
-    let run = Run {
-        started_at,
-        model: ModelRecord { score_kind: Some(scores.kind().name().to_string()), ..resolved.record.clone() },
-        suite: results::SuiteRecord { incomplete: full_suite.incomplete.clone(), ..results::SuiteRecord::of(suite) },
-        batch_size: batch,
-        counts,
-        timings: results::Timings {
-            load_model_s: load_s,
-            encode_images_s,
-            encode_texts_s,
-            score_s,
-            total_s: started.elapsed().as_secs_f64(),
-        },
+    let (report, intervals) = metrics(suite, &scores, &mut session)?;
+    let scored = Scored {
+        suite: SuiteRecord { incomplete: full_suite.incomplete.clone(), ..SuiteRecord::of(suite) },
         report,
         intervals,
-        tool_commit: results::TOOL_COMMIT.to_string(),
         data_fingerprint,
         image_fingerprint,
-        shard: args.shard.map(|(i, n)| format!("{i}/{n}")),
     };
+    session.run.model.score_kind = Some(scores.kind().name().to_string());
+    let run = session.run.finish(scored);
     // The unique inputs borrow from the suite's items (and spill, so they are dropped with
     // their files here, before the suite moves).
+    drop(inputs);
+    drop(text_keys);
     drop((unique_texts, all_image_slots, all_text_slots));
     let suite = match shard {
         None => full_suite,
         Some(shard) => shard.suite,
     };
     Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores } })
+}
+
+/// The suite as the plan names it, its tie rule set, refused before any model work when it
+/// has no items or lacks images.
+fn load_suite(plan: &EvalPlan) -> Result<Suite> {
+    let mut suite = plan.suite.load(&plan.data_dir)?;
+    suite.summary.ties = tie_rule(plan.suite, plan.options.ties)?;
+    if suite.items.is_empty() {
+        return Err(Error::new(
+            ErrorKind::Data,
+            format!(
+                "evaluate {} in {}: it has no items to score ({} record(s) excluded by the suite's validity rule)",
+                suite.id,
+                suite.data_dir.display(),
+                suite.excluded
+            ),
+        ));
+    }
+    check_images(&suite)?;
+    Ok(suite)
+}
+
+/// The unique inputs of a suite on both sides, their cache keys, and (a shard's) which of
+/// them the run needs.
+struct Sides<'a> {
+    images: &'a Sources,
+    texts: &'a [&'a str],
+    image_keys: &'a Keys<'a>,
+    text_keys: &'a Keys<'a>,
+    wanted: Option<(&'a [bool], &'a [bool])>,
+}
+
+fn head_mismatch() -> Error {
+    Error::new(ErrorKind::Compute, "score: the model's kind and its score head disagree")
+}
+
+/// A fusion model's scores: each unique pair once, through the cache.
+fn score_pairs(session: &mut Session, inputs: &ItemInputs, sides: &Sides) -> Result<ScoreTensor> {
+    let pairs = PairTable::of_items(inputs);
+    let pair_keys = Keys::from(pairs.keys(sides.image_keys, sides.text_keys));
+    // A re-run that finds everything in the cache scores without reading the weights.
+    let (loaded, head) = session.load_unless_cached(&[(&pair_keys, None)])?;
+    let Head::Fusion(kind) = head else { return Err(head_mismatch()) };
+    let fusion = match loaded.as_ref().map(|l| &l.model) {
+        Some(Model::Fusion(fusion)) => Some(fusion.as_ref()),
+        _ => None,
+    };
+    let started = Instant::now();
+    let pair_inputs = PairInputs { images: sides.images, texts: sides.texts, pair_keys: &pair_keys };
+    let batch = session.batch();
+    let values =
+        score_pairs_through_cache(fusion, &pairs, &pair_inputs, batch, &mut session.run.counts, &mut session.cache)?;
+    let scores = pairs.score_tensor(inputs.suite, &values, kind)?;
+    session.run.timings.score_s += started.elapsed().as_secs_f64();
+    Ok(scores)
+}
+
+/// A dual encoder's scores: the embeddings streamed through the cache (images decoded ahead)
+/// and each item's K×L similarities, window by window.
+fn score_embeddings(session: &mut Session, inputs: &ItemInputs, sides: &Sides) -> Result<ScoreTensor> {
+    let (wanted_images, wanted_texts) = (sides.wanted.map(|w| w.0), sides.wanted.map(|w| w.1));
+    let needed = [(sides.image_keys, wanted_images), (sides.text_keys, wanted_texts)];
+    let (loaded, head) = session.load_unless_cached(&needed)?;
+    let Head::Dual(similarity) = head else { return Err(head_mismatch()) };
+    let model = match loaded.as_ref().map(|l| &l.model) {
+        Some(Model::Dual(encoder)) => Some(encoder.as_ref()),
+        _ => None,
+    };
+    let batch = session.batch();
+    let Session { model: resolved, cache, run, .. } = session;
+    let encoder = Encoder { model, device: resolved.device() };
+    let started = Instant::now();
+    let image_plan = EmbeddingPlan::new(sides.image_keys, wanted_images, batch, cache, "image");
+    let text_plan = EmbeddingPlan::new(sides.text_keys, wanted_texts, batch, cache, "text");
+    let bars = indicatif::MultiProgress::new();
+    let (images, texts) = (prepare_images(encoder, sides.images), prepare_texts(sides.texts));
+    let ((scores, text_tally, encode_texts_s), image_tally, encode_images_s) =
+        with_stream(&image_plan, &bars, images, encode_pixels(encoder), |images| {
+            with_stream(&text_plan, &bars, texts, encode_captions(encoder), |texts| {
+                score_items(&similarity, inputs, images, texts, encoder.device, cache)
+            })
+        })?;
+    image_tally.add_images_to(&mut run.counts);
+    text_tally.add_texts_to(&mut run.counts);
+    run.timings.encode_images_s = encode_images_s;
+    run.timings.encode_texts_s = encode_texts_s;
+    run.timings.score_s += (started.elapsed().as_secs_f64() - encode_images_s - encode_texts_s).max(0.0);
+    Ok(scores)
+}
+
+/// The suite's metrics and their bootstrap intervals, timed with the scoring.
+fn metrics(suite: &Suite, scores: &ScoreTensor, session: &mut Session) -> Result<(Report, Vec<Interval>)> {
+    let started = Instant::now();
+    let out = if suite.items.is_empty() {
+        // An empty shard (more shards than items) is legal: nothing to score, and `merge`
+        // joins it with the others.
+        (Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, Vec::new())
+    } else {
+        (suite.evaluate(scores)?, bootstrap_intervals(suite, scores)?)
+    };
+    session.run.timings.score_s += started.elapsed().as_secs_f64();
+    Ok(out)
 }
 
 /// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the

@@ -31,6 +31,9 @@ use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind, Result};
 
+pub mod keys;
+pub use keys::{image_keys, remember, text_keys, Keys, SourceList};
+
 const MAGIC: &[u8; 4] = b"BCE2";
 const SEGMENT_MAGIC: &[u8; 4] = b"BCS2";
 /// A segment's header: magic and the namespace's hash.

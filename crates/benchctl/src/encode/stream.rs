@@ -1,270 +1,19 @@
-//! Encoding a suite's unique inputs: image keys (content hashes, memoised), the embedding
-//! cache consulted first, the missing images decoded a batch ahead on all cores while the
-//! model encodes the previous batch, texts checked against the model's context; for fusion
-//! models each unique (image, text) pair scored once (`PairTable`). The stage that talks to
-//! the embedding cache.
+//! The embedding stream: what one kind of input (images or texts) takes from the cache and
+//! what it encodes, rows made available as items ask for them and released after the last,
+//! with the next batches decoded ahead on all cores while the encoder runs.
 
 use std::collections::HashMap;
-use std::path::Path;
 
-use benchctl_models::preprocess::Preprocessor;
-use benchctl_models::{DualEncoder, FusionEncoder};
 use benchctl_scoring::spill::{touched, SpillVec};
-use benchctl_scoring::ScoreTensor;
-use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Device, Tensor};
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rayon::prelude::*;
 
-use crate::cache::{self, EmbeddingCache};
-use crate::cli::LongCaptionArg;
-use crate::model::ResolvedModel;
+use super::progress;
+
+use crate::cache::{EmbeddingCache, Keys};
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
-
-/// How many of `texts` the model's tokenizer truncates, and its context: with
-/// `--on-long-caption error`, the first such caption is an error (bad data, naming it and how
-/// many tokens it loses) before any model work.
-pub(crate) fn long_captions(
-    resolved: &ResolvedModel,
-    texts: &[&str],
-    policy: LongCaptionArg,
-) -> Result<(usize, usize)> {
-    let limit = resolved.caption_limit()?;
-    let tokenize = |e| Error::caused_by(ErrorKind::Model, format!("tokenize the captions: {e}"), e);
-    // Counted, not collected: a million-item suite has two million captions.
-    let truncated = texts
-        .par_iter()
-        .map(|t| {
-            // The captions are read from the spilled items: counted, so trimmed as they pass.
-            touched(t.len() + size_of::<&str>());
-            limit.tokens_cut(t).map(|cut| usize::from(cut > 0))
-        })
-        .try_reduce(|| 0, |a, b| Ok(a + b))
-        .map_err(tokenize)?;
-    if policy == LongCaptionArg::Error && truncated > 0 {
-        let first =
-            texts.par_iter().map(|t| limit.tokens_cut(t).map(|cut| (*t, cut))).find_first(|r| !matches!(r, Ok((_, 0))));
-        if let Some((text, cut)) = first.transpose().map_err(tokenize)? {
-            return Err(Error::new(
-                ErrorKind::Data,
-                format!(
-                    "accept caption {text:?}: it is {cut} token(s) longer than the model's {}-token context ({truncated} caption(s) are; --on-long-caption truncate cuts them as the reference pipeline does)",
-                    limit.context
-                ),
-            ));
-        }
-    }
-    Ok((truncated, limit.context))
-}
-
-/// Saves what the memo learnt; a failure only costs rehashing next time, so it warns.
-pub(crate) fn remember(memo: &cache::FileKeys) {
-    if let Err(e) = memo.save() {
-        cache::warn_unwritable(&format!(
-            "failed to remember image keys in the cache ({e}); the run goes on, and they are hashed again next run"
-        ));
-    }
-}
-
-/// A suite's items and, for each of their image and text slots in order, the unique input it
-/// shows ([`unique_by`]'s slots), with where each item's slots start.
-pub(crate) struct ItemInputs<'a> {
-    pub suite: &'a Suite,
-    pub image_slots: &'a [usize],
-    pub text_slots: &'a [usize],
-    /// `items + 1` offsets into the slots: item n's are `start[n]..start[n + 1]`.
-    image_start: SpillVec<usize>,
-    text_start: SpillVec<usize>,
-}
-
-impl<'a> ItemInputs<'a> {
-    pub(crate) fn new(suite: &'a Suite, image_slots: &'a [usize], text_slots: &'a [usize]) -> Self {
-        let starts = |count: fn(benchctl_suites::ItemRef) -> usize| {
-            let mut start = SpillVec::with_capacity(suite.items.len() + 1);
-            start.push(0);
-            for item in &suite.items {
-                start.push(start[start.len() - 1] + count(item));
-                touched(benchctl_scoring::spill::ITEM_BYTES);
-            }
-            start
-        };
-        let (image_start, text_start) = (starts(|i| i.image_count()), starts(|i| i.text_count()));
-        Self { suite, image_slots, text_slots, image_start, text_start }
-    }
-
-    /// Item n's image slots.
-    pub(crate) fn images_of(&self, n: usize) -> &'a [usize] {
-        &self.image_slots[self.image_start[n]..self.image_start[n + 1]]
-    }
-
-    /// Item n's text slots.
-    pub(crate) fn texts_of(&self, n: usize) -> &'a [usize] {
-        &self.text_slots[self.text_start[n]..self.text_start[n + 1]]
-    }
-
-    /// The image slots of items `range`.
-    pub(crate) fn images_of_range(&self, range: std::ops::Range<usize>) -> &'a [usize] {
-        &self.image_slots[self.image_start[range.start]..self.image_start[range.end]]
-    }
-
-    /// The text slots of items `range`.
-    pub(crate) fn texts_of_range(&self, range: std::ops::Range<usize>) -> &'a [usize] {
-        &self.text_slots[self.text_start[range.start]..self.text_start[range.end]]
-    }
-}
-
-/// Each distinct value once, in first-seen order, and the slot of every occurrence. The
-/// distinct values are found through a table of their positions (8 bytes a slot; a suite of a
-/// million items has two million captions); all three grow with the suite, so they spill.
-pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
-    values: impl Iterator<Item = &'a T>,
-) -> (SpillVec<usize>, SpillVec<&'a T>) {
-    let mut index = benchctl_scoring::spill::Index::default();
-    let mut unique: SpillVec<&T> = SpillVec::new();
-    let slots = values
-        .map(|v| {
-            let found = index.find_or_add(v, unique.len(), |at| unique[at] == v);
-            found.map_or_else(
-                || {
-                    unique.push(v);
-                    unique.len() - 1
-                },
-                |at| at as usize,
-            )
-        })
-        .collect();
-    (slots, unique)
-}
-
-pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    bar.set_message(what.to_string());
-    bar
-}
-
-/// The cache key of an image: the SHA-256 of its bytes (for an altered image, of both
-/// sources' keys and the recipe), files' keys through the path/size/mtime memo.
-pub(crate) fn image_key(source: &ImageSource, memo: &cache::FileKeys) -> Result<cache::Key> {
-    let key_of = |path: &Path, tag: &[u8]| {
-        memo.key_of(path, tag)
-            .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read image {}: {e}", path.display()), e))
-    };
-    Ok(match source {
-        ImageSource::File(path) => key_of(path, b"file")?,
-        ImageSource::NpyBgr(path) => key_of(path, b"npy-bgr")?,
-        // The same bytes as a file: a parquet release shares the cache with the jsonl one.
-        ImageSource::Embedded(e) => cache::key(&[b"file", &e.bytes]),
-        ImageSource::Cropped(c) => {
-            let r = c.region;
-            let recipe = format!("{},{},{},{}", r.left, r.top, r.right, r.bottom);
-            cache::key(&[b"cropped", &key_of(&c.file, b"file")?, recipe.as_bytes()])
-        }
-        ImageSource::Altered(a) => {
-            let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
-            cache::key(&[b"altered", &key_of(&a.base, b"file")?, &key_of(&a.other, b"file")?, recipe.as_bytes()])
-        }
-    })
-}
-
-/// Image sources by index: a suite's distinct sources (spilled, each made as it is asked
-/// for) or a list in memory (a retrieval gallery's).
-pub(crate) trait SourceList: Sync {
-    fn len(&self) -> usize;
-    fn source(&self, i: usize) -> ImageSource;
-}
-
-impl SourceList for benchctl_suites::items::Sources {
-    fn len(&self) -> usize {
-        benchctl_suites::items::Sources::len(self)
-    }
-
-    fn source(&self, i: usize) -> ImageSource {
-        self.get(i)
-    }
-}
-
-impl SourceList for [ImageSource] {
-    fn len(&self) -> usize {
-        <[ImageSource]>::len(self)
-    }
-
-    fn source(&self, i: usize) -> ImageSource {
-        self[i].clone()
-    }
-}
-
-/// The cache keys of `images` (their files read on all cores, unless the memo knows them;
-/// spilled with the suite).
-pub(crate) fn image_keys(images: &(impl SourceList + ?Sized), memo: &cache::FileKeys) -> Result<SpillVec<cache::Key>> {
-    let mut keys = SpillVec::with_capacity(images.len());
-    for start in (0..images.len()).step_by(1 << 14) {
-        let chunk = start..(start + (1 << 14)).min(images.len());
-        let chunk_keys: Vec<cache::Key> =
-            chunk.into_par_iter().map(|i| image_key(&images.source(i), memo)).collect::<Result<_>>()?;
-        keys.extend_from_slice(&chunk_keys);
-    }
-    Ok(keys)
-}
-
-/// The cache keys of `texts`, made as they are asked for.
-pub(crate) fn text_keys<'a>(texts: &'a [&'a str]) -> Keys<'a> {
-    Keys::OfTexts(texts)
-}
-
-/// The cache keys of one kind of input, by index. Image keys are held (each took reading its
-/// file); a text's key is made again whenever it is asked for: hashing a caption is cheaper
-/// than holding 32 bytes for each of millions of them.
-pub(crate) enum Keys<'a> {
-    Held(SpillVec<cache::Key>),
-    OfTexts(&'a [&'a str]),
-}
-
-impl Keys<'_> {
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Keys::Held(keys) => keys.len(),
-            Keys::OfTexts(texts) => texts.len(),
-        }
-    }
-
-    /// The key of input `i`.
-    pub(crate) fn get(&self, i: usize) -> cache::Key {
-        // Passes over every key read spilled values: counted, so that they are trimmed.
-        match self {
-            Keys::Held(keys) => {
-                touched(size_of::<cache::Key>());
-                keys[i]
-            }
-            Keys::OfTexts(texts) => {
-                touched(size_of::<&str>() + texts[i].len());
-                cache::key(&[b"text", texts[i].as_bytes()])
-            }
-        }
-    }
-
-    /// The keys of the inputs `wanted` marks (every input's without it), in order.
-    pub(crate) fn wanted<'s>(&'s self, wanted: Option<&'s [bool]>) -> impl Iterator<Item = cache::Key> + 's {
-        (0..self.len()).filter(move |&i| wanted.is_none_or(|w| w[i])).map(move |i| self.get(i))
-    }
-}
-
-impl From<SpillVec<cache::Key>> for Keys<'_> {
-    fn from(keys: SpillVec<cache::Key>) -> Self {
-        Keys::Held(keys)
-    }
-}
-
-impl From<Vec<cache::Key>> for Keys<'_> {
-    fn from(keys: Vec<cache::Key>) -> Self {
-        Keys::Held(keys.into())
-    }
-}
 
 pub(crate) fn to_flat(embeddings: &Tensor, what: &str) -> Result<(Vec<f32>, usize)> {
     let read = || -> candle_core::Result<(Vec<f32>, usize)> {
@@ -610,7 +359,7 @@ impl<P> EmbeddingStream<'_, P> {
 
     /// Every row of the plan as one `n × dim` tensor (rows not wanted are zeros), for a
     /// retrieval gallery, which needs them all at once.
-    fn table(&mut self, device: &Device, cache: &mut EmbeddingCache) -> Result<Tensor> {
+    pub(crate) fn table(&mut self, device: &Device, cache: &mut EmbeddingCache) -> Result<Tensor> {
         let n = self.plan.keys.len();
         let mut flat = Vec::new();
         for i in 0..n {
@@ -712,273 +461,26 @@ impl HeldRows {
     }
 }
 
-/// One decoded image through the model's preprocessing ([`Preprocessor::apply_pil`]).
-pub(crate) fn preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
-    let mut out = vec![0.0; prep.len()];
-    prep.apply_pil(image, &mut out);
-    out
-}
-
-/// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
-/// (decoding on all cores).
-pub(crate) fn load_pixels(
-    prep: &Preprocessor,
-    images: &[impl std::borrow::Borrow<ImageSource> + Sync],
-    device: &Device,
-) -> Result<Tensor> {
-    let pixels: Vec<Vec<f32>> = images
-        .par_iter()
-        .map(|s| {
-            let s: &ImageSource = s.borrow();
-            let img = s.load_pil().map_err(Error::from)?;
-            let (w, h) = img.dimensions();
-            prep.check_input(w as usize, h as usize)
-                .map_err(|e| Error::new(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name())))?;
-            Ok(preprocess(prep, &img))
-        })
-        .collect::<Result<_>>()?;
-    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
-        .and_then(|t| t.to_device(device))
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
-}
-
-/// Every (image, text) pair a fusion model must score for a suite, each once, and where
-/// each item's K×L pairs are (spilled with the suite: a million items have millions of pairs).
-pub(crate) struct PairTable {
-    /// Unique pairs as (unique image index, unique text index).
-    pub pairs: SpillVec<(usize, usize)>,
-    /// Every item's pairs, row-major over K×L, one item after another, as indices into `pairs`.
-    item_pairs: SpillVec<usize>,
-}
-
-impl PairTable {
-    pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
-        let mut index = benchctl_scoring::spill::Index::default();
-        let mut pairs: SpillVec<(usize, usize)> = SpillVec::new();
-        let mut item_pairs = SpillVec::new();
-        for n in 0..inputs.suite.items.len() {
-            touched(benchctl_scoring::spill::ITEM_BYTES);
-            let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
-            for &image in images {
-                for &text in texts {
-                    let known = &pairs;
-                    let at = index.find_or_add(&(image, text), pairs.len(), |at| known[at] == (image, text));
-                    item_pairs.push(at.map_or_else(
-                        || {
-                            pairs.push((image, text));
-                            pairs.len() - 1
-                        },
-                        |at| at as usize,
-                    ));
-                }
-            }
-        }
-        Self { pairs, item_pairs }
+impl Tally {
+    /// Adds an image stream's tally to a run's counts.
+    pub(crate) fn add_images_to(self, counts: &mut Counts) {
+        counts.images_cached += self.cached;
+        counts.images_encoded += self.encoded;
+        counts.image_batches += self.batches;
     }
 
-    /// Each pair's cache key, from its image's and text's.
-    pub(crate) fn keys(&self, image_keys: &Keys, text_keys: &Keys) -> SpillVec<cache::Key> {
-        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys.get(i), &text_keys.get(t)])).collect()
+    /// Adds a text stream's tally to a run's counts.
+    pub(crate) fn add_texts_to(self, counts: &mut Counts) {
+        counts.texts_cached += self.cached;
+        counts.texts_encoded += self.encoded;
+        counts.text_batches += self.batches;
     }
-
-    pub(crate) fn score_tensor(
-        &self,
-        suite: &Suite,
-        values: &[f32],
-        kind: benchctl_scoring::ScoreKind,
-    ) -> Result<ScoreTensor> {
-        let mut tensor = ScoreTensor::of_kind(kind);
-        let mut start = 0;
-        for item in &suite.items {
-            let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
-            start += these.len();
-            let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
-            tensor
-                .push(item.image_count(), item.text_count(), &scores)
-                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
-        }
-        Ok(tensor)
-    }
-}
-
-/// The unique inputs a fusion model pairs, and each pair's cache key.
-pub(crate) struct PairInputs<'a> {
-    pub images: &'a dyn SourceList,
-    pub texts: &'a [&'a str],
-    pub pair_keys: &'a Keys<'a>,
-}
-
-/// A fusion model's score of every pair, through the cache (one value per pair, keyed by
-/// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
-/// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
-pub(crate) fn score_pairs_through_cache(
-    model: Option<&dyn FusionEncoder>,
-    table: &PairTable,
-    inputs: &PairInputs,
-    batch: usize,
-    counts: &mut Counts,
-    cache: &mut EmbeddingCache,
-) -> Result<SpillVec<f32>> {
-    let PairInputs { images, texts, pair_keys } = *inputs;
-    let mut values: SpillVec<Option<f32>> =
-        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
-    // The missing pairs grouped by image (sorted by it, in bounded memory), images in order.
-    let mut todo: SpillVec<(usize, usize)> =
-        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
-    benchctl_scoring::spill::sort_by_key(&mut todo, |&(i, _)| i);
-    counts.pairs_cached += values.len() - todo.len();
-    let todo_images: SpillVec<usize> =
-        todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();
-    let bar = progress(todo.len(), "scoring pairs");
-    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
-    let mut next_todo = 0;
-    for image_chunk in todo_images.chunks(batch.max(1)) {
-        let model = model.ok_or_else(|| {
-            Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
-        })?;
-        let sources: Vec<ImageSource> = image_chunk.iter().map(|&i| images.source(i)).collect();
-        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
-        counts.images_encoded += image_chunk.len();
-        counts.image_batches += 1;
-        // This chunk's images' missing pairs, as (row of the chunk, pair): the next run of `todo`.
-        let mut pairs: Vec<(usize, usize)> = Vec::new();
-        for (row, &i) in image_chunk.iter().enumerate() {
-            while next_todo < todo.len() && todo[next_todo].0 == i {
-                pairs.push((row, todo[next_todo].1));
-                next_todo += 1;
-            }
-        }
-        for chunk in pairs.chunks(batch.max(1)) {
-            let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
-            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
-            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
-            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1]).collect();
-            let scores = model
-                .score_pairs(&pair_states, &pair_texts)?
-                .to_dtype(DType::F32)
-                .and_then(|s| s.to_vec1::<f32>())
-                .map_err(|e| compute("read pair scores", e))?;
-            let entries: Vec<(cache::Key, &[f32])> =
-                chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys.get(p), std::slice::from_ref(v))).collect();
-            cache.append(&entries)?;
-            for (&(_, p), v) in chunk.iter().zip(scores) {
-                values[p] = Some(v);
-            }
-            counts.pairs_scored += chunk.len();
-            bar.inc(chunk.len() as u64);
-        }
-    }
-    bar.finish_and_clear();
-    values
-        .iter()
-        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
-        .collect()
-}
-
-/// What encodes the inputs the cache lacks: the dual encoder, or none when the run found
-/// every input in the cache and did not load the weights.
-#[derive(Clone, Copy)]
-pub(crate) struct Encoder<'a> {
-    pub model: Option<&'a dyn DualEncoder>,
-    /// Where the embeddings go.
-    pub device: &'a Device,
-}
-
-impl<'a> Encoder<'a> {
-    pub(crate) fn model(&self) -> Result<&'a dyn DualEncoder> {
-        self.model.ok_or_else(Self::not_loaded)
-    }
-
-    pub(crate) fn not_loaded() -> Error {
-        Error::new(ErrorKind::Compute, "encode an input missing from the cache: the model was not loaded")
-    }
-}
-
-/// Decoding and preprocessing a batch of `images` (on all cores).
-pub(crate) fn prepare_images<'a>(
-    encoder: Encoder<'a>,
-    images: &'a (impl SourceList + ?Sized),
-) -> impl Fn(&[usize]) -> Result<Tensor> + Sync + 'a {
-    let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
-    move |chunk: &[usize]| {
-        let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
-        let sources: Vec<ImageSource> = chunk.iter().map(|&i| images.source(i)).collect();
-        load_pixels(prep, &sources, device)
-    }
-}
-
-/// The image tower on a prepared batch.
-pub(crate) fn encode_pixels(encoder: Encoder<'_>) -> impl FnMut(Tensor) -> Result<Tensor> + '_ {
-    move |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?)
-}
-
-/// A batch of `texts`.
-pub(crate) fn prepare_texts<'a>(texts: &'a [&'a str]) -> impl Fn(&[usize]) -> Result<Vec<&'a str>> + Sync + 'a {
-    move |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i]).collect::<Vec<&str>>())
-}
-
-/// The text tower on a batch.
-pub(crate) fn encode_captions<'a>(encoder: Encoder<'a>) -> impl FnMut(Vec<&str>) -> Result<Tensor> + 'a {
-    move |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?)
-}
-
-impl Counts {
-    pub(crate) fn add_images(&mut self, tally: Tally) {
-        self.images_cached += tally.cached;
-        self.images_encoded += tally.encoded;
-        self.image_batches += tally.batches;
-    }
-
-    pub(crate) fn add_texts(&mut self, tally: Tally) {
-        self.texts_cached += tally.cached;
-        self.texts_encoded += tally.encoded;
-        self.text_batches += tally.batches;
-    }
-}
-
-/// L2-normalised embeddings of `images` (with their cache `keys`), in order, through the
-/// cache, as one table (a retrieval gallery's).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn encode_images(
-    encoder: Encoder,
-    images: &(impl SourceList + ?Sized),
-    keys: &Keys,
-    wanted: Option<&[bool]>,
-    batch: usize,
-    counts: &mut Counts,
-    cache: &mut EmbeddingCache,
-) -> Result<Tensor> {
-    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "image");
-    let bars = indicatif::MultiProgress::new();
-    let (prepare, encode) = (prepare_images(encoder, images), encode_pixels(encoder));
-    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
-    counts.add_images(tally);
-    Ok(table)
-}
-
-/// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the
-/// cache, as one table (a retrieval gallery's).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn encode_texts(
-    encoder: Encoder,
-    texts: &[&str],
-    keys: &Keys,
-    wanted: Option<&[bool]>,
-    batch: usize,
-    counts: &mut Counts,
-    cache: &mut EmbeddingCache,
-) -> Result<Tensor> {
-    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "text");
-    let bars = indicatif::MultiProgress::new();
-    let (prepare, encode) = (prepare_texts(texts), encode_captions(encoder));
-    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
-    counts.add_texts(tally);
-    Ok(table)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache;
 
     #[test]
     fn the_decode_queue_follows_the_cores() {
@@ -1103,24 +605,7 @@ mod tests {
     }
 
     #[test]
-    fn unique_values_keep_first_seen_order_and_every_slot() {
-        let values: Vec<String> = (0..20_000u64).map(|i| format!("caption {}", (i * 7919) % 5_003)).collect();
-        let (slots, unique) = unique_by(values.iter().map(String::as_str));
-        assert_eq!(unique.len(), 5_003);
-        assert_eq!(slots.len(), values.len());
-        for (value, &slot) in values.iter().zip(&slots) {
-            assert_eq!(unique[slot], value);
-        }
-        // First-seen order: each distinct value's first occurrence comes after the previous one's.
-        let first: Vec<usize> =
-            unique.iter().map(|u| values.iter().position(|v| v == u).unwrap_or(usize::MAX)).collect();
-        assert!(first.windows(2).all(|w| w[0] < w[1]));
-        let (_, none) = unique_by(std::iter::empty::<&str>());
-        assert!(none.is_empty());
-    }
-
-    #[test]
-    pub(crate) fn cached_rows_of_the_wrong_size_become_misses() {
+    fn cached_rows_of_the_wrong_size_become_misses() {
         let mut rows = vec![Some(4), None, Some(3), Some(4), Some(0)];
         drop_odd_sized(&mut rows, "image");
         assert_eq!(rows, vec![Some(4), None, None, Some(4), None]);

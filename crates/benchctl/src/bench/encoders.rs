@@ -1,0 +1,177 @@
+//! Encoder throughput on random weights: CLIP's towers, and FIBER's unimodal and pair passes.
+
+use benchctl_models::models::clip::{Clip, ClipConfig};
+use benchctl_models::registry::{self, Architecture};
+use candle_core::{DType, Tensor};
+
+use super::e2e::{eval_child, write_suite};
+use super::{io, summarise, time, BenchPlan, Part, PartResult};
+use crate::{Error, ErrorKind, Result};
+
+/// CLIP's image and text towers (`Part::Image`, `Part::Text`, `Part::Both`).
+pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
+    let (name, config) = match &args.config {
+        Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
+        None => {
+            let entry = registry::find(&args.model)?;
+            match entry.architecture {
+                Architecture::Clip if entry.id == "clip-vit-b32" => (entry.id.to_string(), ClipConfig::vit_b32()),
+                Architecture::Clip | Architecture::OpenClip => {
+                    return Err(Error::new(
+                        ErrorKind::Usage,
+                        format!("benchmark `{}`: pass its config.json with --config", entry.id),
+                    ))
+                }
+                Architecture::Siglip | Architecture::Blip | Architecture::Fiber => {
+                    return Err(Error::new(
+                        ErrorKind::Usage,
+                        format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
+                    ))
+                }
+            }
+        }
+    };
+    let device = args.device.open()?;
+    let dtype = args.dtype;
+    let model = Clip::random(config.clone(), dtype, &device)?;
+    let batch = args.batch as usize;
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let mut results = Vec::new();
+    if matches!(args.part, Part::Image | Part::Both) {
+        let size = config.vision_config.image_size;
+        let pixels = Tensor::randn(0f32, 1f32, (batch, 3, size, size), &device)
+            .and_then(|t| t.to_dtype(dtype))
+            .map_err(compute)?;
+        let times = time(args.iters as usize, || {
+            let out = model.image_features(&pixels)?;
+            out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+            Ok(())
+        })?;
+        results.push(summarise("image", batch, &times));
+    }
+    if matches!(args.part, Part::Text | Part::Both) {
+        let tokens = args.text_tokens as usize;
+        let vocab = config.text_config.vocab_size as u32;
+        // Deterministic pseudo-random ids below the end token, which closes each text.
+        let ids: Vec<Vec<u32>> = (0..batch)
+            .map(|b| {
+                let mut row: Vec<u32> =
+                    (0..tokens - 1).map(|t| ((b * 7919 + t * 104_729) as u32) % (vocab - 2)).collect();
+                row.push(vocab - 1);
+                row
+            })
+            .collect();
+        let times = time(args.iters as usize, || {
+            let out = model.text_features(&ids)?;
+            out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+            Ok(())
+        })?;
+        results.push(summarise("text", batch, &times));
+    }
+    Ok((name, results))
+}
+
+/// FIBER-base with random weights: the ITC image and text encoders (the unimodal paths) and
+/// the ITM pair pass (six fused steps and the head, on cached pre-fusion image tokens), at
+/// 384 px (`fiber-base`, the ITM checkpoints) or 576 px (the ITC checkpoints).
+pub(super) fn fiber(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
+    use benchctl_models::models::fiber::{self, TextBatch};
+    let entry = registry::FIBER_CHECKPOINTS.iter().find(|e| e.id == args.model);
+    if entry.is_none() && args.model != "fiber-base" {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!("benchmark `{}`: FIBER benchmarks are `fiber-base` or a FIBER checkpoint id", args.model),
+        ));
+    }
+    let size = if entry.is_some_and(|e| e.preprocessing.starts_with("576")) { 576 } else { 384 };
+    if matches!(args.part, Part::E2e) {
+        return fiber_e2e(args, size);
+    }
+    let device = args.device.open()?;
+    let dtype = args.dtype;
+    let model = fiber::random_base(size, dtype, &device)?;
+    let batch = args.batch as usize;
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let pixels = Tensor::randn(0f32, 1f32, (batch, 3, size, size), &device).map_err(compute)?;
+    let tokens = (args.text_tokens as usize).clamp(3, fiber::FIBER_MAX_TEXT_LEN);
+    // `<s>`, pseudo-random ids clear of the special tokens, `</s>`.
+    let rows: Vec<Vec<u32>> = (0..batch)
+        .map(|b| {
+            let mut row = vec![0];
+            row.extend((0..tokens - 2).map(|t| 4 + ((b * 7919 + t * 104_729) as u32) % 50_000));
+            row.push(2);
+            row
+        })
+        .collect();
+    let text = TextBatch::pad(&rows, 1);
+    let sync = |t: Tensor| -> Result<()> {
+        t.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+        Ok(())
+    };
+    let mut results = Vec::new();
+    if matches!(args.part, Part::Image | Part::Both) {
+        let times =
+            time(args.iters as usize, || sync(model.itc_image_from_backbone(&model.image_backbone(&pixels)?)?.1))?;
+        results.push(summarise("image (itc)", batch, &times));
+    }
+    if matches!(args.part, Part::Text | Part::Both) {
+        let times = time(args.iters as usize, || sync(model.itc_text_from_backbone(&model.text_backbone(&text)?)?.1))?;
+        results.push(summarise("text (itc)", batch, &times));
+    }
+    if matches!(args.part, Part::Both) {
+        let prefusion = model.image_prefusion(&pixels)?;
+        let times = time(args.iters as usize, || sync(model.pair_logits(&prefusion, &text)?))?;
+        results.push(summarise("pairs (itm)", batch, &times));
+    }
+    if results.is_empty() {
+        return Err(Error::new(ErrorKind::Usage, "benchmark FIBER: --part image, text or both"));
+    }
+    Ok((format!("FIBER-base at {size} px"), results))
+}
+
+/// The micro FIBER fixture's byte-level BPE (RoBERTa's file format and special ids), built in
+/// so the FIBER benchmark needs no files; its ids fit any RoBERTa vocabulary.
+const FIBER_VOCAB: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/fiber-micro/vocab.json");
+const FIBER_MERGES: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/fiber-micro/merges.txt");
+
+/// A full-size FIBER-base with random weights, written as a model directory, evaluated with
+/// its ITM head on a generated 24-item suite in a child process: every pair through the fused
+/// backbones end to end, the shapes checked by the run completing, memory by its peak RSS.
+fn fiber_e2e(args: &BenchPlan, size: usize) -> Result<(String, Vec<PartResult>)> {
+    let items = 24;
+    let dir = std::env::temp_dir().join(format!("benchctl-bench-fiber-{}", std::process::id()));
+    let (model_dir, suite_dir) = (dir.join("model"), dir.join("suite"));
+    let result = (|| -> Result<Vec<PartResult>> {
+        std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
+        let config = format!(r#"{{"model_type": "fiber", "image_size": {size}}}"#);
+        std::fs::write(model_dir.join("config.json"), config).map_err(io("write config.json"))?;
+        std::fs::write(model_dir.join("vocab.json"), FIBER_VOCAB).map_err(io("write vocab.json"))?;
+        std::fs::write(model_dir.join("merges.txt"), FIBER_MERGES).map_err(io("write merges.txt"))?;
+        benchctl_models::models::fiber::save_random_base(size, &model_dir.join("model.safetensors"))?;
+        write_suite(&suite_dir, items)?;
+        let (results, cache) = (dir.join("results"), dir.join("cache"));
+        let batch = args.batch.to_string();
+        let (run, wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cache, &["--batch-size", &batch], &[])?;
+        let t = |k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
+        let pairs = run["counts"]["pairs_scored"].as_f64().unwrap_or(f64::NAN);
+        let seconds = t("total_s") - t("load_model_s");
+        Ok(vec![PartResult {
+            part: "e2e (itm)",
+            batch: args.batch as usize,
+            per_second: pairs / seconds,
+            p50_ms: f64::NAN,
+            p90_ms: f64::NAN,
+            max_ms: f64::NAN,
+            extra: vec![
+                ("pairs_scored", pairs),
+                ("images_encoded", run["counts"]["images_encoded"].as_f64().unwrap_or(f64::NAN)),
+                ("eval_s", seconds),
+                ("load_model_s", t("load_model_s")),
+                ("wall_s", wall),
+                ("eval_peak_rss_mib", rss),
+            ],
+        }])
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((format!("FIBER-base at {size} px, {items} items, ITM pairs per second"), result?))
+}

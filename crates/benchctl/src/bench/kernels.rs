@@ -1,0 +1,164 @@
+//! Kernels measured alone: RoCOCO-scale retrieval scoring, one dense layer's product, and
+//! the CPU's fp32 multiply-add peak.
+
+use std::time::Instant;
+
+use candle_core::Tensor;
+use rayon::prelude::*;
+
+use super::{summarise, BenchPlan, PartResult};
+use crate::{Error, ErrorKind, Result};
+
+/// RoCOCO-scale retrieval scoring on random unit embeddings (dimension 512): 5,000 images
+/// against 50,010 captions (image-to-text) and 25,010 captions against 10,000 images
+/// (text-to-image), each query reduced to its rank, as `eval --suite rococo` does.
+pub(super) fn retrieval(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
+    let _ = args;
+    let dev = candle_core::Device::Cpu;
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let unit = |n: usize| -> Result<Tensor> {
+        let x = Tensor::randn(0f32, 1.0, (n, 512), &dev).map_err(compute)?;
+        benchctl_models::models::transformer::l2_normalise(&x).map_err(compute)
+    };
+    let (images, captions) = (unit(5_000)?, unit(50_010)?);
+    let (queries, gallery) = (unit(25_010)?, unit(10_000)?);
+    let i2t_altered: Vec<bool> = (0..50_010).map(|c| c % 2 == 1).collect();
+    let t2i_altered: Vec<bool> = (0..10_000).map(|c| c >= 5_000).collect();
+    let mut times = Vec::new();
+    for _ in 0..args.iters {
+        let started = Instant::now();
+        let i2t = crate::evaluate::galleries::rank_gallery(
+            &images,
+            &captions,
+            &|q| (0..5).map(|k| (q * 10 + k) % 50_010).collect(),
+            &i2t_altered,
+            benchctl_scoring::metrics::Ties::Strict,
+        )?;
+        let t2i = crate::evaluate::galleries::rank_gallery(
+            &queries,
+            &gallery,
+            &|q| vec![q % 5_000],
+            &t2i_altered,
+            benchctl_scoring::metrics::Ties::Strict,
+        )?;
+        times.push(started.elapsed().as_secs_f64());
+        if i2t.len() != 5_000 || t2i.len() != 25_010 {
+            return Err(Error::new(ErrorKind::Compute, "benchmark: a query lost its outcome"));
+        }
+    }
+    let mut r = summarise("retrieval", 5_000 + 25_010, &times);
+    r.extra = vec![("seconds_per_pass", times.iter().sum::<f64>() / times.len() as f64)];
+    Ok(("RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(), vec![r]))
+}
+
+/// One dense layer of ViT-B/32's MLP on a batch of 32 images: `(1600, 768) · (3072, 768)ᵀ + b`,
+/// `per_second` in GFLOP/s: as the encoders run it (weights packed once, when the model
+/// loads: `transformer::Dense`), and through `kernels::dense_2d`, which packs them on every call.
+pub(super) fn dense(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
+    let (m, k, n) = (1600, 768, 3072);
+    let dev = candle_core::Device::Cpu;
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let x = Tensor::randn(0f32, 1.0, (m, k), &dev).map_err(compute)?;
+    let w = Tensor::randn(0f32, 1.0, (n, k), &dev).map_err(compute)?;
+    let b = Tensor::randn(0f32, 1.0, n, &dev).map_err(compute)?;
+    let layer = benchctl_models::models::transformer::Dense::from_weights(w.clone(), Some(b.clone()))?;
+    let time = |name: &'static str, product: &dyn Fn() -> candle_core::Result<Tensor>| -> Result<PartResult> {
+        product().map_err(compute)?;
+        let mut times = Vec::new();
+        for _ in 0..args.iters.max(1) {
+            let started = Instant::now();
+            std::hint::black_box(product().map_err(compute)?);
+            times.push(started.elapsed().as_secs_f64());
+        }
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let gflops = 2.0 * (m * k * n) as f64 / best / 1e9;
+        let mut r = summarise(name, 1, &times);
+        r.per_second = gflops;
+        r.extra = vec![("gflops", gflops)];
+        Ok(r)
+    };
+    let rows = vec![
+        time("dense", &|| layer.forward(&x))?,
+        time("dense-packed-per-call", &|| benchctl_models::kernels::dense_2d(&x, &w, Some(&b)))?,
+    ];
+    Ok((format!("dense layer ({m}, {k}) · ({n}, {k})ᵀ + b, {} tier", benchctl_cpu::Tier::current().isa()), rows))
+}
+
+/// The fp32 multiply-add rate of the current tier: independent chains of FMAs (AVX-512: 16
+/// registers of 16 lanes; AVX2: 12 of 8; generic: 64 lanes as the compiler vectorises them,
+/// fused only where the target has FMA) on every thread, `per_second` in GFLOP/s (2 per FMA).
+pub(super) fn peak(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
+    const ITERATIONS: usize = 20_000_000;
+    let tier = benchctl_cpu::Tier::current();
+    let threads = rayon::current_num_threads();
+    let mut times = Vec::new();
+    let mut flops_per_iteration = 0;
+    for _ in 0..args.iters.max(1) {
+        let started = Instant::now();
+        let results: Vec<(f32, usize)> = (0..threads).into_par_iter().map(|_| fma_chains(tier, ITERATIONS)).collect();
+        times.push(started.elapsed().as_secs_f64());
+        flops_per_iteration = results.iter().map(|r| r.1).sum();
+        std::hint::black_box(results);
+    }
+    let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let gflops = (ITERATIONS * flops_per_iteration) as f64 / best / 1e9;
+    let mut r = summarise("peak", 1, &times);
+    r.per_second = gflops;
+    r.extra = vec![("gflops", gflops)];
+    Ok((format!("fp32 multiply-add peak, {} tier, {threads} threads", tier.isa()), vec![r]))
+}
+
+/// `iterations` rounds of independent multiply-add chains; returns a value that depends on
+/// all of them (so nothing is optimised away) and the FLOPs per round.
+fn fma_chains(tier: benchctl_cpu::Tier, iterations: usize) -> (f32, usize) {
+    match tier.isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the tier exists only where the CPU has its features.
+        benchctl_cpu::Isa::Avx512 => unsafe { fma_chains_avx512(iterations) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        benchctl_cpu::Isa::Avx2 => unsafe { fma_chains_avx2(iterations) },
+        _ => {
+            let mut acc = [1f32; 64];
+            let (m, a) = (std::hint::black_box(0.999_999f32), std::hint::black_box(1e-7f32));
+            for _ in 0..iterations {
+                for x in acc.iter_mut() {
+                    *x = benchctl_cpu::madd::<{ benchctl_cpu::GENERIC_FUSED }>(*x, m, a);
+                }
+            }
+            (acc.iter().sum(), 64 * 2)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn fma_chains_avx512(iterations: usize) -> (f32, usize) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm512_set1_ps(1.0); 16];
+    let (m, a) = (_mm512_set1_ps(std::hint::black_box(0.999_999)), _mm512_set1_ps(std::hint::black_box(1e-7)));
+    for _ in 0..iterations {
+        for x in acc.iter_mut() {
+            *x = _mm512_fmadd_ps(*x, m, a);
+        }
+    }
+    let sum = acc.iter().fold(_mm512_setzero_ps(), |s, x| _mm512_add_ps(s, *x));
+    (_mm512_reduce_add_ps(sum), 16 * 16 * 2)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_chains_avx2(iterations: usize) -> (f32, usize) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_set1_ps(1.0); 12];
+    let (m, a) = (_mm256_set1_ps(std::hint::black_box(0.999_999)), _mm256_set1_ps(std::hint::black_box(1e-7)));
+    for _ in 0..iterations {
+        for x in acc.iter_mut() {
+            *x = _mm256_fmadd_ps(*x, m, a);
+        }
+    }
+    let sum = acc.iter().fold(_mm256_setzero_ps(), |s, x| _mm256_add_ps(s, *x));
+    let mut lanes = [0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
+    (lanes.iter().sum(), 12 * 8 * 2)
+}

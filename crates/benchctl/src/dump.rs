@@ -1,0 +1,238 @@
+//! Score dumps read back: an item suite's `N × K × L` scores from dump lines (a run file's
+//! dump, a stored run's rows, `score`'s input), each item checked as it is read.
+
+use std::path::{Path, PathBuf};
+
+use benchctl_scoring::spill::{SpillVec, Strings};
+use benchctl_scoring::{ScoreKind, ScoreTensor};
+use benchctl_suites::Suite;
+use serde_json::Value;
+
+use crate::results;
+use crate::{Error, ErrorKind, Result};
+
+pub(crate) fn bad(message: String) -> Error {
+    Error::new(ErrorKind::Data, message)
+}
+
+/// Every item's K×L scores as they arrive, NaN until set: one flat spilled array with where
+/// each item's start, and the items found by id through a spilled table of positions (a dump of
+/// a million items is never a million small allocations).
+pub(crate) struct Matrices<'a> {
+    suite: &'a Suite,
+    index: benchctl_scoring::spill::Index,
+    start: SpillVec<usize>,
+    values: SpillVec<f64>,
+}
+
+impl<'a> Matrices<'a> {
+    pub(crate) fn new(suite: &'a Suite) -> Self {
+        let mut index = benchctl_scoring::spill::Index::default();
+        let mut start = SpillVec::with_capacity(suite.items.len() + 1);
+        start.push(0);
+        for (i, item) in suite.items.iter().enumerate() {
+            // The loaders refuse duplicate ids, so every id is new here.
+            index.find_or_add(item.id(), i, |at| suite.items.item(at).id() == item.id());
+            start.push(start[i] + item.image_count() * item.text_count());
+        }
+        let values = SpillVec::from_elem(f64::NAN, start[suite.items.len()]);
+        Self { suite, index, start, values }
+    }
+
+    pub(crate) fn item(&self, id: &str, at: &str) -> Result<usize> {
+        let found = self.index.find(id, |i| self.suite.items.item(i).id() == id);
+        found.map(|i| i as usize).ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
+    }
+
+    /// Item `item`'s scores.
+    fn of(&self, item: usize) -> &[f64] {
+        &self.values[self.start[item]..self.start[item + 1]]
+    }
+
+    pub(crate) fn set(&mut self, item: usize, image: usize, text: usize, score: f64, at: &str) -> Result<()> {
+        let it = self.suite.items.item(item);
+        if image >= it.image_count() || text >= it.text_count() {
+            return Err(bad(format!(
+                "score {at}: item `{}` has {} image(s) and {} text(s), not image {image} and text {text}",
+                it.id(),
+                it.image_count(),
+                it.text_count()
+            )));
+        }
+        if !score.is_finite() {
+            return Err(bad(format!(
+                "score {at}: item `{}` image {image} text {text}: the score {score} is not a finite number",
+                it.id()
+            )));
+        }
+        let slot = &mut self.values[self.start[item] + image * it.text_count() + text];
+        if !slot.is_nan() {
+            return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id())));
+        }
+        *slot = score;
+        Ok(())
+    }
+
+    /// The score tensor, or an error naming the first unscored items.
+    pub(crate) fn finish(self, source: &Path, kind: ScoreKind) -> Result<ScoreTensor> {
+        // Counted, and the first few named: all of a million items may lack scores.
+        let mut unscored = self.suite.items.iter().enumerate().filter(|&(i, _)| self.of(i).iter().any(|s| s.is_nan()));
+        let shown: Vec<&str> = unscored.by_ref().take(5).map(|(_, item)| item.id()).collect();
+        if !shown.is_empty() {
+            let count = shown.len() + unscored.count();
+            return Err(bad(format!(
+                "score {}: {count} item(s) lack scores, e.g. {}",
+                source.display(),
+                shown.join(", ")
+            )));
+        }
+        let mut tensor = ScoreTensor::of_kind(kind);
+        for (i, item) in self.suite.items.iter().enumerate() {
+            tensor
+                .push_exact(item.image_count(), item.text_count(), self.of(i))
+                .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id())))?;
+        }
+        Ok(tensor)
+    }
+}
+
+/// What a score file that cannot be opened is named as.
+pub(crate) const SCORE_FILE: &str = "the file given to `--scores`";
+
+/// Each non-empty line of the score file at `path` parsed as JSON, with where it is
+/// ([`results::json_lines`]); its problems are bad data.
+pub(crate) fn lines(path: &Path) -> Result<impl Iterator<Item = Result<(String, Value)>> + '_> {
+    results::json_lines(path, SCORE_FILE, ErrorKind::Data)
+}
+
+pub(crate) fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
+    read_dump_lines(lines(path)?, m)
+}
+
+fn read_dump_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>, m: &mut Matrices) -> Result<()> {
+    for line in lines {
+        let (at, line) = line?;
+        let (id, scores) = item_line(&line, &at)?;
+        let item = m.item(id, &at)?;
+        for score in scores {
+            let (k, l, value) = score?;
+            m.set(item, k, l, value, &at)?;
+        }
+    }
+    Ok(())
+}
+
+/// A suite's score tensor from dump lines held in memory (a stored run's item scores);
+/// `source` names them in errors.
+pub(crate) fn from_lines(suite: &Suite, lines: &DumpScores, source: &str, kind: ScoreKind) -> Result<ScoreTensor> {
+    let mut m = Matrices::new(suite);
+    for i in 0..lines.len() {
+        let at = format!("{source} item line {}", i + 1);
+        let item = m.item(lines.id(i), &at)?;
+        for (k, l, score) in lines.scores(i) {
+            m.set(item, k, l, score, &at)?;
+        }
+    }
+    m.finish(Path::new(source), kind)
+}
+
+/// A run's item scores as its dump lists them: each item's id and scores, in dump order, read
+/// as a stream into spilled arrays (what `compare` holds of each run; a million items' lines
+/// are not held as JSON values).
+#[derive(Default)]
+pub struct DumpScores {
+    ids: Strings,
+    /// Where each item's scores end in `values` (and `cells`).
+    item_ends: SpillVec<usize>,
+    values: SpillVec<f64>,
+    /// Each score's (image, text).
+    cells: SpillVec<(u32, u32)>,
+}
+
+impl DumpScores {
+    /// The item lines of the dump at `path`.
+    pub fn read_file(path: &Path) -> Result<Self> {
+        Self::from_lines(lines(path)?)
+    }
+
+    /// Item lines (`{"id": …, "scores": [[…], …]}`) with where each is, in order.
+    pub fn from_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>) -> Result<Self> {
+        let mut out = DumpScores::default();
+        for line in lines {
+            let (at, line) = line?;
+            let (id, scores) = item_line(&line, &at)?;
+            for score in scores {
+                let (k, l, value) = score?;
+                out.values.push(value);
+                out.cells.push((k as u32, l as u32));
+            }
+            out.item_ends.push(out.values.len());
+            out.ids.push(id);
+        }
+        Ok(out)
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Item `i`'s id.
+    pub fn id(&self, i: usize) -> &str {
+        self.ids.get(i)
+    }
+
+    fn span(&self, i: usize) -> std::ops::Range<usize> {
+        (if i == 0 { 0 } else { self.item_ends[i - 1] })..self.item_ends[i]
+    }
+
+    /// Item `i`'s scores, in dump order.
+    pub fn flat(&self, i: usize) -> &[f64] {
+        &self.values[self.span(i)]
+    }
+
+    /// Item `i`'s scores with their (image, text).
+    pub fn scores(&self, i: usize) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        let span = self.span(i);
+        self.cells[span.clone()].iter().zip(&self.values[span]).map(|(&(k, l), &v)| (k as usize, l as usize, v))
+    }
+}
+
+/// One score of an item line: (image, text, score).
+type Cell = (usize, usize, f64);
+
+/// An item line's id and its scores, each checked as it is read.
+fn item_line<'v>(line: &'v Value, at: &str) -> Result<(&'v str, impl Iterator<Item = Result<Cell>> + 'v)> {
+    let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
+    let rows = line
+        .get("scores")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+    let at = at.to_string();
+    let scores = rows.iter().enumerate().flat_map(move |(k, row)| {
+        let at = at.clone();
+        let cells: Box<dyn Iterator<Item = Result<Cell>>> = match row.as_array() {
+            None => Box::new(std::iter::once(Err(bad(format!("parse {at}: row {k} of `scores` is not a list"))))),
+            Some(row) => Box::new(row.iter().enumerate().map(move |(l, value)| {
+                let score =
+                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
+                Ok((k, l, score))
+            })),
+        };
+        cells
+    });
+    Ok((id, scores))
+}
+
+/// A suite's score tensor from our own score dumps, read in order (shards of one run).
+pub(crate) fn from_dumps(suite: &Suite, dumps: &[PathBuf], kind: ScoreKind) -> Result<ScoreTensor> {
+    let mut matrices = Matrices::new(suite);
+    for path in dumps {
+        read_dump(path, &mut matrices)?;
+    }
+    let source = dumps.first().map(PathBuf::as_path).unwrap_or(Path::new("(no dumps)"));
+    matrices.finish(source, kind)
+}

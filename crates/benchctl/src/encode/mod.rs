@@ -1,0 +1,116 @@
+//! Encoding a run's unique inputs through the embedding cache: the cache consulted first,
+//! the missing inputs encoded in batches, images decoded a batch ahead on all cores while the
+//! model encodes the previous batch ([`stream`]); for fusion models each unique (image, text)
+//! pair scored once ([`pairs`]).
+
+pub mod pairs;
+pub mod stream;
+
+use benchctl_models::DualEncoder;
+use benchctl_suites::ImageSource;
+use candle_core::{Device, Tensor};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cache::{EmbeddingCache, Keys, SourceList};
+use crate::inputs::load_pixels;
+use crate::results::Counts;
+use crate::{Error, ErrorKind, Result};
+use stream::{with_stream, EmbeddingPlan};
+
+pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>16} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// What encodes the inputs the cache lacks: the dual encoder, or none when the run found
+/// every input in the cache and did not load the weights.
+#[derive(Clone, Copy)]
+pub(crate) struct Encoder<'a> {
+    pub model: Option<&'a dyn DualEncoder>,
+    /// Where the embeddings go.
+    pub device: &'a Device,
+}
+
+impl<'a> Encoder<'a> {
+    pub(crate) fn model(&self) -> Result<&'a dyn DualEncoder> {
+        self.model.ok_or_else(Self::not_loaded)
+    }
+
+    pub(crate) fn not_loaded() -> Error {
+        Error::new(ErrorKind::Compute, "encode an input missing from the cache: the model was not loaded")
+    }
+}
+
+/// Decoding and preprocessing a batch of `images` (on all cores).
+pub(crate) fn prepare_images<'a>(
+    encoder: Encoder<'a>,
+    images: &'a (impl SourceList + ?Sized),
+) -> impl Fn(&[usize]) -> Result<Tensor> + Sync + 'a {
+    let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
+    move |chunk: &[usize]| {
+        let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
+        let sources: Vec<ImageSource> = chunk.iter().map(|&i| images.source(i)).collect();
+        load_pixels(prep, &sources, device)
+    }
+}
+
+/// The image tower on a prepared batch.
+pub(crate) fn encode_pixels(encoder: Encoder<'_>) -> impl FnMut(Tensor) -> Result<Tensor> + '_ {
+    move |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?)
+}
+
+/// A batch of `texts`.
+pub(crate) fn prepare_texts<'a>(texts: &'a [&'a str]) -> impl Fn(&[usize]) -> Result<Vec<&'a str>> + Sync + 'a {
+    move |chunk: &[usize]| Ok(chunk.iter().map(|&i| texts[i]).collect::<Vec<&str>>())
+}
+
+/// The text tower on a batch.
+pub(crate) fn encode_captions<'a>(encoder: Encoder<'a>) -> impl FnMut(Vec<&str>) -> Result<Tensor> + 'a {
+    move |refs: Vec<&str>| Ok(encoder.model()?.encode_texts(&refs)?)
+}
+
+/// L2-normalised embeddings of `images` (with their cache `keys`), in order, through the
+/// cache, as one table (a retrieval gallery's).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode_images(
+    encoder: Encoder,
+    images: &(impl SourceList + ?Sized),
+    keys: &Keys,
+    wanted: Option<&[bool]>,
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Tensor> {
+    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "image");
+    let bars = indicatif::MultiProgress::new();
+    let (prepare, encode) = (prepare_images(encoder, images), encode_pixels(encoder));
+    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    tally.add_images_to(counts);
+    Ok(table)
+}
+
+/// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the
+/// cache, as one table (a retrieval gallery's).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn encode_texts(
+    encoder: Encoder,
+    texts: &[&str],
+    keys: &Keys,
+    wanted: Option<&[bool]>,
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<Tensor> {
+    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "text");
+    let bars = indicatif::MultiProgress::new();
+    let (prepare, encode) = (prepare_texts(texts), encode_captions(encoder));
+    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    tally.add_texts_to(counts);
+    Ok(table)
+}

@@ -1,0 +1,147 @@
+//! A fusion model's pair scores: every (image, text) pair of a suite once, through the
+//! cache, images encoded once for all their missing pairs.
+
+use benchctl_models::FusionEncoder;
+use benchctl_scoring::spill::{touched, SpillVec};
+use benchctl_scoring::ScoreTensor;
+use benchctl_suites::{ImageSource, Suite};
+use candle_core::{DType, Tensor};
+
+use super::progress;
+use crate::cache::{self, EmbeddingCache, Keys, SourceList};
+use crate::inputs::{load_pixels, ItemInputs};
+use crate::results::Counts;
+use crate::{Error, ErrorKind, Result};
+
+/// Every (image, text) pair a fusion model must score for a suite, each once, and where
+/// each item's K×L pairs are (spilled with the suite: a million items have millions of pairs).
+pub(crate) struct PairTable {
+    /// Unique pairs as (unique image index, unique text index).
+    pub pairs: SpillVec<(usize, usize)>,
+    /// Every item's pairs, row-major over K×L, one item after another, as indices into `pairs`.
+    item_pairs: SpillVec<usize>,
+}
+
+impl PairTable {
+    pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
+        let mut index = benchctl_scoring::spill::Index::default();
+        let mut pairs: SpillVec<(usize, usize)> = SpillVec::new();
+        let mut item_pairs = SpillVec::new();
+        for n in 0..inputs.suite.items.len() {
+            touched(benchctl_scoring::spill::ITEM_BYTES);
+            let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
+            for &image in images {
+                for &text in texts {
+                    let known = &pairs;
+                    let at = index.find_or_add(&(image, text), pairs.len(), |at| known[at] == (image, text));
+                    item_pairs.push(at.map_or_else(
+                        || {
+                            pairs.push((image, text));
+                            pairs.len() - 1
+                        },
+                        |at| at as usize,
+                    ));
+                }
+            }
+        }
+        Self { pairs, item_pairs }
+    }
+
+    /// Each pair's cache key, from its image's and text's.
+    pub(crate) fn keys(&self, image_keys: &Keys, text_keys: &Keys) -> SpillVec<cache::Key> {
+        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys.get(i), &text_keys.get(t)])).collect()
+    }
+
+    pub(crate) fn score_tensor(
+        &self,
+        suite: &Suite,
+        values: &[f32],
+        kind: benchctl_scoring::ScoreKind,
+    ) -> Result<ScoreTensor> {
+        let mut tensor = ScoreTensor::of_kind(kind);
+        let mut start = 0;
+        for item in &suite.items {
+            let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
+            start += these.len();
+            let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
+            tensor
+                .push(item.image_count(), item.text_count(), &scores)
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
+        }
+        Ok(tensor)
+    }
+}
+
+/// The unique inputs a fusion model pairs, and each pair's cache key.
+pub(crate) struct PairInputs<'a> {
+    pub images: &'a dyn SourceList,
+    pub texts: &'a [&'a str],
+    pub pair_keys: &'a Keys<'a>,
+}
+
+/// A fusion model's score of every pair, through the cache (one value per pair, keyed by
+/// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
+/// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
+pub(crate) fn score_pairs_through_cache(
+    model: Option<&dyn FusionEncoder>,
+    table: &PairTable,
+    inputs: &PairInputs,
+    batch: usize,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<SpillVec<f32>> {
+    let PairInputs { images, texts, pair_keys } = *inputs;
+    let mut values: SpillVec<Option<f32>> =
+        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
+    // The missing pairs grouped by image (sorted by it, in bounded memory), images in order.
+    let mut todo: SpillVec<(usize, usize)> =
+        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
+    benchctl_scoring::spill::sort_by_key(&mut todo, |&(i, _)| i);
+    counts.pairs_cached += values.len() - todo.len();
+    let todo_images: SpillVec<usize> =
+        todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();
+    let bar = progress(todo.len(), "scoring pairs");
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    let mut next_todo = 0;
+    for image_chunk in todo_images.chunks(batch.max(1)) {
+        let model = model.ok_or_else(|| {
+            Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
+        })?;
+        let sources: Vec<ImageSource> = image_chunk.iter().map(|&i| images.source(i)).collect();
+        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
+        counts.images_encoded += image_chunk.len();
+        counts.image_batches += 1;
+        // This chunk's images' missing pairs, as (row of the chunk, pair): the next run of `todo`.
+        let mut pairs: Vec<(usize, usize)> = Vec::new();
+        for (row, &i) in image_chunk.iter().enumerate() {
+            while next_todo < todo.len() && todo[next_todo].0 == i {
+                pairs.push((row, todo[next_todo].1));
+                next_todo += 1;
+            }
+        }
+        for chunk in pairs.chunks(batch.max(1)) {
+            let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
+            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
+            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
+            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1]).collect();
+            let scores = model
+                .score_pairs(&pair_states, &pair_texts)?
+                .to_dtype(DType::F32)
+                .and_then(|s| s.to_vec1::<f32>())
+                .map_err(|e| compute("read pair scores", e))?;
+            let entries: Vec<(cache::Key, &[f32])> =
+                chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys.get(p), std::slice::from_ref(v))).collect();
+            cache.append(&entries)?;
+            for (&(_, p), v) in chunk.iter().zip(scores) {
+                values[p] = Some(v);
+            }
+            counts.pairs_scored += chunk.len();
+            bar.inc(chunk.len() as u64);
+        }
+    }
+    bar.finish_and_clear();
+    values
+        .iter()
+        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
+        .collect()
+}

@@ -1,0 +1,161 @@
+//! What `benchctl eval` is asked to do, typed: the first stage of a run. The binary's command
+//! line and run specs ([`crate::config`]) build an [`EvalPlan`]; nothing after this stage
+//! sees a flag or a string that still has to be parsed.
+
+use std::path::{Path, PathBuf};
+
+use benchctl_models::device::DeviceSpec;
+use benchctl_models::registry::ScoreHead;
+use benchctl_scoring::metrics::Ties;
+use benchctl_suites::rococo::altered::Method;
+use benchctl_suites::SuiteInfo;
+use candle_core::DType;
+
+use crate::{Error, ErrorKind, Result};
+
+/// One evaluation: a model on a suite, with the options of the run.
+#[derive(Clone)]
+pub struct EvalPlan {
+    pub model: ModelChoice,
+    pub suite: &'static SuiteInfo,
+    /// The suite's data, absolute (so `report` finds it from any directory).
+    pub data_dir: PathBuf,
+    pub options: EvalOptions,
+}
+
+impl EvalPlan {
+    /// The plan of `model` on the suite `suite_id`, its data in `data_dir` (default
+    /// `datasets/<suite>`).
+    pub fn new(model: ModelChoice, suite_id: &str, data_dir: Option<&Path>, options: EvalOptions) -> Result<Self> {
+        let suite = benchctl_suites::find(suite_id)?;
+        let data_dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| Path::new("datasets").join(suite.id));
+        let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
+        Ok(EvalPlan { model, suite, data_dir, options })
+    }
+
+    /// The model's name as the progress of a run spec shows it.
+    pub fn model_name(&self) -> String {
+        match &self.model.source {
+            ModelSource::Zoo(id) => id.clone(),
+            ModelSource::Path(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// Which model, and which of its score heads.
+#[derive(Debug, Clone)]
+pub struct ModelChoice {
+    pub source: ModelSource,
+    /// `None`: the architecture's default head (ITM for BLIP and FIBER).
+    pub head: Option<ScoreHead>,
+    pub device: DeviceSpec,
+    pub dtype: DType,
+}
+
+/// A score head by name (`--score`, a run spec's `score`); whether the model has it is
+/// checked when the model is resolved.
+pub fn score_head(name: Option<&str>) -> Result<Option<ScoreHead>> {
+    let Some(name) = name else { return Ok(None) };
+    match ScoreHead::parse(name) {
+        Some(head) => Ok(Some(head)),
+        None => Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "use --score {name}: the score heads are contrastive, sigmoid, itm and itc (see `benchctl models`)"
+            ),
+        )),
+    }
+}
+
+/// Where a model comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// A zoo id, resolved through the Hugging Face hub cache.
+    Zoo(String),
+    /// A model directory, or a FIBER checkpoint file.
+    Path(PathBuf),
+}
+
+/// Everything of a run besides its model, suite and data.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// Images or texts per forward pass.
+    pub batch_size: usize,
+    /// Where the run is stored.
+    pub results_dir: PathBuf,
+    /// Read and fill the embedding cache (`--no-cache` turns it off).
+    pub use_cache: bool,
+    /// Read images a symbolic link in the data directory leads out of it to.
+    pub allow_outside_links: bool,
+    pub long_captions: LongCaptions,
+    /// How a tie for the top score counts (checked against the suite's official scorer).
+    pub ties: Ties,
+    pub shard: Option<Shard>,
+    pub retrieval: RetrievalOptions,
+}
+
+/// What a caption longer than the model's text context does to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongCaptions {
+    /// Cut as the reference pipelines do; the run counts them.
+    Truncate,
+    /// Refuse the run, naming the first.
+    Refuse,
+}
+
+/// Slice `index` of `count` of an item suite (contiguous item ranges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// `i/n` with `i < n`, as a run file records it.
+    pub fn parse(text: &str) -> Option<Shard> {
+        let (i, n) = text.split_once('/')?;
+        let (index, count) = (i.trim().parse().ok()?, n.trim().parse().ok()?);
+        (index < count).then_some(Shard { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+/// Retrieval suites (RoCOCO): how the altered galleries and captions are made, and the
+/// re-ranking of a fusion model.
+#[derive(Debug, Clone)]
+pub struct RetrievalOptions {
+    pub methods: Vec<Method>,
+    /// The share of the original image kept, in thousandths.
+    pub lambdas: Vec<u16>,
+    pub altered: AlteredImages,
+    pub caption_normalisation: CaptionNormalisation,
+    /// Seeds of generated altered galleries; results are averaged over them.
+    pub seeds: Vec<u64>,
+    /// Candidates per query a fusion model re-ranks.
+    pub rerank_k: usize,
+}
+
+/// Where RoCOCO's visually altered images come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlteredImages {
+    /// The release folders `mix_images.py` writes where they exist, else generated.
+    Auto,
+    /// The release folders, required.
+    Release,
+    /// Always generated in process (seeded).
+    Generate,
+}
+
+/// RoCOCO's caption normalisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptionNormalisation {
+    /// BLIP's `pre_caption` for a BLIP model, nothing otherwise.
+    Auto,
+    None,
+    Blip,
+}

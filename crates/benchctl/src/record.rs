@@ -1,0 +1,140 @@
+//! The record stage: a finished evaluation's [`Run`] (made once, by [`RunBuilder`]) and what
+//! it scored, stored all or nothing ([`Evaluation::store`]: run file and score dump, then the
+//! store's row).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use benchctl_scoring::metrics::stats::Interval;
+use benchctl_scoring::spill::Strings;
+use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_suites::Suite;
+
+use crate::plan::Shard;
+use crate::results::{self, Counts, ModelRecord, Run, SuiteRecord, Timings};
+use crate::{Error, ErrorKind, Result};
+
+/// A finished evaluation, not yet stored.
+pub struct Evaluation {
+    pub run: Run,
+    pub outcome: Outcome,
+}
+
+/// What an evaluation scored, and so its score dump (one JSON object per line).
+pub enum Outcome {
+    /// An item suite and its scores: one dump line per item, made as it is written (a million
+    /// items' lines are never held at once).
+    Items { suite: Box<Suite>, scores: ScoreTensor },
+    /// A retrieval suite's per-query dump lines (RoCOCO: ranks against whole galleries).
+    Queries { dump: Strings },
+}
+
+impl Evaluation {
+    /// An item suite's scores, when the evaluation has them.
+    pub fn scored(&self) -> Option<(&Suite, &ScoreTensor)> {
+        match &self.outcome {
+            Outcome::Items { suite, scores } => Some((suite, scores)),
+            Outcome::Queries { .. } => None,
+        }
+    }
+
+    /// The score dump's lines, in order.
+    pub fn dump_lines(&self) -> Box<dyn Iterator<Item = String> + '_> {
+        match &self.outcome {
+            Outcome::Items { suite, scores } => Box::new(results::item_dump(suite, scores)),
+            Outcome::Queries { dump } => Box::new(dump.iter().map(str::to_string)),
+        }
+    }
+
+    /// Stores the run under `results_dir`, all or nothing: the run file and score dump
+    /// first, then the store's row that names them (one transaction); returns the run's id
+    /// and the run file.
+    pub fn store(&self, results_dir: &Path) -> Result<(i64, PathBuf)> {
+        let mut store = crate::store::Store::open(results_dir)?;
+        // An item suite's dump lines are made twice, for the file and for the store's rows,
+        // rather than held between the two (a million lines took about 100 MB).
+        let path = results::store(results_dir, &self.run, self.dump_lines())?;
+        crate::fault::at("store-files", 0);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        // The files are complete: the next store that opens this directory imports them, so
+        // a row that cannot be written (a full disk) loses nothing; say so.
+        let id = store.insert(&self.run, self.dump_lines().map(Ok), Some(name)).map_err(|e| {
+            let kept = format!(
+                "{e}; the run is kept in {} and enters the store when it is next opened (any benchctl command on this --results-dir, once it can be written)",
+                path.display()
+            );
+            Error::caused_by(ErrorKind::Results, kept, e)
+        })?;
+        Ok((id, path))
+    }
+}
+
+/// What a run scored, for its record: the suite as recorded, the metrics and what they were
+/// computed on.
+pub struct Scored {
+    pub suite: SuiteRecord,
+    pub report: Report,
+    pub intervals: Vec<Interval>,
+    /// [`results::fingerprint`] of the annotations (or the suite's own, RoCOCO's).
+    pub data_fingerprint: String,
+    /// [`results::image_fingerprint`] of the images' contents.
+    pub image_fingerprint: String,
+}
+
+/// A run's record as it is made: started with the run, its counts and timings filled by the
+/// stages, finished with what was scored.
+pub struct RunBuilder {
+    started: Instant,
+    started_at: String,
+    pub model: ModelRecord,
+    batch_size: usize,
+    pub counts: Counts,
+    /// Every time but the total, which [`RunBuilder::finish`] takes.
+    pub timings: Timings,
+    shard: Option<Shard>,
+}
+
+impl RunBuilder {
+    /// A run of `model` starting now.
+    pub fn start(model: ModelRecord, batch_size: usize, shard: Option<Shard>) -> Self {
+        RunBuilder {
+            started: Instant::now(),
+            started_at: results::now_rfc3339(),
+            model,
+            batch_size,
+            counts: Counts::default(),
+            timings: Timings::default(),
+            shard,
+        }
+    }
+
+    /// The record, its total time up to now.
+    pub fn finish(self, scored: Scored) -> Run {
+        Run {
+            started_at: self.started_at,
+            model: self.model,
+            suite: scored.suite,
+            batch_size: self.batch_size,
+            counts: self.counts,
+            timings: Timings { total_s: self.started.elapsed().as_secs_f64(), ..self.timings },
+            report: scored.report,
+            intervals: scored.intervals,
+            tool_commit: results::TOOL_COMMIT.to_string(),
+            data_fingerprint: scored.data_fingerprint,
+            image_fingerprint: scored.image_fingerprint,
+            shard: self.shard.map(|s| s.to_string()),
+        }
+    }
+}
+
+/// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
+/// resamples of the items, seed [`results::BOOTSTRAP_SEED`]).
+pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<Vec<Interval>> {
+    Ok(benchctl_scoring::metrics::stats::bootstrap(
+        suite.summary,
+        scores,
+        &suite.item_views(),
+        results::BOOTSTRAP_RESAMPLES,
+        results::BOOTSTRAP_SEED,
+    )?)
+}
