@@ -60,10 +60,10 @@ bench-vs-torch tier="best" batch="32" threads="2":
     #!/usr/bin/env bash
     set -euo pipefail
     if [ "{{tier}}" = avx2 ]; then
-        cargo build --release -p benchctl --no-default-features --target-dir target/tier-avx2
+        cargo build --release -p benchctl --no-default-features --features dev-bench --target-dir target/tier-avx2
         bin=target/tier-avx2/release/benchctl
     else
-        cargo build --release -p benchctl
+        cargo build --release -p benchctl --features dev-bench
         bin=target/release/benchctl
     fi
     python3 scripts/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval

@@ -5,7 +5,7 @@
 //! fingerprint, batch size, and cover `0/n … (n−1)/n` once each. Their score dumps are read
 //! in shard order into the suite's score tensor and the metrics and intervals recomputed
 //! from it; each shard encoded its inputs in the same global batches as an unsharded run
-//! (see `encode::EmbeddingPlan`), so the scores, and so the merged run's report,
+//! (see `encode::stream::EmbeddingPlan`), so the scores, and so the merged run's report,
 //! intervals and dump, are bit-identical to the unsharded run's.
 
 use std::path::{Path, PathBuf};

@@ -202,7 +202,6 @@ impl Timings {
 
 impl Run {
     pub fn to_json(&self) -> serde_json::Value {
-        let c = &self.counts;
         serde_json::json!({
             "schema": SCHEMA,
             "tool": {"name": "benchctl", "version": env!("CARGO_PKG_VERSION"), "commit": self.tool_commit},
@@ -212,65 +211,37 @@ impl Run {
             "data_fingerprint": self.data_fingerprint,
             "image_fingerprint": self.image_fingerprint,
             "options": {"batch_size": self.batch_size, "shard": self.shard},
-            "counts": {
-                "unique_images": c.unique_images,
-                "unique_texts": c.unique_texts,
-                "images_encoded": c.images_encoded,
-                "image_batches": c.image_batches,
-                "texts_encoded": c.texts_encoded,
-                "text_batches": c.text_batches,
-                "images_cached": c.images_cached,
-                "texts_cached": c.texts_cached,
-                "pairs_scored": c.pairs_scored,
-                "pairs_cached": c.pairs_cached,
-                "captions_truncated": c.captions_truncated,
-                "text_context": c.text_context,
-                "images_hashed": c.images_hashed,
-            },
+            "counts": self.counts,
             "timings": self.timings,
             "report": self.report.to_json(),
             "intervals": intervals_json(&self.intervals),
         })
     }
 
-    /// Reads a run file's JSON; `None` names nothing, so callers add the file.
-    pub fn from_json(v: &serde_json::Value) -> std::result::Result<Self, String> {
-        let field = |k: &str| v.get(k).ok_or_else(|| format!("missing key `{k}`"));
-        let schema = field("schema")?.as_u64().ok_or("`schema` is not a number")?;
+    /// Reads a run file's JSON; the error names the key, not the file (callers add it).
+    pub fn from_json(v: &serde_json::Value) -> Result<Self> {
+        let bad = |what: String| Error::results(what);
+        let field = |k: &str| v.get(k).ok_or_else(|| bad(format!("missing key `{k}`")));
+        let section = |k: &str| -> Result<serde_json::Value> { Ok(field(k)?.clone()) };
+        let schema = field("schema")?.as_u64().ok_or_else(|| bad("`schema` is not a number".into()))?;
         if schema != SCHEMA as u64 {
-            return Err(format!("schema {schema} is not supported (expected {SCHEMA})"));
+            return Err(bad(format!("schema {schema} is not supported (expected {SCHEMA})")));
         }
-        let parse = |k: &str| -> std::result::Result<serde_json::Value, String> { Ok(field(k)?.clone()) };
-        let counts = field("counts")?;
-        let count = |k: &str| {
-            counts.get(k).and_then(|v| v.as_u64()).map(|v| v as usize).ok_or(format!("missing key `counts.{k}`"))
-        };
+        let typed = |k: &str, e: serde_json::Error| Error::caused_by(ErrorKind::Results, format!("key `{k}`: {e}"), e);
+        let report =
+            Report::from_json(field("report")?).ok_or_else(|| bad("key `report` is malformed".into()))?;
         Ok(Run {
-            started_at: field("started_at")?.as_str().ok_or("`started_at` is not a string")?.to_string(),
-            model: serde_json::from_value(parse("model")?).map_err(|e| format!("key `model`: {e}"))?,
-            suite: serde_json::from_value(parse("suite")?).map_err(|e| format!("key `suite`: {e}"))?,
+            started_at: field("started_at")?
+                .as_str()
+                .ok_or_else(|| bad("`started_at` is not a string".into()))?
+                .to_string(),
+            model: serde_json::from_value(section("model")?).map_err(|e| typed("model", e))?,
+            suite: serde_json::from_value(section("suite")?).map_err(|e| typed("suite", e))?,
             batch_size: v.pointer("/options/batch_size").and_then(|b| b.as_u64()).unwrap_or(0) as usize,
-            counts: Counts {
-                unique_images: count("unique_images")?,
-                unique_texts: count("unique_texts")?,
-                images_encoded: count("images_encoded")?,
-                image_batches: count("image_batches")?,
-                texts_encoded: count("texts_encoded")?,
-                text_batches: count("text_batches")?,
-                images_cached: count("images_cached").unwrap_or(0),
-                texts_cached: count("texts_cached").unwrap_or(0),
-                pairs_scored: count("pairs_scored").unwrap_or(0),
-                pairs_cached: count("pairs_cached").unwrap_or(0),
-                captions_truncated: count("captions_truncated").unwrap_or(0),
-                text_context: count("text_context").unwrap_or(0),
-                images_hashed: count("images_hashed").unwrap_or(0),
-            },
-            timings: serde_json::from_value(parse("timings")?).map_err(|e| format!("key `timings`: {e}"))?,
-            report: Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
-            intervals: intervals_from_json(
-                v.get("intervals"),
-                &Report::from_json(field("report")?).ok_or("key `report` is malformed")?,
-            )?,
+            counts: serde_json::from_value(section("counts")?).map_err(|e| typed("counts", e))?,
+            timings: serde_json::from_value(section("timings")?).map_err(|e| typed("timings", e))?,
+            intervals: intervals_from_json(v.get("intervals"), &report)?,
+            report,
             tool_commit: v.pointer("/tool/commit").and_then(|c| c.as_str()).unwrap_or("unknown").to_string(),
             data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
             image_fingerprint: v.get("image_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
@@ -323,13 +294,16 @@ fn intervals_json(intervals: &[Interval]) -> serde_json::Value {
     serde_json::Value::Object(map)
 }
 
-fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> std::result::Result<Vec<Interval>, String> {
+fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> Result<Vec<Interval>> {
     let Some(map) = v.and_then(|v| v.as_object()) else { return Ok(Vec::new()) };
     map.iter()
         .map(|(metric, bounds)| {
             let pair = bounds.as_array().filter(|a| a.len() == 2).and_then(|a| Some((a[0].as_f64()?, a[1].as_f64()?)));
-            let (low, high) = pair.ok_or(format!("key `intervals.{metric}` is not [low, high]"))?;
-            let value = report.metric(metric).ok_or(format!("key `intervals.{metric}` names no reported metric"))?;
+            let (low, high) =
+                pair.ok_or_else(|| Error::results(format!("key `intervals.{metric}` is not [low, high]")))?;
+            let value = report
+                .metric(metric)
+                .ok_or_else(|| Error::results(format!("key `intervals.{metric}` names no reported metric")))?;
             Ok(Interval { metric: metric.clone(), value, low, high })
         })
         .collect()
@@ -435,7 +409,7 @@ pub fn read_run_file(path: &Path) -> Result<RunFile> {
     let text = read_bounded(path, MAX_RUN_FILE_BYTES)?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
-    let run = Run::from_json(&json).map_err(|e| Error::results(format!("read run {}: {e}", path.display())))?;
+    let run = Run::from_json(&json).map_err(|e| Error::caused_by(ErrorKind::Results, format!("read run {}: {e}", path.display()), e))?;
     let dump = json.get("scores_file").and_then(|f| f.as_str()).map(|f| path.with_file_name(f));
     Ok(RunFile { run, dump })
 }
@@ -526,8 +500,9 @@ mod tests {
 }
 
 /// Forward-pass counts of one run: each unique input is encoded at most once, and not at
-/// all when the embedding cache has it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// all when the embedding cache has it. The counters after `text_batches` are absent from
+/// older run files (read as 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     pub unique_images: usize,
     pub unique_texts: usize,
@@ -535,17 +510,24 @@ pub struct Counts {
     pub image_batches: usize,
     pub texts_encoded: usize,
     pub text_batches: usize,
+    #[serde(default)]
     pub images_cached: usize,
+    #[serde(default)]
     pub texts_cached: usize,
     /// Fusion models: (image, text) pairs scored by a forward pass, and taken from the cache.
+    #[serde(default)]
     pub pairs_scored: usize,
+    #[serde(default)]
     pub pairs_cached: usize,
     /// Unique captions longer than the model's text context, cut by its tokenizer, and that
     /// context in tokens (special tokens included).
+    #[serde(default)]
     pub captions_truncated: usize,
+    #[serde(default)]
     pub text_context: usize,
     /// Image files whose bytes were read to key them (not known to the memo by path, size
     /// and mtime).
+    #[serde(default)]
     pub images_hashed: usize,
 }
 

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::results::Run;
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// The database file under a results directory.
 pub const FILE_NAME: &str = "benchctl.sqlite";
@@ -509,6 +509,6 @@ impl Store {
     fn parse(&self, id: i64, json: &str) -> Result<Run> {
         let value: serde_json::Value = serde_json::from_str(json)
             .map_err(|e| Error::results(format!("parse run {id} in {}: {e}", self.path.display())))?;
-        Run::from_json(&value).map_err(|e| Error::results(format!("read run {id} in {}: {e}", self.path.display())))
+        Run::from_json(&value).map_err(|e| Error::caused_by(ErrorKind::Results, format!("read run {id} in {}: {e}", self.path.display()), e))
     }
 }

@@ -19,9 +19,21 @@ pub(super) const TINY_CLIP_CONFIG: &str = r#"{"model_type": "clip", "projection_
  "vision_config": {"hidden_size": 48, "intermediate_size": 96, "num_attention_heads": 3, "num_hidden_layers": 2, "patch_size": 32, "image_size": 224}}"#;
 
 /// The tokenizer the end-to-end benchmark's random model uses: the CLIP vocabulary of the
-/// parity fixtures (OpenAI's BPE), built into the binary so the benchmark needs no files.
-pub(super) const CLIP_TOKENIZER: &[u8] =
-    include_bytes!("../../../benchctl-models/tests/fixtures/tokenizer/tokenizer.json");
+/// parity fixtures (OpenAI's BPE), read from the checkout the benchmark was built in.
+pub(super) const CLIP_TOKENIZER: &str = "benchctl-models/tests/fixtures/tokenizer/tokenizer.json";
+
+/// A file of the checkout's test fixtures (`crates/<path>`): the developer benchmarks build
+/// their random models from them rather than carry them in every binary.
+pub(super) fn fixture(path: &str) -> Result<Vec<u8>> {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    std::fs::read(&file).map_err(|e| {
+        Error::caused_by(
+            ErrorKind::Usage,
+            format!("benchmark: read {} ({e}): this benchmark runs from a benchctl checkout", file.display()),
+            e,
+        )
+    })
+}
 
 /// A Winoground-layout suite of `items` items under `dir`: 2 PNG photos-like images
 /// (smooth noise, 500×375 like COCO) and 2 captions each.
@@ -157,7 +169,7 @@ pub(super) fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     let config = ClipConfig::vit_b32();
     std::fs::write(model_dir.join("config.json"), r#"{"model_type": "clip", "text_config": {}, "vision_config": {}}"#)
         .map_err(io("write config.json"))?;
-    std::fs::write(model_dir.join("tokenizer.json"), CLIP_TOKENIZER).map_err(io("write tokenizer.json"))?;
+    std::fs::write(model_dir.join("tokenizer.json"), fixture(CLIP_TOKENIZER)?).map_err(io("write tokenizer.json"))?;
     Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
     write_suite(&suite_dir, items)?;
     let batch = args.batch.to_string();

@@ -4,7 +4,7 @@ use benchctl_models::models::clip::{Clip, ClipConfig};
 use benchctl_models::registry::{self, Architecture};
 use candle_core::{DType, Tensor};
 
-use super::e2e::{eval_child, write_suite};
+use super::e2e::{eval_child, fixture, write_suite};
 use super::{io, summarise, time, BenchPlan, Part, PartResult};
 use crate::{Error, ErrorKind, Result};
 
@@ -129,10 +129,10 @@ pub(super) fn fiber(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     Ok((format!("FIBER-base at {size} px"), results))
 }
 
-/// The micro FIBER fixture's byte-level BPE (RoBERTa's file format and special ids), built in
-/// so the FIBER benchmark needs no files; its ids fit any RoBERTa vocabulary.
-const FIBER_VOCAB: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/fiber-micro/vocab.json");
-const FIBER_MERGES: &[u8] = include_bytes!("../../../benchctl-models/tests/fixtures/fiber-micro/merges.txt");
+/// The micro FIBER fixture's byte-level BPE (RoBERTa's file format and special ids), read
+/// from the checkout; its ids fit any RoBERTa vocabulary.
+const FIBER_VOCAB: &str = "benchctl-models/tests/fixtures/fiber-micro/vocab.json";
+const FIBER_MERGES: &str = "benchctl-models/tests/fixtures/fiber-micro/merges.txt";
 
 /// A full-size FIBER-base with random weights, written as a model directory, evaluated with
 /// its ITM head on a generated 24-item suite in a child process: every pair through the fused
@@ -145,8 +145,8 @@ fn fiber_e2e(args: &BenchPlan, size: usize) -> Result<(String, Vec<PartResult>)>
         std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
         let config = format!(r#"{{"model_type": "fiber", "image_size": {size}}}"#);
         std::fs::write(model_dir.join("config.json"), config).map_err(io("write config.json"))?;
-        std::fs::write(model_dir.join("vocab.json"), FIBER_VOCAB).map_err(io("write vocab.json"))?;
-        std::fs::write(model_dir.join("merges.txt"), FIBER_MERGES).map_err(io("write merges.txt"))?;
+        std::fs::write(model_dir.join("vocab.json"), fixture(FIBER_VOCAB)?).map_err(io("write vocab.json"))?;
+        std::fs::write(model_dir.join("merges.txt"), fixture(FIBER_MERGES)?).map_err(io("write merges.txt"))?;
         benchctl_models::models::fiber::save_random_base(size, &model_dir.join("model.safetensors"))?;
         write_suite(&suite_dir, items)?;
         let (results, cache) = (dir.join("results"), dir.join("cache"));

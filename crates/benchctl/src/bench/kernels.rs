@@ -1,9 +1,11 @@
-//! Kernels measured alone: RoCOCO-scale retrieval scoring, one dense layer's product, and
-//! the CPU's fp32 multiply-add peak.
+//! Kernels measured alone: RoCOCO-scale retrieval scoring; with the `dev-bench` feature (a
+//! developer's build, not a release's), one dense layer's product and the CPU's fp32
+//! multiply-add peak (hand-written FMA chains).
 
 use std::time::Instant;
 
 use candle_core::Tensor;
+#[cfg(feature = "dev-bench")]
 use rayon::prelude::*;
 
 use super::{summarise, BenchPlan, PartResult};
@@ -54,6 +56,7 @@ pub(super) fn retrieval(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
 /// One dense layer of ViT-B/32's MLP on a batch of 32 images: `(1600, 768) · (3072, 768)ᵀ + b`,
 /// `per_second` in GFLOP/s: as the encoders run it (weights packed once, when the model
 /// loads: `transformer::Dense`), and through `kernels::dense_2d`, which packs them on every call.
+#[cfg(feature = "dev-bench")]
 pub(super) fn dense(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     let (m, k, n) = (1600, 768, 3072);
     let dev = candle_core::Device::Cpu;
@@ -87,6 +90,7 @@ pub(super) fn dense(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
 /// The fp32 multiply-add rate of the current tier: independent chains of FMAs (AVX-512: 16
 /// registers of 16 lanes; AVX2: 12 of 8; generic: 64 lanes as the compiler vectorises them,
 /// fused only where the target has FMA) on every thread, `per_second` in GFLOP/s (2 per FMA).
+#[cfg(feature = "dev-bench")]
 pub(super) fn peak(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     const ITERATIONS: usize = 20_000_000;
     let tier = benchctl_cpu::Tier::current();
@@ -110,12 +114,13 @@ pub(super) fn peak(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
 
 /// `iterations` rounds of independent multiply-add chains; returns a value that depends on
 /// all of them (so nothing is optimised away) and the FLOPs per round.
+#[cfg(feature = "dev-bench")]
 fn fma_chains(tier: benchctl_cpu::Tier, iterations: usize) -> (f32, usize) {
     match tier.isa() {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "dev-bench", target_arch = "x86_64"))]
         // SAFETY: the tier exists only where the CPU has its features.
         benchctl_cpu::Isa::Avx512 => unsafe { fma_chains_avx512(iterations) },
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(feature = "dev-bench", target_arch = "x86_64"))]
         // SAFETY: as above.
         benchctl_cpu::Isa::Avx2 => unsafe { fma_chains_avx2(iterations) },
         _ => {
@@ -131,7 +136,7 @@ fn fma_chains(tier: benchctl_cpu::Tier, iterations: usize) -> (f32, usize) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "dev-bench", target_arch = "x86_64"))]
 #[target_feature(enable = "avx512f")]
 unsafe fn fma_chains_avx512(iterations: usize) -> (f32, usize) {
     use std::arch::x86_64::*;
@@ -146,7 +151,7 @@ unsafe fn fma_chains_avx512(iterations: usize) -> (f32, usize) {
     (_mm512_reduce_add_ps(sum), 16 * 16 * 2)
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "dev-bench", target_arch = "x86_64"))]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn fma_chains_avx2(iterations: usize) -> (f32, usize) {
     use std::arch::x86_64::*;

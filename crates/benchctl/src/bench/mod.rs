@@ -84,8 +84,15 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         Part::Image | Part::Text | Part::Both => encoders::clip(args),
         Part::E2e => e2e::run(args),
         Part::Retrieval => kernels::retrieval(args),
+        #[cfg(feature = "dev-bench")]
         Part::Peak => kernels::peak(args),
+        #[cfg(feature = "dev-bench")]
         Part::Dense => kernels::dense(args),
+        #[cfg(not(feature = "dev-bench"))]
+        Part::Peak | Part::Dense => Err(Error::new(
+            ErrorKind::Usage,
+            "benchmark --part peak or dense: a developer's benchmark, in builds with `--features dev-bench` (`just bench-vs-torch` makes one)",
+        )),
         Part::Annotations => annotations::run(),
         Part::Preprocess => preprocess::run(args),
     }
