@@ -33,7 +33,7 @@ pub struct Error {
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
-benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
+benchctl_base::kinded_error_impl!(Error, ErrorKind);
 
 impl Error {
     /// The same error, naming the file it concerns.

@@ -12,11 +12,9 @@
 //! embeddings, with the outcomes the scores would give.
 
 pub mod gallery;
-pub mod kinded_error;
 pub mod metrics;
 pub mod report;
 pub mod scores;
-pub mod spill;
 pub mod truth;
 
 pub use metrics::MetricFamily;

@@ -1,7 +1,7 @@
 //! The ragged N×K×L score tensor a model produces for a suite.
 
-use crate::spill::SpillVec;
 use crate::{Error, Result, Truth};
+use benchctl_base::spill::SpillVec;
 
 /// Scores of one item: row k holds image k's score against each of the L texts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -103,7 +103,7 @@ impl ScoreKind {
 }
 
 /// N items' score matrices, stored contiguously. Items may differ in K and L. All of it grows
-/// with the suite, so it spills to a file past the memory budget ([`crate::spill`]).
+/// with the suite, so it spills to a file past the memory budget ([`benchctl_base::spill`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ScoreTensor {
     shapes: SpillVec<(usize, usize)>,

@@ -30,8 +30,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use benchctl_base::spill::{self, Index, SpillVec};
 use benchctl_scoring::metrics::{SubsetAverage, Summary};
-use benchctl_scoring::spill::{self, Index, SpillVec};
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
@@ -507,8 +507,7 @@ impl Grouping {
             s.map_or(std::borrow::Cow::Borrowed(""), |s| String::from_utf8_lossy(&text[s.start..s.end]))
         };
         for &(_, _, p) in order.iter() {
-            // Partials are read in sorted order, at random: a page each, counted.
-            spill::touched(spill::PAGE_BYTES);
+            // Partials are read in sorted order, at random.
             let p = p as usize;
             let partial = &partials[p];
             let split = &split_names[partial.split as usize];
@@ -550,7 +549,6 @@ impl Grouping {
         // part of the list, which [`PairOrder::complete`] tells.
         let order = slots
             .iter()
-            .inspect(|_| spill::touched(spill::PAGE_BYTES))
             .map(|slot| match slot.is_missing() {
                 true => PairSlot::MISSING,
                 false => PairSlot { item: item_of[slot.item as usize], ..*slot },

@@ -1,6 +1,6 @@
 //! The error type of suite loading.
 
-use benchctl_scoring::spill::{SpillVec, Strings};
+use benchctl_base::spill::{SpillVec, Strings};
 
 /// What went wrong while loading a suite. Messages are lowercase and read after
 /// "failed to …".
@@ -35,7 +35,7 @@ pub struct Error {
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
-benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
+benchctl_base::kinded_error_impl!(Error, ErrorKind);
 
 /// Every problem a load found, in order: each one's kind and message (in spilled lines: a
 /// malformed file of a million records has a million of them), and the first kept whole, with

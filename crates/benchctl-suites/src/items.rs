@@ -8,8 +8,8 @@
 
 use std::hash::Hash;
 
+use benchctl_base::spill::{Index, SpillVec, Strings};
 use benchctl_scoring::metrics::ItemView;
-use benchctl_scoring::spill::{self, Index, SpillVec, Strings};
 use benchctl_scoring::{Tags, Truth};
 
 use crate::{ImageSource, Item};
@@ -86,7 +86,6 @@ impl Sources {
     /// Source `i`.
     pub fn get(&self, i: usize) -> ImageSource {
         let record = self.record(i);
-        spill::touched(record.len() + size_of::<usize>());
         let (&kind, rest) = record.split_first().unwrap_or((&OTHER, &[]));
         match kind {
             FILE => ImageSource::File(path_of(rest)),
@@ -319,9 +318,6 @@ impl<'a> Iterator for Iter<'a> {
     type Item = ItemRef<'a>;
 
     fn next(&mut self) -> Option<ItemRef<'a>> {
-        // A pass over the items reads what they spilled: counted, so that it is trimmed as it
-        // goes (`spill::touched`) and a pass leaves no more resident than its last steps.
-        spill::touched(spill::ITEM_BYTES);
         self.next.next().map(|n| ItemRef { items: self.items, n })
     }
 

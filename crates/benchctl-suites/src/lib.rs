@@ -73,7 +73,7 @@ pub struct PairOrder {
     /// The annotation file whose entries give the order.
     pub file: PathBuf,
     /// For each entry, in file order, the pair it scores (spilled with the suite).
-    pub slots: benchctl_scoring::spill::SpillVec<PairSlot>,
+    pub slots: benchctl_base::spill::SpillVec<PairSlot>,
 }
 
 /// One (item, image, text) pair of a suite; [`PairSlot::MISSING`] for an entry that could not
@@ -135,7 +135,7 @@ impl Suite {
     }
 
     /// Every item's truth and tags, for the metrics (spilled with the suite).
-    pub fn item_views(&self) -> benchctl_scoring::spill::SpillVec<ItemView<'_>> {
+    pub fn item_views(&self) -> benchctl_base::spill::SpillVec<ItemView<'_>> {
         self.items.iter().map(ItemRef::view).collect()
     }
 

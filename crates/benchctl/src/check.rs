@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::spill::Strings;
+use benchctl_base::spill::Strings;
 use benchctl_suites::{rococo, ImageSource, SuiteKind};
 use indicatif::ProgressBar;
 use rayon::prelude::*;

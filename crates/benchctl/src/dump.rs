@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::spill::{SpillVec, Strings};
+use benchctl_base::spill::{SpillVec, Strings};
 use benchctl_scoring::{ScoreKind, ScoreTensor};
 use benchctl_suites::Suite;
 use serde_json::Value;
@@ -20,14 +20,14 @@ pub(crate) fn bad(message: String) -> Error {
 /// a million items is never a million small allocations).
 pub(crate) struct Matrices<'a> {
     suite: &'a Suite,
-    index: benchctl_scoring::spill::Index,
+    index: benchctl_base::spill::Index,
     start: SpillVec<usize>,
     values: SpillVec<f64>,
 }
 
 impl<'a> Matrices<'a> {
     pub(crate) fn new(suite: &'a Suite) -> Self {
-        let mut index = benchctl_scoring::spill::Index::default();
+        let mut index = benchctl_base::spill::Index::default();
         let mut start = SpillVec::with_capacity(suite.items.len() + 1);
         start.push(0);
         for (i, item) in suite.items.iter().enumerate() {

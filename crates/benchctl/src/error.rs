@@ -44,7 +44,7 @@ pub struct Error {
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
-benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
+benchctl_base::kinded_error_impl!(Error, ErrorKind);
 
 impl Error {
     pub fn results(message: impl Into<String>) -> Self {

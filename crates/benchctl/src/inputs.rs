@@ -2,8 +2,8 @@
 //! candidates take in them, the captions checked against the model's context, and images
 //! decoded and preprocessed for the model.
 
+use benchctl_base::spill::SpillVec;
 use benchctl_models::preprocess::Preprocessor;
-use benchctl_scoring::spill::{touched, SpillVec};
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{Device, Tensor};
 use rayon::prelude::*;
@@ -21,11 +21,7 @@ pub(crate) fn long_captions(resolved: &ResolvedModel, texts: &[&str], policy: Lo
     // Counted, not collected: a million-item suite has two million captions.
     let truncated = texts
         .par_iter()
-        .map(|t| {
-            // The captions are read from the spilled items: counted, so trimmed as they pass.
-            touched(t.len() + size_of::<&str>());
-            limit.tokens_cut(t).map(|cut| usize::from(cut > 0))
-        })
+        .map(|t| limit.tokens_cut(t).map(|cut| usize::from(cut > 0)))
         .try_reduce(|| 0, |a, b| Ok(a + b))
         .map_err(tokenize)?;
     if policy == LongCaptions::Refuse && truncated > 0 {
@@ -62,7 +58,6 @@ impl<'a> ItemInputs<'a> {
             start.push(0);
             for item in &suite.items {
                 start.push(start[start.len() - 1] + count(item));
-                touched(benchctl_scoring::spill::ITEM_BYTES);
             }
             start
         };
@@ -97,7 +92,7 @@ impl<'a> ItemInputs<'a> {
 pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
     values: impl Iterator<Item = &'a T>,
 ) -> (SpillVec<usize>, SpillVec<&'a T>) {
-    let mut index = benchctl_scoring::spill::Index::default();
+    let mut index = benchctl_base::spill::Index::default();
     let mut unique: SpillVec<&T> = SpillVec::new();
     let slots = values
         .map(|v| {

@@ -22,7 +22,7 @@ fn main() -> ExitCode {
         eprintln!("error: failed to choose the CPU tier: {problem}");
         return ExitCode::from(ErrorKind::Usage.exit_code() as u8);
     }
-    if let Some(problem) = benchctl_scoring::spill::settings_problem() {
+    if let Some(problem) = benchctl_base::spill::settings_problem() {
         eprintln!("error: failed to {problem}");
         return ExitCode::from(ErrorKind::Usage.exit_code() as u8);
     }

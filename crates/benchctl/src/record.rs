@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use benchctl_base::spill::Strings;
 use benchctl_scoring::metrics::stats::Interval;
-use benchctl_scoring::spill::Strings;
 use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::Suite;
 

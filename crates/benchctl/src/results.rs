@@ -228,8 +228,7 @@ impl Run {
             return Err(bad(format!("schema {schema} is not supported (expected {SCHEMA})")));
         }
         let typed = |k: &str, e: serde_json::Error| Error::caused_by(ErrorKind::Results, format!("key `{k}`: {e}"), e);
-        let report =
-            Report::from_json(field("report")?).ok_or_else(|| bad("key `report` is malformed".into()))?;
+        let report = Report::from_json(field("report")?).ok_or_else(|| bad("key `report` is malformed".into()))?;
         Ok(Run {
             started_at: field("started_at")?
                 .as_str()
@@ -409,7 +408,8 @@ pub fn read_run_file(path: &Path) -> Result<RunFile> {
     let text = read_bounded(path, MAX_RUN_FILE_BYTES)?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
-    let run = Run::from_json(&json).map_err(|e| Error::caused_by(ErrorKind::Results, format!("read run {}: {e}", path.display()), e))?;
+    let run = Run::from_json(&json)
+        .map_err(|e| Error::caused_by(ErrorKind::Results, format!("read run {}: {e}", path.display()), e))?;
     let dump = json.get("scores_file").and_then(|f| f.as_str()).map(|f| path.with_file_name(f));
     Ok(RunFile { run, dump })
 }

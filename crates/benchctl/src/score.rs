@@ -5,7 +5,7 @@
 //! bootstrap intervals, provenance of the score file) beside the zoo's runs, so it joins the
 //! leaderboard and `compare`.
 
-use benchctl_scoring::spill::Strings;
+use benchctl_base::spill::Strings;
 use benchctl_suites::paths::TextLines;
 use std::path::{Path, PathBuf};
 

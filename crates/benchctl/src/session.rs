@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use benchctl_scoring::spill::SpillVec;
+use benchctl_base::spill::SpillVec;
 
 use crate::cache::{self, EmbeddingCache, FileKeys, SourceList};
 use crate::model::{resolve_model, Head, LoadedModel, Needed, ResolvedModel};

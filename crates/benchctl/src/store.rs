@@ -509,6 +509,8 @@ impl Store {
     fn parse(&self, id: i64, json: &str) -> Result<Run> {
         let value: serde_json::Value = serde_json::from_str(json)
             .map_err(|e| Error::results(format!("parse run {id} in {}: {e}", self.path.display())))?;
-        Run::from_json(&value).map_err(|e| Error::caused_by(ErrorKind::Results, format!("read run {id} in {}: {e}", self.path.display()), e))
+        Run::from_json(&value).map_err(|e| {
+            Error::caused_by(ErrorKind::Results, format!("read run {id} in {}: {e}", self.path.display()), e)
+        })
     }
 }

@@ -115,7 +115,7 @@ mod tests {
         let path = dir.path().join("prediction.npy");
         let bytes = header_only("<f4", 4_000_000_000_000);
         std::fs::write(&path, &bytes)?;
-        let order = PairOrder { file: dir.path().join("eqben.json"), slots: benchctl_scoring::spill::SpillVec::new() };
+        let order = PairOrder { file: dir.path().join("eqben.json"), slots: benchctl_base::spill::SpillVec::new() };
         let err = read_prediction(&path, &order).unwrap_err().to_string();
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(

@@ -13,8 +13,8 @@ pub mod stats;
 use std::collections::BTreeMap;
 
 use crate::report::{Breakdown, Group, Report};
-use crate::spill::{self, SpillVec};
 use crate::{Error, Result, ScoreTensor, Tags, Truth};
+use benchctl_base::spill::{self, SpillVec};
 
 /// Which published metrics a suite reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,8 +173,7 @@ pub struct SubsetAverage<'a> {
 pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
     let item_values = ItemValues::new(summary, scores, items)?;
     let (per_item, values) = (item_values.per_item, &item_values.values);
-    // Passes over every item in order read what spilled: counted so that they are trimmed.
-    let all = || (0..items.len()).inspect(|_| spill::touched(spill::ITEM_BYTES));
+    let all = || 0..items.len();
     let metrics = headline(per_item, values, all, usize::MAX, summary, items);
     let breakdowns = summary
         .breakdown_keys
@@ -316,10 +315,6 @@ fn headline<I: Iterator<Item = usize>>(
             for (key, groups) in by_macro.iter_mut().chain(by_subset.iter_mut()) {
                 add_to_groups(groups, key, i, items, values, per_item);
             }
-        }
-        if end - start < items.len() {
-            // The window's pages are not read again in this resample.
-            spill::trim();
         }
     }
     let mut metrics = overall.finish();
@@ -517,7 +512,6 @@ impl FromIterator<Vec<Option<f64>>> for ValueRows {
         let mut table: Option<ValueRows> = None;
         for row in rows {
             table.get_or_insert_with(|| ValueRows::new(row.len())).push(&row);
-            spill::touched(spill::ITEM_BYTES);
         }
         table.unwrap_or_else(|| ValueRows::new(0))
     }

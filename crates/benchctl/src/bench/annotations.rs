@@ -39,7 +39,8 @@ pub(super) fn run() -> Result<(String, Vec<PartResult>)> {
         let model_dir = dir.join("model");
         std::fs::create_dir_all(&model_dir).map_err(io("create the model directory"))?;
         std::fs::write(model_dir.join("config.json"), TINY_CLIP_CONFIG).map_err(io("write config.json"))?;
-        std::fs::write(model_dir.join("tokenizer.json"), fixture(CLIP_TOKENIZER)?).map_err(io("write tokenizer.json"))?;
+        std::fs::write(model_dir.join("tokenizer.json"), fixture(CLIP_TOKENIZER)?)
+            .map_err(io("write tokenizer.json"))?;
         let config = ClipConfig::from_file(&model_dir.join("config.json"))?;
         Clip::save_random(&config, &model_dir.join("model.safetensors"))?;
         let options = ["--no-cache", "--batch-size", "256"];

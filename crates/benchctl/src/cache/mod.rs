@@ -26,7 +26,7 @@
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::spill::{Map, SpillVec};
+use benchctl_base::spill::{Map, SpillVec};
 use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind, Result};
@@ -89,7 +89,7 @@ pub struct EmbeddingCache {
     namespace: Key,
     /// Every checked record's key and where its values lie (a later record of a key replaces
     /// an earlier one): spilled past the memory budget
-    /// ([`benchctl_scoring::spill`]), since a cache grows with every suite it has seen.
+    /// ([`benchctl_base::spill`]), since a cache grows with every suite it has seen.
     entries: Map<Key, Location>,
     /// The segments read at open, for [`EmbeddingCache::get`], and the few it has open (a
     /// cache used by thousands of runs has thousands of segments: never one descriptor each).

@@ -1,8 +1,8 @@
 //! A fusion model's pair scores: every (image, text) pair of a suite once, through the
 //! cache, images encoded once for all their missing pairs.
 
+use benchctl_base::spill::SpillVec;
 use benchctl_models::FusionEncoder;
-use benchctl_scoring::spill::{touched, SpillVec};
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{ImageSource, Suite};
 use candle_core::{DType, Tensor};
@@ -24,11 +24,10 @@ pub(crate) struct PairTable {
 
 impl PairTable {
     pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
-        let mut index = benchctl_scoring::spill::Index::default();
+        let mut index = benchctl_base::spill::Index::default();
         let mut pairs: SpillVec<(usize, usize)> = SpillVec::new();
         let mut item_pairs = SpillVec::new();
         for n in 0..inputs.suite.items.len() {
-            touched(benchctl_scoring::spill::ITEM_BYTES);
             let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
             for &image in images {
                 for &text in texts {
@@ -96,7 +95,7 @@ pub(crate) fn score_pairs_through_cache(
     // The missing pairs grouped by image (sorted by it, in bounded memory), images in order.
     let mut todo: SpillVec<(usize, usize)> =
         table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
-    benchctl_scoring::spill::sort_by_key(&mut todo, |&(i, _)| i);
+    benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
     counts.pairs_cached += values.len() - todo.len();
     let todo_images: SpillVec<usize> =
         todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();

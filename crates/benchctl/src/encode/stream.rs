@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use benchctl_scoring::spill::{touched, SpillVec};
+use benchctl_base::spill::SpillVec;
 use candle_core::{DType, Device, Tensor};
 use indicatif::ProgressBar;
 use rayon::prelude::*;
@@ -28,14 +28,13 @@ pub(crate) fn to_flat(embeddings: &Tensor, what: &str) -> Result<(Vec<f32>, usiz
 /// `lengths` holds each row's length, `None` for a miss.
 pub(crate) fn drop_odd_sized(lengths: &mut [Option<usize>], what: &str) {
     let mut counts: HashMap<usize, usize> = HashMap::new();
-    for &len in lengths.iter().inspect(|_| touched(size_of::<Option<usize>>())).flatten() {
+    for &len in lengths.iter().flatten() {
         *counts.entry(len).or_default() += 1;
     }
     // The most common length (the larger on a tie, so the choice does not depend on order).
     let Some(usual) = counts.iter().max_by_key(|&(&len, &n)| (n, len)).map(|(&len, _)| len) else { return };
     let mut dropped = 0;
     for len in lengths.iter_mut() {
-        touched(size_of::<Option<usize>>());
         if len.is_some_and(|len| len != usual) {
             *len = None;
             dropped += 1;
@@ -98,7 +97,7 @@ impl<'a> EmbeddingPlan<'a> {
             (0..n).map(|i| if is_wanted(i) { cache.dim(&keys.get(i)) } else { None }).collect();
         drop_odd_sized(&mut lengths, what);
         // The first cached row's width (found within the first few rows, as a rule).
-        let cached_dim = lengths.iter().inspect(|_| touched(size_of::<Option<usize>>())).flatten().next().copied();
+        let cached_dim = lengths.iter().flatten().next().copied();
         let mut sources: SpillVec<RowSource> = (0..n)
             .map(|i| match (is_wanted(i), lengths[i]) {
                 (false, _) => RowSource::Unwanted,
@@ -108,10 +107,7 @@ impl<'a> EmbeddingPlan<'a> {
             .collect();
         drop(lengths);
         let (mut batch_rows, mut batch_starts) = (SpillVec::new(), SpillVec::from_elem(0, 1));
-        let missing = |i: usize| {
-            touched(size_of::<RowSource>());
-            matches!(sources[i], RowSource::Batch(_))
-        };
+        let missing = |i: usize| matches!(sources[i], RowSource::Batch(_));
         match wanted {
             None => {
                 batch_rows.extend((0..n).filter(|&i| missing(i)));
@@ -130,7 +126,6 @@ impl<'a> EmbeddingPlan<'a> {
         }
         for b in 0..batch_starts.len() - 1 {
             for &i in &batch_rows[batch_starts[b]..batch_starts[b + 1]] {
-                touched(size_of::<usize>() + size_of::<RowSource>());
                 if let RowSource::Batch(of) = &mut sources[i] {
                     *of = b as u32;
                 }
@@ -165,7 +160,7 @@ impl<'a> EmbeddingPlan<'a> {
 
     /// How many rows the plan reads from the cache.
     fn cached_rows(&self) -> usize {
-        self.sources.iter().inspect(|_| touched(size_of::<RowSource>())).filter(|&&s| s == RowSource::Cache).count()
+        self.sources.iter().filter(|&&s| s == RowSource::Cache).count()
     }
 }
 
@@ -411,7 +406,6 @@ impl HeldRows {
 
     /// Holds `row` as input `i`'s.
     fn insert(&mut self, i: usize, row: &[f32]) {
-        touched(std::mem::size_of_val(row));
         if self.slots == 0 {
             self.width = row.len();
         }
@@ -449,7 +443,6 @@ impl HeldRows {
 
     fn get(&self, i: usize) -> Option<&[f32]> {
         let (block, values) = self.place(self.slot_of[i].checked_sub(1)?);
-        touched(self.width * size_of::<f32>());
         self.blocks.get(block)?.get(values)
     }
 

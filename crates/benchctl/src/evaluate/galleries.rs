@@ -15,9 +15,9 @@
 use std::path::Path;
 use std::time::Instant;
 
+use benchctl_base::spill::SpillVec;
 use benchctl_scoring::metrics::retrieval::{self, QueryOutcome, RetrievalScores};
 use benchctl_scoring::metrics::Ties;
-use benchctl_scoring::spill::SpillVec;
 use benchctl_scoring::Report;
 use benchctl_suites::image::AlteredSource;
 use benchctl_suites::rococo::{self, altered, CaptionGallery};

@@ -5,9 +5,9 @@
 
 use std::time::Instant;
 
+use benchctl_base::spill::SpillVec;
 use benchctl_models::{Model, Similarity};
 use benchctl_scoring::metrics::stats::Interval;
-use benchctl_scoring::spill::{self, SpillVec};
 use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::items::Sources;
 use benchctl_suites::Suite;
@@ -63,10 +63,7 @@ pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
     session.check_captions(&unique_texts)?;
     let image_keys = Keys::from(session.image_keys(unique_images)?);
     session.keys_done();
-    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| {
-        spill::touched(spill::ITEM_BYTES / 2);
-        image_keys.get(s)
-    }));
+    let image_fingerprint = image_fingerprint(all_image_slots.iter().map(|&s| image_keys.get(s)));
     let text_keys = text_keys(&unique_texts);
     let sides =
         Sides { images: unique_images, texts: &unique_texts, image_keys: &image_keys, text_keys: &text_keys, wanted };
@@ -266,13 +263,11 @@ pub(crate) fn score_items<PI, PT>(
     for n in 0..items {
         inputs.images_of(n).iter().for_each(|&s| last_image[s] = n as u32);
         inputs.texts_of(n).iter().for_each(|&s| last_text[s] = n as u32);
-        spill::touched(spill::ITEM_BYTES);
     }
     let mut tensor = ScoreTensor::of_kind(similarity.kind());
     for window_start in (0..items).step_by(WINDOW) {
         let window = window_start..(window_start + WINDOW).min(items);
         for n in window.clone() {
-            spill::touched(spill::ITEM_BYTES);
             for &s in inputs.images_of(n) {
                 images.ensure(s, cache)?;
             }

@@ -14,7 +14,7 @@
 //!     #[source]
 //!     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 //! }
-//! benchctl_scoring::kinded_error_impl!(Error, ErrorKind);
+//! benchctl_base::kinded_error_impl!(Error, ErrorKind);
 //! ```
 
 /// For a `struct $error { kind, message, source }` as above: the constructors `new` and

@@ -1,0 +1,10 @@
+//! The foundation of every benchctl crate, with no knowledge of suites, models or metrics:
+//!
+//! - [`spill`]: the memory budget every per-item vector shares (`SpillVec`, `Strings`,
+//!   `Index`, `Map`), spilled to mapped files past `BENCHCTL_SPILL_AT`, so that a suite of a
+//!   million items runs in bounded memory;
+//! - [`kinded_error`]: the error shape each crate declares (a kind, a lowercase message, the
+//!   cause kept), written once by [`kinded_error_impl!`].
+
+pub mod kinded_error;
+pub mod spill;
