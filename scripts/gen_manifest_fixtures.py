@@ -10,13 +10,16 @@ item order, and the metrics the official evaluation computes from those scores:
   authors' notebook's macro accuracy without its symmetric relations.
 - MMVP-VLM: `scripts/evaluate_vlm.py` of tsb0601/MMVP, run as is (`--mmvp-repo`) with its
   `clip` module replaced by one whose "model" returns the fixture's scores.
+- SugarCrepe: `evaluate` of `main_eval.py` of RAIVNLab/sugar-crepe, run as is (`--sugarcrepe-repo`)
+  with its `open_clip` import replaced and a stand-in model whose embeddings' products are the
+  fixture's scores (the official `text_retrieval` computes `pos_score > neg_score` from them).
 - PIL's `Image.crop` on boxes inside and beyond an image, for the manifest's `crop`.
 
 Nothing here is benchctl's own computation: the Rust tests compare benchctl's metrics on the
 same scores with these files.
 
     pip install easydict  # the ARO loaders import it
-    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH \
+    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH \
         --out crates/benchctl-suites/tests/fixtures/manifests
 """
 
@@ -198,6 +201,78 @@ def mmvp(out, repo):
                                          "pair_accuracy": list(per_category.values())})
 
 
+def sugarcrepe(out, repo):
+    """The release's seven files (`{id: {filename, caption, negative_caption}}`, ids "0", "1", …
+    per file) over a val2017/ folder; images shared across files, as COCO's are."""
+    root = out / "sugarcrepe"
+    rng = np.random.default_rng(20261125)
+    subsets = {"add_obj": 5, "add_att": 4, "replace_obj": 6, "replace_att": 5, "replace_rel": 4, "swap_obj": 3, "swap_att": 4}
+    images = [f"{390000 + 7 * i:012d}.jpg" for i in range(9)]
+    for name in images:
+        path = root / "val2017" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(path)
+    data, scores = {}, {}
+    for subset, count in subsets.items():
+        records = {}
+        for i in range(count):
+            records[str(i)] = {
+                "filename": images[(3 * i + len(subset)) % len(images)],
+                "caption": f"{subset} caption {i}: a dog to the left of a red car",
+                "negative_caption": f"{subset} negative {i}: a red dog to the left of a car",
+            }
+            # Positive, negative; every third record of a subset ties (a miss, strictly).
+            pos, neg = rng.normal(size=2).round(4)
+            if i % 3 == 2:
+                neg = pos
+            scores[f"{subset}/{i}"] = [[float(pos), float(neg)]]
+        data[subset] = records
+        write_json(root / f"{subset}.json", records)
+
+    import torch
+
+    # One dimension per image file: an image's embedding is its one-hot, a caption's is its
+    # score at its image's dimension, so the official `pos_text_embedding @ image_embedding.t()`
+    # is the fixture's score.
+    text_rows = {}
+    for subset, records in data.items():
+        for i, record in records.items():
+            pos, neg = scores[f"{subset}/{i}"][0]
+            at = images.index(record["filename"])
+            text_rows[record["caption"]] = (at, pos)
+            text_rows[record["negative_caption"]] = (at, neg)
+    texts = list(text_rows)
+
+    class Model:
+        def encode_text(self, tokens, normalize=True):
+            at, score = text_rows[texts[int(tokens[0])]]
+            row = torch.zeros(1, len(images), dtype=torch.float64)
+            row[0, at] = score
+            return row
+
+        def encode_image(self, pixels, normalize=True):
+            return torch.nn.functional.one_hot(pixels.reshape(1).long(), len(images)).to(torch.float64)
+
+    def transform(image):
+        return torch.tensor([images.index(Path(image.filename).name)])
+
+    def tokenizer(text):
+        return torch.tensor([texts.index(text)])
+
+    sys.modules["open_clip"] = types.ModuleType("open_clip")
+    tqdm = types.ModuleType("tqdm")
+    tqdm.tqdm = lambda iterable, desc=None: iterable
+    sys.modules["tqdm"] = tqdm
+    sys.path.insert(0, str(repo))
+    main_eval = importlib.import_module("main_eval")
+    # The official loading: each file as `json.load` reads it, in main_eval's order.
+    dataset = {c: json.load(open(root / f"{c}.json", encoding="utf-8")) for c in
+               ["add_obj", "add_att", "replace_obj", "replace_att", "replace_rel", "swap_obj", "swap_att"]}
+    metrics = main_eval.evaluate(str(root / "val2017"), dataset, Model(), tokenizer, transform, "cpu")
+    write_json(root / "scores.json", scores)
+    write_json(root / "official.json", {"source": "main_eval.py evaluate (RAIVNLab/sugar-crepe)", "subsets": metrics})
+
+
 def crops(out):
     root = out / "crop"
     small_png(root / "image.png", 13, 9)
@@ -210,14 +285,25 @@ def crops(out):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--aro-repo", type=Path, required=True)
-    parser.add_argument("--mmvp-repo", type=Path, required=True)
+    parser.add_argument("--aro-repo", type=Path)
+    parser.add_argument("--mmvp-repo", type=Path)
+    parser.add_argument("--sugarcrepe-repo", type=Path)
+    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe"],
+                        default=["aro", "mmvp", "crops", "sugarcrepe"],
+                        help="the fixtures to write (each benchmark's repository is needed for its own)")
     parser.add_argument("--out", type=Path, required=True)
     ARGS = parser.parse_args()
-    aro = aro_module(ARGS.aro_repo)
-    vg(aro, ARGS.out, relation=True)
-    vg(aro, ARGS.out, relation=False)
-    order(aro, ARGS.out, coco=True)
-    order(aro, ARGS.out, coco=False)
-    mmvp(ARGS.out, ARGS.mmvp_repo)
-    crops(ARGS.out)
+    # The shared generator's draws, in this order, made the committed ARO, MMVP and crop
+    # fixtures; SugarCrepe draws from its own.
+    if "aro" in ARGS.only:
+        aro = aro_module(ARGS.aro_repo)
+        vg(aro, ARGS.out, relation=True)
+        vg(aro, ARGS.out, relation=False)
+        order(aro, ARGS.out, coco=True)
+        order(aro, ARGS.out, coco=False)
+    if "mmvp" in ARGS.only:
+        mmvp(ARGS.out, ARGS.mmvp_repo)
+    if "crops" in ARGS.only:
+        crops(ARGS.out)
+    if "sugarcrepe" in ARGS.only:
+        sugarcrepe(ARGS.out, ARGS.sugarcrepe_repo)

@@ -20,6 +20,9 @@ pub enum ErrorKind {
     Device,
     /// A tensor operation failed while running the model.
     Compute,
+    /// An input the model's preprocessing cannot take (an image without pixels, or of an
+    /// aspect ratio whose resize would not fit in memory).
+    UnusableInput,
 }
 
 /// An error of the model zoo. Messages are lowercase and read after "failed to …".

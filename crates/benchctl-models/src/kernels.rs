@@ -26,12 +26,15 @@ pub enum Activation {
 }
 
 impl Activation {
-    pub fn parse(name: &str) -> std::result::Result<Self, String> {
+    pub fn parse(name: &str) -> crate::Result<Self> {
         match name {
             "quick_gelu" => Ok(Self::QuickGelu),
             "gelu" => Ok(Self::Gelu),
             "gelu_new" | "gelu_pytorch_tanh" => Ok(Self::GeluTanh),
-            other => Err(format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)")),
+            other => Err(crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!("unsupported activation `{other}` (quick_gelu, gelu, gelu_new, gelu_pytorch_tanh)"),
+            )),
         }
     }
 

@@ -43,10 +43,13 @@ pub struct CropRegion {
 impl CropRegion {
     /// `image`'s pixels in the region, black where the region leaves the image (PIL's
     /// `convert("RGB").crop(box)`); a region over the pixel limit is refused.
-    pub fn cut(&self, image: &RgbImage) -> std::result::Result<RgbImage, String> {
+    pub fn cut(&self, image: &RgbImage) -> Result<RgbImage> {
         let (w, h) = (self.right - self.left, self.bottom - self.top);
         if w <= 0 || h <= 0 || (w as u64).saturating_mul(h as u64) > MAX_PIXELS {
-            return Err(format!("the crop box {self:?} is empty or has more than {MAX_PIXELS} pixels"));
+            return Err(Error::new(
+                ErrorKind::Malformed,
+                format!("the crop box {self:?} is empty or has more than {MAX_PIXELS} pixels"),
+            ));
         }
         let mut out = RgbImage::new(w as u32, h as u32);
         let (iw, ih) = (i64::from(image.width()), i64::from(image.height()));
@@ -141,7 +144,7 @@ impl ImageSource {
                 .region
                 .cut(&whole)
                 .map(PilImage::Rgb)
-                .map_err(|e| Error::new(ErrorKind::CorruptImage, format!("crop image {}: {e}", self.display_name())));
+                .map_err(|e| Error::caused_by(e.kind(), format!("crop image {}: {e}", self.display_name()), e));
         }
         if let ImageSource::Embedded(embedded) = self {
             return decode_pil(&embedded.bytes).map_err(|e| {
@@ -162,7 +165,9 @@ impl ImageSource {
         })?;
         let corrupt = |e: String| Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", path.display()));
         if let ImageSource::NpyBgr(_) = self {
-            return decode_npy_bgr_from(std::io::BufReader::new(file)).map(PilImage::Rgb).map_err(corrupt);
+            return decode_npy_bgr_from(std::io::BufReader::new(file))
+                .map(PilImage::Rgb)
+                .map_err(|e| corrupt(e.to_string()));
         }
         let bytes = read_image_file(file).map_err(|e| corrupt(e.to_string()))?;
         decode_pil(&bytes).map_err(|e| corrupt(e.to_string()))
@@ -247,32 +252,34 @@ fn read_image_file(file: std::fs::File) -> std::io::Result<Vec<u8>> {
 }
 
 /// An (H, W, 3) uint8 BGR `.npy` array as RGB.
-pub fn decode_npy_bgr(bytes: &[u8]) -> std::result::Result<RgbImage, String> {
+pub fn decode_npy_bgr(bytes: &[u8]) -> Result<RgbImage> {
     decode_npy_bgr_from(bytes)
 }
 
-/// [`decode_npy_bgr`] from a reader: the header, then exactly the array's bytes.
-pub fn decode_npy_bgr_from(reader: impl std::io::Read) -> std::result::Result<RgbImage, String> {
-    let npy = npyz::NpyFile::new(reader).map_err(|e| format!("not a .npy array: {e}"))?;
+/// [`decode_npy_bgr`] from a reader: the header, then exactly the array's bytes. Its errors
+/// say what is wrong with the array (callers name the file).
+pub fn decode_npy_bgr_from(reader: impl std::io::Read) -> Result<RgbImage> {
+    let bad = |what: String| Error::new(ErrorKind::CorruptImage, what);
+    let npy = npyz::NpyFile::new(reader).map_err(|e| bad(format!("not a .npy array: {e}")))?;
     let shape = npy.shape().to_vec();
     if npy.order() != npyz::Order::C {
-        return Err("expected a C-ordered array".into());
+        return Err(bad("expected a C-ordered array".into()));
     }
     let [h, w, 3] = shape[..] else {
-        return Err(format!("expected shape (H, W, 3), got {shape:?}"));
+        return Err(bad(format!("expected shape (H, W, 3), got {shape:?}")));
     };
     if h == 0 || w == 0 || h.saturating_mul(w) > MAX_PIXELS {
-        return Err(format!("a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels"));
+        return Err(bad(format!("a frame of shape {shape:?} is empty or has more than {MAX_PIXELS} pixels")));
     }
     if npy.dtype().descr().trim_matches('\'') != "|u1" {
-        return Err(format!("expected uint8 values (|u1), got dtype {}", npy.dtype().descr()));
+        return Err(bad(format!("expected uint8 values (|u1), got dtype {}", npy.dtype().descr())));
     }
-    let data: Vec<u8> = npy.into_vec().map_err(|e| format!("expected uint8 values: {e}"))?;
+    let data: Vec<u8> = npy.into_vec().map_err(|e| bad(format!("expected uint8 values: {e}")))?;
     if data.len() as u64 != h * w * 3 {
-        return Err(format!("array of shape {shape:?} holds {} values", data.len()));
+        return Err(bad(format!("array of shape {shape:?} holds {} values", data.len())));
     }
     let rgb: Vec<u8> = data.chunks_exact(3).flat_map(|bgr| [bgr[2], bgr[1], bgr[0]]).collect();
-    RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| format!("array of shape {shape:?} is truncated"))
+    RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| bad(format!("array of shape {shape:?} is truncated")))
 }
 
 /// Decodes PNG or JPEG bytes to 8-bit RGB as PIL's `convert("RGB")` does

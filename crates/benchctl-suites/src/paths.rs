@@ -47,15 +47,15 @@ impl DataRoot {
     }
 
     /// [`DataRoot::leads_outside`] as the message that refuses it, naming both paths.
-    pub fn refuse_outside(&self, path: &Path) -> std::result::Result<(), String> {
+    pub fn refuse_outside(&self, path: &Path) -> Result<()> {
         match self.leads_outside(path) {
             None => Ok(()),
-            Some(real) => Err(format!(
+            Some(real) => Err(Error::new(ErrorKind::PathEscapes, format!(
                 "{} leads to {}, outside the data directory {} (through a symbolic link); pass --allow-outside-links to read it",
                 path.display(),
                 real.display(),
                 self.root.display()
-            )),
+            ))),
         }
     }
 }

@@ -48,9 +48,9 @@ fn a_degenerate_npy_frame_is_an_error_not_a_panic() {
         out
     };
     let err = decode_npy_bgr(&write(&[0, 32, 3], &[])).unwrap_err();
-    assert!(err.contains("empty"), "{err}");
+    assert!(err.to_string().contains("empty"), "{err}");
     let err = decode_npy_bgr(&write(&[2, 2], &[1, 2, 3, 4])).unwrap_err();
-    assert!(err.contains("expected shape (H, W, 3)"), "{err}");
+    assert!(err.to_string().contains("expected shape (H, W, 3)"), "{err}");
     let floats = {
         use npyz::WriterBuilder;
         let mut out = Vec::new();
@@ -59,7 +59,7 @@ fn a_degenerate_npy_frame_is_an_error_not_a_panic() {
         w.finish().unwrap();
         out
     };
-    assert!(decode_npy_bgr(&floats).unwrap_err().contains("expected uint8"));
+    assert!(decode_npy_bgr(&floats).unwrap_err().to_string().contains("expected uint8"));
     assert!(decode_npy_bgr(&write(&[1, 2, 3], &[1, 2, 3, 4, 5, 6])).is_ok());
 }
 

@@ -143,6 +143,82 @@ fn mmvp_vlm_matches_the_official_script_per_pattern() {
     assert!(suite.missing_images().is_empty());
 }
 
+/// SugarCrepe's seven files as one suite: each subset's accuracy is the official `evaluate`'s
+/// on the same scores (exact ties included: the official comparison is strict), the macro
+/// mean is the mean of the seven, and the category means are those of their subsets.
+#[test]
+fn sugarcrepe_matches_the_official_evaluation_per_subset() {
+    let dir = fixture("sugarcrepe");
+    let info = find("sugarcrepe").unwrap();
+    let suite = info.load(&dir).unwrap();
+    assert_eq!(info.official_ties, Ties::Strict);
+    assert_eq!(suite.items.len(), 31);
+    assert_eq!(suite.annotation_files.len(), 7);
+    // Scores keyed by item id: `<file stem>/<key>`.
+    let keyed = json(&dir.join("scores.json"));
+    let mut scores = ScoreTensor::new();
+    for item in &suite.items {
+        let row = &keyed[item.id()][0];
+        let values: Vec<f64> = row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        scores.push_exact(1, 2, &values).unwrap();
+    }
+    let report = suite.evaluate(&scores).unwrap();
+    let official = json(&dir.join("official.json"));
+    let subsets = official["subsets"].as_object().unwrap();
+    assert_eq!(subsets.len(), 7);
+    for (subset, accuracy) in subsets {
+        let ours = group_value(&report, "subset", subset, "i2t_accuracy");
+        assert!(close(ours, 100.0 * accuracy.as_f64().unwrap()), "{subset}: {ours} vs {accuracy}");
+    }
+    let of = |s: &str| 100.0 * subsets[s].as_f64().unwrap();
+    let mean = |names: &[&str]| names.iter().map(|s| of(s)).sum::<f64>() / names.len() as f64;
+    let all: Vec<&str> = subsets.keys().map(String::as_str).collect();
+    assert!(close(report.metric("i2t_accuracy_macro").unwrap(), mean(&all)));
+    let replace = mean(&["replace_obj", "replace_att", "replace_rel"]);
+    let (swap, add) = (mean(&["swap_obj", "swap_att"]), mean(&["add_obj", "add_att"]));
+    assert!(close(report.metric("i2t_accuracy_replace").unwrap(), replace));
+    assert!(close(report.metric("i2t_accuracy_swap").unwrap(), swap));
+    assert!(close(report.metric("i2t_accuracy_add").unwrap(), add));
+    assert!(close(report.metric("category_avg").unwrap(), (replace + swap + add) / 3.0));
+    // The item as the official code reads it: the image under val2017/, caption first.
+    let item = suite.items.iter().find(|i| i.id() == "swap_att/0").unwrap();
+    let record = &json(&dir.join("swap_att.json"))["0"];
+    assert_eq!(item.text(0), record["caption"].as_str().unwrap());
+    assert_eq!(item.text(1), record["negative_caption"].as_str().unwrap());
+    assert_eq!(item.image(0).path(), dir.join("val2017").join(record["filename"].as_str().unwrap()));
+    assert!(suite.missing_images().is_empty());
+}
+
+/// `source.files` patterns: `*` in the file name matches in name order, a pattern nothing
+/// matches names itself, and `{_source}` is the file's stem.
+#[test]
+fn several_files_are_read_in_order_and_tagged_by_stem() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    write("b_part.jsonl", "{\"img\": \"x.png\", \"t\": \"one\"}\n{\"img\": \"x.png\", \"t\": \"two\"}\n");
+    write("a_part.jsonl", "{\"img\": \"x.png\", \"t\": \"three\"}\n");
+    write("c_other.json", "[]");
+    let manifest = |files: &str| {
+        format!(
+            "id = \"parts\"\ndescription = \"d\"\n[source]\nfiles = {files}\nformat = \"jsonl\"\ntag = \"part\"\n\
+             [item]\nimages = [\"{{img}}\"]\ntexts = [\"{{t}} from {{_source}}\", \"no\"]\ntruth = {{ text = 0 }}\n\
+             [metrics]\nfamily = \"choice\"\nbreakdown = [\"part\"]\n"
+        )
+    };
+    let path = dir.path().join("parts.toml");
+    std::fs::write(&path, manifest("[\"*_part.jsonl\"]")).unwrap();
+    let suite = find(path.to_str().unwrap()).unwrap().load(dir.path()).unwrap();
+    let ids: Vec<&str> = suite.items.iter().map(|i| i.id()).collect();
+    assert_eq!(ids, ["a_part/0", "b_part/0", "b_part/1"]);
+    assert_eq!(suite.items.item(2).text(0), "two from b_part");
+    let tags = suite.items.item(2).tags();
+    assert!(tags.iter().any(|(k, v)| k == "part" && v == &["b_part".to_string()]), "{tags:?}");
+    let unmatched = dir.path().join("unmatched.toml");
+    std::fs::write(&unmatched, manifest("[\"*.csv\"]").replace("id = \"parts\"", "id = \"parts2\"")).unwrap();
+    let err = find(unmatched.to_str().unwrap()).unwrap().load(dir.path()).err().unwrap().to_string();
+    assert!(err.contains("`*.csv`") && err.contains("no file"), "{err}");
+}
+
 #[test]
 fn crops_match_pil_inside_and_beyond_the_image() {
     let dir = fixture("crop");
@@ -227,6 +303,18 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("image_dir = \"images\"", "image_dir = \"../elsewhere\"", "`item.image_dir` (line"),
         ("image_dir = \"images\"", "image_dir = \"/etc\"", "`item.image_dir` (line"),
         ("image_dir = \"images\"", "image_dir = \"images/../../x\"", "`item.image_dir` (line"),
+        // Several files: `file` or `files`, patterns only in the file name, a tag of their own.
+        ("file = \"examples.jsonl\"", "file = \"examples.jsonl\"\nfiles = [\"a.jsonl\"]", "`source.files` (line"),
+        ("file = \"examples.jsonl\"", "files = []", "`source.files` (line"),
+        ("file = \"examples.jsonl\"", "files = [\"*/examples.jsonl\"]", "`source.files[0]` (line"),
+        ("file = \"examples.jsonl\"", "files = [\"../examples.jsonl\"]", "`source.files[0]` (line"),
+        ("file = \"examples.jsonl\"", "file = \"examples.jsonl\"\ntag = \"part\"", "`source.tag` (line"),
+        ("file = \"examples.jsonl\"", "files = [\"examples.jsonl\"]\ntag = \"collapsed_tag\"", "`source.tag` (line"),
+        // A paper's average: over a tag, of the family's metrics, under a new name.
+        ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\ngroups = { a = [\"x\"] }\nover = \"nope\"", "`metrics.average.over` (line"),
+        ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = {}", "`metrics.average.groups` (line"),
+        ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nover = \"collapsed_tag\"\ngroups = { a = [\"x\"] }\nname = \"group_score\"", "`metrics.average.name` (line"),
+        ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = { a = [\"x\"] }\nmetrics = [\"f1\"]", "`metrics.average.metrics` (line"),
     ];
     let unchanged = dir.path().join("same.toml");
     std::fs::write(&unchanged, &good).unwrap();

@@ -70,6 +70,7 @@ impl From<benchctl_models::Error> for Error {
             K::UnknownModel | K::Device => ErrorKind::Usage,
             K::MissingFile | K::AccessDenied | K::BadConfig | K::BadWeights | K::Tokenizer => ErrorKind::Model,
             K::Compute => ErrorKind::Compute,
+            K::UnusableInput => ErrorKind::Data,
         };
         Error::caused_by(kind, e.to_string(), e)
     }

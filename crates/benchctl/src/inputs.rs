@@ -129,8 +129,9 @@ pub(crate) fn load_pixels(
             let s: &ImageSource = s.borrow();
             let img = s.load_pil().map_err(Error::from)?;
             let (w, h) = img.dimensions();
-            prep.check_input(w as usize, h as usize)
-                .map_err(|e| Error::new(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name())))?;
+            prep.check_input(w as usize, h as usize).map_err(|e| {
+                Error::caused_by(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name()), e)
+            })?;
             Ok(preprocess(prep, &img))
         })
         .collect::<Result<_>>()?;

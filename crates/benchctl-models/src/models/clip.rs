@@ -139,7 +139,7 @@ impl ClipConfig {
     pub fn from_file(path: &Path) -> Result<Self> {
         let config: Self = super::read_config(path)?;
         super::check_patch_grid(path, config.vision_config.image_size, config.vision_config.patch_size)?;
-        config.validate().map_err(|e| Error::new(ErrorKind::BadConfig, format!("use {}: {e}", path.display())))?;
+        config.validate(path)?;
         Ok(config)
     }
 
@@ -173,7 +173,9 @@ impl ClipConfig {
         }
     }
 
-    fn validate(&self) -> std::result::Result<(), String> {
+    /// Refuses a config the towers cannot be built from, naming the file and key.
+    fn validate(&self, path: &Path) -> Result<()> {
+        let bad = |what: String| Error::new(ErrorKind::BadConfig, format!("use {}: {what}", path.display()));
         let t = &self.text_config;
         let v = &self.vision_config;
         for (key, width, heads) in [
@@ -181,11 +183,12 @@ impl ClipConfig {
             ("vision_config", v.hidden_size, v.num_attention_heads),
         ] {
             if heads == 0 || width % heads != 0 {
-                return Err(format!("{key}.hidden_size {width} is not a multiple of num_attention_heads {heads}"));
+                return Err(bad(format!("{key}.hidden_size {width} is not a multiple of num_attention_heads {heads}")));
             }
         }
-        Activation::parse(&t.hidden_act).map_err(|e| format!("text_config.hidden_act: {e}"))?;
-        Activation::parse(&v.hidden_act).map_err(|e| format!("vision_config.hidden_act: {e}"))?;
+        for (key, act) in [("text_config", &t.hidden_act), ("vision_config", &v.hidden_act)] {
+            Activation::parse(act).map_err(|e| bad(format!("{key}.hidden_act: {e}")))?;
+        }
         Ok(())
     }
 }

@@ -37,7 +37,7 @@ pub(crate) struct Tower {
 
 impl Tower {
     pub fn new(width: usize, intermediate: usize, depth: usize, heads: usize, act: &str, eps: f64) -> Result<Self> {
-        let activation = Activation::parse(act).map_err(|e| Error::new(ErrorKind::BadConfig, e))?;
+        let activation = Activation::parse(act)?;
         if heads == 0 || !width.is_multiple_of(heads) {
             return Err(Error::new(
                 ErrorKind::BadConfig,

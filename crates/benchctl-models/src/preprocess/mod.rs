@@ -277,9 +277,10 @@ impl Preprocessor {
     /// shorter-side resize enormous (1 × 1,000,000 pixels resizes to 224 × 224,000,000, where
     /// the reference pipeline runs out of memory). The resized image may hold at most
     /// [`MAX_RESIZED_PIXELS`].
-    pub fn check_input(&self, w: usize, h: usize) -> std::result::Result<(), String> {
+    pub fn check_input(&self, w: usize, h: usize) -> crate::Result<()> {
+        let unusable = |what: String| crate::Error::new(crate::ErrorKind::UnusableInput, what);
         if w == 0 || h == 0 {
-            return Err(format!("a {w}×{h} image has no pixels"));
+            return Err(unusable(format!("a {w}×{h} image has no pixels")));
         }
         let (new_w, new_h) = match self.resize {
             Resize::ShorterSideThenCrop => short_side_size(w, h, self.size),
@@ -287,9 +288,9 @@ impl Preprocessor {
             Resize::Stretch => (self.size, self.size),
         };
         if (new_w as u64).saturating_mul(new_h as u64) > MAX_RESIZED_PIXELS {
-            return Err(format!(
+            return Err(unusable(format!(
                 "resizing this {w}×{h} image's shorter side would make {new_w}×{new_h} pixels (at most {MAX_RESIZED_PIXELS}): its aspect ratio is too extreme"
-            ));
+            )));
         }
         Ok(())
     }

@@ -167,6 +167,21 @@ pub struct SubsetAverage<'a> {
     pub metrics: &'a [&'a str],
 }
 
+impl SubsetAverage<'_> {
+    /// The names of the metrics it reports, when every subset is present: each subset of
+    /// several values per metric (`<metric>_<subset>`), then the average.
+    pub fn reported(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .subsets
+            .iter()
+            .filter(|(_, values)| values.len() > 1)
+            .flat_map(|(subset, _)| self.metrics.iter().map(move |m| format!("{m}_{subset}")))
+            .collect();
+        names.push(self.name.to_string());
+        names
+    }
+}
+
 /// Scores every item and summarises the metrics overall and per tag value.
 ///
 /// `breakdown_keys` lists the tag keys to break down by, in report order.

@@ -12,6 +12,7 @@
 //! annotations names the file, the record, and the manifest key that read it.
 
 mod records;
+mod sources;
 
 pub use records::MAX_COLUMNS;
 mod template;
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use benchctl_scoring::metrics::{GroupFilter, Summary, Ties};
+use benchctl_scoring::metrics::{GroupFilter, SubsetAverage, Summary, Ties};
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use toml::Spanned;
@@ -28,6 +29,7 @@ use toml::Spanned;
 use crate::image::{CropRegion, CroppedSource};
 use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite, SuiteInfo, SuiteKind};
 use records::Format;
+use sources::Sources;
 use template::{Record, Template};
 
 /// The manifests compiled into benchctl: (file name, text).
@@ -37,6 +39,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("aro-vg-attribution.toml", include_str!("../../../../datasets/manifests/aro-vg-attribution.toml")),
     ("aro-vg-relation.toml", include_str!("../../../../datasets/manifests/aro-vg-relation.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
+    ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
     ("winoground-manifest.toml", include_str!("../../../../datasets/manifests/winoground-manifest.toml")),
 ];
 
@@ -48,7 +51,7 @@ pub struct Manifest {
     pub path: Option<PathBuf>,
     /// Its text, part of a run's data fingerprint.
     pub text: String,
-    source_file: String,
+    sources: Sources,
     format: Format,
     records: Vec<String>,
     group: usize,
@@ -132,7 +135,13 @@ struct RawManifest {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSource {
-    file: Spanned<String>,
+    #[serde(default)]
+    file: Option<Spanned<String>>,
+    #[serde(default)]
+    files: Option<Spanned<Vec<Spanned<String>>>>,
+    /// With `files`: the tag each file's stem becomes (default `subset`).
+    #[serde(default)]
+    tag: Option<Spanned<String>>,
     format: Spanned<String>,
     #[serde(default)]
     records: Option<Spanned<String>>,
@@ -219,6 +228,19 @@ struct RawMetrics {
     ties: Option<Spanned<String>>,
     #[serde(default)]
     headline: Option<Spanned<String>>,
+    #[serde(default)]
+    average: Option<RawAverage>,
+}
+
+/// `[metrics.average]`: a paper's average over named groups of one tag's values.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAverage {
+    name: Spanned<String>,
+    over: Spanned<String>,
+    groups: Spanned<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    metrics: Option<Spanned<Vec<String>>>,
 }
 
 /// Where each line of a text starts, to name the line of a byte offset in O(log lines): a
@@ -239,15 +261,13 @@ impl LineStarts {
 
 /// Parses and checks a manifest; `origin` names it in messages (its path, or `bundled NAME`).
 pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest> {
-    let bad = |key: &str, line: usize, what: String| {
-        Error::new(ErrorKind::Manifest, format!("read manifest {origin}: `{key}` (line {line}): {what}"))
-    };
+    let bad = |key: &str, line: usize, what: String| manifest_error(origin, key, line, what);
     let raw: RawManifest = toml::from_str(text)
         .map_err(|e| Error::caused_by(ErrorKind::Manifest, format!("read manifest {origin}: {e}"), e))?;
     let lines = LineStarts::new(text);
     let line = |span: std::ops::Range<usize>| lines.line_of(span.start);
     let template = |key: &str, s: &Spanned<String>| -> Result<Keyed<Template>> {
-        let value = Template::parse(s.get_ref()).map_err(|e| bad(key, line(s.span()), e))?;
+        let value = Template::parse(s.get_ref()).map_err(|e| bad(key, line(s.span()), e.to_string()))?;
         Ok(Keyed { value, key: key.to_string(), line: line(s.span()) })
     };
 
@@ -288,10 +308,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         Some(g) => *g.get_ref(),
         None => 1,
     };
-    let source_file = raw.source.file.get_ref().clone();
-    paths::inside(Path::new(""), &source_file, "the manifest").map_err(|_| {
-        bad("source.file", line(raw.source.file.span()), "must be a path inside the data directory".into())
-    })?;
+    let sources = Sources::parse(&raw.source, origin, &line)?;
 
     let candidates = |list: &Option<Spanned<Vec<Spanned<String>>>>,
                       from: &Option<Spanned<String>>,
@@ -347,7 +364,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     let index = |raw: &RawIndex, key: &str| -> Result<IndexSpec> {
         Ok(match raw {
             RawIndex::Fixed(i) => IndexSpec::Fixed(*i),
-            RawIndex::From(t) => IndexSpec::From(Template::parse(t).map_err(|e| bad(key, truth_line, e))?),
+            RawIndex::From(t) => IndexSpec::From(Template::parse(t).map_err(|e| bad(key, truth_line, e.to_string()))?),
         })
     };
     let truth = match item.truth.get_ref() {
@@ -381,8 +398,19 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
             RawTag::Plain(t) => (t.clone(), None),
             RawTag::Split { value, split } => (value.clone(), Some(split.clone())),
         };
-        let value = Template::parse(&text).map_err(|e| bad(&key, line(spec.span()), e))?;
+        let value = Template::parse(&text).map_err(|e| bad(&key, line(spec.span()), e.to_string()))?;
         tags.push((name.clone(), Keyed { value, key: key.clone(), line: line(spec.span()) }, split));
+    }
+    if let Some(tag) = &sources.tag {
+        if tags.iter().any(|(name, _, _)| name == tag) {
+            return Err(bad(
+                "source.tag",
+                sources.tag_span.clone().map_or(1, &line),
+                format!("`{tag}` is also a tag of `[item.tags]`; name the files' tag otherwise"),
+            ));
+        }
+        let value = Template::parse("{_source}").map_err(|e| bad("source.tag", 1, e.to_string()))?;
+        tags.push((tag.clone(), Keyed { value, key: "source.tag".into(), line: 1 }, None));
     }
     let id_template = item.id.as_ref().map(|t| template("item.id", t)).transpose()?;
     let image_dir = match &item.image_dir {
@@ -448,6 +476,19 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     if macro_over.is_some() {
         metric_names.extend(metric_names.clone().iter().map(|n| format!("{n}_macro")));
     }
+    let base = match family {
+        MetricFamily::Group => "group_score",
+        MetricFamily::Choice => "i2t_accuracy",
+        _ => "acc_r",
+    };
+    let average = match &m.average {
+        None => None,
+        Some(a) => {
+            let parsed = average(a, known_tag("metrics.average.over", &a.over)?, names, base, &bad, &line)?;
+            metric_names.extend(parsed.reported());
+            Some(&*Box::leak(Box::new(parsed)))
+        }
+    };
     let headline = match &m.headline {
         Some(h) if metric_names.contains(h.get_ref()) => h.get_ref().clone(),
         Some(h) => {
@@ -458,11 +499,6 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
             ))
         }
         None => {
-            let base = match family {
-                MetricFamily::Group => "group_score",
-                MetricFamily::Choice => "i2t_accuracy",
-                _ => "acc_r",
-            };
             if macro_over.is_some() {
                 format!("{base}_macro")
             } else {
@@ -475,18 +511,22 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         breakdown_keys: Box::leak(breakdown.into_boxed_slice()),
         macro_over,
         macro_groups: GroupFilter { min_items: m.macro_min_items, exclude: Box::leak(exclude.into_boxed_slice()) },
+        subset_average: average,
         ..Summary::of(family)
     };
 
     let id: &'static str = leak(&id);
     let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| {
-        format!("place {} and its images in this directory, as the manifest {origin} describes", source_file)
+        format!(
+            "place {} and its images in this directory, as the manifest {origin} describes",
+            sources.patterns.join(", ")
+        )
     });
     Ok(Manifest {
         id,
         path,
         text: text.to_string(),
-        source_file,
+        sources,
         format,
         records,
         group,
@@ -506,6 +546,61 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         expected_items: raw.expected_items,
         official_ties,
     })
+}
+
+/// `[metrics.average]` checked: its groups named, each with values, its metrics the family's.
+fn average(
+    raw: &RawAverage,
+    key: &'static str,
+    family_metrics: &[&str],
+    base: &str,
+    bad: &dyn Fn(&str, usize, String) -> Error,
+    line: &dyn Fn(std::ops::Range<usize>) -> usize,
+) -> Result<SubsetAverage<'static>> {
+    let groups = raw.groups.get_ref();
+    if groups.is_empty() || groups.values().any(Vec::is_empty) {
+        return Err(bad(
+            "metrics.average.groups",
+            line(raw.groups.span()),
+            "needs at least one group, each naming at least one value of the tag".into(),
+        ));
+    }
+    let metrics: Vec<&'static str> = match &raw.metrics {
+        None => vec![leak(base)],
+        Some(list) => {
+            let unknown = list.get_ref().iter().find(|m| !family_metrics.contains(&m.as_str()));
+            if let Some(m) = unknown {
+                return Err(bad(
+                    "metrics.average.metrics",
+                    line(list.span()),
+                    format!("`{m}` is not a metric of this family (it has: {})", family_metrics.join(", ")),
+                ));
+            }
+            list.get_ref().iter().map(|m| leak(m)).collect()
+        }
+    };
+    let name = raw.name.get_ref();
+    if name.is_empty() || family_metrics.contains(&name.as_str()) {
+        return Err(bad("metrics.average.name", line(raw.name.span()), format!("{name:?} must be a new metric name")));
+    }
+    let subsets: Vec<(&'static str, &'static [&'static str])> = groups
+        .iter()
+        .map(|(group, values)| {
+            let values: Vec<&'static str> = values.iter().map(|v| leak(v)).collect();
+            (leak(group), &*Box::leak(values.into_boxed_slice()))
+        })
+        .collect();
+    Ok(SubsetAverage {
+        name: leak(name),
+        key,
+        subsets: Box::leak(subsets.into_boxed_slice()),
+        metrics: Box::leak(metrics.into_boxed_slice()),
+    })
+}
+
+/// A manifest problem, naming the manifest, the key and its line.
+fn manifest_error(origin: &str, key: &str, line: usize, what: String) -> Error {
+    Error::new(ErrorKind::Manifest, format!("read manifest {origin}: `{key}` (line {line}): {what}"))
 }
 
 fn leak(s: &str) -> &'static str {
@@ -588,6 +683,14 @@ pub fn bundled_suites() -> Vec<&'static SuiteInfo> {
     BUNDLED.iter().filter_map(|(file, _)| find(file.trim_end_matches(".toml")).ok().flatten()).collect()
 }
 
+/// What loading one manifest's files shares: the ids seen (and where), where images are, and
+/// the tag sets the items share.
+struct LoadState {
+    seen: std::collections::HashMap<String, String>,
+    images_root: PathBuf,
+    tag_sets: TagSets,
+}
+
 impl Manifest {
     /// The suite's description, as the built-in suites have theirs.
     fn info(&'static self) -> SuiteInfo {
@@ -606,14 +709,37 @@ impl Manifest {
     pub fn load(&'static self, data_dir: &Path, problems: &mut Problems) -> Suite {
         let mut suite = Suite::new(self.id, data_dir, self.summary);
         suite.manifest = Some(self);
-        let file = data_dir.join(&self.source_file);
-        suite.annotation_files.push(file.clone());
-        let how_to_get = format!("the manifest's `source.file` {}", self.source_file);
-        let records = match records::read(&file, self.format, &self.records, &how_to_get) {
-            Ok(records) => records,
+        let files = match self.sources.files(data_dir) {
+            Ok(files) => files,
             Err(e) => {
                 problems.push(e);
                 return suite;
+            }
+        };
+        let mut state = LoadState {
+            seen: Default::default(),
+            images_root: data_dir.join(&self.item.image_dir),
+            tag_sets: TagSets::default(),
+        };
+        for file in &files {
+            suite.annotation_files.push(file.clone());
+            self.load_file(file, &mut state, &mut suite, problems);
+        }
+        if suite.items.is_empty() && problems.is_empty() {
+            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            problems.push(Error::new(ErrorKind::Malformed, format!("load {}: it holds no records", names.join(", "))));
+        }
+        suite
+    }
+
+    /// The items of one annotation file, into `suite`.
+    fn load_file(&self, file: &Path, state: &mut LoadState, suite: &mut Suite, problems: &mut Problems) {
+        let how_to_get = format!("the manifest's `{}` {}", self.sources.key(), sources::stem(file));
+        let records = match records::read(file, self.format, &self.records, &how_to_get) {
+            Ok(records) => records,
+            Err(e) => {
+                problems.push(e);
+                return;
             }
         };
         if records.len() % self.group != 0 {
@@ -628,9 +754,7 @@ impl Manifest {
                 ),
             ));
         }
-        let mut seen: std::collections::HashMap<String, String> = Default::default();
-        let images_root = data_dir.join(&self.item.image_dir);
-        let mut tag_sets = TagSets::default();
+        let source = sources::stem(file);
         for (index, chunk) in records.chunks_exact(self.group).enumerate() {
             let (value, key, at) = if self.group == 1 {
                 (chunk[0].value.clone(), chunk[0].key.as_deref(), chunk[0].at.clone())
@@ -639,34 +763,38 @@ impl Manifest {
                 (serde_json::Value::Array(list), None, format!("{} to {}", chunk[0].at, chunk[chunk.len() - 1].at))
             };
             let at = format!("{} {at}", file.display());
-            let record = Record { value: &value, index, key };
-            match self.item(&record, &images_root, &mut tag_sets, &at) {
-                Ok(item) => match seen.get(&item.id) {
+            let record = Record { value: &value, index, key, source: &source };
+            match self.item(&record, &state.images_root, &mut state.tag_sets, &at) {
+                Ok(item) => match state.seen.get(&item.id) {
                     Some(first) => problems.push(Error::new(
                         ErrorKind::Malformed,
                         format!("read {at}: duplicate item id {:?} (`item.id`), first at {first}", item.id),
                     )),
                     None => {
-                        seen.insert(item.id.clone(), at);
+                        state.seen.insert(item.id.clone(), at);
                         suite.items.push(item);
                     }
                 },
                 Err(e) => problems.push(e),
             }
         }
-        if suite.items.is_empty() && problems.is_empty() {
-            problems.push(Error::new(ErrorKind::Malformed, format!("load {}: it holds no records", file.display())));
-        }
-        suite
     }
 
     fn item(&self, record: &Record<'_>, images_root: &Path, tag_sets: &mut TagSets, at: &str) -> Result<Item> {
         let fail =
             |named: String, what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {named}: {what}"));
-        let render = |t: &Keyed<Template>| t.value.render(record).map_err(|e| fail(t.named(), e));
+        let render = |t: &Keyed<Template>| t.value.render(record).map_err(|e| fail(t.named(), e.to_string()));
         let id = match &self.item.id {
             Some(template) => render(template)?,
-            None => record.key.map(str::to_string).unwrap_or_else(|| record.index.to_string()),
+            None => {
+                let own = record.key.map(str::to_string).unwrap_or_else(|| record.index.to_string());
+                // Several files number their records alike: the file's stem keeps ids apart.
+                if self.sources.tag.is_some() {
+                    format!("{}/{own}", record.source)
+                } else {
+                    own
+                }
+            }
         };
         let texts = self.candidates(&self.item.texts, record, &fail)?;
         let paths = self.candidates(&self.item.images, record, &fail)?;
@@ -690,7 +818,7 @@ impl Manifest {
             let i = match spec {
                 IndexSpec::Fixed(i) => *i,
                 IndexSpec::From(t) => {
-                    let text = t.render(record).map_err(|e| fail(truth_at(), e))?;
+                    let text = t.render(record).map_err(|e| fail(truth_at(), e.to_string()))?;
                     text.trim()
                         .parse::<f64>()
                         .ok()
@@ -750,10 +878,10 @@ impl Manifest {
     ) -> Result<Vec<String>> {
         match spec {
             Candidates::Each(templates) => {
-                templates.iter().map(|t| t.value.render(record).map_err(|e| fail(t.named(), e))).collect()
+                templates.iter().map(|t| t.value.render(record).map_err(|e| fail(t.named(), e.to_string()))).collect()
             }
             Candidates::List(field) => {
-                let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e))?;
+                let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e.to_string()))?;
                 let list = value.as_array().filter(|l| !l.is_empty()).ok_or_else(|| {
                     fail(field.named(), format!("`{}` must be a non-empty list", field.value.join(".")))
                 })?;
@@ -776,7 +904,7 @@ impl Manifest {
     ) -> Result<CropRegion> {
         let mut values = [0f64; 4];
         for (value, field) in values.iter_mut().zip(fields) {
-            let text = field.value.render(record).map_err(|e| fail(field.named(), e))?;
+            let text = field.value.render(record).map_err(|e| fail(field.named(), e.to_string()))?;
             *value = text
                 .trim()
                 .parse::<f64>()

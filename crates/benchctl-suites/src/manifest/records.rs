@@ -88,7 +88,7 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
         Format::Csv | Format::Tsv => {
             let text = paths::read_text(path, how_to_get)?;
             let delimiter = if format == Format::Csv { ',' } else { '\t' };
-            let mut rows = delimited_rows(&text, delimiter).map_err(malformed)?.into_iter();
+            let mut rows = delimited_rows(&text, delimiter).map_err(|e| malformed(e.to_string()))?.into_iter();
             let Some((_, header)) = rows.next() else { return Err(malformed("it is empty (no header row)".into())) };
             // Every record is a map of every column: a header of 10⁶ columns would make each
             // row take hundreds of megabytes.
@@ -160,10 +160,22 @@ fn field_value(field: &parquet::record::Field) -> Value {
 /// The most columns a CSV or TSV source may have.
 pub const MAX_COLUMNS: usize = 10_000;
 
+/// A quoted field of delimited text that never closes, and the line it opens on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct UnclosedQuote {
+    line: usize,
+}
+
+impl std::fmt::Display for UnclosedQuote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a quoted field opened on line {} is never closed", self.line)
+    }
+}
+
 /// Rows of delimited text as Python's `csv` module reads them by default: fields in double
 /// quotes may hold the delimiter, line breaks and doubled quotes; each row with the line it
 /// starts on (from 1).
-fn delimited_rows(text: &str, delimiter: char) -> std::result::Result<Vec<(usize, Vec<String>)>, String> {
+fn delimited_rows(text: &str, delimiter: char) -> std::result::Result<Vec<(usize, Vec<String>)>, UnclosedQuote> {
     let mut rows = Vec::new();
     let (mut fields, mut field) = (Vec::new(), String::new());
     let (mut line, mut row_line) = (1, 1);
@@ -209,7 +221,7 @@ fn delimited_rows(text: &str, delimiter: char) -> std::result::Result<Vec<(usize
         }
     }
     if quoted {
-        return Err(format!("a quoted field opened on line {row_line} is never closed"));
+        return Err(UnclosedQuote { line: row_line });
     }
     if !field.is_empty() || !fields.is_empty() {
         fields.push(field);
@@ -230,6 +242,6 @@ mod tests {
         let fields: Vec<Vec<&str>> = rows.iter().map(|(_, f)| f.iter().map(String::as_str).collect()).collect();
         assert_eq!(fields, [vec!["a", "b"], vec!["1", "x, \"y\""], vec!["2", "two\nlines"], vec!["3", ""]]);
         assert_eq!(rows.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [1, 2, 3, 5]);
-        assert!(delimited_rows("a\n\"open", ',').unwrap_err().contains("line 2"));
+        assert!(delimited_rows("a\n\"open", ',').unwrap_err().to_string().contains("line 2"));
     }
 }

@@ -2,10 +2,28 @@
 //!
 //! A field is a path of dot-separated segments: a key of an object, or the index of a list
 //! element (`{attributes.0}`, or `{1.Statement}` for the second record of a group). Two
-//! names are the loader's own: `{_index}`, the item's position (from 0), and `{_key}`, the
-//! key of a record in a JSON object keyed by id. `{{` and `}}` are literal braces.
+//! names are the loader's own: `{_index}`, the item's position in its file (from 0), `{_key}`,
+//! the key of a record in a JSON object keyed by id, and `{_source}`, the stem of the file it
+//! came from. `{{` and `}}` are literal braces.
 
 use serde_json::Value;
+
+/// What is wrong with a template, or with filling it from a record: the callers add the
+/// manifest key and the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TemplateError(String);
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for TemplateError {
+    fn from(what: String) -> Self {
+        TemplateError(what)
+    }
+}
 
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,11 +43,13 @@ pub(crate) struct Record<'a> {
     pub value: &'a Value,
     pub index: usize,
     pub key: Option<&'a str>,
+    /// The stem of the annotation file it came from.
+    pub source: &'a str,
 }
 
 impl Template {
     /// Parses `text`; the error says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let mut chars = text.chars().peekable();
@@ -43,19 +63,19 @@ impl Template {
                     chars.next();
                     literal.push('}');
                 }
-                '}' => return Err(format!("`}}` without its `{{` in {text:?} (write `}}}}` for a brace)")),
+                '}' => return Err(format!("`}}` without its `{{` in {text:?} (write `}}}}` for a brace)").into()),
                 '{' => {
                     let mut field = String::new();
                     loop {
                         match chars.next() {
                             Some('}') => break,
-                            Some('{') | None => return Err(format!("unclosed `{{` in {text:?}")),
+                            Some('{') | None => return Err(format!("unclosed `{{` in {text:?}").into()),
                             Some(c) => field.push(c),
                         }
                     }
                     let path: Vec<String> = field.trim().split('.').map(|s| s.trim().to_string()).collect();
                     if path.iter().any(String::is_empty) {
-                        return Err(format!("empty field name in `{{{field}}}` of {text:?}"));
+                        return Err(format!("empty field name in `{{{field}}}` of {text:?}").into());
                     }
                     if !literal.is_empty() {
                         pieces.push(Piece::Literal(std::mem::take(&mut literal)));
@@ -72,7 +92,7 @@ impl Template {
     }
 
     /// The template filled from `record`; the error names the field.
-    pub fn render(&self, record: &Record<'_>) -> Result<String, String> {
+    pub fn render(&self, record: &Record<'_>) -> Result<String, TemplateError> {
         let mut out = String::new();
         for piece in &self.pieces {
             match piece {
@@ -93,7 +113,7 @@ impl Template {
 }
 
 /// The value at `path` in the record.
-pub(crate) fn lookup<'a>(record: &'a Record<'_>, path: &[String]) -> Result<&'a Value, String> {
+pub(crate) fn lookup<'a>(record: &'a Record<'_>, path: &[String]) -> Result<&'a Value, TemplateError> {
     let mut value = record.value;
     for (depth, segment) in path.iter().enumerate() {
         let so_far = || path[..=depth].join(".");
@@ -105,26 +125,32 @@ pub(crate) fn lookup<'a>(record: &'a Record<'_>, path: &[String]) -> Result<&'a 
                     .map_err(|_| format!("`{}`: `{segment}` indexes a list, so it must be a number", so_far()))?;
                 list.get(index).ok_or_else(|| format!("`{}`: the list has {} element(s)", so_far(), list.len()))?
             }
-            other => return Err(format!("`{}`: `{}` is {}, not an object or list", so_far(), segment, kind(other))),
+            other => {
+                return Err(format!("`{}`: `{}` is {}, not an object or list", so_far(), segment, kind(other)).into())
+            }
         };
     }
     Ok(value)
 }
 
-fn field_text(record: &Record<'_>, path: &[String]) -> Result<String, String> {
+fn field_text(record: &Record<'_>, path: &[String]) -> Result<String, TemplateError> {
     if let [name] = path {
         match name.as_str() {
             "_index" => return Ok(record.index.to_string()),
+            "_source" => return Ok(record.source.to_string()),
             "_key" => {
                 return record.key.map(str::to_string).ok_or_else(|| {
-                    "`{_key}` is only defined for a JSON object keyed by id (`format = \"json\"` with an object)"
-                        .to_string()
+                    TemplateError(
+                        "`{_key}` is only defined for a JSON object keyed by id (`format = \"json\"` with an object)"
+                            .to_string(),
+                    )
                 })
             }
             _ => {}
         }
     }
-    scalar_text(lookup(record, path)?).map_err(|what| format!("`{}` is {what}, not text or a number", path.join(".")))
+    scalar_text(lookup(record, path)?)
+        .map_err(|what| TemplateError(format!("`{}` is {what}, not text or a number", path.join("."))))
 }
 
 /// A scalar as a template writes it: text as is, a number as JSON writes it (as Python's
@@ -154,7 +180,8 @@ mod tests {
     use super::*;
 
     fn render(template: &str, value: Value) -> Result<String, String> {
-        Template::parse(template)?.render(&Record { value: &value, index: 7, key: Some("k") })
+        let parsed = Template::parse(template).map_err(|e| e.to_string())?;
+        parsed.render(&Record { value: &value, index: 7, key: Some("k"), source: "file" }).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -167,8 +194,8 @@ mod tests {
         assert!(render("{missing}", record.clone()).unwrap_err().contains("no field `missing`"));
         assert!(render("{l.5}", record.clone()).unwrap_err().contains("2 element(s)"));
         assert!(render("{a}", record).unwrap_err().contains("an object"));
-        assert!(Template::parse("{open").unwrap_err().contains("unclosed"));
-        assert!(Template::parse("x}").unwrap_err().contains("without its"));
-        assert!(Template::parse("{a..b}").unwrap_err().contains("empty field"));
+        assert!(Template::parse("{open").unwrap_err().to_string().contains("unclosed"));
+        assert!(Template::parse("x}").unwrap_err().to_string().contains("without its"));
+        assert!(Template::parse("{a..b}").unwrap_err().to_string().contains("empty field"));
     }
 }

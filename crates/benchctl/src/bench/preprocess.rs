@@ -153,7 +153,7 @@ fn one(prep: &Preprocessor, file: &Path) -> Result<Stages> {
     stages.decode = start.elapsed().as_secs_f64();
     let (w, h) = image.dimensions();
     prep.check_input(w as usize, h as usize)
-        .map_err(|e| Error::new(ErrorKind::Data, format!("preprocess image {}: {e}", file.display())))?;
+        .map_err(|e| Error::caused_by(ErrorKind::Data, format!("preprocess image {}: {e}", file.display()), e))?;
     let mut out = vec![0f32; prep.len()];
     let start = Instant::now();
     match &image {

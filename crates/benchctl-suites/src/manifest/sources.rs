@@ -1,0 +1,154 @@
+//! A manifest's annotation files: one (`source.file`), or several (`source.files`: names, or
+//! patterns whose last component holds `*`), each file's items tagged with its stem
+//! (`source.tag`, default `subset`). A record's file stem is `{_source}` in templates.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use super::{manifest_error, RawSource};
+use crate::{paths, Error, ErrorKind, Result};
+
+/// The annotation files a manifest reads.
+#[derive(Debug)]
+pub(crate) struct Sources {
+    /// File names or patterns, relative to the data directory, in the manifest's order.
+    pub patterns: Vec<String>,
+    /// With `source.files`: the tag each file's stem becomes.
+    pub tag: Option<String>,
+    /// Where `source.tag` is, for messages.
+    pub tag_span: Option<Range<usize>>,
+}
+
+impl Sources {
+    pub fn parse(raw: &RawSource, origin: &str, line: &dyn Fn(Range<usize>) -> usize) -> Result<Self> {
+        let bad = |key: &str, span: Range<usize>, what: &str| manifest_error(origin, key, line(span), what.to_string());
+        let (patterns, several) = match (&raw.file, &raw.files) {
+            (Some(file), None) => (vec![(file.get_ref().clone(), file.span(), "source.file".to_string())], false),
+            (None, Some(files)) if !files.get_ref().is_empty() => {
+                let each = files.get_ref().iter().enumerate();
+                (each.map(|(i, f)| (f.get_ref().clone(), f.span(), format!("source.files[{i}]"))).collect(), true)
+            }
+            (None, Some(files)) => return Err(bad("source.files", files.span(), "lists no file")),
+            (Some(_), Some(files)) => return Err(bad("source.files", files.span(), "give `file` or `files`, not both")),
+            (None, None) => {
+                return Err(Error::new(
+                    ErrorKind::Manifest,
+                    format!("read manifest {origin}: `[source]` needs `file` (one file) or `files` (a list of files or patterns)"),
+                ))
+            }
+        };
+        for (pattern, span, key) in &patterns {
+            let parent = Path::new(pattern).parent().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+            if parent.contains('*') {
+                return Err(bad(key, span.clone(), "a pattern's `*` may only be in its file name"));
+            }
+            paths::inside(Path::new(""), &pattern.replace('*', "x"), "the manifest")
+                .map_err(|_| bad(key, span.clone(), "must be a path inside the data directory"))?;
+        }
+        let tag = match (&raw.tag, several) {
+            (Some(tag), false) => {
+                return Err(bad("source.tag", tag.span(), "names the tag of `files`; with one `file` there is none"))
+            }
+            (Some(tag), true) if tag.get_ref().is_empty() => {
+                return Err(bad("source.tag", tag.span(), "must not be empty"))
+            }
+            (Some(tag), true) => Some(tag.get_ref().clone()),
+            (None, true) => Some("subset".to_string()),
+            (None, false) => None,
+        };
+        Ok(Sources {
+            patterns: patterns.into_iter().map(|(p, _, _)| p).collect(),
+            tag,
+            tag_span: raw.tag.as_ref().map(|t| t.span()),
+        })
+    }
+
+    /// The files under `data_dir`, each pattern's matches in name order; a pattern nothing
+    /// matches is missing data, naming it.
+    pub fn files(&self, data_dir: &Path) -> Result<Vec<PathBuf>> {
+        let mut files = Vec::new();
+        for pattern in &self.patterns {
+            if !pattern.contains('*') {
+                files.push(data_dir.join(pattern));
+                continue;
+            }
+            let relative = Path::new(pattern);
+            let dir = data_dir.join(relative.parent().unwrap_or(Path::new("")));
+            let name = relative.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let entries = std::fs::read_dir(&dir).map_err(|e| {
+                Error::caused_by(
+                    ErrorKind::MissingData,
+                    format!("find `{pattern}` (the manifest's `source.files`) in {}: {e}", dir.display()),
+                    e,
+                )
+            })?;
+            let mut matched: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .filter(|e| matches(&name, &e.file_name().to_string_lossy()))
+                .map(|e| e.path())
+                .collect();
+            if matched.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::MissingData,
+                    format!(
+                        "find `{pattern}` (the manifest's `source.files`): no file in {} matches it",
+                        dir.display()
+                    ),
+                ));
+            }
+            matched.sort();
+            files.extend(matched);
+        }
+        Ok(files)
+    }
+
+    /// What a missing file is named as: the manifest key that lists it.
+    pub fn key(&self) -> &'static str {
+        if self.tag.is_some() {
+            "source.files"
+        } else {
+            "source.file"
+        }
+    }
+}
+
+/// The stem of an annotation file, as `{_source}` and the files' tag give it.
+pub(crate) fn stem(file: &Path) -> String {
+    file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
+fn matches(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return name == pattern;
+    }
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn stars_match_any_run_of_characters() {
+        assert!(matches("*.json", "swap_att.json"));
+        assert!(matches("swap_*.json", "swap_att.json"));
+        assert!(matches("a*b*c", "axxbyyc") && matches("a*b*c", "abc"));
+        assert!(!matches("*.json", "swap_att.jsonl"));
+        assert!(!matches("a*b*c", "acb") && !matches("ab*ba", "aba"));
+        assert!(matches("x.json", "x.json") && !matches("x.json", "y.json"));
+    }
+}
