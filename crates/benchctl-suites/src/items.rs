@@ -15,7 +15,7 @@ use benchctl_scoring::{Tags, Truth};
 use crate::{ImageSource, Item};
 
 /// The items of a suite, in suite order. What grows with the suite (strings, heads, image
-/// indices) is in [`SpillVec`]s: past the memory budget, in mapped files ([`spill`]).
+/// indices) is in [`SpillVec`]s: past the memory budget, in mapped files ([`benchctl_base::spill`]).
 #[derive(Debug, Clone, Default)]
 pub struct Items {
     /// Every item's id, then its texts, one after another.

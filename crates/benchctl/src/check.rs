@@ -64,7 +64,6 @@ impl CheckReport {
     }
 }
 
-/// Runs every check on the suite's data.
 /// What `benchctl check` checks.
 #[derive(Debug, Clone)]
 pub struct CheckPlan {
@@ -75,6 +74,7 @@ pub struct CheckPlan {
     pub allow_outside_links: bool,
 }
 
+/// Runs every check on the suite's data.
 pub fn run(args: &CheckPlan) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));

@@ -45,8 +45,8 @@ pub enum Command {
     Convert(ConvertArgs),
     /// List the models of the zoo.
     Models,
-    /// List the suites benchctl can load.
-    Suites,
+    /// List the suites benchctl can load, and what this machine has of each one's data.
+    Suites(SuitesArgs),
 }
 
 /// Which model to run: a zoo id or a local directory.
@@ -286,6 +286,14 @@ pub struct CheckArgs {
     /// (listed as problems by default).
     #[arg(long)]
     pub allow_outside_links: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SuitesArgs {
+    /// Where each suite's data is looked for, as `ROOT/<suite id>` (the default of
+    /// `--data-dir`).
+    #[arg(long, default_value = "datasets", value_name = "ROOT")]
+    pub data_root: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -19,13 +19,14 @@
 //! | record | [`record`] | the session's [`record::RunBuilder`], the report | a [`results::Run`] in an [`record::Evaluation`] |
 //! | store | [`record::Evaluation::store`] → [`results`] (run file, dump), [`store`] (SQLite) | the evaluation | the run's id and file |
 //!
-//! The other commands: [`check`], [`fetch`], [`score`] (metrics from external scores, read
+//! The other commands: [`catalog`] (`benchctl suites`), [`check`], [`fetch`], [`score`] (metrics from external scores, read
 //! by [`dump`]), [`report`] (the failure browser), [`compare`] (the regression gate),
 //! [`merge`] (shard runs into one), [`leaderboard`], [`bench`](mod@bench); [`submission`]
 //! writes official submission files, [`summary`] the tables the binary prints.
 
 pub mod bench;
 pub mod cache;
+pub mod catalog;
 pub mod check;
 pub mod compare;
 pub mod config;

@@ -111,7 +111,7 @@ fn run(cli: Cli) -> Result<(), Error> {
             ))
         }
         Command::Models => print(&summary::models_table()),
-        Command::Suites => print(&summary::suites_list()),
+        Command::Suites(args) => print(&summary::suites_list(&benchctl::catalog::statuses(&args.data_root))),
     }
 }
 

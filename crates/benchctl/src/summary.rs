@@ -109,9 +109,12 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
     format!("{model} (random weights){rss}{tiers}\n{t}{extras}")
 }
 
-/// `benchctl suites`: every suite's id and description, a line each.
-pub fn suites_list() -> String {
-    let lines: Vec<String> = benchctl_suites::all().iter().map(|s| format!("{:<20} {}", s.id, s.description)).collect();
+/// `benchctl suites`: every suite's id and description, then what this machine has of its data.
+pub fn suites_list(statuses: &[crate::catalog::SuiteStatus]) -> String {
+    let lines: Vec<String> = statuses
+        .iter()
+        .map(|s| format!("{:<20} {}\n{:<20} data: {}", s.info.id, s.info.description, "", s.describe()))
+        .collect();
     lines.join("\n")
 }
 

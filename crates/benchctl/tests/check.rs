@@ -71,3 +71,51 @@ fn images_eval_refuses_are_listed() {
         assert!(report.contains(image), "{image}: {report}");
     }
 }
+
+/// `benchctl suites` says, suite by suite, what this machine has: nothing (with how to get
+/// it), annotations without some images (how many, one named), or everything.
+#[test]
+fn suites_say_what_data_is_here_and_what_is_missing() {
+    let root = tempfile::tempdir().unwrap();
+    copy_tree(&demo_suite(), &root.path().join("winoground"));
+    let sugarcrepe =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/manifests/sugarcrepe");
+    copy_tree(&sugarcrepe, &root.path().join("sugarcrepe"));
+    let removed = root.path().join("sugarcrepe/val2017/000000390007.jpg");
+    std::fs::remove_file(&removed).unwrap();
+    std::fs::create_dir(root.path().join("spec")).unwrap();
+
+    let out = benchctl(&["suites", "--data-root", root.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listing = stdout(&out);
+    let data_of = |id: &str| {
+        let mut lines = listing.lines().skip_while(|l| !l.starts_with(&format!("{id} ")));
+        lines.nth(1).unwrap_or_else(|| panic!("no {id} in {listing}")).trim().to_string()
+    };
+    let winoground = data_of("winoground");
+    assert!(
+        winoground.starts_with("data: ready: 8 items (the official release has 400), all 16 images"),
+        "{winoground}"
+    );
+    // The images the seven files name, each once.
+    let mut named = std::collections::BTreeSet::new();
+    for file in std::fs::read_dir(&sugarcrepe).unwrap().flatten() {
+        let name = file.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") && name != "scores.json" && name != "official.json" {
+            let records: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(file.path()).unwrap()).unwrap();
+            named.extend(records.as_object().unwrap().values().map(|r| r["filename"].as_str().unwrap().to_string()));
+        }
+    }
+    let sugarcrepe = data_of("sugarcrepe");
+    let expected = format!(
+        "data: annotations only: 31 items (the official release has 7511), 1 of {} images missing",
+        named.len()
+    );
+    assert!(sugarcrepe.starts_with(&expected), "{sugarcrepe}");
+    assert!(sugarcrepe.contains("000000390007.jpg") && sugarcrepe.contains("RAIVNLab/sugar-crepe"), "{sugarcrepe}");
+    let spec = data_of("spec");
+    assert!(spec.starts_with("data: no readable annotations in") && spec.contains("wjpoom/SPEC"), "{spec}");
+    let eqben = data_of("eqben");
+    assert!(eqben.starts_with("data: not here") && eqben.contains("Wangt-CN/EqBen"), "{eqben}");
+}
