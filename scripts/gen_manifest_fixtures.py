@@ -13,13 +13,15 @@ item order, and the metrics the official evaluation computes from those scores:
 - SugarCrepe: `evaluate` of `main_eval.py` of RAIVNLab/sugar-crepe, run as is (`--sugarcrepe-repo`)
   with its `open_clip` import replaced and a stand-in model whose embeddings' products are the
   fixture's scores (the official `text_retrieval` computes `pos_score > neg_score` from them).
+- Cola multi-objects: `ColaMultiObjAcc` of `scripts/eval.py` of arijitray1993/COLA
+  (`--cola-repo`), imported as is (its `torchmetrics` import stubbed: the function does not use it).
 - PIL's `Image.crop` on boxes inside and beyond an image, for the manifest's `crop`.
 
 Nothing here is benchctl's own computation: the Rust tests compare benchctl's metrics on the
 same scores with these files.
 
     pip install easydict  # the ARO loaders import it
-    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH \
+    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH --cola-repo PATH \
         --out crates/benchctl-suites/tests/fixtures/manifests
 """
 
@@ -27,6 +29,7 @@ import argparse
 import contextlib
 import csv
 import importlib
+import importlib.util
 import json
 import os
 import runpy
@@ -273,6 +276,37 @@ def sugarcrepe(out, repo):
     write_json(root / "official.json", {"source": "main_eval.py evaluate (RAIVNLab/sugar-crepe)", "subsets": metrics})
 
 
+def cola(out, repo):
+    """The multi-object file (`[image 1 link, caption 1, image 2 link, caption 2]` per record)
+    and vg_gqa_images/ holding each linked image under its file name."""
+    root = out / "cola-multiobjects"
+    rng = np.random.default_rng(20261126)
+    records, scores = [], []
+    for i in range(12):
+        ids = (2390000 + 17 * i, 2380000 + 31 * i)
+        for vg in ids:
+            path = root / "vg_gqa_images" / f"{vg}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, size=(5, 7, 3), dtype=np.uint8)).save(path)
+        records.append([f"https://cs-people.bu.edu/array/data/vg_gqa_images/{ids[0]}.jpg", f"small red cube left of big blue ball {i}",
+                        f"https://cs-people.bu.edu/array/data/vg_gqa_images/{ids[1]}.jpg", f"big red ball left of small blue cube {i}"])
+        matrix = rng.normal(size=(2, 2)).round(4)
+        if i % 2 == 0:  # half the items lean towards their own captions
+            matrix += np.eye(2) * 1.5
+        if i % 4 == 3:
+            matrix[1, 0] = matrix[0, 0]  # a tie on caption 0's images: a miss
+        scores.append(matrix.tolist())
+    write_json(root / "COLA_multiobjects_matching_benchmark.json", records)
+    sys.modules["torchmetrics"] = types.ModuleType("torchmetrics")
+    spec = importlib.util.spec_from_file_location("cola_eval", repo / "scripts" / "eval.py")
+    cola_eval = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cola_eval)
+    correct = [bool(cola_eval.ColaMultiObjAcc(np.array(m))) for m in scores]
+    write_json(root / "scores.json", scores)
+    write_json(root / "official.json", {"source": "scripts/eval.py ColaMultiObjAcc (arijitray1993/COLA)",
+                                         "correct": correct, "accuracy": float(np.mean(correct))})
+
+
 def crops(out):
     root = out / "crop"
     small_png(root / "image.png", 13, 9)
@@ -288,8 +322,9 @@ if __name__ == "__main__":
     parser.add_argument("--aro-repo", type=Path)
     parser.add_argument("--mmvp-repo", type=Path)
     parser.add_argument("--sugarcrepe-repo", type=Path)
-    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe"],
-                        default=["aro", "mmvp", "crops", "sugarcrepe"],
+    parser.add_argument("--cola-repo", type=Path)
+    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe", "cola"],
+                        default=["aro", "mmvp", "crops", "sugarcrepe", "cola"],
                         help="the fixtures to write (each benchmark's repository is needed for its own)")
     parser.add_argument("--out", type=Path, required=True)
     ARGS = parser.parse_args()
@@ -307,3 +342,5 @@ if __name__ == "__main__":
         crops(ARGS.out)
     if "sugarcrepe" in ARGS.only:
         sugarcrepe(ARGS.out, ARGS.sugarcrepe_repo)
+    if "cola" in ARGS.only:
+        cola(ARGS.out, ARGS.cola_repo)

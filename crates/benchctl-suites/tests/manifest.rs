@@ -189,6 +189,30 @@ fn sugarcrepe_matches_the_official_evaluation_per_subset() {
     assert!(suite.missing_images().is_empty());
 }
 
+/// Cola's multi-object pairs: each item is the official `ColaMultiObjAcc` on the same 2×2
+/// scores (ties included), the images found by their links' file names.
+#[test]
+fn cola_multiobjects_matches_the_official_accuracy() {
+    let (suite, report, official) = official_run("cola-multiobjects");
+    assert_eq!(suite.items.len(), 12);
+    let correct: Vec<bool> = official["correct"].as_array().unwrap().iter().map(|c| c.as_bool().unwrap()).collect();
+    let scores = fixture_scores(&fixture("cola-multiobjects"), &suite);
+    let per_item = benchctl_scoring::metrics::per_item_values(suite.summary, &scores, &suite.item_views()).unwrap();
+    let image_score = per_item.iter().find(|m| m.name == "image_score").unwrap();
+    let ours: Vec<bool> = image_score.values.iter().map(|v| *v == Some(1.0)).collect();
+    assert_eq!(ours, correct, "item by item");
+    let share = 100.0 * correct.iter().filter(|&&c| c).count() as f64 / correct.len() as f64;
+    assert!(close(report.metric("image_score").unwrap(), share), "{report:?}");
+    assert!(close(share, 100.0 * official["accuracy"].as_f64().unwrap()));
+    let records = json(&fixture("cola-multiobjects").join("COLA_multiobjects_matching_benchmark.json"));
+    let (item, record) = (suite.items.item(3), &records[3]);
+    assert_eq!(item.id(), "3");
+    let file_of = |link: &serde_json::Value| link.as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    assert_eq!(item.image(1).path(), fixture("cola-multiobjects").join("vg_gqa_images").join(file_of(&record[2])));
+    assert_eq!((item.text(0), item.text(1)), (record[1].as_str().unwrap(), record[3].as_str().unwrap()));
+    assert!(suite.missing_images().is_empty());
+}
+
 /// `source.files` patterns: `*` in the file name matches in name order, a pattern nothing
 /// matches names itself, and `{_source}` is the file's stem.
 #[test]

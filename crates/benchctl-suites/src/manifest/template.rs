@@ -4,7 +4,8 @@
 //! element (`{attributes.0}`, or `{1.Statement}` for the second record of a group). Two
 //! names are the loader's own: `{_index}`, the item's position in its file (from 0), `{_key}`,
 //! the key of a record in a JSON object keyed by id, and `{_source}`, the stem of the file it
-//! came from. `{{` and `}}` are literal braces.
+//! came from. `{field|basename}` keeps the text after the field's last `/` (a file name from a
+//! URL). `{{` and `}}` are literal braces.
 
 use serde_json::Value;
 
@@ -34,7 +35,29 @@ pub(crate) struct Template {
 #[derive(Debug, Clone, PartialEq)]
 enum Piece {
     Literal(String),
-    Field(Vec<String>),
+    Field(Vec<String>, Option<Filter>),
+}
+
+/// What a field's text goes through before it is used (`{field|basename}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Filter {
+    /// The text after its last `/`: a file name from a URL or a path (Cola's image links).
+    Basename,
+}
+
+impl Filter {
+    fn parse(name: &str) -> Option<Filter> {
+        match name {
+            "basename" => Some(Filter::Basename),
+            _ => None,
+        }
+    }
+
+    fn apply(self, text: String) -> String {
+        match self {
+            Filter::Basename => text.rsplit('/').next().unwrap_or_default().to_string(),
+        }
+    }
 }
 
 /// What a template is filled from: one record (or a group's records, as a list) and where
@@ -73,14 +96,27 @@ impl Template {
                             Some(c) => field.push(c),
                         }
                     }
-                    let path: Vec<String> = field.trim().split('.').map(|s| s.trim().to_string()).collect();
+                    let (name, filter) = match field.split_once('|') {
+                        None => (field.as_str(), None),
+                        Some((name, filter)) => match Filter::parse(filter.trim()) {
+                            Some(f) => (name, Some(f)),
+                            None => {
+                                return Err(format!(
+                                    "unknown filter `{}` in `{{{field}}}` of {text:?} (known: basename)",
+                                    filter.trim()
+                                )
+                                .into())
+                            }
+                        },
+                    };
+                    let path: Vec<String> = name.trim().split('.').map(|s| s.trim().to_string()).collect();
                     if path.iter().any(String::is_empty) {
                         return Err(format!("empty field name in `{{{field}}}` of {text:?}").into());
                     }
                     if !literal.is_empty() {
                         pieces.push(Piece::Literal(std::mem::take(&mut literal)));
                     }
-                    pieces.push(Piece::Field(path));
+                    pieces.push(Piece::Field(path, filter));
                 }
                 c => literal.push(c),
             }
@@ -97,7 +133,8 @@ impl Template {
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(text) => out.push_str(text),
-                Piece::Field(path) => out.push_str(&field_text(record, path)?),
+                Piece::Field(path, None) => out.push_str(&field_text(record, path)?),
+                Piece::Field(path, Some(filter)) => out.push_str(&filter.apply(field_text(record, path)?)),
             }
         }
         Ok(out)
@@ -106,7 +143,7 @@ impl Template {
     /// The single field a template made only of `{field}` names, for fields that hold a list.
     pub fn lone_field(&self) -> Option<&[String]> {
         match self.pieces.as_slice() {
-            [Piece::Field(path)] => Some(path),
+            [Piece::Field(path, None)] => Some(path),
             _ => None,
         }
     }
@@ -197,5 +234,9 @@ mod tests {
         assert!(Template::parse("{open").unwrap_err().to_string().contains("unclosed"));
         assert!(Template::parse("x}").unwrap_err().to_string().contains("without its"));
         assert!(Template::parse("{a..b}").unwrap_err().to_string().contains("empty field"));
+        let url = serde_json::json!(["https://host/data/vg_gqa_images/2390970.jpg"]);
+        assert_eq!(render("{0|basename}", url.clone()), Ok("2390970.jpg".to_string()));
+        assert_eq!(render("{_source|basename}", url.clone()), Ok("file".to_string()));
+        assert!(render("{0|upper}", url).unwrap_err().contains("unknown filter `upper`"));
     }
 }
