@@ -15,13 +15,17 @@ item order, and the metrics the official evaluation computes from those scores:
   fixture's scores (the official `text_retrieval` computes `pos_score > neg_score` from them).
 - Cola multi-objects: `ColaMultiObjAcc` of `scripts/eval.py` of arijitray1993/COLA
   (`--cola-repo`), imported as is (its `torchmetrics` import stubbed: the function does not use it).
+- What'sUp: `evaluate_scores` of the official dataset classes (`Controlled_Images` A and B,
+  `COCO_QA`, `VG_QA` in `dataset_zoo/aro_datasets.py` of amitakamath/whatsup_vlms,
+  `--whatsup-repo`), constructed on the fixture's `data` folder; its individual, pair and set
+  accuracies are what it prints.
 - PIL's `Image.crop` on boxes inside and beyond an image, for the manifest's `crop`.
 
 Nothing here is benchctl's own computation: the Rust tests compare benchctl's metrics on the
 same scores with these files.
 
     pip install easydict  # the ARO loaders import it
-    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH --cola-repo PATH \
+    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH --cola-repo PATH --whatsup-repo PATH \
         --out crates/benchctl-suites/tests/fixtures/manifests
 """
 
@@ -30,6 +34,7 @@ import contextlib
 import csv
 import importlib
 import importlib.util
+import io
 import json
 import os
 import runpy
@@ -307,6 +312,95 @@ def cola(out, repo):
                                          "correct": correct, "accuracy": float(np.mean(correct))})
 
 
+def whatsup(out, repo):
+    """What'sUp's `data` folder: the controlled sets (a record per image, its path under data/,
+    four caption options, the right one first) and the COCO / GQA spatial sets ([image id,
+    right caption, wrong caption] per record), with their image folders."""
+    root = out / "whatsup"
+    rng = np.random.default_rng(20261127)
+
+    def image(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, size=(4, 6, 3), dtype=np.uint8)).save(path, format="JPEG")
+
+    def scores_for(n, k):
+        """Random scores; every fifth item ties the right caption with a wrong one (argmax
+        takes the first: a hit), every seventh ties two wrong ones above it (a miss; with
+        four options)."""
+        s = rng.normal(size=(n, 1, k)).round(4)
+        for i in range(n):
+            if i % 5 == 1:
+                s[i, 0, 1] = s[i, 0, 0] = s[i, 0].max() + 0.5
+            if i % 7 == 3 and k > 2:
+                s[i, 0, 1] = s[i, 0, 2] = s[i, 0, 0] + 0.5
+        return s
+
+    phrase = {"on": "on", "under": "under", "left_of": "to the left of", "right_of": "to the right of",
+              "in-front_of": "in front of", "behind": "behind"}
+    sets = {"a": ("controlled_images", ["on", "under", "left_of", "right_of"],
+                  [("beer-bottle", "armchair"), ("mug", "table"), ("cup", "chair")]),
+            "b": ("controlled_clevr", ["left_of", "right_of", "in-front_of", "behind"],
+                  [("cube", "sphere"), ("cylinder", "cube"), ("sphere", "cone")])}
+    sys.path.insert(0, str(repo))
+    aro = importlib.import_module("dataset_zoo.aro_datasets")
+    official = {}
+    for subset, (folder, preps, pairs) in sets.items():
+        records = []
+        for first, second in pairs:
+            for prep in preps:
+                name = f"{first}_{prep}_{second}.jpeg"
+                image(root / folder / name)
+                right = f"A {first} {phrase[prep]} a {second}"
+                wrong = [f"A {first} {phrase[p]} a {second}" for p in preps if p != prep]
+                records.append({"image_path": f"data/{folder}/{name}", "caption_options": [right] + wrong})
+        write_json(root / f"{folder}_dataset.json", records)
+        scores = scores_for(len(records), 4)
+        # The first object pair right on all four images (a set), the second on two (a pair).
+        scores[:6, 0, 0] += 3.0
+        dataset = aro.Controlled_Images(image_preprocess=None, root_dir=str(root), subset=subset.upper())
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            by_prep = dataset.evaluate_scores(scores)
+        lines = dict(line.split(": ") for line in printed.getvalue().splitlines() if ": " in line)
+        write_json(root / f"scores-whatsup-controlled-{subset}.json", scores[:, 0:1, :].tolist())
+        official[f"whatsup-controlled-{subset}"] = {
+            "accuracy": float(lines["Individual accuracy"]), "pair_accuracy": float(lines["Pair accuracy"]),
+            "set_accuracy": float(lines["Set accuracy"]),
+            "prepositions": {r["Preposition"]: float(r["Accuracy"]) for r in by_prep}}
+    spatial = {"coco": ("val2017", aro.COCO_QA, lambda i: f"{i:012d}.jpg",
+                        ["left", "right", "above", "below"], ["left of", "right of", "above", "below"]),
+               "gqa": ("vg_images", aro.VG_QA, lambda i: f"{i}.jpg",
+                       ["left", "right", "top", "bottom"], ["left of", "right of", "in front of", "behind", "on top of"])}
+    opposite = {"left": "right", "right": "left", "above": "below", "below": "above", "top": "bottom",
+                "bottom": "top", "left of": "right of", "right of": "left of", "in front of": "behind",
+                "behind": "in front of", "on top of": "under"}
+    for name, (folder, cls, file_of, one_preps, two_preps) in spatial.items():
+        prefix = "coco_qa" if name == "coco" else "vg_qa"
+        result, all_scores = {}, []
+        for count, kind, preps in [("one", "one_obj", one_preps), ("two", "two_obj", two_preps)]:
+            records = []
+            for i, prep in enumerate(preps * 2):
+                image_id = 100 + 37 * i + (0 if count == "one" else 5000)
+                image(root / folder / file_of(image_id))
+                if count == "one":
+                    records.append([image_id, f"A dog on the {prep}", f"A dog on the {opposite[prep]}"])
+                else:
+                    records.append([image_id, f"A dog {prep} a cat", f"A dog {opposite[prep]} a cat"])
+            write_json(root / f"{prefix}_{kind}.json", records)
+            scores = scores_for(len(records), 2)
+            dataset = cls(image_preprocess=None, root_dir=str(root), subset=count)
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                dataset.evaluate_scores(scores)
+            result[count] = float(printed.getvalue().split()[0])
+            all_scores.extend(scores[:, 0:1, :].tolist())
+        write_json(root / f"scores-whatsup-{name}-spatial.json", all_scores)
+        official[f"whatsup-{name}-spatial"] = {"one": result["one"], "two": result["two"],
+                                               "macro": (result["one"] + result["two"]) / 2}
+    write_json(root / "official.json", {"source": "dataset_zoo/aro_datasets.py evaluate_scores (amitakamath/whatsup_vlms)",
+                                        "suites": official})
+
+
 def crops(out):
     root = out / "crop"
     small_png(root / "image.png", 13, 9)
@@ -323,8 +417,9 @@ if __name__ == "__main__":
     parser.add_argument("--mmvp-repo", type=Path)
     parser.add_argument("--sugarcrepe-repo", type=Path)
     parser.add_argument("--cola-repo", type=Path)
-    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe", "cola"],
-                        default=["aro", "mmvp", "crops", "sugarcrepe", "cola"],
+    parser.add_argument("--whatsup-repo", type=Path)
+    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe", "cola", "whatsup"],
+                        default=["aro", "mmvp", "crops", "sugarcrepe", "cola", "whatsup"],
                         help="the fixtures to write (each benchmark's repository is needed for its own)")
     parser.add_argument("--out", type=Path, required=True)
     ARGS = parser.parse_args()
@@ -344,3 +439,5 @@ if __name__ == "__main__":
         sugarcrepe(ARGS.out, ARGS.sugarcrepe_repo)
     if "cola" in ARGS.only:
         cola(ARGS.out, ARGS.cola_repo)
+    if "whatsup" in ARGS.only:
+        whatsup(ARGS.out, ARGS.whatsup_repo)

@@ -20,7 +20,12 @@ fn json(path: &Path) -> serde_json::Value {
 
 /// The fixture's scores (item by item, K×L rows of images) for the suite's items.
 fn fixture_scores(dir: &Path, suite: &Suite) -> ScoreTensor {
-    let rows = json(&dir.join("scores.json"));
+    scores_in(&dir.join("scores.json"), suite)
+}
+
+/// The scores of `path` (item by item, K×L rows of images) for the suite's items.
+fn scores_in(path: &Path, suite: &Suite) -> ScoreTensor {
+    let rows = json(path);
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), suite.items.len(), "one score matrix per item, in the official order");
     let mut scores = ScoreTensor::new();
@@ -213,6 +218,53 @@ fn cola_multiobjects_matches_the_official_accuracy() {
     assert!(suite.missing_images().is_empty());
 }
 
+/// What'sUp's four sets from one `data` folder, against the official `evaluate_scores`:
+/// individual accuracy (`np.argmax`: a tie goes to the first option, the right one), per
+/// preposition, pair and set accuracy of the controlled sets, and the one- and two-object
+/// accuracies of the spatial sets with their mean.
+#[test]
+fn whatsup_matches_the_official_evaluation() {
+    let dir = fixture("whatsup");
+    let official = json(&dir.join("official.json"));
+    let run = |id: &str| {
+        let info = find(id).unwrap();
+        assert_eq!(info.official_ties, Ties::First, "{id}");
+        let mut suite = info.load(&dir).unwrap();
+        suite.summary.ties = info.official_ties;
+        let report = suite.evaluate(&scores_in(&dir.join(format!("scores-{id}.json")), &suite)).unwrap();
+        assert!(suite.missing_images().is_empty(), "{id}");
+        (suite, report, &official["suites"][id])
+    };
+    for id in ["whatsup-controlled-a", "whatsup-controlled-b"] {
+        let (suite, report, expected) = run(id);
+        assert_eq!(suite.items.len(), 12);
+        for (ours, theirs) in
+            [("i2t_accuracy", "accuracy"), ("pair_accuracy", "pair_accuracy"), ("set_accuracy", "set_accuracy")]
+        {
+            let (a, b) = (report.metric(ours).unwrap(), expected[theirs].as_f64().unwrap());
+            assert!(close(a, b), "{id} {ours}: {a} vs {b}");
+        }
+        for (preposition, accuracy) in expected["prepositions"].as_object().unwrap() {
+            let ours = group_value(&report, "preposition", preposition, "i2t_accuracy");
+            assert!(close(ours, 100.0 * accuracy.as_f64().unwrap()), "{id} {preposition}: {ours}");
+        }
+    }
+    for (id, prefix) in [("whatsup-coco-spatial", "coco_qa"), ("whatsup-gqa-spatial", "vg_qa")] {
+        let (suite, report, expected) = run(id);
+        let records = |file: &str| json(&dir.join(format!("{prefix}_{file}.json"))).as_array().unwrap().len();
+        assert_eq!(suite.items.len(), records("one_obj") + records("two_obj"), "{id}");
+        for (count, file) in [("one", "one_obj"), ("two", "two_obj")] {
+            let ours = group_value(&report, "subset", &format!("{prefix}_{file}"), "i2t_accuracy");
+            assert!(close(ours, expected[count].as_f64().unwrap()), "{id} {count}: {ours}");
+        }
+        assert!(close(report.metric("i2t_accuracy_macro").unwrap(), expected["macro"].as_f64().unwrap()), "{id}");
+    }
+    // COCO's file names are the ids zero-padded to 12 digits.
+    let (suite, _, _) = run("whatsup-coco-spatial");
+    let first = json(&dir.join("coco_qa_one_obj.json"))[0][0].as_u64().unwrap();
+    assert_eq!(suite.items.item(0).image(0).path(), dir.join("val2017").join(format!("{first:012}.jpg")));
+}
+
 /// `source.files` patterns: `*` in the file name matches in name order, a pattern nothing
 /// matches names itself, and `{_source}` is the file's stem.
 #[test]
@@ -335,6 +387,9 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("file = \"examples.jsonl\"", "file = \"examples.jsonl\"\ntag = \"part\"", "`source.tag` (line"),
         ("file = \"examples.jsonl\"", "files = [\"examples.jsonl\"]\ntag = \"collapsed_tag\"", "`source.tag` (line"),
         // A paper's average: over a tag, of the family's metrics, under a new name.
+        // Groups all right: over a tag, under a new name.
+        ("headline = \"group_score\"", "headline = \"group_score\"\nall_of = { pairs = \"nope\" }", "`metrics.all_of` (line"),
+        ("headline = \"group_score\"", "headline = \"group_score\"\nall_of = { text_score = \"tag\" }", "`metrics.all_of` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\ngroups = { a = [\"x\"] }\nover = \"nope\"", "`metrics.average.over` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = {}", "`metrics.average.groups` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nover = \"collapsed_tag\"\ngroups = { a = [\"x\"] }\nname = \"group_score\"", "`metrics.average.name` (line"),

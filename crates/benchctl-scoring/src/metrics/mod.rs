@@ -88,6 +88,22 @@ pub struct Summary<'a> {
     pub subset_average: Option<&'a SubsetAverage<'a>>,
     /// How a tie between the best candidate and another is counted.
     pub ties: Ties,
+    /// Accuracies over groups of items, each group counting when all its items are right
+    /// (What'sUp's pair and set accuracy).
+    pub all_of: &'a [AllOf<'a>],
+}
+
+/// A paper's accuracy over groups of items: the share of one tag's groups in which every
+/// item scores 1 on a 0/1 metric, in percent. What'sUp's pair accuracy is its left/right and
+/// on/under pairs of images of one object pair, each pair right on both images.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllOf<'a> {
+    /// The reported name.
+    pub name: &'a str,
+    /// The tag key whose values are the groups.
+    pub key: &'a str,
+    /// The 0/1 per-item metric every member must score 1 on.
+    pub metric: &'a str,
 }
 
 impl<'a> Summary<'a> {
@@ -100,6 +116,7 @@ impl<'a> Summary<'a> {
             macro_groups: GroupFilter::ALL,
             subset_average: None,
             ties: Ties::Strict,
+            all_of: &[],
         }
     }
 }
@@ -189,7 +206,19 @@ pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_
     let item_values = ItemValues::new(summary, scores, items)?;
     let (per_item, values) = (item_values.per_item, &item_values.values);
     let all = || 0..items.len();
-    let metrics = headline(per_item, values, all, usize::MAX, summary, items);
+    let mut metrics = headline(per_item, values, all, usize::MAX, summary, items);
+    for all_of in summary.all_of {
+        let groups = group_sums(all_of.key, all(), items, values, per_item);
+        // A group's mean of a 0/1 metric is exactly 100 when every member scores 1.
+        let means: Vec<f64> = groups
+            .into_values()
+            .filter_map(|(_, sums)| sums.finish().into_iter().find(|(n, _)| n == all_of.metric).map(|(_, v)| v))
+            .collect();
+        if !means.is_empty() {
+            let whole = means.iter().filter(|&&m| m >= 100.0).count();
+            metrics.push((all_of.name.to_string(), 100.0 * whole as f64 / means.len() as f64));
+        }
+    }
     let breakdowns = summary
         .breakdown_keys
         .iter()

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use benchctl_scoring::metrics::{GroupFilter, SubsetAverage, Summary, Ties};
+use benchctl_scoring::metrics::{AllOf, GroupFilter, SubsetAverage, Summary, Ties};
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
 use serde::Deserialize;
 use toml::Spanned;
@@ -41,6 +41,10 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
+    ("whatsup-coco-spatial.toml", include_str!("../../../../datasets/manifests/whatsup-coco-spatial.toml")),
+    ("whatsup-controlled-a.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-a.toml")),
+    ("whatsup-controlled-b.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-b.toml")),
+    ("whatsup-gqa-spatial.toml", include_str!("../../../../datasets/manifests/whatsup-gqa-spatial.toml")),
     ("winoground-manifest.toml", include_str!("../../../../datasets/manifests/winoground-manifest.toml")),
 ];
 
@@ -231,6 +235,10 @@ struct RawMetrics {
     headline: Option<Spanned<String>>,
     #[serde(default)]
     average: Option<RawAverage>,
+    /// Accuracies over groups (name → the tag whose values are the groups): a group counts
+    /// when all its items are right.
+    #[serde(default)]
+    all_of: BTreeMap<String, Spanned<String>>,
 }
 
 /// `[metrics.average]`: a paper's average over named groups of one tag's values.
@@ -490,6 +498,15 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
             Some(&*Box::leak(Box::new(parsed)))
         }
     };
+    let mut all_of = Vec::new();
+    for (name, tag) in &m.all_of {
+        let key = known_tag("metrics.all_of", tag)?;
+        if metric_names.contains(name) {
+            return Err(bad("metrics.all_of", line(tag.span()), format!("`{name}` is already a metric of this suite")));
+        }
+        metric_names.push(name.clone());
+        all_of.push(AllOf { name: leak(name), key, metric: leak(base) });
+    }
     let headline = match &m.headline {
         Some(h) if metric_names.contains(h.get_ref()) => h.get_ref().clone(),
         Some(h) => {
@@ -513,6 +530,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         macro_over,
         macro_groups: GroupFilter { min_items: m.macro_min_items, exclude: Box::leak(exclude.into_boxed_slice()) },
         subset_average: average,
+        all_of: Box::leak(all_of.into_boxed_slice()),
         ..Summary::of(family)
     };
 

@@ -4,8 +4,11 @@
 //! element (`{attributes.0}`, or `{1.Statement}` for the second record of a group). Two
 //! names are the loader's own: `{_index}`, the item's position in its file (from 0), `{_key}`,
 //! the key of a record in a JSON object keyed by id, and `{_source}`, the stem of the file it
-//! came from. `{field|basename}` keeps the text after the field's last `/` (a file name from a
-//! URL). `{{` and `}}` are literal braces.
+//! came from. Filters after `|` change a field's text, in order: `basename` (after the last
+//! `/`), `stem` (the file name without its extension), `part:SEP:INDEX` (Python's
+//! `text.split(SEP)[INDEX]`), `map:FROM=TO,…` (a text the map does not name is an error),
+//! `zfill:WIDTH` (Python's `str.zfill`).
+//! `{{` and `}}` are literal braces.
 
 use serde_json::Value;
 
@@ -35,28 +38,91 @@ pub(crate) struct Template {
 #[derive(Debug, Clone, PartialEq)]
 enum Piece {
     Literal(String),
-    Field(Vec<String>, Option<Filter>),
+    Field(Vec<String>, Vec<Filter>),
 }
 
-/// What a field's text goes through before it is used (`{field|basename}`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a field's text goes through before it is used, in order (`{field|stem|part:_:0}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Filter {
     /// The text after its last `/`: a file name from a URL or a path (Cola's image links).
     Basename,
+    /// The file name without its extension (after the last `/`, before the last `.`).
+    Stem,
+    /// Piece `index` of the text split at `separator` (from the end when negative), as
+    /// Python's `text.split(separator)[index]`.
+    Part { separator: String, index: isize },
+    /// The value the text maps to; a text the map does not name is an error.
+    Map(Vec<(String, String)>),
+    /// Zeros on the left up to this width, as Python's `str.zfill` (COCO's file names).
+    Zfill(usize),
 }
 
 impl Filter {
-    fn parse(name: &str) -> Option<Filter> {
-        match name {
-            "basename" => Some(Filter::Basename),
+    const KNOWN: &'static str = "basename, stem, part:SEPARATOR:INDEX, map:FROM=TO,…, zfill:WIDTH";
+
+    fn parse(spec: &str) -> Option<Filter> {
+        let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
+        match name.trim() {
+            "basename" if args.is_empty() => Some(Filter::Basename),
+            "stem" if args.is_empty() => Some(Filter::Stem),
+            "part" => {
+                let (separator, index) = args.rsplit_once(':')?;
+                let index = index.trim().parse().ok()?;
+                (!separator.is_empty()).then(|| Filter::Part { separator: separator.to_string(), index })
+            }
+            "zfill" => args.trim().parse().ok().map(Filter::Zfill),
+            "map" => {
+                let pairs: Option<Vec<(String, String)>> = args
+                    .split(',')
+                    .map(|pair| pair.split_once('=').map(|(from, to)| (from.trim().to_string(), to.trim().to_string())))
+                    .collect();
+                pairs.filter(|p| !p.is_empty()).map(Filter::Map)
+            }
             _ => None,
         }
     }
 
-    fn apply(self, text: String) -> String {
-        match self {
-            Filter::Basename => text.rsplit('/').next().unwrap_or_default().to_string(),
-        }
+    fn apply(&self, text: String) -> Result<String, TemplateError> {
+        let basename = |t: &str| t.rsplit('/').next().unwrap_or_default().to_string();
+        Ok(match self {
+            Filter::Basename => basename(&text),
+            Filter::Stem => {
+                let name = basename(&text);
+                match name.rsplit_once('.') {
+                    Some((stem, _)) if !stem.is_empty() => stem.to_string(),
+                    _ => name,
+                }
+            }
+            Filter::Part { separator, index } => {
+                let parts: Vec<&str> = text.split(separator.as_str()).collect();
+                let at = if *index < 0 { parts.len() as isize + index } else { *index };
+                match usize::try_from(at).ok().and_then(|at| parts.get(at)) {
+                    Some(part) => part.to_string(),
+                    None => {
+                        return Err(format!(
+                            "{text:?} has {} part(s) split at {separator:?}, not part {index}",
+                            parts.len()
+                        )
+                        .into())
+                    }
+                }
+            }
+            Filter::Zfill(width) => {
+                let (sign, digits) = match text.strip_prefix(['-', '+']) {
+                    Some(rest) => (&text[..1], rest),
+                    None => ("", text.as_str()),
+                };
+                let pad = width.saturating_sub(text.chars().count());
+                format!("{sign}{}{digits}", "0".repeat(pad))
+            }
+            Filter::Map(pairs) => match pairs.iter().find(|(from, _)| *from == text) {
+                Some((_, to)) => to.clone(),
+                None => {
+                    let known: Vec<&str> = pairs.iter().map(|(from, _)| from.as_str()).collect();
+                    return Err(format!("{text:?} is not one the map names ({})", known.join(", ")).into());
+                }
+            },
+        })
     }
 }
 
@@ -96,19 +162,19 @@ impl Template {
                             Some(c) => field.push(c),
                         }
                     }
-                    let (name, filter) = match field.split_once('|') {
-                        None => (field.as_str(), None),
-                        Some((name, filter)) => match Filter::parse(filter.trim()) {
-                            Some(f) => (name, Some(f)),
-                            None => {
-                                return Err(format!(
-                                    "unknown filter `{}` in `{{{field}}}` of {text:?} (known: basename)",
-                                    filter.trim()
-                                )
-                                .into())
-                            }
-                        },
-                    };
+                    let mut specs = field.split('|');
+                    let name = specs.next().unwrap_or_default();
+                    let filters = specs
+                        .map(|spec| {
+                            Filter::parse(spec).ok_or_else(|| {
+                                TemplateError(format!(
+                                    "unknown filter `{}` in `{{{field}}}` of {text:?} (known: {})",
+                                    spec.trim(),
+                                    Filter::KNOWN
+                                ))
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
                     let path: Vec<String> = name.trim().split('.').map(|s| s.trim().to_string()).collect();
                     if path.iter().any(String::is_empty) {
                         return Err(format!("empty field name in `{{{field}}}` of {text:?}").into());
@@ -116,7 +182,7 @@ impl Template {
                     if !literal.is_empty() {
                         pieces.push(Piece::Literal(std::mem::take(&mut literal)));
                     }
-                    pieces.push(Piece::Field(path, filter));
+                    pieces.push(Piece::Field(path, filters));
                 }
                 c => literal.push(c),
             }
@@ -133,8 +199,13 @@ impl Template {
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(text) => out.push_str(text),
-                Piece::Field(path, None) => out.push_str(&field_text(record, path)?),
-                Piece::Field(path, Some(filter)) => out.push_str(&filter.apply(field_text(record, path)?)),
+                Piece::Field(path, filters) => {
+                    let mut text = field_text(record, path)?;
+                    for filter in filters {
+                        text = filter.apply(text)?;
+                    }
+                    out.push_str(&text);
+                }
             }
         }
         Ok(out)
@@ -143,7 +214,7 @@ impl Template {
     /// The single field a template made only of `{field}` names, for fields that hold a list.
     pub fn lone_field(&self) -> Option<&[String]> {
         match self.pieces.as_slice() {
-            [Piece::Field(path, None)] => Some(path),
+            [Piece::Field(path, filters)] if filters.is_empty() => Some(path),
             _ => None,
         }
     }
@@ -238,5 +309,22 @@ mod tests {
         assert_eq!(render("{0|basename}", url.clone()), Ok("2390970.jpg".to_string()));
         assert_eq!(render("{_source|basename}", url.clone()), Ok("file".to_string()));
         assert!(render("{0|upper}", url).unwrap_err().contains("unknown filter `upper`"));
+        // What'sUp's file names carry the objects and the preposition.
+        let path = serde_json::json!({"p": "data/controlled_images/beer-bottle_left_of_armchair.jpeg"});
+        assert_eq!(render("{p|stem}", path.clone()), Ok("beer-bottle_left_of_armchair".to_string()));
+        assert_eq!(
+            render("{p|stem|part:_:0}+{p|stem|part:_:-1}", path.clone()),
+            Ok("beer-bottle+armchair".to_string())
+        );
+        let axis = "{p|stem|part:_:1|map:left=x,right=x,on=y,under=y}";
+        assert_eq!(render(axis, path.clone()), Ok("x".to_string()));
+        assert!(render("{p|stem|part:_:9}", path.clone()).unwrap_err().contains("not part 9"));
+        assert!(render("{p|stem|part:_:2|map:left=x}", path.clone())
+            .unwrap_err()
+            .contains("\"of\" is not one the map names"));
+        assert!(render("{p|part:_}", path).unwrap_err().contains("unknown filter `part:_`"));
+        let id = serde_json::json!([139, "-42"]);
+        assert_eq!(render("{0|zfill:12}.jpg", id.clone()), Ok("000000000139.jpg".to_string()));
+        assert_eq!(render("{1|zfill:5}", id), Ok("-0042".to_string()));
     }
 }
