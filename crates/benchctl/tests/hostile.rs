@@ -184,3 +184,57 @@ fn a_link_out_of_the_data_directory_is_refused_unless_allowed() {
     let (_, reference, _) = eval_tiny("winoground", &demo_suite(), plain.path(), &[]);
     assert_eq!(run["report"], reference["report"]);
 }
+
+/// A Hugging Face token in the environment is never written anywhere: not by a run (run file,
+/// score dump, store, embedding cache, output), nor by a download that fails (offline, no
+/// cached files): every byte benchctl wrote is searched for it.
+#[test]
+fn a_token_in_the_environment_leaves_no_trace() {
+    let token = "hf_trace_5c1e9d7b2a";
+    let (results, cache, home) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let demo = demo_suite().display().to_string();
+    let env = [
+        ("HF_TOKEN", token),
+        ("BENCHCTL_CACHE", cache.path().to_str().unwrap()),
+        ("HF_HOME", home.path().to_str().unwrap()),
+    ];
+    let model = common::tiny_model();
+    let args = common::eval_args(&model, "winoground", &demo, results.path().to_str().unwrap(), &[]);
+    let run = common::benchctl(&args, &env);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let offline = [env[0], env[1], env[2], ("HF_HUB_OFFLINE", "1")];
+    let zoo = ["eval", "--model", "clip-vit-b32", "--suite", "winoground", "--data-dir", &demo, "--results-dir"];
+    let mut zoo: Vec<&str> = zoo.to_vec();
+    zoo.push(results.path().to_str().unwrap());
+    let download = common::benchctl(&zoo, &offline);
+    assert!(!download.status.success(), "an offline hub without the files fails");
+    let fetch = common::benchctl(
+        &["fetch", "--suite", "winoground", "--data-dir", home.path().join("w").to_str().unwrap()],
+        &offline,
+    );
+    assert!(!fetch.status.success());
+    for out in [&run, &download, &fetch] {
+        assert!(!stdout(out).contains(token) && !stderr(out).contains(token), "the token was printed: {}", stderr(out));
+    }
+    let mut files = 0;
+    let mut pending: Vec<PathBuf> =
+        [results.path(), cache.path(), home.path()].iter().map(|p| p.to_path_buf()).collect();
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if entry.file_type().unwrap().is_dir() {
+                pending.push(path);
+            } else if entry.file_type().unwrap().is_file() {
+                files += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(token.len()).any(|w| w == token.as_bytes()),
+                    "the token is in {}",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(files >= 3, "the run wrote its files ({files} found)");
+}
