@@ -358,6 +358,73 @@ impl<'de> serde::Deserialize<'de> for Entries {
     }
 }
 
+/// A parquet file opened for its rows, its footer checked first: every column chunk must lie
+/// inside the file (the `parquet` crate asserts, and so panics, on a chunk at a negative offset
+/// or of a negative length, as a damaged footer can say). `missing` names a file that cannot
+/// be opened; the other problems are malformed data naming the file.
+pub(crate) fn open_parquet(
+    path: &Path,
+    missing: impl FnOnce(std::io::Error) -> Error,
+) -> Result<parquet::file::reader::SerializedFileReader<std::fs::File>> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
+    require_regular_file(path)?;
+    let file = std::fs::File::open(path).map_err(missing)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let reader = SerializedFileReader::new(file).map_err(|e| malformed(format!("not a parquet file: {e}")))?;
+    let metadata = reader.metadata();
+    if metadata.file_metadata().num_rows() < 0 {
+        return Err(malformed(format!("its footer claims {} rows", metadata.file_metadata().num_rows())));
+    }
+    for (g, group) in metadata.row_groups().iter().enumerate() {
+        for (c, column) in group.columns().iter().enumerate() {
+            let start = column.dictionary_page_offset().unwrap_or_else(|| column.data_page_offset());
+            let len = column.compressed_size();
+            let inside =
+                start >= 0 && len >= 0 && (start as u64).checked_add(len as u64).is_some_and(|end| end <= size);
+            if !inside {
+                return Err(malformed(format!(
+                    "row group {g} column {c}: its footer places the column at bytes {start}+{len}, outside the file's {size}"
+                )));
+            }
+        }
+    }
+    Ok(reader)
+}
+
+/// Runs `read` (a parquet reader's work), turning a panic of the reader into a malformed-data
+/// error naming `path`: the `parquet` crate asserts (and so panics) on some damaged pages
+/// rather than returning an error, and a hostile file must not end the process. The panic's
+/// own report is silenced while `read` runs on this thread.
+pub(crate) fn parquet_guard<T>(path: &Path, read: impl FnOnce() -> Result<T>) -> Result<T> {
+    thread_local! {
+        static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let report = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(std::cell::Cell::get) {
+                report(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    QUIET.with(|q| q.set(false));
+    outcome.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no reason given".into());
+        Err(Error::new(
+            ErrorKind::Malformed,
+            format!("read {}: the parquet reader failed on a damaged page ({why})", path.display()),
+        ))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
-use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::reader::FileReader;
 use parquet::record::{Field, Row};
 use serde::Deserialize;
 use serde_json::Value;
@@ -154,9 +154,9 @@ fn read_parquet(
     problems: &mut Problems,
 ) {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
-    let reader = std::fs::File::open(path)
-        .map_err(|e| Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e))
-        .and_then(|file| SerializedFileReader::new(file).map_err(|e| malformed(format!("not a parquet file: {e}"))));
+    let reader = paths::open_parquet(path, |e| {
+        Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e)
+    });
     let reader = match reader {
         Ok(reader) => reader,
         Err(e) => {
@@ -164,22 +164,24 @@ fn read_parquet(
             return;
         }
     };
-    let rows = match reader.get_row_iter(None) {
-        Ok(rows) => rows,
-        Err(e) => {
-            problems.push(malformed(e.to_string()));
-            return;
+    // A damaged page can make the reader panic: that is a problem of this file, like any other.
+    let read = paths::parquet_guard(path, || {
+        let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
+        // No more rows than the footer says; a row the reader cannot decode ends the file (the
+        // reader does not move past a broken page: it would return the same error forever).
+        let declared = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
+        for (index, row) in rows.take(declared).enumerate() {
+            let at = format!("{} row {index}", path.display());
+            let row = row.map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))?;
+            match parquet_item(path, &row, tag_sets, &at) {
+                Ok(item) => accept(file, index, item),
+                Err(e) => problems.push(e),
+            }
         }
-    };
-    for (index, row) in rows.enumerate() {
-        let at = format!("{} row {index}", path.display());
-        let parsed = row
-            .map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))
-            .and_then(|row| parquet_item(path, &row, tag_sets, &at));
-        match parsed {
-            Ok(item) => accept(file, index, item),
-            Err(e) => problems.push(e),
-        }
+        Ok(())
+    });
+    if let Err(e) = read {
+        problems.push(e);
     }
 }
 

@@ -346,12 +346,11 @@ fn suite_manifests_and_csv_annotations() {
 
 /// Winoground's hub release as parquet (uncompressed and snappy pages, the PNGs embedded), as
 /// the parquet record reader takes it: a mutated file loads or is refused as malformed data,
-/// never a panic of the reader. Ignored: some mutated pages (a byte deleted inside a
-/// `BYTE_ARRAY` page, which pyarrow refuses as "invalid or truncated PLAIN-encoded BYTE_ARRAY
-/// data") make the `parquet` crate's row reader run without end (docs/inputs.md, "Security");
-/// `cargo test --test fuzz -- --ignored parquet_records` reproduces it.
+/// never a panic and never without end. The cases that found the reader's failures: a byte
+/// deleted inside a `BYTE_ARRAY` page (the row iterator returned the same error forever), a
+/// column chunk at a negative offset in the footer, and pages whose decoders assert (panics
+/// the reader's guard turns into errors).
 #[test]
-#[ignore = "the parquet crate's row reader does not end on some mutated pages"]
 fn parquet_records() {
     use benchctl_suites::ErrorKind as K;
     let hub = benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures/winoground-hub");

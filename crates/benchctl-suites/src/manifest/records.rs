@@ -114,19 +114,24 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
                 .collect()
         }
         Format::Parquet => {
-            use parquet::file::reader::{FileReader, SerializedFileReader};
-            let file = std::fs::File::open(path).map_err(|e| {
+            use parquet::file::reader::FileReader;
+            let reader = paths::open_parquet(path, |e| {
                 Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
             })?;
-            let reader = SerializedFileReader::new(file).map_err(|e| malformed(format!("not a parquet file: {e}")))?;
-            let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
-            rows.enumerate()
-                .map(|(i, row)| {
-                    let row = row.map_err(|e| malformed(format!("row {i}: {e}")))?;
-                    let map = row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect();
-                    Ok(SourceRecord { value: Value::Object(map), at: format!("row {i}"), key: None })
-                })
-                .collect()
+            paths::parquet_guard(path, || {
+                let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
+                // No more rows than the footer says; the first row that fails ends the read.
+                let declared = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
+                rows.take(declared)
+                    .enumerate()
+                    .map(|(i, row)| {
+                        let row = row.map_err(|e| malformed(format!("row {i}: {e}")))?;
+                        let map =
+                            row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect();
+                        Ok(SourceRecord { value: Value::Object(map), at: format!("row {i}"), key: None })
+                    })
+                    .collect()
+            })
         }
     }
 }
