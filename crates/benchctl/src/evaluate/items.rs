@@ -38,7 +38,6 @@ pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
         full_suite.items.iter().flat_map(|i| i.source_indices().iter().map(|&s| s as usize)).collect();
     let (all_text_slots, unique_texts) = unique_by(full_suite.items.iter().flat_map(|i| i.texts()));
     // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
-    let all = ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots);
     let shard = match plan.options.shard {
         None => None,
         Some(_) if session.model.is_fusion() => {
@@ -47,9 +46,11 @@ pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
                 "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
             ))
         }
-        Some(s) => Some(Shard::of(&all, s.index, s.count, unique_images.len(), unique_texts.len())),
+        Some(s) => {
+            let all = ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots);
+            Some(Shard::of(&all, s.index, s.count, unique_images.len(), unique_texts.len()))
+        }
     };
-    drop(all);
     let (suite, inputs, wanted) = match &shard {
         None => (&full_suite, ItemInputs::new(&full_suite, &all_image_slots, &all_text_slots), None),
         Some(s) => (
