@@ -420,14 +420,8 @@ pub struct BenchArgs {
 }
 
 /// `i/n` with `i < n`.
-fn parse_shard(text: &str) -> std::result::Result<Shard, String> {
-    let (i, n) = text.split_once('/').ok_or("expected i/n, e.g. 0/4")?;
-    let (i, n): (usize, usize) =
-        (i.trim().parse().map_err(|_| "i is not a number")?, n.trim().parse().map_err(|_| "n is not a number")?);
-    if n == 0 || i >= n {
-        return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
-    }
-    Ok(Shard { index: i, count: n })
+fn parse_shard(text: &str) -> std::result::Result<Shard, benchctl::plan::ShardError> {
+    Shard::parse(text)
 }
 
 impl EvalArgs {

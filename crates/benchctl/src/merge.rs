@@ -35,8 +35,8 @@ fn read_shard(path: &Path) -> Result<ShardRun> {
         .shard
         .clone()
         .ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
-    let Shard { index, count } = Shard::parse(&shard)
-        .ok_or_else(|| usage(format!("merge {}: shard `{shard}`: expected i/n with 0 ≤ i < n", path.display())))?;
+    let Shard { index, count } =
+        Shard::parse(&shard).map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
     let dump = dump.ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
     Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
 }

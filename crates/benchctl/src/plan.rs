@@ -111,13 +111,37 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// `i/n` with `i < n`, as a run file records it.
-    pub fn parse(text: &str) -> Option<Shard> {
-        let (i, n) = text.split_once('/')?;
-        let (index, count) = (i.trim().parse().ok()?, n.trim().parse().ok()?);
-        (index < count).then_some(Shard { index, count })
+    /// `i/n` with `i < n`, as `--shard` takes it and a run file records it.
+    pub fn parse(text: &str) -> std::result::Result<Shard, ShardError> {
+        let (i, n) = text.split_once('/').ok_or(ShardError::NotASlash)?;
+        let index = i.trim().parse().map_err(|_| ShardError::NotANumber("i"))?;
+        let count = n.trim().parse().map_err(|_| ShardError::NotANumber("n"))?;
+        if count == 0 || index >= count {
+            return Err(ShardError::OutOfRange { index, count });
+        }
+        Ok(Shard { index, count })
     }
 }
+
+/// What is wrong with a shard's `i/n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShardError {
+    NotASlash,
+    NotANumber(&'static str),
+    OutOfRange { index: usize, count: usize },
+}
+
+impl std::fmt::Display for ShardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShardError::NotASlash => f.write_str("expected i/n, e.g. 0/4"),
+            ShardError::NotANumber(which) => write!(f, "{which} is not a number"),
+            ShardError::OutOfRange { index, count } => write!(f, "shard {index}/{count}: need 0 ≤ i < n"),
+        }
+    }
+}
+
+impl std::error::Error for ShardError {}
 
 impl std::fmt::Display for Shard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,4 +182,18 @@ pub enum CaptionNormalisation {
     Auto,
     None,
     Blip,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Shard, ShardError};
+
+    #[test]
+    fn shards_parse_and_print_as_written() {
+        assert_eq!(Shard::parse(" 2/5").map(|s| s.to_string()), Ok("2/5".to_string()));
+        assert_eq!(Shard::parse("5/5"), Err(ShardError::OutOfRange { index: 5, count: 5 }));
+        assert_eq!(Shard::parse("1/0"), Err(ShardError::OutOfRange { index: 1, count: 0 }));
+        assert_eq!(Shard::parse("x/2"), Err(ShardError::NotANumber("i")));
+        assert_eq!(Shard::parse("3"), Err(ShardError::NotASlash));
+    }
 }

@@ -77,40 +77,45 @@ pub(crate) fn encode_captions<'a>(encoder: Encoder<'a>) -> impl FnMut(Vec<&str>)
 
 /// L2-normalised embeddings of `images` (with their cache `keys`), in order, through the
 /// cache, as one table (a retrieval gallery's).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_images(
     encoder: Encoder,
     images: &(impl SourceList + ?Sized),
     keys: &Keys,
-    wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "image");
-    let bars = indicatif::MultiProgress::new();
-    let (prepare, encode) = (prepare_images(encoder, images), encode_pixels(encoder));
-    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    let plan = EmbeddingPlan::new(keys, None, batch, cache, "image");
+    let (table, tally) = encode_table(encoder, &plan, prepare_images(encoder, images), encode_pixels(encoder), cache)?;
     tally.add_images_to(counts);
     Ok(table)
 }
 
 /// L2-normalised embeddings of `texts` (with their cache `keys`), in order, through the
 /// cache, as one table (a retrieval gallery's).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn encode_texts(
     encoder: Encoder,
     texts: &[&str],
     keys: &Keys,
-    wanted: Option<&[bool]>,
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<Tensor> {
-    let plan = EmbeddingPlan::new(keys, wanted, batch, cache, "text");
-    let bars = indicatif::MultiProgress::new();
-    let (prepare, encode) = (prepare_texts(texts), encode_captions(encoder));
-    let (table, tally, _) = with_stream(&plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    let plan = EmbeddingPlan::new(keys, None, batch, cache, "text");
+    let (table, tally) = encode_table(encoder, &plan, prepare_texts(texts), encode_captions(encoder), cache)?;
     tally.add_texts_to(counts);
     Ok(table)
+}
+
+/// Every row of `plan` as one table, streamed through the cache.
+fn encode_table<P: Send>(
+    encoder: Encoder,
+    plan: &EmbeddingPlan<'_>,
+    prepare: impl Fn(&[usize]) -> Result<P> + Sync,
+    encode: impl FnMut(P) -> Result<Tensor>,
+    cache: &mut EmbeddingCache,
+) -> Result<(Tensor, stream::Tally)> {
+    let bars = indicatif::MultiProgress::new();
+    let (table, tally, _) = with_stream(plan, &bars, prepare, encode, |s| s.table(encoder.device, cache))?;
+    Ok((table, tally))
 }

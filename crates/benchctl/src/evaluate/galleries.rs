@@ -377,7 +377,7 @@ fn rank_every_gallery(
     let n = inputs.sources.len();
 
     let t = Instant::now();
-    let text_table = encode_texts(encoder, inputs.texts, inputs.text_keys, None, batch, counts, cache)?;
+    let text_table = encode_texts(encoder, inputs.texts, inputs.text_keys, batch, counts, cache)?;
     timings.encode_texts_s = t.elapsed().as_secs_f64();
     let mut gallery_rows = Vec::new();
     let mut offset = 0;
@@ -386,7 +386,7 @@ fn rank_every_gallery(
         offset += g.captions.len();
     }
     let t = Instant::now();
-    let image_table = encode_images(encoder, inputs.sources, inputs.source_keys, None, batch, counts, cache)?;
+    let image_table = encode_images(encoder, inputs.sources, inputs.source_keys, batch, counts, cache)?;
     timings.encode_images_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
@@ -409,7 +409,7 @@ fn rank_every_gallery(
     timings.score_s = t.elapsed().as_secs_f64();
     for (name, altered_sources, keys) in altered_galleries {
         let t = Instant::now();
-        let altered_table = encode_images(encoder, &altered_sources[..], &keys, None, batch, counts, cache)?;
+        let altered_table = encode_images(encoder, &altered_sources[..], &keys, batch, counts, cache)?;
         timings.encode_images_s += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let gallery = Tensor::cat(&[&image_table, &altered_table], 0).map_err(compute("join galleries"))?;
