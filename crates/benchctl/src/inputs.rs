@@ -1,16 +1,166 @@
-//! A suite's unique inputs: each distinct image and caption once, the slots every item's
-//! candidates take in them, the captions checked against the model's context, and images
-//! decoded and preprocessed for the model.
+//! The inputs stage: a suite's unique inputs ([`SuiteInputs`]: each distinct image and
+//! caption once, the slots every item's candidates take in them, a shard's slice), the
+//! captions checked against the model's context, every input's cache key, the fingerprints
+//! of what was read.
 
 use benchctl_base::spill::SpillVec;
-use benchctl_models::preprocess::Preprocessor;
-use benchctl_suites::{ImageSource, Suite};
-use candle_core::{Device, Tensor};
+use benchctl_suites::items::Sources;
+use benchctl_suites::Suite;
 use rayon::prelude::*;
 
+use crate::cache::{self, text_keys, Key, Keys, SourceList};
 use crate::model::ResolvedModel;
 use crate::plan::LongCaptions;
+use crate::results::{fingerprint, image_fingerprint};
+use crate::session::Session;
 use crate::{Error, ErrorKind, Result};
+
+/// An item suite's unique inputs on both sides with their cache keys, and the slice of the
+/// suite a run scores (all of it, or a shard's items).
+pub(crate) struct SuiteInputs<'s> {
+    full: &'s Suite,
+    /// Each distinct image source once, in first-seen order.
+    pub images: &'s Sources,
+    /// Each distinct caption once, in first-seen order.
+    pub texts: SpillVec<&'s str>,
+    pub image_keys: Keys<'static>,
+    /// The whole suite's slots into `images` and `texts`.
+    image_slots: SpillVec<usize>,
+    text_slots: SpillVec<usize>,
+    shard: Option<Shard>,
+    /// [`fingerprint`] of the annotations and [`image_fingerprint`] of the images read.
+    pub data_fingerprint: String,
+    pub image_fingerprint: String,
+}
+
+impl<'s> SuiteInputs<'s> {
+    /// The inputs of `suite` (sliced by the plan's shard), the captions checked, every key
+    /// made (image files hashed on all cores unless the session's memo knows them).
+    pub(crate) fn of(suite: &'s Suite, session: &mut Session) -> Result<Self> {
+        let data_fingerprint = fingerprint(suite)?;
+        // The items hold each distinct image source once, in first-seen order: those are the
+        // unique images, and each item's indices into them its slots.
+        let images = suite.items.distinct_sources();
+        let image_slots: SpillVec<usize> =
+            suite.items.iter().flat_map(|i| i.source_indices().iter().map(|&s| s as usize)).collect();
+        let (text_slots, texts) = unique_by(suite.items.iter().flat_map(|i| i.texts()));
+        // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
+        let shard = match session.plan.options.shard {
+            None => None,
+            Some(_) if session.model.is_fusion() => {
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
+                ))
+            }
+            Some(s) => {
+                let all = ItemInputs::new(suite, &image_slots, &text_slots);
+                Some(Shard::of(&all, s.index, s.count, images.len(), texts.len()))
+            }
+        };
+        session.run.counts.unique_images = images.len();
+        session.run.counts.unique_texts = texts.len();
+        check_captions(session, &texts)?;
+        let image_keys = Keys::from(image_keys(session, images)?);
+        remember_file_keys(session);
+        let image_fingerprint = image_fingerprint(image_slots.iter().map(|&s| image_keys.get(s)));
+        Ok(SuiteInputs {
+            full: suite,
+            images,
+            texts,
+            image_keys,
+            image_slots,
+            text_slots,
+            shard,
+            data_fingerprint,
+            image_fingerprint,
+        })
+    }
+
+    /// The suite the run scores: the shard's slice, or the whole suite.
+    pub(crate) fn suite(&self) -> &Suite {
+        self.shard.as_ref().map_or(self.full, |s| &s.suite)
+    }
+
+    /// The scored items with their slots.
+    pub(crate) fn items(&self) -> ItemInputs<'_> {
+        match &self.shard {
+            None => ItemInputs::new(self.full, &self.image_slots, &self.text_slots),
+            Some(s) => ItemInputs::new(&s.suite, &s.image_slots, &s.text_slots),
+        }
+    }
+
+    /// The captions' cache keys.
+    pub(crate) fn text_keys(&self) -> Keys<'_> {
+        text_keys(&self.texts)
+    }
+
+    /// Which unique images and texts the run needs (a shard's; `None`: all of them).
+    pub(crate) fn wanted(&self) -> (Option<&[bool]>, Option<&[bool]>) {
+        match &self.shard {
+            None => (None, None),
+            Some(s) => (Some(&s.wanted_images), Some(&s.wanted_texts)),
+        }
+    }
+
+    /// The shard's suite, when the run scored one (the inputs, which borrow from the whole
+    /// suite, are dropped with their spill files here).
+    pub(crate) fn into_shard(self) -> Option<Suite> {
+        self.shard.map(|s| s.suite)
+    }
+}
+
+/// One shard's slice of a suite: items `⌊N·i/n⌋ .. ⌊N·(i+1)/n⌋`, their slots into the
+/// global unique inputs, and which of those inputs the slice needs.
+struct Shard {
+    suite: Suite,
+    image_slots: SpillVec<usize>,
+    text_slots: SpillVec<usize>,
+    wanted_images: SpillVec<bool>,
+    wanted_texts: SpillVec<bool>,
+}
+
+impl Shard {
+    /// Shard `i` of `n` of `all` (the whole suite's items and slots), among `images` and
+    /// `texts` unique inputs.
+    fn of(all: &ItemInputs, i: usize, n: usize, images: usize, texts: usize) -> Self {
+        let total = all.suite.items.len();
+        let (start, end) = (total * i / n, total * (i + 1) / n);
+        let (image_slots, text_slots) = (all.images_of_range(start..end), all.texts_of_range(start..end));
+        let mut wanted_images = SpillVec::from_elem(false, images);
+        let mut wanted_texts = SpillVec::from_elem(false, texts);
+        image_slots.iter().for_each(|&s| wanted_images[s] = true);
+        text_slots.iter().for_each(|&s| wanted_texts[s] = true);
+        Shard {
+            suite: all.suite.with_items(all.suite.items.range(start..end)),
+            image_slots: image_slots.into(),
+            text_slots: text_slots.into(),
+            wanted_images,
+            wanted_texts,
+        }
+    }
+}
+
+/// Counts the unique captions the model's tokenizer cuts (and its context) in the run's
+/// record; refuses them when the plan says so.
+pub(crate) fn check_captions(session: &mut Session, texts: &[&str]) -> Result<()> {
+    let counts = &mut session.run.counts;
+    (counts.captions_truncated, counts.text_context) =
+        long_captions(&session.model, texts, session.plan.options.long_captions)?;
+    Ok(())
+}
+
+/// The cache keys of `images` (files read on all cores unless the session's memo knows them).
+pub(crate) fn image_keys(session: &Session, images: &(impl SourceList + ?Sized)) -> Result<SpillVec<Key>> {
+    cache::image_keys(images, &session.file_keys)
+}
+
+/// Saves what the memo learnt about image files and counts the files it hashed; after the
+/// run's last [`image_keys`].
+pub(crate) fn remember_file_keys(session: &mut Session) {
+    session.run.counts.images_hashed = session.file_keys.hashed.load(std::sync::atomic::Ordering::Relaxed);
+    cache::remember(&session.file_keys);
+}
 
 /// How many of `texts` the model's tokenizer truncates, and its context: with
 /// `--on-long-caption error`, the first such caption is an error (bad data, naming it and how
@@ -107,37 +257,6 @@ pub(crate) fn unique_by<'a, T: Eq + std::hash::Hash + ?Sized + 'a>(
         })
         .collect();
     (slots, unique)
-}
-
-/// One decoded image through the model's preprocessing ([`Preprocessor::apply_pil`]).
-pub(crate) fn preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
-    let mut out = vec![0.0; prep.len()];
-    prep.apply_pil(image, &mut out);
-    out
-}
-
-/// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
-/// (decoding on all cores).
-pub(crate) fn load_pixels(
-    prep: &Preprocessor,
-    images: &[impl std::borrow::Borrow<ImageSource> + Sync],
-    device: &Device,
-) -> Result<Tensor> {
-    let pixels: Vec<Vec<f32>> = images
-        .par_iter()
-        .map(|s| {
-            let s: &ImageSource = s.borrow();
-            let img = s.load_pil().map_err(Error::from)?;
-            let (w, h) = img.dimensions();
-            prep.check_input(w as usize, h as usize).map_err(|e| {
-                Error::caused_by(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name()), e)
-            })?;
-            Ok(preprocess(prep, &img))
-        })
-        .collect::<Result<_>>()?;
-    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
-        .and_then(|t| t.to_device(device))
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
 }
 
 #[cfg(test)]

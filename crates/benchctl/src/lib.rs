@@ -9,15 +9,15 @@
 //! | stage | module | in | out |
 //! |---|---|---|---|
 //! | plan | [`plan`] (and [`config`] for run specs) | flags, a TOML spec | [`plan::EvalPlan`] |
-//! | suite | [`evaluate::items`] / [`evaluate::galleries`] (`load_suite`) | the plan | a `Suite` (or RoCOCO's galleries) |
+//! | dispatch | [`evaluate`] (the tie rule) | the plan | item suite or galleries |
+//! | suite | [`evaluate::items`] (`load_suite`) / [`evaluate::galleries`] | the plan | a `Suite` (or RoCOCO's galleries) |
 //! | session | [`session`] | the plan | [`session::Session`]: resolved model ([`model`]), caches, the [`record::RunBuilder`] |
-//! | unique inputs | [`inputs`] | the suite's items | unique images and texts, each item's slots in them |
-//! | keys | [`cache::keys`] | unique inputs | their cache keys |
-//! | encode | [`encode`] ([`encode::stream`], [`encode::pairs`]) | keys, the cache, the model | embeddings, or pair scores |
-//! | scores | [`evaluate::items`] (`score_items`) / [`evaluate::galleries`] (`rank_every_gallery`) | embeddings | an `N × K × L` score tensor, or gallery ranks |
-//! | metrics | `benchctl_scoring`, [`record::bootstrap_intervals`] | scores | a `Report` and intervals |
-//! | record | [`record`] | the session's [`record::RunBuilder`], the report | a [`results::Run`] in an [`record::Evaluation`] |
+//! | inputs | [`inputs`] (keys by [`cache::keys`]) | the suite's items | [`inputs::SuiteInputs`]: unique images and texts, slots, a shard, keys, fingerprints |
+//! | scores | [`encode::scores`] ([`encode::stream`], [`encode::pairs`]) / [`evaluate::galleries`] (`rank_every_gallery`) | inputs, the cache, the model | an `N × K × L` score tensor, or gallery ranks |
+//! | metrics + record | [`record::RunBuilder::finish_items`] (`benchctl_scoring`) | the scores | a [`results::Run`] in an [`record::Evaluation`] |
 //! | store | [`record::Evaluation::store`] → [`results`] (run file, dump), [`store`] (SQLite) | the evaluation | the run's id and file |
+//!
+//! [`evaluate::items::run`] calls the stages in this order, one call each.
 //!
 //! The other commands: [`catalog`] (`benchctl suites`), [`check`], [`fetch`], [`score`] (metrics from external scores, read
 //! by [`dump`]), [`report`] (the failure browser), [`compare`] (the regression gate),

@@ -32,6 +32,8 @@ pub struct ResolvedModel {
 pub struct LoadedModel {
     pub model: Model,
     pub record: ModelRecord,
+    /// Seconds spent reading the weights (a run's `load_model_s`).
+    pub load_s: f64,
 }
 
 /// What turns a run's cached values into scores: a dual encoder's head, or the kind of a
@@ -122,12 +124,13 @@ impl ResolvedModel {
 
     /// Reads the weights, and records the score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
+        let started = std::time::Instant::now();
         let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
         let (key, values) = Head::of(&model).entry();
         if cache.get(&key).as_deref() != Some(&values[..]) {
             cache.append(&[(key, &values)])?;
         }
-        Ok(LoadedModel { model, record: self.record.clone() })
+        Ok(LoadedModel { model, record: self.record.clone(), load_s: started.elapsed().as_secs_f64() })
     }
 
     /// The score head, when `cache` holds it and every one of `needed` (embeddings for a dual

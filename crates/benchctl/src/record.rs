@@ -108,6 +108,30 @@ impl RunBuilder {
         }
     }
 
+    /// An item suite's record: the metrics of `scores` over `suite` (the scored slice of
+    /// `whole`) and their bootstrap intervals, timed with the scoring; `fingerprints` are the
+    /// annotations' and the images'.
+    pub fn finish_items(
+        mut self,
+        suite: &Suite,
+        whole: &Suite,
+        scores: &ScoreTensor,
+        fingerprints: [&str; 2],
+    ) -> Result<Run> {
+        let started = Instant::now();
+        let (report, intervals) = if suite.items.is_empty() {
+            // An empty shard (more shards than items) is legal: nothing to score, and `merge`
+            // joins it with the others.
+            (Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, Vec::new())
+        } else {
+            (suite.evaluate(scores)?, bootstrap_intervals(suite, scores)?)
+        };
+        self.timings.score_s += started.elapsed().as_secs_f64();
+        let [data_fingerprint, image_fingerprint] = fingerprints.map(str::to_string);
+        let suite = SuiteRecord { incomplete: whole.incomplete.clone(), ..SuiteRecord::of(suite) };
+        Ok(self.finish(Scored { suite, report, intervals, data_fingerprint, image_fingerprint }))
+    }
+
     /// The record, its total time up to now.
     pub fn finish(self, scored: Scored) -> Run {
         Run {

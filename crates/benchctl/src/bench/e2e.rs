@@ -186,7 +186,7 @@ pub(super) fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
             .items
             .iter()
             .flat_map(|i| i.images())
-            .map(|s| s.load_pil().map(|img| crate::inputs::preprocess(&prep, &img)))
+            .map(|s| s.load_pil().map(|img| crate::encode::preprocess(&prep, &img)))
             .collect::<std::result::Result<_, _>>()?;
         let texts: Vec<&str> = suite.items.iter().flat_map(|i| i.texts()).collect();
         let b = args.batch as usize;

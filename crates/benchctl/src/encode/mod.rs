@@ -1,21 +1,55 @@
-//! Encoding a run's unique inputs through the embedding cache: the cache consulted first,
-//! the missing inputs encoded in batches, images decoded a batch ahead on all cores while the
-//! model encodes the previous batch ([`stream`]); for fusion models each unique (image, text)
-//! pair scored once ([`pairs`]).
+//! The encode and scores stage: a run's unique inputs through the embedding cache (the cache
+//! consulted first, the missing inputs encoded in batches, images decoded and preprocessed
+//! ([`load_pixels`]) a batch ahead on all cores while the model encodes the previous batch:
+//! [`stream`]); for fusion models each unique (image, text) pair scored once ([`pairs`]);
+//! an item suite's score tensor made of them ([`scores`]).
 
 pub mod pairs;
+pub mod scores;
 pub mod stream;
 
+use benchctl_models::preprocess::Preprocessor;
 use benchctl_models::DualEncoder;
 use benchctl_suites::ImageSource;
 use candle_core::{Device, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
 
 use crate::cache::{EmbeddingCache, Keys, SourceList};
-use crate::inputs::load_pixels;
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
 use stream::{with_stream, EmbeddingPlan};
+
+/// One decoded image through the model's preprocessing ([`Preprocessor::apply_pil`]).
+pub(crate) fn preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
+    let mut out = vec![0.0; prep.len()];
+    prep.apply_pil(image, &mut out);
+    out
+}
+
+/// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
+/// (decoding on all cores).
+pub(crate) fn load_pixels(
+    prep: &Preprocessor,
+    images: &[impl std::borrow::Borrow<ImageSource> + Sync],
+    device: &Device,
+) -> Result<Tensor> {
+    let pixels: Vec<Vec<f32>> = images
+        .par_iter()
+        .map(|s| {
+            let s: &ImageSource = s.borrow();
+            let img = s.load_pil().map_err(Error::from)?;
+            let (w, h) = img.dimensions();
+            prep.check_input(w as usize, h as usize).map_err(|e| {
+                Error::caused_by(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name()), e)
+            })?;
+            Ok(preprocess(prep, &img))
+        })
+        .collect::<Result<_>>()?;
+    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
+        .and_then(|t| t.to_device(device))
+        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
+}
 
 pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len as u64);

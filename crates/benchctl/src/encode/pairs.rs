@@ -9,7 +9,8 @@ use candle_core::{DType, Tensor};
 
 use super::progress;
 use crate::cache::{self, EmbeddingCache, Keys, SourceList};
-use crate::inputs::{load_pixels, ItemInputs};
+use crate::encode::load_pixels;
+use crate::inputs::ItemInputs;
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
 

@@ -26,9 +26,9 @@ use candle_core::{DType, Tensor};
 use serde_json::json;
 
 use crate::cache::{text_keys, Keys};
+use crate::encode::load_pixels;
 use crate::encode::{encode_images, encode_texts, Encoder};
-use crate::evaluate::tie_rule;
-use crate::inputs::{load_pixels, unique_by};
+use crate::inputs::{self, unique_by};
 use crate::model::Needed;
 use crate::plan::{AlteredImages, CaptionNormalisation, EvalPlan};
 use crate::record::{Evaluation, Outcome, Scored};
@@ -213,8 +213,7 @@ fn image_to_text(
 }
 
 /// Runs the RoCOCO evaluation.
-pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
-    let ties = tie_rule(plan.suite, plan.options.ties)?;
+pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
     let options = &plan.options.retrieval;
     let mut data = rococo::load(&plan.data_dir)?;
     let missing: Vec<String> =
@@ -232,20 +231,25 @@ pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
     let (slots, unique_texts) = unique_by(galleries.iter().flat_map(|g| g.captions.iter().map(String::as_str)));
     let text_keys = text_keys(&unique_texts);
     let sources: Vec<ImageSource> = data.images.iter().cloned().map(ImageSource::File).collect();
-    let source_keys = Keys::from(session.image_keys(&sources[..])?);
+    let source_keys = Keys::from(inputs::image_keys(&session, &sources[..])?);
     let altered = AlteredGalleries::of(&session, &data)?;
-    session.keys_done();
+    inputs::remember_file_keys(&mut session);
     let image_fingerprint = results::image_fingerprint(
         source_keys.wanted(None).chain(altered.galleries.iter().flat_map(|(_, _, keys)| keys.wanted(None))),
     );
     session.run.counts.unique_images = sources.len();
     session.run.counts.unique_texts = unique_texts.len();
-    session.check_captions(&unique_texts)?;
+    inputs::check_captions(&mut session, &unique_texts)?;
     let mut needed: Vec<Needed> = vec![(&text_keys, None), (&source_keys, None)];
     needed.extend(altered.galleries.iter().map(|(_, _, keys)| (keys, None)));
     // A re-run whose embeddings are all cached ranks without reading the weights; a fusion
     // model re-ranks, so it always needs them.
-    let loaded = if session.model.is_fusion() { Some(session.load()?) } else { session.load_unless_cached(&needed)?.0 };
+    let loaded = if session.model.is_fusion() {
+        Some(session.model.load(&mut session.cache)?)
+    } else {
+        session.model.load_unless_cached(&mut session.cache, &needed)?.0
+    };
+    session.run.timings.load_model_s = loaded.as_ref().map_or(0.0, |l| l.load_s);
     let inputs = Inputs {
         galleries: &galleries,
         slots: &slots,
@@ -303,7 +307,7 @@ impl AlteredGalleries<'_> {
                     || (options.altered == AlteredImages::Auto && folder.is_dir())
                 {
                     let altered_sources = release_gallery(data, &folder)?;
-                    let keys = Keys::from(session.image_keys(&altered_sources[..])?);
+                    let keys = Keys::from(inputs::image_keys(session, &altered_sources[..])?);
                     out.galleries.push((
                         format!("{}{}_seedrelease", method.name(), lambda / 10),
                         altered_sources,
@@ -325,7 +329,7 @@ impl AlteredGalleries<'_> {
                             }))
                         })
                         .collect();
-                    let keys = Keys::from(session.image_keys(&altered_sources[..])?);
+                    let keys = Keys::from(inputs::image_keys(session, &altered_sources[..])?);
                     out.galleries.push((format!("{}{}_seed{seed}", method.name(), lambda / 10), altered_sources, keys));
                 }
             }
