@@ -519,11 +519,17 @@ pub fn decode_pil(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageErr
     })
 }
 
+/// Which library decodes JPEGs in this build: `libjpeg-turbo` (the `libjpeg-turbo` feature:
+/// Pillow's own decoder, so Pillow's pixels) or `zune-jpeg` (pure Rust, within a few levels).
+pub const JPEG_DECODER: &str = if cfg!(feature = "libjpeg-turbo") { "libjpeg-turbo" } else { "zune-jpeg" };
+
 /// A JPEG as Pillow holds it: YCbCr and RGB files as RGB, greyscale replicated, four
 /// components as CMYK (inverted back, as Pillow reads Adobe's inverted CMYK, `CMYK;I`).
-/// The pixels come from `zune-jpeg`, whose integer IDCT and upsampling differ from
-/// libjpeg-turbo's (Pillow's) by a few levels on some pixels; docs/models.md ("Decoding") states
-/// the bound and `benchctl-models/tests/preprocess.rs` checks it against Pillow's decode.
+/// The headers are read by `zune-jpeg`, the pixels decoded by [`JPEG_DECODER`]: `zune-jpeg`'s
+/// integer IDCT and upsampling differ from libjpeg-turbo's (Pillow's) by a few levels on some
+/// pixels; docs/models.md ("Decoding") states the bound and
+/// `benchctl-models/tests/preprocess.rs` checks it against Pillow's decode (exact with
+/// libjpeg-turbo).
 fn decode_jpeg(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageError> {
     use zune_core::colorspace::ColorSpace;
     let error = |e: zune_jpeg::errors::DecodeErrors| refused(format!("not a readable JPEG: {e}"));
@@ -548,22 +554,77 @@ fn decode_jpeg(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageError>
         Some(ColorSpace::YCCK) => (ColorSpace::YCCK, 4),
         _ => (ColorSpace::RGB, 3),
     };
-    decoder.set_options(options.jpeg_set_out_colorspace(colour));
     let _held = DECODERS.reserve((w as u64 * h as u64 * 8).min(MAX_DECODE_ALLOC));
     let mut pixels = vec![0u8; w * h * channels];
-    decoder.decode_into(&mut pixels).map_err(error)?;
+    if cfg!(feature = "libjpeg-turbo") {
+        turbo::decode_into(bytes, w, h, channels, &mut pixels)?;
+    } else {
+        decoder.set_options(options.jpeg_set_out_colorspace(colour));
+        decoder.decode_into(&mut pixels).map_err(error)?;
+        if colour == ColorSpace::YCCK {
+            pixels.chunks_exact_mut(4).for_each(ycck_to_cmyk);
+        }
+    }
     let (w, h) = (w as u32, h as u32);
     Ok(match channels {
         1 => PilImage::Rgb(RgbImage::from_vec(w, h, pixels.iter().flat_map(|&l| [l; 3]).collect()).unwrap_or_default()),
         4 => {
-            if colour == ColorSpace::YCCK {
-                pixels.chunks_exact_mut(4).for_each(ycck_to_cmyk);
-            }
             pixels.iter_mut().for_each(|v| *v = 255 - *v);
             PilImage::Cmyk(RgbaImage::from_vec(w, h, pixels).unwrap_or_default())
         }
         _ => PilImage::Rgb(RgbImage::from_vec(w, h, pixels).unwrap_or_default()),
     })
+}
+
+/// Decoding through libjpeg-turbo's TurboJPEG API with Pillow's settings: the accurate
+/// integer IDCT (`JDCT_ISLOW`) and smooth ("fancy") chroma upsampling, TurboJPEG's defaults.
+#[cfg(feature = "libjpeg-turbo")]
+mod turbo {
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// One decompressor per thread, reused from image to image.
+        static DECOMPRESSOR: RefCell<Option<turbojpeg::Decompressor>> = const { RefCell::new(None) };
+    }
+
+    /// Decodes `bytes` (`w × h`, already checked) into `pixels`: RGB for 3 channels, grey for
+    /// 1, CMYK (YCCK converted by the library, as Pillow's libjpeg does) for 4.
+    pub(super) fn decode_into(
+        bytes: &[u8],
+        w: usize,
+        h: usize,
+        channels: usize,
+        pixels: &mut [u8],
+    ) -> std::result::Result<(), image::ImageError> {
+        let refused = |e: turbojpeg::Error| super::refused(format!("not a readable JPEG (libjpeg-turbo): {e}"));
+        let format = match channels {
+            1 => turbojpeg::PixelFormat::GRAY,
+            4 => turbojpeg::PixelFormat::CMYK,
+            _ => turbojpeg::PixelFormat::RGB,
+        };
+        DECOMPRESSOR.with_borrow_mut(|slot| {
+            let decompressor = match slot {
+                Some(d) => d,
+                None => slot.insert(turbojpeg::Decompressor::new().map_err(refused)?),
+            };
+            let image = turbojpeg::Image { pixels, width: w, pitch: w * channels, height: h, format };
+            decompressor.decompress(bytes, image).map_err(refused)
+        })
+    }
+}
+
+/// Without the feature nothing calls it ([`decode_jpeg`] tests `cfg!` first).
+#[cfg(not(feature = "libjpeg-turbo"))]
+mod turbo {
+    pub(super) fn decode_into(
+        _: &[u8],
+        _: usize,
+        _: usize,
+        _: usize,
+        _: &mut [u8],
+    ) -> std::result::Result<(), image::ImageError> {
+        Err(super::refused("decode a JPEG with libjpeg-turbo: this build has no `libjpeg-turbo` feature".into()))
+    }
 }
 
 #[cfg(test)]

@@ -169,6 +169,16 @@ impl ResolvedModel {
 /// Inputs a run needs from the cache: their keys, and which of them (all without a mask).
 pub(crate) type Needed<'a> = (&'a Keys<'a>, Option<&'a [bool]>);
 
+/// The JPEG decoder's part of the cache namespace: none for zune-jpeg (the default build, so
+/// its caches stay valid), the decoder's name otherwise, since its pixels, and so the
+/// embeddings, differ by a few levels.
+fn jpeg_decoder_part() -> String {
+    match benchctl_suites::image::JPEG_DECODER {
+        "zune-jpeg" => String::new(),
+        other => format!("|jpeg={other}"),
+    }
+}
+
 /// Resolves a zoo id or a model path to files, architecture and head, without reading the
 /// weights; opens the device.
 pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
@@ -221,7 +231,7 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         contents(&files.config),
         contents(&files.tokenizer),
         files.preprocessor.as_deref().map(contents).unwrap_or_default(),
-    );
+    ) + &jpeg_decoder_part();
     Ok(ResolvedModel { files, architecture, head, dtype, device, record, cache_namespace })
 }
 
