@@ -17,7 +17,7 @@ use crate::{Error, ErrorKind, Result};
 
 /// An item suite's unique inputs on both sides with their cache keys, and the slice of the
 /// suite a run scores (all of it, or a shard's items).
-pub(crate) struct SuiteInputs<'s> {
+pub struct SuiteInputs<'s> {
     full: &'s Suite,
     /// Each distinct image source once, in first-seen order.
     pub images: &'s Sources,

@@ -29,7 +29,7 @@ pub(crate) fn preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage)
 
 /// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
 /// (decoding on all cores).
-pub(crate) fn load_pixels(
+pub fn load_pixels(
     prep: &Preprocessor,
     images: &[impl std::borrow::Borrow<ImageSource> + Sync],
     device: &Device,
