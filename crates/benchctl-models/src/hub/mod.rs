@@ -1,14 +1,20 @@
-//! Finding a model's files: a local directory (`--model-path`), the Hugging Face hub cache,
-//! or a download through `hf-hub`.
+//! Finding a model's files: a local directory (`--model-path`), the Hugging Face hub cache
+//! (its layout as `hf-hub` names it), or a download ([`download`]: bounded timeouts, sizes
+//! and redirects).
 //!
 //! The environment is honoured as by `huggingface_hub`: `HF_HUB_CACHE`, else `HF_HOME/hub`,
 //! else `~/.cache/huggingface/hub` for the cache; `HF_TOKEN` (else the cached login token)
 //! for gated repos; `HF_ENDPOINT`; and `HF_HUB_OFFLINE=1` to never touch the network.
 //! Files already in the cache at the requested revision are used without a request.
 
+mod download;
+
 use std::path::{Path, PathBuf};
 
-use hf_hub::{api::sync::ApiBuilder, Repo, RepoType};
+use hf_hub::{Repo, RepoType};
+
+pub use download::NetLimits;
+use download::{check_repo_path, is_commit_hash, Client};
 
 use crate::{Error, ErrorKind, Result};
 
@@ -223,6 +229,8 @@ pub struct HubSettings {
     pub token: Option<String>,
     pub offline: bool,
     pub endpoint: Option<String>,
+    /// Timeouts, redirects and sizes of downloads.
+    pub limits: NetLimits,
 }
 
 impl HubSettings {
@@ -246,7 +254,7 @@ impl HubSettings {
         let offline = var("HF_HUB_OFFLINE")
             .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
             .unwrap_or(false);
-        Self { cache_dir, token, offline, endpoint: var("HF_ENDPOINT") }
+        Self { cache_dir, token, offline, endpoint: var("HF_ENDPOINT"), limits: NetLimits::default() }
     }
 }
 
@@ -325,17 +333,13 @@ pub fn cached_file(cache_dir: &Path, repo: &str, revision: &str, file: &str) -> 
     path.is_file().then_some((path, commit))
 }
 
-fn is_commit_hash(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) -> Result<()> {
-    let api = api(settings)?;
-    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()));
+    let client = client(settings)?;
+    let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
     for file in files {
-        api_repo.get(file).map_err(|e| {
-            hub_error(&format!("download {file} of {repo}@{revision}"), &format!("{e} (or use --model-path)"), settings)
-        })?;
+        client
+            .download(&settings.cache_dir, &folder, "", (repo, revision), file)
+            .map_err(|e| with_hint(e, settings, "or use --model-path"))?;
     }
     Ok(())
 }
@@ -363,49 +367,56 @@ pub fn fetch_dataset(
             format!("download the dataset {repo}: HF_HUB_OFFLINE is set, so nothing is downloaded"),
         ));
     }
-    let api = api(settings)?;
-    let api_repo = api.repo(Repo::with_revision(repo.to_string(), RepoType::Dataset, revision.to_string()));
-    let info = api_repo.info().map_err(|e| {
-        hub_error(&format!("list the files of the dataset {repo}@{revision}"), &e.to_string(), settings)
-    })?;
-    let names: Vec<String> = info.siblings.iter().map(|s| s.rfilename.clone()).collect();
+    let client = client(settings)?;
+    let (commit, names) = client.dataset_info(repo, revision).map_err(|e| with_hint(e, settings, ""))?;
+    let folder = Repo::with_revision(repo.to_string(), RepoType::Dataset, commit.clone()).folder_name();
+    let snapshot = settings.cache_dir.join(&folder).join("snapshots").join(&commit);
     let wanted = select(&names);
     let files = wanted
         .iter()
         .map(|name| {
-            let path = api_repo.get(name).map_err(|e| {
-                hub_error(&format!("download {name} of the dataset {repo}@{revision}"), &e.to_string(), settings)
+            check_repo_path(name).map_err(|e| {
+                Error::new(ErrorKind::MissingFile, format!("download the dataset {repo}: the hub lists a file {e}"))
             })?;
+            // A file of this commit already in the cache is not downloaded again.
+            let path = match snapshot.join(name) {
+                path if path.is_file() => path,
+                _ => {
+                    let (path, at) = client
+                        .download(&settings.cache_dir, &folder, "datasets/", (repo, revision), name)
+                        .map_err(|e| with_hint(e, settings, ""))?;
+                    if at != commit {
+                        return Err(Error::new(
+                            ErrorKind::MissingFile,
+                            format!("download {name} of the dataset {repo}@{revision}: the repo moved from {commit} to {at} during the download; fetch again"),
+                        ));
+                    }
+                    path
+                }
+            };
             Ok((name.clone(), path))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(DatasetFiles { commit: info.sha, listed: names.len(), files })
+    Ok(DatasetFiles { commit, listed: names.len(), files })
 }
 
-fn api(settings: &HubSettings) -> Result<hf_hub::api::sync::Api> {
-    let mut builder = ApiBuilder::new()
-        .with_cache_dir(settings.cache_dir.clone())
-        .with_token(settings.token.clone())
-        .with_progress(true);
-    if let Some(endpoint) = &settings.endpoint {
-        builder = builder.with_endpoint(endpoint.clone());
-    }
-    builder.build().map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("set up the hub client: {e}"), e))
+fn client(settings: &HubSettings) -> Result<Client> {
+    let endpoint = settings.endpoint.as_deref().unwrap_or("https://huggingface.co");
+    Client::new(endpoint, settings.token.clone(), settings.limits)
 }
 
-/// A hub failure as an error: refused access names the token, anything else the way out.
-fn hub_error(what: &str, text: &str, settings: &HubSettings) -> Error {
-    if text.contains("401") || text.contains("403") {
+/// A download's error with the way out: refused access names the token, anything else
+/// offline use (and `extra`, e.g. `--model-path`).
+fn with_hint(error: Error, settings: &HubSettings, extra: &str) -> Error {
+    let extra = if extra.is_empty() { String::new() } else { format!("; {extra}") };
+    if error.kind() == ErrorKind::AccessDenied {
         let hint = if settings.token.is_some() {
             "the token in HF_TOKEN was refused: check it has access (gated repos need their terms accepted on huggingface.co)"
         } else {
             "this repo needs a token: accept its terms on huggingface.co and set HF_TOKEN"
         };
-        Error::new(ErrorKind::AccessDenied, format!("{what}: {hint} ({text})"))
+        Error::new(ErrorKind::AccessDenied, format!("{error}: {hint}{extra}"))
     } else {
-        Error::new(
-            ErrorKind::MissingFile,
-            format!("{what}: {text} (offline? set HF_HUB_OFFLINE=1 to use the cache only)"),
-        )
+        Error::new(error.kind(), format!("{error} (offline? set HF_HUB_OFFLINE=1 to use the cache only{extra})"))
     }
 }

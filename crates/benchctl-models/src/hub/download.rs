@@ -1,0 +1,419 @@
+//! Hub downloads with bounded network use: every request has connect and read timeouts,
+//! every response a size limit, redirects are followed by hand (at most
+//! [`NetLimits::max_redirects`], only to `http(s)`, never from HTTPS down to HTTP), the
+//! token goes only to the endpoint's own origin, and nothing a server names (commit, blob id,
+//! file name) becomes a path before it is checked. TLS is rustls with its certificate
+//! verification, which nothing here can turn off.
+//!
+//! The protocol and cache layout are the hub's, as `huggingface_hub` and `hf-hub` use them:
+//! `GET {endpoint}/{repo}/resolve/{revision}/{file}` answers with the commit
+//! (`x-repo-commit`) and the blob's id (`x-linked-etag`, else `etag`), usually by redirecting
+//! to a CDN; the file lands in `blobs/{etag}`, linked from `snapshots/{commit}/{file}`, and
+//! `refs/{revision}` names the commit.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use url::Url;
+
+use crate::{Error, ErrorKind, Result};
+
+/// How far a download may go: timeouts, redirects and response sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetLimits {
+    /// Time to open a connection (TCP and TLS).
+    pub connect_timeout: Duration,
+    /// The longest wait for any read or write on a connection: a server that stops sending
+    /// for this long fails the download.
+    pub read_timeout: Duration,
+    /// Redirects followed for one request.
+    pub max_redirects: u32,
+    /// The largest JSON answer (a repo's file list) read.
+    pub max_api_bytes: u64,
+    /// The largest file downloaded, whatever the server announces.
+    pub max_file_bytes: u64,
+}
+
+impl Default for NetLimits {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(20),
+            read_timeout: Duration::from_secs(60),
+            max_redirects: 10,
+            max_api_bytes: 64 << 20,
+            // The largest checkpoints benchctl loads are a few GB.
+            max_file_bytes: 64 << 30,
+        }
+    }
+}
+
+/// A bounded HTTP client for one hub endpoint.
+pub(crate) struct Client {
+    agent: ureq::Agent,
+    endpoint: Url,
+    token: Option<String>,
+    limits: NetLimits,
+}
+
+/// The hub's answer for one file: the commit and blob id, and the response carrying its bytes.
+struct Resolved {
+    commit: String,
+    etag: String,
+    body: ureq::Response,
+}
+
+fn network(message: String) -> Error {
+    Error::new(ErrorKind::MissingFile, message)
+}
+
+impl Client {
+    pub(crate) fn new(endpoint: &str, token: Option<String>, limits: NetLimits) -> Result<Self> {
+        let endpoint = Url::parse(endpoint.trim_end_matches('/'))
+            .map_err(|e| network(format!("use the hub endpoint {endpoint:?}: {e}")))?;
+        if !matches!(endpoint.scheme(), "http" | "https") {
+            return Err(network(format!("use the hub endpoint {endpoint}: only http and https are supported")));
+        }
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(limits.connect_timeout)
+            .timeout_read(limits.read_timeout)
+            .timeout_write(limits.read_timeout)
+            // Redirects are followed here, to check each one and keep the token at home.
+            .redirects(0)
+            .user_agent(concat!("benchctl/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(Self { agent, endpoint, token, limits })
+    }
+
+    fn url(&self, path: &str) -> Result<Url> {
+        Url::parse(&format!("{}/{path}", self.endpoint.as_str().trim_end_matches('/')))
+            .map_err(|e| network(format!("make the hub address of {path:?}: {e}")))
+    }
+
+    /// `GET url`, following redirects within the limits. The first response is returned
+    /// beside the last: the hub puts a file's commit and blob id on its own answer, which is
+    /// often a redirect to the bytes.
+    fn get(&self, url: Url, what: &str) -> Result<(ureq::Response, Option<ureq::Response>)> {
+        let mut current = url;
+        let mut first = None;
+        for _ in 0..=self.limits.max_redirects {
+            let mut request = self.agent.request_url("GET", &current);
+            if same_origin(&current, &self.endpoint) {
+                if let Some(token) = &self.token {
+                    request = request.set("Authorization", &format!("Bearer {token}"));
+                }
+            }
+            let response = match request.call() {
+                Ok(response) => response,
+                Err(ureq::Error::Status(code, response)) => {
+                    let kind = if matches!(code, 401 | 403) { ErrorKind::AccessDenied } else { ErrorKind::MissingFile };
+                    let text = response.status_text().chars().take(200).collect::<String>();
+                    return Err(Error::new(
+                        kind,
+                        format!("{what}: the server answered {code} {text} ({})", shown(&current)),
+                    ));
+                }
+                Err(ureq::Error::Transport(t)) => {
+                    return Err(network(format!("{what}: {} ({})", transport_text(&t), shown(&current))))
+                }
+            };
+            if !(300..400).contains(&response.status()) {
+                return Ok((response, first));
+            }
+            let location = response.header("Location").ok_or_else(|| {
+                network(format!(
+                    "{what}: the server redirected ({}) without a Location ({})",
+                    response.status(),
+                    shown(&current)
+                ))
+            })?;
+            let next = redirect_target(&current, location).map_err(|e| network(format!("{what}: {e}")))?;
+            first.get_or_insert(response);
+            current = next;
+        }
+        Err(network(format!("{what}: more than {} redirects", self.limits.max_redirects)))
+    }
+
+    /// The hub's answer for `file` of a repo (`prefix`: `""` for models, `datasets/`).
+    fn resolve(&self, prefix: &str, repo: &str, revision: &str, file: &str, what: &str) -> Result<Resolved> {
+        let url = self.url(&format!("{prefix}{repo}/resolve/{}/{file}", encode_revision(revision)))?;
+        let (body, first) = self.get(url, what)?;
+        let headers = first.as_ref().unwrap_or(&body);
+        let commit = headers
+            .header("x-repo-commit")
+            .or_else(|| body.header("x-repo-commit"))
+            .ok_or_else(|| network(format!("{what}: the hub's answer names no commit (x-repo-commit)")))?
+            .trim()
+            .to_string();
+        let etag = headers
+            .header("x-linked-etag")
+            .or_else(|| headers.header("etag"))
+            .ok_or_else(|| network(format!("{what}: the hub's answer names no blob (etag)")))?
+            .trim()
+            .trim_start_matches("W/")
+            .replace('"', "");
+        if !is_commit_hash(&commit) {
+            return Err(network(format!("{what}: the hub named the commit {:?}, not a 40-digit hash", clip(&commit))));
+        }
+        // A blob id names a file: letters, digits, `-` and `_` only (the hub's are hex hashes).
+        if etag.is_empty()
+            || etag.len() > 128
+            || !etag.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(network(format!("{what}: the hub named the blob {:?}, not a hash", clip(&etag))));
+        }
+        Ok(Resolved { commit, etag, body })
+    }
+
+    /// Downloads `file` of `repo` at `revision` into the hub cache at `cache_dir` (the repo's
+    /// folder `folder`, e.g. `models--org--name`); returns the snapshot path and the commit.
+    pub(crate) fn download(
+        &self,
+        cache_dir: &Path,
+        folder: &str,
+        prefix: &str,
+        (repo, revision): (&str, &str),
+        file: &str,
+    ) -> Result<(PathBuf, String)> {
+        let what = format!("download {file} of {repo}@{revision}");
+        check_repo_path(file).map_err(|e| network(format!("{what}: {e}")))?;
+        check_repo_path(revision).map_err(|e| network(format!("{what}: the revision: {e}")))?;
+        let resolved = self.resolve(prefix, repo, revision, file, &what)?;
+        let root = cache_dir.join(folder);
+        let blob = root.join("blobs").join(&resolved.etag);
+        let io = |action: &str, path: &Path, e: std::io::Error| {
+            Error::caused_by(ErrorKind::MissingFile, format!("{what}: {action} {}: {e}", path.display()), e)
+        };
+        if !blob.is_file() {
+            let parent = root.join("blobs");
+            std::fs::create_dir_all(&parent).map_err(|e| io("create", &parent, e))?;
+            let partial = parent.join(format!("{}.incomplete", resolved.etag));
+            self.save(resolved.body, &partial, &what)?;
+            std::fs::rename(&partial, &blob).map_err(|e| io("move the download to", &blob, e))?;
+        }
+        let pointer = root.join("snapshots").join(&resolved.commit).join(file);
+        if let Some(parent) = pointer.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
+        }
+        link_blob(&blob, &pointer).map_err(|e| io("link", &pointer, e))?;
+        if revision != resolved.commit {
+            let reference = root.join("refs").join(revision);
+            if let Some(parent) = reference.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
+            }
+            std::fs::write(&reference, &resolved.commit).map_err(|e| io("write", &reference, e))?;
+        }
+        Ok((pointer, resolved.commit))
+    }
+
+    /// Writes a response's bytes to `path`, no more than the server announced (when it did)
+    /// nor than [`NetLimits::max_file_bytes`], and exactly what it announced.
+    fn save(&self, response: ureq::Response, path: &Path, what: &str) -> Result<()> {
+        let announced = response.header("Content-Length").and_then(|v| v.trim().parse::<u64>().ok());
+        let limit = self.limits.max_file_bytes;
+        if let Some(size) = announced.filter(|&size| size > limit) {
+            return Err(network(format!(
+                "{what}: the server announces {size} bytes, more than the {limit}-byte limit"
+            )));
+        }
+        let progress = indicatif::ProgressBar::new(announced.unwrap_or(0));
+        let mut out = std::fs::File::create(path).map_err(|e| {
+            Error::caused_by(ErrorKind::MissingFile, format!("{what}: create {}: {e}", path.display()), e)
+        })?;
+        let mut reader = response.into_reader().take(limit + 1);
+        let mut buffer = vec![0u8; 1 << 16];
+        let mut written = 0u64;
+        loop {
+            let n = match reader.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = std::fs::remove_file(path);
+                    return Err(network(format!("{what}: the download stopped after {written} bytes: {e}")));
+                }
+            };
+            written += n as u64;
+            if written > limit {
+                let _ = std::fs::remove_file(path);
+                return Err(network(format!("{what}: the server sent more than the {limit}-byte limit")));
+            }
+            out.write_all(&buffer[..n]).map_err(|e| {
+                let _ = std::fs::remove_file(path);
+                Error::caused_by(ErrorKind::MissingFile, format!("{what}: write {}: {e}", path.display()), e)
+            })?;
+            progress.inc(n as u64);
+        }
+        progress.finish_and_clear();
+        if announced.is_some_and(|size| size != written) {
+            let _ = std::fs::remove_file(path);
+            return Err(network(format!(
+                "{what}: the server announced {} bytes but sent {written}",
+                announced.unwrap_or_default()
+            )));
+        }
+        out.sync_all()
+            .map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("{what}: write {}: {e}", path.display()), e))
+    }
+
+    /// A dataset repo's commit at `revision` and its file names
+    /// (`GET {endpoint}/api/datasets/{repo}/revision/{revision}`).
+    pub(crate) fn dataset_info(&self, repo: &str, revision: &str) -> Result<(String, Vec<String>)> {
+        let what = format!("list the files of the dataset {repo}@{revision}");
+        let url = self.url(&format!("api/datasets/{repo}/revision/{}", encode_revision(revision)))?;
+        let (response, _) = self.get(url, &what)?;
+        let mut text = String::new();
+        response
+            .into_reader()
+            .take(self.limits.max_api_bytes + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| network(format!("{what}: read the answer: {e}")))?;
+        if text.len() as u64 > self.limits.max_api_bytes {
+            return Err(network(format!("{what}: the answer is longer than {} bytes", self.limits.max_api_bytes)));
+        }
+        #[derive(serde::Deserialize)]
+        struct Info {
+            sha: String,
+            siblings: Vec<Sibling>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Sibling {
+            rfilename: String,
+        }
+        let info: Info = serde_json::from_str(&text).map_err(|e| network(format!("{what}: read the answer: {e}")))?;
+        if !is_commit_hash(&info.sha) {
+            return Err(network(format!(
+                "{what}: the hub named the commit {:?}, not a 40-digit hash",
+                clip(&info.sha)
+            )));
+        }
+        Ok((info.sha, info.siblings.into_iter().map(|s| s.rfilename).collect()))
+    }
+}
+
+/// Where a redirect from `current` to `location` leads, if it may be followed: a relative
+/// location resolved against `current`; only `http(s)`, never from HTTPS down to HTTP.
+fn redirect_target(current: &Url, location: &str) -> std::result::Result<Url, String> {
+    let next = current.join(location).map_err(|e| format!("the server redirected to an unreadable address: {e}"))?;
+    if !matches!(next.scheme(), "http" | "https") {
+        return Err(format!("the server redirected to a {}: address; only http and https are followed", next.scheme()));
+    }
+    if current.scheme() == "https" && next.scheme() == "http" {
+        return Err(format!("the server redirected from https to plain http ({})", shown(&next)));
+    }
+    Ok(next)
+}
+
+/// A revision in a URL: branch names may hold `/`, which the hub wants escaped.
+fn encode_revision(revision: &str) -> String {
+    revision.replace('/', "%2F")
+}
+
+pub(crate) fn is_commit_hash(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `url` goes to the endpoint's origin (scheme, host and port), where the token may go.
+fn same_origin(url: &Url, endpoint: &Url) -> bool {
+    url.scheme() == endpoint.scheme()
+        && url.host_str() == endpoint.host_str()
+        && url.port_or_known_default() == endpoint.port_or_known_default()
+}
+
+/// A URL as errors show it: without its query (signed CDN addresses carry credentials there).
+fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_query(None);
+    let _ = url.set_password(None);
+    let _ = url.set_username("");
+    url.to_string()
+}
+
+fn clip(text: &str) -> String {
+    text.chars().take(80).collect()
+}
+
+/// A transport failure in words (ureq's text can repeat the whole address with its query).
+fn transport_text(t: &ureq::Transport) -> String {
+    let detail = std::error::Error::source(t).map(|s| s.to_string()).unwrap_or_default();
+    let kind = t.kind().to_string();
+    if detail.is_empty() {
+        kind
+    } else {
+        format!("{kind}: {detail}")
+    }
+}
+
+/// A path inside a repo (a file name or a revision) that stays inside its folder: relative,
+/// no `..`, no empty or `.` part, no backslash or NUL.
+pub(crate) fn check_repo_path(path: &str) -> std::result::Result<(), String> {
+    let bad = path.is_empty()
+        || path.starts_with('/')
+        || path.contains(['\\', '\0'])
+        || path.split('/').any(|part| part.is_empty() || part == "." || part == "..");
+    if bad {
+        Err(format!("{:?} is not a path inside the repo", clip(path)))
+    } else {
+        Ok(())
+    }
+}
+
+/// `pointer` → `blob`, as a relative symbolic link (the hub cache's layout), else a copy.
+fn link_blob(blob: &Path, pointer: &Path) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(pointer);
+    #[cfg(unix)]
+    {
+        let depth = pointer
+            .parent()
+            .and_then(|p| p.strip_prefix(blob.parent()?.parent()?).ok())
+            .map_or(0, |p| p.iter().count());
+        let mut target = PathBuf::new();
+        (0..depth).for_each(|_| target.push(".."));
+        target.push("blobs");
+        target.push(blob.file_name().unwrap_or_default());
+        if std::os::unix::fs::symlink(&target, pointer).is_ok() {
+            return Ok(());
+        }
+    }
+    std::fs::copy(blob, pointer).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_stay_on_http_and_never_go_down_from_https() {
+        let hub = Url::parse("https://huggingface.co/org/m/resolve/main/config.json").unwrap();
+        let cdn = redirect_target(&hub, "https://cdn-lfs.hf.co/x?sig=1").unwrap();
+        assert_eq!(cdn.host_str(), Some("cdn-lfs.hf.co"));
+        assert_eq!(
+            redirect_target(&hub, "/api/renamed/config.json").unwrap().as_str(),
+            "https://huggingface.co/api/renamed/config.json"
+        );
+        let down = redirect_target(&hub, "http://cdn-lfs.hf.co/x?sig=1").unwrap_err();
+        assert!(down.contains("from https to plain http (http://cdn-lfs.hf.co/x)"), "{down}");
+        assert!(redirect_target(&hub, "ftp://host/x").unwrap_err().contains("a ftp: address"));
+        let plain = Url::parse("http://127.0.0.1:8080/a").unwrap();
+        assert!(redirect_target(&plain, "https://127.0.0.1:8443/b").is_ok());
+    }
+
+    #[test]
+    fn the_token_goes_to_the_endpoints_origin_only() {
+        let endpoint = Url::parse("https://huggingface.co").unwrap();
+        let at = |u: &str| same_origin(&Url::parse(u).unwrap(), &endpoint);
+        assert!(at("https://huggingface.co/org/m/resolve/main/x") && at("https://huggingface.co:443/x"));
+        assert!(!at("http://huggingface.co/x") && !at("https://huggingface.co:8443/x"));
+        assert!(!at("https://cdn-lfs.huggingface.co/x") && !at("https://huggingface.co.evil.example/x"));
+    }
+
+    #[test]
+    fn repo_paths_stay_inside_the_repo() {
+        for good in ["config.json", "data/test-00000.parquet", "refs/pr/1", "main"] {
+            assert!(check_repo_path(good).is_ok(), "{good}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a\\b", "a\0b"] {
+            assert!(check_repo_path(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Hub downloads against local HTTP servers that play the hub, its CDN, and hostile servers:
+//! the hub cache's layout, the token kept to the hub's origin, and each bound (redirects,
+//! schemes, sizes, stalls, names) refused with a clear error.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use benchctl_models::hub::{self, HubSettings, NetLimits};
+use benchctl_models::ErrorKind;
+
+/// What a request asked: its path (with query) and its Authorization header.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    authorization: Option<String>,
+}
+
+/// A server's answer to a path: the bytes to write, then how long to hold the connection.
+type Handler = dyn Fn(&str) -> (Vec<u8>, Duration) + Send + Sync;
+
+/// An HTTP/1.1 server on a loopback port, one thread per connection, recording requests.
+struct Server {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Server {
+    fn start(handler: impl Fn(&str) -> (Vec<u8>, Duration) + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (log, handler): (_, Arc<Handler>) = (seen.clone(), Arc::new(handler));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (log, handler) = (log.clone(), handler.clone());
+                std::thread::spawn(move || serve(stream, &log, &*handler));
+            }
+        });
+        Self { port, seen }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn serve(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, handler: &Handler) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_string();
+    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+    let authorization = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("authorization")))
+        .map(|(_, v)| v.trim().to_string());
+    log.lock().unwrap().push(Seen { path: path.clone(), authorization });
+    let (reply, hold) = handler(&path);
+    let _ = stream.write_all(&reply);
+    let _ = stream.flush();
+    std::thread::sleep(hold);
+}
+
+fn reply(status: &str, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
+    let mut out = format!("HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    out.push_str("\r\n");
+    let mut out = out.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+const TOKEN: &str = "hf_secret_token_1234";
+
+fn etag_of(file: &str) -> String {
+    format!("{:064x}", file.bytes().fold(7u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))))
+}
+
+fn settings(cache: &std::path::Path, endpoint: &str, limits: NetLimits) -> HubSettings {
+    HubSettings {
+        cache_dir: cache.to_path_buf(),
+        token: Some(TOKEN.into()),
+        offline: false,
+        endpoint: Some(endpoint.into()),
+        limits,
+    }
+}
+
+/// The hub answers each file with a redirect to its CDN (another origin), carrying the
+/// commit and blob id, as huggingface.co does for LFS files.
+fn hub_and_cdn() -> (Server, Server) {
+    let cdn = Server::start(|path| {
+        let file = path.trim_start_matches("/blob/").split('?').next().unwrap_or("").to_string();
+        (reply("200 OK", &[], format!("contents of {file}").as_bytes()), Duration::ZERO)
+    });
+    let cdn_url = cdn.url();
+    let hub = Server::start(move |path| {
+        let file = path.rsplit('/').next().unwrap_or("");
+        let headers = [
+            ("Location", format!("{cdn_url}/blob/{file}?X-Amz-Signature=signed")),
+            ("x-repo-commit", COMMIT.to_string()),
+            ("x-linked-etag", format!("\"{}\"", etag_of(file))),
+        ];
+        (reply("302 Found", &headers, b""), Duration::ZERO)
+    });
+    (hub, cdn)
+}
+
+#[test]
+fn a_model_downloads_into_the_hub_layout_and_the_token_stays_with_the_hub() {
+    let (hub_server, cdn) = hub_and_cdn();
+    let cache = tempfile::tempdir().unwrap();
+    let files =
+        hub::from_hub("org/model", "main", &settings(cache.path(), &hub_server.url(), NetLimits::default())).unwrap();
+    let folder = cache.path().join("models--org--model");
+    for (file, path) in [("config.json", &files.config), ("model.safetensors", &files.weights)] {
+        assert_eq!(path, &folder.join("snapshots").join(COMMIT).join(file));
+        assert_eq!(std::fs::read_to_string(path).unwrap(), format!("contents of {file}"));
+        // The snapshot links to its blob, named by the hub's etag.
+        assert_eq!(
+            std::fs::canonicalize(path).unwrap(),
+            std::fs::canonicalize(folder.join("blobs").join(etag_of(file))).unwrap()
+        );
+    }
+    assert_eq!(std::fs::read_to_string(folder.join("refs/main")).unwrap(), COMMIT);
+    assert!(matches!(files.origin, hub::Origin::Hub { ref commit, .. } if commit == COMMIT));
+    // The hub got the token; the CDN (another origin) never did.
+    assert!(hub_server.seen().iter().all(|s| s.authorization.as_deref() == Some(&format!("Bearer {TOKEN}")[..])));
+    assert!(cdn.seen().iter().any(|s| s.path == "/blob/config.json?X-Amz-Signature=signed"), "{:?}", cdn.seen());
+    assert!(cdn.seen().iter().all(|s| s.authorization.is_none()), "{:?}", cdn.seen());
+    // Found in the cache now: no request on a second resolution.
+    let before = hub_server.seen().len();
+    hub::from_hub("org/model", "main", &settings(cache.path(), &hub_server.url(), NetLimits::default())).unwrap();
+    assert_eq!(hub_server.seen().len(), before);
+}
+
+/// The error of downloading `org/model` from a hub that answers every path with `answer`.
+fn failure(
+    answer: impl Fn(&str) -> (Vec<u8>, Duration) + Send + Sync + 'static,
+    limits: NetLimits,
+) -> (benchctl_models::Error, tempfile::TempDir) {
+    let server = Server::start(answer);
+    let cache = tempfile::tempdir().unwrap();
+    let error = hub::from_hub("org/model", "main", &settings(cache.path(), &server.url(), limits)).unwrap_err();
+    (error, cache)
+}
+
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn redirects_are_bounded_and_only_to_http() {
+    let headers = |location: &str| {
+        vec![("Location", location.to_string()), ("x-repo-commit", COMMIT.to_string()), ("etag", "\"abc\"".to_string())]
+    };
+    for (location, expected) in [
+        ("file:///etc/passwd", "redirected to a file: address; only http and https are followed"),
+        ("javascript:alert(1)", "redirected to a javascript: address"),
+        ("data:text/plain,x", "redirected to a data: address"),
+    ] {
+        let location = location.to_string();
+        let (error, _cache) =
+            failure(move |_| (reply("302 Found", &headers(&location), b""), Duration::ZERO), NetLimits::default());
+        assert!(error.to_string().contains(expected), "{error}");
+        assert_eq!(error.kind(), ErrorKind::MissingFile);
+    }
+    // A redirect to itself, forever.
+    let limits = NetLimits { max_redirects: 3, ..NetLimits::default() };
+    let (error, _cache) = failure(move |path| (reply("302 Found", &headers(path), b""), Duration::ZERO), limits);
+    assert!(error.to_string().contains("more than 3 redirects"), "{error}");
+    // A redirect without a Location.
+    let (error, _cache) = failure(|_| (reply("302 Found", &[], b""), Duration::ZERO), NetLimits::default());
+    assert!(error.to_string().contains("redirected (302) without a Location"), "{error}");
+}
+
+#[test]
+fn sizes_are_bounded_and_nothing_partial_is_kept() {
+    let named = || vec![("x-repo-commit", COMMIT.to_string()), ("etag", "\"abc\"".to_string())];
+    // A length beyond the limit is refused before any byte is read.
+    let (error, cache) = failure(
+        move |_| {
+            let mut head = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1000000000000\r\n".to_vec();
+            for (k, v) in named() {
+                head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+            }
+            head.extend_from_slice(b"\r\n");
+            (head, Duration::ZERO)
+        },
+        NetLimits::default(),
+    );
+    assert!(error.to_string().contains("announces 1000000000000 bytes, more than the"), "{error}");
+    assert!(files_under(cache.path()).is_empty(), "{:?}", files_under(cache.path()));
+    // No length, and more bytes than the limit: refused as they arrive, the partial file removed.
+    let limits = NetLimits { max_file_bytes: 1000, ..NetLimits::default() };
+    let (error, cache) = failure(
+        move |_| {
+            let mut head = b"HTTP/1.1 200 OK\r\nConnection: close\r\n".to_vec();
+            for (k, v) in named() {
+                head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+            }
+            head.extend_from_slice(b"\r\n");
+            head.extend_from_slice(&[b'x'; 5000]);
+            (head, Duration::ZERO)
+        },
+        limits,
+    );
+    assert!(error.to_string().contains("sent more than the 1000-byte limit"), "{error}");
+    assert!(files_under(cache.path()).is_empty(), "{:?}", files_under(cache.path()));
+}
+
+#[test]
+fn a_stalled_server_times_out() {
+    let limits = NetLimits { read_timeout: Duration::from_millis(300), ..NetLimits::default() };
+    let started = std::time::Instant::now();
+    let (error, cache) = failure(
+        |_| {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 100\r\nx-repo-commit: {COMMIT}\r\netag: \"abc\"\r\n\r\n0123456789"
+            );
+            (head.into_bytes(), Duration::from_secs(5))
+        },
+        limits,
+    );
+    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert!(error.to_string().contains("the download stopped after 10 bytes"), "{error}");
+    assert!(files_under(cache.path()).is_empty());
+}
+
+#[test]
+fn names_from_the_server_never_leave_the_cache() {
+    for (commit, etag, expected) in [
+        (COMMIT, "../../../outside", "named the blob \"../../../outside\", not a hash"),
+        ("main", "abc", "named the commit \"main\", not a 40-digit hash"),
+        ("../../../../tmp/x/0123456789abcdef0123456", "abc", "not a 40-digit hash"),
+    ] {
+        let head = format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\nx-repo-commit: {commit}\r\netag: \"{etag}\"\r\n\r\nok");
+        let (error, cache) = failure(move |_| (head.clone().into_bytes(), Duration::ZERO), NetLimits::default());
+        assert!(error.to_string().contains(expected), "{error}");
+        assert!(files_under(cache.path()).is_empty());
+    }
+    // A dataset listing a file outside the repo.
+    let listing = format!(r#"{{"sha": "{COMMIT}", "siblings": [{{"rfilename": "../../escape.json"}}]}}"#);
+    let server = Server::start(move |_| (reply("200 OK", &[], listing.as_bytes()), Duration::ZERO));
+    let cache = tempfile::tempdir().unwrap();
+    let error = hub::fetch_dataset(
+        "org/data",
+        "main",
+        &settings(cache.path(), &server.url(), NetLimits::default()),
+        &|names| names.to_vec(),
+    )
+    .err()
+    .unwrap();
+    assert!(error.to_string().contains("\"../../escape.json\" is not a path inside the repo"), "{error}");
+}
+
+#[test]
+fn a_refused_token_is_named_and_never_shown() {
+    let (error, _cache) = failure(|_| (reply("401 Unauthorized", &[], b"no"), Duration::ZERO), NetLimits::default());
+    assert_eq!(error.kind(), ErrorKind::AccessDenied);
+    let text = error.to_string();
+    assert!(text.contains("401") && text.contains("the token in HF_TOKEN was refused"), "{text}");
+    assert!(!text.contains(TOKEN), "{text}");
+}
