@@ -1,6 +1,6 @@
 //! Finding a model's files: a local directory (`--model-path`), the Hugging Face hub cache
-//! (its layout as `hf-hub` names it), or a download ([`download`]: bounded timeouts, sizes
-//! and redirects).
+//! (its layout as `hf-hub` names it), or a download (bounded timeouts, sizes
+//! and redirects: [`NetLimits`]).
 //!
 //! The environment is honoured as by `huggingface_hub`: `HF_HUB_CACHE`, else `HF_HOME/hub`,
 //! else `~/.cache/huggingface/hub` for the cache; `HF_TOKEN` (else the cached login token)
