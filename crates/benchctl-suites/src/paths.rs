@@ -392,6 +392,65 @@ pub(crate) fn open_parquet(
     Ok(reader)
 }
 
+/// The most a parquet file's rows may decode to, for a file of `file_bytes`: 256 MiB and 64
+/// times the file. Text and bytes compress a few times at most; a file whose rows decode to
+/// far more is a dictionary or compression bomb (one 100 kB string repeated in a million
+/// rows is a 1 MB file of 100 GB).
+pub fn parquet_row_budget(file_bytes: u64) -> u64 {
+    (256 << 20) + 64 * file_bytes
+}
+
+/// The rows of a parquet file opened by [`open_parquet`], each as the reader decodes it: no
+/// more than its footer declares, none after the first that fails (the reader does not move
+/// past a broken page: it would return the same error forever), and none once the rows
+/// decoded so far take more than [`parquet_row_budget`]. Errors name the file and the row.
+pub(crate) fn parquet_rows<'r>(
+    reader: &'r parquet::file::reader::SerializedFileReader<std::fs::File>,
+    path: &'r Path,
+) -> Result<impl Iterator<Item = Result<parquet::record::Row>> + 'r> {
+    use parquet::file::reader::FileReader;
+    let malformed = move |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
+    let declared = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let budget = parquet_row_budget(size);
+    let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
+    let mut decoded = 0u64;
+    let mut failed = false;
+    Ok(rows.take(declared).enumerate().map_while(move |(i, row)| {
+        if failed {
+            return None;
+        }
+        let row = row.map_err(|e| malformed(format!("row {i}: {e}"))).and_then(|row| {
+            decoded += row_bytes(&row);
+            if decoded > budget {
+                return Err(malformed(format!(
+                    "its rows decode to more than {budget} bytes by row {i} (256 MiB and 64 times the file's {size}): a dictionary or compression bomb, refused"
+                )));
+            }
+            Ok(row)
+        });
+        failed = row.is_err();
+        Some(row)
+    }))
+}
+
+/// What a decoded parquet row takes: its text and bytes by length, 8 bytes for any other value.
+fn row_bytes(row: &parquet::record::Row) -> u64 {
+    row.get_column_iter().map(|(name, field)| name.len() as u64 + field_bytes(field)).sum()
+}
+
+fn field_bytes(field: &parquet::record::Field) -> u64 {
+    use parquet::record::Field as F;
+    match field {
+        F::Str(s) => s.len() as u64 + 8,
+        F::Bytes(b) => b.len() as u64 + 8,
+        F::Group(row) => row_bytes(row) + 8,
+        F::ListInternal(list) => list.elements().iter().map(field_bytes).sum::<u64>() + 8,
+        F::MapInternal(map) => map.entries().iter().map(|(k, v)| field_bytes(k) + field_bytes(v)).sum::<u64>() + 8,
+        _ => 8,
+    }
+}
+
 /// Runs `read` (a parquet reader's work), turning a panic of the reader into a malformed-data
 /// error naming `path`: the `parquet` crate asserts (and so panics) on some damaged pages
 /// rather than returning an error, and a hostile file must not end the process. The panic's

@@ -166,13 +166,9 @@ fn read_parquet(
     };
     // A damaged page can make the reader panic: that is a problem of this file, like any other.
     let read = paths::parquet_guard(path, || {
-        let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
-        // No more rows than the footer says; a row the reader cannot decode ends the file (the
-        // reader does not move past a broken page: it would return the same error forever).
-        let declared = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
-        for (index, row) in rows.take(declared).enumerate() {
+        for (index, row) in paths::parquet_rows(&reader, path)?.enumerate() {
             let at = format!("{} row {index}", path.display());
-            let row = row.map_err(|e| Error::caused_by(ErrorKind::Malformed, format!("read {at}: {e}"), e))?;
+            let row = row?;
             match parquet_item(path, &row, tag_sets, &at) {
                 Ok(item) => accept(file, index, item),
                 Err(e) => problems.push(e),

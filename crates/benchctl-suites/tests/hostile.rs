@@ -207,3 +207,31 @@ fn a_csv_of_too_many_columns_is_refused() {
     let err = find(manifest.to_str().unwrap()).unwrap().load(dir.path()).unwrap_err().to_string();
     assert!(err.contains("a.csv") && err.contains(&format!("{columns} columns")), "{err}");
 }
+
+/// A parquet dictionary bomb (`scripts/gen_parquet_bomb.py`, pyarrow: a 6 kB file whose million
+/// rows all point at one 100,000-byte caption, 100 GB decoded) is refused once its rows have
+/// decoded to the budget (256 MiB and 64 times the file), naming the file and the row, in
+/// about 2,700 rows rather than a million.
+#[test]
+fn a_parquet_dictionary_bomb_is_refused_within_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet-bomb/bomb.parquet");
+    let bomb = dir.path().join("bomb.parquet");
+    std::fs::copy(&fixture, &bomb).unwrap();
+    let manifest = dir.path().join("bomb.toml");
+    std::fs::write(
+        &manifest,
+        "id = \"bomb\"\n[source]\nfile = \"bomb.parquet\"\nformat = \"parquet\"\n[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = find(manifest.to_str().unwrap()).unwrap().load(dir.path()).unwrap_err();
+    let text = err.to_string();
+    let budget = benchctl_suites::paths::parquet_row_budget(std::fs::metadata(&bomb).unwrap().len());
+    assert!(text.contains("bomb.parquet") && text.contains(&format!("more than {budget} bytes")), "{text}");
+    // Refused at the row where the budget ran out: a 100,000-byte caption and a few bytes more each.
+    let row: u64 = text.split("by row ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!(row < budget / 100_000 + 1 && row + 1 >= budget / 100_100, "row {row}, budget {budget}");
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    eprintln!("refused in {:?}", started.elapsed());
+}

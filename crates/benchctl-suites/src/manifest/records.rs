@@ -119,13 +119,10 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
                 Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
             })?;
             paths::parquet_guard(path, || {
-                let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
-                // No more rows than the footer says; the first row that fails ends the read.
-                let declared = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
-                rows.take(declared)
+                paths::parquet_rows(&reader, path)?
                     .enumerate()
                     .map(|(i, row)| {
-                        let row = row.map_err(|e| malformed(format!("row {i}: {e}")))?;
+                        let row = row?;
                         let map =
                             row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect();
                         Ok(SourceRecord { value: Value::Object(map), at: format!("row {i}"), key: None })
