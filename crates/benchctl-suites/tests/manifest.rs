@@ -265,6 +265,53 @@ fn whatsup_matches_the_official_evaluation() {
     assert_eq!(suite.items.item(0).image(0).path(), dir.join("val2017").join(format!("{first:012}.jpg")));
 }
 
+/// `source.expand`: a record holding lists of candidates (here one image and paired lists of
+/// positives and negatives, the layout VL-CheckList's files have) becomes one item per element,
+/// its lists replaced by that element; ids default to `<index>/<element>`, `{_element}` is the
+/// element; lists of different lengths are a problem of that record, named; empty lists hold
+/// no item.
+#[test]
+fn nested_records_expand_into_one_item_per_element() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("attribute.json"),
+        r#"[["a.png", {"POS": ["a red car", "a big car"], "NEG": ["a blue car", "a small car"]}],
+            ["b.png", {"POS": ["a dog"], "NEG": ["a cat"]}],
+            ["c.png", {"POS": ["x"], "NEG": ["y", "z"]}],
+            ["d.png", {"POS": [], "NEG": []}]]"#,
+    )
+    .unwrap();
+    let manifest = |expand: &str| {
+        format!(
+            "id = \"nested{}\"\ndescription = \"d\"\n[source]\nfile = \"attribute.json\"\nformat = \"json\"\nexpand = {expand}\n\
+             [item]\nimages = [\"{{0}}\"]\ntexts = [\"{{1.POS}}\", \"{{1.NEG}}\"]\ntruth = {{ text = 0 }}\n\
+             [item.tags]\nelement = \"{{_element}}\"\n[metrics]\nfamily = \"choice\"\n",
+            expand.len()
+        )
+    };
+    let path = dir.path().join("nested.toml");
+    std::fs::write(&path, manifest("[\"1.POS\", \"1.NEG\"]")).unwrap();
+    let (suite, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    let items: Vec<(String, String, String, String)> = suite
+        .items
+        .iter()
+        .map(|i| (i.id().to_string(), i.text(0).to_string(), i.text(1).to_string(), i.tags()[0].1[0].clone()))
+        .collect();
+    let expected = [("0/0", "a red car", "a blue car", "0"), ("0/1", "a big car", "a small car", "1"), ("1/0", "a dog", "a cat", "0")];
+    assert_eq!(items, expected.map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string())));
+    assert!(suite.items.item(1).image(0).path().ends_with("a.png"));
+    assert_eq!(problems.len(), 1);
+    let message = problems.message(0).to_string();
+    assert!(message.contains("entry 2") && message.contains("`1.POS` has 1 element(s) but `1.NEG` has 2"), "{message}");
+    // A path that is not a list, and an empty list of paths.
+    std::fs::write(&path, manifest("[\"0\"]")).unwrap();
+    let (_, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    assert!(problems.message(0).to_string().contains("`0` is not a list"), "{}", problems.message(0));
+    std::fs::write(&path, manifest("[]")).unwrap();
+    let err = find(path.to_str().unwrap()).err().unwrap().to_string();
+    assert!(err.contains("source.expand") && err.contains("names no list"), "{err}");
+}
+
 /// `source.files` patterns: `*` in the file name matches in name order, a pattern nothing
 /// matches names itself, and `{_source}` is the file's stem.
 #[test]

@@ -60,6 +60,8 @@ pub struct Manifest {
     format: Format,
     records: Vec<String>,
     group: usize,
+    /// Field paths (split at `.`) of the lists each record expands along (`source.expand`).
+    expand: Vec<Vec<String>>,
     item: ItemSpec,
     summary: Summary<'static>,
     description: &'static str,
@@ -152,6 +154,9 @@ struct RawSource {
     records: Option<Spanned<String>>,
     #[serde(default)]
     group: Option<Spanned<usize>>,
+    /// Lists of each record expanded together into one item per element.
+    #[serde(default)]
+    expand: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 #[derive(Deserialize)]
@@ -316,6 +321,23 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         Some(g) if *g.get_ref() == 0 => return Err(bad("source.group", line(g.span()), "must be at least 1".into())),
         Some(g) => *g.get_ref(),
         None => 1,
+    };
+    let expand = match &raw.source.expand {
+        None => Vec::new(),
+        Some(list) if list.get_ref().is_empty() => {
+            return Err(bad("source.expand", line(list.span()), "names no list to expand".into()))
+        }
+        Some(list) => list
+            .get_ref()
+            .iter()
+            .map(|path| {
+                let parts: Vec<String> = path.get_ref().split('.').map(str::to_string).collect();
+                if parts.iter().any(String::is_empty) {
+                    return Err(bad("source.expand", line(path.span()), format!("{:?} is not a field path", path.get_ref())));
+                }
+                Ok(parts)
+            })
+            .collect::<Result<_>>()?,
     };
     let sources = Sources::parse(&raw.source, origin, &line)?;
 
@@ -549,6 +571,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         format,
         records,
         group,
+        expand,
         item: ItemSpec {
             id: id_template,
             image_dir,
@@ -618,6 +641,58 @@ fn average(
 }
 
 /// A manifest problem, naming the manifest, the key and its line.
+/// A record as the items it holds: itself (no `expand`), or one record per element of its
+/// `expand` lists (all of one length), each list replaced by that element. A record whose
+/// lists are empty holds no item.
+fn expanded(value: serde_json::Value, paths: &[Vec<String>]) -> std::result::Result<Vec<(Option<usize>, serde_json::Value)>, String> {
+    use serde_json::Value;
+    if paths.is_empty() {
+        return Ok(vec![(None, value)]);
+    }
+    fn at<'v>(value: &'v mut Value, path: &[String]) -> std::result::Result<&'v mut Value, String> {
+        let mut node = value;
+        for (depth, part) in path.iter().enumerate() {
+            let so_far = path[..=depth].join(".");
+            node = match node {
+                Value::Object(map) => map.get_mut(part).ok_or_else(|| format!("the record has no field `{so_far}`"))?,
+                Value::Array(list) => {
+                    let len = list.len();
+                    let index: usize = part.parse().map_err(|_| format!("`{so_far}`: `{part}` indexes a list, so it must be a number"))?;
+                    list.get_mut(index).ok_or_else(|| format!("`{so_far}`: the list has {len} element(s)"))?
+                }
+                _ => return Err(format!("`{so_far}`: not an object or list")),
+            };
+        }
+        Ok(node)
+    }
+    let mut template = value;
+    let mut lists = Vec::with_capacity(paths.len());
+    for path in paths {
+        match at(&mut template, path)? {
+            Value::Array(list) => lists.push(std::mem::take(list)),
+            _ => return Err(format!("`{}` is not a list", path.join("."))),
+        }
+    }
+    let len = lists[0].len();
+    if let Some((path, list)) = paths.iter().zip(&lists).find(|(_, l)| l.len() != len) {
+        return Err(format!(
+            "`{}` has {len} element(s) but `{}` has {}: lists expanded together must be of one length",
+            paths[0].join("."),
+            path.join("."),
+            list.len()
+        ));
+    }
+    (0..len)
+        .map(|i| {
+            let mut value = template.clone();
+            for (path, list) in paths.iter().zip(&lists) {
+                *at(&mut value, path)? = list[i].clone();
+            }
+            Ok((Some(i), value))
+        })
+        .collect()
+}
+
 fn manifest_error(origin: &str, key: &str, line: usize, what: String) -> Error {
     Error::new(ErrorKind::Manifest, format!("read manifest {origin}: `{key}` (line {line}): {what}"))
 }
@@ -782,19 +857,29 @@ impl Manifest {
                 (serde_json::Value::Array(list), None, format!("{} to {}", chunk[0].at, chunk[chunk.len() - 1].at))
             };
             let at = format!("{} {at}", file.display());
-            let record = Record { value: &value, index, key, source: &source };
-            match self.item(&record, &state.images_root, &mut state.tag_sets, &at) {
-                Ok(item) => match state.seen.get(&item.id) {
-                    Some(first) => problems.push(Error::new(
-                        ErrorKind::Malformed,
-                        format!("read {at}: duplicate item id {:?} (`item.id`), first at {first}", item.id),
-                    )),
-                    None => {
-                        state.seen.insert(item.id.clone(), at);
-                        suite.items.push(item);
-                    }
-                },
-                Err(e) => problems.push(e),
+            let elements = match expanded(value, &self.expand) {
+                Ok(elements) => elements,
+                Err(what) => {
+                    problems.push(Error::new(ErrorKind::Malformed, format!("read {at}: `source.expand`: {what}")));
+                    continue;
+                }
+            };
+            for (element, value) in elements {
+                let at = element.map_or_else(|| at.clone(), |e| format!("{at} element {e}"));
+                let record = Record { value: &value, index, key, source: &source, element };
+                match self.item(&record, &state.images_root, &mut state.tag_sets, &at) {
+                    Ok(item) => match state.seen.get(&item.id) {
+                        Some(first) => problems.push(Error::new(
+                            ErrorKind::Malformed,
+                            format!("read {at}: duplicate item id {:?} (`item.id`), first at {first}", item.id),
+                        )),
+                        None => {
+                            state.seen.insert(item.id.clone(), at);
+                            suite.items.push(item);
+                        }
+                    },
+                    Err(e) => problems.push(e),
+                }
             }
         }
     }
@@ -806,7 +891,11 @@ impl Manifest {
         let id = match &self.item.id {
             Some(template) => render(template)?,
             None => {
-                let own = record.key.map(str::to_string).unwrap_or_else(|| record.index.to_string());
+                let mut own = record.key.map(str::to_string).unwrap_or_else(|| record.index.to_string());
+                // An expanded record's items: one per element.
+                if let Some(element) = record.element {
+                    own = format!("{own}/{element}");
+                }
                 // Several files number their records alike: the file's stem keeps ids apart.
                 if self.sources.tag.is_some() {
                     format!("{}/{own}", record.source)

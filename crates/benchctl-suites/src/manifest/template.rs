@@ -2,7 +2,8 @@
 //!
 //! A field is a path of dot-separated segments: a key of an object, or the index of a list
 //! element (`{attributes.0}`, or `{1.Statement}` for the second record of a group). Two
-//! names are the loader's own: `{_index}`, the item's position in its file (from 0), `{_key}`,
+//! names are the loader's own: `{_index}`, the item's position in its file (from 0),
+//! `{_element}`, its element of the record's lists with `source.expand`, `{_key}`,
 //! the key of a record in a JSON object keyed by id, and `{_source}`, the stem of the file it
 //! came from. Filters after `|` change a field's text, in order: `basename` (after the last
 //! `/`), `stem` (the file name without its extension), `part:SEP:INDEX` (Python's
@@ -134,6 +135,8 @@ pub(crate) struct Record<'a> {
     pub key: Option<&'a str>,
     /// The stem of the annotation file it came from.
     pub source: &'a str,
+    /// With `source.expand`: which element of the record's expanded lists this item is.
+    pub element: Option<usize>,
 }
 
 impl Template {
@@ -245,6 +248,11 @@ fn field_text(record: &Record<'_>, path: &[String]) -> Result<String, TemplateEr
     if let [name] = path {
         match name.as_str() {
             "_index" => return Ok(record.index.to_string()),
+            "_element" => {
+                return record.element.map(|e| e.to_string()).ok_or_else(|| {
+                    TemplateError("`{_element}` is only defined with `source.expand`".to_string())
+                })
+            }
             "_source" => return Ok(record.source.to_string()),
             "_key" => {
                 return record.key.map(str::to_string).ok_or_else(|| {
@@ -289,7 +297,7 @@ mod tests {
 
     fn render(template: &str, value: Value) -> Result<String, String> {
         let parsed = Template::parse(template).map_err(|e| e.to_string())?;
-        parsed.render(&Record { value: &value, index: 7, key: Some("k"), source: "file" }).map_err(|e| e.to_string())
+        parsed.render(&Record { value: &value, index: 7, key: Some("k"), source: "file", element: None }).map_err(|e| e.to_string())
     }
 
     #[test]
