@@ -200,51 +200,98 @@ impl Timings {
     }
 }
 
+/// A run file as written: [`Run`]'s fields in the file's layout (the tool and the options
+/// grouped, the report and intervals in their own JSON forms).
+#[derive(Serialize, Deserialize)]
+struct RunFile {
+    schema: u32,
+    #[serde(default)]
+    tool: Tool,
+    started_at: String,
+    model: ModelRecord,
+    suite: SuiteRecord,
+    #[serde(default)]
+    data_fingerprint: String,
+    /// Absent in older run files.
+    #[serde(default)]
+    image_fingerprint: String,
+    #[serde(default)]
+    options: RunOptions,
+    counts: Counts,
+    timings: Timings,
+    report: serde_json::Value,
+    #[serde(default)]
+    intervals: serde_json::Value,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Tool {
+    name: String,
+    version: String,
+    commit: String,
+}
+
+impl Default for Tool {
+    fn default() -> Self {
+        Tool { name: "benchctl".into(), version: String::new(), commit: "unknown".into() }
+    }
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct RunOptions {
+    #[serde(default)]
+    batch_size: usize,
+    #[serde(default)]
+    shard: Option<String>,
+}
+
 impl Run {
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "schema": SCHEMA,
-            "tool": {"name": "benchctl", "version": env!("CARGO_PKG_VERSION"), "commit": self.tool_commit},
-            "started_at": self.started_at,
-            "model": self.model,
-            "suite": self.suite,
-            "data_fingerprint": self.data_fingerprint,
-            "image_fingerprint": self.image_fingerprint,
-            "options": {"batch_size": self.batch_size, "shard": self.shard},
-            "counts": self.counts,
-            "timings": self.timings,
-            "report": self.report.to_json(),
-            "intervals": intervals_json(&self.intervals),
-        })
+        let file = RunFile {
+            schema: SCHEMA,
+            tool: Tool { name: "benchctl".into(), version: env!("CARGO_PKG_VERSION").into(), commit: self.tool_commit.clone() },
+            started_at: self.started_at.clone(),
+            model: self.model.clone(),
+            suite: self.suite.clone(),
+            data_fingerprint: self.data_fingerprint.clone(),
+            image_fingerprint: self.image_fingerprint.clone(),
+            options: RunOptions { batch_size: self.batch_size, shard: self.shard.clone() },
+            counts: self.counts.clone(),
+            timings: self.timings.clone(),
+            report: self.report.to_json(),
+            intervals: intervals_json(&self.intervals),
+        };
+        // Every field is plain data (strings, numbers, maps with string keys): it serialises.
+        serde_json::to_value(file).unwrap_or_default()
     }
 
     /// Reads a run file's JSON; the error names the key, not the file (callers add it).
     pub fn from_json(v: &serde_json::Value) -> Result<Self> {
         let bad = |what: String| Error::results(what);
-        let field = |k: &str| v.get(k).ok_or_else(|| bad(format!("missing key `{k}`")));
-        let section = |k: &str| -> Result<serde_json::Value> { Ok(field(k)?.clone()) };
-        let schema = field("schema")?.as_u64().ok_or_else(|| bad("`schema` is not a number".into()))?;
+        let schema = v.get("schema").ok_or_else(|| bad("missing key `schema`".into()))?;
+        let schema = schema.as_u64().ok_or_else(|| bad("`schema` is not a number".into()))?;
         if schema != SCHEMA as u64 {
             return Err(bad(format!("schema {schema} is not supported (expected {SCHEMA})")));
         }
-        let typed = |k: &str, e: serde_json::Error| Error::caused_by(ErrorKind::Results, format!("key `{k}`: {e}"), e);
-        let report = Report::from_json(field("report")?).ok_or_else(|| bad("key `report` is malformed".into()))?;
+        // The error names the key where reading stopped (`counts.items`, `model`).
+        let file: RunFile = serde_path_to_error::deserialize(v.clone()).map_err(|e| {
+            let message = format!("key `{}`: {}", e.path(), e.inner());
+            Error::caused_by(ErrorKind::Results, message, e.into_inner())
+        })?;
+        let report = Report::from_json(&file.report).ok_or_else(|| bad("key `report` is malformed".into()))?;
         Ok(Run {
-            started_at: field("started_at")?
-                .as_str()
-                .ok_or_else(|| bad("`started_at` is not a string".into()))?
-                .to_string(),
-            model: serde_json::from_value(section("model")?).map_err(|e| typed("model", e))?,
-            suite: serde_json::from_value(section("suite")?).map_err(|e| typed("suite", e))?,
-            batch_size: v.pointer("/options/batch_size").and_then(|b| b.as_u64()).unwrap_or(0) as usize,
-            counts: serde_json::from_value(section("counts")?).map_err(|e| typed("counts", e))?,
-            timings: serde_json::from_value(section("timings")?).map_err(|e| typed("timings", e))?,
-            intervals: intervals_from_json(v.get("intervals"), &report)?,
+            started_at: file.started_at,
+            model: file.model,
+            suite: file.suite,
+            batch_size: file.options.batch_size,
+            counts: file.counts,
+            timings: file.timings,
+            intervals: intervals_from_json(Some(&file.intervals), &report)?,
             report,
-            tool_commit: v.pointer("/tool/commit").and_then(|c| c.as_str()).unwrap_or("unknown").to_string(),
-            data_fingerprint: v.get("data_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
-            image_fingerprint: v.get("image_fingerprint").and_then(|c| c.as_str()).unwrap_or("").to_string(),
-            shard: v.pointer("/options/shard").and_then(|c| c.as_str()).map(String::from),
+            tool_commit: file.tool.commit,
+            data_fingerprint: file.data_fingerprint,
+            image_fingerprint: file.image_fingerprint,
+            shard: file.options.shard,
         })
     }
 
