@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use benchctl_scoring::metrics::Summary;
 use benchctl_scoring::{MetricFamily, TagSets, Truth};
-use parquet::file::reader::FileReader;
 use parquet::record::{Field, Row};
 use serde::Deserialize;
 use serde_json::Value;
@@ -153,7 +152,6 @@ fn read_parquet(
     accept: &mut dyn FnMut(usize, usize, Item),
     problems: &mut Problems,
 ) {
-    let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     let reader = paths::open_parquet(path, |e| {
         Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e)
     });

@@ -208,7 +208,7 @@ fn a_csv_of_too_many_columns_is_refused() {
     assert!(err.contains("a.csv") && err.contains(&format!("{columns} columns")), "{err}");
 }
 
-/// A parquet dictionary bomb (`scripts/gen_parquet_bomb.py`, pyarrow: a 6 kB file whose million
+/// A parquet dictionary bomb (`scripts/gen_parquet_bomb.py`, pyarrow: a 10 kB file whose million
 /// rows all point at one 100,000-byte caption, 100 GB decoded) is refused once its rows have
 /// decoded to the budget (256 MiB and 64 times the file), naming the file and the row, in
 /// about 2,700 rows rather than a million.
@@ -221,7 +221,7 @@ fn a_parquet_dictionary_bomb_is_refused_within_its_budget() {
     let manifest = dir.path().join("bomb.toml");
     std::fs::write(
         &manifest,
-        "id = \"bomb\"\n[source]\nfile = \"bomb.parquet\"\nformat = \"parquet\"\n[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+        "id = \"bomb\"\ndescription = \"d\"\n[source]\nfile = \"bomb.parquet\"\nformat = \"parquet\"\n[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
     )
     .unwrap();
     let started = std::time::Instant::now();

@@ -297,18 +297,24 @@ fn nested_records_expand_into_one_item_per_element() {
         .iter()
         .map(|i| (i.id().to_string(), i.text(0).to_string(), i.text(1).to_string(), i.tags()[0].1[0].clone()))
         .collect();
-    let expected = [("0/0", "a red car", "a blue car", "0"), ("0/1", "a big car", "a small car", "1"), ("1/0", "a dog", "a cat", "0")];
+    let expected = [
+        ("0/0", "a red car", "a blue car", "0"),
+        ("0/1", "a big car", "a small car", "1"),
+        ("1/0", "a dog", "a cat", "0"),
+    ];
     assert_eq!(items, expected.map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string())));
     assert!(suite.items.item(1).image(0).path().ends_with("a.png"));
     assert_eq!(problems.len(), 1);
     let message = problems.message(0).to_string();
     assert!(message.contains("entry 2") && message.contains("`1.POS` has 1 element(s) but `1.NEG` has 2"), "{message}");
     // A path that is not a list, and an empty list of paths.
-    std::fs::write(&path, manifest("[\"0\"]")).unwrap();
-    let (_, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    let not_a_list = dir.path().join("not-a-list.toml");
+    std::fs::write(&not_a_list, manifest("[\"0\"]")).unwrap();
+    let (_, problems) = find(not_a_list.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
     assert!(problems.message(0).to_string().contains("`0` is not a list"), "{}", problems.message(0));
-    std::fs::write(&path, manifest("[]")).unwrap();
-    let err = find(path.to_str().unwrap()).err().unwrap().to_string();
+    let nothing = dir.path().join("nothing.toml");
+    std::fs::write(&nothing, manifest("[]")).unwrap();
+    let err = find(nothing.to_str().unwrap()).err().unwrap().to_string();
     assert!(err.contains("source.expand") && err.contains("names no list"), "{err}");
 }
 

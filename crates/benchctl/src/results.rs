@@ -203,7 +203,7 @@ impl Timings {
 /// A run file as written: [`Run`]'s fields in the file's layout (the tool and the options
 /// grouped, the report and intervals in their own JSON forms).
 #[derive(Serialize, Deserialize)]
-struct RunFile {
+struct RunFileLayout {
     schema: u32,
     #[serde(default)]
     tool: Tool,
@@ -247,9 +247,13 @@ struct RunOptions {
 
 impl Run {
     pub fn to_json(&self) -> serde_json::Value {
-        let file = RunFile {
+        let file = RunFileLayout {
             schema: SCHEMA,
-            tool: Tool { name: "benchctl".into(), version: env!("CARGO_PKG_VERSION").into(), commit: self.tool_commit.clone() },
+            tool: Tool {
+                name: "benchctl".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                commit: self.tool_commit.clone(),
+            },
             started_at: self.started_at.clone(),
             model: self.model.clone(),
             suite: self.suite.clone(),
@@ -274,7 +278,7 @@ impl Run {
             return Err(bad(format!("schema {schema} is not supported (expected {SCHEMA})")));
         }
         // The error names the key where reading stopped (`counts.items`, `model`).
-        let file: RunFile = serde_path_to_error::deserialize(v.clone()).map_err(|e| {
+        let file: RunFileLayout = serde_path_to_error::deserialize(v.clone()).map_err(|e| {
             let message = format!("key `{}`: {}", e.path(), e.inner());
             Error::caused_by(ErrorKind::Results, message, e.into_inner())
         })?;

@@ -333,7 +333,11 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
             .map(|path| {
                 let parts: Vec<String> = path.get_ref().split('.').map(str::to_string).collect();
                 if parts.iter().any(String::is_empty) {
-                    return Err(bad("source.expand", line(path.span()), format!("{:?} is not a field path", path.get_ref())));
+                    return Err(bad(
+                        "source.expand",
+                        line(path.span()),
+                        format!("{:?} is not a field path", path.get_ref()),
+                    ));
                 }
                 Ok(parts)
             })
@@ -644,7 +648,10 @@ fn average(
 /// A record as the items it holds: itself (no `expand`), or one record per element of its
 /// `expand` lists (all of one length), each list replaced by that element. A record whose
 /// lists are empty holds no item.
-fn expanded(value: serde_json::Value, paths: &[Vec<String>]) -> std::result::Result<Vec<(Option<usize>, serde_json::Value)>, String> {
+fn expanded(
+    value: serde_json::Value,
+    paths: &[Vec<String>],
+) -> std::result::Result<Vec<(Option<usize>, serde_json::Value)>, String> {
     use serde_json::Value;
     if paths.is_empty() {
         return Ok(vec![(None, value)]);
@@ -657,7 +664,9 @@ fn expanded(value: serde_json::Value, paths: &[Vec<String>]) -> std::result::Res
                 Value::Object(map) => map.get_mut(part).ok_or_else(|| format!("the record has no field `{so_far}`"))?,
                 Value::Array(list) => {
                     let len = list.len();
-                    let index: usize = part.parse().map_err(|_| format!("`{so_far}`: `{part}` indexes a list, so it must be a number"))?;
+                    let index: usize = part
+                        .parse()
+                        .map_err(|_| format!("`{so_far}`: `{part}` indexes a list, so it must be a number"))?;
                     list.get_mut(index).ok_or_else(|| format!("`{so_far}`: the list has {len} element(s)"))?
                 }
                 _ => return Err(format!("`{so_far}`: not an object or list")),

@@ -114,7 +114,6 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
                 .collect()
         }
         Format::Parquet => {
-            use parquet::file::reader::FileReader;
             let reader = paths::open_parquet(path, |e| {
                 Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
             })?;

@@ -249,9 +249,10 @@ fn field_text(record: &Record<'_>, path: &[String]) -> Result<String, TemplateEr
         match name.as_str() {
             "_index" => return Ok(record.index.to_string()),
             "_element" => {
-                return record.element.map(|e| e.to_string()).ok_or_else(|| {
-                    TemplateError("`{_element}` is only defined with `source.expand`".to_string())
-                })
+                return record
+                    .element
+                    .map(|e| e.to_string())
+                    .ok_or_else(|| TemplateError("`{_element}` is only defined with `source.expand`".to_string()))
             }
             "_source" => return Ok(record.source.to_string()),
             "_key" => {
@@ -297,7 +298,9 @@ mod tests {
 
     fn render(template: &str, value: Value) -> Result<String, String> {
         let parsed = Template::parse(template).map_err(|e| e.to_string())?;
-        parsed.render(&Record { value: &value, index: 7, key: Some("k"), source: "file", element: None }).map_err(|e| e.to_string())
+        parsed
+            .render(&Record { value: &value, index: 7, key: Some("k"), source: "file", element: None })
+            .map_err(|e| e.to_string())
     }
 
     #[test]
