@@ -10,6 +10,9 @@ item order, and the metrics the official evaluation computes from those scores:
   authors' notebook's macro accuracy without its symmetric relations.
 - MMVP-VLM: `scripts/evaluate_vlm.py` of tsb0601/MMVP, run as is (`--mmvp-repo`) with its
   `clip` module replaced by one whose "model" returns the fixture's scores.
+- SugarCrepe++: `VLMs/test_Variants_CLIP.py` of Sri-Harsha/scpp, run as is in the fixture's folder
+  (`--scpp-repo`) with `open_clip` stubbed by a stand-in model whose cosines are the fixture's
+  scores; its printed accuracies per file are kept.
 - SugarCrepe: `evaluate` of `main_eval.py` of RAIVNLab/sugar-crepe, run as is (`--sugarcrepe-repo`)
   with its `open_clip` import replaced and a stand-in model whose embeddings' products are the
   fixture's scores (the official `text_retrieval` computes `pos_score > neg_score` from them).
@@ -25,7 +28,7 @@ Nothing here is benchctl's own computation: the Rust tests compare benchctl's me
 same scores with these files.
 
     pip install easydict  # the ARO loaders import it
-    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH --cola-repo PATH --whatsup-repo PATH \
+    python scripts/gen_manifest_fixtures.py --aro-repo PATH --mmvp-repo PATH --sugarcrepe-repo PATH --cola-repo PATH --whatsup-repo PATH --scpp-repo PATH \
         --out crates/benchctl-suites/tests/fixtures/manifests
 """
 
@@ -281,6 +284,105 @@ def sugarcrepe(out, repo):
     write_json(root / "official.json", {"source": "main_eval.py evaluate (RAIVNLab/sugar-crepe)", "subsets": metrics})
 
 
+def sugarcrepe_pp(out, repo):
+    """The release's five files under data/ (a list of `{id, filename, caption, caption2,
+    negative_caption}` per file, ids from 0 in each) over images/; the official
+    `VLMs/test_Variants_CLIP.py` run unchanged in that folder, its printed accuracies kept."""
+    root = out / "sugarcrepe-pp"
+    rng = np.random.default_rng(20261127)
+    subsets = {"replace_att": 6, "replace_obj": 5, "replace_rel": 5, "swap_att": 4, "swap_obj": 4}
+    images = [f"{410000 + 11 * i:012d}.jpg" for i in range(7)]
+    for name in images:
+        path = root / "images" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(path)
+    scores, text_rows = {}, {}
+    for subset, count in subsets.items():
+        records = []
+        for i in range(count):
+            record = {
+                "id": i,
+                "filename": images[(2 * i + len(subset)) % len(images)],
+                "caption": f"{subset} {i}: a dog to the left of a red car",
+                "caption2": f"{subset} {i}: a red car with a dog on its left",
+                "negative_caption": f"{subset} {i}: a red dog to the left of a car",
+            }
+            records.append(record)
+            # Cosines in (-0.9, 0.9); some ties with the negative (misses, strictly).
+            p1, p2, neg = rng.uniform(-0.9, 0.9, size=3).round(4)
+            if i % 4 == 1:
+                p1 = neg
+            if i % 4 == 2:
+                p2 = neg
+            scores[f"{subset}/{i}"] = [[float(p1), float(p2), float(neg)]]
+            at = images.index(record["filename"])
+            for key, value in [("caption", p1), ("caption2", p2), ("negative_caption", neg)]:
+                text_rows[record[key]] = (at, float(value))
+        write_json(root / "data" / f"{subset}.json", records)
+
+    import torch
+
+    # One dimension per image file and one more: an image's embedding is its one-hot; a
+    # caption's holds its cosine at its image's dimension and the rest of a unit vector in the
+    # last, so the official `nn.CosineSimilarity` of the two is the fixture's score.
+    dims = len(images) + 1
+    texts = list(text_rows)
+
+    class Model:
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+        def encode_image(self, pixels, normalize=True):
+            return torch.nn.functional.one_hot(pixels.reshape(1).long(), dims).to(torch.float64)
+
+        def encode_text(self, tokens, normalize=True):
+            at, cosine = text_rows[texts[int(tokens[0])]]
+            row = torch.zeros(1, dims, dtype=torch.float64)
+            row[0, at] = cosine
+            row[0, dims - 1] = (1.0 - cosine * cosine) ** 0.5
+            return row
+
+    def transform(image):
+        return torch.tensor([images.index(Path(image.filename).name)])
+
+    def tokenizer(text):
+        return torch.tensor([texts.index(text)])
+
+    stub = types.ModuleType("open_clip")
+    stub.create_model_and_transforms = lambda model_name, pretrained, cache_dir, device: (Model(), None, transform)
+    stub.get_tokenizer = lambda name: tokenizer
+    sys.modules["open_clip"] = stub
+    script = repo / "VLMs" / "test_Variants_CLIP.py"
+    printed = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        with contextlib.redirect_stdout(printed):
+            runpy.run_path(str(script), run_name="__main__")
+    finally:
+        os.chdir(cwd)
+    # The script prints, per model and file: the file's name, then its four accuracies; every
+    # model is the stand-in, so each prints the same (checked).
+    results, current = [], None
+    for line in printed.getvalue().splitlines():
+        if line.startswith("=") and ".json" in line:
+            current = {"file": line.strip("= ").strip()}
+            results.append(current)
+        elif current is not None and line.startswith("Accuracy"):
+            name, value = line.rsplit(":", 1)
+            current[name.strip()] = float(value)
+    per_file = {}
+    for result in results:
+        stem = result.pop("file").removesuffix(".json")
+        assert per_file.setdefault(stem, result) == result, "every stand-in model prints the same"
+    assert sorted(per_file) == sorted(subsets), per_file
+    write_json(root / "scores.json", scores)
+    write_json(root / "official.json", {"source": "VLMs/test_Variants_CLIP.py (Sri-Harsha/scpp)", "subsets": per_file})
+
+
 def cola(out, repo):
     """The multi-object file (`[image 1 link, caption 1, image 2 link, caption 2]` per record)
     and vg_gqa_images/ holding each linked image under its file name."""
@@ -418,8 +520,9 @@ if __name__ == "__main__":
     parser.add_argument("--sugarcrepe-repo", type=Path)
     parser.add_argument("--cola-repo", type=Path)
     parser.add_argument("--whatsup-repo", type=Path)
-    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe", "cola", "whatsup"],
-                        default=["aro", "mmvp", "crops", "sugarcrepe", "cola", "whatsup"],
+    parser.add_argument("--scpp-repo", type=Path)
+    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe", "sugarcrepe-pp", "cola", "whatsup"],
+                        default=["aro", "mmvp", "crops", "sugarcrepe", "sugarcrepe-pp", "cola", "whatsup"],
                         help="the fixtures to write (each benchmark's repository is needed for its own)")
     parser.add_argument("--out", type=Path, required=True)
     ARGS = parser.parse_args()
@@ -437,6 +540,8 @@ if __name__ == "__main__":
         crops(ARGS.out)
     if "sugarcrepe" in ARGS.only:
         sugarcrepe(ARGS.out, ARGS.sugarcrepe_repo)
+    if "sugarcrepe-pp" in ARGS.only:
+        sugarcrepe_pp(ARGS.out, ARGS.scpp_repo)
     if "cola" in ARGS.only:
         cola(ARGS.out, ARGS.cola_repo)
     if "whatsup" in ARGS.only:

@@ -194,6 +194,51 @@ fn sugarcrepe_matches_the_official_evaluation_per_subset() {
     assert!(suite.missing_images().is_empty());
 }
 
+/// SugarCrepe++: per subset (file), ITT and the two positives alone equal the official
+/// `VLMs/test_Variants_CLIP.py` run unchanged on the fixture (ties with the negative included,
+/// misses), and the headline is their mean over subsets.
+#[test]
+fn sugarcrepe_pp_matches_the_official_evaluation_per_subset() {
+    let dir = fixture("sugarcrepe-pp");
+    let info = find("sugarcrepe-pp").unwrap();
+    let suite = info.load(&dir).unwrap();
+    assert_eq!(info.official_ties, Ties::Strict);
+    assert_eq!(suite.items.len(), 24);
+    assert_eq!(suite.annotation_files.len(), 5);
+    let keyed = json(&dir.join("scores.json"));
+    let mut scores = ScoreTensor::new();
+    for item in &suite.items {
+        let row = &keyed[item.id()][0];
+        let values: Vec<f64> = row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        scores.push_exact(1, 3, &values).unwrap();
+    }
+    let report = suite.evaluate(&scores).unwrap();
+    let official = json(&dir.join("official.json"));
+    let subsets = official["subsets"].as_object().unwrap();
+    assert_eq!(subsets.len(), 5);
+    for (subset, printed) in subsets {
+        for (ours, theirs) in [
+            ("accuracy", "Accuracy image-to-text task"),
+            ("positive_1_accuracy", "Accuracy Image-P1-Neg"),
+            ("positive_2_accuracy", "Accuracy Image-P2-Neg"),
+        ] {
+            let value = group_value(&report, "subset", subset, ours);
+            let expected = 100.0 * printed[theirs].as_f64().unwrap();
+            assert!(close(value, expected), "{subset} {ours}: {value} vs {expected}");
+        }
+    }
+    let itt: Vec<f64> = subsets.values().map(|p| 100.0 * p["Accuracy image-to-text task"].as_f64().unwrap()).collect();
+    assert!(close(report.metric("accuracy_macro").unwrap(), itt.iter().sum::<f64>() / itt.len() as f64));
+    // The item as the official script reads it: images/<filename>, caption, caption2, negative.
+    let item = suite.items.iter().find(|i| i.id() == "swap_obj/3").unwrap();
+    let record = &json(&dir.join("data/swap_obj.json"))[3];
+    assert_eq!(item.text(0), record["caption"].as_str().unwrap());
+    assert_eq!(item.text(1), record["caption2"].as_str().unwrap());
+    assert_eq!(item.text(2), record["negative_caption"].as_str().unwrap());
+    assert_eq!(item.image(0).path(), dir.join("images").join(record["filename"].as_str().unwrap()));
+    assert!(suite.missing_images().is_empty());
+}
+
 /// Cola's multi-object pairs: each item is the official `ColaMultiObjAcc` on the same 2×2
 /// scores (ties included), the images found by their links' file names.
 #[test]

@@ -7,6 +7,7 @@ pub mod choice;
 pub mod equivariance;
 pub mod group;
 pub mod pairwise;
+pub mod positives;
 pub mod retrieval;
 pub mod stats;
 
@@ -27,6 +28,8 @@ pub enum MetricFamily {
     Choice,
     /// EqBen: Winoground's scores plus the EqSim deviation diagnostic.
     Equivariance,
+    /// SugarCrepe++: every positive text above every negative, and each positive alone.
+    Positives,
 }
 
 /// Whether a larger value of this reported metric is better: false for the EqSim deviation,
@@ -284,6 +287,7 @@ impl ItemValues {
             MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
             MetricFamily::Choice => &choice::ChoiceAccuracy,
             MetricFamily::Equivariance => &equivariance::EquivarianceScores,
+            MetricFamily::Positives => &positives::PositivesAccuracy,
         };
         if summary.ties == Ties::First && !per_item.takes_first_of_ties() {
             return Err(Error::new(format!(

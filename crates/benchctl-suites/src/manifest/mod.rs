@@ -41,6 +41,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
+    ("sugarcrepe-pp.toml", include_str!("../../../../datasets/manifests/sugarcrepe-pp.toml")),
     ("whatsup-coco-spatial.toml", include_str!("../../../../datasets/manifests/whatsup-coco-spatial.toml")),
     ("whatsup-controlled-a.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-a.toml")),
     ("whatsup-controlled-b.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-b.toml")),
@@ -466,11 +467,12 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         "group" => MetricFamily::Group,
         "choice" => MetricFamily::Choice,
         "pairwise" => MetricFamily::Pairwise,
+        "positives" => MetricFamily::Positives,
         other => {
             return Err(bad(
                 "metrics.family",
                 line(m.family.span()),
-                format!("unknown family {other:?} (group: text/image/group score; choice: image-to-text and text-to-image accuracy; pairwise: caption above its foil)"),
+                format!("unknown family {other:?} (group: text/image/group score; choice: image-to-text and text-to-image accuracy; pairwise: caption above its foil; positives: every positive above every negative)"),
             ))
         }
     };
@@ -502,6 +504,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     let names: &[&str] = match family {
         MetricFamily::Group => &benchctl_scoring::metrics::group::NAMES,
         MetricFamily::Choice => &benchctl_scoring::metrics::choice::NAMES,
+        MetricFamily::Positives => &benchctl_scoring::metrics::positives::NAMES,
         _ => &benchctl_scoring::metrics::pairwise::NAMES,
     };
     let mut metric_names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
@@ -514,6 +517,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     let base = match family {
         MetricFamily::Group => "group_score",
         MetricFamily::Choice => "i2t_accuracy",
+        MetricFamily::Positives => "accuracy",
         _ => "acc_r",
     };
     let average = match &m.average {
