@@ -212,17 +212,22 @@ def mmvp(out, repo):
                                          "pair_accuracy": list(per_category.values())})
 
 
+def coco_images(folder, ids, rng):
+    """Small random images under COCO's file names (`000000xxxxxx.jpg`) in `folder`."""
+    names = [f"{i:012d}.jpg" for i in ids]
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(folder / name)
+    return names
+
+
 def sugarcrepe(out, repo):
     """The release's seven files (`{id: {filename, caption, negative_caption}}`, ids "0", "1", …
     per file) over a val2017/ folder; images shared across files, as COCO's are."""
     root = out / "sugarcrepe"
     rng = np.random.default_rng(20261125)
     subsets = {"add_obj": 5, "add_att": 4, "replace_obj": 6, "replace_att": 5, "replace_rel": 4, "swap_obj": 3, "swap_att": 4}
-    images = [f"{390000 + 7 * i:012d}.jpg" for i in range(9)]
-    for name in images:
-        path = root / "val2017" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(path)
+    images = coco_images(root / "val2017", [390000 + 7 * i for i in range(9)], rng)
     data, scores = {}, {}
     for subset, count in subsets.items():
         records = {}
@@ -291,11 +296,7 @@ def sugarcrepe_pp(out, repo):
     root = out / "sugarcrepe-pp"
     rng = np.random.default_rng(20261127)
     subsets = {"replace_att": 6, "replace_obj": 5, "replace_rel": 5, "swap_att": 4, "swap_obj": 4}
-    images = [f"{410000 + 11 * i:012d}.jpg" for i in range(7)]
-    for name in images:
-        path = root / "images" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8)).save(path)
+    images = coco_images(root / "images", [410000 + 11 * i for i in range(7)], rng)
     scores, text_rows = {}, {}
     for subset, count in subsets.items():
         records = []

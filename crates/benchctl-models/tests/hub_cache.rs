@@ -70,18 +70,23 @@ fn the_zoo_entry_resolves_offline_from_a_populated_cache() {
     );
 }
 
+/// Offline settings over the cache at `dir`.
+fn offline(dir: &std::path::Path) -> HubSettings {
+    HubSettings {
+        cache_dir: dir.into(),
+        token: None,
+        offline: true,
+        endpoint: None,
+        limits: hub::NetLimits::default(),
+    }
+}
+
 #[test]
 fn a_branch_resolves_through_its_ref() {
     let cache = tempfile::tempdir().unwrap();
     let commit = "0123456789abcdef0123456789abcdef01234567";
     lay_out_cache(cache.path(), "org/model", commit, Some("main"));
-    let settings = HubSettings {
-        cache_dir: cache.path().into(),
-        token: None,
-        offline: true,
-        endpoint: None,
-        limits: hub::NetLimits::default(),
-    };
+    let settings = offline(cache.path());
     let files = hub::from_hub("org/model", "main", &settings).unwrap();
     let Origin::Hub { commit: resolved, .. } = files.origin else { panic!("not a hub origin") };
     assert_eq!(resolved, commit);
@@ -93,13 +98,7 @@ fn a_branch_resolves_through_its_ref() {
 #[test]
 fn offline_without_the_files_says_what_is_missing() {
     let cache = tempfile::tempdir().unwrap();
-    let settings = HubSettings {
-        cache_dir: cache.path().into(),
-        token: None,
-        offline: true,
-        endpoint: None,
-        limits: hub::NetLimits::default(),
-    };
+    let settings = offline(cache.path());
     let err = hub::from_hub("openai/clip-vit-base-patch32", "main", &settings).unwrap_err();
     assert_eq!(err.kind(), benchctl_models::ErrorKind::MissingFile);
     let msg = err.to_string();

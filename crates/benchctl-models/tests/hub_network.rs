@@ -196,35 +196,21 @@ fn redirects_are_bounded_and_only_to_http() {
 
 #[test]
 fn sizes_are_bounded_and_nothing_partial_is_kept() {
-    let named = || vec![("x-repo-commit", COMMIT.to_string()), ("etag", "\"abc\"".to_string())];
+    // A 200 naming its commit and blob, with `length` as its Content-Length, then `body`.
+    let answer = |length: Option<&str>, body: &[u8]| {
+        let length = length.map(|l| format!("Content-Length: {l}\r\n")).unwrap_or_default();
+        let head = format!("HTTP/1.1 200 OK\r\nConnection: close\r\n{length}x-repo-commit: {COMMIT}\r\netag: \"abc\"\r\n\r\n");
+        [head.as_bytes(), body].concat()
+    };
     // A length beyond the limit is refused before any byte is read.
-    let (error, cache) = failure(
-        move |_| {
-            let mut head = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1000000000000\r\n".to_vec();
-            for (k, v) in named() {
-                head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
-            }
-            head.extend_from_slice(b"\r\n");
-            (head, Duration::ZERO)
-        },
-        NetLimits::default(),
-    );
+    let huge = answer(Some("1000000000000"), b"");
+    let (error, cache) = failure(move |_| (huge.clone(), Duration::ZERO), NetLimits::default());
     assert!(error.to_string().contains("announces 1000000000000 bytes, more than the"), "{error}");
     assert!(files_under(cache.path()).is_empty(), "{:?}", files_under(cache.path()));
     // No length, and more bytes than the limit: refused as they arrive, the partial file removed.
     let limits = NetLimits { max_file_bytes: 1000, ..NetLimits::default() };
-    let (error, cache) = failure(
-        move |_| {
-            let mut head = b"HTTP/1.1 200 OK\r\nConnection: close\r\n".to_vec();
-            for (k, v) in named() {
-                head.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
-            }
-            head.extend_from_slice(b"\r\n");
-            head.extend_from_slice(&[b'x'; 5000]);
-            (head, Duration::ZERO)
-        },
-        limits,
-    );
+    let long = answer(None, &[b'x'; 5000]);
+    let (error, cache) = failure(move |_| (long.clone(), Duration::ZERO), limits);
     assert!(error.to_string().contains("sent more than the 1000-byte limit"), "{error}");
     assert!(files_under(cache.path()).is_empty(), "{:?}", files_under(cache.path()));
 }

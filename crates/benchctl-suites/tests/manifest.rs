@@ -41,6 +41,19 @@ fn scores_in(path: &Path, suite: &Suite) -> ScoreTensor {
     scores
 }
 
+/// The fixture's scores keyed by item id (`{"<id>": [[row of the image]]}`), in the suite's
+/// item order.
+fn keyed_scores(dir: &Path, suite: &Suite) -> ScoreTensor {
+    let keyed = json(&dir.join("scores.json"));
+    let mut scores = ScoreTensor::new();
+    for item in &suite.items {
+        let row = &keyed[item.id()][0];
+        let values: Vec<f64> = row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        scores.push_exact(1, item.text_count(), &values).unwrap();
+    }
+    scores
+}
+
 /// The bundled manifest `id` on its fixture, scored with its official tie rule.
 fn official_run(id: &str) -> (Suite, Report, serde_json::Value) {
     let dir = fixture(id);
@@ -160,14 +173,7 @@ fn sugarcrepe_matches_the_official_evaluation_per_subset() {
     assert_eq!(suite.items.len(), 31);
     assert_eq!(suite.annotation_files.len(), 7);
     // Scores keyed by item id: `<file stem>/<key>`.
-    let keyed = json(&dir.join("scores.json"));
-    let mut scores = ScoreTensor::new();
-    for item in &suite.items {
-        let row = &keyed[item.id()][0];
-        let values: Vec<f64> = row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-        scores.push_exact(1, 2, &values).unwrap();
-    }
-    let report = suite.evaluate(&scores).unwrap();
+    let report = suite.evaluate(&keyed_scores(&dir, &suite)).unwrap();
     let official = json(&dir.join("official.json"));
     let subsets = official["subsets"].as_object().unwrap();
     assert_eq!(subsets.len(), 7);
@@ -205,14 +211,7 @@ fn sugarcrepe_pp_matches_the_official_evaluation_per_subset() {
     assert_eq!(info.official_ties, Ties::Strict);
     assert_eq!(suite.items.len(), 24);
     assert_eq!(suite.annotation_files.len(), 5);
-    let keyed = json(&dir.join("scores.json"));
-    let mut scores = ScoreTensor::new();
-    for item in &suite.items {
-        let row = &keyed[item.id()][0];
-        let values: Vec<f64> = row.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-        scores.push_exact(1, 3, &values).unwrap();
-    }
-    let report = suite.evaluate(&scores).unwrap();
+    let report = suite.evaluate(&keyed_scores(&dir, &suite)).unwrap();
     let official = json(&dir.join("official.json"));
     let subsets = official["subsets"].as_object().unwrap();
     assert_eq!(subsets.len(), 5);
