@@ -224,7 +224,9 @@ struct RunFileLayout {
     intervals: serde_json::Value,
 }
 
+/// The tool that wrote a run file; any part may be missing from an older one.
 #[derive(Serialize, Deserialize)]
+#[serde(default)]
 struct Tool {
     name: String,
     version: String,
