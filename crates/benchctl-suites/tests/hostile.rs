@@ -235,3 +235,49 @@ fn a_parquet_dictionary_bomb_is_refused_within_its_budget() {
     assert_eq!(err.kind(), ErrorKind::Malformed);
     eprintln!("refused in {:?}", started.elapsed());
 }
+
+/// A parquet footer claiming 10¹² rows over a row group of 37 (`scripts/gen_parquet_bomb.py`
+/// rewrites pyarrow's footer): the rows that exist are read, and the count the footer claims
+/// allocates nothing.
+#[test]
+fn a_parquet_footer_claiming_a_trillion_rows_reads_the_rows_there_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet-bomb/claims-rows.parquet");
+    std::fs::copy(&fixture, dir.path().join("claims.parquet")).unwrap();
+    let manifest = dir.path().join("claims.toml");
+    std::fs::write(
+        &manifest,
+        "id = \"claims\"\ndescription = \"d\"\n[source]\nfile = \"claims.parquet\"\nformat = \"parquet\"\n[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\", \"x\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    )
+    .unwrap();
+    let (suite, problems) = find(manifest.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    assert_eq!(suite.items.len(), 37);
+    assert!(problems.is_empty(), "{:?}", problems.messages().collect::<Vec<_>>());
+    assert_eq!(suite.items.item(36).text(0), "caption 36");
+}
+
+/// `source.group` of 0 is refused naming the key; of 10¹² it makes no item and says why,
+/// without allocating for the groups it names.
+#[test]
+fn manifest_groups_of_zero_or_a_trillion_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.jsonl"), "{\"img\": \"x.png\", \"t\": \"one\"}\n{\"img\": \"x.png\", \"t\": \"two\"}\n").unwrap();
+    let manifest = |name: &str, group: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "id = \"{name}\"\ndescription = \"d\"\n[source]\nfile = \"a.jsonl\"\nformat = \"jsonl\"\ngroup = {group}\n[item]\nimages = [\"{{0.img}}\"]\ntexts = [\"{{0.t}}\", \"{{1.t}}\"]\ntruth = {{ text = 0 }}\n[metrics]\nfamily = \"choice\"\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let err = find(manifest("zero", "0").to_str().unwrap()).err().unwrap().to_string();
+    assert!(err.contains("source.group") && err.contains("must be at least 1"), "{err}");
+    let trillion = find(manifest("trillion", "1000000000000").to_str().unwrap()).unwrap();
+    let err = trillion.load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("2 record(s) do not make whole groups of 1000000000000"), "{err}");
+    let pairs = find(manifest("pairs", "2").to_str().unwrap()).unwrap().load(dir.path()).unwrap();
+    assert_eq!(pairs.items.len(), 1);
+}
