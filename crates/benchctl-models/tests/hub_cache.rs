@@ -72,13 +72,7 @@ fn the_zoo_entry_resolves_offline_from_a_populated_cache() {
 
 /// Offline settings over the cache at `dir`.
 fn offline(dir: &std::path::Path) -> HubSettings {
-    HubSettings {
-        cache_dir: dir.into(),
-        token: None,
-        offline: true,
-        endpoint: None,
-        limits: hub::NetLimits::default(),
-    }
+    HubSettings { cache_dir: dir.into(), token: None, offline: true, endpoint: None, limits: hub::NetLimits::default() }
 }
 
 #[test]

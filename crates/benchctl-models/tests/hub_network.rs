@@ -199,7 +199,8 @@ fn sizes_are_bounded_and_nothing_partial_is_kept() {
     // A 200 naming its commit and blob, with `length` as its Content-Length, then `body`.
     let answer = |length: Option<&str>, body: &[u8]| {
         let length = length.map(|l| format!("Content-Length: {l}\r\n")).unwrap_or_default();
-        let head = format!("HTTP/1.1 200 OK\r\nConnection: close\r\n{length}x-repo-commit: {COMMIT}\r\netag: \"abc\"\r\n\r\n");
+        let head =
+            format!("HTTP/1.1 200 OK\r\nConnection: close\r\n{length}x-repo-commit: {COMMIT}\r\netag: \"abc\"\r\n\r\n");
         [head.as_bytes(), body].concat()
     };
     // A length beyond the limit is refused before any byte is read.

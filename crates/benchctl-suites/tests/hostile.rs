@@ -242,7 +242,8 @@ fn a_parquet_dictionary_bomb_is_refused_within_its_budget() {
 #[test]
 fn a_parquet_footer_claiming_a_trillion_rows_reads_the_rows_there_are() {
     let dir = tempfile::tempdir().unwrap();
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet-bomb/claims-rows.parquet");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/parquet-bomb/claims-rows.parquet");
     std::fs::copy(&fixture, dir.path().join("claims.parquet")).unwrap();
     let manifest = dir.path().join("claims.toml");
     std::fs::write(
@@ -261,7 +262,11 @@ fn a_parquet_footer_claiming_a_trillion_rows_reads_the_rows_there_are() {
 #[test]
 fn manifest_groups_of_zero_or_a_trillion_are_named() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.jsonl"), "{\"img\": \"x.png\", \"t\": \"one\"}\n{\"img\": \"x.png\", \"t\": \"two\"}\n").unwrap();
+    std::fs::write(
+        dir.path().join("a.jsonl"),
+        "{\"img\": \"x.png\", \"t\": \"one\"}\n{\"img\": \"x.png\", \"t\": \"two\"}\n",
+    )
+    .unwrap();
     let manifest = |name: &str, group: &str| {
         let path = dir.path().join(format!("{name}.toml"));
         std::fs::write(

@@ -82,14 +82,15 @@ mod tests {
         }
         let items: Vec<ItemView<'_>> = cases.iter().map(|_| ItemView { truth: &truth, tags: &tags }).collect();
         let rows = PositivesAccuracy.values(&scores, &items, Ties::Strict).unwrap();
-        for (row, (_, expected)) in rows.iter().zip(&cases) {
-            assert_eq!(&row[..], &expected[..]);
+        for (item, (_, expected)) in cases.iter().enumerate() {
+            let row: Vec<Option<f64>> = (0..3).map(|m| rows.get(item, m)).collect();
+            assert_eq!(&row[..], &expected[..], "item {item}");
         }
         // One positive: no second-positive value.
         let single = Truth::new(1, 2, vec![true, false]).unwrap();
         let mut one = ScoreTensor::of_kind(ScoreKind::Similarity);
         one.push(1, 2, &[0.2, 0.1]).unwrap();
         let rows = PositivesAccuracy.values(&one, &[ItemView { truth: &single, tags: &tags }], Ties::Strict).unwrap();
-        assert_eq!(rows[0], vec![Some(1.0), Some(1.0), None]);
+        assert_eq!((0..3).map(|m| rows.get(0, m)).collect::<Vec<_>>(), vec![Some(1.0), Some(1.0), None]);
     }
 }
