@@ -269,3 +269,48 @@ fn a_refused_token_is_named_and_never_shown() {
     assert!(text.contains("401") && text.contains("the token in HF_TOKEN was refused"), "{text}");
     assert!(!text.contains(TOKEN), "{text}");
 }
+
+/// TLS certificates are verified, always: an HTTPS hub whose certificate no public
+/// authority signed (a self-signed one for 127.0.0.1, made once with
+/// `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1
+/// -addext subjectAltName=IP:127.0.0.1`, kept as DER in `tests/fixtures/tls/`) is refused
+/// during the handshake, naming the certificate, and no request reaches it.
+#[test]
+fn a_server_certificate_no_authority_signed_is_refused() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
+    let cert = rustls::pki_types::CertificateDer::from(std::fs::read(fixtures.join("cert.der")).unwrap());
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(std::fs::read(fixtures.join("key.der")).unwrap().into());
+    let config = std::sync::Arc::new(
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requested = Arc::new(AtomicBool::new(false));
+    let seen = requested.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let Ok(connection) = rustls::ServerConnection::new(config.clone()) else { continue };
+            let mut tls = rustls::StreamOwned::new(connection, stream);
+            let mut byte = [0u8; 1];
+            // A request would be readable only after a completed handshake.
+            if tls.read(&mut byte).is_ok_and(|n| n > 0) {
+                seen.store(true, Ordering::SeqCst);
+                let _ = tls.write_all(&reply("200 OK", &[], b"should never be read"));
+            }
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let endpoint = format!("https://127.0.0.1:{port}");
+    let error = hub::from_hub("org/model", "main", &settings(cache.path(), &endpoint, NetLimits::default())).unwrap_err();
+    let text = error.to_string();
+    assert!(text.to_lowercase().contains("certificate"), "{text}");
+    assert!(!text.contains(TOKEN), "{text}");
+    assert!(!requested.load(Ordering::SeqCst), "a request reached the server");
+    assert!(files_under(cache.path()).is_empty());
+}
