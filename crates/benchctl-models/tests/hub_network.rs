@@ -307,7 +307,8 @@ fn a_server_certificate_no_authority_signed_is_refused() {
     });
     let cache = tempfile::tempdir().unwrap();
     let endpoint = format!("https://127.0.0.1:{port}");
-    let error = hub::from_hub("org/model", "main", &settings(cache.path(), &endpoint, NetLimits::default())).unwrap_err();
+    let error =
+        hub::from_hub("org/model", "main", &settings(cache.path(), &endpoint, NetLimits::default())).unwrap_err();
     let text = error.to_string();
     assert!(text.to_lowercase().contains("certificate"), "{text}");
     assert!(!text.contains(TOKEN), "{text}");
