@@ -382,29 +382,33 @@ fn link_blob(blob: &Path, pointer: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    type Outcome = std::result::Result<(), Box<dyn std::error::Error>>;
+
     #[test]
-    fn redirects_stay_on_http_and_never_go_down_from_https() {
-        let hub = Url::parse("https://huggingface.co/org/m/resolve/main/config.json").unwrap();
-        let cdn = redirect_target(&hub, "https://cdn-lfs.hf.co/x?sig=1").unwrap();
+    fn redirects_stay_on_http_and_never_go_down_from_https() -> Outcome {
+        let hub = Url::parse("https://huggingface.co/org/m/resolve/main/config.json")?;
+        let cdn = redirect_target(&hub, "https://cdn-lfs.hf.co/x?sig=1")?;
         assert_eq!(cdn.host_str(), Some("cdn-lfs.hf.co"));
         assert_eq!(
-            redirect_target(&hub, "/api/renamed/config.json").unwrap().as_str(),
+            redirect_target(&hub, "/api/renamed/config.json")?.as_str(),
             "https://huggingface.co/api/renamed/config.json"
         );
         let down = redirect_target(&hub, "http://cdn-lfs.hf.co/x?sig=1").unwrap_err();
         assert!(down.contains("from https to plain http (http://cdn-lfs.hf.co/x)"), "{down}");
         assert!(redirect_target(&hub, "ftp://host/x").unwrap_err().contains("a ftp: address"));
-        let plain = Url::parse("http://127.0.0.1:8080/a").unwrap();
+        let plain = Url::parse("http://127.0.0.1:8080/a")?;
         assert!(redirect_target(&plain, "https://127.0.0.1:8443/b").is_ok());
+        Ok(())
     }
 
     #[test]
-    fn the_token_goes_to_the_endpoints_origin_only() {
-        let endpoint = Url::parse("https://huggingface.co").unwrap();
-        let at = |u: &str| same_origin(&Url::parse(u).unwrap(), &endpoint);
+    fn the_token_goes_to_the_endpoints_origin_only() -> Outcome {
+        let endpoint = Url::parse("https://huggingface.co")?;
+        let at = |u: &str| Url::parse(u).is_ok_and(|url| same_origin(&url, &endpoint));
         assert!(at("https://huggingface.co/org/m/resolve/main/x") && at("https://huggingface.co:443/x"));
         assert!(!at("http://huggingface.co/x") && !at("https://huggingface.co:8443/x"));
         assert!(!at("https://cdn-lfs.huggingface.co/x") && !at("https://huggingface.co.evil.example/x"));
+        Ok(())
     }
 
     #[test]

@@ -65,9 +65,9 @@ mod tests {
     use crate::{metrics::ItemView, ScoreKind, Tags, Truth};
 
     #[test]
-    fn every_positive_must_beat_every_negative_and_ties_miss() {
+    fn every_positive_must_beat_every_negative_and_ties_miss() -> Result<()> {
         // Texts: positive 1, positive 2, negative.
-        let truth = Truth::new(1, 3, vec![true, true, false]).unwrap();
+        let truth = Truth::new(1, 3, vec![true, true, false])?;
         let tags = Tags::default();
         let cases: [([f32; 3], [Option<f64>; 3]); 5] = [
             ([0.3, 0.2, 0.1], [Some(1.0), Some(1.0), Some(1.0)]),
@@ -78,19 +78,20 @@ mod tests {
         ];
         let mut scores = ScoreTensor::of_kind(ScoreKind::Similarity);
         for (values, _) in &cases {
-            scores.push(1, 3, values).unwrap();
+            scores.push(1, 3, values)?;
         }
         let items: Vec<ItemView<'_>> = cases.iter().map(|_| ItemView { truth: &truth, tags: &tags }).collect();
-        let rows = PositivesAccuracy.values(&scores, &items, Ties::Strict).unwrap();
+        let rows = PositivesAccuracy.values(&scores, &items, Ties::Strict)?;
         for (item, (_, expected)) in cases.iter().enumerate() {
             let row: Vec<Option<f64>> = (0..3).map(|m| rows.get(item, m)).collect();
             assert_eq!(&row[..], &expected[..], "item {item}");
         }
         // One positive: no second-positive value.
-        let single = Truth::new(1, 2, vec![true, false]).unwrap();
+        let single = Truth::new(1, 2, vec![true, false])?;
         let mut one = ScoreTensor::of_kind(ScoreKind::Similarity);
-        one.push(1, 2, &[0.2, 0.1]).unwrap();
-        let rows = PositivesAccuracy.values(&one, &[ItemView { truth: &single, tags: &tags }], Ties::Strict).unwrap();
+        one.push(1, 2, &[0.2, 0.1])?;
+        let rows = PositivesAccuracy.values(&one, &[ItemView { truth: &single, tags: &tags }], Ties::Strict)?;
         assert_eq!((0..3).map(|m| rows.get(0, m)).collect::<Vec<_>>(), vec![Some(1.0), Some(1.0), None]);
+        Ok(())
     }
 }
