@@ -23,6 +23,9 @@ pub enum ErrorKind {
     /// An input the model's preprocessing cannot take (an image without pixels, or of an
     /// aspect ratio whose resize would not fit in memory).
     UnusableInput,
+    /// A scoring server failed: unreachable, timed out, an error status after the retries, or
+    /// an answer without the log-probabilities a score is read from.
+    Endpoint,
 }
 
 /// An error of the model zoo. Messages are lowercase and read after "failed to …".

@@ -6,6 +6,7 @@
 //! - [`hub`]: finding a model's files (hub cache, download, or `--model-path`);
 //! - [`models`]: one module per architecture;
 //! - [`preprocess`], [`tokenizer`]: inputs exactly as the reference code prepares them;
+//! - [`vqascore`]: generative scoring (the probability of "Yes"), through a server;
 //! - [`DualEncoder`] and [`FusionEncoder`]: what the runner asks of a model, as [`Model`].
 
 /// The version of everything in this crate that decides an embedding's values (decoding
@@ -24,6 +25,7 @@ pub mod models;
 pub mod preprocess;
 pub mod registry;
 pub mod tokenizer;
+pub mod vqascore;
 
 pub use benchctl_scoring::ScoreKind;
 pub use error::{Error, ErrorKind, Result};

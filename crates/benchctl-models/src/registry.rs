@@ -381,7 +381,8 @@ pub fn load(
 /// files alone (no weights), so a run that finds every embedding cached still counts the
 /// captions its model truncates.
 pub struct CaptionLimit {
-    /// Tokens the context holds, special tokens included (CLIP 77, SigLIP 64, BLIP 35).
+    /// Tokens the context holds, special tokens included (CLIP 77, SigLIP 64, BLIP 35); 0
+    /// when unknown.
     pub context: usize,
     cut: TokensCut,
 }
@@ -390,6 +391,11 @@ pub struct CaptionLimit {
 type TokensCut = Box<dyn Fn(&str) -> Result<usize> + Send + Sync>;
 
 impl CaptionLimit {
+    /// No limit known (a model behind a server, whose tokenizer benchctl does not have).
+    pub fn unlimited() -> Self {
+        CaptionLimit { context: 0, cut: Box::new(|_| Ok(0)) }
+    }
+
     /// The number of the caption's tokens the model's tokenizer drops (0 when it fits).
     pub fn tokens_cut(&self, caption: &str) -> Result<usize> {
         (self.cut)(caption)

@@ -3,81 +3,29 @@
 //! schemes, sizes, stalls, names) refused with a clear error.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
 use benchctl_models::hub::{self, HubSettings, NetLimits};
 use benchctl_models::ErrorKind;
+use benchctl_testkit::http::{self, reply};
 
-/// What a request asked: its path (with query) and its Authorization header.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-}
-
-/// A server's answer to a path: the bytes to write, then how long to hold the connection.
-type Handler = dyn Fn(&str) -> (Vec<u8>, Duration) + Send + Sync;
-
-/// An HTTP/1.1 server on a loopback port, one thread per connection, recording requests.
-struct Server {
-    port: u16,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
+/// The test server, its handler given the request's path (with query).
+struct Server(http::Server);
 
 impl Server {
     fn start(handler: impl Fn(&str) -> (Vec<u8>, Duration) + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let (log, handler): (_, Arc<Handler>) = (seen.clone(), Arc::new(handler));
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let (log, handler) = (log.clone(), handler.clone());
-                std::thread::spawn(move || serve(stream, &log, &*handler));
-            }
-        });
-        Self { port, seen }
+        Server(http::Server::start(move |request: &http::Request| handler(&request.path)))
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.0.url()
     }
 
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
+    fn seen(&self) -> Vec<http::Request> {
+        self.0.seen()
     }
-}
-
-fn serve(mut stream: TcpStream, log: &Mutex<Vec<Seen>>, handler: &Handler) {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).to_string();
-    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
-    let authorization = head
-        .lines()
-        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("authorization")))
-        .map(|(_, v)| v.trim().to_string());
-    log.lock().unwrap().push(Seen { path: path.clone(), authorization });
-    let (reply, hold) = handler(&path);
-    let _ = stream.write_all(&reply);
-    let _ = stream.flush();
-    std::thread::sleep(hold);
-}
-
-fn reply(status: &str, headers: &[(&str, String)], body: &[u8]) -> Vec<u8> {
-    let mut out = format!("HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    for (k, v) in headers {
-        out.push_str(&format!("{k}: {v}\r\n"));
-    }
-    out.push_str("\r\n");
-    let mut out = out.into_bytes();
-    out.extend_from_slice(body);
-    out
 }
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";

@@ -68,12 +68,25 @@ pub enum ScoreKind {
     /// thresholds apply to `σ(logit)`, computed in f32 as the reference pipelines compute the
     /// probability ([`ScoreKind::probability`]).
     Logit,
+    /// The natural log of a match probability, at most 0 (a generative model's VQAScore,
+    /// `log P("Yes")`): compared as they are, so probabilities that round to 1.0 stay apart;
+    /// thresholds apply to `exp(score)`.
+    LogProbability,
 }
 
 impl ScoreKind {
+    /// Every kind, in the order of their cache codes ([`ScoreKind::code`]).
+    pub const ALL: [ScoreKind; 4] =
+        [ScoreKind::Similarity, ScoreKind::Probability, ScoreKind::Logit, ScoreKind::LogProbability];
+
+    /// A small number naming the kind where only numbers are stored (an embedding cache).
+    pub fn code(self) -> f32 {
+        ScoreKind::ALL.iter().position(|&k| k == self).unwrap_or_default() as f32
+    }
+
     /// Whether the scores are (or stand for) match probabilities, so thresholds apply.
     pub fn has_probability(self) -> bool {
-        matches!(self, ScoreKind::Probability | ScoreKind::Logit)
+        !matches!(self, ScoreKind::Similarity)
     }
 
     /// The match probability of a score of this kind: itself, or `1 / (1 + e^(−x))` in f32
@@ -84,6 +97,7 @@ impl ScoreKind {
             ScoreKind::Similarity => None,
             ScoreKind::Probability => Some(score),
             ScoreKind::Logit => Some(f64::from(1.0 / (1.0 + (-(score as f32)).exp()))),
+            ScoreKind::LogProbability => Some(score.exp()),
         }
     }
 
@@ -93,12 +107,13 @@ impl ScoreKind {
             ScoreKind::Similarity => "similarity",
             ScoreKind::Probability => "probability",
             ScoreKind::Logit => "logit",
+            ScoreKind::LogProbability => "log-probability",
         }
     }
 
     /// From [`ScoreKind::name`].
     pub fn from_name(name: &str) -> Option<Self> {
-        [ScoreKind::Similarity, ScoreKind::Probability, ScoreKind::Logit].into_iter().find(|k| k.name() == name)
+        ScoreKind::ALL.into_iter().find(|k| k.name() == name)
     }
 }
 
@@ -182,6 +197,15 @@ impl ScoreTensor {
             if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
                 return Err(Error::new(format!(
                     "score of item {} at position {pos} is {}, not a finite logit",
+                    self.shapes.len(),
+                    values[pos]
+                )));
+            }
+        }
+        if self.kind == ScoreKind::LogProbability {
+            if let Some(pos) = values.iter().position(|v| !(v.is_finite() && *v <= 0.0)) {
+                return Err(Error::new(format!(
+                    "score of item {} at position {pos} is {}, not the finite log of a probability",
                     self.shapes.len(),
                     values[pos]
                 )));

@@ -53,14 +53,47 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ModelChoice {
     /// A zoo id (see `benchctl models`), resolved through the Hugging Face hub cache.
-    #[arg(long, conflicts_with = "model_path", required_unless_present_any = ["model_path", "config"])]
+    #[arg(long, conflicts_with_all = ["model_path", "endpoint"], required_unless_present_any = ["model_path", "config", "endpoint"])]
     pub model: Option<String>,
     /// A model directory: config.json, model.safetensors and tokenizer.json (transformers'
     /// layout), or open_clip_config.json, open_clip_model.safetensors and tokenizer.json; or a
     /// FIBER checkpoint file (`.ckpt`) with roberta-base's tokenizer (and optionally a
     /// config.json) beside it.
-    #[arg(long, value_name = "DIR_OR_FILE")]
+    #[arg(long, value_name = "DIR_OR_FILE", conflicts_with = "endpoint")]
     pub model_path: Option<PathBuf>,
+    /// A generative model behind an OpenAI-compatible chat-completions server that returns
+    /// log-probabilities (vLLM, SGLang, llama.cpp's server): its base URL
+    /// (`http://host:8000/v1`). Pairs are scored by VQAScore, the probability of "Yes".
+    #[arg(long, value_name = "URL", requires = "served_model", help_heading = "Scoring server")]
+    pub endpoint: Option<String>,
+    /// The model name the server serves (the requests' `model`).
+    #[arg(long, value_name = "NAME", requires = "endpoint", help_heading = "Scoring server")]
+    pub served_model: Option<String>,
+    /// The environment variable holding the server's API key, sent as a bearer token when set.
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY", help_heading = "Scoring server")]
+    pub api_key_env: String,
+    /// Requests to the server at once.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024), help_heading = "Scoring server")]
+    pub max_in_flight: u32,
+    /// The most pairs asked in one run; the rest are left for the next run (answers are cached).
+    #[arg(long, value_name = "N", help_heading = "Scoring server")]
+    pub request_budget: Option<usize>,
+    /// Attempts after a failed request (429, 5xx, timeouts), waiting 1 s, 2 s, 4 s, …
+    #[arg(long, value_name = "N", default_value_t = 5, help_heading = "Scoring server")]
+    pub retries: u32,
+    /// Seconds to wait for one answer.
+    #[arg(long, value_name = "S", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Scoring server")]
+    pub request_timeout: u64,
+    /// Top log-probabilities asked for; "Yes" (or failing it "No") is looked for among them.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20), help_heading = "Scoring server")]
+    pub top_logprobs: u32,
+    /// The question asked about each pair, `{}` standing for the caption (Python's
+    /// `str.format`): t2v_metrics' by default.
+    #[arg(long, value_name = "TEMPLATE", default_value = benchctl_models::vqascore::Template::T2V_METRICS.0, help_heading = "Scoring server")]
+    pub question_template: String,
+    /// The answer whose probability is the score.
+    #[arg(long, value_name = "ANSWER", default_value = benchctl_models::vqascore::Template::T2V_METRICS.1, help_heading = "Scoring server")]
+    pub answer_template: String,
     /// Which of the model's scores to use: `itm` or `itc` for BLIP and FIBER (default itm);
     /// CLIP and SigLIP have one (see `benchctl models`).
     #[arg(long, value_name = "HEAD")]
@@ -258,6 +291,7 @@ pub enum ScoreKindArg {
     Similarity,
     Probability,
     Logit,
+    LogProbability,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -477,13 +511,35 @@ impl EvalArgs {
 }
 
 impl ModelChoice {
+    /// The scoring server these flags name, its API key read from its variable.
+    fn endpoint_choice(&self, url: &str) -> Result<benchctl::plan::EndpointChoice> {
+        use benchctl_models::vqascore::{endpoint::EndpointSettings, Template};
+        let mut settings = EndpointSettings::new(url, self.served_model.as_deref().unwrap_or_default());
+        settings.api_key = std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty());
+        settings.top_logprobs = self.top_logprobs;
+        settings.retries = self.retries;
+        settings.read_timeout = std::time::Duration::from_secs(self.request_timeout);
+        let template = Template::new(&self.question_template, &self.answer_template)
+            .map_err(|e| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?;
+        Ok(benchctl::plan::EndpointChoice {
+            settings,
+            template,
+            in_flight: self.max_in_flight as usize,
+            request_budget: self.request_budget,
+        })
+    }
+
     /// The model these flags name, on the run's device and dtype.
     fn choice(&self, args: &EvalArgs) -> Result<benchctl::plan::ModelChoice> {
-        let source = match (&self.model, &self.model_path) {
-            (Some(id), None) => ModelSource::Zoo(id.clone()),
-            (None, Some(path)) => ModelSource::Path(path.clone()),
+        let source = match (&self.model, &self.model_path, &self.endpoint) {
+            (Some(id), None, None) => ModelSource::Zoo(id.clone()),
+            (None, Some(path), None) => ModelSource::Path(path.clone()),
+            (None, None, Some(url)) => ModelSource::Endpoint(self.endpoint_choice(url)?),
             _ => {
-                return Err(Error::new(ErrorKind::Usage, "choose a model: pass exactly one of --model or --model-path"))
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    "choose a model: pass exactly one of --model, --model-path or --endpoint",
+                ))
             }
         };
         let (device, dtype) = args.device()?;
@@ -521,6 +577,7 @@ impl ScoreArgs {
                 ScoreKindArg::Similarity => benchctl_scoring::ScoreKind::Similarity,
                 ScoreKindArg::Probability => benchctl_scoring::ScoreKind::Probability,
                 ScoreKindArg::Logit => benchctl_scoring::ScoreKind::Logit,
+                ScoreKindArg::LogProbability => benchctl_scoring::ScoreKind::LogProbability,
             },
             model_name: self.model_name.clone(),
             model_description: self.model_description.clone(),

@@ -17,6 +17,9 @@ pub enum ErrorKind {
     Results,
     /// A regression check found a metric below its baseline (exit code 6).
     Regression,
+    /// A scoring server (`--endpoint`) failed or answered without log-probabilities; the
+    /// answers it gave are cached (exit code 7).
+    Endpoint,
 }
 
 impl ErrorKind {
@@ -28,6 +31,7 @@ impl ErrorKind {
             ErrorKind::Model => 4,
             ErrorKind::Results => 5,
             ErrorKind::Regression => 6,
+            ErrorKind::Endpoint => 7,
         }
     }
 }
@@ -71,6 +75,7 @@ impl From<benchctl_models::Error> for Error {
             K::MissingFile | K::AccessDenied | K::BadConfig | K::BadWeights | K::Tokenizer => ErrorKind::Model,
             K::Compute => ErrorKind::Compute,
             K::UnusableInput => ErrorKind::Data,
+            K::Endpoint => ErrorKind::Endpoint,
         };
         Error::caused_by(kind, e.to_string(), e)
     }

@@ -11,21 +11,36 @@ use benchctl_models::{Model, ScoreKind, Similarity};
 use candle_core::{DType, Device};
 
 use crate::cache::{self, hex, EmbeddingCache, Keys};
-use crate::plan::{ModelChoice, ModelSource};
-use crate::results::ModelRecord;
+use benchctl_models::vqascore::endpoint::Endpoint;
+
+use crate::plan::{EndpointChoice, ModelChoice, ModelSource};
+use crate::results::{EndpointRecord, ModelRecord};
 use crate::Result;
 
 /// A model resolved to its files and score head, with what identifies it in run records
 /// and in the embedding cache; its weights are read only by [`ResolvedModel::load`].
 pub struct ResolvedModel {
-    files: ModelFiles,
-    pub architecture: Architecture,
-    pub(crate) head: ScoreHead,
+    backend: Backend,
     dtype: DType,
     device: Device,
     pub record: ModelRecord,
     /// Everything an embedding depends on besides its input: the embedding cache's namespace.
     pub cache_namespace: String,
+}
+
+/// What computes the scores: model files run here, or a scoring server.
+enum Backend {
+    Local { files: ModelFiles, architecture: Architecture, head: ScoreHead },
+    Endpoint(Box<EndpointModel>),
+}
+
+/// A generative model behind a server, and how a run may use it.
+pub struct EndpointModel {
+    pub endpoint: Endpoint,
+    /// Requests at once.
+    pub in_flight: usize,
+    /// The most pairs asked in one run.
+    pub request_budget: Option<usize>,
 }
 
 /// A loaded model and what identifies it in run records.
@@ -58,19 +73,12 @@ impl Head {
         cache::key(&[if fusion { b"fusion-score-kind" } else { b"similarity-head" }])
     }
 
-    /// Its cache entry: the key and the values ([`Similarity::to_values`], or 0 for
-    /// similarities, 1 for probabilities and 2 for logits).
+    /// Its cache entry: the key and the values ([`Similarity::to_values`], or the kind's
+    /// [`ScoreKind::code`]).
     pub(crate) fn entry(&self) -> (cache::Key, Vec<f32>) {
         match self {
             Head::Dual(similarity) => (Head::key(false), similarity.to_values().to_vec()),
-            Head::Fusion(kind) => (
-                Head::key(true),
-                vec![match kind {
-                    ScoreKind::Similarity => 0.0,
-                    ScoreKind::Probability => 1.0,
-                    ScoreKind::Logit => 2.0,
-                }],
-            ),
+            Head::Fusion(kind) => (Head::key(true), vec![kind.code()]),
         }
     }
 
@@ -78,9 +86,7 @@ impl Head {
     pub(crate) fn cached(cache: &EmbeddingCache, fusion: bool) -> Option<Head> {
         let values = cache.get(&Head::key(fusion))?;
         match (fusion, values.as_slice()) {
-            (true, [0.0]) => Some(Head::Fusion(ScoreKind::Similarity)),
-            (true, [1.0]) => Some(Head::Fusion(ScoreKind::Probability)),
-            (true, [2.0]) => Some(Head::Fusion(ScoreKind::Logit)),
+            (true, [code]) => ScoreKind::ALL.into_iter().find(|k| k.code() == *code).map(Head::Fusion),
             (true, _) => None,
             (false, values) => Similarity::from_values(values).map(Head::Dual),
         }
@@ -112,20 +118,49 @@ impl ResolvedModel {
         &self.device
     }
 
-    /// Whether the chosen head scores pairs jointly (a fusion model).
-    /// How the model's tokenizer fits captions to its context (config and tokenizer only).
+    /// How the model's tokenizer fits captions to its context (config and tokenizer only); a
+    /// server's model is not known to cut any.
     pub fn caption_limit(&self) -> Result<registry::CaptionLimit> {
-        Ok(registry::caption_limit(self.architecture, &self.files)?)
+        match &self.backend {
+            Backend::Local { files, architecture, .. } => Ok(registry::caption_limit(*architecture, files)?),
+            Backend::Endpoint(_) => Ok(registry::CaptionLimit::unlimited()),
+        }
     }
 
+    /// The architecture of model files run here; `None` for a server.
+    pub fn architecture(&self) -> Option<Architecture> {
+        match &self.backend {
+            Backend::Local { architecture, .. } => Some(*architecture),
+            Backend::Endpoint(_) => None,
+        }
+    }
+
+    /// Whether pairs are scored jointly (a fusion model, or a generative one).
     pub fn is_fusion(&self) -> bool {
-        self.head.is_fusion()
+        match &self.backend {
+            Backend::Local { head, .. } => head.is_fusion(),
+            Backend::Endpoint(_) => true,
+        }
+    }
+
+    /// The scoring server, for a model behind one.
+    pub fn endpoint(&self) -> Option<&EndpointModel> {
+        match &self.backend {
+            Backend::Endpoint(endpoint) => Some(endpoint),
+            Backend::Local { .. } => None,
+        }
     }
 
     /// Reads the weights, and records the score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
         let started = std::time::Instant::now();
-        let model = registry::load(self.architecture, self.head, &self.files, self.dtype, &self.device)?;
+        let Backend::Local { files, architecture, head } = &self.backend else {
+            return Err(crate::Error::new(
+                crate::ErrorKind::Usage,
+                "load the model: a scoring server's model has no weights here",
+            ));
+        };
+        let model = registry::load(*architecture, *head, files, self.dtype, &self.device)?;
         let (key, values) = Head::of(&model).entry();
         if cache.get(&key).as_deref() != Some(&values[..]) {
             cache.append(&[(key, &values)])?;
@@ -138,7 +173,7 @@ impl ResolvedModel {
     /// another size is encoded again, see `drop_odd_sized`): then the run needs nothing from
     /// the weights.
     pub(crate) fn cached_head(&self, cache: &EmbeddingCache, needed: &[Needed]) -> Option<Head> {
-        let head = Head::cached(cache, self.head.is_fusion())?;
+        let head = Head::cached(cache, self.is_fusion())?;
         let complete = |&(keys, wanted): &Needed| {
             let mut sizes = keys.wanted(wanted).map(|k| cache.dim(&k));
             match sizes.next() {
@@ -185,6 +220,7 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let device = choice.device.open()?;
     let dtype = choice.dtype;
     let (files, architecture, id) = match &choice.source {
+        ModelSource::Endpoint(endpoint) => return resolve_endpoint(endpoint, device),
         ModelSource::Zoo(id) => {
             let entry = registry::find(id)?;
             let files = hub::from_hub(entry.repo, entry.revision, &HubSettings::from_env())?;
@@ -232,8 +268,56 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         contents(&files.tokenizer),
         files.preprocessor.as_deref().map(contents).unwrap_or_default(),
     ) + &jpeg_decoder_part();
-    Ok(ResolvedModel { files, architecture, head, dtype, device, record, cache_namespace })
+    let backend = Backend::Local { files, architecture, head };
+    Ok(ResolvedModel { backend, dtype, device, record, cache_namespace })
 }
+
+/// A scoring server as a run's model: no files, its identity the server's URL, the served
+/// model and the template (the answers' cache namespace), recorded in the run.
+fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedModel> {
+    let endpoint = Endpoint::new(choice.settings.clone(), choice.template.clone())?;
+    let settings = endpoint.settings();
+    let template = endpoint.template();
+    let record = ModelRecord {
+        id: settings.served_model.clone(),
+        repo: None,
+        revision: None,
+        commit: None,
+        path: None,
+        dtype: "-".into(),
+        device: "server".into(),
+        score: Some(VQASCORE_HEAD.into()),
+        score_kind: None,
+        external: None,
+        endpoint: Some(EndpointRecord {
+            url: endpoint.chat_url().to_string(),
+            served_model: settings.served_model.clone(),
+            question_template: template.question().to_string(),
+            answer_template: template.answer().to_string(),
+            top_logprobs: settings.top_logprobs,
+        }),
+    };
+    // The key is not part of it: the same server answers the same with any key.
+    let cache_namespace = format!(
+        "endpoint|v1|{}|{:?}|{:?}|{:?}|top{}",
+        endpoint.chat_url(),
+        settings.served_model,
+        template.question(),
+        template.answer(),
+        settings.top_logprobs,
+    );
+    let model = EndpointModel { endpoint, in_flight: choice.in_flight, request_budget: choice.request_budget };
+    Ok(ResolvedModel {
+        backend: Backend::Endpoint(Box::new(model)),
+        dtype: DType::F32,
+        device,
+        record,
+        cache_namespace,
+    })
+}
+
+/// The score head a scoring server's runs record: VQAScore, `log P("Yes")`.
+pub const VQASCORE_HEAD: &str = "vqascore";
 
 pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device: &Device) -> ModelRecord {
     let (repo, revision, commit, path) = match &files.origin {
@@ -256,5 +340,6 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         score: None,
         score_kind: None,
         external: None,
+        endpoint: None,
     }
 }

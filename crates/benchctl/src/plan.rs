@@ -38,6 +38,9 @@ impl EvalPlan {
         match &self.model.source {
             ModelSource::Zoo(id) => id.clone(),
             ModelSource::Path(path) => path.display().to_string(),
+            ModelSource::Endpoint(endpoint) => {
+                format!("{} at {}", endpoint.settings.served_model, endpoint.settings.url)
+            }
         }
     }
 }
@@ -74,6 +77,21 @@ pub enum ModelSource {
     Zoo(String),
     /// A model directory, or a FIBER checkpoint file.
     Path(PathBuf),
+    /// A generative model behind an OpenAI-compatible server, scored by VQAScore.
+    Endpoint(EndpointChoice),
+}
+
+/// A scoring server and how to ask it (`--endpoint`, `--served-model`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointChoice {
+    /// URL, served model, API key (read from its variable at the edge), retries, timeouts.
+    pub settings: benchctl_models::vqascore::endpoint::EndpointSettings,
+    pub template: benchctl_models::vqascore::Template,
+    /// Requests sent at once.
+    pub in_flight: usize,
+    /// The most pairs asked in one run; the rest wait for the next run (the answers are
+    /// cached). `None`: no limit.
+    pub request_budget: Option<usize>,
 }
 
 /// Everything of a run besides its model, suite and data.

@@ -110,6 +110,21 @@ pub struct ModelRecord {
     /// user gave, and the scores came from a file. Absent for the zoo's and local models.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external: Option<ExternalModel>,
+    /// A generative model behind a scoring server (`eval --endpoint`): `id` is the served
+    /// model's name. Absent for models run here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<EndpointRecord>,
+}
+
+/// The server a generative model was asked through, and how: what its VQAScores rest on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointRecord {
+    /// The chat-completions URL.
+    pub url: String,
+    pub served_model: String,
+    pub question_template: String,
+    pub answer_template: String,
+    pub top_logprobs: u32,
 }
 
 /// Where an external model's run came from.
@@ -582,6 +597,16 @@ pub struct Counts {
     /// and mtime).
     #[serde(default)]
     pub images_hashed: usize,
+    /// A scoring server: requests made (retries included), and answers whose top
+    /// log-probabilities held neither "Yes" nor "No" (scored as probability 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub answers_without_yes_or_no: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Counts {

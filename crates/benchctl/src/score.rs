@@ -195,6 +195,7 @@ impl Scored {
                 score: None,
                 score_kind: Some(score_kind.name().to_string()),
                 external: Some(external),
+                endpoint: None,
             },
             suite: suite_record,
             batch_size: 0,

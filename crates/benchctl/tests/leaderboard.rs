@@ -27,6 +27,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             score: None,
             score_kind: None,
             external: None,
+            endpoint: None,
         },
         suite: SuiteRecord {
             id: "winoground".into(),

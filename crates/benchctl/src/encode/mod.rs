@@ -4,6 +4,7 @@
 //! [`stream`]); for fusion models each unique (image, text) pair scored once ([`pairs`]);
 //! an item suite's score tensor made of them ([`scores`]).
 
+pub mod asks;
 pub mod pairs;
 pub mod scores;
 pub mod stream;

@@ -1,17 +1,19 @@
 //! The scores stage of an item suite: its `N × K × L` score tensor from its inputs
 //! ([`crate::inputs::SuiteInputs`]). A dual encoder's embeddings are streamed through the
 //! cache (images decoded ahead) and compared item by item, window by window; a fusion model
-//! scores each unique pair once, through the cache. The weights are read only when the cache
+//! scores each unique pair once, through the cache, and so does a scoring server
+//! ([`crate::encode::asks`]). The weights are read only when the cache
 //! lacks something.
 
 use std::time::Instant;
 
 use benchctl_base::spill::SpillVec;
-use benchctl_models::{Model, Similarity};
+use benchctl_models::{Model, ScoreKind, Similarity};
 use benchctl_scoring::ScoreTensor;
 use candle_core::{DType, Tensor};
 
 use crate::cache::{self, Keys};
+use crate::encode::asks::ask_pairs_through_cache;
 use crate::encode::pairs::{score_pairs_through_cache, PairInputs, PairTable};
 use crate::encode::stream::{with_stream, EmbeddingPlan, EmbeddingStream};
 use crate::encode::{encode_captions, encode_pixels, prepare_images, prepare_texts, Encoder};
@@ -40,6 +42,14 @@ fn head_mismatch() -> Error {
 fn score_pairs(session: &mut Session, inputs: &ItemInputs, unique: &SuiteInputs) -> Result<ScoreTensor> {
     let pairs = PairTable::of_items(inputs);
     let pair_keys = Keys::from(pairs.keys(&unique.image_keys, &unique.text_keys()));
+    let pair_inputs = PairInputs { images: unique.images, texts: &unique.texts, pair_keys: &pair_keys };
+    if let Some(server) = session.model.endpoint() {
+        let started = Instant::now();
+        let values =
+            ask_pairs_through_cache(server, &pairs, &pair_inputs, &mut session.run.counts, &mut session.cache)?;
+        session.run.timings.score_s += started.elapsed().as_secs_f64();
+        return pairs.score_tensor(inputs.suite, &values, ScoreKind::LogProbability);
+    }
     // A re-run that finds everything in the cache scores without reading the weights.
     let (loaded, head) = session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, None)])?;
     session.run.timings.load_model_s = loaded.as_ref().map_or(0.0, |l| l.load_s);
@@ -49,7 +59,6 @@ fn score_pairs(session: &mut Session, inputs: &ItemInputs, unique: &SuiteInputs)
         _ => None,
     };
     let started = Instant::now();
-    let pair_inputs = PairInputs { images: unique.images, texts: &unique.texts, pair_keys: &pair_keys };
     let batch = session.batch();
     let values =
         score_pairs_through_cache(fusion, &pairs, &pair_inputs, batch, &mut session.run.counts, &mut session.cache)?;

@@ -222,8 +222,14 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
         return Err(Error::new(ErrorKind::Data, format!("find rococo image(s): {}", missing.join(", "))));
     }
     let mut session = Session::open(plan)?;
+    if session.model.endpoint().is_some() {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            "use --endpoint on rococo: its retrieval re-ranks a contrastive shortlist, which a scoring server does not give",
+        ));
+    }
     let caption_normalisation =
-        normalise_captions(&mut data, options.caption_normalisation, session.model.architecture);
+        normalise_captions(&mut data, options.caption_normalisation, session.model.architecture());
 
     // Every input and its cache key: each caption of every gallery once, the test images, and
     // each altered gallery's images.
@@ -432,12 +438,12 @@ fn rank_every_gallery(
 fn normalise_captions(
     data: &mut rococo::Rococo,
     asked: CaptionNormalisation,
-    architecture: Architecture,
+    architecture: Option<Architecture>,
 ) -> Option<String> {
     let apply = match asked {
         CaptionNormalisation::Blip => true,
         CaptionNormalisation::None => false,
-        CaptionNormalisation::Auto => architecture == Architecture::Blip,
+        CaptionNormalisation::Auto => architecture == Some(Architecture::Blip),
     };
     if !apply {
         return None;

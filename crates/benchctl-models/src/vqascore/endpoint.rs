@@ -1,0 +1,340 @@
+//! VQAScore through an OpenAI-compatible chat-completions server (vLLM, SGLang, llama.cpp's
+//! `llama-server`, OpenAI itself): one request per (image, caption) pair, as `t2v_metrics`'
+//! API models send it, the user message holding the question and then the image as a data
+//! URI of its bytes, `max_tokens: 1`, `logprobs: true` and `top_logprobs`; the score read
+//! from the first generated token's top log-probabilities ([`super::read_top_logprobs`]).
+//!
+//! Every request is bounded (connect and read timeouts, an answer size limit) and retried
+//! with exponential backoff on 408, 429, 5xx and network failures (a `Retry-After` in seconds
+//! is honoured, capped); any other failure, and an answer without log-probabilities, is an
+//! error naming the server and the model, never a score.
+
+use std::io::Read;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::Deserialize;
+use url::Url;
+
+use super::{read_top_logprobs, Reading, Template};
+use crate::{Error, ErrorKind, Result};
+
+/// Where and how to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSettings {
+    /// The server's OpenAI base URL (`http://host:8000/v1`) or its chat-completions URL.
+    pub url: String,
+    /// The model name the server serves (the request's `model`).
+    pub served_model: String,
+    /// Sent as `Authorization: Bearer …` when set.
+    pub api_key: Option<String>,
+    /// How many top log-probabilities to ask for (`t2v_metrics`: 2).
+    pub top_logprobs: u32,
+    pub connect_timeout: Duration,
+    /// The longest wait for an answer (a large model under load answers slowly).
+    pub read_timeout: Duration,
+    /// Further attempts after a retryable failure.
+    pub retries: u32,
+    /// The first retry's wait; each next one doubles it (capped at [`MAX_BACKOFF`]).
+    pub backoff: Duration,
+}
+
+/// The longest wait between two attempts, also the cap on a server's `Retry-After`.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// The largest answer read: a one-token completion with its log-probabilities is a few kB.
+const MAX_ANSWER_BYTES: u64 = 4 << 20;
+
+impl EndpointSettings {
+    /// Settings for `url` and `served_model` with the defaults: `t2v_metrics`' 2 top
+    /// log-probabilities, 10 s to connect, 300 s per answer, 5 retries from 1 s.
+    pub fn new(url: &str, served_model: &str) -> Self {
+        Self {
+            url: url.to_string(),
+            served_model: served_model.to_string(),
+            api_key: None,
+            top_logprobs: 2,
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(300),
+            retries: 5,
+            backoff: Duration::from_secs(1),
+        }
+    }
+}
+
+/// An image as sent: its bytes and media type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImagePayload {
+    pub media_type: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+impl ImagePayload {
+    /// The bytes of an image file as they are, typed by their signature; `None` for a format
+    /// a server cannot be expected to read (it is then sent as PNG by the caller).
+    pub fn of_file_bytes(bytes: Vec<u8>) -> Option<Self> {
+        let media_type = match bytes.as_slice() {
+            [0xFF, 0xD8, 0xFF, ..] => "image/jpeg",
+            [0x89, b'P', b'N', b'G', ..] => "image/png",
+            [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "image/webp",
+            [b'G', b'I', b'F', b'8', ..] => "image/gif",
+            _ => return None,
+        };
+        Some(Self { media_type, bytes })
+    }
+
+    fn data_uri(&self) -> String {
+        format!("data:{};base64,{}", self.media_type, base64::engine::general_purpose::STANDARD.encode(&self.bytes))
+    }
+}
+
+/// One pair's answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Asked {
+    pub reading: Reading,
+    /// Requests made for it (1 without retries).
+    pub attempts: u32,
+}
+
+/// A chat-completions server asked for VQAScores.
+pub struct Endpoint {
+    agent: ureq::Agent,
+    chat_url: Url,
+    settings: EndpointSettings,
+    template: Template,
+}
+
+fn failed(message: String) -> Error {
+    Error::new(ErrorKind::Endpoint, message)
+}
+
+/// The answer's parts benchctl reads (`choices[0].logprobs.content[0].top_logprobs`).
+#[derive(Deserialize)]
+struct Completion {
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    logprobs: Option<ChoiceLogprobs>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceLogprobs {
+    content: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Deserialize)]
+struct TokenLogprob {
+    #[serde(default)]
+    top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Deserialize)]
+struct TopLogprob {
+    token: String,
+    logprob: f64,
+}
+
+/// What one attempt came to.
+enum Attempt {
+    Answered(Reading),
+    /// Worth another attempt after a wait (the server's `Retry-After`, if it gave one).
+    Retry(String, Option<Duration>),
+    Fatal(Error),
+}
+
+impl Endpoint {
+    pub fn new(settings: EndpointSettings, template: Template) -> Result<Self> {
+        let base =
+            Url::parse(&settings.url).map_err(|e| failed(format!("use the endpoint {:?}: {e}", settings.url)))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(failed(format!("use the endpoint {base}: only http and https are supported")));
+        }
+        let chat_url = if base.path().trim_end_matches('/').ends_with("/chat/completions") {
+            base
+        } else {
+            let joined = format!("{}/chat/completions", base.as_str().trim_end_matches('/'));
+            Url::parse(&joined).map_err(|e| failed(format!("use the endpoint {joined:?}: {e}")))?
+        };
+        if settings.served_model.trim().is_empty() {
+            return Err(failed(format!("use the endpoint {chat_url}: --served-model names no model")));
+        }
+        if settings.top_logprobs == 0 {
+            return Err(failed(format!("use the endpoint {chat_url}: top_logprobs must be at least 1")));
+        }
+        let agent = ureq::AgentBuilder::new()
+            .timeout_connect(settings.connect_timeout)
+            .timeout_read(settings.read_timeout)
+            .timeout_write(settings.read_timeout)
+            // A chat-completions server answers in place; a redirect is not followed with the key.
+            .redirects(0)
+            .user_agent(concat!("benchctl/", env!("CARGO_PKG_VERSION")))
+            .build();
+        Ok(Self { agent, chat_url, settings, template })
+    }
+
+    /// The chat-completions URL and served model, as errors and records name the server.
+    pub fn name(&self) -> String {
+        format!("{} (model {:?})", self.chat_url, self.settings.served_model)
+    }
+
+    pub fn chat_url(&self) -> &Url {
+        &self.chat_url
+    }
+
+    pub fn settings(&self) -> &EndpointSettings {
+        &self.settings
+    }
+
+    pub fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// The request body for one pair.
+    pub fn request_body(&self, image: &ImagePayload, caption: &str) -> String {
+        serde_json::json!({
+            "model": self.settings.served_model,
+            "messages": [{
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": self.template.question_for(caption)},
+                    {"type": "image_url", "image_url": {"url": image.data_uri()}},
+                ],
+            }],
+            "max_tokens": 1,
+            "logprobs": true,
+            "top_logprobs": self.settings.top_logprobs,
+        })
+        .to_string()
+    }
+
+    /// Asks for one pair's score, retrying what is worth retrying.
+    pub fn ask(&self, image: &ImagePayload, caption: &str) -> Result<Asked> {
+        let body = self.request_body(image, caption);
+        let answer = self.template.answer_for(caption);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match self.attempt(&body, &answer) {
+                Attempt::Answered(reading) => return Ok(Asked { reading, attempts }),
+                Attempt::Fatal(e) => return Err(e),
+                Attempt::Retry(why, _) if attempts > self.settings.retries => {
+                    return Err(failed(format!("ask {}: {why} ({attempts} attempts)", self.name())))
+                }
+                Attempt::Retry(_, after) => {
+                    let doubling = self.settings.backoff.saturating_mul(1 << (attempts - 1).min(16));
+                    std::thread::sleep(after.unwrap_or(doubling).min(MAX_BACKOFF));
+                }
+            }
+        }
+    }
+
+    fn attempt(&self, body: &str, answer: &str) -> Attempt {
+        let mut request = self.agent.request_url("POST", &self.chat_url).set("Content-Type", "application/json");
+        if let Some(key) = &self.settings.api_key {
+            request = request.set("Authorization", &format!("Bearer {key}"));
+        }
+        let response = match request.send_string(body) {
+            Ok(response) => response,
+            Err(ureq::Error::Status(code, response)) => {
+                let retry_after =
+                    response.header("Retry-After").and_then(|s| s.trim().parse::<u64>().ok()).map(Duration::from_secs);
+                let text = excerpt(&read_limited(response).unwrap_or_default());
+                let why = format!("the server answered {code}: {text}");
+                return match code {
+                    408 | 429 | 500 | 502 | 503 | 504 => Attempt::Retry(why, retry_after),
+                    _ => Attempt::Fatal(failed(format!("ask {}: {why}", self.name()))),
+                };
+            }
+            Err(ureq::Error::Transport(t)) => return Attempt::Retry(transport_text(&t), None),
+        };
+        let text = match read_limited(response) {
+            Ok(text) => text,
+            Err(why) => return Attempt::Retry(why, None),
+        };
+        match parse_answer(&text, answer) {
+            Ok(reading) => Attempt::Answered(reading),
+            Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {why}", self.name()))),
+        }
+    }
+}
+
+/// The score in a chat-completions answer's first token, or why there is none.
+pub fn parse_answer(text: &str, answer: &str) -> std::result::Result<Reading, String> {
+    let completion: Completion =
+        serde_json::from_str(text).map_err(|e| format!("it is not a chat completion ({e}): {}", excerpt(text)))?;
+    let choice = completion.choices.first().ok_or("it has no choices")?;
+    let no_logprobs = "it has no log-probabilities (the server must support `logprobs` and `top_logprobs` in chat completions, as vLLM, SGLang and llama.cpp's server do)";
+    let tokens = choice.logprobs.as_ref().and_then(|l| l.content.as_ref()).ok_or(no_logprobs)?;
+    let first = tokens.first().ok_or(no_logprobs)?;
+    if first.top_logprobs.is_empty() {
+        return Err(no_logprobs.into());
+    }
+    if let Some(bad) = first.top_logprobs.iter().find(|t| t.logprob.is_nan() || t.logprob > 1e-6) {
+        return Err(format!(
+            "the token {:?} has the log-probability {}, not a log of a probability",
+            bad.token, bad.logprob
+        ));
+    }
+    Ok(read_top_logprobs(first.top_logprobs.iter().map(|t| (t.token.as_str(), t.logprob)), answer))
+}
+
+fn read_limited(response: ureq::Response) -> std::result::Result<String, String> {
+    let mut text = String::new();
+    response
+        .into_reader()
+        .take(MAX_ANSWER_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("the answer broke off: {e}"))?;
+    if text.len() as u64 > MAX_ANSWER_BYTES {
+        return Err(format!("the answer is longer than {MAX_ANSWER_BYTES} bytes"));
+    }
+    Ok(text)
+}
+
+/// The start of a server's text, on one line.
+fn excerpt(text: &str) -> String {
+    let line: String = text.chars().take(300).map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if text.chars().count() > 300 {
+        format!("{line}…")
+    } else {
+        line
+    }
+}
+
+fn transport_text(t: &ureq::Transport) -> String {
+    match t.kind() {
+        ureq::ErrorKind::Io => format!("the connection failed or timed out ({t})"),
+        _ => format!("{t}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_read_or_refused_with_their_reason() {
+        let ok = r#"{"choices":[{"logprobs":{"content":[{"token":"Yes","logprob":-0.1,"top_logprobs":[{"token":"Yes","logprob":-0.1},{"token":"No","logprob":-2.4}]}]}}]}"#;
+        assert_eq!(parse_answer(ok, "Yes"), Ok(Reading::Answer(-0.1)));
+        let none = r#"{"choices":[{"message":{"content":"Yes"},"logprobs":null}]}"#;
+        assert!(parse_answer(none, "Yes").is_err_and(|e| e.contains("no log-probabilities")));
+        assert!(parse_answer("<html>busy</html>", "Yes").is_err_and(|e| e.contains("not a chat completion")));
+        assert!(parse_answer(r#"{"choices":[]}"#, "Yes").is_err_and(|e| e.contains("no choices")));
+        let positive = ok.replace("-0.1}", "0.5}");
+        assert!(parse_answer(&positive, "Yes").is_err_and(|e| e.contains("not a log")));
+    }
+
+    #[test]
+    fn the_chat_url_follows_from_the_base() -> Result<()> {
+        let t = Template::t2v_metrics();
+        let e = Endpoint::new(EndpointSettings::new("http://h:8000/v1/", "m"), t.clone())?;
+        assert_eq!(e.chat_url().as_str(), "http://h:8000/v1/chat/completions");
+        let e = Endpoint::new(EndpointSettings::new("https://h/v1/chat/completions", "m"), t.clone())?;
+        assert_eq!(e.chat_url().as_str(), "https://h/v1/chat/completions");
+        assert!(Endpoint::new(EndpointSettings::new("file:///x", "m"), t.clone()).is_err());
+        assert!(Endpoint::new(EndpointSettings::new("http://h/v1", " "), t).is_err());
+        Ok(())
+    }
+}

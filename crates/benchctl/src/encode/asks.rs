@@ -1,0 +1,185 @@
+//! A generative model's pair scores through a scoring server (`--endpoint`): every unique
+//! (image, caption) pair asked once, a bounded number of requests in flight, each answer
+//! appended to the cache the moment it arrives. A run that is killed, or stopped by a failing
+//! server or its request budget, keeps every answer it got; the next run asks only the rest.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use benchctl_base::spill::SpillVec;
+use benchctl_models::vqascore::endpoint::{Asked, ImagePayload};
+use benchctl_models::vqascore::Reading;
+use benchctl_suites::ImageSource;
+use image::ImageEncoder as _;
+
+use super::progress;
+use crate::cache::EmbeddingCache;
+use crate::encode::pairs::{PairInputs, PairTable};
+use crate::model::EndpointModel;
+use crate::results::Counts;
+use crate::{Error, ErrorKind, Result};
+
+/// The largest image file sent as it is; a larger one is refused (servers cap requests).
+const MAX_IMAGE_BYTES: u64 = 64 << 20;
+
+/// Every pair's `log P(answer)` from the server, through the cache.
+pub(crate) fn ask_pairs_through_cache(
+    server: &EndpointModel,
+    table: &PairTable,
+    inputs: &PairInputs,
+    counts: &mut Counts,
+    cache: &mut EmbeddingCache,
+) -> Result<SpillVec<f32>> {
+    let PairInputs { images, texts, pair_keys } = *inputs;
+    let mut values: SpillVec<Option<f32>> =
+        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
+    // Missing pairs by image, so that an image's payload is made once for all its captions.
+    let mut todo: Vec<(usize, usize)> =
+        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
+    todo.sort_by_key(|&(i, _)| i);
+    counts.pairs_cached += values.len() - todo.len();
+    let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
+    todo.truncate(todo.len() - left_for_later);
+
+    let mut remaining: HashMap<usize, usize> = HashMap::new();
+    todo.iter().for_each(|&(i, _)| *remaining.entry(i).or_default() += 1);
+    let payloads = Payloads { memo: Mutex::new(HashMap::new()), remaining: Mutex::new(remaining) };
+    let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let bar = progress(todo.len(), "asking the server");
+    let mut first_error: Option<Error> = None;
+    std::thread::scope(|scope| {
+        let (sender, answers) = mpsc::channel::<(usize, usize, Result<Asked>)>();
+        for _ in 0..server.in_flight.clamp(1, todo.len().max(1)) {
+            let sender = sender.clone();
+            let (todo, payloads, next, stop) = (&todo, &payloads, &next, &stop);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(&(image, pair)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                    let asked = payloads
+                        .get(image, || images.source(image))
+                        .and_then(|payload| Ok(server.endpoint.ask(&payload, texts[table.pairs[pair].1])?));
+                    payloads.done(image);
+                    // A failure stops new requests at once; those in flight still finish.
+                    if asked.is_err() {
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    if sender.send((image, pair, asked)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        // Every answer that arrives is kept, also after the first failure stops new requests.
+        for (image, pair, asked) in answers {
+            let stored = asked.and_then(|asked| {
+                let log_p = asked.reading.log_p() as f32;
+                cache.append(&[(pair_keys.get(pair), std::slice::from_ref(&log_p))])?;
+                counts.pairs_scored += 1;
+                counts.requests += asked.attempts as usize;
+                counts.answers_without_yes_or_no += usize::from(asked.reading == Reading::Neither);
+                values[pair] = Some(log_p);
+                bar.inc(1);
+                Ok(())
+            });
+            if let Err(e) = stored {
+                stop.store(true, Ordering::Relaxed);
+                if first_error.is_none() {
+                    let source = images.source(image).display_name();
+                    let message = format!("score image {source} with caption {:?}: {e}", texts[table.pairs[pair].1]);
+                    first_error = Some(Error::caused_by(e.kind(), message, e));
+                }
+            }
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = first_error {
+        let kept = counts.pairs_scored;
+        return Err(Error::new(
+            e.kind(),
+            format!("{e}; the {kept} answer(s) received are cached and the next run asks only the rest"),
+        ));
+    }
+    if counts.answers_without_yes_or_no > 0 {
+        eprintln!(
+            "warning: {} answer(s) had neither \"Yes\" nor \"No\" among the server's top log-probabilities: scored as probability 0, as t2v_metrics does (more with --top-logprobs)",
+            counts.answers_without_yes_or_no
+        );
+    }
+    if left_for_later > 0 {
+        return Err(Error::new(
+            ErrorKind::Endpoint,
+            format!(
+                "score every pair within the request budget: {} pair(s) were asked and cached, {left_for_later} are left for the next run",
+                counts.pairs_scored
+            ),
+        ));
+    }
+    values
+        .iter()
+        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "ask the server: a pair was neither cached nor asked")))
+        .collect()
+}
+
+/// Image payloads shared by the requests of one image, dropped after its last request.
+struct Payloads {
+    memo: Mutex<HashMap<usize, Arc<ImagePayload>>>,
+    remaining: Mutex<HashMap<usize, usize>>,
+}
+
+impl Payloads {
+    fn get(&self, image: usize, source: impl FnOnce() -> ImageSource) -> Result<Arc<ImagePayload>> {
+        if let Some(payload) = self.memo.lock().map_err(poisoned)?.get(&image) {
+            return Ok(payload.clone());
+        }
+        // Made outside the lock; two requests racing for one image both make it, once.
+        let payload = Arc::new(payload_of(&source())?);
+        self.memo.lock().map_err(poisoned)?.entry(image).or_insert_with(|| payload.clone());
+        Ok(payload)
+    }
+
+    fn done(&self, image: usize) {
+        let (Ok(mut remaining), Ok(mut memo)) = (self.remaining.lock(), self.memo.lock()) else { return };
+        if let Some(left) = remaining.get_mut(&image) {
+            *left -= 1;
+            if *left == 0 {
+                memo.remove(&image);
+            }
+        }
+    }
+}
+
+fn poisoned<T>(_: T) -> Error {
+    Error::new(ErrorKind::Compute, "ask the server: a request thread panicked")
+}
+
+/// What is sent for an image: a PNG or JPEG (or WebP, GIF) file's own bytes, as
+/// `t2v_metrics` sends them; an image benchctl makes (a frame, a crop, an altered or embedded
+/// image of another format) as a lossless PNG of its pixels.
+fn payload_of(source: &ImageSource) -> Result<ImagePayload> {
+    let name = source.display_name();
+    let unreadable = |e: String| Error::new(ErrorKind::Data, format!("read image {name}: {e}"));
+    let file_bytes = match source {
+        ImageSource::File(path) => {
+            let size = std::fs::metadata(path).map_err(|e| unreadable(e.to_string()))?.len();
+            if size > MAX_IMAGE_BYTES {
+                return Err(unreadable(format!(
+                    "it is {size} bytes, more than the {MAX_IMAGE_BYTES} a request carries"
+                )));
+            }
+            Some(std::fs::read(path).map_err(|e| unreadable(e.to_string()))?)
+        }
+        ImageSource::Embedded(embedded) => Some(embedded.bytes.to_vec()),
+        _ => None,
+    };
+    if let Some(payload) = file_bytes.and_then(ImagePayload::of_file_bytes) {
+        return Ok(payload);
+    }
+    let rgb = source.load_rgb()?;
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(rgb.as_raw(), rgb.width(), rgb.height(), image::ExtendedColorType::Rgb8)
+        .map_err(|e| unreadable(format!("encode it as PNG: {e}")))?;
+    Ok(ImagePayload { media_type: "image/png", bytes: png })
+}

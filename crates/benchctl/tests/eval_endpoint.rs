@@ -1,0 +1,233 @@
+//! `benchctl eval --endpoint`: VQAScore through an OpenAI-compatible server, against loopback
+//! servers that play one (answering with log-probabilities made from the request) and
+//! failing ones: what is sent, what is stored, retries, the request budget, and that every
+//! answer received survives a failure and is not asked again.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use benchctl::results::read_scores;
+use benchctl_testkit::http::{reply, Request, Server};
+use common::{benchctl, dump_path, scratch_dir, stderr, stored_run};
+
+const QUESTION: &str = "Does this figure show \"{}\"? Please answer Yes or No.";
+
+/// The demo Winoground: 8 items of 2 images × 2 captions, 32 unique pairs.
+fn demo() -> std::path::PathBuf {
+    benchctl_testkit::workspace_root().join("datasets/demo/winoground")
+}
+
+/// The log-probability of "Yes" the fake model gives a request: a function of the question
+/// and the image's data URI, so every pair differs and a mixed-up pair shows.
+fn yes_logprob(question: &str, image_uri: &str) -> f64 {
+    let h = question.bytes().chain(image_uri.bytes()).fold(17u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+    -0.01 * ((h % 400) + 1) as f64
+}
+
+/// The question and image URI of a chat-completions request benchctl sent.
+fn parts(request: &Request) -> (String, String) {
+    let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+    let content = &body["messages"][0]["content"];
+    (content[0]["text"].as_str().unwrap().to_string(), content[1]["image_url"]["url"].as_str().unwrap().to_string())
+}
+
+/// A chat completion whose first token's top log-probabilities are `top`.
+fn completion(top: &[(&str, f64)]) -> Vec<u8> {
+    let top: Vec<serde_json::Value> =
+        top.iter().map(|(t, lp)| serde_json::json!({"token": t, "logprob": lp})).collect();
+    let body = serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Yes"}, "finish_reason": "length",
+            "logprobs": {"content": [{"token": "Yes", "logprob": top[0]["logprob"], "top_logprobs": top}]}}],
+    });
+    reply("200 OK", &[("Content-Type", "application/json".into())], body.to_string().as_bytes())
+}
+
+/// The fake model's answer: "Yes" with [`yes_logprob`], "No" with the rest.
+fn answer(request: &Request) -> Vec<u8> {
+    let (question, uri) = parts(request);
+    let yes = yes_logprob(&question, &uri);
+    completion(&[("Yes", yes), ("No", (-yes.exp_m1()).ln())])
+}
+
+fn eval(server: &str, results: &std::path::Path, cache: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let (data, results, cache) = (demo(), results.to_str().unwrap().to_string(), cache.to_str().unwrap().to_string());
+    let mut args = vec!["eval", "--endpoint", server, "--served-model", "tiny-vlm", "--suite", "winoground"];
+    let data = data.to_str().unwrap().to_string();
+    args.extend(["--data-dir", &data, "--results-dir", &results]);
+    args.extend_from_slice(extra);
+    benchctl(&args, &[("BENCHCTL_CACHE", &cache), ("VQA_TEST_KEY", "sk-test-key")])
+}
+
+#[test]
+fn scores_are_the_servers_log_probabilities_of_yes() {
+    let server = Server::start(|r| (answer(r), Duration::ZERO));
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let url = format!("{}/v1", server.url());
+    let out = eval(&url, &results, &cache, &["--api-key-env", "VQA_TEST_KEY", "--max-in-flight", "4"]);
+    let (run_path, json) = stored_run(&out);
+
+    // Each unique pair asked once, as t2v_metrics asks: the question, then the image file's
+    // own bytes as a data URI; one token, its top 2 log-probabilities; the key as a bearer token.
+    let seen = server.seen();
+    assert_eq!(seen.len(), 32);
+    let mut asked = std::collections::HashSet::new();
+    for request in &seen {
+        assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/v1/chat/completions"));
+        assert_eq!(request.authorization.as_deref(), Some("Bearer sk-test-key"));
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body["model"], "tiny-vlm");
+        assert_eq!(
+            (body["max_tokens"].as_u64(), body["logprobs"].as_bool(), body["top_logprobs"].as_u64()),
+            (Some(1), Some(true), Some(2))
+        );
+        assert!(asked.insert(parts(request)), "a pair was asked twice");
+    }
+    let (_, uri) = parts(&seen[0]);
+    let sent = uri.strip_prefix("data:image/png;base64,").expect("a PNG data URI");
+    let sent = STANDARD.decode(sent).unwrap();
+    let files: Vec<Vec<u8>> =
+        std::fs::read_dir(demo().join("images")).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    assert!(files.contains(&sent), "the image is sent as the file's bytes");
+
+    // Stored: log P("Yes") of every pair exactly as the server gave it (to f32), as the
+    // log-probability kind, with the server, served model and template recorded.
+    assert_eq!(json["model"]["score_kind"], "log-probability");
+    assert_eq!(json["model"]["score"], "vqascore");
+    assert_eq!(json["model"]["endpoint"]["served_model"], "tiny-vlm");
+    assert_eq!(json["model"]["endpoint"]["url"], format!("{url}/chat/completions"));
+    assert_eq!(json["model"]["endpoint"]["question_template"], QUESTION);
+    assert_eq!(json["counts"]["pairs_scored"], 32);
+    let suite = benchctl_suites::find("winoground").unwrap().load(&demo()).unwrap();
+    let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
+    let by_pair: std::collections::HashMap<(String, String), f64> = seen
+        .iter()
+        .map(|r| {
+            let (question, uri) = parts(r);
+            ((question.clone(), uri.clone()), yes_logprob(&question, &uri))
+        })
+        .collect();
+    for ((id, matrix), item) in lines.iter().zip(&suite.items) {
+        assert_eq!(id, &item.id());
+        for (k, row) in matrix.iter().enumerate() {
+            let image = std::fs::read(item.image(k).path()).unwrap();
+            let uri = format!("data:image/png;base64,{}", STANDARD.encode(&image));
+            for (l, &score) in row.iter().enumerate() {
+                let question = QUESTION.replace("{}", item.text(l));
+                assert_eq!(score, by_pair[&(question, uri.clone())] as f32, "item {id} pair ({k}, {l})");
+            }
+        }
+    }
+
+    // A second run asks nothing: every answer is cached.
+    let out = eval(&url, &results, &cache, &[]);
+    stored_run(&out);
+    assert_eq!(server.seen().len(), 32);
+}
+
+#[test]
+fn a_failing_server_keeps_every_answer_it_gave() {
+    // The first 10 requests are answered, then the server fails until it is told to recover.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let healthy = Arc::new(AtomicUsize::new(0));
+    let (a, h) = (answered.clone(), healthy.clone());
+    let server = Server::start(move |r| {
+        if h.load(Ordering::SeqCst) == 1 || a.fetch_add(1, Ordering::SeqCst) < 10 {
+            (answer(r), Duration::ZERO)
+        } else {
+            (reply("500 Internal Server Error", &[], b"{\"error\": \"model crashed\"}"), Duration::ZERO)
+        }
+    });
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let out = eval(&server.url(), &results, &cache, &["--retries", "1", "--max-in-flight", "1"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let message = stderr(&out);
+    for part in [
+        "500",
+        "model crashed",
+        "chat/completions",
+        "tiny-vlm",
+        "ex_",
+        "with caption",
+        "10 answer(s) received are cached",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    assert_eq!(server.seen().len(), 12, "10 answers, then one request and its one retry");
+    healthy.store(1, Ordering::SeqCst);
+    let out = eval(&server.url(), &results, &cache, &[]);
+    let (_, json) = stored_run(&out);
+    assert_eq!(server.seen().len(), 12 + 22, "the next run asks only the 22 pairs without an answer");
+    assert_eq!(
+        (json["counts"]["pairs_cached"].as_u64(), json["counts"]["pairs_scored"].as_u64()),
+        (Some(10), Some(22))
+    );
+}
+
+#[test]
+fn busy_servers_are_retried_and_the_budget_leaves_the_rest_for_later() {
+    // Every third request is told to come back (429, Retry-After: 0).
+    let n = Arc::new(AtomicUsize::new(0));
+    let counter = n.clone();
+    let server = Server::start(move |r| {
+        if counter.fetch_add(1, Ordering::SeqCst).is_multiple_of(3) {
+            (reply("429 Too Many Requests", &[("Retry-After", "0".into())], b"slow down"), Duration::ZERO)
+        } else {
+            (answer(r), Duration::ZERO)
+        }
+    });
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let out = eval(&server.url(), &results, &cache, &["--request-budget", "12", "--max-in-flight", "3"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("12 pair(s) were asked and cached, 20 are left for the next run"),
+        "{}",
+        stderr(&out)
+    );
+    let out = eval(&server.url(), &results, &cache, &[]);
+    let (_, json) = stored_run(&out);
+    assert_eq!(json["counts"]["pairs_scored"], 20);
+    let requests = json["counts"]["requests"].as_u64().unwrap();
+    assert!(requests > 20, "the 429s were retried: {requests} requests for 20 pairs");
+    let distinct: std::collections::HashSet<(String, String)> = server.seen().iter().map(parts).collect();
+    assert_eq!(distinct.len(), 32);
+}
+
+#[test]
+fn answers_without_log_probabilities_or_json_are_named() {
+    type Case = (&'static str, fn() -> Vec<u8>, &'static str);
+    let cases: [Case; 3] = [
+        (
+            "no log-probabilities",
+            || reply("200 OK", &[], br#"{"choices":[{"message":{"content":"Yes"},"logprobs":null}]}"#),
+            "no log-probabilities",
+        ),
+        ("not JSON", || reply("200 OK", &[], b"<html>gateway</html>"), "not a chat completion"),
+        ("a refusal", || reply("400 Bad Request", &[], br#"{"error":"image_url is not supported"}"#), "400"),
+    ];
+    for (what, answer, expected) in cases {
+        let server = Server::start(move |_| (answer(), Duration::ZERO));
+        let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+        let out = eval(&server.url(), &results, &cache, &["--max-in-flight", "2"]);
+        assert_eq!(out.status.code(), Some(7), "{what}: {}", stderr(&out));
+        let message = stderr(&out);
+        assert!(message.contains(expected) && message.contains("tiny-vlm"), "{what}: {message}");
+        assert!(server.seen().len() <= 2, "{what}: not retried, nothing new sent after the failure");
+        assert!(std::fs::read_dir(&results).map_or(true, |mut d| d.next().is_none()), "{what}: no run stored");
+    }
+}
+
+#[test]
+fn a_stalled_server_times_out_naming_it() {
+    let server = Server::start(|_| (Vec::new(), Duration::from_secs(5)));
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let out =
+        eval(&server.url(), &results, &cache, &["--request-timeout", "1", "--retries", "0", "--max-in-flight", "1"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("timed out") && stderr(&out).contains("tiny-vlm"), "{}", stderr(&out));
+}
