@@ -231,3 +231,84 @@ fn a_stalled_server_times_out_naming_it() {
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert!(stderr(&out).contains("timed out") && stderr(&out).contains("tiny-vlm"), "{}", stderr(&out));
 }
+
+/// A llama-cpp-python server on a loopback port, stopped when dropped.
+struct LlamaServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// llama-cpp-python's OpenAI-compatible server with the tiny Gemma 3 converted to GGUF by
+/// llama.cpp's own converter (`scripts/gen_vqascore_fixture.py`), or why it cannot run here.
+fn llama_cpp_server(model: &std::path::Path) -> Result<LlamaServer, String> {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python).args(["-c", "import llama_cpp.server"]).output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return Err(format!("{python} cannot import llama_cpp.server (pip install 'llama-cpp-python[server]')"));
+    }
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let child = std::process::Command::new(&python)
+        .args(["-m", "llama_cpp.server", "--chat_format", "llava-1-5", "--logits_all", "true", "--n_ctx", "512"])
+        .arg("--model")
+        .arg(model.join("gemma3-tiny-f32.gguf"))
+        .arg("--clip_model_path")
+        .arg(model.join("mmproj-gemma3-tiny-f32.gguf"))
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let server = LlamaServer { child, port };
+    for _ in 0..240 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(server);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Err("the server did not start listening within 60 s".into())
+}
+
+#[test]
+fn a_real_llama_cpp_server_scores_as_transformers_does() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let server = match llama_cpp_server(&model) {
+        Ok(server) => server,
+        Err(why) if std::env::var("BENCHCTL_REQUIRE_LLAMA_SERVER").is_ok_and(|v| v == "1") => panic!("{why}"),
+        Err(why) => return eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\""),
+    };
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
+    let data = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground");
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let url = format!("http://127.0.0.1:{}/v1", server.port);
+    let (data_dir, results_dir, cache_dir) =
+        (data.to_str().unwrap(), results.to_str().unwrap(), cache.to_str().unwrap());
+    let args =
+        ["eval", "--endpoint", &url, "--served-model", "gemma3-tiny", "--suite", "winoground", "--data-dir", data_dir];
+    let out = benchctl(
+        &[&args[..], &["--results-dir", results_dir, "--max-in-flight", "2"]].concat(),
+        &[("BENCHCTL_CACHE", cache_dir)],
+    );
+    let (run_path, json) = stored_run(&out);
+    let suite = benchctl_suites::find("winoground").unwrap().load(&data).unwrap();
+    let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
+    let mut worst = 0.0f64;
+    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
+        for (k, row) in matrix.iter().enumerate() {
+            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
+            for (l, &score) in row.iter().enumerate() {
+                let reference = expected["server"][&image][item.text(l)].as_f64().unwrap();
+                worst = worst.max((f64::from(score) - reference).abs());
+            }
+        }
+    }
+    assert!(worst < 1e-3, "stored log P(Yes) vs transformers on the server's prompt: max |Δ| = {worst:e}");
+}
