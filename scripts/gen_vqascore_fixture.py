@@ -15,6 +15,9 @@ Winoground items (images scaled to the tower's 56 px):
   by llama.cpp, scored by transformers; and, when llama-cpp-python's server runs here, the
   same pairs asked through it (its top log-probabilities, as a check of this fixture).
 
+Preprocessing is the PIL backend's (`Gemma3ImageProcessorPil`, Pillow's bilinear resize), as
+benchctl reproduces it; `bilinear` holds its pixels for a demo image of another size.
+
 Run: python3 scripts/gen_vqascore_fixture.py  (torch, transformers 5, sentencepiece,
 gguf, mistral_common, llama-cpp-python[server]); writes
 crates/benchctl-models/tests/fixtures/gemma3-tiny/ and crates/benchctl/tests/fixtures/vqa-winoground/.
@@ -26,7 +29,7 @@ import sentencepiece as spm
 import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
-from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessor, Gemma3Processor,
+from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor,
                           GemmaTokenizer)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,7 +231,7 @@ def main():
         work = Path(tmp)
         tok = tokenizer(work)
         processor = Gemma3Processor(
-            image_processor=Gemma3ImageProcessor(size={"height": SIZE, "width": SIZE}, image_mean=[0.5] * 3,
+            image_processor=Gemma3ImageProcessorPil(size={"height": SIZE, "width": SIZE}, image_mean=[0.5] * 3,
                                                  image_std=[0.5] * 3, do_pan_and_scan=False),
             tokenizer=tok, chat_template=CHAT, image_seq_length=4)
         m = model()
@@ -255,7 +258,16 @@ def main():
     asked = ask_llama_server(gguf, mmproj)
     worst = max(abs(asked[n][c] - server[n][c]) for n in server for c in server[n])
     print(f"llama.cpp server vs transformers on the server's prompt: max |Δ log p| = {worst:.2e}")
+    name, caption = next(pairs())
+    messages = [{"role": "user", "content": [{"type": "image", "image": image(name)},
+                                              {"type": "text", "text": QUESTION.format(caption)}]}]
+    prompt_ids = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                               return_dict=True)["input_ids"]
+    demo_image = DEMO / "images" / "ex_0_img_0.png"
+    bilinear = processor.image_processor(Image.open(demo_image).convert("RGB"), return_tensors="pt")["pixel_values"]
     (MODEL / "expected.json").write_text(json.dumps({
+        "prompt": {"caption": caption, "input_ids": list(map(int, prompt_ids[0] if isinstance(prompt_ids[0], list) else prompt_ids))},
+        "bilinear": {"image": str(demo_image.relative_to(ROOT)), "pixels": [round(float(x), 7) for x in bilinear.flatten()]},
         "question_template": QUESTION, "answer": "Yes", "yes_token": yes,
         "local": local, "server": server, "server_vs_transformers_max_abs": worst,
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__,

@@ -5,7 +5,7 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::{Layout, ModelFiles, HF_LAYOUT, OPEN_CLIP_LAYOUT};
-use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, siglip::SiglipEncoder};
+use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, gemma3, siglip::SiglipEncoder};
 use crate::preprocess::{Preprocessor, HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::{Error, ErrorKind, Model, Result};
 
@@ -22,6 +22,8 @@ pub enum Architecture {
     Blip,
     /// FIBER's coarse-grained model, ITM and ITC heads ([`crate::models::fiber`]).
     Fiber,
+    /// Gemma 3, a generative model scored by VQAScore ([`crate::models::gemma3`]).
+    Gemma3,
 }
 
 impl Architecture {
@@ -32,6 +34,7 @@ impl Architecture {
             Architecture::Siglip => "siglip",
             Architecture::Blip => "blip",
             Architecture::Fiber => "fiber",
+            Architecture::Gemma3 => "gemma3",
         }
     }
 
@@ -48,6 +51,7 @@ impl Architecture {
         match self {
             Architecture::Blip | Architecture::Fiber => &[ScoreHead::Itm, ScoreHead::Itc],
             Architecture::Siglip => &[ScoreHead::Sigmoid],
+            Architecture::Gemma3 => &[ScoreHead::Vqa],
             _ => &[ScoreHead::Contrastive],
         }
     }
@@ -64,6 +68,9 @@ pub enum ScoreHead {
     Itm,
     /// Image-text contrastive: cosine of projected features (BLIP, FIBER).
     Itc,
+    /// VQAScore: a generative model's `log P("Yes")` to "Does this figure show …?" (Gemma 3,
+    /// or a model behind a server).
+    Vqa,
 }
 
 impl ScoreHead {
@@ -73,18 +80,19 @@ impl ScoreHead {
             ScoreHead::Sigmoid => "sigmoid",
             ScoreHead::Itm => "itm",
             ScoreHead::Itc => "itc",
+            ScoreHead::Vqa => "vqascore",
         }
     }
 
     /// Whether the head scores each pair jointly (a [`crate::FusionEncoder`]) rather than
     /// from two embeddings (a [`crate::DualEncoder`]).
     pub fn is_fusion(&self) -> bool {
-        matches!(self, ScoreHead::Itm)
+        matches!(self, ScoreHead::Itm | ScoreHead::Vqa)
     }
 
     /// `itm`, `itc`, or the default head's own name.
     pub fn parse(name: &str) -> Option<Self> {
-        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc]
+        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc, ScoreHead::Vqa]
             .into_iter()
             .find(|h| h.name() == name)
     }
@@ -304,6 +312,7 @@ pub fn default_preprocessor(id: &str) -> Result<Preprocessor> {
         Architecture::Siglip => Preprocessor::stretch(size, HALF, HALF),
         Architecture::Blip => Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
         Architecture::Fiber => crate::models::fiber::preprocessor(size),
+        Architecture::Gemma3 => Preprocessor::stretch(size, HALF, HALF).bilinear(),
     })
 }
 
@@ -328,10 +337,11 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         Some("siglip") => Ok(Architecture::Siglip),
         Some("blip") => Ok(Architecture::Blip),
         Some("fiber") => Ok(Architecture::Fiber),
+        Some("gemma3") => Ok(Architecture::Gemma3),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
             format!(
-                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber)",
+                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber, gemma3)",
                 config.display()
             ),
         )),
@@ -374,6 +384,7 @@ pub fn load(
             Model::Fusion(Box::new(fiber::FiberItm::load(files, dtype, device)?))
         }
         (Architecture::Fiber, _) => Model::Dual(Box::new(fiber::FiberItc::load(files, dtype, device)?)),
+        (Architecture::Gemma3, _) => Model::Fusion(Box::new(gemma3::Gemma3Vqa::load(files, dtype, device)?)),
     })
 }
 
@@ -443,5 +454,10 @@ pub fn caption_limit(architecture: Architecture, files: &ModelFiles) -> Result<C
             let tokenizer = crate::tokenizer::RobertaTokenizer::from_file(&files.tokenizer, context)?;
             CaptionLimit { context, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
         }
+        // A prompt of a few hundred tokens in a context of 32k or more: no caption is cut.
+        Architecture::Gemma3 => CaptionLimit {
+            context: gemma3::Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings,
+            cut: Box::new(|_| Ok(0)),
+        },
     })
 }

@@ -25,6 +25,7 @@ use benchctl_suites::image::{cmyk_to_rgb, muldiv255};
 use benchctl_suites::PilImage;
 use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
 
+pub use resample::Filter;
 use resample::{resize_bicubic_16, resize_nearest, resize_window};
 
 /// OpenAI CLIP's normalisation constants, as published (f32 keeps the nearest values).
@@ -82,6 +83,8 @@ pub struct Preprocessor {
     pub mean: [f32; 3],
     pub std: [f32; 3],
     pub pipeline: Pipeline,
+    /// Pillow's resampling filter (bicubic but for Gemma 3's bilinear).
+    pub filter: Filter,
 }
 
 /// The most pixels a resized image may have before cropping (≈ 200 MB of RGB).
@@ -99,6 +102,7 @@ impl Preprocessor {
             mean: OPENAI_CLIP_MEAN,
             std: OPENAI_CLIP_STD,
             pipeline: Pipeline::Torchvision,
+            filter: Filter::Bicubic,
         }
     }
 
@@ -110,7 +114,13 @@ impl Preprocessor {
             mean,
             std,
             pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
+            filter: Filter::Bicubic,
         }
+    }
+
+    /// The same with Pillow's bilinear filter (`Gemma3ImageProcessor`'s `resample=2`).
+    pub fn bilinear(self) -> Self {
+        Self { filter: Filter::Bilinear, ..self }
     }
 
     /// `transformers`' CLIP image processor with its defaults (shortest edge and crop `size`).
@@ -229,7 +239,14 @@ impl Preprocessor {
                 ))
             }
         };
-        Ok(Self { size, resize, mean, std, pipeline: Pipeline::Transformers { rescale_factor } })
+        Ok(Self {
+            size,
+            resize,
+            mean,
+            std,
+            pipeline: Pipeline::Transformers { rescale_factor },
+            filter: Filter::Bicubic,
+        })
     }
 
     /// A `transformers`-layout model's preprocessing: its `preprocessor_config.json` when the
@@ -270,7 +287,8 @@ impl Preprocessor {
             Pipeline::TorchvisionRgbFirst => "torchvision after convert(\"RGB\")",
             Pipeline::Transformers { .. } => "transformers",
         };
-        format!("{} px {how}, bicubic, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
+        let filter = self.filter.name();
+        format!("{} px {how}, {filter}, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
     }
 
     /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
@@ -338,7 +356,7 @@ impl Preprocessor {
     /// compare tiers; every tier gives the same bytes).
     pub fn resize_rgb_on(&self, tier: Tier, rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
         let window = self.crop_window(w, h);
-        resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows)
+        resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows, self.filter)
     }
 
     /// A `size × size` RGB8 crop rescaled and normalised into `out` (CHW), as the pipeline
@@ -386,8 +404,16 @@ impl Preprocessor {
             return self.apply_into(&rgb, out);
         }
         let window = self.crop_window(w, h);
-        let kept =
-            resize_window(Tier::current(), cmyk.as_raw(), 4, (w, h), window.resized, window.columns, window.rows);
+        let kept = resize_window(
+            Tier::current(),
+            cmyk.as_raw(),
+            4,
+            (w, h),
+            window.resized,
+            window.columns,
+            window.rows,
+            self.filter,
+        );
         self.normalise_into(&cmyk_to_rgb(&kept), out);
     }
 
@@ -413,8 +439,16 @@ impl Preprocessor {
             window.cut(&resize_nearest(image.as_raw(), 4, w, h, new_w, new_h), 4)
         } else {
             let premultiplied: Vec<u8> = image.as_raw().chunks_exact(4).flat_map(premultiply).collect();
-            let kept =
-                resize_window(Tier::current(), &premultiplied, 4, (w, h), window.resized, window.columns, window.rows);
+            let kept = resize_window(
+                Tier::current(),
+                &premultiplied,
+                4,
+                (w, h),
+                window.resized,
+                window.columns,
+                window.rows,
+                self.filter,
+            );
             kept.chunks_exact(4).flat_map(unpremultiply).collect()
         };
         let rgb: Vec<u8> = rgba.chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();

@@ -16,6 +16,39 @@ use benchctl_cpu::Tier;
 /// Fractional bits of Pillow's 8-bit weights (`PRECISION_BITS`).
 const PRECISION_BITS: u32 = 32 - 8 - 2;
 
+/// Pillow's resampling filters benchctl reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Filter {
+    /// `Image.BICUBIC` (CLIP, SigLIP, BLIP).
+    #[default]
+    Bicubic,
+    /// `Image.BILINEAR`: the triangle kernel, support 1 (Gemma 3).
+    Bilinear,
+}
+
+impl Filter {
+    fn support(self) -> f64 {
+        match self {
+            Filter::Bicubic => 2.0,
+            Filter::Bilinear => 1.0,
+        }
+    }
+
+    fn weight(self, x: f64) -> f64 {
+        match self {
+            Filter::Bicubic => bicubic(x),
+            Filter::Bilinear => (1.0 - x.abs()).max(0.0),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Filter::Bicubic => "bicubic",
+            Filter::Bilinear => "bilinear",
+        }
+    }
+}
+
 /// Pillow's bicubic kernel, a = −0.5.
 fn bicubic(x: f64) -> f64 {
     const A: f64 = -0.5;
@@ -31,17 +64,23 @@ fn bicubic(x: f64) -> f64 {
 
 /// Pillow's `precompute_coeffs` for the outputs in `outs`: each one's first input index and
 /// the normalised weights of the inputs it reads.
-pub(super) fn coefficients(in_size: usize, out_size: usize, outs: Range<usize>) -> Vec<(usize, Vec<f64>)> {
+pub(super) fn coefficients(
+    in_size: usize,
+    out_size: usize,
+    outs: Range<usize>,
+    filter: Filter,
+) -> Vec<(usize, Vec<f64>)> {
     let scale = in_size as f64 / out_size as f64;
     let filter_scale = scale.max(1.0);
-    let support = 2.0 * filter_scale;
+    let support = filter.support() * filter_scale;
     outs.map(|xx| {
         let center = (xx as f64 + 0.5) * scale;
         let ss = 1.0 / filter_scale;
         // C's (int) cast truncates toward zero.
         let xmin = ((center - support + 0.5) as i64).max(0) as usize;
         let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
-        let weights: Vec<f64> = (0..xmax).map(|x| bicubic((x as f64 + xmin as f64 - center + 0.5) * ss)).collect();
+        let weights: Vec<f64> =
+            (0..xmax).map(|x| filter.weight((x as f64 + xmin as f64 - center + 0.5) * ss)).collect();
         let total: f64 = weights.iter().sum();
         (xmin, weights.iter().map(|w| if total != 0.0 { w / total } else { *w }).collect())
     })
@@ -57,7 +96,7 @@ struct Taps {
 }
 
 impl Taps {
-    fn new(in_size: usize, out_size: usize, outs: Range<usize>) -> Self {
+    fn new(in_size: usize, out_size: usize, outs: Range<usize>, filter: Filter) -> Self {
         let fixed = |w: f64| {
             let scaled = w * f64::from(1u32 << PRECISION_BITS);
             if scaled < 0.0 {
@@ -66,8 +105,9 @@ impl Taps {
                 (scaled + 0.5) as i32
             }
         };
-        let taps =
-            coefficients(in_size, out_size, outs).into_iter().map(|(min, k)| (min, k.into_iter().map(fixed).collect()));
+        let taps = coefficients(in_size, out_size, outs, filter)
+            .into_iter()
+            .map(|(min, k)| (min, k.into_iter().map(fixed).collect()));
         Self { taps: taps.collect() }
     }
 
@@ -312,11 +352,12 @@ pub(super) fn resize_window(
     (new_w, new_h): (usize, usize),
     columns: Range<usize>,
     rows: Range<usize>,
+    filter: Filter,
 ) -> Vec<u8> {
     assert_eq!(src.len(), w * h * bands, "the image's bytes do not match its size");
     assert!(columns.end <= new_w && rows.end <= new_h, "the window lies outside the resized image");
     // Each pass's weights, computed once, for the kept outputs only (none for a pass Pillow skips).
-    let horizontal_taps = (new_w != w).then(|| Taps::new(w, new_w, columns.clone()));
+    let horizontal_taps = (new_w != w).then(|| Taps::new(w, new_w, columns.clone(), filter));
     let horizontal = |taps: &Taps, src: Plane<'_>, src_rows: usize, first_column: usize, src_columns: usize| {
         let spans = Spans::new(taps, first_column, src_columns, bands);
         let mut out = vec![0u8; src_rows * columns.len() * bands];
@@ -326,7 +367,7 @@ pub(super) fn resize_window(
     if vertical_first(w, h, new_w, new_h) {
         // Vertically first, over the columns the kept outputs' horizontal taps read.
         let in_columns = horizontal_taps.as_ref().map_or(columns.clone(), Taps::inputs);
-        let taps = Taps::new(h, new_h, rows.clone());
+        let taps = Taps::new(h, new_h, rows.clone(), filter);
         let bytes = in_columns.start * bands..in_columns.end * bands;
         let mut tall = vec![0u8; rows.len() * bytes.len()];
         vertical_on(tier, Plane { bytes: src, stride: w * bands }, 0, bytes.clone(), &taps, &mut tall);
@@ -337,7 +378,7 @@ pub(super) fn resize_window(
         horizontal(horizontal_taps, plane, rows.len(), in_columns.start, in_columns.len())
     } else {
         // Horizontally first, over the rows the kept outputs' vertical taps read.
-        let vertical_taps = (new_h != h).then(|| Taps::new(h, new_h, rows.clone()));
+        let vertical_taps = (new_h != h).then(|| Taps::new(h, new_h, rows.clone(), filter));
         let in_rows = vertical_taps.as_ref().map_or(rows.clone(), Taps::inputs);
         let wide = match &horizontal_taps {
             None => copy_window(src, w, bands, in_rows.clone(), columns.clone()),
@@ -362,7 +403,7 @@ pub(super) fn resize_window(
 pub(super) fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u16> {
     fn pass(src: &[u16], len: usize, count: usize, stride: usize, step: usize, new_len: usize) -> Vec<u16> {
         // `count` lines of `len` samples, `step` apart within a line, `stride` between lines.
-        let taps = coefficients(len, new_len, 0..new_len);
+        let taps = coefficients(len, new_len, 0..new_len, Filter::Bicubic);
         let mut out = vec![0u16; count * new_len];
         for line in 0..count {
             for (i, (min, k)) in taps.iter().enumerate() {
@@ -426,7 +467,7 @@ mod tests {
             if new_w == w {
                 return src.to_vec();
             }
-            let taps = Taps::new(w, new_w, 0..new_w);
+            let taps = Taps::new(w, new_w, 0..new_w, Filter::Bicubic);
             let mut out = Vec::new();
             for y in 0..h {
                 for (min, k) in &taps.taps {
@@ -446,7 +487,7 @@ mod tests {
             if new_h == h {
                 return src.to_vec();
             }
-            let taps = Taps::new(h, new_h, 0..new_h);
+            let taps = Taps::new(h, new_h, 0..new_h, Filter::Bicubic);
             let mut out = Vec::new();
             for (min, k) in &taps.taps {
                 for x in 0..w * bands {
@@ -500,8 +541,16 @@ mod tests {
                 ];
                 for tier in Tier::available() {
                     for (columns, rows) in windows.clone() {
-                        let got =
-                            resize_window(tier, &src, bands, (w, h), (new_w, new_h), columns.clone(), rows.clone());
+                        let got = resize_window(
+                            tier,
+                            &src,
+                            bands,
+                            (w, h),
+                            (new_w, new_h),
+                            columns.clone(),
+                            rows.clone(),
+                            Filter::Bicubic,
+                        );
                         let expected = copy_window(&whole, new_w, bands, rows.clone(), columns.clone());
                         assert!(
                             got == expected,
@@ -516,14 +565,14 @@ mod tests {
     #[test]
     fn resizing_a_flat_image_keeps_its_colour() {
         let src: Vec<u8> = [10u8, 200, 99].repeat(37 * 23);
-        let out = resize_window(Tier::current(), &src, 3, (37, 23), (11, 50), 0..11, 0..50);
+        let out = resize_window(Tier::current(), &src, 3, (37, 23), (11, 50), 0..11, 0..50, Filter::Bicubic);
         assert!(out.chunks(3).all(|p| p == [10, 200, 99]));
     }
 
     #[test]
     fn weights_of_each_output_pixel_sum_to_one() {
         for (a, b) in [(640, 224), (100, 224), (224, 224), (7, 3)] {
-            for (_, k) in Taps::new(a, b, 0..b).taps {
+            for (_, k) in Taps::new(a, b, 0..b, Filter::Bicubic).taps {
                 let sum: i64 = k.iter().map(|&w| i64::from(w)).sum();
                 assert!((sum - (1 << PRECISION_BITS)).abs() <= k.len() as i64, "{a}->{b}: {sum}");
             }

@@ -1,0 +1,80 @@
+//! Generative scoring (VQAScore) on the tiny random-weight Gemma 3 that
+//! `scripts/gen_vqascore_fixture.py` builds with `transformers`: the prompt's token ids equal
+//! the processor's, the image preprocessing Pillow's bilinear resize, and every pair's
+//! log P("Yes") `Gemma3ForConditionalGeneration`'s within 1e-4 in f32.
+
+use benchctl_models::hub;
+use benchctl_models::models::gemma3::Gemma3Vqa;
+use benchctl_models::{FusionEncoder, ScoreKind};
+use benchctl_testkit::{fixture_model, test_device, workspace_root};
+use candle_core::{DType, Tensor};
+
+fn expected() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture_model("gemma3-tiny").join("expected.json")).unwrap()).unwrap()
+}
+
+fn model(dtype: DType) -> Gemma3Vqa {
+    Gemma3Vqa::load(&hub::from_dir(&fixture_model("gemma3-tiny")).unwrap(), dtype, &test_device()).unwrap()
+}
+
+fn pixels(model: &Gemma3Vqa, path: &std::path::Path) -> Tensor {
+    let image = image::open(path).unwrap().to_rgb8();
+    let p = model.preprocessor();
+    Tensor::from_vec(p.apply(&image), (1, 3, p.size, p.size), &test_device()).unwrap()
+}
+
+#[test]
+fn the_prompt_tokenizes_as_the_gemma3_processor_does() {
+    let expected = expected();
+    let ids: Vec<u32> =
+        expected["prompt"]["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    assert_eq!(model(DType::F32).prompt_ids(expected["prompt"]["caption"].as_str().unwrap()).unwrap(), ids);
+}
+
+#[test]
+fn images_are_resized_as_pillows_bilinear_filter_does() {
+    let expected = expected();
+    let model = model(DType::F32);
+    let path = workspace_root().join(expected["bilinear"]["image"].as_str().unwrap());
+    let ours = pixels(&model, &path).flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let theirs: Vec<f64> =
+        expected["bilinear"]["pixels"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(ours.len(), theirs.len());
+    let worst = ours.iter().zip(&theirs).map(|(&a, &b)| (f64::from(a) - b).abs()).fold(0.0, f64::max);
+    assert!(worst < 1e-6, "pixels differ by {worst}");
+}
+
+/// Every pair's log P("Yes") in `dtype`, as the runner computes it: each image's prompt state
+/// once, then its captions over it.
+fn scores(dtype: DType) -> Vec<(f64, f64)> {
+    let expected = expected();
+    let model = model(dtype);
+    assert_eq!(model.score_kind(), ScoreKind::LogProbability);
+    let images = workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground/images");
+    let mut out = Vec::new();
+    for (name, captions) in expected["local"].as_object().unwrap() {
+        let state = model.encode_images(&pixels(&model, &images.join(format!("{name}.png")))).unwrap();
+        let texts: Vec<&str> = captions.as_object().unwrap().keys().map(String::as_str).collect();
+        let index = Tensor::new(vec![0u32; texts.len()], &test_device()).unwrap();
+        let got = model.score_pairs(&state.index_select(&index, 0).unwrap(), &texts).unwrap();
+        for (score, text) in got.to_vec1::<f32>().unwrap().into_iter().zip(&texts) {
+            out.push((f64::from(score), captions[*text].as_f64().unwrap()));
+        }
+    }
+    assert_eq!(out.len(), 32);
+    out
+}
+
+#[test]
+fn gemma3_log_p_yes_matches_transformers() {
+    let worst = scores(DType::F32).iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(worst <= 1e-4, "log P(Yes) differs from transformers by {worst}");
+}
+
+#[test]
+fn gemma3_half_precision_drift_is_bounded() {
+    for dtype in [DType::BF16, DType::F16] {
+        let worst = scores(dtype).iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst <= 0.05, "{dtype:?}: log P(Yes) drifts by {worst} from transformers' f32");
+    }
+}
