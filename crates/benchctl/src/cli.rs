@@ -413,6 +413,9 @@ pub enum BenchPart {
     /// The fp32 multiply-add peak of this CPU at the current tier (`BENCHCTL_CPU`) on all
     /// threads, in GFLOP/s: what the encoders' rates are a fraction of.
     Peak,
+    /// VQAScore on the CPU: `benchctl eval` of the tiny Gemma 3 fixture on a generated suite
+    /// beside the same forward passes alone (pairs per second, the pipeline's overhead).
+    Vqascore,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -647,6 +650,7 @@ impl BenchArgs {
                 BenchPart::Annotations => bench::Part::Annotations,
                 BenchPart::Preprocess => bench::Part::Preprocess,
                 BenchPart::Peak => bench::Part::Peak,
+                BenchPart::Vqascore => bench::Part::Vqa,
             },
             batch: self.batch,
             iters: self.iters,

@@ -38,6 +38,11 @@ pub(super) fn fixture(path: &str) -> Result<Vec<u8>> {
 /// A Winoground-layout suite of `items` items under `dir`: 2 PNG photos-like images
 /// (smooth noise, 500×375 like COCO) and 2 captions each.
 pub(super) fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
+    write_suite_sized(dir, items, (500, 375))
+}
+
+/// [`write_suite`] with images of `(width, height)`.
+pub(super) fn write_suite_sized(dir: &std::path::Path, items: usize, (width, height): (u32, u32)) -> Result<()> {
     std::fs::create_dir_all(dir.join("images")).map_err(io("create the suite"))?;
     let words = [
         "red", "blue", "dog", "cat", "left", "right", "of", "a", "the", "on", "under", "tall", "small", "tree", "car",
@@ -50,8 +55,8 @@ pub(super) fn write_suite(dir: &std::path::Path, items: usize) -> Result<()> {
             let mut rng = SplitMix64::new(n as u64);
             let mut next = move || rng.next_u64();
             let coarse: Vec<u8> = (0..16 * 12 * 3).map(|_| next() as u8).collect();
-            let image = image::RgbImage::from_fn(500, 375, |x, y| {
-                let (cx, cy) = ((x * 15 / 500) as usize, (y * 11 / 375) as usize);
+            let image = image::RgbImage::from_fn(width, height, |x, y| {
+                let (cx, cy) = ((x * 15 / width) as usize, (y * 11 / height) as usize);
                 let base = (cy * 16 + cx) * 3;
                 let noise = (next() % 24) as u8;
                 image::Rgb([

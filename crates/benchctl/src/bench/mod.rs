@@ -10,6 +10,7 @@ mod e2e;
 mod encoders;
 mod kernels;
 mod preprocess;
+mod vqascore;
 use crate::{Error, ErrorKind, Result};
 
 /// What `benchctl bench` measures.
@@ -48,6 +49,7 @@ pub enum Part {
     Annotations,
     Preprocess,
     Peak,
+    Vqa,
 }
 
 /// Throughput and latency of one part.
@@ -95,6 +97,7 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         )),
         Part::Annotations => annotations::run(),
         Part::Preprocess => preprocess::run(args),
+        Part::Vqa => vqascore::run(args),
     }
 }
 

@@ -1,7 +1,8 @@
-//! `benchctl eval --endpoint`: VQAScore through an OpenAI-compatible server, against loopback
-//! servers that play one (answering with log-probabilities made from the request) and
-//! failing ones: what is sent, what is stored, retries, the request budget, and that every
-//! answer received survives a failure and is not asked again.
+//! VQAScore end to end. `benchctl eval --endpoint` against loopback servers that play an
+//! OpenAI-compatible one (answering with log-probabilities made from the request) and failing
+//! ones: what is sent, what is stored, retries, the request budget, and that every answer
+//! received survives a failure and is not asked again; against a real llama-cpp-python
+//! server; and a local generative model (`--model-path`, Gemma 3) against transformers.
 
 mod common;
 
@@ -311,4 +312,57 @@ fn a_real_llama_cpp_server_scores_as_transformers_does() {
         }
     }
     assert!(worst < 1e-3, "stored log P(Yes) vs transformers on the server's prompt: max |Δ| = {worst:e}");
+}
+
+#[test]
+fn a_local_generative_model_scores_every_pair_as_transformers_does() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
+    let data = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground");
+    let (results, cache) = (scratch_dir("generative-results"), scratch_dir("generative-cache"));
+    let (model_dir, data_dir, results_dir) =
+        (model.to_str().unwrap(), data.to_str().unwrap(), results.to_str().unwrap());
+    let args = [
+        "eval",
+        "--model-path",
+        model_dir,
+        "--suite",
+        "winoground",
+        "--data-dir",
+        data_dir,
+        "--results-dir",
+        results_dir,
+    ];
+    let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+    let (run_path, json) = stored_run(&benchctl(&[&args[..], &["--batch-size", "3"]].concat(), &env));
+    assert_eq!(
+        (json["model"]["score"].as_str(), json["model"]["score_kind"].as_str()),
+        (Some("vqascore"), Some("log-probability"))
+    );
+    // Each image's prompt state once (16 images, in batches of 3), each of the 32 pairs once.
+    let counts = &json["counts"];
+    assert_eq!((counts["images_encoded"].as_u64(), counts["image_batches"].as_u64()), (Some(16), Some(6)));
+    assert_eq!(counts["pairs_scored"], 32);
+    let suite = benchctl_suites::find("winoground").unwrap().load(&data).unwrap();
+    let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
+    let mut worst = 0.0f64;
+    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
+        for (k, row) in matrix.iter().enumerate() {
+            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
+            for (l, &score) in row.iter().enumerate() {
+                worst = worst.max((f64::from(score) - expected["local"][&image][item.text(l)].as_f64().unwrap()).abs());
+            }
+        }
+    }
+    assert!(worst <= 1e-4, "stored log P(Yes) vs transformers: {worst:e}");
+    // Winoground's scores compare log-probabilities as they compare any score.
+    assert!(json["report"]["metrics"]["group_score"].is_number(), "{}", json["report"]);
+    // A re-run reads every pair from the cache, without the weights.
+    let (_, again) = stored_run(&benchctl(&args, &env));
+    assert_eq!(
+        (again["counts"]["pairs_cached"].as_u64(), again["counts"]["pairs_scored"].as_u64()),
+        (Some(32), Some(0))
+    );
+    assert_eq!(again["timings"]["load_model_s"], 0.0);
 }
