@@ -8,10 +8,12 @@ test:
 demo:
     cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/clip-shapes --suite winoground --data-dir datasets/demo/shapes --results-dir target/demo-results
 
-# Rebuild the bundled leaderboard: the demo models (trained, untrained twin, a random-weight
-# SigLIP) on the shapes suite, stored in results/ and rendered.
+# Rebuild the bundled leaderboard: the demo models on the shapes suite (three score families:
+# the trained CLIP, its untrained twin and a random-weight SigLIP compare embeddings, a
+# random-weight FIBER's ITM head matches pairs, a random-weight Gemma 3 answers "Yes"),
+# stored in results/ and rendered.
 demo-leaderboard:
-    for m in clip-shapes clip-shapes-untrained siglip-tiny; do cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/$m --suite winoground --data-dir datasets/demo/shapes --no-cache; done
+    for m in clip-shapes clip-shapes-untrained siglip-tiny fiber-micro gemma3-tiny; do cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/$m --suite winoground --data-dir datasets/demo/shapes --no-cache; done
     cargo run --release -p benchctl -- leaderboard
 
 # Evaluate a zoo model on a suite (data under datasets/<suite>).

@@ -4,7 +4,10 @@
 //! The output is deterministic for a given set of runs (stable ordering, two decimals),
 //! so its diffs review cleanly: suites by id; within a suite, models by the headline
 //! metric (best first), ties by model id; only the latest complete (unsharded) run of each
-//! model and suite. A value's `±` is half the width of its bootstrap 95 % interval.
+//! model and suite. A value's `±` is half the width of its bootstrap 95 % interval. Each
+//! model's score family (contrastive, matching, generative) has its own column, so models
+//! scored by embeddings, by a matching head and by a generative model's "Yes" are compared
+//! on the same items in one table.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -43,6 +46,9 @@ fn revision(run: &Run) -> String {
             },
             None => "external".to_string(),
         };
+    }
+    if run.model.endpoint.is_some() {
+        return "server".to_string();
     }
     match (&run.model.commit, &run.model.path) {
         (Some(commit), _) if !commit.is_empty() => format!("`{}`", &commit[..commit.len().min(12)]),
@@ -134,8 +140,8 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
     models.sort();
     models.dedup();
     let _ = writeln!(out, "\n## Overview\n");
-    let mut header = String::from("| Model |");
-    let mut rule = String::from("|---|");
+    let mut header = String::from("| Model | Score |");
+    let mut rule = String::from("|---|---|");
     for suite in &suites {
         let metric = by_suite[*suite].values().next().map(|run| headline(run)).unwrap_or_default();
         let _ = write!(header, " {} ({}) |", md(suite), md(&metric.replace('_', " ")));
@@ -143,7 +149,9 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
     }
     let _ = writeln!(out, "{header}\n{rule}");
     for model in &models {
-        let mut row = format!("| {} |", md(model));
+        // A label is one model with one head, so every run of it has one score family.
+        let family = suites.iter().find_map(|s| by_suite[*s].get(*model)).map_or("-", |run| run.score_family());
+        let mut row = format!("| {} | {family} |", md(model));
         for suite in &suites {
             let cell = by_suite[*suite]
                 .get(*model)
@@ -178,8 +186,8 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
             md(&key.replace('_', " ")),
             chart_file_stem(suite)
         );
-        let mut header = String::from("| Model |");
-        let mut rule = String::from("|---|");
+        let mut header = String::from("| Model | Score |");
+        let mut rule = String::from("|---|---|");
         for m in &metric_names {
             let _ = write!(header, " {} |", md(&title(m)));
             rule.push_str("---:|");
@@ -190,6 +198,7 @@ pub fn render_with_reports(runs: &[Run], report: &dyn Fn(&Run) -> Option<String>
                 Some(page) => format!("| [{}]({}) |", md(&run.label()), page_target(&page)),
                 None => format!("| {} |", md(&run.label())),
             };
+            let _ = write!(row, " {} |", run.score_family());
             for (m, best) in metric_names.iter().zip(&best) {
                 let cell = match run.report.metric(m) {
                     Some(v) if Some(v) == *best => with_interval(format!("**{v:.2}**"), run, m),

@@ -322,9 +322,26 @@ impl Run {
         if self.model.external.is_some() {
             return format!("{} (external)", self.model.id);
         }
+        if self.model.endpoint.is_some() {
+            return format!("{} (server)", self.model.id);
+        }
         match self.model.score.as_deref() {
             Some(head @ ("itm" | "itc")) => format!("{} ({head})", self.model.id),
             _ => self.model.id.clone(),
+        }
+    }
+
+    /// The family of the run's score: `contrastive` (two embeddings compared: CLIP, SigLIP,
+    /// ITC heads), `matching` (an image-text-matching head over each pair: BLIP, FIBER ITM),
+    /// `generative` (VQAScore, a generative model's probability of "Yes"), or `external`.
+    pub fn score_family(&self) -> &'static str {
+        if self.model.external.is_some() {
+            return "external";
+        }
+        match self.model.score.as_deref() {
+            Some("itm") => "matching",
+            Some("vqascore") => "generative",
+            _ => "contrastive",
         }
     }
 

@@ -118,7 +118,7 @@ fn shard_runs_stay_off_the_leaderboard() {
     shard.shard = Some("0/2".into());
     let whole = run("clip-vit-b32", None, "2026-11-21T00:00:00Z", [30.0, 20.0, 10.0]);
     let md = render(&[whole, shard]);
-    assert!(md.contains("| clip-vit-b32 | **30.00** ±2.00 |"), "{md}");
+    assert!(md.contains("| clip-vit-b32 | contrastive | **30.00** ±2.00 |"), "{md}");
     assert!(!md.contains("99.00"), "{md}");
 }
 
@@ -136,13 +136,17 @@ fn lower_is_better_for_the_eqsim_deviation() {
         r.report.metrics.push(("eqsim_deviation_mean".into(), deviation));
     }
     let md = render(&[a, b]);
-    assert!(md.contains("| model-a | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"), "{md}");
-    assert!(md.contains("| model-b | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"), "{md}");
+    assert!(md.contains("| model-a | contrastive | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"), "{md}");
+    assert!(
+        md.contains("| model-b | contrastive | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"),
+        "{md}"
+    );
 }
 
 /// The committed leaderboard is exactly what `benchctl leaderboard` renders from the
 /// committed demo runs alone (the store rebuilt from `results/runs/`): the trained demo
-/// CLIP, its untrained twin and a random-weight SigLIP, with intervals.
+/// CLIP, its untrained twin and a random-weight SigLIP (contrastive), a random-weight FIBER's
+/// ITM head (matching) and a random-weight Gemma 3's VQAScore (generative), with intervals.
 #[test]
 fn the_bundled_leaderboard_is_rendered_from_the_committed_runs() {
     let root = benchctl_testkit::workspace_root().join("results");
@@ -156,13 +160,20 @@ fn the_bundled_leaderboard_is_rendered_from_the_committed_runs() {
         std::fs::read_to_string(root.join("LEADERBOARD.md")).unwrap(),
         "rerun `just demo-leaderboard`"
     );
-    for model in ["clip-shapes", "clip-shapes-untrained", "siglip-tiny"] {
-        assert!(rendered.contains(&format!("| {model} |")), "{model} missing");
+    // Three score families on the same items.
+    for (model, family) in [
+        ("clip-shapes", "contrastive"),
+        ("clip-shapes-untrained", "contrastive"),
+        ("siglip-tiny", "contrastive"),
+        ("fiber-micro (itm)", "matching"),
+        ("gemma3-tiny", "generative"),
+    ] {
+        assert!(rendered.contains(&format!("| {model} | {family} | ")), "{model} ({family}) missing");
     }
     // The trained model is clearly better than chance and clearly not perfect.
     let group = |model: &str| -> f64 {
         let row = rendered.lines().find(|l| l.starts_with(&format!("| {model} | "))).unwrap();
-        row.split('|').nth(2).unwrap().split_whitespace().next().unwrap().trim_matches('*').parse().unwrap()
+        row.split('|').nth(3).unwrap().split_whitespace().next().unwrap().trim_matches('*').parse().unwrap()
     };
     assert!((50.0..95.0).contains(&group("clip-shapes")), "{}", group("clip-shapes"));
     assert!(group("clip-shapes-untrained") < 10.0);
