@@ -4,7 +4,7 @@
 //! and states what `benchctl models` shows: input size and preprocessing, activation,
 //! tokenizer and context length, and the score kinds it offers.
 
-use crate::hub::{Layout, ModelFiles, HF_LAYOUT, OPEN_CLIP_LAYOUT};
+use crate::hub::{Layout, ModelFiles, HF_LAYOUT, HF_SHARDED_LAYOUT, OPEN_CLIP_LAYOUT};
 use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, gemma3, siglip::SiglipEncoder};
 use crate::preprocess::{Preprocessor, HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::{Error, ErrorKind, Model, Result};
@@ -42,6 +42,8 @@ impl Architecture {
     pub fn layout(&self) -> Layout {
         match self {
             Architecture::OpenClip => OPEN_CLIP_LAYOUT,
+            // Gemma 3's checkpoints (4B and up) are published in shards.
+            Architecture::Gemma3 => HF_SHARDED_LAYOUT,
             _ => HF_LAYOUT,
         }
     }
@@ -200,7 +202,30 @@ pub const MODELS: &[ModelEntry] = &[
         activation: "gelu",
         tokenizer: "BERT WordPiece (uncased), 35 tokens",
     },
+    ModelEntry {
+        id: "gemma-3-4b-it",
+        repo: "google/gemma-3-4b-it",
+        revision: "093f9f388b31de276ce2de164bdc2081324b9767",
+        architecture: Architecture::Gemma3,
+        description: "Gemma 3 4B instruction-tuned (Gemma Team, 2025), scored by VQAScore; gated: accept its licence on the hub and set HF_TOKEN",
+        preprocessing: GEMMA3_896,
+        activation: "gelu_pytorch_tanh",
+        tokenizer: GEMMA3_TOKENIZER,
+    },
+    ModelEntry {
+        id: "gemma-3-12b-it",
+        repo: "google/gemma-3-12b-it",
+        revision: "96b6f1eccf38110c56df3a15bffe176da04bfd80",
+        architecture: Architecture::Gemma3,
+        description: "Gemma 3 12B instruction-tuned (Gemma Team, 2025), t2v_metrics' default Gemma 3, scored by VQAScore; gated: accept its licence on the hub and set HF_TOKEN",
+        preprocessing: GEMMA3_896,
+        activation: "gelu_pytorch_tanh",
+        tokenizer: GEMMA3_TOKENIZER,
+    },
 ];
+
+const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
+const GEMMA3_TOKENIZER: &str = "Gemma SentencePiece (262k); t2v_metrics' prompt and \"Yes\"";
 
 /// A checkpoint distributed outside the Hugging Face hub: `benchctl models` lists it with
 /// where to download it, and `--model-path FILE` loads the downloaded file.

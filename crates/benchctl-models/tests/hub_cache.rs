@@ -171,3 +171,77 @@ fn an_openclip_config_with_an_unsupported_tower_is_named() {
     .unwrap_err();
     assert!(err.to_string().contains("model_cfg.vision_cfg.attentional_pool = true is not supported"), "{err}");
 }
+
+/// The tiny Gemma 3's files in a hub snapshot, its weights split into two shards with an index,
+/// as google/gemma-3-*-it publish theirs.
+fn lay_out_sharded(snapshot: &std::path::Path) {
+    std::fs::create_dir_all(snapshot).unwrap();
+    let source = fixture_model("gemma3-tiny");
+    for file in ["config.json", "tokenizer.json", "preprocessor_config.json"] {
+        std::fs::copy(source.join(file), snapshot.join(file)).unwrap();
+    }
+    let tensors = candle_core::safetensors::load(source.join("model.safetensors"), &candle_core::Device::Cpu).unwrap();
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    let mut weight_map = serde_json::Map::new();
+    for (i, half) in names.chunks(names.len().div_ceil(2)).enumerate() {
+        let file = format!("model-0000{}-of-00002.safetensors", i + 1);
+        let part: std::collections::HashMap<String, candle_core::Tensor> =
+            half.iter().map(|&n| (n.clone(), tensors[n].clone())).collect();
+        candle_core::safetensors::save(&part, snapshot.join(&file)).unwrap();
+        half.iter().for_each(|&n| drop(weight_map.insert(n.clone(), file.clone().into())));
+    }
+    let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
+    std::fs::write(snapshot.join(hub::SHARD_INDEX_FILE), index.to_string()).unwrap();
+}
+
+#[test]
+fn a_sharded_zoo_entry_resolves_offline_with_every_shard() {
+    let entry = registry::find("gemma-3-4b-it").unwrap();
+    let layout = entry.architecture.layout();
+    assert_eq!(layout, hub::HF_SHARDED_LAYOUT);
+    let cache = tempfile::tempdir().unwrap();
+    let snapshot =
+        cache.path().join(format!("models--{}", entry.repo.replace('/', "--"))).join("snapshots").join(entry.revision);
+    lay_out_sharded(&snapshot);
+    let files = hub::from_hub_with(entry.repo, entry.revision, layout, &offline(cache.path())).unwrap();
+    assert!(files.weights.ends_with(hub::SHARD_INDEX_FILE));
+    // Loaded from the shards, the model scores as it does from the single file.
+    let score = |files: &hub::ModelFiles| {
+        let model = registry::load(
+            entry.architecture,
+            registry::ScoreHead::Vqa,
+            files,
+            candle_core::DType::F32,
+            &candle_core::Device::Cpu,
+        )
+        .unwrap();
+        let benchctl_models::Model::Fusion(model) = model else { panic!("a generative model scores pairs") };
+        let size = model.preprocessor().size;
+        let pixels =
+            candle_core::Tensor::zeros((1, 3, size, size), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+        let state = model.encode_images(&pixels).unwrap();
+        model.score_pairs(&state, &["a red square"]).unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(score(&files), score(&hub::from_dir(&fixture_model("gemma3-tiny")).unwrap()));
+    // A shard missing from the cache is named, offline.
+    std::fs::remove_file(snapshot.join("model-00002-of-00002.safetensors")).unwrap();
+    let err = hub::from_hub_with(entry.repo, entry.revision, layout, &offline(cache.path())).unwrap_err();
+    assert!(
+        err.to_string().contains("model-00002-of-00002.safetensors") && err.to_string().contains("HF_HUB_OFFLINE"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_shard_index_naming_a_path_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join(hub::SHARD_INDEX_FILE);
+    for file in ["../outside.safetensors", "/etc/x.safetensors", "shard.bin", ".hidden.safetensors"] {
+        std::fs::write(&index, serde_json::json!({"weight_map": {"w": file}}).to_string()).unwrap();
+        let err = hub::shard_names(&index).unwrap_err();
+        assert!(err.to_string().contains("not a plain .safetensors file name"), "{file}: {err}");
+    }
+    std::fs::write(&index, r#"{"weight_map": {}}"#).unwrap();
+    assert!(hub::shard_names(&index).is_err());
+}

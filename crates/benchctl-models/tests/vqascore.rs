@@ -78,3 +78,26 @@ fn gemma3_half_precision_drift_is_bounded() {
         assert!(worst <= 0.05, "{dtype:?}: log P(Yes) drifts by {worst} from transformers' f32");
     }
 }
+
+#[test]
+fn image_processor_settings_not_reproduced_are_refused_by_key() {
+    let source = fixture_model("gemma3-tiny");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(source.join("preprocessor_config.json")).unwrap()).unwrap();
+    for (key, value) in [
+        ("do_pan_and_scan", serde_json::json!(true)),
+        ("resample", serde_json::json!(3)),
+        ("size", serde_json::json!({"height": 64, "width": 64})),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+            std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
+        }
+        let mut changed = config.clone();
+        changed[key] = value;
+        std::fs::write(dir.path().join("preprocessor_config.json"), changed.to_string()).unwrap();
+        let files = hub::from_dir(dir.path()).unwrap();
+        let err = Gemma3Vqa::load(&files, DType::F32, &test_device()).err().expect("refused");
+        assert!(err.to_string().contains(&format!("key `{key}`")), "{key}: {err}");
+    }
+}

@@ -223,7 +223,8 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         ModelSource::Endpoint(endpoint) => return resolve_endpoint(endpoint, device),
         ModelSource::Zoo(id) => {
             let entry = registry::find(id)?;
-            let files = hub::from_hub(entry.repo, entry.revision, &HubSettings::from_env())?;
+            let settings = HubSettings::from_env();
+            let files = hub::from_hub_with(entry.repo, entry.revision, entry.architecture.layout(), &settings)?;
             (files, entry.architecture, entry.id.to_string())
         }
         ModelSource::Path(dir) => {

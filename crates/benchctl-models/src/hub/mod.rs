@@ -72,6 +72,13 @@ pub const HF_LAYOUT: Layout = Layout {
     preprocessor: Some(PREPROCESSOR_FILE),
 };
 
+/// `transformers`' layout with its weights in shards, as large checkpoints are published:
+/// `model.safetensors.index.json` maps every tensor to one of the shard files beside it.
+pub const HF_SHARDED_LAYOUT: Layout = Layout { weights: SHARD_INDEX_FILE, ..HF_LAYOUT };
+
+/// The index of a sharded checkpoint.
+pub const SHARD_INDEX_FILE: &str = "model.safetensors.index.json";
+
 /// `transformers`' image processor configuration.
 pub const PREPROCESSOR_FILE: &str = "preprocessor_config.json";
 
@@ -91,10 +98,43 @@ pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "toke
 pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
     let layout = if !dir.join(HF_LAYOUT.config).is_file() && dir.join(OPEN_CLIP_LAYOUT.config).is_file() {
         OPEN_CLIP_LAYOUT
+    } else if !dir.join(HF_LAYOUT.weights).is_file() && dir.join(SHARD_INDEX_FILE).is_file() {
+        HF_SHARDED_LAYOUT
     } else {
         HF_LAYOUT
     };
     from_dir_with(dir, layout)
+}
+
+/// The shard files a `model.safetensors.index.json` names (its `weight_map`'s values), each
+/// once, in first-seen order; each must be a plain `.safetensors` file name, since it becomes
+/// a path beside the index.
+pub fn shard_names(index: &Path) -> Result<Vec<String>> {
+    let bad = |what: String| Error::new(ErrorKind::BadWeights, format!("read shard index {}: {what}", index.display()));
+    let text = std::fs::read_to_string(index).map_err(|e| bad(e.to_string()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("it is not JSON: {e}")))?;
+    let map =
+        value.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| bad("it has no `weight_map`".into()))?;
+    let mut names: Vec<String> = Vec::new();
+    for (tensor, file) in map {
+        let file = file.as_str().ok_or_else(|| bad(format!("`weight_map` gives `{tensor}` no file name")))?;
+        let plain = !file.is_empty()
+            && !file.starts_with('.')
+            && file.ends_with(".safetensors")
+            && file.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !plain {
+            return Err(bad(format!(
+                "`weight_map` names the file {file:?} for `{tensor}`: not a plain .safetensors file name"
+            )));
+        }
+        if !names.iter().any(|n| n == file) {
+            names.push(file.to_string());
+        }
+    }
+    if names.is_empty() {
+        return Err(bad("its `weight_map` names no tensor".into()));
+    }
+    Ok(names)
 }
 
 /// Whether `path` is a PyTorch checkpoint (`torch.save`'s zip archive: a `.ckpt`, `.pth`, `.pt`).
@@ -302,6 +342,9 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
             paths.push(path);
         }
     }
+    if layout.weights == SHARD_INDEX_FILE {
+        fetch_shards(repo, revision, &paths[1], settings)?;
+    }
     Ok(ModelFiles {
         config: paths[0].clone(),
         weights: paths[1].clone(),
@@ -331,6 +374,30 @@ pub fn cached_file(cache_dir: &Path, repo: &str, revision: &str, file: &str) -> 
     }
     let path = folder.join("snapshots").join(&commit).join(file);
     path.is_file().then_some((path, commit))
+}
+
+/// Every shard the index names, in the cache beside it: downloaded unless there, or, offline,
+/// an error naming the first one missing.
+fn fetch_shards(repo: &str, revision: &str, index: &Path, settings: &HubSettings) -> Result<()> {
+    let names = shard_names(index)?;
+    let missing: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|name| cached_file(&settings.cache_dir, repo, revision, name).is_none())
+        .collect();
+    match missing.first() {
+        None => Ok(()),
+        Some(first) if settings.offline => Err(Error::new(
+            ErrorKind::MissingFile,
+            format!(
+                "find {first} of {repo}@{revision} in the hub cache {} ({} of {} shards missing): HF_HUB_OFFLINE is set, so nothing is downloaded",
+                settings.cache_dir.display(),
+                missing.len(),
+                names.len()
+            ),
+        )),
+        Some(_) => download(repo, revision, &missing, settings),
+    }
 }
 
 fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) -> Result<()> {

@@ -614,8 +614,12 @@ impl Gemma3Vqa {
             ));
         };
         let t = &config.text_config;
+        let preprocessor = match &files.preprocessor {
+            Some(path) => preprocessor_from_file(path, config.preprocessor())?,
+            None => config.preprocessor(),
+        };
         Ok(Self {
-            preprocessor: config.preprocessor(),
+            preprocessor,
             image_span: first..first + count,
             prefix,
             model,
@@ -686,6 +690,36 @@ impl Gemma3Vqa {
         };
         run().map_err(|e| Error::compute("score a caption", e))
     }
+}
+
+/// The checkpoint's `preprocessor_config.json` checked against what benchctl reproduces of
+/// `Gemma3ImageProcessor` (a square resize to the tower's size, bilinear, no pan-and-scan
+/// crops), its mean and std taken from it.
+fn preprocessor_from_file(path: &std::path::Path, default: Preprocessor) -> Result<Preprocessor> {
+    let value: serde_json::Value = super::read_config(path)?;
+    let refuse = |key: &str, what: String| {
+        Error::new(ErrorKind::BadConfig, format!("use {} key `{key}`: {what}", path.display()))
+    };
+    if value.get("do_pan_and_scan").and_then(|v| v.as_bool()) == Some(true) {
+        return Err(refuse("do_pan_and_scan", "pan-and-scan crops are not reproduced".into()));
+    }
+    if let Some(resample) = value.get("resample").and_then(|v| v.as_u64()).filter(|&r| r != 2) {
+        return Err(refuse("resample", format!("{resample} is not bilinear (2), the filter benchctl reproduces here")));
+    }
+    if let Some(size) = value.get("size") {
+        let side = |k: &str| size.get(k).and_then(|v| v.as_u64());
+        if side("height") != Some(default.size as u64) || side("width") != Some(default.size as u64) {
+            return Err(refuse("size", format!("{size} is not the vision tower's {0}×{0}", default.size)));
+        }
+    }
+    let triple = |key: &str, fallback: [f32; 3]| -> Result<[f32; 3]> {
+        match value.get(key) {
+            None => Ok(fallback),
+            Some(v) => serde_json::from_value::<[f32; 3]>(v.clone())
+                .map_err(|e| refuse(key, format!("it is not three numbers: {e}"))),
+        }
+    };
+    Ok(Preprocessor { mean: triple("image_mean", default.mean)?, std: triple("image_std", default.std)?, ..default })
 }
 
 fn encode(tokenizer: &tokenizers::Tokenizer, text: &str, path: &std::path::Path) -> Result<Vec<u32>> {

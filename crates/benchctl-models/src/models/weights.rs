@@ -46,7 +46,13 @@ impl<'a> Weights<'a> {
         let mut magic = [0u8; 4];
         let is_zip =
             std::fs::File::open(path).and_then(|f| read_at(&f, &mut magic, 0)).is_ok_and(|_| magic == *b"PK\x03\x04");
-        let (backend, shapes, used): (Box<dyn candle_nn::var_builder::SimpleBackend>, _, _) = if is_zip {
+        let sharded = path.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".index.json"));
+        let (backend, shapes, used): (Box<dyn candle_nn::var_builder::SimpleBackend>, _, _) = if sharded {
+            let backend = ShardedBackend::open(path)?;
+            let shapes = backend.shapes();
+            let used = backend.used.clone();
+            (Box::new(backend), shapes, used)
+        } else if is_zip {
             let backend = PthBackend::open(path)?;
             let shapes = backend.shapes();
             let used = backend.used.clone();
@@ -368,6 +374,69 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
 
     fn contains_tensor(&self, name: &str) -> bool {
         self.tensors.contains_key(name)
+    }
+}
+
+/// A checkpoint in shards: the safetensors files its index names, each validated as one file
+/// is, every tensor in exactly one of them.
+struct ShardedBackend {
+    shards: Vec<FileBackend>,
+    /// Which shard holds each tensor.
+    owner: std::collections::HashMap<String, usize>,
+    used: Arc<Mutex<HashSet<String>>>,
+}
+
+impl ShardedBackend {
+    fn open(index: &Path) -> Result<Self> {
+        let dir = index.parent().unwrap_or(Path::new("."));
+        let used: Arc<Mutex<HashSet<String>>> = Default::default();
+        let (mut shards, mut owner) = (Vec::new(), std::collections::HashMap::new());
+        for name in crate::hub::shard_names(index)? {
+            let mut shard = FileBackend::open(&dir.join(&name))?;
+            shard.used = used.clone();
+            for tensor in shard.tensors.keys() {
+                if owner.insert(tensor.clone(), shards.len()).is_some() {
+                    return Err(bad(index, format!("tensor `{tensor}` is in more than one shard (again in {name})")));
+                }
+            }
+            shards.push(shard);
+        }
+        Ok(Self { shards, owner, used })
+    }
+
+    fn shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
+        self.shards
+            .iter()
+            .flat_map(|s| s.tensors.iter().map(|(name, (_, shape, _, _))| (name.clone(), shape.clone())))
+            .collect()
+    }
+
+    fn shard(&self, name: &str) -> candle_core::Result<&FileBackend> {
+        match self.owner.get(name) {
+            Some(&i) => Ok(&self.shards[i]),
+            None => candle_core::bail!("cannot find tensor {name} in any shard"),
+        }
+    }
+}
+
+impl candle_nn::var_builder::SimpleBackend for ShardedBackend {
+    fn get(
+        &self,
+        shape: Shape,
+        name: &str,
+        init: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        self.shard(name)?.get(shape, name, init, dtype, dev)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        self.shard(name)?.get_unchecked(name, dtype, dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.owner.contains_key(name)
     }
 }
 
