@@ -24,14 +24,15 @@
 //! image's state ([`FusionEncoder::encode_images`]), computed once per image, and each
 //! caption runs only its own tokens over them.
 
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{DType, Device, Module, Tensor};
 use serde::Deserialize;
 
+use super::gemma::{encode, Decoder, DecoderSpec, Norms, RmsNorm};
 use super::siglip::SiglipVisionConfig;
-use super::transformer::{load_blocks, run_blocks, Block, Dense, PatchEmbedding, Tower};
+use super::transformer::{load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
-use crate::kernels::{Activation, LayerNorm};
+use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, HALF};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
@@ -213,163 +214,6 @@ impl Gemma3Config {
     }
 }
 
-/// Gemma's RMS norm: in f32, `x / rms(x) · (1 + w)`, back to the input's dtype.
-#[derive(Debug, Clone)]
-struct RmsNorm {
-    scale: Tensor,
-    eps: f64,
-}
-
-impl RmsNorm {
-    fn load(w: &Weights, dim: usize, eps: f64) -> Result<Self> {
-        let weight = w.get(dim, "weight")?;
-        let scale =
-            weight.to_dtype(DType::F32).and_then(|w| w + 1.0).map_err(|e| Error::compute("prepare an RMS norm", e))?;
-        Ok(Self { scale, eps })
-    }
-
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let dtype = xs.dtype();
-        let xs = xs.to_dtype(DType::F32)?;
-        let mean_square = xs.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = xs.broadcast_div(&(mean_square + self.eps)?.sqrt()?)?;
-        normed.broadcast_mul(&self.scale)?.to_dtype(dtype)
-    }
-}
-
-/// A layer's rotary tables, `(positions, head_dim / 2)` in f32.
-#[derive(Debug, Clone)]
-struct Rope {
-    cos: Tensor,
-    sin: Tensor,
-}
-
-impl Rope {
-    /// `transformers`' default RoPE (`inv_freq = 1 / base^(2i/d)`, divided by a linear
-    /// factor), positions times frequencies in f32.
-    fn new(head_dim: usize, base: f64, factor: f64, positions: usize, device: &Device) -> Result<Self> {
-        let inv_freq: Vec<f32> = (0..head_dim / 2)
-            .map(|i| ((1.0 / base.powf((2 * i) as f64 / head_dim as f64)) as f32) / factor as f32)
-            .collect();
-        let make = || -> candle_core::Result<Rope> {
-            let inv = Tensor::from_vec(inv_freq, (1, head_dim / 2), device)?;
-            let pos = Tensor::arange(0u32, positions as u32, device)?.to_dtype(DType::F32)?.reshape((positions, 1))?;
-            let freqs = pos.broadcast_mul(&inv)?;
-            Ok(Rope { cos: freqs.cos()?, sin: freqs.sin()? })
-        };
-        make().map_err(|e| Error::compute("make the rotary tables", e))
-    }
-
-    /// `(b, heads, s, d)` rotated for positions `offset..offset + s`.
-    fn apply(&self, xs: &Tensor, offset: usize) -> candle_core::Result<Tensor> {
-        let s = xs.dim(2)?;
-        let dtype = xs.dtype();
-        let cos = self.cos.narrow(0, offset, s)?.to_dtype(dtype)?;
-        let sin = self.sin.narrow(0, offset, s)?.to_dtype(dtype)?;
-        candle_nn::rotary_emb::rope(&xs.contiguous()?, &cos, &sin)
-    }
-}
-
-/// One decoder layer's keys and values, `(b, kv_heads, t, head_dim)` each.
-type LayerCache = (Tensor, Tensor);
-
-#[derive(Debug, Clone)]
-struct DecoderLayer {
-    input_norm: RmsNorm,
-    q: Dense,
-    k: Dense,
-    v: Dense,
-    o: Dense,
-    q_norm: RmsNorm,
-    k_norm: RmsNorm,
-    post_attention_norm: RmsNorm,
-    pre_feedforward_norm: RmsNorm,
-    gate: Dense,
-    up: Dense,
-    down: Dense,
-    post_feedforward_norm: RmsNorm,
-    activation: Activation,
-    rope: Rope,
-    heads: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    scale: f64,
-    softcap: Option<f64>,
-}
-
-impl DecoderLayer {
-    fn load(w: &Weights, t: &Gemma3TextConfig, rope: Rope) -> Result<Self> {
-        let (h, hd) = (t.hidden_size, t.head_dim);
-        let dense = |w: Weights, i: usize, o: usize| Dense::new(w.linear(i, o, false)?);
-        let a = w.pp("self_attn");
-        let m = w.pp("mlp");
-        let norm = |name: &str, dim: usize| RmsNorm::load(&w.pp(name), dim, t.rms_norm_eps);
-        Ok(Self {
-            input_norm: norm("input_layernorm", h)?,
-            q: dense(a.pp("q_proj"), h, t.num_attention_heads * hd)?,
-            k: dense(a.pp("k_proj"), h, t.num_key_value_heads * hd)?,
-            v: dense(a.pp("v_proj"), h, t.num_key_value_heads * hd)?,
-            o: dense(a.pp("o_proj"), t.num_attention_heads * hd, h)?,
-            q_norm: RmsNorm::load(&a.pp("q_norm"), hd, t.rms_norm_eps)?,
-            k_norm: RmsNorm::load(&a.pp("k_norm"), hd, t.rms_norm_eps)?,
-            post_attention_norm: norm("post_attention_layernorm", h)?,
-            pre_feedforward_norm: norm("pre_feedforward_layernorm", h)?,
-            gate: dense(m.pp("gate_proj"), h, t.intermediate_size)?,
-            up: dense(m.pp("up_proj"), h, t.intermediate_size)?,
-            down: dense(m.pp("down_proj"), t.intermediate_size, h)?,
-            post_feedforward_norm: norm("post_feedforward_layernorm", h)?,
-            activation: Activation::parse(&t.hidden_activation)?,
-            rope,
-            heads: t.num_attention_heads,
-            kv_heads: t.num_key_value_heads,
-            head_dim: hd,
-            scale: t.query_pre_attn_scalar.powf(-0.5),
-            softcap: t.attn_logit_softcapping,
-        })
-    }
-
-    /// `(b, s, hidden)` at positions `offset..offset + s` over `past` keys and values (the
-    /// positions before `offset`), `mask` `(s, offset + s)` additive; the layer's output and
-    /// its keys and values for all `offset + s` positions.
-    fn forward(
-        &self,
-        xs: &Tensor,
-        offset: usize,
-        past: Option<&LayerCache>,
-        mask: &Tensor,
-    ) -> candle_core::Result<(Tensor, LayerCache)> {
-        let (b, s, _) = xs.dims3()?;
-        let normed = self.input_norm.forward(xs)?;
-        let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2);
-        let q = self.q_norm.forward(&heads(self.q.forward(&normed)?, self.heads)?)?;
-        let k = self.k_norm.forward(&heads(self.k.forward(&normed)?, self.kv_heads)?)?;
-        let v = heads(self.v.forward(&normed)?, self.kv_heads)?.contiguous()?;
-        let (q, k) = (self.rope.apply(&q, offset)?, self.rope.apply(&k, offset)?);
-        let (k, v) = match past {
-            Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
-            None => (k, v),
-        };
-        let group = self.heads / self.kv_heads;
-        let repeat = |t: &Tensor| -> candle_core::Result<Tensor> {
-            let (b, kv, len, d) = t.dims4()?;
-            t.unsqueeze(2)?.broadcast_as((b, kv, group, len, d))?.reshape((b, kv * group, len, d))
-        };
-        let dtype = q.dtype();
-        let logits = ((q.contiguous()? * self.scale)?.matmul(&repeat(&k)?.t()?.contiguous()?)?).to_dtype(DType::F32)?;
-        let logits = match self.softcap {
-            Some(cap) => ((logits / cap)?.tanh()? * cap)?,
-            None => logits,
-        };
-        let weights = candle_nn::ops::softmax_last_dim(&logits.broadcast_add(mask)?)?.to_dtype(dtype)?;
-        let attended = weights.matmul(&repeat(&v)?.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))?;
-        let xs = (xs + self.post_attention_norm.forward(&self.o.forward(&attended)?)?)?;
-        let normed = self.pre_feedforward_norm.forward(&xs)?;
-        let hidden = (self.activation.apply_composed(&self.gate.forward(&normed)?)? * self.up.forward(&normed)?)?;
-        let xs = (&xs + self.post_feedforward_norm.forward(&self.down.forward(&hidden)?)?)?;
-        Ok((xs, (k, v)))
-    }
-}
-
 /// Gemma 3's vision tower, projector and language model.
 #[derive(Debug, Clone)]
 pub struct Gemma3 {
@@ -380,16 +224,9 @@ pub struct Gemma3 {
     soft_emb_norm: RmsNorm,
     /// `(vision width, hidden)`.
     projection: Tensor,
-    embed_tokens: Tensor,
-    embed_scale: f64,
-    layers: Vec<DecoderLayer>,
-    windows: Vec<Option<usize>>,
-    final_norm: RmsNorm,
-    final_softcap: Option<f64>,
+    decoder: Decoder,
     pool: usize,
-    image_tokens: usize,
     image_token: u32,
-    device: Device,
 }
 
 impl Gemma3 {
@@ -418,23 +255,24 @@ impl Gemma3 {
         } else {
             (w.pp("language_model.model"), w.pp("multi_modal_projector"))
         };
+        let spec = DecoderSpec {
+            vocab: tc.vocab_size,
+            hidden: tc.hidden_size,
+            intermediate: tc.intermediate_size,
+            heads: tc.num_attention_heads,
+            kv_heads: tc.num_key_value_heads,
+            head_dim: tc.head_dim,
+            eps: tc.rms_norm_eps,
+            activation: tc.hidden_activation.clone(),
+            scale: tc.query_pre_attn_scalar.powf(-0.5),
+            attn_softcap: tc.attn_logit_softcapping,
+            final_softcap: tc.final_logit_softcapping,
+            layers: tc.layer_kinds(path)?,
+            norms: Norms::Sandwich,
+            positions: tc.max_position_embeddings.min(8192),
+        };
         let patches = (vc.image_size / vc.patch_size).pow(2);
-        let positions = tc.max_position_embeddings.min(8192);
-        let kinds = tc.layer_kinds(path)?;
-        let layers = kinds
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, base, factor))| {
-                let rope = Rope::new(tc.head_dim, base, factor, positions, w.device())?;
-                DecoderLayer::load(&t.pp(format!("layers.{i}")), tc, rope)
-            })
-            .collect::<Result<Vec<_>>>()?;
         let per_side = (config.mm_tokens_per_image as f64).sqrt() as usize;
-        // √hidden rounded to the weights' dtype, as transformers multiplies by it.
-        let embed_scale = Tensor::new((tc.hidden_size as f64).sqrt() as f32, w.device())
-            .and_then(|s| s.to_dtype(w.dtype())?.to_dtype(DType::F32)?.to_scalar::<f32>())
-            .map_err(|e| Error::compute("round the embedding scale", e))?;
-        let embed_scale = f64::from(embed_scale);
         Ok(Self {
             patch_embedding: PatchEmbedding::load(
                 &v.pp("embeddings.patch_embedding"),
@@ -448,16 +286,9 @@ impl Gemma3 {
             vision_post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
             soft_emb_norm: RmsNorm::load(&p.pp("mm_soft_emb_norm"), vc.hidden_size, vc.layer_norm_eps)?,
             projection: p.get((vc.hidden_size, tc.hidden_size), "mm_input_projection_weight")?,
-            embed_tokens: t.get((tc.vocab_size, tc.hidden_size), "embed_tokens.weight")?,
-            embed_scale,
-            windows: kinds.iter().map(|k| k.0).collect(),
-            layers,
-            final_norm: RmsNorm::load(&t.pp("norm"), tc.hidden_size, tc.rms_norm_eps)?,
-            final_softcap: tc.final_logit_softcapping,
+            decoder: Decoder::load(&t, &spec)?,
             pool: (vc.image_size / vc.patch_size) / per_side,
-            image_tokens: config.mm_tokens_per_image,
             image_token: config.image_token_index,
-            device: w.device().clone(),
         })
     }
 
@@ -472,101 +303,6 @@ impl Gemma3 {
         let normed = self.soft_emb_norm.forward(&pooled.contiguous()?)?;
         normed.broadcast_matmul(&self.projection.to_dtype(normed.dtype())?)
     }
-
-    /// Token embeddings `(b, s, hidden)` of `ids` (b rows of s), scaled by `√hidden`, with the
-    /// rows of image tokens taken from `images` `(b, image_tokens, hidden)` in order.
-    fn embed(&self, ids: &[Vec<u32>], images: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let (b, s) = (ids.len(), ids.first().map_or(0, Vec::len));
-        let flat = Tensor::from_vec(ids.concat(), b * s, &self.device)?;
-        let embedded = (self.embed_tokens.index_select(&flat, 0)? * self.embed_scale)?.reshape((b, s, ()))?;
-        let Some(images) = images else { return Ok(embedded) };
-        let mut rows = Vec::with_capacity(b);
-        for (i, row) in ids.iter().enumerate() {
-            let mut parts = Vec::new();
-            let (mut at, mut next_image) = (0, 0);
-            while at < s {
-                if row[at] == self.image_token {
-                    let run = row[at..].iter().take_while(|&&t| t == self.image_token).count();
-                    parts.push(images.get(i)?.narrow(0, next_image, run)?);
-                    next_image += run;
-                    at += run;
-                } else {
-                    let run = row[at..].iter().take_while(|&&t| t != self.image_token).count();
-                    parts.push(embedded.get(i)?.narrow(0, at, run)?);
-                    at += run;
-                }
-            }
-            if next_image != self.image_tokens {
-                candle_core::bail!("the prompt holds {next_image} image tokens, the model makes {}", self.image_tokens);
-            }
-            rows.push(Tensor::cat(&parts, 0)?);
-        }
-        Tensor::stack(&rows, 0)
-    }
-
-    /// The additive attention mask of `s` queries at `offset..` over `offset + s` keys: causal
-    /// (within the window), and both ways between positions of one image (`image_span`).
-    fn mask(
-        &self,
-        s: usize,
-        offset: usize,
-        window: Option<usize>,
-        image_span: Option<std::ops::Range<usize>>,
-    ) -> candle_core::Result<Tensor> {
-        let keys = offset + s;
-        let mut values = vec![f32::NEG_INFINITY; s * keys];
-        for qi in 0..s {
-            let q = offset + qi;
-            for k in 0..keys {
-                let causal = k <= q && window.is_none_or(|w| q - k < w);
-                let same_image = image_span.as_ref().is_some_and(|span| span.contains(&q) && span.contains(&k));
-                if causal || same_image {
-                    values[qi * keys + k] = 0.0;
-                }
-            }
-        }
-        Tensor::from_vec(values, (s, keys), &self.device)
-    }
-
-    /// Runs `xs` (b, s, hidden) at `offset` over `past` (one cache per layer); the final
-    /// hidden states and every layer's keys and values.
-    fn decode(
-        &self,
-        xs: Tensor,
-        offset: usize,
-        past: Option<&[LayerCache]>,
-        image_span: Option<std::ops::Range<usize>>,
-    ) -> candle_core::Result<(Tensor, Vec<LayerCache>)> {
-        let s = xs.dim(1)?;
-        let mut caches = Vec::with_capacity(self.layers.len());
-        let mut masks: Vec<(Option<usize>, Tensor)> = Vec::new();
-        let mut xs = xs;
-        for (i, layer) in self.layers.iter().enumerate() {
-            let window = self.windows[i];
-            let mask = match masks.iter().find(|(w, _)| *w == window) {
-                Some((_, m)) => m.clone(),
-                None => {
-                    let m = self.mask(s, offset, window, image_span.clone())?;
-                    masks.push((window, m.clone()));
-                    m
-                }
-            };
-            let (out, cache) = layer.forward(&xs, offset, past.map(|p| &p[i]), &mask)?;
-            xs = out;
-            caches.push(cache);
-        }
-        Ok((self.final_norm.forward(&xs)?, caches))
-    }
-
-    /// Log-probabilities over the vocabulary from final hidden states `(…, hidden)`, in f32.
-    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        let logits = hidden.broadcast_matmul(&self.embed_tokens.t()?)?.to_dtype(DType::F32)?;
-        let logits = match self.final_softcap {
-            Some(cap) => ((logits / cap)?.tanh()? * cap)?,
-            None => logits,
-        };
-        candle_nn::ops::log_softmax(&logits, D::Minus1)
-    }
 }
 
 /// Gemma 3 with its tokenizer, prompt and preprocessing: a [`FusionEncoder`] whose pair
@@ -580,9 +316,6 @@ pub struct Gemma3Vqa {
     prefix: Vec<u32>,
     /// Where the image tokens are in it.
     image_span: std::ops::Range<usize>,
-    layers: usize,
-    kv_heads: usize,
-    head_dim: usize,
     dtype: DType,
 }
 
@@ -613,23 +346,11 @@ impl Gemma3Vqa {
                 ),
             ));
         };
-        let t = &config.text_config;
         let preprocessor = match &files.preprocessor {
             Some(path) => preprocessor_from_file(path, config.preprocessor())?,
             None => config.preprocessor(),
         };
-        Ok(Self {
-            preprocessor,
-            image_span: first..first + count,
-            prefix,
-            model,
-            tokenizer,
-            template,
-            layers: t.num_hidden_layers,
-            kv_heads: t.num_key_value_heads,
-            head_dim: t.head_dim,
-            dtype,
-        })
+        Ok(Self { preprocessor, image_span: first..first + count, prefix, model, tokenizer, template, dtype })
     }
 
     /// The prompt's token ids after the image for `caption`, and the answer's ids.
@@ -653,40 +374,21 @@ impl Gemma3Vqa {
         let b = pixels.dim(0)?;
         let images = self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)?;
         let ids = vec![self.prefix.clone(); b];
-        let xs = self.model.embed(&ids, Some(&images))?;
-        let (_, caches) = self.model.decode(xs, 0, None, Some(self.image_span.clone()))?;
-        // (b, layers · 2 · kv_heads · prefix · head_dim), layer by layer, keys then values.
-        let flat: Vec<Tensor> = caches
-            .iter()
-            .flat_map(|(k, v)| [k.flatten_from(1), v.flatten_from(1)])
-            .collect::<candle_core::Result<_>>()?;
-        Tensor::cat(&flat, 1)
+        let xs = self.model.decoder.embed(&ids, Some((&images, self.model.image_token)))?;
+        let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, Some(&self.image_span))?;
+        Decoder::flatten_caches(&caches)
     }
 
     fn score_one(&self, state: &Tensor, caption: &str) -> Result<f32> {
         let (suffix, answer) = self.caption_ids(caption)?;
+        let decoder = &self.model.decoder;
         let run = || -> candle_core::Result<f32> {
-            let p = self.prefix.len();
-            let per = self.kv_heads * p * self.head_dim;
-            let past: Vec<LayerCache> = (0..self.layers)
-                .map(|l| {
-                    let part = |i: usize| {
-                        state.narrow(0, (2 * l + i) * per, per)?.reshape((1, self.kv_heads, p, self.head_dim))
-                    };
-                    Ok((part(0)?, part(1)?))
-                })
-                .collect::<candle_core::Result<_>>()?;
+            let past = decoder.unflatten_caches(state, self.prefix.len())?;
             // The answer teacher-forced: every answer token but the last is input too.
             let input = [suffix.clone(), answer[..answer.len() - 1].to_vec()].concat();
-            let xs = self.model.embed(std::slice::from_ref(&input), None)?;
-            let (hidden, _) = self.model.decode(xs, p, Some(&past), None)?;
-            let first = suffix.len() - 1;
-            let log_probs = self.model.log_probs(&hidden.narrow(1, first, answer.len())?)?.get(0)?;
-            let mut total = 0.0f64;
-            for (i, &token) in answer.iter().enumerate() {
-                total += f64::from(log_probs.get(i)?.get(token as usize)?.to_scalar::<f32>()?);
-            }
-            Ok((total / answer.len() as f64) as f32)
+            let xs = decoder.embed(std::slice::from_ref(&input), None)?;
+            let (hidden, _) = decoder.decode(xs, self.prefix.len(), 0, Some(&past), None)?;
+            decoder.answer_log_p(&hidden, suffix.len() - 1, &answer)
         };
         run().map_err(|e| Error::compute("score a caption", e))
     }
@@ -722,16 +424,9 @@ fn preprocessor_from_file(path: &std::path::Path, default: Preprocessor) -> Resu
     Ok(Preprocessor { mean: triple("image_mean", default.mean)?, std: triple("image_std", default.std)?, ..default })
 }
 
-fn encode(tokenizer: &tokenizers::Tokenizer, text: &str, path: &std::path::Path) -> Result<Vec<u32>> {
-    tokenizer
-        .encode(text, false)
-        .map(|e| e.get_ids().to_vec())
-        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenize with {}: {e}", path.display())))
-}
-
 impl FusionEncoder for Gemma3Vqa {
     fn device(&self) -> &Device {
-        &self.model.device
+        self.model.decoder.device()
     }
 
     fn preprocessor(&self) -> &Preprocessor {
@@ -749,7 +444,8 @@ impl FusionEncoder for Gemma3Vqa {
             let state = image_states.get(i).map_err(|e| Error::compute("read an image state", e))?;
             scores.push(self.score_one(&state, text)?);
         }
-        Tensor::from_vec(scores, texts.len(), &self.model.device).map_err(|e| Error::compute("collect scores", e))
+        Tensor::from_vec(scores, texts.len(), self.model.decoder.device())
+            .map_err(|e| Error::compute("collect scores", e))
     }
 
     fn score_kind(&self) -> ScoreKind {

@@ -4,6 +4,7 @@ pub mod blip;
 pub mod clip;
 pub mod clip_openai;
 pub mod fiber;
+mod gemma;
 pub mod gemma3;
 pub mod siglip;
 pub mod transformer;
