@@ -1,10 +1,10 @@
-//! The Gemma language model as the generative VQAScore models here use it: Gemma 1
-//! (Gemma Team, 2024, <https://arxiv.org/abs/2403.08295>) inside PaliGemma
-//! ([`super::paligemma`]), Gemma 3 (<https://arxiv.org/abs/2503.19786>) inside
-//! [`super::gemma3`]. Both decoders run over token embeddings scaled by `√hidden` (image
+//! The Gemma language model as the generative VQAScore models here use it: Gemma 3
+//! (<https://arxiv.org/abs/2503.19786>) inside [`super::gemma3`], and Gemma 1's layer layout
+//! (Gemma Team, 2024, <https://arxiv.org/abs/2403.08295>), PaliGemma's language model. Both decoders run over token embeddings scaled by `√hidden` (image
 //! features replace their tokens' rows unscaled), RMS norms that scale by `1 + w` in f32,
 //! grouped-query attention with rotary positions, and a GeGLU MLP; Gemma 3 adds RMS-normed
-//! queries and keys and a norm after attention and after the MLP ([`Norms::Sandwich`]).
+//! queries and keys and a norm after attention and after the MLP
+//! ([`DecoderSpec::sandwich_norms`]).
 //!
 //! A forward pass takes the keys and values of earlier positions, so a prompt prefix shared by
 //! many captions runs once; which positions attend both ways (an image, or PaliGemma's whole
@@ -82,17 +82,6 @@ impl Rope {
 /// One decoder layer's keys and values, `(b, kv_heads, t, head_dim)` each.
 pub(crate) type LayerCache = (Tensor, Tensor);
 
-/// Where a layer's norms are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Norms {
-    /// Gemma 1: before attention (`input_layernorm`) and before the MLP
-    /// (`post_attention_layernorm`).
-    PreOnly,
-    /// Gemma 3: also after attention and after the MLP (`pre_feedforward_layernorm` before
-    /// it), and RMS-normed queries and keys.
-    Sandwich,
-}
-
 /// The shape of a Gemma decoder, from a checkpoint's `text_config`.
 #[derive(Debug, Clone)]
 pub(crate) struct DecoderSpec {
@@ -110,7 +99,10 @@ pub(crate) struct DecoderSpec {
     pub final_softcap: Option<f64>,
     /// Per layer: its sliding window, RoPE base and linear RoPE factor.
     pub layers: Vec<(Option<usize>, f64, f64)>,
-    pub norms: Norms,
+    /// Gemma 3's layout: RMS-normed queries and keys, and norms after attention and after
+    /// the MLP besides those before them (Gemma 1 has only `input_layernorm` before
+    /// attention and `post_attention_layernorm` before the MLP).
+    pub sandwich_norms: bool,
     /// Positions the rotary tables cover.
     pub positions: usize,
 }
@@ -147,7 +139,7 @@ impl DecoderLayer {
         let dense = |w: Weights, i: usize, o: usize| Dense::new(w.linear(i, o, false)?);
         let (a, m) = (w.pp("self_attn"), w.pp("mlp"));
         let norm = |name: &str| RmsNorm::load(&w.pp(name), h, t.eps);
-        let sandwich = t.norms == Norms::Sandwich;
+        let sandwich = t.sandwich_norms;
         Ok(Self {
             input_norm: norm("input_layernorm")?,
             q: dense(a.pp("q_proj"), h, t.heads * hd)?,

@@ -27,7 +27,7 @@
 use candle_core::{DType, Device, Module, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{encode, Decoder, DecoderSpec, Norms, RmsNorm};
+use super::gemma::{encode, Decoder, DecoderSpec, RmsNorm};
 use super::siglip::SiglipVisionConfig;
 use super::transformer::{load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
@@ -268,7 +268,7 @@ impl Gemma3 {
             attn_softcap: tc.attn_logit_softcapping,
             final_softcap: tc.final_logit_softcapping,
             layers: tc.layer_kinds(path)?,
-            norms: Norms::Sandwich,
+            sandwich_norms: true,
             positions: tc.max_position_embeddings.min(8192),
         };
         let patches = (vc.image_size / vc.patch_size).pow(2);
