@@ -18,9 +18,11 @@ Winoground items (images scaled to the tower's 56 px):
 Preprocessing is the PIL backend's (`Gemma3ImageProcessorPil`, Pillow's bilinear resize), as
 benchctl reproduces it; `bilinear` holds its pixels for a demo image of another size.
 
+A tiny random-weight PaliGemma with the same vocabulary is written beside it (`paligemma`).
+
 Run: python3 scripts/gen_vqascore_fixture.py  (torch, transformers 5, sentencepiece,
 gguf, mistral_common, llama-cpp-python[server]); writes
-crates/benchctl-models/tests/fixtures/gemma3-tiny/ and crates/benchctl/tests/fixtures/vqa-winoground/.
+crates/benchctl-models/tests/fixtures/{gemma3-tiny,paligemma-tiny}/ and crates/benchctl/tests/fixtures/vqa-winoground/.
 """
 import base64, io, json, os, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 from pathlib import Path
@@ -30,10 +32,12 @@ import torch
 from PIL import Image
 from safetensors.torch import load_file, save_file
 from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor,
-                          GemmaTokenizer)
+                          GemmaTokenizer, PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor,
+                          SiglipImageProcessorPil)
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "crates/benchctl-models/tests/fixtures/gemma3-tiny"
+PALIGEMMA = ROOT / "crates/benchctl-models/tests/fixtures/paligemma-tiny"
 SUITE = ROOT / "crates/benchctl/tests/fixtures/vqa-winoground"
 DEMO = ROOT / "datasets/demo/winoground"
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
@@ -123,6 +127,10 @@ def save_in_hub_layout(m, processor, out: Path):
     image_processor = processor.image_processor.to_dict()
     image_processor["image_seq_length"] = processor.image_seq_length
     (out / "preprocessor_config.json").write_text(json.dumps(image_processor, indent=2) + "\n")
+    # The temporary path the tokenizer was read from is no part of the fixture.
+    tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
+    tokenizer_config.pop("vocab_file", None)
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
     tensors = load_file(out / "model.safetensors")
     renamed = {}
     for k, v in tensors.items():
@@ -225,6 +233,63 @@ def ask_llama_server(gguf: Path, mmproj: Path):
         proc.wait()
 
 
+def paligemma(sp_dir: Path):
+    """A tiny random-weight PaliGemma (SigLIP tower, 16 image tokens, a Gemma decoder with one
+    key-value head) with the same SentencePiece vocabulary plus what PaliGemmaProcessor adds
+    (`<image>`, the location and segmentation tokens), and each pair's log P("Yes") as
+    t2v_metrics' PaliGemma model prompts it: `processor(text=question, images=image)`, the
+    next token's log-softmax; and the token t2v_metrics reads, `tokenizer.encode("Yes")[0]`
+    (the processor turns the tokenizer's BOS off, so it is "Yes")."""
+    tok = GemmaTokenizer.from_pretrained(sp_dir)
+    improc = SiglipImageProcessorPil(size={"height": SIZE, "width": SIZE}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    improc.image_seq_length = 16
+    processor = PaliGemmaProcessor(image_processor=improc, tokenizer=tok)
+    tok = processor.tokenizer
+    torch.manual_seed(1)
+    config = PaliGemmaConfig(
+        text_config=dict(model_type="gemma", vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                         max_position_embeddings=512, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                         pad_token_id=0, bos_token_id=2, eos_token_id=1),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=SIZE, patch_size=14, projection_dim=64, vision_use_head=False),
+        projection_dim=64, hidden_size=64, image_token_index=processor.image_token_id)
+    m = PaliGemmaForConditionalGeneration(config).eval()
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            p.normal_(0.0, 0.3 if ("norm" in name and p.dim() == 1) else 0.15)
+    yes = tok.convert_tokens_to_ids("Yes")
+    t2v_token = tok.encode("Yes")[0]
+
+    def scores(model):
+        out, first_ids = {}, None
+        for name, caption in pairs():
+            inputs = processor(text=QUESTION.format(caption), images=image(name), return_tensors="pt")
+            first_ids = first_ids or inputs["input_ids"][0].tolist()
+            with torch.no_grad():
+                log_p = torch.log_softmax(model(**inputs).logits[0, -1].double(), -1)
+            out.setdefault(name, {})[caption] = log_p[yes].item()
+        return out, first_ids
+
+    if PALIGEMMA.exists():
+        shutil.rmtree(PALIGEMMA)
+    PALIGEMMA.mkdir(parents=True)
+    save_in_hub_layout(m, processor, PALIGEMMA)
+    local, ids = scores(m)
+    assert local == scores(PaliGemmaForConditionalGeneration.from_pretrained(PALIGEMMA).eval())[0]
+    name, caption = next(pairs())
+    demo_image = DEMO / "images" / "ex_0_img_0.png"
+    pixels = processor.image_processor(Image.open(demo_image).convert("RGB"), return_tensors="pt")["pixel_values"]
+    (PALIGEMMA / "expected.json").write_text(json.dumps({
+        "question_template": QUESTION, "answer": "Yes", "yes_token": yes,
+        "t2v_metrics_answer_token": {"id": t2v_token, "token": tok.convert_ids_to_tokens(t2v_token)},
+        "prompt": {"caption": caption, "input_ids": ids},
+        "bicubic": {"image": str(demo_image.relative_to(ROOT)), "pixels": [round(float(x), 7) for x in pixels.flatten()]},
+        "local": local,
+        "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+    }, indent=1, sort_keys=True) + "\n")
+
+
 def main():
     suite()
     with tempfile.TemporaryDirectory() as tmp:
@@ -255,6 +320,7 @@ def main():
         subprocess.run([sys.executable, str(convert), str(MODEL), "--mmproj", "--outfile", str(mmproj),
                         "--outtype", "f32"], check=True, capture_output=True)
         server = server_scores(m, processor, yes, llama_tokenizer(gguf))
+        paligemma(work / "sp")
     asked = ask_llama_server(gguf, mmproj)
     worst = max(abs(asked[n][c] - server[n][c]) for n in server for c in server[n])
     print(f"llama.cpp server vs transformers on the server's prompt: max |Δ log p| = {worst:.2e}")

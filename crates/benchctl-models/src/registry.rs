@@ -5,7 +5,7 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::{Layout, ModelFiles, HF_LAYOUT, HF_SHARDED_LAYOUT, OPEN_CLIP_LAYOUT};
-use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, gemma3, siglip::SiglipEncoder};
+use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, gemma3, paligemma, siglip::SiglipEncoder};
 use crate::preprocess::{Preprocessor, HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::{Error, ErrorKind, Model, Result};
 
@@ -24,6 +24,8 @@ pub enum Architecture {
     Fiber,
     /// Gemma 3, a generative model scored by VQAScore ([`crate::models::gemma3`]).
     Gemma3,
+    /// PaliGemma, a generative model scored by VQAScore ([`crate::models::paligemma`]).
+    PaliGemma,
 }
 
 impl Architecture {
@@ -35,6 +37,7 @@ impl Architecture {
             Architecture::Blip => "blip",
             Architecture::Fiber => "fiber",
             Architecture::Gemma3 => "gemma3",
+            Architecture::PaliGemma => "paligemma",
         }
     }
 
@@ -42,8 +45,8 @@ impl Architecture {
     pub fn layout(&self) -> Layout {
         match self {
             Architecture::OpenClip => OPEN_CLIP_LAYOUT,
-            // Gemma 3's checkpoints (4B and up) are published in shards.
-            Architecture::Gemma3 => HF_SHARDED_LAYOUT,
+            // Gemma 3's (4B and up) and PaliGemma's checkpoints are published in shards.
+            Architecture::Gemma3 | Architecture::PaliGemma => HF_SHARDED_LAYOUT,
             _ => HF_LAYOUT,
         }
     }
@@ -53,7 +56,7 @@ impl Architecture {
         match self {
             Architecture::Blip | Architecture::Fiber => &[ScoreHead::Itm, ScoreHead::Itc],
             Architecture::Siglip => &[ScoreHead::Sigmoid],
-            Architecture::Gemma3 => &[ScoreHead::Vqa],
+            Architecture::Gemma3 | Architecture::PaliGemma => &[ScoreHead::Vqa],
             _ => &[ScoreHead::Contrastive],
         }
     }
@@ -222,6 +225,16 @@ pub const MODELS: &[ModelEntry] = &[
         activation: "gelu_pytorch_tanh",
         tokenizer: GEMMA3_TOKENIZER,
     },
+    ModelEntry {
+        id: "paligemma-3b-mix-224",
+        repo: "google/paligemma-3b-mix-224",
+        revision: "d1d8734c9c3ad0ccfeea4afc270faa356c2ba515",
+        architecture: Architecture::PaliGemma,
+        description: "PaliGemma 3B mix at 224 px (Beyer et al., 2024), scored by VQAScore as t2v_metrics' PaliGemma; gated: accept its licence on the hub and set HF_TOKEN",
+        preprocessing: "224 px, stretched square, bicubic, mean/std 0.5",
+        activation: "gelu_pytorch_tanh",
+        tokenizer: "Gemma SentencePiece (257k); image tokens, <bos>, the question, \\n",
+    },
 ];
 
 const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
@@ -338,6 +351,7 @@ pub fn default_preprocessor(id: &str) -> Result<Preprocessor> {
         Architecture::Blip => Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD),
         Architecture::Fiber => crate::models::fiber::preprocessor(size),
         Architecture::Gemma3 => Preprocessor::stretch(size, HALF, HALF).bilinear(),
+        Architecture::PaliGemma => Preprocessor::stretch(size, HALF, HALF),
     })
 }
 
@@ -363,10 +377,11 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         Some("blip") => Ok(Architecture::Blip),
         Some("fiber") => Ok(Architecture::Fiber),
         Some("gemma3") => Ok(Architecture::Gemma3),
+        Some("paligemma") => Ok(Architecture::PaliGemma),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
             format!(
-                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber, gemma3)",
+                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma)",
                 config.display()
             ),
         )),
@@ -410,6 +425,7 @@ pub fn load(
         }
         (Architecture::Fiber, _) => Model::Dual(Box::new(fiber::FiberItc::load(files, dtype, device)?)),
         (Architecture::Gemma3, _) => Model::Fusion(Box::new(gemma3::Gemma3Vqa::load(files, dtype, device)?)),
+        (Architecture::PaliGemma, _) => Model::Fusion(Box::new(paligemma::PaliGemmaVqa::load(files, dtype, device)?)),
     })
 }
 
@@ -479,9 +495,13 @@ pub fn caption_limit(architecture: Architecture, files: &ModelFiles) -> Result<C
             let tokenizer = crate::tokenizer::RobertaTokenizer::from_file(&files.tokenizer, context)?;
             CaptionLimit { context, cut: Box::new(move |t| tokenizer.tokens_cut(t)) }
         }
-        // A prompt of a few hundred tokens in a context of 32k or more: no caption is cut.
+        // A prompt of a few hundred tokens in a context of 8k or more: no caption is cut.
         Architecture::Gemma3 => CaptionLimit {
             context: gemma3::Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings,
+            cut: Box::new(|_| Ok(0)),
+        },
+        Architecture::PaliGemma => CaptionLimit {
+            context: paligemma::PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings,
             cut: Box::new(|_| Ok(0)),
         },
     })

@@ -200,6 +200,7 @@ fn a_sharded_zoo_entry_resolves_offline_with_every_shard() {
     let entry = registry::find("gemma-3-4b-it").unwrap();
     let layout = entry.architecture.layout();
     assert_eq!(layout, hub::HF_SHARDED_LAYOUT);
+    assert_eq!(registry::find("paligemma-3b-mix-224").unwrap().architecture.layout(), hub::HF_SHARDED_LAYOUT);
     let cache = tempfile::tempdir().unwrap();
     let snapshot =
         cache.path().join(format!("models--{}", entry.repo.replace('/', "--"))).join("snapshots").join(entry.revision);

@@ -1,23 +1,29 @@
-//! Generative scoring (VQAScore) on the tiny random-weight Gemma 3 that
-//! `scripts/gen_vqascore_fixture.py` builds with `transformers`: the prompt's token ids equal
-//! the processor's, the image preprocessing Pillow's bilinear resize, and every pair's
-//! log P("Yes") `Gemma3ForConditionalGeneration`'s within 1e-4 in f32.
+//! Generative scoring (VQAScore) on the tiny random-weight Gemma 3 and PaliGemma that
+//! `scripts/gen_vqascore_fixture.py` builds with `transformers`: the prompts' token ids equal
+//! the processors', the image preprocessing Pillow's (bilinear for Gemma 3, bicubic for
+//! PaliGemma), and every pair's log P("Yes") `Gemma3ForConditionalGeneration`'s and
+//! `PaliGemmaForConditionalGeneration`'s within 1e-4 in f32.
 
 use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
+use benchctl_models::models::paligemma::PaliGemmaVqa;
 use benchctl_models::{FusionEncoder, ScoreKind};
 use benchctl_testkit::{fixture_model, test_device, workspace_root};
 use candle_core::{DType, Tensor};
 
 fn expected() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture_model("gemma3-tiny").join("expected.json")).unwrap()).unwrap()
+    expected_of("gemma3-tiny")
+}
+
+fn expected_of(fixture: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture_model(fixture).join("expected.json")).unwrap()).unwrap()
 }
 
 fn model(dtype: DType) -> Gemma3Vqa {
     Gemma3Vqa::load(&hub::from_dir(&fixture_model("gemma3-tiny")).unwrap(), dtype, &test_device()).unwrap()
 }
 
-fn pixels(model: &Gemma3Vqa, path: &std::path::Path) -> Tensor {
+fn pixels(model: &dyn FusionEncoder, path: &std::path::Path) -> Tensor {
     let image = image::open(path).unwrap().to_rgb8();
     let p = model.preprocessor();
     Tensor::from_vec(p.apply(&image), (1, 3, p.size, p.size), &test_device()).unwrap()
@@ -44,16 +50,14 @@ fn images_are_resized_as_pillows_bilinear_filter_does() {
     assert!(worst < 1e-6, "pixels differ by {worst}");
 }
 
-/// Every pair's log P("Yes") in `dtype`, as the runner computes it: each image's prompt state
-/// once, then its captions over it.
-fn scores(dtype: DType) -> Vec<(f64, f64)> {
-    let expected = expected();
-    let model = model(dtype);
+/// Every pair's log P("Yes") of `model` beside `expected`'s, as the runner computes it: each
+/// image's state once, then its captions over it.
+fn scores_of(model: &dyn FusionEncoder, expected: &serde_json::Value) -> Vec<(f64, f64)> {
     assert_eq!(model.score_kind(), ScoreKind::LogProbability);
     let images = workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground/images");
     let mut out = Vec::new();
     for (name, captions) in expected["local"].as_object().unwrap() {
-        let state = model.encode_images(&pixels(&model, &images.join(format!("{name}.png")))).unwrap();
+        let state = model.encode_images(&pixels(model, &images.join(format!("{name}.png")))).unwrap();
         let texts: Vec<&str> = captions.as_object().unwrap().keys().map(String::as_str).collect();
         let index = Tensor::new(vec![0u32; texts.len()], &test_device()).unwrap();
         let got = model.score_pairs(&state.index_select(&index, 0).unwrap(), &texts).unwrap();
@@ -63,6 +67,10 @@ fn scores(dtype: DType) -> Vec<(f64, f64)> {
     }
     assert_eq!(out.len(), 32);
     out
+}
+
+fn scores(dtype: DType) -> Vec<(f64, f64)> {
+    scores_of(&model(dtype), &expected())
 }
 
 #[test]
@@ -99,5 +107,42 @@ fn image_processor_settings_not_reproduced_are_refused_by_key() {
         let files = hub::from_dir(dir.path()).unwrap();
         let err = Gemma3Vqa::load(&files, DType::F32, &test_device()).err().expect("refused");
         assert!(err.to_string().contains(&format!("key `{key}`")), "{key}: {err}");
+    }
+}
+
+fn paligemma(dtype: DType) -> PaliGemmaVqa {
+    PaliGemmaVqa::load(&hub::from_dir(&fixture_model("paligemma-tiny")).unwrap(), dtype, &test_device()).unwrap()
+}
+
+#[test]
+fn the_paligemma_prompt_tokenizes_as_its_processor_does() {
+    let expected = expected_of("paligemma-tiny");
+    let ids: Vec<u32> =
+        expected["prompt"]["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    let (prompt, answer) = paligemma(DType::F32).prompt_ids(expected["prompt"]["caption"].as_str().unwrap()).unwrap();
+    assert_eq!(prompt, ids);
+    // The answer is the token t2v_metrics reads (its processor's tokenizer adds no <bos>).
+    assert_eq!(answer, vec![expected["t2v_metrics_answer_token"]["id"].as_u64().unwrap() as u32]);
+}
+
+#[test]
+fn paligemma_images_are_resized_as_pillows_bicubic_filter_does() {
+    let expected = expected_of("paligemma-tiny");
+    let path = workspace_root().join(expected["bicubic"]["image"].as_str().unwrap());
+    let ours = pixels(&paligemma(DType::F32), &path).flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let theirs: Vec<f64> =
+        expected["bicubic"]["pixels"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let worst = ours.iter().zip(&theirs).map(|(&a, &b)| (f64::from(a) - b).abs()).fold(0.0, f64::max);
+    assert!(ours.len() == theirs.len() && worst < 1e-6, "pixels differ by {worst}");
+}
+
+#[test]
+fn paligemma_log_p_yes_matches_transformers() {
+    let expected = expected_of("paligemma-tiny");
+    let worst = scores_of(&paligemma(DType::F32), &expected).iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(worst <= 1e-4, "log P(Yes) differs from transformers by {worst}");
+    for dtype in [DType::BF16, DType::F16] {
+        let worst = scores_of(&paligemma(dtype), &expected).iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst <= 0.05, "{dtype:?}: log P(Yes) drifts by {worst} from transformers' f32");
     }
 }

@@ -315,8 +315,14 @@ fn a_real_llama_cpp_server_scores_as_transformers_does() {
 }
 
 #[test]
-fn a_local_generative_model_scores_every_pair_as_transformers_does() {
-    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+fn local_generative_models_score_every_pair_as_transformers_does() {
+    for fixture in ["gemma3-tiny", "paligemma-tiny"] {
+        local_generative_model(fixture);
+    }
+}
+
+fn local_generative_model(fixture: &str) {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures").join(fixture);
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
     let data = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground");
@@ -355,7 +361,7 @@ fn a_local_generative_model_scores_every_pair_as_transformers_does() {
             }
         }
     }
-    assert!(worst <= 1e-4, "stored log P(Yes) vs transformers: {worst:e}");
+    assert!(worst <= 1e-4, "{fixture}: stored log P(Yes) vs transformers: {worst:e}");
     // Winoground's scores compare log-probabilities as they compare any score.
     assert!(json["report"]["metrics"]["group_score"].is_number(), "{}", json["report"]);
     // A re-run reads every pair from the cache, without the weights.

@@ -6,6 +6,7 @@ pub mod clip_openai;
 pub mod fiber;
 mod gemma;
 pub mod gemma3;
+pub mod paligemma;
 pub mod siglip;
 pub mod transformer;
 mod weights;

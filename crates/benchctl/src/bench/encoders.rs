@@ -22,7 +22,11 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
                         format!("benchmark `{}`: pass its config.json with --config", entry.id),
                     ))
                 }
-                Architecture::Siglip | Architecture::Blip | Architecture::Fiber | Architecture::Gemma3 => {
+                Architecture::Siglip
+                | Architecture::Blip
+                | Architecture::Fiber
+                | Architecture::Gemma3
+                | Architecture::PaliGemma => {
                     return Err(Error::new(
                         ErrorKind::Usage,
                         format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),

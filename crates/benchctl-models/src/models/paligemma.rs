@@ -1,0 +1,320 @@
+//! PaliGemma (Beyer et al., 2024, *PaliGemma: A versatile 3B VLM for transfer*,
+//! <https://arxiv.org/abs/2407.07726>) as a VQAScore model, e.g.
+//! <https://huggingface.co/google/paligemma-3b-mix-224>: a SigLIP tower whose patch tokens are
+//! projected into a Gemma 1 decoder.
+//!
+//! The prompt is the one `t2v_metrics`' PaliGemma model builds with the checkpoint's processor,
+//! `processor(text=question, images=image)`: the image tokens, `<bos>`, the question and `\n`;
+//! the score is the log-softmax of the next token's logits at the answer's token.
+//!
+//! What sets it apart, and is easy to get silently wrong:
+//! - the whole prompt, image and text, is a *prefix*: every position of it attends to every
+//!   other both ways (an answer teacher-forced after it is causal), so the image's states
+//!   depend on the caption and no prompt state can be shared between captions; an image's
+//!   projected patch tokens are what is computed once;
+//! - rotary positions count from 1, not 0;
+//! - the patch tokens, projected, replace the image tokens' embeddings *unscaled*, while token
+//!   embeddings are multiplied by `√hidden`;
+//! - its processor turns the tokenizer's `<bos>` off, so `tokenizer.encode("Yes")[0]`, the
+//!   token `t2v_metrics` reads, is "Yes" itself.
+//!
+//! PaliGemma 2 (a Gemma 2 decoder) is refused by name.
+
+use candle_core::{DType, Device, Module, Tensor};
+use serde::Deserialize;
+
+use super::gemma::{encode, Decoder, DecoderSpec};
+use super::siglip::SiglipVisionConfig;
+use super::transformer::{load_blocks, run_blocks, Block, Dense, PatchEmbedding, Tower};
+use super::weights::Weights;
+use crate::hub::ModelFiles;
+use crate::kernels::LayerNorm;
+use crate::preprocess::{Preprocessor, HALF};
+use crate::vqascore::Template;
+use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
+
+/// `config.json` of a `PaliGemmaForConditionalGeneration`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PaliGemmaConfig {
+    pub text_config: PaliGemmaTextConfig,
+    pub vision_config: SiglipVisionConfig,
+    /// The projector's output width (the decoder's hidden size).
+    pub projection_dim: usize,
+    pub image_token_index: u32,
+}
+
+/// The Gemma decoder's part, with `transformers`' `GemmaConfig` defaults.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PaliGemmaTextConfig {
+    #[serde(default = "default_model_type")]
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    #[serde(default = "default_head_dim")]
+    pub head_dim: usize,
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default)]
+    pub hidden_activation: Option<String>,
+    #[serde(default)]
+    pub hidden_act: Option<String>,
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    #[serde(default)]
+    pub rope_parameters: Option<super::gemma3::RopeParameters>,
+    #[serde(default = "default_positions")]
+    pub max_position_embeddings: usize,
+}
+
+fn default_model_type() -> String {
+    "gemma".into()
+}
+fn default_head_dim() -> usize {
+    256
+}
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_positions() -> usize {
+    8192
+}
+
+impl PaliGemmaConfig {
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let config: Self = super::read_config(path)?;
+        let bad = |what: String| Error::new(ErrorKind::BadConfig, format!("use {}: {what}", path.display()));
+        let (t, v) = (&config.text_config, &config.vision_config);
+        if t.model_type != "gemma" {
+            return Err(bad(format!(
+                "text_config.model_type `{}` is not supported (PaliGemma 1's `gemma` is; PaliGemma 2's Gemma 2 decoder is not)",
+                t.model_type
+            )));
+        }
+        super::check_patch_grid(path, v.image_size, v.patch_size)?;
+        if t.num_key_value_heads == 0 || !t.num_attention_heads.is_multiple_of(t.num_key_value_heads) {
+            return Err(bad(format!(
+                "{} attention heads do not share {} key-value heads evenly",
+                t.num_attention_heads, t.num_key_value_heads
+            )));
+        }
+        if config.projection_dim != t.hidden_size {
+            return Err(bad(format!(
+                "projection_dim {} must equal the decoder's hidden_size {}",
+                config.projection_dim, t.hidden_size
+            )));
+        }
+        if let Some(p) = &t.rope_parameters {
+            if p.rope_type != "default" {
+                return Err(bad(format!("the RoPE type `{}` is not supported", p.rope_type)));
+            }
+        }
+        Ok(config)
+    }
+
+    fn decoder_spec(&self) -> DecoderSpec {
+        let t = &self.text_config;
+        let theta = t.rope_parameters.as_ref().and_then(|p| p.rope_theta).or(t.rope_theta).unwrap_or(10_000.0);
+        DecoderSpec {
+            vocab: t.vocab_size,
+            hidden: t.hidden_size,
+            intermediate: t.intermediate_size,
+            heads: t.num_attention_heads,
+            kv_heads: t.num_key_value_heads,
+            head_dim: t.head_dim,
+            eps: t.rms_norm_eps,
+            activation: t
+                .hidden_activation
+                .clone()
+                .or_else(|| t.hidden_act.clone())
+                .unwrap_or_else(|| "gelu_pytorch_tanh".into()),
+            scale: (t.head_dim as f64).powf(-0.5),
+            attn_softcap: None,
+            final_softcap: None,
+            layers: vec![(None, theta, 1.0); t.num_hidden_layers],
+            sandwich_norms: false,
+            positions: t.max_position_embeddings.min(8192),
+        }
+    }
+
+    /// Image tokens per image: one per patch.
+    pub fn image_tokens(&self) -> usize {
+        (self.vision_config.image_size / self.vision_config.patch_size).pow(2)
+    }
+}
+
+/// PaliGemma's vision tower, projector and decoder.
+#[derive(Debug, Clone)]
+pub struct PaliGemma {
+    patch_embedding: PatchEmbedding,
+    vision_positions: Tensor,
+    vision_blocks: Vec<Block>,
+    vision_post_norm: LayerNorm,
+    projector: Dense,
+    decoder: Decoder,
+    image_token: u32,
+}
+
+impl PaliGemma {
+    fn from_weights(config: &PaliGemmaConfig, w: &Weights) -> Result<Self> {
+        let vc = &config.vision_config;
+        let vt = Tower::new(
+            vc.hidden_size,
+            vc.intermediate_size,
+            vc.num_hidden_layers,
+            vc.num_attention_heads,
+            &vc.hidden_act,
+            vc.layer_norm_eps,
+        )?;
+        // The hub's names, or transformers 5's own saves.
+        let (v, t, p) = if w.has("model.language_model.norm.weight") {
+            let v = if w.has("model.vision_tower.vision_model.post_layernorm.weight") {
+                w.pp("model.vision_tower.vision_model")
+            } else {
+                w.pp("model.vision_tower")
+            };
+            (v, w.pp("model.language_model"), w.pp("model.multi_modal_projector"))
+        } else {
+            (w.pp("vision_tower.vision_model"), w.pp("language_model.model"), w.pp("multi_modal_projector"))
+        };
+        Ok(Self {
+            patch_embedding: PatchEmbedding::load(
+                &v.pp("embeddings.patch_embedding"),
+                vc.hidden_size,
+                vc.num_channels,
+                vc.patch_size,
+                true,
+            )?,
+            vision_positions: v.get((config.image_tokens(), vc.hidden_size), "embeddings.position_embedding.weight")?,
+            vision_blocks: load_blocks(&v, &vt)?,
+            vision_post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            projector: Dense::new(p.pp("linear").linear(vc.hidden_size, config.projection_dim, true)?)?,
+            decoder: Decoder::load(&t, &config.decoder_spec())?,
+            image_token: config.image_token_index,
+        })
+    }
+
+    /// The image tokens' embeddings: `(b, 3, H, W)` → `(b, patches, hidden)`.
+    pub fn image_embeddings(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.vision_positions)?;
+        let xs = self.vision_post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
+        self.projector.forward(&xs)
+    }
+}
+
+/// PaliGemma with its tokenizer, prompt and preprocessing: a [`FusionEncoder`] whose pair
+/// scores are `log P(answer)` ([`ScoreKind::LogProbability`]).
+pub struct PaliGemmaVqa {
+    model: PaliGemma,
+    tokenizer: tokenizers::Tokenizer,
+    template: Template,
+    preprocessor: Preprocessor,
+    image_tokens: usize,
+    bos: u32,
+    dtype: DType,
+}
+
+impl PaliGemmaVqa {
+    pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
+        Self::with_template(files, dtype, device, Template::t2v_metrics())
+    }
+
+    pub fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
+        let config = PaliGemmaConfig::from_file(&files.config)?;
+        let weights = Weights::open(&files.weights, dtype, device)?;
+        let model = PaliGemma::from_weights(&config, &weights)?;
+        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| {
+            Error::new(ErrorKind::Tokenizer, format!("load the tokenizer {}: {e}", files.tokenizer.display()))
+        })?;
+        let bos = tokenizer.token_to_id("<bos>").ok_or_else(|| {
+            Error::new(
+                ErrorKind::Tokenizer,
+                format!("use the tokenizer {}: it has no <bos>", files.tokenizer.display()),
+            )
+        })?;
+        let size = config.vision_config.image_size;
+        let defaults = Preprocessor::stretch(size, HALF, HALF);
+        let preprocessor = match &files.preprocessor {
+            Some(path) => Preprocessor::from_hf_config(path, &defaults)?,
+            None => defaults,
+        };
+        if preprocessor.size != size {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!(
+                    "use {}: its image size {} is not the tower's {size}",
+                    files.config.display(),
+                    preprocessor.size
+                ),
+            ));
+        }
+        Ok(Self { image_tokens: config.image_tokens(), model, tokenizer, template, preprocessor, bos, dtype })
+    }
+
+    /// The prompt's ids for `caption` (image tokens, `<bos>`, the question and `\n`) and the
+    /// answer's.
+    pub fn prompt_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let path = std::path::Path::new("tokenizer.json");
+        let text = format!("{}\n", self.template.question_for(caption));
+        let mut ids = vec![self.model.image_token; self.image_tokens];
+        ids.push(self.bos);
+        ids.extend(encode(&self.tokenizer, &text, path)?);
+        let answer = encode(&self.tokenizer, &self.template.answer_for(caption), path)?;
+        if answer.is_empty() {
+            return Err(Error::new(ErrorKind::Tokenizer, "tokenize the answer: it has no tokens"));
+        }
+        Ok((ids, answer))
+    }
+
+    fn score_one(&self, image: &Tensor, caption: &str) -> Result<f32> {
+        let (prompt, answer) = self.prompt_ids(caption)?;
+        let decoder = &self.model.decoder;
+        let run = || -> candle_core::Result<f32> {
+            // The answer teacher-forced after the prompt; the prompt is the prefix both ways.
+            let input = [prompt.clone(), answer[..answer.len() - 1].to_vec()].concat();
+            let xs =
+                decoder.embed(std::slice::from_ref(&input), Some((&image.unsqueeze(0)?, self.model.image_token)))?;
+            let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt.len())))?;
+            decoder.answer_log_p(&hidden, prompt.len() - 1, &answer)
+        };
+        run().map_err(|e| Error::compute("score a caption", e))
+    }
+}
+
+impl FusionEncoder for PaliGemmaVqa {
+    fn device(&self) -> &Device {
+        self.model.decoder.device()
+    }
+
+    fn preprocessor(&self) -> &Preprocessor {
+        &self.preprocessor
+    }
+
+    /// The projected patch tokens of each image, `(b, patches, hidden)`.
+    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
+        pixels
+            .to_dtype(self.dtype)
+            .and_then(|p| self.model.image_embeddings(&p))
+            .map_err(|e| Error::compute("encode images", e))
+    }
+
+    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        let mut scores = Vec::with_capacity(texts.len());
+        for (i, text) in texts.iter().enumerate() {
+            let image = image_states.get(i).map_err(|e| Error::compute("read an image state", e))?;
+            scores.push(self.score_one(&image, text)?);
+        }
+        Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
+    }
+
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::LogProbability
+    }
+
+    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
+        None
+    }
+}
