@@ -377,16 +377,22 @@ impl Decoder {
         candle_nn::ops::log_softmax(&logits, D::Minus1)
     }
 
-    /// The mean log-probability of `answer` after `context` `(1, s, hidden)` final states
-    /// whose last row predicts the answer's first token, the rest teacher-forced: `hidden`
-    /// holds `s + answer.len() − 1` rows.
-    pub fn answer_log_p(&self, hidden: &Tensor, first: usize, answer: &[u32]) -> candle_core::Result<f32> {
-        let log_probs = self.log_probs(&hidden.narrow(1, first, answer.len())?)?.get(0)?;
-        let mut total = 0.0f64;
-        for (i, &token) in answer.iter().enumerate() {
-            total += f64::from(log_probs.get(i)?.get(token as usize)?.to_scalar::<f32>()?);
+    /// Each row's mean log-probability of `answer` (the same length in every row), the
+    /// answer's first token predicted by row `first` of the final states `(b, s, hidden)` and
+    /// the rest teacher-forced after it.
+    pub fn answer_log_ps(&self, hidden: &Tensor, first: usize, answers: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+        let n = answers.first().map_or(0, |a| a.len());
+        let log_probs = self.log_probs(&hidden.narrow(1, first, n)?)?;
+        let mut out = Vec::with_capacity(answers.len());
+        for (row, answer) in answers.iter().enumerate() {
+            let row_log_probs = log_probs.get(row)?;
+            let mut total = 0.0f64;
+            for (i, &token) in answer.iter().enumerate() {
+                total += f64::from(row_log_probs.get(i)?.get(token as usize)?.to_scalar::<f32>()?);
+            }
+            out.push((total / n as f64) as f32);
         }
-        Ok((total / answer.len() as f64) as f32)
+        Ok(out)
     }
 
     /// Flattens per-layer caches into one row per batch entry (keys then values, layer by
@@ -399,20 +405,37 @@ impl Decoder {
         Tensor::cat(&flat, 1)
     }
 
-    /// One row of [`Decoder::flatten_caches`] back into per-layer caches of `len` positions.
-    pub fn unflatten_caches(&self, state: &Tensor, len: usize) -> candle_core::Result<Vec<LayerCache>> {
+    /// Rows of [`Decoder::flatten_caches`] `(b, flat)` back into per-layer caches of `len`
+    /// positions, `(b, kv_heads, len, head_dim)` each.
+    pub fn unflatten_caches(&self, states: &Tensor, len: usize) -> candle_core::Result<Vec<LayerCache>> {
         let per = self.kv_heads * len * self.head_dim;
-        if state.dims1()? != 2 * self.layers.len() * per {
-            candle_core::bail!("an image state of {} values does not fit a {len}-token prompt", state.dims1()?);
+        let (b, width) = states.dims2()?;
+        if width != 2 * self.layers.len() * per {
+            candle_core::bail!("an image state of {width} values does not fit a {len}-token prompt");
         }
         (0..self.layers.len())
             .map(|l| {
-                let part =
-                    |i: usize| state.narrow(0, (2 * l + i) * per, per)?.reshape((1, self.kv_heads, len, self.head_dim));
+                let part = |i: usize| {
+                    states.narrow(1, (2 * l + i) * per, per)?.reshape((b, self.kv_heads, len, self.head_dim))
+                };
                 Ok((part(0)?, part(1)?))
             })
             .collect()
     }
+}
+
+/// Positions of `keys` grouped by equal key (a prompt's and an answer's lengths), groups in
+/// the order of their first member: rows of one shape run as one batch, with no padding to
+/// change a result.
+pub(crate) fn groups_of<K: PartialEq + Copy>(keys: &[K]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(K, Vec<usize>)> = Vec::new();
+    for (i, &key) in keys.iter().enumerate() {
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
 }
 
 /// `text`'s token ids, without special tokens added.

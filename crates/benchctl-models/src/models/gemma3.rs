@@ -27,7 +27,7 @@
 use candle_core::{DType, Device, Module, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{encode, Decoder, DecoderSpec, RmsNorm};
+use super::gemma::{encode, groups_of, Decoder, DecoderSpec, RmsNorm};
 use super::siglip::SiglipVisionConfig;
 use super::transformer::{load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
@@ -379,18 +379,28 @@ impl Gemma3Vqa {
         Decoder::flatten_caches(&caches)
     }
 
-    fn score_one(&self, state: &Tensor, caption: &str) -> Result<f32> {
-        let (suffix, answer) = self.caption_ids(caption)?;
+    /// Pairs' scores, those of one input length in one batch over their images' prompt states.
+    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+        let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.caption_ids(t)).collect::<Result<_>>()?;
+        // The answer teacher-forced: every answer token but the last is input too.
+        let inputs: Vec<Vec<u32>> = ids.iter().map(|(s, a)| [s.as_slice(), &a[..a.len() - 1]].concat()).collect();
+        let keys: Vec<(usize, usize)> = ids.iter().map(|(s, a)| (s.len(), a.len())).collect();
         let decoder = &self.model.decoder;
-        let run = || -> candle_core::Result<f32> {
-            let past = decoder.unflatten_caches(state, self.prefix.len())?;
-            // The answer teacher-forced: every answer token but the last is input too.
-            let input = [suffix.clone(), answer[..answer.len() - 1].to_vec()].concat();
-            let xs = decoder.embed(std::slice::from_ref(&input), None)?;
-            let (hidden, _) = decoder.decode(xs, self.prefix.len(), 0, Some(&past), None)?;
-            decoder.answer_log_p(&hidden, suffix.len() - 1, &answer)
-        };
-        run().map_err(|e| Error::compute("score a caption", e))
+        let mut scores = vec![0.0f32; texts.len()];
+        for group in groups_of(&keys) {
+            let run = || -> candle_core::Result<Vec<f32>> {
+                let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())?;
+                let past = decoder.unflatten_caches(&image_states.index_select(&rows, 0)?, self.prefix.len())?;
+                let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
+                let xs = decoder.embed(&batch, None)?;
+                let (hidden, _) = decoder.decode(xs, self.prefix.len(), 0, Some(&past), None)?;
+                let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
+                decoder.answer_log_ps(&hidden, ids[group[0]].0.len() - 1, &answers)
+            };
+            let got = run().map_err(|e| Error::compute("score captions", e))?;
+            group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
+        }
+        Ok(scores)
     }
 }
 
@@ -439,11 +449,7 @@ impl FusionEncoder for Gemma3Vqa {
     }
 
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
-        let mut scores = Vec::with_capacity(texts.len());
-        for (i, text) in texts.iter().enumerate() {
-            let state = image_states.get(i).map_err(|e| Error::compute("read an image state", e))?;
-            scores.push(self.score_one(&state, text)?);
-        }
+        let scores = self.score_batched(image_states, texts)?;
         Tensor::from_vec(scores, texts.len(), self.model.decoder.device())
             .map_err(|e| Error::compute("collect scores", e))
     }

@@ -23,7 +23,7 @@
 use candle_core::{DType, Device, Module, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{encode, Decoder, DecoderSpec};
+use super::gemma::{encode, groups_of, Decoder, DecoderSpec};
 use super::siglip::SiglipVisionConfig;
 use super::transformer::{load_blocks, run_blocks, Block, Dense, PatchEmbedding, Tower};
 use super::weights::Weights;
@@ -269,18 +269,28 @@ impl PaliGemmaVqa {
         Ok((ids, answer))
     }
 
-    fn score_one(&self, image: &Tensor, caption: &str) -> Result<f32> {
-        let (prompt, answer) = self.prompt_ids(caption)?;
+    /// Pairs' scores, those of one prompt length in one batch.
+    fn score_batched(&self, images: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+        let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.prompt_ids(t)).collect::<Result<_>>()?;
+        // The answer teacher-forced after the prompt; the prompt is the prefix, both ways.
+        let inputs: Vec<Vec<u32>> = ids.iter().map(|(p, a)| [p.as_slice(), &a[..a.len() - 1]].concat()).collect();
+        let keys: Vec<(usize, usize)> = ids.iter().map(|(p, a)| (p.len(), a.len())).collect();
         let decoder = &self.model.decoder;
-        let run = || -> candle_core::Result<f32> {
-            // The answer teacher-forced after the prompt; the prompt is the prefix both ways.
-            let input = [prompt.clone(), answer[..answer.len() - 1].to_vec()].concat();
-            let xs =
-                decoder.embed(std::slice::from_ref(&input), Some((&image.unsqueeze(0)?, self.model.image_token)))?;
-            let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt.len())))?;
-            decoder.answer_log_p(&hidden, prompt.len() - 1, &answer)
-        };
-        run().map_err(|e| Error::compute("score a caption", e))
+        let mut scores = vec![0.0f32; texts.len()];
+        for group in groups_of(&keys) {
+            let run = || -> candle_core::Result<Vec<f32>> {
+                let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), images.device())?;
+                let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
+                let xs = decoder.embed(&batch, Some((&images.index_select(&rows, 0)?, self.model.image_token)))?;
+                let prompt = ids[group[0]].0.len();
+                let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt)))?;
+                let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
+                decoder.answer_log_ps(&hidden, prompt - 1, &answers)
+            };
+            let got = run().map_err(|e| Error::compute("score captions", e))?;
+            group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
+        }
+        Ok(scores)
     }
 }
 
@@ -302,11 +312,7 @@ impl FusionEncoder for PaliGemmaVqa {
     }
 
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
-        let mut scores = Vec::with_capacity(texts.len());
-        for (i, text) in texts.iter().enumerate() {
-            let image = image_states.get(i).map_err(|e| Error::compute("read an image state", e))?;
-            scores.push(self.score_one(&image, text)?);
-        }
+        let scores = self.score_batched(image_states, texts)?;
         Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
     }
 
