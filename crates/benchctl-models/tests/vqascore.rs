@@ -146,3 +146,46 @@ fn paligemma_log_p_yes_matches_transformers() {
         assert!(worst <= 0.05, "{dtype:?}: log P(Yes) drifts by {worst} from transformers' f32");
     }
 }
+
+/// The tiny Gemma 3's files in a temp dir, its config.json's `text_config` changed by `edit`.
+fn gemma3_with_text_config(edit: impl Fn(&mut serde_json::Value)) -> tempfile::TempDir {
+    let source = fixture_model("gemma3-tiny");
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["model.safetensors", "tokenizer.json", "preprocessor_config.json"] {
+        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(source.join("config.json")).unwrap()).unwrap();
+    edit(&mut config["text_config"]);
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn gemma3_configs_it_cannot_run_exactly_are_named() {
+    let cases: [(&str, fn(&mut serde_json::Value)); 4] = [
+        ("layer_types holds `chunked_attention`", |t| t["layer_types"][0] = "chunked_attention".into()),
+        ("names 5 layers, num_hidden_layers is 6", |t| drop(t["layer_types"].as_array_mut().unwrap().pop())),
+        ("RoPE type `yarn` is not supported", |t| t["rope_parameters"]["full_attention"]["rope_type"] = "yarn".into()),
+        ("do not share 3 key-value heads", |t| t["num_key_value_heads"] = 3.into()),
+    ];
+    for (expected, edit) in cases {
+        let dir = gemma3_with_text_config(edit);
+        let err =
+            Gemma3Vqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).err().expect("refused");
+        assert!(err.to_string().contains(expected) && err.to_string().contains("config.json"), "{expected}: {err}");
+    }
+    // transformers 4's keys for the same model (a pattern and per-kind RoPE bases) load too.
+    let dir = gemma3_with_text_config(|t| {
+        let t = t.as_object_mut().unwrap();
+        t.remove("layer_types");
+        t.remove("rope_parameters");
+        t.insert("sliding_window_pattern".into(), 6.into());
+        t.insert("rope_theta".into(), 1_000_000.0.into());
+        t.insert("rope_local_base_freq".into(), 10_000.0.into());
+    });
+    let expected = expected();
+    let v4 = Gemma3Vqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).unwrap();
+    let worst = scores_of(&v4, &expected).iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(worst <= 1e-4, "transformers 4's config keys: {worst}");
+}

@@ -89,8 +89,11 @@ pub struct Gemma3TextConfig {
     pub attn_logit_softcapping: Option<f64>,
     #[serde(default)]
     pub layer_types: Option<Vec<String>>,
-    #[serde(default, alias = "_sliding_window_pattern")]
+    #[serde(default)]
     pub sliding_window_pattern: Option<usize>,
+    /// transformers 5 writes the pattern under this name beside `layer_types`.
+    #[serde(default, rename = "_sliding_window_pattern")]
+    pub saved_sliding_window_pattern: Option<usize>,
     #[serde(default)]
     pub rope_parameters: Option<std::collections::BTreeMap<String, RopeParameters>>,
     #[serde(default)]
@@ -135,7 +138,8 @@ impl Gemma3TextConfig {
     /// Each layer's window and RoPE, from whichever keys the config has.
     fn layer_kinds(&self, path: &std::path::Path) -> Result<Vec<LayerKind>> {
         let bad = |what: String| Error::new(ErrorKind::BadConfig, format!("use {}: {what}", path.display()));
-        let sliding: Vec<bool> = match (&self.layer_types, self.sliding_window_pattern) {
+        let pattern = self.sliding_window_pattern.or(self.saved_sliding_window_pattern);
+        let sliding: Vec<bool> = match (&self.layer_types, pattern) {
             (Some(types), _) => types
                 .iter()
                 .map(|t| match t.as_str() {
