@@ -163,7 +163,8 @@ fn gemma3_with_text_config(edit: impl Fn(&mut serde_json::Value)) -> tempfile::T
 
 #[test]
 fn gemma3_configs_it_cannot_run_exactly_are_named() {
-    let cases: [(&str, fn(&mut serde_json::Value)); 4] = [
+    type Edit = fn(&mut serde_json::Value);
+    let cases: [(&str, Edit); 4] = [
         ("layer_types holds `chunked_attention`", |t| t["layer_types"][0] = "chunked_attention".into()),
         ("names 5 layers, num_hidden_layers is 6", |t| drop(t["layer_types"].as_array_mut().unwrap().pop())),
         ("RoPE type `yarn` is not supported", |t| t["rope_parameters"]["full_attention"]["rope_type"] = "yarn".into()),
