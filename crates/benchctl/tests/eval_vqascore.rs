@@ -233,6 +233,28 @@ fn a_stalled_server_times_out_naming_it() {
     assert!(stderr(&out).contains("timed out") && stderr(&out).contains("tiny-vlm"), "{}", stderr(&out));
 }
 
+/// The largest difference between a stored run's scores of the Winoground-layout suite in
+/// `data` and `reference[image file stem][caption]`.
+fn worst_difference(
+    run_path: &std::path::Path,
+    run: &serde_json::Value,
+    data: &std::path::Path,
+    reference: &serde_json::Value,
+) -> f64 {
+    let suite = benchctl_suites::find("winoground").unwrap().load(data).unwrap();
+    let lines = read_scores(&dump_path(run_path, run)).unwrap();
+    let mut worst = 0.0f64;
+    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
+        for (k, row) in matrix.iter().enumerate() {
+            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
+            for (l, &score) in row.iter().enumerate() {
+                worst = worst.max((f64::from(score) - reference[&image][item.text(l)].as_f64().unwrap()).abs());
+            }
+        }
+    }
+    worst
+}
+
 /// A llama-cpp-python server on a loopback port, stopped when dropped.
 struct LlamaServer {
     child: std::process::Child,
@@ -299,18 +321,7 @@ fn a_real_llama_cpp_server_scores_as_transformers_does() {
         &[("BENCHCTL_CACHE", cache_dir)],
     );
     let (run_path, json) = stored_run(&out);
-    let suite = benchctl_suites::find("winoground").unwrap().load(&data).unwrap();
-    let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
-    let mut worst = 0.0f64;
-    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
-        for (k, row) in matrix.iter().enumerate() {
-            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
-            for (l, &score) in row.iter().enumerate() {
-                let reference = expected["server"][&image][item.text(l)].as_f64().unwrap();
-                worst = worst.max((f64::from(score) - reference).abs());
-            }
-        }
-    }
+    let worst = worst_difference(&run_path, &json, &data, &expected["server"]);
     assert!(worst < 1e-3, "stored log P(Yes) vs transformers on the server's prompt: max |Δ| = {worst:e}");
 }
 
@@ -329,17 +340,7 @@ fn local_generative_model(fixture: &str) {
     let (results, cache) = (scratch_dir("generative-results"), scratch_dir("generative-cache"));
     let (model_dir, data_dir, results_dir) =
         (model.to_str().unwrap(), data.to_str().unwrap(), results.to_str().unwrap());
-    let args = [
-        "eval",
-        "--model-path",
-        model_dir,
-        "--suite",
-        "winoground",
-        "--data-dir",
-        data_dir,
-        "--results-dir",
-        results_dir,
-    ];
+    let args = common::eval_args(model_dir, "winoground", data_dir, results_dir, &[]);
     let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
     let (run_path, json) = stored_run(&benchctl(&[&args[..], &["--batch-size", "3"]].concat(), &env));
     assert_eq!(
@@ -350,17 +351,7 @@ fn local_generative_model(fixture: &str) {
     let counts = &json["counts"];
     assert_eq!((counts["images_encoded"].as_u64(), counts["image_batches"].as_u64()), (Some(16), Some(6)));
     assert_eq!(counts["pairs_scored"], 32);
-    let suite = benchctl_suites::find("winoground").unwrap().load(&data).unwrap();
-    let lines = read_scores(&dump_path(&run_path, &json)).unwrap();
-    let mut worst = 0.0f64;
-    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
-        for (k, row) in matrix.iter().enumerate() {
-            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
-            for (l, &score) in row.iter().enumerate() {
-                worst = worst.max((f64::from(score) - expected["local"][&image][item.text(l)].as_f64().unwrap()).abs());
-            }
-        }
-    }
+    let worst = worst_difference(&run_path, &json, &data, &expected["local"]);
     assert!(worst <= 1e-4, "{fixture}: stored log P(Yes) vs transformers: {worst:e}");
     // Winoground's scores compare log-probabilities as they compare any score.
     assert!(json["report"]["metrics"]["group_score"].is_number(), "{}", json["report"]);

@@ -17,7 +17,8 @@ use candle_core::{DType, Device, Tensor, D};
 use super::transformer::Dense;
 use super::weights::Weights;
 use crate::kernels::Activation;
-use crate::{Error, ErrorKind, Result};
+use crate::preprocess::Preprocessor;
+use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
 
 /// Gemma's RMS norm: in f32, `x / rms(x) · (1 + w)`, back to the input's dtype.
 #[derive(Debug, Clone)]
@@ -228,7 +229,7 @@ impl DecoderLayer {
 
 /// A Gemma decoder: token embeddings, layers, final norm, and the tied output layer.
 #[derive(Debug, Clone)]
-pub(crate) struct Decoder {
+pub struct Decoder {
     embed_tokens: Tensor,
     embed_scale: f64,
     layers: Vec<DecoderLayer>,
@@ -242,7 +243,7 @@ pub(crate) struct Decoder {
 
 impl Decoder {
     /// The decoder under `w` (`embed_tokens`, `layers.N`, `norm`).
-    pub fn load(w: &Weights, spec: &DecoderSpec) -> Result<Self> {
+    pub(crate) fn load(w: &Weights, spec: &DecoderSpec) -> Result<Self> {
         let layers = spec
             .layers
             .iter()
@@ -269,13 +270,13 @@ impl Decoder {
         })
     }
 
-    pub fn device(&self) -> &Device {
+    pub(crate) fn device(&self) -> &Device {
         &self.device
     }
 
     /// Embeddings `(b, s, hidden)` of `ids` (b rows of s), scaled by `√hidden`, the rows of
     /// `image_token` taken in order from `images` `(b, per image, hidden)`, unscaled.
-    pub fn embed(&self, ids: &[Vec<u32>], images: Option<(&Tensor, u32)>) -> candle_core::Result<Tensor> {
+    pub(crate) fn embed(&self, ids: &[Vec<u32>], images: Option<(&Tensor, u32)>) -> candle_core::Result<Tensor> {
         let (b, s) = (ids.len(), ids.first().map_or(0, Vec::len));
         // An image token may lie outside the vocabulary (PaliGemma's, Gemma 3's): its row is
         // replaced, so any id stands in for the lookup.
@@ -338,7 +339,7 @@ impl Decoder {
     /// Runs `xs` `(b, s, hidden)` at positions `offset..` over `past` (one cache per layer),
     /// the rotary positions shifted by `shift` (PaliGemma counts from 1); the final hidden
     /// states and every layer's keys and values.
-    pub fn decode(
+    pub(crate) fn decode(
         &self,
         xs: Tensor,
         offset: usize,
@@ -368,7 +369,7 @@ impl Decoder {
     }
 
     /// Log-probabilities over the vocabulary from final hidden states `(…, hidden)`, in f32.
-    pub fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
         let logits = hidden.broadcast_matmul(&self.embed_tokens.t()?)?.to_dtype(DType::F32)?;
         let logits = match self.final_softcap {
             Some(cap) => ((logits / cap)?.tanh()? * cap)?,
@@ -380,7 +381,12 @@ impl Decoder {
     /// Each row's mean log-probability of `answer` (the same length in every row), the
     /// answer's first token predicted by row `first` of the final states `(b, s, hidden)` and
     /// the rest teacher-forced after it.
-    pub fn answer_log_ps(&self, hidden: &Tensor, first: usize, answers: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+    pub(crate) fn answer_log_ps(
+        &self,
+        hidden: &Tensor,
+        first: usize,
+        answers: &[&[u32]],
+    ) -> candle_core::Result<Vec<f32>> {
         let n = answers.first().map_or(0, |a| a.len());
         let log_probs = self.log_probs(&hidden.narrow(1, first, n)?)?;
         let mut out = Vec::with_capacity(answers.len());
@@ -397,7 +403,7 @@ impl Decoder {
 
     /// Flattens per-layer caches into one row per batch entry (keys then values, layer by
     /// layer), the image state a [`crate::FusionEncoder`] hands back per image.
-    pub fn flatten_caches(caches: &[LayerCache]) -> candle_core::Result<Tensor> {
+    pub(crate) fn flatten_caches(caches: &[LayerCache]) -> candle_core::Result<Tensor> {
         let flat: Vec<Tensor> = caches
             .iter()
             .flat_map(|(k, v)| [k.flatten_from(1), v.flatten_from(1)])
@@ -407,7 +413,7 @@ impl Decoder {
 
     /// Rows of [`Decoder::flatten_caches`] `(b, flat)` back into per-layer caches of `len`
     /// positions, `(b, kv_heads, len, head_dim)` each.
-    pub fn unflatten_caches(&self, states: &Tensor, len: usize) -> candle_core::Result<Vec<LayerCache>> {
+    pub(crate) fn unflatten_caches(&self, states: &Tensor, len: usize) -> candle_core::Result<Vec<LayerCache>> {
         let per = self.kv_heads * len * self.head_dim;
         let (b, width) = states.dims2()?;
         if width != 2 * self.layers.len() * per {
@@ -438,10 +444,98 @@ pub(crate) fn groups_of<K: PartialEq + Copy>(keys: &[K]) -> Vec<Vec<usize>> {
     groups.into_iter().map(|(_, members)| members).collect()
 }
 
+/// Where a generative checkpoint keeps its vision tower, language model and projector: the
+/// hub's names (`vision_tower.vision_model`, `language_model.model`, `multi_modal_projector`)
+/// or those of `transformers` 5's own saves (`model.vision_tower`, `model.language_model`,
+/// `model.multi_modal_projector`).
+pub(crate) fn multimodal_parts<'a>(w: &Weights<'a>) -> (Weights<'a>, Weights<'a>, Weights<'a>) {
+    let vision = ["vision_tower.vision_model", "model.vision_tower.vision_model", "model.vision_tower", "vision_tower"]
+        .into_iter()
+        .find(|p| w.has(&format!("{p}.post_layernorm.weight")))
+        .unwrap_or("vision_tower.vision_model");
+    let (language, projector) = if w.has("model.language_model.norm.weight") {
+        ("model.language_model", "model.multi_modal_projector")
+    } else {
+        ("language_model.model", "multi_modal_projector")
+    };
+    (w.pp(vision), w.pp(language), w.pp(projector))
+}
+
+/// A checkpoint's `tokenizer.json`.
+pub(crate) fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
+    tokenizers::Tokenizer::from_file(path)
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("load the tokenizer {}: {e}", path.display())))
+}
+
+/// Scores by groups of rows of one shape (`keys`, see [`groups_of`]), `run` scoring one group's
+/// rows (given by position) as one batch; the scores in the rows' order.
+pub(crate) fn score_in_groups<K: PartialEq + Copy>(
+    keys: &[K],
+    mut run: impl FnMut(&[usize]) -> candle_core::Result<Vec<f32>>,
+) -> Result<Vec<f32>> {
+    let mut scores = vec![0.0f32; keys.len()];
+    for group in groups_of(keys) {
+        let got = run(&group).map_err(|e| Error::compute("score captions", e))?;
+        group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
+    }
+    Ok(scores)
+}
+
+/// A generative model scored here (Gemma 3, PaliGemma): its per-image state and its batched
+/// pair scores. Every such model is a [`FusionEncoder`] whose scores are `log P(answer)`.
+pub trait LocalVqa {
+    fn decoder(&self) -> &Decoder;
+    fn image_preprocessor(&self) -> &Preprocessor;
+    /// What is computed once per image, `(b, …)` for `(b, C, H, W)` pixels.
+    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor>;
+    /// Each pair's `log P(answer)`, pair `i` being `(image_states[i], texts[i])`.
+    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>>;
+}
+
+impl<T: LocalVqa> FusionEncoder for T {
+    fn device(&self) -> &Device {
+        self.decoder().device()
+    }
+
+    fn preprocessor(&self) -> &Preprocessor {
+        self.image_preprocessor()
+    }
+
+    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
+        self.image_states(pixels).map_err(|e| Error::compute("encode images", e))
+    }
+
+    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        let scores = self.score_batched(image_states, texts)?;
+        Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
+    }
+
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::LogProbability
+    }
+
+    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
+        None
+    }
+}
+
 /// `text`'s token ids, without special tokens added.
-pub(crate) fn encode(tokenizer: &tokenizers::Tokenizer, text: &str, path: &std::path::Path) -> Result<Vec<u32>> {
+pub(crate) fn encode(tokenizer: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
     tokenizer
         .encode(text, false)
         .map(|e| e.get_ids().to_vec())
-        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenize with {}: {e}", path.display())))
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenize {text:?}: {e}")))
+}
+
+/// The ids of the answer whose probability scores `caption`.
+pub(crate) fn answer_ids(
+    tokenizer: &tokenizers::Tokenizer,
+    template: &crate::vqascore::Template,
+    caption: &str,
+) -> Result<Vec<u32>> {
+    let answer = encode(tokenizer, &template.answer_for(caption))?;
+    if answer.is_empty() {
+        return Err(Error::new(ErrorKind::Tokenizer, "tokenize the answer: it has no tokens"));
+    }
+    Ok(answer)
 }

@@ -24,18 +24,18 @@
 //! image's state ([`FusionEncoder::encode_images`]), computed once per image, and each
 //! caption runs only its own tokens over them.
 
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{encode, groups_of, Decoder, DecoderSpec, RmsNorm};
-use super::siglip::SiglipVisionConfig;
-use super::transformer::{load_blocks, run_blocks, Block, PatchEmbedding, Tower};
+use super::gemma::{
+    answer_ids, encode, load_tokenizer, multimodal_parts, score_in_groups, Decoder, DecoderSpec, LocalVqa, RmsNorm,
+};
+use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
-use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, HALF};
 use crate::vqascore::Template;
-use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
+use crate::{Error, ErrorKind, Result};
 
 /// `config.json` of a `Gemma3ForConditionalGeneration`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -221,10 +221,7 @@ impl Gemma3Config {
 /// Gemma 3's vision tower, projector and language model.
 #[derive(Debug, Clone)]
 pub struct Gemma3 {
-    patch_embedding: PatchEmbedding,
-    vision_positions: Tensor,
-    vision_blocks: Vec<Block>,
-    vision_post_norm: LayerNorm,
+    vision: VisionTower,
     soft_emb_norm: RmsNorm,
     /// `(vision width, hidden)`.
     projection: Tensor,
@@ -236,29 +233,7 @@ pub struct Gemma3 {
 impl Gemma3 {
     fn from_weights(config: &Gemma3Config, path: &std::path::Path, w: &Weights) -> Result<Self> {
         let (vc, tc) = (&config.vision_config, &config.text_config);
-        let vt = Tower::new(
-            vc.hidden_size,
-            vc.intermediate_size,
-            vc.num_hidden_layers,
-            vc.num_attention_heads,
-            &vc.hidden_act,
-            vc.layer_norm_eps,
-        )?;
-        // The hub's checkpoints name the tower `vision_tower.vision_model`, transformers 5's
-        // own saves `vision_tower`; the language model `language_model.model` or
-        // `model.language_model`.
-        let v = if w.has("vision_tower.vision_model.post_layernorm.weight") {
-            w.pp("vision_tower.vision_model")
-        } else if w.has("model.vision_tower.post_layernorm.weight") {
-            w.pp("model.vision_tower")
-        } else {
-            w.pp("vision_tower")
-        };
-        let (t, p) = if w.has("model.language_model.norm.weight") {
-            (w.pp("model.language_model"), w.pp("model.multi_modal_projector"))
-        } else {
-            (w.pp("language_model.model"), w.pp("multi_modal_projector"))
-        };
+        let (v, t, p) = multimodal_parts(w);
         let spec = DecoderSpec {
             vocab: tc.vocab_size,
             hidden: tc.hidden_size,
@@ -275,19 +250,9 @@ impl Gemma3 {
             sandwich_norms: true,
             positions: tc.max_position_embeddings.min(8192),
         };
-        let patches = (vc.image_size / vc.patch_size).pow(2);
         let per_side = (config.mm_tokens_per_image as f64).sqrt() as usize;
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(
-                &v.pp("embeddings.patch_embedding"),
-                vc.hidden_size,
-                vc.num_channels,
-                vc.patch_size,
-                true,
-            )?,
-            vision_positions: v.get((patches, vc.hidden_size), "embeddings.position_embedding.weight")?,
-            vision_blocks: load_blocks(&v, &vt)?,
-            vision_post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            vision: VisionTower::load(&v, vc)?,
             soft_emb_norm: RmsNorm::load(&p.pp("mm_soft_emb_norm"), vc.hidden_size, vc.layer_norm_eps)?,
             projection: p.get((vc.hidden_size, tc.hidden_size), "mm_input_projection_weight")?,
             decoder: Decoder::load(&t, &spec)?,
@@ -298,8 +263,7 @@ impl Gemma3 {
 
     /// The image tokens' embeddings: `(b, 3, H, W)` → `(b, mm_tokens_per_image, hidden)`.
     pub fn image_embeddings(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.vision_positions)?;
-        let xs = self.vision_post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
+        let xs = self.vision.forward(pixels)?;
         let (b, n, d) = xs.dims3()?;
         let side = (n as f64).sqrt() as usize;
         let grid = xs.transpose(1, 2)?.reshape((b, d, side, side))?;
@@ -332,12 +296,10 @@ impl Gemma3Vqa {
         let config = Gemma3Config::from_file(&files.config)?;
         let weights = Weights::open(&files.weights, dtype, device)?;
         let model = Gemma3::from_weights(&config, &files.config, &weights)?;
-        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| {
-            Error::new(ErrorKind::Tokenizer, format!("load the tokenizer {}: {e}", files.tokenizer.display()))
-        })?;
+        let tokenizer = load_tokenizer(&files.tokenizer)?;
         let image = (0..config.mm_tokens_per_image).map(|_| "<image_soft_token>").collect::<String>();
         let text = format!("<bos><start_of_turn>user\n\n\n<start_of_image>{image}<end_of_image>");
-        let prefix = encode(&tokenizer, &text, &files.tokenizer)?;
+        let prefix = encode(&tokenizer, &text)?;
         let first = prefix.iter().position(|&t| t == config.image_token_index);
         let count = prefix.iter().filter(|&&t| t == config.image_token_index).count();
         let (Some(first), true, Some(&2)) = (first, count == config.mm_tokens_per_image, prefix.first()) else {
@@ -361,12 +323,7 @@ impl Gemma3Vqa {
     pub fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
         let question = self.template.question_for(caption);
         let suffix = format!("\n\n{}<end_of_turn>\n<start_of_turn>model\n", question.trim());
-        let path = std::path::Path::new("tokenizer.json");
-        let answer = encode(&self.tokenizer, &self.template.answer_for(caption), path)?;
-        if answer.is_empty() {
-            return Err(Error::new(ErrorKind::Tokenizer, "tokenize the answer: it has no tokens"));
-        }
-        Ok((encode(&self.tokenizer, &suffix, path)?, answer))
+        Ok((encode(&self.tokenizer, &suffix)?, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 
     /// The whole prompt's ids for `caption` (prefix and caption part).
@@ -384,27 +341,21 @@ impl Gemma3Vqa {
     }
 
     /// Pairs' scores, those of one input length in one batch over their images' prompt states.
-    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+    fn score_captions(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
         let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.caption_ids(t)).collect::<Result<_>>()?;
         // The answer teacher-forced: every answer token but the last is input too.
         let inputs: Vec<Vec<u32>> = ids.iter().map(|(s, a)| [s.as_slice(), &a[..a.len() - 1]].concat()).collect();
         let keys: Vec<(usize, usize)> = ids.iter().map(|(s, a)| (s.len(), a.len())).collect();
         let decoder = &self.model.decoder;
-        let mut scores = vec![0.0f32; texts.len()];
-        for group in groups_of(&keys) {
-            let run = || -> candle_core::Result<Vec<f32>> {
-                let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())?;
-                let past = decoder.unflatten_caches(&image_states.index_select(&rows, 0)?, self.prefix.len())?;
-                let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
-                let xs = decoder.embed(&batch, None)?;
-                let (hidden, _) = decoder.decode(xs, self.prefix.len(), 0, Some(&past), None)?;
-                let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
-                decoder.answer_log_ps(&hidden, ids[group[0]].0.len() - 1, &answers)
-            };
-            let got = run().map_err(|e| Error::compute("score captions", e))?;
-            group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
-        }
-        Ok(scores)
+        score_in_groups(&keys, |group| {
+            let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())?;
+            let past = decoder.unflatten_caches(&image_states.index_select(&rows, 0)?, self.prefix.len())?;
+            let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
+            let xs = decoder.embed(&batch, None)?;
+            let (hidden, _) = decoder.decode(xs, self.prefix.len(), 0, Some(&past), None)?;
+            let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
+            decoder.answer_log_ps(&hidden, ids[group[0]].0.len() - 1, &answers)
+        })
     }
 }
 
@@ -438,31 +389,21 @@ fn preprocessor_from_file(path: &std::path::Path, default: Preprocessor) -> Resu
     Ok(Preprocessor { mean: triple("image_mean", default.mean)?, std: triple("image_std", default.std)?, ..default })
 }
 
-impl FusionEncoder for Gemma3Vqa {
-    fn device(&self) -> &Device {
-        self.model.decoder.device()
+impl LocalVqa for Gemma3Vqa {
+    fn decoder(&self) -> &Decoder {
+        &self.model.decoder
     }
 
-    fn preprocessor(&self) -> &Preprocessor {
+    fn image_preprocessor(&self) -> &Preprocessor {
         &self.preprocessor
     }
 
     /// The keys and values of the prompt up to `<end_of_image>` for each image, flattened.
-    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
-        self.prefix_states(pixels).map_err(|e| Error::compute("encode the image prompt", e))
+    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        self.prefix_states(pixels)
     }
 
-    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
-        let scores = self.score_batched(image_states, texts)?;
-        Tensor::from_vec(scores, texts.len(), self.model.decoder.device())
-            .map_err(|e| Error::compute("collect scores", e))
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::LogProbability
-    }
-
-    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
-        None
+    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+        self.score_captions(image_states, texts)
     }
 }

@@ -20,18 +20,19 @@
 //!
 //! PaliGemma 2 (a Gemma 2 decoder) is refused by name.
 
-use candle_core::{DType, Device, Module, Tensor};
+use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{encode, groups_of, Decoder, DecoderSpec};
-use super::siglip::SiglipVisionConfig;
-use super::transformer::{load_blocks, run_blocks, Block, Dense, PatchEmbedding, Tower};
+use super::gemma::{
+    answer_ids, encode, load_tokenizer, multimodal_parts, score_in_groups, Decoder, DecoderSpec, LocalVqa,
+};
+use super::siglip::{SiglipVisionConfig, VisionTower};
+use super::transformer::Dense;
 use super::weights::Weights;
 use crate::hub::ModelFiles;
-use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, HALF};
 use crate::vqascore::Template;
-use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
+use crate::{Error, ErrorKind, Result};
 
 /// `config.json` of a `PaliGemmaForConditionalGeneration`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -149,10 +150,7 @@ impl PaliGemmaConfig {
 /// PaliGemma's vision tower, projector and decoder.
 #[derive(Debug, Clone)]
 pub struct PaliGemma {
-    patch_embedding: PatchEmbedding,
-    vision_positions: Tensor,
-    vision_blocks: Vec<Block>,
-    vision_post_norm: LayerNorm,
+    vision: VisionTower,
     projector: Dense,
     decoder: Decoder,
     image_token: u32,
@@ -161,36 +159,9 @@ pub struct PaliGemma {
 impl PaliGemma {
     fn from_weights(config: &PaliGemmaConfig, w: &Weights) -> Result<Self> {
         let vc = &config.vision_config;
-        let vt = Tower::new(
-            vc.hidden_size,
-            vc.intermediate_size,
-            vc.num_hidden_layers,
-            vc.num_attention_heads,
-            &vc.hidden_act,
-            vc.layer_norm_eps,
-        )?;
-        // The hub's names, or transformers 5's own saves.
-        let (v, t, p) = if w.has("model.language_model.norm.weight") {
-            let v = if w.has("model.vision_tower.vision_model.post_layernorm.weight") {
-                w.pp("model.vision_tower.vision_model")
-            } else {
-                w.pp("model.vision_tower")
-            };
-            (v, w.pp("model.language_model"), w.pp("model.multi_modal_projector"))
-        } else {
-            (w.pp("vision_tower.vision_model"), w.pp("language_model.model"), w.pp("multi_modal_projector"))
-        };
+        let (v, t, p) = multimodal_parts(w);
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(
-                &v.pp("embeddings.patch_embedding"),
-                vc.hidden_size,
-                vc.num_channels,
-                vc.patch_size,
-                true,
-            )?,
-            vision_positions: v.get((config.image_tokens(), vc.hidden_size), "embeddings.position_embedding.weight")?,
-            vision_blocks: load_blocks(&v, &vt)?,
-            vision_post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            vision: VisionTower::load(&v, vc)?,
             projector: Dense::new(p.pp("linear").linear(vc.hidden_size, config.projection_dim, true)?)?,
             decoder: Decoder::load(&t, &config.decoder_spec())?,
             image_token: config.image_token_index,
@@ -199,9 +170,7 @@ impl PaliGemma {
 
     /// The image tokens' embeddings: `(b, 3, H, W)` → `(b, patches, hidden)`.
     pub fn image_embeddings(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.vision_positions)?;
-        let xs = self.vision_post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
-        self.projector.forward(&xs)
+        self.projector.forward(&self.vision.forward(pixels)?)
     }
 }
 
@@ -226,9 +195,7 @@ impl PaliGemmaVqa {
         let config = PaliGemmaConfig::from_file(&files.config)?;
         let weights = Weights::open(&files.weights, dtype, device)?;
         let model = PaliGemma::from_weights(&config, &weights)?;
-        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).map_err(|e| {
-            Error::new(ErrorKind::Tokenizer, format!("load the tokenizer {}: {e}", files.tokenizer.display()))
-        })?;
+        let tokenizer = load_tokenizer(&files.tokenizer)?;
         let bos = tokenizer.token_to_id("<bos>").ok_or_else(|| {
             Error::new(
                 ErrorKind::Tokenizer,
@@ -257,70 +224,47 @@ impl PaliGemmaVqa {
     /// The prompt's ids for `caption` (image tokens, `<bos>`, the question and `\n`) and the
     /// answer's.
     pub fn prompt_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
-        let path = std::path::Path::new("tokenizer.json");
         let text = format!("{}\n", self.template.question_for(caption));
         let mut ids = vec![self.model.image_token; self.image_tokens];
         ids.push(self.bos);
-        ids.extend(encode(&self.tokenizer, &text, path)?);
-        let answer = encode(&self.tokenizer, &self.template.answer_for(caption), path)?;
-        if answer.is_empty() {
-            return Err(Error::new(ErrorKind::Tokenizer, "tokenize the answer: it has no tokens"));
-        }
-        Ok((ids, answer))
+        ids.extend(encode(&self.tokenizer, &text)?);
+        Ok((ids, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 
     /// Pairs' scores, those of one prompt length in one batch.
-    fn score_batched(&self, images: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+    fn score_captions(&self, images: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
         let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.prompt_ids(t)).collect::<Result<_>>()?;
         // The answer teacher-forced after the prompt; the prompt is the prefix, both ways.
         let inputs: Vec<Vec<u32>> = ids.iter().map(|(p, a)| [p.as_slice(), &a[..a.len() - 1]].concat()).collect();
         let keys: Vec<(usize, usize)> = ids.iter().map(|(p, a)| (p.len(), a.len())).collect();
         let decoder = &self.model.decoder;
-        let mut scores = vec![0.0f32; texts.len()];
-        for group in groups_of(&keys) {
-            let run = || -> candle_core::Result<Vec<f32>> {
-                let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), images.device())?;
-                let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
-                let xs = decoder.embed(&batch, Some((&images.index_select(&rows, 0)?, self.model.image_token)))?;
-                let prompt = ids[group[0]].0.len();
-                let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt)))?;
-                let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
-                decoder.answer_log_ps(&hidden, prompt - 1, &answers)
-            };
-            let got = run().map_err(|e| Error::compute("score captions", e))?;
-            group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
-        }
-        Ok(scores)
+        score_in_groups(&keys, |group| {
+            let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), images.device())?;
+            let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
+            let xs = decoder.embed(&batch, Some((&images.index_select(&rows, 0)?, self.model.image_token)))?;
+            let prompt = ids[group[0]].0.len();
+            let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt)))?;
+            let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
+            decoder.answer_log_ps(&hidden, prompt - 1, &answers)
+        })
     }
 }
 
-impl FusionEncoder for PaliGemmaVqa {
-    fn device(&self) -> &Device {
-        self.model.decoder.device()
+impl LocalVqa for PaliGemmaVqa {
+    fn decoder(&self) -> &Decoder {
+        &self.model.decoder
     }
 
-    fn preprocessor(&self) -> &Preprocessor {
+    fn image_preprocessor(&self) -> &Preprocessor {
         &self.preprocessor
     }
 
     /// The projected patch tokens of each image, `(b, patches, hidden)`.
-    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
-        pixels
-            .to_dtype(self.dtype)
-            .and_then(|p| self.model.image_embeddings(&p))
-            .map_err(|e| Error::compute("encode images", e))
+    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)
     }
 
-    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
-        let scores = self.score_batched(image_states, texts)?;
-        Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::LogProbability
-    }
-
-    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
-        None
+    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+        self.score_captions(image_states, texts)
     }
 }

@@ -128,17 +128,53 @@ impl SiglipConfig {
             t.layer_norm_eps,
         )
     }
+}
 
-    fn vision_tower(&self) -> Result<Tower> {
-        let v = &self.vision_config;
+impl SiglipVisionConfig {
+    pub(crate) fn tower(&self) -> Result<Tower> {
         Tower::new(
-            v.hidden_size,
-            v.intermediate_size,
-            v.num_hidden_layers,
-            v.num_attention_heads,
-            &v.hidden_act,
-            v.layer_norm_eps,
+            self.hidden_size,
+            self.intermediate_size,
+            self.num_hidden_layers,
+            self.num_attention_heads,
+            &self.hidden_act,
+            self.layer_norm_eps,
         )
+    }
+}
+
+/// SigLIP's vision tower up to its patch tokens, before any pooling: SigLIP's own image
+/// encoder under its attention-pooling head, and the image encoder of Gemma 3 and PaliGemma.
+#[derive(Debug, Clone)]
+pub(crate) struct VisionTower {
+    patch_embedding: PatchEmbedding,
+    positions: Tensor,
+    blocks: Vec<Block>,
+    post_norm: LayerNorm,
+}
+
+impl VisionTower {
+    /// The tower under `v` (`embeddings.*`, `encoder.layers.N`, `post_layernorm`).
+    pub fn load(v: &Weights, config: &SiglipVisionConfig) -> Result<Self> {
+        let patches = (config.image_size / config.patch_size).pow(2);
+        Ok(Self {
+            patch_embedding: PatchEmbedding::load(
+                &v.pp("embeddings.patch_embedding"),
+                config.hidden_size,
+                config.num_channels,
+                config.patch_size,
+                true,
+            )?,
+            positions: v.get((patches, config.hidden_size), "embeddings.position_embedding.weight")?,
+            blocks: load_blocks(v, &config.tower()?)?,
+            post_norm: v.pp("post_layernorm").layer_norm(config.hidden_size, config.layer_norm_eps)?,
+        })
+    }
+
+    /// `(b, C, H, W)` → the patch tokens `(b, patches, width)`.
+    pub fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.positions)?;
+        self.post_norm.forward(&run_blocks(&self.blocks, xs, None)?)
     }
 }
 
@@ -176,10 +212,7 @@ impl AttentionPool {
 /// SigLIP's two towers and its logit scale and bias.
 #[derive(Debug, Clone)]
 pub struct Siglip {
-    patch_embedding: PatchEmbedding,
-    vision_positions: Tensor,
-    vision_blocks: Vec<Block>,
-    post_norm: LayerNorm,
+    vision: VisionTower,
     pool: AttentionPool,
     token_embedding: Tensor,
     text_positions: Tensor,
@@ -194,10 +227,9 @@ pub struct Siglip {
 impl Siglip {
     fn from_weights(config: &SiglipConfig, w: &Weights) -> Result<Self> {
         let (tc, vc) = (&config.text_config, &config.vision_config);
-        let (tt, vt) = (config.text_tower()?, config.vision_tower()?);
+        let (tt, vt) = (config.text_tower()?, vc.tower()?);
         let v = w.pp("vision_model");
         let t = w.pp("text_model");
-        let patches = (vc.image_size / vc.patch_size).pow(2);
         let scalar = |name: &str| -> Result<f32> {
             w.get(1, name)?
                 .to_dtype(DType::F32)
@@ -205,16 +237,7 @@ impl Siglip {
                 .map_err(|e| Error::compute(&format!("read {name}"), e))
         };
         Ok(Self {
-            patch_embedding: PatchEmbedding::load(
-                &v.pp("embeddings.patch_embedding"),
-                vc.hidden_size,
-                vc.num_channels,
-                vc.patch_size,
-                true,
-            )?,
-            vision_positions: v.get((patches, vc.hidden_size), "embeddings.position_embedding.weight")?,
-            vision_blocks: load_blocks(&v, &vt)?,
-            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            vision: VisionTower::load(&v, vc)?,
             pool: AttentionPool::load(&v.pp("head"), &vt)?,
             token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
             text_positions: t
@@ -235,11 +258,7 @@ impl Siglip {
 
     /// Pooled image features (`SiglipVisionModel`'s `pooler_output`), unnormalised.
     pub fn image_features(&self, pixels: &Tensor) -> Result<Tensor> {
-        let run = || -> candle_core::Result<Tensor> {
-            let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.vision_positions)?;
-            let xs = self.post_norm.forward(&run_blocks(&self.vision_blocks, xs, None)?)?;
-            self.pool.forward(&xs)
-        };
+        let run = || -> candle_core::Result<Tensor> { self.pool.forward(&self.vision.forward(pixels)?) };
         run().map_err(|e| Error::compute("encode images", e))
     }
 

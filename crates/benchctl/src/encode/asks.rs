@@ -15,7 +15,7 @@ use image::ImageEncoder as _;
 
 use super::progress;
 use crate::cache::EmbeddingCache;
-use crate::encode::pairs::{PairInputs, PairTable};
+use crate::encode::pairs::{missing_pairs, PairInputs, PairTable};
 use crate::model::EndpointModel;
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
@@ -32,12 +32,9 @@ pub(crate) fn ask_pairs_through_cache(
     cache: &mut EmbeddingCache,
 ) -> Result<SpillVec<f32>> {
     let PairInputs { images, texts, pair_keys } = *inputs;
-    let mut values: SpillVec<Option<f32>> =
-        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
     // Missing pairs by image, so that an image's payload is made once for all its captions.
-    let mut todo: Vec<(usize, usize)> =
-        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
-    todo.sort_by_key(|&(i, _)| i);
+    let (mut values, todo) = missing_pairs(table, pair_keys, cache);
+    let mut todo: Vec<(usize, usize)> = todo.iter().copied().collect();
     counts.pairs_cached += values.len() - todo.len();
     let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
     todo.truncate(todo.len() - left_for_later);

@@ -79,6 +79,22 @@ pub(crate) struct PairInputs<'a> {
     pub pair_keys: &'a Keys<'a>,
 }
 
+/// Every pair's cached score (`None` where the cache lacks it), and the missing pairs as
+/// `(unique image, pair)`, grouped by image in image order (sorted in bounded memory), so that
+/// an image is read once for all its missing pairs.
+pub(crate) fn missing_pairs(
+    table: &PairTable,
+    pair_keys: &Keys,
+    cache: &EmbeddingCache,
+) -> (SpillVec<Option<f32>>, SpillVec<(usize, usize)>) {
+    let values: SpillVec<Option<f32>> =
+        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
+    let mut todo: SpillVec<(usize, usize)> =
+        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
+    benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
+    (values, todo)
+}
+
 /// A fusion model's score of every pair, through the cache (one value per pair, keyed by
 /// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
 /// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
@@ -91,12 +107,7 @@ pub(crate) fn score_pairs_through_cache(
     cache: &mut EmbeddingCache,
 ) -> Result<SpillVec<f32>> {
     let PairInputs { images, texts, pair_keys } = *inputs;
-    let mut values: SpillVec<Option<f32>> =
-        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
-    // The missing pairs grouped by image (sorted by it, in bounded memory), images in order.
-    let mut todo: SpillVec<(usize, usize)> =
-        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
-    benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
+    let (mut values, todo) = missing_pairs(table, pair_keys, cache);
     counts.pairs_cached += values.len() - todo.len();
     let todo_images: SpillVec<usize> =
         todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();
