@@ -16,7 +16,7 @@ struct Server(http::Server);
 
 impl Server {
     fn start(handler: impl Fn(&str) -> (Vec<u8>, Duration) + Send + Sync + 'static) -> Self {
-        Server(http::Server::start(move |request: &http::Request| handler(&request.path)))
+        Server(http::Server::start(move |request: &http::Request| handler(&request.path)).unwrap())
     }
 
     fn url(&self) -> String {

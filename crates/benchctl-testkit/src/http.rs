@@ -27,9 +27,10 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start(handler: impl Fn(&Request) -> (Vec<u8>, Duration) + Send + Sync + 'static) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        let port = listener.local_addr().expect("a bound port").port();
+    /// A server on a free loopback port answering every request with `handler`.
+    pub fn start(handler: impl Fn(&Request) -> (Vec<u8>, Duration) + Send + Sync + 'static) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (log, handler): (_, Arc<Handler>) = (seen.clone(), Arc::new(handler));
         std::thread::spawn(move || {
@@ -38,7 +39,7 @@ impl Server {
                 std::thread::spawn(move || serve(stream, &log, &*handler));
             }
         });
-        Self { port, seen }
+        Ok(Self { port, seen })
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -48,7 +49,7 @@ impl Server {
 
     /// Every request so far, in arrival order.
     pub fn seen(&self) -> Vec<Request> {
-        self.seen.lock().expect("the request log").clone()
+        self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
     }
 }
 
@@ -70,7 +71,7 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler) {
     let mut body = vec![0u8; length];
     let _ = stream.read_exact(&mut body);
     let request = Request { method, path, authorization: header("authorization"), body };
-    log.lock().expect("the request log").push(request.clone());
+    log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(request.clone());
     let (reply, hold) = handler(&request);
     let _ = stream.write_all(&reply);
     let _ = stream.flush();

@@ -67,7 +67,7 @@ fn eval(server: &str, results: &std::path::Path, cache: &std::path::Path, extra:
 
 #[test]
 fn scores_are_the_servers_log_probabilities_of_yes() {
-    let server = Server::start(|r| (answer(r), Duration::ZERO));
+    let server = Server::start(|r| (answer(r), Duration::ZERO)).unwrap();
     let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
     let url = format!("{}/v1", server.url());
     let out = eval(&url, &results, &cache, &["--api-key-env", "VQA_TEST_KEY", "--max-in-flight", "4"]);
@@ -143,7 +143,8 @@ fn a_failing_server_keeps_every_answer_it_gave() {
         } else {
             (reply("500 Internal Server Error", &[], b"{\"error\": \"model crashed\"}"), Duration::ZERO)
         }
-    });
+    })
+    .unwrap();
     let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
     let out = eval(&server.url(), &results, &cache, &["--retries", "1", "--max-in-flight", "1"]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
@@ -181,7 +182,8 @@ fn busy_servers_are_retried_and_the_budget_leaves_the_rest_for_later() {
         } else {
             (answer(r), Duration::ZERO)
         }
-    });
+    })
+    .unwrap();
     let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
     let out = eval(&server.url(), &results, &cache, &["--request-budget", "12", "--max-in-flight", "3"]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
@@ -212,7 +214,7 @@ fn answers_without_log_probabilities_or_json_are_named() {
         ("a refusal", || reply("400 Bad Request", &[], br#"{"error":"image_url is not supported"}"#), "400"),
     ];
     for (what, answer, expected) in cases {
-        let server = Server::start(move |_| (answer(), Duration::ZERO));
+        let server = Server::start(move |_| (answer(), Duration::ZERO)).unwrap();
         let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
         let out = eval(&server.url(), &results, &cache, &["--max-in-flight", "2"]);
         assert_eq!(out.status.code(), Some(7), "{what}: {}", stderr(&out));
@@ -225,7 +227,7 @@ fn answers_without_log_probabilities_or_json_are_named() {
 
 #[test]
 fn a_stalled_server_times_out_naming_it() {
-    let server = Server::start(|_| (Vec::new(), Duration::from_secs(5)));
+    let server = Server::start(|_| (Vec::new(), Duration::from_secs(5))).unwrap();
     let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
     let out =
         eval(&server.url(), &results, &cache, &["--request-timeout", "1", "--retries", "0", "--max-in-flight", "1"]);
