@@ -516,20 +516,19 @@ impl EvalArgs {
 impl ModelChoice {
     /// The scoring server these flags name, its API key read from its variable.
     fn endpoint_choice(&self, url: &str) -> Result<benchctl::plan::EndpointChoice> {
-        use benchctl_models::vqascore::{endpoint::EndpointSettings, Template};
-        let mut settings = EndpointSettings::new(url, self.served_model.as_deref().unwrap_or_default());
-        settings.api_key = std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty());
-        settings.top_logprobs = self.top_logprobs;
-        settings.retries = self.retries;
-        settings.read_timeout = std::time::Duration::from_secs(self.request_timeout);
-        let template = Template::new(&self.question_template, &self.answer_template)
-            .map_err(|e| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?;
-        Ok(benchctl::plan::EndpointChoice {
-            settings,
-            template,
-            in_flight: self.max_in_flight as usize,
+        benchctl::plan::EndpointSpec {
+            url: url.to_string(),
+            served_model: self.served_model.clone().unwrap_or_default(),
+            api_key_env: self.api_key_env.clone(),
+            max_in_flight: self.max_in_flight as usize,
             request_budget: self.request_budget,
-        })
+            retries: self.retries,
+            request_timeout: self.request_timeout,
+            top_logprobs: self.top_logprobs,
+            question_template: self.question_template.clone(),
+            answer_template: self.answer_template.clone(),
+        }
+        .choice()
     }
 
     /// The model these flags name, on the run's device and dtype.

@@ -7,6 +7,9 @@
 //! [[runs]]
 //! models = ["clip-vit-b32", "siglip-base-patch16-224"]   # zoo ids
 //! model_paths = ["./my-clip"]                             # and/or local directories
+//! endpoints = [{ url = "http://gpu1:8000/v1", served_model = "Qwen/Qwen3-VL-8B-Instruct" }]
+//!                                 # and/or scoring servers (every `eval --endpoint` option, as
+//!                                 # `max_in_flight`, `top_logprobs`, `question_template`, …)
 //! suites = ["winoground", "eqben"]
 //! data_dirs = { winoground = "/data/winoground" }         # else datasets/<suite>
 //! batch_size = 64                                         # optional, as the flags
@@ -27,7 +30,7 @@ use serde::Deserialize;
 use benchctl_models::device::DeviceSpec;
 use candle_core::DType;
 
-use crate::plan::{score_head, EvalOptions, EvalPlan, ModelChoice, ModelSource};
+use crate::plan::{score_head, EndpointSpec, EvalOptions, EvalPlan, ModelChoice, ModelSource};
 use crate::{Error, ErrorKind, Result};
 
 #[derive(Debug, Deserialize)]
@@ -45,6 +48,8 @@ struct Block {
     models: Vec<String>,
     #[serde(default)]
     model_paths: Vec<PathBuf>,
+    #[serde(default)]
+    endpoints: Vec<EndpointSpec>,
     suites: Vec<String>,
     #[serde(default)]
     data_dirs: BTreeMap<String, PathBuf>,
@@ -76,10 +81,10 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
     let resolve = |p: &PathBuf| if p.is_absolute() { p.clone() } else { base.join(p) };
     let mut out = Vec::new();
     for (b, block) in spec.runs.iter().enumerate() {
-        if block.models.is_empty() && block.model_paths.is_empty() {
+        if block.models.is_empty() && block.model_paths.is_empty() && block.endpoints.is_empty() {
             return Err(Error::new(
                 ErrorKind::Usage,
-                format!("use run spec {}: runs[{b}] names no models or model_paths", path.display()),
+                format!("use run spec {}: runs[{b}] names no models, model_paths or endpoints", path.display()),
             ));
         }
         if let Some(suite) = block.data_dirs.keys().find(|s| !block.suites.contains(s)) {
@@ -100,7 +105,17 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
             .iter()
             .map(|m| ModelSource::Zoo(m.clone()))
             .chain(block.model_paths.iter().map(|p| ModelSource::Path(resolve(p))));
-        let models = sources.map(|source| ModelChoice { source, head, device, dtype });
+        let servers = block.endpoints.iter().enumerate().map(|(e, spec)| {
+            spec.choice().map(ModelSource::Endpoint).map_err(|err| {
+                Error::caused_by(
+                    ErrorKind::Usage,
+                    format!("use run spec {}: runs[{b}].endpoints[{e}]: {err}", path.display()),
+                    err,
+                )
+            })
+        });
+        let sources: Vec<ModelSource> = sources.map(Ok).chain(servers).collect::<Result<_>>()?;
+        let models = sources.into_iter().map(|source| ModelChoice { source, head, device, dtype });
         for model in models {
             for suite in &block.suites {
                 let mut options = defaults.options.clone();

@@ -81,6 +81,82 @@ pub enum ModelSource {
     Endpoint(EndpointChoice),
 }
 
+/// A scoring server as the command line (`--endpoint`, `--served-model`, …) or a run spec's
+/// `endpoints` entry names it, with the same defaults.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    /// The server's OpenAI base URL (`http://host:8000/v1`).
+    pub url: String,
+    pub served_model: String,
+    /// The environment variable holding the API key.
+    #[serde(default = "EndpointSpec::default_api_key_env")]
+    pub api_key_env: String,
+    #[serde(default = "EndpointSpec::default_max_in_flight")]
+    pub max_in_flight: usize,
+    #[serde(default)]
+    pub request_budget: Option<usize>,
+    #[serde(default = "EndpointSpec::default_retries")]
+    pub retries: u32,
+    /// Seconds to wait for one answer.
+    #[serde(default = "EndpointSpec::default_request_timeout")]
+    pub request_timeout: u64,
+    #[serde(default = "EndpointSpec::default_top_logprobs")]
+    pub top_logprobs: u32,
+    #[serde(default = "EndpointSpec::default_question")]
+    pub question_template: String,
+    #[serde(default = "EndpointSpec::default_answer")]
+    pub answer_template: String,
+}
+
+impl EndpointSpec {
+    pub fn default_api_key_env() -> String {
+        "OPENAI_API_KEY".into()
+    }
+    pub fn default_max_in_flight() -> usize {
+        8
+    }
+    pub fn default_retries() -> u32 {
+        5
+    }
+    pub fn default_request_timeout() -> u64 {
+        300
+    }
+    pub fn default_top_logprobs() -> u32 {
+        2
+    }
+    pub fn default_question() -> String {
+        benchctl_models::vqascore::Template::T2V_METRICS.0.into()
+    }
+    pub fn default_answer() -> String {
+        benchctl_models::vqascore::Template::T2V_METRICS.1.into()
+    }
+
+    /// The server to ask, its API key read from its variable; out-of-range settings and a
+    /// template without its `{}` are usage errors.
+    pub fn choice(&self) -> Result<EndpointChoice> {
+        use benchctl_models::vqascore::{endpoint::EndpointSettings, Template};
+        let usage = |what: String| Error::new(ErrorKind::Usage, format!("use the endpoint {}: {what}", self.url));
+        if !(1..=1024).contains(&self.max_in_flight) {
+            return Err(usage(format!("max_in_flight {} is not 1 to 1024", self.max_in_flight)));
+        }
+        if !(1..=20).contains(&self.top_logprobs) {
+            return Err(usage(format!("top_logprobs {} is not 1 to 20", self.top_logprobs)));
+        }
+        if self.request_timeout == 0 {
+            return Err(usage("request_timeout must be at least 1 second".into()));
+        }
+        let mut settings = EndpointSettings::new(&self.url, &self.served_model);
+        settings.api_key = std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty());
+        settings.top_logprobs = self.top_logprobs;
+        settings.retries = self.retries;
+        settings.read_timeout = std::time::Duration::from_secs(self.request_timeout);
+        let template = Template::new(&self.question_template, &self.answer_template)
+            .map_err(|e| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?;
+        Ok(EndpointChoice { settings, template, in_flight: self.max_in_flight, request_budget: self.request_budget })
+    }
+}
+
 /// A scoring server and how to ask it (`--endpoint`, `--served-model`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointChoice {

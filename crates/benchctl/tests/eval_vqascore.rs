@@ -365,3 +365,43 @@ fn local_generative_model(fixture: &str) {
     );
     assert_eq!(again["timings"]["load_model_s"], 0.0);
 }
+
+#[test]
+fn a_run_spec_scores_through_its_endpoints() {
+    let server = Server::start(|r| (answer(r), Duration::ZERO)).unwrap();
+    let dir = scratch_dir("endpoint-spec");
+    let spec = dir.join("run.toml");
+    let endpoint = |extra: &str| {
+        format!(
+            "results_dir = \"out\"\n\n[[runs]]\nendpoints = [{{ url = \"{}/v1\", served_model = \"tiny-vlm\", max_in_flight = 2{extra} }}]\nsuites = [\"winoground\"]\ndata_dirs = {{ winoground = {:?} }}\n",
+            server.url(),
+            demo().display().to_string()
+        )
+    };
+    std::fs::write(&spec, endpoint(", top_logprobs = 5")).unwrap();
+    let cache = scratch_dir("endpoint-spec-cache");
+    let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stored = std::fs::read_dir(dir.join("out/runs")).unwrap().filter_map(|e| e.ok()).map(|e| e.path());
+    let run: serde_json::Value = stored
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .next()
+        .unwrap();
+    assert_eq!(
+        (run["model"]["endpoint"]["served_model"].as_str(), run["model"]["endpoint"]["top_logprobs"].as_u64()),
+        (Some("tiny-vlm"), Some(5))
+    );
+    assert_eq!(server.seen().len(), 32);
+    let body: serde_json::Value = serde_json::from_slice(&server.seen()[0].body).unwrap();
+    assert_eq!(body["top_logprobs"], 5);
+    // An endpoint entry out of range is a usage error naming it.
+    std::fs::write(&spec, endpoint(", top_logprobs = 50")).unwrap();
+    let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("runs[0].endpoints[0]") && stderr(&out).contains("top_logprobs 50"),
+        "{}",
+        stderr(&out)
+    );
+}
