@@ -163,7 +163,8 @@ fn model_directories_are_recognised_by_model_type() {
     std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
-        err.to_string().contains("model_type `flava` is not supported (supported: clip, siglip, blip, fiber)"),
+        err.to_string()
+            .contains("model_type `flava` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma)"),
         "{err}"
     );
 }
