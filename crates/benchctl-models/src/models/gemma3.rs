@@ -21,7 +21,7 @@
 //!
 //! Because the image comes before the question and only attends within itself, the keys and
 //! values of the prompt up to `<end_of_image>` are the same for every caption: they are the
-//! image's state ([`FusionEncoder::encode_images`]), computed once per image, and each
+//! image's state ([`crate::FusionEncoder::encode_images`]), computed once per image, and each
 //! caption runs only its own tokens over them.
 
 use candle_core::{DType, Device, Tensor};
@@ -273,8 +273,8 @@ impl Gemma3 {
     }
 }
 
-/// Gemma 3 with its tokenizer, prompt and preprocessing: a [`FusionEncoder`] whose pair
-/// scores are `log P(answer)` ([`ScoreKind::LogProbability`]).
+/// Gemma 3 with its tokenizer, prompt and preprocessing: a [`crate::FusionEncoder`] whose pair
+/// scores are `log P(answer)` ([`crate::ScoreKind::LogProbability`]).
 pub struct Gemma3Vqa {
     model: Gemma3,
     tokenizer: tokenizers::Tokenizer,

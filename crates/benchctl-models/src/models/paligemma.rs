@@ -174,8 +174,8 @@ impl PaliGemma {
     }
 }
 
-/// PaliGemma with its tokenizer, prompt and preprocessing: a [`FusionEncoder`] whose pair
-/// scores are `log P(answer)` ([`ScoreKind::LogProbability`]).
+/// PaliGemma with its tokenizer, prompt and preprocessing: a [`crate::FusionEncoder`] whose pair
+/// scores are `log P(answer)` ([`crate::ScoreKind::LogProbability`]).
 pub struct PaliGemmaVqa {
     model: PaliGemma,
     tokenizer: tokenizers::Tokenizer,
