@@ -125,6 +125,13 @@ fn scores_are_the_servers_log_probabilities_of_yes() {
         }
     }
 
+    // The API key is sent, never written: not in the run file, the dump or the cache.
+    let written = [run_path.clone(), dump_path(&run_path, &json)];
+    let cached = walk(&cache);
+    for file in written.iter().chain(&cached) {
+        let bytes = std::fs::read(file).unwrap();
+        assert!(!bytes.windows(11).any(|w| w == b"sk-test-key"), "the key is in {}", file.display());
+    }
     // A second run asks nothing: every answer is cached.
     let out = eval(&url, &results, &cache, &[]);
     stored_run(&out);
@@ -233,6 +240,20 @@ fn a_stalled_server_times_out_naming_it() {
         eval(&server.url(), &results, &cache, &["--request-timeout", "1", "--retries", "0", "--max-in-flight", "1"]);
     assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
     assert!(stderr(&out).contains("timed out") && stderr(&out).contains("tiny-vlm"), "{}", stderr(&out));
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// The largest difference between a stored run's scores of the Winoground-layout suite in
