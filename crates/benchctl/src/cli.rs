@@ -158,6 +158,14 @@ pub struct EvalArgs {
     /// contrastive head shortlists for the fusion head to re-rank (BLIP's evaluation uses 128).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub rerank_k: u32,
+    /// Retrieval suites with a fusion or generative model: the contrastive zoo model whose
+    /// top --rerank-k candidates it re-ranks (default: the model's own contrastive head, which
+    /// BLIP and FIBER have and generative models lack), on the same device and dtype.
+    #[arg(long, value_name = "ID", conflicts_with = "shortlist_model_path")]
+    pub shortlist_model: Option<String>,
+    /// As --shortlist-model, a local model directory.
+    #[arg(long, value_name = "DIR")]
+    pub shortlist_model_path: Option<PathBuf>,
     /// Evaluate one deterministic slice of an item suite, `i/n` (0-based, contiguous item
     /// ranges); `benchctl merge` combines the n shard runs into the unsharded run.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
@@ -503,6 +511,11 @@ impl EvalArgs {
                 },
                 seeds: self.rococo_seeds.clone(),
                 rerank_k: self.rerank_k as usize,
+                shortlist: match (&self.shortlist_model, &self.shortlist_model_path) {
+                    (Some(id), _) => Some(ModelSource::Zoo(id.clone())),
+                    (None, Some(dir)) => Some(ModelSource::Path(dir.clone())),
+                    (None, None) => None,
+                },
             },
         }
     }

@@ -256,6 +256,9 @@ pub struct RetrievalOptions {
     pub seeds: Vec<u64>,
     /// Candidates per query a fusion model re-ranks.
     pub rerank_k: usize,
+    /// The contrastive model that shortlists them, when not the fusion model's own head (a
+    /// generative model has none).
+    pub shortlist: Option<ModelSource>,
 }
 
 /// Where RoCOCO's visually altered images come from.

@@ -166,6 +166,9 @@ pub struct SuiteRecord {
     /// manifests, found by id): later commands (`report`, `merge`, `compare`) read it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<String>,
+    /// RoCOCO: the contrastive model a fusion or generative one re-ranked (`--shortlist-model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortlist: Option<String>,
 }
 
 impl SuiteRecord {
@@ -180,6 +183,7 @@ impl SuiteRecord {
             altered_images: None,
             caption_normalisation: None,
             manifest: suite.manifest.and_then(|m| m.path.as_ref()).map(|p| p.display().to_string()),
+            shortlist: None,
         }
     }
 
@@ -331,9 +335,8 @@ impl Run {
         }
     }
 
-    /// The family of the run's score: `contrastive` (two embeddings compared: CLIP, SigLIP,
-    /// ITC heads), `matching` (an image-text-matching head over each pair: BLIP, FIBER ITM),
-    /// `generative` (VQAScore, a generative model's probability of "Yes"), or `external`.
+    /// The score's family: `contrastive` (two embeddings: CLIP, SigLIP, ITC), `matching` (an
+    /// ITM head over each pair), `generative` (VQAScore's "Yes"), or `external`.
     pub fn score_family(&self) -> &'static str {
         if self.model.external.is_some() {
             return "external";

@@ -177,6 +177,7 @@ impl Scored {
                     altered_images: None,
                     caption_normalisation: None,
                     manifest: None,
+                    shortlist: None,
                 };
                 // Ranks, not scores: the annotations are not read, so there is no fingerprint.
                 (record, ScoreKind::Similarity, Vec::new(), String::new(), Outcome::Queries { dump })

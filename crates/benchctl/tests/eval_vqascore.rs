@@ -426,3 +426,36 @@ fn a_run_spec_scores_through_its_endpoints() {
         stderr(&out)
     );
 }
+
+#[test]
+fn rococo_re_ranks_a_contrastive_models_shortlist_with_a_generative_model() {
+    let data = scratch_dir("generative-rococo");
+    benchctl_testkit::rococo_layout(&data, 4);
+    let model = benchctl_testkit::fixture_model("gemma3-tiny").display().to_string();
+    let clip = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
+    let results = scratch_dir("generative-rococo-results");
+    let (data_dir, results_dir) = (data.to_str().unwrap(), results.to_str().unwrap());
+    let gallery = ["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0", "--rerank-k", "1"];
+    let args = common::eval_args(&model, "rococo", data_dir, results_dir, &gallery);
+    // A generative model has no contrastive head of its own: the error says what to pass.
+    let out = benchctl(&args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--shortlist-model"), "{}", stderr(&out));
+    let (_, run) = stored_run(&benchctl(&[&args[..], &["--shortlist-model-path", &clip]].concat(), &[]));
+    assert_eq!(run["suite"]["shortlist"], "clip-tiny-a");
+    assert_eq!(run["model"]["score"], "vqascore");
+    // Everything outside a shortlist of one ranks below it: an image query hits at rank 0 or
+    // misses beyond rank 10 (galleries of 20+ captions).
+    let metrics = &run["report"]["metrics"];
+    for gallery in ["clean", "rand_voca", "danger"] {
+        let r = |k: &str| metrics[format!("{gallery}_i2t_{k}")].as_f64().unwrap();
+        assert_eq!((r("r1"), r("r5")), (r("r10"), r("r10")), "{gallery}");
+    }
+    // A contrastive main model takes no shortlist model.
+    let out = benchctl(
+        &[&common::eval_args(&clip, "rococo", data_dir, results_dir, &gallery)[..], &["--shortlist-model-path", &clip]]
+            .concat(),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

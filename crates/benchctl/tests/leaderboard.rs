@@ -38,6 +38,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             altered_images: None,
             caption_normalisation: None,
             manifest: None,
+            shortlist: None,
         },
         batch_size: 32,
         counts: Counts::default(),

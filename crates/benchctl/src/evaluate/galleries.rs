@@ -25,17 +25,17 @@ use benchctl_suites::ImageSource;
 use candle_core::{DType, Tensor};
 use serde_json::json;
 
-use crate::cache::{text_keys, Keys};
+use crate::cache::{text_keys, EmbeddingCache, Keys};
 use crate::encode::load_pixels;
 use crate::encode::{encode_images, encode_texts, Encoder};
 use crate::inputs::{self, unique_by};
-use crate::model::Needed;
-use crate::plan::{AlteredImages, CaptionNormalisation, EvalPlan};
+use crate::model::{resolve_model, LoadedModel, Needed};
+use crate::plan::{AlteredImages, CaptionNormalisation, EvalPlan, ModelChoice};
 use crate::record::{Evaluation, Outcome, Scored};
 use crate::results::{self, SuiteRecord};
 use crate::session::Session;
 use crate::{Error, ErrorKind, Result};
-use benchctl_models::registry::Architecture;
+use benchctl_models::registry::{Architecture, ScoreHead};
 use benchctl_models::{DualEncoder, FusionEncoder, Model, Similarity};
 
 /// Queries per block of the gallery matrix product when a fusion model re-ranks (a block of
@@ -228,6 +228,7 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
             "use --endpoint on rococo: its retrieval re-ranks a contrastive shortlist, which a scoring server does not give",
         ));
     }
+    let mut shortlist = Shortlist::open(plan, &session)?;
     let caption_normalisation =
         normalise_captions(&mut data, options.caption_normalisation, session.model.architecture());
 
@@ -264,8 +265,9 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
         sources: &sources,
         source_keys: &source_keys,
     };
-    let results =
-        rank_every_gallery(&mut session, loaded.as_ref().map(|l| &l.model), &inputs, &data, altered.galleries, ties)?;
+    let shortlist_id = shortlist.as_ref().map(|s| s.model.record.id.clone());
+    let model = loaded.as_ref().map(|l| &l.model);
+    let results = rank_every_gallery(&mut session, model, shortlist.as_mut(), &inputs, &data, altered.galleries, ties)?;
     let report = report(&results)?;
     let dump = results
         .iter()
@@ -285,11 +287,49 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
         altered_images: Some(altered_record(&altered.from_release, &altered.generated, &options.seeds)),
         caption_normalisation,
         manifest: None,
+        shortlist: shortlist_id,
     };
     let data_fingerprint = fingerprint(&data, &plan.data_dir);
     // Retrieval metrics are over queries against shared galleries; no item bootstrap.
     let scored = Scored { suite, report, intervals: Vec::new(), data_fingerprint, image_fingerprint };
     Ok(Evaluation { run: session.run.finish(scored), outcome: Outcome::Queries { dump } })
+}
+
+/// A contrastive model that shortlists for a fusion or generative model (`--shortlist-model`),
+/// loaded with its own embedding cache (its embeddings are its own, whatever model re-ranks).
+struct Shortlist {
+    model: LoadedModel,
+    cache: EmbeddingCache,
+}
+
+impl Shortlist {
+    fn open(plan: &EvalPlan, session: &Session) -> Result<Option<Self>> {
+        let Some(source) = &plan.options.retrieval.shortlist else { return Ok(None) };
+        let usage = |what: String| Error::new(ErrorKind::Usage, format!("use --shortlist-model: {what}"));
+        if !session.model.is_fusion() {
+            return Err(usage(
+                "it serves a model that scores pairs jointly; this one ranks by its own embeddings".into(),
+            ));
+        }
+        let choice =
+            |head| ModelChoice { source: source.clone(), head, device: plan.model.device, dtype: plan.model.dtype };
+        // The model's contrastive head: its default, or ITC for BLIP and FIBER.
+        let mut resolved = resolve_model(&choice(None))?;
+        if resolved.is_fusion() {
+            resolved = resolve_model(&choice(Some(ScoreHead::Itc)))
+                .map_err(|e| usage(format!("it has no contrastive head ({e})")))?;
+        }
+        let mut cache = resolved.cache(!plan.options.use_cache)?;
+        let model = resolved.load(&mut cache)?;
+        Ok(Some(Self { model, cache }))
+    }
+}
+
+fn dual_of(model: &Model) -> Option<&dyn DualEncoder> {
+    match model {
+        Model::Dual(encoder) => Some(encoder.as_ref()),
+        Model::Fusion(_) => None,
+    }
 }
 
 /// The altered image galleries a run ranks against: each method × λ from its release folder
@@ -361,19 +401,25 @@ struct Inputs<'a> {
 fn rank_every_gallery(
     session: &mut Session,
     model: Option<&Model>,
+    shortlist: Option<&mut Shortlist>,
     inputs: &Inputs,
     data: &rococo::Rococo,
     altered_galleries: Vec<(String, Vec<ImageSource>, Keys)>,
     ties: Ties,
 ) -> Result<Vec<GalleryResult>> {
+    // A separate shortlist model brings its own embedding cache.
+    let (separate, shortlist_cache) = match shortlist {
+        Some(Shortlist { model, cache }) => (dual_of(&model.model), Some(cache)),
+        None => (None, None),
+    };
     let (model, reranker): (Option<&dyn DualEncoder>, Option<Rerank>) = match model {
         None => (None, None),
         Some(Model::Dual(e)) => (Some(e.as_ref()), None),
         Some(Model::Fusion(f)) => {
-            let shortlister = f.shortlister().ok_or_else(|| {
+            let shortlister = separate.or_else(|| f.shortlister()).ok_or_else(|| {
                 Error::new(
                     ErrorKind::Usage,
-                    "rank a retrieval gallery with a fusion model: it has no contrastive head to shortlist with",
+                    "rank a retrieval gallery with this model: it has no contrastive head to shortlist with; pass --shortlist-model (a contrastive model, e.g. clip-vit-b32)",
                 )
             })?;
             let k = session.plan.options.retrieval.rerank_k;
@@ -382,6 +428,10 @@ fn rank_every_gallery(
     };
     let batch = session.batch();
     let Session { model: resolved, cache, run, .. } = session;
+    let cache = match shortlist_cache {
+        Some(own) => own,
+        None => cache,
+    };
     let (counts, timings) = (&mut run.counts, &mut run.timings);
     let encoder = Encoder { model, device: resolved.device() };
     let n = inputs.sources.len();
