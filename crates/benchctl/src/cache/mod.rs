@@ -117,6 +117,11 @@ impl EmbeddingCache {
         }
     }
 
+    /// Whether entries are written anywhere (not `--no-cache`, and a usable location).
+    pub fn is_enabled(&self) -> bool {
+        self.dir.is_some()
+    }
+
     /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
     pub fn open(root: &Path, namespace: &str) -> Result<Self> {
         let namespace = key(&[namespace.as_bytes()]);

@@ -92,11 +92,13 @@ pub(crate) fn ask_pairs_through_cache(
     });
     bar.finish_and_clear();
     if let Some(e) = first_error {
-        let kept = counts.pairs_scored;
-        return Err(Error::new(
-            e.kind(),
-            format!("{e}; the {kept} answer(s) received are cached and the next run asks only the rest"),
-        ));
+        let kept = match cache.is_enabled() {
+            true => {
+                format!("the {} answer(s) received are cached and the next run asks only the rest", counts.pairs_scored)
+            }
+            false => format!("the {} answer(s) received are not kept: the cache is off", counts.pairs_scored),
+        };
+        return Err(Error::caused_by(e.kind(), format!("{e}; {kept}"), e));
     }
     if counts.answers_without_yes_or_no > 0 {
         eprintln!(
