@@ -207,24 +207,36 @@ fn a_sharded_zoo_entry_resolves_offline_with_every_shard() {
     lay_out_sharded(&snapshot);
     let files = hub::from_hub_with(entry.repo, entry.revision, layout, &offline(cache.path())).unwrap();
     assert!(files.weights.ends_with(hub::SHARD_INDEX_FILE));
-    // Loaded from the shards, the model scores as it does from the single file.
-    let score = |files: &hub::ModelFiles| {
-        let model = registry::load(
-            entry.architecture,
-            registry::ScoreHead::Vqa,
-            files,
-            candle_core::DType::F32,
-            &candle_core::Device::Cpu,
-        )
-        .unwrap();
-        let benchctl_models::Model::Fusion(model) = model else { panic!("a generative model scores pairs") };
-        let size = model.preprocessor().size;
-        let pixels =
-            candle_core::Tensor::zeros((1, 3, size, size), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
-        let state = model.encode_images(&pixels).unwrap();
-        model.score_pairs(&state, &["a red square"]).unwrap().to_vec1::<f32>().unwrap()
-    };
-    assert_eq!(score(&files), score(&hub::from_dir(&fixture_model("gemma3-tiny")).unwrap()));
+    // Loaded from the shards, the model scores a fixture pair as transformers does.
+    let model = registry::load(
+        entry.architecture,
+        registry::ScoreHead::Vqa,
+        &files,
+        candle_core::DType::F32,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let benchctl_models::Model::Fusion(model) = model else { panic!("a generative model scores pairs") };
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_model("gemma3-tiny").join("expected.json")).unwrap())
+            .unwrap();
+    let (image, captions) = expected["local"].as_object().unwrap().iter().next().unwrap();
+    let (caption, reference) = captions.as_object().unwrap().iter().next().unwrap();
+    let path = benchctl_testkit::workspace_root()
+        .join(format!("crates/benchctl/tests/fixtures/vqa-winoground/images/{image}.png"));
+    let p = model.preprocessor();
+    let pixels = candle_core::Tensor::from_vec(
+        p.apply(&image::open(path).unwrap().to_rgb8()),
+        (1, 3, p.size, p.size),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let score = model
+        .score_pairs(&model.encode_images(&pixels).unwrap(), &[caption.as_str()])
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap()[0];
+    assert!((f64::from(score) - reference.as_f64().unwrap()).abs() <= 1e-4, "{score} vs transformers' {reference}");
     // A shard missing from the cache is named, offline.
     std::fs::remove_file(snapshot.join("model-00002-of-00002.safetensors")).unwrap();
     let err = hub::from_hub_with(entry.repo, entry.revision, layout, &offline(cache.path())).unwrap_err();

@@ -36,11 +36,9 @@ impl RmsNorm {
     }
 
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        // candle's fused RMS norm, on f32 with the `1 + w` scale.
         let dtype = xs.dtype();
-        let xs = xs.to_dtype(DType::F32)?;
-        let mean_square = xs.sqr()?.mean_keepdim(D::Minus1)?;
-        let normed = xs.broadcast_div(&(mean_square + self.eps)?.sqrt()?)?;
-        normed.broadcast_mul(&self.scale)?.to_dtype(dtype)
+        candle_nn::ops::rms_norm(&xs.to_dtype(DType::F32)?.contiguous()?, &self.scale, self.eps as f32)?.to_dtype(dtype)
     }
 }
 
@@ -244,15 +242,22 @@ pub struct Decoder {
 impl Decoder {
     /// The decoder under `w` (`embed_tokens`, `layers.N`, `norm`).
     pub(crate) fn load(w: &Weights, spec: &DecoderSpec) -> Result<Self> {
-        let layers = spec
-            .layers
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, base, factor))| {
-                let rope = Rope::new(spec.head_dim, base, factor, spec.positions, w.device())?;
-                DecoderLayer::load(&w.pp(format!("layers.{i}")), spec, rope)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        // One table per kind of layer (Gemma 3 has two), shared: a table for every layer would
+        // take a 4B model's 34 layers × 8192 positions × 128 × 2 floats.
+        let mut tables: Vec<((u64, u64), Rope)> = Vec::new();
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        for (i, &(_, base, factor)) in spec.layers.iter().enumerate() {
+            let kind = (base.to_bits(), factor.to_bits());
+            let rope = match tables.iter().find(|(k, _)| *k == kind) {
+                Some((_, rope)) => rope.clone(),
+                None => {
+                    let rope = Rope::new(spec.head_dim, base, factor, spec.positions, w.device())?;
+                    tables.push((kind, rope.clone()));
+                    rope
+                }
+            };
+            layers.push(DecoderLayer::load(&w.pp(format!("layers.{i}")), spec, rope)?);
+        }
         // √hidden rounded to the weights' dtype, as transformers multiplies by it.
         let embed_scale = Tensor::new((spec.hidden as f64).sqrt() as f32, w.device())
             .and_then(|s| s.to_dtype(w.dtype())?.to_dtype(DType::F32)?.to_scalar::<f32>())
@@ -389,15 +394,11 @@ impl Decoder {
     ) -> candle_core::Result<Vec<f32>> {
         let n = answers.first().map_or(0, |a| a.len());
         let log_probs = self.log_probs(&hidden.narrow(1, first, n)?)?;
-        let mut out = Vec::with_capacity(answers.len());
-        for (row, answer) in answers.iter().enumerate() {
-            let row_log_probs = log_probs.get(row)?;
-            let mut total = 0.0f64;
-            for (i, &token) in answer.iter().enumerate() {
-                total += f64::from(row_log_probs.get(i)?.get(token as usize)?.to_scalar::<f32>()?);
-            }
-            out.push((total / n as f64) as f32);
-        }
+        // The answer tokens' entries gathered on the device, read back in one copy.
+        let tokens = Tensor::from_vec(answers.concat(), (answers.len(), n, 1), &self.device)?;
+        let picked = log_probs.gather(&tokens, 2)?.squeeze(2)?.to_vec2::<f32>()?;
+        let out = picked.iter().map(|row| (row.iter().map(|&lp| f64::from(lp)).sum::<f64>() / n as f64) as f32);
+        let out: Vec<f32> = out.collect();
         Ok(out)
     }
 

@@ -302,7 +302,10 @@ impl Gemma3Vqa {
         let prefix = encode(&tokenizer, &text)?;
         let first = prefix.iter().position(|&t| t == config.image_token_index);
         let count = prefix.iter().filter(|&&t| t == config.image_token_index).count();
-        let (Some(first), true, Some(&2)) = (first, count == config.mm_tokens_per_image, prefix.first()) else {
+        let bos = tokenizer.token_to_id("<bos>");
+        let (Some(first), true, true) =
+            (first, count == config.mm_tokens_per_image, bos.is_some() && prefix.first() == bos.as_ref())
+        else {
             return Err(Error::new(
                 ErrorKind::Tokenizer,
                 format!(

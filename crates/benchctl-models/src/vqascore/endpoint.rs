@@ -62,29 +62,40 @@ impl EndpointSettings {
     }
 }
 
-/// An image as sent: its bytes and media type.
+/// An image as sent: the data URI of its bytes, encoded once however many captions it is
+/// asked with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImagePayload {
-    pub media_type: &'static str,
-    pub bytes: Vec<u8>,
+    data_uri: String,
 }
 
 impl ImagePayload {
     /// The bytes of an image file as they are, typed by their signature; `None` for a format
     /// a server cannot be expected to read (it is then sent as PNG by the caller).
-    pub fn of_file_bytes(bytes: Vec<u8>) -> Option<Self> {
-        let media_type = match bytes.as_slice() {
+    pub fn of_file_bytes(bytes: &[u8]) -> Option<Self> {
+        let media_type = match bytes {
             [0xFF, 0xD8, 0xFF, ..] => "image/jpeg",
             [0x89, b'P', b'N', b'G', ..] => "image/png",
             [b'R', b'I', b'F', b'F', _, _, _, _, b'W', b'E', b'B', b'P', ..] => "image/webp",
             [b'G', b'I', b'F', b'8', ..] => "image/gif",
             _ => return None,
         };
-        Some(Self { media_type, bytes })
+        Some(Self::new(media_type, bytes))
     }
 
-    fn data_uri(&self) -> String {
-        format!("data:{};base64,{}", self.media_type, base64::engine::general_purpose::STANDARD.encode(&self.bytes))
+    /// PNG bytes benchctl encoded.
+    pub fn png(bytes: &[u8]) -> Self {
+        Self::new("image/png", bytes)
+    }
+
+    fn new(media_type: &str, bytes: &[u8]) -> Self {
+        Self {
+            data_uri: format!("data:{media_type};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes)),
+        }
+    }
+
+    pub fn data_uri(&self) -> &str {
+        &self.data_uri
     }
 }
 

@@ -33,8 +33,7 @@ pub(crate) fn ask_pairs_through_cache(
 ) -> Result<SpillVec<f32>> {
     let PairInputs { images, texts, pair_keys } = *inputs;
     // Missing pairs by image, so that an image's payload is made once for all its captions.
-    let (mut values, todo) = missing_pairs(table, pair_keys, cache);
-    let mut todo: Vec<(usize, usize)> = todo.iter().copied().collect();
+    let (mut values, mut todo) = missing_pairs(table, pair_keys, cache);
     counts.pairs_cached += values.len() - todo.len();
     let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
     todo.truncate(todo.len() - left_for_later);
@@ -45,11 +44,13 @@ pub(crate) fn ask_pairs_through_cache(
     let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     let bar = progress(todo.len(), "asking the server");
     let mut first_error: Option<Error> = None;
+    // The request threads share the pairs as a slice.
+    let todo: &[(usize, usize)] = &todo;
     std::thread::scope(|scope| {
         let (sender, answers) = mpsc::channel::<(usize, usize, Result<Asked>)>();
         for _ in 0..server.in_flight.clamp(1, todo.len().max(1)) {
             let sender = sender.clone();
-            let (todo, payloads, next, stop) = (&todo, &payloads, &next, &stop);
+            let (payloads, next, stop) = (&payloads, &next, &stop);
             scope.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let Some(&(image, pair)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
@@ -172,7 +173,7 @@ fn payload_of(source: &ImageSource) -> Result<ImagePayload> {
         ImageSource::Embedded(embedded) => Some(embedded.bytes.to_vec()),
         _ => None,
     };
-    if let Some(payload) = file_bytes.and_then(ImagePayload::of_file_bytes) {
+    if let Some(payload) = file_bytes.as_deref().and_then(ImagePayload::of_file_bytes) {
         return Ok(payload);
     }
     let rgb = source.load_rgb()?;
@@ -180,5 +181,5 @@ fn payload_of(source: &ImageSource) -> Result<ImagePayload> {
     image::codecs::png::PngEncoder::new(&mut png)
         .write_image(rgb.as_raw(), rgb.width(), rgb.height(), image::ExtendedColorType::Rgb8)
         .map_err(|e| unreadable(format!("encode it as PNG: {e}")))?;
-    Ok(ImagePayload { media_type: "image/png", bytes: png })
+    Ok(ImagePayload::png(&png))
 }
