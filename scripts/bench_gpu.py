@@ -6,11 +6,14 @@ the result back to the host, PyTorch calls `torch.cuda.synchronize()`), then FIB
 (benchctl only: there is no pip-installable FIBER). One markdown table per run.
 
 PyTorch runs as transformers configures it by default (`sdpa` attention, fp32 matrix products
-without TF32, as candle's); benchctl through `benchctl bench --device cuda --json`.
+without TF32, as candle's); benchctl through `benchctl bench --device cuda --json`, with its fused
+CUDA kernels and, for the batches `--before` names, a second time with candle's own operations
+(`BENCHCTL_CUDA_KERNELS=candle`, the path before those kernels) in a "before" column.
 
 Usage (on the GPU machine, with the binary from `just cuda-build`):
     python3 scripts/bench_gpu.py --benchctl target/cuda-build/release/benchctl \
-        [--models b32,b16,l14,fiber] [--batches 32,128,512] [--dtypes f32,bf16,f16] [--iters 5]
+        [--models b32,b16,l14,fiber] [--batches 32,128,512] [--dtypes f32,bf16,f16] [--iters 5] \
+        [--before 128]
 """
 import argparse
 import json
@@ -75,9 +78,10 @@ def torch_side(config, batch, dtype, iters, text_tokens):
     return {"image": image, "text": text}, attention
 
 
-def benchctl_side(args, extra):
+def benchctl_side(args, extra, kernels="fused"):
+    env = dict(os.environ, BENCHCTL_CUDA_KERNELS=kernels)
     run = subprocess.run([args.benchctl, "bench", "--device", "cuda", "--json", "--iters", str(args.iters), *extra],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     if run.returncode != 0:
         return None, run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"
     return {p["part"]: p["per_second"] for p in json.loads(run.stdout)["parts"]}, None
@@ -91,14 +95,19 @@ def main():
     parser.add_argument("--dtypes", default="f32,bf16,f16")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--text-tokens", type=int, default=16)
+    parser.add_argument("--kernels", default="fused",
+                        help="benchctl's CUDA kernels for the main column (BENCHCTL_CUDA_KERNELS)")
+    parser.add_argument("--before", default="",
+                        help="batches also run with candle's own operations (BENCHCTL_CUDA_KERNELS=candle)")
     args = parser.parse_args()
 
     import torch
 
     print(f"{torch.cuda.get_device_name(0)}; torch {torch.__version__}; texts of {args.text_tokens} tokens; "
           f"per second, mean over {args.iters} timed batches after one warm-up")
-    print("| model | batch | dtype | part | benchctl /s | PyTorch /s | ratio |")
-    print("|---|---:|---|---|---:|---:|---:|")
+    before_batches = {int(b) for b in args.before.split(",") if b}
+    print("| model | batch | dtype | part | benchctl /s | before /s | PyTorch /s | ratio |")
+    print("|---|---:|---|---|---:|---:|---:|---:|")
     sys.stdout.flush()
     configs = tempfile.mkdtemp()
     for name in args.models.split(","):
@@ -106,25 +115,29 @@ def main():
             for dtype in args.dtypes.split(","):
                 common = ["--batch", str(batch), "--dtype", dtype, "--part", "both"]
                 if name == "fiber":
-                    ours, error = benchctl_side(args, ["--model", "fiber-base", *common])
+                    flags = ["--model", "fiber-base", *common]
                     theirs = {}
                 else:
                     config = clip_config(SHAPES[name])
                     path = os.path.join(configs, f"{name}.json")
                     config.to_json_file(path, use_diff=False)
-                    ours, error = benchctl_side(args, ["--config", path, "--text-tokens", str(args.text_tokens), *common])
+                    flags = ["--config", path, "--text-tokens", str(args.text_tokens), *common]
+                ours, error = benchctl_side(args, flags, args.kernels)
+                before = benchctl_side(args, flags, "candle")[0] if batch in before_batches else None
+                if name != "fiber":
                     try:
                         theirs, _ = torch_side(config, batch, dtype, args.iters, args.text_tokens)
                     except torch.OutOfMemoryError:
                         theirs = {}
                         torch.cuda.empty_cache()
                 if ours is None:
-                    print(f"| {name} | {batch} | {dtype} | – | failed: {error} | | |")
+                    print(f"| {name} | {batch} | {dtype} | – | failed: {error} | | | |")
                     continue
                 for part, rate in ours.items():
                     other = theirs.get(part)
+                    old = (before or {}).get(part)
                     ratio = f"{rate / other:.2f}×" if other else "–"
-                    print(f"| {name} | {batch} | {dtype} | {part} | {rate:.1f} | "
+                    print(f"| {name} | {batch} | {dtype} | {part} | {rate:.1f} | {f'{old:.1f}' if old else '–'} | "
                           f"{f'{other:.1f}' if other else '–'} | {ratio} |")
                 sys.stdout.flush()
 

@@ -16,6 +16,8 @@
 /// 4, BLIP ITM pair scores are logits (`l1 − l0`), not probabilities.
 pub const OUTPUT_VERSION: u32 = 4;
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod device;
 pub mod error;
 mod gemm;

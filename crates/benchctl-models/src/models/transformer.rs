@@ -138,15 +138,26 @@ impl Dense {
     /// The layer, then an activation or a residual sum: on packed weights as each output tile
     /// is finished, elsewhere as a second step; the same values either way.
     pub(crate) fn forward_then(&self, xs: &Tensor, then: Then) -> candle_core::Result<Tensor> {
-        match (self, then) {
-            (Dense::Packed(packed), Then::Add(residual)) => over_rows(xs, |rows| {
-                let residual = residual.reshape((rows.dim(0)?, packed.out_dim()))?;
-                crate::kernels::dense_packed(rows, packed, Then::Add(&residual))
-            }),
-            (Dense::Packed(packed), then) => over_rows(xs, |rows| crate::kernels::dense_packed(rows, packed, then)),
-            (Dense::Plain(linear), Then::Nothing) => dense(linear, xs),
-            (Dense::Plain(linear), Then::Activate(activation)) => activation.apply(&dense(linear, xs)?),
-            (Dense::Plain(linear), Then::Add(residual)) => dense(linear, xs)? + residual,
+        let linear = match (self, then) {
+            (Dense::Packed(packed), Then::Add(residual)) => {
+                return over_rows(xs, |rows| {
+                    let residual = residual.reshape((rows.dim(0)?, packed.out_dim()))?;
+                    crate::kernels::dense_packed(rows, packed, Then::Add(&residual))
+                })
+            }
+            (Dense::Packed(packed), then) => {
+                return over_rows(xs, |rows| crate::kernels::dense_packed(rows, packed, then))
+            }
+            (Dense::Plain(linear), _) => linear,
+        };
+        #[cfg(feature = "cuda")]
+        if let Some(bias) = linear.bias().filter(|bias| crate::cuda::epilogue_fits(xs, bias)) {
+            return over_rows(xs, |rows| crate::cuda::dense(rows, linear.weight(), bias, then));
+        }
+        match then {
+            Then::Nothing => dense(linear, xs),
+            Then::Activate(activation) => activation.apply(&dense(linear, xs)?),
+            Then::Add(residual) => dense(linear, xs)? + residual,
         }
     }
 }

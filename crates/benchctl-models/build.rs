@@ -1,0 +1,40 @@
+//! With the `cuda` feature: compiles `cuda/fused.cu` (fused attention, the dense layers'
+//! epilogue) to PTX with nvcc, for the virtual architecture `CUDA_COMPUTE_CAP` names (80 when
+//! unset: Ampere and newer, the tensor-core attention needs it). The driver compiles PTX for
+//! the GPU it runs on, so one build serves every newer GPU. Without the feature it does nothing.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed=cuda/fused.cu");
+    println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
+    println!("cargo::rerun-if-env-changed=NVCC");
+    println!("cargo::rustc-check-cfg=cfg(benchctl_tensor_core_attention)");
+    if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
+        return;
+    }
+    let cap: u32 = match std::env::var("CUDA_COMPUTE_CAP") {
+        Ok(cap) => {
+            cap.trim().parse().unwrap_or_else(|_| panic!("CUDA_COMPUTE_CAP={cap} is not a number like 80 or 90"))
+        }
+        Err(_) => 80,
+    };
+    let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".to_string());
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("fused.ptx");
+    let status = Command::new(&nvcc)
+        .args(["--ptx", &format!("-arch=compute_{cap}"), "-O3", "-std=c++17", "cuda/fused.cu", "-o"])
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("failed to run `{nvcc}` to compile cuda/fused.cu (is the CUDA toolkit on PATH?): {e}")
+        });
+    if !status.success() {
+        panic!("failed to compile cuda/fused.cu with `{nvcc}` ({status})");
+    }
+    // The tensor-core attention kernels are compiled only for sm_80 and newer (bf16 wmma).
+    if cap >= 80 {
+        println!("cargo::rustc-cfg=benchctl_tensor_core_attention");
+    }
+}
