@@ -70,9 +70,9 @@ pub(crate) fn attention_fits(kernels: CudaKernels, qkv: &Tensor, heads: usize) -
     kernels != CudaKernels::Candle
         && qkv.device().is_cuda()
         && matches!(qkv.dtype(), DType::F32 | DType::F16 | DType::BF16)
-        && three_width % 3 == 0
+        && three_width.is_multiple_of(3)
         && heads > 0
-        && (three_width / 3) % heads == 0
+        && (three_width / 3).is_multiple_of(heads)
         && SIMT_HEAD_WIDTHS.contains(&(three_width / 3 / heads))
 }
 
@@ -110,15 +110,19 @@ pub(crate) fn attend(
 ) -> candle_core::Result<(CudaStorage, Shape)> {
     let (rows, seq, three_width) = layout.shape().dims3()?;
     let width = three_width / 3;
-    let head = if heads == 0 { 0 } else { width / heads };
-    if three_width % 3 != 0 || head * heads != width || !SIMT_HEAD_WIDTHS.contains(&head) || !layout.is_contiguous() {
+    let head = width.checked_div(heads).unwrap_or(0);
+    if !three_width.is_multiple_of(3)
+        || head * heads != width
+        || !SIMT_HEAD_WIDTHS.contains(&head)
+        || !layout.is_contiguous()
+    {
         candle_core::bail!(
             "fused attention: a contiguous projection of {three_width} into {heads} heads of 32, 64, 72, 80, 96 or 128"
         )
     }
     let square = seq * seq;
     let groups = terms.groups.max(1);
-    if rows % groups != 0 {
+    if !rows.is_multiple_of(groups) {
         candle_core::bail!("fused attention: {rows} rows do not split into {groups} mask groups");
     }
     let bias = f32_terms("bias", terms.bias, heads * square)?;
@@ -135,8 +139,8 @@ pub(crate) fn attend(
         && dtype_name != "f32"
         && TENSOR_CORE_HEAD_WIDTHS.contains(&head)
         // 16-byte loads: the rows, heads and the tensor's start fall on multiples of 8 values.
-        && width % 8 == 0
-        && layout.start_offset() % 8 == 0
+        && width.is_multiple_of(8)
+        && layout.start_offset().is_multiple_of(8)
         && device.cuda_stream().context().compute_capability().w()?.0 >= 8;
     let name = format!("attend_{}_{dtype_name}_{head}", if tensor_cores { "flash" } else { "simt" });
     let threads = if tensor_cores { TENSOR_CORE_THREADS } else { QUERIES_PER_BLOCK as u32 };
@@ -152,7 +156,7 @@ pub(crate) fn attend(
         CudaStorageSlice::BF16(s) => {
             CudaStorageSlice::BF16(launch_attention(&name, device, s, start, geometry, &bias, &mask, groups)?)
         }
-        _ => unreachable!("the dtype was matched above"),
+        _ => candle_core::bail!("fused attention: {:?} projections (f32, f16, bf16 only)", qkv.dtype()),
     };
     Ok((CudaStorage { slice, device: device.clone() }, Shape::from((rows, seq, width))))
 }
@@ -262,8 +266,8 @@ impl Epilogue {
         let offsets_align = [Some(y_layout), bias.map(|(_, l)| l), residual.map(|(_, l)| l)]
             .into_iter()
             .flatten()
-            .all(|l| l.start_offset() % 8 == 0);
-        let vector = i32::from(n % 8 == 0 && offsets_align);
+            .all(|l| l.start_offset().is_multiple_of(8));
+        let vector = i32::from(n.is_multiple_of(8) && offsets_align);
         const THREADS: u32 = 256;
         let blocks = (rows * n).div_ceil(8 * THREADS as usize).clamp(1, 8192) as u32;
         let cfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -278,7 +282,9 @@ impl Epilogue {
                 let (bias_view, residual_view) =
                     (term_view(bias, pick, "bias")?, term_view(residual, pick, "residual")?);
                 let y_offset = y_layout.start_offset();
-                let CudaStorageSlice::$variant(y_slice) = &mut y.slice else { unreachable!("matched on the dtype") };
+                let CudaStorageSlice::$variant(y_slice) = &mut y.slice else {
+                    candle_core::bail!("dense epilogue: the product is not {}", stringify!($variant))
+                };
                 let func = device.get_or_load_custom_func($name, MODULE, PTX)?;
                 let mut y_view = y_slice.slice_mut(y_offset..);
                 let null = 0u64;
