@@ -388,8 +388,6 @@ pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_co
         {
             x.apply_op3_no_bwd(weight, b, &F32Op3(DenseOp { tier: Tier::current() }))
         }
-        #[cfg(feature = "cuda")]
-        Some(b) if crate::cuda::epilogue_fits(x, b) => crate::cuda::dense(x, weight, b, Then::Nothing),
         // On a GPU, candle's broadcast add computes every element's bias index with a
         // division per dimension, and took 37 % of ViT-B/16's bf16 forward pass on an H100.
         // The bias rows as a rank-one product (ones · b, cuBLAS) and a contiguous add cost
@@ -848,10 +846,6 @@ pub(crate) fn windowed_self_attention_on(
     bias: &Tensor,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Option<Tensor>> {
-    #[cfg(feature = "cuda")]
-    if qkv.device().is_cuda() {
-        return crate::cuda::self_attention(qkv, heads, Some(bias), mask);
-    }
     let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
     if !f32_cpu(qkv) || !f32_cpu(bias) || qkv.rank() != 3 || mask.is_some_and(|m| !f32_cpu(m) || m.rank() != 3) {
         return Ok(None);
@@ -877,10 +871,6 @@ pub(crate) fn self_attention_on(
     heads: usize,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Option<Tensor>> {
-    #[cfg(feature = "cuda")]
-    if qkv.device().is_cuda() {
-        return crate::cuda::self_attention(qkv, heads, None, mask);
-    }
     let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
     if !f32_cpu(qkv) || qkv.rank() != 3 {
         return Ok(None);

@@ -75,6 +75,25 @@ pub(crate) fn attend(
     weights.matmul(&v)?.transpose(1, 2)?.reshape((b, s, width))
 }
 
+/// Self-attention of a fused `(rows, seq, 3·width)` projection in one kernel: benchctl's CUDA
+/// kernels on a GPU (with Swin's per-head `bias`), the CPU kernels on contiguous f32 CPU
+/// tensors; `None` where neither applies (the caller composes it from candle's operations).
+pub(crate) fn fused_self_attention(
+    qkv: &Tensor,
+    heads: usize,
+    bias: Option<&Tensor>,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Option<Tensor>> {
+    #[cfg(feature = "cuda")]
+    if qkv.device().is_cuda() {
+        return crate::cuda::self_attention(qkv, heads, bias, mask);
+    }
+    match bias {
+        Some(bias) => crate::kernels::windowed_self_attention(qkv, heads, bias, mask),
+        None => crate::kernels::self_attention(qkv, heads, mask),
+    }
+}
+
 /// Token `index` of every sequence (`[batch, seq, width]` → `[batch, width]`) as a contiguous
 /// tensor. The pooled token goes into a projection, and candle's CUDA matmul refuses the
 /// strided view `xs.i((.., index, ..))` is (its CPU matmul takes it).
@@ -87,6 +106,10 @@ pub(crate) fn token(xs: &Tensor, index: usize) -> candle_core::Result<Tensor> {
 /// `(batch, seq, in)` input by a broadcast weight as `batch` small products, which runs the
 /// CPU kernels at two thirds of their speed.
 pub(crate) fn dense(lin: &Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
+    #[cfg(feature = "cuda")]
+    if let Some(bias) = lin.bias().filter(|bias| crate::cuda::epilogue_fits(xs, bias)) {
+        return over_rows(xs, |rows| crate::cuda::dense(rows, lin.weight(), bias, Then::Nothing));
+    }
     if xs.rank() < 3 {
         return lin.forward(xs);
     }
@@ -136,7 +159,8 @@ impl Dense {
     }
 
     /// The layer, then an activation or a residual sum: on packed weights as each output tile
-    /// is finished, elsewhere as a second step; the same values either way.
+    /// is finished, on a GPU in one pass after the product, elsewhere as a second step; the
+    /// same values either way.
     pub(crate) fn forward_then(&self, xs: &Tensor, then: Then) -> candle_core::Result<Tensor> {
         let linear = match (self, then) {
             (Dense::Packed(packed), Then::Add(residual)) => {
@@ -190,7 +214,7 @@ impl Attention {
     pub fn forward_plus(&self, xs: &Tensor, mask: Option<&Tensor>, residual: &Tensor) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
         let qkv = self.qkv.forward(xs)?;
-        if let Some(attended) = crate::kernels::self_attention(&qkv, self.heads, mask)? {
+        if let Some(attended) = fused_self_attention(&qkv, self.heads, None, mask)? {
             return self.out.forward_then(&attended, Then::Add(residual));
         }
         let q = qkv.narrow(D::Minus1, 0, width)?;

@@ -15,7 +15,7 @@
 use crate::kernels::LayerNorm;
 use candle_core::{DType, IndexOp, Module, Tensor};
 
-use super::super::transformer::{attend, Activation, Dense, PatchEmbedding};
+use super::super::transformer::{attend, fused_self_attention, Activation, Dense, PatchEmbedding};
 use super::super::weights::Weights;
 use crate::{Error, ErrorKind, Result};
 
@@ -133,7 +133,7 @@ impl WindowAttention {
     ) -> candle_core::Result<Tensor> {
         let (bw, n, c) = windows.dims3()?;
         let qkv = self.qkv.forward(windows)?;
-        let attended = match crate::kernels::windowed_self_attention(&qkv, self.heads, &self.bias, mask)? {
+        let attended = match fused_self_attention(&qkv, self.heads, Some(&self.bias), mask)? {
             Some(attended) => attended,
             None => self.composed(&qkv, mask)?,
         };
