@@ -5,7 +5,8 @@
 # PyTorch (scripts/bench_gpu.py), then the cold/warm/encoder-only end-to-end figure.
 #
 # Needs, made on a machine without a GPU (`scripts/gpu-bundle.sh`): .gpu/bundle.tar.xz with the
-# release binary, the CUDA test binaries and ../shared's FIBER fixture. On the GPU machine the
+# release binary, the CUDA test binaries and ../shared's FIBER fixture (and `scripts/gpu-tree.sh
+# trim` before the device call, for the checkout and the bundle to fit its 64 MiB). On the GPU machine the
 # CUDA 13 libraries come from PyTorch's cu13 wheels. Output: $OUT/gpu.log (or ./gpu.log).
 #
 #   scripts/gpu-check.sh
