@@ -5,6 +5,9 @@ warm-up batch, then `--iters` timed batches, each ended by a synchronisation: be
 the result back to the host, PyTorch calls `torch.cuda.synchronize()`), then FIBER-base
 (benchctl only: there is no pip-installable FIBER). One markdown table per run.
 
+GPU memory: benchctl's device-wide use after each timed batch less its use before the model
+was built; PyTorch's `max_memory_reserved` (both count what the allocator keeps).
+
 PyTorch runs as transformers configures it by default (`sdpa` attention, fp32 matrix products
 without TF32, as candle's); benchctl through `benchctl bench --device cuda --json`, with its fused
 CUDA kernels and, for the batches `--before` names, a second time with candle's own operations
@@ -50,6 +53,8 @@ def torch_side(config, batch, dtype, iters, text_tokens):
     from transformers import CLIPModel
 
     torch.manual_seed(0)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
     torch_dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[dtype]
     model = CLIPModel(config).to("cuda", torch_dtype).eval()
     pixels = torch.randn(batch, 3, 224, 224, device="cuda", dtype=torch_dtype)
@@ -69,13 +74,17 @@ def torch_side(config, batch, dtype, iters, text_tokens):
             times.append(time.perf_counter() - start)
         return batch * len(times) / sum(times)
 
+    mib = 1 << 20
     with torch.inference_mode():
         image = timed(lambda: model.get_image_features(pixel_values=pixels))
+        image_mib = torch.cuda.max_memory_reserved() / mib
+        torch.cuda.reset_peak_memory_stats()
         text = timed(lambda: model.get_text_features(input_ids=ids))
+        text_mib = torch.cuda.max_memory_reserved() / mib
     attention = getattr(model.config, "_attn_implementation", "?")
     del model
     torch.cuda.empty_cache()
-    return {"image": image, "text": text}, attention
+    return {"image": image, "text": text}, {"image": image_mib, "text": text_mib}, attention
 
 
 def benchctl_side(args, extra, kernels="fused"):
@@ -84,7 +93,8 @@ def benchctl_side(args, extra, kernels="fused"):
                          capture_output=True, text=True, env=env)
     if run.returncode != 0:
         return None, run.stderr.strip().splitlines()[-1] if run.stderr.strip() else f"exit {run.returncode}"
-    return {p["part"]: p["per_second"] for p in json.loads(run.stdout)["parts"]}, None
+    parts = json.loads(run.stdout)["parts"]
+    return {p["part"]: (p["per_second"], p.get("gpu_peak_mib")) for p in parts}, None
 
 
 def main():
@@ -106,8 +116,8 @@ def main():
     print(f"{torch.cuda.get_device_name(0)}; torch {torch.__version__}; texts of {args.text_tokens} tokens; "
           f"per second, mean over {args.iters} timed batches after one warm-up")
     before_batches = {int(b) for b in args.before.split(",") if b}
-    print("| model | batch | dtype | part | benchctl /s | before /s | PyTorch /s | ratio |")
-    print("|---|---:|---|---|---:|---:|---:|---:|")
+    print("| model | batch | dtype | part | benchctl /s | before /s | PyTorch /s | ratio | benchctl MiB | PyTorch MiB |")
+    print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|")
     sys.stdout.flush()
     configs = tempfile.mkdtemp()
     for name in args.models.split(","):
@@ -116,7 +126,7 @@ def main():
                 common = ["--batch", str(batch), "--dtype", dtype, "--part", "both"]
                 if name == "fiber":
                     flags = ["--model", "fiber-base", *common]
-                    theirs = {}
+                    theirs, their_mib = {}, {}
                 else:
                     config = clip_config(SHAPES[name])
                     path = os.path.join(configs, f"{name}.json")
@@ -126,19 +136,20 @@ def main():
                 before = benchctl_side(args, flags, "candle")[0] if batch in before_batches else None
                 if name != "fiber":
                     try:
-                        theirs, _ = torch_side(config, batch, dtype, args.iters, args.text_tokens)
+                        theirs, their_mib, _ = torch_side(config, batch, dtype, args.iters, args.text_tokens)
                     except torch.OutOfMemoryError:
-                        theirs = {}
+                        theirs, their_mib = {}, {}
                         torch.cuda.empty_cache()
                 if ours is None:
-                    print(f"| {name} | {batch} | {dtype} | – | failed: {error} | | | |")
+                    print(f"| {name} | {batch} | {dtype} | – | failed: {error} | | | | | |")
                     continue
-                for part, rate in ours.items():
+                show = lambda v, digits=1: f"{v:,.{digits}f}" if v else "–"
+                for part, (rate, our_mib) in ours.items():
                     other = theirs.get(part)
-                    old = (before or {}).get(part)
+                    old = (before or {}).get(part, (None,))[0]
                     ratio = f"{rate / other:.2f}×" if other else "–"
-                    print(f"| {name} | {batch} | {dtype} | {part} | {rate:.1f} | {f'{old:.1f}' if old else '–'} | "
-                          f"{f'{other:.1f}' if other else '–'} | {ratio} |")
+                    print(f"| {name} | {batch} | {dtype} | {part} | {show(rate)} | {show(old)} | {show(other)} | {ratio} | "
+                          f"{show(our_mib, 0)} | {show(their_mib.get(part), 0)} |")
                 sys.stdout.flush()
 
 

@@ -75,3 +75,17 @@ pub fn dtype_name(dtype: DType) -> &'static str {
         _ => "f32",
     }
 }
+
+/// Bytes of `device`'s memory in use, device-wide (total − free, as `nvidia-smi` counts it):
+/// CUDA devices only, `None` elsewhere or when the driver cannot say. Memory a process freed but
+/// its allocator keeps counts as in use, as PyTorch's `max_memory_reserved` counts it.
+pub fn memory_in_use(device: &Device) -> Option<u64> {
+    match device {
+        #[cfg(feature = "cuda")]
+        Device::Cuda(cuda) => {
+            let (free, total) = cuda.cuda_stream().context().mem_get_info().ok()?;
+            Some(total.saturating_sub(free) as u64)
+        }
+        _ => None,
+    }
+}

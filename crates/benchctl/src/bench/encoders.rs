@@ -37,6 +37,7 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     };
     let device = args.device.open()?;
     let dtype = args.dtype;
+    let memory = DeviceMemory::start(&device);
     let model = Clip::random(config.clone(), dtype, &device)?;
     let batch = args.batch as usize;
     let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
@@ -49,9 +50,10 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         let times = time(args.iters as usize, || {
             let out = model.image_features(&pixels)?;
             out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+            memory.sample();
             Ok(())
         })?;
-        results.push(summarise("image", batch, &times));
+        results.push(memory.report(summarise("image", batch, &times)));
     }
     if matches!(args.part, Part::Text | Part::Both) {
         let tokens = args.text_tokens as usize;
@@ -68,11 +70,42 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         let times = time(args.iters as usize, || {
             let out = model.text_features(&ids)?;
             out.to_dtype(DType::F32).and_then(|o| o.sum_all()).and_then(|s| s.to_scalar::<f32>()).map_err(compute)?;
+            memory.sample();
             Ok(())
         })?;
-        results.push(summarise("text", batch, &times));
+        results.push(memory.report(summarise("text", batch, &times)));
     }
     Ok((name, results))
+}
+
+/// The GPU memory a benchmark takes: device-wide use sampled after each timed batch, less the
+/// use before the model was built (the device's context); reported per part as `gpu_peak_mib`
+/// (the part's peak; nothing on a CPU).
+struct DeviceMemory<'a> {
+    device: &'a candle_core::Device,
+    before: Option<u64>,
+    peak: std::cell::Cell<u64>,
+}
+
+impl<'a> DeviceMemory<'a> {
+    fn start(device: &'a candle_core::Device) -> Self {
+        let before = benchctl_models::device::memory_in_use(device);
+        Self { device, before, peak: std::cell::Cell::new(0) }
+    }
+
+    fn sample(&self) {
+        if let Some(now) = benchctl_models::device::memory_in_use(self.device) {
+            self.peak.set(self.peak.get().max(now));
+        }
+    }
+
+    /// `part` with the peak since the last report, which starts the next part's.
+    fn report(&self, mut part: PartResult) -> PartResult {
+        if let Some(before) = self.before {
+            part.extra.push(("gpu_peak_mib", self.peak.take().saturating_sub(before) as f64 / 1_048_576.0));
+        }
+        part
+    }
 }
 
 /// FIBER-base with random weights: the ITC image and text encoders (the unimodal paths) and
