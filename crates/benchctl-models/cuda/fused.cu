@@ -36,9 +36,10 @@ __device__ __forceinline__ float logit_terms(const LogitTerms& t, int row, int h
 
 // ---------------------------------------------------------------------------------------
 // Attention on the CUDA cores: one thread per query, keys and values staged through shared
-// memory a tile at a time, softmax online (running maximum and sum, key by key). f32 runs here (its
-// products are not rounded to tensor-core inputs), and any head width the tensor-core kernel
-// does not take. Grid: (query tiles, heads, rows from `first_row`); block: SIMT_QUERIES threads.
+// memory a tile at a time, softmax online (running maximum and sum, key by key). f32 runs here
+// (its products are not rounded to tensor-core inputs), and any head width the tensor-core
+// kernel does not take. Grid: (query tiles, heads, rows from `first_row`); block: SIMT_QUERIES
+// threads.
 
 constexpr int SIMT_QUERIES = 64;
 constexpr int SIMT_KEYS = 32;
@@ -102,17 +103,12 @@ __device__ void attend_simt(const T* __restrict__ qkv, T* __restrict__ out, int 
 }
 
 // ---------------------------------------------------------------------------------------
-// Attention on the tensor cores (f16, bf16; head widths 32, 64, 128; sm_80 and newer).
-
-constexpr int MMA_WARPS = 4;
-constexpr int MMA_QUERIES = 16 * MMA_WARPS;
-
-// ---------------------------------------------------------------------------------------
-// One pass over the keys (flash attention's scheme): four warps per block,
-// 16 queries each; per tile of 64 keys the logits stay in the warps' accumulator registers,
-// the running maximum and sum are kept per query row, the output accumulators are rescaled
-// when the maximum moves, and the weights go from the logits' registers straight into the
-// next product's operand registers. Shared memory holds only the key and value tiles (rows
+// Attention on the tensor cores (f16, bf16; head widths 32, 64, 128; sm_80 and newer), in one
+// pass over the keys (flash attention's scheme): four warps per block, 16 queries each (64 per
+// block, as on the CUDA cores: src/cuda.rs sizes the grid by it); per tile of 64 keys the
+// logits stay in the warps' accumulator registers, the running maximum and sum are kept per
+// query row, the output accumulators are rescaled when the maximum moves, and the weights go
+// from the logits' registers straight into the next product's operand registers. Shared memory holds only the key and value tiles (rows
 // padded by 16 bytes, so the tensor-core loads hit distinct banks).
 //
 // It relies on the register layout of sm_80+ wmma fragments (that of mma.m16n8k16): lane l
@@ -120,6 +116,8 @@ constexpr int MMA_QUERIES = 16 * MMA_WARPS;
 // and column 2·(l mod 4) + (i mod 2) + 8·(i/4). The CUDA tests check the results against
 // candle's composed attention, masks included.
 
+constexpr int MMA_WARPS = 4;
+constexpr int MMA_QUERIES = 16 * MMA_WARPS;
 constexpr int FLASH_KEYS = 64;
 
 template <typename T, int D>
