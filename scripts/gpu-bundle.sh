@@ -15,6 +15,10 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])')
+if [ "$(echo "$tests" | wc -w)" -ne 3 ]; then
+    echo "gpu-bundle: the CUDA test binaries did not build (cargo test --release -p benchctl-models --features cuda --no-run shows why)" >&2
+    exit 1
+fi
 staging=$(mktemp -d)
 mkdir -p "$staging/tests" "$staging/shared/reference"
 strip -o "$staging/benchctl" "$target/release/benchctl"
