@@ -4,37 +4,47 @@
 //! the GPU it runs on, so one build serves every newer GPU. Without the feature it does nothing.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
-fn main() {
+fn main() -> ExitCode {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=cuda/fused.cu");
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
     println!("cargo::rustc-check-cfg=cfg(benchctl_tensor_core_attention)");
     if std::env::var_os("CARGO_FEATURE_CUDA").is_none() {
-        return;
+        return ExitCode::SUCCESS;
     }
+    match compile_ptx() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: failed to {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn compile_ptx() -> Result<(), String> {
     let cap: u32 = match std::env::var("CUDA_COMPUTE_CAP") {
         Ok(cap) => {
-            cap.trim().parse().unwrap_or_else(|_| panic!("CUDA_COMPUTE_CAP={cap} is not a number like 80 or 90"))
+            cap.trim().parse().map_err(|_| format!("read CUDA_COMPUTE_CAP={cap}: not a number like 80 or 90"))?
         }
         Err(_) => 80,
     };
     let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".to_string());
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("fused.ptx");
+    let out_dir = std::env::var_os("OUT_DIR").ok_or("find OUT_DIR (cargo sets it for build scripts)")?;
+    let out = PathBuf::from(out_dir).join("fused.ptx");
     let status = Command::new(&nvcc)
         .args(["--ptx", &format!("-arch=compute_{cap}"), "-O3", "-std=c++17", "cuda/fused.cu", "-o"])
         .arg(&out)
         .status()
-        .unwrap_or_else(|e| {
-            panic!("failed to run `{nvcc}` to compile cuda/fused.cu (is the CUDA toolkit on PATH?): {e}")
-        });
+        .map_err(|e| format!("run `{nvcc}` to compile cuda/fused.cu (is the CUDA toolkit on PATH?): {e}"))?;
     if !status.success() {
-        panic!("failed to compile cuda/fused.cu with `{nvcc}` ({status})");
+        return Err(format!("compile cuda/fused.cu with `{nvcc}` ({status})"));
     }
     // The tensor-core attention kernels are compiled only for sm_80 and newer (bf16 wmma).
     if cap >= 80 {
         println!("cargo::rustc-cfg=benchctl_tensor_core_attention");
     }
+    Ok(())
 }
