@@ -117,7 +117,7 @@ def favour_yes_and_no(m, processor, tok):
         emb[no] = shared + 0.3 * torch.randn_like(shared) / mean.norm()
 
 
-def save_in_hub_layout(m, processor, out: Path):
+def save_in_hub_layout(m, processor, out: Path, controls=()):
     """Saved by transformers, then renamed as google/gemma-3-*-it name their tensors
     (`vision_tower.vision_model.…`, the LM head tied and not stored), which is also what
     llama.cpp's converter reads; transformers loads it back to the same outputs (checked)."""
@@ -130,6 +130,15 @@ def save_in_hub_layout(m, processor, out: Path):
     # The temporary path the tokenizer was read from is no part of the fixture.
     tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
     tokenizer_config.pop("vocab_file", None)
+    # The hub's configs (saved by transformers 4) list the control tokens in
+    # `added_tokens_decoder`; transformers 5 no longer writes it, and llama.cpp's converter
+    # types a token as a control token (one its tokenizer parses from text, as
+    # `<start_of_turn>`) only from there.
+    if controls:
+        tokenizer_config["added_tokens_decoder"] = {
+            str(processor.tokenizer.convert_tokens_to_ids(t)): {"content": t, "lstrip": False, "normalized": False,
+                                                                "rstrip": False, "single_word": False, "special": True}
+            for t in controls}
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
     tensors = load_file(out / "model.safetensors")
     renamed = {}
@@ -304,7 +313,10 @@ def main():
         if MODEL.exists():
             shutil.rmtree(MODEL)
         MODEL.mkdir(parents=True)
-        save_in_hub_layout(m, processor, MODEL)
+        # Gemma 3's control tokens; "Yes" and "No" stay ordinary pieces, as in Gemma 3.
+        save_in_hub_layout(m, processor, MODEL, controls=["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>",
+                                                          "<end_of_turn>", "<start_of_image>", "<end_of_image>",
+                                                          "<image_soft_token>"])
         shutil.copy(work / "tokenizer.model", MODEL / "tokenizer.model")
         reloaded = Gemma3ForConditionalGeneration.from_pretrained(MODEL).eval()
         yes = tok.convert_tokens_to_ids("Yes")

@@ -4,7 +4,9 @@
 //!   `Index`, `Map`), spilled to mapped files past `BENCHCTL_SPILL_AT`, so that a suite of a
 //!   million items runs in bounded memory;
 //! - [`kinded_error`]: the error shape each crate declares (a kind, a lowercase message, the
-//!   cause kept), written once by [`kinded_error_impl!`].
+//!   cause kept), written once by [`kinded_error_impl!`];
+//! - [`time`]: UTC timestamps as stored runs write them.
 
 pub mod kinded_error;
 pub mod spill;
+pub mod time;

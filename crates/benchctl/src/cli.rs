@@ -10,6 +10,7 @@ use benchctl::plan::{
 };
 use benchctl::{bench, check, compare, fetch, merge, report, score, Error, ErrorKind, Result};
 use benchctl_models::device::DeviceSpec;
+use benchctl_models::vqascore::endpoint::ImagePosition;
 use benchctl_scoring::metrics::Ties;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -94,6 +95,10 @@ pub struct ModelChoice {
     /// The answer whose probability is the score.
     #[arg(long, value_name = "ANSWER", default_value = benchctl_models::vqascore::Template::T2V_METRICS.1, help_heading = "Scoring server")]
     pub answer_template: String,
+    /// Where the image goes in the request: after the question, as t2v_metrics asks API
+    /// models, or before it, as its local models (and the checkpoints' chat templates) put it.
+    #[arg(long, value_parser = ImagePosition::NAMES, default_value = ImagePosition::NAMES[0], help_heading = "Scoring server")]
+    pub image_position: String,
     /// Which of the model's scores to use: `itm` or `itc` for BLIP and FIBER (default itm);
     /// CLIP and SigLIP have one (see `benchctl models`).
     #[arg(long, value_name = "HEAD")]
@@ -540,6 +545,10 @@ impl ModelChoice {
             top_logprobs: self.top_logprobs,
             question_template: self.question_template.clone(),
             answer_template: self.answer_template.clone(),
+            image_position: self
+                .image_position
+                .parse()
+                .map_err(|e: benchctl_models::Error| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?,
         }
         .choice()
     }

@@ -11,7 +11,7 @@ use benchctl_models::{Model, ScoreKind, Similarity};
 use candle_core::{DType, Device};
 
 use crate::cache::{self, hex, EmbeddingCache, Keys};
-use benchctl_models::vqascore::endpoint::Endpoint;
+use benchctl_models::vqascore::endpoint::{Endpoint, ImagePosition};
 
 use crate::plan::{EndpointChoice, ModelChoice, ModelSource};
 use crate::results::{EndpointRecord, ModelRecord};
@@ -296,11 +296,17 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
             question_template: template.question().to_string(),
             answer_template: template.answer().to_string(),
             top_logprobs: settings.top_logprobs,
+            image_position: settings.image_position,
         }),
     };
-    // The key is not part of it: the same server answers the same with any key.
+    // The key is not part of it: the same server answers the same with any key. The default
+    // image position adds nothing, so answers cached before the option stay valid.
+    let image_position = match settings.image_position {
+        ImagePosition::AfterQuestion => String::new(),
+        position => format!("|image-{}", position.name()),
+    };
     let cache_namespace = format!(
-        "endpoint|v1|{}|{:?}|{:?}|{:?}|top{}",
+        "endpoint|v1|{}|{:?}|{:?}|{:?}|top{}{image_position}",
         endpoint.chat_url(),
         settings.served_model,
         template.question(),

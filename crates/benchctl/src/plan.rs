@@ -107,6 +107,10 @@ pub struct EndpointSpec {
     pub question_template: String,
     #[serde(default = "EndpointSpec::default_answer")]
     pub answer_template: String,
+    /// Where the image goes in the request: after the question (`t2v_metrics`' API models) or
+    /// before it (its local models, and the checkpoints' own chat templates).
+    #[serde(default)]
+    pub image_position: benchctl_models::vqascore::endpoint::ImagePosition,
 }
 
 impl EndpointSpec {
@@ -151,6 +155,7 @@ impl EndpointSpec {
         settings.top_logprobs = self.top_logprobs;
         settings.retries = self.retries;
         settings.read_timeout = std::time::Duration::from_secs(self.request_timeout);
+        settings.image_position = self.image_position;
         let template = Template::new(&self.question_template, &self.answer_template)
             .map_err(|e| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?;
         Ok(EndpointChoice { settings, template, in_flight: self.max_in_flight, request_budget: self.request_budget })

@@ -99,7 +99,7 @@ impl RunBuilder {
     pub fn start(model: ModelRecord, batch_size: usize, shard: Option<Shard>) -> Self {
         RunBuilder {
             started: Instant::now(),
-            started_at: results::now_rfc3339(),
+            started_at: benchctl_base::time::now_rfc3339(),
             model,
             batch_size,
             counts: Counts::default(),

@@ -184,7 +184,7 @@ impl Scored {
             }
         };
         let run = Run {
-            started_at: results::now_rfc3339(),
+            started_at: benchctl_base::time::now_rfc3339(),
             model: ModelRecord {
                 id: name,
                 repo: None,

@@ -2,7 +2,8 @@
 //! OpenAI-compatible one (answering with log-probabilities made from the request) and failing
 //! ones: what is sent, what is stored, retries, the request budget, and that every answer
 //! received survives a failure and is not asked again; against a real llama-cpp-python
-//! server; and a local generative model (`--model-path`, Gemma 3) against transformers.
+//! server (its own chat format against transformers; Gemma 3's, with the image first, against
+//! the local model); and local generative models (`--model-path`) against transformers.
 
 mod common;
 
@@ -30,11 +31,16 @@ fn yes_logprob(question: &str, image_uri: &str) -> f64 {
     -0.01 * ((h % 400) + 1) as f64
 }
 
-/// The question and image URI of a chat-completions request benchctl sent.
+/// The question and image URI of a chat-completions request benchctl sent, in either order.
 fn parts(request: &Request) -> (String, String) {
     let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
-    let content = &body["messages"][0]["content"];
-    (content[0]["text"].as_str().unwrap().to_string(), content[1]["image_url"]["url"].as_str().unwrap().to_string())
+    let content = body["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2);
+    let part = |kind: &str| content.iter().find(|c| c["type"] == kind).unwrap();
+    (
+        part("text")["text"].as_str().unwrap().to_string(),
+        part("image_url")["image_url"]["url"].as_str().unwrap().to_string(),
+    )
 }
 
 /// A chat completion whose first token's top log-probabilities are `top`.
@@ -87,6 +93,8 @@ fn scores_are_the_servers_log_probabilities_of_yes() {
             (body["max_tokens"].as_u64(), body["logprobs"].as_bool(), body["top_logprobs"].as_u64()),
             (Some(1), Some(true), Some(2))
         );
+        // t2v_metrics' API models' message: the question, then the image.
+        assert_eq!(body["messages"][0]["content"][0]["type"], "text");
         assert!(asked.insert(parts(request)), "a pair was asked twice");
     }
     let (_, uri) = parts(&seen[0]);
@@ -256,25 +264,43 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// A stored run's scores of the Winoground-layout suite in `data`, as
+/// `{image file stem: {caption: score}}`.
+fn stored_scores(run_path: &std::path::Path, run: &serde_json::Value, data: &std::path::Path) -> serde_json::Value {
+    let suite = benchctl_suites::find("winoground").unwrap().load(data).unwrap();
+    let lines = read_scores(&dump_path(run_path, run)).unwrap();
+    let mut out = serde_json::json!({});
+    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
+        for (k, row) in matrix.iter().enumerate() {
+            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
+            for (l, &score) in row.iter().enumerate() {
+                out[&image][item.text(l)] = f64::from(score).into();
+            }
+        }
+    }
+    out
+}
+
 /// The largest difference between a stored run's scores of the Winoground-layout suite in
-/// `data` and `reference[image file stem][caption]`.
+/// `data` and `reference[image file stem][caption]`, over every pair of the run.
 fn worst_difference(
     run_path: &std::path::Path,
     run: &serde_json::Value,
     data: &std::path::Path,
     reference: &serde_json::Value,
 ) -> f64 {
-    let suite = benchctl_suites::find("winoground").unwrap().load(data).unwrap();
-    let lines = read_scores(&dump_path(run_path, run)).unwrap();
+    let stored = stored_scores(run_path, run, data);
+    let mut pairs = 0;
     let mut worst = 0.0f64;
-    for ((_, matrix), item) in lines.iter().zip(&suite.items) {
-        for (k, row) in matrix.iter().enumerate() {
-            let image = item.image(k).path().file_stem().unwrap().to_str().unwrap().to_string();
-            for (l, &score) in row.iter().enumerate() {
-                worst = worst.max((f64::from(score) - reference[&image][item.text(l)].as_f64().unwrap()).abs());
-            }
+    for (image, captions) in stored.as_object().unwrap() {
+        for (caption, score) in captions.as_object().unwrap() {
+            let expected =
+                reference[image][caption].as_f64().unwrap_or_else(|| panic!("no reference for {image}, {caption}"));
+            worst = worst.max((score.as_f64().unwrap() - expected).abs());
+            pairs += 1;
         }
     }
+    assert_eq!(pairs, 32, "every pair of the demo suite");
     worst
 }
 
@@ -291,9 +317,16 @@ impl Drop for LlamaServer {
     }
 }
 
+/// How the server renders a chat: llama-cpp-python's own `llava-1-5` format, or Gemma 3's
+/// (`scripts/llama_cpp_gemma3_server.py`).
+enum ChatFormat {
+    Llava15,
+    Gemma3,
+}
+
 /// llama-cpp-python's OpenAI-compatible server with the tiny Gemma 3 converted to GGUF by
 /// llama.cpp's own converter (`scripts/gen_vqascore_fixture.py`), or why it cannot run here.
-fn llama_cpp_server(model: &std::path::Path) -> Result<LlamaServer, String> {
+fn llama_cpp_server(model: &std::path::Path, format: ChatFormat) -> Result<LlamaServer, String> {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = std::process::Command::new(&python).args(["-c", "import llama_cpp.server"]).output();
     if !probe.is_ok_and(|o| o.status.success()) {
@@ -301,8 +334,15 @@ fn llama_cpp_server(model: &std::path::Path) -> Result<LlamaServer, String> {
     }
     let port =
         std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let child = std::process::Command::new(&python)
-        .args(["-m", "llama_cpp.server", "--chat_format", "llava-1-5", "--logits_all", "true", "--n_ctx", "512"])
+    let mut command = std::process::Command::new(&python);
+    match format {
+        ChatFormat::Llava15 => command.args(["-m", "llama_cpp.server", "--chat_format", "llava-1-5"]),
+        ChatFormat::Gemma3 => {
+            command.arg(benchctl_testkit::workspace_root().join("scripts/llama_cpp_gemma3_server.py"))
+        }
+    };
+    let child = command
+        .args(["--logits_all", "true", "--n_ctx", "512"])
         .arg("--model")
         .arg(model.join("gemma3-tiny-f32.gguf"))
         .arg("--clip_model_path")
@@ -322,30 +362,86 @@ fn llama_cpp_server(model: &std::path::Path) -> Result<LlamaServer, String> {
     Err("the server did not start listening within 60 s".into())
 }
 
-#[test]
-fn a_real_llama_cpp_server_scores_as_transformers_does() {
-    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
-    let server = match llama_cpp_server(&model) {
-        Ok(server) => server,
+/// The server, or `None` (with the reason printed) where llama-cpp-python is not installed
+/// outside `BENCHCTL_REQUIRE_LLAMA_SERVER=1`.
+fn llama_cpp_server_or_skip(model: &std::path::Path, format: ChatFormat) -> Option<LlamaServer> {
+    match llama_cpp_server(model, format) {
+        Ok(server) => Some(server),
         Err(why) if std::env::var("BENCHCTL_REQUIRE_LLAMA_SERVER").is_ok_and(|v| v == "1") => panic!("{why}"),
-        Err(why) => return eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\""),
-    };
-    let expected: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
-    let data = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground");
+        Err(why) => {
+            eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\"");
+            None
+        }
+    }
+}
+
+/// `eval` of the demo suite through `server`, with `extra` flags; the stored run.
+fn eval_through(
+    server: &LlamaServer,
+    data: &std::path::Path,
+    extra: &[&str],
+) -> (std::path::PathBuf, serde_json::Value) {
     let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
     let url = format!("http://127.0.0.1:{}/v1", server.port);
-    let (data_dir, results_dir, cache_dir) =
-        (data.to_str().unwrap(), results.to_str().unwrap(), cache.to_str().unwrap());
+    let (data_dir, results_dir) = (data.to_str().unwrap(), results.to_str().unwrap());
     let args =
         ["eval", "--endpoint", &url, "--served-model", "gemma3-tiny", "--suite", "winoground", "--data-dir", data_dir];
     let out = benchctl(
-        &[&args[..], &["--results-dir", results_dir, "--max-in-flight", "2"]].concat(),
-        &[("BENCHCTL_CACHE", cache_dir)],
+        &[&args[..], &["--results-dir", results_dir, "--max-in-flight", "2"], extra].concat(),
+        &[("BENCHCTL_CACHE", cache.to_str().unwrap())],
     );
-    let (run_path, json) = stored_run(&out);
-    let worst = worst_difference(&run_path, &json, &data, &expected["server"]);
+    stored_run(&out)
+}
+
+fn gemma3_tiny() -> (std::path::PathBuf, serde_json::Value) {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let expected = serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
+    (model, expected)
+}
+
+fn vqa_winoground() -> std::path::PathBuf {
+    benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground")
+}
+
+/// The default request (the question, then the image) through llama-cpp-python's `llava-1-5`
+/// format: the stored scores are the server's, equal to transformers on that prompt.
+#[test]
+fn a_real_llama_cpp_server_scores_as_transformers_does() {
+    let (model, expected) = gemma3_tiny();
+    let Some(server) = llama_cpp_server_or_skip(&model, ChatFormat::Llava15) else { return };
+    let (run_path, json) = eval_through(&server, &vqa_winoground(), &[]);
+    let worst = worst_difference(&run_path, &json, &vqa_winoground(), &expected["server"]);
     assert!(worst < 1e-3, "stored log P(Yes) vs transformers on the server's prompt: max |Δ| = {worst:e}");
+}
+
+/// A server rendering the checkpoint's own chat format, asked with the image first, sees the
+/// prompt the model is scored on locally: its stored scores equal benchctl's local scores of
+/// the same weights (safetensors here, GGUF there), and transformers'.
+#[test]
+fn a_server_with_the_checkpoints_chat_format_scores_as_the_local_model_does() {
+    let (model, expected) = gemma3_tiny();
+    let Some(server) = llama_cpp_server_or_skip(&model, ChatFormat::Gemma3) else { return };
+    let data = vqa_winoground();
+    let (server_path, server_run) = eval_through(&server, &data, &["--image-position", "before-question"]);
+    assert_eq!(server_run["model"]["endpoint"]["image_position"], "before-question");
+    let (results, cache) = (scratch_dir("local-results"), scratch_dir("local-cache"));
+    let args = common::eval_args(
+        model.to_str().unwrap(),
+        "winoground",
+        data.to_str().unwrap(),
+        results.to_str().unwrap(),
+        &[],
+    );
+    let (local_path, local_run) = stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    let local = stored_scores(&local_path, &local_run, &data);
+    let worst = worst_difference(&server_path, &server_run, &data, &local);
+    assert!(worst < 1e-3, "server vs local candle scores of the same weights: max |Δ log P(Yes)| = {worst:e}");
+    let worst = worst_difference(&server_path, &server_run, &data, &expected["local"]);
+    assert!(worst < 1e-3, "server vs transformers' local prompt: max |Δ| = {worst:e}");
+    // The default order asks a different prompt, and scores differently.
+    let (default_path, default_run) = eval_through(&server, &data, &[]);
+    let moved = worst_difference(&default_path, &default_run, &data, &local);
+    assert!(moved > 1e-2, "the question-first prompt moved the scores by only {moved:e}");
 }
 
 #[test]
@@ -399,7 +495,7 @@ fn a_run_spec_scores_through_its_endpoints() {
             demo().display().to_string()
         )
     };
-    std::fs::write(&spec, endpoint(", top_logprobs = 5")).unwrap();
+    std::fs::write(&spec, endpoint(", top_logprobs = 5, image_position = \"before-question\"")).unwrap();
     let cache = scratch_dir("endpoint-spec-cache");
     let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -416,6 +512,8 @@ fn a_run_spec_scores_through_its_endpoints() {
     assert_eq!(server.seen().len(), 32);
     let body: serde_json::Value = serde_json::from_slice(&server.seen()[0].body).unwrap();
     assert_eq!(body["top_logprobs"], 5);
+    assert_eq!(body["messages"][0]["content"][0]["type"], "image_url", "the image before the question");
+    assert_eq!(run["model"]["endpoint"]["image_position"], "before-question");
     // An endpoint entry out of range is a usage error naming it.
     std::fs::write(&spec, endpoint(", top_logprobs = 50")).unwrap();
     let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[]);

@@ -3,6 +3,9 @@
 //! API models send it, the user message holding the question and then the image as a data
 //! URI of its bytes, `max_tokens: 1`, `logprobs: true` and `top_logprobs`; the score read
 //! from the first generated token's top log-probabilities ([`super::read_top_logprobs`]).
+//! [`ImagePosition::BeforeQuestion`] sends the image first instead, the order of
+//! `t2v_metrics`' local models (Gemma 3, PaliGemma, Qwen), so a server rendering the
+//! checkpoint's own chat template sees the prompt those models are scored on locally.
 //!
 //! Every request is bounded (connect and read timeouts, an answer size limit) and retried
 //! with exponential backoff on 408, 429, 5xx and network failures (a `Retry-After` in seconds
@@ -37,6 +40,42 @@ pub struct EndpointSettings {
     pub retries: u32,
     /// The first retry's wait; each next one doubles it (capped at [`MAX_BACKOFF`]).
     pub backoff: Duration,
+    /// Where the image goes in the user message.
+    pub image_position: ImagePosition,
+}
+
+/// Where the image goes in the user message, relative to the question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ImagePosition {
+    /// The question, then the image: `t2v_metrics`' API models (GPT-4o, Gemini).
+    #[default]
+    AfterQuestion,
+    /// The image, then the question: `t2v_metrics`' local models' prompts.
+    BeforeQuestion,
+}
+
+impl ImagePosition {
+    pub const NAMES: [&'static str; 2] = ["after-question", "before-question"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+impl std::str::FromStr for ImagePosition {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "after-question" => Ok(ImagePosition::AfterQuestion),
+            "before-question" => Ok(ImagePosition::BeforeQuestion),
+            _ => Err(Error::new(
+                ErrorKind::BadConfig,
+                format!("use the image position {name:?}: it is `after-question` or `before-question`"),
+            )),
+        }
+    }
 }
 
 /// The longest wait between two attempts, also the cap on a server's `Retry-After`.
@@ -58,6 +97,7 @@ impl EndpointSettings {
             read_timeout: Duration::from_secs(300),
             retries: 5,
             backoff: Duration::from_secs(1),
+            image_position: ImagePosition::AfterQuestion,
         }
     }
 }
@@ -204,15 +244,15 @@ impl Endpoint {
 
     /// The request body for one pair.
     pub fn request_body(&self, image: &ImagePayload, caption: &str) -> String {
+        let question = serde_json::json!({"type": "text", "text": self.template.question_for(caption)});
+        let image = serde_json::json!({"type": "image_url", "image_url": {"url": image.data_uri()}});
+        let content = match self.settings.image_position {
+            ImagePosition::AfterQuestion => [question, image],
+            ImagePosition::BeforeQuestion => [image, question],
+        };
         serde_json::json!({
             "model": self.settings.served_model,
-            "messages": [{
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": self.template.question_for(caption)},
-                    {"type": "image_url", "image_url": {"url": image.data_uri()}},
-                ],
-            }],
+            "messages": [{"role": "user", "content": content}],
             "max_tokens": 1,
             "logprobs": true,
             "top_logprobs": self.settings.top_logprobs,
@@ -335,6 +375,23 @@ mod tests {
         assert!(parse_answer(r#"{"choices":[]}"#, "Yes").is_err_and(|e| e.contains("no choices")));
         let positive = ok.replace("-0.1}", "0.5}");
         assert!(parse_answer(&positive, "Yes").is_err_and(|e| e.contains("not a log")));
+    }
+
+    #[test]
+    fn the_image_goes_after_or_before_the_question() -> Result<()> {
+        let image = ImagePayload::png(b"png");
+        let mut settings = EndpointSettings::new("http://h/v1", "m");
+        let types = |settings: &EndpointSettings| -> Result<Vec<String>> {
+            let body = Endpoint::new(settings.clone(), Template::t2v_metrics())?.request_body(&image, "a dog");
+            let body: serde_json::Value =
+                serde_json::from_str(&body).map_err(|e| Error::new(ErrorKind::Endpoint, e.to_string()))?;
+            let content = body["messages"][0]["content"].as_array().cloned().unwrap_or_default();
+            Ok(content.iter().map(|c| c["type"].as_str().unwrap_or_default().to_string()).collect())
+        };
+        assert_eq!(types(&settings)?, ["text", "image_url"], "t2v_metrics' API models' order by default");
+        settings.image_position = ImagePosition::BeforeQuestion;
+        assert_eq!(types(&settings)?, ["image_url", "text"]);
+        Ok(())
     }
 
     #[test]
