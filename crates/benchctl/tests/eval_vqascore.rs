@@ -455,7 +455,7 @@ fn local_generative_model(fixture: &str) {
     let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures").join(fixture);
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
-    let data = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground");
+    let data = vqa_winoground();
     let (results, cache) = (scratch_dir("generative-results"), scratch_dir("generative-cache"));
     let (model_dir, data_dir, results_dir) =
         (model.to_str().unwrap(), data.to_str().unwrap(), results.to_str().unwrap());

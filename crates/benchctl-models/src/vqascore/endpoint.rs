@@ -56,6 +56,7 @@ pub enum ImagePosition {
 }
 
 impl ImagePosition {
+    /// The names the command line and run specs use, in the order of the variants.
     pub const NAMES: [&'static str; 2] = ["after-question", "before-question"];
 
     pub fn name(self) -> &'static str {
@@ -67,14 +68,12 @@ impl std::str::FromStr for ImagePosition {
     type Err = Error;
 
     fn from_str(name: &str) -> Result<Self> {
-        match name {
-            "after-question" => Ok(ImagePosition::AfterQuestion),
-            "before-question" => Ok(ImagePosition::BeforeQuestion),
-            _ => Err(Error::new(
-                ErrorKind::BadConfig,
-                format!("use the image position {name:?}: it is `after-question` or `before-question`"),
-            )),
-        }
+        let all = [ImagePosition::AfterQuestion, ImagePosition::BeforeQuestion];
+        let refused = || {
+            let names = Self::NAMES.join(", ");
+            Error::new(ErrorKind::BadConfig, format!("use the image position {name:?}: it is one of {names}"))
+        };
+        all.into_iter().find(|p| p.name() == name).ok_or_else(refused)
     }
 }
 
@@ -389,8 +388,9 @@ mod tests {
             Ok(content.iter().map(|c| c["type"].as_str().unwrap_or_default().to_string()).collect())
         };
         assert_eq!(types(&settings)?, ["text", "image_url"], "t2v_metrics' API models' order by default");
-        settings.image_position = ImagePosition::BeforeQuestion;
+        settings.image_position = "before-question".parse()?;
         assert_eq!(types(&settings)?, ["image_url", "text"]);
+        assert!("after".parse::<ImagePosition>().is_err());
         Ok(())
     }
 
