@@ -444,6 +444,64 @@ fn a_server_with_the_checkpoints_chat_format_scores_as_the_local_model_does() {
     assert!(moved > 1e-2, "the question-first prompt moved the scores by only {moved:e}");
 }
 
+/// `transformers serve` (5.x) on the same tiny Gemma 3, or why it cannot run here: it answers
+/// chat completions but ignores `logprobs` (its handler logs "Ignoring unsupported fields").
+fn transformers_serve(model: &std::path::Path) -> Result<LlamaServer, String> {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import fastapi, uvicorn, transformers.cli.serving.chat_completion"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return Err(format!("{python} cannot import transformers' server (pip install 'transformers[serving]')"));
+    }
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let child = std::process::Command::new(&python)
+        .args(["-m", "transformers.cli.transformers", "serve"])
+        .arg(model)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let server = LlamaServer { child, port };
+    for _ in 0..480 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(server);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Err("transformers serve did not start listening within 120 s".into())
+}
+
+/// A real server that answers without log-probabilities: the run stops with exit code 7
+/// naming the server, the model and the pair, and stores no score.
+#[test]
+fn a_real_server_without_log_probabilities_is_named() {
+    let (model, _) = gemma3_tiny();
+    let server = match transformers_serve(&model) {
+        Ok(server) => server,
+        Err(why) if std::env::var("BENCHCTL_REQUIRE_TRANSFORMERS_SERVE").is_ok_and(|v| v == "1") => panic!("{why}"),
+        Err(why) => return eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\""),
+    };
+    let data = vqa_winoground();
+    let (results, cache) = (scratch_dir("no-logprobs-results"), scratch_dir("no-logprobs-cache"));
+    let url = format!("http://127.0.0.1:{}/v1", server.port);
+    let served = model.to_str().unwrap();
+    let args = ["eval", "--endpoint", &url, "--served-model", served, "--suite", "winoground", "--data-dir"];
+    let out = benchctl(
+        &[&args[..], &[data.to_str().unwrap(), "--results-dir", results.to_str().unwrap(), "--max-in-flight", "1"]]
+            .concat(),
+        &[("BENCHCTL_CACHE", cache.to_str().unwrap())],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let message = stderr(&out);
+    for part in ["no log-probabilities", url.as_str(), served, "ex_"] {
+        assert!(message.contains(part), "{part:?} missing from: {message}");
+    }
+    assert!(walk(&results).iter().all(|f| !f.to_string_lossy().ends_with(".scores.jsonl")), "no scores stored");
+}
+
 #[test]
 fn local_generative_models_score_every_pair_as_transformers_does() {
     for fixture in ["gemma3-tiny", "paligemma-tiny"] {
