@@ -78,8 +78,9 @@ def write_suite(dir: Path, items: int):
     for i in range(items):
         caps = [" ".join(rng.choice(WORDS) for _ in range(8)) + f" {i} {c}" for c in range(2)]
         imgs = [f"ex_{i}_img_{k}" for k in range(2)]
-        for name in imgs:
-            pixels = torch.randint(0, 256, (896, 896, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(hash(name) % 2**31))
+        for k, name in enumerate(imgs):
+            seed = torch.Generator().manual_seed(2 * i + k)
+            pixels = torch.randint(0, 256, (896, 896, 3), dtype=torch.uint8, generator=seed)
             Image.fromarray(pixels.numpy()).save(dir / "images" / f"{name}.png")
         rows.append({"id": i, "image_0": imgs[0], "image_1": imgs[1], "caption_0": caps[0], "caption_1": caps[1],
                      "tag": "Object", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object"})
