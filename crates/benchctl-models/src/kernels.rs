@@ -529,9 +529,9 @@ pub(crate) fn dense_packed(x: &Tensor, packed: &crate::gemm::PackedDense, then: 
 const QUERIES: usize = 4;
 
 /// From this many keys on, an unmasked self-attention runs through the packed GEMM
-/// ([`attend_long`]): SigLIP so400m at 896 px has 4,096 patches, where [`attend_row`]'s
-/// groups of [`QUERIES`] queries each stream a head's keys and values again (46 % of a
-/// gemma-3-4b-it-wide VQAScore run). CLIP's 50 to 577 tokens stay on [`attend_row`].
+/// ([`attend_long`]): SigLIP so400m at 896 px has 4,096 patches, and [`attend_row`]'s groups
+/// of [`QUERIES`] queries would each stream a head's 4,096 keys and values again (measured in
+/// docs/performance.md, "VQAScore"). CLIP's 50 to 577 tokens stay on [`attend_row`].
 const LONG_SEQUENCE: usize = 1024;
 
 /// Queries whose logits [`attend_long`] holds at once: `TILE × seq` floats (4 MB at 4,096

@@ -304,18 +304,52 @@ fn worst_difference(
     worst
 }
 
-/// A llama-cpp-python server on a loopback port, stopped when dropped.
-struct LlamaServer {
+/// A Python server process on a loopback port, stopped when dropped.
+struct PythonServer {
     child: std::process::Child,
     port: u16,
 }
 
-impl Drop for LlamaServer {
+impl Drop for PythonServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
+
+/// Starts `python` with the arguments `args` gives for a free loopback port, once `python -c
+/// probe` succeeds (else why not: `install`), and waits up to `wait_s` for it to listen.
+fn python_server(
+    probe: &str,
+    install: &str,
+    wait_s: u64,
+    args: impl FnOnce(&mut std::process::Command, &str),
+) -> Result<PythonServer, String> {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    if !std::process::Command::new(&python).args(["-c", probe]).output().is_ok_and(|o| o.status.success()) {
+        return Err(format!("{python} cannot run `{probe}` ({install})"));
+    }
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
+    let mut command = std::process::Command::new(&python);
+    args(&mut command, &port.to_string());
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let server = PythonServer { child, port };
+    for _ in 0..wait_s * 4 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(server);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Err(format!("the server did not start listening within {wait_s} s"))
+}
+
+/// Set to `1`, a missing llama-cpp-python server fails the tests that need it.
+const REQUIRE_LLAMA: &str = "BENCHCTL_REQUIRE_LLAMA_SERVER";
 
 /// How the server renders a chat: llama-cpp-python's own `llava-1-5` format, or Gemma 3's
 /// (`scripts/llama_cpp_gemma3_server.py`).
@@ -326,48 +360,31 @@ enum ChatFormat {
 
 /// llama-cpp-python's OpenAI-compatible server with the tiny Gemma 3 converted to GGUF by
 /// llama.cpp's own converter (`scripts/gen_vqascore_fixture.py`), or why it cannot run here.
-fn llama_cpp_server(model: &std::path::Path, format: ChatFormat) -> Result<LlamaServer, String> {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = std::process::Command::new(&python).args(["-c", "import llama_cpp.server"]).output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        return Err(format!("{python} cannot import llama_cpp.server (pip install 'llama-cpp-python[server]')"));
-    }
-    let port =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let mut command = std::process::Command::new(&python);
-    match format {
-        ChatFormat::Llava15 => command.args(["-m", "llama_cpp.server", "--chat_format", "llava-1-5"]),
-        ChatFormat::Gemma3 => {
-            command.arg(benchctl_testkit::workspace_root().join("scripts/llama_cpp_gemma3_server.py"))
-        }
-    };
-    let child = command
-        .args(["--logits_all", "true", "--n_ctx", "512"])
-        .arg("--model")
-        .arg(model.join("gemma3-tiny-f32.gguf"))
-        .arg("--clip_model_path")
-        .arg(model.join("mmproj-gemma3-tiny-f32.gguf"))
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let server = LlamaServer { child, port };
-    for _ in 0..240 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(server);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    Err("the server did not start listening within 60 s".into())
+fn llama_cpp_server(model: &std::path::Path, format: ChatFormat) -> Result<PythonServer, String> {
+    let install = "pip install 'llama-cpp-python[server]'";
+    python_server("import llama_cpp.server", install, 60, |command, port| {
+        match format {
+            ChatFormat::Llava15 => command.args(["-m", "llama_cpp.server", "--chat_format", "llava-1-5"]),
+            ChatFormat::Gemma3 => {
+                command.arg(benchctl_testkit::workspace_root().join("scripts/llama_cpp_gemma3_server.py"))
+            }
+        };
+        command
+            .args(["--logits_all", "true", "--n_ctx", "512"])
+            .arg("--model")
+            .arg(model.join("gemma3-tiny-f32.gguf"))
+            .arg("--clip_model_path")
+            .arg(model.join("mmproj-gemma3-tiny-f32.gguf"))
+            .args(["--host", "127.0.0.1", "--port", port]);
+    })
 }
 
-/// The server, or `None` (with the reason printed) where llama-cpp-python is not installed
-/// outside `BENCHCTL_REQUIRE_LLAMA_SERVER=1`.
-fn llama_cpp_server_or_skip(model: &std::path::Path, format: ChatFormat) -> Option<LlamaServer> {
-    match llama_cpp_server(model, format) {
+/// The server, or `None` (with the reason printed) where it cannot start, unless the variable
+/// `require` is `1` (then a failure).
+fn server_or_skip(server: Result<PythonServer, String>, require: &str) -> Option<PythonServer> {
+    match server {
         Ok(server) => Some(server),
-        Err(why) if std::env::var("BENCHCTL_REQUIRE_LLAMA_SERVER").is_ok_and(|v| v == "1") => panic!("{why}"),
+        Err(why) if std::env::var(require).is_ok_and(|v| v == "1") => panic!("{why}"),
         Err(why) => {
             eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\"");
             None
@@ -377,7 +394,7 @@ fn llama_cpp_server_or_skip(model: &std::path::Path, format: ChatFormat) -> Opti
 
 /// `eval` of the demo suite through `server`, with `extra` flags; the stored run.
 fn eval_through(
-    server: &LlamaServer,
+    server: &PythonServer,
     data: &std::path::Path,
     extra: &[&str],
 ) -> (std::path::PathBuf, serde_json::Value) {
@@ -408,7 +425,9 @@ fn vqa_winoground() -> std::path::PathBuf {
 #[test]
 fn a_real_llama_cpp_server_scores_as_transformers_does() {
     let (model, expected) = gemma3_tiny();
-    let Some(server) = llama_cpp_server_or_skip(&model, ChatFormat::Llava15) else { return };
+    let Some(server) = server_or_skip(llama_cpp_server(&model, ChatFormat::Llava15), REQUIRE_LLAMA) else {
+        return;
+    };
     let (run_path, json) = eval_through(&server, &vqa_winoground(), &[]);
     let worst = worst_difference(&run_path, &json, &vqa_winoground(), &expected["server"]);
     assert!(worst < 1e-3, "stored log P(Yes) vs transformers on the server's prompt: max |Δ| = {worst:e}");
@@ -420,7 +439,9 @@ fn a_real_llama_cpp_server_scores_as_transformers_does() {
 #[test]
 fn a_server_with_the_checkpoints_chat_format_scores_as_the_local_model_does() {
     let (model, expected) = gemma3_tiny();
-    let Some(server) = llama_cpp_server_or_skip(&model, ChatFormat::Gemma3) else { return };
+    let Some(server) = server_or_skip(llama_cpp_server(&model, ChatFormat::Gemma3), REQUIRE_LLAMA) else {
+        return;
+    };
     let data = vqa_winoground();
     let (server_path, server_run) = eval_through(&server, &data, &["--image-position", "before-question"]);
     assert_eq!(server_run["model"]["endpoint"]["image_position"], "before-question");
@@ -446,32 +467,16 @@ fn a_server_with_the_checkpoints_chat_format_scores_as_the_local_model_does() {
 
 /// `transformers serve` (5.x) on the same tiny Gemma 3, or why it cannot run here: it answers
 /// chat completions but ignores `logprobs` (its handler logs "Ignoring unsupported fields").
-fn transformers_serve(model: &std::path::Path) -> Result<LlamaServer, String> {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = std::process::Command::new(&python)
-        .args(["-c", "import fastapi, uvicorn, transformers.cli.serving.chat_completion"])
-        .output();
-    if !probe.is_ok_and(|o| o.status.success()) {
-        return Err(format!("{python} cannot import transformers' server (pip install 'transformers[serving]')"));
-    }
-    let port =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let child = std::process::Command::new(&python)
-        .args(["-m", "transformers.cli.transformers", "serve"])
-        .arg(model)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let server = LlamaServer { child, port };
-    for _ in 0..480 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(server);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    Err("transformers serve did not start listening within 120 s".into())
+fn transformers_serve(model: &std::path::Path) -> Result<PythonServer, String> {
+    let probe = "import fastapi, uvicorn, transformers.cli.serving.chat_completion";
+    python_server(probe, "pip install 'transformers[serving]'", 120, |command, port| {
+        command.args(["-m", "transformers.cli.transformers", "serve"]).arg(model).args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            port,
+        ]);
+    })
 }
 
 /// A real server that answers without log-probabilities: the run stops with exit code 7
@@ -479,10 +484,8 @@ fn transformers_serve(model: &std::path::Path) -> Result<LlamaServer, String> {
 #[test]
 fn a_real_server_without_log_probabilities_is_named() {
     let (model, _) = gemma3_tiny();
-    let server = match transformers_serve(&model) {
-        Ok(server) => server,
-        Err(why) if std::env::var("BENCHCTL_REQUIRE_TRANSFORMERS_SERVE").is_ok_and(|v| v == "1") => panic!("{why}"),
-        Err(why) => return eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\""),
+    let Some(server) = server_or_skip(transformers_serve(&model), "BENCHCTL_REQUIRE_TRANSFORMERS_SERVE") else {
+        return;
     };
     let data = vqa_winoground();
     let (results, cache) = (scratch_dir("no-logprobs-results"), scratch_dir("no-logprobs-cache"));
