@@ -19,7 +19,7 @@ use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::cublaslt::{Activation as LtActivation, CudaBlasLT, Matmul, MatmulConfig};
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
-use candle_core::{CudaDevice, CudaStorage, DType, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CudaDevice, CudaStorage, DType, Layout, Shape, Tensor};
 
 use crate::kernels::{Activation, Then};
 
@@ -330,16 +330,23 @@ fn term_view<'a, T>(
     }
 }
 
-const CPU_EPILOGUE: &str = "the dense epilogue kernel runs on CUDA tensors only";
+/// The `cpu_fwd` of an operation that exists only on CUDA (candle's custom-op traits require
+/// one): it refuses CPU tensors, naming `$what`. `$out` is what the trait's `cpu_fwd` returns,
+/// `$storage` the type of each input storage (each followed by its layout).
+macro_rules! cuda_only_cpu_fwd {
+    ($what:literal, $out:ty, $($storage:ty),+) => {
+        fn cpu_fwd(&self, $(_: $storage, _: &Layout),+) -> candle_core::Result<$out> {
+            candle_core::bail!(concat!($what, " runs on CUDA tensors only"))
+        }
+    };
+}
 
 impl candle_core::InplaceOp1 for Epilogue {
     fn name(&self) -> &'static str {
         "dense-epilogue-activation"
     }
 
-    fn cpu_fwd(&self, _: &mut candle_core::CpuStorage, _: &Layout) -> candle_core::Result<()> {
-        candle_core::bail!("{CPU_EPILOGUE}")
-    }
+    cuda_only_cpu_fwd!("the dense epilogue kernel", (), &mut CpuStorage);
 
     fn cuda_fwd(&self, y: &mut CudaStorage, y_layout: &Layout) -> candle_core::Result<()> {
         self.run(y, y_layout, None, None)
@@ -351,15 +358,7 @@ impl candle_core::InplaceOp2 for Epilogue {
         "dense-epilogue"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &mut candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<()> {
-        candle_core::bail!("{CPU_EPILOGUE}")
-    }
+    cuda_only_cpu_fwd!("the dense epilogue kernel", (), &mut CpuStorage, &CpuStorage);
 
     fn cuda_fwd(
         &self,
@@ -380,17 +379,7 @@ impl candle_core::InplaceOp3 for Epilogue {
         "dense-epilogue-residual"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &mut candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<()> {
-        candle_core::bail!("{CPU_EPILOGUE}")
-    }
+    cuda_only_cpu_fwd!("the dense epilogue kernel", (), &mut CpuStorage, &CpuStorage, &CpuStorage);
 
     fn cuda_fwd(
         &self,
@@ -494,17 +483,7 @@ impl candle_core::CustomOp3 for LtDense {
         "cublaslt-dense"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, Shape)> {
-        candle_core::bail!("cuBLASLt runs on CUDA tensors only")
-    }
+    cuda_only_cpu_fwd!("cuBLASLt", (CpuStorage, Shape), &CpuStorage, &CpuStorage, &CpuStorage);
 
     fn cuda_fwd(
         &self,
@@ -636,13 +615,7 @@ impl candle_core::CustomOp1 for AttentionOp {
         "cuda-fused-self-attention"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, Shape)> {
-        candle_core::bail!("the CUDA attention kernel runs on CUDA tensors only")
-    }
+    cuda_only_cpu_fwd!("the CUDA attention kernel", (CpuStorage, Shape), &CpuStorage);
 
     fn cuda_fwd(&self, qkv: &CudaStorage, layout: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
         attend(self.kernels, self.heads, qkv, layout, self.terms(&[]))
@@ -654,15 +627,7 @@ impl candle_core::CustomOp2 for AttentionOp {
         "cuda-fused-self-attention-with-terms"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, Shape)> {
-        candle_core::bail!("the CUDA attention kernel runs on CUDA tensors only")
-    }
+    cuda_only_cpu_fwd!("the CUDA attention kernel", (CpuStorage, Shape), &CpuStorage, &CpuStorage);
 
     fn cuda_fwd(
         &self,
@@ -680,17 +645,7 @@ impl candle_core::CustomOp3 for AttentionOp {
         "cuda-fused-self-attention-with-bias-and-mask"
     }
 
-    fn cpu_fwd(
-        &self,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-        _: &candle_core::CpuStorage,
-        _: &Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, Shape)> {
-        candle_core::bail!("the CUDA attention kernel runs on CUDA tensors only")
-    }
+    cuda_only_cpu_fwd!("the CUDA attention kernel", (CpuStorage, Shape), &CpuStorage, &CpuStorage, &CpuStorage);
 
     fn cuda_fwd(
         &self,

@@ -604,13 +604,7 @@ fn attend_row_body<const FUSED: bool>(
                     }
                     (None, None) => logits.iter_mut().for_each(|w| *w *= scale),
                 }
-                // The maximum and the sum lane by lane, then across the lanes: a vector op per
-                // 16 logits instead of a chain of scalar ones (the two chains were a third of
-                // the attention's time on ViT-B/32).
-                let max = lanewise(logits, f32::NEG_INFINITY, f32::max).into_iter().fold(f32::NEG_INFINITY, f32::max);
-                logits.iter_mut().for_each(|w| *w = if *w > f32::NEG_INFINITY { exp(*w - max) } else { 0.0 });
-                let inv = 1.0 / lanewise(logits, 0.0, |a, b| a + b).into_iter().sum::<f32>();
-                logits.iter_mut().for_each(|w| *w *= inv);
+                softmax_in_place(logits);
             }
             // The group's weights key by key (`seq × QUERIES`), so each value row meets its
             // QUERIES weights side by side: the loop below then indexes nothing (checked
@@ -652,15 +646,24 @@ fn attend_row_body<const FUSED: bool>(
     }
 }
 
+/// One row of logits turned into softmax weights in place; a masked (−∞) logit weighs exactly
+/// 0. The maximum and the sum go lane by lane, then across the lanes: a vector op per 16
+/// logits instead of a chain of scalar ones (the two chains were a third of the attention's
+/// time on ViT-B/32).
+#[inline(always)]
+fn softmax_in_place(logits: &mut [f32]) {
+    let max = lanewise(logits, f32::NEG_INFINITY, f32::max).into_iter().fold(f32::NEG_INFINITY, f32::max);
+    logits.iter_mut().for_each(|w| *w = if *w > f32::NEG_INFINITY { exp(*w - max) } else { 0.0 });
+    let inv = 1.0 / lanewise(logits, 0.0, |a, b| a + b).into_iter().sum::<f32>();
+    logits.iter_mut().for_each(|w| *w *= inv);
+}
+
 /// Rows of `logits` (`seq` each) scaled by `scale` and turned into softmax weights in place.
 #[inline(always)]
 fn softmax_rows_body<const FUSED: bool>(logits: &mut [f32], seq: usize, scale: f32) {
     for row in logits.chunks_exact_mut(seq) {
         row.iter_mut().for_each(|w| *w *= scale);
-        let max = lanewise(row, f32::NEG_INFINITY, f32::max).into_iter().fold(f32::NEG_INFINITY, f32::max);
-        row.iter_mut().for_each(|w| *w = exp(*w - max));
-        let inv = 1.0 / lanewise(row, 0.0, |a, b| a + b).into_iter().sum::<f32>();
-        row.iter_mut().for_each(|w| *w *= inv);
+        softmax_in_place(row);
     }
 }
 

@@ -14,7 +14,7 @@ use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::transformer::Dense;
+use super::transformer::{over_rows, Dense};
 use super::weights::Weights;
 use crate::kernels::Activation;
 use crate::preprocess::Preprocessor;
@@ -375,7 +375,11 @@ impl Decoder {
 
     /// Log-probabilities over the vocabulary from final hidden states `(…, hidden)`, in f32.
     pub(crate) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        let logits = rows_matmul(hidden, &self.embed_tokens.t()?)?.to_dtype(DType::F32)?;
+        // One 2-D product over all rows: `broadcast_matmul` would give the transposed table a
+        // stride-0 batch dimension, which candle's CPU product copies out per batch entry (2.7
+        // GB in f32 for Gemma 3's 262k tokens, per call).
+        let table = self.embed_tokens.t()?;
+        let logits = over_rows(hidden, |rows| rows.matmul(&table))?.to_dtype(DType::F32)?;
         let logits = match self.final_softcap {
             Some(cap) => ((logits / cap)?.tanh()? * cap)?,
             None => logits,
@@ -429,17 +433,6 @@ impl Decoder {
             })
             .collect()
     }
-}
-
-/// `xs (…, k) · w (k, n)` as one product over all of `xs`'s rows. `broadcast_matmul` would
-/// give `w` a batch dimension of stride 0, which candle's CPU product copies out per batch
-/// entry: a 262k-token output layer (Gemma 3) is 2.7 GB in f32, copied per call.
-pub(crate) fn rows_matmul(xs: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
-    let mut dims = xs.dims().to_vec();
-    let k = dims.pop().unwrap_or(0);
-    let product = xs.reshape(((), k))?.matmul(w)?;
-    dims.push(w.dim(1)?);
-    product.reshape(dims)
 }
 
 /// Positions of `keys` grouped by equal key (a prompt's and an answer's lengths), groups in

@@ -28,10 +28,10 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use super::gemma::{
-    answer_ids, encode, load_tokenizer, multimodal_parts, rows_matmul, score_in_groups, Decoder, DecoderSpec, LocalVqa,
-    RmsNorm,
+    answer_ids, encode, load_tokenizer, multimodal_parts, score_in_groups, Decoder, DecoderSpec, LocalVqa, RmsNorm,
 };
 use super::siglip::{SiglipVisionConfig, VisionTower};
+use super::transformer::over_rows;
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::preprocess::{Preprocessor, HALF};
@@ -270,7 +270,8 @@ impl Gemma3 {
         let grid = xs.transpose(1, 2)?.reshape((b, d, side, side))?;
         let pooled = grid.avg_pool2d(self.pool)?.flatten_from(2)?.transpose(1, 2)?;
         let normed = self.soft_emb_norm.forward(&pooled.contiguous()?)?;
-        rows_matmul(&normed, &self.projection.to_dtype(normed.dtype())?)
+        let projection = self.projection.to_dtype(normed.dtype())?;
+        over_rows(&normed, |rows| rows.matmul(&projection))
     }
 }
 

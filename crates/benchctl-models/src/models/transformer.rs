@@ -118,7 +118,10 @@ pub(crate) fn dense(lin: &Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
 
 /// `product` applied to `xs` seen as one row per vector of its last dimension, and the rows
 /// it returns given `xs`'s leading dimensions back.
-fn over_rows(xs: &Tensor, product: impl FnOnce(&Tensor) -> candle_core::Result<Tensor>) -> candle_core::Result<Tensor> {
+pub(crate) fn over_rows(
+    xs: &Tensor,
+    product: impl FnOnce(&Tensor) -> candle_core::Result<Tensor>,
+) -> candle_core::Result<Tensor> {
     let dims = xs.dims();
     let Some((&in_dim, lead)) = dims.split_last() else { candle_core::bail!("dense: a scalar input") };
     let ys = product(&xs.reshape((lead.iter().product::<usize>(), in_dim))?)?;
