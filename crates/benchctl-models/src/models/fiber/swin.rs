@@ -111,7 +111,8 @@ struct WindowAttention {
     qkv: Dense,
     proj: Dense,
     heads: usize,
-    /// `(heads, N, N)`: the bias table gathered by relative position, `N = w²`.
+    /// `(heads, N, N)`: the bias table gathered by relative position, `N = w²`, in f32 (what
+    /// the fused kernels add, on the CPU and on a GPU, whatever the weights' dtype).
     bias: Tensor,
     fusion: Option<ImageToText>,
 }
@@ -160,7 +161,8 @@ impl WindowAttention {
         let qkv = qkv.reshape((bw, n, 3, self.heads, head_dim))?.permute((2, 0, 3, 1, 4))?;
         let q = (qkv.i(0)?.contiguous()? * (head_dim as f64).powf(-0.5))?;
         let (k, v) = (qkv.i(1)?.contiguous()?, qkv.i(2)?.contiguous()?);
-        let mut logits = q.matmul(&k.t()?)?.broadcast_add(&self.bias.unsqueeze(0)?)?;
+        let logits = q.matmul(&k.t()?)?;
+        let mut logits = logits.broadcast_add(&self.bias.to_dtype(logits.dtype())?.unsqueeze(0)?)?;
         if let Some(mask) = mask {
             let groups = mask.dim(0)?;
             logits = logits
@@ -338,7 +340,7 @@ impl Swin {
                             .index_select(&index, 0)
                             .and_then(|t| t.reshape((n, n, heads)))
                             .and_then(|t| t.permute((2, 0, 1)))
-                            .and_then(|t| t.contiguous())
+                            .and_then(|t| t.to_dtype(DType::F32)?.contiguous())
                             .map_err(|e| Error::compute("gather the relative position bias", e))?;
                         let fusion = if fused(s, i) {
                             let alpha = a.get(1, "alpha_i2t")?;
