@@ -14,8 +14,9 @@ item order, and the metrics the official evaluation computes from those scores:
 - MMVP-VLM: `scripts/evaluate_vlm.py` of tsb0601/MMVP, run as is (`--mmvp-repo`) with its
   `clip` module replaced by one whose "model" returns the fixture's scores.
 - SugarCrepe++: `VLMs/test_Variants_CLIP.py` of Sri-Harsha/scpp, run as is in the fixture's folder
-  (`--scpp-repo`) with `open_clip` stubbed by a stand-in model whose cosines are the fixture's
-  scores; its printed accuracies per file are kept.
+  (`--scpp-repo`) with `open_clip` stubbed by a stand-in model whose image–text cosines are the
+  fixture's scores; its printed accuracies per file are kept, the text-only task's too, with the
+  text–text cosines it compares (torch's `nn.CosineSimilarity` of the stand-in's embeddings).
 - SugarCrepe: `evaluate` of `main_eval.py` of RAIVNLab/sugar-crepe, run as is (`--sugarcrepe-repo`)
   with its `open_clip` import replaced and a stand-in model whose embeddings' products are the
   fixture's scores (the official `text_retrieval` computes `pos_score > neg_score` from them).
@@ -343,9 +344,13 @@ def sugarcrepe(out, repo):
 def sugarcrepe_pp(out, repo):
     """The release's five files under data/ (a list of `{id, filename, caption, caption2,
     negative_caption}` per file, ids from 0 in each) over images/; the official
-    `VLMs/test_Variants_CLIP.py` run unchanged in that folder, its printed accuracies kept."""
+    `VLMs/test_Variants_CLIP.py` run unchanged in that folder, its printed accuracies kept, and
+    the text–text cosines its text-only task compares (`text_scores.json`)."""
     root = out / "sugarcrepe-pp"
     rng = np.random.default_rng(20261127)
+    # Each caption's direction off the image axes (its own draw, so the scores above are
+    # unchanged): the text–text cosines follow from these and the image–text cosines.
+    directions = np.random.default_rng(20261128)
     subsets = {"replace_att": 6, "replace_obj": 5, "replace_rel": 5, "swap_att": 4, "swap_obj": 4}
     images = coco_images(root / "images", [410000 + 11 * i for i in range(7)], rng)
     scores, text_rows = {}, {}
@@ -368,17 +373,34 @@ def sugarcrepe_pp(out, repo):
                 p2 = neg
             scores[f"{subset}/{i}"] = [[float(p1), float(p2), float(neg)]]
             at = images.index(record["filename"])
-            for key, value in [("caption", p1), ("caption2", p2), ("negative_caption", neg)]:
-                text_rows[record[key]] = (at, float(value))
+            # The first positive tying the negative is the negative's embedding. The second
+            # tying it is the negative's mirror image seen from the first positive (the first
+            # along one axis, the others mirrored across it): cos(p1, p2) equals cos(p1, neg)
+            # to the bit, and only the strict comparison of that pair decides.
+            u1, u2, un = (d / np.linalg.norm(d) for d in directions.normal(size=(3, 3)))
+            if i % 4 == 1:
+                u1 = un
+            if i % 4 == 2:
+                u1, un = np.array([1.0, 0.0, 0.0]), u2 * np.array([1.0, -1.0, -1.0])
+            for key, value, u in [("caption", p1, u1), ("caption2", p2, u2), ("negative_caption", neg, un)]:
+                text_rows[record[key]] = (at, float(value), u)
         write_json(root / "data" / f"{subset}.json", records)
 
     import torch
 
-    # One dimension per image file and one more: an image's embedding is its one-hot; a
-    # caption's holds its cosine at its image's dimension and the rest of a unit vector in the
-    # last, so the official `nn.CosineSimilarity` of the two is the fixture's score.
-    dims = len(images) + 1
+    # One dimension per image file and three more: an image's embedding is its one-hot; a
+    # caption's holds its cosine at its image's dimension and the rest of a unit vector along
+    # its direction in the last three, so the official `nn.CosineSimilarity` of the two is the
+    # fixture's score.
+    dims = len(images) + 3
     texts = list(text_rows)
+
+    def text_embedding(text):
+        at, cosine, direction = text_rows[text]
+        row = torch.zeros(1, dims, dtype=torch.float64)
+        row[0, at] = cosine
+        row[0, dims - 3:] = torch.from_numpy(direction) * (1.0 - cosine * cosine) ** 0.5
+        return row
 
     class Model:
         def to(self, device):
@@ -391,11 +413,7 @@ def sugarcrepe_pp(out, repo):
             return torch.nn.functional.one_hot(pixels.reshape(1).long(), dims).to(torch.float64)
 
         def encode_text(self, tokens, normalize=True):
-            at, cosine = text_rows[texts[int(tokens[0])]]
-            row = torch.zeros(1, dims, dtype=torch.float64)
-            row[0, at] = cosine
-            row[0, dims - 1] = (1.0 - cosine * cosine) ** 0.5
-            return row
+            return text_embedding(texts[int(tokens[0])])
 
     def transform(image):
         return torch.tensor([images.index(Path(image.filename).name)])
@@ -432,6 +450,15 @@ def sugarcrepe_pp(out, repo):
         assert per_file.setdefault(stem, result) == result, "every stand-in model prints the same"
     assert sorted(per_file) == sorted(subsets), per_file
     write_json(root / "scores.json", scores)
+    # The text-only task's cosines as the script computes them (its `cos` on the features the
+    # model returns), every pair of an item's three captions: [[caption, caption2, negative]]².
+    cos = torch.nn.CosineSimilarity(dim=1, eps=1e-6)
+    text_scores = {}
+    for subset in subsets:
+        for record in json.load(open(root / "data" / f"{subset}.json", encoding="utf-8")):
+            captions = [text_embedding(record[k]) for k in ["caption", "caption2", "negative_caption"]]
+            text_scores[f"{subset}/{record['id']}"] = [[float(cos(a, b)) for b in captions] for a in captions]
+    write_json(root / "text_scores.json", text_scores)
     write_json(root / "official.json", {"source": "VLMs/test_Variants_CLIP.py (Sri-Harsha/scpp)", "subsets": per_file})
 
 

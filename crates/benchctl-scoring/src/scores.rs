@@ -1,4 +1,5 @@
-//! The ragged N×K×L score tensor a model produces for a suite.
+//! The ragged N×K×L score tensor a model produces for a suite, and beside it, where a metric
+//! compares texts with texts, each item's L×L text–text similarities.
 
 use crate::{Error, Result, Truth};
 use benchctl_base::spill::SpillVec;
@@ -127,6 +128,10 @@ pub struct ScoreTensor {
     /// Every value at f64 precision, once any item was pushed with [`ScoreTensor::push_exact`].
     exact: Option<SpillVec<f64>>,
     kind: ScoreKind,
+    /// Each item's L×L text–text similarities (row i: text i against every text), where the
+    /// model embeds texts on their own and the suite's metrics compare texts with texts
+    /// (SugarCrepe++'s text-only task): either every item has them or none does.
+    text: Option<Box<ScoreTensor>>,
 }
 
 impl ScoreTensor {
@@ -247,10 +252,47 @@ impl ScoreTensor {
         (0..self.len()).map(|i| self.item(i))
     }
 
+    /// Appends the text–text similarities of the last item pushed: L×L values (row-major, row i
+    /// text i against every text), finite, at f64 precision. Items pushed before the first
+    /// call have none, so the tensor then holds them for no item and the call is refused.
+    pub fn push_text_scores(&mut self, values: &[f64]) -> Result<()> {
+        let Some(&(_, texts)) = self.shapes.last() else {
+            return Err(Error::new("text scores need the item's scores first"));
+        };
+        let item = self.shapes.len() - 1;
+        let text = self.text.get_or_insert_with(|| Box::new(ScoreTensor::of_kind(ScoreKind::Similarity)));
+        if text.len() != item {
+            return Err(Error::new(format!(
+                "item {item} has text scores but {} earlier item(s) have none",
+                item - text.len()
+            )));
+        }
+        text.push_exact(texts, texts, values).map_err(|e| Error::new(format!("text scores of item {item}: {e}")))
+    }
+
+    /// Item `index`'s L×L text–text similarities, if the tensor holds them.
+    pub fn text_scores(&self, index: usize) -> Option<ScoreMatrix<'_>> {
+        self.text.as_ref().filter(|t| t.len() == self.len()).map(|t| t.item(index))
+    }
+
+    /// Whether every item has text–text similarities.
+    pub fn has_text_scores(&self) -> bool {
+        self.text.as_ref().is_some_and(|t| t.len() == self.len())
+    }
+
     /// Checks that item i's scores have the shape of truth i.
     pub fn check_against<'t>(&self, truths: impl ExactSizeIterator<Item = &'t Truth>) -> Result<()> {
         if truths.len() != self.len() {
             return Err(Error::new(format!("{} items need scores, got scores for {}", truths.len(), self.len())));
+        }
+        if let Some(text) = &self.text {
+            if text.len() != self.len() {
+                return Err(Error::new(format!(
+                    "{} items have scores but {} have text scores",
+                    self.len(),
+                    text.len()
+                )));
+            }
         }
         for (i, (truth, shape)) in truths.zip(self.shapes.iter()).enumerate() {
             if (truth.images(), truth.texts()) != *shape {

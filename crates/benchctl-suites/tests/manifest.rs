@@ -230,9 +230,10 @@ fn sugarcrepe_matches_the_official_evaluation_per_subset() {
     assert!(suite.missing_images().is_empty());
 }
 
-/// SugarCrepe++: per subset (file), ITT and the two positives alone equal the official
-/// `VLMs/test_Variants_CLIP.py` run unchanged on the fixture (ties with the negative included,
-/// misses), and the headline is their mean over subsets.
+/// SugarCrepe++: per subset (file), ITT, the two positives alone and the text-only task (on
+/// the text–text cosines the script compares) equal the official `VLMs/test_Variants_CLIP.py`
+/// run unchanged on the fixture (ties with the negative included, misses), and the headline is
+/// their mean over subsets. Without text–text scores the text-only task is not reported.
 #[test]
 fn sugarcrepe_pp_matches_the_official_evaluation_per_subset() {
     let dir = fixture("sugarcrepe-pp");
@@ -241,7 +242,22 @@ fn sugarcrepe_pp_matches_the_official_evaluation_per_subset() {
     assert_eq!(info.official_ties, Ties::Strict);
     assert_eq!(suite.items.len(), 24);
     assert_eq!(suite.annotation_files.len(), 5);
-    let report = suite.evaluate(&keyed_scores(&dir, &suite)).unwrap();
+    let image_only = suite.evaluate(&keyed_scores(&dir, &suite)).unwrap();
+    assert!(image_only.metric("text_only_accuracy").is_none() && image_only.metric("accuracy").is_some());
+    let mut scores = ScoreTensor::new();
+    let (image_text, text_text) = (json(&dir.join("scores.json")), json(&dir.join("text_scores.json")));
+    let flat = |rows: &serde_json::Value| -> Vec<f64> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()))
+            .collect()
+    };
+    for item in &suite.items {
+        scores.push_exact(1, 3, &flat(&image_text[item.id()])).unwrap();
+        scores.push_text_scores(&flat(&text_text[item.id()])).unwrap();
+    }
+    let report = suite.evaluate(&scores).unwrap();
     let official = json(&dir.join("official.json"));
     let subsets = official["subsets"].as_object().unwrap();
     assert_eq!(subsets.len(), 5);
@@ -250,14 +266,19 @@ fn sugarcrepe_pp_matches_the_official_evaluation_per_subset() {
             ("accuracy", "Accuracy image-to-text task"),
             ("positive_1_accuracy", "Accuracy Image-P1-Neg"),
             ("positive_2_accuracy", "Accuracy Image-P2-Neg"),
+            ("text_only_accuracy", "Accuracy text-only task"),
         ] {
             let value = group_value(&report, "subset", subset, ours);
             let expected = 100.0 * printed[theirs].as_f64().unwrap();
             assert!(close(value, expected), "{subset} {ours}: {value} vs {expected}");
         }
     }
-    let itt: Vec<f64> = subsets.values().map(|p| 100.0 * p["Accuracy image-to-text task"].as_f64().unwrap()).collect();
-    assert!(close(report.metric("accuracy_macro").unwrap(), itt.iter().sum::<f64>() / itt.len() as f64));
+    let mean_of = |printed: &str| {
+        let values: Vec<f64> = subsets.values().map(|p| 100.0 * p[printed].as_f64().unwrap()).collect();
+        values.iter().sum::<f64>() / values.len() as f64
+    };
+    assert!(close(report.metric("accuracy_macro").unwrap(), mean_of("Accuracy image-to-text task")));
+    assert!(close(report.metric("text_only_accuracy_macro").unwrap(), mean_of("Accuracy text-only task")));
     // The item as the official script reads it: images/<filename>, caption, caption2, negative.
     let item = suite.items.iter().find(|i| i.id() == "swap_obj/3").unwrap();
     let record = &json(&dir.join("data/swap_obj.json"))[3];

@@ -17,36 +17,59 @@ pub(crate) fn bad(message: String) -> Error {
 
 /// Every item's K×L scores as they arrive, NaN until set: one flat spilled array with where
 /// each item's start, and the items found by id through a spilled table of positions (a dump of
-/// a million items is never a million small allocations).
+/// a million items is never a million small allocations). Text–text scores (L×L per item), when
+/// the dump has any, fill a second such array.
 pub(crate) struct Matrices<'a> {
     suite: &'a Suite,
     index: benchctl_base::spill::Index,
+    scores: Cells,
+    text: Option<Cells>,
+}
+
+/// One value per (row, column) of every item, NaN until set.
+struct Cells {
     start: SpillVec<usize>,
     values: SpillVec<f64>,
+}
+
+impl Cells {
+    fn new(suite: &Suite, size: impl Fn(&benchctl_suites::ItemRef<'_>) -> usize) -> Self {
+        let mut start = SpillVec::with_capacity(suite.items.len() + 1);
+        start.push(0);
+        for (i, item) in suite.items.iter().enumerate() {
+            start.push(start[i] + size(&item));
+        }
+        let values = SpillVec::from_elem(f64::NAN, start[suite.items.len()]);
+        Self { start, values }
+    }
+
+    fn of(&self, item: usize) -> &[f64] {
+        &self.values[self.start[item]..self.start[item + 1]]
+    }
+
+    /// The first few items with an unset value, and how many there are.
+    fn unset<'s>(&self, suite: &'s Suite) -> (Vec<&'s str>, usize) {
+        let mut unset = suite.items.iter().enumerate().filter(|&(i, _)| self.of(i).iter().any(|s| s.is_nan()));
+        let shown: Vec<&str> = unset.by_ref().take(5).map(|(_, item)| item.id()).collect();
+        let count = shown.len() + unset.count();
+        (shown, count)
+    }
 }
 
 impl<'a> Matrices<'a> {
     pub(crate) fn new(suite: &'a Suite) -> Self {
         let mut index = benchctl_base::spill::Index::default();
-        let mut start = SpillVec::with_capacity(suite.items.len() + 1);
-        start.push(0);
         for (i, item) in suite.items.iter().enumerate() {
             // The loaders refuse duplicate ids, so every id is new here.
             index.find_or_add(item.id(), i, |at| suite.items.item(at).id() == item.id());
-            start.push(start[i] + item.image_count() * item.text_count());
         }
-        let values = SpillVec::from_elem(f64::NAN, start[suite.items.len()]);
-        Self { suite, index, start, values }
+        let scores = Cells::new(suite, |item| item.image_count() * item.text_count());
+        Self { suite, index, scores, text: None }
     }
 
     pub(crate) fn item(&self, id: &str, at: &str) -> Result<usize> {
         let found = self.index.find(id, |i| self.suite.items.item(i).id() == id);
         found.map(|i| i as usize).ok_or_else(|| bad(format!("score {at}: no item `{id}` in {}", self.suite.id)))
-    }
-
-    /// Item `item`'s scores.
-    fn of(&self, item: usize) -> &[f64] {
-        &self.values[self.start[item]..self.start[item + 1]]
     }
 
     pub(crate) fn set(&mut self, item: usize, image: usize, text: usize, score: f64, at: &str) -> Result<()> {
@@ -59,41 +82,65 @@ impl<'a> Matrices<'a> {
                 it.text_count()
             )));
         }
-        if !score.is_finite() {
+        let slot = self.scores.start[item] + image * it.text_count() + text;
+        set_once(&mut self.scores.values[slot], score, || {
+            format!("score {at}: item `{}` image {image} text {text}", it.id())
+        })
+    }
+
+    /// Item `item`'s text–text score of texts `a` and `b`.
+    pub(crate) fn set_text(&mut self, item: usize, a: usize, b: usize, score: f64, at: &str) -> Result<()> {
+        let it = self.suite.items.item(item);
+        let texts = it.text_count();
+        if a >= texts || b >= texts {
             return Err(bad(format!(
-                "score {at}: item `{}` image {image} text {text}: the score {score} is not a finite number",
+                "score {at}: item `{}` has {texts} text(s), so no text score [{a}][{b}]",
                 it.id()
             )));
         }
-        let slot = &mut self.values[self.start[item] + image * it.text_count() + text];
-        if !slot.is_nan() {
-            return Err(bad(format!("score {at}: item `{}` image {image} text {text} is scored twice", it.id())));
-        }
-        *slot = score;
-        Ok(())
+        let suite = self.suite;
+        let cells = self.text.get_or_insert_with(|| Cells::new(suite, |item| item.text_count() * item.text_count()));
+        let slot = cells.start[item] + a * texts + b;
+        set_once(&mut cells.values[slot], score, || format!("score {at}: item `{}` text score [{a}][{b}]", it.id()))
     }
 
-    /// The score tensor, or an error naming the first unscored items.
+    /// The score tensor, or an error naming the first unscored items (or the first items
+    /// without text scores, when some items have them).
     pub(crate) fn finish(self, source: &Path, kind: ScoreKind) -> Result<ScoreTensor> {
         // Counted, and the first few named: all of a million items may lack scores.
-        let mut unscored = self.suite.items.iter().enumerate().filter(|&(i, _)| self.of(i).iter().any(|s| s.is_nan()));
-        let shown: Vec<&str> = unscored.by_ref().take(5).map(|(_, item)| item.id()).collect();
-        if !shown.is_empty() {
-            let count = shown.len() + unscored.count();
-            return Err(bad(format!(
-                "score {}: {count} item(s) lack scores, e.g. {}",
-                source.display(),
-                shown.join(", ")
-            )));
+        for (cells, what) in [(Some(&self.scores), "scores"), (self.text.as_ref(), "text scores")] {
+            let Some(cells) = cells else { continue };
+            let (shown, count) = cells.unset(self.suite);
+            if !shown.is_empty() {
+                return Err(bad(format!(
+                    "score {}: {count} item(s) lack {what}, e.g. {}",
+                    source.display(),
+                    shown.join(", ")
+                )));
+            }
         }
         let mut tensor = ScoreTensor::of_kind(kind);
         for (i, item) in self.suite.items.iter().enumerate() {
-            tensor
-                .push_exact(item.image_count(), item.text_count(), self.of(i))
-                .map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id())))?;
+            let mut pushed = tensor.push_exact(item.image_count(), item.text_count(), self.scores.of(i));
+            if let (Ok(()), Some(text)) = (&pushed, &self.text) {
+                pushed = tensor.push_text_scores(text.of(i));
+            }
+            pushed.map_err(|e| bad(format!("score {} item `{}`: {e}", source.display(), item.id())))?;
         }
         Ok(tensor)
     }
+}
+
+/// Sets a NaN `slot` to a finite `score`; `what` names the cell in errors.
+fn set_once(slot: &mut f64, score: f64, what: impl Fn() -> String) -> Result<()> {
+    if !score.is_finite() {
+        return Err(bad(format!("{}: the score {score} is not a finite number", what())));
+    }
+    if !slot.is_nan() {
+        return Err(bad(format!("{} is scored twice", what())));
+    }
+    *slot = score;
+    Ok(())
 }
 
 /// What a score file that cannot be opened is named as.
@@ -112,11 +159,15 @@ pub(crate) fn read_dump(path: &Path, m: &mut Matrices) -> Result<()> {
 fn read_dump_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>, m: &mut Matrices) -> Result<()> {
     for line in lines {
         let (at, line) = line?;
-        let (id, scores) = item_line(&line, &at)?;
+        let (id, scores, text_scores) = item_line(&line, &at)?;
         let item = m.item(id, &at)?;
         for score in scores {
             let (k, l, value) = score?;
             m.set(item, k, l, value, &at)?;
+        }
+        for score in text_scores.into_iter().flatten() {
+            let (a, b, value) = score?;
+            m.set_text(item, a, b, value, &at)?;
         }
     }
     Ok(())
@@ -131,6 +182,9 @@ pub(crate) fn from_lines(suite: &Suite, lines: &DumpScores, source: &str, kind: 
         let item = m.item(lines.id(i), &at)?;
         for (k, l, score) in lines.scores(i) {
             m.set(item, k, l, score, &at)?;
+        }
+        for (a, b, score) in lines.text_scores(i) {
+            m.set_text(item, a, b, score, &at)?;
         }
     }
     m.finish(Path::new(source), kind)
@@ -147,6 +201,11 @@ pub struct DumpScores {
     values: SpillVec<f64>,
     /// Each score's (image, text).
     cells: SpillVec<(u32, u32)>,
+    /// Where each item's text–text scores end in `text_values` (and `text_cells`).
+    text_ends: SpillVec<usize>,
+    text_values: SpillVec<f64>,
+    /// Each text–text score's (text, text).
+    text_cells: SpillVec<(u32, u32)>,
 }
 
 impl DumpScores {
@@ -160,13 +219,19 @@ impl DumpScores {
         let mut out = DumpScores::default();
         for line in lines {
             let (at, line) = line?;
-            let (id, scores) = item_line(&line, &at)?;
+            let (id, scores, text_scores) = item_line(&line, &at)?;
             for score in scores {
                 let (k, l, value) = score?;
                 out.values.push(value);
                 out.cells.push((k as u32, l as u32));
             }
+            for score in text_scores.into_iter().flatten() {
+                let (a, b, value) = score?;
+                out.text_values.push(value);
+                out.text_cells.push((a as u32, b as u32));
+            }
             out.item_ends.push(out.values.len());
+            out.text_ends.push(out.text_values.len());
             out.ids.push(id);
         }
         Ok(out)
@@ -186,7 +251,7 @@ impl DumpScores {
     }
 
     fn span(&self, i: usize) -> std::ops::Range<usize> {
-        (if i == 0 { 0 } else { self.item_ends[i - 1] })..self.item_ends[i]
+        span(&self.item_ends, i)
     }
 
     /// Item `i`'s scores, in dump order.
@@ -199,32 +264,52 @@ impl DumpScores {
         let span = self.span(i);
         self.cells[span.clone()].iter().zip(&self.values[span]).map(|(&(k, l), &v)| (k as usize, l as usize, v))
     }
+
+    /// Item `i`'s text–text scores with their (text, text), if its line has them.
+    pub fn text_scores(&self, i: usize) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        let span = span(&self.text_ends, i);
+        let cells = self.text_cells[span.clone()].iter().zip(&self.text_values[span]);
+        cells.map(|(&(a, b), &v)| (a as usize, b as usize, v))
+    }
 }
 
-/// One score of an item line: (image, text, score).
+/// Item `i`'s range in arrays where item `n` ends at `ends[n]`.
+fn span(ends: &[usize], i: usize) -> std::ops::Range<usize> {
+    (if i == 0 { 0 } else { ends[i - 1] })..ends[i]
+}
+
+/// One score of an item line: (image, text, score), or for text–text scores (text, text, score).
 type Cell = (usize, usize, f64);
 
-/// An item line's id and its scores, each checked as it is read.
-fn item_line<'v>(line: &'v Value, at: &str) -> Result<(&'v str, impl Iterator<Item = Result<Cell>> + 'v)> {
+/// The scores of one matrix of an item line, each checked as it is read.
+type CellIter<'v> = Box<dyn Iterator<Item = Result<Cell>> + 'v>;
+
+/// An item line's id, its scores and its text–text scores if it has them (`text_scores`:
+/// L rows of L), each checked as it is read.
+fn item_line<'v>(line: &'v Value, at: &str) -> Result<(&'v str, CellIter<'v>, Option<CellIter<'v>>)> {
     let id = line.get("id").and_then(Value::as_str).ok_or_else(|| bad(format!("parse {at}: missing string `id`")))?;
-    let rows = line
-        .get("scores")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+    let scores = matrix_cells(line, "scores", at)?.ok_or_else(|| bad(format!("parse {at}: missing `scores` rows")))?;
+    Ok((id, scores, matrix_cells(line, "text_scores", at)?))
+}
+
+/// The cells of the list of rows at `key` of a dump line, `None` when it has no such key.
+fn matrix_cells<'v>(line: &'v Value, key: &'static str, at: &str) -> Result<Option<CellIter<'v>>> {
+    let Some(rows) = line.get(key) else { return Ok(None) };
+    let rows = rows.as_array().ok_or_else(|| bad(format!("parse {at}: `{key}` is not a list of rows")))?;
     let at = at.to_string();
-    let scores = rows.iter().enumerate().flat_map(move |(k, row)| {
+    let cells = rows.iter().enumerate().flat_map(move |(k, row)| {
         let at = at.clone();
-        let cells: Box<dyn Iterator<Item = Result<Cell>>> = match row.as_array() {
-            None => Box::new(std::iter::once(Err(bad(format!("parse {at}: row {k} of `scores` is not a list"))))),
+        let cells: CellIter<'v> = match row.as_array() {
+            None => Box::new(std::iter::once(Err(bad(format!("parse {at}: row {k} of `{key}` is not a list"))))),
             Some(row) => Box::new(row.iter().enumerate().map(move |(l, value)| {
                 let score =
-                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: score [{k}][{l}] is not a number")))?;
+                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: `{key}` [{k}][{l}] is not a number")))?;
                 Ok((k, l, score))
             })),
         };
         cells
     });
-    Ok((id, scores))
+    Ok(Some(Box::new(cells)))
 }
 
 /// A suite's score tensor from our own score dumps, read in order (shards of one run).

@@ -399,14 +399,20 @@ fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> Result
         .collect()
 }
 
-/// The score dump of an item suite: one line per item with its id and K×L scores.
+/// The score dump of an item suite: one line per item with its id and K×L scores, and its
+/// L×L text–text scores (`text_scores`) where the run has them.
 pub fn item_dump<'a>(suite: &'a Suite, scores: &'a ScoreTensor) -> impl Iterator<Item = String> + 'a {
-    suite.items.iter().zip(scores.iter()).map(|(item, matrix)| {
-        // At the scores' own precision: f32 model scores print as they did, f64 external
-        // scores keep every digit.
-        let rows: Vec<Vec<f64>> =
-            (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect();
-        serde_json::json!({"id": item.id(), "scores": rows}).to_string()
+    // At the scores' own precision: f32 model scores print as they did, f64 external scores
+    // keep every digit.
+    let rows = |matrix: benchctl_scoring::ScoreMatrix<'_>| -> Vec<Vec<f64>> {
+        (0..matrix.images()).map(|k| (0..matrix.texts()).map(|l| matrix.get(k, l)).collect()).collect()
+    };
+    suite.items.iter().zip(scores.iter()).enumerate().map(move |(i, (item, matrix))| {
+        let mut line = serde_json::json!({"id": item.id(), "scores": rows(matrix)});
+        if let Some(text) = scores.text_scores(i) {
+            line["text_scores"] = serde_json::json!(rows(text));
+        }
+        line.to_string()
     })
 }
 

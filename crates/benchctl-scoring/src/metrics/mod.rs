@@ -32,6 +32,14 @@ pub enum MetricFamily {
     Positives,
 }
 
+impl MetricFamily {
+    /// Whether the family also reads each item's text–text similarities
+    /// ([`ScoreTensor::text_scores`]): SugarCrepe++'s text-only task.
+    pub fn compares_texts(self) -> bool {
+        self == MetricFamily::Positives
+    }
+}
+
 /// Whether a larger value of this reported metric is better: false for the EqSim deviation,
 /// and for retrieval's median rank, drop rate and RSMS (the share of queries whose top-1 is
 /// an altered sample).

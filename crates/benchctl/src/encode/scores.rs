@@ -105,7 +105,9 @@ fn score_embeddings(session: &mut Session, inputs: &ItemInputs, unique: &SuiteIn
 /// The K×L scores of every item, computed window by window of items in suite order (within a
 /// window, in batches of items with the same shape), the embeddings fetched as a window needs
 /// them and released after the last item that shows them: an eval holds the embeddings of a
-/// window (and of inputs shared across windows), not of the suite.
+/// window (and of inputs shared across windows), not of the suite. Where the suite's metrics
+/// compare texts with texts, each item's L×L cosines of its texts' embeddings go beside its
+/// scores.
 fn score_items<PI, PT>(
     similarity: &Similarity,
     inputs: &ItemInputs,
@@ -124,6 +126,7 @@ fn score_items<PI, PT>(
         inputs.images_of(n).iter().for_each(|&s| last_image[s] = n as u32);
         inputs.texts_of(n).iter().for_each(|&s| last_text[s] = n as u32);
     }
+    let compare_texts = suite.summary.family.compares_texts();
     let mut tensor = ScoreTensor::of_kind(similarity.kind());
     for window_start in (0..items).step_by(WINDOW) {
         let window = window_start..(window_start + WINDOW).min(items);
@@ -140,24 +143,32 @@ fn score_items<PI, PT>(
             by_shape.entry((suite.items.item(n).image_count(), suite.items.item(n).text_count())).or_default().push(n);
         }
         let mut window_values: Vec<Vec<f32>> = vec![Vec::new(); window.len()];
+        let mut window_text_values: Vec<Vec<f32>> = vec![Vec::new(); window.len()];
         for ((k, l), members) in by_shape {
             let image_batch = gather(images, &members, |n| inputs.images_of(n), device)?;
             let text_batch = gather(texts, &members, |n| inputs.texts_of(n), device)?;
-            let scores = similarity.scores(&image_batch, &text_batch)?;
-            let values = scores
-                .to_dtype(DType::F32)
-                .and_then(|s| s.flatten_all())
-                .and_then(|s| s.to_vec1::<f32>())
-                .map_err(|e| Error::new(ErrorKind::Compute, format!("read scores: {e}")))?;
+            let values = read_scores(&similarity.scores(&image_batch, &text_batch)?)?;
             for (j, &n) in members.iter().enumerate() {
                 window_values[n - window.start] = values[j * k * l..(j + 1) * k * l].to_vec();
             }
+            if compare_texts {
+                let values = read_scores(&Similarity::COSINE.scores(&text_batch, &text_batch)?)?;
+                for (j, &n) in members.iter().enumerate() {
+                    window_text_values[n - window.start] = values[j * l * l..(j + 1) * l * l].to_vec();
+                }
+            }
         }
-        for (n, values) in window.clone().zip(&window_values) {
+        for (n, (values, text_values)) in window.clone().zip(window_values.iter().zip(&window_text_values)) {
             let item = suite.items.item(n);
-            tensor
-                .push(item.image_count(), item.text_count(), values)
-                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
+            let scored = tensor.push(item.image_count(), item.text_count(), values).and_then(|()| {
+                let wide: Vec<f64> = text_values.iter().map(|&v| f64::from(v)).collect();
+                if compare_texts {
+                    tensor.push_text_scores(&wide)
+                } else {
+                    Ok(())
+                }
+            });
+            scored.map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
         }
         for n in window.clone() {
             for &s in inputs.images_of(n) {
@@ -173,6 +184,15 @@ fn score_items<PI, PT>(
         }
     }
     Ok(tensor)
+}
+
+/// A batch of scores as f32 values, in order.
+fn read_scores(scores: &Tensor) -> Result<Vec<f32>> {
+    scores
+        .to_dtype(DType::F32)
+        .and_then(|s| s.flatten_all())
+        .and_then(|s| s.to_vec1::<f32>())
+        .map_err(|e| Error::new(ErrorKind::Compute, format!("read scores: {e}")))
 }
 
 /// The embeddings of each of `members` (items of one shape), their slots given by `slots_of`,
