@@ -275,11 +275,6 @@ impl ScoreTensor {
         self.text.as_ref().filter(|t| t.len() == self.len()).map(|t| t.item(index))
     }
 
-    /// Whether every item has text–text similarities.
-    pub fn has_text_scores(&self) -> bool {
-        self.text.as_ref().is_some_and(|t| t.len() == self.len())
-    }
-
     /// Checks that item i's scores have the shape of truth i.
     pub fn check_against<'t>(&self, truths: impl ExactSizeIterator<Item = &'t Truth>) -> Result<()> {
         if truths.len() != self.len() {

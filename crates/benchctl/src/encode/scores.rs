@@ -160,14 +160,11 @@ fn score_items<PI, PT>(
         }
         for (n, (values, text_values)) in window.clone().zip(window_values.iter().zip(&window_text_values)) {
             let item = suite.items.item(n);
-            let scored = tensor.push(item.image_count(), item.text_count(), values).and_then(|()| {
+            let mut scored = tensor.push(item.image_count(), item.text_count(), values);
+            if compare_texts && scored.is_ok() {
                 let wide: Vec<f64> = text_values.iter().map(|&v| f64::from(v)).collect();
-                if compare_texts {
-                    tensor.push_text_scores(&wide)
-                } else {
-                    Ok(())
-                }
-            });
+                scored = tensor.push_text_scores(&wide);
+            }
             scored.map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
         }
         for n in window.clone() {
