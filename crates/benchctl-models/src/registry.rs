@@ -5,7 +5,7 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::{Layout, ModelFiles, HF_LAYOUT, HF_SHARDED_LAYOUT, OPEN_CLIP_LAYOUT};
-use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, gemma3, paligemma, siglip::SiglipEncoder};
+use crate::models::{blip, clip::ClipEncoder, clip_openai, fiber, gemma3, paligemma, qwen3vl, siglip::SiglipEncoder};
 use crate::preprocess::{Preprocessor, HALF, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::{Error, ErrorKind, Model, Result};
 
@@ -26,6 +26,9 @@ pub enum Architecture {
     Gemma3,
     /// PaliGemma, a generative model scored by VQAScore ([`crate::models::paligemma`]).
     PaliGemma,
+    /// Qwen3-VL, a generative model scored by VQAScore, each image at its own size
+    /// ([`crate::models::qwen3vl`]).
+    Qwen3Vl,
 }
 
 impl Architecture {
@@ -38,6 +41,7 @@ impl Architecture {
             Architecture::Fiber => "fiber",
             Architecture::Gemma3 => "gemma3",
             Architecture::PaliGemma => "paligemma",
+            Architecture::Qwen3Vl => "qwen3_vl",
         }
     }
 
@@ -56,7 +60,7 @@ impl Architecture {
         match self {
             Architecture::Blip | Architecture::Fiber => &[ScoreHead::Itm, ScoreHead::Itc],
             Architecture::Siglip => &[ScoreHead::Sigmoid],
-            Architecture::Gemma3 | Architecture::PaliGemma => &[ScoreHead::Vqa],
+            Architecture::Gemma3 | Architecture::PaliGemma | Architecture::Qwen3Vl => &[ScoreHead::Vqa],
             _ => &[ScoreHead::Contrastive],
         }
     }
@@ -352,6 +356,12 @@ pub fn default_preprocessor(id: &str) -> Result<Preprocessor> {
         Architecture::Fiber => crate::models::fiber::preprocessor(size),
         Architecture::Gemma3 => Preprocessor::stretch(size, HALF, HALF).bilinear(),
         Architecture::PaliGemma => Preprocessor::stretch(size, HALF, HALF),
+        Architecture::Qwen3Vl => {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!("use {id}: a Qwen3-VL preprocessor comes from its config"),
+            ))
+        }
     })
 }
 
@@ -378,10 +388,11 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         Some("fiber") => Ok(Architecture::Fiber),
         Some("gemma3") => Ok(Architecture::Gemma3),
         Some("paligemma") => Ok(Architecture::PaliGemma),
+        Some("qwen3_vl") => Ok(Architecture::Qwen3Vl),
         Some(other) => Err(Error::new(
             ErrorKind::BadConfig,
             format!(
-                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma)",
+                "use {}: model_type `{other}` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma, qwen3_vl)",
                 config.display()
             ),
         )),
@@ -426,6 +437,7 @@ pub fn load(
         (Architecture::Fiber, _) => Model::Dual(Box::new(fiber::FiberItc::load(files, dtype, device)?)),
         (Architecture::Gemma3, _) => Model::Fusion(Box::new(gemma3::Gemma3Vqa::load(files, dtype, device)?)),
         (Architecture::PaliGemma, _) => Model::Fusion(Box::new(paligemma::PaliGemmaVqa::load(files, dtype, device)?)),
+        (Architecture::Qwen3Vl, _) => Model::Fusion(Box::new(qwen3vl::Qwen3VlVqa::load(files, dtype, device)?)),
     })
 }
 
@@ -502,6 +514,10 @@ pub fn caption_limit(architecture: Architecture, files: &ModelFiles) -> Result<C
         },
         Architecture::PaliGemma => CaptionLimit {
             context: paligemma::PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings,
+            cut: Box::new(|_| Ok(0)),
+        },
+        Architecture::Qwen3Vl => CaptionLimit {
+            context: qwen3vl::Qwen3VlConfig::from_file(&files.config)?.text_config.max_position_embeddings,
             cut: Box::new(|_| Ok(0)),
         },
     })

@@ -2,11 +2,14 @@
 //! `scripts/gen_vqascore_fixture.py` builds with `transformers`: the prompts' token ids equal
 //! the processors', the image preprocessing Pillow's (bilinear for Gemma 3, bicubic for
 //! PaliGemma), and every pair's log P("Yes") `Gemma3ForConditionalGeneration`'s and
-//! `PaliGemmaForConditionalGeneration`'s within 1e-4 in f32.
+//! `PaliGemmaForConditionalGeneration`'s within 1e-4 in f32; and on the tiny Qwen3-VL of
+//! `scripts/gen_qwen3vl_fixture.py`, every pair's P("Yes") as `t2v_metrics`' own Qwen3-VL
+//! scorer computes it, each image resized as `qwen_vl_utils` resizes it.
 
 use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
 use benchctl_models::models::paligemma::PaliGemmaVqa;
+use benchctl_models::models::qwen3vl::Qwen3VlVqa;
 use benchctl_models::{FusionEncoder, ScoreKind};
 use benchctl_testkit::{fixture_model, test_device, workspace_root};
 use candle_core::{DType, Tensor};
@@ -189,4 +192,87 @@ fn gemma3_configs_it_cannot_run_exactly_are_named() {
     let v4 = Gemma3Vqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).unwrap();
     let worst = scores_of(&v4, &expected).iter().map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(worst <= 1e-4, "transformers 4's config keys: {worst}");
+}
+
+fn qwen3vl(dtype: DType) -> Qwen3VlVqa {
+    Qwen3VlVqa::load(&hub::from_dir(&fixture_model("qwen3vl-tiny")).unwrap(), dtype, &test_device()).unwrap()
+}
+
+/// An image of the Qwen3-VL fixture as the runner prepares it: at its own size.
+fn qwen3vl_pixels(model: &dyn FusionEncoder, file: &str) -> Tensor {
+    let image = image::open(fixture_model("qwen3vl-tiny").join("images").join(file)).unwrap().to_rgb8();
+    let p = model.preprocessor();
+    let (w, h) = p.output_size(image.width() as usize, image.height() as usize);
+    Tensor::from_vec(p.apply(&image), (1, 3, h, w), &test_device()).unwrap()
+}
+
+#[test]
+fn qwen3vl_images_are_resized_and_patched_as_qwen_vl_utils_and_the_processor_do() {
+    let expected = expected_of("qwen3vl-tiny");
+    let model = qwen3vl(DType::F32);
+    for image in expected["images"].as_array().unwrap() {
+        let file = image["file"].as_str().unwrap();
+        let pixels = qwen3vl_pixels(&model, file);
+        let (_, _, h, w) = pixels.dims4().unwrap();
+        let resized: Vec<usize> =
+            image["resized"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        assert_eq!(vec![w, h], resized, "{file}: smart_resize");
+        let grid: Vec<usize> =
+            image["grid_thw"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        assert_eq!(grid, vec![1, h / 16, w / 16], "{file}");
+        // The processor's first patch: channel by channel, two identical frames of 16 × 16.
+        let plane = pixels.get(0).unwrap().to_vec3::<f32>().unwrap();
+        let first: Vec<f64> =
+            image["pixel_values_first_row"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let mut at = 0;
+        let mut worst = 0.0f64;
+        for channel in &plane {
+            for _frame in 0..2 {
+                for row in channel.iter().take(16) {
+                    for &value in row.iter().take(16) {
+                        worst = worst.max((f64::from(value) - first[at]).abs());
+                        at += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(at, first.len());
+        assert!(worst < 1e-6, "{file}: pixels differ by {worst}");
+        // Every value, twice over (two frames): the sum of the processor's patches, within the
+        // f32 rounding of each value (a pixel one level off would move it by 2/127.5).
+        let values = 2 * plane.iter().flatten().flatten().count();
+        let sum: f64 = plane.iter().flatten().flatten().map(|&v| 2.0 * f64::from(v)).sum();
+        let theirs = image["pixel_values_sum"].as_f64().unwrap();
+        assert!((sum - theirs).abs() < 6e-8 * values as f64, "{file}: {sum} vs {theirs}");
+    }
+}
+
+#[test]
+fn qwen3vl_log_p_yes_matches_t2v_metrics() {
+    let expected = expected_of("qwen3vl-tiny");
+    let model = qwen3vl(DType::F32);
+    let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let images = expected["images"].as_array().unwrap();
+    let pairs = expected["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), images.len() * captions.len());
+    let mut worst = 0.0f64;
+    for (i, image) in images.iter().enumerate() {
+        let pixels = qwen3vl_pixels(&model, image["file"].as_str().unwrap());
+        let state = model.encode_images(&pixels).unwrap();
+        let index = Tensor::new(vec![0u32; captions.len()], &test_device()).unwrap();
+        let got =
+            model.score_pairs(&state.index_select(&index, 0).unwrap(), &captions).unwrap().to_vec1::<f32>().unwrap();
+        let tokens = (pixels.dim(2).unwrap() / 32) * (pixels.dim(3).unwrap() / 32);
+        for pair in pairs.iter().filter(|p| p["image"].as_u64() == Some(i as u64)) {
+            let c = pair["caption"].as_u64().unwrap() as usize;
+            let ids: Vec<u32> =
+                pair["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+            assert_eq!(model.prompt_ids(tokens, captions[c]).unwrap(), ids, "image {i} caption {c}: the prompt");
+            let theirs = pair["t2v_metrics_p_yes"].as_f64().unwrap().ln();
+            // t2v_metrics' f32 softmax beside transformers' log-softmax of the same logits in f64.
+            assert!((theirs - pair["log_p_yes"].as_f64().unwrap()).abs() < 1e-5);
+            worst = worst.max((f64::from(got[c]) - theirs).abs());
+        }
+    }
+    assert!(worst <= 1e-4, "log P(Yes) differs from t2v_metrics' by {worst}");
 }

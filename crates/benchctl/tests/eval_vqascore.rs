@@ -544,6 +544,58 @@ fn local_generative_model(fixture: &str) {
     assert_eq!(again["timings"]["load_model_s"], 0.0);
 }
 
+/// Qwen3-VL through the runner: each image at its own size (one per batch), every pair's
+/// stored log P("Yes") as `t2v_metrics`' own Qwen3-VL scorer gives it.
+#[test]
+fn qwen3vl_scores_images_of_every_size_as_t2v_metrics_does() {
+    let model = benchctl_testkit::fixture_model("qwen3vl-tiny");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
+    let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    // Two Winoground items over the fixture's four images (each of another size).
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("images")).unwrap();
+    for i in 0..4 {
+        let name = format!("image{i}.png");
+        std::fs::copy(model.join("images").join(&name), data.path().join("images").join(&name)).unwrap();
+    }
+    let lines: Vec<String> = (0..2)
+        .map(|n| {
+            let item = serde_json::json!({"id": n, "image_0": format!("image{}", 2 * n), "image_1": format!("image{}", 2 * n + 1),
+                "caption_0": captions[2 * n], "caption_1": captions[2 * n + 1], "tag": "t", "secondary_tag": "s",
+                "num_main_preds": 1, "collapsed_tag": "Object"});
+            item.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(data.path().join("examples.jsonl"), lines.concat()).unwrap();
+    let (results, cache) = (scratch_dir("qwen3vl-results"), scratch_dir("qwen3vl-cache"));
+    let args = common::eval_args(
+        model.to_str().unwrap(),
+        "winoground",
+        data.path().to_str().unwrap(),
+        results.to_str().unwrap(),
+        &["--batch-size", "3"],
+    );
+    let (run_path, json) = stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!(
+        (json["model"]["score"].as_str(), json["model"]["score_kind"].as_str()),
+        (Some("vqascore"), Some("log-probability"))
+    );
+    let counts = &json["counts"];
+    assert_eq!((counts["images_encoded"].as_u64(), counts["image_batches"].as_u64()), (Some(4), Some(4)));
+    assert_eq!(counts["pairs_scored"], 8);
+    let stored = stored_scores(&run_path, &json, data.path());
+    let mut worst = 0.0f64;
+    for pair in expected["pairs"].as_array().unwrap() {
+        let (i, c) = (pair["image"].as_u64().unwrap(), pair["caption"].as_u64().unwrap() as usize);
+        if let Some(score) = stored[format!("image{i}")][captions[c]].as_f64() {
+            worst = worst.max((score - pair["t2v_metrics_p_yes"].as_f64().unwrap().ln()).abs());
+        }
+    }
+    assert!(worst <= 1e-4, "stored log P(Yes) vs t2v_metrics: {worst:e}");
+    assert_eq!(stored.as_object().unwrap().values().map(|c| c.as_object().unwrap().len()).sum::<usize>(), 8);
+}
+
 #[test]
 fn a_run_spec_scores_through_its_endpoints() {
     let server = Server::start(|r| (answer(r), Duration::ZERO)).unwrap();

@@ -7,6 +7,7 @@ pub mod fiber;
 mod gemma;
 pub mod gemma3;
 pub mod paligemma;
+pub mod qwen3vl;
 pub mod siglip;
 pub mod transformer;
 mod weights;

@@ -51,6 +51,36 @@ pub enum Resize {
     ShorterSide(usize),
     /// Both sides to `size`, stretching (SigLIP, BLIP).
     Stretch,
+    /// Each image at about its own size, no crop: both sides to multiples of `factor` (a
+    /// vision tower's patch size times its merge size) with between `min_pixels` and
+    /// `max_pixels` pixels, the aspect ratio kept as `qwen_vl_utils.smart_resize` keeps it
+    /// (Qwen3-VL). `size` is then unused: every image has its own ([`Preprocessor::output_size`]).
+    Native { factor: usize, min_pixels: usize, max_pixels: usize },
+}
+
+/// The widest aspect ratio `qwen_vl_utils.smart_resize` accepts.
+pub const NATIVE_MAX_ASPECT: f64 = 200.0;
+
+/// `qwen_vl_utils.smart_resize` of an image `height × width`: the `(height, width)` it is
+/// resized to. Python's `round` (half to even) and float arithmetic, as there.
+pub fn smart_resize(
+    height: usize,
+    width: usize,
+    factor: usize,
+    min_pixels: usize,
+    max_pixels: usize,
+) -> (usize, usize) {
+    let (h, w, f) = (height as f64, width as f64, factor as f64);
+    let round = |x: f64| ((x / f).round_ties_even() * f) as usize;
+    let (mut h_bar, mut w_bar) = (factor.max(round(h)), factor.max(round(w)));
+    if h_bar * w_bar > max_pixels {
+        let beta = (h * w / max_pixels as f64).sqrt();
+        (h_bar, w_bar) = (((h / beta / f).floor() * f) as usize, ((w / beta / f).floor() * f) as usize);
+    } else if h_bar * w_bar < min_pixels {
+        let beta = (min_pixels as f64 / (h * w)).sqrt();
+        (h_bar, w_bar) = (((h * beta / f).ceil() * f) as usize, ((w * beta / f).ceil() * f) as usize);
+    }
+    (h_bar, w_bar)
 }
 
 /// A size as `preprocessor_config.json` gives it.
@@ -280,6 +310,9 @@ impl Preprocessor {
             Resize::ShorterSideThenCrop => "shorter side + centre crop".to_string(),
             Resize::ShorterSide(edge) => format!("shorter side {edge} + centre crop"),
             Resize::Stretch => "stretched square".to_string(),
+            Resize::Native { factor, min_pixels, max_pixels } => {
+                format!("native size in multiples of {factor}, {min_pixels}–{max_pixels} pixels")
+            }
         };
         let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
         let pipeline = match self.pipeline {
@@ -288,7 +321,11 @@ impl Preprocessor {
             Pipeline::Transformers { .. } => "transformers",
         };
         let filter = self.filter.name();
-        format!("{} px {how}, {filter}, mean {} std {} ({pipeline})", self.size, fmt(&self.mean), fmt(&self.std))
+        let size = match self.resize {
+            Resize::Native { .. } => String::new(),
+            _ => format!("{} px ", self.size),
+        };
+        format!("{size}{how}, {filter}, mean {} std {} ({pipeline})", fmt(&self.mean), fmt(&self.std))
     }
 
     /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
@@ -300,11 +337,15 @@ impl Preprocessor {
         if w == 0 || h == 0 {
             return Err(unusable(format!("a {w}×{h} image has no pixels")));
         }
-        let (new_w, new_h) = match self.resize {
-            Resize::ShorterSideThenCrop => short_side_size(w, h, self.size),
-            Resize::ShorterSide(edge) => short_side_size(w, h, edge),
-            Resize::Stretch => (self.size, self.size),
-        };
+        if let Resize::Native { .. } = self.resize {
+            let aspect = w.max(h) as f64 / w.min(h) as f64;
+            if aspect > NATIVE_MAX_ASPECT {
+                return Err(unusable(format!(
+                    "a {w}×{h} image's aspect ratio {aspect:.0} is beyond the {NATIVE_MAX_ASPECT} the model's resize accepts"
+                )));
+            }
+        }
+        let (new_w, new_h) = self.resized_size(w, h);
         if (new_w as u64).saturating_mul(new_h as u64) > MAX_RESIZED_PIXELS {
             return Err(unusable(format!(
                 "resizing this {w}×{h} image's shorter side would make {new_w}×{new_h} pixels (at most {MAX_RESIZED_PIXELS}): its aspect ratio is too extreme"
@@ -313,9 +354,28 @@ impl Preprocessor {
         Ok(())
     }
 
-    /// Values per image: 3 × size × size.
+    /// Values per image: 3 × size × size (for [`Resize::Native`], see [`Preprocessor::len_for`]).
     pub fn len(&self) -> usize {
         3 * self.size * self.size
+    }
+
+    /// The `(width, height)` an input image of `w × h` pixels becomes.
+    pub fn output_size(&self, w: usize, h: usize) -> (usize, usize) {
+        match self.resize {
+            Resize::Native { .. } => self.resized_size(w, h),
+            _ => (self.size, self.size),
+        }
+    }
+
+    /// Values for an input image of `w × h` pixels: 3 × its output size.
+    pub fn len_for(&self, w: usize, h: usize) -> usize {
+        let (out_w, out_h) = self.output_size(w, h);
+        3 * out_w * out_h
+    }
+
+    /// Whether images keep their own sizes ([`Resize::Native`]): a batch holds one image.
+    pub fn keeps_image_size(&self) -> bool {
+        matches!(self.resize, Resize::Native { .. })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -324,12 +384,12 @@ impl Preprocessor {
 
     /// The normalised CHW tensor data of one image.
     pub fn apply(&self, image: &RgbImage) -> Vec<f32> {
-        let mut out = vec![0.0; self.len()];
+        let mut out = vec![0.0; self.len_for(image.width() as usize, image.height() as usize)];
         self.apply_into(image, &mut out);
         out
     }
 
-    /// As [`Preprocessor::apply`], writing into `out` (length [`Preprocessor::len`]).
+    /// As [`Preprocessor::apply`], writing into `out` (length [`Preprocessor::len_for`]).
     pub fn apply_into(&self, image: &RgbImage, out: &mut [f32]) {
         let kept = self.resize_rgb(image.as_raw(), image.width() as usize, image.height() as usize);
         self.normalise_into(&kept, out);
@@ -338,6 +398,9 @@ impl Preprocessor {
     /// The resized image's size and the window of it the crop keeps (columns, rows).
     pub fn crop_window(&self, w: usize, h: usize) -> Window {
         let (new_w, new_h) = self.resized_size(w, h);
+        if let Resize::Native { .. } = self.resize {
+            return Window { resized: (new_w, new_h), columns: 0..new_w, rows: 0..new_h };
+        }
         let offset = |full: usize| match self.pipeline {
             Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => centre_offset(full, self.size),
             Pipeline::Transformers { .. } => full.saturating_sub(self.size) / 2,
@@ -359,13 +422,11 @@ impl Preprocessor {
         resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows, self.filter)
     }
 
-    /// A `size × size` RGB8 crop rescaled and normalised into `out` (CHW), as the pipeline
-    /// computes it.
+    /// An RGB8 crop (`size × size`, or the output size) rescaled and normalised into `out`
+    /// (CHW, as long), as the pipeline computes it.
     pub fn normalise_into(&self, kept: &[u8], out: &mut [f32]) {
-        let size = self.size;
-        assert_eq!(out.len(), self.len(), "output buffer has the wrong length");
-        assert_eq!(kept.len(), self.len(), "the cropped image has the wrong size");
-        let plane = size * size;
+        assert_eq!(kept.len(), out.len(), "the cropped image and the output buffer differ in length");
+        let plane = out.len() / 3;
         for c in 0..3 {
             let (mean, std) = (self.mean[c], self.std[c]);
             // Each 8-bit value's normalised f32, as the pipeline computes it.
@@ -477,6 +538,10 @@ impl Preprocessor {
             Resize::ShorterSideThenCrop => short_side_size(w, h, self.size),
             Resize::ShorterSide(edge) => short_side_size(w, h, edge),
             Resize::Stretch => (self.size, self.size),
+            Resize::Native { factor, min_pixels, max_pixels } => {
+                let (new_h, new_w) = smart_resize(h, w, factor, min_pixels, max_pixels);
+                (new_w, new_h)
+            }
         }
     }
 }

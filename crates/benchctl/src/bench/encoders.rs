@@ -26,7 +26,8 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
                 | Architecture::Blip
                 | Architecture::Fiber
                 | Architecture::Gemma3
-                | Architecture::PaliGemma => {
+                | Architecture::PaliGemma
+                | Architecture::Qwen3Vl => {
                     return Err(Error::new(
                         ErrorKind::Usage,
                         format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),

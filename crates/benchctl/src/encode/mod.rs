@@ -23,19 +23,21 @@ use stream::{with_stream, EmbeddingPlan};
 
 /// One decoded image through the model's preprocessing ([`Preprocessor::apply_pil`]).
 pub(crate) fn preprocess(prep: &Preprocessor, image: &benchctl_suites::PilImage) -> Vec<f32> {
-    let mut out = vec![0.0; prep.len()];
+    let (w, h) = image.dimensions();
+    let mut out = vec![0.0; prep.len_for(w as usize, h as usize)];
     prep.apply_pil(image, &mut out);
     out
 }
 
-/// Decoded and preprocessed `images` as one `(n, 3, size, size)` batch on `device`
-/// (decoding on all cores).
+/// Decoded and preprocessed `images` as one `(n, 3, height, width)` batch on `device`
+/// (decoding on all cores): `size × size`, or for a preprocessor that keeps each image's size,
+/// the images' one output size (a batch of such images is one image, or images of one size).
 pub fn load_pixels(
     prep: &Preprocessor,
     images: &[impl std::borrow::Borrow<ImageSource> + Sync],
     device: &Device,
 ) -> Result<Tensor> {
-    let pixels: Vec<Vec<f32>> = images
+    let pixels: Vec<((usize, usize), Vec<f32>)> = images
         .par_iter()
         .map(|s| {
             let s: &ImageSource = s.borrow();
@@ -44,10 +46,15 @@ pub fn load_pixels(
             prep.check_input(w as usize, h as usize).map_err(|e| {
                 Error::caused_by(ErrorKind::Data, format!("preprocess image {}: {e}", s.display_name()), e)
             })?;
-            Ok(preprocess(prep, &img))
+            Ok((prep.output_size(w as usize, h as usize), preprocess(prep, &img)))
         })
         .collect::<Result<_>>()?;
-    Tensor::from_vec(pixels.concat(), (images.len(), 3, prep.size, prep.size), &Device::Cpu)
+    let (w, h) = pixels.first().map_or((prep.size, prep.size), |(size, _)| *size);
+    if pixels.iter().any(|(size, _)| *size != (w, h)) {
+        return Err(Error::new(ErrorKind::Compute, "stack an image batch: its images were resized to different sizes"));
+    }
+    let flat: Vec<f32> = pixels.into_iter().flat_map(|(_, values)| values).collect();
+    Tensor::from_vec(flat, (images.len(), 3, h, w), &Device::Cpu)
         .and_then(|t| t.to_device(device))
         .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
 }

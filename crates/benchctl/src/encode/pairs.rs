@@ -114,7 +114,12 @@ pub(crate) fn score_pairs_through_cache(
     let bar = progress(todo.len(), "scoring pairs");
     let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     let mut next_todo = 0;
-    for image_chunk in todo_images.chunks(batch.max(1)) {
+    // A model that sees each image at its own size encodes one image at a time.
+    let images_per_batch = match model {
+        Some(model) if model.preprocessor().keeps_image_size() => 1,
+        _ => batch.max(1),
+    };
+    for image_chunk in todo_images.chunks(images_per_batch) {
         let model = model.ok_or_else(|| {
             Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
         })?;
