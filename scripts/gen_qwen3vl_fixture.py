@@ -12,7 +12,8 @@ without resizing again, and the probability of "Yes" after one generated token i
 Written to crates/benchctl-models/tests/fixtures/qwen3vl-tiny/: the checkpoint, `images/`
 (generated, of several sizes and aspect ratios), and `expected.json` with each image's
 resized size, grid and first pixel values, each pair's prompt ids and log P("Yes") (t2v_metrics'
-probability, and transformers' log-softmax of the same logits).
+probability, and transformers' log-softmax of the same logits), and `qwen_vl_utils.smart_resize`
+on sizes no image has (rounding halves, scaling down).
 
 Run: python3 scripts/gen_qwen3vl_fixture.py  (torch, transformers 5, tokenizers, qwen-vl-utils,
 and a checkout of linzhiqiu/t2v_metrics: --t2v-metrics PATH).
@@ -174,6 +175,15 @@ def main():
         assert abs(math.exp(log_p) - p) < 1e-6, (log_p, p)
         expected["pairs"].append({"image": i, "caption": c, "input_ids": inputs["input_ids"][0].tolist(),
                                   "t2v_metrics_p_yes": p, "log_p_yes": log_p})
+    # qwen_vl_utils' size rule itself on sizes no fixture image has: halves rounding to even,
+    # scaled up to min_pixels and down to max_pixels, at factor 32.
+    from qwen_vl_utils import smart_resize
+    cases = [(48, 80, 4096, 16384 * 1024), (80, 48, 4096, 16384 * 1024), (600, 4, 4096, 16384 * 1024),
+             (480, 640, 4096, 65536), (4000, 3000, 4096, 2_000_000), (30, 5000, 4096, 16384 * 1024),
+             (33, 33, 4096, 16384 * 1024)]
+    expected["smart_resize"] = [{"height": h, "width": w, "min_pixels": lo, "max_pixels": hi,
+                                 "resized": list(smart_resize(h, w, factor=32, min_pixels=lo, max_pixels=hi))}
+                                for h, w, lo, hi in cases]
     (OUT / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")
     print(f"wrote {OUT}: {len(pairs)} pairs, P(yes) {min(t2v):.4f} … {max(t2v):.4f}")
 

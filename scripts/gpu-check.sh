@@ -42,9 +42,12 @@ for dtype in bf16 f32; do
     step .gpu/benchctl bench --device cuda --part e2e --batch 128 --dtype "$dtype"
 done
 step python3 scripts/bench_gpu.py --benchctl .gpu/benchctl --models fiber --batches 128 --before 128
-# Opt in (GPU_CHECK_VQASCORE=1): local VQAScore beside transformers on a random-weight Gemma 3
-# of gemma-3-4b-it's full size (builds a 4B checkpoint first: minutes and ~17 GB of disk).
+# Opt in (GPU_CHECK_VQASCORE=1): local VQAScore beside transformers on random-weight models of
+# full size, Qwen3-VL-2B first (the target), then gemma-3-4b-it (each builds its
+# checkpoint first: minutes, ~9 and ~17 GB of disk).
 if [ "${GPU_CHECK_VQASCORE:-}" = 1 ]; then
+    step python3 scripts/bench_vqascore_torch.py --benchctl .gpu/benchctl --family qwen3vl --device cuda \
+        --dtype bf16 --full-depth --items 16 --batch 16 --threads 16
     step python3 scripts/bench_vqascore_torch.py --benchctl .gpu/benchctl --device cuda --dtype bf16 \
         --full-depth --items 16 --batch 16 --threads 16
 fi

@@ -247,10 +247,11 @@ fn qwen3vl_images_are_resized_and_patched_as_qwen_vl_utils_and_the_processor_do(
     }
 }
 
-#[test]
-fn qwen3vl_log_p_yes_matches_t2v_metrics() {
+/// The largest difference of `dtype`'s log P("Yes") from t2v_metrics' (f32) over every pair,
+/// checking each prompt's ids on the way.
+fn qwen3vl_worst(dtype: DType) -> f64 {
     let expected = expected_of("qwen3vl-tiny");
-    let model = qwen3vl(DType::F32);
+    let model = qwen3vl(dtype);
     let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
     let images = expected["images"].as_array().unwrap();
     let pairs = expected["pairs"].as_array().unwrap();
@@ -274,5 +275,43 @@ fn qwen3vl_log_p_yes_matches_t2v_metrics() {
             worst = worst.max((f64::from(got[c]) - theirs).abs());
         }
     }
+    worst
+}
+
+#[test]
+fn qwen3vl_log_p_yes_matches_t2v_metrics() {
+    let worst = qwen3vl_worst(DType::F32);
     assert!(worst <= 1e-4, "log P(Yes) differs from t2v_metrics' by {worst}");
+}
+
+#[test]
+fn qwen3vl_half_precision_drift_is_bounded() {
+    for dtype in [DType::BF16, DType::F16] {
+        let worst = qwen3vl_worst(dtype);
+        assert!(worst <= 0.1, "{dtype:?}: log P(Yes) drifts {worst} from t2v_metrics' f32");
+    }
+}
+
+#[test]
+fn qwen3vl_sizes_follow_qwen_vl_utils_smart_resize() {
+    let expected = expected_of("qwen3vl-tiny");
+    for case in expected["smart_resize"].as_array().unwrap() {
+        let get = |k: &str| case[k].as_u64().unwrap() as usize;
+        let theirs: Vec<usize> =
+            case["resized"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let ours = benchctl_models::preprocess::smart_resize(
+            get("height"),
+            get("width"),
+            32,
+            get("min_pixels"),
+            get("max_pixels"),
+        );
+        assert_eq!(vec![ours.0, ours.1], theirs, "{case}");
+    }
+    // Beyond qwen_vl_utils' aspect ratio of 200 an image is refused, as there.
+    let model = qwen3vl(DType::F32);
+    let p = model.preprocessor();
+    assert!(p.check_input(4, 600).is_ok());
+    let error = p.check_input(3, 1000).unwrap_err().to_string();
+    assert!(error.contains("aspect ratio 333") && error.contains("200"), "{error}");
 }
