@@ -160,11 +160,14 @@ fn model_directories_are_recognised_by_model_type() {
     let dir = copy_of("clip-tiny-a");
     let config = dir.path().join("config.json");
     assert_eq!(registry::detect_architecture(&config).unwrap(), registry::Architecture::Clip);
+    let qwen = benchctl_testkit::fixture_model("qwen3vl-tiny").join("config.json");
+    assert_eq!(registry::detect_architecture(&qwen).unwrap(), registry::Architecture::Qwen3Vl);
     std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
-        err.to_string()
-            .contains("model_type `flava` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma)"),
+        err.to_string().contains(
+            "model_type `flava` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma, qwen3_vl)"
+        ),
         "{err}"
     );
 }
