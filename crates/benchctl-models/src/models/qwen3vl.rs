@@ -32,7 +32,7 @@ use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
 use serde::Deserialize;
 
 use super::gemma::{answer_ids, encode, load_tokenizer, score_in_groups, LayerCache};
-use super::transformer::{over_rows, Dense};
+use super::transformer::{fused_self_attention, over_rows, Dense};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::kernels::LayerNorm;
@@ -250,7 +250,14 @@ impl VisionBlock {
         let dtype = xs.dtype();
         let rotate = |t: Tensor| candle_nn::rotary_emb::rope(&t.to_dtype(DType::F32)?, cos, sin)?.to_dtype(dtype);
         let (q, k, v) = (rotate(part(0)?)?, rotate(part(1)?)?, part(2)?);
-        let attended = attend(&q, &k, &v, (head_dim as f64).powf(-0.5), None)?.squeeze(0)?;
+        // The rotated projection fused again, for the tuned kernels (the CUDA ones, the CPU
+        // ones with the packed GEMM over 1,024 patches or more); composed where they do not run.
+        let tokens = |t: &Tensor| t.transpose(1, 2)?.reshape((1, n, hidden));
+        let fused = Tensor::cat(&[tokens(&q)?, tokens(&k)?, tokens(&v)?], 2)?.contiguous()?;
+        let attended = match fused_self_attention(&fused, self.heads, None, None)? {
+            Some(attended) => attended.squeeze(0)?,
+            None => attend(&q, &k, &v, (head_dim as f64).powf(-0.5), None)?.squeeze(0)?,
+        };
         let xs = (xs + self.proj.forward(&attended)?)?;
         let hidden = self.fc1.forward(&self.norm2.forward(&xs)?)?.gelu()?;
         &xs + self.fc2.forward(&hidden)?
