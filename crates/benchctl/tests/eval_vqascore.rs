@@ -596,6 +596,27 @@ fn qwen3vl_scores_images_of_every_size_as_t2v_metrics_does() {
     assert_eq!(stored.as_object().unwrap().values().map(|c| c.as_object().unwrap().len()).sum::<usize>(), 8);
 }
 
+/// RoCOCO re-ranked by Qwen3-VL: text queries' shortlists of images of different sizes are
+/// encoded one image at a time (their states differ in size), image queries' captions batched.
+#[test]
+fn qwen3vl_re_ranks_shortlists_of_images_of_different_sizes() {
+    let data = scratch_dir("qwen3vl-rococo");
+    benchctl_testkit::rococo_layout(&data, 4);
+    let resized = data.join("images/val2014/COCO_val2014_000000000101.jpg");
+    benchctl_testkit::generated_image(11, 40, 90).save_with_format(&resized, image::ImageFormat::Jpeg).unwrap();
+    let model = benchctl_testkit::fixture_model("qwen3vl-tiny").display().to_string();
+    let clip = benchctl_testkit::fixture_model("clip-tiny-a").display().to_string();
+    let results = scratch_dir("qwen3vl-rococo-results");
+    let gallery = ["--rococo-methods", "mix", "--rococo-lambdas", "900", "--rococo-seeds", "0", "--rerank-k", "3"];
+    let args = common::eval_args(&model, "rococo", data.to_str().unwrap(), results.to_str().unwrap(), &gallery);
+    let (_, run) = stored_run(&benchctl(&[&args[..], &["--shortlist-model-path", &clip]].concat(), &[]));
+    assert_eq!(run["model"]["score"], "vqascore");
+    let metrics = &run["report"]["metrics"];
+    for metric in ["clean_t2i_r1", "clean_i2t_r1"] {
+        assert!(metrics[metric].as_f64().is_some_and(|v| (0.0..=100.0).contains(&v)), "{metric}: {metrics}");
+    }
+}
+
 #[test]
 fn a_run_spec_scores_through_its_endpoints() {
     let server = Server::start(|r| (answer(r), Duration::ZERO)).unwrap();

@@ -76,7 +76,12 @@ impl Rerank<'_> {
             Side::Images(q) => Some(encode(&[&q[query]])?),
             Side::Texts(_) => None,
         };
-        for (at, chunk) in top.chunks(self.batch.max(1)).enumerate() {
+        // Images that keep their own sizes are encoded one at a time: their states differ in size.
+        let per_chunk = match gallery {
+            Side::Images(_) if self.fusion.preprocessor().keeps_image_size() => 1,
+            _ => self.batch.max(1),
+        };
+        for (at, chunk) in top.chunks(per_chunk).enumerate() {
             let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
                 (Side::Images(_), Side::Texts(g), Some(one)) => {
                     let dims: Vec<usize> =
@@ -102,7 +107,7 @@ impl Rerank<'_> {
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(compute("read re-ranked scores"))?;
-            let start = at * self.batch.max(1);
+            let start = at * per_chunk;
             fused[start..start + values.len()].copy_from_slice(&values);
         }
         Ok(retrieval::rerank_row(scores, &top, &fused))
