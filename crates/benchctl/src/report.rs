@@ -270,6 +270,9 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
         if let Some(m) = against_scores.as_mut().and_then(Iterator::next) {
             entry["against"] = matrix_json(&m);
         }
+        if let Some(texts) = shown.scores.text_scores(i) {
+            entry["text_scores"] = matrix_json(&texts);
+        }
         chunk.push(entry);
         if chunk.len() == CHUNK || i + 1 == suite.items.len() {
             let path = data.join(format!("chunk-{:04}.js", i / CHUNK));

@@ -64,14 +64,14 @@ function refilter() {
   document.getElementById("count").textContent = view.length + " shown";
   render();
 }
-function heat(scores, truth, texts, caption) {
+function heat(scores, truth, texts, caption, rows = "image ") {
   const flat = scores.flat(), lo = Math.min(...flat), hi = Math.max(...flat);
   const t = el("table", {class: "heat"}, el("caption", {}, caption));
   const head = el("tr", {}, el("th", {}, ""));
   texts.forEach((_, l) => head.append(el("th", {}, "text " + l)));
   t.append(head);
   scores.forEach((row, k) => {
-    const tr = el("tr", {}, el("th", {}, "image " + k));
+    const tr = el("tr", {}, el("th", {}, rows + k));
     row.forEach((v, l) => {
       const x = hi > lo ? (v - lo) / (hi - lo) : 0.5;
       const td = el("td", {style: "background: hsl(210, 70%, " + (95 - 45 * x).toFixed(0) + "%)"}, String(v));
@@ -107,6 +107,7 @@ function card(i, item) {
   item.texts.forEach(t => texts.append(el("li", {}, t)));
   const right = el("div", {}, images, texts, heat(item.scores, item.truth, item.texts, I.run.label));
   if (item.against) right.append(heat(item.against, item.truth, item.texts, I.against.label));
+  if (item.text_scores) right.append(heat(item.text_scores, "", item.texts, "text–text, " + I.run.label, "text "));
   return el("div", {class: "item " + (ok ? "pass" : "fail"), "data-item": I.ids[i]}, left, right);
 }
 function render() {

@@ -192,6 +192,13 @@ fn sugarcrepe_pp_text_only_task_compares_the_models_text_embeddings() {
     let reported = run["report"]["metrics"]["text_only_accuracy"].as_f64().unwrap();
     assert!((reported - 100.0 * hits as f64 / triples.len() as f64).abs() < 1e-9, "{reported}");
 
+    // The failure browser shows each item's text–text scores beside its image–text ones.
+    let out =
+        benchctl(&["report", run_path.to_str().unwrap(), "--out", dir.path().join("page").to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chunk = std::fs::read_to_string(dir.path().join("page/data/chunk-0000.js")).unwrap();
+    assert_eq!(chunk.matches("\"text_scores\":[[").count(), triples.len(), "one text–text matrix per item");
+
     // `score` reads the text–text scores back from the dump.
     let dump = common::dump_path(&run_path, &run);
     let args = [
