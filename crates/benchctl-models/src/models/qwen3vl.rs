@@ -181,7 +181,9 @@ impl Qwen3VlConfig {
     }
 }
 
-/// Qwen's RMS norm: `x / rms(x)` in f32, back to the input's dtype, times `w`.
+/// Qwen's RMS norm, `x / rms(x) · w` (not Gemma's `1 + w`), in f32 as candle's fused kernel
+/// computes it, back to the input's dtype (transformers rounds before multiplying by `w`: in
+/// half precision the two differ in the last bit).
 #[derive(Debug, Clone)]
 struct RmsNorm {
     weight: Tensor,
@@ -190,13 +192,14 @@ struct RmsNorm {
 
 impl RmsNorm {
     fn load(w: &Weights, dim: usize, eps: f64) -> Result<Self> {
-        Ok(Self { weight: w.get(dim, "weight")?, eps })
+        let weight =
+            w.get(dim, "weight")?.to_dtype(DType::F32).map_err(|e| Error::compute("prepare an RMS norm", e))?;
+        Ok(Self { weight, eps })
     }
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let x = xs.to_dtype(DType::F32)?;
-        let normed = x.broadcast_div(&(x.sqr()?.mean_keepdim(D::Minus1)? + self.eps)?.sqrt()?)?;
-        normed.to_dtype(xs.dtype())?.broadcast_mul(&self.weight)
+        let x = xs.to_dtype(DType::F32)?.contiguous()?;
+        candle_nn::ops::rms_norm(&x, &self.weight, self.eps as f32)?.to_dtype(xs.dtype())
     }
 }
 
