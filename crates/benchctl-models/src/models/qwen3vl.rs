@@ -398,8 +398,10 @@ impl VisionTower {
         let device = self.positions.device();
         let n = order.len();
         let gathered = self.positions.index_select(&Tensor::from_vec(indices, n * 4, device)?, 0)?;
-        let weights = Tensor::from_vec(weights, (n, 4, 1), device)?.to_dtype(gathered.dtype())?;
-        gathered.reshape((n, 4, ()))?.broadcast_mul(&weights)?.sum(1)
+        // In f32, as torch promotes the table's rows times the f32 weights, then the tower's dtype.
+        let weights = Tensor::from_vec(weights, (n, 4, 1), device)?;
+        let summed = gathered.to_dtype(DType::F32)?.reshape((n, 4, ()))?.broadcast_mul(&weights)?.sum(1)?;
+        summed.to_dtype(self.positions.dtype())
     }
 
     /// The rotary tables `(n, head_dim / 2)` of patches at `order`: rows' frequencies, then
