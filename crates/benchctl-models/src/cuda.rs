@@ -141,7 +141,7 @@ pub(crate) fn attend(
         // 16-byte loads: the rows, heads and the tensor's start fall on multiples of 8 values.
         && width.is_multiple_of(8)
         && layout.start_offset().is_multiple_of(8)
-        && device.cuda_stream().context().compute_capability().w()?.0 >= 8;
+        && compute_capability_major(device)? >= 8;
     let name = format!("attend_{}_{dtype_name}_{head}", if tensor_cores { "flash" } else { "simt" });
     let threads = if tensor_cores { TENSOR_CORE_THREADS } else { QUERIES_PER_BLOCK as u32 };
     let geometry = Geometry { rows, seq, width, heads, threads };
@@ -693,6 +693,21 @@ pub fn self_attention_with(
         (None, Some(m)) => qkv.apply_op2_no_bwd(&as_f32(m)?, &op)?,
         (Some(b), Some(m)) => qkv.apply_op3_no_bwd(&as_f32(b)?, &as_f32(m)?, &op)?,
     }))
+}
+
+/// The major compute capability of `device`, asked of the driver once per device (every
+/// attention call would otherwise ask it twice).
+fn compute_capability_major(device: &candle_core::CudaDevice) -> candle_core::Result<i32> {
+    static MAJORS: std::sync::Mutex<Vec<(usize, i32)>> = std::sync::Mutex::new(Vec::new());
+    let context = device.cuda_stream().context().clone();
+    let ordinal = context.ordinal();
+    let mut majors = MAJORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&(_, major)) = majors.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(major);
+    }
+    let major = context.compute_capability().w()?.0;
+    majors.push((ordinal, major));
+    Ok(major)
 }
 
 /// [`self_attention_with`] under `BENCHCTL_CUDA_KERNELS`.
