@@ -486,10 +486,11 @@ pub(crate) fn score_in_groups<K: PartialEq + Copy>(
     Ok(scores)
 }
 
-/// A generative model scored here (Gemma 3, PaliGemma): its per-image state and its batched
-/// pair scores. Every such model is a [`FusionEncoder`] whose scores are `log P(answer)`.
+/// A generative model scored here (Gemma 3, PaliGemma, Qwen3-VL): its per-image state and its
+/// batched pair scores. Every such model is a [`FusionEncoder`] whose scores are `log P(answer)`.
 pub trait LocalVqa {
-    fn decoder(&self) -> &Decoder;
+    /// Where its weights live.
+    fn weights_device(&self) -> &Device;
     fn image_preprocessor(&self) -> &Preprocessor;
     /// What is computed once per image, `(b, …)` for `(b, C, H, W)` pixels.
     fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor>;
@@ -499,7 +500,7 @@ pub trait LocalVqa {
 
 impl<T: LocalVqa> FusionEncoder for T {
     fn device(&self) -> &Device {
-        self.decoder().device()
+        self.weights_device()
     }
 
     fn preprocessor(&self) -> &Preprocessor {

@@ -395,8 +395,8 @@ fn preprocessor_from_file(path: &std::path::Path, default: Preprocessor) -> Resu
 }
 
 impl LocalVqa for Gemma3Vqa {
-    fn decoder(&self) -> &Decoder {
-        &self.model.decoder
+    fn weights_device(&self) -> &Device {
+        self.model.decoder.device()
     }
 
     fn image_preprocessor(&self) -> &Preprocessor {

@@ -251,8 +251,8 @@ impl PaliGemmaVqa {
 }
 
 impl LocalVqa for PaliGemmaVqa {
-    fn decoder(&self) -> &Decoder {
-        &self.model.decoder
+    fn weights_device(&self) -> &Device {
+        self.model.decoder.device()
     }
 
     fn image_preprocessor(&self) -> &Preprocessor {

@@ -31,14 +31,14 @@
 use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
 use serde::Deserialize;
 
-use super::gemma::{answer_ids, encode, load_tokenizer, score_in_groups, LayerCache};
+use super::gemma::{answer_ids, encode, load_tokenizer, score_in_groups, LayerCache, LocalVqa};
 use super::transformer::{fused_self_attention, over_rows, Dense};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
 use crate::kernels::LayerNorm;
 use crate::preprocess::{Pipeline, Preprocessor, Resize, HALF, RESCALE_1_255};
 use crate::vqascore::Template;
-use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
+use crate::{Error, ErrorKind, Result};
 
 /// `config.json` of a `Qwen3VLForConditionalGeneration`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -806,34 +806,23 @@ impl Qwen3VlVqa {
     }
 }
 
-impl FusionEncoder for Qwen3VlVqa {
-    fn device(&self) -> &Device {
+impl LocalVqa for Qwen3VlVqa {
+    fn weights_device(&self) -> &Device {
         &self.device
     }
 
-    fn preprocessor(&self) -> &Preprocessor {
+    fn image_preprocessor(&self) -> &Preprocessor {
         &self.preprocessor
     }
 
     /// `(b, 3, height, width)` images of one size → one state row each.
-    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
-        let states = (0..pixels.dim(0).map_err(|e| Error::compute("encode images", e))?)
-            .map(|i| pixels.get(i).and_then(|image| self.image_state(&image)))
-            .collect::<candle_core::Result<Vec<_>>>()
-            .and_then(|rows| Tensor::cat(&rows, 0));
-        states.map_err(|e| Error::compute("encode images", e))
+    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let rows =
+            (0..pixels.dim(0)?).map(|i| self.image_state(&pixels.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&rows, 0)
     }
 
-    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
-        let scores = self.score_captions(image_states, texts)?;
-        Tensor::from_vec(scores, texts.len(), &self.device).map_err(|e| Error::compute("collect scores", e))
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::LogProbability
-    }
-
-    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
-        None
+    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
+        self.score_captions(image_states, texts)
     }
 }
