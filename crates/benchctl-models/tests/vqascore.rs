@@ -315,3 +315,33 @@ fn qwen3vl_sizes_follow_qwen_vl_utils_smart_resize() {
     let error = p.check_input(3, 1000).unwrap_err().to_string();
     assert!(error.contains("aspect ratio 333") && error.contains("200"), "{error}");
 }
+
+/// A Qwen3-VL config as transformers 4.57 wrote the hub's checkpoints (`rope_scaling` and
+/// `rope_theta` in `text_config`, no vision `rope_parameters`) loads to the same model as
+/// transformers 5's `rope_parameters`.
+#[test]
+fn qwen3vl_reads_transformers_4_configs_as_transformers_5_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture_model("qwen3vl-tiny");
+    for entry in std::fs::read_dir(&fixture).unwrap().flatten().filter(|e| e.path().is_file()) {
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let rope = config["text_config"].as_object_mut().unwrap().remove("rope_parameters").unwrap();
+    config["text_config"]["rope_theta"] = rope["rope_theta"].clone();
+    let mut scaling = rope.clone();
+    scaling.as_object_mut().unwrap().remove("rope_theta");
+    config["text_config"]["rope_scaling"] = scaling;
+    config["vision_config"].as_object_mut().unwrap().remove("rope_parameters");
+    std::fs::write(&path, config.to_string()).unwrap();
+    let old = Qwen3VlVqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).unwrap();
+    let new = qwen3vl(DType::F32);
+    let captions = ["a red square above a blue circle", "two green triangles"];
+    let score = |model: &Qwen3VlVqa| {
+        let state = model.encode_images(&qwen3vl_pixels(model, "image2.png")).unwrap();
+        let index = Tensor::new(vec![0u32; captions.len()], &test_device()).unwrap();
+        model.score_pairs(&state.index_select(&index, 0).unwrap(), &captions).unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(score(&old), score(&new));
+}
