@@ -317,8 +317,8 @@ fn qwen3vl_sizes_follow_qwen_vl_utils_smart_resize() {
 }
 
 /// A Qwen3-VL config as transformers 4.57 wrote the hub's checkpoints (`rope_scaling` and
-/// `rope_theta` in `text_config`, no vision `rope_parameters`) loads to the same model as
-/// transformers 5's `rope_parameters`.
+/// `rope_theta` in `text_config`, no vision `rope_parameters`) scores as t2v_metrics does, and as
+/// transformers 5's `rope_parameters` layout does.
 #[test]
 fn qwen3vl_reads_transformers_4_configs_as_transformers_5_ones() {
     let dir = tempfile::tempdir().unwrap();
@@ -336,12 +336,18 @@ fn qwen3vl_reads_transformers_4_configs_as_transformers_5_ones() {
     config["vision_config"].as_object_mut().unwrap().remove("rope_parameters");
     std::fs::write(&path, config.to_string()).unwrap();
     let old = Qwen3VlVqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).unwrap();
-    let new = qwen3vl(DType::F32);
-    let captions = ["a red square above a blue circle", "two green triangles"];
+    let expected = expected_of("qwen3vl-tiny");
+    let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
     let score = |model: &Qwen3VlVqa| {
         let state = model.encode_images(&qwen3vl_pixels(model, "image2.png")).unwrap();
         let index = Tensor::new(vec![0u32; captions.len()], &test_device()).unwrap();
         model.score_pairs(&state.index_select(&index, 0).unwrap(), &captions).unwrap().to_vec1::<f32>().unwrap()
     };
-    assert_eq!(score(&old), score(&new));
+    let ours = score(&old);
+    for pair in expected["pairs"].as_array().unwrap().iter().filter(|p| p["image"] == 2) {
+        let theirs = pair["t2v_metrics_p_yes"].as_f64().unwrap().ln();
+        let got = f64::from(ours[pair["caption"].as_u64().unwrap() as usize]);
+        assert!((got - theirs).abs() <= 1e-4, "{got} vs t2v_metrics' {theirs}");
+    }
+    assert_eq!(ours, score(&qwen3vl(DType::F32)));
 }

@@ -119,3 +119,20 @@ fn suites_say_what_data_is_here_and_what_is_missing() {
     let eqben = data_of("eqben");
     assert!(eqben.starts_with("data: not here") && eqben.contains("Wangt-CN/EqBen"), "{eqben}");
 }
+
+/// Every bundled manifest is listed by `benchctl suites` with what is missing and how its
+/// release is obtained (the manifest's `how_to_get`, from each benchmark's README).
+#[test]
+fn suites_list_every_bundled_manifest_with_how_to_get_it() {
+    let root = tempfile::tempdir().unwrap();
+    let out = benchctl(&["suites", "--data-root", root.path().to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listing = stdout(&out);
+    for info in benchctl_suites::manifest::bundled_suites() {
+        let mut lines = listing.lines().skip_while(|l| !l.starts_with(&format!("{} ", info.id)));
+        assert!(lines.next().is_some(), "{} is not listed: {listing}", info.id);
+        let data = lines.next().unwrap_or_default().trim();
+        assert!(data.starts_with("data: not here"), "{}: {data}", info.id);
+        assert!(!info.how_to_get.is_empty() && data.contains(info.how_to_get), "{}: {data}", info.id);
+    }
+}

@@ -196,10 +196,7 @@ impl DecoderLayer {
             None => (k, v),
         };
         let group = self.heads / self.kv_heads;
-        let repeat = |t: &Tensor| -> candle_core::Result<Tensor> {
-            let (b, kv, len, d) = t.dims4()?;
-            t.unsqueeze(2)?.broadcast_as((b, kv, group, len, d))?.reshape((b, kv * group, len, d))
-        };
+        let repeat = |t: &Tensor| repeat_kv(t, group);
         let dtype = q.dtype();
         let logits = ((q.contiguous()? * self.scale)?.matmul(&repeat(&k)?.t()?.contiguous()?)?).to_dtype(DType::F32)?;
         let logits = match self.softcap {
@@ -397,13 +394,7 @@ impl Decoder {
         answers: &[&[u32]],
     ) -> candle_core::Result<Vec<f32>> {
         let n = answers.first().map_or(0, |a| a.len());
-        let log_probs = self.log_probs(&hidden.narrow(1, first, n)?)?;
-        // The answer tokens' entries gathered on the device, read back in one copy.
-        let tokens = Tensor::from_vec(answers.concat(), (answers.len(), n, 1), &self.device)?;
-        let picked = log_probs.gather(&tokens, 2)?.squeeze(2)?.to_vec2::<f32>()?;
-        let out = picked.iter().map(|row| (row.iter().map(|&lp| f64::from(lp)).sum::<f64>() / n as f64) as f32);
-        let out: Vec<f32> = out.collect();
-        Ok(out)
+        mean_answer_log_ps(&self.log_probs(&hidden.narrow(1, first, n)?)?, answers)
     }
 
     /// Flattens per-layer caches into one row per batch entry (keys then values, layer by
@@ -433,6 +424,22 @@ impl Decoder {
             })
             .collect()
     }
+}
+
+/// Each row's mean of its answer tokens' entries in `log_probs` `(b, answer length, vocab)`,
+/// gathered on the device and read back in one copy.
+pub(crate) fn mean_answer_log_ps(log_probs: &Tensor, answers: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+    let n = answers.first().map_or(0, |a| a.len());
+    let tokens = Tensor::from_vec(answers.concat(), (answers.len(), n, 1), log_probs.device())?;
+    let picked = log_probs.gather(&tokens, 2)?.squeeze(2)?.to_vec2::<f32>()?;
+    Ok(picked.iter().map(|row| (row.iter().map(|&lp| f64::from(lp)).sum::<f64>() / n as f64) as f32).collect())
+}
+
+/// `(b, kv_heads, len, d)` keys or values repeated for grouped-query attention:
+/// `(b, kv_heads · group, len, d)`, each key-value head serving `group` query heads in turn.
+pub(crate) fn repeat_kv(t: &Tensor, group: usize) -> candle_core::Result<Tensor> {
+    let (b, kv, len, d) = t.dims4()?;
+    t.unsqueeze(2)?.broadcast_as((b, kv, group, len, d))?.reshape((b, kv * group, len, d))
 }
 
 /// Positions of `keys` grouped by equal key (a prompt's and an answer's lengths), groups in

@@ -31,7 +31,9 @@
 use candle_core::{DType, Device, IndexOp, Module, Tensor, D};
 use serde::Deserialize;
 
-use super::gemma::{answer_ids, encode, load_tokenizer, score_in_groups, LayerCache, LocalVqa};
+use super::gemma::{
+    answer_ids, encode, load_tokenizer, mean_answer_log_ps, repeat_kv, score_in_groups, LayerCache, LocalVqa,
+};
 use super::transformer::{fused_self_attention, over_rows, Dense};
 use super::weights::Weights;
 use crate::hub::ModelFiles;
@@ -578,10 +580,7 @@ impl Decoder {
             .collect();
         let mask = Tensor::from_vec(mask, (s, offset + s), xs.device())?;
         let group = self.heads / self.kv_heads;
-        let repeat = |t: &Tensor| -> candle_core::Result<Tensor> {
-            let (b, kv, len, d) = t.dims4()?;
-            t.unsqueeze(2)?.broadcast_as((b, kv, group, len, d))?.reshape((b, kv * group, len, d))
-        };
+        let repeat = |t: &Tensor| repeat_kv(t, group);
         let mut xs = xs;
         let mut caches = Vec::with_capacity(self.layers.len());
         for (l, layer) in self.layers.iter().enumerate() {
@@ -624,10 +623,7 @@ impl Decoder {
             None => self.embed_tokens.t()?,
         };
         let logits = over_rows(&hidden.narrow(1, first, n)?, |rows| rows.matmul(&table))?.to_dtype(DType::F32)?;
-        let log_probs = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
-        let tokens = Tensor::from_vec(answers.concat(), (answers.len(), n, 1), hidden.device())?;
-        let picked = log_probs.gather(&tokens, 2)?.squeeze(2)?.to_vec2::<f32>()?;
-        Ok(picked.iter().map(|row| (row.iter().map(|&lp| f64::from(lp)).sum::<f64>() / n as f64) as f32).collect())
+        mean_answer_log_ps(&candle_nn::ops::log_softmax(&logits, D::Minus1)?, answers)
     }
 }
 

@@ -373,9 +373,13 @@ impl Preprocessor {
         3 * out_w * out_h
     }
 
-    /// Whether images keep their own sizes ([`Resize::Native`]): a batch holds one image.
-    pub fn keeps_image_size(&self) -> bool {
-        matches!(self.resize, Resize::Native { .. })
+    /// How many images one encoder batch of `batch` holds: one where images keep their own
+    /// sizes ([`Resize::Native`]: their pixels, and a fusion model's states, differ in shape).
+    pub fn images_per_batch(&self, batch: usize) -> usize {
+        match self.resize {
+            Resize::Native { .. } => 1,
+            _ => batch.max(1),
+        }
     }
 
     pub fn is_empty(&self) -> bool {

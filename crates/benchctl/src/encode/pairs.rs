@@ -114,11 +114,7 @@ pub(crate) fn score_pairs_through_cache(
     let bar = progress(todo.len(), "scoring pairs");
     let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     let mut next_todo = 0;
-    // A model that sees each image at its own size encodes one image at a time.
-    let images_per_batch = match model {
-        Some(model) if model.preprocessor().keeps_image_size() => 1,
-        _ => batch.max(1),
-    };
+    let images_per_batch = model.map_or(batch.max(1), |m| m.preprocessor().images_per_batch(batch));
     for image_chunk in todo_images.chunks(images_per_batch) {
         let model = model.ok_or_else(|| {
             Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")

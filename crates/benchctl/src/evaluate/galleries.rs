@@ -76,9 +76,9 @@ impl Rerank<'_> {
             Side::Images(q) => Some(encode(&[&q[query]])?),
             Side::Texts(_) => None,
         };
-        // Images that keep their own sizes are encoded one at a time: their states differ in size.
-        let one_by_one = matches!(gallery, Side::Images(_)) && self.fusion.preprocessor().keeps_image_size();
-        let per_chunk = if one_by_one { 1 } else { self.batch.max(1) };
+        let prep = self.fusion.preprocessor();
+        let per_chunk =
+            if matches!(gallery, Side::Images(_)) { prep.images_per_batch(self.batch) } else { self.batch.max(1) };
         for (at, chunk) in top.chunks(per_chunk).enumerate() {
             let (states, texts): (Tensor, Vec<&str>) = match (queries, gallery, &query_states) {
                 (Side::Images(_), Side::Texts(g), Some(one)) => {
