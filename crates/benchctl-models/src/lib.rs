@@ -2,7 +2,8 @@
 //! or a local directory, with the tokenisation and image preprocessing of their
 //! reference implementations.
 //!
-//! - [`registry`]: the zoo ids (`clip-vit-b32`, …) and what each resolves to;
+//! - [`registry`]: the zoo ids (`clip-vit-b32`, …) and what each resolves to, and the table
+//!   of [`architecture`]s (each declared once in its module of [`models`]);
 //! - [`hub`]: finding a model's files (hub cache, download, or `--model-path`);
 //! - [`models`]: one module per architecture;
 //! - [`preprocess`], [`tokenizer`]: inputs exactly as the reference code prepares them;
@@ -16,6 +17,7 @@
 /// 4, BLIP ITM pair scores are logits (`l1 − l0`), not probabilities.
 pub const OUTPUT_VERSION: u32 = 4;
 
+pub mod architecture;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod device;
@@ -140,7 +142,8 @@ impl Similarity {
 /// The image half of the work is shared: [`FusionEncoder::encode_images`] turns pixels into
 /// whatever the fusion layers attend to (patch tokens), once per image; the runner then asks
 /// [`FusionEncoder::score_pairs`] for batches of (image state, text) pairs. A new fusion
-/// model is one module implementing this trait and one registry line.
+/// model is one module implementing this trait and declaring its [`architecture`], and one
+/// line in [`registry::ARCHITECTURES`].
 pub trait FusionEncoder {
     fn device(&self) -> &candle_core::Device;
 

@@ -221,7 +221,7 @@ fn an_itc_checkpoint_has_no_itm_head_and_a_deeper_checkpoint_is_refused() {
     let files = benchctl_models::hub::from_path(dir.path()).unwrap();
     assert_eq!(
         benchctl_models::registry::architecture_of(&files).unwrap(),
-        benchctl_models::registry::Architecture::Fiber
+        benchctl_models::models::fiber::ARCHITECTURE
     );
     let err = benchctl_models::models::fiber::FiberItm::load(&files, DType::F32, &test_device()).unwrap_err();
     assert!(err.to_string().contains("no ITM head") && err.to_string().contains("--score itc"), "{err}");

@@ -127,27 +127,26 @@ fn every_zoo_entry_is_pinned_and_resolves_offline_in_its_layout() {
         HubSettings::from_vars(vars(&[("HF_HUB_CACHE", cache.path().to_str().unwrap()), ("HF_HUB_OFFLINE", "1")]));
     let files = hub::from_hub_with(entry.repo, entry.revision, layout, &settings).unwrap();
     assert!(files.weights.ends_with("open_clip_model.safetensors"));
-    let head = registry::choose_head(entry.architecture, None).unwrap();
-    let model =
-        registry::load(entry.architecture, head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    let head = entry.architecture.choose_head(None).unwrap();
+    let model = entry.architecture.load(head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
     assert!(matches!(model, benchctl_models::Model::Dual(_)));
 }
 
 #[test]
 fn local_directories_are_recognised_by_their_config() {
-    use registry::Architecture;
+    use benchctl_models::models::{blip, clip, clip_openai, siglip};
     for (dir, expected) in [
-        ("clip-tiny-a", Architecture::Clip),
-        ("openclip-tiny", Architecture::OpenClip),
-        ("siglip-tiny", Architecture::Siglip),
-        ("blip-tiny", Architecture::Blip),
+        ("clip-tiny-a", clip::ARCHITECTURE),
+        ("openclip-tiny", clip_openai::ARCHITECTURE),
+        ("siglip-tiny", siglip::ARCHITECTURE),
+        ("blip-tiny", blip::ARCHITECTURE),
     ] {
         let files = hub::from_dir(&fixture_model(dir)).unwrap();
         assert_eq!(registry::detect_architecture(&files.config).unwrap(), expected, "{dir}");
     }
-    assert_eq!(registry::choose_head(Architecture::Blip, None).unwrap(), registry::ScoreHead::Itm);
-    assert_eq!(registry::choose_head(Architecture::Blip, Some("itc")).unwrap(), registry::ScoreHead::Itc);
-    let err = registry::choose_head(Architecture::Siglip, Some("itm")).unwrap_err();
+    assert_eq!(blip::ARCHITECTURE.choose_head(None).unwrap(), registry::ScoreHead::Itm);
+    assert_eq!(blip::ARCHITECTURE.choose_head(Some("itc")).unwrap(), registry::ScoreHead::Itc);
+    let err = siglip::ARCHITECTURE.choose_head(Some("itm")).unwrap_err();
     assert!(err.to_string().contains("a siglip model offers sigmoid"), "{err}");
 }
 
@@ -208,14 +207,10 @@ fn a_sharded_zoo_entry_resolves_offline_with_every_shard() {
     let files = hub::from_hub_with(entry.repo, entry.revision, layout, &offline(cache.path())).unwrap();
     assert!(files.weights.ends_with(hub::SHARD_INDEX_FILE));
     // Loaded from the shards, the model scores a fixture pair as transformers does.
-    let model = registry::load(
-        entry.architecture,
-        registry::ScoreHead::Vqa,
-        &files,
-        candle_core::DType::F32,
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
+    let model = entry
+        .architecture
+        .load(registry::ScoreHead::Vqa, &files, candle_core::DType::F32, &candle_core::Device::Cpu)
+        .unwrap();
     let benchctl_models::Model::Fusion(model) = model else { panic!("a generative model scores pairs") };
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture_model("gemma3-tiny").join("expected.json")).unwrap())

@@ -159,9 +159,9 @@ fn unknown_models_list_the_zoo() {
 fn model_directories_are_recognised_by_model_type() {
     let dir = copy_of("clip-tiny-a");
     let config = dir.path().join("config.json");
-    assert_eq!(registry::detect_architecture(&config).unwrap(), registry::Architecture::Clip);
+    assert_eq!(registry::detect_architecture(&config).unwrap(), benchctl_models::models::clip::ARCHITECTURE);
     let qwen = benchctl_testkit::fixture_model("qwen3vl-tiny").join("config.json");
-    assert_eq!(registry::detect_architecture(&qwen).unwrap(), registry::Architecture::Qwen3Vl);
+    assert_eq!(registry::detect_architecture(&qwen).unwrap(), benchctl_models::models::qwen3vl::ARCHITECTURE);
     std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
@@ -176,14 +176,14 @@ fn model_directories_are_recognised_by_model_type() {
 /// tokens, and every extra token past the context counts.
 #[test]
 fn caption_limits_report_what_the_tokenizers_cut() {
-    use benchctl_models::{hub, registry};
+    use benchctl_models::hub;
     for (fixture, architecture, context) in [
-        ("clip-tiny-a", registry::Architecture::Clip, 77),
-        ("siglip-tiny", registry::Architecture::Siglip, 0),
-        ("blip-tiny", registry::Architecture::Blip, 0),
+        ("clip-tiny-a", benchctl_models::models::clip::ARCHITECTURE, 77),
+        ("siglip-tiny", benchctl_models::models::siglip::ARCHITECTURE, 0),
+        ("blip-tiny", benchctl_models::models::blip::ARCHITECTURE, 0),
     ] {
         let files = hub::from_dir(&benchctl_testkit::fixture_model(fixture)).unwrap();
-        let limit = registry::caption_limit(architecture, &files).unwrap();
+        let limit = architecture.caption_limit(&files).unwrap();
         if context > 0 {
             assert_eq!(limit.context, context, "{fixture}");
         }

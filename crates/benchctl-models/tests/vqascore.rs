@@ -10,6 +10,7 @@ use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
 use benchctl_models::models::paligemma::PaliGemmaVqa;
 use benchctl_models::models::qwen3vl::Qwen3VlVqa;
+use benchctl_models::vqascore::local::LocalVqa;
 use benchctl_models::{FusionEncoder, ScoreKind};
 use benchctl_testkit::{fixture_model, test_device, workspace_root};
 use candle_core::{DType, Tensor};
@@ -122,7 +123,7 @@ fn the_paligemma_prompt_tokenizes_as_its_processor_does() {
     let expected = expected_of("paligemma-tiny");
     let ids: Vec<u32> =
         expected["prompt"]["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-    let (prompt, answer) = paligemma(DType::F32).prompt_ids(expected["prompt"]["caption"].as_str().unwrap()).unwrap();
+    let (prompt, answer) = paligemma(DType::F32).caption_ids(expected["prompt"]["caption"].as_str().unwrap()).unwrap();
     assert_eq!(prompt, ids);
     // The answer is the token t2v_metrics reads (its processor's tokenizer adds no <bos>).
     assert_eq!(answer, vec![expected["t2v_metrics_answer_token"]["id"].as_u64().unwrap() as u32]);

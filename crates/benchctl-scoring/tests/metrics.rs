@@ -1,7 +1,7 @@
 //! Hand-computed cases for the metrics, ties included.
 
-use benchctl_scoring::metrics::{evaluate, group, ItemView, Summary};
-use benchctl_scoring::{MetricFamily, Report, ScoreMatrix, ScoreTensor, Tags, Truth};
+use benchctl_scoring::metrics::{choice, equivariance, evaluate, group, pairwise, ItemView, Summary};
+use benchctl_scoring::{Report, ScoreMatrix, ScoreTensor, Tags, Truth};
 
 /// Winoground's 2×2 scores from s(c, i): rows are images, columns captions.
 fn wino(c0i0: f32, c1i0: f32, c0i1: f32, c1i1: f32) -> Vec<f32> {
@@ -9,8 +9,8 @@ fn wino(c0i0: f32, c1i0: f32, c0i1: f32, c1i1: f32) -> Vec<f32> {
 }
 
 /// Winoground-style scoring with these breakdowns.
-fn by(breakdown_keys: &'static [&'static str]) -> Summary<'static> {
-    Summary { family: MetricFamily::Group, breakdown_keys, macro_over: None, ..Summary::of(MetricFamily::Group) }
+fn by(breakdown_keys: &[&str]) -> Summary {
+    Summary::of(group::FAMILY).breakdown(breakdown_keys)
 }
 
 fn outcome(values: &[f32]) -> group::Outcome {
@@ -77,7 +77,7 @@ fn evaluate_reports_percentages_and_breakdowns() {
     scores.push(2, 2, &wino(0.9, 0.1, 0.6, 0.5)).unwrap(); // image only
     scores.push(2, 2, &wino(0.5, 0.5, 0.5, 0.5)).unwrap(); // all ties: nothing
     let views: Vec<ItemView> = items_tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
-    let report = evaluate(by(&["collapsed_tag", "secondary_tag"]), &scores, &views).unwrap();
+    let report = evaluate(&by(&["collapsed_tag", "secondary_tag"]), &scores, &views).unwrap();
     assert_eq!(report.items, 4);
     assert_eq!(report.metric("text_score"), Some(50.0));
     assert_eq!(report.metric("image_score"), Some(50.0));
@@ -105,7 +105,7 @@ fn report_json_round_trips_in_order() {
     let t = tags("Object", &["Series"]);
     let mut scores = ScoreTensor::new();
     scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
-    let report = evaluate(by(&["collapsed_tag"]), &scores, &[ItemView { truth: &truth, tags: &t }]).unwrap();
+    let report = evaluate(&by(&["collapsed_tag"]), &scores, &[ItemView { truth: &truth, tags: &t }]).unwrap();
     let json = report.to_json();
     let keys: Vec<&String> = json["metrics"].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["text_score", "image_score", "group_score"]);
@@ -119,11 +119,11 @@ fn mismatched_scores_are_errors() {
     let view = [ItemView { truth: &truth, tags: &t }];
     let mut wrong_shape = ScoreTensor::new();
     wrong_shape.push(1, 2, &[0.1, 0.2]).unwrap();
-    let err = evaluate(by(&[]), &wrong_shape, &view).unwrap_err();
+    let err = evaluate(&by(&[]), &wrong_shape, &view).unwrap_err();
     assert!(err.to_string().contains("item 0 has 2×2 candidates but its scores are 1×2"), "{err}");
-    let err = evaluate(by(&[]), &ScoreTensor::new(), &view).unwrap_err();
+    let err = evaluate(&by(&[]), &ScoreTensor::new(), &view).unwrap_err();
     assert!(err.to_string().contains("1 items need scores, got scores for 0"), "{err}");
-    let err = evaluate(by(&[]), &ScoreTensor::new(), &[]).unwrap_err();
+    let err = evaluate(&by(&[]), &ScoreTensor::new(), &[]).unwrap_err();
     assert!(err.to_string().contains("no items"), "{err}");
     let err = ScoreTensor::new().push(2, 2, &[0.1, f32::NAN, 0.3, 0.4]).unwrap_err();
     assert!(err.to_string().contains("NaN"), "{err}");
@@ -142,13 +142,8 @@ fn pairwise_accuracy_with_micro_and_macro_averages() {
     scores.push(1, 2, &[0.2, 0.7]).unwrap(); // miss
     scores.push(1, 2, &[0.5, 0.4]).unwrap(); // hit
     let views: Vec<ItemView> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
-    let summary = Summary {
-        family: MetricFamily::Pairwise,
-        breakdown_keys: &["piece"],
-        macro_over: Some("piece"),
-        ..Summary::of(MetricFamily::Pairwise)
-    };
-    let report = evaluate(summary, &scores, &views).unwrap();
+    let summary = Summary::of(pairwise::FAMILY).breakdown(&["piece"]).macro_over("piece");
+    let report = evaluate(&summary, &scores, &views).unwrap();
     // Micro: 2 of 4 items. Macro: mean of plurals 1/3 and existence 1/1.
     assert_eq!(report.metric("acc_r"), Some(50.0));
     let macro_avg = report.metric("acc_r_macro").unwrap();
@@ -173,13 +168,8 @@ fn choice_accuracy_in_both_directions_ties_missing() {
         ItemView { truth: &t2i, tags: &a },
         ItemView { truth: &t2i, tags: &b },
     ];
-    let summary = Summary {
-        family: MetricFamily::Choice,
-        breakdown_keys: &["subset"],
-        macro_over: Some("subset"),
-        ..Summary::of(MetricFamily::Choice)
-    };
-    let report = evaluate(summary, &scores, &views).unwrap();
+    let summary = Summary::of(choice::FAMILY).breakdown(&["subset"]).macro_over("subset");
+    let report = evaluate(&summary, &scores, &views).unwrap();
     // Each direction averages only its own items.
     assert_eq!(report.metric("i2t_accuracy"), Some(50.0));
     assert_eq!(report.metric("t2i_accuracy"), Some(50.0));
@@ -213,13 +203,8 @@ fn eqsim_deviation_with_mean_and_quartiles() {
         ItemView { truth: &truth, tags: &a },
         ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary {
-        family: MetricFamily::Equivariance,
-        breakdown_keys: &["split"],
-        macro_over: Some("split"),
-        ..Summary::of(MetricFamily::Equivariance)
-    };
-    let report = evaluate(summary, &scores, &views).unwrap();
+    let summary = Summary::of(equivariance::FAMILY).breakdown(&["split"]).macro_over("split");
+    let report = evaluate(&summary, &scores, &views).unwrap();
     assert_eq!(report.metric("eqsim_deviation_mean"), Some(7.0 / 4.0));
     // Sorted 0, 1, 2, 4: q1 at position 0.75 → 0.75; median at 1.5 → 1.5; q3 at 2.25 → 2.5.
     assert_eq!(report.metric("eqsim_deviation_q1"), Some(0.75));
@@ -284,13 +269,8 @@ fn valse_probability_metrics() {
         ItemView { truth: &truth, tags: &b },
         ItemView { truth: &truth, tags: &b },
     ];
-    let summary = Summary {
-        family: MetricFamily::Pairwise,
-        breakdown_keys: &["piece"],
-        macro_over: Some("piece"),
-        ..Summary::of(MetricFamily::Pairwise)
-    };
-    let report = evaluate(summary, &scores, &views).unwrap();
+    let summary = Summary::of(pairwise::FAMILY).breakdown(&["piece"]).macro_over("piece");
+    let report = evaluate(&summary, &scores, &views).unwrap();
     assert_eq!(report.metric("acc_r"), Some(75.0));
     assert_eq!(report.metric("p_c"), Some(50.0));
     // Foils below 0.5: 0.2, 0.1, 0.4 (not 0.6).
@@ -308,7 +288,7 @@ fn valse_probability_metrics() {
     // Similarities report acc_r only; probabilities outside [0, 1] are refused.
     let mut sims = ScoreTensor::new();
     sims.push(1, 2, &[3.0, -1.0]).unwrap();
-    let report = evaluate(summary, &sims, &views[..1]).unwrap();
+    let report = evaluate(&summary, &sims, &views[..1]).unwrap();
     assert_eq!(report.metrics.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["acc_r", "acc_r_macro"]);
     assert!(ScoreTensor::probabilities().push(1, 2, &[1.5, 0.1]).is_err());
 }
@@ -318,23 +298,17 @@ fn valse_probability_metrics() {
 #[test]
 fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     use benchctl_scoring::metrics::SubsetAverage;
-    const AVERAGE: SubsetAverage<'static> = SubsetAverage {
-        name: "paper_avg",
-        key: "split",
-        subsets: &[
-            ("ag", &["ag"]),
-            ("yc", &["yc"]),
-            ("gebc", &["gebc"]),
-            ("kubric", &["k1", "k2", "k3"]),
-            ("sd", &["sd"]),
-        ],
-        metrics: &["text_score", "image_score", "group_score"],
+    let average = || {
+        SubsetAverage::new(
+            "paper_avg",
+            "split",
+            &[("ag", &["ag"]), ("yc", &["yc"]), ("gebc", &["gebc"]), ("kubric", &["k1", "k2", "k3"]), ("sd", &["sd"])],
+            &["text_score", "image_score", "group_score"],
+        )
     };
     let summary = Summary {
-        breakdown_keys: &["split"],
-        macro_over: Some("split"),
-        subset_average: Some(&AVERAGE),
-        ..Summary::of(MetricFamily::Equivariance)
+        subset_average: Some(average()),
+        ..Summary::of(equivariance::FAMILY).breakdown(&["split"]).macro_over("split")
     };
     let truth = Truth::diagonal(2);
     let right = wino(0.9, 0.1, 0.2, 0.8); // text, image, group all hit
@@ -360,7 +334,7 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
         }
     }
     let views: Vec<ItemView<'_>> = tags.iter().map(|t| ItemView { truth: &truth, tags: t }).collect();
-    let report = evaluate(summary, &scores, &views).unwrap();
+    let report = evaluate(&summary, &scores, &views).unwrap();
     // Per subset (text, image, group): ag 100/100/100, yc 50/50/50, gebc 100/0/0,
     // kubric (100+0+100)/3, (100+0+0)/3, (100+0+0)/3, sd 0/0/0.
     let kubric = [200.0 / 3.0, 100.0 / 3.0, 100.0 / 3.0];
@@ -383,7 +357,7 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     for i in 0..without_sd.len() {
         fewer.push(2, 2, scores.item(i).values()).unwrap();
     }
-    let report = evaluate(summary, &fewer, &without_sd).unwrap();
+    let report = evaluate(&summary, &fewer, &without_sd).unwrap();
     assert!(report.metric("paper_avg").is_none());
     assert!(report.metric("group_score_kubric").is_some());
 }
@@ -412,9 +386,9 @@ fn ties_first_reproduces_argmax_on_choice_items() {
         ItemView { truth: &t2i, tags: &none },
         ItemView { truth: &t2i, tags: &none },
     ];
-    let strict = evaluate(Summary::of(MetricFamily::Choice), &scores, &views).unwrap();
+    let strict = evaluate(&Summary::of(choice::FAMILY), &scores, &views).unwrap();
     assert_eq!((strict.metric("i2t_accuracy"), strict.metric("t2i_accuracy")), (Some(0.0), Some(0.0)));
-    let first = evaluate(Summary { ties: Ties::First, ..Summary::of(MetricFamily::Choice) }, &scores, &views).unwrap();
+    let first = evaluate(&Summary { ties: Ties::First, ..Summary::of(choice::FAMILY) }, &scores, &views).unwrap();
     assert_eq!((first.metric("i2t_accuracy"), first.metric("t2i_accuracy")), (Some(100.0), Some(50.0)));
 
     // Families whose official code is strict refuse the rule rather than reward candidate order.
@@ -422,7 +396,7 @@ fn ties_first_reproduces_argmax_on_choice_items() {
     let mut wino_scores = ScoreTensor::new();
     wino_scores.push(2, 2, &wino(0.9, 0.1, 0.2, 0.8)).unwrap();
     let err = evaluate(
-        Summary { ties: Ties::First, ..Summary::of(MetricFamily::Group) },
+        &Summary { ties: Ties::First, ..Summary::of(group::FAMILY) },
         &wino_scores,
         &[ItemView { truth: &truth, tags: &none }],
     )
@@ -450,8 +424,8 @@ fn logits_keep_the_margins_that_saturated_probabilities_lose() {
     scores.push(1, 2, &[0.0, -40.0]).unwrap(); // caption exactly 0.5: a miss for p_c
     scores.push(1, 2, &[40.0, 30.0]).unwrap(); // both saturate to 1.0: acc_r still a hit, p_f a miss
     let views = [ItemView { truth: &truth, tags: &tags }; 3];
-    let summary = Summary { family: MetricFamily::Pairwise, ..Summary::of(MetricFamily::Pairwise) };
-    let report = evaluate(summary, &scores, &views).unwrap();
+    let summary = Summary::of(pairwise::FAMILY);
+    let report = evaluate(&summary, &scores, &views).unwrap();
     assert_eq!(report.metric("acc_r"), Some(100.0));
     assert!((report.metric("p_c").unwrap() - 200.0 / 3.0).abs() < 1e-9);
     assert!((report.metric("p_f").unwrap() - 200.0 / 3.0).abs() < 1e-9);
@@ -472,7 +446,7 @@ fn external_scores_keep_f64_precision() {
     assert_eq!((0.25f64 + 1e-9) as f32, 0.25f32, "f32 would tie them");
     // Beyond f32's range: the margins stay, nothing becomes inf.
     scores.push_exact(2, 2, &[1e300, -1e300, -1e300, 2e300]).unwrap();
-    let report = evaluate(by(&[]), &scores, &views).unwrap();
+    let report = evaluate(&by(&[]), &scores, &views).unwrap();
     assert_eq!(report.metric("group_score"), Some(100.0));
     assert_eq!(scores.item(0).get(0, 0), 0.25 + 1e-9);
     assert!(ScoreTensor::new().push_exact(1, 2, &[f64::INFINITY, 0.0]).is_err());

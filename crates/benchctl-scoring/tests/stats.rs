@@ -1,11 +1,12 @@
 //! Bootstrap intervals, paired comparisons and McNemar's test.
 
 use benchctl_scoring::metrics::stats::{bootstrap, mcnemar_exact, paired};
-use benchctl_scoring::metrics::{evaluate, ItemView, Summary};
-use benchctl_scoring::{MetricFamily, ScoreTensor, Tags, Truth};
+use benchctl_scoring::metrics::{evaluate, group, ItemView, Summary};
+use benchctl_scoring::{ScoreTensor, Tags, Truth};
 
-const GROUP: Summary<'static> =
-    Summary { family: MetricFamily::Group, breakdown_keys: &[], macro_over: None, ..Summary::of(MetricFamily::Group) };
+fn group_summary() -> Summary {
+    Summary::of(group::FAMILY)
+}
 
 /// `n` Winoground items with scores from a small deterministic generator.
 fn items(n: usize, seed: u64) -> (ScoreTensor, Vec<Truth>, Vec<Tags>) {
@@ -30,7 +31,7 @@ fn views<'a>(truths: &'a [Truth], tags: &'a [Tags]) -> Vec<ItemView<'a>> {
 #[test]
 fn every_interval_contains_its_point_estimate() {
     // A property over many random suites, sizes and both micro and macro metrics.
-    let with_macro = Summary { macro_over: Some("piece"), ..GROUP };
+    let with_macro = &group_summary().macro_over("piece");
     for seed in 0..40u64 {
         let n = 5 + (seed as usize * 7) % 60;
         let (scores, truths, tags) = items(n, seed);
@@ -56,11 +57,11 @@ fn every_interval_contains_its_point_estimate() {
 fn intervals_are_reproducible_and_narrow_with_more_items() {
     let (scores, truths, tags) = items(400, 1);
     let v = views(&truths, &tags);
-    let a = bootstrap(GROUP, &scores, &v, 1000, 7).unwrap();
-    assert_eq!(a, bootstrap(GROUP, &scores, &v, 1000, 7).unwrap(), "same seed, same intervals");
-    assert_ne!(a, bootstrap(GROUP, &scores, &v, 1000, 8).unwrap());
+    let a = bootstrap(&group_summary(), &scores, &v, 1000, 7).unwrap();
+    assert_eq!(a, bootstrap(&group_summary(), &scores, &v, 1000, 7).unwrap(), "same seed, same intervals");
+    assert_ne!(a, bootstrap(&group_summary(), &scores, &v, 1000, 8).unwrap());
     let (small, st, sg) = items(40, 1);
-    let b = bootstrap(GROUP, &small, &views(&st, &sg), 1000, 7).unwrap();
+    let b = bootstrap(&group_summary(), &small, &views(&st, &sg), 1000, 7).unwrap();
     let width = |i: &[benchctl_scoring::metrics::stats::Interval]| i[0].high - i[0].low;
     assert!(width(&a) < width(&b), "400 items: {}, 40 items: {}", width(&a), width(&b));
     // A binomial proportion's 95 % interval is about ±1.96·√(p(1−p)/n).
@@ -73,7 +74,7 @@ fn intervals_are_reproducible_and_narrow_with_more_items() {
 fn a_model_compared_with_itself_differs_by_nothing() {
     let (scores, truths, tags) = items(100, 3);
     let v = views(&truths, &tags);
-    for p in paired(GROUP, &scores, &scores, &v, 300, 0).unwrap() {
+    for p in paired(&group_summary(), &scores, &scores, &v, 300, 0).unwrap() {
         assert_eq!((p.delta, p.low, p.high), (0.0, 0.0, 0.0), "{}", p.metric);
         assert_eq!(p.mcnemar, Some((0, 0, 1.0)));
     }
@@ -88,8 +89,8 @@ fn paired_differences_count_the_discordant_items() {
     for _ in 0..60 {
         b.push(2, 2, &[0.9, 0.1, 0.1, 0.9]).unwrap();
     }
-    let report_a = evaluate(GROUP, &a, &v).unwrap();
-    let results = paired(GROUP, &a, &b, &v, 500, 0).unwrap();
+    let report_a = evaluate(&group_summary(), &a, &v).unwrap();
+    let results = paired(&group_summary(), &a, &b, &v, 500, 0).unwrap();
     let group = results.iter().find(|p| p.metric == "group_score").unwrap();
     assert_eq!(group.b, 100.0);
     assert!((group.delta - (100.0 - report_a.metric("group_score").unwrap())).abs() < 1e-9);

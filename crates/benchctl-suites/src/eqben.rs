@@ -27,19 +27,34 @@
 //! Both report Winoground's scores per split, their macro average, and the paper's Table 3
 //! "Avg" ([`PAPER_AVERAGE`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use benchctl_base::spill::{self, Index, SpillVec};
-use benchctl_scoring::metrics::{SubsetAverage, Summary};
-use benchctl_scoring::{MetricFamily, TagSets, Truth};
+use benchctl_scoring::metrics::{equivariance, SubsetAverage, Summary, Ties};
+use benchctl_scoring::{TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Items, PairOrder, PairSlot, Problems, Result, Suite};
+use crate::{
+    paths, Error, ErrorKind, ImageSource, Item, Items, PairOrder, PairSlot, Problems, Result, Suite, SuiteInfo,
+    SuiteKind,
+};
 
-pub const DESCRIPTION: &str =
-    "251,048 2×2 items of minimally different images and captions in 7 splits (group score, Table 3 Avg, EqSim deviation)";
+/// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
+pub const INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("eqben"),
+    description: Cow::Borrowed(
+        "251,048 2×2 items of minimally different images and captions in 7 splits (group score, Table 3 Avg, EqSim deviation)",
+    ),
+    headline: Cow::Borrowed("paper_avg"),
+    how_to_get: Cow::Borrowed(HOW_TO_GET),
+    expected_items: None,
+    official_ties: Ties::Strict,
+    kind: SuiteKind::Items { load: load, summary: summary },
+};
+
 pub const HOW_TO_GET: &str = "download EqBen's annotation (eqben_ann/ann_json_finegrained_random.json) and its images (eqben_image_full.tar.gz, or the light .jpg release) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, and extract both here";
 
 /// The official splits and their sizes in items (`SUBSET_LENGTH_INFO` of the official
@@ -67,34 +82,47 @@ pub const BREAKDOWN_KEYS: &[&str] = &["split"];
 
 /// The paper's Table 3 "Avg": text, image and group score over its five subsets, Kubric being
 /// the mean of its three splits (15 numbers; CLIP ViT-B/32: 505.89 / 15 = 33.73).
-pub const PAPER_AVERAGE: SubsetAverage<'static> = SubsetAverage {
-    name: "paper_avg",
-    key: "split",
-    subsets: &[
-        ("ag", &["eqbenag"]),
-        ("youcook2", &["eqbenyoucook2"]),
-        ("gebc", &["eqbengebc"]),
-        ("kubric", &["eqbenkubric_loc", "eqbenkubric_attr", "eqbenkubric_cnt"]),
-        ("sd", &["eqbensd"]),
-    ],
-    metrics: &["text_score", "image_score", "group_score"],
-};
+pub fn paper_average() -> SubsetAverage {
+    SubsetAverage::new(
+        "paper_avg",
+        "split",
+        &[
+            ("ag", &["eqbenag"]),
+            ("youcook2", &["eqbenyoucook2"]),
+            ("gebc", &["eqbengebc"]),
+            ("kubric", &["eqbenkubric_loc", "eqbenkubric_attr", "eqbenkubric_cnt"]),
+            ("sd", &["eqbensd"]),
+        ],
+        &["text_score", "image_score", "group_score"],
+    )
+}
 
 /// How EqBen's metrics are summarised: per split, macro over splits, the paper's average.
-pub const SUMMARY: Summary<'static> = Summary {
-    breakdown_keys: BREAKDOWN_KEYS,
-    macro_over: Some("split"),
-    subset_average: Some(&PAPER_AVERAGE),
-    ..Summary::of(MetricFamily::Equivariance)
-};
+pub fn summary() -> Summary {
+    Summary {
+        subset_average: Some(paper_average()),
+        ..Summary::of(equivariance::FAMILY).breakdown(BREAKDOWN_KEYS).macro_over("split")
+    }
+}
 
 /// The subset's annotation file, relative to the data directory.
 pub const SUBSET_FILE: &str = "eqben_subset/eqben_subset_10percent_final.json";
 /// Where the subset's images are extracted.
 pub const SUBSET_IMAGES: &str = "image_subset";
 
-pub const SUBSET_DESCRIPTION: &str =
-    "EqBen's public 10 % subset: shuffled 2×2 items, split read from the image path (group score per split)";
+/// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
+pub const SUBSET_INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("eqben-subset"),
+    description: Cow::Borrowed(
+        "EqBen's public 10 % subset: shuffled 2×2 items, split read from the image path (group score per split)",
+    ),
+    headline: Cow::Borrowed("group_score"),
+    how_to_get: Cow::Borrowed(SUBSET_HOW_TO_GET),
+    expected_items: None,
+    official_ties: Ties::Strict,
+    kind: SuiteKind::Items { load: load_subset, summary: summary },
+};
+
 pub const SUBSET_HOW_TO_GET: &str = "download EqBen's 10 % subset annotation (eqben_subset/eqben_subset_10percent_final.json) and images (subset_image.tar.gz, which extracts to image_subset/) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, here";
 
 /// One entry of the flat list. Every field is optional here so that a missing key is
@@ -152,7 +180,7 @@ fn read_annotation<T: serde::de::DeserializeOwned>(
 /// the parsed list is ever held whole), each entry going straight into the item it belongs
 /// to (`Grouping`).
 pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
-    let mut suite = Suite::new("eqben", data_dir, SUMMARY);
+    let mut suite = INFO.empty(data_dir);
     let Some(path) = annotation_path(&mut suite, ANNOTATION_FILE, "EqBen's annotation", HOW_TO_GET, problems) else {
         return suite;
     };
@@ -605,7 +633,7 @@ struct SubsetEntry {
 /// under `image_subset/`; every problem found goes to `problems`, and the items that could
 /// be read are kept.
 pub fn load_subset(data_dir: &Path, problems: &mut Problems) -> Suite {
-    let mut suite = Suite::new("eqben-subset", data_dir, SUMMARY);
+    let mut suite = SUBSET_INFO.empty(data_dir);
     let Some((path, entries)) = read_annotation::<Vec<SubsetEntry>>(
         &mut suite,
         SUBSET_FILE,

@@ -16,7 +16,9 @@ pub mod spec;
 pub mod valse;
 pub mod winoground;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
@@ -46,10 +48,10 @@ impl Item {
 /// A loaded suite: its items and how they are scored.
 #[derive(Debug, Clone)]
 pub struct Suite {
-    pub id: &'static str,
+    pub id: String,
     pub data_dir: PathBuf,
     /// Which metrics, breakdowns and averages the suite reports.
-    pub summary: Summary<'static>,
+    pub summary: Summary,
     /// The annotation files the items were read from.
     pub annotation_files: Vec<PathBuf>,
     pub items: Items,
@@ -64,7 +66,7 @@ pub struct Suite {
     /// `prediction.npy`: one score per entry of its flat annotation list).
     pub pair_order: Option<PairOrder>,
     /// The manifest that describes the suite, for a suite read from one.
-    pub manifest: Option<&'static manifest::Manifest>,
+    pub manifest: Option<Arc<manifest::Manifest>>,
 }
 
 /// The official submission order of a suite's (image, text) pairs.
@@ -101,10 +103,10 @@ impl PairOrder {
 }
 
 impl Suite {
-    /// An empty suite, to be filled by its loader.
-    pub fn new(id: &'static str, data_dir: &Path, summary: Summary<'static>) -> Self {
+    /// An empty suite of id `id`, to be filled by its loader (see [`SuiteInfo::empty`]).
+    pub fn new(id: &str, data_dir: &Path, summary: Summary) -> Self {
         Suite {
-            id,
+            id: id.to_string(),
             data_dir: data_dir.to_path_buf(),
             summary,
             annotation_files: Vec::new(),
@@ -122,15 +124,15 @@ impl Suite {
         let Suite { id, data_dir, summary, annotation_files, items: _, excluded, incomplete, pair_order, manifest } =
             self;
         Suite {
-            id,
+            id: id.clone(),
             data_dir: data_dir.clone(),
-            summary: *summary,
+            summary: summary.clone(),
             annotation_files: annotation_files.clone(),
             items,
             excluded: *excluded,
             incomplete: incomplete.clone(),
             pair_order: pair_order.clone(),
-            manifest: *manifest,
+            manifest: manifest.clone(),
         }
     }
 
@@ -141,7 +143,7 @@ impl Suite {
 
     /// The suite's published metrics for scores of its items (in item order).
     pub fn evaluate(&self, scores: &ScoreTensor) -> benchctl_scoring::Result<Report> {
-        metrics::evaluate(self.summary, scores, &self.item_views())
+        metrics::evaluate(&self.summary, scores, &self.item_views())
     }
 
     /// Every image file the items refer to that does not exist, in item order.
@@ -158,14 +160,17 @@ impl Suite {
     }
 }
 
-/// A suite benchctl knows: its id, what it is, and its loader.
+/// A suite benchctl knows: its id, what it is, how it is scored, and its loader. Each
+/// built-in suite's is declared once, beside its loader (`INFO`), and listed in [`SUITES`];
+/// a manifest's is made from it ([`manifest::Manifest`]).
+#[derive(Clone)]
 pub struct SuiteInfo {
-    pub id: &'static str,
-    pub description: &'static str,
-    /// The metric leaderboards rank by.
-    pub headline: &'static str,
+    pub id: Cow<'static, str>,
+    pub description: Cow<'static, str>,
+    /// The metric leaderboards rank by: one the suite's summary reports.
+    pub headline: Cow<'static, str>,
     /// Where to get the data, printed when it is missing.
-    pub how_to_get: &'static str,
+    pub how_to_get: Cow<'static, str>,
     /// Items in the complete official release, when known and not checked by the loader
     /// itself (see [`Suite::incomplete`]); `check` compares against it.
     pub expected_items: Option<usize>,
@@ -177,17 +182,41 @@ pub struct SuiteInfo {
 }
 
 /// How a suite is read.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub enum SuiteKind {
-    /// Into K×L items, by this loader (every problem goes to the list, readable items are kept).
-    Items(fn(&Path, &mut Problems) -> Suite),
+    /// Into K×L items by `load` (every problem goes to the list, readable items are kept),
+    /// summarised as `summary` says.
+    Items { load: fn(&Path, &mut Problems) -> Suite, summary: fn() -> Summary },
     /// Into galleries that every query is ranked against (RoCOCO, see [`rococo`]).
     Galleries,
     /// Into K×L items, as a [`manifest`] describes them.
-    Manifest(&'static manifest::Manifest),
+    Manifest(Arc<manifest::Manifest>),
 }
 
 impl SuiteInfo {
+    /// How the suite's items are summarised; `None` for a suite of galleries.
+    pub fn summary(&self) -> Option<Summary> {
+        match &self.kind {
+            SuiteKind::Items { summary, .. } => Some(summary()),
+            SuiteKind::Manifest(manifest) => Some(manifest.summary().clone()),
+            SuiteKind::Galleries => None,
+        }
+    }
+
+    /// An empty suite of this id and summary under `data_dir`, for its loader to fill.
+    pub fn empty(&self, data_dir: &Path) -> Suite {
+        let summary = self.summary().unwrap_or_else(|| Summary::of(metrics::group::FAMILY));
+        Suite::new(&self.id, data_dir, summary)
+    }
+
+    /// Whether a larger value of `metric` is better, as the suite's metric family declares it.
+    pub fn higher_is_better(&self, metric: &str) -> bool {
+        match self.summary() {
+            Some(summary) => summary.family.higher_is_better(metric),
+            None => metrics::retrieval::higher_is_better(metric),
+        }
+    }
+
     /// Loads the suite from its official layout under `data_dir`, failing on the first
     /// problem (its message says how many more `benchctl check` would list).
     pub fn load(&self, data_dir: &Path) -> Result<Suite> {
@@ -218,8 +247,8 @@ impl SuiteInfo {
             ));
         }
         let mut problems = Problems::new();
-        let suite = match self.kind {
-            SuiteKind::Items(load) => load(data_dir, &mut problems),
+        let suite = match &self.kind {
+            SuiteKind::Items { load, .. } => load(data_dir, &mut problems),
             SuiteKind::Manifest(manifest) => manifest.load(data_dir, &mut problems),
             SuiteKind::Galleries => {
                 return Err(Error::new(
@@ -232,72 +261,18 @@ impl SuiteInfo {
     }
 }
 
-/// Every suite benchctl can load.
-pub const SUITES: &[SuiteInfo] = &[
-    SuiteInfo {
-        id: "eqben",
-        description: eqben::DESCRIPTION,
-        headline: "paper_avg",
-        how_to_get: eqben::HOW_TO_GET,
-        expected_items: None,
-        official_ties: Ties::Strict,
-        kind: SuiteKind::Items(eqben::load),
-    },
-    SuiteInfo {
-        id: "eqben-subset",
-        description: eqben::SUBSET_DESCRIPTION,
-        headline: "group_score",
-        how_to_get: eqben::SUBSET_HOW_TO_GET,
-        expected_items: None,
-        official_ties: Ties::Strict,
-        kind: SuiteKind::Items(eqben::load_subset),
-    },
-    SuiteInfo {
-        id: "rococo",
-        description: rococo::DESCRIPTION,
-        headline: "i2t_r1_altered_mean",
-        how_to_get: rococo::HOW_TO_GET,
-        expected_items: Some(5_000),
-        official_ties: Ties::First,
-        kind: SuiteKind::Galleries,
-    },
-    SuiteInfo {
-        id: "spec",
-        description: spec::DESCRIPTION,
-        headline: "i2t_accuracy_macro",
-        how_to_get: spec::HOW_TO_GET,
-        expected_items: None,
-        official_ties: Ties::First,
-        kind: SuiteKind::Items(spec::load),
-    },
-    SuiteInfo {
-        id: "valse",
-        description: valse::DESCRIPTION,
-        headline: "acc_r_macro",
-        how_to_get: valse::HOW_TO_GET,
-        expected_items: Some(7_702),
-        official_ties: Ties::Strict,
-        kind: SuiteKind::Items(valse::load),
-    },
-    SuiteInfo {
-        id: "winoground",
-        description: winoground::DESCRIPTION,
-        headline: "group_score",
-        how_to_get: winoground::HOW_TO_GET,
-        expected_items: Some(400),
-        official_ties: Ties::Strict,
-        kind: SuiteKind::Items(winoground::load),
-    },
-];
+/// Every built-in suite, each declared beside its loader.
+pub const SUITES: &[SuiteInfo] =
+    &[eqben::INFO, eqben::SUBSET_INFO, rococo::INFO, spec::INFO, valse::INFO, winoground::INFO];
 
 /// The suite with this id, a bundled manifest's, or the manifest at this path (see
 /// [`manifest::find`]); else an error listing the known ones.
-pub fn find(id: &str) -> Result<&'static SuiteInfo> {
+pub fn find(id: &str) -> Result<SuiteInfo> {
     if let Some(info) = SUITES.iter().find(|s| s.id == id) {
-        return Ok(info);
+        return Ok(info.clone());
     }
     manifest::find(id)?.ok_or_else(|| {
-        let known: Vec<&str> = all().iter().map(|s| s.id).collect();
+        let known: Vec<String> = all().iter().map(|s| s.id.to_string()).collect();
         Error::new(
             ErrorKind::UnknownSuite,
             format!("find suite `{id}`: known suites are {}, or give a manifest's path (`.toml`)", known.join(", ")),
@@ -306,6 +281,6 @@ pub fn find(id: &str) -> Result<&'static SuiteInfo> {
 }
 
 /// The built-in suites, then the bundled manifests' suites.
-pub fn all() -> Vec<&'static SuiteInfo> {
-    SUITES.iter().chain(manifest::bundled_suites()).collect()
+pub fn all() -> Vec<SuiteInfo> {
+    SUITES.iter().cloned().chain(manifest::bundled_suites()).collect()
 }

@@ -11,17 +11,29 @@
 //! one `data.zip`; the subset folders may sit in the single folder it unzips to. An image-to-text entry is a 1×L item, a
 //! text-to-image entry a K×1 item; the candidate at `label` matches.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::metrics::Summary;
-use benchctl_scoring::{MetricFamily, TagSets, Truth};
+use benchctl_scoring::metrics::{choice, Summary, Ties};
+use benchctl_scoring::{TagSets, Truth};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite, SuiteInfo, SuiteKind};
 
-pub const DESCRIPTION: &str =
-    "6 synthetic subsets probing size, position, existence and count (image-to-text and text-to-image accuracy)";
+/// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
+pub const INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("spec"),
+    description: Cow::Borrowed(
+        "6 synthetic subsets probing size, position, existence and count (image-to-text and text-to-image accuracy)",
+    ),
+    headline: Cow::Borrowed("i2t_accuracy_macro"),
+    how_to_get: Cow::Borrowed(HOW_TO_GET),
+    expected_items: None,
+    official_ties: Ties::First,
+    kind: SuiteKind::Items { load: load, summary: summary },
+};
+
 pub const HOW_TO_GET: &str =
     "download data.zip from the dataset repo wjpoom/SPEC on huggingface.co (or `benchctl fetch --suite spec`) and unzip it here";
 
@@ -31,6 +43,11 @@ pub const SUBSETS: [&str; 6] =
 
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["subset"];
+
+/// SPEC's choice accuracies per subset, macro-averaged over the subsets.
+fn summary() -> Summary {
+    Summary::of(choice::FAMILY).breakdown(BREAKDOWN_KEYS).macro_over("subset")
+}
 
 #[derive(Debug, Deserialize)]
 struct Entry {
@@ -60,22 +77,7 @@ pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
             annotation_files.push(path);
         }
     }
-    Suite {
-        id: "spec",
-        data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Choice,
-            breakdown_keys: BREAKDOWN_KEYS,
-            macro_over: Some("subset"),
-            ..Summary::of(MetricFamily::Choice)
-        },
-        annotation_files,
-        items: items.into(),
-        excluded: 0,
-        incomplete: Vec::new(),
-        pair_order: None,
-        manifest: None,
-    }
+    Suite { annotation_files, items: items.into(), ..INFO.empty(data_dir) }
 }
 
 /// Where the six subset folders are: the data directory, or the one folder inside it that

@@ -13,16 +13,28 @@
 //! (`mturk.caption >= 2`), as the paper does. Each valid record is one 1×2 item: the image
 //! with `[caption, foil]`, the caption matching.
 
+use std::borrow::Cow;
 use std::path::Path;
 
-use benchctl_scoring::metrics::Summary;
-use benchctl_scoring::{MetricFamily, TagSets, Truth};
+use benchctl_scoring::metrics::{pairwise, Summary, Ties};
+use benchctl_scoring::{TagSets, Truth};
 use serde_json::Value;
 
-use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite, SuiteInfo, SuiteKind};
 
-pub const DESCRIPTION: &str =
-    "11 pieces of captions and minimally different foils probing linguistic phenomena (pairwise accuracy)";
+/// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
+pub const INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("valse"),
+    description: Cow::Borrowed(
+        "11 pieces of captions and minimally different foils probing linguistic phenomena (pairwise accuracy)",
+    ),
+    headline: Cow::Borrowed("acc_r_macro"),
+    how_to_get: Cow::Borrowed(HOW_TO_GET),
+    expected_items: Some(7_702),
+    official_ties: Ties::Strict,
+    kind: SuiteKind::Items { load: load, summary: summary },
+};
+
 pub const HOW_TO_GET: &str = "put the eleven piece files of the data/ folder of github.com/Heidelberg-NLP/VALSE here and extract each image source under images/ as it ships: train2014/, val2014/, val2017/ (COCO), VisualDialog_val2018/, images_512/ (SWiG), visual7w/ (see datasets/valse.md)";
 
 /// The pieces, in the paper's order.
@@ -42,6 +54,11 @@ pub const PIECES: [&str; 11] = [
 
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["piece", "source"];
+
+/// VALSE's pairwise accuracies per piece and source, macro-averaged over the pieces.
+fn summary() -> Summary {
+    Summary::of(pairwise::FAMILY).breakdown(BREAKDOWN_KEYS).macro_over("piece")
+}
 
 /// The `source` tag of a record's `dataset` field (which image collection it comes from).
 pub fn source(dataset: &str) -> Option<&'static str> {
@@ -112,22 +129,7 @@ pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
         excluded += invalid;
         annotation_files.push(path);
     }
-    Suite {
-        id: "valse",
-        data_dir: data_dir.to_path_buf(),
-        summary: Summary {
-            family: MetricFamily::Pairwise,
-            breakdown_keys: BREAKDOWN_KEYS,
-            macro_over: Some("piece"),
-            ..Summary::of(MetricFamily::Pairwise)
-        },
-        annotation_files,
-        items: items.into(),
-        excluded,
-        incomplete: Vec::new(),
-        pair_order: None,
-        manifest: None,
-    }
+    Suite { annotation_files, items: items.into(), excluded, ..INFO.empty(data_dir) }
 }
 
 /// The valid records of one piece file as items, in file order, and how many were invalid.

@@ -15,24 +15,41 @@
 //! hold several comma-separated values (66 and 16 of the 400 examples): both are split, and
 //! an item counts in the breakdown of each of its values.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use benchctl_scoring::metrics::Summary;
-use benchctl_scoring::{MetricFamily, TagSets, Truth};
+use benchctl_scoring::metrics::{group, Summary, Ties};
+use benchctl_scoring::{TagSets, Truth};
 use parquet::record::{Field, Row};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::items::IdIndex;
-use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite};
+use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite, SuiteInfo, SuiteKind};
 
-pub const DESCRIPTION: &str =
-    "400 pairs of images and captions that differ only in word order (text, image and group score)";
+/// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
+pub const INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("winoground"),
+    description: Cow::Borrowed(
+        "400 pairs of images and captions that differ only in word order (text, image and group score)",
+    ),
+    headline: Cow::Borrowed("group_score"),
+    how_to_get: Cow::Borrowed(HOW_TO_GET),
+    expected_items: Some(400),
+    official_ties: Ties::Strict,
+    kind: SuiteKind::Items { load: load, summary: summary },
+};
+
 pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co and set HF_TOKEN, then `benchctl fetch --suite winoground` (or download its data/test-*.parquet, or examples.jsonl and images/ from an earlier revision, into this directory)";
 
 /// Tag keys the report breaks down by.
 pub const BREAKDOWN_KEYS: &[&str] = &["collapsed_tag", "num_main_preds", "secondary_tag", "tag"];
+
+/// Winoground's text, image and group scores, broken down by its tags.
+fn summary() -> Summary {
+    Summary::of(group::FAMILY).breakdown(BREAKDOWN_KEYS)
+}
 
 /// One example. `id` and `num_main_preds` are integers in the release; strings are accepted.
 #[derive(Debug, Deserialize)]
@@ -51,11 +68,7 @@ struct Example {
 /// Loads the jsonl form when `examples.jsonl` is present, else the parquet files; every
 /// problem found goes to `problems`, and the items that could be read are kept.
 pub fn load(data_dir: &Path, problems: &mut Problems) -> Suite {
-    let mut suite = Suite::new(
-        "winoground",
-        data_dir,
-        Summary { breakdown_keys: BREAKDOWN_KEYS, ..Summary::of(MetricFamily::Group) },
-    );
+    let mut suite = INFO.empty(data_dir);
     let jsonl = data_dir.join("examples.jsonl");
     let parquet = parquet_files(data_dir);
     let mut tag_sets = TagSets::default();

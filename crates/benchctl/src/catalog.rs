@@ -9,7 +9,7 @@ use benchctl_suites::{rococo, SuiteInfo, SuiteKind};
 
 /// One suite and the state of its data.
 pub struct SuiteStatus {
-    pub info: &'static SuiteInfo,
+    pub info: SuiteInfo,
     pub data_dir: PathBuf,
     pub data: DataStatus,
 }
@@ -29,20 +29,20 @@ pub fn statuses(root: &Path) -> Vec<SuiteStatus> {
     benchctl_suites::all()
         .into_iter()
         .map(|info| {
-            let data_dir = root.join(info.id);
-            let data = if data_dir.is_dir() { status(info, &data_dir) } else { DataStatus::Missing };
+            let data_dir = root.join(&*info.id);
+            let data = if data_dir.is_dir() { status(&info, &data_dir) } else { DataStatus::Missing };
             SuiteStatus { info, data_dir, data }
         })
         .collect()
 }
 
-fn status(info: &'static SuiteInfo, data_dir: &Path) -> DataStatus {
+fn status(info: &SuiteInfo, data_dir: &Path) -> DataStatus {
     let (items, files): (usize, Vec<PathBuf>) = match info.kind {
         SuiteKind::Galleries => match rococo::load(data_dir) {
             Ok(data) => (data.images.len(), data.images),
             Err(e) => return DataStatus::NoAnnotations { problem: e.to_string() },
         },
-        SuiteKind::Items(_) | SuiteKind::Manifest(_) => match info.load_all(data_dir) {
+        SuiteKind::Items { .. } | SuiteKind::Manifest(_) => match info.load_all(data_dir) {
             Ok((suite, problems)) if suite.items.is_empty() => {
                 let problem = problems.into_first().map_or_else(|| "it holds no items".to_string(), |e| e.to_string());
                 return DataStatus::NoAnnotations { problem };
@@ -69,7 +69,7 @@ fn status(info: &'static SuiteInfo, data_dir: &Path) -> DataStatus {
 impl SuiteStatus {
     /// The state in words, with what to do about what is missing.
     pub fn describe(&self) -> String {
-        let info = self.info;
+        let info = &self.info;
         let official = |items: usize| match info.expected_items {
             Some(expected) if expected != items => format!(" (the official release has {expected})"),
             _ => String::new(),

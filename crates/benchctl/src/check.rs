@@ -77,9 +77,9 @@ pub struct CheckPlan {
 /// Runs every check on the suite's data.
 pub fn run(args: &CheckPlan) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
     let (items, images, mut problems): (usize, CheckedImages, Strings) = match info.kind {
-        SuiteKind::Items(_) | SuiteKind::Manifest(_) => {
+        SuiteKind::Items { .. } | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut problems = problems.into_messages();
             problems.extend(suite.incomplete.iter().map(|s| format!("not the complete official release: {s}")));

@@ -172,7 +172,7 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     let sa = crate::dump::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
     let sb = crate::dump::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
     let views = suite.item_views();
-    stats::paired(suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
+    stats::paired(&suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
 }
 
 /// The largest absolute difference between two runs' item scores, if they score the same

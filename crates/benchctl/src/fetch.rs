@@ -49,10 +49,10 @@ pub fn run(args: &FetchPlan, settings: &HubSettings) -> Result<String> {
     let Some((_, repo)) = HUB_DATASETS.iter().find(|(id, _)| *id == info.id) else {
         return Ok(format!("{} is not on the Hugging Face hub; to get it: {}", info.id, info.how_to_get));
     };
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
     // A failed download is a data problem (exit code 3), whatever the hub client calls it.
     let revision = args.revision.as_deref().unwrap_or("main");
-    let select = |names: &[String]| needed_files(info.id, names);
+    let select = |names: &[String]| needed_files(&info.id, names);
     let fetched = hub::fetch_dataset(repo, revision, settings, &select)
         .map_err(|e| Error::new(ErrorKind::Data, e.to_string()))?;
     if fetched.files.is_empty() {

@@ -122,7 +122,7 @@ impl ResolvedModel {
     /// server's model is not known to cut any.
     pub fn caption_limit(&self) -> Result<registry::CaptionLimit> {
         match &self.backend {
-            Backend::Local { files, architecture, .. } => Ok(registry::caption_limit(*architecture, files)?),
+            Backend::Local { files, architecture, .. } => Ok(architecture.caption_limit(files)?),
             Backend::Endpoint(_) => Ok(registry::CaptionLimit::unlimited()),
         }
     }
@@ -160,7 +160,7 @@ impl ResolvedModel {
                 "load the model: a scoring server's model has no weights here",
             ));
         };
-        let model = registry::load(*architecture, *head, files, self.dtype, &self.device)?;
+        let model = architecture.load(*head, files, self.dtype, &self.device)?;
         let (key, values) = Head::of(&model).entry();
         if cache.get(&key).as_deref() != Some(&values[..]) {
             cache.append(&[(key, &values)])?;
@@ -239,7 +239,7 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
             (files, architecture, id)
         }
     };
-    let head = registry::choose_head(architecture, choice.head.map(|h| h.name()))?;
+    let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
     // A local directory is identified by where its weights are and their size and mtime, so a

@@ -155,7 +155,7 @@ impl RunBuilder {
 /// resamples of the items, seed [`results::BOOTSTRAP_SEED`]).
 pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<Vec<Interval>> {
     Ok(benchctl_scoring::metrics::stats::bootstrap(
-        suite.summary,
+        &suite.summary,
         scores,
         &suite.item_views(),
         results::BOOTSTRAP_RESAMPLES,

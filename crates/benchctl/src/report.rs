@@ -127,8 +127,8 @@ pub fn margin(truth: &Truth, scores: &ScoreMatrix<'_>) -> Option<f64> {
 /// What the page summarises: the run's headline metric among the per-item ones (its 0/1
 /// outcome decides "failed"), or the first 0/1 metric.
 fn outcome_metric(suite: &Suite, metrics: &[PerItemMetric]) -> usize {
-    let headline = benchctl_suites::find(suite.id).map(|s| s.headline).unwrap_or_default();
-    let base = headline.strip_suffix("_macro").unwrap_or(headline);
+    let headline = benchctl_suites::find(&suite.id).map(|s| s.headline.into_owned()).unwrap_or_default();
+    let base = headline.strip_suffix("_macro").unwrap_or(&headline);
     metrics
         .iter()
         .position(|m| m.binary && m.name == base)
@@ -222,9 +222,11 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     std::fs::create_dir_all(&data).map_err(io(&data))?;
     let suite = &shown.suite;
     let views = suite.item_views();
-    let values = benchctl_scoring::metrics::per_item_values(suite.summary, &shown.scores, &views)?;
+    let values = benchctl_scoring::metrics::per_item_values(&suite.summary, &shown.scores, &views)?;
     let other_values = match against {
-        Some(o) => Some(benchctl_scoring::metrics::per_item_values(o.suite.summary, &o.scores, &o.suite.item_views())?),
+        Some(o) => {
+            Some(benchctl_scoring::metrics::per_item_values(&o.suite.summary, &o.scores, &o.suite.item_views())?)
+        }
         None => None,
     };
     let outcome = outcome_metric(suite, &values);

@@ -185,14 +185,14 @@ impl SuiteRecord {
             incomplete: suite.incomplete.clone(),
             altered_images: None,
             caption_normalisation: None,
-            manifest: suite.manifest.and_then(|m| m.path.as_ref()).map(|p| p.display().to_string()),
+            manifest: suite.manifest.as_ref().and_then(|m| m.path.as_ref()).map(|p| p.display().to_string()),
             shortlist: None,
         }
     }
 
     /// The suite this run was on: a built-in suite or bundled manifest by id, else the
     /// manifest file it was read from.
-    pub fn info(&self) -> Result<&'static benchctl_suites::SuiteInfo> {
+    pub fn info(&self) -> Result<benchctl_suites::SuiteInfo> {
         Ok(benchctl_suites::find(self.manifest.as_deref().unwrap_or(&self.id))?)
     }
 }
@@ -627,7 +627,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
     // A manifest decides what the annotations mean: another manifest is other data.
-    if let Some(manifest) = suite.manifest {
+    if let Some(manifest) = &suite.manifest {
         hash.update(b"manifest");
         hash.update((manifest.text.len() as u64).to_le_bytes());
         hash.update(manifest.text.as_bytes());

@@ -72,7 +72,7 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
         check_model_name(name)?;
     }
     let info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
     // Recorded absolute, as `eval` records it.
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
     if let benchctl_suites::SuiteKind::Galleries = info.kind {
@@ -84,7 +84,7 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
         });
     }
     let mut suite = info.load(&data_dir)?;
-    suite.summary.ties = crate::evaluate::tie_rule(info, args.ties)?;
+    suite.summary.ties = crate::evaluate::tie_rule(&info, args.ties)?;
     let format = match args.format {
         Some(format) => format,
         None => detect_format(&args.scores)?,
@@ -170,7 +170,7 @@ impl Scored {
                     id: self.suite_id.clone(),
                     data_dir: data_dir.display().to_string(),
                     items: self.report.items,
-                    ties: crate::evaluate::tie_rule(benchctl_suites::find(&self.suite_id)?, args.ties)?
+                    ties: crate::evaluate::tie_rule(&benchctl_suites::find(&self.suite_id)?, args.ties)?
                         .name()
                         .to_string(),
                     incomplete: Vec::new(),

@@ -133,6 +133,6 @@ fn suites_list_every_bundled_manifest_with_how_to_get_it() {
         assert!(lines.next().is_some(), "{} is not listed: {listing}", info.id);
         let data = lines.next().unwrap_or_default().trim();
         assert!(data.starts_with("data: not here"), "{}: {data}", info.id);
-        assert!(!info.how_to_get.is_empty() && data.contains(info.how_to_get), "{}: {data}", info.id);
+        assert!(!info.how_to_get.is_empty() && data.contains(&*info.how_to_get), "{}: {data}", info.id);
     }
 }

@@ -26,7 +26,9 @@ use super::transformer::{
     attend, l2_normalise, load_blocks, run_blocks, token, AttentionNames, Block, Dense, PatchEmbedding, Tower,
 };
 use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::tokenizer::BertTokenizer;
@@ -438,3 +440,29 @@ impl FusionEncoder for BlipItm {
         Some(&self.itc)
     }
 }
+
+/// BLIP for retrieval (`BlipForImageTextRetrieval`), ITM and ITC heads, as
+/// [`crate::registry::ARCHITECTURES`] lists it.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "blip",
+    model_types: &["blip"],
+    layout: HF_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Itm, ScoreHead::Itc],
+    default_preprocessor: |size| Some(Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD)),
+    caption_limit: |files| {
+        let config = BlipConfig::from_file(&files.config)?;
+        let context = BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
+        let tokenizer = BertTokenizer::from_file(&files.tokenizer, context)?;
+        Ok(CaptionLimit::new(context, move |t| tokenizer.tokens_cut(t)))
+    },
+    load: |head, files, dtype, device| {
+        Ok(if head.is_fusion() {
+            crate::Model::Fusion(Box::new(BlipItm::load(files, dtype, device)?))
+        } else {
+            crate::Model::Dual(Box::new(BlipItc::load(files, dtype, device)?))
+        })
+    },
+    clip_towers: false,
+    pre_captions: true,
+});

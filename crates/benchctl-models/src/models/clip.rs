@@ -20,7 +20,9 @@ use serde::Deserialize;
 pub use super::transformer::Activation;
 use super::transformer::{l2_normalise, load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
 use crate::preprocess::Preprocessor;
 use crate::tokenizer::ClipTokenizer;
@@ -531,4 +533,27 @@ impl DualEncoder for ClipEncoder {
     fn similarity(&self) -> Similarity {
         Similarity { scale: self.model.logit_scale, bias: 0.0, sigmoid: false }
     }
+}
+
+/// CLIP in Hugging Face layout, as [`crate::registry::ARCHITECTURES`] lists it.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "clip",
+    model_types: &["clip"],
+    layout: HF_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Contrastive],
+    default_preprocessor: |size| Some(Preprocessor::hf_clip(size)),
+    caption_limit: |files| {
+        let context = ClipConfig::from_file(&files.config)?.text_config.max_position_embeddings;
+        caption_limit(files, context)
+    },
+    load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?))),
+    clip_towers: true,
+    pre_captions: false,
+});
+
+/// The CLIP tokenizer's caption limit at a context of `context` tokens.
+pub(crate) fn caption_limit(files: &ModelFiles, context: usize) -> Result<CaptionLimit> {
+    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context)?;
+    Ok(CaptionLimit::new(context, move |t| tokenizer.tokens_cut(t)))
 }

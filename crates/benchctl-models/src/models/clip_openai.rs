@@ -26,7 +26,9 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use super::clip::{Clip, ClipConfig, ClipEncoder, TextConfig, VisionConfig};
+use crate::architecture::{Architecture, ArchitectureSpec, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::OPEN_CLIP_LAYOUT;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::tokenizer::ClipTokenizer;
 use crate::{Error, ErrorKind, Result};
@@ -387,3 +389,21 @@ pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Resu
     let model = Clip::from_tensors(config, tensors, dtype, device, &files.weights.display().to_string())?;
     Ok(ClipEncoder::from_parts(model, tokenizer, preprocessor))
 }
+
+/// CLIP in OpenCLIP's own naming and files (`open_clip_config.json`), as
+/// [`crate::registry::ARCHITECTURES`] lists it.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "openclip",
+    model_types: &[],
+    layout: OPEN_CLIP_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Contrastive],
+    default_preprocessor: |size| Some(Preprocessor::openai_clip(size)),
+    caption_limit: |files| {
+        let context = OpenClipFile::from_file(&files.config)?.clip_config().text_config.max_position_embeddings;
+        super::clip::caption_limit(files, context)
+    },
+    load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(load_open_clip(files, dtype, device)?))),
+    clip_towers: true,
+    pre_captions: false,
+});

@@ -14,11 +14,11 @@ use std::ops::Range;
 
 use candle_core::{DType, Device, Tensor, D};
 
-use super::transformer::{over_rows, Dense};
+use super::transformer::{over_rows, repeat_kv, Dense};
 use super::weights::Weights;
 use crate::kernels::Activation;
-use crate::preprocess::Preprocessor;
-use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
+use crate::vqascore::local::{KvLayout, LayerCache};
+use crate::{Error, Result};
 
 /// Gemma's RMS norm: in f32, `x / rms(x) · (1 + w)`, back to the input's dtype.
 #[derive(Debug, Clone)]
@@ -77,9 +77,6 @@ impl Rope {
         candle_nn::rotary_emb::rope(&xs.contiguous()?, &cos, &sin)
     }
 }
-
-/// One decoder layer's keys and values, `(b, kv_heads, t, head_dim)` each.
-pub(crate) type LayerCache = (Tensor, Tensor);
 
 /// The shape of a Gemma decoder, from a checkpoint's `text_config`.
 #[derive(Debug, Clone)]
@@ -384,76 +381,10 @@ impl Decoder {
         candle_nn::ops::log_softmax(&logits, D::Minus1)
     }
 
-    /// Each row's mean log-probability of `answer` (the same length in every row), the
-    /// answer's first token predicted by row `first` of the final states `(b, s, hidden)` and
-    /// the rest teacher-forced after it.
-    pub(crate) fn answer_log_ps(
-        &self,
-        hidden: &Tensor,
-        first: usize,
-        answers: &[&[u32]],
-    ) -> candle_core::Result<Vec<f32>> {
-        let n = answers.first().map_or(0, |a| a.len());
-        mean_answer_log_ps(&self.log_probs(&hidden.narrow(1, first, n)?)?, answers)
+    /// How this decoder's keys and values lie in a flat image state.
+    pub(crate) fn kv_layout(&self) -> KvLayout {
+        KvLayout { layers: self.layers.len(), kv_heads: self.kv_heads, head_dim: self.head_dim, positioned: false }
     }
-
-    /// Flattens per-layer caches into one row per batch entry (keys then values, layer by
-    /// layer), the image state a [`crate::FusionEncoder`] hands back per image.
-    pub(crate) fn flatten_caches(caches: &[LayerCache]) -> candle_core::Result<Tensor> {
-        let flat: Vec<Tensor> = caches
-            .iter()
-            .flat_map(|(k, v)| [k.flatten_from(1), v.flatten_from(1)])
-            .collect::<candle_core::Result<_>>()?;
-        Tensor::cat(&flat, 1)
-    }
-
-    /// Rows of [`Decoder::flatten_caches`] `(b, flat)` back into per-layer caches of `len`
-    /// positions, `(b, kv_heads, len, head_dim)` each.
-    pub(crate) fn unflatten_caches(&self, states: &Tensor, len: usize) -> candle_core::Result<Vec<LayerCache>> {
-        let per = self.kv_heads * len * self.head_dim;
-        let (b, width) = states.dims2()?;
-        if width != 2 * self.layers.len() * per {
-            candle_core::bail!("an image state of {width} values does not fit a {len}-token prompt");
-        }
-        (0..self.layers.len())
-            .map(|l| {
-                let part = |i: usize| {
-                    states.narrow(1, (2 * l + i) * per, per)?.reshape((b, self.kv_heads, len, self.head_dim))
-                };
-                Ok((part(0)?, part(1)?))
-            })
-            .collect()
-    }
-}
-
-/// Each row's mean of its answer tokens' entries in `log_probs` `(b, answer length, vocab)`,
-/// gathered on the device and read back in one copy.
-pub(crate) fn mean_answer_log_ps(log_probs: &Tensor, answers: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
-    let n = answers.first().map_or(0, |a| a.len());
-    let tokens = Tensor::from_vec(answers.concat(), (answers.len(), n, 1), log_probs.device())?;
-    let picked = log_probs.gather(&tokens, 2)?.squeeze(2)?.to_vec2::<f32>()?;
-    Ok(picked.iter().map(|row| (row.iter().map(|&lp| f64::from(lp)).sum::<f64>() / n as f64) as f32).collect())
-}
-
-/// `(b, kv_heads, len, d)` keys or values repeated for grouped-query attention:
-/// `(b, kv_heads · group, len, d)`, each key-value head serving `group` query heads in turn.
-pub(crate) fn repeat_kv(t: &Tensor, group: usize) -> candle_core::Result<Tensor> {
-    let (b, kv, len, d) = t.dims4()?;
-    t.unsqueeze(2)?.broadcast_as((b, kv, group, len, d))?.reshape((b, kv * group, len, d))
-}
-
-/// Positions of `keys` grouped by equal key (a prompt's and an answer's lengths), groups in
-/// the order of their first member: rows of one shape run as one batch, with no padding to
-/// change a result.
-pub(crate) fn groups_of<K: PartialEq + Copy>(keys: &[K]) -> Vec<Vec<usize>> {
-    let mut groups: Vec<(K, Vec<usize>)> = Vec::new();
-    for (i, &key) in keys.iter().enumerate() {
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, members)) => members.push(i),
-            None => groups.push((key, vec![i])),
-        }
-    }
-    groups.into_iter().map(|(_, members)| members).collect()
 }
 
 /// Where a generative checkpoint keeps its vision tower, language model and projector: the
@@ -471,84 +402,4 @@ pub(crate) fn multimodal_parts<'a>(w: &Weights<'a>) -> (Weights<'a>, Weights<'a>
         ("language_model.model", "multi_modal_projector")
     };
     (w.pp(vision), w.pp(language), w.pp(projector))
-}
-
-/// A checkpoint's `tokenizer.json`.
-pub(crate) fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
-    tokenizers::Tokenizer::from_file(path)
-        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("load the tokenizer {}: {e}", path.display())))
-}
-
-/// Scores by groups of rows of one shape (`keys`, see [`groups_of`]), `run` scoring one group's
-/// rows (given by position) as one batch; the scores in the rows' order.
-pub(crate) fn score_in_groups<K: PartialEq + Copy>(
-    keys: &[K],
-    mut run: impl FnMut(&[usize]) -> candle_core::Result<Vec<f32>>,
-) -> Result<Vec<f32>> {
-    let mut scores = vec![0.0f32; keys.len()];
-    for group in groups_of(keys) {
-        let got = run(&group).map_err(|e| Error::compute("score captions", e))?;
-        group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
-    }
-    Ok(scores)
-}
-
-/// A generative model scored here (Gemma 3, PaliGemma, Qwen3-VL): its per-image state and its
-/// batched pair scores. Every such model is a [`FusionEncoder`] whose scores are `log P(answer)`.
-pub trait LocalVqa {
-    /// Where its weights live.
-    fn weights_device(&self) -> &Device;
-    fn image_preprocessor(&self) -> &Preprocessor;
-    /// What is computed once per image, `(b, …)` for `(b, C, H, W)` pixels.
-    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor>;
-    /// Each pair's `log P(answer)`, pair `i` being `(image_states[i], texts[i])`.
-    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>>;
-}
-
-impl<T: LocalVqa> FusionEncoder for T {
-    fn device(&self) -> &Device {
-        self.weights_device()
-    }
-
-    fn preprocessor(&self) -> &Preprocessor {
-        self.image_preprocessor()
-    }
-
-    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
-        self.image_states(pixels).map_err(|e| Error::compute("encode images", e))
-    }
-
-    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
-        let scores = self.score_batched(image_states, texts)?;
-        Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
-    }
-
-    fn score_kind(&self) -> ScoreKind {
-        ScoreKind::LogProbability
-    }
-
-    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
-        None
-    }
-}
-
-/// `text`'s token ids, without special tokens added.
-pub(crate) fn encode(tokenizer: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
-    tokenizer
-        .encode(text, false)
-        .map(|e| e.get_ids().to_vec())
-        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenize {text:?}: {e}")))
-}
-
-/// The ids of the answer whose probability scores `caption`.
-pub(crate) fn answer_ids(
-    tokenizer: &tokenizers::Tokenizer,
-    template: &crate::vqascore::Template,
-    caption: &str,
-) -> Result<Vec<u32>> {
-    let answer = encode(tokenizer, &template.answer_for(caption))?;
-    if answer.is_empty() {
-        return Err(Error::new(ErrorKind::Tokenizer, "tokenize the answer: it has no tokens"));
-    }
-    Ok(answer)
 }

@@ -27,14 +27,15 @@
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{
-    answer_ids, encode, load_tokenizer, multimodal_parts, score_in_groups, Decoder, DecoderSpec, LocalVqa, RmsNorm,
-};
+use super::gemma::{multimodal_parts, Decoder, DecoderSpec, RmsNorm};
 use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::transformer::over_rows;
 use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{Preprocessor, HALF};
+use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -290,47 +291,6 @@ pub struct Gemma3Vqa {
 }
 
 impl Gemma3Vqa {
-    pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
-        Self::with_template(files, dtype, device, Template::t2v_metrics())
-    }
-
-    pub fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
-        let config = Gemma3Config::from_file(&files.config)?;
-        let weights = Weights::open(&files.weights, dtype, device)?;
-        let model = Gemma3::from_weights(&config, &files.config, &weights)?;
-        let tokenizer = load_tokenizer(&files.tokenizer)?;
-        let image = (0..config.mm_tokens_per_image).map(|_| "<image_soft_token>").collect::<String>();
-        let text = format!("<bos><start_of_turn>user\n\n\n<start_of_image>{image}<end_of_image>");
-        let prefix = encode(&tokenizer, &text)?;
-        let first = prefix.iter().position(|&t| t == config.image_token_index);
-        let count = prefix.iter().filter(|&&t| t == config.image_token_index).count();
-        let bos = tokenizer.token_to_id("<bos>");
-        let (Some(first), true, true) =
-            (first, count == config.mm_tokens_per_image, bos.is_some() && prefix.first() == bos.as_ref())
-        else {
-            return Err(Error::new(
-                ErrorKind::Tokenizer,
-                format!(
-                    "use the tokenizer {}: it does not read Gemma 3's special tokens (<bos>, <image_soft_token> as id {})",
-                    files.tokenizer.display(),
-                    config.image_token_index
-                ),
-            ));
-        };
-        let preprocessor = match &files.preprocessor {
-            Some(path) => preprocessor_from_file(path, config.preprocessor())?,
-            None => config.preprocessor(),
-        };
-        Ok(Self { preprocessor, image_span: first..first + count, prefix, model, tokenizer, template, dtype })
-    }
-
-    /// The prompt's token ids after the image for `caption`, and the answer's ids.
-    pub fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
-        let question = self.template.question_for(caption);
-        let suffix = format!("\n\n{}<end_of_turn>\n<start_of_turn>model\n", question.trim());
-        Ok((encode(&self.tokenizer, &suffix)?, answer_ids(&self.tokenizer, &self.template, caption)?))
-    }
-
     /// The whole prompt's ids for `caption` (prefix and caption part).
     pub fn prompt_ids(&self, caption: &str) -> Result<Vec<u32>> {
         Ok([self.prefix.clone(), self.caption_ids(caption)?.0].concat())
@@ -342,25 +302,7 @@ impl Gemma3Vqa {
         let ids = vec![self.prefix.clone(); b];
         let xs = self.model.decoder.embed(&ids, Some((&images, self.model.image_token)))?;
         let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, Some(&self.image_span))?;
-        Decoder::flatten_caches(&caches)
-    }
-
-    /// Pairs' scores, those of one input length in one batch over their images' prompt states.
-    fn score_captions(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
-        let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.caption_ids(t)).collect::<Result<_>>()?;
-        // The answer teacher-forced: every answer token but the last is input too.
-        let inputs: Vec<Vec<u32>> = ids.iter().map(|(s, a)| [s.as_slice(), &a[..a.len() - 1]].concat()).collect();
-        let keys: Vec<(usize, usize)> = ids.iter().map(|(s, a)| (s.len(), a.len())).collect();
-        let decoder = &self.model.decoder;
-        score_in_groups(&keys, |group| {
-            let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())?;
-            let past = decoder.unflatten_caches(&image_states.index_select(&rows, 0)?, self.prefix.len())?;
-            let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
-            let xs = decoder.embed(&batch, None)?;
-            let (hidden, _) = decoder.decode(xs, self.prefix.len(), 0, Some(&past), None)?;
-            let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
-            decoder.answer_log_ps(&hidden, ids[group[0]].0.len() - 1, &answers)
-        })
+        self.model.decoder.kv_layout().flatten(&caches, 0)
     }
 }
 
@@ -395,6 +337,36 @@ fn preprocessor_from_file(path: &std::path::Path, default: Preprocessor) -> Resu
 }
 
 impl LocalVqa for Gemma3Vqa {
+    fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
+        let config = Gemma3Config::from_file(&files.config)?;
+        let weights = Weights::open(&files.weights, dtype, device)?;
+        let model = Gemma3::from_weights(&config, &files.config, &weights)?;
+        let tokenizer = load_tokenizer(&files.tokenizer)?;
+        let image = (0..config.mm_tokens_per_image).map(|_| "<image_soft_token>").collect::<String>();
+        let text = format!("<bos><start_of_turn>user\n\n\n<start_of_image>{image}<end_of_image>");
+        let prefix = encode(&tokenizer, &text)?;
+        let first = prefix.iter().position(|&t| t == config.image_token_index);
+        let count = prefix.iter().filter(|&&t| t == config.image_token_index).count();
+        let bos = tokenizer.token_to_id("<bos>");
+        let (Some(first), true, true) =
+            (first, count == config.mm_tokens_per_image, bos.is_some() && prefix.first() == bos.as_ref())
+        else {
+            return Err(Error::new(
+                ErrorKind::Tokenizer,
+                format!(
+                    "use the tokenizer {}: it does not read Gemma 3's special tokens (<bos>, <image_soft_token> as id {})",
+                    files.tokenizer.display(),
+                    config.image_token_index
+                ),
+            ));
+        };
+        let preprocessor = match &files.preprocessor {
+            Some(path) => preprocessor_from_file(path, config.preprocessor())?,
+            None => config.preprocessor(),
+        };
+        Ok(Self { preprocessor, image_span: first..first + count, prefix, model, tokenizer, template, dtype })
+    }
+
     fn weights_device(&self) -> &Device {
         self.model.decoder.device()
     }
@@ -408,7 +380,43 @@ impl LocalVqa for Gemma3Vqa {
         self.prefix_states(pixels)
     }
 
-    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
-        self.score_captions(image_states, texts)
+    /// The prompt's token ids after the image for `caption`, and the answer's ids.
+    fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let question = self.template.question_for(caption);
+        let suffix = format!("\n\n{}<end_of_turn>\n<start_of_turn>model\n", question.trim());
+        Ok((encode(&self.tokenizer, &suffix)?, answer_ids(&self.tokenizer, &self.template, caption)?))
+    }
+
+    /// The caption's tokens over each image's prompt state.
+    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
+        let decoder = &self.model.decoder;
+        let (past, len, _) = decoder.kv_layout().unflatten(image_states, image_states.dtype())?;
+        if len != self.prefix.len() {
+            candle_core::bail!("an image state of {len} positions does not fit a {}-token prompt", self.prefix.len());
+        }
+        let (hidden, _) = decoder.decode(decoder.embed(inputs, None)?, len, 0, Some(&past), None)?;
+        Ok(hidden)
+    }
+
+    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.model.decoder.log_probs(hidden)
     }
 }
+
+/// Gemma 3 scored by VQAScore, as [`crate::registry::ARCHITECTURES`] lists it (its 4B and
+/// larger checkpoints are published in shards).
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "gemma3",
+    model_types: &["gemma3"],
+    layout: HF_SHARDED_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Vqa],
+    default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF).bilinear()),
+    // A prompt of a few hundred tokens in a context of 8k or more: no caption is cut.
+    caption_limit: |files| {
+        Ok(CaptionLimit::never_cut(Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings))
+    },
+    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Gemma3Vqa::load(files, dtype, device)?))),
+    clip_towers: false,
+    pre_captions: false,
+});

@@ -23,14 +23,15 @@
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use super::gemma::{
-    answer_ids, encode, load_tokenizer, multimodal_parts, score_in_groups, Decoder, DecoderSpec, LocalVqa,
-};
+use super::gemma::{multimodal_parts, Decoder, DecoderSpec};
 use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::transformer::Dense;
 use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{Preprocessor, HALF};
+use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -186,12 +187,8 @@ pub struct PaliGemmaVqa {
     dtype: DType,
 }
 
-impl PaliGemmaVqa {
-    pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
-        Self::with_template(files, dtype, device, Template::t2v_metrics())
-    }
-
-    pub fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
+impl LocalVqa for PaliGemmaVqa {
+    fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
         let config = PaliGemmaConfig::from_file(&files.config)?;
         let weights = Weights::open(&files.weights, dtype, device)?;
         let model = PaliGemma::from_weights(&config, &weights)?;
@@ -221,36 +218,6 @@ impl PaliGemmaVqa {
         Ok(Self { image_tokens: config.image_tokens(), model, tokenizer, template, preprocessor, bos, dtype })
     }
 
-    /// The prompt's ids for `caption` (image tokens, `<bos>`, the question and `\n`) and the
-    /// answer's.
-    pub fn prompt_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
-        let text = format!("{}\n", self.template.question_for(caption));
-        let mut ids = vec![self.model.image_token; self.image_tokens];
-        ids.push(self.bos);
-        ids.extend(encode(&self.tokenizer, &text)?);
-        Ok((ids, answer_ids(&self.tokenizer, &self.template, caption)?))
-    }
-
-    /// Pairs' scores, those of one prompt length in one batch.
-    fn score_captions(&self, images: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
-        let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.prompt_ids(t)).collect::<Result<_>>()?;
-        // The answer teacher-forced after the prompt; the prompt is the prefix, both ways.
-        let inputs: Vec<Vec<u32>> = ids.iter().map(|(p, a)| [p.as_slice(), &a[..a.len() - 1]].concat()).collect();
-        let keys: Vec<(usize, usize)> = ids.iter().map(|(p, a)| (p.len(), a.len())).collect();
-        let decoder = &self.model.decoder;
-        score_in_groups(&keys, |group| {
-            let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), images.device())?;
-            let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
-            let xs = decoder.embed(&batch, Some((&images.index_select(&rows, 0)?, self.model.image_token)))?;
-            let prompt = ids[group[0]].0.len();
-            let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt)))?;
-            let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
-            decoder.answer_log_ps(&hidden, prompt - 1, &answers)
-        })
-    }
-}
-
-impl LocalVqa for PaliGemmaVqa {
     fn weights_device(&self) -> &Device {
         self.model.decoder.device()
     }
@@ -264,7 +231,41 @@ impl LocalVqa for PaliGemmaVqa {
         self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)
     }
 
-    fn score_batched(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<f32>> {
-        self.score_captions(image_states, texts)
+    /// The whole prompt: image tokens, `<bos>`, the question and `\n` (an image state holds
+    /// only the projected patches, since the prompt attends both ways).
+    fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let text = format!("{}\n", self.template.question_for(caption));
+        let mut ids = vec![self.model.image_token; self.image_tokens];
+        ids.push(self.bos);
+        ids.extend(encode(&self.tokenizer, &text)?);
+        Ok((ids, answer_ids(&self.tokenizer, &self.template, caption)?))
+    }
+
+    /// The prompt is the prefix, both ways; the teacher-forced answer after it is causal.
+    fn decode_group(&self, images: &Tensor, inputs: &[Vec<u32>], prompt: usize) -> candle_core::Result<Tensor> {
+        let decoder = &self.model.decoder;
+        let xs = decoder.embed(inputs, Some((images, self.model.image_token)))?;
+        let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt)))?;
+        Ok(hidden)
+    }
+
+    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.model.decoder.log_probs(hidden)
     }
 }
+
+/// PaliGemma scored by VQAScore, as [`crate::registry::ARCHITECTURES`] lists it.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "paligemma",
+    model_types: &["paligemma"],
+    layout: HF_SHARDED_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Vqa],
+    default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF)),
+    caption_limit: |files| {
+        Ok(CaptionLimit::never_cut(PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings))
+    },
+    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(PaliGemmaVqa::load(files, dtype, device)?))),
+    clip_towers: false,
+    pre_captions: false,
+});

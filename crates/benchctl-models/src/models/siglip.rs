@@ -19,7 +19,9 @@ use super::transformer::{
     l2_normalise, load_blocks, run_blocks, token, Block, Mlp, PatchEmbedding, QueryAttention, Tower,
 };
 use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, HALF};
 use crate::tokenizer::SiglipTokenizer;
@@ -342,3 +344,22 @@ impl DualEncoder for SiglipEncoder {
         Similarity { scale, bias, sigmoid: true }
     }
 }
+
+/// SigLIP in Hugging Face layout (`SiglipModel`), as [`crate::registry::ARCHITECTURES`] lists it.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "siglip",
+    model_types: &["siglip"],
+    layout: HF_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Sigmoid],
+    default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF)),
+    caption_limit: |files| {
+        let config = SiglipConfig::from_file(&files.config)?;
+        let tc = &config.text_config;
+        let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
+        Ok(CaptionLimit::new(tc.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
+    },
+    load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(SiglipEncoder::load(files, dtype, device)?))),
+    clip_towers: false,
+    pre_captions: false,
+});

@@ -378,6 +378,13 @@ pub(crate) fn pairwise_dot(images: &Tensor, texts: &Tensor) -> candle_core::Resu
     images.matmul(&texts.transpose(D::Minus1, D::Minus2)?)
 }
 
+/// `(b, kv_heads, len, d)` keys or values repeated for grouped-query attention:
+/// `(b, kv_heads · group, len, d)`, each key-value head serving `group` query heads in turn.
+pub(crate) fn repeat_kv(t: &Tensor, group: usize) -> candle_core::Result<Tensor> {
+    let (b, kv, len, d) = t.dims4()?;
+    t.unsqueeze(2)?.broadcast_as((b, kv, group, len, d))?.reshape((b, kv * group, len, d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,11 +9,14 @@
 //! The score of a pair is `log P(answer)`, stored as [`crate::ScoreKind::LogProbability`]:
 //! probabilities that round to 1.0 in f32 would tie, their logs do not.
 //!
+//! - [`local`]: the score computed here, on a generative model's own weights (one scoring
+//!   loop for every family of [`crate::models`] that implements [`local::LocalVqa`]);
 //! - [`endpoint`]: the score through any OpenAI-compatible chat-completions server that
 //!   returns log-probabilities (vLLM, SGLang, llama.cpp's server), read from the first
 //!   generated token's top log-probabilities as `t2v_metrics`' API models read them.
 
 pub mod endpoint;
+pub mod local;
 
 use crate::{Error, ErrorKind, Result};
 

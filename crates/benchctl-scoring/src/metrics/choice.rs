@@ -12,7 +12,7 @@
 //! first of the tied candidates, which rewards candidate order; [`Ties::First`]
 //! (`--ties first`) reproduces it exactly, for reproducing published numbers.
 
-use super::{group, ItemView, PerItem, Ties, ValueRows};
+use super::{group, Family, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreTensor};
 
 /// Names of the choice metrics, in report order.
@@ -20,7 +20,22 @@ pub const NAMES: [&str; 2] = ["i2t_accuracy", "t2i_accuracy"];
 
 pub(crate) struct ChoiceAccuracy;
 
-impl PerItem for ChoiceAccuracy {
+/// The family, as [`super::FAMILIES`] lists it.
+pub const FAMILY: MetricFamily = MetricFamily::declare(&ChoiceAccuracy);
+
+impl Family for ChoiceAccuracy {
+    fn id(&self) -> &'static str {
+        "choice"
+    }
+
+    fn description(&self) -> &'static str {
+        "image-to-text and text-to-image accuracy"
+    }
+
+    fn headline_base(&self) -> &'static str {
+        "i2t_accuracy"
+    }
+
     fn names(&self) -> &'static [&'static str] {
         &NAMES
     }

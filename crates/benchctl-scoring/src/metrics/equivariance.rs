@@ -9,7 +9,7 @@
 //! Zero for a perfectly equivariant model; lower is better. It is reported in score units
 //! (mean and quartiles), so it is comparable only between models with the same score scale.
 
-use super::{group, Aggregate, ItemView, PerItem, Ties, ValueRows};
+use super::{group, Aggregate, Family, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor};
 
 /// Names of the EqBen metrics, in report order.
@@ -26,7 +26,26 @@ pub fn eqsim_deviation(s: &ScoreMatrix<'_>) -> Option<f64> {
 
 pub(crate) struct EquivarianceScores;
 
-impl PerItem for EquivarianceScores {
+/// The family, as [`super::FAMILIES`] lists it.
+pub const FAMILY: MetricFamily = MetricFamily::declare(&EquivarianceScores);
+
+impl Family for EquivarianceScores {
+    fn id(&self) -> &'static str {
+        "equivariance"
+    }
+
+    fn description(&self) -> &'static str {
+        "text/image/group score and the EqSim deviation"
+    }
+
+    fn headline_base(&self) -> &'static str {
+        "group_score"
+    }
+
+    fn lower_is_better(&self) -> &'static [&'static str] {
+        &["eqsim_deviation"]
+    }
+
     fn names(&self) -> &'static [&'static str] {
         &NAMES
     }

@@ -10,7 +10,7 @@
 //! strictly above each non-matching text; the image score likewise per text over images.
 //! Comparisons are strict, so a tie is a miss, as in the official evaluation code.
 
-use super::{ItemView, PerItem, Ties, ValueRows};
+use super::{Family, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the group-score metrics, in report order.
@@ -72,7 +72,22 @@ pub(crate) fn hit(b: bool) -> Option<f64> {
 
 pub(crate) struct GroupScore;
 
-impl PerItem for GroupScore {
+/// The family, as [`super::FAMILIES`] lists it.
+pub const FAMILY: MetricFamily = MetricFamily::declare(&GroupScore);
+
+impl Family for GroupScore {
+    fn id(&self) -> &'static str {
+        "group"
+    }
+
+    fn description(&self) -> &'static str {
+        "text/image/group score"
+    }
+
+    fn headline_base(&self) -> &'static str {
+        "group_score"
+    }
+
     fn names(&self) -> &'static [&'static str] {
         &NAMES
     }

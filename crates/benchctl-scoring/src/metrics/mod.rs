@@ -5,57 +5,43 @@
 
 pub mod choice;
 pub mod equivariance;
+mod family;
 pub mod group;
 pub mod pairwise;
 pub mod positives;
 pub mod retrieval;
 pub mod stats;
+mod summary;
+
+pub(crate) use family::Family;
+pub use family::{Aggregate, MetricFamily, Ties};
+pub use summary::{AllOf, GroupFilter, SubsetAverage, Summary};
+
+/// Every metric family an item suite can name, each declared in its own module: a new family
+/// is its file and one line here.
+pub const FAMILIES: &[MetricFamily] =
+    &[group::FAMILY, pairwise::FAMILY, choice::FAMILY, equivariance::FAMILY, positives::FAMILY];
+
+impl MetricFamily {
+    /// The family a manifest names by `id`.
+    pub fn find(id: &str) -> Option<Self> {
+        FAMILIES.iter().copied().find(|f| f.id() == id)
+    }
+}
+
+/// Whether a larger value of `metric` is better, as the family that reports it declares
+/// (every item family's lower-is-better metrics, and retrieval's statistics): false for the
+/// EqSim deviation, and for retrieval's median rank, drop rate and RSMS. A name no family
+/// declares lower-is-better is higher-is-better (every percentage of items).
+pub fn higher_is_better(metric: &str) -> bool {
+    FAMILIES.iter().all(|f| f.higher_is_better(metric)) && retrieval::higher_is_better(metric)
+}
 
 use std::collections::BTreeMap;
 
 use crate::report::{Breakdown, Group, Report};
 use crate::{Error, Result, ScoreTensor, Tags, Truth};
 use benchctl_base::spill::{self, SpillVec};
-
-/// Which published metrics a suite reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricFamily {
-    /// Winoground's text / image / group score (strict `>`, a tie is a miss).
-    Group,
-    /// VALSE's pairwise accuracy: the caption strictly above its foil.
-    Pairwise,
-    /// SPEC's multiple-choice accuracy, image-to-text and text-to-image.
-    Choice,
-    /// EqBen: Winoground's scores plus the EqSim deviation diagnostic.
-    Equivariance,
-    /// SugarCrepe++: every positive text above every negative, and each positive alone.
-    Positives,
-}
-
-impl MetricFamily {
-    /// Whether the family also reads each item's text–text similarities
-    /// ([`ScoreTensor::text_scores`]): SugarCrepe++'s text-only task.
-    pub fn compares_texts(self) -> bool {
-        self == MetricFamily::Positives
-    }
-}
-
-/// Whether a larger value of this reported metric is better: false for the EqSim deviation,
-/// and for retrieval's median rank, drop rate and RSMS (the share of queries whose top-1 is
-/// an altered sample).
-pub fn higher_is_better(metric: &str) -> bool {
-    !(metric.starts_with("eqsim_deviation") || ["_medr", "_drop", "_rsms"].iter().any(|s| metric.ends_with(s)))
-}
-
-/// How per-item values of a metric are summarised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Aggregate {
-    /// Mean ×100 of 0/1 outcomes, reported as `<name>`.
-    Percent,
-    /// A real-valued diagnostic, reported as `<name>_mean`, `_q1`, `_median`, `_q3` (in
-    /// score units; quartiles interpolate linearly between order statistics, numpy's default).
-    Distribution,
-}
 
 /// What the metrics need of one item: its truth and its tags.
 #[derive(Debug, Clone, Copy)]
@@ -64,170 +50,24 @@ pub struct ItemView<'a> {
     pub tags: &'a Tags,
 }
 
-/// Per-item results of a metric family: one 0/1 (or real) value per metric, in a fixed
-/// order; `None` where a metric does not apply to an item.
-pub(crate) trait PerItem {
-    /// Metric names, in report order.
-    fn names(&self) -> &'static [&'static str];
-    /// How each metric is summarised; percentages unless a family says otherwise.
-    fn aggregate(&self, _metric: usize) -> Aggregate {
-        Aggregate::Percent
-    }
-    /// One value per metric for each item; summaries are means ×100 over the items where
-    /// the metric applies.
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows>;
-    /// Whether the family can count the first of tied candidates as the winner ([`Ties::First`]).
-    fn takes_first_of_ties(&self) -> bool {
-        false
-    }
-    /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`).
-    fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
-}
-
-/// How a suite's items are summarised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Summary<'a> {
-    pub family: MetricFamily,
-    /// Tag keys to break down by, in report order.
-    pub breakdown_keys: &'a [&'a str],
-    /// A tag key whose groups are averaged with equal weight (macro average), reported as
-    /// `<metric>_macro` beside the item-weighted (micro) value.
-    pub macro_over: Option<&'a str>,
-    /// Which groups of `macro_over` the macro average counts (every group by default).
-    pub macro_groups: GroupFilter<'a>,
-    /// A paper's own average over named subsets of a tag's groups (EqBen's Table 3 "Avg").
-    pub subset_average: Option<&'a SubsetAverage<'a>>,
-    /// How a tie between the best candidate and another is counted.
-    pub ties: Ties,
-    /// Accuracies over groups of items, each group counting when all its items are right
-    /// (What'sUp's pair and set accuracy).
-    pub all_of: &'a [AllOf<'a>],
-}
-
-/// A paper's accuracy over groups of items: the share of one tag's groups in which every
-/// item scores 1 on a 0/1 metric, in percent. What'sUp's pair accuracy is its left/right and
-/// on/under pairs of images of one object pair, each pair right on both images.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AllOf<'a> {
-    /// The reported name.
-    pub name: &'a str,
-    /// The tag key whose values are the groups.
-    pub key: &'a str,
-    /// The 0/1 per-item metric every member must score 1 on.
-    pub metric: &'a str,
-}
-
-impl<'a> Summary<'a> {
-    /// A family's summary with no breakdowns, no averages and strict ties.
-    pub const fn of(family: MetricFamily) -> Self {
-        Summary {
-            family,
-            breakdown_keys: &[],
-            macro_over: None,
-            macro_groups: GroupFilter::ALL,
-            subset_average: None,
-            ties: Ties::Strict,
-            all_of: &[],
-        }
-    }
-}
-
-/// Groups a macro average leaves out, as a paper's own average does: ARO's VG-Attribution
-/// averages only attribute pairs with at least 25 items, its VG-Relation leaves out the
-/// relations its authors list as symmetric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GroupFilter<'a> {
-    /// Groups with fewer items are left out.
-    pub min_items: usize,
-    /// Group values left out.
-    pub exclude: &'a [&'a str],
-}
-
-impl GroupFilter<'_> {
-    /// Every group counts.
-    pub const ALL: GroupFilter<'static> = GroupFilter { min_items: 0, exclude: &[] };
-
-    fn keeps(&self, value: &str, items: usize) -> bool {
-        items >= self.min_items && !self.exclude.contains(&value)
-    }
-}
-
-/// How a candidate tied with the best-scoring one is counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Ties {
-    /// A tie is a miss: the right candidate must score strictly above every other (the
-    /// default everywhere, and Winoground's, EqBen's and VALSE's official rule).
-    #[default]
-    Strict,
-    /// The first of tied candidates wins, as `numpy.argmax` (SPEC's official scorer) and a
-    /// stable descending sort (RoCOCO's `argsort` ranking) credit it. Only for families whose
-    /// official code takes an argmax or a ranking: choice accuracy and retrieval.
-    First,
-}
-
-impl Ties {
-    pub fn name(self) -> &'static str {
-        match self {
-            Ties::Strict => "strict",
-            Ties::First => "first",
-        }
-    }
-
-    /// From [`Ties::name`], as run records store it.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Ties::Strict, Ties::First].into_iter().find(|t| t.name() == name)
-    }
-}
-
-/// A paper's average over subsets of one tag's groups: each subset is the mean of the groups
-/// it lists, and the average is the mean of `metrics` over every subset. EqBen's Table 3
-/// "Avg" is the 15 numbers text/image/group over AG, YouCook2, GEBC, Kubric (the mean of its
-/// three splits) and SD.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SubsetAverage<'a> {
-    /// The reported name of the average.
-    pub name: &'a str,
-    /// The tag key whose groups are combined.
-    pub key: &'a str,
-    /// Each subset's name and the tag values it averages. A subset of several values is also
-    /// reported, as `<metric>_<subset>`.
-    pub subsets: &'a [(&'a str, &'a [&'a str])],
-    pub metrics: &'a [&'a str],
-}
-
-impl SubsetAverage<'_> {
-    /// The names of the metrics it reports, when every subset is present: each subset of
-    /// several values per metric (`<metric>_<subset>`), then the average.
-    pub fn reported(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .subsets
-            .iter()
-            .filter(|(_, values)| values.len() > 1)
-            .flat_map(|(subset, _)| self.metrics.iter().map(move |m| format!("{m}_{subset}")))
-            .collect();
-        names.push(self.name.to_string());
-        names
-    }
-}
-
 /// Scores every item and summarises the metrics overall and per tag value.
 ///
 /// `breakdown_keys` lists the tag keys to break down by, in report order.
-pub fn evaluate(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
+pub fn evaluate(summary: &Summary, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
     let item_values = ItemValues::new(summary, scores, items)?;
     let (per_item, values) = (item_values.per_item, &item_values.values);
     let all = || 0..items.len();
     let mut metrics = headline(per_item, values, all, usize::MAX, summary, items);
-    for all_of in summary.all_of {
-        let groups = group_sums(all_of.key, all(), items, values, per_item);
+    for all_of in &summary.all_of {
+        let groups = group_sums(&all_of.key, all(), items, values, per_item);
         // A group's mean of a 0/1 metric is exactly 100 when every member scores 1.
         let means: Vec<f64> = groups
             .into_values()
-            .filter_map(|(_, sums)| sums.finish().into_iter().find(|(n, _)| n == all_of.metric).map(|(_, v)| v))
+            .filter_map(|(_, sums)| sums.finish().into_iter().find(|(n, _)| *n == all_of.metric).map(|(_, v)| v))
             .collect();
         if !means.is_empty() {
             let whole = means.iter().filter(|&&m| m >= 100.0).count();
-            metrics.push((all_of.name.to_string(), 100.0 * whole as f64 / means.len() as f64));
+            metrics.push((all_of.name.clone(), 100.0 * whole as f64 / means.len() as f64));
         }
     }
     let breakdowns = summary
@@ -259,11 +99,7 @@ pub struct PerItemMetric {
 
 /// Every item's own value of each of its family's per-item metrics, as the published metrics
 /// aggregate them: what a failure browser shows per item (`benchctl report`).
-pub fn per_item_values(
-    summary: Summary<'_>,
-    scores: &ScoreTensor,
-    items: &[ItemView<'_>],
-) -> Result<Vec<PerItemMetric>> {
+pub fn per_item_values(summary: &Summary, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Vec<PerItemMetric>> {
     let values = ItemValues::new(summary, scores, items)?;
     let names = values.per_item.names();
     Ok(names
@@ -277,26 +113,20 @@ pub fn per_item_values(
         .collect())
 }
 
-/// The family's per-item values of every item (see [`PerItem`]), with the metric names and
+/// The family's per-item values of every item (see [`Family`]), with the metric names and
 /// how each is aggregated: what resampling statistics work from.
 pub(crate) struct ItemValues {
-    per_item: &'static dyn PerItem,
+    per_item: &'static dyn Family,
     pub values: ValueRows,
 }
 
 impl ItemValues {
-    pub fn new(summary: Summary<'_>, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Self> {
+    pub fn new(summary: &Summary, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Self> {
         if items.is_empty() {
             return Err(Error::new("there are no items to score"));
         }
         scores.check_against(items.iter().map(|item| item.truth))?;
-        let per_item: &'static dyn PerItem = match summary.family {
-            MetricFamily::Group => &group::GroupScore,
-            MetricFamily::Pairwise => &pairwise::PairwiseAccuracy,
-            MetricFamily::Choice => &choice::ChoiceAccuracy,
-            MetricFamily::Equivariance => &equivariance::EquivarianceScores,
-            MetricFamily::Positives => &positives::PositivesAccuracy,
-        };
+        let per_item = summary.family.declared();
         if summary.ties == Ties::First && !per_item.takes_first_of_ties() {
             return Err(Error::new(format!(
                 "count ties as `first` for {:?} metrics: their official code compares strictly, so a tie is a miss",
@@ -311,7 +141,7 @@ impl ItemValues {
     pub fn headline<I: Iterator<Item = usize>>(
         &self,
         members: impl Fn() -> I,
-        summary: Summary<'_>,
+        summary: &Summary,
         items: &[ItemView<'_>],
     ) -> Vec<(String, f64)> {
         headline(self.per_item, &self.values, members, self.window(summary), summary, items)
@@ -323,7 +153,7 @@ impl ItemValues {
     /// window), so that what a resample keeps resident does not grow with the suite. The
     /// windows change no count; a real-valued mean (EqSim's deviation) summed over several
     /// may differ from the one-pass sum in its last bits.
-    fn window(&self, summary: Summary<'_>) -> usize {
+    fn window(&self, summary: &Summary) -> usize {
         if !self.values.is_spilled() {
             return usize::MAX;
         }
@@ -353,16 +183,16 @@ impl ItemValues {
 /// metric, its macro average and every quartile, do not depend on the windows; a real-valued
 /// mean is summed window by window (see [`ItemValues::window`]).
 fn headline<I: Iterator<Item = usize>>(
-    per_item: &'static dyn PerItem,
+    per_item: &'static dyn Family,
     values: &ValueRows,
     members: impl Fn() -> I,
     window: usize,
-    summary: Summary<'_>,
+    summary: &Summary,
     items: &[ItemView<'_>],
 ) -> Vec<(String, f64)> {
     let mut overall = Sums::new(per_item);
-    let mut by_macro = summary.macro_over.map(|key| (key, BTreeMap::new()));
-    let mut by_subset = summary.subset_average.map(|average| (average.key, BTreeMap::new()));
+    let mut by_macro = summary.macro_over.as_deref().map(|key| (key, BTreeMap::new()));
+    let mut by_subset = summary.subset_average.as_ref().map(|average| (average.key.as_str(), BTreeMap::new()));
     let window = window.max(1);
     for start in (0..items.len()).step_by(window) {
         let end = start.saturating_add(window).min(items.len());
@@ -389,7 +219,7 @@ fn headline<I: Iterator<Item = usize>>(
             }
         }
     }
-    if let (Some(average), Some((_, groups))) = (summary.subset_average, by_subset) {
+    if let (Some(average), Some((_, groups))) = (&summary.subset_average, by_subset) {
         let groups = groups.into_iter().map(|(value, (_, sums))| (value, sums.finish())).collect();
         metrics.extend(subset_average(average, &groups));
     }
@@ -399,15 +229,15 @@ fn headline<I: Iterator<Item = usize>>(
 /// The subsets' combined metrics and the paper's average over them (see [`SubsetAverage`]),
 /// from the metrics of each group of its tag. A subset with none of its groups among the
 /// members leaves the average out: it would be a different number from the paper's.
-fn subset_average(average: &SubsetAverage<'_>, groups: &BTreeMap<&str, Vec<(String, f64)>>) -> Vec<(String, f64)> {
+fn subset_average(average: &SubsetAverage, groups: &BTreeMap<&str, Vec<(String, f64)>>) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     let mut terms = Vec::new();
     let mut complete = true;
-    for (subset, values_of_subset) in average.subsets {
-        for metric in average.metrics {
+    for (subset, values_of_subset) in &average.subsets {
+        for metric in &average.metrics {
             let present: Vec<f64> = values_of_subset
                 .iter()
-                .filter_map(|v| groups.get(*v)?.iter().find(|(n, _)| n == metric).map(|(_, x)| *x))
+                .filter_map(|v| groups.get(v.as_str())?.iter().find(|(n, _)| n == metric).map(|(_, x)| *x))
                 .collect();
             if present.is_empty() {
                 complete = false;
@@ -421,7 +251,7 @@ fn subset_average(average: &SubsetAverage<'_>, groups: &BTreeMap<&str, Vec<(Stri
         }
     }
     if complete && !terms.is_empty() {
-        out.push((average.name.to_string(), terms.iter().sum::<f64>() / terms.len() as f64));
+        out.push((average.name.clone(), terms.iter().sum::<f64>() / terms.len() as f64));
     }
     out
 }
@@ -430,14 +260,14 @@ fn subset_average(average: &SubsetAverage<'_>, groups: &BTreeMap<&str, Vec<(Stri
 /// sums, in the same order, as adding up a list of them): a summary that holds no list of
 /// members. A [`Aggregate::Distribution`] metric keeps its values (spilled) for its quartiles.
 struct Sums {
-    per_item: &'static dyn PerItem,
+    per_item: &'static dyn Family,
     sum: Vec<f64>,
     count: Vec<usize>,
     kept: Vec<Option<SpillVec<f64>>>,
 }
 
 impl Sums {
-    fn new(per_item: &'static dyn PerItem) -> Self {
+    fn new(per_item: &'static dyn Family) -> Self {
         let metrics = per_item.names().len();
         Sums {
             per_item,
@@ -478,8 +308,9 @@ impl Sums {
                         let bits = v.to_bits() as i64;
                         bits ^ ((((bits >> 63) as u64) >> 1) as i64)
                     });
-                    out.push((format!("{name}_mean"), mean));
-                    for (suffix, q) in [("q1", 0.25), ("median", 0.5), ("q3", 0.75)] {
+                    let [mean_suffix, quartiles @ ..] = family::DISTRIBUTION_SUFFIXES;
+                    out.push((format!("{name}_{mean_suffix}"), mean));
+                    for (suffix, q) in quartiles.into_iter().zip([0.25, 0.5, 0.75]) {
                         out.push((format!("{name}_{suffix}"), quantile(&sorted, q)));
                     }
                 }
@@ -588,7 +419,7 @@ fn group_sums<'i>(
     members: impl Iterator<Item = usize>,
     items: &[ItemView<'i>],
     values: &ValueRows,
-    per_item: &'static dyn PerItem,
+    per_item: &'static dyn Family,
 ) -> BTreeMap<&'i str, (usize, Sums)> {
     let mut groups = BTreeMap::new();
     members.for_each(|i| add_to_groups(&mut groups, key, i, items, values, per_item));
@@ -602,7 +433,7 @@ fn add_to_groups<'i>(
     i: usize,
     items: &[ItemView<'i>],
     values: &ValueRows,
-    per_item: &'static dyn PerItem,
+    per_item: &'static dyn Family,
 ) {
     for (k, tag_values) in items[i].tags {
         if k == key {
@@ -620,12 +451,9 @@ mod tests {
     use super::stats::SplitMix64;
     use super::*;
 
-    const SPLITS: SubsetAverage<'static> = SubsetAverage {
-        name: "avg",
-        key: "split",
-        subsets: &[("a", &["a"]), ("bc", &["b", "c"])],
-        metrics: &["text_score", "group_score"],
-    };
+    fn splits() -> SubsetAverage {
+        SubsetAverage::new("avg", "split", &[("a", &["a"]), ("bc", &["b", "c"])], &["text_score", "group_score"])
+    }
 
     /// Reading a resample window by window (as a spilled suite's bootstrap does) gives the
     /// one-pass headline: every count-based metric, macro and subset average and quartile
@@ -652,8 +480,9 @@ mod tests {
             })
             .collect();
         let items: Vec<ItemView<'_>> = truths.iter().zip(&tags).map(|(truth, tags)| ItemView { truth, tags }).collect();
-        for family in [MetricFamily::Group, MetricFamily::Equivariance] {
-            let summary = Summary { macro_over: Some("split"), subset_average: Some(&SPLITS), ..Summary::of(family) };
+        for family in [group::FAMILY, equivariance::FAMILY] {
+            let summary = Summary { subset_average: Some(splits()), ..Summary::of(family).macro_over("split") };
+            let summary = &summary;
             let values = ItemValues::new(summary, &scores, &items)?;
             let draws: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
             let members = || draws.iter().copied();

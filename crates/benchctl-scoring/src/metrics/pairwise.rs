@@ -14,7 +14,7 @@
 //!
 //! A probability of exactly 0.5 is neither: it misses both (ties against the model).
 
-use super::{group, ItemView, PerItem, Ties, ValueRows};
+use super::{group, Family, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreTensor};
 
 /// Names of the pairwise metrics, in report order.
@@ -22,7 +22,26 @@ pub const NAMES: [&str; 3] = ["acc_r", "p_c", "p_f"];
 
 pub(crate) struct PairwiseAccuracy;
 
-impl PerItem for PairwiseAccuracy {
+/// The family, as [`super::FAMILIES`] lists it.
+pub const FAMILY: MetricFamily = MetricFamily::declare(&PairwiseAccuracy);
+
+impl Family for PairwiseAccuracy {
+    fn id(&self) -> &'static str {
+        "pairwise"
+    }
+
+    fn description(&self) -> &'static str {
+        "caption above its foil"
+    }
+
+    fn headline_base(&self) -> &'static str {
+        "acc_r"
+    }
+
+    fn derived(&self) -> &'static [&'static str] {
+        &["acc", "min"]
+    }
+
     fn names(&self) -> &'static [&'static str] {
         &NAMES
     }

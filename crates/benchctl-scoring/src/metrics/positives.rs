@@ -20,7 +20,7 @@
 //!
 //! Ties are misses.
 
-use super::{group::hit, ItemView, PerItem, Ties, ValueRows};
+use super::{group::hit, Family, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the positives metrics, in report order.
@@ -28,7 +28,26 @@ pub const NAMES: [&str; 4] = ["accuracy", "positive_1_accuracy", "positive_2_acc
 
 pub(crate) struct PositivesAccuracy;
 
-impl PerItem for PositivesAccuracy {
+/// The family, as [`super::FAMILIES`] lists it.
+pub const FAMILY: MetricFamily = MetricFamily::declare(&PositivesAccuracy);
+
+impl Family for PositivesAccuracy {
+    fn id(&self) -> &'static str {
+        "positives"
+    }
+
+    fn description(&self) -> &'static str {
+        "every positive above every negative"
+    }
+
+    fn headline_base(&self) -> &'static str {
+        "accuracy"
+    }
+
+    fn compares_texts(&self) -> bool {
+        true
+    }
+
     fn names(&self) -> &'static [&'static str] {
         &NAMES
     }

@@ -24,6 +24,15 @@
 use super::Ties;
 use crate::{Error, Result};
 
+/// The statistics a retrieval report names `<gallery>_<direction>_<statistic>` whose lower
+/// values are better: the median rank, the share of top-1 altered samples, the drop rate.
+pub const LOWER_IS_BETTER: [&str; 3] = ["medr", "rsms", "drop"];
+
+/// Whether a larger value of a retrieval metric is better (see [`LOWER_IS_BETTER`]).
+pub fn higher_is_better(metric: &str) -> bool {
+    !LOWER_IS_BETTER.iter().any(|stat| metric.rsplit_once('_').is_some_and(|(_, last)| last == *stat))
+}
+
 /// One query's outcome against a gallery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueryOutcome {

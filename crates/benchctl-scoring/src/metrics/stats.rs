@@ -102,7 +102,7 @@ fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
 
 /// Bootstrap 95 % intervals of every headline metric.
 pub fn bootstrap(
-    summary: Summary<'_>,
+    summary: &Summary,
     scores: &ScoreTensor,
     items: &[ItemView<'_>],
     resamples: usize,
@@ -135,7 +135,7 @@ pub fn bootstrap(
 /// Paired comparison of two score sets on the same items: `b − a` per headline metric with
 /// a paired bootstrap interval, and McNemar's exact test for the 0/1 metrics.
 pub fn paired(
-    summary: Summary<'_>,
+    summary: &Summary,
     a: &ScoreTensor,
     b: &ScoreTensor,
     items: &[ItemView<'_>],

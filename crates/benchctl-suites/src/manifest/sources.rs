@@ -5,7 +5,8 @@
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use super::{manifest_error, RawSource};
+use super::manifest_error;
+use super::raw::RawSource;
 use crate::{paths, Error, ErrorKind, Result};
 
 /// The annotation files a manifest reads.

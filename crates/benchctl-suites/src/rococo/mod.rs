@@ -16,14 +16,26 @@
 
 pub mod altered;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
+use benchctl_scoring::metrics::Ties;
 use serde::Deserialize;
 
-use crate::{paths, Error, ErrorKind, Result};
+use crate::{paths, Error, ErrorKind, Result, SuiteInfo, SuiteKind};
 
-pub const DESCRIPTION: &str =
-    "COCO 5K retrieval against semantically altered captions and visually altered images (R@k, drop rate, RSMS)";
+/// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
+pub const INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("rococo"),
+    description: Cow::Borrowed(
+        "COCO 5K retrieval against semantically altered captions and visually altered images (R@k, drop rate, RSMS)",
+    ),
+    headline: Cow::Borrowed("i2t_r1_altered_mean"),
+    how_to_get: Cow::Borrowed(HOW_TO_GET),
+    expected_items: Some(5_000),
+    official_ties: Ties::First,
+    kind: SuiteKind::Galleries,
+};
 pub const HOW_TO_GET: &str =
     "put the annotations/ folder of github.com/pseulki/rococo here and the COCO val2014 images under images/val2014/";
 

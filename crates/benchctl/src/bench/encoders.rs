@@ -1,7 +1,7 @@
 //! Encoder throughput on random weights: CLIP's towers, and FIBER's unimodal and pair passes.
 
 use benchctl_models::models::clip::{Clip, ClipConfig};
-use benchctl_models::registry::{self, Architecture};
+use benchctl_models::registry;
 use candle_core::{DType, Tensor};
 
 use super::e2e::{eval_child, fixture, write_suite};
@@ -14,26 +14,19 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
         None => {
             let entry = registry::find(&args.model)?;
-            match entry.architecture {
-                Architecture::Clip if entry.id == "clip-vit-b32" => (entry.id.to_string(), ClipConfig::vit_b32()),
-                Architecture::Clip | Architecture::OpenClip => {
-                    return Err(Error::new(
-                        ErrorKind::Usage,
-                        format!("benchmark `{}`: pass its config.json with --config", entry.id),
-                    ))
-                }
-                Architecture::Siglip
-                | Architecture::Blip
-                | Architecture::Fiber
-                | Architecture::Gemma3
-                | Architecture::PaliGemma
-                | Architecture::Qwen3Vl => {
-                    return Err(Error::new(
-                        ErrorKind::Usage,
-                        format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
-                    ))
-                }
+            if !entry.architecture.spec().clip_towers {
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
+                ));
             }
+            if entry.id != "clip-vit-b32" {
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    format!("benchmark `{}`: pass its config.json with --config", entry.id),
+                ));
+            }
+            (entry.id.to_string(), ClipConfig::vit_b32())
         }
     };
     let device = args.device.open()?;

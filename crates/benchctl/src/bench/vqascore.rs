@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use benchctl_models::models::gemma3::Gemma3Vqa;
+use benchctl_models::vqascore::local::LocalVqa;
 use benchctl_models::FusionEncoder;
 use candle_core::Tensor;
 

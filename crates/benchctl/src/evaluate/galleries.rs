@@ -496,7 +496,7 @@ fn normalise_captions(
     let apply = match asked {
         CaptionNormalisation::Blip => true,
         CaptionNormalisation::None => false,
-        CaptionNormalisation::Auto => architecture == Some(Architecture::Blip),
+        CaptionNormalisation::Auto => architecture.is_some_and(|a| a.spec().pre_captions),
     };
     if !apply {
         return None;

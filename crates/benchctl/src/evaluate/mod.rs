@@ -13,7 +13,7 @@ use crate::{Error, ErrorKind, Result};
 
 /// Runs `benchctl eval` up to, not including, storing the run.
 pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
-    let ties = tie_rule(plan.suite, plan.options.ties)?;
+    let ties = tie_rule(&plan.suite, plan.options.ties)?;
     match plan.suite.kind {
         benchctl_suites::SuiteKind::Galleries => galleries::run(plan, ties),
         _ => items::run(plan, ties),

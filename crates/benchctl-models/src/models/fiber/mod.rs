@@ -37,7 +37,9 @@ use self::roberta::{additive_mask, Roberta, RobertaShape};
 use self::swin::{Swin, SwinShape, TextContext};
 use super::transformer::{dense, l2_normalise, token};
 use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
+use crate::hub::HF_LAYOUT;
 use crate::preprocess::{Pipeline, Preprocessor, IMAGENET_MEAN, IMAGENET_STD};
 use crate::tokenizer::RobertaTokenizer;
 use crate::{DualEncoder, Error, ErrorKind, FusionEncoder, Result, ScoreKind, Similarity};
@@ -656,3 +658,28 @@ impl FusionEncoder for FiberItm {
         Some(&self.itc)
     }
 }
+
+/// FIBER's coarse-grained model, ITM and ITC heads, as [`crate::registry::ARCHITECTURES`] lists
+/// it: released as PyTorch checkpoints without a `config.json`.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "fiber",
+    model_types: &["fiber"],
+    layout: HF_LAYOUT,
+    released_as_torch_checkpoint: true,
+    heads: &[ScoreHead::Itm, ScoreHead::Itc],
+    default_preprocessor: |size| Some(preprocessor(size)),
+    caption_limit: |files| {
+        let context = FiberConfig::from_file_or_default(&files.config)?.text_context();
+        let tokenizer = RobertaTokenizer::from_file(&files.tokenizer, context)?;
+        Ok(CaptionLimit::new(context, move |t| tokenizer.tokens_cut(t)))
+    },
+    load: |head, files, dtype, device| {
+        Ok(if head.is_fusion() {
+            crate::Model::Fusion(Box::new(FiberItm::load(files, dtype, device)?))
+        } else {
+            crate::Model::Dual(Box::new(FiberItc::load(files, dtype, device)?))
+        })
+    },
+    clip_towers: false,
+    pre_captions: false,
+});

@@ -1,0 +1,193 @@
+//! What an architecture declares about itself, once, beside its code: each module of
+//! [`crate::models`] exports an [`Architecture`] (a `const`), and [`crate::registry`] lists them
+//! in one table. Detection, the supported list in errors, loading, heads, file layout, default
+//! preprocessing and caption limits all read the declaration; nothing else matches on an
+//! architecture.
+
+use candle_core::{DType, Device};
+
+use crate::hub::{Layout, ModelFiles};
+use crate::preprocess::Preprocessor;
+use crate::{Model, Result};
+
+/// One architecture's facts and entry points.
+pub struct ArchitectureSpec {
+    /// Its name in run records, cache identities and `benchctl models`.
+    pub name: &'static str,
+    /// The `model_type`s of a `transformers` `config.json` it loads (none for a layout of its
+    /// own, such as OpenCLIP's).
+    pub model_types: &'static [&'static str],
+    /// The files it is loaded from: a hub repo of a zoo entry downloads these; a directory
+    /// whose config file is this layout's own (not `config.json`) is this architecture.
+    pub layout: Layout,
+    /// Whether its checkpoints are released as PyTorch checkpoints without a `config.json`
+    /// (FIBER's `.ckpt` files): such a file is this architecture.
+    pub released_as_torch_checkpoint: bool,
+    /// The score heads it offers, the default first.
+    pub heads: &'static [ScoreHead],
+    /// The preprocessing of its checkpoints at an image size, for benchmarks that run without
+    /// the checkpoint's files; `None` where it comes only from a checkpoint's config.
+    pub default_preprocessor: fn(size: usize) -> Option<Preprocessor>,
+    /// How its tokenizer fits captions to its context, from config and tokenizer alone.
+    pub caption_limit: fn(&ModelFiles) -> Result<CaptionLimit>,
+    /// Loads a model of this architecture scoring with a head of [`ArchitectureSpec::heads`].
+    pub load: fn(ScoreHead, &ModelFiles, DType, &Device) -> Result<Model>,
+    /// Its image and text towers are CLIP's: `benchctl bench --part image|text` builds them
+    /// with random weights.
+    pub clip_towers: bool,
+    /// Its reference retrieval evaluation cleans captions with BLIP's `pre_caption` (what
+    /// RoCOCO's `--caption-normalisation auto` follows).
+    pub pre_captions: bool,
+}
+
+/// An architecture benchctl implements: a handle to its [`ArchitectureSpec`].
+#[derive(Clone, Copy)]
+pub struct Architecture(&'static ArchitectureSpec);
+
+impl Architecture {
+    /// The handle of a declaration (each model module's `ARCHITECTURE`).
+    pub const fn declare(spec: &'static ArchitectureSpec) -> Self {
+        Architecture(spec)
+    }
+
+    pub fn spec(self) -> &'static ArchitectureSpec {
+        self.0
+    }
+
+    pub fn name(self) -> &'static str {
+        self.0.name
+    }
+
+    /// The files this architecture is loaded from.
+    pub fn layout(self) -> Layout {
+        self.0.layout
+    }
+
+    /// The score heads it offers, the default first.
+    pub fn heads(self) -> &'static [ScoreHead] {
+        self.0.heads
+    }
+
+    /// The head to use: `requested` if the architecture has it, else its default.
+    pub fn choose_head(self, requested: Option<&str>) -> Result<ScoreHead> {
+        let heads = self.heads();
+        match requested {
+            None => Ok(heads[0]),
+            Some(name) => ScoreHead::parse(name).filter(|h| heads.contains(h)).ok_or_else(|| {
+                let names: Vec<&str> = heads.iter().map(ScoreHead::name).collect();
+                crate::Error::new(
+                    crate::ErrorKind::BadConfig,
+                    format!("use --score {name}: a {} model offers {}", self.name(), names.join(", ")),
+                )
+            }),
+        }
+    }
+
+    /// Loads a model of this architecture from its files, scoring with `head`.
+    pub fn load(self, head: ScoreHead, files: &ModelFiles, dtype: DType, device: &Device) -> Result<Model> {
+        (self.0.load)(head, files, dtype, device)
+    }
+
+    /// The caption limit of a model of this architecture with these files.
+    pub fn caption_limit(self, files: &ModelFiles) -> Result<CaptionLimit> {
+        (self.0.caption_limit)(files)
+    }
+}
+
+impl PartialEq for Architecture {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for Architecture {}
+
+impl std::fmt::Debug for Architecture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which of a model's scores a run uses (`--score`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScoreHead {
+    /// `exp(logit_scale) · cos`, CLIP's logits.
+    Contrastive,
+    /// `σ(exp(logit_scale) · cos + logit_bias)`, SigLIP's match probability.
+    Sigmoid,
+    /// Image-text matching: a fusion pass per pair, the match logit (BLIP, FIBER).
+    Itm,
+    /// Image-text contrastive: cosine of projected features (BLIP, FIBER).
+    Itc,
+    /// VQAScore: a generative model's `log P("Yes")` to "Does this figure show …?" (Gemma 3,
+    /// or a model behind a server).
+    Vqa,
+}
+
+impl ScoreHead {
+    pub const ALL: [ScoreHead; 5] =
+        [ScoreHead::Contrastive, ScoreHead::Sigmoid, ScoreHead::Itm, ScoreHead::Itc, ScoreHead::Vqa];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            ScoreHead::Contrastive => "contrastive",
+            ScoreHead::Sigmoid => "sigmoid",
+            ScoreHead::Itm => "itm",
+            ScoreHead::Itc => "itc",
+            ScoreHead::Vqa => "vqascore",
+        }
+    }
+
+    /// Whether the head scores each pair jointly (a [`crate::FusionEncoder`]) rather than
+    /// from two embeddings (a [`crate::DualEncoder`]).
+    pub fn is_fusion(&self) -> bool {
+        matches!(self, ScoreHead::Itm | ScoreHead::Vqa)
+    }
+
+    /// `itm`, `itc`, or the default head's own name.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|h| h.name() == name)
+    }
+}
+
+/// How a model's tokenizer fits captions to its context: read from its config and tokenizer
+/// files alone (no weights), so a run that finds every embedding cached still counts the
+/// captions its model truncates.
+pub struct CaptionLimit {
+    /// Tokens the context holds, special tokens included (CLIP 77, SigLIP 64, BLIP 35); 0
+    /// when unknown.
+    pub context: usize,
+    cut: TokensCut,
+}
+
+/// A tokenizer's count of the tokens it drops from a caption.
+type TokensCut = Box<dyn Fn(&str) -> Result<usize> + Send + Sync>;
+
+impl CaptionLimit {
+    /// A context of `context` tokens and the tokenizer's count of what it drops.
+    pub fn new(context: usize, cut: impl Fn(&str) -> Result<usize> + Send + Sync + 'static) -> Self {
+        CaptionLimit { context, cut: Box::new(cut) }
+    }
+
+    /// A context no caption outgrows (a generative model's prompt of a few hundred tokens in a
+    /// context of thousands).
+    pub fn never_cut(context: usize) -> Self {
+        CaptionLimit::new(context, |_| Ok(0))
+    }
+
+    /// No limit known (a model behind a server, whose tokenizer benchctl does not have).
+    pub fn unlimited() -> Self {
+        CaptionLimit::never_cut(0)
+    }
+
+    /// The number of the caption's tokens the model's tokenizer drops (0 when it fits).
+    pub fn tokens_cut(&self, caption: &str) -> Result<usize> {
+        (self.cut)(caption)
+    }
+}
+
+impl std::fmt::Debug for CaptionLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptionLimit").field("context", &self.context).finish()
+    }
+}

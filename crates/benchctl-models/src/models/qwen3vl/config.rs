@@ -1,0 +1,147 @@
+//! Qwen3-VL's `config.json`, as `transformers` 4 and 5 write it, checked on load.
+
+use serde::Deserialize;
+
+use crate::preprocess::{Pipeline, Preprocessor, Resize, HALF, RESCALE_1_255};
+use crate::{Error, ErrorKind, Result};
+
+/// `config.json` of a `Qwen3VLForConditionalGeneration`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Qwen3VlConfig {
+    pub text_config: Qwen3VlTextConfig,
+    pub vision_config: Qwen3VlVisionConfig,
+    pub image_token_id: u32,
+    pub vision_start_token_id: u32,
+    pub vision_end_token_id: u32,
+}
+
+/// The language model's part, as `transformers` 4 (`rope_scaling`, `rope_theta`) or 5
+/// (`rope_parameters`) write it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Qwen3VlTextConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    #[serde(default)]
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f64,
+    #[serde(default)]
+    pub rope_parameters: Option<TextRope>,
+    #[serde(default)]
+    pub rope_scaling: Option<TextRope>,
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    pub max_position_embeddings: usize,
+    #[serde(default = "default_text_activation")]
+    pub hidden_act: String,
+}
+
+/// The decoder's rotary settings.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct TextRope {
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    #[serde(default)]
+    pub mrope_section: Option<Vec<usize>>,
+    #[serde(default)]
+    pub mrope_interleaved: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Qwen3VlVisionConfig {
+    pub depth: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_heads: usize,
+    #[serde(default = "default_vision_activation")]
+    pub hidden_act: String,
+    pub patch_size: usize,
+    pub spatial_merge_size: usize,
+    pub temporal_patch_size: usize,
+    pub out_hidden_size: usize,
+    pub num_position_embeddings: usize,
+    #[serde(default)]
+    pub deepstack_visual_indexes: Vec<usize>,
+    #[serde(default)]
+    pub rope_parameters: Option<TextRope>,
+}
+
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_text_activation() -> String {
+    "silu".into()
+}
+fn default_vision_activation() -> String {
+    "gelu_pytorch_tanh".into()
+}
+
+impl Qwen3VlConfig {
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let config: Self = crate::models::read_config(path)?;
+        let bad = |what: String| Error::new(ErrorKind::BadConfig, format!("use {}: {what}", path.display()));
+        let (t, v) = (&config.text_config, &config.vision_config);
+        if t.hidden_act != "silu" || v.hidden_act != "gelu_pytorch_tanh" {
+            return Err(bad(format!(
+                "activations `{}` (text) and `{}` (vision) are not Qwen3-VL's silu and gelu_pytorch_tanh",
+                t.hidden_act, v.hidden_act
+            )));
+        }
+        let side = (v.num_position_embeddings as f64).sqrt() as usize;
+        if side * side != v.num_position_embeddings || v.temporal_patch_size == 0 || v.spatial_merge_size == 0 {
+            return Err(bad("the vision tower's position table is not square, or a patch size is 0".into()));
+        }
+        if t.num_attention_heads % t.num_key_value_heads != 0 || v.hidden_size % v.num_heads != 0 {
+            return Err(bad("the attention heads do not divide evenly".into()));
+        }
+        if let Some(&last) = v.deepstack_visual_indexes.iter().max() {
+            if last >= v.depth || v.deepstack_visual_indexes.len() > t.num_hidden_layers {
+                return Err(bad(format!("DeepStack index {last} is past the vision tower or the decoder")));
+            }
+        }
+        let sections = config.mrope_section();
+        if sections.len() != 3 || sections.iter().sum::<usize>() != config.head_dim() / 2 {
+            return Err(bad(format!("mrope_section {sections:?} does not split head_dim / 2 in three")));
+        }
+        Ok(config)
+    }
+
+    pub(super) fn head_dim(&self) -> usize {
+        let t = &self.text_config;
+        t.head_dim.unwrap_or(t.hidden_size / t.num_attention_heads)
+    }
+
+    fn text_rope(&self) -> Option<&TextRope> {
+        self.text_config.rope_parameters.as_ref().or(self.text_config.rope_scaling.as_ref())
+    }
+
+    pub(super) fn rope_theta(&self) -> f64 {
+        self.text_rope().and_then(|r| r.rope_theta).or(self.text_config.rope_theta).unwrap_or(5_000_000.0)
+    }
+
+    pub(super) fn mrope_section(&self) -> Vec<usize> {
+        self.text_rope().and_then(|r| r.mrope_section.clone()).unwrap_or_else(|| vec![24, 20, 20])
+    }
+
+    pub(super) fn interleaved(&self) -> bool {
+        self.text_rope().and_then(|r| r.mrope_interleaved).unwrap_or(true)
+    }
+
+    /// `qwen_vl_utils`' resize (what `t2v_metrics` runs) with the checkpoint's mean and std:
+    /// sides in multiples of the patch size × the merge size, 4 to 16,384 merged tokens.
+    pub fn preprocessor(&self) -> Preprocessor {
+        let factor = self.vision_config.patch_size * self.vision_config.spatial_merge_size;
+        Preprocessor {
+            size: factor,
+            resize: Resize::Native { factor, min_pixels: 4 * factor * factor, max_pixels: 16_384 * factor * factor },
+            mean: HALF,
+            std: HALF,
+            pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
+            filter: crate::preprocess::Filter::Bicubic,
+        }
+    }
+}

@@ -1,0 +1,230 @@
+//! Qwen3-VL (Qwen Team, 2025, <https://github.com/QwenLM/Qwen3-VL>) as a VQAScore model: the
+//! probability that it answers "Yes" when asked whether an image shows a caption
+//! ([`crate::vqascore`]), e.g. <https://huggingface.co/Qwen/Qwen3-VL-2B-Instruct>.
+//!
+//! The prompt and the image are what `t2v_metrics`' Qwen3-VL model builds: one user turn of the
+//! image and then the question in the Instruct checkpoints' chat format,
+//! `<|im_start|>user\n<|vision_start|>` + one `<|image_pad|>` per merged patch +
+//! `<|vision_end|>` + question + `<|im_end|>\n<|im_start|>assistant\n`; the image resized by
+//! `qwen_vl_utils` (each at about its own size, see [`Resize::Native`]), not by the
+//! checkpoint's processor. The score is the log-softmax of the next token's logits at the
+//! answer's token (the mean over the answer's tokens, teacher-forced, for a longer answer).
+//!
+//! What sets Qwen3-VL apart, and is easy to get silently wrong:
+//! - the vision tower sees 16-pixel patches of two identical frames (a video's temporal patch),
+//!   in 2 × 2 blocks (the order the merger concatenates them in), with a learned 48 × 48
+//!   position table resampled bilinearly (corners aligned) to each image's grid and a 2-D
+//!   rotary embedding of (row, column);
+//! - DeepStack (Meng et al., 2024, <https://arxiv.org/abs/2406.04334>): the outputs of some
+//!   vision blocks, merged on their own, are added to the image tokens' hidden states after
+//!   the first decoder layers;
+//! - the decoder's rotary positions are three-dimensional (time, row, column), their
+//!   frequencies interleaved per `mrope_section`: text tokens have three equal positions, an
+//!   image's tokens share the time position and count rows and columns from it, and the text
+//!   after the image resumes at the larger side;
+//! - RMS norms scale by `w` (not Gemma's `1 + w`), and the queries and keys are RMS-normed.
+//!
+//! Attention is causal throughout, so the keys and values of the prompt up to
+//! `<|vision_end|>` are each image's state ([`crate::FusionEncoder::encode_images`]), computed
+//! once, and each caption runs only its own tokens over them.
+
+mod config;
+mod text;
+mod vision;
+
+pub use config::{Qwen3VlConfig, Qwen3VlTextConfig, Qwen3VlVisionConfig, TextRope};
+
+use candle_core::{DType, Device, Tensor};
+
+use super::weights::Weights;
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::hub::ModelFiles;
+use crate::hub::HF_LAYOUT;
+use crate::preprocess::{Preprocessor, HALF};
+use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
+use crate::vqascore::Template;
+use crate::{Error, ErrorKind, Result};
+use text::{Decoder, Positions};
+use vision::VisionTower;
+
+/// The softmax attention of `(b, heads, s, d)` queries over `(b, heads, t, d)` keys and values,
+/// `mask` `(s, t)` additive if any; weights in f32, the output `(b, s, heads · d)`.
+fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    let dtype = q.dtype();
+    let logits = (q.contiguous()? * scale)?.matmul(&k.t()?.contiguous()?)?.to_dtype(DType::F32)?;
+    let logits = match mask {
+        Some(mask) => logits.broadcast_add(mask)?,
+        None => logits,
+    };
+    let weights = candle_nn::ops::softmax_last_dim(&logits)?.to_dtype(dtype)?;
+    let (b, _, s, _) = q.dims4()?;
+    weights.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))
+}
+
+/// Qwen3-VL scored by VQAScore.
+pub struct Qwen3VlVqa {
+    vision: VisionTower,
+    decoder: Decoder,
+    tokenizer: tokenizers::Tokenizer,
+    template: Template,
+    preprocessor: Preprocessor,
+    /// `<|im_start|>user\n<|vision_start|>`.
+    before_image: Vec<u32>,
+    image_token: u32,
+    vision_end: u32,
+    dtype: DType,
+    device: Device,
+}
+
+impl Qwen3VlVqa {
+    /// The prompt's ids before the image, the image's (`tokens` image pads), and after it up
+    /// to `<|vision_end|>`.
+    fn image_prompt(&self, tokens: usize) -> Vec<u32> {
+        let mut ids = self.before_image.clone();
+        ids.extend(std::iter::repeat_n(self.image_token, tokens));
+        ids.push(self.vision_end);
+        ids
+    }
+
+    /// The whole prompt's ids for an image of `tokens` merged patches and `caption`.
+    pub fn prompt_ids(&self, tokens: usize, caption: &str) -> Result<Vec<u32>> {
+        Ok([self.image_prompt(tokens), self.caption_ids(caption)?.0].concat())
+    }
+
+    /// One image's state: the prompt's keys and values up to `<|vision_end|>`, flattened in
+    /// f32 (layer by layer, keys then values), then the position the caption starts at.
+    fn image_state(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let image = self.vision.forward(pixels)?;
+        let (rows, cols) = image.grid;
+        let ids = self.image_prompt(rows * cols);
+        let start = self.before_image.len();
+        // Text before the image counts 0, 1, …; the image's tokens share time `start` and count
+        // rows and columns from it; `<|vision_end|>` resumes after the larger side.
+        let mut positions: Positions = std::array::from_fn(|_| (0..start as u32).collect());
+        for r in 0..rows {
+            for c in 0..cols {
+                let at = [start, start + r, start + c];
+                positions.iter_mut().zip(at).for_each(|(axis, p)| axis.push(p as u32));
+            }
+        }
+        let after = (start + rows.max(cols)) as u32;
+        positions.iter_mut().for_each(|axis| axis.push(after));
+        let xs = self.decoder.embed(std::slice::from_ref(&ids))?;
+        let image_rows = start..start + rows * cols;
+        let embedded = Tensor::cat(
+            &[
+                &xs.narrow(1, 0, start)?,
+                &image.tokens.to_dtype(xs.dtype())?.unsqueeze(0)?,
+                &xs.narrow(1, image_rows.end, 1)?,
+            ],
+            1,
+        )?;
+        let deepstack: Vec<Tensor> =
+            image.deepstack.iter().map(|f| f.to_dtype(xs.dtype())).collect::<candle_core::Result<_>>()?;
+        let (_, caches) = self.decoder.decode(embedded, &positions, None, Some((&deepstack, image_rows)))?;
+        self.decoder.kv_layout().flatten(&caches, after + 1)
+    }
+}
+
+impl LocalVqa for Qwen3VlVqa {
+    fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
+        let config = Qwen3VlConfig::from_file(&files.config)?;
+        let weights = Weights::open(&files.weights, dtype, device)?;
+        let (t, v) = (&config.text_config, &config.vision_config);
+        let lm_head = if weights.has("lm_head.weight") {
+            Some(weights.get((t.vocab_size, t.hidden_size), "lm_head.weight")?)
+        } else {
+            None
+        };
+        let vision = VisionTower::load(&weights.pp("model.visual"), v)?;
+        let decoder = Decoder::load(&weights.pp("model.language_model"), lm_head, &config)?;
+        weights.check_every_tensor_used("qwen3_vl", &[])?;
+        let tokenizer = load_tokenizer(&files.tokenizer)?;
+        let before_image = encode(&tokenizer, "<|im_start|>user\n<|vision_start|>")?;
+        let reads = |name: &str, id: u32| tokenizer.token_to_id(name) == Some(id);
+        if !(reads("<|image_pad|>", config.image_token_id)
+            && reads("<|vision_end|>", config.vision_end_token_id)
+            && before_image.last() == Some(&config.vision_start_token_id))
+        {
+            return Err(Error::new(
+                ErrorKind::Tokenizer,
+                format!(
+                    "use the tokenizer {}: it does not read Qwen3-VL's special tokens (<|vision_start|>, <|image_pad|> as id {})",
+                    files.tokenizer.display(),
+                    config.image_token_id
+                ),
+            ));
+        }
+        let mut preprocessor = config.preprocessor();
+        if let Some(path) = &files.preprocessor {
+            let value: serde_json::Value = crate::models::read_config(path)?;
+            let triple = |key: &str| value.get(key).and_then(|v| serde_json::from_value::<[f32; 3]>(v.clone()).ok());
+            preprocessor.mean = triple("image_mean").unwrap_or(HALF);
+            preprocessor.std = triple("image_std").unwrap_or(HALF);
+        }
+        Ok(Self {
+            vision,
+            decoder,
+            tokenizer,
+            template,
+            preprocessor,
+            before_image,
+            image_token: config.image_token_id,
+            vision_end: config.vision_end_token_id,
+            dtype,
+            device: device.clone(),
+        })
+    }
+
+    fn weights_device(&self) -> &Device {
+        &self.device
+    }
+
+    fn image_preprocessor(&self) -> &Preprocessor {
+        &self.preprocessor
+    }
+
+    /// `(b, 3, height, width)` images of one size → one state row each.
+    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let rows =
+            (0..pixels.dim(0)?).map(|i| self.image_state(&pixels.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
+        Tensor::cat(&rows, 0)
+    }
+
+    /// The prompt's ids after `<|vision_end|>` for `caption`, and the answer's ids.
+    fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let suffix = format!("{}<|im_end|>\n<|im_start|>assistant\n", self.template.question_for(caption));
+        Ok((encode(&self.tokenizer, &suffix)?, answer_ids(&self.tokenizer, &self.template, caption)?))
+    }
+
+    /// The caption's tokens over each image's prompt state, from the position it resumes at
+    /// (the states of one batch come from images of one size).
+    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
+        let (past, _, first) = self.decoder.kv_layout().unflatten(image_states, self.dtype)?;
+        let s = inputs[0].len() as u32;
+        let positions: Positions = std::array::from_fn(|_| (first..first + s).collect());
+        let (hidden, _) = self.decoder.decode(self.decoder.embed(inputs)?, &positions, Some(&past), None)?;
+        Ok(hidden)
+    }
+
+    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.decoder.log_probs(hidden)
+    }
+}
+
+/// Qwen3-VL scored by VQAScore, each image at its own size, as
+/// [`crate::registry::ARCHITECTURES`] lists it; its preprocessing comes from its config.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "qwen3_vl",
+    model_types: &["qwen3_vl"],
+    layout: HF_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Vqa],
+    default_preprocessor: |_| None,
+    caption_limit: |files| {
+        Ok(CaptionLimit::never_cut(Qwen3VlConfig::from_file(&files.config)?.text_config.max_position_embeddings))
+    },
+    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Qwen3VlVqa::load(files, dtype, device)?))),
+    clip_towers: false,
+    pre_captions: false,
+});

@@ -1,0 +1,220 @@
+//! Qwen3-VL's language model: RMS norms that scale by `w`, RMS-normed queries and keys,
+//! grouped-query attention with three-dimensional (time, row, column) rotary positions whose
+//! frequencies interleave per `mrope_section`, and DeepStack's features added after the first
+//! layers.
+
+use candle_core::{DType, Device, Tensor, D};
+
+use super::attend;
+use super::config::{Qwen3VlConfig, Qwen3VlTextConfig};
+use crate::models::transformer::{over_rows, repeat_kv, Dense};
+use crate::models::weights::Weights;
+use crate::vqascore::local::{KvLayout, LayerCache};
+use crate::{Error, Result};
+
+/// Qwen's RMS norm, `x / rms(x) · w` (not Gemma's `1 + w`), in f32 as candle's fused kernel
+/// computes it, back to the input's dtype (transformers rounds before multiplying by `w`: in
+/// half precision the two differ in the last bit).
+#[derive(Debug, Clone)]
+struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    fn load(w: &Weights, dim: usize, eps: f64) -> Result<Self> {
+        let weight =
+            w.get(dim, "weight")?.to_dtype(DType::F32).map_err(|e| Error::compute("prepare an RMS norm", e))?;
+        Ok(Self { weight, eps })
+    }
+
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let x = xs.to_dtype(DType::F32)?.contiguous()?;
+        candle_nn::ops::rms_norm(&x, &self.weight, self.eps as f32)?.to_dtype(xs.dtype())
+    }
+}
+
+/// One decoder layer: RMS-normed attention with normed queries and keys and multimodal rotary
+/// positions, then an RMS-normed SwiGLU MLP.
+#[derive(Debug, Clone)]
+struct DecoderLayer {
+    input_norm: RmsNorm,
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    post_norm: RmsNorm,
+    gate: Dense,
+    up: Dense,
+    down: Dense,
+}
+
+impl DecoderLayer {
+    fn load(w: &Weights, t: &Qwen3VlTextConfig, head_dim: usize) -> Result<Self> {
+        let (h, i) = (t.hidden_size, t.intermediate_size);
+        let dense = |w: Weights, i: usize, o: usize| Dense::new(w.linear(i, o, false)?);
+        let (a, m) = (w.pp("self_attn"), w.pp("mlp"));
+        Ok(Self {
+            input_norm: RmsNorm::load(&w.pp("input_layernorm"), h, t.rms_norm_eps)?,
+            q: dense(a.pp("q_proj"), h, t.num_attention_heads * head_dim)?,
+            k: dense(a.pp("k_proj"), h, t.num_key_value_heads * head_dim)?,
+            v: dense(a.pp("v_proj"), h, t.num_key_value_heads * head_dim)?,
+            o: dense(a.pp("o_proj"), t.num_attention_heads * head_dim, h)?,
+            q_norm: RmsNorm::load(&a.pp("q_norm"), head_dim, t.rms_norm_eps)?,
+            k_norm: RmsNorm::load(&a.pp("k_norm"), head_dim, t.rms_norm_eps)?,
+            post_norm: RmsNorm::load(&w.pp("post_attention_layernorm"), h, t.rms_norm_eps)?,
+            gate: dense(m.pp("gate_proj"), h, i)?,
+            up: dense(m.pp("up_proj"), h, i)?,
+            down: dense(m.pp("down_proj"), i, h)?,
+        })
+    }
+}
+
+/// The decoder, its output layer (tied to the embeddings unless the checkpoint has its own),
+/// and its multimodal rotary frequencies.
+#[derive(Debug, Clone)]
+pub(super) struct Decoder {
+    embed_tokens: Tensor,
+    lm_head: Option<Tensor>,
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    inv_freq: Vec<f32>,
+    /// Which of (time, row, column) each rotary frequency reads.
+    axis_of: Vec<usize>,
+    max_positions: usize,
+}
+
+/// A run of tokens' positions, one (time, row, column) per token.
+pub(super) type Positions = [Vec<u32>; 3];
+
+impl Decoder {
+    pub(super) fn load(w: &Weights, lm_head: Option<Tensor>, config: &Qwen3VlConfig) -> Result<Self> {
+        let t = &config.text_config;
+        let head_dim = config.head_dim();
+        let half = head_dim / 2;
+        let theta = config.rope_theta();
+        let inv_freq = (0..half).map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32)).collect();
+        let sections = config.mrope_section();
+        // Interleaved (Qwen3-VL): t, h, w, t, h, w, … up to each section's share, the rest t;
+        // otherwise (Qwen2-VL's layout) one contiguous run per axis.
+        let axis_of = (0..half)
+            .map(|j| match config.interleaved() {
+                true if j % 3 == 1 && j < 3 * sections[1] => 1,
+                true if j % 3 == 2 && j < 3 * sections[2] => 2,
+                true => 0,
+                false if j < sections[0] => 0,
+                false if j < sections[0] + sections[1] => 1,
+                false => 2,
+            })
+            .collect();
+        Ok(Self {
+            embed_tokens: w.get((t.vocab_size, t.hidden_size), "embed_tokens.weight")?,
+            lm_head,
+            layers: (0..t.num_hidden_layers)
+                .map(|i| DecoderLayer::load(&w.pp(format!("layers.{i}")), t, head_dim))
+                .collect::<Result<_>>()?,
+            norm: RmsNorm::load(&w.pp("norm"), t.hidden_size, t.rms_norm_eps)?,
+            heads: t.num_attention_heads,
+            kv_heads: t.num_key_value_heads,
+            head_dim,
+            inv_freq,
+            axis_of,
+            max_positions: t.max_position_embeddings,
+        })
+    }
+
+    pub(super) fn embed(&self, ids: &[Vec<u32>]) -> candle_core::Result<Tensor> {
+        let (b, s) = (ids.len(), ids.first().map_or(0, Vec::len));
+        let flat = Tensor::from_vec(ids.concat(), b * s, self.embed_tokens.device())?;
+        self.embed_tokens.index_select(&flat, 0)?.reshape((b, s, ()))
+    }
+
+    /// The rotary tables `(s, head_dim / 2)` of tokens at `positions`, in `dtype`.
+    fn rotary(&self, positions: &Positions, dtype: DType, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+        let s = positions[0].len();
+        if let Some(&last) = positions.iter().flatten().max() {
+            if last as usize >= self.max_positions {
+                candle_core::bail!("position {last} is past the {} the model was built for", self.max_positions);
+            }
+        }
+        let per_token =
+            |i: usize| self.inv_freq.iter().zip(&self.axis_of).map(move |(f, &axis)| positions[axis][i] as f32 * f);
+        let freqs: Vec<f32> = (0..s).flat_map(per_token).collect();
+        let freqs = Tensor::from_vec(freqs, (s, self.inv_freq.len()), device)?;
+        Ok((freqs.cos()?.to_dtype(dtype)?, freqs.sin()?.to_dtype(dtype)?))
+    }
+
+    /// Runs `xs` `(b, s, hidden)` at `positions` after `past` (causal, every past position
+    /// visible), adding `deepstack[l]` to the rows `image_rows` after layer `l`; the final
+    /// hidden states and every layer's keys and values.
+    pub(super) fn decode(
+        &self,
+        xs: Tensor,
+        positions: &Positions,
+        past: Option<&[LayerCache]>,
+        deepstack: Option<(&[Tensor], std::ops::Range<usize>)>,
+    ) -> candle_core::Result<(Tensor, Vec<LayerCache>)> {
+        let (b, s, _) = xs.dims3()?;
+        let (cos, sin) = self.rotary(positions, xs.dtype(), xs.device())?;
+        let offset = past.map_or(Ok(0), |p| p[0].0.dim(2))?;
+        let mask: Vec<f32> = (0..s)
+            .flat_map(|q| (0..offset + s).map(move |k| if k <= offset + q { 0.0 } else { f32::NEG_INFINITY }))
+            .collect();
+        let mask = Tensor::from_vec(mask, (s, offset + s), xs.device())?;
+        let group = self.heads / self.kv_heads;
+        let repeat = |t: &Tensor| repeat_kv(t, group);
+        let mut xs = xs;
+        let mut caches = Vec::with_capacity(self.layers.len());
+        for (l, layer) in self.layers.iter().enumerate() {
+            let normed = layer.input_norm.forward(&xs)?;
+            let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2)?.contiguous();
+            let q = layer.q_norm.forward(&heads(layer.q.forward(&normed)?, self.heads)?)?;
+            let k = layer.k_norm.forward(&heads(layer.k.forward(&normed)?, self.kv_heads)?)?;
+            let v = heads(layer.v.forward(&normed)?, self.kv_heads)?;
+            let q = candle_nn::rotary_emb::rope(&q.contiguous()?, &cos, &sin)?;
+            let k = candle_nn::rotary_emb::rope(&k.contiguous()?, &cos, &sin)?;
+            let (k, v) = match past {
+                Some(past) => (Tensor::cat(&[&past[l].0, &k], 2)?, Tensor::cat(&[&past[l].1, &v], 2)?),
+                None => (k, v),
+            };
+            let attended = attend(&q, &repeat(&k)?, &repeat(&v)?, (self.head_dim as f64).powf(-0.5), Some(&mask))?;
+            xs = (&xs + layer.o.forward(&attended)?)?;
+            let normed = layer.post_norm.forward(&xs)?;
+            let hidden = (layer.gate.forward(&normed)?.silu()? * layer.up.forward(&normed)?)?;
+            xs = (&xs + layer.down.forward(&hidden)?)?;
+            if let Some((features, rows)) = &deepstack {
+                if let Some(feature) = features.get(l) {
+                    let image = (xs.narrow(1, rows.start, rows.len())?
+                        + feature.unsqueeze(0)?.broadcast_as((b, rows.len(), feature.dim(1)?))?)?;
+                    let before = xs.narrow(1, 0, rows.start)?;
+                    let after = xs.narrow(1, rows.end, s - rows.end)?;
+                    xs = Tensor::cat(&[&before, &image, &after], 1)?;
+                }
+            }
+            caches.push((k, v));
+        }
+        Ok((self.norm.forward(&xs)?, caches))
+    }
+
+    /// Log-probabilities over the vocabulary at final hidden states `(…, hidden)`, in f32.
+    pub(super) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        let table = match &self.lm_head {
+            Some(head) => head.t()?,
+            None => self.embed_tokens.t()?,
+        };
+        let logits = over_rows(hidden, |rows| rows.matmul(&table))?.to_dtype(DType::F32)?;
+        candle_nn::ops::log_softmax(&logits, D::Minus1)
+    }
+
+    /// How the keys and values of a prompt lie in an image state: f32, with the caption's
+    /// start position (text after an image resumes past the image's larger side, a position
+    /// half precision could not hold exactly).
+    pub(super) fn kv_layout(&self) -> KvLayout {
+        KvLayout { layers: self.layers.len(), kv_heads: self.kv_heads, head_dim: self.head_dim, positioned: true }
+    }
+}

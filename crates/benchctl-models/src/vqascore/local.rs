@@ -1,0 +1,258 @@
+//! The model-agnostic half of VQAScore computed here, on a generative model's own weights
+//! (Gemma 3, PaliGemma, Qwen3-VL): what every such family shares, so that a family is its
+//! config, its towers, its decoder and a short [`LocalVqa`] impl.
+//!
+//! - [`LocalVqa`]: what a family provides (its image state, its prompt for a caption, one
+//!   batched decoder pass, its vocabulary's log-probabilities); every `LocalVqa` is a
+//!   [`FusionEncoder`] through one blanket impl, whose pair scores are `log P(answer)`;
+//! - the teacher-forced scoring loop ([`score_teacher_forced`]): the answer's tokens fed
+//!   after the prompt, pairs of one prompt and answer length decoded as one batch (no padding
+//!   that could change a result), each row's mean log-probability of its answer tokens;
+//! - [`KvLayout`]: a prompt prefix's keys and values flattened into one image-state row and
+//!   back (the state a [`FusionEncoder`] hands the runner per image).
+
+use candle_core::{DType, Device, Tensor};
+
+use super::Template;
+use crate::hub::ModelFiles;
+use crate::preprocess::Preprocessor;
+use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
+
+/// One decoder layer's keys and values, `(b, kv_heads, t, head_dim)` each.
+pub type LayerCache = (Tensor, Tensor);
+
+/// A generative model scored here: its per-image state, its prompt for a caption and one
+/// batched decoder pass. The blanket [`FusionEncoder`] impl runs the scoring loop over it.
+pub trait LocalVqa {
+    /// Loads the model from its files, asking with `template`.
+    fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self>
+    where
+        Self: Sized;
+
+    /// Loads the model from its files, asking `t2v_metrics`' question.
+    fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self>
+    where
+        Self: Sized,
+    {
+        Self::with_template(files, dtype, device, Template::t2v_metrics())
+    }
+
+    /// Where its weights live.
+    fn weights_device(&self) -> &Device;
+
+    fn image_preprocessor(&self) -> &Preprocessor;
+
+    /// What is computed once per image, `(b, …)` for `(b, C, H, W)` pixels.
+    fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor>;
+
+    /// The prompt's token ids for `caption` that follow what an image state holds, and the
+    /// answer's ids.
+    fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)>;
+
+    /// The final hidden states `(b, s, hidden)` of `inputs` (`b` rows of one length `s`: a
+    /// caption's prompt ids, `prompt` of them, then its answer but the last token), row `i`
+    /// over `image_states` row `i`.
+    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], prompt: usize) -> candle_core::Result<Tensor>;
+
+    /// Log-probabilities over the vocabulary at final hidden states `(…, hidden)`, in f32.
+    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor>;
+}
+
+impl<T: LocalVqa> FusionEncoder for T {
+    fn device(&self) -> &Device {
+        self.weights_device()
+    }
+
+    fn preprocessor(&self) -> &Preprocessor {
+        self.image_preprocessor()
+    }
+
+    fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
+        self.image_states(pixels).map_err(|e| Error::compute("encode images", e))
+    }
+
+    fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        let scores = score_teacher_forced(self, image_states, texts)?;
+        Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
+    }
+
+    fn score_kind(&self) -> ScoreKind {
+        ScoreKind::LogProbability
+    }
+
+    fn shortlister(&self) -> Option<&dyn crate::DualEncoder> {
+        None
+    }
+}
+
+/// Each pair's `log P(answer)`, pair `i` being `(image_states[i], texts[i])`: the answer
+/// teacher-forced after the caption's prompt, pairs of one prompt and answer length in one
+/// batch over their images' states, each row's mean log-probability of its answer's tokens.
+pub fn score_teacher_forced<M: LocalVqa + ?Sized>(
+    model: &M,
+    image_states: &Tensor,
+    texts: &[&str],
+) -> Result<Vec<f32>> {
+    let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| model.caption_ids(t)).collect::<Result<_>>()?;
+    // Every answer token but the last is input too.
+    let inputs: Vec<Vec<u32>> = ids.iter().map(|(p, a)| [p.as_slice(), &a[..a.len() - 1]].concat()).collect();
+    let keys: Vec<(usize, usize)> = ids.iter().map(|(p, a)| (p.len(), a.len())).collect();
+    let mut scores = vec![0.0f32; keys.len()];
+    for group in groups_of(&keys) {
+        let score_group = || -> candle_core::Result<Vec<f32>> {
+            let rows = Tensor::new(group.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())?;
+            let batch: Vec<Vec<u32>> = group.iter().map(|&i| inputs[i].clone()).collect();
+            let (prompt, answer) = keys[group[0]];
+            let hidden = model.decode_group(&image_states.index_select(&rows, 0)?, &batch, prompt)?;
+            // The answer's first token is predicted at the prompt's last position.
+            let log_probs = model.log_probs(&hidden.narrow(1, prompt - 1, answer)?)?;
+            let answers: Vec<&[u32]> = group.iter().map(|&i| ids[i].1.as_slice()).collect();
+            mean_answer_log_ps(&log_probs, &answers)
+        };
+        let got = score_group().map_err(|e| Error::compute("score captions", e))?;
+        group.iter().zip(got).for_each(|(&i, score)| scores[i] = score);
+    }
+    Ok(scores)
+}
+
+/// Each row's mean of its answer tokens' entries in `log_probs` `(b, answer length, vocab)`,
+/// gathered on the device and read back in one copy.
+pub fn mean_answer_log_ps(log_probs: &Tensor, answers: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+    let n = answers.first().map_or(0, |a| a.len());
+    let tokens = Tensor::from_vec(answers.concat(), (answers.len(), n, 1), log_probs.device())?;
+    let picked = log_probs.gather(&tokens, 2)?.squeeze(2)?.to_vec2::<f32>()?;
+    Ok(picked.iter().map(|row| (row.iter().map(|&lp| f64::from(lp)).sum::<f64>() / n as f64) as f32).collect())
+}
+
+/// Positions of `keys` grouped by equal key (a prompt's and an answer's lengths), groups in
+/// the order of their first member: rows of one shape run as one batch, with no padding to
+/// change a result.
+pub fn groups_of<K: PartialEq + Copy>(keys: &[K]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(K, Vec<usize>)> = Vec::new();
+    for (i, &key) in keys.iter().enumerate() {
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, members)| members).collect()
+}
+
+/// How a decoder's per-layer keys and values lie in one flat image-state row: layer by layer,
+/// keys then values, each `(kv_heads, len, head_dim)`; with `positioned`, the rows are f32
+/// and end with the position the caption starts at (exact in f32, not in half precision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvLayout {
+    pub layers: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub positioned: bool,
+}
+
+impl KvLayout {
+    /// Per-layer caches of a batch `(b, …)` as `(b, flat)` rows, then `caption_start` (the
+    /// position the caption's first token takes) where the layout is positioned.
+    pub fn flatten(&self, caches: &[LayerCache], caption_start: u32) -> candle_core::Result<Tensor> {
+        let dtype = |t: Tensor| if self.positioned { t.to_dtype(DType::F32) } else { Ok(t) };
+        let mut flat = Vec::with_capacity(2 * caches.len() + 1);
+        for (k, v) in caches {
+            flat.push(dtype(k.flatten_from(1)?)?);
+            flat.push(dtype(v.flatten_from(1)?)?);
+        }
+        if self.positioned {
+            let b = caches.first().map_or(Ok(1), |(k, _)| k.dim(0))?;
+            let device = caches.first().map_or(Device::Cpu, |(k, _)| k.device().clone());
+            flat.push(Tensor::full(caption_start as f32, (b, 1), &device)?);
+        }
+        Tensor::cat(&flat, 1)
+    }
+
+    /// Rows of [`KvLayout::flatten`] back into per-layer caches in `dtype`, the number of
+    /// positions they hold, and the caption's start position (0 where not positioned).
+    pub fn unflatten(&self, states: &Tensor, dtype: DType) -> candle_core::Result<(Vec<LayerCache>, usize, u32)> {
+        let (b, width) = states.dims2()?;
+        let per_position = self.kv_heads * self.head_dim;
+        let cached = if self.positioned { width.saturating_sub(1) } else { width };
+        let per_layer = 2 * self.layers * per_position;
+        if width == 0 || per_layer == 0 || cached % per_layer != 0 {
+            candle_core::bail!("an image state of {width} values does not fit this model");
+        }
+        let len = cached / per_layer;
+        let per = len * per_position;
+        let caches = (0..self.layers)
+            .map(|l| {
+                let part = |i: usize| {
+                    states
+                        .narrow(1, (2 * l + i) * per, per)?
+                        .reshape((b, self.kv_heads, len, self.head_dim))?
+                        .to_dtype(dtype)
+                };
+                Ok((part(0)?, part(1)?))
+            })
+            .collect::<candle_core::Result<_>>()?;
+        let first = if self.positioned {
+            states.narrow(1, cached, 1)?.flatten_all()?.get(0)?.to_scalar::<f32>()? as u32
+        } else {
+            0
+        };
+        Ok((caches, len, first))
+    }
+}
+
+/// A checkpoint's `tokenizer.json`.
+pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
+    tokenizers::Tokenizer::from_file(path)
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("load the tokenizer {}: {e}", path.display())))
+}
+
+/// `text`'s token ids, without special tokens added.
+pub fn encode(tokenizer: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
+    tokenizer
+        .encode(text, false)
+        .map(|e| e.get_ids().to_vec())
+        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenize {text:?}: {e}")))
+}
+
+/// The ids of the answer whose probability scores `caption`.
+pub fn answer_ids(tokenizer: &tokenizers::Tokenizer, template: &Template, caption: &str) -> Result<Vec<u32>> {
+    let answer = encode(tokenizer, &template.answer_for(caption))?;
+    if answer.is_empty() {
+        return Err(Error::new(ErrorKind::Tokenizer, "tokenize the answer: it has no tokens"));
+    }
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caches_flatten_and_come_back_whole() -> candle_core::Result<()> {
+        let device = Device::Cpu;
+        let caches: Vec<LayerCache> = (0..3)
+            .map(|l| {
+                let k = Tensor::arange(0f32, 2. * 2. * 5. * 4., &device)?.reshape((2, 2, 5, 4))?;
+                Ok(((&k + l as f64)?, (&k * -(l as f64 + 1.0))?))
+            })
+            .collect::<candle_core::Result<_>>()?;
+        for positioned in [false, true] {
+            let layout = KvLayout { layers: 3, kv_heads: 2, head_dim: 4, positioned };
+            let flat = layout.flatten(&caches, 41)?;
+            assert_eq!(flat.dims2()?, (2, 3 * 2 * 2 * 5 * 4 + usize::from(positioned)));
+            let (back, len, first) = layout.unflatten(&flat, DType::F32)?;
+            assert_eq!((len, first), (5, if positioned { 41 } else { 0 }));
+            for ((k, v), (bk, bv)) in caches.iter().zip(&back) {
+                assert_eq!(k.flatten_all()?.to_vec1::<f32>()?, bk.flatten_all()?.to_vec1::<f32>()?);
+                assert_eq!(v.flatten_all()?.to_vec1::<f32>()?, bv.flatten_all()?.to_vec1::<f32>()?);
+            }
+            let wrong = KvLayout { head_dim: 3, ..layout };
+            assert!(wrong.unflatten(&flat, DType::F32).is_err());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn rows_of_one_shape_group_in_order_of_first_member() {
+        assert_eq!(groups_of(&[(3, 1), (2, 1), (3, 1), (2, 2)]), vec![vec![0, 2], vec![1], vec![3]]);
+    }
+}

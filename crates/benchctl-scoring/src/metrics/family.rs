@@ -1,0 +1,165 @@
+//! What a metric family declares about itself, once, in its own file: its id, its per-item
+//! metrics and how each is summarised, the names it derives from them, the metric a suite's
+//! headline defaults to, which metrics are better low, and whether it can count the first of
+//! tied candidates. [`super::FAMILIES`] lists every family; manifests, `compare` and
+//! `leaderboard` ask these declarations, never a metric's name.
+
+use super::{ItemView, ValueRows};
+use crate::{Result, ScoreTensor};
+
+/// Per-item results of a metric family, and its facts: one 0/1 (or real) value per metric,
+/// in a fixed order; `None` where a metric does not apply to an item.
+pub(crate) trait Family: Sync {
+    /// The id a manifest's `metrics.family` names it by.
+    fn id(&self) -> &'static str;
+    /// What it reports, in a few words (listed when a manifest names an unknown family).
+    fn description(&self) -> &'static str;
+    /// Per-item metric names, in report order.
+    fn names(&self) -> &'static [&'static str];
+    /// How each metric is summarised; percentages unless a family says otherwise.
+    fn aggregate(&self, _metric: usize) -> Aggregate {
+        Aggregate::Percent
+    }
+    /// Names of the metrics [`Family::derive`] adds to a summary.
+    fn derived(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`).
+    fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
+    /// The metric a suite of this family ranks by unless it names another.
+    fn headline_base(&self) -> &'static str;
+    /// Per-item metrics whose lower values are better (every reported name made from them).
+    fn lower_is_better(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Whether the family can count the first of tied candidates as the winner ([`Ties::First`]).
+    fn takes_first_of_ties(&self) -> bool {
+        false
+    }
+    /// Whether the family also reads each item's text–text similarities
+    /// ([`ScoreTensor::text_scores`]).
+    fn compares_texts(&self) -> bool {
+        false
+    }
+    /// One value per metric for each item; summaries are means ×100 over the items where
+    /// the metric applies.
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows>;
+}
+
+/// How per-item values of a metric are summarised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregate {
+    /// Mean ×100 of 0/1 outcomes, reported as `<name>`.
+    Percent,
+    /// A real-valued diagnostic, reported as `<name>_mean`, `_q1`, `_median`, `_q3` (in
+    /// score units; quartiles interpolate linearly between order statistics, numpy's default).
+    Distribution,
+}
+
+/// The suffixes a [`Aggregate::Distribution`] metric is reported with.
+pub(crate) const DISTRIBUTION_SUFFIXES: [&str; 4] = ["mean", "q1", "median", "q3"];
+
+/// How a candidate tied with the best-scoring one is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ties {
+    /// A tie is a miss: the right candidate must score strictly above every other (the
+    /// default everywhere, and Winoground's, EqBen's and VALSE's official rule).
+    #[default]
+    Strict,
+    /// The first of tied candidates wins, as `numpy.argmax` (SPEC's official scorer) and a
+    /// stable descending sort (RoCOCO's `argsort` ranking) credit it. Only for families whose
+    /// official code takes an argmax or a ranking: choice accuracy and retrieval.
+    First,
+}
+
+impl Ties {
+    pub fn name(self) -> &'static str {
+        match self {
+            Ties::Strict => "strict",
+            Ties::First => "first",
+        }
+    }
+
+    /// From [`Ties::name`], as run records store it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Ties::Strict, Ties::First].into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// Which published metrics a suite reports: a handle to a family's declaration.
+#[derive(Clone, Copy)]
+pub struct MetricFamily(&'static dyn Family);
+
+impl MetricFamily {
+    /// The handle of a family's declaration (each family module's `FAMILY`).
+    pub(crate) const fn declare(family: &'static dyn Family) -> Self {
+        MetricFamily(family)
+    }
+
+    pub(crate) fn declared(self) -> &'static dyn Family {
+        self.0
+    }
+
+    pub fn id(self) -> &'static str {
+        self.0.id()
+    }
+
+    pub fn description(self) -> &'static str {
+        self.0.description()
+    }
+
+    /// Every name a summary of this family reports before breakdowns and averages: each
+    /// per-item metric (a distribution as its mean and quartiles), then the derived ones.
+    pub fn reported_names(self) -> Vec<String> {
+        let mut names = Vec::new();
+        for (m, name) in self.0.names().iter().enumerate() {
+            match self.0.aggregate(m) {
+                Aggregate::Percent => names.push(name.to_string()),
+                Aggregate::Distribution => names.extend(DISTRIBUTION_SUFFIXES.iter().map(|s| format!("{name}_{s}"))),
+            }
+        }
+        names.extend(self.0.derived().iter().map(|d| d.to_string()));
+        names
+    }
+
+    /// The metric a suite of this family ranks by unless it names another.
+    pub fn headline_base(self) -> &'static str {
+        self.0.headline_base()
+    }
+
+    /// Whether the family can count the first of tied candidates as the winner.
+    pub fn takes_first_of_ties(self) -> bool {
+        self.0.takes_first_of_ties()
+    }
+
+    /// Whether the family also reads each item's text–text similarities (SugarCrepe++'s
+    /// text-only task).
+    pub fn compares_texts(self) -> bool {
+        self.0.compares_texts()
+    }
+
+    /// Whether a larger value of `metric`, one this family reports (also as a macro average,
+    /// a subset's mean or a breakdown group's), is better.
+    pub fn higher_is_better(self, metric: &str) -> bool {
+        !self.0.lower_is_better().iter().any(|low| named_after(metric, low))
+    }
+}
+
+impl PartialEq for MetricFamily {
+    fn eq(&self, other: &Self) -> bool {
+        self.id() == other.id()
+    }
+}
+
+impl Eq for MetricFamily {}
+
+impl std::fmt::Debug for MetricFamily {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+/// Whether `metric` is `base` or a name made from it (`base_…`).
+pub(crate) fn named_after(metric: &str, base: &str) -> bool {
+    metric.strip_prefix(base).is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+}

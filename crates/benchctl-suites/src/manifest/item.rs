@@ -1,0 +1,335 @@
+//! `[item]`: how a record becomes one K×L item (its id, candidate images and texts, an
+//! optional crop, the truth and the tags), checked when the manifest is read, applied to each
+//! record when the suite loads.
+
+use std::path::Path;
+
+use benchctl_scoring::{TagSets, Truth};
+use toml::Spanned;
+
+use super::raw::{RawIndex, RawItem, RawTag, RawTruth};
+use super::template::{self, Record, Template};
+use super::{Context, Keyed};
+use crate::image::{CropRegion, CroppedSource};
+use crate::{paths, Error, ErrorKind, ImageSource, Item, Result};
+
+/// `[item]`, checked.
+#[derive(Debug)]
+pub(super) struct ItemSpec {
+    /// `None`: a record's key in a JSON object keyed by id, else its position.
+    id: Option<Keyed<Template>>,
+    pub image_dir: String,
+    images: Candidates,
+    crop: Option<[Keyed<Template>; 4]>,
+    texts: Candidates,
+    truth: Keyed<TruthSpec>,
+    tags: Vec<(String, Keyed<Template>, Option<String>)>,
+}
+
+#[derive(Debug)]
+enum Candidates {
+    /// One template per candidate.
+    Each(Vec<Keyed<Template>>),
+    /// Every element of a list field.
+    List(Keyed<Vec<String>>),
+}
+
+#[derive(Debug)]
+enum TruthSpec {
+    Diagonal,
+    Text(IndexSpec),
+    Image(IndexSpec),
+    Pairs(Vec<(usize, usize)>),
+}
+
+#[derive(Debug)]
+enum IndexSpec {
+    Fixed(usize),
+    From(Template),
+}
+
+impl ItemSpec {
+    /// `[item]` checked; `files_tag` is the tag `source.files` gives each file's stem.
+    pub fn parse(item: &RawItem, files_tag: Option<(&str, usize)>, cx: &Context<'_>) -> Result<Self> {
+        let images = candidates(&item.images, &item.images_list, "images", cx)?;
+        let texts = candidates(&item.texts, &item.texts_list, "texts", cx)?;
+        let crop = match &item.crop {
+            Some(c) => Some([
+                cx.template("item.crop.left", &c.left)?,
+                cx.template("item.crop.top", &c.top)?,
+                cx.template("item.crop.width", &c.width)?,
+                cx.template("item.crop.height", &c.height)?,
+            ]),
+            None => None,
+        };
+        let truth_line = cx.line(item.truth.span());
+        let truth = truth(item.truth.get_ref(), truth_line, cx)?;
+        let mut tags = Vec::new();
+        for (name, spec) in &item.tags {
+            let key = format!("item.tags.{name}");
+            let (text, split) = match spec.get_ref() {
+                RawTag::Plain(t) => (t.clone(), None),
+                RawTag::Split { value, split } => (value.clone(), Some(split.clone())),
+            };
+            let line = cx.line(spec.span());
+            let value = Template::parse(&text).map_err(|e| cx.bad(&key, line, e.to_string()))?;
+            tags.push((name.clone(), Keyed { value, key: key.clone(), line }, split));
+        }
+        if let Some((tag, line)) = files_tag {
+            if tags.iter().any(|(name, _, _)| name == tag) {
+                return Err(cx.bad(
+                    "source.tag",
+                    line,
+                    format!("`{tag}` is also a tag of `[item.tags]`; name the files' tag otherwise"),
+                ));
+            }
+            let value = Template::parse("{_source}").map_err(|e| cx.bad("source.tag", 1, e.to_string()))?;
+            tags.push((tag.to_string(), Keyed { value, key: "source.tag".into(), line: 1 }, None));
+        }
+        let id = item.id.as_ref().map(|t| cx.template("item.id", t)).transpose()?;
+        let image_dir = match &item.image_dir {
+            Some(dir) if !dir.get_ref().is_empty() => {
+                // Images are found under it: it must stay inside the data directory, as each
+                // image path must.
+                paths::inside(Path::new(""), dir.get_ref(), "the manifest").map_err(|_| {
+                    cx.bad("item.image_dir", cx.line(dir.span()), "must be a path inside the data directory".into())
+                })?;
+                dir.get_ref().clone()
+            }
+            _ => String::new(),
+        };
+        let truth = Keyed { value: truth, key: "item.truth".into(), line: truth_line };
+        Ok(ItemSpec { id, image_dir, images, crop, texts, truth, tags })
+    }
+
+    /// The tag names every item carries.
+    pub fn tag_names(&self) -> Vec<&str> {
+        self.tags.iter().map(|(n, _, _)| n.as_str()).collect()
+    }
+
+    /// The item a record describes; `default_id` is its id when `item.id` is not given.
+    pub fn item(
+        &self,
+        record: &Record<'_>,
+        default_id: impl FnOnce() -> String,
+        images_root: &Path,
+        tag_sets: &mut TagSets,
+        at: &str,
+    ) -> Result<Item> {
+        let fail =
+            |named: String, what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {named}: {what}"));
+        let render = |t: &Keyed<Template>| t.value.render(record).map_err(|e| fail(t.named(), e.to_string()));
+        let id = match &self.id {
+            Some(template) => render(template)?,
+            None => default_id(),
+        };
+        let texts = self.candidates(&self.texts, record, &fail)?;
+        let paths = self.candidates(&self.images, record, &fail)?;
+        let crop = match &self.crop {
+            Some(fields) => Some(crop(fields, record, &fail)?),
+            None => None,
+        };
+        let images = paths
+            .iter()
+            .map(|p| {
+                let path = paths::inside(images_root, p, at)?;
+                Ok(match crop {
+                    Some(region) => ImageSource::Cropped(Box::new(CroppedSource { file: path, region })),
+                    None => ImageSource::from_path(path),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let truth = self.truth_of(record, images.len(), texts.len(), &fail)?;
+        let mut tags = Vec::new();
+        for (name, template, split) in &self.tags {
+            let value = render(template)?;
+            let values = match split {
+                Some(sep) => {
+                    value.split(sep.as_str()).map(str::trim).filter(|v| !v.is_empty()).map(String::from).collect()
+                }
+                None => vec![value],
+            };
+            tags.push((name.clone(), values));
+        }
+        Ok(Item { id, images, texts, truth, tags: tag_sets.intern(tags) })
+    }
+
+    /// The truth of an item of `k` images and `l` texts.
+    fn truth_of(
+        &self,
+        record: &Record<'_>,
+        k: usize,
+        l: usize,
+        fail: &dyn Fn(String, String) -> Error,
+    ) -> Result<Truth> {
+        let truth_at = || self.truth.named();
+        let index_of = |spec: &IndexSpec, bound: usize, what: &str| -> Result<usize> {
+            let i = match spec {
+                IndexSpec::Fixed(i) => *i,
+                IndexSpec::From(t) => {
+                    let text = t.render(record).map_err(|e| fail(truth_at(), e.to_string()))?;
+                    text.trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+                        .map(|x| x as usize)
+                        .ok_or_else(|| fail(truth_at(), format!("the {what} index {text:?} is not a whole number")))?
+                }
+            };
+            if i >= bound {
+                return Err(fail(truth_at(), format!("{what} {i} of an item with {bound} {what}(s)")));
+            }
+            Ok(i)
+        };
+        let mut matches = vec![false; k * l];
+        match &self.truth.value {
+            TruthSpec::Diagonal if k == l => (0..k).for_each(|i| matches[i * l + i] = true),
+            TruthSpec::Diagonal => {
+                return Err(fail(truth_at(), format!("`diagonal` needs as many images as texts, got {k}×{l}")))
+            }
+            TruthSpec::Text(spec) => {
+                let t = index_of(spec, l, "text")?;
+                (0..k).for_each(|i| matches[i * l + t] = true);
+            }
+            TruthSpec::Image(spec) => {
+                let i = index_of(spec, k, "image")?;
+                (0..l).for_each(|t| matches[i * l + t] = true);
+            }
+            TruthSpec::Pairs(pairs) => {
+                for &(i, t) in pairs {
+                    if i >= k || t >= l {
+                        return Err(fail(truth_at(), format!("pair ({i}, {t}) is outside an item of {k}×{l}")));
+                    }
+                    matches[i * l + t] = true;
+                }
+            }
+        }
+        Truth::new(k, l, matches).map_err(|e| fail(truth_at(), e.to_string()))
+    }
+
+    fn candidates(
+        &self,
+        spec: &Candidates,
+        record: &Record<'_>,
+        fail: &dyn Fn(String, String) -> Error,
+    ) -> Result<Vec<String>> {
+        match spec {
+            Candidates::Each(templates) => {
+                templates.iter().map(|t| t.value.render(record).map_err(|e| fail(t.named(), e.to_string()))).collect()
+            }
+            Candidates::List(field) => {
+                let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e.to_string()))?;
+                let list = value.as_array().filter(|l| !l.is_empty()).ok_or_else(|| {
+                    fail(field.named(), format!("`{}` must be a non-empty list", field.value.join(".")))
+                })?;
+                list.iter()
+                    .map(|v| {
+                        template::scalar_text(v).map_err(|what| fail(field.named(), format!("an element is {what}")))
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+/// `item.<what>` (templates) or `item.<what>_list` (a list field), exactly one.
+fn candidates(
+    list: &Option<Spanned<Vec<Spanned<String>>>>,
+    from: &Option<Spanned<String>>,
+    what: &str,
+    cx: &Context<'_>,
+) -> Result<Candidates> {
+    match (list, from) {
+        (Some(list), None) => {
+            if list.get_ref().is_empty() {
+                return Err(cx.bad(&format!("item.{what}"), cx.line(list.span()), "lists no candidate".into()));
+            }
+            let each = list
+                .get_ref()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| cx.template(&format!("item.{what}[{i}]"), t))
+                .collect::<Result<_>>()?;
+            Ok(Candidates::Each(each))
+        }
+        (None, Some(field)) => {
+            let key = format!("item.{what}_list");
+            let line = cx.line(field.span());
+            let parsed = Template::parse(&format!("{{{}}}", field.get_ref()))
+                .ok()
+                .and_then(|t| t.lone_field().map(<[String]>::to_vec))
+                .ok_or_else(|| cx.bad(&key, line, "must name a field (such as `caption_options`)".into()))?;
+            Ok(Candidates::List(Keyed { value: parsed, key, line }))
+        }
+        (Some(list), Some(_)) => Err(cx.bad(
+            &format!("item.{what}"),
+            cx.line(list.span()),
+            format!("give `item.{what}` or `item.{what}_list`, not both"),
+        )),
+        (None, None) => Err(Error::new(
+            ErrorKind::Manifest,
+            format!("read manifest {}: `[item]` needs `{what}` (templates) or `{what}_list` (a list field)", cx.origin),
+        )),
+    }
+}
+
+/// `item.truth`: `"diagonal"`, or exactly one of `text`, `image` or `pairs`.
+fn truth(raw: &RawTruth, line: usize, cx: &Context<'_>) -> Result<TruthSpec> {
+    let index = |raw: &RawIndex, key: &str| -> Result<IndexSpec> {
+        Ok(match raw {
+            RawIndex::Fixed(i) => IndexSpec::Fixed(*i),
+            RawIndex::From(t) => IndexSpec::From(Template::parse(t).map_err(|e| cx.bad(key, line, e.to_string()))?),
+        })
+    };
+    Ok(match raw {
+        RawTruth::Named(name) if name == "diagonal" => TruthSpec::Diagonal,
+        RawTruth::Named(name) => {
+            return Err(cx.bad(
+                "item.truth",
+                line,
+                format!("unknown truth {name:?}: `\"diagonal\"`, or a table with `text`, `image` or `pairs`"),
+            ))
+        }
+        RawTruth::Table(t) => match (&t.text, &t.image, &t.pairs) {
+            (Some(text), None, None) => TruthSpec::Text(index(text, "item.truth.text")?),
+            (None, Some(image), None) => TruthSpec::Image(index(image, "item.truth.image")?),
+            (None, None, Some(pairs)) if !pairs.is_empty() => {
+                TruthSpec::Pairs(pairs.iter().map(|[i, t]| (*i, *t)).collect())
+            }
+            _ => {
+                return Err(cx.bad(
+                    "item.truth",
+                    line,
+                    "give exactly one of `text` (the matching text's index), `image` or `pairs` (non-empty)".into(),
+                ))
+            }
+        },
+    })
+}
+
+/// The crop box as PIL's `Image.crop` takes it: (left, top, left + width, top + height),
+/// each rounded half to even (Python's `round`).
+fn crop(
+    fields: &[Keyed<Template>; 4],
+    record: &Record<'_>,
+    fail: &dyn Fn(String, String) -> Error,
+) -> Result<CropRegion> {
+    let mut values = [0f64; 4];
+    for (value, field) in values.iter_mut().zip(fields) {
+        let text = field.value.render(record).map_err(|e| fail(field.named(), e.to_string()))?;
+        *value = text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && v.abs() < 1e9)
+            .ok_or_else(|| fail(field.named(), format!("{text:?} is not a number")))?;
+    }
+    let [left, top, width, height] = values;
+    let round = |v: f64| v.round_ties_even() as i64;
+    let region =
+        CropRegion { left: round(left), top: round(top), right: round(left + width), bottom: round(top + height) };
+    if region.right <= region.left || region.bottom <= region.top {
+        return Err(fail(fields[2].named(), format!("the crop box {region:?} is empty")));
+    }
+    Ok(region)
+}

@@ -1,0 +1,143 @@
+//! The TOML form of a manifest, as serde reads it: every key spanned, so a problem names its
+//! line (`docs/manifests.md` is the reference).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawManifest {
+    pub(super) id: Spanned<String>,
+    pub(super) description: String,
+    #[serde(default)]
+    pub(super) how_to_get: Option<String>,
+    #[serde(default)]
+    pub(super) expected_items: Option<usize>,
+    /// The dataset card beside the manifest (documentation only).
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) card: Option<String>,
+    pub(super) source: RawSource,
+    pub(super) item: RawItem,
+    pub(super) metrics: RawMetrics,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSource {
+    #[serde(default)]
+    pub(super) file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) files: Option<Spanned<Vec<Spanned<String>>>>,
+    /// With `files`: the tag each file's stem becomes (default `subset`).
+    #[serde(default)]
+    pub(super) tag: Option<Spanned<String>>,
+    pub(super) format: Spanned<String>,
+    #[serde(default)]
+    pub(super) records: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) group: Option<Spanned<usize>>,
+    /// Lists of each record expanded together into one item per element.
+    #[serde(default)]
+    pub(super) expand: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawItem {
+    #[serde(default)]
+    pub(super) id: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) image_dir: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) images: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(super) images_list: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) crop: Option<RawCrop>,
+    #[serde(default)]
+    pub(super) texts: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(super) texts_list: Option<Spanned<String>>,
+    pub(super) truth: Spanned<RawTruth>,
+    #[serde(default)]
+    pub(super) tags: BTreeMap<String, Spanned<RawTag>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCrop {
+    pub(super) left: Spanned<String>,
+    pub(super) top: Spanned<String>,
+    pub(super) width: Spanned<String>,
+    pub(super) height: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawTruth {
+    Named(String),
+    Table(RawTruthTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTruthTable {
+    #[serde(default)]
+    pub(super) text: Option<RawIndex>,
+    #[serde(default)]
+    pub(super) image: Option<RawIndex>,
+    #[serde(default)]
+    pub(super) pairs: Option<Vec<[usize; 2]>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawIndex {
+    Fixed(usize),
+    From(String),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawTag {
+    Plain(String),
+    Split { value: String, split: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) family: Spanned<String>,
+    #[serde(default)]
+    pub(super) breakdown: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) macro_over: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) macro_min_items: usize,
+    #[serde(default)]
+    pub(super) macro_exclude: Vec<String>,
+    #[serde(default)]
+    pub(super) ties: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) headline: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) average: Option<RawAverage>,
+    /// Accuracies over groups (name → the tag whose values are the groups): a group counts
+    /// when all its items are right.
+    #[serde(default)]
+    pub(super) all_of: BTreeMap<String, Spanned<String>>,
+}
+
+/// `[metrics.average]`: a paper's average over named groups of one tag's values.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAverage {
+    pub(super) name: Spanned<String>,
+    pub(super) over: Spanned<String>,
+    pub(super) groups: Spanned<BTreeMap<String, Vec<String>>>,
+    #[serde(default)]
+    pub(super) metrics: Option<Spanned<Vec<String>>>,
+}
