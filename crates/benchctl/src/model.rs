@@ -3,15 +3,14 @@
 //! embedding cache lacks something (`ResolvedModel::load_unless_cached`); the
 //! [`ModelRecord`] a run stores.
 
-use std::path::Path;
-
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
 use benchctl_models::registry::{self, Architecture, ScoreHead};
 use benchctl_models::{Model, ScoreKind, Similarity};
 use candle_core::{DType, Device};
 
-use crate::cache::{self, hex, EmbeddingCache, Keys};
-use benchctl_models::vqascore::endpoint::{Endpoint, ImagePosition};
+use crate::cache::identity::{content_digest, EndpointIdentity, FileStamp, ModelIdentity};
+use crate::cache::{self, CacheIdentity, EmbeddingCache, KeyTag, Keys};
+use benchctl_models::vqascore::endpoint::Endpoint;
 
 use crate::plan::{EndpointChoice, ModelChoice, ModelSource};
 use crate::results::{EndpointRecord, ModelRecord};
@@ -25,7 +24,7 @@ pub struct ResolvedModel {
     device: Device,
     pub record: ModelRecord,
     /// Everything an embedding depends on besides its input: the embedding cache's namespace.
-    pub cache_namespace: String,
+    pub cache_identity: CacheIdentity,
 }
 
 /// What computes the scores: model files run here, or a scoring server.
@@ -70,7 +69,11 @@ impl Head {
 
     /// The cache key of a dual encoder's or a fusion model's head.
     pub(crate) fn key(fusion: bool) -> cache::Key {
-        cache::key(&[if fusion { b"fusion-score-kind" } else { b"similarity-head" }])
+        if fusion {
+            KeyTag::FusionScoreKind.key(&[])
+        } else {
+            KeyTag::SimilarityHead.key(&[])
+        }
     }
 
     /// Its cache entry: the key and the values ([`Similarity::to_values`], or the kind's
@@ -106,7 +109,7 @@ impl ResolvedModel {
     pub fn cache(&self, no_cache: bool) -> Result<EmbeddingCache> {
         match cache::default_root() {
             // A cache that cannot be opened (a read-only or missing location) is not used.
-            Some(root) if !no_cache => Ok(EmbeddingCache::open(&root, &self.cache_namespace).unwrap_or_else(|e| {
+            Some(root) if !no_cache => Ok(EmbeddingCache::open_for(&root, &self.cache_identity).unwrap_or_else(|e| {
                 cache::warn_unwritable(&format!("failed to {e}; the run goes on without the embedding cache"));
                 EmbeddingCache::disabled()
             })),
@@ -204,16 +207,6 @@ impl ResolvedModel {
 /// Inputs a run needs from the cache: their keys, and which of them (all without a mask).
 pub(crate) type Needed<'a> = (&'a Keys<'a>, Option<&'a [bool]>);
 
-/// The JPEG decoder's part of the cache namespace: none for zune-jpeg (the default build, so
-/// its caches stay valid), the decoder's name otherwise, since its pixels, and so the
-/// embeddings, differ by a few levels.
-fn jpeg_decoder_part() -> String {
-    match benchctl_suites::image::JPEG_DECODER {
-        "zune-jpeg" => String::new(),
-        other => format!("|jpeg={other}"),
-    }
-}
-
 /// Resolves a zoo id or a model path to files, architecture and head, without reading the
 /// weights; opens the device.
 pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
@@ -242,35 +235,24 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
-    // A local directory is identified by where its weights are and their size and mtime, so a
-    // replaced file gets a new namespace; a hub model by its commit. The preprocessing and the
-    // tokenizer follow from the architecture and the config, tokenizer and image processor
-    // files, whose bytes are hashed in. The code's own part: `OUTPUT_VERSION`, bumped by any
-    // change to decoding, preprocessing or model code that alters an embedding, and the crate
-    // version.
-    let stamp = |path: &Path| {
-        std::fs::metadata(path).ok().map(|m| format!("{}:{:?}", m.len(), m.modified().ok())).unwrap_or_default()
-    };
-    let contents = |path: &Path| std::fs::read(path).map(|bytes| hex(&cache::key(&[&bytes])[..8])).unwrap_or_default();
-    let cache_namespace = format!(
-        "v{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
-        benchctl_models::OUTPUT_VERSION,
-        env!("CARGO_PKG_VERSION"),
-        record.id,
-        record.repo,
-        record.commit,
-        files.weights.canonicalize().ok(),
-        stamp(&files.weights),
-        record.dtype,
-        record.device,
-        architecture.name(),
-        head.name(),
-        contents(&files.config),
-        contents(&files.tokenizer),
-        files.preprocessor.as_deref().map(contents).unwrap_or_default(),
-    ) + &jpeg_decoder_part();
+    let cache_identity = CacheIdentity::Model(ModelIdentity {
+        output_version: benchctl_models::OUTPUT_VERSION,
+        benchctl_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: record.id.clone(),
+        repo: record.repo.clone(),
+        commit: record.commit.clone(),
+        weights: FileStamp::of(&files.weights),
+        dtype: record.dtype.clone(),
+        device: record.device.clone(),
+        architecture: architecture.name().to_string(),
+        head: head.name().to_string(),
+        config: content_digest(&files.config),
+        tokenizer: content_digest(&files.tokenizer),
+        preprocessor: files.preprocessor.as_deref().and_then(content_digest),
+        jpeg_decoder: benchctl_suites::image::JPEG_DECODER.to_string(),
+    });
     let backend = Backend::Local { files, architecture, head };
-    Ok(ResolvedModel { backend, dtype, device, record, cache_namespace })
+    Ok(ResolvedModel { backend, dtype, device, record, cache_identity })
 }
 
 /// A scoring server as a run's model: no files, its identity the server's URL, the served
@@ -299,28 +281,16 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
             image_position: settings.image_position,
         }),
     };
-    // The key is not part of it: the same server answers the same with any key. The default
-    // image position adds nothing, so answers cached before the option stay valid.
-    let image_position = match settings.image_position {
-        ImagePosition::AfterQuestion => String::new(),
-        position => format!("|image-{}", position.name()),
-    };
-    let cache_namespace = format!(
-        "endpoint|v1|{}|{:?}|{:?}|{:?}|top{}{image_position}",
-        endpoint.chat_url(),
-        settings.served_model,
-        template.question(),
-        template.answer(),
-        settings.top_logprobs,
-    );
+    let cache_identity = CacheIdentity::Endpoint(EndpointIdentity {
+        url: endpoint.chat_url().to_string(),
+        served_model: settings.served_model.clone(),
+        question_template: template.question().to_string(),
+        answer_template: template.answer().to_string(),
+        top_logprobs: settings.top_logprobs,
+        image_position: settings.image_position.name().to_string(),
+    });
     let model = EndpointModel { endpoint, in_flight: choice.in_flight, request_budget: choice.request_budget };
-    Ok(ResolvedModel {
-        backend: Backend::Endpoint(Box::new(model)),
-        dtype: DType::F32,
-        device,
-        record,
-        cache_namespace,
-    })
+    Ok(ResolvedModel { backend: Backend::Endpoint(Box::new(model)), dtype: DType::F32, device, record, cache_identity })
 }
 
 /// The score head a scoring server's runs record: VQAScore, `log P("Yes")`.

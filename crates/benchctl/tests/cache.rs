@@ -56,7 +56,10 @@ fn segments(cache: &Path) -> Vec<PathBuf> {
             continue;
         }
         for f in std::fs::read_dir(dir).unwrap() {
-            out.push(f.unwrap().path());
+            let path = f.unwrap().path();
+            if path.extension().is_some_and(|e| e == "bin") {
+                out.push(path);
+            }
         }
     }
     out.sort();
@@ -259,8 +262,92 @@ fn the_namespace_names_the_code_version() {
         dtype: candle_core::DType::F32,
     })
     .unwrap();
-    let prefix = format!("v{}|{}|", benchctl_models::OUTPUT_VERSION, env!("CARGO_PKG_VERSION"));
-    assert!(resolved.cache_namespace.starts_with(&prefix), "{}", resolved.cache_namespace);
+    let benchctl::cache::CacheIdentity::Model(identity) = &resolved.cache_identity else { panic!("a local model") };
+    assert_eq!(identity.output_version, benchctl_models::OUTPUT_VERSION);
+    assert_eq!(identity.benchctl_version, env!("CARGO_PKG_VERSION"));
+}
+
+/// Each namespace folder says what it holds: `identity.json`, the identity its name is the
+/// hash of, naming the model, its files' digests, dtype, device and head.
+#[test]
+fn each_cache_folder_describes_its_identity() {
+    let cache = tempfile::tempdir().unwrap();
+    eval(cache.path(), &[]);
+    let folders: Vec<PathBuf> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.ends_with("file-keys"))
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    let text = std::fs::read_to_string(folders[0].join("identity.json")).unwrap();
+    let identity: benchctl::cache::CacheIdentity = serde_json::from_str(&text).unwrap();
+    let benchctl::cache::CacheIdentity::Model(model) = &identity else { panic!("{text}") };
+    assert_eq!(
+        (model.architecture.as_str(), model.head.as_str(), model.dtype.as_str()),
+        ("clip", "contrastive", "f32")
+    );
+    assert!(model.config.is_some() && model.tokenizer.is_some() && model.weights.size.is_some(), "{text}");
+    // The folder's name is the hash of that identity's canonical form.
+    let expected = benchctl::cache::key(&[identity.canonical().as_bytes()]);
+    let name: String = expected[..16].iter().map(|b| format!("{b:02x}")).collect();
+    assert!(folders[0].ends_with(&name), "{} is not named {name}", folders[0].display());
+}
+
+/// A cache folder written by the previous layout (a positional namespace string, hashed
+/// without a typed identity) is never read: its name is not any identity's hash, so even a
+/// folder holding every entry a run needs, with wrong values, leaves the run's scores those of
+/// an uncached run (docs/architecture.md: old folders are ignored; delete them to reclaim space).
+#[test]
+fn a_cache_folder_of_the_previous_layout_is_never_served() {
+    use benchctl::cache::{key, EmbeddingCache, KeyTag};
+    let model = PathBuf::from(tiny_model());
+    let cache = tempfile::tempdir().unwrap();
+    // The previous namespace, as the previous `model.rs` formatted it for this model.
+    let weights = model.join("model.safetensors");
+    let meta = std::fs::metadata(&weights).unwrap();
+    let digest = |name: &str| {
+        std::fs::read(model.join(name))
+            .map(|b| key(&[&b])[..8].iter().map(|x| format!("{x:02x}")).collect::<String>())
+            .unwrap_or_default()
+    };
+    let id = model.canonicalize().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+    let old = format!(
+        "v{}|{}|{}|{:?}|{:?}|{:?}|{}|{}|{}|{}|{}|{}|{}|{}",
+        benchctl_models::OUTPUT_VERSION,
+        env!("CARGO_PKG_VERSION"),
+        id,
+        None::<String>,
+        None::<String>,
+        weights.canonicalize().ok(),
+        format!("{}:{:?}", meta.len(), meta.modified().ok()),
+        "f32",
+        "cpu",
+        "clip",
+        "contrastive",
+        digest("config.json"),
+        digest("tokenizer.json"),
+        digest("preprocessor_config.json"),
+    );
+    // Every entry the demo run needs, poisoned, and the score head.
+    let data = demo_suite();
+    let mut entries: Vec<(benchctl::cache::Key, Vec<f32>)> = Vec::new();
+    for image in std::fs::read_dir(data.join("images")).unwrap() {
+        let bytes = std::fs::read(image.unwrap().path()).unwrap();
+        entries.push((KeyTag::File.key(&[&bytes]), vec![1.0; 24]));
+    }
+    for line in std::fs::read_to_string(data.join("examples.jsonl")).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        for caption in ["caption_0", "caption_1"] {
+            entries.push((KeyTag::Text.key(&[v[caption].as_str().unwrap().as_bytes()]), vec![1.0; 24]));
+        }
+    }
+    entries.push((KeyTag::SimilarityHead.key(&[]), vec![100.0, 0.0, 0.0]));
+    let records: Vec<(benchctl::cache::Key, &[f32])> = entries.iter().map(|(k, v)| (*k, &v[..])).collect();
+    EmbeddingCache::open(cache.path(), &old).unwrap().append(&records).unwrap();
+    let run = eval(cache.path(), &[]);
+    assert_eq!(encoded(&run), (16, 16, 0, 0), "the old folder serves nothing");
+    let uncached = eval(tempfile::tempdir().unwrap().path(), &["--no-cache"]);
+    assert_eq!(run["report"], uncached["report"]);
 }
 
 /// Image files are hashed once: a warm re-run reads none of them to key them (the memo knows

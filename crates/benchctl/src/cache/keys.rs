@@ -10,6 +10,58 @@ use rayon::prelude::*;
 use super::{key, warn_unwritable, FileKeys, Key};
 use crate::{Error, ErrorKind, Result};
 
+/// What a key is of: the first part of every key hashed, so that keys of different things
+/// never collide. Every tag of the cache is here; the bytes are the cache's format (changing
+/// one orphans every entry keyed by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyTag {
+    /// An image file's (or an embedded image's) bytes.
+    File,
+    /// A `.npy` frame in BGR order (EqBen's Kubric and SD frames).
+    NpyBgr,
+    /// A region of an image file.
+    Cropped,
+    /// RoCOCO's altered image: two sources and the recipe.
+    Altered,
+    /// A text.
+    Text,
+    /// An (image, text) pair's fusion score.
+    Pair,
+    /// A file's identity in the file-key memo: path, size, mtime and its key's tag.
+    FileId,
+    /// A dual encoder's score head.
+    SimilarityHead,
+    /// The kind of a fusion model's pair scores.
+    FusionScoreKind,
+    /// A model file's bytes, for a cache identity's digests.
+    Content,
+}
+
+impl KeyTag {
+    pub fn bytes(self) -> &'static [u8] {
+        match self {
+            KeyTag::File => b"file",
+            KeyTag::NpyBgr => b"npy-bgr",
+            KeyTag::Cropped => b"cropped",
+            KeyTag::Altered => b"altered",
+            KeyTag::Text => b"text",
+            KeyTag::Pair => b"pair",
+            KeyTag::FileId => b"file-id",
+            KeyTag::SimilarityHead => b"similarity-head",
+            KeyTag::FusionScoreKind => b"fusion-score-kind",
+            KeyTag::Content => b"content",
+        }
+    }
+
+    /// The key of `parts` under this tag.
+    pub fn key(self, parts: &[&[u8]]) -> Key {
+        let mut all = Vec::with_capacity(parts.len() + 1);
+        all.push(self.bytes());
+        all.extend_from_slice(parts);
+        key(&all)
+    }
+}
+
 /// Saves what the memo learnt; a failure only costs rehashing next time, so it warns.
 pub fn remember(memo: &FileKeys) {
     if let Err(e) = memo.save() {
@@ -22,23 +74,23 @@ pub fn remember(memo: &FileKeys) {
 /// The cache key of an image: the SHA-256 of its bytes (for an altered image, of both
 /// sources' keys and the recipe), files' keys through the path/size/mtime memo.
 pub fn image_key(source: &ImageSource, memo: &FileKeys) -> Result<Key> {
-    let key_of = |path: &Path, tag: &[u8]| {
+    let key_of = |path: &Path, tag: KeyTag| {
         memo.key_of(path, tag)
             .map_err(|e| Error::caused_by(ErrorKind::Data, format!("read image {}: {e}", path.display()), e))
     };
     Ok(match source {
-        ImageSource::File(path) => key_of(path, b"file")?,
-        ImageSource::NpyBgr(path) => key_of(path, b"npy-bgr")?,
+        ImageSource::File(path) => key_of(path, KeyTag::File)?,
+        ImageSource::NpyBgr(path) => key_of(path, KeyTag::NpyBgr)?,
         // The same bytes as a file: a parquet release shares the cache with the jsonl one.
-        ImageSource::Embedded(e) => key(&[b"file", &e.bytes]),
+        ImageSource::Embedded(e) => KeyTag::File.key(&[&e.bytes]),
         ImageSource::Cropped(c) => {
             let r = c.region;
             let recipe = format!("{},{},{},{}", r.left, r.top, r.right, r.bottom);
-            key(&[b"cropped", &key_of(&c.file, b"file")?, recipe.as_bytes()])
+            KeyTag::Cropped.key(&[&key_of(&c.file, KeyTag::File)?, recipe.as_bytes()])
         }
         ImageSource::Altered(a) => {
             let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
-            key(&[b"altered", &key_of(&a.base, b"file")?, &key_of(&a.other, b"file")?, recipe.as_bytes()])
+            KeyTag::Altered.key(&[&key_of(&a.base, KeyTag::File)?, &key_of(&a.other, KeyTag::File)?, recipe.as_bytes()])
         }
     })
 }
@@ -116,7 +168,7 @@ impl Keys<'_> {
     pub fn get(&self, i: usize) -> Key {
         match self {
             Keys::Held(keys) => keys[i],
-            Keys::OfTexts(texts) => key(&[b"text", texts[i].as_bytes()]),
+            Keys::OfTexts(texts) => KeyTag::Text.key(&[texts[i].as_bytes()]),
         }
     }
 

@@ -1,12 +1,12 @@
 //! The embedding cache: each image and text is encoded once per model, across runs.
 //!
 //! Location: `BENCHCTL_CACHE`, else `$XDG_CACHE_HOME/benchctl`, else `~/.cache/benchctl`;
-//! `--no-cache` turns it off. One folder per model namespace: the hash of the model's
-//! identity (hub repo and commit, or local path with the weights' size and mtime), dtype,
-//! device, architecture, score head and the bytes of its config and tokenizer files. Besides
-//! embeddings and pair scores, a namespace holds the model's score head
-//! (`model::ResolvedModel::load`). Entries are keyed by the SHA-256 of the image file's bytes (for
-//! an altered image, of both sources and the recipe) or of the text.
+//! `--no-cache` turns it off. One folder per namespace, named by the hash of its
+//! [`CacheIdentity`] (every part a model's or a server's outputs depend on, declared once in
+//! [`identity`]) and described by its `identity.json`. Besides embeddings and pair scores, a
+//! namespace holds the model's score head (`model::ResolvedModel::load`). Entries are keyed
+//! ([`keys::KeyTag`]) by the SHA-256 of the image file's bytes (for an altered image, of both
+//! sources and the recipe) or of the text.
 //!
 //! Each process appends to its own segment file, one flushed record per encoded batch, so a
 //! killed run loses at most the batch in flight and concurrent runs never interleave. A
@@ -31,8 +31,13 @@ use sha2::{Digest, Sha256};
 
 use crate::{Error, ErrorKind, Result};
 
+pub mod identity;
 pub mod keys;
-pub use keys::{image_keys, remember, text_keys, Keys, SourceList};
+pub use identity::CacheIdentity;
+pub use keys::{image_keys, remember, text_keys, KeyTag, Keys, SourceList};
+
+/// The file in each namespace folder that says what the folder holds ([`CacheIdentity`]).
+pub const IDENTITY_FILE: &str = "identity.json";
 
 const MAGIC: &[u8; 4] = b"BCE2";
 const SEGMENT_MAGIC: &[u8; 4] = b"BCS2";
@@ -122,7 +127,28 @@ impl EmbeddingCache {
         self.dir.is_some()
     }
 
-    /// Opens (creating) the namespace `namespace` under `root` and reads its segments.
+    /// Opens (creating) the folder of `identity` under `root`, writing its `identity.json`
+    /// the first time, and reads its segments.
+    pub fn open_for(root: &Path, identity: &CacheIdentity) -> Result<Self> {
+        let cache = Self::open(root, &identity.canonical())?;
+        if let Some(dir) = &cache.dir {
+            let file = dir.join(IDENTITY_FILE);
+            if !file.exists() {
+                // Written beside and renamed, so a reader never sees half of it; a failure only
+                // leaves the folder undescribed.
+                let partial = dir.join(format!("{IDENTITY_FILE}.{}.partial", std::process::id()));
+                let written =
+                    std::fs::write(&partial, identity.pretty() + "\n").and_then(|_| std::fs::rename(&partial, &file));
+                if written.is_err() {
+                    let _ = std::fs::remove_file(&partial);
+                }
+            }
+        }
+        Ok(cache)
+    }
+
+    /// Opens (creating) the namespace whose canonical text is `namespace` under `root` and
+    /// reads its segments ([`EmbeddingCache::open_for`] with an identity's canonical form).
     pub fn open(root: &Path, namespace: &str) -> Result<Self> {
         let namespace = key(&[namespace.as_bytes()]);
         let dir = root.join(hex(&namespace[..16]));
@@ -330,9 +356,10 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// `key(&[tag, <the file's bytes>])`, streamed: a file is never held in memory to hash it.
-pub fn key_of_file(path: &Path, tag: &[u8], len: u64) -> std::io::Result<Key> {
+/// `tag.key(&[<the file's bytes>])`, streamed: a file is never held in memory to hash it.
+pub fn key_of_file(path: &Path, tag: KeyTag, len: u64) -> std::io::Result<Key> {
     use std::io::Read;
+    let tag = tag.bytes();
     let mut h = Sha256::new();
     h.update((tag.len() as u64).to_le_bytes());
     h.update(tag);
@@ -383,7 +410,7 @@ const FILE_KEY_MAGIC: &[u8; 4] = b"BCK1";
 /// What a remembered key is valid for, as one digest: the file's absolute path (as the
 /// records store it), size, mtime (ns) and the key's tag (`file`, `npy-bgr`).
 fn file_id(path: &str, size: u64, mtime: u128, tag: &[u8]) -> Key {
-    key(&[b"file-id", path.as_bytes(), &size.to_le_bytes(), &mtime.to_le_bytes(), tag])
+    KeyTag::FileId.key(&[path.as_bytes(), &size.to_le_bytes(), &mtime.to_le_bytes(), tag])
 }
 
 impl FileKeys {
@@ -451,7 +478,7 @@ impl FileKeys {
     /// The content key `key(&[tag, bytes])` of the file at `path`: remembered when its size
     /// and mtime are unchanged, else read, hashed and remembered. A path that is not UTF-8
     /// is not remembered (the records store paths as text).
-    pub fn key_of(&self, path: &Path, tag: &[u8]) -> std::io::Result<Key> {
+    pub fn key_of(&self, path: &Path, tag: KeyTag) -> std::io::Result<Key> {
         let meta = std::fs::metadata(path)?;
         // A FIFO would block the read, a device never end.
         if !meta.is_file() {
@@ -474,7 +501,7 @@ impl FileKeys {
             }
         }
         let remembered = absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0);
-        let id = remembered.map(|p| file_id(p, meta.len(), mtime, tag));
+        let id = remembered.map(|p| file_id(p, meta.len(), mtime, tag.bytes()));
         if let Some(id) = &id {
             if let Some(content) = self.known.get(id) {
                 return Ok(content);
@@ -490,8 +517,8 @@ impl FileKeys {
                 fresh.extend_from_slice(path.as_bytes());
                 fresh.extend_from_slice(&meta.len().to_le_bytes());
                 fresh.extend_from_slice(&mtime.to_le_bytes());
-                fresh.extend_from_slice(&[tag.len() as u8]);
-                fresh.extend_from_slice(tag);
+                fresh.extend_from_slice(&[tag.bytes().len() as u8]);
+                fresh.extend_from_slice(tag.bytes());
                 fresh.extend_from_slice(&key);
                 let check = Sha256::digest(&fresh[start..]);
                 fresh.extend_from_slice(&check[..8]);

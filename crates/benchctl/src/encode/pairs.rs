@@ -49,7 +49,7 @@ impl PairTable {
 
     /// Each pair's cache key, from its image's and text's.
     pub(crate) fn keys(&self, image_keys: &Keys, text_keys: &Keys) -> SpillVec<cache::Key> {
-        self.pairs.iter().map(|&(i, t)| cache::key(&[b"pair", &image_keys.get(i), &text_keys.get(t)])).collect()
+        self.pairs.iter().map(|&(i, t)| cache::KeyTag::Pair.key(&[&image_keys.get(i), &text_keys.get(t)])).collect()
     }
 
     pub(crate) fn score_tensor(
