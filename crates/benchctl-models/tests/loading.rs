@@ -254,3 +254,48 @@ fn open_clip_tensors_the_conversion_leaves_are_refused() {
     assert_eq!(err.kind(), ErrorKind::BadWeights);
     assert!(err.to_string().contains("`text_decoder.proj`"), "{err}");
 }
+
+/// Each architecture is declared once, and the declaration is consistent: names are unique,
+/// every declared `model_type` detects its architecture (and is named in the error for an
+/// unknown one), an architecture without one owns a config file that detects it, at most one
+/// is released as bare PyTorch checkpoints, each offers a head, and every zoo entry's
+/// architecture is in the table with a default preprocessor or a reason it has none.
+#[test]
+fn every_architecture_is_declared_once_and_detected_by_its_declaration() {
+    use std::collections::HashSet;
+    let table = registry::ARCHITECTURES;
+    let names: HashSet<&str> = table.iter().map(|a| a.name()).collect();
+    assert_eq!(names.len(), table.len(), "duplicate architecture names");
+    let dir = tempfile::tempdir().unwrap();
+    let unknown = dir.path().join("config.json");
+    std::fs::write(&unknown, r#"{"model_type": "not-a-model"}"#).unwrap();
+    let supported = registry::detect_architecture(&unknown).unwrap_err().to_string();
+    let mut model_types = HashSet::new();
+    for &architecture in table {
+        let spec = architecture.spec();
+        assert!(!spec.heads.is_empty(), "{}: no score head", spec.name);
+        assert_eq!(architecture.choose_head(None).unwrap(), spec.heads[0]);
+        for &model_type in spec.model_types {
+            assert!(model_types.insert(model_type), "`{model_type}` is declared twice");
+            let config = dir.path().join("config.json");
+            std::fs::write(&config, format!(r#"{{"model_type": "{model_type}"}}"#)).unwrap();
+            assert_eq!(registry::detect_architecture(&config).unwrap(), architecture, "{model_type}");
+            assert!(supported.contains(model_type), "{supported} does not name {model_type}");
+        }
+        if spec.model_types.is_empty() {
+            assert_ne!(spec.layout.config, "config.json", "{}: detectable by nothing", spec.name);
+            let own = dir.path().join(spec.layout.config);
+            std::fs::write(&own, "{}").unwrap();
+            assert_eq!(registry::detect_architecture(&own).unwrap(), architecture);
+            assert!(supported.contains(spec.layout.config), "{supported}");
+        }
+    }
+    assert!(table.iter().filter(|a| a.spec().released_as_torch_checkpoint).count() <= 1);
+    for entry in registry::MODELS {
+        assert!(table.contains(&entry.architecture), "{}: not in the table", entry.id);
+        match registry::default_preprocessor(entry.id) {
+            Ok(prep) => assert!(entry.preprocessing.starts_with(&prep.size.to_string()), "{}", entry.id),
+            Err(e) => assert!(e.to_string().contains("comes from its checkpoint's config"), "{}: {e}", entry.id),
+        }
+    }
+}

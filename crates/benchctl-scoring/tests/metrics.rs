@@ -456,3 +456,47 @@ fn external_scores_keep_f64_precision() {
     model.push(1, 2, &[0.1, 0.2]).unwrap();
     assert_eq!(model.item(0).get(0, 1), f64::from(0.2f32));
 }
+
+/// Each metric family declares its facts once, and they hold: ids are unique and found by
+/// name, the headline base is a name the family reports, every name a family's summary
+/// reports is one it declares (derived ones included), lower-is-better metrics are its own,
+/// and only families that declare it take the first of tied candidates.
+#[test]
+fn every_family_reports_what_it_declares() {
+    use benchctl_scoring::metrics::{higher_is_better, MetricFamily, Ties, FAMILIES};
+    use benchctl_scoring::ScoreKind;
+    let ids: std::collections::HashSet<&str> = FAMILIES.iter().map(|f| f.id()).collect();
+    assert_eq!(ids.len(), FAMILIES.len());
+    // Every shape the families read: 2×2 pairs, one image with two positives and a negative,
+    // one image with one positive and two negatives, one text over three images.
+    let shapes: Vec<(Truth, Vec<f32>)> = vec![
+        (Truth::diagonal(2), vec![0.9, 0.1, 0.2, 0.8]),
+        (Truth::new(1, 3, vec![true, true, false]).unwrap(), vec![0.7, 0.6, 0.1]),
+        (Truth::new(1, 3, vec![true, false, false]).unwrap(), vec![0.2, 0.6, 0.1]),
+        (Truth::new(3, 1, vec![true, false, false]).unwrap(), vec![0.9, 0.1, 0.3]),
+    ];
+    let tags = Tags::default();
+    let mut scores = ScoreTensor::of_kind(ScoreKind::Logit);
+    for (truth, values) in &shapes {
+        scores.push(truth.images(), truth.texts(), values).unwrap();
+    }
+    let views: Vec<ItemView<'_>> = shapes.iter().map(|(truth, _)| ItemView { truth, tags: &tags }).collect();
+    for &family in FAMILIES {
+        assert_eq!(MetricFamily::find(family.id()), Some(family));
+        let declared = family.reported_names();
+        assert!(declared.contains(&family.headline_base().to_string()), "{family:?}: {declared:?}");
+        let report = evaluate(&Summary::of(family), &scores, &views).unwrap();
+        for (name, _) in &report.metrics {
+            assert!(declared.contains(name), "{family:?} reports `{name}`, which it does not declare");
+        }
+        assert!(report.metric(family.headline_base()).is_some(), "{family:?}: no headline on items it reads");
+        for name in &declared {
+            assert_eq!(higher_is_better(name), family.higher_is_better(name), "{name}");
+        }
+        let first = evaluate(&Summary { ties: Ties::First, ..Summary::of(family) }, &scores, &views);
+        assert_eq!(first.is_ok(), family.takes_first_of_ties(), "{family:?}");
+    }
+    assert!(!higher_is_better("eqsim_deviation_median") && !higher_is_better("eqsim_deviation_mean_macro"));
+    assert!(!higher_is_better("clean_i2t_medr") && !higher_is_better("danger_i2t_rsms"));
+    assert!(higher_is_better("group_score") && higher_is_better("i2t_r1_altered_mean"));
+}

@@ -782,3 +782,24 @@ fn a_manifest_of_many_tags_is_read_and_its_lines_named() {
     let err = benchctl_suites::manifest::parse(&bad, "many", None).err().unwrap().to_string();
     assert!(err.contains(&format!("`item.tags.t{}` (line {line})", TAGS - 1)), "{err}");
 }
+
+/// Each suite is declared once, consistently: ids are unique over built-in suites and bundled
+/// manifests, a suite's loader gives it the id it is listed by, and every item suite's
+/// headline is a metric its summary reports (the family's declaration decides), bundled
+/// manifests included.
+#[test]
+fn every_suite_headline_is_a_metric_its_summary_reports() {
+    let all = benchctl_suites::all();
+    let ids: std::collections::HashSet<String> = all.iter().map(|s| s.id.to_string()).collect();
+    assert_eq!(ids.len(), all.len(), "duplicate suite ids");
+    let empty = tempfile::tempdir().unwrap();
+    for info in &all {
+        let Some(summary) = info.summary() else { continue };
+        let names = summary.reported_names();
+        assert!(names.contains(&info.headline.to_string()), "{}: headline `{}` not in {names:?}", info.id, info.headline);
+        let (suite, _) = info.load_all(empty.path()).unwrap();
+        assert_eq!(suite.id, info.id, "the loader names its suite as the table does");
+        assert_eq!(suite.summary, summary);
+    }
+    assert!(all.iter().filter(|s| s.summary().is_none()).all(|s| s.id == "rococo"), "only RoCOCO is galleries");
+}
