@@ -509,44 +509,99 @@ pub fn rank_gallery_on(
         return (0..n_queries).map(|q| query_outcome_with(&[], &matches(q), altered, ties)).collect();
     }
     let (q, g) = (quantise(queries, dim, "query")?, quantise(gallery, dim, "gallery")?);
-    let panels = pack_panels(&g, n_gallery);
-    let tile = tile_kernel(tier);
-    let dot = |a: &[f32], b: &[f32]| dot_on(tier, a, b);
     let max = |v: &[f64]| v.iter().copied().fold(0f64, f64::max);
-    let (g_approx, g_error, g_norm) = (max(&g.norm_approx), max(&g.norm_error), max(&g.norm));
-    // |dot(a, g) − a·g| ≤ γ ‖a‖‖g‖: each of the 64 partial sums rounds ⌈dim/64⌉ products
-    // and as many additions, then 6 pairwise additions (γ_n = n·u / (1 − n·u) < 2·n·u).
-    let gamma = 2.0 * (dim.div_ceil(LANES) + LANES.ilog2() as usize + 1) as f64 * UNIT_ROUNDOFF;
-    let width = q.width;
-    let pairs = width / 2;
-    let task_outcomes = |task: usize| -> Result<Vec<QueryOutcome>> {
-        let first = task * TASK_QUERIES;
-        let count = TASK_QUERIES.min(n_queries - first);
-        let mut states = Vec::with_capacity(count);
-        let mut matched = Vec::with_capacity(count);
-        let mut matches_tied_after = Vec::with_capacity(count);
-        for a in first..first + count {
-            let mut these = matches(a);
-            if these.is_empty() {
-                return Err(Error::new("a query needs at least one matching candidate"));
-            }
-            if let Some(&c) = these.iter().find(|&&c| c >= n_gallery) {
-                return Err(Error::new(format!("matching candidate {c} is outside a gallery of {n_gallery}")));
-            }
-            these.sort_unstable();
-            these.dedup();
-            let scored: Vec<f32> = these.iter().map(|&c| dot(row(queries, dim, a), row(gallery, dim, c))).collect();
-            let threshold = scored.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let first_match = these.iter().zip(&scored).find(|&(_, &s)| s == threshold).map_or(0, |(&c, _)| c);
-            // The last two terms cover rounding the norms (f64) and fp32 underflow.
-            let bound = (q.norm_approx[a] * g_error
-                + q.norm_error[a] * (g_approx + g_error)
-                + gamma * q.norm[a] * g_norm
-                + 4.0 * UNIT_ROUNDOFF * q.norm_approx[a] * g_approx)
-                * (1.0 + 1e-9)
-                + 1e-36;
-            let t = threshold as f64;
-            states.push(QueryState {
+    let ranking = Ranking {
+        tier,
+        tile: tile_kernel(tier),
+        queries,
+        gallery,
+        dim,
+        n_gallery,
+        panels: pack_panels(&g, n_gallery),
+        g_norms: (max(&g.norm_approx), max(&g.norm_error), max(&g.norm)),
+        q,
+        g,
+        // |dot(a, g) − a·g| ≤ γ ‖a‖‖g‖: each of the 64 partial sums rounds ⌈dim/64⌉ products
+        // and as many additions, then 6 pairwise additions (γ_n = n·u / (1 − n·u) < 2·n·u).
+        gamma: 2.0 * (dim.div_ceil(LANES) + LANES.ilog2() as usize + 1) as f64 * UNIT_ROUNDOFF,
+        matches,
+        altered,
+        ties,
+    };
+    let per_task: Vec<Vec<QueryOutcome>> = (0..n_queries.div_ceil(TASK_QUERIES))
+        .into_par_iter()
+        .map(|task| ranking.task(task * TASK_QUERIES, TASK_QUERIES.min(n_queries - task * TASK_QUERIES)))
+        .collect::<Result<_>>()?;
+    Ok(per_task.into_iter().flatten().collect())
+}
+
+/// What ranking every query of a gallery shares: the rows, their quantised forms and the
+/// gallery's panels, the error bound's terms, and how outcomes are counted.
+struct Ranking<'a> {
+    tier: Tier,
+    tile: TileFn,
+    queries: &'a [f32],
+    gallery: &'a [f32],
+    dim: usize,
+    n_gallery: usize,
+    q: Quantised,
+    g: Quantised,
+    panels: Vec<i16>,
+    /// The gallery's largest approximate norm, norm error and norm.
+    g_norms: (f64, f64, f64),
+    gamma: f64,
+    matches: &'a (dyn Fn(usize) -> Vec<usize> + Sync),
+    altered: &'a [bool],
+    ties: Ties,
+}
+
+/// One query's state before the scan, with how many matches score at its threshold and how
+/// many of them come after its first best match.
+struct Start {
+    state: QueryState,
+    matched: usize,
+    matches_tied_after: usize,
+}
+
+impl Ranking<'_> {
+    fn dot(&self, a: usize, c: usize) -> f32 {
+        dot_on(self.tier, row(self.queries, self.dim, a), row(self.gallery, self.dim, c))
+    }
+
+    /// The outcomes of queries `first..first + count`.
+    fn task(&self, first: usize, count: usize) -> Result<Vec<QueryOutcome>> {
+        let mut starts = (first..first + count).map(|a| self.start(a)).collect::<Result<Vec<_>>>()?;
+        self.scan(first, &mut starts);
+        Ok(starts.iter().enumerate().map(|(i, s)| self.outcome(first + i, s)).collect())
+    }
+
+    /// Query `a`'s threshold (its best match's exact score) and the band around it that the
+    /// integer screening cannot decide.
+    fn start(&self, a: usize) -> Result<Start> {
+        let mut these = (self.matches)(a);
+        if these.is_empty() {
+            return Err(Error::new("a query needs at least one matching candidate"));
+        }
+        if let Some(&c) = these.iter().find(|&&c| c >= self.n_gallery) {
+            return Err(Error::new(format!("matching candidate {c} is outside a gallery of {}", self.n_gallery)));
+        }
+        these.sort_unstable();
+        these.dedup();
+        let scored: Vec<f32> = these.iter().map(|&c| self.dot(a, c)).collect();
+        let threshold = scored.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let first_match = these.iter().zip(&scored).find(|&(_, &s)| s == threshold).map_or(0, |(&c, _)| c);
+        let (g_approx, g_error, g_norm) = self.g_norms;
+        let q = &self.q;
+        // The last two terms cover rounding the norms (f64) and fp32 underflow.
+        let bound = (q.norm_approx[a] * g_error
+            + q.norm_error[a] * (g_approx + g_error)
+            + self.gamma * q.norm[a] * g_norm
+            + 4.0 * UNIT_ROUNDOFF * q.norm_approx[a] * g_approx)
+            * (1.0 + 1e-9)
+            + 1e-36;
+        let t = threshold as f64;
+        Ok(Start {
+            state: QueryState {
                 threshold,
                 band: (f32_down(t - bound), f32_up(t + bound)),
                 margin: 2.0 * bound,
@@ -556,70 +611,68 @@ pub fn rank_gallery_on(
                 best: [f32::NEG_INFINITY; 2],
                 cut: [f32::NEG_INFINITY; 2],
                 contenders: [Vec::new(), Vec::new()],
-            });
-            matched.push(scored.iter().filter(|&&s| s >= threshold).count());
-            matches_tied_after
-                .push(these.iter().zip(&scored).filter(|&(&c, &s)| c > first_match && s == threshold).count());
-        }
+            },
+            matched: scored.iter().filter(|&&s| s >= threshold).count(),
+            matches_tied_after: these.iter().zip(&scored).filter(|&(&c, &s)| c > first_match && s == threshold).count(),
+        })
+    }
+
+    /// Every gallery panel against the queries from `first`, micro-tile by micro-tile: the
+    /// integer products counted, the candidates in a query's band decided by `dot`.
+    fn scan(&self, first: usize, starts: &mut [Start]) {
+        let (q, g) = (&self.q, &self.g);
+        let (count, pairs) = (starts.len(), q.width / 2);
         // This task's integers, packed per micro-tile (zero rows pad the last).
         let tiles = count.div_ceil(TILE_QUERIES);
         let mut ints = vec![0i32; tiles * TILE_QUERIES * pairs];
         for (t, packed) in ints.chunks_mut(TILE_QUERIES * pairs).enumerate() {
             let start = first + t * TILE_QUERIES;
-            pack_queries(&q, start..(start + TILE_QUERIES).min(first + count), packed);
+            pack_queries(q, start..(start + TILE_QUERIES).min(first + count), packed);
         }
         let mut products: Tile = [[0; PANEL_ROWS]; TILE_QUERIES];
         let mut approx = [0f32; PANEL_ROWS];
-        for (p, panel) in panels.chunks_exact(pairs * PANEL_ROWS * 2).enumerate() {
-            let rows = PANEL_ROWS.min(n_gallery - p * PANEL_ROWS);
+        for (p, panel) in self.panels.chunks_exact(pairs * PANEL_ROWS * 2).enumerate() {
+            let rows = PANEL_ROWS.min(self.n_gallery - p * PANEL_ROWS);
             let valid = if rows == PANEL_ROWS { u32::MAX } else { (1u32 << rows) - 1 };
             let mut scales = [0f32; PANEL_ROWS];
             scales[..rows].copy_from_slice(&g.scale[p * PANEL_ROWS..p * PANEL_ROWS + rows]);
             for t in 0..tiles {
-                tile(&ints[t * TILE_QUERIES * pairs..], width, panel, &mut products);
+                (self.tile)(&ints[t * TILE_QUERIES * pairs..], q.width, panel, &mut products);
                 for (i, sums) in products.iter().enumerate().take(count - t * TILE_QUERIES) {
                     let a = t * TILE_QUERIES + i;
-                    let state = &mut states[a];
+                    let state = &mut starts[a].state;
                     let cut = state.cut[0].min(state.cut[1]);
-                    let found = classify(tier, sums, &scales, q.scale[first + a], state.band, cut, valid, &mut approx);
+                    let found =
+                        classify(self.tier, sums, &scales, q.scale[first + a], state.band, cut, valid, &mut approx);
                     state.at_or_above += found.above.count_ones() as usize;
                     for j in lanes(found.band) {
-                        state.in_band(
-                            dot(row(queries, dim, first + a), row(gallery, dim, p * PANEL_ROWS + j)),
-                            p * PANEL_ROWS + j,
-                        );
+                        state.in_band(self.dot(first + a, p * PANEL_ROWS + j), p * PANEL_ROWS + j);
                     }
                     for j in lanes(found.contend) {
                         let c = p * PANEL_ROWS + j;
-                        state.contend(approx[j], c, altered.get(c).copied().unwrap_or(false) as usize);
+                        state.contend(approx[j], c, self.altered.get(c).copied().unwrap_or(false) as usize);
                     }
                 }
             }
         }
-        Ok(states
-            .iter()
-            .zip(matched.iter().zip(&matches_tied_after))
-            .enumerate()
-            .map(|(i, (s, (&matched, &matches_tied_after)))| {
-                let exact = |c: usize| dot(row(queries, dim, first + i), row(gallery, dim, c));
-                let ((altered_best, altered_at), (other_best, other_at)) =
-                    (s.best_exact(1, exact), s.best_exact(0, exact));
-                match ties {
-                    Ties::Strict => {
-                        QueryOutcome { rank: s.at_or_above - matched, top1_altered: altered_best >= other_best }
-                    }
-                    // Tied candidates after the first best match rank behind it; the top-1 is
-                    // the first candidate at the highest score.
-                    Ties::First => QueryOutcome {
-                        rank: s.at_or_above - matched - (s.tied_after - matches_tied_after),
-                        top1_altered: altered_best > other_best
-                            || (altered_best == other_best && altered_at < other_at),
-                    },
-                }
-            })
-            .collect())
-    };
-    let per_task: Vec<Vec<QueryOutcome>> =
-        (0..n_queries.div_ceil(TASK_QUERIES)).into_par_iter().map(task_outcomes).collect::<Result<_>>()?;
-    Ok(per_task.into_iter().flatten().collect())
+    }
+
+    /// Query `a`'s outcome once every panel is scanned.
+    fn outcome(&self, a: usize, s: &Start) -> QueryOutcome {
+        let exact = |c: usize| self.dot(a, c);
+        let state = &s.state;
+        let ((altered_best, altered_at), (other_best, other_at)) =
+            (state.best_exact(1, exact), state.best_exact(0, exact));
+        match self.ties {
+            Ties::Strict => {
+                QueryOutcome { rank: state.at_or_above - s.matched, top1_altered: altered_best >= other_best }
+            }
+            // Tied candidates after the first best match rank behind it; the top-1 is the
+            // first candidate at the highest score.
+            Ties::First => QueryOutcome {
+                rank: state.at_or_above - s.matched - (state.tied_after - s.matches_tied_after),
+                top1_altered: altered_best > other_best || (altered_best == other_best && altered_at < other_at),
+            },
+        }
+    }
 }

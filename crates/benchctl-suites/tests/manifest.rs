@@ -796,7 +796,12 @@ fn every_suite_headline_is_a_metric_its_summary_reports() {
     for info in &all {
         let Some(summary) = info.summary() else { continue };
         let names = summary.reported_names();
-        assert!(names.contains(&info.headline.to_string()), "{}: headline `{}` not in {names:?}", info.id, info.headline);
+        assert!(
+            names.contains(&info.headline.to_string()),
+            "{}: headline `{}` not in {names:?}",
+            info.id,
+            info.headline
+        );
         let (suite, _) = info.load_all(empty.path()).unwrap();
         assert_eq!(suite.id, info.id, "the loader names its suite as the table does");
         assert_eq!(suite.summary, summary);

@@ -1,6 +1,6 @@
 //! The shape of the code, checked from its text: no import cycle between the modules of any
-//! crate, the command line's types (clap) only in the binary, and the runner crate's
-//! functions and files short enough to read (docs/architecture.md).
+//! crate, the command line's types (clap) only in the binary, and every crate's functions and
+//! files short enough to read (docs/architecture.md).
 //!
 //! The import graph: a node per source file (its module), an edge from a file to each module
 //! it names through `crate::…`, `super::…`, `self::…` or one of its own child modules, in
@@ -15,9 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The longest function the runner crate may have, in lines from `fn` to its closing brace.
+/// The longest function any crate may have, in lines from `fn` to its closing brace.
 const MAX_FUNCTION_LINES: usize = 100;
-/// The longest file of the runner crate, in lines.
+/// The longest source file of any crate, in lines, not counting an in-file test module.
 const MAX_FILE_LINES: usize = 700;
 
 fn workspace() -> PathBuf {
@@ -512,9 +512,16 @@ fn function_lengths(code: &str) -> Vec<(usize, usize, String)> {
     found
 }
 
-fn runner_files() -> Vec<PathBuf> {
+/// Every `.rs` file under the `src/` of every crate.
+fn source_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    let mut pending = vec![workspace().join("crates/benchctl/src")];
+    let mut pending: Vec<PathBuf> = std::fs::read_dir(workspace().join("crates"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|crate_dir| crate_dir.path().join("src"))
+        .filter(|src| src.is_dir())
+        .collect();
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
@@ -529,16 +536,45 @@ fn runner_files() -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn the_runner_crates_functions_and_files_are_short() {
-    let files = runner_files();
-    assert!(files.len() > 10, "found {} files", files.len());
+/// A file's lines without its in-file test module (`#[cfg(test)] mod tests { … }`).
+fn lines_outside_tests(text: &str) -> usize {
+    let code = code_only(text);
+    let lines: Vec<&str> = code.lines().collect();
+    let Some(start) =
+        lines.windows(2).position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod tests"))
+    else {
+        return lines.len();
+    };
+    // The module's body: from its `{` to the matching `}`.
+    let mut depth = 0i32;
+    let mut end = lines.len() - 1;
+    'outer: for (n, line) in lines.iter().enumerate().skip(start + 1) {
+        for c in line.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = n;
+                        break 'outer;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    lines.len() - (end - start + 1)
+}
+
+/// Every file over [`MAX_FILE_LINES`] (tests aside) and function over [`MAX_FUNCTION_LINES`]
+/// among `files`, named with its place.
+fn oversized(files: &[PathBuf]) -> Vec<String> {
     let mut problems = Vec::new();
-    for file in &files {
+    for file in files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        let lines = text.lines().count();
+        let lines = lines_outside_tests(&text);
         if lines > MAX_FILE_LINES {
-            problems.push(format!("{}: {lines} lines (at most {MAX_FILE_LINES})", file.display()));
+            problems.push(format!("{}: {lines} lines besides its tests (at most {MAX_FILE_LINES})", file.display()));
         }
         for (line, length, name) in function_lengths(&code_only(&text)) {
             if length > MAX_FUNCTION_LINES {
@@ -549,7 +585,73 @@ fn the_runner_crates_functions_and_files_are_short() {
             }
         }
     }
+    problems
+}
+
+#[test]
+fn every_crates_functions_and_files_are_short() {
+    let files = source_files();
+    for krate in ["benchctl", "benchctl-base", "benchctl-cpu", "benchctl-models", "benchctl-scoring", "benchctl-suites"]
+    {
+        let src = workspace().join("crates").join(krate).join("src");
+        assert!(files.iter().any(|f| f.starts_with(&src)), "no source file found under {}", src.display());
+    }
+    let problems = oversized(&files);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The size gate catches each violation: a file one line too long (a test module beside it
+/// does not count, as it does not save a file that is too long on its own), a function one
+/// line too long, in any crate's `src/`.
+#[test]
+fn the_size_gate_sees_each_violation() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let write = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write a source file");
+        path
+    };
+    let filler = |n: usize| (0..n).map(|i| format!("const C{i}: u8 = 0;\n")).collect::<String>();
+    let tests = "#[cfg(test)]\nmod tests {\n".to_string() + &filler(200) + "}\n";
+    let short = write("short.rs", filler(MAX_FILE_LINES - 3) + &tests);
+    let long = write("long.rs", filler(MAX_FILE_LINES + 1) + &tests);
+    let body = |n: usize| format!("fn f() {{\n{}}}\n", "    let _ = 1;\n".repeat(n - 2));
+    let fits = write("fits.rs", body(MAX_FUNCTION_LINES));
+    let too_long = write("too_long.rs", body(MAX_FUNCTION_LINES + 1));
+    assert!(oversized(&[short, fits]).is_empty());
+    let found = oversized(&[long, too_long]);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("long.rs: 701 lines besides its tests"), "{found:?}");
+    assert!(found[1].contains("too_long.rs:1: fn f is 101 lines"), "{found:?}");
+}
+
+/// Every place in `files` that leaks memory to make data `'static` (`Box::leak`, `.leak()`):
+/// data read at run time (a manifest's suite) owns its strings instead.
+fn leaks(files: &[PathBuf]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files {
+        let code = code_only(&std::fs::read_to_string(file).unwrap_or_default());
+        for (n, line) in code.lines().enumerate() {
+            if line.contains("Box::leak") || line.contains(".leak()") || line.contains("String::leak") {
+                found.push(format!("{}:{}", file.display(), n + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_crate_leaks_memory_for_static_data() {
+    let found = leaks(&source_files());
+    assert!(found.is_empty(), "leaked allocations:\n{}", found.join("\n"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("leaky.rs");
+    std::fs::write(
+        &file,
+        "// Box::leak in a comment is fine\nfn f() -> &'static str { Box::leak(String::new().into_boxed_str()) }\n",
+    )
+    .expect("write a source file");
+    assert_eq!(leaks(&[file]).len(), 1, "the check sees a leak in code, not in a comment");
 }
 
 #[test]

@@ -18,6 +18,7 @@
 //! ([`Preprocessor::apply_pil`]): torchvision resizes them in that mode and converts after;
 //! `transformers` converts first.
 
+mod hf_config;
 mod resample;
 
 use benchctl_cpu::Tier;
@@ -81,15 +82,6 @@ pub fn smart_resize(
         (h_bar, w_bar) = (((h * beta / f).ceil() * f) as usize, ((w * beta / f).ceil() * f) as usize);
     }
     (h_bar, w_bar)
-}
-
-/// A size as `preprocessor_config.json` gives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Extent {
-    /// `{"shortest_edge": n}` (or an integer, for a processor that crops).
-    ShortestEdge(usize),
-    /// `{"height": h, "width": w}` (or an integer `n` for `n × n`).
-    Box(usize, usize),
 }
 
 /// Whose arithmetic the crop offset and the rescale follow.
@@ -159,124 +151,9 @@ impl Preprocessor {
     }
 
     /// The preprocessing a `preprocessor_config.json` asks for, as `transformers`' PIL image
-    /// processors apply it, on top of `defaults` (the architecture's processor defaults, for
-    /// keys the file leaves out). Settings benchctl does not reproduce exactly are refused,
-    /// naming the file and key, rather than approximated: a resample other than bicubic (3),
-    /// a non-square output, `do_resize` false, a centre crop after a two-sided resize.
+    /// processors apply it, on top of `defaults` (see [`hf_config`]).
     pub fn from_hf_config(path: &std::path::Path, defaults: &Preprocessor) -> crate::Result<Self> {
-        use serde_json::Value;
-        let bad = |key: &str, what: String| {
-            crate::Error::new(crate::ErrorKind::BadConfig, format!("read {} key `{key}`: {what}", path.display()))
-        };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
-        let json: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-            .map_err(|e| crate::Error::new(crate::ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
-        let flag = |key: &str, default: bool| -> crate::Result<bool> {
-            match json.get(key) {
-                None | Some(Value::Null) => Ok(default),
-                Some(Value::Bool(b)) => Ok(*b),
-                Some(other) => Err(bad(key, format!("expected true or false, got {other}"))),
-            }
-        };
-        let number = |v: &Value, key: &str| -> crate::Result<usize> {
-            v.as_u64()
-                .filter(|&n| n > 0)
-                .map(|n| n as usize)
-                .ok_or_else(|| bad(key, format!("expected a positive integer, got {v}")))
-        };
-        // `{"shortest_edge": n}`, `{"height": h, "width": w}`, or an integer: a shortest edge
-        // for a processor that crops (CLIP), a square otherwise and for crops, as
-        // `transformers`' `get_size_dict` reads it (`default_to_square`).
-        let crops_by_default = defaults.resize == Resize::ShorterSideThenCrop;
-        let extent = |key: &str| -> crate::Result<Option<Extent>> {
-            match json.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(v @ Value::Number(_)) if key == "size" && crops_by_default => {
-                    Ok(Some(Extent::ShortestEdge(number(v, key)?)))
-                }
-                Some(v @ Value::Number(_)) => {
-                    let n = number(v, key)?;
-                    Ok(Some(Extent::Box(n, n)))
-                }
-                Some(Value::Object(m)) => {
-                    if let Some(edge) = m.get("shortest_edge") {
-                        return Ok(Some(Extent::ShortestEdge(number(edge, &format!("{key}.shortest_edge"))?)));
-                    }
-                    match (m.get("height"), m.get("width")) {
-                        (Some(h), Some(w)) => Ok(Some(Extent::Box(
-                            number(h, &format!("{key}.height"))?,
-                            number(w, &format!("{key}.width"))?,
-                        ))),
-                        _ => Err(bad(key, "expected {\"shortest_edge\": n} or {\"height\": h, \"width\": w}".into())),
-                    }
-                }
-                Some(other) => Err(bad(key, format!("expected a size, got {other}"))),
-            }
-        };
-        let triple = |key: &str, default: [f32; 3]| -> crate::Result<[f32; 3]> {
-            match json.get(key) {
-                None | Some(Value::Null) => Ok(default),
-                Some(Value::Array(a)) if a.len() == 3 && a.iter().all(Value::is_number) => {
-                    Ok([0, 1, 2].map(|i| a[i].as_f64().unwrap_or_default() as f32))
-                }
-                Some(Value::Number(n)) => Ok([n.as_f64().unwrap_or_default() as f32; 3]),
-                Some(other) => Err(bad(key, format!("expected three numbers, got {other}"))),
-            }
-        };
-        if let Some(resample) = json.get("resample").filter(|v| !v.is_null()) {
-            if resample.as_u64() != Some(3) {
-                return Err(bad(
-                    "resample",
-                    format!("{resample} is not supported: benchctl reproduces Pillow's bicubic (3) only"),
-                ));
-            }
-        }
-        if !flag("do_resize", true)? {
-            return Err(bad("do_resize", "false is not supported: the model needs a fixed input size".into()));
-        }
-        let rescale_factor = if flag("do_rescale", true)? {
-            json.get("rescale_factor").filter(|v| !v.is_null()).map_or(Ok(RESCALE_1_255), |v| {
-                v.as_f64()
-                    .filter(|f| f.is_finite() && *f > 0.0)
-                    .ok_or_else(|| bad("rescale_factor", format!("expected a positive number, got {v}")))
-            })?
-        } else {
-            1.0
-        };
-        let (mean, std) = if flag("do_normalize", true)? {
-            (triple("image_mean", defaults.mean)?, triple("image_std", defaults.std)?)
-        } else {
-            ([0.0; 3], [1.0; 3])
-        };
-        if let Some(zero) = std.iter().position(|s| *s == 0.0 || !s.is_finite()) {
-            return Err(bad("image_std", format!("entry {zero} must be a non-zero finite number")));
-        }
-        let crop = if flag("do_center_crop", crops_by_default)? { extent("crop_size")? } else { None };
-        let (resize, size) = match (extent("size")?, crop) {
-            (Some(Extent::ShortestEdge(edge)), Some(Extent::ShortestEdge(c))) if c <= edge => {
-                (Resize::ShorterSide(edge), c)
-            }
-            (Some(Extent::ShortestEdge(edge)), Some(Extent::Box(h, w))) if h == w && h <= edge => {
-                (Resize::ShorterSide(edge), h)
-            }
-            (Some(Extent::Box(h, w)), None) if h == w => (Resize::Stretch, h),
-            (None, _) => (defaults.resize, defaults.size),
-            (size, crop) => {
-                return Err(bad(
-                    "size",
-                    format!("{size:?} with crop {crop:?} does not give a square input benchctl reproduces"),
-                ))
-            }
-        };
-        Ok(Self {
-            size,
-            resize,
-            mean,
-            std,
-            pipeline: Pipeline::Transformers { rescale_factor },
-            filter: Filter::Bicubic,
-        })
+        hf_config::read(path, defaults)
     }
 
     /// A `transformers`-layout model's preprocessing: its `preprocessor_config.json` when the

@@ -22,10 +22,26 @@
 //! the "disk" is memory and swap. When: `BENCHCTL_SPILL_AT` bytes in memory (0 spills every
 //! vector, which the test suite's second pass uses to run every spilled path).
 
-use std::hash::BuildHasher;
+mod index;
+#[cfg(unix)]
+mod mapped;
+mod strings;
+
+pub use index::{Index, Map};
+#[cfg(unix)]
+pub use mapped::trim;
+
+/// Drops every spilled page from the process's resident memory (nothing spills here).
+#[cfg(not(unix))]
+pub fn trim() {}
+pub use strings::Strings;
+
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+#[cfg(unix)]
+use mapped::{warn_once, Mapped};
 
 /// How many bytes of [`SpillVec`]s may be held in memory, all together, before a growing one
 /// moves to a file (`BENCHCTL_SPILL_AT`, default 128 MiB).
@@ -33,6 +49,11 @@ pub fn budget() -> usize {
     static AT: OnceLock<usize> = OnceLock::new();
     *AT.get_or_init(|| std::env::var("BENCHCTL_SPILL_AT").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(128 << 20))
 }
+
+/// How far the spilled pages resident in the process may grow between two trims: what
+/// spilled state adds to the resident set at most, give or take what one watch interval's
+/// work touches.
+pub const TRIM_BYTES: usize = 16 << 20;
 
 /// Bytes of [`SpillVec`] capacity held in memory now, all vectors together.
 static IN_MEMORY: AtomicUsize = AtomicUsize::new(0);
@@ -171,9 +192,9 @@ impl<T: Copy> SpillVec<T> {
             Storage::Memory(v) => v.push(value),
             #[cfg(unix)]
             Storage::File(m) => {
-                // SAFETY: `reserve_doubling` made room for one more value past `len`.
-                unsafe { m.ptr.add(len).write(value) };
-                m.len = len + 1;
+                // `reserve_doubling` made room for one more value past `len`.
+                debug_assert_eq!(m.len, len);
+                m.extend_within(&[value]);
             }
         }
     }
@@ -185,9 +206,9 @@ impl<T: Copy> SpillVec<T> {
             Storage::Memory(v) => v.extend_from_slice(values),
             #[cfg(unix)]
             Storage::File(m) => {
-                // SAFETY: room for `values` past `len` was reserved; a file never overlaps them.
-                unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), m.ptr.add(len), values.len()) };
-                m.len = len + values.len();
+                // Room for `values` past `len` was reserved.
+                debug_assert_eq!(m.len, len);
+                m.extend_within(values);
             }
         }
     }
@@ -292,9 +313,8 @@ impl<T: Copy> Deref for SpillVec<T> {
     fn deref(&self) -> &[T] {
         match &self.storage {
             Storage::Memory(v) => v,
-            // SAFETY: the mapping holds `len` values written as `T`s and lives as long as `self`.
             #[cfg(unix)]
-            Storage::File(m) => unsafe { std::slice::from_raw_parts(m.ptr, m.len) },
+            Storage::File(m) => m.as_slice(),
         }
     }
 }
@@ -303,9 +323,8 @@ impl<T: Copy> DerefMut for SpillVec<T> {
     fn deref_mut(&mut self) -> &mut [T] {
         match &mut self.storage {
             Storage::Memory(v) => v,
-            // SAFETY: as in `deref`; `&mut self` makes the borrow unique.
             #[cfg(unix)]
-            Storage::File(m) => unsafe { std::slice::from_raw_parts_mut(m.ptr, m.len) },
+            Storage::File(m) => m.as_mut_slice(),
         }
     }
 }
@@ -409,378 +428,9 @@ pub fn sort_by_key<T: Copy, K: Ord>(values: &mut SpillVec<T>, key: impl Fn(&T) -
     *values = merged;
 }
 
-/// Strings one after another in one spilled byte buffer, with where each ends: a suite's ids
-/// and texts, a dump's item ids, a report's problems, a retrieval run's dump lines. Bounded
-/// like the rest of the per-item state, rather than a `String` each.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Strings {
-    text: SpillVec<u8>,
-    ends: SpillVec<usize>,
-}
-
-impl Strings {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Appends `string` (its bytes as given: a line break in it stays part of it).
-    pub fn push(&mut self, string: &str) {
-        self.text.extend_from_slice(string.as_bytes());
-        self.ends.push(self.text.len());
-    }
-
-    pub fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
-    }
-
-    /// String `i`.
-    ///
-    /// # Panics
-    /// When `i` is not below [`Strings::len`].
-    pub fn get(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        let bytes = &self.text[start..self.ends[i]];
-        // SAFETY: `push` appends whole `&str`s and records where each ends, so every
-        // `start..end` here spans one of them.
-        unsafe { std::str::from_utf8_unchecked(bytes) }
-    }
-
-    /// Every string in order.
-    pub fn iter(&self) -> impl Iterator<Item = &str> + Clone + '_ {
-        (0..self.len()).map(|i| {
-            let string = self.get(i);
-            string
-        })
-    }
-}
-
-impl<S: AsRef<str>> Extend<S> for Strings {
-    fn extend<I: IntoIterator<Item = S>>(&mut self, strings: I) {
-        strings.into_iter().for_each(|string| self.push(string.as_ref()));
-    }
-}
-
-impl<S: AsRef<str>> FromIterator<S> for Strings {
-    fn from_iter<I: IntoIterator<Item = S>>(strings: I) -> Self {
-        let mut all = Self::new();
-        all.extend(strings);
-        all
-    }
-}
-
-/// A map of small `Copy` keys to `Copy` values, spilled with the rest of the per-item state:
-/// the pairs in one [`SpillVec`], found through an [`Index`] (the embedding cache's locations,
-/// the file-key memo).
-#[derive(Debug, Clone)]
-pub struct Map<K: Copy, V: Copy> {
-    pairs: SpillVec<(K, V)>,
-    index: Index,
-}
-
-impl<K: Copy, V: Copy> Default for Map<K, V> {
-    fn default() -> Self {
-        Self { pairs: SpillVec::new(), index: Index::default() }
-    }
-}
-
-impl<K: Copy + Eq + std::hash::Hash, V: Copy> Map<K, V> {
-    /// Maps `key` to `value`, replacing what it mapped to.
-    pub fn insert(&mut self, key: K, value: V) {
-        let pairs = &self.pairs;
-        match self.index.find_or_add(&key, pairs.len(), |at| pairs[at].0 == key) {
-            Some(at) => self.pairs[at as usize].1 = value,
-            None => self.pairs.push((key, value)),
-        }
-    }
-
-    pub fn get(&self, key: &K) -> Option<V> {
-        self.index.find(key, |at| self.pairs[at].0 == *key).map(|at| self.pairs[at as usize].1)
-    }
-
-    pub fn len(&self) -> usize {
-        self.pairs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.pairs.is_empty()
-    }
-}
-
-/// Positions of values held elsewhere (a suite's image sources and item ids, its unique inputs, the embedding cache's records), found by hash: an
-/// open-addressing table of positions and 32-bit hashes, 8 bytes a slot and spilled to a file
-/// past the memory budget ([`SpillVec`]), rather than a second copy of each value. The hash is kept so
-/// that growing the table never reads the values again (a million ids scattered through the
-/// suite), and so that most lookups compare no value.
-#[derive(Debug, Clone, Default)]
-pub struct Index {
-    /// Linear probing over a power of two of slots: 0 for an empty slot, else the position
-    /// plus one in the high 32 bits and the value's hash in the low ones.
-    slots: SpillVec<u64>,
-    len: usize,
-    hasher: std::hash::RandomState,
-}
-
-impl Index {
-    /// The position of the value `is_at` recognises among those with `value`'s hash; if there
-    /// is none, `next` is recorded as the position of `value` (which the caller then stores
-    /// there), and `None` returned.
-    ///
-    /// # Panics
-    /// When `next` does not fit in 32 bits (four billion values).
-    pub fn find_or_add<T: std::hash::Hash + ?Sized>(
-        &mut self,
-        value: &T,
-        next: usize,
-        is_at: impl Fn(usize) -> bool,
-    ) -> Option<u32> {
-        if (self.len + 1) * 8 > self.slots.len() * 7 {
-            self.grow();
-        }
-        let short = self.hasher.hash_one(value) as u32;
-        match self.probe(short, is_at) {
-            Ok(found) => Some(found),
-            Err(empty) => {
-                let position = u32::try_from(next + 1).unwrap_or_else(|_| panic!("position {next} past 32 bits"));
-                self.slots[empty] = (u64::from(position) << 32) | u64::from(short);
-                self.len += 1;
-                None
-            }
-        }
-    }
-
-    /// The position of the value `is_at` recognises among those with `value`'s hash, if any.
-    pub fn find<T: std::hash::Hash + ?Sized>(&self, value: &T, is_at: impl Fn(usize) -> bool) -> Option<u32> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        self.probe(self.hasher.hash_one(value) as u32, is_at).ok()
-    }
-
-    /// Walks the slots from `short`'s bucket: the position `is_at` recognises, or the first
-    /// empty slot. The table is never full (at most 7/8 of it is used).
-    fn probe(&self, short: u32, is_at: impl Fn(usize) -> bool) -> Result<u32, usize> {
-        let mask = self.slots.len() - 1;
-        let mut at = Self::bucket(short, mask);
-        loop {
-            let slot = self.slots[at];
-            if slot == 0 {
-                return Err(at);
-            }
-            if slot as u32 == short && is_at((slot >> 32) as usize - 1) {
-                return Ok((slot >> 32) as u32 - 1);
-            }
-            at = (at + 1) & mask;
-        }
-    }
-
-    /// A hash's first slot: its bits mixed (the low bits of a 32-bit hash alone would cluster).
-    fn bucket(short: u32, mask: usize) -> usize {
-        (u64::from(short).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize & mask
-    }
-
-    /// Twice the slots (16 at first), every entry placed again by its kept hash.
-    fn grow(&mut self) {
-        let size = (self.slots.len() * 2).max(16);
-        let mut slots = SpillVec::from_elem(0u64, size);
-        for &slot in self.slots.iter().filter(|&&s| s != 0) {
-            let mut at = Self::bucket(slot as u32, size - 1);
-            while slots[at] != 0 {
-                at = (at + 1) & (size - 1);
-            }
-            slots[at] = slot;
-        }
-        self.slots = slots;
-    }
-}
-
-/// A vector's values in a mapped, unlinked file: `capacity` values mapped, `len` written.
-#[cfg(unix)]
-struct Mapped<T> {
-    file: std::fs::File,
-    ptr: *mut T,
-    len: usize,
-    capacity: usize,
-    /// This mapping's entry in the registry [`trim`] walks.
-    id: u64,
-}
-
-// SAFETY: a `Mapped<T>` owns its mapping as a `Vec<T>` owns its buffer.
-#[cfg(unix)]
-unsafe impl<T: Send> Send for Mapped<T> {}
-// SAFETY: shared access is only through `&[T]`.
-#[cfg(unix)]
-unsafe impl<T: Sync> Sync for Mapped<T> {}
-
-#[cfg(unix)]
-impl<T: Copy> Mapped<T> {
-    fn create(dir: &std::path::Path, capacity: usize, values: &[T]) -> std::io::Result<Self> {
-        let file = tempfile::tempfile_in(dir)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("create a file in {}: {e}", dir.display())))?;
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-        let mut mapped = Mapped {
-            file,
-            ptr: std::ptr::NonNull::dangling().as_ptr(),
-            len: 0,
-            capacity: 0,
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-        };
-        mapped.grow(capacity.max(values.len()))?;
-        // SAFETY: room for `values` was just mapped; memory and the file never overlap.
-        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), mapped.ptr, values.len()) };
-        mapped.len = values.len();
-        Ok(mapped)
-    }
-
-    /// Room for at least `capacity` values: the file's blocks reserved, then mapped again.
-    fn grow(&mut self, capacity: usize) -> std::io::Result<()> {
-        use std::os::fd::AsRawFd;
-        let page = 1 << 16;
-        let bytes = capacity
-            .checked_mul(size_of::<T>())
-            .and_then(|b| b.max(1).checked_next_multiple_of(page))
-            .ok_or_else(|| std::io::Error::other("a spill file larger than the address space"))?;
-        let fd = self.file.as_raw_fd();
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: a plain system call on a file this struct owns.
-            let failed = unsafe { libc::posix_fallocate(fd, 0, bytes as libc::off_t) };
-            if failed != 0 {
-                return Err(std::io::Error::from_raw_os_error(failed));
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        self.file.set_len(bytes as u64)?;
-        // SAFETY: a new shared mapping of the whole (reserved) file.
-        let ptr = unsafe {
-            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0)
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        let mut registry = registry();
-        self.unmap(&mut registry);
-        self.ptr = ptr.cast();
-        self.capacity = bytes / size_of::<T>();
-        registry.push((self.id, ptr as usize, bytes));
-        drop(registry);
-        watch_residency();
-        Ok(())
-    }
-
-    /// Removes the current mapping (if any), under the registry's lock so that [`trim`]
-    /// never advises an address that is being unmapped.
-    fn unmap(&mut self, registry: &mut Vec<(u64, usize, usize)>) {
-        if self.capacity == 0 {
-            return;
-        }
-        registry.retain(|&(id, _, _)| id != self.id);
-        // SAFETY: the mapping made by `grow`, with its length; nothing borrows it (`&mut self`).
-        unsafe { libc::munmap(self.ptr.cast(), self.capacity * size_of::<T>()) };
-        self.capacity = 0;
-    }
-}
-
-#[cfg(unix)]
-impl<T> Drop for Mapped<T> {
-    fn drop(&mut self) {
-        let mut registry = registry();
-        if self.capacity > 0 {
-            registry.retain(|&(id, _, _)| id != self.id);
-            // SAFETY: as in `unmap`.
-            unsafe { libc::munmap(self.ptr.cast(), self.capacity * size_of::<T>()) };
-        }
-    }
-}
-
-/// Every live mapping: its id, address and length.
-#[cfg(unix)]
-fn registry() -> std::sync::MutexGuard<'static, Vec<(u64, usize, usize)>> {
-    static REGISTRY: Mutex<Vec<(u64, usize, usize)>> = Mutex::new(Vec::new());
-    REGISTRY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Drops every spilled page from the process's resident memory. The values are unchanged:
-/// the mappings are shared, so the kernel keeps their pages (and writes the dirty ones to
-/// their files) and the next access maps them again.
-pub fn trim() {
-    #[cfg(unix)]
-    for &(_, address, bytes) in registry().iter() {
-        // SAFETY: a live shared file mapping (the lock keeps it mapped); MADV_DONTNEED on a
-        // shared mapping discards no data.
-        unsafe { libc::madvise(address as *mut libc::c_void, bytes, libc::MADV_DONTNEED) };
-    }
-}
-
-/// How far the spilled pages resident in the process may grow between two trims: what
-/// spilled state adds to the resident set at most, give or take what one watch interval's
-/// work touches.
-pub const TRIM_BYTES: usize = 16 << 20;
-
-/// How often the residency watcher looks while any vector is spilled, and while none is.
-const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(2);
-const IDLE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// Starts, once, the thread that keeps spilled pages from piling up in the process: while any
-/// vector is spilled it reads the process's resident shared pages (`/proc/self/statm`, where
-/// spilled pages are counted) every [`WATCH_EVERY`], and [`trim`]s when they have grown by
-/// [`TRIM_BYTES`] since the last trim. The containers' users never count their reads: a pass
-/// over a million spilled items holds what the last few milliseconds touched. Where the
-/// process cannot read its own `statm` (not Linux), the watcher stops and the kernel alone
-/// reclaims the shared pages, as it does under memory pressure.
-#[cfg(unix)]
-fn watch_residency() {
-    static STARTED: std::sync::Once = std::sync::Once::new();
-    STARTED.call_once(|| {
-        let spawned = std::thread::Builder::new().name("benchctl-spill-watch".into()).spawn(|| {
-            let Some(mut baseline) = resident_shared_bytes() else { return };
-            loop {
-                let spilled = !registry().is_empty();
-                std::thread::sleep(if spilled { WATCH_EVERY } else { IDLE_EVERY });
-                let Some(now) = resident_shared_bytes() else { return };
-                if spilled && now > baseline + TRIM_BYTES {
-                    trim();
-                    baseline = resident_shared_bytes().unwrap_or(now);
-                } else if now < baseline || !spilled {
-                    // Other shared pages come and go (the binary's, a model file's): the
-                    // baseline follows them down, and up while nothing is spilled.
-                    baseline = now;
-                }
-            }
-        });
-        if let Err(e) = spawned {
-            eprintln!("warning: failed to start the spill watcher ({e}); spilled pages are left to the kernel");
-        }
-    });
-}
-
-/// The process's resident shared pages (file-backed and shared memory), in bytes.
-#[cfg(unix)]
-fn resident_shared_bytes() -> Option<usize> {
-    static PAGE: OnceLock<usize> = OnceLock::new();
-    // SAFETY: sysconf only reads a system setting.
-    let page = *PAGE.get_or_init(|| usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096));
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
-    let shared: usize = statm.split_whitespace().nth(2)?.parse().ok()?;
-    Some(shared * page)
-}
-
-#[cfg(unix)]
-fn warn_once(e: &std::io::Error) {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!(
-            "warning: failed to spill per-item state to {} ({e}); it stays in memory (set BENCHCTL_SPILL_DIR to a directory with room)",
-            directory().display()
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::mapped::Mapped;
     use super::*;
 
     /// The process's resident spilled memory (shared file pages), in bytes.

@@ -21,6 +21,10 @@
 //! `floor(median(rank)) + 1` with numpy's median (ViLEM, CVPR 2023, reports it with rsum, the
 //! sum of R@1/5/10 over both directions).
 
+mod report;
+
+pub use report::{rococo_report, GalleryOutcomes};
+
 use super::Ties;
 use crate::{Error, Result};
 

@@ -1,0 +1,297 @@
+//! The fused self-attention: one block per (query tile, head, row) computes
+//! `softmax(q·kᵀ/√d + bias + mask)·v` from the `(rows, seq, 3·width)` projection and writes the
+//! heads merged; tensor cores for f16/bf16 where the head width allows, CUDA cores otherwise.
+
+use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
+use candle_core::{CpuStorage, CudaDevice, CudaStorage, DType, Layout, Shape, Tensor};
+
+use super::{compute_capability_major, CudaKernels, MODULE, PTX};
+
+/// Head widths the attention kernels are compiled for.
+const SIMT_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
+const TENSOR_CORE_HEAD_WIDTHS: [usize; 3] = [32, 64, 128];
+/// Queries per block (both kernels: one thread each on the CUDA cores, 16 per warp of four on
+/// the tensor cores) and the grid's row limit (its z dimension).
+const QUERIES_PER_BLOCK: usize = 64;
+const TENSOR_CORE_THREADS: u32 = 128;
+const MAX_GRID_ROWS: usize = 65_535;
+
+/// Whether the fused attention takes a `(rows, seq, 3·width)` projection of `qkv`'s dtype
+/// with `heads` heads under `kernels`.
+pub(crate) fn attention_fits(kernels: CudaKernels, qkv: &Tensor, heads: usize) -> bool {
+    let Ok((_, _, three_width)) = qkv.dims3() else { return false };
+    kernels != CudaKernels::Candle
+        && qkv.device().is_cuda()
+        && matches!(qkv.dtype(), DType::F32 | DType::F16 | DType::BF16)
+        && three_width.is_multiple_of(3)
+        && heads > 0
+        && (three_width / 3).is_multiple_of(heads)
+        && SIMT_HEAD_WIDTHS.contains(&(three_width / 3 / heads))
+}
+
+/// The additive terms of [`attend`]: f32 contiguous `(heads, seq, seq)` bias and `(groups,
+/// seq, seq)` mask on the projection's device.
+pub(crate) struct Terms<'a> {
+    pub bias: Option<(&'a CudaStorage, &'a Layout)>,
+    pub mask: Option<(&'a CudaStorage, &'a Layout)>,
+    pub groups: usize,
+}
+
+fn f32_terms<'a>(
+    what: &str,
+    term: Option<(&'a CudaStorage, &'a Layout)>,
+    len: usize,
+) -> candle_core::Result<Option<candle_core::cuda_backend::cudarc::driver::CudaView<'a, f32>>> {
+    let Some((storage, layout)) = term else { return Ok(None) };
+    let CudaStorageSlice::F32(slice) = &storage.slice else {
+        candle_core::bail!("fused attention: the {what} must be f32 on the GPU")
+    };
+    if !layout.is_contiguous() || layout.shape().elem_count() != len {
+        candle_core::bail!("fused attention: the {what} must be contiguous with {len} values");
+    }
+    Ok(Some(slice.slice(layout.start_offset()..)))
+}
+
+/// Self-attention of the contiguous `(rows, seq, 3·width)` projection `qkv` over `heads`
+/// heads: `(rows, seq, width)` in the projection's dtype.
+pub(crate) fn attend(
+    kernels: CudaKernels,
+    heads: usize,
+    qkv: &CudaStorage,
+    layout: &Layout,
+    terms: Terms,
+) -> candle_core::Result<(CudaStorage, Shape)> {
+    let (rows, seq, three_width) = layout.shape().dims3()?;
+    let width = three_width / 3;
+    let head = width.checked_div(heads).unwrap_or(0);
+    if !three_width.is_multiple_of(3)
+        || head * heads != width
+        || !SIMT_HEAD_WIDTHS.contains(&head)
+        || !layout.is_contiguous()
+    {
+        candle_core::bail!(
+            "fused attention: a contiguous projection of {three_width} into {heads} heads of 32, 64, 72, 80, 96 or 128"
+        )
+    }
+    let square = seq * seq;
+    let groups = terms.groups.max(1);
+    if !rows.is_multiple_of(groups) {
+        candle_core::bail!("fused attention: {rows} rows do not split into {groups} mask groups");
+    }
+    let bias = f32_terms("bias", terms.bias, heads * square)?;
+    let mask = f32_terms("mask", terms.mask, groups * square)?;
+    let device = qkv.device();
+    let dtype_name = match qkv.dtype() {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        other => candle_core::bail!("fused attention: {other:?} projections (f32, f16, bf16 only)"),
+    };
+    let tensor_cores = kernels == CudaKernels::Fused
+        && cfg!(benchctl_tensor_core_attention)
+        && dtype_name != "f32"
+        && TENSOR_CORE_HEAD_WIDTHS.contains(&head)
+        // 16-byte loads: the rows, heads and the tensor's start fall on multiples of 8 values.
+        && width.is_multiple_of(8)
+        && layout.start_offset().is_multiple_of(8)
+        && compute_capability_major(device)? >= 8;
+    let name = format!("attend_{}_{dtype_name}_{head}", if tensor_cores { "flash" } else { "simt" });
+    let threads = if tensor_cores { TENSOR_CORE_THREADS } else { QUERIES_PER_BLOCK as u32 };
+    let geometry = Geometry { rows, seq, width, heads, threads };
+    let start = layout.start_offset();
+    let slice = match &qkv.slice {
+        CudaStorageSlice::F32(s) => {
+            CudaStorageSlice::F32(launch_attention(&name, device, s, start, geometry, &bias, &mask, groups)?)
+        }
+        CudaStorageSlice::F16(s) => {
+            CudaStorageSlice::F16(launch_attention(&name, device, s, start, geometry, &bias, &mask, groups)?)
+        }
+        CudaStorageSlice::BF16(s) => {
+            CudaStorageSlice::BF16(launch_attention(&name, device, s, start, geometry, &bias, &mask, groups)?)
+        }
+        _ => candle_core::bail!("fused attention: {:?} projections (f32, f16, bf16 only)", qkv.dtype()),
+    };
+    Ok((CudaStorage { slice, device: device.clone() }, Shape::from((rows, seq, width))))
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    rows: usize,
+    seq: usize,
+    width: usize,
+    heads: usize,
+    threads: u32,
+}
+
+fn as_i32(what: &str, n: usize) -> candle_core::Result<i32> {
+    i32::try_from(n).map_err(|_| candle_core::Error::Msg(format!("fused attention: {what} {n} exceeds a 32-bit index")))
+}
+
+#[allow(clippy::too_many_arguments)] // the kernel's own arguments
+fn launch_attention<T: DeviceRepr>(
+    name: &str,
+    device: &CudaDevice,
+    qkv: &CudaSlice<T>,
+    start: usize,
+    Geometry { rows, seq, width, heads, threads }: Geometry,
+    bias: &Option<candle_core::cuda_backend::cudarc::driver::CudaView<'_, f32>>,
+    mask: &Option<candle_core::cuda_backend::cudarc::driver::CudaView<'_, f32>>,
+    groups: usize,
+) -> candle_core::Result<CudaSlice<T>> {
+    let func = device.get_or_load_custom_func(name, MODULE, PTX)?;
+    // SAFETY: every element is written by the kernel (each (row, query, head) once).
+    let out = unsafe { device.alloc::<T>(rows * seq * width)? };
+    let qkv = qkv.slice(start..);
+    let (seq_i, width_i, groups_i) =
+        (as_i32("a sequence of", seq)?, as_i32("a width of", width)?, as_i32("groups", groups)?);
+    let scale = ((width / heads) as f32).powf(-0.5);
+    let null = 0u64;
+    let mut first = 0;
+    while first < rows {
+        let count = (rows - first).min(MAX_GRID_ROWS);
+        let first_i = as_i32("a row index of", first)?;
+        let cfg = LaunchConfig {
+            grid_dim: (seq.div_ceil(QUERIES_PER_BLOCK) as u32, heads as u32, count as u32),
+            block_dim: (threads, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut builder = func.builder();
+        builder.arg(&qkv);
+        builder.arg(&out);
+        builder.arg(&seq_i);
+        builder.arg(&width_i);
+        match bias {
+            Some(b) => builder.arg(b),
+            None => builder.arg(&null),
+        };
+        match mask {
+            Some(m) => builder.arg(m),
+            None => builder.arg(&null),
+        };
+        builder.arg(&groups_i);
+        builder.arg(&scale);
+        builder.arg(&first_i);
+        // SAFETY: the arguments match the kernel's signature in cuda/fused.cu; the grid covers
+        // rows [first, first + count), every query and head, inside the buffers checked above.
+        unsafe { builder.launch(cfg) }.w()?;
+        first += count;
+    }
+    Ok(out)
+}
+
+/// The attention of [`attend`] as a candle operation: the projection, then the bias and/or the
+/// mask as the operation's further inputs.
+struct AttentionOp {
+    kernels: CudaKernels,
+    heads: usize,
+    has_bias: bool,
+    groups: usize,
+}
+
+impl AttentionOp {
+    fn terms<'a>(&self, extra: &[(&'a CudaStorage, &'a Layout)]) -> Terms<'a> {
+        let (bias, mask) = match (self.has_bias, extra) {
+            (true, [bias, rest @ ..]) => (Some(*bias), rest.first().copied()),
+            (false, [mask, ..]) => (None, Some(*mask)),
+            _ => (None, None),
+        };
+        Terms { bias, mask, groups: self.groups }
+    }
+}
+
+impl candle_core::CustomOp1 for AttentionOp {
+    fn name(&self) -> &'static str {
+        "cuda-fused-self-attention"
+    }
+
+    cuda_only_cpu_fwd!("the CUDA attention kernel", (CpuStorage, Shape), &CpuStorage);
+
+    fn cuda_fwd(&self, qkv: &CudaStorage, layout: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        attend(self.kernels, self.heads, qkv, layout, self.terms(&[]))
+    }
+}
+
+impl candle_core::CustomOp2 for AttentionOp {
+    fn name(&self) -> &'static str {
+        "cuda-fused-self-attention-with-terms"
+    }
+
+    cuda_only_cpu_fwd!("the CUDA attention kernel", (CpuStorage, Shape), &CpuStorage, &CpuStorage);
+
+    fn cuda_fwd(
+        &self,
+        qkv: &CudaStorage,
+        layout: &Layout,
+        term: &CudaStorage,
+        term_layout: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        attend(self.kernels, self.heads, qkv, layout, self.terms(&[(term, term_layout)]))
+    }
+}
+
+impl candle_core::CustomOp3 for AttentionOp {
+    fn name(&self) -> &'static str {
+        "cuda-fused-self-attention-with-bias-and-mask"
+    }
+
+    cuda_only_cpu_fwd!("the CUDA attention kernel", (CpuStorage, Shape), &CpuStorage, &CpuStorage, &CpuStorage);
+
+    fn cuda_fwd(
+        &self,
+        qkv: &CudaStorage,
+        layout: &Layout,
+        bias: &CudaStorage,
+        bias_layout: &Layout,
+        mask: &CudaStorage,
+        mask_layout: &Layout,
+    ) -> candle_core::Result<(CudaStorage, Shape)> {
+        attend(self.kernels, self.heads, qkv, layout, self.terms(&[(bias, bias_layout), (mask, mask_layout)]))
+    }
+}
+
+/// Self-attention of a `(rows, seq, 3·width)` projection on a GPU with `kernels`, adding an
+/// optional `(heads, seq, seq)` bias and an optional mask of `(seq, seq)` (every row) or
+/// `(groups, seq, seq)` / `(groups, 1, seq, seq)` (row `r` takes group `r % groups`); `None`
+/// where the kernels do not apply (see [`attention_fits`]) or the mask is shaped otherwise.
+pub fn self_attention_with(
+    kernels: CudaKernels,
+    qkv: &Tensor,
+    heads: usize,
+    bias: Option<&Tensor>,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Option<Tensor>> {
+    if !attention_fits(kernels, qkv, heads) {
+        return Ok(None);
+    }
+    let (rows, seq, _) = qkv.dims3()?;
+    let as_f32 = |t: &Tensor| t.to_dtype(DType::F32)?.contiguous();
+    if bias.is_some_and(|b| b.dims() != [heads, seq, seq]) {
+        return Ok(None);
+    }
+    let groups = match mask.map(|m| m.dims()) {
+        None => 1,
+        Some([s, t]) if [*s, *t] == [seq, seq] => 1,
+        Some([g, s, t]) | Some([g, 1, s, t]) if [*s, *t] == [seq, seq] && *g > 0 && rows % *g == 0 => *g,
+        Some(_) => return Ok(None),
+    };
+    let op = AttentionOp { kernels, heads, has_bias: bias.is_some(), groups };
+    let qkv = qkv.contiguous()?;
+    Ok(Some(match (bias, mask) {
+        (None, None) => qkv.apply_op1_no_bwd(&op)?,
+        (Some(b), None) => qkv.apply_op2_no_bwd(&as_f32(b)?, &op)?,
+        (None, Some(m)) => qkv.apply_op2_no_bwd(&as_f32(m)?, &op)?,
+        (Some(b), Some(m)) => qkv.apply_op3_no_bwd(&as_f32(b)?, &as_f32(m)?, &op)?,
+    }))
+}
+
+/// [`self_attention_with`] under `BENCHCTL_CUDA_KERNELS`.
+pub(crate) fn self_attention(
+    qkv: &Tensor,
+    heads: usize,
+    bias: Option<&Tensor>,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Option<Tensor>> {
+    self_attention_with(CudaKernels::current(), qkv, heads, bias, mask)
+}

@@ -1,0 +1,87 @@
+//! benchctl's own CUDA kernels (`cuda/fused.cu`, compiled to PTX by the build script with the
+//! `cuda` feature) and their launches, as candle custom operations.
+//!
+//! - **Fused self-attention** from the `(rows, seq, 3·width)` q/k/v projection: one block per
+//!   (query tile, head, row) computes `softmax(q·kᵀ/√d + bias + mask)·v` and writes the heads
+//!   merged, so candle's head split and merge copies, its scale, its materialised logits and its
+//!   separate softmax are gone. f16 and bf16 run on the tensor cores (head widths 32, 64, 128;
+//!   compute capability 8.0 and newer), f32 and other widths on the CUDA cores.
+//! - **The dense layers' epilogue**: bias plus activation, or bias plus residual, in place on
+//!   cuBLAS's product in one pass (candle's broadcast add computes each element's bias index
+//!   with a division per dimension).
+//!
+//! `BENCHCTL_CUDA_KERNELS` chooses, for side-by-side measurements and parity tests: `fused`
+//! (the default), `simt` (attention on the CUDA cores in every dtype) or `candle` (candle's own
+//! operations, as before these kernels). `BENCHCTL_CUDA_GEMM=lt` runs the f16/bf16 products
+//! through cuBLASLt instead of candle's cuBLAS call (see [`GemmPath`]).
+//!
+//! One file per part: [`attention`] (the fused self-attention), [`epilogue`] (the dense
+//! layers' bias, activation and residual pass), [`cublaslt`] (the cuBLASLt products).
+
+/// The `cpu_fwd` of an operation that exists only on CUDA (candle's custom-op traits require
+/// one): it refuses CPU tensors, naming `$what`. `$out` is what the trait's `cpu_fwd` returns,
+/// `$storage` the type of each input storage (each followed by its layout).
+macro_rules! cuda_only_cpu_fwd {
+    ($what:literal, $out:ty, $($storage:ty),+) => {
+        fn cpu_fwd(&self, $(_: $storage, _: &Layout),+) -> candle_core::Result<$out> {
+            candle_core::bail!(concat!($what, " runs on CUDA tensors only"))
+        }
+    };
+}
+
+mod attention;
+mod cublaslt;
+mod epilogue;
+
+pub(crate) use attention::self_attention;
+pub use attention::self_attention_with;
+pub use cublaslt::GemmPath;
+pub use epilogue::dense_with_epilogue;
+pub(crate) use epilogue::{dense, epilogue_fits};
+
+use candle_core::cuda_backend::WrapErr;
+
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
+const MODULE: &str = "benchctl-fused";
+/// Which implementation the CUDA paths take (`BENCHCTL_CUDA_KERNELS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaKernels {
+    /// Tensor-core attention where the dtype and head width allow, CUDA-core attention
+    /// elsewhere, and the fused epilogue.
+    Fused,
+    /// The fused kernels with attention always on the CUDA cores.
+    Simt,
+    /// candle's own operations.
+    Candle,
+}
+
+impl CudaKernels {
+    /// The choice `BENCHCTL_CUDA_KERNELS` makes (read once); [`CudaKernels::Fused`] when unset.
+    pub fn current() -> Self {
+        static CHOICE: std::sync::OnceLock<CudaKernels> = std::sync::OnceLock::new();
+        *CHOICE.get_or_init(|| match std::env::var("BENCHCTL_CUDA_KERNELS").as_deref() {
+            Ok("simt") => Self::Simt,
+            Ok("candle") => Self::Candle,
+            Ok("fused") | Err(_) => Self::Fused,
+            Ok(other) => {
+                eprintln!("warning: BENCHCTL_CUDA_KERNELS={other} is not fused, simt or candle; using fused");
+                Self::Fused
+            }
+        })
+    }
+}
+
+/// The major compute capability of `device`, asked of the driver once per device (every
+/// attention call would otherwise ask it twice).
+pub(crate) fn compute_capability_major(device: &candle_core::CudaDevice) -> candle_core::Result<i32> {
+    static MAJORS: std::sync::Mutex<Vec<(usize, i32)>> = std::sync::Mutex::new(Vec::new());
+    let context = device.cuda_stream().context().clone();
+    let ordinal = context.ordinal();
+    let mut majors = MAJORS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&(_, major)) = majors.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(major);
+    }
+    let major = context.compute_capability().w()?.0;
+    majors.push((ordinal, major));
+    Ok(major)
+}
