@@ -28,9 +28,11 @@ leaderboard:
 bench batch="32":
     cargo run --release -p benchctl -- bench --model clip-vit-b32 --batch {{batch}}
 
-# Regenerate the parity fixtures (needs the Python packages in scripts/requirements.txt).
-fixtures:
-    python3 scripts/gen_fixtures.py
+# Regenerate every fixture with its reference implementation (packages in
+# scripts/requirements.txt; `repos`: a directory of the official checkouts some generators
+# run, see scripts/fixtures/all.sh).
+fixtures repos="":
+    scripts/fixtures/all.sh {{repos}}
 
 # Refresh the whole leaderboard from a run spec (models × suites × options), then render it.
 refresh spec="run.toml":
@@ -68,7 +70,7 @@ bench-vs-torch tier="best" batch="32" threads="2":
         cargo build --release -p benchctl --features dev-bench
         bin=target/release/benchctl
     fi
-    python3 scripts/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval
+    python3 scripts/bench/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval
 
 # Decode + preprocess side by side: benchctl against Pillow and the model's transformers
 # image processor (and open_clip's transform for OpenCLIP models) on the same files and
@@ -76,19 +78,19 @@ bench-vs-torch tier="best" batch="32" threads="2":
 # benchctl's kernels down (BENCHCTL_CPU: generic, avx2, avx512) for the per-tier table.
 bench-preprocess model="clip-vit-b32" threads="1" tier="":
     cargo build --release -p benchctl
-    BENCHCTL_CPU={{tier}} python3 scripts/bench_preprocess.py --model {{model}} --threads {{threads}}
+    BENCHCTL_CPU={{tier}} python3 scripts/bench/bench_preprocess.py --model {{model}} --threads {{threads}}
 
 # Mutation tests of every file parser with many more cases than CI runs (default 2,000).
 fuzz cases="100000":
     BENCHCTL_FUZZ_CASES={{cases}} cargo test --release -p benchctl --test fuzz
 
-# The CUDA build, made here without a GPU (scripts/cuda-env.sh: CUDA 13.0 toolkit wheels under
+# The CUDA build, made here without a GPU (scripts/setup/cuda-env.sh: CUDA 13.0 toolkit wheels under
 # target/cuda-tools, unversioned library links, a link-only libcuda stub). For a GPU machine:
 # there, LD_LIBRARY_PATH must reach the CUDA 13 libraries (docs/performance.md, "GPU").
 cuda-build:
     #!/usr/bin/env bash
     set -euo pipefail
-    source scripts/cuda-env.sh
+    source scripts/setup/cuda-env.sh
     cargo build --release -p benchctl --features cuda --locked --target-dir target/cuda-build
     ls -l target/cuda-build/release/benchctl
 

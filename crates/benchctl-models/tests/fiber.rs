@@ -163,7 +163,7 @@ fn fiber_reproduces_every_tensor_of_the_official_code() {
     assert!(failures.is_empty(), "off by more than {TOLERANCE}:\n{}", failures.join("\n"));
 }
 
-/// The micro FIBER of `scripts/gen_fiber_ckpt_fixture.py`: official naming (checked against
+/// The micro FIBER of `scripts/fixtures/gen_fiber_ckpt_fixture.py`: official naming (checked against
 /// the official fixture by the script), written by torch as a Lightning `.ckpt` (with queue
 /// buffers, optimizer and scheduler state, callbacks and hyper-parameters) and as safetensors.
 fn micro() -> std::path::PathBuf {

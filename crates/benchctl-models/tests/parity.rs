@@ -1,5 +1,5 @@
 //! Parity with the reference implementations on the random-weight fixtures written by
-//! `scripts/gen_fixtures.py`, within 1e-4 in f32: transformers' `CLIPModel` (two configs),
+//! `scripts/fixtures/gen_fixtures.py`, within 1e-4 in f32: transformers' `CLIPModel` (two configs),
 //! open_clip's `CLIP` in its own naming, `SiglipModel` and `BlipForImageTextRetrieval`
 //! (ITM and ITC); plus the f16/bf16 drift against those f32 outputs. On the CPU by default;
 //! `BENCHCTL_TEST_DEVICE=cuda` runs the same checks on a GPU (docs/performance.md, "GPU").
@@ -230,7 +230,7 @@ fn blip_itm_matches_transformers_for_every_pair() {
 }
 
 /// Retrieval re-ranking as BLIP's own evaluation does it, against the same computation in
-/// `transformers` (`scripts/gen_blip_rerank_fixture.py`): the shortlist of the top k by ITC
+/// `transformers` (`scripts/fixtures/gen_blip_rerank_fixture.py`): the shortlist of the top k by ITC
 /// cosine, each scored by the ITM head's class-1 logit plus its cosine, the rest −100; image →
 /// text and text → image, k = 2.
 #[test]

@@ -64,7 +64,7 @@ fn the_reference_photo_matches_openai_preprocessing() {
 
 /// Checkpoints in Hugging Face layout are preprocessed as `transformers`' PIL image
 /// processors do it under their `preprocessor_config.json`
-/// (`scripts/gen_hf_preprocess_fixture.py`): CLIP's floor crop offset (the 224-px photos here
+/// (`scripts/fixtures/gen_hf_preprocess_fixture.py`): CLIP's floor crop offset (the 224-px photos here
 /// have odd margins, where torchvision's rounding differs), a shortest edge larger than the
 /// crop, other rescale factors and constants, SigLIP's and BLIP's squares; greyscale, RGBA
 /// and palette PNGs converted to RGB first.
@@ -104,7 +104,7 @@ fn hf_layout_follows_transformers_image_processors() {
 }
 
 /// OpenAI / OpenCLIP checkpoints are preprocessed as open_clip's eval transform does it on a
-/// PIL image as opened (`scripts/gen_openclip_preprocess_fixture.py`): resize and crop in the
+/// PIL image as opened (`scripts/fixtures/gen_openclip_preprocess_fixture.py`): resize and crop in the
 /// image's own mode, then `convert("RGB")`. RGBA and LA are resized premultiplied by alpha,
 /// palette (with and without transparency) and 1-bit images nearest-neighbour, 16-bit
 /// greyscale in 16 bits and then clipped; odd and even crop margins, upscales.
@@ -156,7 +156,7 @@ fn unsupported_processor_settings_are_refused_by_key() {
     refuse(r#"{"rescale_factor": "x"}"#, "rescale_factor");
 }
 
-/// The JPEG fixture's manifest (scripts/gen_jpeg_fixture.py): each file's mode and size as
+/// The JPEG fixture's manifest (scripts/fixtures/gen_jpeg_fixture.py): each file's mode and size as
 /// `Image.open` gives them, and which file's Pillow decode it shares.
 fn jpeg_fixture() -> Vec<(String, serde_json::Value)> {
     let text = std::fs::read_to_string(model_fixture("preprocess-jpeg/manifest.json")).unwrap();

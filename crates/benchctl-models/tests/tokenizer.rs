@@ -75,7 +75,7 @@ fn openai_test_vectors_match() {
 }
 
 /// RoBERTa's byte-level BPE on GPT-2's real merges (roberta-base's `merges.txt`) against
-/// `transformers`' slow `RobertaTokenizer` (`scripts/check_roberta_tokenizer.py`): specials in
+/// `transformers`' slow `RobertaTokenizer` (`scripts/fixtures/check_roberta_tokenizer.py`): specials in
 /// the text, apostrophes, runs of spaces, tabs and newlines, numbers, accents, CJK, emoji,
 /// truncation to 50 with `</s>` kept, and the empty string.
 #[test]

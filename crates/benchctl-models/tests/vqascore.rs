@@ -1,9 +1,9 @@
 //! Generative scoring (VQAScore) on the tiny random-weight Gemma 3 and PaliGemma that
-//! `scripts/gen_vqascore_fixture.py` builds with `transformers`: the prompts' token ids equal
+//! `scripts/fixtures/gen_vqascore_fixture.py` builds with `transformers`: the prompts' token ids equal
 //! the processors', the image preprocessing Pillow's (bilinear for Gemma 3, bicubic for
 //! PaliGemma), and every pair's log P("Yes") `Gemma3ForConditionalGeneration`'s and
 //! `PaliGemmaForConditionalGeneration`'s within 1e-4 in f32; and on the tiny Qwen3-VL of
-//! `scripts/gen_qwen3vl_fixture.py`, every pair's P("Yes") as `t2v_metrics`' own Qwen3-VL
+//! `scripts/fixtures/gen_qwen3vl_fixture.py`, every pair's P("Yes") as `t2v_metrics`' own Qwen3-VL
 //! scorer computes it, each image resized as `qwen_vl_utils` resizes it.
 
 use benchctl_models::hub;

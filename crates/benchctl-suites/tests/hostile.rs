@@ -208,7 +208,7 @@ fn a_csv_of_too_many_columns_is_refused() {
     assert!(err.contains("a.csv") && err.contains(&format!("{columns} columns")), "{err}");
 }
 
-/// A parquet dictionary bomb (`scripts/gen_parquet_bomb.py`, pyarrow: a 10 kB file whose million
+/// A parquet dictionary bomb (`scripts/fixtures/gen_parquet_bomb.py`, pyarrow: a 10 kB file whose million
 /// rows all point at one 100,000-byte caption, 100 GB decoded) is refused once its rows have
 /// decoded to the budget (256 MiB and 64 times the file), naming the file and the row, in
 /// about 2,700 rows rather than a million.
@@ -236,7 +236,7 @@ fn a_parquet_dictionary_bomb_is_refused_within_its_budget() {
     eprintln!("refused in {:?}", started.elapsed());
 }
 
-/// A parquet footer claiming 10¹² rows over a row group of 37 (`scripts/gen_parquet_bomb.py`
+/// A parquet footer claiming 10¹² rows over a row group of 37 (`scripts/fixtures/gen_parquet_bomb.py`
 /// rewrites pyarrow's footer): the rows that exist are read, and the count the footer claims
 /// allocates nothing.
 #[test]

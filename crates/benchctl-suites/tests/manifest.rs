@@ -1,5 +1,5 @@
 //! Suites from manifests: the bundled manifests on copies of their official layouts, scored
-//! against the metrics the benchmarks' own code computes (`scripts/gen_manifest_fixtures.py`);
+//! against the metrics the benchmarks' own code computes (`scripts/fixtures/gen_manifest_fixtures.py`);
 //! Winoground as a manifest against the built-in loader on the real annotations; crops against
 //! PIL; and every manifest error naming its key and line.
 
@@ -139,7 +139,7 @@ fn aro_order_suites_match_the_official_precision_at_1() {
     }
 }
 
-/// The Order suites on what `scripts/export_aro_order.py` wrote: the official loaders'
+/// The Order suites on what `scripts/fixtures/export_aro_order.py` wrote: the official loaders'
 /// test cases (spaCy's tagger, numpy's and Python's generators, BLIP's `pre_caption`) read item
 /// for item in the loader's order, and the official precision@1 on them.
 #[test]

@@ -82,7 +82,7 @@ fn mix_and_patch_follow_their_definitions() {
     assert_eq!(out.pixels().filter(|p| p.0 == [0, 0, 0]).count(), 50);
 }
 
-/// BLIP's `pre_caption`, as its own code computes it (`scripts/gen_pre_caption_fixture.py`
+/// BLIP's `pre_caption`, as its own code computes it (`scripts/fixtures/gen_pre_caption_fixture.py`
 /// runs the function from RoCOCO's copy of BLIP): punctuation, whitespace runs, Unicode
 /// lower-casing, truncation to 30 (and 5) words.
 #[test]

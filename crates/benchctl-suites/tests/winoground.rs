@@ -148,7 +148,7 @@ fn hub_fixture(form: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/winoground-hub").join(form)
 }
 
-/// The two hub forms written by the `datasets` library (`scripts/gen_winoground_parquet.py`):
+/// The two hub forms written by the `datasets` library (`scripts/fixtures/gen_winoground_parquet.py`):
 /// the main branch's `data/test-*.parquet` with the PNGs embedded (as `datasets` writes it, and
 /// snappy-compressed in two row groups), and the earlier `examples.jsonl` + `images/`. All
 /// three give the same items, tags and pixels.

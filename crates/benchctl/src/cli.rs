@@ -461,10 +461,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub images: Option<PathBuf>,
     /// `--part preprocess` without --images: write the generated set into DIR (kept, for
-    /// scripts/bench_preprocess.py to run on the same files) instead of a temporary one.
+    /// scripts/bench/bench_preprocess.py to run on the same files) instead of a temporary one.
     #[arg(long, value_name = "DIR", conflicts_with = "images")]
     pub keep_images: Option<PathBuf>,
-    /// Print the results as JSON (for scripts/bench_torch.py).
+    /// Print the results as JSON (for scripts/bench/bench_torch.py).
     #[arg(long)]
     pub json: bool,
 }

@@ -352,21 +352,21 @@ fn python_server(
 const REQUIRE_LLAMA: &str = "BENCHCTL_REQUIRE_LLAMA_SERVER";
 
 /// How the server renders a chat: llama-cpp-python's own `llava-1-5` format, or Gemma 3's
-/// (`scripts/llama_cpp_gemma3_server.py`).
+/// (`scripts/fixtures/llama_cpp_gemma3_server.py`).
 enum ChatFormat {
     Llava15,
     Gemma3,
 }
 
 /// llama-cpp-python's OpenAI-compatible server with the tiny Gemma 3 converted to GGUF by
-/// llama.cpp's own converter (`scripts/gen_vqascore_fixture.py`), or why it cannot run here.
+/// llama.cpp's own converter (`scripts/fixtures/gen_vqascore_fixture.py`), or why it cannot run here.
 fn llama_cpp_server(model: &std::path::Path, format: ChatFormat) -> Result<PythonServer, String> {
     let install = "pip install 'llama-cpp-python[server]'";
     python_server("import llama_cpp.server", install, 60, |command, port| {
         match format {
             ChatFormat::Llava15 => command.args(["-m", "llama_cpp.server", "--chat_format", "llava-1-5"]),
             ChatFormat::Gemma3 => {
-                command.arg(benchctl_testkit::workspace_root().join("scripts/llama_cpp_gemma3_server.py"))
+                command.arg(benchctl_testkit::workspace_root().join("scripts/fixtures/llama_cpp_gemma3_server.py"))
             }
         };
         command

@@ -252,7 +252,7 @@ fn an_image_followed_by_a_gibibyte_of_zeros_is_read_in_bounded_memory() {
 /// A suite longer than one scoring window (4,096 items): embeddings are fetched window by
 /// window and released after the last item that shows them. Every item's scores match
 /// `transformers` (CLIPModel, its PIL image processor and tokenizer on the same fixture
-/// checkpoint, `scripts/gen_window_reference.py` → `tests/fixtures/window-scores.npy`). Item n
+/// checkpoint, `scripts/fixtures/gen_window_reference.py` → `tests/fixtures/window-scores.npy`). Item n
 /// shows demo item n mod 5's images, demo item n mod 8's first caption (shared across every
 /// window boundary) and a second caption of its own (fetched and released within its window);
 /// a row released too early fails the run. A warm re-run that reads every row from the cache,

@@ -143,7 +143,7 @@ fn offline_fetch_is_refused() {
 
 /// The main branch's parquet release: only `data/test-*.parquet` is downloaded, and the
 /// fetched directory loads (the parquet written by the `datasets` library, see
-/// `scripts/gen_winoground_parquet.py`).
+/// `scripts/fixtures/gen_winoground_parquet.py`).
 #[test]
 fn winoground_parquet_is_fetched_alone() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))

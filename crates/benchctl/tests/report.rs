@@ -119,16 +119,18 @@ fn browser_or_skip() -> Option<PathBuf> {
     static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if ci && chromium().is_none() {
         INSTALLED.get_or_init(|| {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/install-chromium.sh");
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/setup/install-chromium.sh");
             std::process::Command::new("bash").arg(script).status().is_ok_and(|s| s.success())
         });
     }
     let browser = chromium();
     if browser.is_none() {
         if ci {
-            panic!("CI=true needs Chromium for the report's browser test: scripts/install-chromium.sh could not install it");
+            panic!("CI=true needs Chromium for the report's browser test: scripts/setup/install-chromium.sh could not install it");
         }
-        eprintln!("skipping: no chromium on PATH (scripts/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)");
+        eprintln!(
+            "skipping: no chromium on PATH (scripts/setup/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)"
+        );
     }
     browser
 }

@@ -185,7 +185,7 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
 }
 
 /// FIBER as released: a Lightning `.ckpt` passed as `--model-path FILE`, its `config.json`
-/// and RoBERTa tokenizer beside it (the micro fixture of `scripts/gen_fiber_ckpt_fixture.py`).
+/// and RoBERTa tokenizer beside it (the micro fixture of `scripts/fixtures/gen_fiber_ckpt_fixture.py`).
 fn fiber_ckpt() -> std::path::PathBuf {
     benchctl_testkit::model_fixture("fiber-micro/fiber_micro.ckpt")
 }

@@ -390,7 +390,7 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
-    /// A fixture array of `scripts/gen_dense_reference.py` and its shape.
+    /// A fixture array of `scripts/fixtures/gen_dense_reference.py` and its shape.
     fn fixture<T: npyz::Deserialize>(name: &str) -> Option<(Vec<T>, Vec<usize>)> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dense").join(name);
         let bytes = std::fs::read(path).ok()?;
@@ -400,7 +400,7 @@ mod tests {
     }
 
     /// On every tier this CPU runs, a layer packed at load gives PyTorch's
-    /// `torch.nn.functional.linear` (float64, `scripts/gen_dense_reference.py`) within 1e-6 of
+    /// `torch.nn.functional.linear` (float64, `scripts/fixtures/gen_dense_reference.py`) within 1e-6 of
     /// the products' magnitude: with and without a bias, over leading dimensions, with edge
     /// tiles in every direction of both tiles (37, 150 and 70 columns; depths 300, 64, 1 and
     /// 700, two depth blocks). So do what follows the product on each finished tile
@@ -414,7 +414,7 @@ mod tests {
             let (Some((xv, x_shape)), Some((wv, w_shape)), Some((y, y_shape))) =
                 (array("x"), array("w"), fixture::<f64>(&format!("case{case}-y.npy")))
             else {
-                panic!("fixture case {case} missing or unreadable (run scripts/gen_dense_reference.py)")
+                panic!("fixture case {case} missing or unreadable (run scripts/fixtures/gen_dense_reference.py)")
             };
             let bv = array("b");
             let (k, n) = (w_shape[1], w_shape[0]);
@@ -453,14 +453,14 @@ mod tests {
                     ("gelu_tanh", Activation::GeluTanh),
                 ] {
                     let Some((expected, _)) = fixture::<f64>(&format!("case{case}-{name}.npy")) else {
-                        panic!("fixture case {case} {name} missing (run scripts/gen_dense_reference.py)")
+                        panic!("fixture case {case} {name} missing (run scripts/fixtures/gen_dense_reference.py)")
                     };
                     near(layer.forward_then(&x, Then::Activate(activation))?, &expected, 2.0, name)?;
                 }
                 let (Some((rv, r_shape)), Some((expected, _))) =
                     (array("r"), fixture::<f64>(&format!("case{case}-y_plus_r.npy")))
                 else {
-                    panic!("fixture case {case} residual missing (run scripts/gen_dense_reference.py)")
+                    panic!("fixture case {case} residual missing (run scripts/fixtures/gen_dense_reference.py)")
                 };
                 let residual = Tensor::from_vec(rv, r_shape, &Device::Cpu)?;
                 near(layer.forward_then(&x, Then::Add(&residual))?, &expected, 2.0, "plus a residual")?;

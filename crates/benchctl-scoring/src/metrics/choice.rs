@@ -12,7 +12,7 @@
 //! first of the tied candidates, which rewards candidate order; [`Ties::First`]
 //! (`--ties first`) reproduces it exactly, for reproducing published numbers.
 
-use super::{group, Family, ItemView, MetricFamily, Ties, ValueRows};
+use super::{group, Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreTensor};
 
 /// Names of the choice metrics, in report order.
@@ -23,17 +23,14 @@ pub(crate) struct ChoiceAccuracy;
 /// The family, as [`super::FAMILIES`] lists it.
 pub const FAMILY: MetricFamily = MetricFamily::declare(&ChoiceAccuracy);
 
+const FACTS: FamilyFacts = FamilyFacts {
+    takes_first_of_ties: true,
+    ..FamilyFacts::new("choice", "image-to-text and text-to-image accuracy", "i2t_accuracy")
+};
+
 impl Family for ChoiceAccuracy {
-    fn id(&self) -> &'static str {
-        "choice"
-    }
-
-    fn description(&self) -> &'static str {
-        "image-to-text and text-to-image accuracy"
-    }
-
-    fn headline_base(&self) -> &'static str {
-        "i2t_accuracy"
+    fn facts(&self) -> &'static FamilyFacts {
+        &FACTS
     }
 
     fn names(&self) -> &'static [&'static str] {
@@ -59,10 +56,6 @@ impl Family for ChoiceAccuracy {
                 ]
             })
             .collect())
-    }
-
-    fn takes_first_of_ties(&self) -> bool {
-        true
     }
 }
 

@@ -9,7 +9,7 @@
 //! Zero for a perfectly equivariant model; lower is better. It is reported in score units
 //! (mean and quartiles), so it is comparable only between models with the same score scale.
 
-use super::{group, Aggregate, Family, ItemView, MetricFamily, Ties, ValueRows};
+use super::{group, Aggregate, Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor};
 
 /// Names of the EqBen metrics, in report order.
@@ -29,21 +29,14 @@ pub(crate) struct EquivarianceScores;
 /// The family, as [`super::FAMILIES`] lists it.
 pub const FAMILY: MetricFamily = MetricFamily::declare(&EquivarianceScores);
 
+const FACTS: FamilyFacts = FamilyFacts {
+    lower_is_better: &["eqsim_deviation"],
+    ..FamilyFacts::new("equivariance", "text/image/group score and the EqSim deviation", "group_score")
+};
+
 impl Family for EquivarianceScores {
-    fn id(&self) -> &'static str {
-        "equivariance"
-    }
-
-    fn description(&self) -> &'static str {
-        "text/image/group score and the EqSim deviation"
-    }
-
-    fn headline_base(&self) -> &'static str {
-        "group_score"
-    }
-
-    fn lower_is_better(&self) -> &'static [&'static str] {
-        &["eqsim_deviation"]
+    fn facts(&self) -> &'static FamilyFacts {
+        &FACTS
     }
 
     fn names(&self) -> &'static [&'static str] {

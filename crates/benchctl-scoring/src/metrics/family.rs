@@ -7,40 +7,54 @@
 use super::{ItemView, ValueRows};
 use crate::{Result, ScoreTensor};
 
-/// Per-item results of a metric family, and its facts: one 0/1 (or real) value per metric,
-/// in a fixed order; `None` where a metric does not apply to an item.
-pub(crate) trait Family: Sync {
+/// A family's facts, declared once beside its code (each family's `Family::facts`).
+#[derive(Debug)]
+pub struct FamilyFacts {
     /// The id a manifest's `metrics.family` names it by.
-    fn id(&self) -> &'static str;
+    pub id: &'static str,
     /// What it reports, in a few words (listed when a manifest names an unknown family).
-    fn description(&self) -> &'static str;
+    pub description: &'static str,
+    /// The metric a suite of this family ranks by unless it names another.
+    pub headline_base: &'static str,
+    /// Names of the metrics [`Family::derive`] adds to a summary.
+    pub derived: &'static [&'static str],
+    /// Per-item metrics whose lower values are better (every reported name made from them).
+    pub lower_is_better: &'static [&'static str],
+    /// Whether the family can count the first of tied candidates as the winner ([`Ties::First`]).
+    pub takes_first_of_ties: bool,
+    /// Whether the family also reads each item's text–text similarities
+    /// ([`ScoreTensor::text_scores`]).
+    pub compares_texts: bool,
+}
+
+impl FamilyFacts {
+    /// A family with no derived or lower-is-better metrics, strict ties, no text–text reads.
+    pub const fn new(id: &'static str, description: &'static str, headline_base: &'static str) -> Self {
+        FamilyFacts {
+            id,
+            description,
+            headline_base,
+            derived: &[],
+            lower_is_better: &[],
+            takes_first_of_ties: false,
+            compares_texts: false,
+        }
+    }
+}
+
+/// Per-item results of a metric family: one 0/1 (or real) value per metric, in a fixed
+/// order; `None` where a metric does not apply to an item; and its [`FamilyFacts`].
+pub(crate) trait Family: Sync {
+    fn facts(&self) -> &'static FamilyFacts;
     /// Per-item metric names, in report order.
     fn names(&self) -> &'static [&'static str];
     /// How each metric is summarised; percentages unless a family says otherwise.
     fn aggregate(&self, _metric: usize) -> Aggregate {
         Aggregate::Percent
     }
-    /// Names of the metrics [`Family::derive`] adds to a summary.
-    fn derived(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`).
+    /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`),
+    /// named in [`FamilyFacts::derived`].
     fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
-    /// The metric a suite of this family ranks by unless it names another.
-    fn headline_base(&self) -> &'static str;
-    /// Per-item metrics whose lower values are better (every reported name made from them).
-    fn lower_is_better(&self) -> &'static [&'static str] {
-        &[]
-    }
-    /// Whether the family can count the first of tied candidates as the winner ([`Ties::First`]).
-    fn takes_first_of_ties(&self) -> bool {
-        false
-    }
-    /// Whether the family also reads each item's text–text similarities
-    /// ([`ScoreTensor::text_scores`]).
-    fn compares_texts(&self) -> bool {
-        false
-    }
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows>;
@@ -100,12 +114,17 @@ impl MetricFamily {
         self.0
     }
 
+    /// What the family declares about itself.
+    pub fn facts(self) -> &'static FamilyFacts {
+        self.0.facts()
+    }
+
     pub fn id(self) -> &'static str {
-        self.0.id()
+        self.facts().id
     }
 
     pub fn description(self) -> &'static str {
-        self.0.description()
+        self.facts().description
     }
 
     /// Every name a summary of this family reports before breakdowns and averages: each
@@ -118,30 +137,30 @@ impl MetricFamily {
                 Aggregate::Distribution => names.extend(DISTRIBUTION_SUFFIXES.iter().map(|s| format!("{name}_{s}"))),
             }
         }
-        names.extend(self.0.derived().iter().map(|d| d.to_string()));
+        names.extend(self.facts().derived.iter().map(|d| d.to_string()));
         names
     }
 
     /// The metric a suite of this family ranks by unless it names another.
     pub fn headline_base(self) -> &'static str {
-        self.0.headline_base()
+        self.facts().headline_base
     }
 
     /// Whether the family can count the first of tied candidates as the winner.
     pub fn takes_first_of_ties(self) -> bool {
-        self.0.takes_first_of_ties()
+        self.facts().takes_first_of_ties
     }
 
     /// Whether the family also reads each item's text–text similarities (SugarCrepe++'s
     /// text-only task).
     pub fn compares_texts(self) -> bool {
-        self.0.compares_texts()
+        self.facts().compares_texts
     }
 
     /// Whether a larger value of `metric`, one this family reports (also as a macro average,
     /// a subset's mean or a breakdown group's), is better.
     pub fn higher_is_better(self, metric: &str) -> bool {
-        !self.0.lower_is_better().iter().any(|low| named_after(metric, low))
+        !self.facts().lower_is_better.iter().any(|low| named_after(metric, low))
     }
 }
 

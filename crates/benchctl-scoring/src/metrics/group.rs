@@ -10,7 +10,7 @@
 //! strictly above each non-matching text; the image score likewise per text over images.
 //! Comparisons are strict, so a tie is a miss, as in the official evaluation code.
 
-use super::{Family, ItemView, MetricFamily, Ties, ValueRows};
+use super::{Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the group-score metrics, in report order.
@@ -75,17 +75,11 @@ pub(crate) struct GroupScore;
 /// The family, as [`super::FAMILIES`] lists it.
 pub const FAMILY: MetricFamily = MetricFamily::declare(&GroupScore);
 
+const FACTS: FamilyFacts = FamilyFacts::new("group", "text/image/group score", "group_score");
+
 impl Family for GroupScore {
-    fn id(&self) -> &'static str {
-        "group"
-    }
-
-    fn description(&self) -> &'static str {
-        "text/image/group score"
-    }
-
-    fn headline_base(&self) -> &'static str {
-        "group_score"
+    fn facts(&self) -> &'static FamilyFacts {
+        &FACTS
     }
 
     fn names(&self) -> &'static [&'static str] {

@@ -14,7 +14,7 @@ pub mod stats;
 mod summary;
 
 pub(crate) use family::Family;
-pub use family::{Aggregate, MetricFamily, Ties};
+pub use family::{Aggregate, FamilyFacts, MetricFamily, Ties};
 pub use summary::{AllOf, GroupFilter, SubsetAverage, Summary};
 
 /// Every metric family an item suite can name, each declared in its own module: a new family
@@ -127,7 +127,7 @@ impl ItemValues {
         }
         scores.check_against(items.iter().map(|item| item.truth))?;
         let per_item = summary.family.declared();
-        if summary.ties == Ties::First && !per_item.takes_first_of_ties() {
+        if summary.ties == Ties::First && !summary.family.takes_first_of_ties() {
             return Err(Error::new(format!(
                 "count ties as `first` for {:?} metrics: their official code compares strictly, so a tie is a miss",
                 summary.family

@@ -14,7 +14,7 @@
 //!
 //! A probability of exactly 0.5 is neither: it misses both (ties against the model).
 
-use super::{group, Family, ItemView, MetricFamily, Ties, ValueRows};
+use super::{group, Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreTensor};
 
 /// Names of the pairwise metrics, in report order.
@@ -25,21 +25,12 @@ pub(crate) struct PairwiseAccuracy;
 /// The family, as [`super::FAMILIES`] lists it.
 pub const FAMILY: MetricFamily = MetricFamily::declare(&PairwiseAccuracy);
 
+const FACTS: FamilyFacts =
+    FamilyFacts { derived: &["acc", "min"], ..FamilyFacts::new("pairwise", "caption above its foil", "acc_r") };
+
 impl Family for PairwiseAccuracy {
-    fn id(&self) -> &'static str {
-        "pairwise"
-    }
-
-    fn description(&self) -> &'static str {
-        "caption above its foil"
-    }
-
-    fn headline_base(&self) -> &'static str {
-        "acc_r"
-    }
-
-    fn derived(&self) -> &'static [&'static str] {
-        &["acc", "min"]
+    fn facts(&self) -> &'static FamilyFacts {
+        &FACTS
     }
 
     fn names(&self) -> &'static [&'static str] {

@@ -20,7 +20,7 @@
 //!
 //! Ties are misses.
 
-use super::{group::hit, Family, ItemView, MetricFamily, Ties, ValueRows};
+use super::{group::hit, Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the positives metrics, in report order.
@@ -31,21 +31,14 @@ pub(crate) struct PositivesAccuracy;
 /// The family, as [`super::FAMILIES`] lists it.
 pub const FAMILY: MetricFamily = MetricFamily::declare(&PositivesAccuracy);
 
+const FACTS: FamilyFacts = FamilyFacts {
+    compares_texts: true,
+    ..FamilyFacts::new("positives", "every positive above every negative", "accuracy")
+};
+
 impl Family for PositivesAccuracy {
-    fn id(&self) -> &'static str {
-        "positives"
-    }
-
-    fn description(&self) -> &'static str {
-        "every positive above every negative"
-    }
-
-    fn headline_base(&self) -> &'static str {
-        "accuracy"
-    }
-
-    fn compares_texts(&self) -> bool {
-        true
+    fn facts(&self) -> &'static FamilyFacts {
+        &FACTS
     }
 
     fn names(&self) -> &'static [&'static str] {

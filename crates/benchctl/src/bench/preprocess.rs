@@ -1,7 +1,7 @@
 //! `bench --part preprocess`: every image file under a directory decoded and preprocessed to
 //! a model's input tensor, as `eval` does it, on the chosen threads: images per second in
 //! total and per core, and where the time goes (decode, mode conversion, resize,
-//! crop/normalise). `scripts/bench_preprocess.py` runs Pillow and the model's reference
+//! crop/normalise). `scripts/bench/bench_preprocess.py` runs Pillow and the model's reference
 //! processor on the same files beside it.
 
 use std::path::{Path, PathBuf};

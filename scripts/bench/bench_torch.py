@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""PyTorch + transformers side of `just bench-vs-torch`: the same architecture (full-size
+CLIP ViT-B/32, random weights), batch, threads and text length as `benchctl bench`, timed the
+same way (one warm-up batch, then `--iters` timed batches), then benchctl itself, and one
+table with both, their ratio, and each side's share of the tier's measured fp32 FMA peak.
+
+`--tier` restricts both sides to one instruction-set tier on this machine: benchctl through
+`BENCHCTL_CPU` (its own kernels) and the binary's build (`gemm`'s AVX-512 kernels exist only
+with the default `gemm-avx512` feature, so `--tier avx2` on an AVX-512 machine needs a binary
+built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTorch through
+`ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
+is imported. The script refuses to compare when benchctl reports another tier.
+
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--tier best|avx512|avx2]
+                                     [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
+                                     [--retrieval]
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+# What restricts PyTorch (ATen's own kernels, oneDNN, MKL) to one tier.
+TORCH_TIER_ENV = {
+    "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "generic": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
+}
+
+# Multiply-adds of one forward pass, ×2 for FLOPs: ViT-B/32 at 224 px (50 tokens, 12 layers
+# of width 768, MLP 3,072, the 32×32 patch embedding) and the 12-layer, width-512 text tower.
+def vit_b32_flops():
+    tokens, width, mlp, layers = 50, 768, 3072, 12
+    per_token = 4 * width * width + 2 * width * mlp + 2 * tokens * width
+    return 2 * (layers * tokens * per_token + 49 * 3 * 32 * 32 * width)
+
+
+def text_flops(tokens):
+    width, mlp, layers = 512, 2048, 12
+    per_token = 4 * width * width + 2 * width * mlp + 2 * tokens * width
+    return 2 * layers * tokens * per_token
+
+
+def timed(iters, fn):
+    fn()
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def summary(batch, times):
+    s = sorted(times)
+    pct = lambda p: s[round((len(s) - 1) * p)] * 1e3
+    return {"per_second": batch * len(times) / sum(times), "p50_ms": pct(0.5), "p90_ms": pct(0.9)}
+
+
+def torch_side(args):
+    import torch
+    from transformers import CLIPConfig, CLIPModel
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = CLIPModel(CLIPConfig()).eval()  # the defaults are openai/clip-vit-base-patch32's shape
+    pixels = torch.randn(args.batch, 3, 224, 224)
+    vocab = model.config.text_config.vocab_size
+    # The same ids as benchctl's benchmark: pseudo-random below the end token, which closes each text.
+    ids = torch.tensor([[(b * 7919 + t * 104_729) % (vocab - 2) for t in range(args.text_tokens - 1)] + [vocab - 1]
+                        for b in range(args.batch)])
+    with torch.inference_mode():
+        image = timed(args.iters, lambda: model.get_image_features(pixel_values=pixels))
+        text = timed(args.iters, lambda: model.get_text_features(input_ids=ids))
+    info = {"version": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability()}
+    return {"image": summary(args.batch, image), "text": summary(args.batch, text)}, info
+
+
+def benchctl_json(args, env, *extra):
+    out = subprocess.run([args.benchctl, "bench", "--threads", str(args.threads), "--json", *extra],
+                         check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchctl", default="target/release/benchctl")
+    parser.add_argument("--tier", choices=["best", "avx512", "avx2", "generic"], default="best")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--text-tokens", type=int, default=16)
+    parser.add_argument("--retrieval", action="store_true", help="also time RoCOCO-scale retrieval (benchctl only)")
+    args = parser.parse_args()
+
+    env = dict(os.environ)
+    if args.tier != "best":
+        env["BENCHCTL_CPU"] = args.tier
+        # Before torch is imported: ATen, oneDNN and MKL read these once.
+        os.environ.update(TORCH_TIER_ENV[args.tier])
+    else:
+        env.pop("BENCHCTL_CPU", None)
+
+    peak = benchctl_json(args, env, "--part", "peak", "--iters", "5")
+    tier, gemm = peak["cpu_tier"], peak["gemm_isa"]
+    if args.tier == "generic" and tier == "generic" and gemm != "generic":
+        # The gemm crate picks its kernels at run time and cannot be lowered below AVX2 on a
+        # CPU that has it: benchctl's own kernels are generic, its matrix products are not.
+        print(f"note: benchctl's kernels run generic, its matrix products on {gemm} (not forcible lower)")
+    elif args.tier != "best" and (tier != args.tier or gemm != args.tier):
+        sys.exit(f"benchctl runs its kernels on {tier} and its matrix products on {gemm}, not {args.tier}: "
+                 f"for --tier avx2 on an AVX-512 machine build it with `cargo build --release -p benchctl "
+                 f"--no-default-features --target-dir target/tier-avx2` and pass --benchctl target/tier-avx2/release/benchctl")
+    peak_gflops = peak["parts"][0]["gflops"]
+    ours = {p["part"]: p for p in benchctl_json(args, env, "--part", "both", "--batch", str(args.batch), "--iters",
+                                                 str(args.iters), "--text-tokens", str(args.text_tokens))["parts"]}
+    theirs, info = torch_side(args)
+
+    print(f"CLIP ViT-B/32, random weights, fp32, batch {args.batch}, {args.threads} threads, texts of "
+          f"{args.text_tokens} tokens; {platform.processor() or platform.machine()}; benchctl tier {tier} "
+          f"(matrix products {gemm}); torch {info['version']} (ATen capability {info['capability']}"
+          + (f", {', '.join(f'{k}={v}' for k, v in TORCH_TIER_ENV[args.tier].items())}" if args.tier != "best" else "")
+          + f"); measured fp32 FMA peak of the tier: {peak_gflops:.0f} GFLOP/s")
+    print("| part | benchctl /s | PyTorch /s | ratio | benchctl % of peak | PyTorch % of peak | benchctl p50 ms | PyTorch p50 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    flops = {"image": vit_b32_flops(), "text": text_flops(args.text_tokens)}
+    for part in ("image", "text"):
+        b, t = ours[part], theirs[part]
+        share = lambda rate: 100 * rate * flops[part] / 1e9 / peak_gflops
+        print(f"| {part} | {b['per_second']:.2f} | {t['per_second']:.2f} | {b['per_second'] / t['per_second']:.2f}× | "
+              f"{share(b['per_second']):.0f} % | {share(t['per_second']):.0f} % | {b['p50_ms']:.1f} | {t['p50_ms']:.1f} |")
+    if args.retrieval:
+        r = benchctl_json(args, env, "--part", "retrieval", "--iters", "3")["parts"][0]
+        print(f"RoCOCO-scale retrieval (benchctl, {tier}): {r['seconds_per_pass']:.2f} s per pass")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""benchctl's local VQAScore beside transformers on a random-weight model of published widths.
+
+`--family gemma3` (the default): a Gemma 3 of google/gemma-3-4b-it's widths (text: 2560 wide,
+8 query and 4 key-value heads of 256, MLP 10240, a 262,208-token vocabulary; vision: SigLIP
+so400m, 1152 wide, MLP 4304, 16 heads, 896 px in 14 px patches, 256 image tokens), images of
+896 px. `--family qwen3vl`: a Qwen3-VL of Qwen/Qwen3-VL-2B-Instruct's widths (text: 2048
+wide, 16 query and 8 key-value heads of 128, MLP 6144, a 151,936-token vocabulary, tied
+output layer; vision: 1024 wide, MLP 4096, 16 heads, 16 px patches merged 2 × 2 into 2048,
+DeepStack after blocks 5, 11 and 17), images of 640 × 480 (300 image tokens each). Either with
+`--text-layers` / `--vision-layers` layers (the full 34 / 27 or 28 / 24 with `--full-depth`;
+fewer on a CPU, where one full-depth pair takes seconds to tens of seconds). The tokenizer is
+the family's test fixture's (ids below 420, the image tokens at the fixture's ids): the
+vocabulary's size, not its pieces, is what costs. Then, on the same Winoground-layout suite of
+`--items` items (2 images and 2 captions each, every pair distinct):
+
+- `benchctl eval --model-path … --batch-size B` on a fresh cache: pairs per second over its
+  scoring time (`total_s − load_model_s`: decoding, preprocessing, each image's prompt state
+  once, its captions over it);
+- transformers: `Gemma3ForConditionalGeneration` with `Gemma3Processor` (or
+  `Qwen3VLForConditionalGeneration` with `Qwen3VLProcessor`), t2v_metrics' prompt (the image,
+  then the question), B pairs per forward pass, left-padded, the next token's logits only
+  (`logits_to_keep=1`), timed after one warm-up batch; pairs per second. Each pair runs its
+  whole prompt, as t2v_metrics runs it (t2v_metrics itself runs one pair per `generate`).
+
+Both score every pair; the largest difference of their log P("Yes") is printed as a check.
+
+Run: python3 scripts/bench/bench_vqascore_torch.py --benchctl target/release/benchctl [--family qwen3vl]
+     [--device cuda --dtype bf16 --full-depth] [--threads N]
+"""
+import argparse, importlib.util, json, os, random, shutil, subprocess, tempfile, time
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/gemma3-tiny"
+QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
+# Each family's image size (width, height) and full depth (text, vision layers).
+FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24))}
+QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
+WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def fixture_script():
+    spec = importlib.util.spec_from_file_location("gen_vqascore_fixture", ROOT / "scripts/fixtures/gen_vqascore_fixture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_model(out: Path, text_layers: int, vision_layers: int):
+    from transformers import (AutoTokenizer, Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil,
+                              Gemma3Processor)
+    gen = fixture_script()
+    torch.manual_seed(0)
+    layer_types = [("full_attention" if (i + 1) % 6 == 0 else "sliding_attention") for i in range(text_layers)]
+    if "full_attention" not in layer_types:
+        layer_types[-1] = "full_attention"
+    config = Gemma3Config(
+        text_config=dict(vocab_size=262208, hidden_size=2560, intermediate_size=10240, num_hidden_layers=text_layers,
+                         num_attention_heads=8, num_key_value_heads=4, head_dim=256, query_pre_attn_scalar=256,
+                         max_position_embeddings=131072, sliding_window=1024, rms_norm_eps=1e-6,
+                         layer_types=layer_types, pad_token_id=0, bos_token_id=2, eos_token_id=1,
+                         rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                          "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}),
+        vision_config=dict(hidden_size=1152, intermediate_size=4304, num_hidden_layers=vision_layers,
+                           num_attention_heads=16, image_size=896, patch_size=14, layer_norm_eps=1e-6,
+                           vision_use_head=False),
+        mm_tokens_per_image=256, boi_token_index=6, eoi_token_index=7, image_token_index=8, tie_word_embeddings=True)
+    model = Gemma3ForConditionalGeneration(config).eval()
+    processor = Gemma3Processor(
+        image_processor=Gemma3ImageProcessorPil(size={"height": 896, "width": 896}, image_mean=[0.5] * 3,
+                                                image_std=[0.5] * 3, do_pan_and_scan=False),
+        tokenizer=AutoTokenizer.from_pretrained(FIXTURE), chat_template=gen.CHAT, image_seq_length=256)
+    gen.save_in_hub_layout(model, processor, out)
+    shutil.copy(FIXTURE / "tokenizer.model", out / "tokenizer.model")
+    return processor
+
+
+def build_qwen3vl(out: Path, text_layers: int, vision_layers: int):
+    from transformers import (AutoTokenizer, Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
+                              Qwen3VLProcessor, Qwen3VLVideoProcessor)
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(QWEN_FIXTURE)
+    fixture = json.loads((QWEN_FIXTURE / "config.json").read_text())
+    deepstack = [i for i in (5, 11, 17) if i < vision_layers] or [0]
+    config = Qwen3VLConfig(
+        text_config=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=text_layers,
+                         num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=262144,
+                         rms_norm_eps=1e-6, tie_word_embeddings=True,
+                         rope_parameters=dict(rope_type="default", rope_theta=5_000_000.0, mrope_section=[24, 20, 20],
+                                              mrope_interleaved=True)),
+        vision_config=dict(depth=vision_layers, hidden_size=1024, intermediate_size=4096, num_heads=16, patch_size=16,
+                           temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=2048,
+                           num_position_embeddings=2304, deepstack_visual_indexes=deepstack[:text_layers]),
+        image_token_id=fixture["image_token_id"], video_token_id=fixture["video_token_id"],
+        vision_start_token_id=fixture["vision_start_token_id"], vision_end_token_id=fixture["vision_end_token_id"],
+        tie_word_embeddings=True)
+    model = Qwen3VLForConditionalGeneration(config).eval()
+    processor = Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessor(patch_size=16, temporal_patch_size=2, merge_size=2,
+                                              image_mean=[0.5] * 3, image_std=[0.5] * 3),
+        tokenizer=tokenizer, video_processor=Qwen3VLVideoProcessor(patch_size=16, temporal_patch_size=2, merge_size=2),
+        chat_template=(QWEN_FIXTURE / "chat_template.jinja").read_text())
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return processor
+
+
+def write_suite(dir: Path, items: int, size=(896, 896)):
+    (dir / "images").mkdir(parents=True)
+    rng = random.Random(0)
+    rows, pairs = [], []
+    for i in range(items):
+        caps = [" ".join(rng.choice(WORDS) for _ in range(8)) + f" {i} {c}" for c in range(2)]
+        imgs = [f"ex_{i}_img_{k}" for k in range(2)]
+        for k, name in enumerate(imgs):
+            seed = torch.Generator().manual_seed(2 * i + k)
+            pixels = torch.randint(0, 256, (size[1], size[0], 3), dtype=torch.uint8, generator=seed)
+            Image.fromarray(pixels.numpy()).save(dir / "images" / f"{name}.png")
+        rows.append({"id": i, "image_0": imgs[0], "image_1": imgs[1], "caption_0": caps[0], "caption_1": caps[1],
+                     "tag": "Object", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object"})
+        pairs += [(im, c) for im in imgs for c in caps]
+    (dir / "examples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return pairs
+
+
+def benchctl_side(args, model_dir: Path, suite: Path, work: Path):
+    env = dict(os.environ, BENCHCTL_CACHE=str(work / "cache"), RAYON_NUM_THREADS=str(args.threads))
+    out = subprocess.run([args.benchctl, "eval", "--model-path", str(model_dir), "--suite", "winoground", "--data-dir",
+                          str(suite), "--results-dir", str(work / "results"), "--batch-size", str(args.batch),
+                          "--dtype", args.dtype, "--device", args.device],
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"benchctl eval failed:\n{out.stderr}")
+    run_path = next(p for p in (work / "results" / "runs").glob("*.json"))
+    run = json.loads(run_path.read_text())
+    seconds = run["timings"]["total_s"] - run["timings"]["load_model_s"]
+    scores = {}
+    rows = [json.loads(l) for l in (suite / "examples.jsonl").read_text().splitlines()]
+    dump = [json.loads(l) for l in Path(str(run_path)[: -len(".json")] + ".scores.jsonl").read_text().splitlines()]
+    for row, line in zip(rows, dump):
+        for k in range(2):
+            for c in range(2):
+                scores[(row[f"image_{k}"], row[f"caption_{c}"])] = line["scores"][k][c]
+    return run["counts"]["pairs_scored"] / seconds, scores
+
+
+def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
+    from transformers import Gemma3ForConditionalGeneration, Qwen3VLForConditionalGeneration
+    device = "cuda" if args.device == "cuda" else "cpu"
+    family = Qwen3VLForConditionalGeneration if args.family == "qwen3vl" else Gemma3ForConditionalGeneration
+    model = family.from_pretrained(model_dir, dtype=DTYPES[args.dtype]).to(device).eval()
+    processor.tokenizer.padding_side = "left"
+    yes = processor.tokenizer.convert_tokens_to_ids("Yes")
+    images = {name: Image.open(suite / "images" / f"{name}.png").convert("RGB") for name, _ in pairs}
+
+    def batch_scores(batch):
+        texts = [processor.apply_chat_template([{"role": "user", "content": [
+            {"type": "image"}, {"type": "text", "text": QUESTION.format(c)}]}], add_generation_prompt=True)
+            for _, c in batch]
+        inputs = processor(text=texts, images=[[images[n]] for n, _ in batch], return_tensors="pt", padding=True)
+        inputs = inputs.to(device)
+        inputs["pixel_values"] = inputs["pixel_values"].to(DTYPES[args.dtype])
+        with torch.inference_mode():
+            logits = model(**inputs, logits_to_keep=1).logits[:, -1].float()
+        return torch.log_softmax(logits, -1)[:, yes].tolist()
+
+    batches = [pairs[i:i + args.batch] for i in range(0, len(pairs), args.batch)]
+    batch_scores(batches[0])  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+    started = time.perf_counter()
+    scores = {}
+    for batch in batches:
+        for pair, score in zip(batch, batch_scores(batch)):
+            scores[pair] = score
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return len(pairs) / (time.perf_counter() - started), scores
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchctl", default="target/release/benchctl")
+    parser.add_argument("--family", choices=list(FAMILIES), default="gemma3")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--dtype", choices=list(DTYPES), default="f32")
+    parser.add_argument("--items", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--text-layers", type=int, default=2)
+    parser.add_argument("--vision-layers", type=int, default=2)
+    parser.add_argument("--full-depth", action="store_true",
+                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24")
+    args = parser.parse_args()
+    size, depth = FAMILIES[args.family]
+    if args.full_depth:
+        args.text_layers, args.vision_layers = depth
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        model_dir, suite = work / "model", work / "suite"
+        build = build_qwen3vl if args.family == "qwen3vl" else build_model
+        processor = build(model_dir, args.text_layers, args.vision_layers)
+        pairs = write_suite(suite, args.items, size)
+        ours, our_scores = benchctl_side(args, model_dir, suite, work)
+        theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
+    worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
+    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct"}[args.family]
+    print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
+          f"{args.dtype}, batch {args.batch}, {len(pairs)} pairs, {args.threads} threads")
+    print(f"benchctl eval      {ours:8.3f} pairs/s")
+    print(f"transformers       {theirs:8.3f} pairs/s")
+    print(f"ratio              {ours / theirs:8.2f}x")
+    print(f"max |Δ log P(Yes)| {worst:.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,151 @@
+"""End-to-end parity of a full-size checkpoint on image files: a random-weight CLIP
+ViT-B/32 in Hugging Face layout (and an OpenCLIP ViT-B-32 in open_clip's layout) scored by
+`benchctl eval` and by its reference (`transformers` with its PIL image processor; open_clip
+with its eval transform) on the same PNG files of many sizes and modes (the fixture images,
+and a real photo from ../shared cut to six aspect ratios in six modes), the largest
+difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB each);
+run it after a change to preprocessing or the models, and note the numbers in
+docs/models.md.
+
+    pip install torch transformers open_clip_torch pillow safetensors
+    cargo build --release -p benchctl
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl]
+"""
+
+import argparse
+import itertools
+import json
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+import torch
+from PIL import Image
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOKENIZER = ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "tokenizer" / "tokenizer.json"
+IMAGES = sorted(
+    list((ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "preprocess-hf").glob("*.png"))
+    + list((ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "preprocess-openclip").glob("*.png")))
+PHOTO = ROOT.parent / "shared" / "reference" / "clip-preprocess" / "franz-kafka.jpg"
+
+
+def photo_variants(dir):
+    """A real photo (../shared, read in place, never committed) cut to many aspect ratios
+    (odd and even crop margins, an upscale) and saved in the modes PIL resizes differently."""
+    if not PHOTO.exists():
+        print(f"note: {PHOTO} is absent; the generated fixture images only")
+        return []
+    photo = Image.open(PHOTO).convert("RGB")
+    w, h = photo.size
+    out = []
+    for i, (fw, fh) in enumerate([(1.0, 1.0), (0.9, 0.55), (0.45, 0.95), (0.62, 0.61), (0.1, 0.08), (0.77, 0.3)]):
+        crop = photo.crop((0, 0, max(int(w * fw), 8), max(int(h * fh), 8)))
+        mode = ["RGB", "L", "RGBA", "P", "RGB", "LA"][i]
+        img = crop.convert(mode) if mode in ("RGB", "L", "P") else crop.convert(mode)
+        if mode in ("RGBA", "LA"):
+            alpha = Image.linear_gradient("L").resize(img.size)
+            img.putalpha(alpha)
+        path = dir / f"photo_{i}_{mode.lower()}_{img.size[0]}x{img.size[1]}.png"
+        img.save(path)
+        out.append(path)
+    return out
+
+
+CAPTIONS = ["a photo of a dog on the grass", "two red cubes next to a green ball", "an empty street at night",
+            "a bowl of soup with a spoon"]
+
+
+def write_suite(dir):
+    (dir / "images").mkdir(parents=True)
+    (dir / "photos").mkdir()
+    images = IMAGES + photo_variants(dir / "photos")
+    lines = []
+    for i, (a, b) in enumerate(zip(images[0::2], images[1::2])):
+        shutil.copy(a, dir / "images" / f"ex_{i}_img_0.png")
+        shutil.copy(b, dir / "images" / f"ex_{i}_img_1.png")
+        c0, c1 = CAPTIONS[i % 4], CAPTIONS[(i + 1) % 4]
+        lines.append({"id": i, "image_0": f"ex_{i}_img_0", "image_1": f"ex_{i}_img_1", "caption_0": c0,
+                      "caption_1": c1, "tag": "Object", "secondary_tag": "", "num_main_preds": 1,
+                      "collapsed_tag": "Object"})
+    (dir / "examples.jsonl").write_text("".join(json.dumps(l) + "\n" for l in lines))
+    return lines
+
+
+def benchctl_scores(binary, model, suite, results):
+    subprocess.run([binary, "eval", "--model-path", str(model), "--suite", "winoground", "--data-dir", str(suite),
+                    "--results-dir", str(results), "--no-cache"], check=True, capture_output=True)
+    run = json.loads(next((results / "runs").glob("*.json")).read_text())
+    dump = (results / "runs" / run["scores_file"]).read_text().splitlines()
+    return [json.loads(l)["scores"] for l in dump]
+
+
+def compare(name, ours, theirs):
+    worst = max(abs(a - b) for o, t in zip(ours, theirs) for ra, rb in zip(o, t) for a, b in zip(ra, rb))
+    print(f"{name}: {len(ours)} items of 2 × 2 scores, max |benchctl − reference| = {worst:.2e}")
+    return worst
+
+
+def hf_clip(binary, tmp, lines):
+    from transformers import CLIPConfig, CLIPModel, CLIPTokenizerFast
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    torch.manual_seed(0)
+    model = CLIPModel(CLIPConfig()).eval()
+    out = tmp / "clip-vit-b32-random"
+    model.save_pretrained(str(out), safe_serialization=True)
+    processor = CLIPImageProcessorPil()  # openai/clip-vit-base-patch32's settings, on PIL
+    processor.save_pretrained(str(out))
+    shutil.copy(TOKENIZER, out / "tokenizer.json")
+    tokenizer = CLIPTokenizerFast(tokenizer_file=str(TOKENIZER))
+    suite = tmp / "suite"
+    theirs = []
+    with torch.no_grad():
+        for line in lines:
+            imgs = [Image.open(suite / "images" / f"{line[k]}.png") for k in ("image_0", "image_1")]
+            pixels = processor(imgs, return_tensors="pt")["pixel_values"]
+            text = tokenizer([line["caption_0"], line["caption_1"]], padding=True, return_tensors="pt")
+            theirs.append(model(pixel_values=pixels, **text).logits_per_image.tolist())
+    return compare("CLIP ViT-B/32, HF layout, vs transformers", benchctl_scores(binary, out, suite, tmp / "r1"), theirs)
+
+
+def open_clip_b32(binary, tmp, lines):
+    import open_clip
+    from safetensors.torch import save_file
+    torch.manual_seed(0)
+    model, _, transform = open_clip.create_model_and_transforms("ViT-B-32", pretrained=None)
+    model.eval()
+    out = tmp / "openclip-vit-b32-random"
+    out.mkdir()
+    model_cfg = open_clip.get_model_config("ViT-B-32")
+    config = {"model_cfg": model_cfg, "preprocess_cfg": {
+        "mean": list(open_clip.OPENAI_DATASET_MEAN), "std": list(open_clip.OPENAI_DATASET_STD),
+        "interpolation": "bicubic", "resize_mode": "shortest"}}
+    (out / "open_clip_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "open_clip_model.safetensors"))
+    shutil.copy(TOKENIZER, out / "tokenizer.json")
+    tokenizer = open_clip.get_tokenizer("ViT-B-32")
+    suite = tmp / "suite"
+    theirs = []
+    with torch.no_grad():
+        for line in lines:
+            pixels = torch.stack([transform(Image.open(suite / "images" / f"{line[k]}.png")) for k in ("image_0", "image_1")])
+            image = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
+            text = torch.nn.functional.normalize(model.encode_text(tokenizer([line["caption_0"], line["caption_1"]])), dim=-1)
+            theirs.append((model.logit_scale.exp() * image @ text.T).tolist())
+    return compare("OpenCLIP ViT-B-32, open_clip layout, vs open_clip", benchctl_scores(binary, out, suite, tmp / "r2"), theirs)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--benchctl", default=str(ROOT / "target" / "release" / "benchctl"))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        lines = write_suite(tmp / "suite")
+        hf_clip(args.benchctl, tmp, lines)
+        open_clip_b32(args.benchctl, tmp, lines)
+
+
+if __name__ == "__main__":
+    main()
