@@ -7,7 +7,7 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, LaunchCon
 use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
 use candle_core::{CpuStorage, CudaDevice, CudaStorage, DType, Layout, Shape, Tensor};
 
-use super::{compute_capability_major, CudaKernels, MODULE, PTX};
+use super::{as_i32, compute_capability_major, CudaKernels, MODULE, PTX};
 
 /// Head widths the attention kernels are compiled for.
 const SIMT_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
@@ -123,10 +123,6 @@ struct Geometry {
     width: usize,
     heads: usize,
     threads: u32,
-}
-
-fn as_i32(what: &str, n: usize) -> candle_core::Result<i32> {
-    i32::try_from(n).map_err(|_| candle_core::Error::Msg(format!("fused attention: {what} {n} exceeds a 32-bit index")))
 }
 
 #[allow(clippy::too_many_arguments)] // the kernel's own arguments

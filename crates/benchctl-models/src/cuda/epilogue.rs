@@ -8,7 +8,7 @@ use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
 use candle_core::{CpuStorage, CudaStorage, DType, Layout, Tensor};
 
 use super::cublaslt::{GemmPath, LtDense};
-use super::{CudaKernels, MODULE, PTX};
+use super::{as_i32, CudaKernels, MODULE, PTX};
 use crate::kernels::{Activation, Then};
 
 /// `act(y + bias)` or `y + bias + residual`, in place on the contiguous `(rows, n)` product

@@ -85,3 +85,8 @@ pub(crate) fn compute_capability_major(device: &candle_core::CudaDevice) -> cand
     majors.push((ordinal, major));
     Ok(major)
 }
+
+/// `n` as a kernel's 32-bit argument, refused (naming `what`) past `i32::MAX`.
+pub(crate) fn as_i32(what: &str, n: usize) -> candle_core::Result<i32> {
+    i32::try_from(n).map_err(|_| candle_core::Error::Msg(format!("fused attention: {what} {n} exceeds a 32-bit index")))
+}
