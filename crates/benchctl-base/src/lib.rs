@@ -5,8 +5,10 @@
 //!   million items runs in bounded memory;
 //! - [`kinded_error`]: the error shape each crate declares (a kind, a lowercase message, the
 //!   cause kept), written once by [`kinded_error_impl!`];
+//! - [`stderr`]: lines on standard error that never panic ([`stderr_line!`]);
 //! - [`time`]: UTC timestamps as stored runs write them.
 
 pub mod kinded_error;
 pub mod spill;
+pub mod stderr;
 pub mod time;

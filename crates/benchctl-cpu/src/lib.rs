@@ -22,6 +22,7 @@
 //! `FUSED = false` (`f32::mul_add` there would be a library call per element); on targets
 //! where FMA is part of the baseline (aarch64) it gets `FUSED = true`.
 
+use std::io::Write;
 use std::sync::OnceLock;
 
 /// The instruction sets a kernel can be compiled for.
@@ -133,7 +134,8 @@ impl Tier {
         *CURRENT.get_or_init(|| {
             let request = Request::from_env();
             if let Some(problem) = request.problem() {
-                eprintln!("warning: {problem}; using {}", Tier::best().isa());
+                // A closed stderr is no error (`eprintln!` would panic on it).
+                let _ = writeln!(std::io::stderr(), "warning: {problem}; using {}", Tier::best().isa());
             }
             match request {
                 Request::Forced(isa) => Tier(isa),

@@ -146,6 +146,21 @@ impl Suite {
         metrics::evaluate(&self.summary, scores, &self.item_views())
     }
 
+    /// [`Suite::missing_images`] grouped by the folder each was expected in, folders in the
+    /// order of their first missing file: a release whose images sit elsewhere is one line,
+    /// not one per image.
+    pub fn missing_images_by_folder(&self) -> Vec<MissingImages> {
+        let mut groups: Vec<MissingImages> = Vec::new();
+        for path in self.missing_images() {
+            let folder = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            match groups.iter_mut().find(|g| g.folder == folder) {
+                Some(group) => group.count += 1,
+                None => groups.push(MissingImages { folder_exists: folder.is_dir(), folder, count: 1, first: path }),
+            }
+        }
+        groups
+    }
+
     /// Every image file the items refer to that does not exist, in item order.
     pub fn missing_images(&self) -> Vec<PathBuf> {
         // The store holds each source once, in first-seen order; two sources can share a
@@ -157,6 +172,32 @@ impl Suite {
             .map(|source| source.path().to_path_buf())
             .filter(|path| !path.is_file() && seen.insert(path.clone()))
             .collect()
+    }
+}
+
+/// The missing image files of a suite that one folder was to hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingImages {
+    pub folder: PathBuf,
+    /// Whether the folder itself exists (else every image expected in it is missing).
+    pub folder_exists: bool,
+    pub count: usize,
+    /// The first missing file, in item order.
+    pub first: PathBuf,
+}
+
+impl MissingImages {
+    /// One line for the group: the folder when it is absent, else the files.
+    pub fn describe(&self) -> String {
+        match (self.folder_exists, self.count) {
+            (false, n) => format!(
+                "find the image folder {}: it does not exist, and {n} image(s) of the suite are expected in it (e.g. {})",
+                self.folder.display(),
+                self.first.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+            ),
+            (true, 1) => format!("find image {}", self.first.display()),
+            (true, n) => format!("find {n} images in {} (e.g. {})", self.folder.display(), self.first.display()),
+        }
     }
 }
 

@@ -78,11 +78,17 @@ pub struct CheckPlan {
 pub fn run(args: &CheckPlan) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
     let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
+    let mut missing = std::collections::HashSet::new();
     let (items, images, mut problems): (usize, CheckedImages, Strings) = match info.kind {
         SuiteKind::Items { .. } | SuiteKind::Manifest(_) => {
             let (suite, problems) = info.load_all(&data_dir)?;
             let mut problems = problems.into_messages();
             problems.extend(suite.incomplete.iter().map(|s| format!("not the complete official release: {s}")));
+            // Missing files by folder (a release whose images are elsewhere is one line); they
+            // are not read again below.
+            let groups = suite.missing_images_by_folder();
+            problems.extend(groups.iter().map(|g| g.describe()));
+            missing.extend(suite.missing_images());
             (suite.items.len(), CheckedImages::OfSuite(Box::new(suite)), problems)
         }
         // A retrieval suite's queries are its test images.
@@ -107,6 +113,10 @@ pub fn run(args: &CheckPlan) -> Result<CheckReport> {
             .into_par_iter()
             .map(|i| {
                 let source = images.get(i);
+                if source.files().iter().any(|f| missing.contains(*f)) {
+                    bar.inc(1);
+                    return None;
+                }
                 let outside = root
                     .as_ref()
                     .and_then(|root| source.files().into_iter().find_map(|f| root.refuse_outside(f).err()));

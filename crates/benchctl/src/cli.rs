@@ -25,6 +25,11 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Command {
     /// Evaluate a model on a suite and store the run under the results directory.
+    ///
+    /// The run goes into the results store (`<results-dir>/benchctl.sqlite`) and is written as
+    /// `<results-dir>/runs/<time>_<model>_<suite>.json`, its per-item scores beside it in
+    /// `….scores.jsonl` (one line per item: its id and its K×L scores, rows = images; RoCOCO:
+    /// one line per query and gallery), from which `benchctl score` recomputes every metric.
     Eval(EvalArgs),
     /// Compute a suite's metrics from scores produced elsewhere (no model needed).
     Score(ScoreArgs),
@@ -181,8 +186,9 @@ pub struct EvalArgs {
     #[arg(long, value_enum, default_value_t = LongCaptionArg::Truncate)]
     pub on_long_caption: LongCaptionArg,
     /// How a tie for the top score counts: `strict`, a miss (the default), or `first`, the
-    /// first of the tied candidates wins, as the official scorers of SPEC (`argmax`) and
-    /// RoCOCO (`argsort`) count it (only for those suites).
+    /// first of the tied candidates wins, as an official scorer that takes an argmax or a
+    /// ranking counts it: SPEC (`argmax`), RoCOCO (`argsort`) and manifests that say
+    /// `ties = "first"` (`benchctl suites` lists which; docs/manifests.md).
     #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
     pub ties: TiesArg,
 }

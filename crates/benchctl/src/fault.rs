@@ -23,7 +23,7 @@ fn configured() -> Option<&'static (String, usize)> {
 pub fn at(point: &str, n: usize) {
     if let Some((p, count)) = configured() {
         if p == point && *count == n {
-            eprintln!("benchctl: injected fault at {point}:{n}");
+            benchctl_base::stderr_line!("benchctl: injected fault at {point}:{n}");
             std::process::abort();
         }
     }

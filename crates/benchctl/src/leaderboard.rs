@@ -102,7 +102,7 @@ pub struct Written {
 pub fn write(results_dir: &Path) -> Result<Written> {
     let (stored, skipped) = crate::store::Store::open_existing(results_dir)?.runs_readable()?;
     for problem in &skipped {
-        eprintln!("warning: left out of the leaderboard: failed to {problem}");
+        benchctl_base::stderr_line!("warning: left out of the leaderboard: failed to {problem}");
     }
     let mut pages = std::collections::HashMap::new();
     for s in &stored {

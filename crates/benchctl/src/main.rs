@@ -19,17 +19,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A tier this CPU cannot run (or a typo) is refused before any work, not worked around.
     if let Some(problem) = benchctl_cpu::Request::from_env().problem() {
-        eprintln!("error: failed to choose the CPU tier: {problem}");
+        benchctl_base::stderr_line!("error: failed to choose the CPU tier: {problem}");
         return ExitCode::from(ErrorKind::Usage.exit_code() as u8);
     }
     if let Some(problem) = benchctl_base::spill::settings_problem() {
-        eprintln!("error: failed to {problem}");
+        benchctl_base::stderr_line!("error: failed to {problem}");
         return ExitCode::from(ErrorKind::Usage.exit_code() as u8);
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: failed to {e}");
+            benchctl_base::stderr_line!("error: failed to {e}");
             ExitCode::from(e.kind().exit_code() as u8)
         }
     }
@@ -140,7 +140,7 @@ fn eval_spec(spec: &std::path::Path, args: &cli::EvalArgs) -> Result<(), Error> 
     for (n, plan) in all.iter().enumerate() {
         print(&format!("run {}/{}: {} on {}", n + 1, all.len(), plan.model_name(), plan.suite.id))?;
         if let Err(e) = eval_one(plan) {
-            eprintln!("error: failed to {e}");
+            benchctl_base::stderr_line!("error: failed to {e}");
             first_error.get_or_insert(e);
         }
     }

@@ -93,7 +93,7 @@ fn load(path: &Path, data_dir: Option<&Path>, allow_changed_data: bool) -> Resul
         if !allow_changed_data {
             return Err(Error::new(ErrorKind::Data, format!("{message} (--allow-changed-data shows it anyway)")));
         }
-        eprintln!("warning: {message}; shown anyway (--allow-changed-data)");
+        benchctl_base::stderr_line!("warning: {message}; shown anyway (--allow-changed-data)");
     }
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&run.suite.ties).unwrap_or_default();
     // Read as a stream into the suite's score tensor, as `merge` reads shard dumps.

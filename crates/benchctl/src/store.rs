@@ -146,7 +146,10 @@ fn lock(results_dir: &Path) -> Result<Option<std::fs::File>> {
                 )))
             }
             Err(std::fs::TryLockError::Error(e)) => {
-                eprintln!("warning: cannot lock {} ({e}); concurrent writers are not serialised", path.display());
+                benchctl_base::stderr_line!(
+                    "warning: cannot lock {} ({e}); concurrent writers are not serialised",
+                    path.display()
+                );
                 return Ok(None);
             }
         }
@@ -220,10 +223,13 @@ impl Store {
             });
             match imported {
                 Ok(true) => {
-                    eprintln!("note: imported {} into the results store (a run stored by files only)", path.display())
+                    benchctl_base::stderr_line!(
+                        "note: imported {} into the results store (a run stored by files only)",
+                        path.display()
+                    )
                 }
                 Ok(false) => {}
-                Err(e) => eprintln!("warning: left {} out of the results store: {e}", path.display()),
+                Err(e) => benchctl_base::stderr_line!("warning: left {} out of the results store: {e}", path.display()),
             }
         }
         Ok(())

@@ -654,6 +654,35 @@ fn no_crate_leaks_memory_for_static_data() {
     assert_eq!(leaks(&[file]).len(), 1, "the check sees a leak in code, not in a comment");
 }
 
+/// Every `println!`, `print!`, `eprintln!` or `eprint!` in product code (the test kit aside):
+/// they panic when the stream is closed (`benchctl … | head -1`); the binary prints through
+/// its broken-pipe-aware writer and warns with `benchctl_base::stderr_line!`.
+fn panicking_prints(files: &[PathBuf]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in files.iter().filter(|f| !f.components().any(|c| c.as_os_str() == "benchctl-testkit")) {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let code = code_only(&text);
+        let tests_at = code.find("mod tests {").unwrap_or(code.len());
+        for (n, line) in code[..tests_at].lines().enumerate() {
+            if ["println!", "print!", "eprintln!", "eprint!"].iter().any(|m| line.contains(m)) {
+                found.push(format!("{}:{}", file.display(), n + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_product_code_prints_through_a_panicking_macro() {
+    let found = panicking_prints(&source_files());
+    assert!(found.is_empty(), "prints that panic on a closed stream:\n{}", found.join("\n"));
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("printer.rs");
+    std::fs::write(&file, "// eprintln! in a comment is fine\nfn f() { eprintln!(\"x\"); }\n")
+        .expect("write a source file");
+    assert_eq!(panicking_prints(&[file]).len(), 1);
+}
+
 #[test]
 fn function_lengths_count_from_fn_to_its_brace() {
     let code = code_only("fn a() {\n    let s = \"}\";\n    if x { y }\n}\ntrait T { fn b(&self); }\npub fn c() {}\n");

@@ -3,7 +3,7 @@
 mod common;
 
 use benchctl_suites::spec;
-use common::{benchctl, copy_tree, demo_suite, stderr, stdout};
+use common::{benchctl, copy_tree, demo_suite, stderr, stdout, tiny_model};
 
 #[test]
 fn every_problem_is_listed_at_once() {
@@ -134,5 +134,69 @@ fn suites_list_every_bundled_manifest_with_how_to_get_it() {
         let data = lines.next().unwrap_or_default().trim();
         assert!(data.starts_with("data: not here"), "{}: {data}", info.id);
         assert!(!info.how_to_get.is_empty() && data.contains(&*info.how_to_get), "{}: {data}", info.id);
+    }
+}
+
+/// SugarCrepe laid out as its own README suggests (the seven JSON files here, COCO's val2017
+/// elsewhere): `check` and `eval` name the missing image folder once, with how many images
+/// it was to hold, instead of a line per image.
+#[test]
+fn a_missing_image_folder_is_one_line() {
+    let data = tempfile::tempdir().unwrap();
+    let sugarcrepe =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/manifests/sugarcrepe");
+    copy_tree(&sugarcrepe, data.path());
+    std::fs::remove_dir_all(data.path().join("val2017")).unwrap();
+    let out = benchctl(&["check", "--suite", "sugarcrepe", "--data-dir", data.path().to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stdout(&out) + &stderr(&out);
+    let folder = data.path().join("val2017");
+    let line = format!("find the image folder {}: it does not exist", folder.display());
+    assert_eq!(text.matches(&line).count(), 1, "{text}");
+    assert!(!text.contains("read image"), "no per-image line: {text}");
+    let eval = benchctl(
+        &["eval", "--model-path", &tiny_model(), "--suite", "sugarcrepe", "--data-dir", data.path().to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(eval.status.code(), Some(3));
+    assert!(stderr(&eval).contains(&line), "{}", stderr(&eval));
+}
+
+/// A reader that went away is not an error and never a panic: `check` of data with problems,
+/// its stdout and stderr closed before it writes (`2>&1 | head -1`), exits with the documented
+/// data code, not 101.
+#[test]
+fn closed_output_streams_never_panic() {
+    use std::process::{Command, Stdio};
+    let data = tempfile::tempdir().unwrap();
+    let sugarcrepe =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benchctl-suites/tests/fixtures/manifests/sugarcrepe");
+    copy_tree(&sugarcrepe, data.path());
+    std::fs::remove_dir_all(data.path().join("val2017")).unwrap();
+    for args in [
+        vec!["check", "--suite", "sugarcrepe", "--data-dir", data.path().to_str().unwrap()],
+        vec![
+            "eval",
+            "--suite",
+            "sugarcrepe",
+            "--model-path",
+            "/nonexistent/model",
+            "--data-dir",
+            data.path().to_str().unwrap(),
+        ],
+        vec!["suites"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_benchctl"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Both readers gone before anything is written.
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_ne!(status.code(), Some(101), "{args:?} panicked");
+        assert!(matches!(status.code(), Some(0..=9)), "{args:?}: {status:?}");
     }
 }

@@ -158,6 +158,14 @@ fn ties_first_is_refused_where_the_official_scorer_is_strict() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", common::stderr(&out));
     assert!(common::stderr(&out).contains("its official scorer compares strictly"), "{}", common::stderr(&out));
+    // The refusal names every suite that takes `first`: manifests that say so too.
+    for suite in ["spec", "rococo", "aro-vg-relation", "whatsup-controlled-a"] {
+        assert!(common::stderr(&out).contains(suite), "{suite}: {}", common::stderr(&out));
+    }
+    // And `eval --help` says the same, and where the per-item scores go.
+    let help = common::stdout(&benchctl(&["eval", "--help"], &[]));
+    assert!(help.contains("ties = \"first\"") && !help.contains("only for those suites"), "{help}");
+    assert!(help.contains(".scores.jsonl"), "{help}");
 }
 
 #[test]

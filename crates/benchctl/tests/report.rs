@@ -111,11 +111,11 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// Chromium for a browser test; without it the test is skipped (saying so), except under
-/// `CI=true`, where it fails.
+/// `BENCHCTL_CI=1`, where it fails.
 fn browser_or_skip() -> Option<PathBuf> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    // Under CI=true the README's one test command installs what it needs (once per process,
-    // whichever browser test comes first).
+    let ci = benchctl_testkit::required();
+    // Under BENCHCTL_CI=1 the README's one test command installs what it needs (once per
+    // process, whichever browser test comes first).
     static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     if ci && chromium().is_none() {
         INSTALLED.get_or_init(|| {
@@ -126,7 +126,7 @@ fn browser_or_skip() -> Option<PathBuf> {
     let browser = chromium();
     if browser.is_none() {
         if ci {
-            panic!("CI=true needs Chromium for the report's browser test: scripts/setup/install-chromium.sh could not install it");
+            panic!("BENCHCTL_CI=1 needs Chromium for the report's browser test: scripts/setup/install-chromium.sh could not install it");
         }
         eprintln!(
             "skipping: no chromium on PATH (scripts/setup/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)"

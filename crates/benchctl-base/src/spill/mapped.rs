@@ -169,7 +169,9 @@ fn watch_residency() {
             }
         });
         if let Err(e) = spawned {
-            eprintln!("warning: failed to start the spill watcher ({e}); spilled pages are left to the kernel");
+            crate::stderr_line!(
+                "warning: failed to start the spill watcher ({e}); spilled pages are left to the kernel"
+            );
         }
     });
 }
@@ -187,7 +189,7 @@ fn resident_shared_bytes() -> Option<usize> {
 pub(super) fn warn_once(e: &std::io::Error) {
     static WARNED: AtomicBool = AtomicBool::new(false);
     if !WARNED.swap(true, Ordering::Relaxed) {
-        eprintln!(
+        crate::stderr_line!(
             "warning: failed to spill per-item state to {} ({e}); it stays in memory (set BENCHCTL_SPILL_DIR to a directory with room)",
             directory().display()
         );

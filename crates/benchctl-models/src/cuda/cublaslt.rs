@@ -24,7 +24,7 @@ impl GemmPath {
             Ok("lt") => Self::Lt,
             Ok("cublas") | Err(_) => Self::Cublas,
             Ok(other) => {
-                eprintln!("warning: BENCHCTL_CUDA_GEMM={other} is not cublas or lt; using cublas");
+                benchctl_base::stderr_line!("warning: BENCHCTL_CUDA_GEMM={other} is not cublas or lt; using cublas");
                 Self::Cublas
             }
         })

@@ -64,7 +64,9 @@ impl CudaKernels {
             Ok("candle") => Self::Candle,
             Ok("fused") | Err(_) => Self::Fused,
             Ok(other) => {
-                eprintln!("warning: BENCHCTL_CUDA_KERNELS={other} is not fused, simt or candle; using fused");
+                benchctl_base::stderr_line!(
+                    "warning: BENCHCTL_CUDA_KERNELS={other} is not fused, simt or candle; using fused"
+                );
                 Self::Fused
             }
         })

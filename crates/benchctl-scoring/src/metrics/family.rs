@@ -52,9 +52,10 @@ pub(crate) trait Family: Sync {
     fn aggregate(&self, _metric: usize) -> Aggregate {
         Aggregate::Percent
     }
-    /// Metrics derived from a group's summary (e.g. VALSE's `acc` from `p_c` and `p_f`),
-    /// named in [`FamilyFacts::derived`].
-    fn derive(&self, _summary: &mut Vec<(String, f64)>) {}
+    /// Metrics derived from a summary (e.g. VALSE's `acc` from `p_c` and `p_f`): `values`
+    /// are aligned with [`MetricFamily::reported_names`], the slots of
+    /// [`FamilyFacts::derived`] (its last ones) still `None`, for this to fill.
+    fn derive(&self, _values: &mut [Option<f64>]) {}
     /// One value per metric for each item; summaries are means ×100 over the items where
     /// the metric applies.
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows>;
@@ -130,17 +131,8 @@ impl MetricFamily {
     /// Every name a summary of this family reports before breakdowns and averages: each
     /// per-item metric (a distribution as its mean and quartiles), then the derived ones.
     pub fn reported_names(self) -> Vec<String> {
-        let mut names = Vec::new();
-        for (m, name) in self.0.names().iter().enumerate() {
-            match self.0.aggregate(m) {
-                Aggregate::Percent => names.push(name.to_string()),
-                Aggregate::Distribution => names.extend(DISTRIBUTION_SUFFIXES.iter().map(|s| format!("{name}_{s}"))),
-            }
-        }
-        names.extend(self.facts().derived.iter().map(|d| d.to_string()));
-        names
+        super::reported_names(self.0)
     }
-
     /// The metric a suite of this family ranks by unless it names another.
     pub fn headline_base(self) -> &'static str {
         self.facts().headline_base

@@ -7,6 +7,7 @@ pub mod choice;
 pub mod equivariance;
 mod family;
 pub mod group;
+mod grouping;
 pub mod pairwise;
 pub mod positives;
 pub mod retrieval;
@@ -55,15 +56,18 @@ pub struct ItemView<'a> {
 /// `breakdown_keys` lists the tag keys to break down by, in report order.
 pub fn evaluate(summary: &Summary, scores: &ScoreTensor, items: &[ItemView<'_>]) -> Result<Report> {
     let item_values = ItemValues::new(summary, scores, items)?;
-    let (per_item, values) = (item_values.per_item, &item_values.values);
-    let all = || 0..items.len();
-    let mut metrics = headline(per_item, values, all, usize::MAX, summary, items);
+    let mut metrics = headline(&item_values, || 0..items.len(), usize::MAX, summary, items.len());
     for all_of in &summary.all_of {
-        let groups = group_sums(&all_of.key, all(), items, values, per_item);
+        let grouping = grouping::Grouping::of(&all_of.key, items);
+        let mut groups = item_values.sum_groups(&grouping);
         // A group's mean of a 0/1 metric is exactly 100 when every member scores 1.
         let means: Vec<f64> = groups
-            .into_values()
-            .filter_map(|(_, sums)| sums.finish().into_iter().find(|(n, _)| *n == all_of.metric).map(|(_, v)| v))
+            .present()
+            .into_iter()
+            .filter_map(|g| {
+                groups.finish_named(g, &item_values.reported).into_iter().find(|(n, _)| *n == all_of.metric)
+            })
+            .map(|(_, v)| v)
             .collect();
         if !means.is_empty() {
             let whole = means.iter().filter(|&&m| m >= 100.0).count();
@@ -73,16 +77,19 @@ pub fn evaluate(summary: &Summary, scores: &ScoreTensor, items: &[ItemView<'_>])
     let breakdowns = summary
         .breakdown_keys
         .iter()
-        .map(|key| Breakdown {
-            key: key.to_string(),
-            groups: group_sums(key, all(), items, values, per_item)
+        .map(|key| {
+            let grouping = grouping::Grouping::of(key, items);
+            let mut groups = item_values.sum_groups(&grouping);
+            let groups = groups
+                .present()
                 .into_iter()
-                .map(|(value, (members, sums))| Group {
-                    value: value.to_string(),
-                    items: members,
-                    metrics: sums.finish(),
+                .map(|g| Group {
+                    value: grouping.values[g].clone(),
+                    items: groups.members[g],
+                    metrics: groups.finish_named(g, &item_values.reported),
                 })
-                .collect(),
+                .collect();
+            Breakdown { key: key.to_string(), groups }
         })
         .collect();
     Ok(Report { items: items.len(), metrics, breakdowns })
@@ -118,6 +125,11 @@ pub fn per_item_values(summary: &Summary, scores: &ScoreTensor, items: &[ItemVie
 pub(crate) struct ItemValues {
     per_item: &'static dyn Family,
     pub values: ValueRows,
+    /// The family's reported names, in summary order.
+    reported: Vec<String>,
+    /// The groups of the macro average's tag key and of the subset average's, found once.
+    macro_groups: Option<grouping::Grouping>,
+    subset_groups: Option<grouping::Grouping>,
 }
 
 impl ItemValues {
@@ -133,7 +145,14 @@ impl ItemValues {
                 summary.family
             )));
         }
-        Ok(Self { per_item, values: per_item.values(scores, items, summary.ties)? })
+        let grouping = |key: Option<&str>| key.map(|key| grouping::Grouping::of(key, items));
+        Ok(Self {
+            per_item,
+            values: per_item.values(scores, items, summary.ties)?,
+            reported: summary.family.reported_names(),
+            macro_groups: grouping(summary.macro_over.as_deref()),
+            subset_groups: grouping(summary.subset_average.as_ref().map(|a| a.key.as_str())),
+        })
     }
 
     /// The headline metrics over `members` (indices, repeats allowed; each call of `members`
@@ -144,7 +163,7 @@ impl ItemValues {
         summary: &Summary,
         items: &[ItemView<'_>],
     ) -> Vec<(String, f64)> {
-        headline(self.per_item, &self.values, members, self.window(summary), summary, items)
+        headline(self, members, self.window(summary), summary, items.len())
     }
 
     /// How many items' values one pass of [`ItemValues::headline`] reads at random: all of
@@ -160,6 +179,13 @@ impl ItemValues {
         let grouped = summary.macro_over.is_some() || summary.subset_average.is_some();
         let per_item = self.values.row_bytes() + if grouped { size_of::<ItemView>() } else { 0 };
         spill::TRIM_BYTES / per_item.max(1)
+    }
+
+    /// Every item summed into the groups of `grouping` (a breakdown's or a group accuracy's).
+    fn sum_groups<'g>(&self, grouping: &'g grouping::Grouping) -> grouping::GroupSums<'g> {
+        let mut groups = grouping::GroupSums::new(grouping, self.per_item);
+        (0..self.values.len()).for_each(|i| groups.add(&self.values, i));
+        groups
     }
 
     /// Names of the metrics whose per-item values are 0/1 outcomes, with their index.
@@ -183,47 +209,75 @@ impl ItemValues {
 /// metric, its macro average and every quartile, do not depend on the windows; a real-valued
 /// mean is summed window by window (see [`ItemValues::window`]).
 fn headline<I: Iterator<Item = usize>>(
-    per_item: &'static dyn Family,
-    values: &ValueRows,
+    item_values: &ItemValues,
     members: impl Fn() -> I,
     window: usize,
     summary: &Summary,
-    items: &[ItemView<'_>],
+    items: usize,
 ) -> Vec<(String, f64)> {
+    let (per_item, values) = (item_values.per_item, &item_values.values);
     let mut overall = Sums::new(per_item);
-    let mut by_macro = summary.macro_over.as_deref().map(|key| (key, BTreeMap::new()));
-    let mut by_subset = summary.subset_average.as_ref().map(|average| (average.key.as_str(), BTreeMap::new()));
+    let mut by_macro = item_values.macro_groups.as_ref().map(|g| grouping::GroupSums::new(g, per_item));
+    let mut by_subset = item_values.subset_groups.as_ref().map(|g| grouping::GroupSums::new(g, per_item));
     let window = window.max(1);
-    for start in (0..items.len()).step_by(window) {
-        let end = start.saturating_add(window).min(items.len());
+    for start in (0..items).step_by(window) {
+        let end = start.saturating_add(window).min(items);
         for i in members().filter(|i| (start..end).contains(i)) {
             overall.add(values, i);
-            for (key, groups) in by_macro.iter_mut().chain(by_subset.iter_mut()) {
-                add_to_groups(groups, key, i, items, values, per_item);
+            for groups in by_macro.iter_mut().chain(by_subset.iter_mut()) {
+                groups.add(values, i);
             }
         }
     }
     let mut metrics = overall.finish();
-    if let Some((_, groups)) = by_macro {
-        let groups: Vec<Vec<(String, f64)>> = groups
+    if let (Some(groups), Some(grouping)) = (&mut by_macro, &item_values.macro_groups) {
+        metrics.extend(macro_average(groups, grouping, summary, &item_values.reported, &metrics));
+    }
+    if let (Some(average), Some(groups), Some(grouping)) =
+        (&summary.subset_average, &mut by_subset, &item_values.subset_groups)
+    {
+        // Only the groups the average names are summarised.
+        let named: BTreeMap<&str, Vec<(String, f64)>> = groups
+            .present()
             .into_iter()
-            .filter(|(value, (count, _))| summary.macro_groups.keeps(value, *count))
-            .map(|(_, (_, sums))| sums.finish())
+            .filter(|&g| average.subsets.iter().any(|(_, vs)| vs.contains(&grouping.values[g])))
+            .map(|g| (grouping.values[g].as_str(), groups.finish_named(g, &item_values.reported)))
             .collect();
-        let names: Vec<String> = metrics.iter().map(|(n, _)| n.clone()).collect();
-        for name in names {
-            let means: Vec<f64> =
-                groups.iter().filter_map(|g| g.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).collect();
-            if !means.is_empty() {
-                metrics.push((format!("{name}_macro"), means.iter().sum::<f64>() / means.len() as f64));
+        metrics.extend(subset_average(average, &named));
+    }
+    metrics
+}
+
+/// `<metric>_macro` for each of `overall`'s metrics: its mean over the groups among the
+/// members that the summary's group filter keeps (each group's value as a summary of its
+/// members alone gives it), where any has it.
+fn macro_average(
+    groups: &mut grouping::GroupSums<'_>,
+    grouping: &grouping::Grouping,
+    summary: &Summary,
+    reported: &[String],
+    overall: &[(String, f64)],
+) -> Vec<(String, f64)> {
+    let (mut sums, mut counts) = (vec![-0.0f64; reported.len()], vec![0usize; reported.len()]);
+    for (g, value) in grouping.values.iter().enumerate() {
+        let members = groups.members[g];
+        if members == 0 || !summary.macro_groups.keeps(value, members) {
+            continue;
+        }
+        for (r, v) in groups.finish(g).into_iter().enumerate() {
+            if let Some(v) = v {
+                sums[r] += v;
+                counts[r] += 1;
             }
         }
     }
-    if let (Some(average), Some((_, groups))) = (&summary.subset_average, by_subset) {
-        let groups = groups.into_iter().map(|(value, (_, sums))| (value, sums.finish())).collect();
-        metrics.extend(subset_average(average, &groups));
-    }
-    metrics
+    overall
+        .iter()
+        .filter_map(|(name, _)| {
+            let r = reported.iter().position(|n| n == name)?;
+            (counts[r] > 0).then(|| (format!("{name}_macro"), sums[r] / counts[r] as f64))
+        })
+        .collect()
 }
 
 /// The subsets' combined metrics and the paper's average over them (see [`SubsetAverage`]),
@@ -292,33 +346,63 @@ impl Sums {
         }
     }
 
-    fn finish(mut self) -> Vec<(String, f64)> {
-        let mut out = Vec::new();
-        for (m, name) in self.per_item.names().iter().enumerate() {
-            if self.count[m] == 0 {
-                continue;
+    fn finish(self) -> Vec<(String, f64)> {
+        let names = reported_names(self.per_item);
+        let kept = self.kept.into_iter().map(Option::unwrap_or_default).collect();
+        let values = finish_values(self.per_item, &self.sum, &self.count, Some(kept));
+        names.into_iter().zip(values).filter_map(|(n, v)| v.map(|v| (n, v))).collect()
+    }
+}
+
+/// A family's reported names from its declaration: each per-item metric (a distribution as
+/// its mean and quartiles), then the derived ones.
+pub(crate) fn reported_names(per_item: &dyn Family) -> Vec<String> {
+    let mut names = Vec::new();
+    for (m, name) in per_item.names().iter().enumerate() {
+        match per_item.aggregate(m) {
+            Aggregate::Percent => names.push(name.to_string()),
+            Aggregate::Distribution => {
+                names.extend(family::DISTRIBUTION_SUFFIXES.iter().map(|s| format!("{name}_{s}")))
             }
-            let mean = self.sum[m] / self.count[m] as f64;
-            match self.per_item.aggregate(m) {
-                Aggregate::Percent => out.push((name.to_string(), 100.0 * mean)),
-                Aggregate::Distribution => {
-                    let mut sorted = self.kept[m].take().unwrap_or_default();
-                    // `f64::total_cmp`'s order, as a key: a million values sort in runs.
-                    spill::sort_by_key(&mut sorted, |v| {
-                        let bits = v.to_bits() as i64;
-                        bits ^ ((((bits >> 63) as u64) >> 1) as i64)
-                    });
-                    let [mean_suffix, quartiles @ ..] = family::DISTRIBUTION_SUFFIXES;
-                    out.push((format!("{name}_{mean_suffix}"), mean));
-                    for (suffix, q) in quartiles.into_iter().zip([0.25, 0.5, 0.75]) {
-                        out.push((format!("{name}_{suffix}"), quantile(&sorted, q)));
-                    }
+        }
+    }
+    names.extend(per_item.facts().derived.iter().map(|d| d.to_string()));
+    names
+}
+
+/// Summarised values from per-metric sums, counts and (for distribution metrics) the kept
+/// values, aligned with the family's reported names: a percentage of items, or a
+/// distribution's mean and quartiles, `None` where no item has the metric; then the derived
+/// metrics. What [`Sums`] and a group of [`grouping::GroupSums`] both finish with.
+fn finish_values(
+    per_item: &dyn Family,
+    sum: &[f64],
+    count: &[usize],
+    kept: Option<Vec<SpillVec<f64>>>,
+) -> Vec<Option<f64>> {
+    let mut kept = kept.unwrap_or_default();
+    let mut out = Vec::new();
+    for m in 0..per_item.names().len() {
+        let mean = (count[m] > 0).then(|| sum[m] / count[m] as f64);
+        match per_item.aggregate(m) {
+            Aggregate::Percent => out.push(mean.map(|mean| 100.0 * mean)),
+            Aggregate::Distribution => {
+                let mut sorted = kept.get_mut(m).map(std::mem::take).unwrap_or_default();
+                // `f64::total_cmp`'s order, as a key: a million values sort in runs.
+                spill::sort_by_key(&mut sorted, |v| {
+                    let bits = v.to_bits() as i64;
+                    bits ^ ((((bits >> 63) as u64) >> 1) as i64)
+                });
+                out.push(mean);
+                for q in [0.25, 0.5, 0.75] {
+                    out.push(mean.map(|_| quantile(&sorted, q)));
                 }
             }
         }
-        self.per_item.derive(&mut out);
-        out
     }
+    out.resize(out.len() + per_item.facts().derived.len(), None);
+    per_item.derive(&mut out);
+    out
 }
 
 /// Every item's value of each per-item metric, column by column and spilled with the suite
@@ -411,41 +495,6 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
 }
 
-/// The sums of `members` grouped by their values for `key` (groups sorted by value), with
-/// how many members each group has. Members without the key are in no group; one with
-/// several values is in each of their groups.
-fn group_sums<'i>(
-    key: &str,
-    members: impl Iterator<Item = usize>,
-    items: &[ItemView<'i>],
-    values: &ValueRows,
-    per_item: &'static dyn Family,
-) -> BTreeMap<&'i str, (usize, Sums)> {
-    let mut groups = BTreeMap::new();
-    members.for_each(|i| add_to_groups(&mut groups, key, i, items, values, per_item));
-    groups
-}
-
-/// Adds item `i` to the sums of each of its groups for `key`.
-fn add_to_groups<'i>(
-    groups: &mut BTreeMap<&'i str, (usize, Sums)>,
-    key: &str,
-    i: usize,
-    items: &[ItemView<'i>],
-    values: &ValueRows,
-    per_item: &'static dyn Family,
-) {
-    for (k, tag_values) in items[i].tags {
-        if k == key {
-            for value in tag_values {
-                let (count, sums) = groups.entry(value.as_str()).or_insert_with(|| (0, Sums::new(per_item)));
-                *count += 1;
-                sums.add(values, i);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::stats::SplitMix64;
@@ -486,10 +535,10 @@ mod tests {
             let values = ItemValues::new(summary, &scores, &items)?;
             let draws: Vec<usize> = (0..n).map(|_| rng.below(n)).collect();
             let members = || draws.iter().copied();
-            let one_pass = headline(values.per_item, &values.values, members, usize::MAX, summary, &items);
+            let one_pass = headline(&values, members, usize::MAX, summary, items.len());
             assert!(one_pass.iter().any(|(name, _)| name == "avg") && one_pass.len() > 8, "{one_pass:?}");
             for window in [1, 7, 333, n - 1] {
-                let windowed = headline(values.per_item, &values.values, members, window, summary, &items);
+                let windowed = headline(&values, members, window, summary, items.len());
                 assert_eq!(windowed.len(), one_pass.len());
                 for ((name, a), (other, b)) in one_pass.iter().zip(&windowed) {
                     assert_eq!(name, other);
@@ -499,6 +548,74 @@ mod tests {
                         assert_eq!(a.to_bits(), b.to_bits(), "{name}, window {window}: {a} vs {b}");
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// The macro average and the breakdowns from dense groups (what the bootstrap repeats per
+    /// resample, in time linear in the items) equal the definition: each group evaluated on
+    /// its own items alone, the macro the mean of the kept groups' values; for 0/1 and real
+    /// metrics, derived ones, excluded and small groups, items in two groups or in none.
+    #[test]
+    fn grouped_summaries_equal_each_group_evaluated_alone() -> Result<()> {
+        use crate::ScoreKind;
+        let mut rng = SplitMix64::new(5);
+        let n = 600;
+        let mut scores = ScoreTensor::of_kind(ScoreKind::Logit);
+        for _ in 0..n {
+            let v: Vec<f32> = (0..4).map(|_| (rng.below(2000) as f32) / 1000.0 - 1.0).collect();
+            scores.push(2, 2, &v)?;
+        }
+        let truth = Truth::diagonal(2);
+        let tags: Vec<Tags> = (0..n)
+            .map(|i| {
+                let g = format!("g{:02}", rng.below(40));
+                match i % 13 {
+                    0 => Tags::new(),
+                    1 => vec![("g".to_string(), vec![g, "g99".to_string()])].into(),
+                    _ => vec![("g".to_string(), vec![g])].into(),
+                }
+            })
+            .collect();
+        let items: Vec<ItemView<'_>> = tags.iter().map(|tags| ItemView { truth: &truth, tags }).collect();
+        for family in [group::FAMILY, equivariance::FAMILY, pairwise::FAMILY] {
+            let summary = Summary {
+                macro_groups: GroupFilter { min_items: 12, exclude: vec!["g03".into()] },
+                ..Summary::of(family).breakdown(&["g"]).macro_over("g")
+            };
+            let report = evaluate(&summary, &scores, &items)?;
+            let mut alone: BTreeMap<String, (usize, Vec<(String, f64)>)> = BTreeMap::new();
+            let values: Vec<String> = report.breakdowns[0].groups.iter().map(|g| g.value.clone()).collect();
+            for value in &values {
+                let members: Vec<usize> =
+                    (0..n).filter(|&i| tags[i].iter().any(|(_, vs)| vs.contains(value))).collect();
+                let mut sub = ScoreTensor::of_kind(ScoreKind::Logit);
+                for &i in &members {
+                    let m = scores.item(i);
+                    sub.push(2, 2, &[m.get(0, 0) as f32, m.get(0, 1) as f32, m.get(1, 0) as f32, m.get(1, 1) as f32])?;
+                }
+                let sub_items: Vec<ItemView<'_>> = members.iter().map(|&i| items[i]).collect();
+                alone.insert(value.clone(), (members.len(), evaluate(&Summary::of(family), &sub, &sub_items)?.metrics));
+            }
+            for group in &report.breakdowns[0].groups {
+                let (count, metrics) = &alone[&group.value];
+                assert_eq!(group.items, *count, "{family:?} {}", group.value);
+                assert_eq!(&group.metrics, metrics, "{family:?} {}", group.value);
+            }
+            let overall = evaluate(&Summary::of(family), &scores, &items)?.metrics;
+            for (name, _) in &overall {
+                let kept: Vec<f64> = alone
+                    .iter()
+                    .filter(|(value, (count, _))| *count >= 12 && value.as_str() != "g03")
+                    .filter_map(|(_, (_, m))| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v))
+                    .collect();
+                let expected = kept.iter().sum::<f64>() / kept.len() as f64;
+                let got = report.metric(&format!("{name}_macro")).unwrap_or(f64::NAN);
+                assert!(
+                    (got - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+                    "{family:?} {name}: {got} vs {expected}"
+                );
             }
         }
         Ok(())

@@ -67,11 +67,12 @@ impl Family for PairwiseAccuracy {
             .collect())
     }
 
-    fn derive(&self, summary: &mut Vec<(String, f64)>) {
-        let get = |name: &str| summary.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-        if let (Some(p_c), Some(p_f)) = (get("p_c"), get("p_f")) {
-            summary.push(("acc".into(), (p_c + p_f) / 2.0));
-            summary.push(("min".into(), p_c.min(p_f)));
+    /// `acc` and `min` from `p_c` and `p_f` (reported as they are: no distribution metric
+    /// shifts their places).
+    fn derive(&self, values: &mut [Option<f64>]) {
+        if let [_, Some(p_c), Some(p_f), acc, min] = values {
+            *acc = Some((*p_c + *p_f) / 2.0);
+            *min = Some(p_c.min(*p_f));
         }
     }
 }

@@ -52,7 +52,7 @@ pub type Key = [u8; 32];
 pub(crate) fn warn_unwritable(message: &str) {
     static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        eprintln!("warning: {message}");
+        benchctl_base::stderr_line!("warning: {message}");
     }
 }
 

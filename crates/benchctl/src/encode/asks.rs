@@ -102,7 +102,7 @@ pub(crate) fn ask_pairs_through_cache(
         return Err(Error::caused_by(e.kind(), format!("{e}; {kept}"), e));
     }
     if counts.answers_without_yes_or_no > 0 {
-        eprintln!(
+        benchctl_base::stderr_line!(
             "warning: {} answer(s) had neither \"Yes\" nor \"No\" among the server's top log-probabilities: scored as probability 0, as t2v_metrics does (more with --top-logprobs)",
             counts.answers_without_yes_or_no
         );

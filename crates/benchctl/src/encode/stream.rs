@@ -41,7 +41,9 @@ pub(crate) fn drop_odd_sized(lengths: &mut [Option<usize>], what: &str) {
         }
     }
     if dropped > 0 {
-        eprintln!("warning: {dropped} cached {what} embedding(s) had the wrong size; they are encoded again");
+        benchctl_base::stderr_line!(
+            "warning: {dropped} cached {what} embedding(s) had the wrong size; they are encoded again"
+        );
     }
 }
 

@@ -46,16 +46,15 @@ fn load_suite(plan: &EvalPlan, ties: Ties) -> Result<Suite> {
     Ok(suite)
 }
 
-/// Fails before any model work when images are missing, naming them.
+/// Fails before any model work when images are missing, naming them by folder (a folder that
+/// does not exist is one line, however many images it was to hold).
 pub(crate) fn check_images(suite: &Suite) -> Result<()> {
-    let missing = suite.missing_images();
-    if missing.is_empty() {
+    let groups = suite.missing_images_by_folder();
+    if groups.is_empty() {
         return Ok(());
     }
-    let shown: Vec<String> = missing.iter().take(5).map(|p| p.display().to_string()).collect();
-    let more = if missing.len() > 5 { format!(" and {} more", missing.len() - 5) } else { String::new() };
-    Err(Error::new(
-        ErrorKind::Data,
-        format!("find {} image(s) of {}: {}{more}", missing.len(), suite.id, shown.join(", ")),
-    ))
+    let total: usize = groups.iter().map(|g| g.count).sum();
+    let shown: Vec<String> = groups.iter().take(5).map(|g| g.describe()).collect();
+    let more = if groups.len() > 5 { format!("; and {} more folder(s)", groups.len() - 5) } else { String::new() };
+    Err(Error::new(ErrorKind::Data, format!("find {total} image(s) of {}: {}{more}", suite.id, shown.join("; "))))
 }

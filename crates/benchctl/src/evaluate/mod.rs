@@ -26,8 +26,18 @@ pub fn tie_rule(suite: &benchctl_suites::SuiteInfo, asked: Ties) -> Result<Ties>
     if asked == Ties::First && suite.official_ties != Ties::First {
         return Err(Error::new(
             ErrorKind::Usage,
-            format!("use --ties first on {}: its official scorer compares strictly (a tie is a miss), so only strict reproduces it; --ties first is for spec and rococo", suite.id),
+            format!(
+                "use --ties first on {}: its official scorer compares strictly (a tie is a miss), so only strict reproduces it; --ties first is for suites whose official scorer takes an argmax or a ranking: {}",
+                suite.id,
+                first_of_ties_suites().join(", ")
+            ),
         ));
     }
     Ok(asked)
+}
+
+/// Every suite whose official scorer counts the first of tied candidates (built in or a
+/// bundled manifest with `ties = "first"`).
+fn first_of_ties_suites() -> Vec<String> {
+    benchctl_suites::all().into_iter().filter(|s| s.official_ties == Ties::First).map(|s| s.id.into_owned()).collect()
 }
