@@ -378,6 +378,17 @@ pub(crate) fn open_parquet(
     }
     for (g, group) in metadata.row_groups().iter().enumerate() {
         for (c, column) in group.columns().iter().enumerate() {
+            // Every codec pyarrow writes is built in; LZO has no reader here.
+            if let parquet::basic::Compression::LZO = column.compression() {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "read {}: row group {g} column `{}` is compressed with LZO, which benchctl does not read (snappy, gzip, zstd, brotli and lz4 it does): write the file with another codec",
+                        path.display(),
+                        column.column_path().string()
+                    ),
+                ));
+            }
             let start = column.dictionary_page_offset().unwrap_or_else(|| column.data_page_offset());
             let len = column.compressed_size();
             let inside =

@@ -808,3 +808,54 @@ fn every_suite_headline_is_a_metric_its_summary_reports() {
     }
     assert!(all.iter().filter(|s| s.summary().is_none()).all(|s| s.id == "rococo"), "only RoCOCO is galleries");
 }
+
+/// Annotation files that are symbolic links (a hub cache's snapshot is made of them) are read
+/// through a `*` pattern as through their names: a link inside the data directory counts, one
+/// leading out of it is refused naming both paths, a loop and a broken link are named.
+#[cfg(unix)]
+#[test]
+fn patterns_follow_links_inside_the_data_directory() {
+    use std::os::unix::fs::symlink;
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    std::fs::create_dir_all(dir.join("blobs")).unwrap();
+    let record = |i: usize| format!("{{\"image\": \"x{i}.png\", \"pos\": \"a cat {i}\", \"neg\": \"a dog {i}\"}}\n");
+    std::fs::write(dir.join("data/a.jsonl"), record(0) + &record(1)).unwrap();
+    std::fs::write(dir.join("blobs/b-blob"), record(2) + &record(3)).unwrap();
+    symlink(dir.join("blobs/b-blob"), dir.join("data/b.jsonl")).unwrap();
+    let manifest = |files: &str| {
+        let path = dir.join("m.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "id = \"links\"\ndescription = \"x\"\n[source]\nfiles = {files}\nformat = \"jsonl\"\n[item]\nimages = [\"{{image}}\"]\ntexts = [\"{{pos}}\", \"{{neg}}\"]\ntruth = {{ text = 0 }}\n[metrics]\nfamily = \"pairwise\"\n"
+            ),
+        )
+        .unwrap();
+        find(path.to_str().unwrap()).unwrap()
+    };
+    let named = manifest(r#"["data/a.jsonl", "data/b.jsonl"]"#).load(dir).unwrap();
+    let pattern = manifest(r#"["data/*.jsonl"]"#).load(dir).unwrap();
+    assert_eq!(named.items.len(), 4);
+    assert_eq!(pattern.items.len(), 4, "the link is read through the pattern too");
+    // Out of the data directory: refused, naming the link and where it leads.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("c.jsonl"), record(4)).unwrap();
+    symlink(outside.path().join("c.jsonl"), dir.join("data/c.jsonl")).unwrap();
+    let err = manifest(r#"["data/*.jsonl"]"#).load(dir).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PathEscapes, "{err}");
+    assert!(
+        err.to_string().contains("data/c.jsonl") && err.to_string().contains("outside the data directory"),
+        "{err}"
+    );
+    std::fs::remove_file(dir.join("data/c.jsonl")).unwrap();
+    // A loop, and a link that leads nowhere.
+    symlink(dir.join("data/d.jsonl"), dir.join("data/e.jsonl")).unwrap();
+    symlink(dir.join("data/e.jsonl"), dir.join("data/d.jsonl")).unwrap();
+    let err = manifest(r#"["data/*.jsonl"]"#).load(dir).unwrap_err();
+    assert!(err.to_string().contains("a loop of symbolic links"), "{err}");
+    std::fs::remove_file(dir.join("data/d.jsonl")).unwrap();
+    let err = manifest(r#"["data/*.jsonl"]"#).load(dir).unwrap_err();
+    assert!(err.to_string().contains("data/e.jsonl") && err.to_string().contains("leads nowhere"), "{err}");
+}

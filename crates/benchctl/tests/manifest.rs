@@ -267,3 +267,43 @@ fn reference_text_embeddings(path: &std::path::Path) -> (Vec<String>, Vec<Vec<f3
     assert_eq!(texts.len(), embeddings.len());
     (texts, embeddings)
 }
+
+/// `source.expand` shares what it does not expand: a one-record file whose record expands to
+/// 20,000 items beside a 1.9 MB field it leaves alone (each element copied the whole record
+/// before, 3.9 GB at once) loads every item in the memory of the file and its items; a record
+/// past the bound is refused naming the file, the record and the key.
+#[cfg(target_os = "linux")]
+#[test]
+fn expanding_a_record_shares_its_other_fields_and_is_bounded() {
+    let data = tempfile::tempdir().unwrap();
+    let n = 20_000;
+    let record = |n: usize| {
+        serde_json::json!({
+            "image": "x.png",
+            "notes": "x".repeat(1_900_000),
+            "captions": (0..n).map(|i| format!("caption {i}")).collect::<Vec<_>>(),
+            "foils": (0..n).map(|i| format!("foil {i}")).collect::<Vec<_>>(),
+        })
+        .to_string()
+    };
+    std::fs::write(data.path().join("records.jsonl"), record(n) + "\n").unwrap();
+    std::fs::write(
+        data.path().join("m.toml"),
+        "id = \"expand-bomb\"\ndescription = \"x\"\n[source]\nfile = \"records.jsonl\"\nformat = \"jsonl\"\nexpand = [\"captions\", \"foils\"]\n[item]\nimages = [\"{image}\"]\ntexts = [\"{captions}\", \"{foils}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"pairwise\"\n",
+    )
+    .unwrap();
+    let manifest = data.path().join("m.toml");
+    let args = ["check", "--suite", manifest.to_str().unwrap(), "--data-dir", data.path().to_str().unwrap()];
+    let (out, peak_mib) = common::benchctl_peak_rss(&args, &[]);
+    assert!(stdout(&out).contains(&format!("{n} items")), "{}{}", stdout(&out), stderr(&out));
+    assert!(peak_mib < 1024.0, "check took {peak_mib:.0} MiB");
+    // Past the bound: refused, naming where.
+    let over = benchctl_suites::manifest::MAX_EXPANDED + 1;
+    std::fs::write(data.path().join("records.jsonl"), record(over) + "\n").unwrap();
+    let out = benchctl(&args, &[]);
+    let text = stdout(&out) + &stderr(&out);
+    assert!(
+        text.contains("records.jsonl line 1") && text.contains("`source.expand`") && text.contains("at most 100000"),
+        "{text}"
+    );
+}

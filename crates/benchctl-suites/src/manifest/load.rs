@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use benchctl_scoring::TagSets;
+use serde_json::Value;
 
 use super::template::Record;
 use super::{records, sources, Manifest};
@@ -70,24 +71,45 @@ impl Manifest {
             ));
         }
         let source = sources::stem(file);
-        for (index, chunk) in records.chunks_exact(self.group).enumerate() {
+        let mut records = records;
+        for (index, chunk) in records.chunks_exact_mut(self.group).enumerate() {
+            // Each record's value is moved out, not copied: a group is a list of them.
             let (value, key, at) = if self.group == 1 {
-                (chunk[0].value.clone(), chunk[0].key.as_deref(), chunk[0].at.clone())
+                (std::mem::take(&mut chunk[0].value), chunk[0].key.take(), chunk[0].at.clone())
             } else {
-                let list = chunk.iter().map(|r| r.value.clone()).collect();
-                (serde_json::Value::Array(list), None, format!("{} to {}", chunk[0].at, chunk[chunk.len() - 1].at))
+                let at = format!("{} to {}", chunk[0].at, chunk[chunk.len() - 1].at);
+                (serde_json::Value::Array(chunk.iter_mut().map(|r| std::mem::take(&mut r.value)).collect()), None, at)
             };
             let at = format!("{} {at}", file.display());
-            let elements = match expanded(value, &self.expand) {
-                Ok(elements) => elements,
+            let lists = match expansion(&value, &self.expand) {
+                Ok(lists) => lists,
                 Err(what) => {
                     problems.push(Error::new(ErrorKind::Malformed, format!("read {at}: `source.expand`: {what}")));
                     continue;
                 }
             };
-            for (element, value) in elements {
+            let elements: Vec<Option<usize>> = match &lists {
+                None => vec![None],
+                Some(lists) => (0..lists[0].len()).map(Some).collect(),
+            };
+            for element in elements {
                 let at = element.map_or_else(|| at.clone(), |e| format!("{at} element {e}"));
-                let record = Record { value: &value, index, key, source: &source, element };
+                // The element of each expanded list stands for the list; every other field is
+                // the record's own, shared by all its items.
+                let overrides: Vec<(&[String], &serde_json::Value)> = match (&lists, element) {
+                    (Some(lists), Some(e)) => {
+                        self.expand.iter().map(Vec::as_slice).zip(lists.iter().map(|l| &l[e])).collect()
+                    }
+                    _ => Vec::new(),
+                };
+                let record = Record {
+                    value: &value,
+                    overrides: &overrides,
+                    index,
+                    key: key.as_deref(),
+                    source: &source,
+                    element,
+                };
                 let default_id = || self.default_id(&record);
                 match self.item.item(&record, default_id, &state.images_root, &mut state.tag_sets, &at) {
                     Ok(item) => match state.seen.get(&item.id) {
@@ -121,40 +143,35 @@ impl Manifest {
     }
 }
 
-/// A record as the items it holds: itself (no `expand`), or one record per element of its
-/// `expand` lists (all of one length), each list replaced by that element. A record whose
-/// lists are empty holds no item.
-fn expanded(
-    value: serde_json::Value,
-    paths: &[Vec<String>],
-) -> std::result::Result<Vec<(Option<usize>, serde_json::Value)>, String> {
-    use serde_json::Value;
+/// The most items one record may expand to (`source.expand`): a benchmark's record holds a
+/// few candidates or frames, not a dataset; past it the record is refused, naming it.
+pub const MAX_EXPANDED: usize = 100_000;
+
+/// The lists a record expands along (`source.expand`), borrowed from it (`None` without
+/// `expand`): all of one length, at most [`MAX_EXPANDED`]. The record's items are made from it
+/// one by one, each element standing for its list, the rest of the record shared.
+fn expansion<'v>(value: &'v Value, paths: &[Vec<String>]) -> std::result::Result<Option<Vec<&'v Vec<Value>>>, String> {
     if paths.is_empty() {
-        return Ok(vec![(None, value)]);
+        return Ok(None);
     }
-    fn at<'v>(value: &'v mut Value, path: &[String]) -> std::result::Result<&'v mut Value, String> {
+    let mut lists = Vec::with_capacity(paths.len());
+    for path in paths {
         let mut node = value;
         for (depth, part) in path.iter().enumerate() {
             let so_far = path[..=depth].join(".");
             node = match node {
-                Value::Object(map) => map.get_mut(part).ok_or_else(|| format!("the record has no field `{so_far}`"))?,
+                Value::Object(map) => map.get(part).ok_or_else(|| format!("the record has no field `{so_far}`"))?,
                 Value::Array(list) => {
-                    let len = list.len();
                     let index: usize = part
                         .parse()
                         .map_err(|_| format!("`{so_far}`: `{part}` indexes a list, so it must be a number"))?;
-                    list.get_mut(index).ok_or_else(|| format!("`{so_far}`: the list has {len} element(s)"))?
+                    list.get(index).ok_or_else(|| format!("`{so_far}`: the list has {} element(s)", list.len()))?
                 }
                 _ => return Err(format!("`{so_far}`: not an object or list")),
             };
         }
-        Ok(node)
-    }
-    let mut template = value;
-    let mut lists = Vec::with_capacity(paths.len());
-    for path in paths {
-        match at(&mut template, path)? {
-            Value::Array(list) => lists.push(std::mem::take(list)),
+        match node {
+            Value::Array(list) => lists.push(list),
             _ => return Err(format!("`{}` is not a list", path.join("."))),
         }
     }
@@ -167,13 +184,11 @@ fn expanded(
             list.len()
         ));
     }
-    (0..len)
-        .map(|i| {
-            let mut value = template.clone();
-            for (path, list) in paths.iter().zip(&lists) {
-                *at(&mut value, path)? = list[i].clone();
-            }
-            Ok((Some(i), value))
-        })
-        .collect()
+    if len > MAX_EXPANDED {
+        return Err(format!(
+            "`{}` has {len} elements, and one record may expand to at most {MAX_EXPANDED} items",
+            paths[0].join(".")
+        ));
+    }
+    Ok(Some(lists))
 }

@@ -19,6 +19,7 @@ mod records;
 mod sources;
 mod template;
 
+pub use load::MAX_EXPANDED;
 pub use records::MAX_COLUMNS;
 
 use std::borrow::Cow;

@@ -65,12 +65,20 @@ impl Sources {
     }
 
     /// The files under `data_dir`, each pattern's matches in name order; a pattern nothing
-    /// matches is missing data, naming it.
+    /// matches is missing data, naming it. A file may be a symbolic link (a hub cache's
+    /// snapshot is made of them) as long as it leads to a file inside the data directory: one
+    /// that leads out of it is refused, as an image's is, naming both paths; a loop or a
+    /// broken link is named.
     pub fn files(&self, data_dir: &Path) -> Result<Vec<PathBuf>> {
+        let root = paths::DataRoot::new(data_dir);
         let mut files = Vec::new();
         for pattern in &self.patterns {
             if !pattern.contains('*') {
-                files.push(data_dir.join(pattern));
+                let file = data_dir.join(pattern);
+                if file.is_symlink() {
+                    check_link(&file, &root, pattern)?;
+                }
+                files.push(file);
                 continue;
             }
             let relative = Path::new(pattern);
@@ -83,12 +91,21 @@ impl Sources {
                     e,
                 )
             })?;
-            let mut matched: Vec<PathBuf> = entries
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                .filter(|e| matches(&name, &e.file_name().to_string_lossy()))
-                .map(|e| e.path())
-                .collect();
+            let mut matched = Vec::new();
+            for entry in entries.flatten() {
+                if !matches(&name, &entry.file_name().to_string_lossy()) {
+                    continue;
+                }
+                let path = entry.path();
+                let is_file = match entry.file_type() {
+                    Ok(t) if t.is_symlink() => check_link(&path, &root, pattern)?,
+                    Ok(t) => t.is_file(),
+                    Err(_) => false,
+                };
+                if is_file {
+                    matched.push(path);
+                }
+            }
             if matched.is_empty() {
                 return Err(Error::new(
                     ErrorKind::MissingData,
@@ -111,6 +128,50 @@ impl Sources {
         } else {
             "source.file"
         }
+    }
+}
+
+/// Whether the symbolic link `path` (listed by `pattern`) leads to a file inside the data
+/// directory: an error when it leads out of it, loops, or leads nowhere.
+fn check_link(path: &Path, root: &paths::DataRoot, pattern: &str) -> Result<bool> {
+    let target = std::fs::metadata(path).map_err(|e| {
+        let what = if e.raw_os_error() == Some(libc_eloop()) {
+            "it is a loop of symbolic links".to_string()
+        } else {
+            format!("it is a symbolic link that leads nowhere ({e})")
+        };
+        Error::caused_by(
+            ErrorKind::MissingData,
+            format!("read {} (`{pattern}` of the manifest's `source`): {what}", path.display()),
+            e,
+        )
+    })?;
+    if let Some(real) = root.leads_outside(path) {
+        return Err(Error::new(
+            ErrorKind::PathEscapes,
+            format!(
+                "read {} (`{pattern}` of the manifest's `source`): it leads to {}, outside the data directory {} (through a symbolic link); link or copy the file inside it",
+                path.display(),
+                real.display(),
+                root.path().display()
+            ),
+        ));
+    }
+    Ok(target.is_file())
+}
+
+/// `ELOOP`, the error a loop of symbolic links gives (40 on Linux, 62 on the BSDs and macOS).
+fn libc_eloop() -> i32 {
+    if cfg!(any(
+        target_os = "macos",
+        target_os = "ios",
+        target_os = "freebsd",
+        target_os = "openbsd",
+        target_os = "netbsd"
+    )) {
+        62
+    } else {
+        40
     }
 }
 

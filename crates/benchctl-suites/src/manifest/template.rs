@@ -131,6 +131,8 @@ impl Filter {
 /// it sits.
 pub(crate) struct Record<'a> {
     pub value: &'a Value,
+    /// With `source.expand`: each expanded list's path and the element standing for it.
+    pub overrides: &'a [(&'a [String], &'a Value)],
     pub index: usize,
     pub key: Option<&'a str>,
     /// The stem of the annotation file it came from.
@@ -225,8 +227,13 @@ impl Template {
 
 /// The value at `path` in the record.
 pub(crate) fn lookup<'a>(record: &'a Record<'_>, path: &[String]) -> Result<&'a Value, TemplateError> {
-    let mut value = record.value;
-    for (depth, segment) in path.iter().enumerate() {
+    // Under an expanded list's path, its element stands for the list.
+    let (mut value, start) = record
+        .overrides
+        .iter()
+        .find(|(over, _)| path.starts_with(over))
+        .map_or((record.value, 0), |(over, element)| (*element, over.len()));
+    for (depth, segment) in path.iter().enumerate().skip(start) {
         let so_far = || path[..=depth].join(".");
         value = match value {
             Value::Object(map) => map.get(segment).ok_or_else(|| format!("the record has no field `{}`", so_far()))?,
@@ -299,7 +306,7 @@ mod tests {
     fn render(template: &str, value: Value) -> Result<String, String> {
         let parsed = Template::parse(template).map_err(|e| e.to_string())?;
         parsed
-            .render(&Record { value: &value, index: 7, key: Some("k"), source: "file", element: None })
+            .render(&Record { value: &value, overrides: &[], index: 7, key: Some("k"), source: "file", element: None })
             .map_err(|e| e.to_string())
     }
 
