@@ -26,9 +26,33 @@ pub struct Server {
     seen: Arc<Mutex<Vec<Request>>>,
 }
 
+/// How a server writes its answer: at once, or a byte at a time with a pause after each (a
+/// server that drips its answer).
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    AtOnce,
+    Drip(Duration),
+}
+
 impl Server {
     /// A server on a free loopback port answering every request with `handler`.
     pub fn start(handler: impl Fn(&Request) -> (Vec<u8>, Duration) + Send + Sync + 'static) -> std::io::Result<Self> {
+        Self::start_paced(handler, Pace::AtOnce)
+    }
+
+    /// A server that writes every answer (status line and headers included) one byte at a
+    /// time, `every` apart.
+    pub fn dripping(
+        every: Duration,
+        handler: impl Fn(&Request) -> (Vec<u8>, Duration) + Send + Sync + 'static,
+    ) -> std::io::Result<Self> {
+        Self::start_paced(handler, Pace::Drip(every))
+    }
+
+    fn start_paced(
+        handler: impl Fn(&Request) -> (Vec<u8>, Duration) + Send + Sync + 'static,
+        pace: Pace,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let port = listener.local_addr()?.port();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -36,7 +60,7 @@ impl Server {
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let (log, handler) = (log.clone(), handler.clone());
-                std::thread::spawn(move || serve(stream, &log, &*handler));
+                std::thread::spawn(move || serve(stream, &log, &*handler, pace));
             }
         });
         Ok(Self { port, seen })
@@ -53,7 +77,7 @@ impl Server {
     }
 }
 
-fn serve(mut stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler) {
+fn serve(mut stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler, pace: Pace) {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
@@ -73,7 +97,19 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler) {
     let request = Request { method, path, authorization: header("authorization"), body };
     log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(request.clone());
     let (reply, hold) = handler(&request);
-    let _ = stream.write_all(&reply);
+    match pace {
+        Pace::AtOnce => {
+            let _ = stream.write_all(&reply);
+        }
+        Pace::Drip(every) => {
+            for byte in reply {
+                if stream.write_all(&[byte]).and_then(|_| stream.flush()).is_err() {
+                    return;
+                }
+                std::thread::sleep(every);
+            }
+        }
+    }
     let _ = stream.flush();
     std::thread::sleep(hold);
 }

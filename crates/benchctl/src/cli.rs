@@ -87,7 +87,8 @@ pub struct ModelChoice {
     /// Attempts after a failed request (429, 5xx, timeouts), waiting 1 s, 2 s, 4 s, …
     #[arg(long, value_name = "N", default_value_t = 5, help_heading = "Scoring server")]
     pub retries: u32,
-    /// Seconds to wait for one answer.
+    /// Seconds one request may take in all: connecting, sending and the whole answer (a
+    /// server that drips its answer is cut off at this deadline).
     #[arg(long, value_name = "S", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..), help_heading = "Scoring server")]
     pub request_timeout: u64,
     /// Top log-probabilities asked for; "Yes" (or failing it "No") is looked for among them.

@@ -154,7 +154,7 @@ impl EndpointSpec {
         settings.api_key = std::env::var(&self.api_key_env).ok().filter(|k| !k.is_empty());
         settings.top_logprobs = self.top_logprobs;
         settings.retries = self.retries;
-        settings.read_timeout = std::time::Duration::from_secs(self.request_timeout);
+        settings.request_timeout = std::time::Duration::from_secs(self.request_timeout);
         settings.image_position = self.image_position;
         let template = Template::new(&self.question_template, &self.answer_template)
             .map_err(|e| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?;

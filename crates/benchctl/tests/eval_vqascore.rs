@@ -691,3 +691,110 @@ fn rococo_re_ranks_a_contrastive_models_shortlist_with_a_generative_model() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// `--request-timeout` bounds a whole request, not each read: a server that drips a valid
+/// answer a byte every 100 ms (its headers too, about 25 s in all) is cut off at the deadline
+/// and named, exit 7. Without the deadline the run would wait for every byte (the test stops
+/// waiting at 20 s and fails).
+#[test]
+fn a_dripping_server_is_cut_off_at_the_request_deadline() {
+    let server =
+        Server::dripping(Duration::from_millis(100), |_| (completion(&[("Yes", -0.5), ("No", -1.0)]), Duration::ZERO))
+            .unwrap();
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let (data, results, cache) = (demo(), results.to_str().unwrap().to_string(), cache.to_str().unwrap().to_string());
+    let url = server.url();
+    let data = data.to_str().unwrap().to_string();
+    let args = [
+        "eval",
+        "--endpoint",
+        &url,
+        "--served-model",
+        "tiny-vlm",
+        "--suite",
+        "winoground",
+        "--data-dir",
+        &data,
+        "--results-dir",
+        &results,
+        "--request-timeout",
+        "2",
+        "--retries",
+        "0",
+        "--max-in-flight",
+        "1",
+    ];
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_benchctl"))
+        .args(args)
+        .env("BENCHCTL_CACHE", &cache)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("eval kept waiting for a dripping answer past its 2 s request timeout");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(7), "{err}");
+    assert!(err.contains("timed out") && err.contains("tiny-vlm"), "{err}");
+}
+
+/// A server that quotes the request's Authorization header back in its error never makes the
+/// key appear: the key, and any bearer token, are redacted from every message.
+#[test]
+fn an_api_key_quoted_back_by_a_server_is_redacted() {
+    let server = Server::start(|r| {
+        let body =
+            serde_json::json!({"error": "bad key", "authorization": r.authorization, "echo": "Bearer sk-other-token"});
+        (reply("401 Unauthorized", &[], body.to_string().as_bytes()), Duration::ZERO)
+    })
+    .unwrap();
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let out = eval(&server.url(), &results, &cache, &["--api-key-env", "VQA_TEST_KEY", "--retries", "0"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("401") && err.contains("[redacted]"), "{err}");
+    assert!(!err.contains("sk-test-key") && !err.contains("sk-other-token"), "{err}");
+}
+
+/// A redirect is named as one (it is not followed: the request carries the key); an answer
+/// over the size limit is an error at once, not retried (the documented retries are 408, 429,
+/// 5xx and network failures).
+#[test]
+fn redirects_and_oversized_answers_are_named_and_not_retried() {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let count = requests.clone();
+    let redirecting = Server::start(move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+        (
+            reply("307 Temporary Redirect", &[("Location", "http://127.0.0.1:9/v1/chat/completions".into())], b""),
+            Duration::ZERO,
+        )
+    })
+    .unwrap();
+    let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));
+    let out = eval(&redirecting.url(), &results, &cache, &["--retries", "2", "--max-in-flight", "1"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("redirected (307") && stderr(&out).contains("not followed"), "{}", stderr(&out));
+    assert_eq!(requests.load(Ordering::SeqCst), 1, "a redirect is not retried");
+    let asked = Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    let oversized = Server::start(move |_| {
+        count.fetch_add(1, Ordering::SeqCst);
+        (reply("200 OK", &[], &vec![b' '; 5 << 20]), Duration::ZERO)
+    })
+    .unwrap();
+    let out = eval(&oversized.url(), &results, &cache, &["--retries", "2", "--max-in-flight", "1"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(stderr(&out).contains("longer than"), "{}", stderr(&out));
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "an oversized answer is not retried");
+}

@@ -7,10 +7,13 @@
 //! `t2v_metrics`' local models (Gemma 3, PaliGemma, Qwen), so a server rendering the
 //! checkpoint's own chat template sees the prompt those models are scored on locally.
 //!
-//! Every request is bounded (connect and read timeouts, an answer size limit) and retried
-//! with exponential backoff on 408, 429, 5xx and network failures (a `Retry-After` in seconds
-//! is honoured, capped); any other failure, and an answer without log-probabilities, is an
-//! error naming the server and the model, never a score.
+//! Every request is bounded (a connect timeout, one deadline for the whole request: sending,
+//! the headers and the whole answer, however slowly a server drips it; an answer size limit)
+//! and retried with exponential backoff on 408, 429, 5xx and network failures (a `Retry-After`
+//! in seconds is honoured, capped); any other failure (a redirect, which is not followed; an
+//! answer over the size limit), and an answer without log-probabilities, is an error naming
+//! the server and the model, never a score. The API key never appears in a message: a server
+//! that quotes the request back has the key, and any `Bearer` token, redacted.
 
 use std::io::Read;
 use std::time::Duration;
@@ -34,8 +37,9 @@ pub struct EndpointSettings {
     /// How many top log-probabilities to ask for (`t2v_metrics`: 2).
     pub top_logprobs: u32,
     pub connect_timeout: Duration,
-    /// The longest wait for an answer (a large model under load answers slowly).
-    pub read_timeout: Duration,
+    /// The longest a whole request may take, from connecting to the answer's last byte (a
+    /// large model under load answers slowly; a server that drips its answer is cut off).
+    pub request_timeout: Duration,
     /// Further attempts after a retryable failure.
     pub retries: u32,
     /// The first retry's wait; each next one doubles it (capped at [`MAX_BACKOFF`]).
@@ -93,7 +97,7 @@ impl EndpointSettings {
             api_key: None,
             top_logprobs: 2,
             connect_timeout: Duration::from_secs(10),
-            read_timeout: Duration::from_secs(300),
+            request_timeout: Duration::from_secs(300),
             retries: 5,
             backoff: Duration::from_secs(1),
             image_position: ImagePosition::AfterQuestion,
@@ -215,8 +219,9 @@ impl Endpoint {
         }
         let agent = ureq::AgentBuilder::new()
             .timeout_connect(settings.connect_timeout)
-            .timeout_read(settings.read_timeout)
-            .timeout_write(settings.read_timeout)
+            // One deadline for the whole request: each read and write waits only what is left
+            // of it, so an answer dripped a byte at a time cannot outlast it.
+            .timeout(settings.request_timeout)
             // A chat-completions server answers in place; a redirect is not followed with the key.
             .redirects(0)
             .user_agent(concat!("benchctl/", env!("CARGO_PKG_VERSION")))
@@ -286,27 +291,61 @@ impl Endpoint {
             request = request.set("Authorization", &format!("Bearer {key}"));
         }
         let response = match request.send_string(body) {
+            Ok(response) if (300..400).contains(&response.status()) => {
+                let to = response.header("Location").unwrap_or("nowhere said").to_string();
+                let why = format!(
+                    "the server redirected ({} to {}), and redirects are not followed (the request carries the API key): give --endpoint the address it redirects to",
+                    response.status(),
+                    self.redact(&to)
+                );
+                return Attempt::Fatal(failed(format!("ask {}: {why}", self.name())));
+            }
             Ok(response) => response,
             Err(ureq::Error::Status(code, response)) => {
                 let retry_after =
                     response.header("Retry-After").and_then(|s| s.trim().parse::<u64>().ok()).map(Duration::from_secs);
-                let text = excerpt(&read_limited(response).unwrap_or_default());
-                let why = format!("the server answered {code}: {text}");
+                let text = match read_limited(response) {
+                    Ok(text) | Err(Unread::BrokeOff(text)) | Err(Unread::TooLong(text)) => text,
+                };
+                let why = format!("the server answered {code}: {}", self.redact(&excerpt(&text)));
                 return match code {
                     408 | 429 | 500 | 502 | 503 | 504 => Attempt::Retry(why, retry_after),
                     _ => Attempt::Fatal(failed(format!("ask {}: {why}", self.name()))),
                 };
             }
-            Err(ureq::Error::Transport(t)) => return Attempt::Retry(transport_text(&t), None),
+            Err(ureq::Error::Transport(t)) => return Attempt::Retry(self.redact(&transport_text(&t)), None),
         };
         let text = match read_limited(response) {
             Ok(text) => text,
-            Err(why) => return Attempt::Retry(why, None),
+            Err(Unread::BrokeOff(why)) => return Attempt::Retry(self.redact(&why), None),
+            // The same request would get the same answer: not retried.
+            Err(Unread::TooLong(why)) => {
+                return Attempt::Fatal(failed(format!("read the answer of {}: {why}", self.name())))
+            }
         };
         match parse_answer(&text, answer) {
             Ok(reading) => Attempt::Answered(reading),
-            Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {why}", self.name()))),
+            Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {}", self.name(), self.redact(&why)))),
         }
+    }
+
+    /// `text` with the API key, and any `Bearer` token, replaced by `[redacted]`: a server may
+    /// quote the request's headers back.
+    fn redact(&self, text: &str) -> String {
+        let mut text = match self.settings.api_key.as_deref().filter(|k| !k.is_empty()) {
+            Some(key) => text.replace(key, "[redacted]"),
+            None => text.to_string(),
+        };
+        let mut at = 0;
+        while let Some(found) = text[at..].find("Bearer ") {
+            let start = at + found + "Bearer ".len();
+            let end = text[start..]
+                .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | ',' | '}'))
+                .map_or(text.len(), |e| start + e);
+            text.replace_range(start..end, "[redacted]");
+            at = start + "[redacted]".len();
+        }
+        text
     }
 }
 
@@ -330,17 +369,25 @@ pub fn parse_answer(text: &str, answer: &str) -> std::result::Result<Reading, St
     Ok(read_top_logprobs(first.top_logprobs.iter().map(|t| (t.token.as_str(), t.logprob)), answer))
 }
 
-fn read_limited(response: ureq::Response) -> std::result::Result<String, String> {
-    let mut text = String::new();
+/// Why an answer was not read whole.
+enum Unread {
+    /// The connection broke or the deadline passed (worth another attempt).
+    BrokeOff(String),
+    /// Longer than [`MAX_ANSWER_BYTES`] (a retry would get the same).
+    TooLong(String),
+}
+
+fn read_limited(response: ureq::Response) -> std::result::Result<String, Unread> {
+    let mut bytes = Vec::new();
     response
         .into_reader()
         .take(MAX_ANSWER_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("the answer broke off: {e}"))?;
-    if text.len() as u64 > MAX_ANSWER_BYTES {
-        return Err(format!("the answer is longer than {MAX_ANSWER_BYTES} bytes"));
+        .read_to_end(&mut bytes)
+        .map_err(|e| Unread::BrokeOff(format!("the answer broke off or timed out: {e}")))?;
+    if bytes.len() as u64 > MAX_ANSWER_BYTES {
+        return Err(Unread::TooLong(format!("the answer is longer than {MAX_ANSWER_BYTES} bytes")));
     }
-    Ok(text)
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The start of a server's text, on one line.
