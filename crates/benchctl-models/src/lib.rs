@@ -12,10 +12,9 @@
 
 /// The version of everything in this crate that decides an embedding's values (decoding
 /// rules, preprocessing, model code, kernels). Bump it with any change that alters an output,
-/// so that embedding caches written before it are never served after it. History: 3, HF-layout
-/// checkpoints preprocess as `transformers` does (crop offset, f64 rescale, alpha over white);
-/// 4, BLIP ITM pair scores are logits (`l1 − l0`), not probabilities.
-pub const OUTPUT_VERSION: u32 = 4;
+/// so that embedding caches written before it are never served after it (CHANGELOG.md names
+/// each bump).
+pub const OUTPUT_VERSION: u32 = 5;
 
 pub mod architecture;
 #[cfg(feature = "cuda")]
@@ -28,6 +27,7 @@ pub mod kernels;
 pub mod models;
 pub mod preprocess;
 pub mod registry;
+pub mod text_clean;
 pub mod tokenizer;
 pub mod vqascore;
 

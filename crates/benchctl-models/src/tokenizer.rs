@@ -7,23 +7,52 @@
 //! truncated to the context length keeping the end token, as `CLIPTokenizer(...,
 //! truncation=True, max_length=77)` does.
 //!
-//! OpenAI's reference tokenizer also unescapes HTML entities (twice) before tokenising;
-//! `tokenizer.json` cannot express that, so it is done here for the entities that occur in
-//! captions (`&amp; &lt; &gt; &quot; &apos; &#39; &nbsp;`, decimal and hex references).
-//! OpenAI's `ftfy.fix_text` mojibake repair is not reproduced: it changes nothing on
-//! well-formed UTF-8.
+//! A caption is cleaned before `tokenizer.json` sees it, as the family's reference cleans it
+//! ([`CaptionCleaning`]): OpenCLIP checkpoints as open_clip does (`ftfy.fix_text`, HTML
+//! references unescaped twice, whitespace collapsed: [`crate::text_clean`]);
+//! `transformers`-layout CLIP checkpoints with HTML references unescaped twice, as Python's
+//! `html.unescape` reads them (OpenAI's tokenizer does that; `transformers`' fast tokenizer
+//! applies neither).
 
 use std::path::Path;
 
+use crate::text_clean;
 use crate::{Error, ErrorKind, Result};
 
-/// A CLIP tokenizer with its context length.
+/// A CLIP tokenizer with its context length and its caption cleaning.
 #[derive(Clone)]
 pub struct ClipTokenizer {
     inner: tokenizers::Tokenizer,
     max_len: usize,
     bos: u32,
     eos: u32,
+    cleaning: CaptionCleaning,
+}
+
+/// How a CLIP family's reference cleans a caption before tokenising it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptionCleaning {
+    /// HTML references unescaped twice (Python's `html.unescape`).
+    HtmlReferences,
+    /// open_clip's `whitespace_clean(basic_clean(text)).lower()`: ftfy's `fix_text`, HTML
+    /// references unescaped twice, whitespace collapsed ([`crate::text_clean::open_clip_clean`]),
+    /// lower-cased as Python does (a final sigma as `ς`, which `tokenizer.json`'s per-character
+    /// lower-casing does not know).
+    OpenClip,
+}
+
+impl CaptionCleaning {
+    /// `text` as the reference hands it to its BPE (`tokenizer.json`'s normaliser then
+    /// lower-cases it, again for OpenCLIP).
+    pub fn apply<'a>(self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        match self {
+            CaptionCleaning::HtmlReferences if !text.contains('&') => std::borrow::Cow::Borrowed(text),
+            CaptionCleaning::HtmlReferences => {
+                std::borrow::Cow::Owned(text_clean::html_unescape(&text_clean::html_unescape(text)))
+            }
+            CaptionCleaning::OpenClip => std::borrow::Cow::Owned(text_clean::open_clip_clean(text).to_lowercase()),
+        }
+    }
 }
 
 impl std::fmt::Debug for ClipTokenizer {
@@ -65,12 +94,12 @@ fn body_ids(inner: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
 
 impl ClipTokenizer {
     /// Loads `tokenizer.json`; `max_len` is the text model's `max_position_embeddings`.
-    pub fn from_file(path: &Path, max_len: usize) -> Result<Self> {
+    pub fn from_file(path: &Path, max_len: usize, cleaning: CaptionCleaning) -> Result<Self> {
         let inner = open(path)?;
         let bos = special(&inner, path, START_OF_TEXT)?;
         let eos = special(&inner, path, END_OF_TEXT)?;
         check_len(max_len)?;
-        Ok(Self { inner, max_len, bos, eos })
+        Ok(Self { inner, max_len, bos, eos, cleaning })
     }
 
     pub fn eos(&self) -> u32 {
@@ -83,15 +112,14 @@ impl ClipTokenizer {
 
     /// How many of the text's tokens [`ClipTokenizer::encode`] drops to fit the context.
     pub fn tokens_cut(&self, text: &str) -> Result<usize> {
-        let body = body_ids(&self.inner, &unescape_html(&unescape_html(text)))?;
+        let body = body_ids(&self.inner, &self.cleaning.apply(text))?;
         Ok(body.len().saturating_sub(self.max_len - 2))
     }
 
     /// `[bos, tokens…, eos]`, at most `max_len` ids; a longer text keeps its first
     /// `max_len − 2` tokens and the end token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let text = unescape_html(&unescape_html(text));
-        let body = body_ids(&self.inner, &text)?;
+        let body = body_ids(&self.inner, &self.cleaning.apply(text))?;
         let keep = body.len().min(self.max_len - 2);
         let mut ids = Vec::with_capacity(keep + 2);
         ids.push(self.bos);
@@ -319,62 +347,17 @@ impl RobertaTokenizer {
     }
 }
 
-/// Python's `html.unescape` for the common entities and numeric character references.
-pub fn unescape_html(text: &str) -> String {
-    if !text.contains('&') {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('&') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        let end = rest[1..].find(|c: char| !(c.is_ascii_alphanumeric() || c == '#')).map(|i| i + 1);
-        let (name, consumed) = match end {
-            Some(e) if rest[e..].starts_with(';') => (&rest[1..e], e + 1),
-            Some(e) => (&rest[1..e], e),
-            None => (&rest[1..], rest.len()),
-        };
-        let decoded = match name {
-            "amp" => Some('&'),
-            "lt" => Some('<'),
-            "gt" => Some('>'),
-            "quot" => Some('"'),
-            "apos" => Some('\''),
-            "nbsp" => Some('\u{a0}'),
-            _ => name.strip_prefix('#').and_then(|num| {
-                let code = match num.strip_prefix(['x', 'X']) {
-                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
-                    None => num.parse().ok(),
-                };
-                code.and_then(char::from_u32)
-            }),
-        };
-        match decoded {
-            Some(c) if !name.is_empty() => {
-                out.push(c);
-                rest = &rest[consumed..];
-            }
-            _ => {
-                out.push('&');
-                rest = &rest[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::unescape_html;
+    use super::CaptionCleaning;
 
     #[test]
     fn unescapes_entities_like_python() {
-        assert_eq!(unescape_html("fish &amp; chips &lt;3"), "fish & chips <3");
-        assert_eq!(unescape_html("&#39;quoted&#x27; &quot;x&quot;"), "'quoted' \"x\"");
-        assert_eq!(unescape_html("AT&T & co &unknown; &"), "AT&T & co &unknown; &");
-        assert_eq!(unescape_html(&unescape_html("&amp;amp;")), "&");
+        let clean = |t: &str| CaptionCleaning::HtmlReferences.apply(t).into_owned();
+        assert_eq!(clean("fish &amp; chips &lt;3"), "fish & chips <3");
+        assert_eq!(clean("&#39;quoted&#x27; &quot;x&quot;"), "'quoted' \"x\"");
+        assert_eq!(clean("AT&T & co &unknown; &"), "AT&T & co &unknown; &");
+        assert_eq!(clean("&amp;amp;"), "&");
     }
 
     #[test]

@@ -48,6 +48,12 @@ fn settings(cache: &std::path::Path, endpoint: &str, limits: NetLimits) -> HubSe
 /// The hub answers each file with a redirect to its CDN (another origin), carrying the
 /// commit and blob id, as huggingface.co does for LFS files.
 fn hub_and_cdn() -> (Server, Server) {
+    hub_and_cdn_without(|_| false)
+}
+
+/// [`hub_and_cdn`] for a repo without the files `absent` names: the hub answers those 404
+/// with the commit, as huggingface.co answers a missing entry.
+fn hub_and_cdn_without(absent: impl Fn(&str) -> bool + Send + Sync + 'static) -> (Server, Server) {
     let cdn = Server::start(|path| {
         let file = path.trim_start_matches("/blob/").split('?').next().unwrap_or("").to_string();
         (reply("200 OK", &[], format!("contents of {file}").as_bytes()), Duration::ZERO)
@@ -55,6 +61,10 @@ fn hub_and_cdn() -> (Server, Server) {
     let cdn_url = cdn.url();
     let hub = Server::start(move |path| {
         let file = path.rsplit('/').next().unwrap_or("");
+        if absent(file) {
+            let headers = [("x-repo-commit", COMMIT.to_string()), ("x-error-code", "EntryNotFound".into())];
+            return (reply("404 Not Found", &headers, b"Entry not found"), Duration::ZERO);
+        }
         let headers = [
             ("Location", format!("{cdn_url}/blob/{file}?X-Amz-Signature=signed")),
             ("x-repo-commit", COMMIT.to_string()),
@@ -262,4 +272,44 @@ fn a_server_certificate_no_authority_signed_is_refused() {
     assert!(!text.contains(TOKEN), "{text}");
     assert!(!requested.load(Ordering::SeqCst), "a request reached the server");
     assert!(files_under(cache.path()).is_empty());
+}
+
+/// A hub repo without `preprocessor_config.json` (404, as the hub answers for a missing file):
+/// the image settings come from `processor_config.json` (where transformers 5 saves them); a
+/// repo with neither has none, which the cache records (`.no_exist/{commit}/`) so that offline
+/// runs resolve it too, without a request.
+#[test]
+fn image_settings_fall_back_to_processor_config_json_and_absence_is_remembered() {
+    for has_processor_config in [true, false] {
+        let (missing, _cdn) = hub_and_cdn_without(move |file| {
+            file == "preprocessor_config.json" || (file == "processor_config.json" && !has_processor_config)
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let online = settings(cache.path(), &missing.url(), NetLimits::default());
+        let files = hub::from_hub("org/model", "main", &online).unwrap();
+        let folder = cache.path().join("models--org--model");
+        let marker = |file: &str| folder.join(".no_exist").join(COMMIT).join(file).is_file();
+        assert!(marker("preprocessor_config.json"), "{:?}", files_under(&folder));
+        if has_processor_config {
+            assert_eq!(files.preprocessor, Some(folder.join("snapshots").join(COMMIT).join("processor_config.json")));
+        } else {
+            assert_eq!(files.preprocessor, None);
+            assert!(marker("processor_config.json"));
+        }
+        // Offline, the cache answers alike.
+        let offline = HubSettings { offline: true, ..online.clone() };
+        let before = missing.seen().len();
+        assert_eq!(hub::from_hub("org/model", "main", &offline).unwrap().preprocessor, files.preprocessor);
+        assert_eq!(missing.seen().len(), before, "no request offline");
+        // A cache that knows nothing of either file says so offline, naming both.
+        for entry in std::fs::read_dir(folder.join("snapshots").join(COMMIT)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().unwrap().to_str().unwrap().contains("processor_config") {
+                std::fs::remove_file(path).unwrap();
+            }
+        }
+        std::fs::remove_dir_all(folder.join(".no_exist")).unwrap();
+        let err = hub::from_hub("org/model", "main", &offline).unwrap_err().to_string();
+        assert!(err.contains("preprocessor_config.json or processor_config.json of org/model@main"), "{err}");
+    }
 }

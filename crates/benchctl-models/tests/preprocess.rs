@@ -72,7 +72,7 @@ fn the_reference_photo_matches_openai_preprocessing() {
 fn hf_layout_follows_transformers_image_processors() {
     let dir = model_fixture("preprocess-hf");
     let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
-    assert_eq!(expected.len(), 33);
+    assert_eq!(expected.len(), 36);
     let defaults = |config: &str| match config {
         c if c.starts_with("clip") => Preprocessor::hf_clip(224),
         c if c.starts_with("siglip") => Preprocessor::stretch(224, HALF, HALF),
@@ -101,18 +101,27 @@ fn hf_layout_follows_transformers_image_processors() {
     let (max, _) =
         diffs(&prep.apply(&rgba), &expected["siglip32/rgba_71x130"].flatten_all().unwrap().to_vec1::<f32>().unwrap());
     assert!(max > 0.1, "alpha compositing matters ({max})");
+    // An RGB PNG with one transparent colour is RGB to Pillow, and that colour turns white.
+    let keyed = benchctl_suites::ImageSource::File(dir.join("rgbt_88x61.png")).load_pil().unwrap();
+    assert!(matches!(keyed, benchctl_suites::PilImage::Keyed { key: [40, 200, 90], .. }), "{keyed:?}");
+    let (max, _) = diffs(
+        &prep.apply(&keyed.to_rgb()),
+        &expected["siglip32/rgbt_88x61"].flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+    );
+    assert!(max > 0.1, "the transparent colour's pixels are white ({max})");
 }
 
 /// OpenAI / OpenCLIP checkpoints are preprocessed as open_clip's eval transform does it on a
 /// PIL image as opened (`scripts/fixtures/gen_openclip_preprocess_fixture.py`): resize and crop in the
 /// image's own mode, then `convert("RGB")`. RGBA and LA are resized premultiplied by alpha,
 /// palette (with and without transparency) and 1-bit images nearest-neighbour, 16-bit
-/// greyscale in 16 bits and then clipped; odd and even crop margins, upscales.
+/// greyscale in 16 bits and then clipped, a transparent colour of RGB and grey ignored; odd
+/// and even crop margins, upscales.
 #[test]
 fn openai_and_openclip_follow_open_clips_transform_on_every_pil_mode() {
     let dir = model_fixture("preprocess-openclip");
     let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
-    assert_eq!(expected.len(), 14);
+    assert_eq!(expected.len(), 16);
     let mut modes = std::collections::HashSet::new();
     for (key, tensor) in &expected {
         let (size, name) = key.split_once('/').unwrap();
@@ -125,12 +134,14 @@ fn openai_and_openclip_follow_open_clips_transform_on_every_pil_mode() {
         // Converting to RGB before resizing (the old order) is measurably wrong on each of
         // the modes that PIL resizes its own way (when there is a resize).
         let size: u32 = size.parse().unwrap();
-        if !matches!(img, benchctl_suites::PilImage::Rgb(_)) && img.dimensions() != (size, size) {
+        let converted_alike =
+            matches!(img, benchctl_suites::PilImage::Rgb(_) | benchctl_suites::PilImage::Keyed { .. });
+        if !converted_alike && img.dimensions() != (size, size) {
             let (before, _) = diffs(&prep.apply(&img.to_rgb()), &reference);
             assert!(before > 1e-3, "{key}: converting first should differ ({before})");
         }
     }
-    assert_eq!(modes.len(), 4, "RGB, RGBA, palette and 16-bit images are all covered");
+    assert_eq!(modes.len(), 5, "RGB, RGB with a transparent colour, RGBA, palette and 16-bit images are all covered");
 }
 
 /// An image through `prep` by the mode PIL holds it in, as the runner dispatches it.

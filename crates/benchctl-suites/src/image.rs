@@ -355,15 +355,21 @@ static DECODERS: DecodeBudget = DecodeBudget::new(DECODE_MEMORY);
 /// resizes each mode its own way (`Image.resize`): RGBA and LA premultiplied by alpha, P and
 /// 1 nearest-neighbour, I;16 in 16 bits, CMYK as four bands. Greyscale is held replicated as
 /// RGB (Pillow resizes each band alike), and 16-bit RGB(A) or LA as their high bytes, as
-/// Pillow unpacks them.
+/// Pillow unpacks them. A single transparent colour (a PNG's `tRNS`: one palette entry, or
+/// one RGB or grey value) is kept as Pillow keeps it, in `info["transparency"]`, which
+/// `convert("RGB")` carries over and `transformers`' `convert_to_rgb` makes white.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PilImage {
     /// "RGB" or "L".
     Rgb(RgbImage),
+    /// "RGB" or "L" with one transparent colour (`info["transparency"]`).
+    Keyed { rgb: RgbImage, key: [u8; 3] },
     /// "RGBA" or "LA" (straight alpha).
     Rgba(RgbaImage),
-    /// "P" (the palette's colours, with its transparency as alpha) or "1".
-    Palette(RgbaImage),
+    /// "P" (the palette's colours, with its transparency as alpha) or "1"; `key` is the colour
+    /// of the one fully transparent entry where the others are opaque (Pillow then names it in
+    /// `info["transparency"]`; a palette of partial alphas is dropped by `convert("RGB")`).
+    Palette { rgba: RgbaImage, key: Option<[u8; 3]> },
     /// "I;16": 16-bit greyscale.
     Gray16(ImageBuffer<Luma<u16>, Vec<u16>>),
     /// "CMYK" (a four-component JPEG), held as C, M, Y, K in the four bytes of each pixel.
@@ -373,19 +379,21 @@ pub enum PilImage {
 impl PilImage {
     pub fn dimensions(&self) -> (u32, u32) {
         match self {
-            PilImage::Rgb(i) => i.dimensions(),
-            PilImage::Rgba(i) | PilImage::Palette(i) | PilImage::Cmyk(i) => i.dimensions(),
+            PilImage::Rgb(i) | PilImage::Keyed { rgb: i, .. } => i.dimensions(),
+            PilImage::Rgba(i) | PilImage::Palette { rgba: i, .. } | PilImage::Cmyk(i) => i.dimensions(),
             PilImage::Gray16(i) => i.dimensions(),
         }
     }
 
     /// To 8-bit RGB as `convert("RGB")` does: alpha dropped, I;16 clipped above 255, CMYK
-    /// by [`cmyk_to_rgb`].
+    /// by [`cmyk_to_rgb`] (a transparent colour's pixels keep their colour).
     pub fn to_rgb(&self) -> RgbImage {
         let (w, h) = self.dimensions();
         let rgb: Vec<u8> = match self {
-            PilImage::Rgb(rgb) => return rgb.clone(),
-            PilImage::Rgba(rgba) | PilImage::Palette(rgba) => rgba.pixels().flat_map(|p| [p[0], p[1], p[2]]).collect(),
+            PilImage::Rgb(rgb) | PilImage::Keyed { rgb, .. } => return rgb.clone(),
+            PilImage::Rgba(rgba) | PilImage::Palette { rgba, .. } => {
+                rgba.pixels().flat_map(|p| [p[0], p[1], p[2]]).collect()
+            }
             PilImage::Gray16(grey) => grey.pixels().flat_map(|p| [p[0].min(255) as u8; 3]).collect(),
             PilImage::Cmyk(cmyk) => cmyk_to_rgb(cmyk.as_raw()),
         };
@@ -485,11 +493,33 @@ pub fn decode_pil(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageErr
         }
     })?;
     // Colour type 3 is a palette; 0 at 1 bit is Pillow's mode "1": both resize nearest.
-    let nearest = matches!(png_depth_and_colour(bytes), Some((_, 3)) | Some((1, 0)));
+    let header = png_depth_and_colour(bytes);
+    let nearest = matches!(header, Some((_, 3)) | Some((1, 0)));
+    let transparency = png_transparency(bytes);
+    use image::DynamicImage as D;
+    if nearest {
+        return Ok(PilImage::Palette { rgba: decoded.into_rgba8(), key: transparency.flatten() });
+    }
+    // A grey or RGB PNG with a `tRNS` is "L" or "RGB" to Pillow (its transparent colour aside),
+    // where the decoder gave it an alpha channel.
+    let decoded = match (transparency.is_some(), decoded) {
+        (true, D::ImageRgba8(i)) => D::ImageRgb8(D::ImageRgba8(i).into_rgb8()),
+        (true, D::ImageLumaA8(i)) => D::ImageLuma8(D::ImageLumaA8(i).into_luma8()),
+        (true, D::ImageRgba16(i)) => D::ImageRgb16(D::ImageRgba16(i).into_rgb16()),
+        (true, D::ImageLumaA16(i)) => D::ImageLuma16(D::ImageLumaA16(i).into_luma16()),
+        (_, decoded) => decoded,
+    };
+    Ok(match (pil_mode(decoded), transparency.flatten()) {
+        (PilImage::Rgb(rgb), Some(key)) => PilImage::Keyed { rgb, key },
+        (image, _) => image,
+    })
+}
+
+/// A decoded PNG (not a palette) in the mode Pillow holds it in.
+fn pil_mode(decoded: image::DynamicImage) -> PilImage {
     let high_byte = |v: u16| (v >> 8) as u8;
     use image::DynamicImage as D;
-    Ok(match decoded {
-        _ if nearest => PilImage::Palette(decoded.into_rgba8()),
+    match decoded {
         D::ImageLuma16(grey) => PilImage::Gray16(grey),
         D::ImageRgb16(rgb) => {
             let (w, h) = rgb.dimensions();
@@ -516,7 +546,46 @@ pub fn decode_pil(bytes: &[u8]) -> std::result::Result<PilImage, image::ImageErr
         }
         other if other.color().has_alpha() => PilImage::Rgba(other.into_rgba8()),
         other => PilImage::Rgb(other.into_rgb8()),
-    })
+    }
+}
+
+/// A PNG's transparency chunk (`tRNS`) as Pillow reads it: `None` without one, else the one
+/// transparent colour Pillow keeps in `info["transparency"]` (and `convert("RGB")` carries
+/// over), if it names one: a palette's single fully transparent entry where every other entry
+/// is opaque, or an 8-bit grey or RGB value. The chunks before the image data are walked.
+fn png_transparency(bytes: &[u8]) -> Option<Option<[u8; 3]>> {
+    let (depth, colour) = png_depth_and_colour(bytes)?;
+    let mut at = 8;
+    let mut palette: &[u8] = &[];
+    while let Some(head) = bytes.get(at..at + 8) {
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        let data = bytes.get(at + 8..(at + 8).checked_add(len)?)?;
+        let value = |i: usize| data.get(i..i + 2).and_then(|v| u8::try_from(u16::from_be_bytes([v[0], v[1]])).ok());
+        match &head[4..8] {
+            b"PLTE" => palette = data,
+            b"tRNS" => {
+                return Some(match (colour, depth) {
+                    (3, _) => single_transparent_entry(data)
+                        .and_then(|i| palette.get(3 * i..3 * i + 3))
+                        .map(|c| [c[0], c[1], c[2]]),
+                    (0, 8) => value(0).map(|v| [v; 3]),
+                    (2, 8) => value(0).zip(value(2)).zip(value(4)).map(|((r, g), b)| [r, g, b]),
+                    _ => None,
+                })
+            }
+            b"IDAT" | b"IEND" => return None,
+            _ => {}
+        }
+        at = at.checked_add(12 + len)?;
+    }
+    None
+}
+
+/// The index of a palette `tRNS`'s one fully transparent entry when every other entry is
+/// opaque (Pillow's `^\xff*\x00\xff*$`).
+fn single_transparent_entry(alphas: &[u8]) -> Option<usize> {
+    let zero = alphas.iter().position(|&a| a == 0)?;
+    alphas.iter().enumerate().all(|(i, &a)| a == 255 || i == zero).then_some(zero)
 }
 
 /// Which library decodes JPEGs in this build: `libjpeg-turbo` (the `libjpeg-turbo` feature:

@@ -161,7 +161,8 @@ impl Suite {
         groups
     }
 
-    /// Every image file the items refer to that does not exist, in item order.
+    /// Every image file the items refer to that does not exist, in item order (something else
+    /// in its place, a folder or a FIFO, is there: decoding names it).
     pub fn missing_images(&self) -> Vec<PathBuf> {
         // The store holds each source once, in first-seen order; two sources can share a
         // file (a crop and the whole image), which is named once.
@@ -170,7 +171,7 @@ impl Suite {
             .distinct_sources()
             .iter()
             .map(|source| source.path().to_path_buf())
-            .filter(|path| !path.is_file() && seen.insert(path.clone()))
+            .filter(|path| !path.exists() && seen.insert(path.clone()))
             .collect()
     }
 }

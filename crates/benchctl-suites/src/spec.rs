@@ -31,7 +31,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     how_to_get: Cow::Borrowed(HOW_TO_GET),
     expected_items: None,
     official_ties: Ties::First,
-    kind: SuiteKind::Items { load: load, summary: summary },
+    kind: SuiteKind::Items { load, summary },
 };
 
 pub const HOW_TO_GET: &str =

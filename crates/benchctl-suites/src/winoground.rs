@@ -38,7 +38,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     how_to_get: Cow::Borrowed(HOW_TO_GET),
     expected_items: Some(400),
     official_ties: Ties::Strict,
-    kind: SuiteKind::Items { load: load, summary: summary },
+    kind: SuiteKind::Items { load, summary },
 };
 
 pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co and set HF_TOKEN, then `benchctl fetch --suite winoground` (or download its data/test-*.parquet, or examples.jsonl and images/ from an earlier revision, into this directory)";

@@ -13,8 +13,9 @@ use crate::cache::{self, CacheIdentity, EmbeddingCache, KeyTag, Keys};
 use benchctl_models::vqascore::endpoint::Endpoint;
 
 use crate::plan::{EndpointChoice, ModelChoice, ModelSource};
-use crate::results::{EndpointRecord, ModelRecord};
+use crate::results::{EndpointRecord, ModelRecord, IMAGE_SETTINGS_DEFAULTS};
 use crate::Result;
+use benchctl_models::preprocess::ImageSettings;
 
 /// A model resolved to its files and score head, with what identifies it in run records
 /// and in the embedding cache; its weights are read only by [`ResolvedModel::load`].
@@ -164,6 +165,20 @@ impl ResolvedModel {
             ));
         };
         let model = architecture.load(*head, files, self.dtype, &self.device)?;
+        if self.record.image_settings.as_deref() == Some(IMAGE_SETTINGS_DEFAULTS) {
+            let at = match &files.origin {
+                Origin::Directory(dir) => dir.display().to_string(),
+                Origin::Hub { repo, commit, .. } => format!("{repo}@{commit}"),
+            };
+            benchctl_base::stderr_line!(
+                "note: {at} has no image settings ({}, or {}'s `image_processor`): {} applies {}'s defaults: {}",
+                hub::PREPROCESSOR_FILE,
+                hub::PROCESSOR_FILE,
+                self.record.id,
+                architecture.name(),
+                model.preprocessor().describe()
+            );
+        }
         let (key, values) = Head::of(&model).entry();
         if cache.get(&key).as_deref() != Some(&values[..]) {
             cache.append(&[(key, &values)])?;
@@ -235,7 +250,13 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
-    let cache_identity = CacheIdentity::Model(ModelIdentity {
+    if architecture.layout().image_settings {
+        record.image_settings = Some(match ImageSettings::of(&files)? {
+            Some(settings) => settings.source(),
+            None => IMAGE_SETTINGS_DEFAULTS.to_string(),
+        });
+    }
+    let cache_identity = CacheIdentity::Model(Box::new(ModelIdentity {
         output_version: benchctl_models::OUTPUT_VERSION,
         benchctl_version: env!("CARGO_PKG_VERSION").to_string(),
         model: record.id.clone(),
@@ -250,7 +271,7 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         tokenizer: content_digest(&files.tokenizer),
         preprocessor: files.preprocessor.as_deref().and_then(content_digest),
         jpeg_decoder: benchctl_suites::image::JPEG_DECODER.to_string(),
-    });
+    }));
     let backend = Backend::Local { files, architecture, head };
     Ok(ResolvedModel { backend, dtype, device, record, cache_identity })
 }
@@ -280,6 +301,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
             top_logprobs: settings.top_logprobs,
             image_position: settings.image_position,
         }),
+        image_settings: None,
     };
     let cache_identity = CacheIdentity::Endpoint(EndpointIdentity {
         url: endpoint.chat_url().to_string(),
@@ -318,5 +340,6 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         score_kind: None,
         external: None,
         endpoint: None,
+        image_settings: None,
     }
 }

@@ -114,7 +114,16 @@ pub struct ModelRecord {
     /// model's name. Absent for models run here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<EndpointRecord>,
+    /// Where a `transformers`-layout model's image settings came from:
+    /// `preprocessor_config.json`, `processor_config.json:image_processor`, or
+    /// [`IMAGE_SETTINGS_DEFAULTS`] where the checkpoint has neither. Absent for layouts whose
+    /// preprocessing is fixed (OpenCLIP, FIBER), servers, and older run files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_settings: Option<String>,
 }
+
+/// [`ModelRecord::image_settings`] of a checkpoint without image settings.
+pub const IMAGE_SETTINGS_DEFAULTS: &str = "architecture defaults";
 
 /// The server a generative model was asked through, and how: what its VQAScores rest on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -197,6 +197,7 @@ impl Scored {
                 score_kind: Some(score_kind.name().to_string()),
                 external: Some(external),
                 endpoint: None,
+                image_settings: None,
             },
             suite: suite_record,
             batch_size: 0,

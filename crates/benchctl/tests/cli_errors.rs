@@ -25,7 +25,9 @@ fn eval(data_dir: &str, model_dir: &str) -> std::process::Output {
 fn assert_fails(out: &std::process::Output, code: i32, needles: &[&str]) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(code), "{err}");
-    assert!(err.starts_with("error: failed to "), "{err}");
+    // Notes (a checkpoint's defaults) may come first; the error is the first other line.
+    let first = err.lines().find(|l| !l.starts_with("note: ")).unwrap_or_default();
+    assert!(first.starts_with("error: failed to "), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     for needle in needles {
         assert!(err.contains(needle), "expected {needle:?} in {err}");

@@ -798,3 +798,129 @@ fn redirects_and_oversized_answers_are_named_and_not_retried() {
     assert!(stderr(&out).contains("longer than"), "{}", stderr(&out));
     assert_eq!(asked.load(Ordering::SeqCst), 1, "an oversized answer is not retried");
 }
+
+/// `crates/benchctl/tests/fixtures/vqa-modes`: images in every mode a release holds, and the
+/// scores `t2v_metrics` gives them (scripts/fixtures/gen_vqascore_modes_fixture.py).
+fn vqa_modes() -> (std::path::PathBuf, serde_json::Value) {
+    let dir = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/vqa-modes");
+    let expected = serde_json::from_str(&std::fs::read_to_string(dir.join("expected.json")).unwrap()).unwrap();
+    (dir, expected)
+}
+
+/// A manifest suite of one item per image of `vqa-modes` (the fixture's caption, and a foil),
+/// in a fresh data directory.
+fn vqa_modes_suite(fixture: &std::path::Path, expected: &serde_json::Value) -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let images = data.path().join("images");
+    std::fs::create_dir_all(&images).unwrap();
+    let mut records = String::new();
+    for name in expected["modes"].as_object().unwrap().keys() {
+        std::fs::copy(fixture.join("images").join(name), images.join(name)).unwrap();
+        records += &(serde_json::json!({"image": name}).to_string() + "\n");
+    }
+    std::fs::write(data.path().join("records.jsonl"), records).unwrap();
+    let manifest = format!(
+        "id = \"vqa-modes\"\ndescription = \"one image per mode\"\n[source]\nfile = \"records.jsonl\"\nformat = \"jsonl\"\n[item]\nid = \"{{image}}\"\nimage_dir = \"images\"\nimages = [\"{{image}}\"]\ntexts = [{:?}, \"a cat on a mat\"]\ntruth = {{ text = 0 }}\n[metrics]\nfamily = \"choice\"\n",
+        expected["caption"].as_str().unwrap()
+    );
+    std::fs::write(data.path().join("vqa-modes.toml"), manifest).unwrap();
+    data
+}
+
+/// How far a JPEG's score may be from the reference's: none with libjpeg-turbo (Pillow's own
+/// decoder); zune-jpeg's pixels differ by a level on some pixels (docs/models.md, "Decoding":
+/// 2% of the CMYK fixture's values), which moves the tiny random-weight models' log P("Yes")
+/// by up to 3.3e-3 here. A wrong conversion moves it by far more.
+const JPEG_SCORE_BOUND: f64 =
+    if matches!(benchctl_suites::image::JPEG_DECODER.as_bytes(), b"libjpeg-turbo") { 1e-4 } else { 5e-3 };
+
+/// `eval --model-path model` on the `vqa-modes` suite: the run record, stderr, and each image's
+/// stored log P("Yes") of the caption, against `reference[image]` (at most 1e-4 apart, a JPEG
+/// [`JPEG_SCORE_BOUND`]).
+fn eval_modes(model: &std::path::Path, reference: &serde_json::Value) -> (serde_json::Value, String) {
+    let (fixture, expected) = vqa_modes();
+    let data = vqa_modes_suite(&fixture, &expected);
+    let results = scratch_dir("vqa-modes-results");
+    let manifest = data.path().join("vqa-modes.toml");
+    let args = common::eval_args(
+        model.to_str().unwrap(),
+        manifest.to_str().unwrap(),
+        data.path().to_str().unwrap(),
+        results.to_str().unwrap(),
+        &["--no-cache"],
+    );
+    let out = benchctl(&args, &[]);
+    let (run_path, json) = stored_run(&out);
+    let stored = read_scores(&dump_path(&run_path, &json)).unwrap();
+    assert_eq!(stored.len(), expected["modes"].as_object().unwrap().len(), "one item per image");
+    let off: Vec<String> = stored
+        .iter()
+        .filter_map(|(image, matrix)| {
+            let want = reference[image].as_f64().unwrap_or_else(|| panic!("no reference for {image}"));
+            let got = f64::from(matrix[0][0]);
+            let mode = &expected["modes"][image];
+            let bound = if image.ends_with(".jpg") { JPEG_SCORE_BOUND } else { 1e-4 };
+            ((got - want).abs() > bound).then(|| format!("{image} ({mode}): {got} vs t2v_metrics' {want}"))
+        })
+        .collect();
+    assert!(off.is_empty(), "{}:\n{}", model.display(), off.join("\n"));
+    (json, stderr(&out))
+}
+
+/// Images in every mode a release holds (RGBA and LA with a gradient alpha, a palette with a
+/// transparent entry, RGB and grey with a transparent colour, 16-bit grey, a CMYK JPEG) become
+/// RGB for each generative family as `t2v_metrics` makes them (`Image.open(path).convert("RGB")`:
+/// the alpha dropped, not composited over white; then, for Gemma 3 and PaliGemma processors with
+/// `do_convert_rgb`, a transparent colour made white), and score as it scores them.
+#[test]
+fn generative_models_read_every_image_mode_as_t2v_metrics_does() {
+    let (_, expected) = vqa_modes();
+    // The fixture tells compositing from dropping the alpha: the RGBA image scores as its RGB.
+    // The Qwen3-VL fixture was saved by transformers 5: its settings are in processor_config.json.
+    let settings = [
+        ("gemma3-tiny", "preprocessor_config.json"),
+        ("paligemma-tiny", "preprocessor_config.json"),
+        ("qwen3vl-tiny", "processor_config.json:image_processor"),
+    ];
+    for (fixture, source) in settings {
+        let reference = &expected[fixture];
+        assert_eq!(reference["rgba_gradient.png"], reference["rgb.png"], "{fixture}");
+        let (json, _) = eval_modes(&benchctl_testkit::fixture_model(fixture), reference);
+        assert_eq!(json["model"]["image_settings"], source, "{fixture}");
+    }
+}
+
+/// A checkpoint saved by transformers 5 holds its image settings only in
+/// `processor_config.json` (`image_processor`): they are read (a PaliGemma with `image_mean`
+/// (0.2, 0.3, 0.4) and `do_convert_rgb` null scores as transformers scores it, transparent
+/// colours left as they are); a checkpoint with no image settings runs on the architecture's
+/// defaults, and the run says which.
+#[test]
+fn image_settings_are_read_from_processor_config_json_and_defaults_are_named() {
+    let (fixture, expected) = vqa_modes();
+    let paligemma = benchctl_testkit::fixture_model("paligemma-tiny");
+    let saved = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture.join("paligemma-processor-config")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, saved.path().join(path.file_name().unwrap())).unwrap();
+    }
+    for shared in ["model.safetensors", "tokenizer.json"] {
+        std::fs::copy(paligemma.join(shared), saved.path().join(shared)).unwrap();
+    }
+    assert!(!saved.path().join("preprocessor_config.json").exists());
+    let (json, _) = eval_modes(saved.path(), &expected["paligemma-processor-config"]);
+    assert_eq!(json["model"]["image_settings"], "processor_config.json:image_processor");
+
+    // Neither file: paligemma-tiny's own settings are PaliGemma's defaults, so the scores hold.
+    let bare = tempfile::tempdir().unwrap();
+    for file in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(paligemma.join(file), bare.path().join(file)).unwrap();
+    }
+    let (json, err) = eval_modes(bare.path(), &expected["paligemma-tiny"]);
+    assert_eq!(json["model"]["image_settings"], "architecture defaults");
+    assert!(
+        err.contains("has no image settings (preprocessor_config.json, or processor_config.json's `image_processor`)")
+            && err.contains("paligemma's defaults: 56 px stretched square, bicubic, mean 0.500/0.500/0.500"),
+        "{err}"
+    );
+}

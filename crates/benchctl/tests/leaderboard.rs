@@ -28,6 +28,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             score_kind: None,
             external: None,
             endpoint: None,
+            image_settings: None,
         },
         suite: SuiteRecord {
             id: "winoground".into(),

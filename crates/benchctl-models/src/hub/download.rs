@@ -9,7 +9,8 @@
 //! `GET {endpoint}/{repo}/resolve/{revision}/{file}` answers with the commit
 //! (`x-repo-commit`) and the blob's id (`x-linked-etag`, else `etag`), usually by redirecting
 //! to a CDN; the file lands in `blobs/{etag}`, linked from `snapshots/{commit}/{file}`, and
-//! `refs/{revision}` names the commit.
+//! `refs/{revision}` names the commit. A file the repo lacks (404) is recorded as
+//! `.no_exist/{commit}/{file}`, so that offline runs know it is absent rather than missing.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -63,6 +64,13 @@ struct Resolved {
     body: ureq::Response,
 }
 
+/// An answer to `GET`: the response (and the first one, where it redirected), or, where the
+/// caller accepts it, a 404 with the commit the hub named on it.
+enum Answer {
+    Found(Box<ureq::Response>, Option<Box<ureq::Response>>),
+    Absent { commit: Option<String> },
+}
+
 fn network(message: String) -> Error {
     Error::new(ErrorKind::MissingFile, message)
 }
@@ -94,6 +102,14 @@ impl Client {
     /// beside the last: the hub puts a file's commit and blob id on its own answer, which is
     /// often a redirect to the bytes.
     fn get(&self, url: Url, what: &str) -> Result<(ureq::Response, Option<ureq::Response>)> {
+        match self.answer(url, what, false)? {
+            Answer::Found(last, first) => Ok((*last, first.map(|r| *r))),
+            Answer::Absent { .. } => Err(network(format!("{what}: the server answered 404"))),
+        }
+    }
+
+    /// [`Client::get`], answering a 404 as [`Answer::Absent`] where `absent_ok`.
+    fn answer(&self, url: Url, what: &str, absent_ok: bool) -> Result<Answer> {
         let mut current = url;
         let mut first = None;
         for _ in 0..=self.limits.max_redirects {
@@ -105,6 +121,10 @@ impl Client {
             }
             let response = match request.call() {
                 Ok(response) => response,
+                Err(ureq::Error::Status(404, response)) if absent_ok => {
+                    let commit = response.header("x-repo-commit").map(|c| c.trim().to_string());
+                    return Ok(Answer::Absent { commit: commit.filter(|c| is_commit_hash(c)) });
+                }
                 Err(ureq::Error::Status(code, response)) => {
                     let kind = if matches!(code, 401 | 403) { ErrorKind::AccessDenied } else { ErrorKind::MissingFile };
                     let text = response.status_text().chars().take(200).collect::<String>();
@@ -118,7 +138,7 @@ impl Client {
                 }
             };
             if !(300..400).contains(&response.status()) {
-                return Ok((response, first));
+                return Ok(Answer::Found(Box::new(response), first.map(Box::new)));
             }
             let location = response.header("Location").ok_or_else(|| {
                 network(format!(
@@ -134,10 +154,21 @@ impl Client {
         Err(network(format!("{what}: more than {} redirects", self.limits.max_redirects)))
     }
 
-    /// The hub's answer for `file` of a repo (`prefix`: `""` for models, `datasets/`).
-    fn resolve(&self, prefix: &str, repo: &str, revision: &str, file: &str, what: &str) -> Result<Resolved> {
+    /// The hub's answer for `file` of a repo (`prefix`: `""` for models, `datasets/`); `Err`
+    /// with the commit named on a 404 where `absent_ok`.
+    fn resolve(
+        &self,
+        prefix: &str,
+        (repo, revision): (&str, &str),
+        file: &str,
+        what: &str,
+        absent_ok: bool,
+    ) -> Result<std::result::Result<Resolved, Option<String>>> {
         let url = self.url(&format!("{prefix}{repo}/resolve/{}/{file}", encode_revision(revision)))?;
-        let (body, first) = self.get(url, what)?;
+        let (body, first) = match self.answer(url, what, absent_ok)? {
+            Answer::Found(body, first) => (*body, first.map(|r| *r)),
+            Answer::Absent { commit } => return Ok(Err(commit)),
+        };
         let headers = first.as_ref().unwrap_or(&body);
         let commit = headers
             .header("x-repo-commit")
@@ -162,7 +193,7 @@ impl Client {
         {
             return Err(network(format!("{what}: the hub named the blob {:?}, not a hash", clip(&etag))));
         }
-        Ok(Resolved { commit, etag, body })
+        Ok(Ok(Resolved { commit, etag, body }))
     }
 
     /// Downloads `file` of `repo` at `revision` into the hub cache at `cache_dir` (the repo's
@@ -176,10 +207,41 @@ impl Client {
         file: &str,
     ) -> Result<(PathBuf, String)> {
         let what = format!("download {file} of {repo}@{revision}");
+        match self.download_if_present(cache_dir, folder, prefix, (repo, revision), file, false)? {
+            Some(found) => Ok(found),
+            None => Err(network(format!("{what}: the server answered 404"))),
+        }
+    }
+
+    /// As [`Client::download`] for a file the repo may lack (where `absent_ok`): `None` when
+    /// the hub answers 404, recorded as `.no_exist/{commit}/{file}` as `huggingface_hub`
+    /// records it.
+    pub(crate) fn download_if_present(
+        &self,
+        cache_dir: &Path,
+        folder: &str,
+        prefix: &str,
+        (repo, revision): (&str, &str),
+        file: &str,
+        absent_ok: bool,
+    ) -> Result<Option<(PathBuf, String)>> {
+        let what = format!("download {file} of {repo}@{revision}");
         check_repo_path(file).map_err(|e| network(format!("{what}: {e}")))?;
         check_repo_path(revision).map_err(|e| network(format!("{what}: the revision: {e}")))?;
-        let resolved = self.resolve(prefix, repo, revision, file, &what)?;
         let root = cache_dir.join(folder);
+        let resolved = match self.resolve(prefix, (repo, revision), file, &what, absent_ok)? {
+            Ok(resolved) => resolved,
+            Err(commit) => {
+                // Only a marker: a failure to write it costs a request next time, nothing more.
+                if let Some(commit) = commit {
+                    let marker = root.join(".no_exist").join(&commit).join(file);
+                    if let Some(parent) = marker.parent() {
+                        let _ = std::fs::create_dir_all(parent).and_then(|_| std::fs::write(&marker, b""));
+                    }
+                }
+                return Ok(None);
+            }
+        };
         let blob = root.join("blobs").join(&resolved.etag);
         let io = |action: &str, path: &Path, e: std::io::Error| {
             Error::caused_by(ErrorKind::MissingFile, format!("{what}: {action} {}: {e}", path.display()), e)
@@ -203,7 +265,7 @@ impl Client {
             }
             std::fs::write(&reference, &resolved.commit).map_err(|e| io("write", &reference, e))?;
         }
-        Ok((pointer, resolved.commit))
+        Ok(Some((pointer, resolved.commit)))
     }
 
     /// Writes a response's bytes to `path`, no more than the server announced (when it did)

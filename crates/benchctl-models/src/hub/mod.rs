@@ -24,9 +24,10 @@ pub struct ModelFiles {
     pub config: PathBuf,
     pub weights: PathBuf,
     pub tokenizer: PathBuf,
-    /// `transformers`' `preprocessor_config.json`, which an HF-layout model's preprocessing
-    /// follows; `None` for OpenCLIP's layout, or a local directory without one (the
-    /// architecture's defaults then apply).
+    /// The image processor's settings an HF-layout model's preprocessing follows:
+    /// `preprocessor_config.json`, else `processor_config.json` (where transformers 5 saves
+    /// them, in its `image_processor` section); `None` for OpenCLIP's layout, or a checkpoint
+    /// with neither (the architecture's defaults then apply, and the run says so).
     pub preprocessor: Option<PathBuf>,
     /// Where they came from, recorded in run files.
     pub origin: Origin,
@@ -47,30 +48,20 @@ pub struct Layout {
     pub config: &'static str,
     pub weights: &'static str,
     pub tokenizer: &'static str,
-    /// The image processor's configuration, where the layout has one.
-    pub preprocessor: Option<&'static str>,
+    /// Whether the layout may carry image processor settings ([`IMAGE_SETTINGS_FILES`]).
+    pub image_settings: bool,
 }
 
 impl Layout {
-    /// The files a local directory must hold.
+    /// The files a local directory or a hub repo of this layout must hold.
     pub fn files(&self) -> [&'static str; 3] {
         [self.config, self.weights, self.tokenizer]
-    }
-
-    /// The files a hub repo of this layout holds and benchctl downloads (every `transformers`
-    /// repo carries its `preprocessor_config.json`).
-    pub fn hub_files(&self) -> Vec<&'static str> {
-        self.files().into_iter().chain(self.preprocessor).collect()
     }
 }
 
 /// `transformers`' layout.
-pub const HF_LAYOUT: Layout = Layout {
-    config: "config.json",
-    weights: "model.safetensors",
-    tokenizer: "tokenizer.json",
-    preprocessor: Some(PREPROCESSOR_FILE),
-};
+pub const HF_LAYOUT: Layout =
+    Layout { config: "config.json", weights: "model.safetensors", tokenizer: "tokenizer.json", image_settings: true };
 
 /// `transformers`' layout with its weights in shards, as large checkpoints are published:
 /// `model.safetensors.index.json` maps every tensor to one of the shard files beside it.
@@ -82,12 +73,19 @@ pub const SHARD_INDEX_FILE: &str = "model.safetensors.index.json";
 /// `transformers`' image processor configuration.
 pub const PREPROCESSOR_FILE: &str = "preprocessor_config.json";
 
+/// A `transformers` processor's configuration; since transformers 5, `save_pretrained` writes
+/// the image processor's settings here only, as its `image_processor` section.
+pub const PROCESSOR_FILE: &str = "processor_config.json";
+
+/// Where an HF-layout checkpoint's image settings are looked for, first found first.
+pub const IMAGE_SETTINGS_FILES: [&str; 2] = [PREPROCESSOR_FILE, PROCESSOR_FILE];
+
 /// OpenCLIP's hub layout (`open_clip.push_to_hf_hub`), with the `tokenizer.json` these repos carry.
 pub const OPEN_CLIP_LAYOUT: Layout = Layout {
     config: "open_clip_config.json",
     weights: "open_clip_model.safetensors",
     tokenizer: "tokenizer.json",
-    preprocessor: None,
+    image_settings: false,
 };
 
 /// The files every `transformers`-layout model directory must hold.
@@ -257,7 +255,10 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
         config: dir.join(layout.config),
         weights: dir.join(layout.weights),
         tokenizer: dir.join(layout.tokenizer),
-        preprocessor: layout.preprocessor.map(|p| dir.join(p)).filter(|p| p.is_file()),
+        preprocessor: layout
+            .image_settings
+            .then(|| IMAGE_SETTINGS_FILES.iter().map(|f| dir.join(f)).find(|p| p.is_file()))
+            .flatten(),
         origin: Origin::Directory(dir.to_path_buf()),
     })
 }
@@ -306,7 +307,7 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
 
 /// As [`from_hub`], for the files of `layout`.
 pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubSettings) -> Result<ModelFiles> {
-    let required = layout.hub_files();
+    let required = layout.files();
     let mut paths = Vec::new();
     let mut commit = None;
     for &file in &required {
@@ -345,17 +346,54 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
     if layout.weights == SHARD_INDEX_FILE {
         fetch_shards(repo, revision, &paths[1], settings)?;
     }
+    let commit = commit.unwrap_or_default();
+    let preprocessor =
+        if layout.image_settings { image_settings_file(repo, revision, &commit, settings)? } else { None };
     Ok(ModelFiles {
         config: paths[0].clone(),
         weights: paths[1].clone(),
         tokenizer: paths[2].clone(),
-        preprocessor: paths.get(3).cloned(),
-        origin: Origin::Hub {
-            repo: repo.to_string(),
-            revision: revision.to_string(),
-            commit: commit.unwrap_or_default(),
-        },
+        preprocessor,
+        origin: Origin::Hub { repo: repo.to_string(), revision: revision.to_string(), commit },
     })
+}
+
+/// The repo's image settings file ([`IMAGE_SETTINGS_FILES`], first found first): from the
+/// cache, else downloaded where the repo has one; `None` when the hub answered that it has
+/// neither (recorded in the cache's `.no_exist/{commit}/`, which offline runs read).
+fn image_settings_file(repo: &str, revision: &str, commit: &str, settings: &HubSettings) -> Result<Option<PathBuf>> {
+    let cached = |file: &str| cached_file(&settings.cache_dir, repo, commit, file).map(|(path, _)| path);
+    if let Some(path) = IMAGE_SETTINGS_FILES.iter().find_map(|file| cached(file)) {
+        return Ok(Some(path));
+    }
+    let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
+    let absent = |file: &str| settings.cache_dir.join(&folder).join(".no_exist").join(commit).join(file).is_file();
+    if IMAGE_SETTINGS_FILES.iter().all(|file| absent(file)) {
+        return Ok(None);
+    }
+    if settings.offline {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!(
+                "find {} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded (run once online, or use --model-path)",
+                IMAGE_SETTINGS_FILES.join(" or "),
+                settings.cache_dir.display()
+            ),
+        ));
+    }
+    let client = client(settings)?;
+    for file in IMAGE_SETTINGS_FILES {
+        if absent(file) {
+            continue;
+        }
+        let found = client
+            .download_if_present(&settings.cache_dir, &folder, "", (repo, commit), file, true)
+            .map_err(|e| with_hint(e, settings, "or use --model-path"))?;
+        if let Some((path, _)) = found {
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
 }
 
 /// `file` of `repo@revision` in the cache, with the commit it belongs to. The layout is

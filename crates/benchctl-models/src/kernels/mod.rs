@@ -7,8 +7,8 @@
 //! `exp` and `erf` approximations are accurate to a few ulp (relative error < 4e-7 and
 //! absolute error < 2e-7 respectively), far inside the parity tolerance of 1e-4.
 //!
-//! One file per op family: [`activation`] (the activations and their `exp`/`erf`), [`norm`]
-//! (layer norm), [`dense`] (dense layers and their fused epilogues), [`attention`] (text, ViT
+//! One file per op family: `activation.rs` (the activations and their `exp`/`erf`), `norm.rs`
+//! (layer norm), `dense.rs` (dense layers and their fused epilogues), `attention.rs` (text, ViT
 //! and Swin-window self-attention); the op adapters they share are here. This module depends on
 //! candle and the tiers only; the models build on it, never the other way round.
 

@@ -25,7 +25,7 @@ use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
 use crate::preprocess::Preprocessor;
-use crate::tokenizer::ClipTokenizer;
+use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
 use crate::{DualEncoder, Error, ErrorKind, Result, Similarity};
 
 /// `config.json` of a `CLIPModel`.
@@ -471,7 +471,8 @@ impl ClipEncoder {
     /// Loads a model from its files.
     pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
         let config = ClipConfig::from_file(&files.config)?;
-        let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
+        let context = config.text_config.max_position_embeddings;
+        let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context, CaptionCleaning::HtmlReferences)?;
         if tokenizer.eos() as usize >= config.text_config.vocab_size {
             return Err(Error::new(
                 ErrorKind::Tokenizer,
@@ -545,15 +546,16 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     default_preprocessor: |size| Some(Preprocessor::hf_clip(size)),
     caption_limit: |files| {
         let context = ClipConfig::from_file(&files.config)?.text_config.max_position_embeddings;
-        caption_limit(files, context)
+        caption_limit(files, context, CaptionCleaning::HtmlReferences)
     },
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?))),
     clip_towers: true,
     pre_captions: false,
 });
 
-/// The CLIP tokenizer's caption limit at a context of `context` tokens.
-pub(crate) fn caption_limit(files: &ModelFiles, context: usize) -> Result<CaptionLimit> {
-    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context)?;
+/// The CLIP tokenizer's caption limit at a context of `context` tokens, its captions cleaned
+/// by `cleaning`.
+pub(crate) fn caption_limit(files: &ModelFiles, context: usize, cleaning: CaptionCleaning) -> Result<CaptionLimit> {
+    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context, cleaning)?;
     Ok(CaptionLimit::new(context, move |t| tokenizer.tokens_cut(t)))
 }

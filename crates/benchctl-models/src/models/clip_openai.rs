@@ -30,7 +30,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, ScoreHead};
 use crate::hub::ModelFiles;
 use crate::hub::OPEN_CLIP_LAYOUT;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
-use crate::tokenizer::ClipTokenizer;
+use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
 use crate::{Error, ErrorKind, Result};
 
 /// Takes `name` out of `map`: what a conversion leaves behind, the model does not use.
@@ -382,7 +382,9 @@ pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Resu
             ),
         ));
     }
-    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, config.text_config.max_position_embeddings)?;
+    // open_clip cleans every caption with ftfy before its BPE.
+    let context = config.text_config.max_position_embeddings;
+    let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context, CaptionCleaning::OpenClip)?;
     let p = &file.preprocess_cfg;
     let preprocessor =
         Preprocessor { mean: p.mean, std: p.std, ..Preprocessor::openai_clip(config.vision_config.image_size) };
@@ -401,7 +403,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     default_preprocessor: |size| Some(Preprocessor::openai_clip(size)),
     caption_limit: |files| {
         let context = OpenClipFile::from_file(&files.config)?.clip_config().text_config.max_position_embeddings;
-        super::clip::caption_limit(files, context)
+        super::clip::caption_limit(files, context, CaptionCleaning::OpenClip)
     },
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(load_open_clip(files, dtype, device)?))),
     clip_towers: true,

@@ -34,7 +34,7 @@ use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
-use crate::preprocess::{Preprocessor, HALF};
+use crate::preprocess::{ColourKey, ImageSettings, ModeRule, Preprocessor, HALF};
 use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
@@ -213,10 +213,10 @@ impl Gemma3Config {
         Ok(config)
     }
 
-    /// The preprocessing of `Gemma3ImageProcessor`: stretched to the tower's size, bilinear,
-    /// scaled to [−1, 1].
+    /// The preprocessing of `Gemma3ImageProcessor` at the tower's size: stretched, bilinear, scaled to
+    /// [−1, 1], images opened as `t2v_metrics` opens them (`default_preprocessor`).
     pub fn preprocessor(&self) -> Preprocessor {
-        Preprocessor::stretch(self.vision_config.image_size, HALF, HALF).bilinear()
+        default_preprocessor(self.vision_config.image_size)
     }
 }
 
@@ -309,31 +309,34 @@ impl Gemma3Vqa {
 /// The checkpoint's `preprocessor_config.json` checked against what benchctl reproduces of
 /// `Gemma3ImageProcessor` (a square resize to the tower's size, bilinear, no pan-and-scan
 /// crops), its mean and std taken from it.
-fn preprocessor_from_file(path: &std::path::Path, default: Preprocessor) -> Result<Preprocessor> {
-    let value: serde_json::Value = super::read_config(path)?;
-    let refuse = |key: &str, what: String| {
-        Error::new(ErrorKind::BadConfig, format!("use {} key `{key}`: {what}", path.display()))
-    };
-    if value.get("do_pan_and_scan").and_then(|v| v.as_bool()) == Some(true) {
-        return Err(refuse("do_pan_and_scan", "pan-and-scan crops are not reproduced".into()));
+/// `Gemma3ImageProcessor`'s settings where a checkpoint gives none: stretched to the tower's
+/// size, bilinear, scaled to [−1, 1]; images opened with `convert("RGB")`, as `t2v_metrics`
+/// opens them, then `convert_to_rgb` (the processor's default `do_convert_rgb`).
+fn default_preprocessor(size: usize) -> Preprocessor {
+    Preprocessor::stretch(size, HALF, HALF)
+        .bilinear()
+        .with_modes(ModeRule::ConvertFirst { colour_key: ColourKey::WhiteBeforeResize })
+}
+
+/// The checkpoint's image settings on top of `default`: its mean and std, the rest checked to
+/// be what benchctl reproduces.
+fn preprocessor_from_settings(settings: &ImageSettings, default: Preprocessor) -> Result<Preprocessor> {
+    if settings.get("do_pan_and_scan").and_then(|v| v.as_bool()) == Some(true) {
+        return Err(settings.bad("do_pan_and_scan", "pan-and-scan crops are not reproduced".into()));
     }
-    if let Some(resample) = value.get("resample").and_then(|v| v.as_u64()).filter(|&r| r != 2) {
-        return Err(refuse("resample", format!("{resample} is not bilinear (2), the filter benchctl reproduces here")));
+    if let Some(resample) = settings.get("resample").and_then(|v| v.as_u64()).filter(|&r| r != 2) {
+        return Err(
+            settings.bad("resample", format!("{resample} is not bilinear (2), the filter benchctl reproduces here"))
+        );
     }
-    if let Some(size) = value.get("size") {
+    if let Some(size) = settings.get("size") {
         let side = |k: &str| size.get(k).and_then(|v| v.as_u64());
         if side("height") != Some(default.size as u64) || side("width") != Some(default.size as u64) {
-            return Err(refuse("size", format!("{size} is not the vision tower's {0}×{0}", default.size)));
+            return Err(settings.bad("size", format!("{size} is not the vision tower's {0}×{0}", default.size)));
         }
     }
-    let triple = |key: &str, fallback: [f32; 3]| -> Result<[f32; 3]> {
-        match value.get(key) {
-            None => Ok(fallback),
-            Some(v) => serde_json::from_value::<[f32; 3]>(v.clone())
-                .map_err(|e| refuse(key, format!("it is not three numbers: {e}"))),
-        }
-    };
-    Ok(Preprocessor { mean: triple("image_mean", default.mean)?, std: triple("image_std", default.std)?, ..default })
+    let (mean, std) = (settings.triple("image_mean", default.mean)?, settings.triple("image_std", default.std)?);
+    Ok(Preprocessor { mean, std, modes: settings.mode_rule(default.modes)?, ..default })
 }
 
 impl LocalVqa for Gemma3Vqa {
@@ -360,8 +363,8 @@ impl LocalVqa for Gemma3Vqa {
                 ),
             ));
         };
-        let preprocessor = match &files.preprocessor {
-            Some(path) => preprocessor_from_file(path, config.preprocessor())?,
+        let preprocessor = match ImageSettings::of(files)? {
+            Some(settings) => preprocessor_from_settings(&settings, config.preprocessor())?,
             None => config.preprocessor(),
         };
         Ok(Self { preprocessor, image_span: first..first + count, prefix, model, tokenizer, template, dtype })
@@ -411,7 +414,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_SHARDED_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
-    default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF).bilinear()),
+    default_preprocessor: |size| Some(default_preprocessor(size)),
     // A prompt of a few hundred tokens in a context of 8k or more: no caption is cut.
     caption_limit: |files| {
         Ok(CaptionLimit::never_cut(Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings))

@@ -30,7 +30,7 @@ use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
-use crate::preprocess::{Preprocessor, HALF};
+use crate::preprocess::{ColourKey, ModeRule, Preprocessor, HALF};
 use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
@@ -187,6 +187,14 @@ pub struct PaliGemmaVqa {
     dtype: DType,
 }
 
+/// `PaliGemmaProcessor`'s image settings where a checkpoint gives none (SigLIP's: stretched
+/// to the tower's size, scaled to [−1, 1]); images opened with `convert("RGB")`, as
+/// `t2v_metrics` opens them, then `convert_to_rgb` (the processor's default `do_convert_rgb`).
+fn default_preprocessor(size: usize) -> Preprocessor {
+    Preprocessor::stretch(size, HALF, HALF)
+        .with_modes(ModeRule::ConvertFirst { colour_key: ColourKey::WhiteBeforeResize })
+}
+
 impl LocalVqa for PaliGemmaVqa {
     fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
         let config = PaliGemmaConfig::from_file(&files.config)?;
@@ -200,21 +208,7 @@ impl LocalVqa for PaliGemmaVqa {
             )
         })?;
         let size = config.vision_config.image_size;
-        let defaults = Preprocessor::stretch(size, HALF, HALF);
-        let preprocessor = match &files.preprocessor {
-            Some(path) => Preprocessor::from_hf_config(path, &defaults)?,
-            None => defaults,
-        };
-        if preprocessor.size != size {
-            return Err(Error::new(
-                ErrorKind::BadConfig,
-                format!(
-                    "use {}: its image size {} is not the tower's {size}",
-                    files.config.display(),
-                    preprocessor.size
-                ),
-            ));
-        }
+        let preprocessor = Preprocessor::for_hf_model(files, default_preprocessor(size), size)?;
         Ok(Self { image_tokens: config.image_tokens(), model, tokenizer, template, preprocessor, bos, dtype })
     }
 
@@ -261,7 +255,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_SHARDED_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
-    default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF)),
+    default_preprocessor: |size| Some(default_preprocessor(size)),
     caption_limit: |files| {
         Ok(CaptionLimit::never_cut(PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },

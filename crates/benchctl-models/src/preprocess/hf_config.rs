@@ -1,14 +1,134 @@
-//! A `transformers` image processor's settings (`preprocessor_config.json`) as benchctl
-//! reproduces them: each key read as `transformers`' PIL image processors read it, on top of
-//! the architecture's defaults for keys the file leaves out. Settings benchctl does not
-//! reproduce exactly are refused, naming the file and key, rather than approximated: a
-//! resample other than bicubic (3), a non-square output, `do_resize` false, a centre crop after
-//! a two-sided resize.
+//! A `transformers` image processor's settings as benchctl reproduces them: each key read as
+//! `transformers`' PIL image processors read it, on top of the architecture's defaults for keys
+//! the checkpoint leaves out. They are the whole of `preprocessor_config.json`, or the
+//! `image_processor` section of `processor_config.json` (where transformers 5 saves them)
+//! ([`ImageSettings`]). Settings benchctl does not reproduce exactly are refused, naming the
+//! file and key, rather than approximated: a resample other than bicubic (3), a non-square
+//! output, `do_resize` false, a centre crop after a two-sided resize.
+
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Filter, Pipeline, Preprocessor, Resize, RESCALE_1_255};
+use super::{ColourKey, Filter, ModeRule, Pipeline, Preprocessor, Resize, RESCALE_1_255};
+use crate::hub::{ModelFiles, PROCESSOR_FILE};
 use crate::{Error, ErrorKind, Result};
+
+/// An image processor's settings as a checkpoint holds them, with where they are (for errors
+/// and run records).
+#[derive(Debug, Clone)]
+pub struct ImageSettings {
+    json: Value,
+    path: PathBuf,
+    /// The section of the file holding them (`image_processor` in `processor_config.json`).
+    section: Option<&'static str>,
+}
+
+impl ImageSettings {
+    /// The settings in `path`: the `image_processor` section of a `processor_config.json`
+    /// (`None` where it has none), else the whole file.
+    pub fn read(path: &Path) -> Result<Option<Self>> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::caused_by(ErrorKind::BadConfig, format!("read {}: {e}", path.display()), e))?;
+        let json: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
+            .map_err(|e| Error::caused_by(ErrorKind::BadConfig, format!("parse {}: {e}", path.display()), e))?;
+        let in_section = path.file_name().is_some_and(|name| name == PROCESSOR_FILE);
+        let (json, section) = match (in_section, json) {
+            (true, Value::Object(mut whole)) => match whole.remove("image_processor") {
+                None | Some(Value::Null) => return Ok(None),
+                Some(section) => (section, Some("image_processor")),
+            },
+            (_, json) => (json, None),
+        };
+        let settings = Self { json, path: path.to_path_buf(), section };
+        if !settings.json.is_object() {
+            return Err(settings.bad_section());
+        }
+        Ok(Some(settings))
+    }
+
+    /// A model's settings ([`ModelFiles::preprocessor`]); `None` where it has none.
+    pub fn of(files: &ModelFiles) -> Result<Option<Self>> {
+        files.preprocessor.as_deref().map_or(Ok(None), Self::read)
+    }
+
+    /// Where they are: the file, and the section within it.
+    pub fn origin(&self) -> String {
+        match self.section {
+            Some(section) => format!("{} (its `{section}`)", self.path.display()),
+            None => self.path.display().to_string(),
+        }
+    }
+
+    /// The file name and section, as run records give them (`processor_config.json:image_processor`).
+    pub fn source(&self) -> String {
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        match self.section {
+            Some(section) => format!("{name}:{section}"),
+            None => name,
+        }
+    }
+
+    fn bad_section(&self) -> Error {
+        Error::new(ErrorKind::BadConfig, format!("read {}: the image settings are not a JSON object", self.origin()))
+    }
+
+    /// An error naming the file and `key` (with its section).
+    pub fn bad(&self, key: &str, what: String) -> Error {
+        let key = match self.section {
+            Some(section) => format!("{section}.{key}"),
+            None => key.to_string(),
+        };
+        Error::new(ErrorKind::BadConfig, format!("use {} key `{key}`: {what}", self.path.display()))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.json.get(key).filter(|v| !v.is_null())
+    }
+
+    fn flag(&self, key: &str, default: bool) -> Result<bool> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(self.bad(key, format!("expected true or false, got {other}"))),
+        }
+    }
+
+    /// Whether the image processor runs `convert_to_rgb` (`do_convert_rgb`): absent, the
+    /// processors' default (true); `null`, false, as `transformers` then skips it.
+    pub fn converts_rgb(&self) -> Result<bool> {
+        match self.json.get("do_convert_rgb") {
+            None => Ok(true),
+            Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(self.bad("do_convert_rgb", format!("expected true, false or null, got {other}"))),
+        }
+    }
+
+    /// The [`ModeRule`] of a family whose reference opens images with `convert("RGB")` and
+    /// then feeds them to this image processor: its transparent colours kept where the
+    /// processor does not convert; `rule` unchanged otherwise.
+    pub fn mode_rule(&self, rule: ModeRule) -> Result<ModeRule> {
+        Ok(match rule {
+            ModeRule::ConvertFirst { .. } if !self.converts_rgb()? => {
+                ModeRule::ConvertFirst { colour_key: ColourKey::Kept }
+            }
+            other => other,
+        })
+    }
+
+    /// Three numbers (or one, for all three channels), `default` where absent.
+    pub fn triple(&self, key: &str, default: [f32; 3]) -> Result<[f32; 3]> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(Value::Array(a)) if a.len() == 3 && a.iter().all(Value::is_number) => {
+                Ok([0, 1, 2].map(|i| a[i].as_f64().unwrap_or_default() as f32))
+            }
+            Some(Value::Number(n)) => Ok([n.as_f64().unwrap_or_default() as f32; 3]),
+            Some(other) => Err(self.bad(key, format!("expected three numbers, got {other}"))),
+        }
+    }
+}
 
 /// A size as `preprocessor_config.json` gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,30 +139,24 @@ enum Extent {
     Box(usize, usize),
 }
 
-/// The keys of one image processor's settings, naming the file they came from in errors.
+/// The keys of one image processor's settings, as one processor reads them.
 struct Keys<'a> {
-    json: &'a Value,
-    /// The file (and section) the keys are in, for messages.
-    origin: String,
+    settings: &'a ImageSettings,
     /// Whether an integer `size` is a shortest edge (a processor that crops: CLIP).
     crops_by_default: bool,
 }
 
 impl Keys<'_> {
     fn bad(&self, key: &str, what: String) -> Error {
-        Error::new(ErrorKind::BadConfig, format!("read {} key `{key}`: {what}", self.origin))
+        self.settings.bad(key, what)
     }
 
     fn get(&self, key: &str) -> Option<&Value> {
-        self.json.get(key).filter(|v| !v.is_null())
+        self.settings.get(key)
     }
 
     fn flag(&self, key: &str, default: bool) -> Result<bool> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(self.bad(key, format!("expected true or false, got {other}"))),
-        }
+        self.settings.flag(key, default)
     }
 
     fn number(&self, v: &Value, key: &str) -> Result<usize> {
@@ -82,14 +196,7 @@ impl Keys<'_> {
     }
 
     fn triple(&self, key: &str, default: [f32; 3]) -> Result<[f32; 3]> {
-        match self.get(key) {
-            None => Ok(default),
-            Some(Value::Array(a)) if a.len() == 3 && a.iter().all(Value::is_number) => {
-                Ok([0, 1, 2].map(|i| a[i].as_f64().unwrap_or_default() as f32))
-            }
-            Some(Value::Number(n)) => Ok([n.as_f64().unwrap_or_default() as f32; 3]),
-            Some(other) => Err(self.bad(key, format!("expected three numbers, got {other}"))),
-        }
+        self.settings.triple(key, default)
     }
 
     /// The rescale factor (1 without `do_rescale`).
@@ -123,17 +230,9 @@ impl Keys<'_> {
     }
 }
 
-/// The preprocessing `path` asks for on top of `defaults`.
-pub(super) fn read(path: &std::path::Path, defaults: &Preprocessor) -> Result<Preprocessor> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::new(ErrorKind::BadConfig, format!("read {}: {e}", path.display())))?;
-    let json: Value = serde_json::from_str(text.trim_start_matches('\u{feff}'))
-        .map_err(|e| Error::new(ErrorKind::BadConfig, format!("parse {}: {e}", path.display())))?;
-    let keys = Keys {
-        json: &json,
-        origin: path.display().to_string(),
-        crops_by_default: defaults.resize == Resize::ShorterSideThenCrop,
-    };
+/// The preprocessing `settings` ask for on top of `defaults`.
+pub(super) fn read(settings: &ImageSettings, defaults: &Preprocessor) -> Result<Preprocessor> {
+    let keys = Keys { settings, crops_by_default: defaults.resize == Resize::ShorterSideThenCrop };
     if let Some(resample) = keys.get("resample") {
         if resample.as_u64() != Some(3) {
             return Err(keys.bad(
@@ -162,5 +261,6 @@ pub(super) fn read(path: &std::path::Path, defaults: &Preprocessor) -> Result<Pr
         std,
         pipeline: Pipeline::Transformers { rescale_factor },
         filter: Filter::Bicubic,
+        modes: settings.mode_rule(defaults.modes)?,
     })
 }

@@ -15,11 +15,15 @@
 //! clamped to 8 bits (`resample.rs`: only the pixels the crop keeps are computed). A plain
 //! bicubic interpolation (no antialiasing) or a bilinear one moves CLIP scores measurably, so
 //! none is offered. Images that are not RGB enter by the mode PIL holds them in
-//! ([`Preprocessor::apply_pil`]): torchvision resizes them in that mode and converts after;
-//! `transformers` converts first.
+//! ([`Preprocessor::apply_pil`]) and become RGB by the family's [`ModeRule`]: torchvision
+//! resizes them in that mode and converts after; `transformers` composites transparency over
+//! white first; readers that open every image with `convert("RGB")` (ALBEF, FIBER,
+//! `t2v_metrics`) drop the alpha first.
 
 mod hf_config;
 mod resample;
+
+pub use hf_config::ImageSettings;
 
 use benchctl_cpu::Tier;
 use benchctl_suites::image::{cmyk_to_rgb, muldiv255};
@@ -89,12 +93,61 @@ pub fn smart_resize(
 pub enum Pipeline {
     /// torchvision (OpenAI CLIP, OpenCLIP): crop offset rounded half to even, `x / 255` in f32.
     Torchvision,
-    /// torchvision on an image the dataset converted to RGB first (`Image.open(…).convert("RGB")`,
-    /// as ALBEF and FIBER read images): alpha dropped without compositing, a palette looked
-    /// up, 16-bit grey clipped, then the same arithmetic as [`Pipeline::Torchvision`].
-    TorchvisionRgbFirst,
     /// `transformers`' image processors: crop offset floored, `x · factor` in f64 then f32.
     Transformers { rescale_factor: f64 },
+}
+
+/// How an image that is not RGB (alpha, a palette, 16-bit grey, CMYK) becomes RGB: each
+/// reference pipeline reads such images its own way, and scores move with it (an RGBA image
+/// with a gradient alpha moves a generative model's log P("Yes") by more than 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModeRule {
+    /// torchvision on the image as PIL opened it (OpenAI CLIP, OpenCLIP): resized in its mode
+    /// (RGBA premultiplied, a palette nearest-neighbour, 16-bit grey in 16 bits, CMYK in four
+    /// bands), then `convert("RGB")`: the alpha dropped, grey clipped above 255.
+    ResizeThenConvert,
+    /// `Image.open(…).convert("RGB")` before anything (ALBEF and FIBER datasets, `t2v_metrics`'
+    /// generative models): the alpha dropped without compositing (the colour under a
+    /// transparent pixel kept), a palette looked up, 16-bit grey clipped above 255, CMYK
+    /// converted. The one transparent colour `convert("RGB")` carries over
+    /// (`info["transparency"]`: a palette's single transparent entry, a grey or RGB PNG's
+    /// `tRNS`) follows `colour_key`.
+    ConvertFirst { colour_key: ColourKey },
+    /// `transformers`' `convert_to_rgb` (its CLIP, SigLIP and BLIP processors): RGBA, a palette
+    /// with transparency and a transparent colour composited over opaque white; other modes
+    /// converted as `convert("RGB")` converts them.
+    OverWhite,
+}
+
+/// What becomes of the one transparent colour an image converted with `convert("RGB")` still
+/// names: `transformers`' `convert_to_rgb` (an image processor with `do_convert_rgb`) makes
+/// every pixel of that colour white, before its own resize or after the caller's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColourKey {
+    /// Nothing converts it (a torchvision transform, or `do_convert_rgb` off or `null`).
+    Kept,
+    /// White, then resized (Gemma 3's and PaliGemma's processors resize after converting).
+    WhiteBeforeResize,
+    /// Resized, then white where the resized pixel is exactly that colour (`qwen_vl_utils`
+    /// resizes before Qwen3-VL's processor converts).
+    WhiteAfterResize,
+}
+
+impl ModeRule {
+    /// Its name in listings and records.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModeRule::ResizeThenConvert => "resized in its mode, then RGB",
+            ModeRule::ConvertFirst { colour_key: ColourKey::Kept } => "convert(\"RGB\") first, alpha dropped",
+            ModeRule::ConvertFirst { colour_key: ColourKey::WhiteBeforeResize } => {
+                "convert(\"RGB\") first, alpha dropped, a transparent colour made white"
+            }
+            ModeRule::ConvertFirst { colour_key: ColourKey::WhiteAfterResize } => {
+                "convert(\"RGB\") first, alpha dropped, a transparent colour made white after the resize"
+            }
+            ModeRule::OverWhite => "alpha composited over white",
+        }
+    }
 }
 
 /// A resize to `size`×`size`, then per-channel `(x / 255 − mean) / std`, laid out CHW.
@@ -107,6 +160,8 @@ pub struct Preprocessor {
     pub pipeline: Pipeline,
     /// Pillow's resampling filter (bicubic but for Gemma 3's bilinear).
     pub filter: Filter,
+    /// How images that are not RGB become RGB.
+    pub modes: ModeRule,
 }
 
 /// The most pixels a resized image may have before cropping (≈ 200 MB of RGB).
@@ -125,6 +180,7 @@ impl Preprocessor {
             std: OPENAI_CLIP_STD,
             pipeline: Pipeline::Torchvision,
             filter: Filter::Bicubic,
+            modes: ModeRule::ResizeThenConvert,
         }
     }
 
@@ -137,6 +193,7 @@ impl Preprocessor {
             std,
             pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
             filter: Filter::Bicubic,
+            modes: ModeRule::OverWhite,
         }
     }
 
@@ -145,34 +202,49 @@ impl Preprocessor {
         Self { filter: Filter::Bilinear, ..self }
     }
 
+    /// The same for images the reference opened with `convert("RGB")` (or another [`ModeRule`]).
+    pub fn with_modes(self, modes: ModeRule) -> Self {
+        Self { modes, ..self }
+    }
+
     /// `transformers`' CLIP image processor with its defaults (shortest edge and crop `size`).
     pub fn hf_clip(size: usize) -> Self {
-        Self { pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 }, ..Self::openai_clip(size) }
+        Self {
+            pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
+            modes: ModeRule::OverWhite,
+            ..Self::openai_clip(size)
+        }
     }
 
-    /// The preprocessing a `preprocessor_config.json` asks for, as `transformers`' PIL image
-    /// processors apply it, on top of `defaults` (see [`hf_config`]).
+    /// The preprocessing an image processor's settings file asks for (a
+    /// `preprocessor_config.json`, or a `processor_config.json`'s `image_processor` section),
+    /// as `transformers`' PIL image processors apply it, on top of `defaults` (see
+    /// `hf_config.rs`); `defaults` where the file holds no image settings.
     pub fn from_hf_config(path: &std::path::Path, defaults: &Preprocessor) -> crate::Result<Self> {
-        hf_config::read(path, defaults)
+        match ImageSettings::read(path)? {
+            Some(settings) => hf_config::read(&settings, defaults),
+            None => Ok(defaults.clone()),
+        }
     }
 
-    /// A `transformers`-layout model's preprocessing: its `preprocessor_config.json` when the
-    /// files have one, else `defaults`; the result must feed the model's `image_size`.
+    /// A `transformers`-layout model's preprocessing: its image settings when the files have
+    /// them ([`ImageSettings::of`]), else `defaults`; the result must feed the model's
+    /// `image_size`.
     pub fn for_hf_model(
         files: &crate::hub::ModelFiles,
         defaults: Preprocessor,
         image_size: usize,
     ) -> crate::Result<Self> {
-        let Some(path) = &files.preprocessor else {
+        let Some(settings) = ImageSettings::of(files)? else {
             return Ok(defaults);
         };
-        let preprocessor = Self::from_hf_config(path, &defaults)?;
+        let preprocessor = hf_config::read(&settings, &defaults)?;
         if preprocessor.size != image_size {
             return Err(crate::Error::new(
                 crate::ErrorKind::BadConfig,
                 format!(
                     "use {}: it makes {size}×{size} inputs, but {} has image_size {image_size}",
-                    path.display(),
+                    settings.origin(),
                     files.config.display(),
                     size = preprocessor.size
                 ),
@@ -194,7 +266,6 @@ impl Preprocessor {
         let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
         let pipeline = match self.pipeline {
             Pipeline::Torchvision => "torchvision",
-            Pipeline::TorchvisionRgbFirst => "torchvision after convert(\"RGB\")",
             Pipeline::Transformers { .. } => "transformers",
         };
         let filter = self.filter.name();
@@ -202,7 +273,8 @@ impl Preprocessor {
             Resize::Native { .. } => String::new(),
             _ => format!("{} px ", self.size),
         };
-        format!("{size}{how}, {filter}, mean {} std {} ({pipeline})", fmt(&self.mean), fmt(&self.std))
+        let (mean, std, modes) = (fmt(&self.mean), fmt(&self.std), self.modes.name());
+        format!("{size}{how}, {filter}, mean {mean} std {std} ({pipeline}; {modes})")
     }
 
     /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
@@ -283,7 +355,7 @@ impl Preprocessor {
             return Window { resized: (new_w, new_h), columns: 0..new_w, rows: 0..new_h };
         }
         let offset = |full: usize| match self.pipeline {
-            Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => centre_offset(full, self.size),
+            Pipeline::Torchvision => centre_offset(full, self.size),
             Pipeline::Transformers { .. } => full.saturating_sub(self.size) / 2,
         };
         let (left, top) = (offset(new_w), offset(new_h));
@@ -313,7 +385,7 @@ impl Preprocessor {
             // Each 8-bit value's normalised f32, as the pipeline computes it.
             let normalised: [f32; 256] = std::array::from_fn(|v| {
                 let rescaled = match self.pipeline {
-                    Pipeline::Torchvision | Pipeline::TorchvisionRgbFirst => v as f32 / 255.0,
+                    Pipeline::Torchvision => v as f32 / 255.0,
                     Pipeline::Transformers { rescale_factor } => (v as f64 * rescale_factor) as f32,
                 };
                 (rescaled - mean) / std
@@ -324,24 +396,50 @@ impl Preprocessor {
         }
     }
 
-    /// One decoded image through the preprocessing, by the mode PIL holds it in (the
-    /// reference pipelines resize RGBA, palette, 16-bit and CMYK images each their own way).
+    /// One decoded image through the preprocessing, by the mode PIL holds it in, made RGB by
+    /// the [`ModeRule`].
     pub fn apply_pil(&self, image: &PilImage, out: &mut [f32]) {
+        match self.white_colour(image) {
+            Some((key, ColourKey::WhiteBeforeResize)) => {
+                return self.apply_into(&key_to_white(image.to_rgb(), key), out);
+            }
+            Some((key, _)) => {
+                let rgb = image.to_rgb();
+                let mut kept = self.resize_rgb(rgb.as_raw(), rgb.width() as usize, rgb.height() as usize);
+                kept.chunks_exact_mut(3).filter(|p| **p == key).for_each(|p| p.fill(255));
+                return self.normalise_into(&kept, out);
+            }
+            None => {}
+        }
         match image {
-            PilImage::Rgb(rgb) => self.apply_into(rgb, out),
+            PilImage::Rgb(rgb) | PilImage::Keyed { rgb, .. } => self.apply_into(rgb, out),
             PilImage::Rgba(rgba) => self.apply_rgba(rgba, false, out),
-            PilImage::Palette(rgba) => self.apply_rgba(rgba, true, out),
+            PilImage::Palette { rgba, .. } => self.apply_rgba(rgba, true, out),
             PilImage::Gray16(grey) => self.apply_gray16(grey, out),
             PilImage::Cmyk(cmyk) => self.apply_cmyk(cmyk, out),
         }
     }
 
-    /// A CMYK image (C, M, Y, K in each pixel's four bytes): torchvision resizes its four
-    /// bands and converts the crop to RGB after; `transformers` and `convert("RGB")`-first
-    /// datasets convert first (Pillow's `cmyk2rgb` either way).
+    /// The transparent colour the [`ModeRule`] makes white in `image`, and when.
+    fn white_colour(&self, image: &PilImage) -> Option<([u8; 3], ColourKey)> {
+        match (self.modes, image) {
+            // A palette's transparency is its alpha, composited with the rest.
+            (ModeRule::OverWhite, PilImage::Keyed { key, .. }) => Some((*key, ColourKey::WhiteBeforeResize)),
+            (ModeRule::ConvertFirst { colour_key: ColourKey::Kept }, _) => None,
+            (
+                ModeRule::ConvertFirst { colour_key },
+                PilImage::Keyed { key, .. } | PilImage::Palette { key: Some(key), .. },
+            ) => Some((*key, colour_key)),
+            _ => None,
+        }
+    }
+
+    /// A CMYK image (C, M, Y, K in each pixel's four bytes): resized in four bands and
+    /// converted after ([`ModeRule::ResizeThenConvert`]), else converted first (Pillow's
+    /// `cmyk2rgb` either way).
     pub fn apply_cmyk(&self, cmyk: &RgbaImage, out: &mut [f32]) {
         let (w, h) = (cmyk.width() as usize, cmyk.height() as usize);
-        if let Pipeline::Transformers { .. } | Pipeline::TorchvisionRgbFirst = self.pipeline {
+        if self.modes != ModeRule::ResizeThenConvert {
             let rgb = RgbImage::from_vec(w as u32, h as u32, cmyk_to_rgb(cmyk.as_raw())).unwrap_or_default();
             return self.apply_into(&rgb, out);
         }
@@ -359,20 +457,20 @@ impl Preprocessor {
         self.normalise_into(&cmyk_to_rgb(&kept), out);
     }
 
-    /// An RGBA (or LA, replicated) image as the pipeline treats it: torchvision resizes it
-    /// as PIL's `Image.resize` does, premultiplied by alpha (`RGBa`), and `convert("RGB")`
-    /// then drops the alpha; `transformers`' `convert_to_rgb` first composites it over white.
-    /// A palette image (`palette`) is resized nearest-neighbour by PIL, its transparency
-    /// dropped after (torchvision) or composited first (`transformers`).
+    /// An RGBA (or LA, replicated) image by the [`ModeRule`]: resized as PIL's `Image.resize`
+    /// does, premultiplied by alpha (`RGBa`), then the alpha dropped; composited over white
+    /// first; or the alpha dropped first. A palette image (`palette`) is resized
+    /// nearest-neighbour by PIL, its transparency dropped after, composited first, or dropped
+    /// first.
     pub fn apply_rgba(&self, image: &RgbaImage, palette: bool, out: &mut [f32]) {
-        match self.pipeline {
-            Pipeline::Transformers { .. } => return self.apply_into(&over_white(image), out),
-            Pipeline::TorchvisionRgbFirst => {
+        match self.modes {
+            ModeRule::OverWhite => return self.apply_into(&over_white(image), out),
+            ModeRule::ConvertFirst { .. } => {
                 let rgb = image.as_raw().chunks_exact(4).flat_map(|p| [p[0], p[1], p[2]]).collect();
                 let rgb = RgbImage::from_vec(image.width(), image.height(), rgb).unwrap_or_default();
                 return self.apply_into(&rgb, out);
             }
-            Pipeline::Torchvision => {}
+            ModeRule::ResizeThenConvert => {}
         }
         let (w, h) = (image.width() as usize, image.height() as usize);
         let window = self.crop_window(w, h);
@@ -397,12 +495,13 @@ impl Preprocessor {
         self.normalise_into(&rgb, out);
     }
 
-    /// A 16-bit greyscale image (PIL's `I;16`): torchvision resizes it in 16 bits as Pillow
-    /// does, then `convert("RGB")` clips above 255; `transformers` converts (clips) first.
+    /// A 16-bit greyscale image (PIL's `I;16`): resized in 16 bits as Pillow does, then
+    /// clipped above 255 by `convert("RGB")` ([`ModeRule::ResizeThenConvert`]); else clipped
+    /// first.
     pub fn apply_gray16(&self, image: &ImageBuffer<Luma<u16>, Vec<u16>>, out: &mut [f32]) {
         let clip = |v: u16| v.min(255) as u8;
         let (w, h) = (image.width() as usize, image.height() as usize);
-        if let Pipeline::Transformers { .. } | Pipeline::TorchvisionRgbFirst = self.pipeline {
+        if self.modes != ModeRule::ResizeThenConvert {
             let rgb = image.as_raw().iter().flat_map(|&v| [clip(v); 3]).collect();
             return self.apply_into(&RgbImage::from_vec(w as u32, h as u32, rgb).unwrap_or_default(), out);
         }
@@ -463,6 +562,14 @@ fn unpremultiply(p: &[u8]) -> [u8; 4] {
         }
     };
     [channel(p[0]), channel(p[1]), channel(p[2]), p[3]]
+}
+
+/// `transformers`' `convert_to_rgb` of an RGB image with a transparent colour: PIL's
+/// `convert("RGBA")` makes that colour's pixels transparent, and compositing over white makes
+/// them white.
+fn key_to_white(mut rgb: RgbImage, key: [u8; 3]) -> RgbImage {
+    rgb.pixels_mut().filter(|p| p.0 == key).for_each(|p| p.0 = [255; 3]);
+    rgb
 }
 
 /// `transformers`' `convert_to_rgb`: PIL's `alpha_composite` over opaque white, then RGB.

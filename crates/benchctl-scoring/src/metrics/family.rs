@@ -16,7 +16,7 @@ pub struct FamilyFacts {
     pub description: &'static str,
     /// The metric a suite of this family ranks by unless it names another.
     pub headline_base: &'static str,
-    /// Names of the metrics [`Family::derive`] adds to a summary.
+    /// Names of the metrics `Family::derive` adds to a summary.
     pub derived: &'static [&'static str],
     /// Per-item metrics whose lower values are better (every reported name made from them).
     pub lower_is_better: &'static [&'static str],

@@ -25,7 +25,7 @@
 //! image path.
 //!
 //! Both report Winoground's scores per split, their macro average, and the paper's Table 3
-//! "Avg" ([`PAPER_AVERAGE`]).
+//! "Avg" ([`paper_average`]).
 
 mod subset;
 
@@ -56,7 +56,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     how_to_get: Cow::Borrowed(HOW_TO_GET),
     expected_items: None,
     official_ties: Ties::Strict,
-    kind: SuiteKind::Items { load: load, summary: summary },
+    kind: SuiteKind::Items { load, summary },
 };
 
 pub const HOW_TO_GET: &str = "download EqBen's annotation (eqben_ann/ann_json_finegrained_random.json) and its images (eqben_image_full.tar.gz, or the light .jpg release) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, and extract both here";

@@ -5,7 +5,7 @@
 //! `benchctl eval --suite path/to/manifest.toml` reads a manifest from a path;
 //! `--suite NAME` finds a built-in suite, then a bundled manifest, then
 //! `datasets/manifests/NAME.toml` under the working directory. A manifest suite is a suite
-//! like any other: the same [`Suite`] of items, so cache, `check`, score files, dumps, the
+//! like any other: the same [`crate::Suite`] of items, so cache, `check`, score files, dumps, the
 //! store, leaderboards and intervals work unchanged.
 //!
 //! Every problem in a manifest is an error that names its key and line; every problem in the

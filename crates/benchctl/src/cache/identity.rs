@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CacheIdentity {
-    /// Model files run here: embeddings, pair scores and the score head.
-    Model(ModelIdentity),
+    /// Model files run here: embeddings, pair scores and the score head (boxed: it is the
+    /// larger by far).
+    Model(Box<ModelIdentity>),
     /// A scoring server: its answers.
     Endpoint(EndpointIdentity),
 }
@@ -133,7 +134,7 @@ mod tests {
 
     #[test]
     fn every_part_changes_the_canonical_form_and_it_reads_back() {
-        let base = CacheIdentity::Model(model());
+        let base = CacheIdentity::Model(Box::new(model()));
         let back: CacheIdentity = serde_json::from_str(&base.pretty()).unwrap();
         assert_eq!(back, base);
         let changed = [
@@ -145,7 +146,7 @@ mod tests {
             ModelIdentity { jpeg_decoder: "libjpeg-turbo".into(), ..model() },
         ];
         for other in changed {
-            assert_ne!(CacheIdentity::Model(other).canonical(), base.canonical());
+            assert_ne!(CacheIdentity::Model(Box::new(other)).canonical(), base.canonical());
         }
         assert!(base.canonical().starts_with(r#"{"kind":"model","output_version":4,"#), "{}", base.canonical());
     }

@@ -39,8 +39,8 @@ use super::transformer::{dense, l2_normalise, token};
 use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
-use crate::hub::HF_LAYOUT;
-use crate::preprocess::{Pipeline, Preprocessor, IMAGENET_MEAN, IMAGENET_STD};
+use crate::hub::{Layout, HF_LAYOUT};
+use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, IMAGENET_MEAN, IMAGENET_STD};
 use crate::tokenizer::RobertaTokenizer;
 use crate::{DualEncoder, Error, ErrorKind, FusionEncoder, Result, ScoreKind, Similarity};
 
@@ -481,7 +481,11 @@ struct Loaded {
 
 /// FIBER's `albef` eval transform at `size`.
 pub fn preprocessor(size: usize) -> Preprocessor {
-    Preprocessor { pipeline: Pipeline::TorchvisionRgbFirst, ..Preprocessor::stretch(size, IMAGENET_MEAN, IMAGENET_STD) }
+    Preprocessor {
+        pipeline: Pipeline::Torchvision,
+        modes: ModeRule::ConvertFirst { colour_key: ColourKey::Kept },
+        ..Preprocessor::stretch(size, IMAGENET_MEAN, IMAGENET_STD)
+    }
 }
 
 fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Arc<Loaded>> {
@@ -664,7 +668,8 @@ impl FusionEncoder for FiberItm {
 pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "fiber",
     model_types: &["fiber"],
-    layout: HF_LAYOUT,
+    // Its preprocessing is ALBEF's, fixed: no image settings are read.
+    layout: Layout { image_settings: false, ..HF_LAYOUT },
     released_as_torch_checkpoint: true,
     heads: &[ScoreHead::Itm, ScoreHead::Itc],
     default_preprocessor: |size| Some(preprocessor(size)),

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use crate::preprocess::{Pipeline, Preprocessor, Resize, HALF, RESCALE_1_255};
+use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, Resize, HALF, RESCALE_1_255};
 use crate::{Error, ErrorKind, Result};
 
 /// `config.json` of a `Qwen3VLForConditionalGeneration`.
@@ -142,6 +142,9 @@ impl Qwen3VlConfig {
             std: HALF,
             pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
             filter: crate::preprocess::Filter::Bicubic,
+            // `t2v_metrics` opens every image with `convert("RGB")`; `qwen_vl_utils` resizes
+            // it before the processor's `convert_to_rgb`.
+            modes: ModeRule::ConvertFirst { colour_key: ColourKey::WhiteAfterResize },
         }
     }
 }

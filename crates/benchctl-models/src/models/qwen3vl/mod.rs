@@ -6,7 +6,7 @@
 //! image and then the question in the Instruct checkpoints' chat format,
 //! `<|im_start|>user\n<|vision_start|>` + one `<|image_pad|>` per merged patch +
 //! `<|vision_end|>` + question + `<|im_end|>\n<|im_start|>assistant\n`; the image resized by
-//! `qwen_vl_utils` (each at about its own size, see [`Resize::Native`]), not by the
+//! `qwen_vl_utils` (each at about its own size, see [`crate::preprocess::Resize::Native`]), not by the
 //! checkpoint's processor. The score is the log-softmax of the next token's logits at the
 //! answer's token (the mean over the answer's tokens, teacher-forced, for a longer answer).
 //!
@@ -40,7 +40,7 @@ use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
-use crate::preprocess::{Preprocessor, HALF};
+use crate::preprocess::{ImageSettings, Preprocessor};
 use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
@@ -155,12 +155,13 @@ impl LocalVqa for Qwen3VlVqa {
                 ),
             ));
         }
+        // `qwen_vl_utils` resizes (its own pixel bounds, not the processor's); the checkpoint's
+        // image settings give the normalisation and whether a transparent colour turns white.
         let mut preprocessor = config.preprocessor();
-        if let Some(path) = &files.preprocessor {
-            let value: serde_json::Value = crate::models::read_config(path)?;
-            let triple = |key: &str| value.get(key).and_then(|v| serde_json::from_value::<[f32; 3]>(v.clone()).ok());
-            preprocessor.mean = triple("image_mean").unwrap_or(HALF);
-            preprocessor.std = triple("image_std").unwrap_or(HALF);
+        if let Some(settings) = ImageSettings::of(files)? {
+            preprocessor.mean = settings.triple("image_mean", preprocessor.mean)?;
+            preprocessor.std = settings.triple("image_std", preprocessor.std)?;
+            preprocessor.modes = settings.mode_rule(preprocessor.modes)?;
         }
         Ok(Self {
             vision,
