@@ -20,26 +20,42 @@ fn outcome(values: &[f32]) -> group::Outcome {
 #[test]
 fn group_score_follows_the_official_definitions() {
     // Both right.
-    assert_eq!(outcome(&wino(0.9, 0.1, 0.2, 0.8)), group::Outcome { text: true, image: true });
+    assert_eq!(outcome(&wino(0.9, 0.1, 0.2, 0.8)), group::Outcome { text: true, image: true, group_match: Some(true) });
     // Text right (each image prefers its caption), image wrong (caption 1 prefers image 0).
     let o = outcome(&wino(0.9, 0.7, 0.2, 0.5));
-    assert_eq!(o, group::Outcome { text: true, image: false });
+    // GroupMatch holds: the diagonal's total 1.4 beats the other matching's 0.9.
+    assert_eq!(o, group::Outcome { text: true, image: false, group_match: Some(true) });
     assert!(!o.group());
     // Image right, text wrong: image 1 prefers caption 0 (0.6 > 0.5), yet caption 0 still
     // prefers image 0 (0.9 > 0.6) and caption 1 prefers image 1 (0.5 > 0.1).
-    assert_eq!(outcome(&wino(0.9, 0.1, 0.6, 0.5)), group::Outcome { text: false, image: true });
+    assert_eq!(
+        outcome(&wino(0.9, 0.1, 0.6, 0.5)),
+        group::Outcome { text: false, image: true, group_match: Some(true) }
+    );
     // Both wrong: everything swapped.
-    assert_eq!(outcome(&wino(0.1, 0.9, 0.8, 0.2)), group::Outcome { text: false, image: false });
+    assert_eq!(
+        outcome(&wino(0.1, 0.9, 0.8, 0.2)),
+        group::Outcome { text: false, image: false, group_match: Some(false) }
+    );
 }
 
 #[test]
 fn a_tie_is_a_miss() {
     // s(c0,i0) == s(c1,i0): text fails; image comparisons are strict and hold.
-    assert_eq!(outcome(&wino(0.5, 0.5, 0.2, 0.8)), group::Outcome { text: false, image: true });
+    assert_eq!(
+        outcome(&wino(0.5, 0.5, 0.2, 0.8)),
+        group::Outcome { text: false, image: true, group_match: Some(true) }
+    );
     // s(c1,i1) == s(c1,i0): image fails.
-    assert_eq!(outcome(&wino(0.9, 0.4, 0.2, 0.4)), group::Outcome { text: true, image: false });
+    assert_eq!(
+        outcome(&wino(0.9, 0.4, 0.2, 0.4)),
+        group::Outcome { text: true, image: false, group_match: Some(true) }
+    );
     // All equal: nothing is right.
-    assert_eq!(outcome(&wino(1.0, 1.0, 1.0, 1.0)), group::Outcome { text: false, image: false });
+    assert_eq!(
+        outcome(&wino(1.0, 1.0, 1.0, 1.0)),
+        group::Outcome { text: false, image: false, group_match: Some(false) }
+    );
 }
 
 #[test]
@@ -86,7 +102,12 @@ fn evaluate_reports_percentages_and_breakdowns() {
     assert_eq!(object.items, 2);
     assert_eq!(
         object.metrics,
-        vec![("text_score".into(), 100.0), ("image_score".into(), 50.0), ("group_score".into(), 50.0)]
+        vec![
+            ("text_score".into(), 100.0),
+            ("image_score".into(), 50.0),
+            ("group_score".into(), 50.0),
+            ("group_match".into(), 100.0)
+        ]
     );
     let both = report.group("collapsed_tag", "Both").unwrap();
     assert_eq!((both.items, both.metrics[2].1), (1, 0.0));
@@ -108,7 +129,7 @@ fn report_json_round_trips_in_order() {
     let report = evaluate(&by(&["collapsed_tag"]), &scores, &[ItemView { truth: &truth, tags: &t }]).unwrap();
     let json = report.to_json();
     let keys: Vec<&String> = json["metrics"].as_object().unwrap().keys().collect();
-    assert_eq!(keys, ["text_score", "image_score", "group_score"]);
+    assert_eq!(keys, ["text_score", "image_score", "group_score", "group_match"]);
     assert_eq!(Report::from_json(&json).unwrap(), report);
 }
 
@@ -412,9 +433,13 @@ fn logits_keep_the_margins_that_saturated_probabilities_lose() {
     let logits = wino(30.0, 20.0, 25.0, 35.0); // every pair's probability rounds to 1.0
     let sigmoid = |x: f32| 1.0 / (1.0 + (-x).exp());
     assert!(logits.iter().all(|&x| sigmoid(x) == 1.0), "the probabilities saturate");
-    assert_eq!(outcome(&logits), group::Outcome { text: true, image: true });
+    assert_eq!(outcome(&logits), group::Outcome { text: true, image: true, group_match: Some(true) });
     let probabilities: Vec<f32> = logits.iter().map(|&x| sigmoid(x)).collect();
-    assert_eq!(outcome(&probabilities), group::Outcome { text: false, image: false }, "saturation manufactures ties");
+    assert_eq!(
+        outcome(&probabilities),
+        group::Outcome { text: false, image: false, group_match: Some(false) },
+        "saturation manufactures ties"
+    );
 
     // VALSE's thresholds on logits: σ(0) = 0.5 is neither (as the probability would be), σ(3) > 0.5.
     let truth = Truth::first_text_matches(2);

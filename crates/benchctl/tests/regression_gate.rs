@@ -120,7 +120,7 @@ fn a_changed_score_fails_the_gate() {
         ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
     let out = benchctl(&args, &[]);
     assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stderr(&out).contains("3 metric(s) dropped: clip-shapes on winoground text_score"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("4 metric(s) dropped: clip-shapes on winoground text_score"), "{}", stderr(&out));
     let table = stdout(&out);
     let group = table.lines().find(|l| l.contains("clip-shapes") && l.contains("group_score")).unwrap();
     // The drop from 100 to the model's group score, with a paired interval below zero.
@@ -143,11 +143,11 @@ fn a_changed_score_fails_the_gate() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     let cases = xml.matches("<testcase ").count();
     assert_eq!(cases, table.lines().filter(|l| l.contains("winoground")).count(), "{xml}");
-    assert_eq!(xml.matches("<failure ").count(), 3, "{xml}");
-    assert!(xml.contains(r#"failures="3""#) && xml.contains(r#"<testcase classname="clip-shapes on winoground" name="group_score"><failure message="group_score dropped from 100.00 to "#), "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 4, "{xml}");
+    assert!(xml.contains(r#"failures="4""#) && xml.contains(r#"<testcase classname="clip-shapes on winoground" name="group_score"><failure message="group_score dropped from 100.00 to "#), "{xml}");
     assert_eq!(xml.matches("<testcase").count(), xml.matches("</testcase>").count());
     let md = std::fs::read_to_string(&summary).unwrap();
-    assert!(md.starts_with("### Regression gate: **3 regression(s)**"), "{md}");
+    assert!(md.starts_with("### Regression gate: **4 regression(s)**"), "{md}");
     let row = md.lines().find(|l| l.starts_with("| clip-shapes | winoground | group_score | 100.00 |")).expect(&md);
     assert!(row.ends_with("| **REGRESSION** |"), "{row}");
 }

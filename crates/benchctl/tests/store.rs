@@ -30,15 +30,15 @@ fn a_run_is_stored_with_its_metrics_intervals_and_item_scores() {
     let runs = store.runs().unwrap();
     assert_eq!(runs.len(), 1);
     let run = &runs[0].run;
-    assert_eq!(run.report.metrics.len(), 3);
-    assert_eq!(run.intervals.len(), 3, "each headline metric has its interval");
+    assert_eq!(run.report.metrics.len(), 4);
+    assert_eq!(run.intervals.len(), 4, "each headline metric has its interval");
     for i in &run.intervals {
         assert!(i.low <= i.value && i.value <= i.high, "{i:?}");
     }
     assert_eq!(run.data_fingerprint.len(), 64);
     assert_eq!(json["data_fingerprint"], run.data_fingerprint.as_str());
     assert_eq!(json["tool"]["commit"], run.tool_commit.as_str());
-    assert_eq!(store.counts().unwrap(), (1, 3, 8));
+    assert_eq!(store.counts().unwrap(), (1, 4, 8));
     let lines = store.item_lines(runs[0].id).unwrap();
     assert_eq!(lines[0]["id"], "0");
     assert_eq!(lines.len(), 8);
@@ -74,7 +74,7 @@ fn two_processes_writing_at_once_both_land() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
     let store = Store::open(results.path()).unwrap();
-    assert_eq!(store.counts().unwrap(), (2, 6, 16));
+    assert_eq!(store.counts().unwrap(), (2, 8, 16));
     let runs = store.runs().unwrap();
     assert_eq!(runs[0].run.report, runs[1].run.report);
 }
@@ -121,7 +121,7 @@ fn a_crash_at_any_point_leaves_the_store_and_run_files_in_agreement() {
     // A first complete run, so the store is not empty when the crashes come.
     let first = tempfile::tempdir().unwrap();
     stored_run(&eval(results.path(), first.path(), &[]));
-    assert_eq!(assert_store_and_files_agree(results.path()), (1, 3, 8));
+    assert_eq!(assert_store_and_files_agree(results.path()), (1, 4, 8));
 
     let (model, data, dir) = (tiny_model(), demo_suite().display().to_string(), results.path().display().to_string());
     // (fault point, runs stored once the store is reopened)
@@ -137,7 +137,7 @@ fn a_crash_at_any_point_leaves_the_store_and_run_files_in_agreement() {
         let out = benchctl(&eval_args(&model, &data, &dir, &["--batch-size", "4"]), &env);
         assert!(aborted(&out), "{fault}: {}", stderr(&out));
         let (runs, metrics, items) = assert_store_and_files_agree(results.path());
-        assert_eq!((runs, metrics, items), (expected_runs, 3 * expected_runs, 8 * expected_runs), "after {fault}");
+        assert_eq!((runs, metrics, items), (expected_runs, 4 * expected_runs, 8 * expected_runs), "after {fault}");
         // Reopening again imports nothing twice.
         assert_eq!(assert_store_and_files_agree(results.path()).0, expected_runs, "{fault}, reopened");
     }
@@ -146,7 +146,7 @@ fn a_crash_at_any_point_leaves_the_store_and_run_files_in_agreement() {
     let (_, json) = stored_run(&eval(results.path(), cache.path(), &["--batch-size", "4"]));
     assert_eq!(json["counts"]["images_encoded"], 0);
     assert_eq!(json["counts"]["images_cached"], 16);
-    assert_eq!(assert_store_and_files_agree(results.path()), (5, 15, 40));
+    assert_eq!(assert_store_and_files_agree(results.path()), (5, 20, 40));
 }
 
 /// A `.partial` file (a crash while writing a run file) is removed when the store opens; a

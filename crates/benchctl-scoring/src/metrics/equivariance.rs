@@ -1,6 +1,6 @@
 //! EqBen's scores (Wang et al., "Equivariant Similarity for Vision-Language Foundation
 //! Models", ICCV 2023, <https://arxiv.org/abs/2303.14465>): Winoground's text, image and
-//! group score on each 2×2 item, plus the EqSim deviation diagnostic
+//! group score and GroupMatch on each 2×2 item, plus the EqSim deviation diagnostic
 //!
 //! `|(s11 − s12) − (s22 − s21)| + |(s11 − s21) − (s22 − s12)|`
 //!
@@ -13,7 +13,7 @@ use super::{group, Aggregate, Family, FamilyFacts, ItemView, MetricFamily, Ties,
 use crate::{Result, ScoreMatrix, ScoreTensor};
 
 /// Names of the EqBen metrics, in report order.
-pub const NAMES: [&str; 4] = ["text_score", "image_score", "group_score", "eqsim_deviation"];
+pub const NAMES: [&str; 5] = ["text_score", "image_score", "group_score", "group_match", "eqsim_deviation"];
 
 /// The EqSim deviation of a 2×2 item (`None` for other shapes).
 pub fn eqsim_deviation(s: &ScoreMatrix<'_>) -> Option<f64> {
@@ -44,7 +44,7 @@ impl Family for EquivarianceScores {
     }
 
     fn aggregate(&self, metric: usize) -> Aggregate {
-        if metric == 3 {
+        if NAMES[metric] == "eqsim_deviation" {
             Aggregate::Distribution
         } else {
             Aggregate::Percent
@@ -52,12 +52,12 @@ impl Family for EquivarianceScores {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
-        // Winoground's three, then the EqSim deviation, in one pass over the items.
+        // Winoground's four, then the EqSim deviation, in one pass over the items.
         Ok(group::outcomes(scores, items)
             .enumerate()
             .map(|(i, (o, _))| {
-                let [text, image, group] = o.values();
-                vec![text, image, group, eqsim_deviation(&scores.item(i))]
+                let [text, image, group, group_match] = o.values();
+                vec![text, image, group, group_match, eqsim_deviation(&scores.item(i))]
             })
             .collect())
     }

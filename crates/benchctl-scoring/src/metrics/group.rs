@@ -9,18 +9,23 @@
 //! Generalised: the text score holds when, for every image, each matching text scores
 //! strictly above each non-matching text; the image score likewise per text over images.
 //! Comparisons are strict, so a tie is a miss, as in the official evaluation code.
+//!
+//! Beside them, GroupMatch ([`super::group_match`]) on every k × k item whose truth is a
+//! one-to-one matching: the truth's total strictly above every other matching's.
 
 use super::{Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
 use crate::{Result, ScoreMatrix, ScoreTensor, Truth};
 
 /// Names of the group-score metrics, in report order.
-pub const NAMES: [&str; 3] = ["text_score", "image_score", "group_score"];
+pub const NAMES: [&str; 4] = ["text_score", "image_score", "group_score", "group_match"];
 
 /// One item's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
     pub text: bool,
     pub image: bool,
+    /// GroupMatch, where the item is a k × k group with a one-to-one truth.
+    pub group_match: Option<bool>,
 }
 
 impl Outcome {
@@ -35,7 +40,7 @@ pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
         (0..truth.images()).all(|k| separates((0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l)))));
     let image =
         (0..truth.texts()).all(|l| separates((0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l)))));
-    Outcome { text, image }
+    Outcome { text, image, group_match: super::group_match::group_match(scores, truth) }
 }
 
 /// True when every matching candidate scores strictly above every non-matching one.
@@ -60,9 +65,9 @@ pub(crate) fn outcomes<'a>(
 
 /// A 0/1 hit as a metric value.
 impl Outcome {
-    /// The text, image and group scores' per-item values, in [`NAMES`] order.
-    pub(crate) fn values(&self) -> [Option<f64>; 3] {
-        [hit(self.text), hit(self.image), hit(self.group())]
+    /// The text, image and group scores' and GroupMatch's per-item values, in [`NAMES`] order.
+    pub(crate) fn values(&self) -> [Option<f64>; 4] {
+        [hit(self.text), hit(self.image), hit(self.group()), self.group_match.and_then(hit)]
     }
 }
 

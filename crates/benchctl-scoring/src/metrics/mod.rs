@@ -7,6 +7,7 @@ pub mod choice;
 pub mod equivariance;
 mod family;
 pub mod group;
+pub mod group_match;
 mod grouping;
 pub mod pairwise;
 pub mod positives;
