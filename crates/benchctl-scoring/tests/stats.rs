@@ -111,3 +111,48 @@ fn mcnemar_exact_matches_the_binomial() {
     let p = mcnemar_exact(480, 520);
     assert!(p > 0.2 && p < 0.25 && (p - mcnemar_exact(520, 480)).abs() < 1e-12, "{p}");
 }
+
+/// Clusters of `size` items with one outcome each (each cluster's items all right or all
+/// wrong): perfectly correlated, so a resample of items sees `size` times as many independent
+/// draws as there are. The cluster bootstrap's interval is wider, by about √size, and the
+/// design effect is `size`; with every cluster one item, it is 1.
+#[test]
+fn a_cluster_bootstrap_widens_intervals_by_the_design_effect() {
+    use benchctl_scoring::metrics::stats::{bootstrap_by, Unit};
+    use benchctl_scoring::metrics::Clusters;
+    let (clusters, size) = (60, 5);
+    let mut scores = ScoreTensor::new();
+    let mut labels = Vec::new();
+    for c in 0..clusters {
+        let right = (c * 7) % 3 != 0;
+        for _ in 0..size {
+            let s = if right { [0.9, 0.1, 0.2, 0.8] } else { [0.1, 0.9, 0.8, 0.2] };
+            scores.push(2, 2, &s).unwrap();
+            labels.push(c);
+        }
+    }
+    let n = clusters * size;
+    let truths: Vec<Truth> = (0..n).map(|_| Truth::diagonal(2)).collect();
+    let tags: Vec<Tags> = (0..n).map(|_| Tags::new()).collect();
+    let v = views(&truths, &tags);
+    let summary = group_summary();
+    let by_items = bootstrap(&summary, &scores, &v, 1000, 3).unwrap();
+    let grouped = Clusters::from_labels(&labels);
+    let by_clusters = bootstrap_by(&summary, &scores, &v, 1000, 3, Unit::Clusters(&grouped)).unwrap();
+    let width = |i: &[benchctl_scoring::metrics::stats::Interval]| {
+        let g = i.iter().find(|x| x.metric == "group_score").unwrap();
+        g.high - g.low
+    };
+    let ratio = width(&by_clusters) / width(&by_items);
+    assert!((1.8..2.7).contains(&ratio), "width ratio {ratio} (√5 = 2.24)");
+    // `size`, with the linearised variances' finite-sample factors C/(C−1) and (n−1)/n.
+    let effect = by_clusters.iter().find(|x| x.metric == "group_score").unwrap().design_effect.unwrap();
+    let expected = size as f64 * clusters as f64 / (clusters - 1) as f64 * (n - 1) as f64 / n as f64;
+    assert!((effect - expected).abs() < 1e-9, "design effect {effect}, expected {expected}");
+    assert!(by_items.iter().all(|i| i.design_effect.is_none()));
+    // Singleton clusters: the item bootstrap's draws exactly, design effect 1.
+    let singles = Clusters::from_labels(&(0..n).collect::<Vec<_>>());
+    let alone = bootstrap_by(&summary, &scores, &v, 1000, 3, Unit::Clusters(&singles)).unwrap();
+    let effect = alone.iter().find(|x| x.metric == "group_score").unwrap().design_effect.unwrap();
+    assert!((effect - 1.0).abs() < 1e-12, "{effect}");
+}

@@ -20,7 +20,7 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use benchctl_scoring::metrics::{self, ItemView, Summary, Ties};
+use benchctl_scoring::metrics::{self, ClusterRule, Clusters, ItemView, Summary, Ties};
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Problems, Result};
@@ -144,6 +144,55 @@ impl Suite {
     /// The suite's published metrics for scores of its items (in item order).
     pub fn evaluate(&self, scores: &ScoreTensor) -> benchctl_scoring::Result<Report> {
         metrics::evaluate(&self.summary, scores, &self.item_views())
+    }
+
+    /// The items' clusters by the suite's [`ClusterRule`]: items sharing an image file (or an
+    /// embedded image), or a value of a tag, are one cluster, transitively. `None` where every
+    /// item is its own cluster, or the run resamples items (`--bootstrap items`).
+    pub fn clusters(&self) -> Option<Clusters> {
+        let rule = self.summary.clusters.as_ref()?;
+        let n = self.items.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn root(parent: &mut [usize], mut i: usize) -> usize {
+            while parent[i] != i {
+                parent[i] = parent[parent[i]];
+                i = parent[i];
+            }
+            i
+        }
+        let mut owner: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let sources = self.items.distinct_sources();
+        let source_keys: Vec<String> = match rule {
+            ClusterRule::SharedImages => sources.iter().map(|s| image_key(&s)).collect(),
+            ClusterRule::Tag(_) => Vec::new(),
+        };
+        for (i, item) in self.items.iter().enumerate() {
+            let keys: Vec<&str> = match rule {
+                ClusterRule::SharedImages => {
+                    item.source_indices().iter().map(|&s| source_keys[s as usize].as_str()).collect()
+                }
+                ClusterRule::Tag(key) => item
+                    .tags()
+                    .iter()
+                    .filter(|(k, _)| k == key)
+                    .flat_map(|(_, values)| values.iter().map(String::as_str))
+                    .collect(),
+            };
+            for key in keys {
+                match owner.get(key) {
+                    Some(&other) => {
+                        let (a, b) = (root(&mut parent, i), root(&mut parent, other));
+                        parent[a.max(b)] = a.min(b);
+                    }
+                    None => {
+                        owner.insert(key.to_string(), i);
+                    }
+                }
+            }
+        }
+        let labels: Vec<usize> = (0..n).map(|i| root(&mut parent, i)).collect();
+        let clusters = Clusters::from_labels(&labels);
+        (!clusters.all_single()).then_some(clusters)
     }
 
     /// [`Suite::missing_images`] grouped by the folder each was expected in, folders in the
@@ -325,4 +374,13 @@ pub fn find(id: &str) -> Result<SuiteInfo> {
 /// The built-in suites, then the bundled manifests' suites.
 pub fn all() -> Vec<SuiteInfo> {
     SUITES.iter().cloned().chain(manifest::bundled_suites()).collect()
+}
+
+/// What identifies an image for clustering: its file (a crop's or an altered image's first),
+/// or an embedded image's file and name.
+fn image_key(source: &ImageSource) -> String {
+    match source {
+        ImageSource::Embedded(e) => format!("{}#{}", e.file.display(), e.name),
+        other => other.files().first().map(|p| p.display().to_string()).unwrap_or_default(),
+    }
 }

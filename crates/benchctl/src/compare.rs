@@ -172,7 +172,11 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     let sa = crate::dump::from_lines(&suite, a, &baseline.source, baseline.run.model.score_kind()).ok()?;
     let sb = crate::dump::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
     let views = suite.item_views();
-    stats::paired(&suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED).ok()
+    // Clusters as the current run drew its intervals (items where it asked for items).
+    let clustered = current.run.bootstrap.as_ref().is_some_and(|b| b.unit == "clusters");
+    let clusters = if clustered { suite.clusters() } else { None };
+    let unit = clusters.as_ref().map_or(stats::Unit::Items, stats::Unit::Clusters);
+    stats::paired_by(&suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, unit).ok()
 }
 
 /// The largest absolute difference between two runs' item scores, if they score the same

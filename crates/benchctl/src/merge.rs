@@ -84,6 +84,10 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&base.suite.ties).ok_or_else(|| {
         Error::new(ErrorKind::Data, format!("merge: the shards' tie rule `{}` is not strict or first", base.suite.ties))
     })?;
+    // The shards' bootstrap unit: items where they asked for items.
+    if base.bootstrap.as_ref().is_some_and(|b| b.unit == "items" && b.rule.is_none()) {
+        crate::plan::BootstrapUnit::Items.apply(&mut suite.summary);
+    }
     let data_fingerprint = fingerprint(&suite)?;
     if data_fingerprint != base.data_fingerprint {
         return Err(Error::new(
@@ -97,7 +101,7 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
     let scores = crate::dump::from_dumps(&suite, &dumps, base.model.score_kind())?;
     let report = suite.evaluate(&scores)?;
-    let intervals = bootstrap_intervals(&suite, &scores)?;
+    let (intervals, bootstrap) = bootstrap_intervals(&suite, &scores)?;
 
     // The shards' work and time add up; the unique inputs are the suite's, the same in each.
     let mut counts = Counts {
@@ -122,6 +126,7 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
         timings,
         report,
         intervals,
+        bootstrap,
         tool_commit: base.tool_commit.clone(),
         data_fingerprint,
         // Every shard hashed the whole suite's images (they agree, checked above).

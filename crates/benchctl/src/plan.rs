@@ -189,8 +189,29 @@ pub struct EvalOptions {
     pub long_captions: LongCaptions,
     /// How a tie for the top score counts (checked against the suite's official scorer).
     pub ties: Ties,
+    /// What the bootstrap resamples.
+    pub bootstrap: BootstrapUnit,
     pub shard: Option<Shard>,
     pub retrieval: RetrievalOptions,
+}
+
+/// What a run's bootstrap resamples (`--bootstrap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BootstrapUnit {
+    /// Whole clusters of items made together, where the suite's items cluster (the default).
+    #[default]
+    Clusters,
+    /// Items one by one, as published intervals are usually made.
+    Items,
+}
+
+impl BootstrapUnit {
+    /// The suite's summary with this unit: items drop the cluster rule.
+    pub fn apply(self, summary: &mut benchctl_scoring::metrics::Summary) {
+        if self == BootstrapUnit::Items {
+            summary.clusters = None;
+        }
+    }
 }
 
 /// What a caption longer than the model's text context does to a run.

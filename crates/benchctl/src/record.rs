@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use benchctl_base::spill::Strings;
-use benchctl_scoring::metrics::stats::Interval;
+use benchctl_scoring::metrics::stats::{bootstrap_by, Interval, Unit};
 use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::Suite;
 
 use crate::plan::Shard;
-use crate::results::{self, Counts, ModelRecord, Run, SuiteRecord, Timings};
+use crate::results::{self, BootstrapRecord, Counts, ModelRecord, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
 
 /// A finished evaluation, not yet stored.
@@ -75,6 +75,8 @@ pub struct Scored {
     pub suite: SuiteRecord,
     pub report: Report,
     pub intervals: Vec<Interval>,
+    /// How the intervals were drawn (`None` without intervals).
+    pub bootstrap: Option<BootstrapRecord>,
     /// [`results::fingerprint`] of the annotations (or the suite's own, RoCOCO's).
     pub data_fingerprint: String,
     /// [`results::image_fingerprint`] of the images' contents.
@@ -119,17 +121,17 @@ impl RunBuilder {
         fingerprints: [&str; 2],
     ) -> Result<Run> {
         let started = Instant::now();
-        let (report, intervals) = if suite.items.is_empty() {
+        let (report, (intervals, bootstrap)) = if suite.items.is_empty() {
             // An empty shard (more shards than items) is legal: nothing to score, and `merge`
             // joins it with the others.
-            (Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, Vec::new())
+            (Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, (Vec::new(), None))
         } else {
             (suite.evaluate(scores)?, bootstrap_intervals(suite, scores)?)
         };
         self.timings.score_s += started.elapsed().as_secs_f64();
         let [data_fingerprint, image_fingerprint] = fingerprints.map(str::to_string);
         let suite = SuiteRecord { incomplete: whole.incomplete.clone(), ..SuiteRecord::of(suite) };
-        Ok(self.finish(Scored { suite, report, intervals, data_fingerprint, image_fingerprint }))
+        Ok(self.finish(Scored { suite, report, intervals, bootstrap, data_fingerprint, image_fingerprint }))
     }
 
     /// The record, its total time up to now.
@@ -143,6 +145,7 @@ impl RunBuilder {
             timings: Timings { total_s: self.started.elapsed().as_secs_f64(), ..self.timings },
             report: scored.report,
             intervals: scored.intervals,
+            bootstrap: scored.bootstrap,
             tool_commit: results::TOOL_COMMIT.to_string(),
             data_fingerprint: scored.data_fingerprint,
             image_fingerprint: scored.image_fingerprint,
@@ -152,13 +155,29 @@ impl RunBuilder {
 }
 
 /// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
-/// resamples of the items, seed [`results::BOOTSTRAP_SEED`]).
-pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<Vec<Interval>> {
-    Ok(benchctl_scoring::metrics::stats::bootstrap(
-        &suite.summary,
-        scores,
-        &suite.item_views(),
-        results::BOOTSTRAP_RESAMPLES,
-        results::BOOTSTRAP_SEED,
-    )?)
+/// resamples, seed [`results::BOOTSTRAP_SEED`]): of whole clusters where the suite's items
+/// cluster ([`Suite::clusters`]), with each per-item metric's design effect; of items
+/// otherwise. Also how they were drawn.
+pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<(Vec<Interval>, Option<BootstrapRecord>)> {
+    let clusters = suite.clusters();
+    let unit = clusters.as_ref().map_or(Unit::Items, Unit::Clusters);
+    let (resamples, seed) = (results::BOOTSTRAP_RESAMPLES, results::BOOTSTRAP_SEED);
+    let intervals = bootstrap_by(&suite.summary, scores, &suite.item_views(), resamples, seed, unit)?;
+    let record = match (&clusters, &suite.summary.clusters) {
+        (Some(clusters), Some(rule)) => BootstrapRecord {
+            unit: "clusters".into(),
+            rule: Some(rule.describe()),
+            clusters: Some(clusters.count()),
+            mean_cluster_size: Some(clusters.mean_size()),
+            design_effects: intervals
+                .iter()
+                .filter_map(|i| Some((i.metric.clone(), serde_json::json!(i.design_effect?))))
+                .collect(),
+        },
+        // No clusters (every item alone) or items asked for.
+        _ => {
+            BootstrapRecord { rule: suite.summary.clusters.as_ref().map(|r| r.describe()), ..BootstrapRecord::items() }
+        }
+    };
+    Ok((intervals, Some(record)))
 }

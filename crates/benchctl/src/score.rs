@@ -29,6 +29,8 @@ pub struct ScorePlan {
     /// Its layout; `None`: from the file (see [`detect_format`]).
     pub format: Option<ScoreFormat>,
     pub ties: benchctl_scoring::metrics::Ties,
+    /// What the bootstrap resamples.
+    pub bootstrap: crate::plan::BootstrapUnit,
     /// What the scores are (similarities, probabilities or logits).
     pub score_kind: ScoreKind,
     /// Store the result as a run of an external model of this name.
@@ -85,6 +87,7 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
     }
     let mut suite = info.load(&data_dir)?;
     suite.summary.ties = crate::evaluate::tie_rule(&info, args.ties)?;
+    args.bootstrap.apply(&mut suite.summary);
     let format = match args.format {
         Some(format) => format,
         None => detect_format(&args.scores)?,
@@ -153,7 +156,7 @@ impl Scored {
             scores_sha256,
             scores_format: self.format.to_string(),
         };
-        let (suite_record, score_kind, intervals, data_fingerprint, outcome) = match self.detail {
+        let (suite_record, score_kind, (intervals, bootstrap), data_fingerprint, outcome) = match self.detail {
             Detail::Items { suite, scores } => {
                 let intervals = crate::record::bootstrap_intervals(&suite, &scores)?;
                 let record = SuiteRecord::of(&suite);
@@ -180,7 +183,7 @@ impl Scored {
                     shortlist: None,
                 };
                 // Ranks, not scores: the annotations are not read, so there is no fingerprint.
-                (record, ScoreKind::Similarity, Vec::new(), String::new(), Outcome::Queries { dump })
+                (record, ScoreKind::Similarity, (Vec::new(), None), String::new(), Outcome::Queries { dump })
             }
         };
         let run = Run {
@@ -205,6 +208,7 @@ impl Scored {
             timings: results::Timings { score_s: started.elapsed().as_secs_f64(), ..Default::default() },
             report: self.report,
             intervals,
+            bootstrap,
             tool_commit: results::TOOL_COMMIT.to_string(),
             data_fingerprint,
             image_fingerprint: String::new(),

@@ -61,8 +61,10 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
                 value: *value,
                 low: value - half,
                 high: value + half,
+                design_effect: None,
             })
             .collect(),
+        bootstrap: None,
         tool_commit: "0123456789abcdef".into(),
         data_fingerprint: "f".repeat(64),
         image_fingerprint: "e".repeat(64),

@@ -421,3 +421,61 @@ fn an_external_model_is_stored_ranked_and_compared() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_eq!(std::fs::read_dir(results.path().join("runs")).unwrap().count(), stored);
 }
+
+/// Items that share an image are resampled together: a manifest of 240 one-image items, four
+/// per image, each image's items all right or all wrong (as a model that misreads an image
+/// misreads every question on it). The run records a cluster bootstrap over 60 clusters, each
+/// metric's design effect about 4, and an interval about twice as wide as `--bootstrap items`
+/// gives; with a tag named by `metrics.cluster_by`, that tag's values cluster instead.
+#[test]
+fn items_sharing_an_image_are_resampled_together() {
+    let data = tempfile::tempdir().unwrap();
+    let (images, per_image) = (60, 4);
+    let (mut records, mut dump) = (String::new(), String::new());
+    for i in 0..images * per_image {
+        let image = i / per_image;
+        records += &format!("{{\"id\": \"q{i}\", \"image\": \"img{image}.png\", \"scene\": \"s{}\"}}\n", image / 2);
+        let right = (image * 7) % 3 != 0;
+        let row = if right { "[0.9, 0.1]" } else { "[0.1, 0.9]" };
+        dump += &format!("{{\"id\": \"q{i}\", \"scores\": [{row}]}}\n");
+    }
+    std::fs::write(data.path().join("records.jsonl"), records).unwrap();
+    let manifest = |cluster_by: &str| {
+        format!(
+            "id = \"shared\"\ndescription = \"x\"\n[source]\nfile = \"records.jsonl\"\nformat = \"jsonl\"\n[item]\nid = \"{{id}}\"\nimages = [\"{{image}}\"]\ntexts = [\"a\", \"b\"]\ntruth = {{ text = 0 }}\n[item.tags]\nscene = \"{{scene}}\"\n[metrics]\nfamily = \"choice\"\n{cluster_by}"
+        )
+    };
+    let scores = data.path().join("dump.jsonl");
+    std::fs::write(&scores, dump).unwrap();
+    let run = |manifest_text: String, extra: &[&str]| {
+        let path = data.path().join("m.toml");
+        std::fs::write(&path, manifest_text).unwrap();
+        let results = tempfile::tempdir().unwrap();
+        let (data_dir, results_dir) = (data.path().to_str().unwrap(), results.path().to_str().unwrap());
+        let mut args = vec!["score", "--suite", path.to_str().unwrap(), "--data-dir", data_dir];
+        args.extend(["--scores", scores.to_str().unwrap(), "--model-name", "x", "--results-dir", results_dir]);
+        args.extend_from_slice(extra);
+        common::stored_run(&benchctl(&args, &[])).1
+    };
+    let width = |run: &serde_json::Value| {
+        let i = &run["intervals"]["i2t_accuracy"];
+        i[1].as_f64().unwrap() - i[0].as_f64().unwrap()
+    };
+    let clustered = run(manifest(""), &[]);
+    let bootstrap = &clustered["bootstrap"];
+    assert_eq!((bootstrap["unit"].as_str(), bootstrap["rule"].as_str()), (Some("clusters"), Some("shared images")));
+    assert_eq!(bootstrap["clusters"], 60);
+    let effect = bootstrap["design_effects"]["i2t_accuracy"].as_f64().unwrap();
+    assert!((3.8..4.2).contains(&effect), "design effect {effect}");
+    let items = run(manifest(""), &["--bootstrap", "items"]);
+    assert_eq!(items["bootstrap"]["unit"], "items");
+    assert!(items["bootstrap"].get("design_effects").is_none());
+    let ratio = width(&clustered) / width(&items);
+    assert!((1.6..2.5).contains(&ratio), "clustered {} vs items {}", width(&clustered), width(&items));
+    // Two images per scene: `cluster_by = "scene"` makes 30 clusters.
+    let scenes = run(manifest("cluster_by = \"scene\"\n"), &[]);
+    assert_eq!(
+        (scenes["bootstrap"]["rule"].as_str(), scenes["bootstrap"]["clusters"].as_u64()),
+        (Some("tag scene"), Some(30))
+    );
+}

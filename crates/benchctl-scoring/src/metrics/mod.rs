@@ -4,6 +4,7 @@
 //! [`Report`] with the headline metrics and one breakdown per tag key.
 
 pub mod choice;
+mod clusters;
 pub mod equivariance;
 mod family;
 pub mod group;
@@ -15,6 +16,7 @@ pub mod retrieval;
 pub mod stats;
 mod summary;
 
+pub use clusters::{ClusterRule, Clusters};
 pub(crate) use family::Family;
 pub use family::{Aggregate, FamilyFacts, MetricFamily, Ties};
 pub use summary::{AllOf, GroupFilter, SubsetAverage, Summary};

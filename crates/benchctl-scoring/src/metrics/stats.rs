@@ -6,13 +6,17 @@
 //!   from a seeded SplitMix64 stream, so intervals are reproducible); every headline metric,
 //!   macro averages included, is recomputed on each resample; the interval is the 2.5th and
 //!   97.5th percentile (percentile method, linear interpolation).
+//! - **Cluster bootstrap** ([`Unit::Clusters`]): as many clusters as the suite has are drawn
+//!   with replacement, each with all its items, so that items made together vary together;
+//!   each per-item metric's design effect (its variance under clusters over its variance as
+//!   if the items were independent, both by the usual linearisation) is reported beside.
 //! - **Paired bootstrap**: both models are resampled with the same item indices; the
 //!   interval is that of the difference `b − a`.
 //! - **McNemar's test**, for the metrics whose per-item value is a 0/1 outcome: the exact
 //!   two-sided binomial test on the discordant items (no χ² approximation, so small counts
 //!   are right).
 
-use super::{ItemValues, ItemView, Summary};
+use super::{Aggregate, Clusters, ItemValues, ItemView, Summary};
 use crate::{Result, ScoreTensor};
 
 /// A metric's point estimate and 95 % interval.
@@ -22,6 +26,19 @@ pub struct Interval {
     pub value: f64,
     pub low: f64,
     pub high: f64,
+    /// With clusters, the metric's design effect: how many times the variance of its estimate
+    /// exceeds what independent items would give (`None` for items, and for metrics that are
+    /// not a mean over items: macro, subset and group averages).
+    pub design_effect: Option<f64>,
+}
+
+/// What a bootstrap resamples.
+#[derive(Debug, Clone, Copy)]
+pub enum Unit<'a> {
+    /// Items, independently, with replacement.
+    Items,
+    /// Whole clusters with replacement, as many as there are, each with all its items.
+    Clusters(&'a Clusters),
 }
 
 /// A paired difference `b − a` and, for 0/1 metrics, McNemar's test.
@@ -68,30 +85,77 @@ impl SplitMix64 {
     }
 }
 
-/// The next resample of `n` items (`n` draws with replacement), as a sequence that can be
-/// replayed: the metrics read it several times (overall, per group), and a million-item
-/// resample is not held. `rng` moves past the draws.
-fn resample(rng: &mut SplitMix64, n: usize) -> impl Fn() -> Draws {
+/// The next resample of `n` items (`n` draws with replacement, or as many cluster draws as
+/// there are clusters), as a sequence of item indices that can be replayed: the metrics read
+/// it several times (overall, per group), and a million-item resample is not held. `rng`
+/// moves past the draws.
+fn resample<'a>(rng: &mut SplitMix64, n: usize, unit: Unit<'a>) -> impl Fn() -> Draws<'a> {
     let start = rng.clone();
-    (0..n).for_each(|_| {
-        rng.below(n);
+    let draws = match unit {
+        Unit::Items => n,
+        Unit::Clusters(clusters) => clusters.count(),
+    };
+    (0..draws).for_each(|_| {
+        rng.below(draws);
     });
-    move || Draws { rng: start.clone(), left: n, n }
+    move || match unit {
+        Unit::Items => Draws::Items { rng: start.clone(), left: n, n },
+        Unit::Clusters(clusters) => match clusters.runs() {
+            Some(runs) => Draws::Runs { rng: start.clone(), left: runs.len(), runs, run: 0..0 },
+            None => Draws::Clusters { rng: start.clone(), left: clusters.count(), clusters, cluster: [].iter() },
+        },
+    }
 }
 
-/// `left` more draws from `0..n`.
-struct Draws {
-    rng: SplitMix64,
-    left: usize,
-    n: usize,
+/// `left` more draws: items from `0..n`, or clusters whose items come out one by one.
+enum Draws<'a> {
+    Items {
+        rng: SplitMix64,
+        left: usize,
+        n: usize,
+    },
+    Clusters {
+        rng: SplitMix64,
+        left: usize,
+        clusters: &'a Clusters,
+        /// The rest of the drawn cluster's items.
+        cluster: std::slice::Iter<'a, u32>,
+    },
+    /// Clusters that are runs of consecutive items ([`Clusters::runs`]): the same draws.
+    Runs {
+        rng: SplitMix64,
+        left: usize,
+        runs: &'a [(u32, u32)],
+        run: std::ops::Range<usize>,
+    },
 }
 
-impl Iterator for Draws {
+impl Iterator for Draws<'_> {
     type Item = usize;
 
+    #[inline]
     fn next(&mut self) -> Option<usize> {
-        self.left = self.left.checked_sub(1)?;
-        Some(self.rng.below(self.n))
+        match self {
+            Draws::Items { rng, left, n } => {
+                *left = left.checked_sub(1)?;
+                Some(rng.below(*n))
+            }
+            Draws::Clusters { rng, left, clusters, cluster } => loop {
+                if let Some(&item) = cluster.next() {
+                    return Some(item as usize);
+                }
+                *left = left.checked_sub(1)?;
+                *cluster = clusters.members(rng.below(clusters.count())).iter();
+            },
+            Draws::Runs { rng, left, runs, run } => loop {
+                if let Some(item) = run.next() {
+                    return Some(item);
+                }
+                *left = left.checked_sub(1)?;
+                let (first, len) = runs[rng.below(runs.len())];
+                *run = first as usize..(first + len) as usize;
+            },
+        }
     }
 }
 
@@ -100,7 +164,7 @@ fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
     (super::quantile(&draws, 0.025), super::quantile(&draws, 0.975))
 }
 
-/// Bootstrap 95 % intervals of every headline metric.
+/// Bootstrap 95 % intervals of every headline metric, resampling items.
 pub fn bootstrap(
     summary: &Summary,
     scores: &ScoreTensor,
@@ -108,12 +172,25 @@ pub fn bootstrap(
     resamples: usize,
     seed: u64,
 ) -> Result<Vec<Interval>> {
+    bootstrap_by(summary, scores, items, resamples, seed, Unit::Items)
+}
+
+/// Bootstrap 95 % intervals of every headline metric, resampling `unit`; with clusters, each
+/// per-item metric's design effect beside its interval.
+pub fn bootstrap_by(
+    summary: &Summary,
+    scores: &ScoreTensor,
+    items: &[ItemView<'_>],
+    resamples: usize,
+    seed: u64,
+    unit: Unit<'_>,
+) -> Result<Vec<Interval>> {
     let values = ItemValues::new(summary, scores, items)?;
     let point = values.headline(|| 0..items.len(), summary, items);
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
     let mut rng = SplitMix64::new(seed);
     for _ in 0..resamples {
-        let members = resample(&mut rng, items.len());
+        let members = resample(&mut rng, items.len(), unit);
         let metrics = values.headline(&members, summary, items);
         for (slot, (name, _)) in draws.iter_mut().zip(&point) {
             // A metric absent from a resample (no item it applies to was drawn) adds no draw.
@@ -122,14 +199,62 @@ pub fn bootstrap(
             }
         }
     }
+    let effects = match unit {
+        Unit::Items => Vec::new(),
+        Unit::Clusters(clusters) => design_effects(&values, clusters),
+    };
     Ok(point
         .into_iter()
         .zip(draws)
         .map(|((metric, value), d)| {
             let (low, high) = if d.is_empty() { (value, value) } else { percentile_interval(d) };
-            Interval { metric, value, low, high }
+            let design_effect = effects.iter().find(|(name, _)| *name == metric).and_then(|(_, e)| *e);
+            Interval { metric, value, low, high, design_effect }
         })
         .collect())
+}
+
+/// Each per-item metric's design effect under `clusters` (reported as the metric's name, a
+/// distribution's as `<name>_mean`): for the mean `ȳ` of the `n` values where the metric
+/// applies, the linearised variance with clusters, `C/(C−1) · Σ_c (Y_c − ȳ·n_c)² / n²` over the
+/// `C` clusters holding such values (sums `Y_c` of `n_c` values), over the variance of a mean of
+/// independent values, `s²/n`. `None` where either is not defined (fewer than two clusters or
+/// values, or no spread).
+fn design_effects(values: &ItemValues, clusters: &Clusters) -> Vec<(String, Option<f64>)> {
+    let names = values.per_item.names();
+    (0..names.len())
+        .map(|m| {
+            let name = match values.per_item.aggregate(m) {
+                Aggregate::Percent => names[m].to_string(),
+                Aggregate::Distribution => format!("{}_mean", names[m]),
+            };
+            let (mut n, mut sum) = (0usize, 0.0f64);
+            let mut per_cluster: Vec<(usize, f64)> = Vec::with_capacity(clusters.count());
+            for c in 0..clusters.count() {
+                let (mut count, mut total) = (0usize, 0.0);
+                for &i in clusters.members(c) {
+                    if let Some(v) = values.values.get(i as usize, m) {
+                        count += 1;
+                        total += v;
+                    }
+                }
+                if count > 0 {
+                    per_cluster.push((count, total));
+                    (n, sum) = (n + count, sum + total);
+                }
+            }
+            let mean = sum / n as f64;
+            let squares: f64 =
+                (0..clusters.items()).filter_map(|i| values.values.get(i, m)).map(|v| (v - mean) * (v - mean)).sum();
+            let c = per_cluster.len() as f64;
+            let srs = squares / (n as f64 - 1.0) / n as f64;
+            let clustered = c / (c - 1.0)
+                * per_cluster.iter().map(|&(k, y)| (y - mean * k as f64).powi(2)).sum::<f64>()
+                / (n as f64 * n as f64);
+            let effect = (n >= 2 && per_cluster.len() >= 2 && srs > 0.0).then(|| clustered / srs);
+            (name, effect.filter(|e| e.is_finite()))
+        })
+        .collect()
 }
 
 /// Paired comparison of two score sets on the same items: `b − a` per headline metric with
@@ -142,13 +267,26 @@ pub fn paired(
     resamples: usize,
     seed: u64,
 ) -> Result<Vec<Paired>> {
+    paired_by(summary, a, b, items, resamples, seed, Unit::Items)
+}
+
+/// [`paired`], resampling `unit`.
+pub fn paired_by(
+    summary: &Summary,
+    a: &ScoreTensor,
+    b: &ScoreTensor,
+    items: &[ItemView<'_>],
+    resamples: usize,
+    seed: u64,
+    unit: Unit<'_>,
+) -> Result<Vec<Paired>> {
     let (va, vb) = (ItemValues::new(summary, a, items)?, ItemValues::new(summary, b, items)?);
     let all = || 0..items.len();
     let (pa, pb) = (va.headline(all, summary, items), vb.headline(all, summary, items));
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
     let mut rng = SplitMix64::new(seed);
     for _ in 0..resamples {
-        let members = resample(&mut rng, items.len());
+        let members = resample(&mut rng, items.len(), unit);
         let (ma, mb) = (va.headline(&members, summary, items), vb.headline(&members, summary, items));
         for (slot, (name, _)) in draws.iter_mut().zip(&pa) {
             let get = |m: &[(String, f64)]| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v);

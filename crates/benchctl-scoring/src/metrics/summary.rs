@@ -2,7 +2,7 @@
 //! macro and subset averages, its group accuracies and its tie rule. A [`Summary`] owns its
 //! names, so a suite read from a manifest at run time holds one as a built-in suite does.
 
-use super::{MetricFamily, Ties};
+use super::{ClusterRule, MetricFamily, Ties};
 
 /// How a suite's items are summarised.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,9 @@ pub struct Summary {
     /// Accuracies over groups of items, each group counting when all its items are right
     /// (What'sUp's pair and set accuracy).
     pub all_of: Vec<AllOf>,
+    /// How the items cluster, for the bootstrap (items sharing an image by default); `None`
+    /// resamples items one by one (`--bootstrap items`, as published intervals are made).
+    pub clusters: Option<ClusterRule>,
 }
 
 impl Summary {
@@ -35,6 +38,7 @@ impl Summary {
             subset_average: None,
             ties: Ties::Strict,
             all_of: Vec::new(),
+            clusters: Some(ClusterRule::default()),
         }
     }
 

@@ -1,7 +1,9 @@
 //! `[metrics]`: the metric family, breakdowns, macro and subset averages, group accuracies,
 //! the tie rule and the headline, checked against what the family declares it reports.
 
-use benchctl_scoring::metrics::{AllOf, GroupFilter, MetricFamily, SubsetAverage, Summary, Ties, FAMILIES};
+use benchctl_scoring::metrics::{
+    AllOf, ClusterRule, GroupFilter, MetricFamily, SubsetAverage, Summary, Ties, FAMILIES,
+};
 use toml::Spanned;
 
 use super::raw::{RawAverage, RawMetrics};
@@ -33,10 +35,15 @@ impl Metrics {
         let breakdown_keys = m.breakdown.iter().map(|b| known_tag("metrics.breakdown", b)).collect::<Result<_>>()?;
         let macro_over = m.macro_over.as_ref().map(|k| known_tag("metrics.macro_over", k)).transpose()?;
         let official_ties = ties(m, family, cx)?;
+        let clusters = match &m.cluster_by {
+            Some(tag) => ClusterRule::Tag(known_tag("metrics.cluster_by", tag)?),
+            None => ClusterRule::SharedImages,
+        };
         let mut summary = Summary {
             breakdown_keys,
             macro_over,
             macro_groups: GroupFilter { min_items: m.macro_min_items, exclude: m.macro_exclude.clone() },
+            clusters: Some(clusters),
             ..Summary::of(family)
         };
         if let Some(a) = &m.average {

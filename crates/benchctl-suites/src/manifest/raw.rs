@@ -129,6 +129,10 @@ pub(super) struct RawMetrics {
     /// when all its items are right.
     #[serde(default)]
     pub(super) all_of: BTreeMap<String, Spanned<String>>,
+    /// The tag whose shared values make items one cluster for the bootstrap (default: items
+    /// sharing an image).
+    #[serde(default)]
+    pub(super) cluster_by: Option<Spanned<String>>,
 }
 
 /// `[metrics.average]`: a paper's average over named groups of one tag's values.

@@ -8,6 +8,7 @@ use candle_core::DType;
 mod annotations;
 mod e2e;
 mod encoders;
+mod intervals;
 mod kernels;
 mod preprocess;
 mod vqascore;
@@ -47,6 +48,7 @@ pub enum Part {
     Retrieval,
     Dense,
     Annotations,
+    Intervals,
     Preprocess,
     Peak,
     Vqa,
@@ -96,6 +98,7 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
             "benchmark --part peak or dense: a developer's benchmark, in builds with `--features dev-bench` (`just bench-vs-torch` makes one)",
         )),
         Part::Annotations => annotations::run(),
+        Part::Intervals => intervals::run(),
         Part::Preprocess => preprocess::run(args),
         Part::Vqa => vqascore::run(args),
     }

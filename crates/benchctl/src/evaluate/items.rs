@@ -31,6 +31,7 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
 fn load_suite(plan: &EvalPlan, ties: Ties) -> Result<Suite> {
     let mut suite = plan.suite.load(&plan.data_dir)?;
     suite.summary.ties = ties;
+    plan.options.bootstrap.apply(&mut suite.summary);
     if suite.items.is_empty() {
         return Err(Error::new(
             ErrorKind::Data,

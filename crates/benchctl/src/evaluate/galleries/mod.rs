@@ -129,7 +129,7 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
     };
     let data_fingerprint = fingerprint(&data, &plan.data_dir);
     // Retrieval metrics are over queries against shared galleries; no item bootstrap.
-    let scored = Scored { suite, report, intervals: Vec::new(), data_fingerprint, image_fingerprint };
+    let scored = Scored { suite, report, intervals: Vec::new(), bootstrap: None, data_fingerprint, image_fingerprint };
     Ok(Evaluation { run: session.run.finish(scored), outcome: Outcome::Queries { dump } })
 }
 

@@ -11,8 +11,10 @@ use benchctl::plan::{
 use benchctl::{bench, check, compare, fetch, merge, report, score, Error, ErrorKind, Result};
 use benchctl_models::device::DeviceSpec;
 use benchctl_models::vqascore::endpoint::ImagePosition;
-use benchctl_scoring::metrics::Ties;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+mod values;
+pub use values::*;
 
 #[derive(Debug, Parser)]
 #[command(name = "benchctl", version, about = "Evaluate vision-language models on fine-grained image-text benchmarks")]
@@ -192,43 +194,12 @@ pub struct EvalArgs {
     /// `ties = "first"` (`benchctl suites` lists which; docs/manifests.md).
     #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
     pub ties: TiesArg,
-}
-
-/// `--on-long-caption`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LongCaptionArg {
-    Truncate,
-    Error,
-}
-
-/// `--ties`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TiesArg {
-    Strict,
-    First,
-}
-
-/// `--rococo-altered`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AlteredSourceArg {
-    Auto,
-    Release,
-    Generate,
-}
-
-/// `--caption-normalisation`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CaptionNormalisationArg {
-    Auto,
-    None,
-    Blip,
-}
-
-/// RoCOCO's image alterations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum AlterMethod {
-    Mix,
-    Patch,
+    /// What the bootstrap intervals resample: `clusters` of items made together (items
+    /// sharing an image, or a manifest's `metrics.cluster_by`; the default), or `items` one
+    /// by one, as published intervals usually are (narrower where items cluster). The run
+    /// records which, with each metric's design effect (docs/results.md).
+    #[arg(long, value_enum, default_value_t = BootstrapArg::Clusters)]
+    pub bootstrap: BootstrapArg,
 }
 
 /// Layouts of externally produced scores.
@@ -261,6 +232,9 @@ pub struct ScoreArgs {
     /// How a tie for the top score counts (see `eval --ties`).
     #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
     pub ties: TiesArg,
+    /// What the bootstrap intervals resample (see `eval --bootstrap`).
+    #[arg(long, value_enum, default_value_t = BootstrapArg::Clusters)]
+    pub bootstrap: BootstrapArg,
     /// What the scores are: `probability` (in [0, 1], e.g. an ITM head) adds the threshold
     /// metrics (VALSE's p_c, p_f, acc, min); `logit` (log-odds of a match probability) adds
     /// them through the sigmoid, and keeps saturated probabilities from tying.
@@ -425,6 +399,10 @@ pub enum BenchPart {
     /// two slices of it (and so its growth per item), and the peak of `check` on a generated
     /// 250,000-item EqBen list.
     Annotations,
+    /// The bootstrap's intervals: coverage of the true accuracy over 1,000 simulated suites of
+    /// clustered items (cluster and item bootstrap, the mean design effect), and the time of
+    /// one bootstrap of a 1,000,000-item suite by clusters and by items.
+    Intervals,
     /// Decoding and preprocessing every PNG and JPEG file under --images (default: a
     /// generated set of photo-like JPEGs and PNGs, 400 to 2,000 pixels a side) to the
     /// --model's input tensor: images per second in total and per core, and the time per
@@ -500,6 +478,7 @@ impl EvalArgs {
                 LongCaptionArg::Error => LongCaptions::Refuse,
             },
             ties: self.ties.into(),
+            bootstrap: self.bootstrap.into(),
             shard: self.shard,
             retrieval: RetrievalOptions {
                 methods: self
@@ -583,15 +562,6 @@ impl ModelChoice {
     }
 }
 
-impl From<TiesArg> for Ties {
-    fn from(t: TiesArg) -> Self {
-        match t {
-            TiesArg::Strict => Ties::Strict,
-            TiesArg::First => Ties::First,
-        }
-    }
-}
-
 impl ScoreArgs {
     pub fn plan(&self) -> score::ScorePlan {
         score::ScorePlan {
@@ -604,6 +574,7 @@ impl ScoreArgs {
                 ScoreFormat::EqbenNpy => score::ScoreFormat::EqbenNpy,
             }),
             ties: self.ties.into(),
+            bootstrap: self.bootstrap.into(),
             score_kind: match self.score_kind {
                 ScoreKindArg::Similarity => benchctl_scoring::ScoreKind::Similarity,
                 ScoreKindArg::Probability => benchctl_scoring::ScoreKind::Probability,
@@ -676,6 +647,7 @@ impl BenchArgs {
                 BenchPart::Retrieval => bench::Part::Retrieval,
                 BenchPart::Dense => bench::Part::Dense,
                 BenchPart::Annotations => bench::Part::Annotations,
+                BenchPart::Intervals => bench::Part::Intervals,
                 BenchPart::Preprocess => bench::Part::Preprocess,
                 BenchPart::Peak => bench::Part::Peak,
                 BenchPart::Vqascore => bench::Part::Vqa,

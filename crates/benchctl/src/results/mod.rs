@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 use crate::cache;
 use crate::{Error, ErrorKind, Result};
 
+mod intervals;
+pub use intervals::BootstrapRecord;
+use intervals::{intervals_from_json, intervals_json};
+
 /// Version of the run file layout.
 pub const SCHEMA: u32 = 1;
 
@@ -28,6 +32,9 @@ pub struct Run {
     pub report: Report,
     /// Bootstrap 95 % intervals of the headline metrics (empty for retrieval suites).
     pub intervals: Vec<Interval>,
+    /// How the intervals were drawn (items or clusters); `None` in older run files and for
+    /// retrieval suites.
+    pub bootstrap: Option<BootstrapRecord>,
     /// The benchctl build's git commit (`unknown` outside a checkout).
     pub tool_commit: String,
     /// SHA-256 of the suite's annotation files and image list ([`crate::results::fingerprint`]).
@@ -253,6 +260,8 @@ struct RunFileLayout {
     report: serde_json::Value,
     #[serde(default)]
     intervals: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bootstrap: Option<BootstrapRecord>,
 }
 
 /// The tool that wrote a run file; any part may be missing from an older one.
@@ -297,6 +306,7 @@ impl Run {
             timings: self.timings.clone(),
             report: self.report.to_json(),
             intervals: intervals_json(&self.intervals),
+            bootstrap: self.bootstrap.clone(),
         };
         // Every field is plain data (strings, numbers, maps with string keys): it serialises.
         serde_json::to_value(file).unwrap_or_default()
@@ -323,7 +333,8 @@ impl Run {
             batch_size: file.options.batch_size,
             counts: file.counts,
             timings: file.timings,
-            intervals: intervals_from_json(Some(&file.intervals), &report)?,
+            intervals: intervals_from_json(Some(&file.intervals), &report, file.bootstrap.as_ref())?,
+            bootstrap: file.bootstrap,
             report,
             tool_commit: file.tool.commit,
             data_fingerprint: file.data_fingerprint,
@@ -384,28 +395,6 @@ impl Run {
     pub fn interval(&self, metric: &str) -> Option<&Interval> {
         self.intervals.iter().find(|i| i.metric == metric)
     }
-}
-
-/// `{metric: [low, high]}` in report order.
-fn intervals_json(intervals: &[Interval]) -> serde_json::Value {
-    let map: serde_json::Map<String, serde_json::Value> =
-        intervals.iter().map(|i| (i.metric.clone(), serde_json::json!([i.low, i.high]))).collect();
-    serde_json::Value::Object(map)
-}
-
-fn intervals_from_json(v: Option<&serde_json::Value>, report: &Report) -> Result<Vec<Interval>> {
-    let Some(map) = v.and_then(|v| v.as_object()) else { return Ok(Vec::new()) };
-    map.iter()
-        .map(|(metric, bounds)| {
-            let pair = bounds.as_array().filter(|a| a.len() == 2).and_then(|a| Some((a[0].as_f64()?, a[1].as_f64()?)));
-            let (low, high) =
-                pair.ok_or_else(|| Error::results(format!("key `intervals.{metric}` is not [low, high]")))?;
-            let value = report
-                .metric(metric)
-                .ok_or_else(|| Error::results(format!("key `intervals.{metric}` names no reported metric")))?;
-            Ok(Interval { metric: metric.clone(), value, low, high })
-        })
-        .collect()
 }
 
 /// The score dump of an item suite: one line per item with its id and K×L scores, and its
