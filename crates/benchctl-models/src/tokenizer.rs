@@ -27,6 +27,7 @@ pub struct ClipTokenizer {
     bos: u32,
     eos: u32,
     cleaning: CaptionCleaning,
+    cleaner: text_clean::TextCleaner,
 }
 
 /// How a CLIP family's reference cleans a caption before tokenising it.
@@ -35,7 +36,8 @@ pub enum CaptionCleaning {
     /// HTML references unescaped twice (Python's `html.unescape`).
     HtmlReferences,
     /// open_clip's `whitespace_clean(basic_clean(text)).lower()`: ftfy's `fix_text`, HTML
-    /// references unescaped twice, whitespace collapsed ([`crate::text_clean::open_clip_clean`]),
+    /// references unescaped twice, whitespace collapsed
+    /// ([`crate::text_clean::TextCleaner::open_clip_clean`]),
     /// lower-cased as Python does (a final sigma as `ς`, which `tokenizer.json`'s per-character
     /// lower-casing does not know).
     OpenClip,
@@ -44,13 +46,13 @@ pub enum CaptionCleaning {
 impl CaptionCleaning {
     /// `text` as the reference hands it to its BPE (`tokenizer.json`'s normaliser then
     /// lower-cases it, again for OpenCLIP).
-    pub fn apply<'a>(self, text: &'a str) -> std::borrow::Cow<'a, str> {
+    pub fn apply<'a>(self, cleaner: &text_clean::TextCleaner, text: &'a str) -> std::borrow::Cow<'a, str> {
         match self {
             CaptionCleaning::HtmlReferences if !text.contains('&') => std::borrow::Cow::Borrowed(text),
             CaptionCleaning::HtmlReferences => {
-                std::borrow::Cow::Owned(text_clean::html_unescape(&text_clean::html_unescape(text)))
+                std::borrow::Cow::Owned(cleaner.html_unescape(&cleaner.html_unescape(text)))
             }
-            CaptionCleaning::OpenClip => std::borrow::Cow::Owned(text_clean::open_clip_clean(text).to_lowercase()),
+            CaptionCleaning::OpenClip => std::borrow::Cow::Owned(cleaner.open_clip_clean(text).to_lowercase()),
         }
     }
 }
@@ -99,7 +101,7 @@ impl ClipTokenizer {
         let bos = special(&inner, path, START_OF_TEXT)?;
         let eos = special(&inner, path, END_OF_TEXT)?;
         check_len(max_len)?;
-        Ok(Self { inner, max_len, bos, eos, cleaning })
+        Ok(Self { inner, max_len, bos, eos, cleaning, cleaner: text_clean::TextCleaner::new()? })
     }
 
     pub fn eos(&self) -> u32 {
@@ -112,14 +114,14 @@ impl ClipTokenizer {
 
     /// How many of the text's tokens [`ClipTokenizer::encode`] drops to fit the context.
     pub fn tokens_cut(&self, text: &str) -> Result<usize> {
-        let body = body_ids(&self.inner, &self.cleaning.apply(text))?;
+        let body = body_ids(&self.inner, &self.cleaning.apply(&self.cleaner, text))?;
         Ok(body.len().saturating_sub(self.max_len - 2))
     }
 
     /// `[bos, tokens…, eos]`, at most `max_len` ids; a longer text keeps its first
     /// `max_len − 2` tokens and the end token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let body = body_ids(&self.inner, &self.cleaning.apply(text))?;
+        let body = body_ids(&self.inner, &self.cleaning.apply(&self.cleaner, text))?;
         let keep = body.len().min(self.max_len - 2);
         let mut ids = Vec::with_capacity(keep + 2);
         ids.push(self.bos);
@@ -353,7 +355,8 @@ mod tests {
 
     #[test]
     fn unescapes_entities_like_python() {
-        let clean = |t: &str| CaptionCleaning::HtmlReferences.apply(t).into_owned();
+        let cleaner = crate::text_clean::TextCleaner::new().unwrap();
+        let clean = |t: &str| CaptionCleaning::HtmlReferences.apply(&cleaner, t).into_owned();
         assert_eq!(clean("fish &amp; chips &lt;3"), "fish & chips <3");
         assert_eq!(clean("&#39;quoted&#x27; &quot;x&quot;"), "'quoted' \"x\"");
         assert_eq!(clean("AT&T & co &unknown; &"), "AT&T & co &unknown; &");

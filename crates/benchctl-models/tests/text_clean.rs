@@ -4,7 +4,7 @@
 //! half-width forms, ligatures, mojibake of every code page ftfy repairs, HTML references,
 //! control characters and 1,500 random strings of the characters ftfy's heuristic weighs.
 
-use benchctl_models::text_clean::{codepages, fix_text, open_clip_clean};
+use benchctl_models::text_clean::{codepages, TextCleaner};
 use benchctl_models::tokenizer::{CaptionCleaning, ClipTokenizer};
 use benchctl_testkit::model_fixture;
 
@@ -49,14 +49,16 @@ fn fix_text_matches_ftfy() {
     let fixture = fixture();
     let changed = cases(&fixture).iter().filter(|c| c["fix_text"] != c["text"]).count();
     assert!(changed > 900, "the fixture exercises the fixes ({changed} changed)");
-    let off = mismatches(&fixture, "fix_text", fix_text);
+    let cleaner = TextCleaner::new().unwrap();
+    let off = mismatches(&fixture, "fix_text", |t| cleaner.fix_text(t));
     assert!(off.is_empty(), "{} of {} differ from ftfy:\n{}", off.len(), cases(&fixture).len(), off.join("\n"));
 }
 
 #[test]
 fn open_clip_cleaning_and_ids_match_open_clip() {
     let fixture = fixture();
-    let off = mismatches(&fixture, "open_clip_clean", |t| open_clip_clean(t).to_lowercase());
+    let cleaner = TextCleaner::new().unwrap();
+    let off = mismatches(&fixture, "open_clip_clean", |t| cleaner.open_clip_clean(t).to_lowercase());
     assert!(off.is_empty(), "{} differ from open_clip's cleaning:\n{}", off.len(), off.join("\n"));
     let tokenizer =
         ClipTokenizer::from_file(&model_fixture("tokenizer/tokenizer.json"), 77, CaptionCleaning::OpenClip).unwrap();

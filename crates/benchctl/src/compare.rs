@@ -173,7 +173,7 @@ fn paired(baseline: &ComparedRun, current: &ComparedRun) -> Option<Vec<stats::Pa
     let sb = crate::dump::from_lines(&suite, b, &current.source, current.run.model.score_kind()).ok()?;
     let views = suite.item_views();
     // Clusters as the current run drew its intervals (items where it asked for items).
-    let clustered = current.run.bootstrap.as_ref().is_some_and(|b| b.unit == "clusters");
+    let clustered = current.run.bootstrap.as_ref().is_some_and(|b| b.unit == crate::plan::BootstrapUnit::Clusters);
     let clusters = if clustered { suite.clusters() } else { None };
     let unit = clusters.as_ref().map_or(stats::Unit::Items, stats::Unit::Clusters);
     stats::paired_by(&suite.summary, &sa, &sb, &views, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, unit).ok()

@@ -84,8 +84,8 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&base.suite.ties).ok_or_else(|| {
         Error::new(ErrorKind::Data, format!("merge: the shards' tie rule `{}` is not strict or first", base.suite.ties))
     })?;
-    // The shards' bootstrap unit: items where they asked for items.
-    if base.bootstrap.as_ref().is_some_and(|b| b.unit == "items" && b.rule.is_none()) {
+    // The shards' bootstrap unit: items where they asked for items (no rule recorded).
+    if base.bootstrap.as_ref().is_some_and(|b| b.rule.is_none()) {
         crate::plan::BootstrapUnit::Items.apply(&mut suite.summary);
     }
     let data_fingerprint = fingerprint(&suite)?;

@@ -195,8 +195,9 @@ pub struct EvalOptions {
     pub retrieval: RetrievalOptions,
 }
 
-/// What a run's bootstrap resamples (`--bootstrap`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// What a run's bootstrap resamples (`--bootstrap`; in run files, `bootstrap.unit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum BootstrapUnit {
     /// Whole clusters of items made together, where the suite's items cluster (the default).
     #[default]

@@ -165,7 +165,7 @@ pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<(Vec<I
     let intervals = bootstrap_by(&suite.summary, scores, &suite.item_views(), resamples, seed, unit)?;
     let record = match (&clusters, &suite.summary.clusters) {
         (Some(clusters), Some(rule)) => BootstrapRecord {
-            unit: "clusters".into(),
+            unit: crate::plan::BootstrapUnit::Clusters,
             rule: Some(rule.describe()),
             clusters: Some(clusters.count()),
             mean_cluster_size: Some(clusters.mean_size()),

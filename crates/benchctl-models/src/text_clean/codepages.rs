@@ -75,6 +75,11 @@ pub static CODE_PAGES: [CodePage; 10] = [
     CodePage::new("cp437", CP437, false),
 ];
 
+/// ftfy's sloppy Windows-1252 (C1 controls, HTML's numeric references 0x80–0x9F).
+pub fn windows_1252() -> &'static CodePage {
+    &CODE_PAGES[1]
+}
+
 /// The code page called `name`.
 pub fn code_page(name: &str) -> Option<&'static CodePage> {
     CODE_PAGES.iter().find(|p| p.name == name)

@@ -1,64 +1,61 @@
 //! ftfy's mojibake repair (`fix_encoding`, ftfy 6.3): text that looks like UTF-8 decoded in a
-//! single-byte code page ([`super::badness::is_bad`]) is encoded back in the first code page
+//! single-byte code page ([`super::badness`]) is encoded back in the first code page
 //! that can hold it and decoded as UTF-8, repairing on the way a no-break space turned into a
 //! space (`restore_byte_a0`) and bytes a sloppy decode lost (`replace_lossy_sequences`); failing
 //! that, runs of mojibake inside otherwise good text are repaired alone
 //! (`decode_inconsistent_utf8`), Latin-1 meant as Windows-1252 is re-read, and C1 controls
 //! become Windows-1252's characters. Repeated until nothing changes.
 
-use std::sync::OnceLock;
+use super::codepages::{windows_1252, CODE_PAGES};
+use super::TextCleaner;
 
-use regex::bytes::Regex as BytesRegex;
-use regex::Regex;
+impl TextCleaner {
+    /// ftfy's `fix_encoding`.
+    pub(super) fn fix_encoding(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        loop {
+            match self.fix_encoding_step(&text) {
+                Some(fixed) if fixed != text => text = fixed,
+                _ => return text,
+            }
+        }
+    }
 
-use super::badness::is_bad;
-use super::codepages::{code_page, CODE_PAGES};
-
-/// ftfy's `fix_encoding`.
-pub fn fix_encoding(text: &str) -> String {
-    let mut text = text.to_string();
-    loop {
-        match fix_encoding_step(&text) {
-            Some(fixed) if fixed != text => text = fixed,
-            _ => return text,
+    /// One repair, or `None` where the text is left as it is.
+    fn fix_encoding_step(&self, text: &str) -> Option<String> {
+        if text.is_ascii() || !self.is_bad(text) {
+            return None;
         }
+        let mut possible = Vec::new();
+        for page in &CODE_PAGES {
+            let Some(mut bytes) = page.encode(text) else { continue };
+            possible.push(page.name);
+            if page.name != "macroman" && self.0.altered_utf8.is_match(&bytes) {
+                bytes = self.restore_byte_a0(&bytes);
+            }
+            if page.sloppy {
+                bytes = self.0.lossy_utf8.replace_all(&bytes, "\u{fffd}".as_bytes()).into_owned();
+            }
+            if let Some(fixed) = decode_utf8_variants(&bytes) {
+                return Some(fixed);
+            }
+        }
+        if self.runs(text).next().is_some() {
+            let fixed = self.decode_inconsistent_utf8(text);
+            if fixed != text {
+                return Some(fixed);
+            }
+        }
+        // Latin-1's C1 controls taken as Windows-1252's characters, where the strict code page
+        // has them. (ftfy means to keep text that is also Windows-1252 first, but asks for the
+        // name "windows-1252", which its list of candidates never holds; this does as it does.)
+        if possible.contains(&"latin-1") {
+            if let Some(fixed) = latin1_as_windows_1252(text).filter(|fixed| fixed != text) {
+                return Some(fixed);
+            }
+        }
+        text.chars().any(is_c1).then(|| fix_c1_controls(text))
     }
-}
-
-/// One repair, or `None` where the text is left as it is.
-fn fix_encoding_step(text: &str) -> Option<String> {
-    if text.is_ascii() || !is_bad(text) {
-        return None;
-    }
-    let mut possible = Vec::new();
-    for page in &CODE_PAGES {
-        let Some(mut bytes) = page.encode(text) else { continue };
-        possible.push(page.name);
-        if page.name != "macroman" && altered_utf8().is_match(&bytes) {
-            bytes = restore_byte_a0(&bytes);
-        }
-        if page.sloppy {
-            bytes = lossy_utf8().replace_all(&bytes, "\u{fffd}".as_bytes()).into_owned();
-        }
-        if let Some(fixed) = decode_utf8_variants(&bytes) {
-            return Some(fixed);
-        }
-    }
-    if runs(text).next().is_some() {
-        let fixed = decode_inconsistent_utf8(text);
-        if fixed != text {
-            return Some(fixed);
-        }
-    }
-    // Latin-1's C1 controls taken as Windows-1252's characters, where the strict code page
-    // has them. (ftfy means to keep text that is also Windows-1252 first, but asks for the
-    // name "windows-1252", which its list of candidates never holds; this does as it does.)
-    if possible.contains(&"latin-1") {
-        if let Some(fixed) = latin1_as_windows_1252(text).filter(|fixed| fixed != text) {
-            return Some(fixed);
-        }
-    }
-    text.chars().any(is_c1).then(|| fix_c1_controls(text))
 }
 
 fn is_c1(c: char) -> bool {
@@ -67,14 +64,14 @@ fn is_c1(c: char) -> bool {
 
 /// Each C1 control as the Windows-1252 character of its byte (ftfy's `fix_c1_controls`).
 pub fn fix_c1_controls(text: &str) -> String {
-    let page = code_page("sloppy-windows-1252").expect("Windows-1252 is one of the code pages");
+    let page = windows_1252();
     text.chars().map(|c| if is_c1(c) { page.decode_byte(c as u8) } else { c }).collect()
 }
 
 /// `text.encode("latin-1").decode("windows-1252")` with Python's strict Windows-1252, which
 /// leaves 0x81, 0x8D, 0x8F, 0x90 and 0x9D unassigned.
 fn latin1_as_windows_1252(text: &str) -> Option<String> {
-    let page = code_page("sloppy-windows-1252")?;
+    let page = windows_1252();
     text.chars()
         .map(|c| match c as u32 {
             0x81 | 0x8D | 0x8F | 0x90 | 0x9D => None,
@@ -119,52 +116,41 @@ fn decode_utf8_variants(bytes: &[u8]) -> Option<String> {
 }
 
 /// UTF-8 sequences whose no-break space (`A0`) became a space.
-fn altered_utf8() -> &'static BytesRegex {
-    static RE: OnceLock<BytesRegex> = OnceLock::new();
-    RE.get_or_init(|| {
-        BytesRegex::new(
-            r"(?-u)[\xc2\xc3\xc5\xce\xd0\xd9] |[\xe2\xe3] [\x80-\x84\x86-\x9f\xa1-\xbf]|[\xe0-\xe3][\x80-\x84\x86-\x9f\xa1-\xbf] |\xf0 [\x80-\xbf][\x80-\xbf]|\xf0[\x80-\xbf] [\x80-\xbf]|\xf0[\x80-\xbf][\x80-\xbf] ",
-        )
-        .expect("a valid pattern")
-    })
-}
+pub(super) const ALTERED_UTF8: &str = r"(?-u)[\xc2\xc3\xc5\xce\xd0\xd9] |[\xe2\xe3] [\x80-\x84\x86-\x9f\xa1-\xbf]|[\xe0-\xe3][\x80-\x84\x86-\x9f\xa1-\xbf] |\xf0 [\x80-\xbf][\x80-\xbf]|\xf0[\x80-\xbf] [\x80-\xbf]|\xf0[\x80-\xbf][\x80-\xbf] ";
 
 /// UTF-8 sequences with a byte a sloppy decode lost (as `1A` or `?`).
-fn lossy_utf8() -> &'static BytesRegex {
-    static RE: OnceLock<BytesRegex> = OnceLock::new();
-    RE.get_or_init(|| {
-        BytesRegex::new(concat!(
-            r"(?-u)[\xc2-\xdf][\x1a]|[\xc2-\xc3][?]",
-            r"|\xed[\xa0-\xaf][\x1a?]\xed[\xb0-\xbf][\x1a?\x80-\xbf]",
-            r"|\xed[\xa0-\xaf][\x1a?\x80-\xbf]\xed[\xb0-\xbf][\x1a?]",
-            r"|[\xe0-\xef][\x1a?][\x1a\x80-\xbf]|[\xe0-\xef][\x1a\x80-\xbf][\x1a?]",
-            r"|[\xf0-\xf4][\x1a?][\x1a\x80-\xbf][\x1a\x80-\xbf]|[\xf0-\xf4][\x1a\x80-\xbf][\x1a?][\x1a\x80-\xbf]",
-            r"|[\xf0-\xf4][\x1a\x80-\xbf][\x1a\x80-\xbf][\x1a?]|\x1a",
-        ))
-        .expect("a valid pattern")
-    })
-}
+pub(super) const LOSSY_UTF8: &str = concat!(
+    r"(?-u)[\xc2-\xdf][\x1a]|[\xc2-\xc3][?]",
+    r"|\xed[\xa0-\xaf][\x1a?]\xed[\xb0-\xbf][\x1a?\x80-\xbf]",
+    r"|\xed[\xa0-\xaf][\x1a?\x80-\xbf]\xed[\xb0-\xbf][\x1a?]",
+    r"|[\xe0-\xef][\x1a?][\x1a\x80-\xbf]|[\xe0-\xef][\x1a\x80-\xbf][\x1a?]",
+    r"|[\xf0-\xf4][\x1a?][\x1a\x80-\xbf][\x1a\x80-\xbf]|[\xf0-\xf4][\x1a\x80-\xbf][\x1a?][\x1a\x80-\xbf]",
+    r"|[\xf0-\xf4][\x1a\x80-\xbf][\x1a\x80-\xbf][\x1a?]|\x1a",
+);
 
 /// ftfy's `restore_byte_a0`: `Ã` before a space becomes `à` (but before the words where
 /// Portuguese has `à` or `às`), and a space inside a UTF-8 sequence becomes its `A0`.
-fn restore_byte_a0(bytes: &[u8]) -> Vec<u8> {
-    const KEPT_AFTER: [&[u8]; 5] = [b" ", b"quele", b"quela", b"quilo", b"s "];
-    let mut grave = Vec::with_capacity(bytes.len() + 8);
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i..].starts_with(b"\xc3 ") && !KEPT_AFTER.iter().any(|w| bytes[i + 2..].starts_with(w)) {
-            grave.extend_from_slice(b"\xc3\xa0 ");
-            i += 2;
-        } else {
-            grave.push(bytes[i]);
-            i += 1;
+impl TextCleaner {
+    fn restore_byte_a0(&self, bytes: &[u8]) -> Vec<u8> {
+        const KEPT_AFTER: [&[u8]; 5] = [b" ", b"quele", b"quela", b"quilo", b"s "];
+        let mut grave = Vec::with_capacity(bytes.len() + 8);
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i..].starts_with(b"\xc3 ") && !KEPT_AFTER.iter().any(|w| bytes[i + 2..].starts_with(w)) {
+                grave.extend_from_slice(b"\xc3\xa0 ");
+                i += 2;
+            } else {
+                grave.push(bytes[i]);
+                i += 1;
+            }
         }
+        self.0
+            .altered_utf8
+            .replace_all(&grave, |m: &regex::bytes::Captures| {
+                m[0].iter().map(|&b| if b == b' ' { 0xA0 } else { b }).collect::<Vec<u8>>()
+            })
+            .into_owned()
     }
-    altered_utf8()
-        .replace_all(&grave, |m: &regex::bytes::Captures| {
-            m[0].iter().map(|&b| if b == b' ' { 0xA0 } else { b }).collect::<Vec<u8>>()
-        })
-        .into_owned()
 }
 
 /// The characters UTF-8's bytes become in the code pages (ftfy's `UTF8_CLUES`): lead bytes of
@@ -184,58 +170,59 @@ fn class(chars: &str) -> String {
 }
 
 /// One or more UTF-8 sequences as code pages show them (ftfy's `UTF8_DETECTOR_RE` without its
-/// look-behind, which [`decode_inconsistent_utf8`] checks), anchored at the start.
-fn utf8_run() -> &'static Regex {
-    static RE: OnceLock<Regex> = OnceLock::new();
-    RE.get_or_init(|| {
-        let cont = class(&format!("{CONTINUATION_STRICT}{CONTINUATION_LOOSE_EXTRA}"));
-        let (first2, first3, first4) = (class(FIRST_OF_2), class(FIRST_OF_3), class(FIRST_OF_4));
-        Regex::new(&format!("^(?:{first2}{cont}|{first3}{cont}{{2}}|{first4}{cont}{{3}})+")).expect("a valid pattern")
-    })
+/// look-behind, which [`TextCleaner::runs`] checks), anchored at the start.
+pub(super) fn utf8_run_pattern() -> String {
+    let cont = class(&format!("{CONTINUATION_STRICT}{CONTINUATION_LOOSE_EXTRA}"));
+    let (first2, first3, first4) = (class(FIRST_OF_2), class(FIRST_OF_3), class(FIRST_OF_4));
+    format!("^(?:{first2}{cont}|{first3}{cont}{{2}}|{first4}{cont}{{3}})+")
 }
 
-/// The runs ftfy's detector finds, left to right, each as its byte range: a run may not
-/// follow a strict continuation character.
-fn runs(text: &str) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
-    static STRICT: OnceLock<Regex> = OnceLock::new();
-    let strict = STRICT.get_or_init(|| Regex::new(&format!("^{}", class(CONTINUATION_STRICT))).expect("valid"));
-    let mut at = 0;
-    let mut previous: Option<char> = None;
-    std::iter::from_fn(move || {
-        while at < text.len() {
-            let preceded = previous.is_some_and(|p| strict.is_match(p.encode_utf8(&mut [0; 4])));
-            if !preceded {
-                if let Some(m) = utf8_run().find(&text[at..]) {
-                    let run = at..at + m.end();
-                    previous = text[..run.end].chars().next_back();
-                    at = run.end;
-                    return Some(run);
+/// Whether `c` is a strict continuation character ([`CONTINUATION_STRICT`]).
+fn is_strict_continuation(c: char) -> bool {
+    super::class_ranges(CONTINUATION_STRICT).iter().any(|&(a, b)| (a..=b).contains(&c))
+}
+
+impl TextCleaner {
+    /// The runs ftfy's detector finds, left to right, each as its byte range: a run may not
+    /// follow a strict continuation character.
+    fn runs<'t>(&'t self, text: &'t str) -> impl Iterator<Item = std::ops::Range<usize>> + 't {
+        let mut at = 0;
+        let mut previous: Option<char> = None;
+        std::iter::from_fn(move || {
+            while at < text.len() {
+                if !previous.is_some_and(is_strict_continuation) {
+                    if let Some(m) = self.0.utf8_run.find(&text[at..]) {
+                        let run = at..at + m.end();
+                        previous = text[..run.end].chars().next_back();
+                        at = run.end;
+                        return Some(run);
+                    }
                 }
+                let c = text[at..].chars().next()?;
+                previous = Some(c);
+                at += c.len_utf8();
             }
-            let c = text[at..].chars().next()?;
-            previous = Some(c);
-            at += c.len_utf8();
-        }
-        None
-    })
-}
-
-/// ftfy's `decode_inconsistent_utf8`: each run of mojibake that is not the whole text, and
-/// looks bad on its own, repaired alone.
-fn decode_inconsistent_utf8(text: &str) -> String {
-    let total = text.chars().count();
-    let mut out = String::with_capacity(text.len());
-    let mut last = 0;
-    for run in runs(text).collect::<Vec<_>>() {
-        let piece = &text[run.clone()];
-        out.push_str(&text[last..run.start]);
-        if piece.chars().count() < total && is_bad(piece) {
-            out.push_str(&fix_encoding(piece));
-        } else {
-            out.push_str(piece);
-        }
-        last = run.end;
+            None
+        })
     }
-    out.push_str(&text[last..]);
-    out
+
+    /// ftfy's `decode_inconsistent_utf8`: each run of mojibake that is not the whole text, and
+    /// looks bad on its own, repaired alone.
+    fn decode_inconsistent_utf8(&self, text: &str) -> String {
+        let total = text.chars().count();
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for run in self.runs(text).collect::<Vec<_>>() {
+            let piece = &text[run.clone()];
+            out.push_str(&text[last..run.start]);
+            if piece.chars().count() < total && self.is_bad(piece) {
+                out.push_str(&self.fix_encoding(piece));
+            } else {
+                out.push_str(piece);
+            }
+            last = run.end;
+        }
+        out.push_str(&text[last..]);
+        out
+    }
 }

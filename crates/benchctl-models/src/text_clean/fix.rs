@@ -1,29 +1,54 @@
 //! ftfy's `fix_text` with its default settings (ftfy 6.3, `TextFixerConfig()`): per line, the
 //! fixes below in ftfy's order, repeated until the line stops changing.
 
-use std::sync::OnceLock;
-
-use regex::Regex;
 use unicode_normalization::UnicodeNormalization;
 
-use super::encoding::{fix_c1_controls, fix_encoding};
-use super::html::ftfy_unescape;
+use super::encoding::fix_c1_controls;
+use super::TextCleaner;
 
 /// ftfy's longest segment, in characters (`max_decode_length`).
 const MAX_SEGMENT: usize = 1_000_000;
 
-/// ftfy's `fix_text`. HTML references are unescaped until a line holds a `<` (then the text
-/// is taken for HTML, and neither that line nor any after it is unescaped, as ftfy does).
-pub fn fix_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut unescape_html = true;
-    for segment in segments(text) {
-        if segment.contains('<') {
-            unescape_html = false;
+/// ANSI terminal escapes: `ESC [ digits/semicolons letter`.
+pub(super) const ANSI: &str = r"\x1b\[[\d;]*[a-zA-Z]";
+
+impl TextCleaner {
+    /// ftfy's `fix_text`. HTML references are unescaped until a line holds a `<` (then the
+    /// text is taken for HTML, and neither that line nor any after it is unescaped, as ftfy
+    /// does).
+    pub fn fix_text(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut unescape_html = true;
+        for segment in segments(text) {
+            if segment.contains('<') {
+                unescape_html = false;
+            }
+            out.push_str(&self.fix_segment(segment, unescape_html));
         }
-        out.push_str(&fix_segment(segment, unescape_html));
+        out
     }
-    out
+
+    fn fix_segment(&self, text: &str, unescape_html: bool) -> String {
+        let mut text = text.to_string();
+        loop {
+            let before = text.clone();
+            if unescape_html {
+                text = self.ftfy_unescape(&text);
+            }
+            text = self.fix_encoding(&text);
+            text = fix_c1_controls(&text);
+            text = fix_latin_ligatures(&text);
+            text = fix_character_width(&text);
+            text = text.chars().map(uncurl_quote).collect();
+            text = fix_line_breaks(&text);
+            text = self.0.ansi.replace_all(&text, "").into_owned();
+            text = text.chars().filter(|&c| !is_removed_control(c)).collect();
+            text = text.nfc().collect();
+            if text == before {
+                return text;
+            }
+        }
+    }
 }
 
 /// Lines with their line feeds, each at most [`MAX_SEGMENT`] characters.
@@ -39,28 +64,6 @@ fn segments(text: &str) -> impl Iterator<Item = &str> {
         rest = tail;
         Some(segment)
     })
-}
-
-fn fix_segment(text: &str, unescape_html: bool) -> String {
-    let mut text = text.to_string();
-    loop {
-        let before = text.clone();
-        if unescape_html {
-            text = ftfy_unescape(&text);
-        }
-        text = fix_encoding(&text);
-        text = fix_c1_controls(&text);
-        text = fix_latin_ligatures(&text);
-        text = fix_character_width(&text);
-        text = text.chars().map(uncurl_quote).collect();
-        text = fix_line_breaks(&text);
-        text = remove_terminal_escapes(&text);
-        text = text.chars().filter(|&c| !is_removed_control(c)).collect();
-        text = text.nfc().collect();
-        if text == before {
-            return text;
-        }
-    }
 }
 
 /// A Latin ligature or digraph spelled out (ftfy's `LIGATURES`).
@@ -128,13 +131,6 @@ fn uncurl_quote(c: char) -> char {
 
 fn fix_line_breaks(text: &str) -> String {
     text.replace("\r\n", "\n").replace(['\r', '\u{2028}', '\u{2029}', '\u{85}'], "\n")
-}
-
-/// ANSI terminal escapes (`ESC [ digits/semicolons letter`) removed.
-fn remove_terminal_escapes(text: &str) -> String {
-    static ANSI: OnceLock<Regex> = OnceLock::new();
-    let ansi = ANSI.get_or_init(|| Regex::new(r"\x1b\[[\d;]*[a-zA-Z]").expect("a valid pattern"));
-    ansi.replace_all(text, "").into_owned()
 }
 
 /// The control characters ftfy removes: C0 but tab, line feed, form feed and carriage

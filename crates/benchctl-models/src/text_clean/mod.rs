@@ -1,5 +1,6 @@
 //! Caption cleaning as open_clip does it before tokenising (`open_clip/tokenizer.py`):
-//! `basic_clean` (ftfy's `fix_text` ([`fix_text`]), Python's `html.unescape` twice, `strip`),
+//! `basic_clean` (ftfy's `fix_text` ([`TextCleaner::fix_text`]), Python's `html.unescape`
+//! twice, `strip`),
 //! then `whitespace_clean` (whitespace runs to one space). ftfy repairs mojibake, straightens
 //! curly quotes, maps full-width forms to ASCII, splits ligatures and removes control
 //! characters, so it changes well-formed captions too; an OpenCLIP model that skips it sees
@@ -13,14 +14,87 @@ mod encoding;
 mod fix;
 mod html;
 
-pub use fix::fix_text;
-pub use html::unescape as html_unescape;
+use std::collections::HashMap;
+use std::sync::Arc;
 
-/// open_clip's `whitespace_clean(basic_clean(text))` (the lower-casing is the tokenizer's).
-pub fn open_clip_clean(text: &str) -> String {
-    let fixed = fix_text(text);
-    let unescaped = html_unescape(&html_unescape(&fixed));
-    whitespace_clean(unescaped.trim_matches(is_python_space))
+use regex::bytes::Regex as BytesRegex;
+use regex::Regex;
+
+use crate::{Error, ErrorKind, Result};
+
+/// ftfy's and `html.unescape`'s patterns and tables, made once (a tokenizer holds one).
+#[derive(Clone)]
+pub struct TextCleaner(Arc<Parts>);
+
+struct Parts {
+    /// ftfy's mojibake heuristic ([`badness`]).
+    badness: Regex,
+    /// UTF-8 sequences whose no-break space became a space, and those a sloppy decode lost
+    /// bytes of ([`encoding`]).
+    altered_utf8: BytesRegex,
+    lossy_utf8: BytesRegex,
+    /// Runs of UTF-8 as code pages show them ([`encoding`]).
+    utf8_run: Regex,
+    /// ANSI terminal escapes ([`fix`]).
+    ansi: Regex,
+    /// Python's and ftfy's character-reference patterns, and their tables ([`html`]).
+    html_reference: Regex,
+    html_entity: Regex,
+    html5: HashMap<String, String>,
+    ftfy_entities: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for TextCleaner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TextCleaner")
+    }
+}
+
+impl TextCleaner {
+    /// Compiles the patterns and builds the HTML tables.
+    pub fn new() -> Result<Self> {
+        let regex = |pattern: &str| {
+            Regex::new(pattern).map_err(|e| {
+                Error::caused_by(ErrorKind::Tokenizer, format!("compile the caption cleaning's pattern: {e}"), e)
+            })
+        };
+        let bytes = |pattern: &str| {
+            BytesRegex::new(pattern).map_err(|e| {
+                Error::caused_by(ErrorKind::Tokenizer, format!("compile the caption cleaning's pattern: {e}"), e)
+            })
+        };
+        let html5 = html::html5_table();
+        let html_reference = regex(html::REFERENCE)?;
+        let ftfy_entities = html::ftfy_entities(&html5, &html_reference);
+        Ok(TextCleaner(Arc::new(Parts {
+            badness: regex(&badness::pattern())?,
+            altered_utf8: bytes(encoding::ALTERED_UTF8)?,
+            lossy_utf8: bytes(encoding::LOSSY_UTF8)?,
+            utf8_run: regex(&encoding::utf8_run_pattern())?,
+            ansi: regex(fix::ANSI)?,
+            html_reference,
+            html_entity: regex(html::ENTITY)?,
+            html5,
+            ftfy_entities,
+        })))
+    }
+
+    /// open_clip's `whitespace_clean(basic_clean(text))` (the lower-casing is the tokenizer's).
+    pub fn open_clip_clean(&self, text: &str) -> String {
+        let fixed = self.fix_text(text);
+        let unescaped = self.html_unescape(&self.html_unescape(&fixed));
+        whitespace_clean(unescaped.trim_matches(is_python_space))
+    }
+
+    /// Python's `html.unescape`.
+    pub fn html_unescape(&self, text: &str) -> String {
+        html::unescape(&self.0.html_reference, &self.0.html5, text)
+    }
+
+    /// Whether `text` looks like it holds mojibake (ftfy's `is_bad`).
+    fn is_bad(&self, text: &str) -> bool {
+        self.0.badness.is_match(text)
+    }
 }
 
 /// `" ".join(text.split())`: Python's whitespace runs to one space, none at the ends.
@@ -33,20 +107,34 @@ pub fn is_python_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
 }
 
-/// Characters as the inside of a regex class, each escaped; `a-b` (ASCII hyphen between two
-/// characters) is a range, as ftfy writes its character lists.
-fn class_items(chars: &str) -> String {
+/// The characters of a list as ftfy writes them, `a-b` (ASCII hyphen between two characters)
+/// a range: each single character or range, in order.
+fn class_ranges(chars: &str) -> Vec<(char, char)> {
     let chars: Vec<char> = chars.chars().collect();
-    let mut out = String::new();
+    let mut out = Vec::new();
     let mut i = 0;
     while i < chars.len() {
         if i + 2 < chars.len() && chars[i + 1] == '-' {
-            out += &format!(r"\x{{{:x}}}-\x{{{:x}}}", chars[i] as u32, chars[i + 2] as u32);
+            out.push((chars[i], chars[i + 2]));
             i += 3;
         } else {
-            out += &format!(r"\x{{{:x}}}", chars[i] as u32);
+            out.push((chars[i], chars[i]));
             i += 1;
         }
     }
     out
+}
+
+/// Characters as the inside of a regex class, each escaped; `a-b` is a range.
+fn class_items(chars: &str) -> String {
+    class_ranges(chars)
+        .into_iter()
+        .map(|(a, b)| {
+            if a == b {
+                format!(r"\x{{{:x}}}", a as u32)
+            } else {
+                format!(r"\x{{{:x}}}-\x{{{:x}}}", a as u32, b as u32)
+            }
+        })
+        .collect()
 }

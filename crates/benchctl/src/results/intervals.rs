@@ -5,14 +5,17 @@ use benchctl_scoring::metrics::stats::Interval;
 use benchctl_scoring::Report;
 use serde::{Deserialize, Serialize};
 
+use crate::plan::BootstrapUnit;
 use crate::{Error, Result};
 
 /// How a run's bootstrap drew its resamples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BootstrapRecord {
-    /// `items` or `clusters`.
-    pub unit: String,
-    /// The suite's cluster rule (`shared images`, `tag video`); absent when items were asked for.
+    /// What was resampled: `clusters`, or `items` (asked for, or the suite's items share
+    /// nothing).
+    pub unit: BootstrapUnit,
+    /// The suite's cluster rule (`shared images`, `tag video`); absent when items were asked
+    /// for (`--bootstrap items`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
     /// How many clusters, and their mean size in items (with clusters).
@@ -29,7 +32,7 @@ impl BootstrapRecord {
     /// Resampled items.
     pub fn items() -> Self {
         BootstrapRecord {
-            unit: "items".into(),
+            unit: BootstrapUnit::Items,
             rule: None,
             clusters: None,
             mean_cluster_size: None,
