@@ -72,6 +72,8 @@ fn the_reference_photo_matches_openai_preprocessing() {
 fn hf_layout_follows_transformers_image_processors() {
     let dir = model_fixture("preprocess-hf");
     let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
+    let expected: std::collections::HashMap<_, _> =
+        expected.into_iter().filter(|(key, _)| !key.starts_with("processor/")).collect();
     assert_eq!(expected.len(), 36);
     let defaults = |config: &str| match config {
         c if c.starts_with("clip") => Preprocessor::hf_clip(224),
@@ -109,6 +111,28 @@ fn hf_layout_follows_transformers_image_processors() {
         &expected["siglip32/rgbt_88x61"].flatten_all().unwrap().to_vec1::<f32>().unwrap(),
     );
     assert!(max > 0.1, "the transparent colour's pixels are white ({max})");
+}
+
+/// A CLIP processor saved by transformers 5 holds its image settings only in
+/// `processor_config.json` (section `image_processor`): read from there, every image of the
+/// fixture preprocesses as `AutoProcessor` loaded from that save does.
+#[test]
+fn a_processor_config_saved_by_transformers_5_is_read() {
+    let dir = model_fixture("preprocess-hf");
+    let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
+    let prep =
+        Preprocessor::from_hf_config(&dir.join("processor-config/processor_config.json"), &Preprocessor::hf_clip(224))
+            .unwrap();
+    assert_eq!((prep.size, prep.mean), (37, [0.3, 0.5, 0.7]));
+    let mut seen = 0;
+    for (key, tensor) in expected.iter().filter(|(key, _)| key.starts_with("processor/")) {
+        let name = key.trim_start_matches("processor/");
+        let img = benchctl_suites::ImageSource::File(dir.join(format!("{name}.png"))).load_pil().unwrap();
+        let (max, _) = diffs(&pil_preprocess(&prep, &img), &tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+        assert!(max <= 1e-6, "{key}: max abs diff {max}");
+        seen += 1;
+    }
+    assert_eq!(seen, 11, "every fixture image");
 }
 
 /// OpenAI / OpenCLIP checkpoints are preprocessed as open_clip's eval transform does it on a

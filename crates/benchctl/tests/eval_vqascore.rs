@@ -924,3 +924,47 @@ fn image_settings_are_read_from_processor_config_json_and_defaults_are_named() {
         "{err}"
     );
 }
+
+/// Captions that stress text handling (curly quotes, full-width letters, a ligature, mojibake,
+/// casing and punctuation, whitespace, a long caption, other scripts and an emoji) go into the
+/// question as t2v_metrics puts them, untouched: each family's stored log P("Yes") on the RGB
+/// image equals transformers' (Gemma 3, PaliGemma) and t2v_metrics' own scorer's (Qwen3-VL).
+#[test]
+fn generative_models_score_stress_captions_as_t2v_metrics_does() {
+    let (fixture, expected) = vqa_modes();
+    let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("images")).unwrap();
+    std::fs::copy(fixture.join("images/rgb.png"), data.path().join("images/rgb.png")).unwrap();
+    let records: String = captions
+        .iter()
+        .enumerate()
+        .map(|(i, c)| serde_json::json!({"id": format!("c{i}"), "caption": c}).to_string() + "\n")
+        .collect();
+    std::fs::write(data.path().join("records.jsonl"), records).unwrap();
+    let manifest = data.path().join("captions.toml");
+    std::fs::write(
+        &manifest,
+        "id = \"vqa-captions\"\ndescription = \"stress captions\"\n[source]\nfile = \"records.jsonl\"\nformat = \"jsonl\"\n[item]\nid = \"{id}\"\nimage_dir = \"images\"\nimages = [\"rgb.png\"]\ntexts = [\"{caption}\", \"a cat on a mat\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    )
+    .unwrap();
+    for fixture in ["gemma3-tiny", "paligemma-tiny", "qwen3vl-tiny"] {
+        let (results, model) = (scratch_dir("vqa-captions-results"), benchctl_testkit::fixture_model(fixture));
+        let args = common::eval_args(
+            model.to_str().unwrap(),
+            manifest.to_str().unwrap(),
+            data.path().to_str().unwrap(),
+            results.to_str().unwrap(),
+            &["--no-cache"],
+        );
+        let (run_path, json) = stored_run(&benchctl(&args, &[]));
+        let stored = read_scores(&dump_path(&run_path, &json)).unwrap();
+        let reference = expected["caption_scores"][fixture].as_array().unwrap();
+        assert_eq!(stored.len(), captions.len());
+        for (id, matrix) in &stored {
+            let i: usize = id.trim_start_matches('c').parse().unwrap();
+            let (got, want) = (f64::from(matrix[0][0]), reference[i].as_f64().unwrap());
+            assert!((got - want).abs() <= 1e-4, "{fixture}: {:?}: {got} vs {want}", captions[i]);
+        }
+    }
+}
