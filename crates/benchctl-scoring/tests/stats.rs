@@ -156,3 +156,61 @@ fn a_cluster_bootstrap_widens_intervals_by_the_design_effect() {
     let effect = alone.iter().find(|x| x.metric == "group_score").unwrap().design_effect.unwrap();
     assert!((effect - 1.0).abs() < 1e-12, "{effect}");
 }
+
+/// The gate's per-item tests: McNemar's discordant counts and the mean difference per metric,
+/// overall and in each breakdown group; the standard error `s/√n` by items, and by clusters the
+/// linearised one, which the paired bootstrap's spread of differences agrees with (two
+/// independent routes to the same quantity), with the design effect of clusters that move
+/// together.
+#[test]
+fn paired_tests_count_discordant_items_and_agree_with_the_bootstrap() {
+    use benchctl_scoring::metrics::stats::{paired_by, paired_tests, Unit};
+    use benchctl_scoring::metrics::Clusters;
+    let (a, truths, tags) = items(600, 11);
+    let (b, _, _) = items(600, 12);
+    let v = views(&truths, &tags);
+    let summary = group_summary().breakdown(&["piece"]);
+    let tests = paired_tests(&summary, &a, &b, &v, Unit::Items).unwrap();
+    let report_a = evaluate(&summary, &a, &v).unwrap();
+    let report_b = evaluate(&summary, &b, &v).unwrap();
+    for test in &tests {
+        let (x, y) = match &test.group {
+            None => (report_a.metric(&test.metric).unwrap(), report_b.metric(&test.metric).unwrap()),
+            Some((key, value)) => {
+                let of = |r: &benchctl_scoring::report::Report| {
+                    r.group(key, value).unwrap().metrics.iter().find(|(n, _)| *n == test.metric).unwrap().1
+                };
+                (of(&report_a), of(&report_b))
+            }
+        };
+        assert!((test.delta - (y - x)).abs() < 1e-9, "{test:?}: {x} → {y}");
+        let (a_only, b_only) = test.discordant.unwrap();
+        assert!((test.delta - 100.0 * (b_only as f64 - a_only as f64) / test.items as f64).abs() < 1e-9, "{test:?}");
+        // s/√n with differences of ±100 on the discordant items and 0 elsewhere.
+        let n = test.items as f64;
+        let d = test.delta;
+        let squares = (a_only + b_only) as f64 * 100.0 * 100.0 - n * d * d;
+        assert!((test.se - (squares / (n - 1.0) / n).sqrt()).abs() < 1e-9, "{test:?}");
+        assert!(test.design_effect.is_none());
+    }
+    assert_eq!(tests.iter().filter(|t| t.group.is_none()).count(), 4, "text, image and group score, GroupMatch");
+    assert_eq!(tests.len(), 4 * 4, "overall and three pieces");
+    // In clusters of ten consecutive items, the linearised error and the cluster bootstrap's
+    // spread agree within 10 %.
+    let labels: Vec<usize> = (0..600).map(|i| i / 10).collect();
+    let clusters = Clusters::from_labels(&labels);
+    let clustered = paired_tests(&summary, &a, &b, &v, Unit::Clusters(&clusters)).unwrap();
+    let bootstrap = paired_by(&summary, &a, &b, &v, 2000, 5, Unit::Clusters(&clusters)).unwrap();
+    for metric in ["text_score", "image_score", "group_score", "group_match"] {
+        let linear = clustered.iter().find(|t| t.metric == metric && t.group.is_none()).unwrap();
+        let resampled = bootstrap.iter().find(|p| p.metric == metric).unwrap();
+        assert!((linear.se / resampled.se - 1.0).abs() < 0.1, "{metric}: {} against {}", linear.se, resampled.se);
+        assert!(linear.design_effect.is_some());
+    }
+    // The same scores by items: the bootstrap by items agrees with s/√n too.
+    let by_items = paired_by(&summary, &a, &b, &v, 2000, 5, Unit::Items).unwrap();
+    for p in &by_items {
+        let linear = tests.iter().find(|t| t.metric == p.metric && t.group.is_none()).unwrap();
+        assert!((linear.se / p.se - 1.0).abs() < 0.1, "{}: {} against {}", p.metric, linear.se, p.se);
+    }
+}

@@ -42,6 +42,7 @@ pub mod markdown;
 pub mod merge;
 pub mod model;
 pub mod plan;
+pub mod power;
 pub mod record;
 pub mod report;
 pub mod results;

@@ -85,6 +85,11 @@ fn run(cli: Cli) -> Result<(), Error> {
             print(&format!("wrote {} from {} run(s)", written.path.display(), written.runs))
         }
         Command::Compare(args) => compare_command(&args),
+        Command::Power(args) => {
+            let plan = benchctl::power::PowerPlan::from(&args);
+            let answer = benchctl::power::run(&plan)?;
+            print(&benchctl::power::table(&plan, &answer))
+        }
         Command::Merge(args) => {
             let evaluation = merge::run(&(&args).into())?;
             print(&summary::run_table(&evaluation.run))?;
@@ -172,18 +177,18 @@ fn score_command(args: &cli::ScoreArgs) -> Result<(), Error> {
 
 /// `benchctl compare`: the table, the CI reports (written whatever the verdict), the verdict.
 fn compare_command(args: &cli::CompareArgs) -> Result<(), Error> {
-    let changes = compare::run(&args.into())?;
-    print(&compare::table(&changes))?;
+    let gate = compare::run(&args.into())?;
+    print(&compare::table(&gate))?;
     let write = |path: &std::path::Path, text: String| {
         std::fs::write(path, text).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
     };
     if let Some(path) = &args.junit {
-        write(path, compare::junit(&changes))?;
+        write(path, compare::junit(&gate))?;
     }
     if let Some(path) = &args.summary {
-        write(path, compare::markdown(&changes))?;
+        write(path, compare::markdown(&gate))?;
     }
-    compare::verdict(&changes)
+    compare::verdict(&gate)
 }
 
 /// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file

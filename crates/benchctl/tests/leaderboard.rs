@@ -224,17 +224,24 @@ fn hostile_names_and_urls_stay_text_in_generated_markdown() {
         .collect();
     assert!(chart_names.iter().all(|n| !n.contains('/') && !n.contains(' ') && !n.contains(')')), "{chart_names:?}");
 
-    let summary = benchctl::compare::markdown(&[benchctl::compare::Change {
-        model: evil.into(),
-        suite: "s".into(),
-        metric: "group_score".into(),
-        baseline: 1.0,
-        current: 2.0,
-        interval: None,
-        mcnemar_p: None,
-        regression: false,
-        max_score_change: None,
-    }]);
+    let summary = benchctl::compare::markdown(&benchctl::compare::Gate {
+        changes: vec![benchctl::compare::Change {
+            model: evil.into(),
+            suite: "s".into(),
+            metric: "group_score".into(),
+            group: Some(("tag".into(), evil.into())),
+            baseline: 1.0,
+            current: 2.0,
+            interval: None,
+            p_value: None,
+            adjusted_p: None,
+            detectable: None,
+            verdict: benchctl::compare::Verdict::NotComparable,
+            max_score_change: None,
+            note: Some(evil.into()),
+        }],
+        rule: benchctl::compare::GateRule::default(),
+    });
     assert!(!summary.contains("<script"), "{summary}");
     let rows: Vec<&str> = summary.lines().filter(|l| l.starts_with('|')).collect();
     assert_eq!(rows.len(), 3, "header, rule and one row: {summary}");

@@ -45,7 +45,7 @@ fn the_fixture_models_match_the_committed_baseline() {
     // Beyond the metrics, every item score must be what it was: the table's
     // `max |Δ item score|` column.
     for line in stdout(&out).lines().filter(|l| l.contains("winoground")) {
-        let cell = line.split('┆').nth(8).unwrap().trim();
+        let cell = line.split('┆').nth(9).unwrap().trim();
         let change: f64 = cell.parse().unwrap_or_else(|_| panic!("no score change in {line}"));
         assert!(change < 1e-4, "item scores moved by {change}: {line}");
     }
@@ -55,8 +55,8 @@ fn the_fixture_models_match_the_committed_baseline() {
         .lines()
         .map(|line| {
             let mut cells: Vec<String> = line.split('┆').map(String::from).collect();
-            if cells.len() == 10 && line.contains("winoground") {
-                cells[8] = format!(" {:>w$} ", "<1e-4", w = cells[8].chars().count() - 2);
+            if cells.len() == 11 && line.contains("winoground") {
+                cells[9] = format!(" {:>w$} ", "<1e-4", w = cells[9].chars().count() - 2);
             }
             cells.join("┆")
         })
@@ -120,21 +120,40 @@ fn a_changed_score_fails_the_gate() {
         ["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
     let out = benchctl(&args, &[]);
     assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
-    assert!(stderr(&out).contains("4 metric(s) dropped: clip-shapes on winoground text_score"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("13 row(s) failed: clip-shapes on winoground text_score dropped"),
+        "{}",
+        stderr(&out)
+    );
     let table = stdout(&out);
-    let group = table.lines().find(|l| l.contains("clip-shapes") && l.contains("group_score")).unwrap();
-    // The drop from 100 to the model's group score, with a paired interval below zero.
+    let row = |model: &str, metric: &str| {
+        table.lines().find(|l| l.contains(model) && l.contains(&format!("┆ {metric} "))).unwrap().to_string()
+    };
+    // The drop from 100 to the model's group score (37 of 200 items turned), with a paired
+    // interval below zero.
+    let group = row("clip-shapes", "group_score");
     assert!(group.contains("REGRESSION") && group.contains("[-"), "{group}");
-    let siglip = table.lines().find(|l| l.contains("siglip-tiny") && l.contains("group_score")).unwrap();
-    assert!(siglip.contains(" ok "), "{siglip}");
+    // GroupMatch drops by 1.5 points (3 items, none the other way): beyond the tolerance, but
+    // McNemar's one-sided p is 1/8 before any adjustment, so no regression; at 200 items and
+    // 52 rows the gate could not have seen a 0.5-point drop: underpowered.
+    let group_match = row("clip-shapes", "group_match");
+    assert!(group_match.contains("underpowered") && group_match.contains("-1.50"), "{group_match}");
+    // Eight items detect nothing.
+    let siglip = row("siglip-tiny", "group_score");
+    assert!(siglip.contains("underpowered") && siglip.contains('∞'), "{siglip}");
+    assert!(table.contains("Holm-adjusted one-sided p-value over 52 tested row(s)"), "{table}");
 
-    // A tolerance wider than the drop lets it pass.
+    // A tolerance wider than the drop lets it pass; failing on underpowered rows does not.
     let mut lenient = args.to_vec();
     lenient.extend(["--tolerance", "100"]);
     assert!(benchctl(&lenient, &[]).status.success());
+    lenient.push("--fail-underpowered");
+    let strict = benchctl(&lenient, &[]);
+    assert_eq!(strict.status.code(), Some(6));
+    assert!(stderr(&strict).contains("group_match is underpowered"), "{}", stderr(&strict));
 
-    // For CI systems: JUnit XML (a test case per model × suite × metric, regressions failing)
-    // and a markdown summary, written whatever the verdict.
+    // For CI systems: JUnit XML (a test case per row, failing rows as failures, each row's
+    // statistics as properties) and a markdown summary, written whatever the verdict.
     let junit = results.path().join("gate.xml");
     let summary = results.path().join("gate.md");
     let mut with_reports = args.to_vec();
@@ -143,11 +162,24 @@ fn a_changed_score_fails_the_gate() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     let cases = xml.matches("<testcase ").count();
     assert_eq!(cases, table.lines().filter(|l| l.contains("winoground")).count(), "{xml}");
-    assert_eq!(xml.matches("<failure ").count(), 4, "{xml}");
-    assert!(xml.contains(r#"failures="4""#) && xml.contains(r#"<testcase classname="clip-shapes on winoground" name="group_score"><failure message="group_score dropped from 100.00 to "#), "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 13, "{xml}");
+    let case = xml
+        .lines()
+        .find(|l| l.contains(r#"<testcase classname="clip-shapes on winoground" name="group_score">"#))
+        .unwrap();
+    assert!(case.contains(r#"<failure message="group_score dropped from 100.00 to "#), "{case}");
+    assert!(
+        case.contains(r#"<property name="verdict" value="REGRESSION"/>"#)
+            && case.contains(r#"<property name="adjusted_p" value=""#),
+        "{case}"
+    );
+    assert!(
+        xml.contains(r#"failures="13""#) && xml.contains(r#"<property name="rule" value="a drop beyond 0.50"#),
+        "{xml}"
+    );
     assert_eq!(xml.matches("<testcase").count(), xml.matches("</testcase>").count());
     let md = std::fs::read_to_string(&summary).unwrap();
-    assert!(md.starts_with("### Regression gate: **4 regression(s)**"), "{md}");
+    assert!(md.starts_with("### Regression gate: **13 failure(s)** of 52 row(s)"), "{md}");
     let row = md.lines().find(|l| l.starts_with("| clip-shapes | winoground | group_score | 100.00 |")).expect(&md);
     assert!(row.ends_with("| **REGRESSION** |"), "{row}");
 }
@@ -238,16 +270,17 @@ fn the_gate_matches_runs_by_their_whole_identity() {
     assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
     // Every item score is the f32 run's: the newer f16 and shard runs were not taken.
     for line in stdout(&out).lines().filter(|l| l.contains("clip-shapes")) {
-        let change: f64 = line.split('┆').nth(8).unwrap().trim().parse().unwrap();
+        let change: f64 = line.split('┆').nth(9).unwrap().trim().parse().unwrap();
         assert!(change < 1e-4, "{line}");
     }
 }
 
-/// Paired statistics compare runs item by item, so they need the same images, not only the
-/// same annotations: two copies of the demo suite whose annotations are equal but one of
-/// whose images differs get no paired interval; two identical copies do.
+/// Two runs are compared only on the same data, images included: two copies of the demo
+/// suite whose annotations are equal but one of whose images differs are not comparable (the
+/// gate fails, naming both image fingerprints); asked to compare them anyway, the gate does so
+/// without paired statistics. Two identical copies pair.
 #[test]
-fn runs_over_different_image_bytes_are_not_paired() {
+fn runs_over_different_image_bytes_are_not_comparable() {
     let eval_into = |data: &Path, results: &Path| common::eval_tiny("winoground", data, results, &[]).1;
     let copies: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     for copy in &copies {
@@ -264,22 +297,144 @@ fn runs_over_different_image_bytes_are_not_paired() {
     assert_eq!(runs[0]["data_fingerprint"], runs[2]["data_fingerprint"], "the annotations and paths are the same");
     assert_eq!(runs[0]["image_fingerprint"], runs[1]["image_fingerprint"]);
     assert_ne!(runs[0]["image_fingerprint"], runs[2]["image_fingerprint"]);
-    let paired_line = |current: &Path| {
+    let compare = |current: &Path, extra: &[&str]| {
         let baseline = results[0].path().join("runs");
-        let out = benchctl(
-            &[
-                "compare",
-                "--baseline",
-                baseline.to_str().unwrap(),
-                "--results-dir",
-                current.to_str().unwrap(),
-                "--tolerance",
-                "100",
-            ],
-            &[],
-        );
-        stdout(&out).lines().find(|l| l.contains("group_score")).unwrap().to_string()
+        let mut args = vec![
+            "compare",
+            "--baseline",
+            baseline.to_str().unwrap(),
+            "--results-dir",
+            current.to_str().unwrap(),
+            "--tolerance",
+            "100",
+        ];
+        args.extend(extra);
+        benchctl(&args, &[])
     };
-    assert!(paired_line(results[1].path()).contains('['), "same images: a paired interval");
-    assert!(!paired_line(results[2].path()).contains('['), "different images: no paired interval");
+    let group_line = |out: &std::process::Output| {
+        stdout(out).lines().find(|l| l.contains("┆ group_score ")).map(String::from).unwrap_or_default()
+    };
+    let same = compare(results[1].path(), &[]);
+    assert!(
+        same.status.success() && group_line(&same).contains('['),
+        "same images: a paired interval\n{}",
+        stdout(&same)
+    );
+    let different = compare(results[2].path(), &[]);
+    assert_eq!(different.status.code(), Some(6), "{}", stdout(&different));
+    let short = |run: &serde_json::Value| run["image_fingerprint"].as_str().unwrap()[..12].to_string();
+    let message = stderr(&different);
+    assert!(
+        message.contains("different images")
+            && message.contains(&short(&runs[0]))
+            && message.contains(&short(&runs[2])),
+        "{message}"
+    );
+    assert!(stdout(&different).contains("NOT COMPARABLE"), "{}", stdout(&different));
+    let allowed = compare(results[2].path(), &["--allow-different-data"]);
+    assert!(allowed.status.success(), "{}", stderr(&allowed));
+    assert!(
+        !group_line(&allowed).contains('[') && group_line(&allowed).contains(" ok "),
+        "different images, allowed: no paired interval\n{}",
+        stdout(&allowed)
+    );
+}
+
+/// The README's gate on the shipped baselines with a current run over other data (the 200-item
+/// shapes suite where the baseline scored the 8-item Winoground demo) fails, naming both data
+/// fingerprints; a baseline run with no current run is a failing row of its own, whether the
+/// runs come from the store or are given as files.
+#[test]
+fn the_gate_never_passes_on_different_data_or_a_missing_run() {
+    let results = tempfile::tempdir().unwrap();
+    eval_into(results.path(), &benchctl_testkit::fixture_model("clip-shapes"), &shapes_suite());
+    eval_into(results.path(), &benchctl_testkit::fixture_model("siglip-tiny"), &shapes_suite());
+    let baselines = baselines();
+    let args =
+        ["compare", "--baseline", baselines.to_str().unwrap(), "--results-dir", results.path().to_str().unwrap()];
+    let out = benchctl(&args, &[]);
+    assert_eq!(out.status.code(), Some(6), "{}\n{}", stdout(&out), stderr(&out));
+    let message = stderr(&out);
+    assert!(message.contains("1 row(s) failed: different annotations"), "{message}");
+    assert!(message.contains("(8 items in") && message.contains("(200 items in"), "{message}");
+    let siglip = stdout(&out)
+        .lines()
+        .filter(|l| l.starts_with('│') && l.contains("siglip-tiny"))
+        .map(String::from)
+        .collect::<Vec<_>>();
+    assert_eq!(siglip.len(), 1, "one row for the pair: {siglip:?}");
+    assert!(siglip[0].contains("NOT COMPARABLE"), "{}", siglip[0]);
+
+    // Only the clip-shapes run given as a file: the siglip-tiny baseline has no current run.
+    let clip_run = std::fs::read_dir(results.path().join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("clip-shapes_winoground.json"))
+        .unwrap();
+    let files = benchctl(&["compare", "--baseline", baselines.to_str().unwrap(), clip_run.to_str().unwrap()], &[]);
+    assert_eq!(files.status.code(), Some(6), "{}\n{}", stdout(&files), stderr(&files));
+    assert!(
+        stderr(&files).contains("no current run for baseline") && stderr(&files).contains("siglip-tiny"),
+        "{}",
+        stderr(&files)
+    );
+    assert!(stdout(&files).contains("NO CURRENT RUN"), "{}", stdout(&files));
+    // The same through an empty store.
+    let empty = tempfile::tempdir().unwrap();
+    eval_into(empty.path(), &benchctl_testkit::fixture_model("clip-shapes"), &shapes_suite());
+    let store = benchctl(
+        &["compare", "--baseline", baselines.to_str().unwrap(), "--results-dir", empty.path().to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(store.status.code(), Some(6), "{}", stderr(&store));
+    assert!(
+        stderr(&store).contains("no current run for baseline") && stderr(&store).contains("in the results store"),
+        "{}",
+        stderr(&store)
+    );
+}
+
+/// `benchctl power`: the items a drop needs at each discordance against the suite's own count
+/// (here the shapes demo's 200 items), the detectable drop at that count, the seeds a
+/// comparison of means needs (13 per model for one standard deviation at 5 % and 80 %, as
+/// statsmodels' NormalIndPower says), and a clear usage error where nothing gives the count.
+#[test]
+fn power_says_what_a_suite_can_detect() {
+    use benchctl_scoring::metrics::power::{mcnemar_detectable, mcnemar_items_needed};
+    let shapes = shapes_suite();
+    let out = benchctl(
+        &[
+            "power",
+            "--suite",
+            "winoground",
+            "--difference",
+            "5",
+            "--data-dir",
+            shapes.to_str().unwrap(),
+            "--discordance",
+            "0.2",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("winoground: 200 items (from the annotations in"), "{text}");
+    let row = text.lines().find(|l| l.contains("20.0 %")).expect(&text);
+    let needed = mcnemar_items_needed(0.05, 0.2, 0.05, 0.8).unwrap();
+    let detectable = 100.0 * mcnemar_detectable(200.0, 0.2, 0.05, 0.8).unwrap();
+    assert!(row.contains(&format!(" {needed} ")) && row.contains(&format!("{} short", needed - 200)), "{row}");
+    assert!(row.contains(&format!("{detectable:.2} points")), "{row}");
+
+    let seeds =
+        benchctl(&["power", "--suite", "winoground", "--difference", "1", "--seed-sd", "1", "--items", "400"], &[]);
+    assert!(stdout(&seeds).contains("seeds: 13 run(s) of each model"), "{}", stdout(&seeds));
+
+    let missing = tempfile::tempdir().unwrap();
+    let nowhere = missing.path().join("eqben");
+    let out =
+        benchctl(&["power", "--suite", "eqben", "--difference", "2", "--data-dir", nowhere.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("give --items or --data-dir"), "{}", stderr(&out));
+    let out = benchctl(&["power", "--suite", "winoground", "--difference", "2", "--alpha", "1.5"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

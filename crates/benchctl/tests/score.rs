@@ -409,7 +409,7 @@ fn an_external_model_is_stored_ranked_and_compared() {
     assert!(row.contains('[') && row.contains(']'), "a paired interval: {table}");
     // Item scores of two models are on different scales: no largest item-score change.
     let cells: Vec<&str> = row.trim().trim_matches('│').split('┆').map(str::trim).collect();
-    assert_eq!(cells.get(8), Some(&"–"), "{table}");
+    assert_eq!(cells.get(9), Some(&"–"), "{table}");
     assert_eq!(out.status.code(), if group < zoo_group { Some(6) } else { Some(0) }, "{table}\n{}", stderr(&out));
 
     // A zoo id is refused as a name (a usage error), before anything is read or stored.

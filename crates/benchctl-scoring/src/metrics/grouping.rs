@@ -47,7 +47,7 @@ impl Grouping {
         self.values.len()
     }
 
-    fn groups_of(&self, item: usize) -> &[u32] {
+    pub fn groups_of(&self, item: usize) -> &[u32] {
         &self.ids[self.starts[item] as usize..self.starts[item + 1] as usize]
     }
 }

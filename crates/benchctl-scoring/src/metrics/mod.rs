@@ -12,6 +12,7 @@ pub mod group_match;
 mod grouping;
 pub mod pairwise;
 pub mod positives;
+pub mod power;
 pub mod retrieval;
 pub mod stats;
 mod summary;

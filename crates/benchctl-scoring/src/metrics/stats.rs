@@ -52,6 +52,31 @@ pub struct Paired {
     pub high: f64,
     /// `(a right b wrong, a wrong b right, exact two-sided p)`.
     pub mcnemar: Option<(usize, usize, f64)>,
+    /// The standard deviation of the resampled differences: the bootstrap's standard error of
+    /// `delta`.
+    pub se: f64,
+}
+
+/// A per-item metric's paired difference `b − a` over the items both runs have it for,
+/// overall or in one breakdown group, with its standard error by linearisation: what a
+/// test of the difference and its detectable size need, without resampling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairedTest {
+    /// The metric as reported (a distribution's as `<name>_mean`).
+    pub metric: String,
+    /// `(tag key, group)` for a breakdown group; `None` over all items.
+    pub group: Option<(String, String)>,
+    pub items: usize,
+    /// `b − a`, in the metric's units (points for a percentage of items).
+    pub delta: f64,
+    /// The standard error of `delta`: `√(C/(C−1) · Σ_c (D_c − d̄·n_c)²) / n` over the `C`
+    /// clusters (sums `D_c` of `n_c` differences; every item its own cluster when resampling
+    /// items, which is `s/√n`).
+    pub se: f64,
+    /// With clusters, `se²` over the variance as if the items were independent (`s²/n`).
+    pub design_effect: Option<f64>,
+    /// For a 0/1 metric, `(a right b wrong, a wrong b right)`.
+    pub discordant: Option<(usize, usize)>,
 }
 
 /// SplitMix64: a tiny, well-mixed, seedable generator (no dependency, stable across versions).
@@ -301,6 +326,7 @@ pub fn paired_by(
         .zip(draws)
         .filter_map(|((metric, x), d)| {
             let y = pb.iter().find(|(n, _)| *n == metric).map(|(_, v)| *v)?;
+            let se = standard_deviation(&d);
             let (low, high) = if d.is_empty() { (y - x, y - x) } else { percentile_interval(d) };
             let mcnemar = binary.iter().find(|(_, n)| *n == metric).map(|&(m, _)| {
                 let (mut a_only, mut b_only) = (0, 0);
@@ -313,9 +339,139 @@ pub fn paired_by(
                 }
                 (a_only, b_only, mcnemar_exact(a_only, b_only))
             });
-            Some(Paired { metric, a: x, b: y, delta: y - x, low, high, mcnemar })
+            Some(Paired { metric, a: x, b: y, delta: y - x, low, high, mcnemar, se })
         })
         .collect())
+}
+
+fn standard_deviation(values: &[f64]) -> f64 {
+    if values.len() < 2 {
+        return 0.0;
+    }
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    (values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (values.len() - 1) as f64).sqrt()
+}
+
+/// Every per-item metric's [`PairedTest`] over all items and in each group of the summary's
+/// breakdown keys, with standard errors for `unit` (clusters, or items one by one).
+pub fn paired_tests(
+    summary: &Summary,
+    a: &ScoreTensor,
+    b: &ScoreTensor,
+    items: &[ItemView<'_>],
+    unit: Unit<'_>,
+) -> Result<Vec<PairedTest>> {
+    let (va, vb) = (ItemValues::new(summary, a, items)?, ItemValues::new(summary, b, items)?);
+    let groupings: Vec<super::grouping::Grouping> =
+        summary.breakdown_keys.iter().map(|key| super::grouping::Grouping::of(key, items)).collect();
+    // Scope 0 is every item; then each key's groups, one after the other.
+    let mut scopes: Vec<Option<(String, String)>> = vec![None];
+    let mut first_scope = Vec::with_capacity(groupings.len());
+    for (key, grouping) in summary.breakdown_keys.iter().zip(&groupings) {
+        first_scope.push(scopes.len());
+        scopes.extend(grouping.values.iter().map(|g| Some((key.clone(), g.clone()))));
+    }
+    let clusters: Vec<&[u32]> = match unit {
+        Unit::Clusters(clusters) => (0..clusters.count()).map(|c| clusters.members(c)).collect(),
+        Unit::Items => Vec::new(),
+    };
+    let singles: Vec<u32> = match unit {
+        Unit::Items => (0..items.len() as u32).collect(),
+        Unit::Clusters(_) => Vec::new(),
+    };
+    let clusters: Vec<&[u32]> =
+        if clusters.is_empty() { singles.iter().map(std::slice::from_ref).collect() } else { clusters };
+    let names = va.per_item.names();
+    let mut out = Vec::new();
+    for (m, name) in names.iter().enumerate() {
+        let binary = va.per_item.aggregate(m) == Aggregate::Percent;
+        let (scale, metric) = if binary { (100.0, name.to_string()) } else { (1.0, format!("{name}_mean")) };
+        let mut sums = vec![DifferenceSums::default(); scopes.len()];
+        let mut touched: Vec<(usize, usize, f64)> = Vec::new();
+        for members in &clusters {
+            touched.clear();
+            for &i in members.iter() {
+                let i = i as usize;
+                let (Some(x), Some(y)) = (va.values.get(i, m), vb.values.get(i, m)) else { continue };
+                let scopes_of_item = std::iter::once(0).chain(
+                    groupings
+                        .iter()
+                        .zip(&first_scope)
+                        .flat_map(|(g, &at)| g.groups_of(i).iter().map(move |&g| at + g as usize)),
+                );
+                for scope in scopes_of_item {
+                    sums[scope].add_item(scale * x, scale * y, binary);
+                    match touched.iter_mut().find(|(s, _, _)| *s == scope) {
+                        Some(t) => (t.1, t.2) = (t.1 + 1, t.2 + scale * (y - x)),
+                        None => touched.push((scope, 1, scale * (y - x))),
+                    }
+                }
+            }
+            touched.iter().for_each(|&(scope, n, total)| sums[scope].add_cluster(n, total));
+        }
+        let clustered = matches!(unit, Unit::Clusters(_));
+        out.extend(sums.iter().zip(&scopes).filter(|(s, _)| s.n > 0).map(|(s, scope)| {
+            let (se, design_effect) = s.standard_error(clustered);
+            PairedTest {
+                metric: metric.clone(),
+                group: scope.clone(),
+                items: s.n,
+                delta: s.sum / s.n as f64,
+                se,
+                design_effect,
+                discordant: binary.then_some((s.a_only, s.b_only)),
+            }
+        }));
+    }
+    Ok(out)
+}
+
+/// One scope's running sums of paired differences, item by item and cluster by cluster.
+#[derive(Debug, Clone, Default)]
+struct DifferenceSums {
+    n: usize,
+    sum: f64,
+    squares: f64,
+    a_only: usize,
+    b_only: usize,
+    clusters: usize,
+    /// Σ D_c², Σ D_c·n_c, Σ n_c² over the clusters.
+    cluster_dd: f64,
+    cluster_dn: f64,
+    cluster_nn: f64,
+}
+
+impl DifferenceSums {
+    fn add_item(&mut self, x: f64, y: f64, binary: bool) {
+        let d = y - x;
+        (self.n, self.sum, self.squares) = (self.n + 1, self.sum + d, self.squares + d * d);
+        if binary && x > y {
+            self.a_only += 1;
+        } else if binary && y > x {
+            self.b_only += 1;
+        }
+    }
+
+    fn add_cluster(&mut self, n: usize, total: f64) {
+        self.clusters += 1;
+        self.cluster_dd += total * total;
+        self.cluster_dn += total * n as f64;
+        self.cluster_nn += (n * n) as f64;
+    }
+
+    /// The clustered standard error, and (with `clustered`) the design effect.
+    fn standard_error(&self, clustered: bool) -> (f64, Option<f64>) {
+        let (n, c) = (self.n as f64, self.clusters as f64);
+        if self.n < 2 || self.clusters < 2 {
+            return (0.0, None);
+        }
+        let mean = self.sum / n;
+        let between = (self.cluster_dd - 2.0 * mean * self.cluster_dn + mean * mean * self.cluster_nn).max(0.0);
+        let variance = c / (c - 1.0) * between / (n * n);
+        let independent = (self.squares - n * mean * mean).max(0.0) / (n - 1.0) / n;
+        let effect = (clustered && independent > 0.0).then(|| variance / independent);
+        (variance.sqrt(), effect)
+    }
 }
 
 /// Exact two-sided McNemar p-value: `P(X ≤ min(b, c))·2` for `X ~ Binomial(b + c, ½)`, capped at 1.

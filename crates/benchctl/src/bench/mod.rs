@@ -8,6 +8,7 @@ use candle_core::DType;
 mod annotations;
 mod e2e;
 mod encoders;
+mod gate;
 mod intervals;
 mod kernels;
 mod preprocess;
@@ -49,6 +50,7 @@ pub enum Part {
     Dense,
     Annotations,
     Intervals,
+    Gate,
     Preprocess,
     Peak,
     Vqa,
@@ -99,6 +101,7 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         )),
         Part::Annotations => annotations::run(),
         Part::Intervals => intervals::run(),
+        Part::Gate => gate::run(),
         Part::Preprocess => preprocess::run(args),
         Part::Vqa => vqascore::run(args),
     }

@@ -8,12 +8,14 @@ use std::path::PathBuf;
 use benchctl::plan::{
     AlteredImages, CaptionNormalisation, EvalOptions, EvalPlan, LongCaptions, ModelSource, RetrievalOptions, Shard,
 };
-use benchctl::{bench, check, compare, fetch, merge, report, score, Error, ErrorKind, Result};
+use benchctl::{bench, check, fetch, merge, report, score, Error, ErrorKind, Result};
 use benchctl_models::device::DeviceSpec;
 use benchctl_models::vqascore::endpoint::ImagePosition;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod gate;
 mod values;
+pub use gate::{CompareArgs, PowerArgs};
 pub use values::*;
 
 #[derive(Debug, Parser)]
@@ -45,6 +47,8 @@ pub enum Command {
     Leaderboard(LeaderboardArgs),
     /// Compare runs with a baseline; exits 6 when a metric drops beyond the tolerance.
     Compare(CompareArgs),
+    /// How many items (or seeds) the gate needs to find a drop of a given size on a suite.
+    Power(PowerArgs),
     /// Combine the shard runs of one evaluation (`eval --shard i/n`) into one run.
     Merge(MergeArgs),
     /// Measure encoder throughput on random weights of a model's architecture.
@@ -355,32 +359,6 @@ pub struct ConvertArgs {
     pub output: PathBuf,
 }
 
-#[derive(Debug, Clone, Args)]
-pub struct CompareArgs {
-    /// The baseline: a run file, or a directory of run files (a committed baseline set).
-    #[arg(long, value_name = "FILE_OR_DIR")]
-    pub baseline: PathBuf,
-    /// The runs to check: run files, or directories of run files; by default the latest run
-    /// in the results store of each baseline's model and suite. One run file against a
-    /// baseline run file compares them head to head, whatever their models.
-    #[arg(value_name = "RUN")]
-    pub runs: Vec<PathBuf>,
-    /// The largest drop (in metric points) that is not a regression. Without it, a drop is
-    /// a regression when it exceeds 0.5 points or its paired 95 % interval lies below zero.
-    #[arg(long, value_name = "POINTS")]
-    pub tolerance: Option<f64>,
-    /// Where the results store is (for the default runs).
-    #[arg(long, default_value = "results", value_name = "DIR")]
-    pub results_dir: PathBuf,
-    /// Also write the verdict as JUnit XML (one test case per model × suite × metric, a
-    /// regression a failure) for CI systems.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Also write the verdict as a markdown summary (e.g. `$GITHUB_STEP_SUMMARY`).
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchPart {
     Image,
@@ -403,6 +381,10 @@ pub enum BenchPart {
     /// clustered items (cluster and item bootstrap, the mean design effect), and the time of
     /// one bootstrap of a 1,000,000-item suite by clusters and by items.
     Intervals,
+    /// The regression gate: its false-alarm rate over 1,000 simulated pairs of runs with no
+    /// true difference and 51 rows (Holm, Benjamini–Hochberg, no correction), and its power at
+    /// the detectable difference it reports.
+    Gate,
     /// Decoding and preprocessing every PNG and JPEG file under --images (default: a
     /// generated set of photo-like JPEGs and PNGs, 400 to 2,000 pixels a side) to the
     /// --model's input tensor: images per second in total and per core, and the time per
@@ -623,17 +605,6 @@ impl From<&MergeArgs> for merge::MergePlan {
     }
 }
 
-impl From<&CompareArgs> for compare::ComparePlan {
-    fn from(a: &CompareArgs) -> Self {
-        compare::ComparePlan {
-            baseline: a.baseline.clone(),
-            runs: a.runs.clone(),
-            tolerance: a.tolerance,
-            results_dir: a.results_dir.clone(),
-        }
-    }
-}
-
 impl BenchArgs {
     pub fn plan(&self) -> Result<bench::BenchPlan> {
         Ok(bench::BenchPlan {
@@ -648,6 +619,7 @@ impl BenchArgs {
                 BenchPart::Dense => bench::Part::Dense,
                 BenchPart::Annotations => bench::Part::Annotations,
                 BenchPart::Intervals => bench::Part::Intervals,
+                BenchPart::Gate => bench::Part::Gate,
                 BenchPart::Preprocess => bench::Part::Preprocess,
                 BenchPart::Peak => bench::Part::Peak,
                 BenchPart::Vqascore => bench::Part::Vqa,

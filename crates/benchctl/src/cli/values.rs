@@ -65,3 +65,35 @@ impl From<TiesArg> for Ties {
         }
     }
 }
+
+/// `--correction`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CorrectionArg {
+    /// Holm's step-down: the chance of any false alarm over the gate is at most --alpha.
+    Holm,
+    /// Benjamini–Hochberg: the expected share of false alarms among alarms is at most --alpha.
+    Bh,
+    /// Each row at --alpha on its own.
+    None,
+}
+
+impl From<CorrectionArg> for benchctl_scoring::metrics::power::Correction {
+    fn from(arg: CorrectionArg) -> Self {
+        use benchctl_scoring::metrics::power::Correction;
+        match arg {
+            CorrectionArg::Holm => Correction::Holm,
+            CorrectionArg::Bh => Correction::Bh,
+            CorrectionArg::None => Correction::None,
+        }
+    }
+}
+
+/// A probability strictly between 0 and 1 (`--alpha`, `--power`).
+pub fn probability(text: &str) -> Result<f64, String> {
+    let value: f64 = text.parse().map_err(|_| format!("`{text}` is not a number"))?;
+    if value > 0.0 && value < 1.0 {
+        Ok(value)
+    } else {
+        Err(format!("{value} is not strictly between 0 and 1"))
+    }
+}
