@@ -6,7 +6,7 @@ test:
 
 # The offline demo: the trained demo CLIP on the bundled compositional suite.
 demo:
-    cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/clip-shapes --suite winoground --data-dir datasets/demo/shapes --results-dir target/demo-results
+    cargo run --release -p benchctl -- eval --model-path crates/benchctl-models/tests/fixtures/clip-shapes --suite demo --results-dir target/demo-results
 
 # Rebuild the bundled leaderboard: the demo models on the shapes suite (three score families:
 # the trained CLIP, its untrained twin and a random-weight SigLIP compare embeddings, a

@@ -12,7 +12,7 @@ use candle_core::{DType, Device, Tensor};
 fn gpu() -> Option<Device> {
     let device = benchctl_testkit::test_device();
     if device.is_cpu() {
-        eprintln!("skipping: the CUDA kernels need BENCHCTL_TEST_DEVICE=cuda (a GPU)");
+        benchctl_testkit::skip_even_in_ci("the CUDA kernels need BENCHCTL_TEST_DEVICE=cuda (a GPU)");
         return None;
     }
     Some(device)

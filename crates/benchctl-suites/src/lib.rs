@@ -270,6 +270,9 @@ pub struct SuiteInfo {
     pub official_ties: Ties,
     /// How the suite is read.
     pub kind: SuiteKind,
+    /// Where its data is by default under the data root (`datasets/`), where that is not the
+    /// suite's id (the shipped demo's `demo/shapes`).
+    pub data_dir: Option<&'static str>,
 }
 
 /// How a suite is read.
@@ -285,6 +288,12 @@ pub enum SuiteKind {
 }
 
 impl SuiteInfo {
+    /// Where the suite's data is by default under `root` (`datasets/` for `eval`, `check`,
+    /// `score` and `fetch`; `--data-root` for `suites`).
+    pub fn default_data_dir(&self, root: &Path) -> PathBuf {
+        root.join(self.data_dir.unwrap_or(&self.id))
+    }
+
     /// How the suite's items are summarised; `None` for a suite of galleries.
     pub fn summary(&self) -> Option<Summary> {
         match &self.kind {
@@ -339,7 +348,8 @@ impl SuiteInfo {
         }
         let mut problems = Problems::new();
         let suite = match &self.kind {
-            SuiteKind::Items { load, .. } => load(data_dir, &mut problems),
+            // One loader may serve several suites (Winoground's reads the demo): each is its own id.
+            SuiteKind::Items { load, .. } => Suite { id: self.id.to_string(), ..load(data_dir, &mut problems) },
             SuiteKind::Manifest(manifest) => manifest.load(data_dir, &mut problems),
             SuiteKind::Galleries => {
                 return Err(Error::new(
@@ -354,7 +364,7 @@ impl SuiteInfo {
 
 /// Every built-in suite, each declared beside its loader.
 pub const SUITES: &[SuiteInfo] =
-    &[eqben::INFO, eqben::SUBSET_INFO, rococo::INFO, spec::INFO, valse::INFO, winoground::INFO];
+    &[eqben::INFO, eqben::SUBSET_INFO, rococo::INFO, spec::INFO, valse::INFO, winoground::INFO, winoground::DEMO_INFO];
 
 /// The suite with this id, a bundled manifest's, or the manifest at this path (see
 /// [`manifest::find`]); else an error listing the known ones.

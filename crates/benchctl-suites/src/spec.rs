@@ -32,6 +32,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     expected_items: None,
     official_ties: Ties::First,
     kind: SuiteKind::Items { load, summary },
+    data_dir: None,
 };
 
 pub const HOW_TO_GET: &str =

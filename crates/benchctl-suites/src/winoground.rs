@@ -39,6 +39,24 @@ pub const INFO: SuiteInfo = SuiteInfo {
     expected_items: Some(400),
     official_ties: Ties::Strict,
     kind: SuiteKind::Items { load, summary },
+    data_dir: None,
+};
+
+/// The demo that ships in the repository (`datasets/demo/shapes`, made by
+/// `scripts/fixtures/train_demo_clip.py`): 200 Winoground-style items of two coloured shapes
+/// side by side whose captions swap the colours or the shapes' places, in Winoground's layout
+/// and scored as Winoground is.
+pub const DEMO_INFO: SuiteInfo = SuiteInfo {
+    id: Cow::Borrowed("demo"),
+    description: Cow::Borrowed(
+        "the shipped demo: 200 Winoground-style pairs of coloured shapes whose captions swap colours or places (text, image and group score)",
+    ),
+    headline: Cow::Borrowed("group_score"),
+    how_to_get: Cow::Borrowed("it ships with benchctl's repository in datasets/demo/shapes (run from the checkout, or give --data-dir)"),
+    expected_items: Some(200),
+    official_ties: Ties::Strict,
+    kind: SuiteKind::Items { load, summary },
+    data_dir: Some("demo/shapes"),
 };
 
 pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co and set HF_TOKEN, then `benchctl fetch --suite winoground` (or download its data/test-*.parquet, or examples.jsonl and images/ from an earlier revision, into this directory)";

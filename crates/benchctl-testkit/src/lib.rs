@@ -46,10 +46,31 @@ fn required_by(var: impl Fn(&str) -> Option<String>) -> bool {
     var("BENCHCTL_CI").as_deref() == Some("1")
 }
 
-/// Skips a test for `reason` (printed), or fails it under [`required`].
+/// Skips a test for `reason`, or fails it under [`required`] (see [`skip_even_in_ci`]).
 pub fn skip(reason: &str) {
     assert!(!required(), "{reason} (BENCHCTL_CI=1 requires it)");
-    eprintln!("skipping: {reason}");
+    skip_even_in_ci(reason);
+}
+
+/// Skips a test for `reason`, also under [`required`] (what CI does not have either: a GPU,
+/// an opt-in server). The reason is printed past the test harness's capture (so `cargo test`
+/// shows it beside the test's `ok`), and, where `BENCHCTL_SKIP_LOG` names a directory (`cargo
+/// xtask test` sets it), recorded there with the test's name for the run's summary of skips.
+pub fn skip_even_in_ci(reason: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|stem| stem.rsplit_once('-').map_or(stem.clone(), |(name, _hash)| name.to_string()))
+        .unwrap_or_default();
+    let _ = writeln!(std::io::stderr(), "skipping {binary}::{test}: {reason}");
+    if let Some(dir) = std::env::var_os("BENCHCTL_SKIP_LOG") {
+        let path = std::path::Path::new(&dir).join(format!("{}.tsv", std::process::id()));
+        let line = format!("{binary}::{test}\t{}\n", reason.replace(['\t', '\n'], " "));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+    }
 }
 
 /// `../shared/<relative>` beside the checkout (or under `BENCHCTL_SHARED`;

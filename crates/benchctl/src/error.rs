@@ -13,9 +13,13 @@ pub enum ErrorKind {
     Data,
     /// The model's files are missing, malformed, or disagree with each other (exit code 4).
     Model,
-    /// Results could not be read or written (exit code 5).
+    /// Results could not be written: a run file, the store, a report or a chart (exit code 5).
     Results,
-    /// A regression check found a metric below its baseline (exit code 6).
+    /// Results to read are missing or malformed: no store, no such run, a run file or score
+    /// dump that cannot be read or parsed, runs that cannot be compared (exit code 8).
+    BadResults,
+    /// The regression gate did not pass: a significant drop beyond the tolerance, runs over
+    /// different data, or a baseline run without a current run (exit code 6).
     Regression,
     /// A scoring server (`--endpoint`) failed or answered without log-probabilities; the
     /// answers it gave are cached (exit code 7).
@@ -32,6 +36,7 @@ impl ErrorKind {
             ErrorKind::Results => 5,
             ErrorKind::Regression => 6,
             ErrorKind::Endpoint => 7,
+            ErrorKind::BadResults => 8,
         }
     }
 }
@@ -53,6 +58,10 @@ benchctl_base::kinded_error_impl!(Error, ErrorKind);
 impl Error {
     pub fn results(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Results, message)
+    }
+
+    pub fn bad_results(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::BadResults, message)
     }
 }
 
@@ -90,6 +99,17 @@ impl From<benchctl_scoring::Error> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each kind its own exit code, none of them 0, so that a script can tell them apart.
+    #[test]
+    fn every_kind_has_its_own_exit_code() {
+        use ErrorKind::*;
+        let kinds = [Compute, Usage, Data, Model, Results, Regression, Endpoint, BadResults];
+        let mut codes: Vec<i32> = kinds.iter().map(|k| k.exit_code()).collect();
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes, (1..=8).collect::<Vec<_>>());
+    }
 
     /// A lower crate's error becomes the runner's with its kind mapped to an exit code, its
     /// message unchanged, and the whole chain of causes kept.

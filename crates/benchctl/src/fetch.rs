@@ -49,7 +49,7 @@ pub fn run(args: &FetchPlan, settings: &HubSettings) -> Result<String> {
     let Some((_, repo)) = HUB_DATASETS.iter().find(|(id, _)| *id == info.id) else {
         return Ok(format!("{} is not on the Hugging Face hub; to get it: {}", info.id, info.how_to_get));
     };
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
     // A failed download is a data problem (exit code 3), whatever the hub client calls it.
     let revision = args.revision.as_deref().unwrap_or("main");
     let select = |names: &[String]| needed_files(&info.id, names);

@@ -51,5 +51,6 @@ pub mod session;
 pub mod store;
 pub mod submission;
 pub mod summary;
+pub mod table;
 
 pub use error::{Error, ErrorKind, Result};

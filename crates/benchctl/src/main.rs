@@ -67,6 +67,7 @@ fn print_with(write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Resu
 
 /// Runs one command.
 fn run(cli: Cli) -> Result<(), Error> {
+    benchctl::table::set_wide(cli.wide);
     match cli.command {
         Command::Eval(args) => match &args.config {
             None => eval_one(&args.plan()?),

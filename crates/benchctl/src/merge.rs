@@ -37,7 +37,8 @@ fn read_shard(path: &Path) -> Result<ShardRun> {
         .ok_or_else(|| usage(format!("merge {}: it is not a shard run (no options.shard)", path.display())))?;
     let Shard { index, count } =
         Shard::parse(&shard).map_err(|e| usage(format!("merge {}: shard `{shard}`: {e}", path.display())))?;
-    let dump = dump.ok_or_else(|| Error::results(format!("read run {}: missing key `scores_file`", path.display())))?;
+    let dump =
+        dump.ok_or_else(|| Error::bad_results(format!("read run {}: missing key `scores_file`", path.display())))?;
     Ok(ShardRun { path: path.to_path_buf(), run, dump, index, count })
 }
 

@@ -64,7 +64,7 @@ fn count_items(plan: &PowerPlan) -> Result<(u64, String)> {
         return Ok((items, "--items".to_string()));
     }
     let info = benchctl_suites::find(&plan.suite)?;
-    let data_dir = plan.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
+    let data_dir = plan.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
     if data_dir.exists() {
         let (suite, _) = info.load_all(&data_dir)?;
         return Ok((suite.items.len() as u64, format!("the annotations in {}", data_dir.display())));
@@ -126,15 +126,14 @@ pub fn table(plan: &PowerPlan, answer: &PowerAnswer) -> String {
         100.0 * plan.power,
         plan.design_effect
     );
-    let mut table = comfy_table::Table::new();
-    table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
+    let mut table = crate::table::new([
         "discordant items",
         "items needed",
         "verdict",
         &format!("detectable drop at {} items", answer.items),
     ]);
     for row in &answer.rows {
-        let right = |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
+        let right = crate::table::right;
         let one_way = if (row.discordance - plan.difference / 100.0).abs() < 1e-12 { " (all one way)" } else { "" };
         let verdict = match row.items_needed {
             Some(n) if n <= answer.items => "enough".to_string(),

@@ -64,8 +64,9 @@ fn load(path: &Path, data_dir: Option<&Path>, allow_changed_data: bool) -> Resul
             format!("report {}: a shard's run covers part of the suite; merge the shards first", path.display()),
         ));
     }
-    let dump =
-        file.dump.ok_or_else(|| Error::results(format!("report {}: the run names no score dump", path.display())))?;
+    let dump = file
+        .dump
+        .ok_or_else(|| Error::bad_results(format!("report {}: the run names no score dump", path.display())))?;
     let given = data_dir.is_some();
     let data_dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from(&run.suite.data_dir));
     if !given && !data_dir.is_dir() {
@@ -286,6 +287,7 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     let describe = |r: &Run| json!({"label": r.label(), "suite": r.suite.id, "started_at": r.started_at, "dtype": r.model.dtype, "score_kind": r.model.score_kind().name()});
     let index = json!({
         "run": describe(&shown.run),
+        "headline": headline(&shown.run, against.map(|o| &o.run)),
         "against": against.map(|o| describe(&o.run)),
         "report": shown.run.report.to_json(),
         "metrics": values.iter().map(|m| m.name).collect::<Vec<_>>(),
@@ -306,6 +308,36 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     std::fs::write(&script, PAGE_SCRIPT).map_err(io(&script))?;
     let page = out.join("index.html");
     std::fs::write(&page, PAGE).map_err(io(&page))
+}
+
+/// The run's headline metrics for the page's header: each value with its bootstrap interval
+/// and design effect, the other run's value beside (`--against`), and what the intervals
+/// resampled.
+fn headline(run: &Run, against: Option<&Run>) -> Value {
+    let rows: Vec<Value> = run
+        .report
+        .metrics
+        .iter()
+        .map(|(metric, value)| {
+            let interval = run.intervals.iter().find(|i| &i.metric == metric);
+            json!({
+                "metric": metric,
+                "value": round(*value),
+                "low": interval.map(|i| round(i.low)),
+                "high": interval.map(|i| round(i.high)),
+                "design_effect": interval.and_then(|i| i.design_effect).map(round),
+                "against": against.and_then(|o| o.report.metric(metric)).map(round),
+            })
+        })
+        .collect();
+    let resampled = match &run.bootstrap {
+        Some(b) if b.unit == crate::plan::BootstrapUnit::Clusters => {
+            format!("clusters of items ({})", b.rule.as_deref().unwrap_or("the suite's rule"))
+        }
+        Some(_) => "items".to_string(),
+        None => "items".to_string(),
+    };
+    json!({"rows": rows, "resampled": resampled, "has_intervals": !run.intervals.is_empty()})
 }
 
 /// `value` as JSON that is also inert wherever a script could be embedded: `<`, `>` and `&`

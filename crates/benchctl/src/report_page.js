@@ -19,12 +19,31 @@ const el = (tag, attrs, ...kids) => {
   return e;
 };
 const passed = (bits, m) => (bits >> m) & 1;
+// The run's headline metrics with their intervals, then what the page's words mean.
+function headline() {
+  const H = I.headline, table = document.getElementById("metrics");
+  const head = ["metric", I.run.label, "95 % interval", "design effect"];
+  if (I.against) head.push(I.against.label);
+  table.append(el("tr", {}, ...head.map(h => el("th", {}, h))));
+  for (const r of H.rows) {
+    const cells = [r.metric, String(r.value), r.low === null ? "–" : "[" + r.low + ", " + r.high + "]",
+      r.design_effect === null ? "–" : String(r.design_effect)];
+    if (I.against) cells.push(r.against === null ? "–" : String(r.against));
+    table.append(el("tr", {"data-metric": r.metric}, ...cells.map(c => el("td", {}, c))));
+  }
+  document.getElementById("legend").textContent =
+    "Margin: for one item, the smallest gap by which a matching candidate's score beats a non-matching one's, " +
+    "over each image's texts and each text's images; negative where the item fails a comparison, – where it has none. " +
+    (H.has_intervals ? "Intervals: bootstrap 95 %, 1,000 resamples of " + H.resampled +
+      "; the design effect is how many times clusters inflate a metric's variance over independent items." : "");
+}
 function setup() {
   document.getElementById("title").textContent = I.run.label + " on " + I.run.suite;
   let s = I.ids.length + " items; " + I.metrics.map((m, i) => I.binary[i] ? m : null).filter(Boolean).join(", ") +
     "; a failed item fails " + I.metrics[I.outcome] + "; run of " + I.run.started_at + " (" + I.run.dtype + ", scores: " + I.run.score_kind + ")";
   if (I.against) s += "; against " + I.against.label + " (" + I.against.started_at + ")";
   document.getElementById("summary").textContent = s;
+  headline();
   const tag = document.getElementById("tag");
   I.tags.forEach(([k, v], i) => tag.append(el("option", {value: i}, k + ": " + v)));
   if (!I.against) for (const v of ["disagree", "worse"]) document.querySelector('#outcome option[value="' + v + '"]').remove();

@@ -74,7 +74,7 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
         check_model_name(name)?;
     }
     let info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| Path::new("datasets").join(&*info.id));
+    let data_dir = args.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
     // Recorded absolute, as `eval` records it.
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
     if let benchctl_suites::SuiteKind::Galleries = info.kind {

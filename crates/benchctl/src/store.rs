@@ -139,7 +139,7 @@ fn lock(results_dir: &Path) -> Result<Option<std::fs::File>> {
                 std::thread::sleep(std::time::Duration::from_millis(25))
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::results(format!(
+                return Err(Error::bad_results(format!(
                     "lock {}: another benchctl has held it for {} s",
                     path.display(),
                     LOCK_WAIT.as_secs()
@@ -187,7 +187,7 @@ impl Store {
             .map(|d| d.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().ends_with(".json")))
             .unwrap_or(false);
         if !results_dir.join(FILE_NAME).is_file() && !has_runs {
-            return Err(Error::results(format!(
+            return Err(Error::bad_results(format!(
                 "find the results store {}: there is none (run `benchctl eval` with this --results-dir first)",
                 results_dir.join(FILE_NAME).display()
             )));
@@ -218,7 +218,8 @@ impl Store {
                 continue;
             }
             let imported = crate::results::read_run_file(&path).and_then(|file| {
-                let dump = file.dump.as_deref().ok_or_else(|| Error::results("it names no score dump".to_string()))?;
+                let dump =
+                    file.dump.as_deref().ok_or_else(|| Error::bad_results("it names no score dump".to_string()))?;
                 self.adopt_or_insert(&file.run, dump, &name)
             });
             match imported {
@@ -389,7 +390,7 @@ impl Store {
     pub fn runs(&self) -> Result<Vec<StoredRun>> {
         let (runs, skipped) = self.runs_readable()?;
         match skipped.into_iter().next() {
-            Some(problem) => Err(Error::results(problem)),
+            Some(problem) => Err(Error::bad_results(problem)),
             None => Ok(runs),
         }
     }
@@ -424,8 +425,9 @@ impl Store {
             .query_row("SELECT run_json, run_file FROM runs WHERE id = ?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(db_error(&self.path, "read a run"))?;
-        let (json, run_file) = row
-            .ok_or_else(|| Error::results(format!("find run {id} in {}: there is no such run", self.path.display())))?;
+        let (json, run_file) = row.ok_or_else(|| {
+            Error::bad_results(format!("find run {id} in {}: there is no such run", self.path.display()))
+        })?;
         Ok(StoredRun { id, run: self.parse(id, &json)?, run_file })
     }
 
@@ -479,7 +481,7 @@ impl Store {
         rows.map(|r| {
             let text = r.map_err(db_error(&self.path, "read item scores"))?;
             serde_json::from_str(&text).map_err(|e| {
-                Error::results(format!("parse an item score line of run {id} in {}: {e}", self.path.display()))
+                Error::bad_results(format!("parse an item score line of run {id} in {}: {e}", self.path.display()))
             })
         })
         .collect()
@@ -496,7 +498,7 @@ impl Store {
         crate::dump::DumpScores::from_lines(rows.enumerate().map(|(n, r)| {
             let at = format!("item score line {} of run {id} in {}", n + 1, self.path.display());
             let text = r.map_err(db_error(&self.path, "read item scores"))?;
-            let value = serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {at}: {e}")))?;
+            let value = serde_json::from_str(&text).map_err(|e| Error::bad_results(format!("parse {at}: {e}")))?;
             Ok((at, value))
         }))
     }
@@ -514,7 +516,7 @@ impl Store {
 
     fn parse(&self, id: i64, json: &str) -> Result<Run> {
         let value: serde_json::Value = serde_json::from_str(json)
-            .map_err(|e| Error::results(format!("parse run {id} in {}: {e}", self.path.display())))?;
+            .map_err(|e| Error::bad_results(format!("parse run {id} in {}: {e}", self.path.display())))?;
         Run::from_json(&value).map_err(|e| {
             Error::caused_by(ErrorKind::Results, format!("read run {id} in {}: {e}", self.path.display()), e)
         })

@@ -1,19 +1,17 @@
 //! Tables printed on stdout.
 
-use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, CellAlignment, Table};
+use comfy_table::{Cell, Table};
 
 use crate::bench::PartResult;
 use crate::results::Run;
 use benchctl_scoring::Report;
 
 fn table(header: Vec<String>) -> Table {
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED).set_header(header);
-    table
+    crate::table::new(header)
 }
 
 fn right(text: String) -> Cell {
-    Cell::new(text).set_alignment(CellAlignment::Right)
+    crate::table::right(text)
 }
 
 /// The metrics of a run, overall and per breakdown group.
@@ -111,11 +109,11 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
 
 /// `benchctl suites`: every suite's id and description, then what this machine has of its data.
 pub fn suites_list(statuses: &[crate::catalog::SuiteStatus]) -> String {
-    let lines: Vec<String> = statuses
-        .iter()
-        .map(|s| format!("{:<20} {}\n{:<20} data: {}", s.info.id, s.info.description, "", s.describe()))
-        .collect();
-    lines.join("\n")
+    let mut table = table(vec!["suite".into(), "what it is, and its data here".into()]);
+    for s in statuses {
+        table.add_row([s.info.id.to_string(), format!("{}\ndata: {}", s.info.description, s.describe())]);
+    }
+    table.to_string()
 }
 
 /// `benchctl models`: every zoo entry with what it needs and offers.

@@ -88,10 +88,7 @@ fn suites_say_what_data_is_here_and_what_is_missing() {
     let out = benchctl(&["suites", "--data-root", root.path().to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listing = stdout(&out);
-    let data_of = |id: &str| {
-        let mut lines = listing.lines().skip_while(|l| !l.starts_with(&format!("{id} ")));
-        lines.nth(1).unwrap_or_else(|| panic!("no {id} in {listing}")).trim().to_string()
-    };
+    let data_of = |id: &str| suite_rows(&listing).remove(id).unwrap_or_else(|| panic!("no {id} in {listing}")).1;
     let winoground = data_of("winoground");
     assert!(
         winoground.starts_with("data: ready: 8 items (the official release has 400), all 16 images"),
@@ -128,10 +125,9 @@ fn suites_list_every_bundled_manifest_with_how_to_get_it() {
     let out = benchctl(&["suites", "--data-root", root.path().to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listing = stdout(&out);
+    let rows = suite_rows(&listing);
     for info in benchctl_suites::manifest::bundled_suites() {
-        let mut lines = listing.lines().skip_while(|l| !l.starts_with(&format!("{} ", info.id)));
-        assert!(lines.next().is_some(), "{} is not listed: {listing}", info.id);
-        let data = lines.next().unwrap_or_default().trim();
+        let (_, data) = rows.get(&*info.id).unwrap_or_else(|| panic!("{} is not listed: {listing}", info.id));
         assert!(data.starts_with("data: not here"), "{}: {data}", info.id);
         assert!(!info.how_to_get.is_empty() && data.contains(&*info.how_to_get), "{}: {data}", info.id);
     }
@@ -199,4 +195,21 @@ fn closed_output_streams_never_panic() {
         assert_ne!(status.code(), Some(101), "{args:?} panicked");
         assert!(matches!(status.code(), Some(0..=9)), "{args:?}: {status:?}");
     }
+}
+
+/// `benchctl suites`' table (rows on one line each, as without a terminal): each suite's id with
+/// its description and its `data: …` line.
+fn suite_rows(listing: &str) -> std::collections::HashMap<String, (String, String)> {
+    let mut rows = std::collections::HashMap::new();
+    let mut current: Option<(String, String)> = None;
+    for line in listing.lines().filter(|l| l.starts_with('│')) {
+        let mut cells = line.trim_matches('│').split('┆').map(str::trim);
+        let (id, text) = (cells.next().unwrap_or_default(), cells.next().unwrap_or_default());
+        if !id.is_empty() && id != "suite" {
+            current = Some((id.to_string(), text.to_string()));
+        } else if let (Some((id, description)), true) = (current.take(), text.starts_with("data:")) {
+            rows.insert(id, (description, text.to_string()));
+        }
+    }
+    rows
 }

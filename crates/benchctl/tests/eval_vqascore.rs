@@ -386,7 +386,7 @@ fn server_or_skip(server: Result<PythonServer, String>, require: &str) -> Option
         Ok(server) => Some(server),
         Err(why) if std::env::var(require).is_ok_and(|v| v == "1") => panic!("{why}"),
         Err(why) => {
-            eprintln!("skipping: {why}; see docs/models.md, \"VQAScore through a server\"");
+            benchctl_testkit::skip_even_in_ci(&format!("{why}; see docs/models.md, \"VQAScore through a server\""));
             None
         }
     }

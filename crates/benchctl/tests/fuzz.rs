@@ -159,7 +159,7 @@ fn run_files_and_score_dumps() {
     files.sort();
     let run = files.iter().find(|p| p.to_string_lossy().ends_with("_winoground.json")).unwrap();
     let dump = files.iter().find(|p| p.to_string_lossy().ends_with(".scores.jsonl")).unwrap();
-    let results = |e: &benchctl::Error| e.kind() == benchctl::ErrorKind::Results;
+    let results = |e: &benchctl::Error| e.kind() == benchctl::ErrorKind::BadResults;
     fuzz(
         "run file",
         &std::fs::read(run).unwrap(),

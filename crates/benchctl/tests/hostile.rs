@@ -83,14 +83,14 @@ fn run_files_that_are_not_regular_files_are_refused() {
             results.path(),
             &["compare", "--baseline", baseline.path().to_str().unwrap(), "--results-dir", results_dir],
         );
-        assert_eq!(out.status.code(), Some(5), "{bad}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(8), "{bad}: {}", stderr(&out));
         assert!(
             stderr(&out).contains(&path.display().to_string()) && stderr(&out).contains("not a regular file"),
             "{bad}: {}",
             stderr(&out)
         );
         let out = benchctl_within_a_minute(results.path(), &["report", path.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(5), "{bad}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(8), "{bad}: {}", stderr(&out));
         assert!(stderr(&out).contains("not a regular file"), "{bad}: {}", stderr(&out));
     }
 }

@@ -96,7 +96,7 @@ fn leaderboard_markdown() {
         ),
         run("my-local-clip", None, "2026-11-21T08:00:00Z", [25.0, 9.0, 6.0]),
     ];
-    insta::assert_snapshot!(render(&runs));
+    insta::assert_snapshot!(render(&runs, "results/benchctl.sqlite"));
 }
 
 #[test]
@@ -121,14 +121,14 @@ fn shard_runs_stay_off_the_leaderboard() {
     let mut shard = run("clip-vit-b32", None, "2026-11-22T00:00:00Z", [99.0, 99.0, 99.0]);
     shard.shard = Some("0/2".into());
     let whole = run("clip-vit-b32", None, "2026-11-21T00:00:00Z", [30.0, 20.0, 10.0]);
-    let md = render(&[whole, shard]);
+    let md = render(&[whole, shard], "s");
     assert!(md.contains("| clip-vit-b32 | contrastive | **30.00** ±2.00 |"), "{md}");
     assert!(!md.contains("99.00"), "{md}");
 }
 
 #[test]
 fn an_empty_store_says_how_to_fill_it() {
-    assert!(render(&[]).contains("No runs yet"));
+    assert!(render(&[], "s").contains("No runs yet"));
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn lower_is_better_for_the_eqsim_deviation() {
         r.suite.id = "eqben".into();
         r.report.metrics.push(("eqsim_deviation_mean".into(), deviation));
     }
-    let md = render(&[a, b]);
+    let md = render(&[a, b], "s");
     assert!(md.contains("| model-a | contrastive | 10.00 ±2.00 | 10.00 ±1.50 | 10.00 ±1.25 | **0.50** |"), "{md}");
     assert!(
         md.contains("| model-b | contrastive | **20.00** ±2.00 | **20.00** ±1.50 | **20.00** ±1.25 | 1.50 |"),
@@ -159,6 +159,10 @@ fn the_bundled_leaderboard_is_rendered_from_the_committed_runs() {
     let out = common::benchctl(&["leaderboard", "--results-dir", dir.path().to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", common::stderr(&out));
     let rendered = std::fs::read_to_string(dir.path().join("LEADERBOARD.md")).unwrap();
+    // The heading names the store it read, here the temporary one.
+    let store = dir.path().join("benchctl.sqlite").display().to_string();
+    assert!(rendered.contains(&format!("from the results store `{store}`")), "{rendered}");
+    let rendered = rendered.replace(&store, "results/benchctl.sqlite");
     assert_eq!(
         rendered,
         std::fs::read_to_string(root.join("LEADERBOARD.md")).unwrap(),
@@ -206,7 +210,7 @@ fn hostile_names_and_urls_stay_text_in_generated_markdown() {
         url: Some("https://example.org/a) [x](javascript:alert(1)".into()),
         ..external.model.external.clone().unwrap()
     });
-    let board = render(&[plain, external, linked]);
+    let board = render(&[plain, external, linked], "s");
     assert!(!board.contains("<script") && !board.contains("<img") && !board.contains("<b>"), "{board}");
     assert!(!board.contains("](javascript"), "{board}");
     assert!(board.contains("[external](https://example.org/a%29%20%5Bx%5D%28javascript:alert%281%29)"), "{board}");

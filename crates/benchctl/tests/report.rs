@@ -128,8 +128,8 @@ fn browser_or_skip() -> Option<PathBuf> {
         if ci {
             panic!("BENCHCTL_CI=1 needs Chromium for the report's browser test: scripts/setup/install-chromium.sh could not install it");
         }
-        eprintln!(
-            "skipping: no chromium on PATH (scripts/setup/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)"
+        benchctl_testkit::skip_even_in_ci(
+            "no chromium on PATH (scripts/setup/install-chromium.sh installs it; or set BENCHCTL_CHROMIUM)",
         );
     }
     browser
@@ -187,6 +187,26 @@ fn the_page_filters_and_sorts_in_a_real_browser() {
     let mut expected: Vec<String> = ids[1..].to_vec();
     expected.push(ids[0].clone());
     assert_eq!(cards(&best_first), expected);
+
+    // The header: the run's headline metrics with their intervals, the other run's beside,
+    // and the legend that says what a margin is.
+    assert!(
+        all.contains("<table id=\"metrics\" class=\"metrics\"><tr><th>metric</th>"),
+        "the metrics table heads the page"
+    );
+    let row = all
+        .split("data-metric=\"group_score\">")
+        .nth(1)
+        .expect("a group_score row")
+        .split("</tr>")
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        row.matches("<td>").count() == 5 && row.contains("<td>["),
+        "value, interval, design effect, other run: {row}"
+    );
+    assert!(all.contains("Margin: for one item, the smallest gap"), "the legend");
 
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("../report-demo.png");
     let _ = std::fs::remove_file(&shot);

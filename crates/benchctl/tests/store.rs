@@ -233,7 +233,7 @@ fn the_leaderboard_skips_an_unreadable_row_and_refuses_a_missing_store() {
     for command in [vec!["leaderboard"], vec!["compare", "--baseline", baseline.to_str().unwrap()]] {
         let command = [command, vec!["--results-dir", missing.to_str().unwrap()]].concat();
         let out = benchctl(&command, &[]);
-        assert_eq!(out.status.code(), Some(5), "{command:?}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(8), "{command:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("there is none"), "{}", stderr(&out));
         assert!(!missing.exists(), "{command:?} created the directory");
     }

@@ -325,8 +325,9 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
             return Err(Error::new(
                 ErrorKind::MissingFile,
                 format!(
-                    "find {missing} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded (run once online, or use --model-path)",
-                    settings.cache_dir.display()
+                    "find {missing} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded; {}",
+                    settings.cache_dir.display(),
+                    bring_weights(repo, revision)
                 ),
             ));
         }
@@ -375,9 +376,10 @@ fn image_settings_file(repo: &str, revision: &str, commit: &str, settings: &HubS
         return Err(Error::new(
             ErrorKind::MissingFile,
             format!(
-                "find {} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded (run once online, or use --model-path)",
+                "find {} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded; {}",
                 IMAGE_SETTINGS_FILES.join(" or "),
-                settings.cache_dir.display()
+                settings.cache_dir.display(),
+                bring_weights(repo, revision)
             ),
         ));
     }
@@ -428,10 +430,11 @@ fn fetch_shards(repo: &str, revision: &str, index: &Path, settings: &HubSettings
         Some(first) if settings.offline => Err(Error::new(
             ErrorKind::MissingFile,
             format!(
-                "find {first} of {repo}@{revision} in the hub cache {} ({} of {} shards missing): HF_HUB_OFFLINE is set, so nothing is downloaded",
+                "find {first} of {repo}@{revision} in the hub cache {} ({} of {} shards missing): HF_HUB_OFFLINE is set, so nothing is downloaded; {}",
                 settings.cache_dir.display(),
                 missing.len(),
-                names.len()
+                names.len(),
+                bring_weights(repo, revision)
             ),
         )),
         Some(_) => download(repo, revision, &missing, settings),
@@ -510,6 +513,14 @@ fn client(settings: &HubSettings) -> Result<Client> {
     Client::new(endpoint, settings.token.clone(), settings.limits)
 }
 
+/// How to bring a model's files to a machine that cannot download them (docs/models.md,
+/// "Offline machines").
+fn bring_weights(repo: &str, revision: &str) -> String {
+    format!(
+        "to bring the files here, run `hf download {repo} --revision {revision}` (or this benchctl command) on a machine online and copy its hub cache (`$HF_HOME/hub`, by default ~/.cache/huggingface/hub) to this one's, or put the files in a directory and pass --model-path DIR (docs/models.md, \"Offline machines\")"
+    )
+}
+
 /// A download's error with the way out: refused access names the token, anything else
 /// offline use (and `extra`, e.g. `--model-path`).
 fn with_hint(error: Error, settings: &HubSettings, extra: &str) -> Error {
@@ -522,6 +533,9 @@ fn with_hint(error: Error, settings: &HubSettings, extra: &str) -> Error {
         };
         Error::new(ErrorKind::AccessDenied, format!("{error}: {hint}{extra}"))
     } else {
-        Error::new(error.kind(), format!("{error} (offline? set HF_HUB_OFFLINE=1 to use the cache only{extra})"))
+        Error::new(
+            error.kind(),
+            format!("{error} (offline? set HF_HUB_OFFLINE=1 to use the cache only{extra}; docs/models.md, \"Offline machines\", says how to bring the files here)"),
+        )
     }
 }

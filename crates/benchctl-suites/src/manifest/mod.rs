@@ -321,6 +321,7 @@ impl Manifest {
             expected_items: self.expected_items,
             official_ties: self.official_ties,
             kind: SuiteKind::Manifest(Arc::clone(self)),
+            data_dir: None,
         }
     }
 }

@@ -35,6 +35,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     expected_items: Some(5_000),
     official_ties: Ties::First,
     kind: SuiteKind::Galleries,
+    data_dir: None,
 };
 pub const HOW_TO_GET: &str =
     "put the annotations/ folder of github.com/pseulki/rococo here and the COCO val2014 images under images/val2014/";

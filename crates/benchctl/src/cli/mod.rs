@@ -23,6 +23,10 @@ pub use values::*;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Keep every table row on one line, however wide (by default tables wrap to the
+    /// terminal's width, or to COLUMNS where that is set).
+    #[arg(long, global = true)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,13 +69,13 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ModelChoice {
     /// A zoo id (see `benchctl models`), resolved through the Hugging Face hub cache.
-    #[arg(long, conflicts_with_all = ["model_path", "endpoint"], required_unless_present_any = ["model_path", "config", "endpoint"])]
+    #[arg(long, conflicts_with_all = ["model_path", "endpoint"], required_unless_present_any = ["model_path", "config", "endpoint"], help_heading = "Model and device")]
     pub model: Option<String>,
     /// A model directory: config.json, model.safetensors and tokenizer.json (transformers'
     /// layout), or open_clip_config.json, open_clip_model.safetensors and tokenizer.json; or a
     /// FIBER checkpoint file (`.ckpt`) with roberta-base's tokenizer (and optionally a
     /// config.json) beside it.
-    #[arg(long, value_name = "DIR_OR_FILE", conflicts_with = "endpoint")]
+    #[arg(long, value_name = "DIR_OR_FILE", conflicts_with = "endpoint", help_heading = "Model and device")]
     pub model_path: Option<PathBuf>,
     /// A generative model behind an OpenAI-compatible chat-completions server that returns
     /// log-probabilities (vLLM, SGLang, llama.cpp's server): its base URL
@@ -113,96 +117,108 @@ pub struct ModelChoice {
     pub image_position: String,
     /// Which of the model's scores to use: `itm` or `itc` for BLIP and FIBER (default itm);
     /// CLIP and SigLIP have one (see `benchctl models`).
-    #[arg(long, value_name = "HEAD")]
+    #[arg(long, value_name = "HEAD", help_heading = "Model and device")]
     pub score: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
+#[command(after_help = "Examples:
+  benchctl eval --model-path crates/benchctl-models/tests/fixtures/clip-shapes --suite demo
+  benchctl eval --model clip-vit-b32 --suite winoground            # data in datasets/winoground
+  benchctl eval --model clip-vit-b32 --suite valse --data-dir /data/valse --batch-size 64
+  benchctl eval --model blip-itm-base-coco --score itc --suite eqben
+  benchctl eval --model blip-itm-base-coco --suite rococo --rerank-k 128
+  benchctl eval --model gemma-3-4b-it --suite winoground --device cuda --dtype bf16
+  benchctl eval --endpoint http://localhost:8000/v1 --served-model Qwen/Qwen3-VL-8B-Instruct --suite eqben
+  benchctl eval --model clip-vit-b32 --suite my-bench.toml --data-dir /data/mine
+  benchctl eval --config run.toml
+
+Suites and their data: `benchctl suites`; models: `benchctl models`; docs/ in the repository.")]
 pub struct EvalArgs {
     #[command(flatten)]
     pub model: ModelChoice,
-    /// The suite id (see `benchctl suites`).
-    #[arg(long, required_unless_present = "config", default_value = "")]
-    pub suite: String,
+    /// The suite id (see `benchctl suites`), or a manifest file (`.toml`).
+    #[arg(long, required_unless_present = "config", help_heading = "Suite")]
+    pub suite: Option<String>,
     /// A run spec (TOML) listing models × suites × options: one command for a whole
     /// leaderboard refresh (see docs/results.md).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "model_path", "suite"], help_heading = "Suite")]
     pub config: Option<PathBuf>,
     /// The suite's data in its official layout [default: datasets/SUITE].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Suite")]
     pub data_dir: Option<PathBuf>,
     /// Images or texts per encoder forward pass.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096), help_heading = "Model and device")]
     pub batch_size: u32,
     /// cpu, cuda or cuda:N.
-    #[arg(long, default_value = "cpu")]
+    #[arg(long, default_value = "cpu", help_heading = "Model and device")]
     pub device: String,
     /// f32, f16 or bf16.
-    #[arg(long, default_value = "f32")]
+    #[arg(long, default_value = "f32", help_heading = "Model and device")]
     pub dtype: String,
     /// Where runs are stored.
-    #[arg(long, default_value = "results", value_name = "DIR")]
+    #[arg(long, default_value = "results", value_name = "DIR", help_heading = "Results")]
     pub results_dir: PathBuf,
     /// Encode everything afresh and store nothing in the embedding cache
     /// (`BENCHCTL_CACHE`, else `~/.cache/benchctl`).
-    #[arg(long)]
+    #[arg(long, help_heading = "Results")]
     pub no_cache: bool,
     /// Read images that a symbolic link inside the data directory leads out of it to
     /// (refused by default, naming both paths).
-    #[arg(long)]
+    #[arg(long, help_heading = "Suite")]
     pub allow_outside_links: bool,
     /// RoCOCO only: how the altered images of the text-to-image gallery are made.
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [AlterMethod::Mix, AlterMethod::Patch])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [AlterMethod::Mix, AlterMethod::Patch], help_heading = "RoCOCO")]
     pub rococo_methods: Vec<AlterMethod>,
     /// RoCOCO only: the share λ of the original image kept, in thousandths (900 = 0.9).
-    #[arg(long, value_delimiter = ',', default_values_t = [900u16, 800], value_parser = clap::value_parser!(u16).range(0..=1000))]
+    #[arg(long, value_delimiter = ',', default_values_t = [900u16, 800], value_parser = clap::value_parser!(u16).range(0..=1000), help_heading = "RoCOCO")]
     pub rococo_lambdas: Vec<u16>,
     /// RoCOCO only: where the visually altered images come from. `auto` reads the folders
     /// RoCOCO's `mix_images.py` writes (`images/<method>_<λ>/`, e.g. `images/mix_0.9/`) where
     /// they exist and generates the others; `release` requires those folders; `generate`
     /// always makes them in process (seeded, see `--rococo-seeds`).
-    #[arg(long, value_enum, default_value_t = AlteredSourceArg::Auto)]
+    #[arg(long, value_enum, default_value_t = AlteredSourceArg::Auto, help_heading = "RoCOCO")]
     pub rococo_altered: AlteredSourceArg,
     /// RoCOCO only: caption normalisation. `auto` applies BLIP's `pre_caption` (30 words) when
     /// a BLIP model is evaluated, as BLIP's own COCO retrieval evaluation does, and nothing
     /// otherwise; `blip` and `none` force it on or off.
-    #[arg(long, value_enum, default_value_t = CaptionNormalisationArg::Auto)]
+    #[arg(long, value_enum, default_value_t = CaptionNormalisationArg::Auto, help_heading = "RoCOCO")]
     pub caption_normalisation: CaptionNormalisationArg,
     /// RoCOCO only: seeds of the generated altered galleries; results are averaged over them.
-    #[arg(long, value_delimiter = ',', default_values_t = [0u64, 1, 2])]
+    #[arg(long, value_delimiter = ',', default_values_t = [0u64, 1, 2], help_heading = "RoCOCO")]
     pub rococo_seeds: Vec<u64>,
     /// Retrieval suites with a fusion model (BLIP ITM): candidates per query that its
     /// contrastive head shortlists for the fusion head to re-rank (BLIP's evaluation uses 128).
-    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..), help_heading = "Retrieval re-ranking")]
     pub rerank_k: u32,
     /// Retrieval suites with a fusion or generative model: the contrastive zoo model whose
     /// top --rerank-k candidates it re-ranks (default: the model's own contrastive head, which
     /// BLIP and FIBER have and generative models lack), on the same device and dtype.
-    #[arg(long, value_name = "ID", conflicts_with = "shortlist_model_path")]
+    #[arg(long, value_name = "ID", conflicts_with = "shortlist_model_path", help_heading = "Retrieval re-ranking")]
     pub shortlist_model: Option<String>,
     /// As --shortlist-model, a local model directory.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Retrieval re-ranking")]
     pub shortlist_model_path: Option<PathBuf>,
     /// Evaluate one deterministic slice of an item suite, `i/n` (0-based, contiguous item
     /// ranges); `benchctl merge` combines the n shard runs into the unsharded run.
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    #[arg(long, value_name = "I/N", value_parser = parse_shard, help_heading = "Suite")]
     pub shard: Option<Shard>,
     /// A caption longer than the model's text context (CLIP 77, SigLIP 64, BLIP 35 tokens):
     /// `truncate` cuts it as the reference pipelines do (the default; the run counts and
     /// reports them), `error` refuses the run, naming the first.
-    #[arg(long, value_enum, default_value_t = LongCaptionArg::Truncate)]
+    #[arg(long, value_enum, default_value_t = LongCaptionArg::Truncate, help_heading = "Model and device")]
     pub on_long_caption: LongCaptionArg,
     /// How a tie for the top score counts: `strict`, a miss (the default), or `first`, the
     /// first of the tied candidates wins, as an official scorer that takes an argmax or a
     /// ranking counts it: SPEC (`argmax`), RoCOCO (`argsort`) and manifests that say
     /// `ties = "first"` (`benchctl suites` lists which; docs/manifests.md).
-    #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
+    #[arg(long, value_enum, default_value_t = TiesArg::Strict, help_heading = "Results")]
     pub ties: TiesArg,
     /// What the bootstrap intervals resample: `clusters` of items made together (items
     /// sharing an image, or a manifest's `metrics.cluster_by`; the default), or `items` one
     /// by one, as published intervals usually are (narrower where items cluster). The run
     /// records which, with each metric's design effect (docs/results.md).
-    #[arg(long, value_enum, default_value_t = BootstrapArg::Clusters)]
+    #[arg(long, value_enum, default_value_t = BootstrapArg::Clusters, help_heading = "Results")]
     pub bootstrap: BootstrapArg,
 }
 
@@ -445,7 +461,7 @@ impl EvalArgs {
     /// The run these arguments ask for (without `--config`).
     pub fn plan(&self) -> Result<EvalPlan> {
         let model = self.model.choice(self)?;
-        EvalPlan::new(model, &self.suite, self.data_dir.as_deref(), self.options())
+        EvalPlan::new(model, self.suite.as_deref().unwrap_or_default(), self.data_dir.as_deref(), self.options())
     }
 
     /// Everything of a run besides its model, suite and data: the defaults of a run spec.

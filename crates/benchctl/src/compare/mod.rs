@@ -207,7 +207,7 @@ fn run_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     for path in paths {
         if path.is_dir() {
             let entries =
-                std::fs::read_dir(path).map_err(|e| Error::results(format!("read {}: {e}", path.display())))?;
+                std::fs::read_dir(path).map_err(|e| Error::bad_results(format!("read {}: {e}", path.display())))?;
             let mut found: Vec<PathBuf> = entries
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|p| p.extension().is_some_and(|x| x == "json"))
@@ -255,7 +255,7 @@ pub fn run(plan: &ComparePlan) -> Result<Gate> {
         .map(|p| read_run_file(p))
         .collect::<Result<Vec<_>>>()?;
     if baselines.is_empty() {
-        return Err(Error::results(format!("compare: {} holds no run files", plan.baseline.display())));
+        return Err(Error::bad_results(format!("compare: {} holds no run files", plan.baseline.display())));
     }
     let currents: Vec<ComparedRun> = current_runs(plan, &baselines)?.into_iter().flatten().collect();
     // One baseline run file against one run file is a head-to-head comparison: any two
@@ -271,7 +271,7 @@ pub fn run(plan: &ComparePlan) -> Result<Gate> {
             None if head_to_head => {
                 let (a, b) = (&baselines[0].run.suite, &current.run.suite);
                 if !baselines[0].run.is_complete() || a.id != b.id || a.ties != b.ties {
-                    return Err(Error::results(format!(
+                    return Err(Error::bad_results(format!(
                         "compare {} with {}: a head-to-head comparison needs two complete runs on the same suite and tie rule",
                         current.source, baselines[0].source
                     )));
@@ -279,7 +279,7 @@ pub fn run(plan: &ComparePlan) -> Result<Gate> {
                 0
             }
             None => {
-                return Err(Error::results(format!(
+                return Err(Error::bad_results(format!(
                     "compare {}: the baseline has no complete run of {identity}",
                     current.source
                 )))
@@ -289,7 +289,7 @@ pub fn run(plan: &ComparePlan) -> Result<Gate> {
         rows.extend(rows_of_pair(&baselines[at], current, plan)?);
     }
     if rows.is_empty() && currents.iter().any(|c| !c.run.is_complete()) {
-        return Err(Error::results(
+        return Err(Error::bad_results(
             "compare: only shard runs were given; merge them first (`benchctl merge`)".to_string(),
         ));
     }

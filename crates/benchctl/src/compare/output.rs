@@ -43,8 +43,7 @@ fn delta(c: &Change) -> String {
 /// The comparison table (rows in baseline order), the rule, and a note per row that is not
 /// comparable or has no current run.
 pub fn table(gate: &Gate) -> String {
-    let mut table = comfy_table::Table::new();
-    table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED).set_header([
+    let mut table = crate::table::new([
         "model",
         "suite",
         "metric",
@@ -58,7 +57,7 @@ pub fn table(gate: &Gate) -> String {
         "verdict",
     ]);
     for c in &gate.changes {
-        let right = |s: String| comfy_table::Cell::new(s).set_alignment(comfy_table::CellAlignment::Right);
+        let right = crate::table::right;
         table.add_row(vec![
             comfy_table::Cell::new(&c.model),
             comfy_table::Cell::new(&c.suite),

@@ -58,10 +58,10 @@ pub(super) fn intervals_from_json(
         .map(|(metric, bounds)| {
             let pair = bounds.as_array().filter(|a| a.len() == 2).and_then(|a| Some((a[0].as_f64()?, a[1].as_f64()?)));
             let (low, high) =
-                pair.ok_or_else(|| Error::results(format!("key `intervals.{metric}` is not [low, high]")))?;
+                pair.ok_or_else(|| Error::bad_results(format!("key `intervals.{metric}` is not [low, high]")))?;
             let value = report
                 .metric(metric)
-                .ok_or_else(|| Error::results(format!("key `intervals.{metric}` names no reported metric")))?;
+                .ok_or_else(|| Error::bad_results(format!("key `intervals.{metric}` names no reported metric")))?;
             let design_effect =
                 bootstrap.and_then(|b| b.design_effects.get(metric)).and_then(serde_json::Value::as_f64);
             Ok(Interval { metric: metric.clone(), value, low, high, design_effect })

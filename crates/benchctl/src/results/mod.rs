@@ -314,7 +314,7 @@ impl Run {
 
     /// Reads a run file's JSON; the error names the key, not the file (callers add it).
     pub fn from_json(v: &serde_json::Value) -> Result<Self> {
-        let bad = |what: String| Error::results(what);
+        let bad = |what: String| Error::bad_results(what);
         let schema = v.get("schema").ok_or_else(|| bad("missing key `schema`".into()))?;
         let schema = schema.as_u64().ok_or_else(|| bad("`schema` is not a number".into()))?;
         if schema != SCHEMA as u64 {
@@ -323,7 +323,7 @@ impl Run {
         // The error names the key where reading stopped (`counts.items`, `model`).
         let file: RunFileLayout = serde_path_to_error::deserialize(v.clone()).map_err(|e| {
             let message = format!("key `{}`: {}", e.path(), e.inner());
-            Error::caused_by(ErrorKind::Results, message, e.into_inner())
+            Error::caused_by(ErrorKind::BadResults, message, e.into_inner())
         })?;
         let report = Report::from_json(&file.report).ok_or_else(|| bad("key `report` is malformed".into()))?;
         Ok(Run {
@@ -486,9 +486,9 @@ pub const MAX_DUMP_BYTES: u64 = 4 << 30;
 /// could block or never end) of at most `max` bytes.
 fn read_bounded(path: &Path, max: u64) -> Result<String> {
     use std::io::Read;
-    let read = |e: String| Error::results(format!("read {}: {e}", path.display()));
+    let read = |e: String| Error::bad_results(format!("read {}: {e}", path.display()));
     benchctl_suites::paths::require_regular_file(path)
-        .map_err(|e| Error::caused_by(ErrorKind::Results, e.to_string(), e))?;
+        .map_err(|e| Error::caused_by(ErrorKind::BadResults, e.to_string(), e))?;
     let file = std::fs::File::open(path).map_err(|e| read(e.to_string()))?;
     let mut text = String::new();
     file.take(max + 1).read_to_string(&mut text).map_err(|e| read(e.to_string()))?;
@@ -502,9 +502,9 @@ fn read_bounded(path: &Path, max: u64) -> Result<String> {
 pub fn read_run_file(path: &Path) -> Result<RunFile> {
     let text = read_bounded(path, MAX_RUN_FILE_BYTES)?;
     let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| Error::results(format!("parse {}: {e}", path.display())))?;
+        serde_json::from_str(&text).map_err(|e| Error::bad_results(format!("parse {}: {e}", path.display())))?;
     let run = Run::from_json(&json)
-        .map_err(|e| Error::caused_by(ErrorKind::Results, format!("read run {}: {e}", path.display()), e))?;
+        .map_err(|e| Error::caused_by(ErrorKind::BadResults, format!("read run {}: {e}", path.display()), e))?;
     let dump = json.get("scores_file").and_then(|f| f.as_str()).map(|f| path.with_file_name(f));
     Ok(RunFile { run, dump })
 }
@@ -536,7 +536,7 @@ pub fn json_lines<'p>(
 /// A score dump's lines, in file order (blank lines skipped), each checked to be JSON and
 /// given back in compact form, as a stream ([`json_lines`]).
 pub fn dump_lines(path: &Path) -> Result<impl Iterator<Item = Result<String>> + '_> {
-    let lines = json_lines(path, "the score dump its run file names", ErrorKind::Results)?;
+    let lines = json_lines(path, "the score dump its run file names", ErrorKind::BadResults)?;
     Ok(lines.map(|line| line.map(|(_, json)| json.to_string())))
 }
 
@@ -553,7 +553,7 @@ pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
                 scores: Vec<Vec<f32>>,
             }
             let l: Line = serde_json::from_str(line)
-                .map_err(|e| Error::results(format!("parse {} line {}: {e}", path.display(), i + 1)))?;
+                .map_err(|e| Error::bad_results(format!("parse {} line {}: {e}", path.display(), i + 1)))?;
             Ok((l.id, l.scores))
         })
         .collect()

@@ -19,10 +19,12 @@ pub fn benchctl(args: &[&str], env: &[(&str, &str)]) -> Output {
     cmd.output().expect("run benchctl")
 }
 
-/// The built `benchctl` with `args` and `env`, without the hub's variables of the caller.
+/// The built `benchctl` with `args` and `env`, without the hub's variables of the caller, nor
+/// the `COLUMNS` its shell may export (tables then keep their rows on one line, as the tests
+/// read them).
 fn command(args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_benchctl"));
-    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN");
+    cmd.args(args).env_remove("HF_HUB_OFFLINE").env_remove("HF_HOME").env_remove("HF_TOKEN").env_remove("COLUMNS");
     for (k, v) in env {
         cmd.env(k, v);
     }
