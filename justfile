@@ -1,8 +1,12 @@
 # Common flows. `just --list` shows them.
 
-# Run every test (what CI runs).
-test:
-    cargo test --workspace --locked
+# Run every test (what CI runs): release profile, every failure, skipped tests counted.
+test *args:
+    cargo xtask test {{args}}
+
+# Put `benchctl` on PATH (~/.cargo/bin), from the release build.
+install:
+    cargo install --path crates/benchctl --locked
 
 # The offline demo: the trained demo CLIP on the bundled compositional suite.
 demo:

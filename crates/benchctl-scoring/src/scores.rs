@@ -248,6 +248,28 @@ impl ScoreTensor {
         }
     }
 
+    /// The items at `order` (indices into this tensor), with their text scores: the same
+    /// scores read in another order.
+    pub fn reordered(&self, order: &[u32]) -> Self {
+        let mut out = Self::of_kind(self.kind);
+        if self.exact.is_some() {
+            out.exact = Some(SpillVec::new());
+        }
+        for &i in order {
+            let (images, texts) = self.shapes[i as usize];
+            let start = self.offsets[i as usize];
+            let range = start..start + images * texts;
+            out.offsets.push(out.values.len());
+            out.shapes.push((images, texts));
+            out.values.extend_from_slice(&self.values[range.clone()]);
+            if let (Some(to), Some(from)) = (&mut out.exact, &self.exact) {
+                to.extend_from_slice(&from[range]);
+            }
+        }
+        out.text = self.text.as_ref().filter(|t| t.len() == self.len()).map(|t| Box::new(t.reordered(order)));
+        out
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = ScoreMatrix<'_>> + '_ {
         (0..self.len()).map(|i| self.item(i))
     }

@@ -214,3 +214,47 @@ fn paired_tests_count_discordant_items_and_agree_with_the_bootstrap() {
         assert!((linear.se / p.se - 1.0).abs() < 0.1, "{}: {} against {}", p.metric, linear.se, p.se);
     }
 }
+
+/// Clusters scattered over the suite are resampled as if their items sat side by side (what
+/// makes them as cheap as runs): the same clusters are drawn, so the intervals, design effects
+/// and paired intervals equal those of the same suite laid out cluster by cluster.
+#[test]
+fn scattered_clusters_resample_as_the_same_clusters_side_by_side() {
+    use benchctl_scoring::metrics::stats::{bootstrap_by, paired_by, Unit};
+    use benchctl_scoring::metrics::Clusters;
+    let n = 300;
+    let (a, truths, tags) = items(n, 21);
+    let (b, _, _) = items(n, 22);
+    let labels: Vec<usize> = (0..n).map(|i| (i * 7) % 60).collect();
+    let scattered = Clusters::from_labels(&labels);
+    assert!(scattered.runs().is_none(), "the clusters are scattered");
+    let summary = group_summary().macro_over("piece");
+    let v = views(&truths, &tags);
+    let intervals = bootstrap_by(&summary, &a, &v, 400, 9, Unit::Clusters(&scattered)).unwrap();
+    let paired = paired_by(&summary, &a, &b, &v, 400, 9, Unit::Clusters(&scattered)).unwrap();
+    // The same items laid out cluster by cluster, clusters in the order of their first item.
+    let mut first_seen: Vec<usize> = Vec::new();
+    for &label in &labels {
+        if !first_seen.contains(&label) {
+            first_seen.push(label);
+        }
+    }
+    let labels = &labels;
+    let order: Vec<usize> = first_seen.iter().flat_map(|&c| (0..n).filter(move |&i| labels[i] == c)).collect();
+    let reorder = |scores: &ScoreTensor| {
+        let mut out = ScoreTensor::new();
+        for &i in &order {
+            let m = scores.item(i);
+            out.push(m.images(), m.texts(), m.values()).unwrap();
+        }
+        out
+    };
+    let (ga, gb) = (reorder(&a), reorder(&b));
+    let (gt, gtags): (Vec<Truth>, Vec<Tags>) = order.iter().map(|&i| (truths[i].clone(), tags[i].clone())).unzip();
+    let gv = views(&gt, &gtags);
+    let side_by_side = Clusters::from_labels(&order.iter().map(|&i| labels[i]).collect::<Vec<_>>());
+    assert!(side_by_side.runs().is_some());
+    assert_eq!(intervals, bootstrap_by(&summary, &ga, &gv, 400, 9, Unit::Clusters(&side_by_side)).unwrap());
+    assert_eq!(paired, paired_by(&summary, &ga, &gb, &gv, 400, 9, Unit::Clusters(&side_by_side)).unwrap());
+    assert!(intervals.iter().any(|i| i.design_effect.is_some()));
+}

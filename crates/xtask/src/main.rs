@@ -9,15 +9,21 @@
 //! the directory `BENCHCTL_SKIP_LOG` names (set here to `target/test-skips/`).
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+
+/// Writes to stderr; a closed stream is not an error (nor a panic, as `eprintln!` would be).
+fn say(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask test [ARGS for cargo test…]");
+            say("usage: cargo xtask test [ARGS for cargo test…]");
             ExitCode::from(2)
         }
     }
@@ -33,7 +39,7 @@ fn test(extra: &[String]) -> ExitCode {
     let log = target.join("test-skips");
     let _ = std::fs::remove_dir_all(&log);
     if let Err(e) = std::fs::create_dir_all(&log) {
-        eprintln!("error: failed to create {}: {e}", log.display());
+        say(&format!("error: failed to create {}: {e}", log.display()));
         return ExitCode::from(1);
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -46,11 +52,11 @@ fn test(extra: &[String]) -> ExitCode {
     let code = match status {
         Ok(status) => status.code().unwrap_or(1),
         Err(e) => {
-            eprintln!("error: failed to run cargo test: {e}");
+            say(&format!("error: failed to run cargo test: {e}"));
             return ExitCode::from(1);
         }
     };
-    print!("{}", skip_summary(&read_skips(&log)));
+    let _ = write!(std::io::stdout(), "{}", skip_summary(&read_skips(&log)));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

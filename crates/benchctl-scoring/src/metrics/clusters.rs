@@ -103,6 +103,19 @@ impl Clusters {
         &self.members[self.offsets[c] as usize..self.offsets[c + 1] as usize]
     }
 
+    /// Where some cluster is not a run of consecutive items: the item order that makes every
+    /// cluster one (cluster by cluster, each in item order), and the clusters over the items in
+    /// that order, numbered as here (so a resample draws the same clusters). `None` where every
+    /// cluster already is a run.
+    pub fn gathered(&self) -> Option<(Vec<u32>, Clusters)> {
+        if self.runs.is_some() {
+            return None;
+        }
+        let labels: Vec<usize> =
+            (0..self.count()).flat_map(|c| std::iter::repeat_n(c, self.members(c).len())).collect();
+        Some((self.members.clone(), Clusters::from_labels(&labels)))
+    }
+
     /// The mean cluster size.
     pub fn mean_size(&self) -> f64 {
         self.items as f64 / self.count().max(1) as f64

@@ -10,6 +10,8 @@
 //!   with replacement, each with all its items, so that items made together vary together;
 //!   each per-item metric's design effect (its variance under clusters over its variance as
 //!   if the items were independent, both by the usual linearisation) is reported beside.
+//!   Clusters scattered over the suite are first gathered (the items copied in cluster order),
+//!   so that every resample reads runs of consecutive items, as cheap as the item bootstrap.
 //! - **Paired bootstrap**: both models are resampled with the same item indices; the
 //!   interval is that of the difference `b − a`.
 //! - **McNemar's test**, for the metrics whose per-item value is a 0/1 outcome: the exact
@@ -184,6 +186,16 @@ impl Iterator for Draws<'_> {
     }
 }
 
+/// Clusters scattered over the suite, gathered ([`Clusters::gathered`]): a resample then reads
+/// runs of consecutive items, not member lists scattered over the values (the same clusters
+/// drawn, the same items summed; a real-valued mean's last bits may differ with the order).
+fn scattered(unit: Unit<'_>) -> Option<(Vec<u32>, Clusters)> {
+    match unit {
+        Unit::Clusters(clusters) => clusters.gathered(),
+        Unit::Items => None,
+    }
+}
+
 fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
     draws.sort_by(f64::total_cmp);
     (super::quantile(&draws, 0.025), super::quantile(&draws, 0.975))
@@ -210,6 +222,10 @@ pub fn bootstrap_by(
     seed: u64,
     unit: Unit<'_>,
 ) -> Result<Vec<Interval>> {
+    if let Some((order, clusters)) = scattered(unit) {
+        let items: Vec<ItemView> = order.iter().map(|&i| items[i as usize]).collect();
+        return bootstrap_by(summary, &scores.reordered(&order), &items, resamples, seed, Unit::Clusters(&clusters));
+    }
     let values = ItemValues::new(summary, scores, items)?;
     let point = values.headline(|| 0..items.len(), summary, items);
     let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
@@ -305,6 +321,11 @@ pub fn paired_by(
     seed: u64,
     unit: Unit<'_>,
 ) -> Result<Vec<Paired>> {
+    if let Some((order, clusters)) = scattered(unit) {
+        let items: Vec<ItemView> = order.iter().map(|&i| items[i as usize]).collect();
+        let (a, b) = (a.reordered(&order), b.reordered(&order));
+        return paired_by(summary, &a, &b, &items, resamples, seed, Unit::Clusters(&clusters));
+    }
     let (va, vb) = (ItemValues::new(summary, a, items)?, ItemValues::new(summary, b, items)?);
     let all = || 0..items.len();
     let (pa, pb) = (va.headline(all, summary, items), vb.headline(all, summary, items));
