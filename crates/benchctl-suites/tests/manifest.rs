@@ -361,7 +361,7 @@ fn whatsup_matches_the_official_evaluation() {
 }
 
 /// `source.expand`: a record holding lists of candidates (here one image and paired lists of
-/// positives and negatives, the layout VL-CheckList's files have) becomes one item per element,
+/// positives and negatives) becomes one item per element,
 /// its lists replaced by that element; ids default to `<index>/<element>`, `{_element}` is the
 /// element; lists of different lengths are a problem of that record, named; empty lists hold
 /// no item.
@@ -411,6 +411,127 @@ fn nested_records_expand_into_one_item_per_element() {
     std::fs::write(&nothing, manifest("[]")).unwrap();
     let err = find(nothing.to_str().unwrap()).err().unwrap().to_string();
     assert!(err.contains("source.expand") && err.contains("names no list"), "{err}");
+}
+
+/// VL-CheckList as its official `evaluate.py` reads it (om-ai-lab/VL-CheckList: `texts_pos[0]`
+/// against `texts_neg[0]` per record): the first element of each list named in the templates,
+/// no `expand`, one item per record however long its lists; a record without a first element
+/// is a problem of that record, the others kept (docs/manifests.md, "Nested records").
+#[test]
+fn the_first_element_of_each_list_is_one_item_per_record() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("attribute.json"),
+        r#"[["a.png", {"POS": ["a red car", "a big car"], "NEG": ["a blue car", "a small car"]}],
+            ["b.png", {"POS": ["a dog"], "NEG": ["a cat"]}],
+            ["d.png", {"POS": [], "NEG": []}]]"#,
+    )
+    .unwrap();
+    let path = dir.path().join("vl-checklist.toml");
+    std::fs::write(
+        &path,
+        "id = \"vl-checklist-attribute\"\ndescription = \"d\"\n[source]\nfile = \"attribute.json\"\nformat = \"json\"\n\
+         [item]\nimages = [\"{0}\"]\ntexts = [\"{1.POS.0}\", \"{1.NEG.0}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    )
+    .unwrap();
+    let (suite, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    let items: Vec<(String, String)> =
+        suite.items.iter().map(|i| (i.text(0).to_string(), i.text(1).to_string())).collect();
+    assert_eq!(items, [("a red car", "a blue car"), ("a dog", "a cat")].map(|(p, n)| (p.to_string(), n.to_string())));
+    assert_eq!(problems.len(), 1, "the record with empty lists");
+    assert!(problems.message(0).to_string().contains("entry 2"), "{}", problems.message(0));
+}
+
+/// Two annotation files with one stem in different folders (`a/color.json`, `b/color.json`)
+/// are told apart by their path below the data directory: their tags and default ids differ,
+/// and no item is refused as a duplicate; files with their own stems keep them.
+#[test]
+fn files_sharing_a_stem_are_named_by_their_path() {
+    let dir = tempfile::tempdir().unwrap();
+    for (folder, caption) in [("a", "red"), ("b", "blue"), ("c", "green")] {
+        std::fs::create_dir(dir.path().join(folder)).unwrap();
+        let name = if folder == "c" { "shape.json" } else { "color.json" };
+        std::fs::write(
+            dir.path().join(folder).join(name),
+            format!(r#"[{{"image": "x.png", "pos": "a {caption} car", "neg": "a car"}}]"#),
+        )
+        .unwrap();
+    }
+    let path = dir.path().join("colors.toml");
+    std::fs::write(
+        &path,
+        "id = \"colors\"\ndescription = \"d\"\n[source]\nfiles = [\"a/color.json\", \"b/color.json\", \"c/shape.json\"]\nformat = \"json\"\n\
+         [item]\nimages = [\"{image}\"]\ntexts = [\"{pos}\", \"{neg}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\nbreakdown = [\"subset\"]\n",
+    )
+    .unwrap();
+    let (suite, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    let items: Vec<(String, String)> =
+        suite.items.iter().map(|i| (i.id().to_string(), i.tags()[0].1[0].clone())).collect();
+    let expected = [("a/color/0", "a/color"), ("b/color/0", "b/color"), ("shape/0", "shape")];
+    assert_eq!(items, expected.map(|(id, tag)| (id.to_string(), tag.to_string())));
+}
+
+/// A file that gives no item (here an empty list) leaves the macro average over the files' tag
+/// to the others: the suite says so (`incomplete`, which runs record and `check` prints).
+#[test]
+fn an_average_over_only_some_files_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, records) in [
+        ("one", r#"[{"image": "x.png", "pos": "a", "neg": "b"}]"#),
+        ("two", "[]"),
+        ("three", r#"[{"image": "y.png", "pos": "c", "neg": "d"}]"#),
+    ] {
+        std::fs::write(dir.path().join(format!("{name}.json")), records).unwrap();
+    }
+    let path = dir.path().join("some.toml");
+    std::fs::write(
+        &path,
+        "id = \"some\"\ndescription = \"d\"\n[source]\nfiles = [\"one.json\", \"two.json\", \"three.json\"]\nformat = \"json\"\n\
+         [item]\nimages = [\"{image}\"]\ntexts = [\"{pos}\", \"{neg}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\nmacro_over = \"subset\"\n",
+    )
+    .unwrap();
+    let (suite, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    assert!(problems.is_empty());
+    assert_eq!(suite.items.len(), 2);
+    assert_eq!(suite.incomplete.len(), 1, "{:?}", suite.incomplete);
+    let said = &suite.incomplete[0];
+    assert!(
+        said.contains("1 of 3 annotation files give no item")
+            && said.contains("two.json")
+            && said.contains("`subset` cover the other 2"),
+        "{said}"
+    );
+}
+
+/// `source.first = N`: only each file's first N records become items (before grouping), the
+/// rest not read into items, even malformed; 0 is refused, naming the key and line.
+#[test]
+fn only_the_first_records_of_each_file_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = |c: &str| format!(r#"{{"image": "x.png", "pos": "{c}", "neg": "n"}}"#);
+    std::fs::write(
+        dir.path().join("one.json"),
+        format!("[{}, {}, {}, {{\"broken\": 1}}]", record("a"), record("b"), record("c")),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("two.json"), format!("[{}, {}, {}]", record("d"), record("e"), record("f")))
+        .unwrap();
+    let manifest = |first: &str| {
+        format!(
+            "id = \"head\"\ndescription = \"d\"\n[source]\nfiles = [\"one.json\", \"two.json\"]\nformat = \"json\"\nfirst = {first}\n\
+             [item]\nimages = [\"{{image}}\"]\ntexts = [\"{{pos}}\", \"{{neg}}\"]\ntruth = {{ text = 0 }}\n[metrics]\nfamily = \"choice\"\n"
+        )
+    };
+    let path = dir.path().join("head.toml");
+    std::fs::write(&path, manifest("2")).unwrap();
+    let (suite, problems) = find(path.to_str().unwrap()).unwrap().load_all(dir.path()).unwrap();
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    let texts: Vec<String> = suite.items.iter().map(|i| i.text(0).to_string()).collect();
+    assert_eq!(texts, ["a", "b", "d", "e"]);
+    std::fs::write(&path, manifest("0")).unwrap();
+    let err = find(path.to_str().unwrap()).err().unwrap().to_string();
+    assert!(err.contains("source.first") && err.contains("line 6") && err.contains("at least 1"), "{err}");
 }
 
 /// `source.files` patterns: `*` in the file name matches in name order, a pattern nothing

@@ -37,9 +37,26 @@ impl Manifest {
             images_root: data_dir.join(&self.item.image_dir),
             tag_sets: TagSets::default(),
         };
-        for file in &files {
+        let names = sources::source_names(&files, data_dir);
+        let mut empty = Vec::new();
+        for (file, name) in files.iter().zip(&names) {
             suite.annotation_files.push(file.clone());
-            self.load_file(file, &mut state, &mut suite, problems);
+            let before = suite.items.len();
+            self.load_file(file, name, &mut state, &mut suite, problems);
+            if suite.items.len() == before {
+                empty.push(file.display().to_string());
+            }
+        }
+        // A file that gives no item leaves the averages over the files' tag (a macro average,
+        // a paper's subset average) to the others: said in the run and by `check`, not silent.
+        if let (Some(tag), false, true) = (&self.sources.tag, empty.is_empty(), files.len() > 1) {
+            suite.incomplete.push(format!(
+                "{} of {} annotation files give no item ({}), so the averages over `{tag}` cover the other {}",
+                empty.len(),
+                files.len(),
+                empty.join(", "),
+                files.len() - empty.len()
+            ));
         }
         if suite.items.is_empty() && problems.is_empty() {
             let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
@@ -48,16 +65,21 @@ impl Manifest {
         suite
     }
 
-    /// The items of one annotation file, into `suite`.
-    fn load_file(&self, file: &Path, state: &mut LoadState, suite: &mut Suite, problems: &mut Problems) {
-        let how_to_get = format!("the manifest's `{}` {}", self.sources.key(), sources::stem(file));
-        let records = match records::read(file, self.format, &self.records, &how_to_get) {
+    /// The items of one annotation file, into `suite`; `source` is its name in tags and ids
+    /// ([`sources::source_names`]).
+    fn load_file(&self, file: &Path, source: &str, state: &mut LoadState, suite: &mut Suite, problems: &mut Problems) {
+        let how_to_get = format!("the manifest's `{}` {source}", self.sources.key());
+        let mut records = match records::read(file, self.format, &self.records, &how_to_get) {
             Ok(records) => records,
             Err(e) => {
                 problems.push(e);
                 return;
             }
         };
+        // `source.first`: the records past it are not read into items (nor checked).
+        if let Some(first) = self.first {
+            records.truncate(first);
+        }
         if records.len() % self.group != 0 {
             problems.push(Error::new(
                 ErrorKind::Malformed,
@@ -70,8 +92,6 @@ impl Manifest {
                 ),
             ));
         }
-        let source = sources::stem(file);
-        let mut records = records;
         for (index, chunk) in records.chunks_exact_mut(self.group).enumerate() {
             // Each record's value is moved out, not copied: a group is a list of them.
             let (value, key, at) = if self.group == 1 {
@@ -102,14 +122,8 @@ impl Manifest {
                     }
                     _ => Vec::new(),
                 };
-                let record = Record {
-                    value: &value,
-                    overrides: &overrides,
-                    index,
-                    key: key.as_deref(),
-                    source: &source,
-                    element,
-                };
+                let record =
+                    Record { value: &value, overrides: &overrides, index, key: key.as_deref(), source, element };
                 let default_id = || self.default_id(&record);
                 match self.item.item(&record, default_id, &state.images_root, &mut state.tag_sets, &at) {
                     Ok(item) => match state.seen.get(&item.id) {

@@ -66,6 +66,9 @@ pub struct Manifest {
     format: Format,
     records: Vec<String>,
     group: usize,
+    /// Only the first this many records of each file (`source.first`), as some official
+    /// configurations score.
+    first: Option<usize>,
     /// Field paths (split at `.`) of the lists each record expands along (`source.expand`).
     expand: Vec<Vec<String>>,
     item: ItemSpec,
@@ -161,6 +164,13 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         Some(g) => *g.get_ref(),
         None => 1,
     };
+    let first = match &source.first {
+        Some(n) if *n.get_ref() == 0 => {
+            return Err(cx.bad("source.first", cx.line(n.span()), "must be at least 1".into()))
+        }
+        Some(n) => Some(*n.get_ref()),
+        None => None,
+    };
     let expand = expand_paths(source.expand.as_ref(), &cx)?;
     let sources = Sources::parse(source, origin, &|span| cx.line(span))?;
     let files_tag = sources.tag.as_deref().map(|tag| (tag, sources.tag_span.clone().map_or(1, |s| cx.line(s))));
@@ -180,6 +190,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         format,
         records,
         group,
+        first,
         expand,
         item,
         summary: metrics.summary,

@@ -39,6 +39,9 @@ pub(super) struct RawSource {
     pub(super) records: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) group: Option<Spanned<usize>>,
+    /// Only the first this many records of each file (before grouping and expansion).
+    #[serde(default)]
+    pub(super) first: Option<Spanned<usize>>,
     /// Lists of each record expanded together into one item per element.
     #[serde(default)]
     pub(super) expand: Option<Spanned<Vec<Spanned<String>>>>,

@@ -175,9 +175,27 @@ fn libc_eloop() -> i32 {
     }
 }
 
-/// The stem of an annotation file, as `{_source}` and the files' tag give it.
+/// The stem of an annotation file.
 pub(crate) fn stem(file: &Path) -> String {
     file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// Each annotation file's name as `{_source}`, the files' tag and default ids give it: its
+/// stem, or, where two files share a stem (`a/color.json`, `b/color.json`), its path below the
+/// data directory without the extension (`a/color`, `b/color`), `/`-separated.
+pub(crate) fn source_names(files: &[PathBuf], data_dir: &Path) -> Vec<String> {
+    let stems: Vec<String> = files.iter().map(|f| stem(f)).collect();
+    files
+        .iter()
+        .zip(&stems)
+        .map(|(file, own)| {
+            if stems.iter().filter(|s| *s == own).count() < 2 {
+                return own.clone();
+            }
+            let below = file.strip_prefix(data_dir).unwrap_or(file).with_extension("");
+            below.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+        })
+        .collect()
 }
 
 /// Whether `name` matches `pattern`, where `*` stands for any run of characters.
