@@ -11,7 +11,7 @@
 //! A baseline run without a current run is a row of its own, **no current run**, failing too.
 //!
 //! Where both runs' item scores and the suite's annotations are at hand, each row is tested
-//! ([`gate`]): a one-sided test of a drop (McNemar's exact test for a 0/1 metric over items,
+//! (`gate.rs`): a one-sided test of a drop (McNemar's exact test for a 0/1 metric over items,
 //! a normal test over the paired standard error otherwise, by clusters where the current run
 //! drew its intervals by clusters), the p-values adjusted over every tested row of the gate
 //! (Holm by default), and the minimum detectable difference at the level one true drop must
