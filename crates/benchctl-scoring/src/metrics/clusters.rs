@@ -35,9 +35,11 @@ pub struct Clusters {
     members: Vec<u32>,
     items: usize,
     /// Where every cluster is a run of consecutive items (as a release lists an image's
-    /// questions together), each cluster's first item and length: a resample then reads one
-    /// pair per cluster instead of its member list.
-    runs: Option<Vec<(u32, u32)>>,
+    /// questions together), each cluster's first item, then the number of items: the runs tile
+    /// the items in cluster order (clusters are numbered by their first item), so cluster `c` is
+    /// `starts[c]..starts[c + 1]`. A resample then reads two neighbouring numbers per cluster
+    /// instead of its member list, from an array half the size of (first, length) pairs.
+    runs: Option<Vec<u32>>,
 }
 
 impl Clusters {
@@ -68,18 +70,19 @@ impl Clusters {
             members[next[c as usize] as usize] = item as u32;
             next[c as usize] += 1;
         }
-        let runs = (0..count)
-            .map(|c| {
-                let cluster = &members[offsets[c] as usize..offsets[c + 1] as usize];
-                let (first, last) = (cluster[0], cluster[cluster.len() - 1]);
-                (last - first + 1 == cluster.len() as u32).then_some((first, cluster.len() as u32))
-            })
-            .collect();
+        // Runs that tile the items in cluster order: each cluster's items are consecutive and
+        // start where the previous cluster's end.
+        let tiled = (0..count).all(|c| {
+            let cluster = &members[offsets[c] as usize..offsets[c + 1] as usize];
+            cluster[0] == offsets[c] && cluster[cluster.len() - 1] + 1 == offsets[c + 1]
+        });
+        let runs = tiled.then(|| offsets.clone());
         Clusters { offsets, members, items: labels.len(), runs }
     }
 
-    /// Every cluster as its first item and length, where every cluster is a run.
-    pub fn runs(&self) -> Option<&[(u32, u32)]> {
+    /// Where every cluster is a run of consecutive items: each cluster's first item, then the
+    /// number of items (cluster `c` is `starts[c]..starts[c + 1]`).
+    pub fn runs(&self) -> Option<&[u32]> {
         self.runs.as_deref()
     }
 
@@ -138,6 +141,8 @@ mod tests {
         assert_eq!(clusters.mean_size(), 2.0);
         assert!(clusters.runs().is_none());
         let runs = Clusters::from_labels(&[4, 4, 9, 9, 9, 1]);
-        assert_eq!(runs.runs(), Some(&[(0, 2), (2, 3), (5, 1)][..]));
+        assert_eq!(runs.runs(), Some(&[0, 2, 5, 6][..]), "cluster c is starts[c]..starts[c + 1]");
+        // One cluster that is not a run of consecutive items, and no cluster is read as one.
+        assert!(Clusters::from_labels(&[4, 4, 9, 4]).runs().is_none());
     }
 }

@@ -128,7 +128,7 @@ fn resample<'a>(rng: &mut SplitMix64, n: usize, unit: Unit<'a>) -> impl Fn() -> 
     move || match unit {
         Unit::Items => Draws::Items { rng: start.clone(), left: n, n },
         Unit::Clusters(clusters) => match clusters.runs() {
-            Some(runs) => Draws::Runs { rng: start.clone(), left: runs.len(), runs, run: 0..0 },
+            Some(starts) => Draws::Runs { rng: start.clone(), left: clusters.count(), starts, run: 0..0 },
             None => Draws::Clusters { rng: start.clone(), left: clusters.count(), clusters, cluster: [].iter() },
         },
     }
@@ -152,7 +152,7 @@ enum Draws<'a> {
     Runs {
         rng: SplitMix64,
         left: usize,
-        runs: &'a [(u32, u32)],
+        starts: &'a [u32],
         run: std::ops::Range<usize>,
     },
 }
@@ -174,13 +174,13 @@ impl Iterator for Draws<'_> {
                 *left = left.checked_sub(1)?;
                 *cluster = clusters.members(rng.below(clusters.count())).iter();
             },
-            Draws::Runs { rng, left, runs, run } => loop {
+            Draws::Runs { rng, left, starts, run } => loop {
                 if let Some(item) = run.next() {
                     return Some(item);
                 }
                 *left = left.checked_sub(1)?;
-                let (first, len) = runs[rng.below(runs.len())];
-                *run = first as usize..(first + len) as usize;
+                let c = rng.below(starts.len() - 1);
+                *run = starts[c] as usize..starts[c + 1] as usize;
             },
         }
     }
