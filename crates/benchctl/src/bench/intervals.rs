@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use benchctl_scoring::metrics::power::normal_cdf;
 use benchctl_scoring::metrics::stats::{bootstrap_by, SplitMix64, Unit};
 use benchctl_scoring::metrics::{choice, Clusters, ItemView, Summary};
 use benchctl_scoring::{ScoreTensor, Tags, Truth};
@@ -37,16 +38,6 @@ fn normal(rng: &mut SplitMix64) -> f64 {
     (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
 }
 
-/// Φ, the standard normal CDF (Abramowitz and Stegun 7.1.26 through erf; error < 1.5e-7).
-fn phi(x: f64) -> f64 {
-    let z = x.abs() / std::f64::consts::SQRT_2;
-    let t = 1.0 / (1.0 + 0.327_591_1 * z);
-    let poly =
-        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    let erf = 1.0 - poly * (-z * z).exp();
-    0.5 * (1.0 + if x >= 0.0 { erf } else { -erf })
-}
-
 /// A suite of `clusters` × `size` one-image, two-text items (choice accuracy), each right as
 /// its latent value says, with each item's cluster.
 fn simulated(rng: &mut SplitMix64, clusters: usize, size: usize) -> (ScoreTensor, Vec<usize>) {
@@ -70,7 +61,7 @@ pub(super) fn run() -> Result<(String, Vec<PartResult>)> {
     let tags = Tags::new();
     let summary = Summary::of(choice::FAMILY);
     let metric = "i2t_accuracy";
-    let true_value = 100.0 * phi(-THRESHOLD);
+    let true_value = 100.0 * normal_cdf(-THRESHOLD);
     let mut rng = SplitMix64::new(50);
     let (mut covered, mut covered_items, mut effects) = (0usize, 0usize, 0.0);
     let started = Instant::now();
@@ -137,13 +128,6 @@ pub(super) fn run() -> Result<(String, Vec<PartResult>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn phi_is_the_normal_cdf() {
-        for (x, want) in [(0.0, 0.5), (0.5, 0.691_462_461), (-1.959_963_985, 0.025), (3.0, 0.998_650_102)] {
-            assert!((phi(x) - want).abs() < 2e-7, "Φ({x}) = {}", phi(x));
-        }
-    }
 
     #[test]
     fn normal_draws_have_unit_variance() {
