@@ -196,6 +196,50 @@ fn scattered(unit: Unit<'_>) -> Option<(Vec<u32>, Clusters)> {
     }
 }
 
+/// Each of `point`'s metrics over `resamples` resamples (of `n` items by `unit`, seeded), as
+/// `measure` gives the metrics of a resample's members, once per resample. A metric absent from
+/// a resample (no item it applies to was drawn) adds no draw.
+fn draws_of<'a>(
+    point: &[(String, f64)],
+    resamples: usize,
+    seed: u64,
+    n: usize,
+    unit: Unit<'a>,
+    measure: impl Fn(&dyn Fn() -> Draws<'a>) -> Vec<(String, f64)>,
+) -> Vec<Vec<f64>> {
+    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
+    let mut rng = SplitMix64::new(seed);
+    for _ in 0..resamples {
+        let members = resample(&mut rng, n, unit);
+        push_draws(&mut draws, point, &measure(&members));
+    }
+    draws
+}
+
+/// As [`draws_of`] for two runs on the same resamples: each metric's `b − a`, where both have it.
+fn draws_of_pairs<'a>(
+    point: &[(String, f64)],
+    resamples: usize,
+    seed: u64,
+    n: usize,
+    unit: Unit<'a>,
+    measure: impl Fn(&dyn Fn() -> Draws<'a>) -> (Vec<(String, f64)>, Vec<(String, f64)>),
+) -> Vec<Vec<f64>> {
+    draws_of(point, resamples, seed, n, unit, |members| {
+        let (ma, mb) = measure(members);
+        let get = |m: &[(String, f64)], name: &str| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        point.iter().filter_map(|(name, _)| Some((name.clone(), get(&mb, name)? - get(&ma, name)?))).collect()
+    })
+}
+
+fn push_draws(draws: &mut [Vec<f64>], point: &[(String, f64)], metrics: &[(String, f64)]) {
+    for (slot, (name, _)) in draws.iter_mut().zip(point) {
+        if let Some((_, v)) = metrics.iter().find(|(n, _)| n == name) {
+            slot.push(*v);
+        }
+    }
+}
+
 fn percentile_interval(mut draws: Vec<f64>) -> (f64, f64) {
     draws.sort_by(f64::total_cmp);
     (super::quantile(&draws, 0.025), super::quantile(&draws, 0.975))
@@ -228,18 +272,8 @@ pub fn bootstrap_by(
     }
     let values = ItemValues::new(summary, scores, items)?;
     let point = values.headline(|| 0..items.len(), summary, items);
-    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); point.len()];
-    let mut rng = SplitMix64::new(seed);
-    for _ in 0..resamples {
-        let members = resample(&mut rng, items.len(), unit);
-        let metrics = values.headline(&members, summary, items);
-        for (slot, (name, _)) in draws.iter_mut().zip(&point) {
-            // A metric absent from a resample (no item it applies to was drawn) adds no draw.
-            if let Some((_, v)) = metrics.iter().find(|(n, _)| n == name) {
-                slot.push(*v);
-            }
-        }
-    }
+    let draws =
+        draws_of(&point, resamples, seed, items.len(), unit, |members| values.headline(members, summary, items));
     let effects = match unit {
         Unit::Items => Vec::new(),
         Unit::Clusters(clusters) => design_effects(&values, clusters),
@@ -329,18 +363,9 @@ pub fn paired_by(
     let (va, vb) = (ItemValues::new(summary, a, items)?, ItemValues::new(summary, b, items)?);
     let all = || 0..items.len();
     let (pa, pb) = (va.headline(all, summary, items), vb.headline(all, summary, items));
-    let mut draws: Vec<Vec<f64>> = vec![Vec::with_capacity(resamples); pa.len()];
-    let mut rng = SplitMix64::new(seed);
-    for _ in 0..resamples {
-        let members = resample(&mut rng, items.len(), unit);
-        let (ma, mb) = (va.headline(&members, summary, items), vb.headline(&members, summary, items));
-        for (slot, (name, _)) in draws.iter_mut().zip(&pa) {
-            let get = |m: &[(String, f64)]| m.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-            if let (Some(x), Some(y)) = (get(&ma), get(&mb)) {
-                slot.push(y - x);
-            }
-        }
-    }
+    let draws = draws_of_pairs(&pa, resamples, seed, items.len(), unit, |members| {
+        (va.headline(members, summary, items), vb.headline(members, summary, items))
+    });
     let binary = va.binary_metrics();
     Ok(pa
         .into_iter()
