@@ -65,6 +65,8 @@ pub struct Sources {
     bytes: SpillVec<u8>,
     ends: SpillVec<usize>,
     others: Vec<ImageSource>,
+    /// The position of each of `others`: a suite may embed thousands of images.
+    others_at: std::collections::HashMap<ImageSource, u32>,
     index: Index,
 }
 
@@ -127,6 +129,7 @@ impl Sources {
             return at;
         }
         if record[0] == OTHER {
+            self.others_at.insert(source.clone(), self.others.len() as u32);
             self.others.push(source);
         }
         self.bytes.extend_from_slice(&record);
@@ -158,8 +161,8 @@ impl Sources {
             }
             other => {
                 record.push(OTHER);
-                let at = self.others.iter().position(|o| o == other).unwrap_or(self.others.len());
-                record.extend_from_slice(&(at as u32).to_le_bytes());
+                let at = self.others_at.get(other).copied().unwrap_or(self.others.len() as u32);
+                record.extend_from_slice(&at.to_le_bytes());
             }
         }
         record

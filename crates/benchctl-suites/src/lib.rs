@@ -387,10 +387,16 @@ pub fn all() -> Vec<SuiteInfo> {
 }
 
 /// What identifies an image for clustering: its file (a crop's or an altered image's first),
-/// or an embedded image's file and name.
+/// or an embedded image's content (a release that embeds one photo in several rows shows the
+/// same image in each).
 fn image_key(source: &ImageSource) -> String {
     match source {
-        ImageSource::Embedded(e) => format!("{}#{}", e.file.display(), e.name),
+        ImageSource::Embedded(e) => {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            e.bytes.hash(&mut hasher);
+            format!("embedded:{:016x}:{}", hasher.finish(), e.bytes.len())
+        }
         other => other.files().first().map(|p| p.display().to_string()).unwrap_or_default(),
     }
 }

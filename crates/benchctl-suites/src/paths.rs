@@ -411,38 +411,95 @@ pub fn parquet_row_budget(file_bytes: u64) -> u64 {
     (256 << 20) + 64 * file_bytes
 }
 
-/// The rows of a parquet file opened by [`open_parquet`], each as the reader decodes it: no
-/// more than its footer declares, none after the first that fails (the reader does not move
-/// past a broken page: it would return the same error forever), and none once the rows
-/// decoded so far take more than [`parquet_row_budget`]. Errors name the file and the row.
+/// The rows of a parquet file opened by [`open_parquet`], each as the reader decodes it, row
+/// group by row group ([`parquet_group_rows`], one budget for the file).
 pub(crate) fn parquet_rows<'r>(
     reader: &'r parquet::file::reader::SerializedFileReader<std::fs::File>,
     path: &'r Path,
 ) -> Result<impl Iterator<Item = Result<parquet::record::Row>> + 'r> {
     use parquet::file::reader::FileReader;
-    let malformed = move |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
-    let declared = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let budget = parquet_row_budget(size);
-    let rows = reader.get_row_iter(None).map_err(|e| malformed(e.to_string()))?;
-    let mut decoded = 0u64;
+    let budget = RowBudget::of(path);
+    let groups = reader.metadata().num_row_groups();
+    let mut first_row = 0usize;
     let mut failed = false;
-    Ok(rows.take(declared).enumerate().map_while(move |(i, row)| {
-        if failed {
-            return None;
-        }
-        let row = row.map_err(|e| malformed(format!("row {i}: {e}"))).and_then(|row| {
-            decoded += row_bytes(&row);
-            if decoded > budget {
-                return Err(malformed(format!(
-                    "its rows decode to more than {budget} bytes by row {i} (256 MiB and 64 times the file's {size}): a dictionary or compression bomb, refused"
-                )));
+    let mut rows: Vec<_> = Vec::with_capacity(groups);
+    for group in 0..groups {
+        rows.push((group, first_row));
+        first_row += usize::try_from(reader.metadata().row_group(group).num_rows()).unwrap_or(0);
+    }
+    Ok(rows
+        .into_iter()
+        .flat_map(move |(group, first_row)| -> Box<dyn Iterator<Item = Result<parquet::record::Row>> + 'r> {
+            match parquet_group_rows(reader, path, group, first_row, &budget) {
+                Ok(rows) => Box::new(rows.into_iter()),
+                Err(e) => Box::new(std::iter::once(Err(e))),
             }
-            Ok(row)
-        });
-        failed = row.is_err();
-        Some(row)
-    }))
+        })
+        .map_while(move |row| {
+            if failed {
+                return None;
+            }
+            failed = row.is_err();
+            Some(row)
+        }))
+}
+
+/// What a parquet file's rows may decode to ([`parquet_row_budget`]), shared by the readers of
+/// its row groups.
+pub(crate) struct RowBudget {
+    limit: u64,
+    size: u64,
+    decoded: std::sync::atomic::AtomicU64,
+}
+
+impl RowBudget {
+    pub fn of(path: &Path) -> Self {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        RowBudget { limit: parquet_row_budget(size), size, decoded: Default::default() }
+    }
+}
+
+/// The rows of row group `group` (its first row is the file's row `first_row`) of a parquet
+/// file opened by [`open_parquet`]: no more than its footer declares, none after the first
+/// that fails (the reader does not move past a broken page: it would return the same error
+/// forever), and none once the rows the file's readers decoded take more than `budget`.
+/// Errors name the file and the row.
+pub(crate) fn parquet_group_rows(
+    reader: &parquet::file::reader::SerializedFileReader<std::fs::File>,
+    path: &Path,
+    group: usize,
+    first_row: usize,
+    budget: &RowBudget,
+) -> Result<Vec<Result<parquet::record::Row>>> {
+    use parquet::file::reader::FileReader;
+    let malformed = move |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
+    let group_reader = reader.get_row_group(group).map_err(|e| malformed(format!("row group {group}: {e}")))?;
+    let declared = usize::try_from(group_reader.metadata().num_rows()).unwrap_or(0);
+    let rows: Vec<Result<parquet::record::Row>> = {
+        let iter = group_reader.get_row_iter(None).map_err(|e| malformed(format!("row group {group}: {e}")))?;
+        let mut out = Vec::new();
+        for (i, row) in iter.take(declared).enumerate() {
+            let at = first_row + i;
+            let row = row.map_err(|e| malformed(format!("row {at}: {e}"))).and_then(|row| {
+                let total = budget.decoded.fetch_add(row_bytes(&row), std::sync::atomic::Ordering::Relaxed)
+                    + row_bytes(&row);
+                if total > budget.limit {
+                    return Err(malformed(format!(
+                        "its rows decode to more than {} bytes by row {at} (256 MiB and 64 times the file's {}): a dictionary or compression bomb, refused",
+                        budget.limit, budget.size
+                    )));
+                }
+                Ok(row)
+            });
+            let failed = row.is_err();
+            out.push(row);
+            if failed {
+                break;
+            }
+        }
+        out
+    };
+    Ok(rows)
 }
 
 /// What a decoded parquet row takes: its text and bytes by length, 8 bytes for any other value.
@@ -462,11 +519,11 @@ fn field_bytes(field: &parquet::record::Field) -> u64 {
     }
 }
 
-/// Runs `read` (a parquet reader's work), turning a panic of the reader into a malformed-data
-/// error naming `path`: the `parquet` crate asserts (and so panics) on some damaged pages
-/// rather than returning an error, and a hostile file must not end the process. The panic's
-/// own report is silenced while `read` runs on this thread.
-pub(crate) fn parquet_guard<T>(path: &Path, read: impl FnOnce() -> Result<T>) -> Result<T> {
+/// Runs `read` (the work of a `reader` of binary files: parquet, Arrow IPC), turning a panic
+/// of the reader into a malformed-data error naming `path`: such readers assert (and so
+/// panic) on some damaged pages rather than returning an error, and a hostile file must not
+/// end the process. The panic's own report is silenced while `read` runs on this thread.
+pub(crate) fn reader_guard<T>(path: &Path, reader: &str, read: impl FnOnce() -> Result<T>) -> Result<T> {
     thread_local! {
         static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
@@ -490,7 +547,7 @@ pub(crate) fn parquet_guard<T>(path: &Path, read: impl FnOnce() -> Result<T>) ->
             .unwrap_or_else(|| "no reason given".into());
         Err(Error::new(
             ErrorKind::Malformed,
-            format!("read {}: the parquet reader failed on a damaged page ({why})", path.display()),
+            format!("read {}: the {reader} reader failed on damaged data ({why})", path.display()),
         ))
     })
 }

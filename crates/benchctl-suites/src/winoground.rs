@@ -194,7 +194,7 @@ fn read_parquet(
         }
     };
     // A damaged page can make the reader panic: that is a problem of this file, like any other.
-    let read = paths::parquet_guard(path, || {
+    let read = paths::reader_guard(path, "parquet", || {
         for (index, row) in paths::parquet_rows(&reader, path)?.enumerate() {
             let at = format!("{} row {index}", path.display());
             let row = row?;

@@ -94,6 +94,8 @@ pub struct RunBuilder {
     /// Every time but the total, which [`RunBuilder::finish`] takes.
     pub timings: Timings,
     shard: Option<Shard>,
+    /// The process's image decodes when the run started ([`benchctl_suites::image::decodes`]).
+    decodes_at_start: u64,
 }
 
 impl RunBuilder {
@@ -107,6 +109,7 @@ impl RunBuilder {
             counts: Counts::default(),
             timings: Timings::default(),
             shard,
+            decodes_at_start: benchctl_suites::image::decodes(),
         }
     }
 
@@ -141,7 +144,10 @@ impl RunBuilder {
             model: self.model,
             suite: scored.suite,
             batch_size: self.batch_size,
-            counts: self.counts,
+            counts: Counts {
+                images_decoded: (benchctl_suites::image::decodes() - self.decodes_at_start) as usize,
+                ..self.counts
+            },
             timings: Timings { total_s: self.started.elapsed().as_secs_f64(), ..self.timings },
             report: scored.report,
             intervals: scored.intervals,

@@ -63,13 +63,22 @@ impl CropRegion {
 }
 
 /// An image's encoded bytes as read from the file that embeds them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbeddedImage {
     /// The file holding the bytes.
     pub file: PathBuf,
-    /// The image's name inside it (e.g. `ex_0_img_0`).
+    /// The image's name inside it (e.g. `ex_0_img_0`, `row 12 image_0`).
     pub name: String,
     pub bytes: std::sync::Arc<[u8]>,
+}
+
+/// By file and name only: equal images have equal names, and hashing every image's bytes to
+/// find a suite's distinct images would read them all again.
+impl std::hash::Hash for EmbeddedImage {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.file.hash(state);
+        self.name.hash(state);
+    }
 }
 
 /// Two image files and how [`crate::rococo::altered`] combines them.
@@ -146,6 +155,9 @@ impl ImageSource {
                 .map(PilImage::Rgb)
                 .map_err(|e| Error::caused_by(e.kind(), format!("crop image {}: {e}", self.display_name()), e));
         }
+        // Counted here, once per image read: an altered or cropped image counts the files
+        // it is made from.
+        DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let ImageSource::Embedded(embedded) = self {
             return decode_pil(&embedded.bytes).map_err(|e| {
                 Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name()))
@@ -172,6 +184,15 @@ impl ImageSource {
         let bytes = read_image_file(file).map_err(|e| corrupt(e.to_string()))?;
         decode_pil(&bytes).map_err(|e| corrupt(e.to_string()))
     }
+}
+
+/// Images this process has decoded ([`ImageSource::load_pil`], every kind): a run records how
+/// many it decoded, none when the embedding cache holds its images.
+static DECODES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many images this process has decoded so far.
+pub fn decodes() -> u64 {
+    DECODES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The most bytes of one image read (a 178 M-pixel JPEG at high quality is ≈ 100 MB).

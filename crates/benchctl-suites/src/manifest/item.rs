@@ -7,11 +7,28 @@ use std::path::Path;
 use benchctl_scoring::{TagSets, Truth};
 use toml::Spanned;
 
+use serde_json::Value;
+
 use super::raw::{RawIndex, RawItem, RawTag, RawTruth};
+use super::records::Blobs;
 use super::template::{self, Record, Template};
 use super::{Context, Keyed};
-use crate::image::{CropRegion, CroppedSource};
+use crate::image::{CropRegion, CroppedSource, EmbeddedImage};
 use crate::{paths, Error, ErrorKind, ImageSource, Item, Result};
+
+/// Where a record's images are: files under `root`, or bytes inside its annotation file
+/// (`blobs`), named by the record's `place` in that file (`row 12`) and their field.
+pub(super) struct ImagesFrom<'a> {
+    pub root: &'a Path,
+    pub blobs: &'a Blobs,
+    pub place: &'a str,
+}
+
+/// One candidate image as a record gives it: a path, or bytes held in the annotation file.
+enum CandidateImage {
+    Path(String),
+    Bytes { bytes: std::sync::Arc<[u8]>, field: String },
+}
 
 /// `[item]`, checked.
 #[derive(Debug)]
@@ -112,7 +129,7 @@ impl ItemSpec {
         &self,
         record: &Record<'_>,
         default_id: impl FnOnce() -> String,
-        images_root: &Path,
+        images_from: &ImagesFrom<'_>,
         tag_sets: &mut TagSets,
         at: &str,
     ) -> Result<Item> {
@@ -124,19 +141,29 @@ impl ItemSpec {
             None => default_id(),
         };
         let texts = self.candidates(&self.texts, record, &fail)?;
-        let paths = self.candidates(&self.images, record, &fail)?;
+        let candidates = self.image_candidates(record, images_from.blobs, &fail)?;
         let crop = match &self.crop {
             Some(fields) => Some(crop(fields, record, &fail)?),
             None => None,
         };
-        let images = paths
-            .iter()
-            .map(|p| {
-                let path = paths::inside(images_root, p, at)?;
-                Ok(match crop {
-                    Some(region) => ImageSource::Cropped(Box::new(CroppedSource { file: path, region })),
-                    None => ImageSource::from_path(path),
-                })
+        let images = candidates
+            .into_iter()
+            .map(|candidate| match candidate {
+                CandidateImage::Path(p) => {
+                    let path = paths::inside(images_from.root, &p, at)?;
+                    Ok(match crop {
+                        Some(region) => ImageSource::Cropped(Box::new(CroppedSource { file: path, region })),
+                        None => ImageSource::from_path(path),
+                    })
+                }
+                CandidateImage::Bytes { field, .. } if crop.is_some() => {
+                    Err(fail(format!("`{field}`"), "holds image bytes, and `item.crop` crops image files only".into()))
+                }
+                CandidateImage::Bytes { bytes, field } => Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
+                    file: images_from.blobs.file.clone(),
+                    name: format!("{} {field}", images_from.place),
+                    bytes,
+                }))),
             })
             .collect::<Result<Vec<_>>>()?;
         let truth = self.truth_of(record, images.len(), texts.len(), &fail)?;
@@ -207,6 +234,52 @@ impl ItemSpec {
         Truth::new(k, l, matches).map_err(|e| fail(truth_at(), e.to_string()))
     }
 
+    /// The candidate images: a template that is one field holding image bytes (a binary cell,
+    /// or the `datasets` Image struct `{bytes, path}`) gives those bytes, any other template
+    /// a path; a list field's elements likewise.
+    fn image_candidates(
+        &self,
+        record: &Record<'_>,
+        blobs: &Blobs,
+        fail: &dyn Fn(String, String) -> Error,
+    ) -> Result<Vec<CandidateImage>> {
+        match &self.images {
+            Candidates::Each(templates) => templates
+                .iter()
+                .map(|t| {
+                    let lone = t.value.lone_field().and_then(|path| {
+                        let value = template::lookup(record, path).ok()?;
+                        image_value(value, blobs, &path.join(".")).transpose()
+                    });
+                    match lone {
+                        Some(image) => image.map_err(|what| fail(t.named(), what)),
+                        None => {
+                            t.value.render(record).map(CandidateImage::Path).map_err(|e| fail(t.named(), e.to_string()))
+                        }
+                    }
+                })
+                .collect(),
+            Candidates::List(field) => {
+                let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e.to_string()))?;
+                let name = field.value.join(".");
+                let list = value
+                    .as_array()
+                    .filter(|l| !l.is_empty())
+                    .ok_or_else(|| fail(field.named(), format!("`{name}` must be a non-empty list")))?;
+                list.iter()
+                    .enumerate()
+                    .map(|(i, v)| match image_value(v, blobs, &format!("{name}.{i}")) {
+                        Ok(Some(image)) => Ok(image),
+                        Ok(None) => template::scalar_text(v)
+                            .map(CandidateImage::Path)
+                            .map_err(|what| fail(field.named(), format!("an element is {what}"))),
+                        Err(what) => Err(fail(field.named(), what)),
+                    })
+                    .collect()
+            }
+        }
+    }
+
     fn candidates(
         &self,
         spec: &Candidates,
@@ -229,6 +302,45 @@ impl ItemSpec {
                     .collect()
             }
         }
+    }
+}
+
+/// The image a field's value holds, when it holds one rather than a path: image bytes, or the
+/// `datasets` Image struct (its bytes; without bytes, its `path` as a file). `None`: text or a
+/// number, read as a path. The error says why a struct or empty cell holds no image.
+fn image_value(value: &Value, blobs: &Blobs, field: &str) -> std::result::Result<Option<CandidateImage>, String> {
+    let bytes = |bytes: std::sync::Arc<[u8]>| Some(CandidateImage::Bytes { bytes, field: field.to_string() });
+    if let Some(b) = blobs.get(value) {
+        return Ok(bytes(b));
+    }
+    match value {
+        Value::Object(map) => {
+            let shape = || {
+                let keys: Vec<String> = map.keys().map(|k| format!("`{k}`")).collect();
+                format!(
+                    "`{field}` is a struct of {}, not an image: an image field holds image bytes, or a struct of `bytes` and `path` (the `datasets` Image feature)",
+                    if keys.is_empty() { "no fields".to_string() } else { keys.join(", ") }
+                )
+            };
+            if let Some(held) = map.get("bytes").and_then(|b| blobs.get(b)) {
+                return Ok(bytes(held));
+            }
+            match (map.get("bytes"), map.get("path")) {
+                (Some(Value::Null), Some(Value::String(path))) if !path.is_empty() => {
+                    Ok(Some(CandidateImage::Path(path.clone())))
+                }
+                (Some(Value::Null), Some(Value::Null) | None) => {
+                    Err(format!("`{field}` holds neither image bytes nor a path (both null)"))
+                }
+                (Some(other), _) if !other.is_null() => Err(format!(
+                    "`{field}.bytes` is {}, not image bytes (a binary column)",
+                    if other.is_string() { "text" } else { "not binary" }
+                )),
+                _ => Err(shape()),
+            }
+        }
+        Value::Null => Err(format!("`{field}` is null: the record has no image there")),
+        _ => Ok(None),
     }
 }
 

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use benchctl_scoring::TagSets;
 use serde_json::Value;
 
+use super::item::ImagesFrom;
+use super::records::Blobs;
 use super::template::Record;
 use super::{records, sources, Manifest};
 use crate::{Error, ErrorKind, Problems, Suite};
@@ -69,7 +71,8 @@ impl Manifest {
     /// ([`sources::source_names`]).
     fn load_file(&self, file: &Path, source: &str, state: &mut LoadState, suite: &mut Suite, problems: &mut Problems) {
         let how_to_get = format!("the manifest's `{}` {source}", self.sources.key());
-        let mut records = match records::read(file, self.format, &self.records, &how_to_get) {
+        let blobs = Blobs::new(file);
+        let mut records = match records::read(file, self.format, &self.records, &how_to_get, &blobs) {
             Ok(records) => records,
             Err(e) => {
                 problems.push(e);
@@ -100,7 +103,8 @@ impl Manifest {
                 let at = format!("{} to {}", chunk[0].at, chunk[chunk.len() - 1].at);
                 (serde_json::Value::Array(chunk.iter_mut().map(|r| std::mem::take(&mut r.value)).collect()), None, at)
             };
-            let at = format!("{} {at}", file.display());
+            let place = at;
+            let at = format!("{} {place}", file.display());
             let lists = match expansion(&value, &self.expand) {
                 Ok(lists) => lists,
                 Err(what) => {
@@ -114,6 +118,8 @@ impl Manifest {
             };
             for element in elements {
                 let at = element.map_or_else(|| at.clone(), |e| format!("{at} element {e}"));
+                let place = element.map_or_else(|| place.clone(), |e| format!("{place} element {e}"));
+                let images_from = ImagesFrom { root: &state.images_root, blobs: &blobs, place: &place };
                 // The element of each expanded list stands for the list; every other field is
                 // the record's own, shared by all its items.
                 let overrides: Vec<(&[String], &serde_json::Value)> = match (&lists, element) {
@@ -125,7 +131,7 @@ impl Manifest {
                 let record =
                     Record { value: &value, overrides: &overrides, index, key: key.as_deref(), source, element };
                 let default_id = || self.default_id(&record);
-                match self.item.item(&record, default_id, &state.images_root, &mut state.tag_sets, &at) {
+                match self.item.item(&record, default_id, &images_from, &mut state.tag_sets, &at) {
                     Ok(item) => match state.seen.get(&item.id) {
                         Some(first) => problems.push(Error::new(
                             ErrorKind::Malformed,

@@ -11,6 +11,7 @@
 //! Every problem in a manifest is an error that names its key and line; every problem in the
 //! annotations names the file, the record, and the manifest key that read it.
 
+mod arrow;
 mod item;
 mod load;
 mod metrics;

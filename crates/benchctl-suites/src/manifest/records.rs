@@ -1,7 +1,9 @@
 //! The records of a manifest's annotation file, in file order, each with where it was read:
-//! a JSON list or object keyed by id, JSON Lines, CSV / TSV with a header row, or parquet.
+//! a JSON list or object keyed by id, JSON Lines, CSV / TSV with a header row, parquet, or an
+//! Arrow IPC file. Binary cells (image bytes) are held beside the records ([`Blobs`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -15,10 +17,11 @@ pub(crate) enum Format {
     Csv,
     Tsv,
     Parquet,
+    Arrow,
 }
 
 impl Format {
-    pub const NAMES: &'static str = "json, jsonl, csv, tsv, parquet";
+    pub const NAMES: &'static str = "json, jsonl, csv, tsv, parquet, arrow";
 
     pub fn from_name(name: &str) -> Option<Self> {
         Some(match name {
@@ -27,6 +30,7 @@ impl Format {
             "csv" => Format::Csv,
             "tsv" => Format::Tsv,
             "parquet" => Format::Parquet,
+            "arrow" => Format::Arrow,
             _ => return None,
         })
     }
@@ -40,9 +44,51 @@ pub(crate) struct SourceRecord {
     pub key: Option<String>,
 }
 
-/// Reads every record of `path`. `records` is the path of keys to the list or object inside a
-/// JSON file (empty: the whole file).
-pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: &str) -> Result<Vec<SourceRecord>> {
+/// The binary cells of one annotation file (image bytes, as `datasets` stores an image: a
+/// struct of `bytes` and `path`, or a plain binary column), held once each. A record's value
+/// holds a token in place of each: text that names this process's own nonce, so no text an
+/// annotation file holds can pass for one, and a JSON, CSV or TSV file has none.
+pub(crate) struct Blobs {
+    /// The file the bytes were read from.
+    pub file: PathBuf,
+    prefix: String,
+    /// Added to by the readers of a file's row groups at once.
+    bytes: std::sync::Mutex<Vec<Arc<[u8]>>>,
+}
+
+impl Blobs {
+    pub fn new(file: &Path) -> Self {
+        use std::hash::BuildHasher;
+        static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let nonce = NONCE.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(file));
+        Blobs { file: file.to_path_buf(), prefix: format!("\u{0}bytes {nonce:016x} #"), bytes: Default::default() }
+    }
+
+    /// Holds `bytes`; the token that stands for them in a record.
+    pub fn add(&self, bytes: &[u8]) -> Value {
+        let held = Arc::from(bytes);
+        let mut all = self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.push(held);
+        Value::String(format!("{}{} ({} bytes)", self.prefix, all.len() - 1, bytes.len()))
+    }
+
+    /// The bytes a record's value stands for, when it is one of this file's tokens.
+    pub fn get(&self, value: &Value) -> Option<Arc<[u8]>> {
+        let rest = value.as_str()?.strip_prefix(&self.prefix)?;
+        let index: usize = rest.split(' ').next()?.parse().ok()?;
+        self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(index).cloned()
+    }
+}
+
+/// Reads every record of `path`, its binary cells into `blobs`. `records` is the path of keys
+/// to the list or object inside a JSON file (empty: the whole file).
+pub(crate) fn read(
+    path: &Path,
+    format: Format,
+    records: &[String],
+    how_to_get: &str,
+    blobs: &Blobs,
+) -> Result<Vec<SourceRecord>> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     match format {
         Format::Json => {
@@ -114,27 +160,62 @@ pub(crate) fn read(path: &Path, format: Format, records: &[String], how_to_get: 
                 .collect()
         }
         Format::Parquet => {
-            let reader = paths::open_parquet(path, |e| {
-                Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
-            })?;
-            paths::parquet_guard(path, || {
-                paths::parquet_rows(&reader, path)?
-                    .enumerate()
-                    .map(|(i, row)| {
-                        let row = row?;
-                        let map =
-                            row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect();
-                        Ok(SourceRecord { value: Value::Object(map), at: format!("row {i}"), key: None })
+            let open = || {
+                paths::open_parquet(path, |e| {
+                    Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
+                })
+            };
+            let reader = open()?;
+            let budget = paths::RowBudget::of(path);
+            use parquet::file::reader::FileReader;
+            let mut first_rows = Vec::new();
+            let mut rows = 0usize;
+            for group in reader.metadata().row_groups() {
+                first_rows.push(rows);
+                rows += usize::try_from(group.num_rows()).unwrap_or(0);
+            }
+            // Row groups read on all cores, each by its own reader: the `parquet` crate's file
+            // reader seeks one shared file offset. A release of images is mostly their bytes.
+            use rayon::prelude::*;
+            let groups: Vec<Result<Vec<SourceRecord>>> = first_rows
+                .par_iter()
+                .enumerate()
+                .map(|(group, &first_row)| {
+                    let reader = open()?;
+                    paths::reader_guard(path, "parquet", || {
+                        paths::parquet_group_rows(&reader, path, group, first_row, &budget)?
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, row)| {
+                                let row = row?;
+                                let map = row
+                                    .get_column_iter()
+                                    .map(|(name, field)| (name.clone(), field_value(field, blobs)))
+                                    .collect();
+                                Ok(SourceRecord {
+                                    value: Value::Object(map),
+                                    at: format!("row {}", first_row + i),
+                                    key: None,
+                                })
+                            })
+                            .collect()
                     })
-                    .collect()
-            })
+                })
+                .collect();
+            let mut records = Vec::with_capacity(rows);
+            for group in groups {
+                records.extend(group?);
+            }
+            Ok(records)
         }
+        Format::Arrow => super::arrow::read(path, how_to_get, blobs),
     }
 }
 
 /// A parquet field as JSON: numbers and text as themselves, lists and groups nested, bytes
-/// and dates as their display text (a manifest's templates read text and numbers only).
-fn field_value(field: &parquet::record::Field) -> Value {
+/// held in `blobs` (a token in their place), dates as their display text (a manifest's
+/// templates read text and numbers only).
+fn field_value(field: &parquet::record::Field, blobs: &Blobs) -> Value {
     use parquet::record::Field as F;
     match field {
         F::Null => Value::Null,
@@ -150,10 +231,11 @@ fn field_value(field: &parquet::record::Field) -> Value {
         F::Float(v) => Value::from(f64::from(*v)),
         F::Double(v) => Value::from(*v),
         F::Str(s) => Value::String(s.clone()),
-        F::Group(row) => {
-            Value::Object(row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field))).collect())
-        }
-        F::ListInternal(list) => Value::Array(list.elements().iter().map(field_value).collect()),
+        F::Bytes(b) => blobs.add(b.data()),
+        F::Group(row) => Value::Object(
+            row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field, blobs))).collect(),
+        ),
+        F::ListInternal(list) => Value::Array(list.elements().iter().map(|f| field_value(f, blobs)).collect()),
         other => Value::String(other.to_string()),
     }
 }

@@ -51,7 +51,8 @@ pub(super) fn run() -> Result<(String, Vec<PartResult>)> {
             for (n, eval_dir) in &eval_dirs {
                 let results = dir.join(format!("results-{n}-{}", budget.is_some()));
                 let env: Vec<(&str, &std::ffi::OsStr)> = budget.map(|b| ("BENCHCTL_SPILL_AT", b)).into_iter().collect();
-                let (_, wall, peak) = eval_child(&model_dir, eval_dir, &results, &dir.join("cache"), &options, &env)?;
+                let (_, wall, peak) =
+                    eval_child("winoground", &model_dir, eval_dir, &results, &dir.join("cache"), &options, &env)?;
                 evals.push((*n as f64, wall, peak));
             }
         }

@@ -87,8 +87,10 @@ pub(super) fn write_suite_sized(dir: &std::path::Path, items: usize, (width, hei
     std::fs::write(dir.join("examples.jsonl"), lines).map_err(io("write examples.jsonl"))
 }
 
-/// `benchctl eval` as a child process: (its run JSON, wall seconds, its peak RSS in MiB).
+/// `benchctl eval` of `suite` (an id or a manifest's path) as a child process: (its run JSON,
+/// wall seconds, its peak RSS in MiB).
 pub(super) fn eval_child(
+    suite_id: &str,
     model: &std::path::Path,
     suite: &std::path::Path,
     results: &std::path::Path,
@@ -96,7 +98,7 @@ pub(super) fn eval_child(
     extra: &[&str],
     env: &[(&str, &std::ffi::OsStr)],
 ) -> Result<(serde_json::Value, f64, f64)> {
-    let mut args: Vec<std::ffi::OsString> = ["eval", "--suite", "winoground", "--model-path"].map(Into::into).to_vec();
+    let mut args: Vec<std::ffi::OsString> = ["eval", "--suite", suite_id, "--model-path"].map(Into::into).to_vec();
     args.push(model.into());
     args.extend(["--data-dir".into(), suite.into(), "--results-dir".into(), results.into()]);
     args.extend(extra.iter().map(Into::into));
@@ -225,8 +227,10 @@ pub(super) fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         let (cold_cache, results) = (dir.join("cache"), dir.join("results"));
         let (device_name, dtype_name) = (args.device.to_string(), benchctl_models::device::dtype_name(dtype));
         let options = ["--batch-size", &batch, "--device", &device_name, "--dtype", dtype_name];
-        let (cold, cold_wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options, &[])?;
-        let (warm, warm_wall, _) = eval_child(&model_dir, &suite_dir, &results, &cold_cache, &options, &[])?;
+        let (cold, cold_wall, rss) =
+            eval_child("winoground", &model_dir, &suite_dir, &results, &cold_cache, &options, &[])?;
+        let (warm, warm_wall, _) =
+            eval_child("winoground", &model_dir, &suite_dir, &results, &cold_cache, &options, &[])?;
         let t = |run: &serde_json::Value, k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         // The evaluation proper: everything after the model is loaded.
         let cold_s = t(&cold, "total_s") - t(&cold, "load_model_s");

@@ -182,7 +182,8 @@ fn fiber_e2e(args: &BenchPlan, size: usize) -> Result<(String, Vec<PartResult>)>
         write_suite(&suite_dir, items)?;
         let (results, cache) = (dir.join("results"), dir.join("cache"));
         let batch = args.batch.to_string();
-        let (run, wall, rss) = eval_child(&model_dir, &suite_dir, &results, &cache, &["--batch-size", &batch], &[])?;
+        let (run, wall, rss) =
+            eval_child("winoground", &model_dir, &suite_dir, &results, &cache, &["--batch-size", &batch], &[])?;
         let t = |k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         let pairs = run["counts"]["pairs_scored"].as_f64().unwrap_or(f64::NAN);
         let seconds = t("total_s") - t("load_model_s");

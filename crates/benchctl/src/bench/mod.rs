@@ -7,6 +7,7 @@ use candle_core::DType;
 
 mod annotations;
 mod e2e;
+mod embedded;
 mod encoders;
 mod gate;
 mod intervals;
@@ -49,6 +50,7 @@ pub enum Part {
     Retrieval,
     Dense,
     Annotations,
+    Embedded,
     Intervals,
     Gate,
     Preprocess,
@@ -100,6 +102,7 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
             "benchmark --part peak or dense: a developer's benchmark, in builds with `--features dev-bench` (`just bench-vs-torch` makes one)",
         )),
         Part::Annotations => annotations::run(),
+        Part::Embedded => embedded::run(),
         Part::Intervals => intervals::run(),
         Part::Gate => gate::run(),
         Part::Preprocess => preprocess::run(args),

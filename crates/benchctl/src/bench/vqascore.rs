@@ -65,7 +65,7 @@ pub(super) fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         let (cache, results) = (dir.join("cache"), dir.join("results"));
         let batch = args.batch.to_string();
         let options = ["--batch-size", &batch, "--dtype", benchctl_models::device::dtype_name(args.dtype)];
-        let (run, _, rss) = eval_child(&model_dir, &suite_dir, &results, &cache, &options, &[])?;
+        let (run, _, rss) = eval_child("winoground", &model_dir, &suite_dir, &results, &cache, &options, &[])?;
         let t = |k: &str| run["timings"][k].as_f64().unwrap_or(f64::NAN);
         let eval_s = t("total_s") - t("load_model_s");
         let pairs = run["counts"]["pairs_scored"].as_f64().unwrap_or(f64::NAN);

@@ -393,6 +393,10 @@ pub enum BenchPart {
     /// two slices of it (and so its growth per item), and the peak of `check` on a generated
     /// 250,000-item EqBen list.
     Annotations,
+    /// Images inside a parquet file against the same images as files: a 2,000-item suite of
+    /// 4,000 PNGs (500 × 375) evaluated both ways with a tiny CLIP (the data path's time), and
+    /// a warm re-run of the parquet suite with the images it decodes counted.
+    Embedded,
     /// The bootstrap's intervals: coverage of the true accuracy over 1,000 simulated suites of
     /// clustered items (cluster and item bootstrap, the mean design effect), and the time of
     /// one bootstrap of a 1,000,000-item suite by clusters and by items.
@@ -634,6 +638,7 @@ impl BenchArgs {
                 BenchPart::Retrieval => bench::Part::Retrieval,
                 BenchPart::Dense => bench::Part::Dense,
                 BenchPart::Annotations => bench::Part::Annotations,
+                BenchPart::Embedded => bench::Part::Embedded,
                 BenchPart::Intervals => bench::Part::Intervals,
                 BenchPart::Gate => bench::Part::Gate,
                 BenchPart::Preprocess => bench::Part::Preprocess,

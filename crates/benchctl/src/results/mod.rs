@@ -589,6 +589,10 @@ pub struct Counts {
     /// and mtime).
     #[serde(default)]
     pub images_hashed: usize,
+    /// Images decoded (from files or from the bytes inside an annotation file): none in a run
+    /// whose images the embedding cache holds.
+    #[serde(default)]
+    pub images_decoded: usize,
     /// A scoring server: requests made (retries included), and answers whose top
     /// log-probabilities held neither "Yes" nor "No" (scored as probability 0).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -613,6 +617,7 @@ impl Counts {
         self.pairs_scored += other.pairs_scored;
         self.pairs_cached += other.pairs_cached;
         self.images_hashed += other.images_hashed;
+        self.images_decoded += other.images_decoded;
     }
 }
 

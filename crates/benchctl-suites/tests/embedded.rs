@@ -1,0 +1,248 @@
+//! Images inside annotation files, as the Hugging Face hub publishes benchmarks: manifests over
+//! parquet and Arrow IPC files written by `datasets` and pyarrow
+//! (`scripts/fixtures/gen_embedded_fixture.py`), each image decoded as Pillow decodes the same
+//! bytes, and every hostile cell an error naming the file, the row and the column.
+
+use std::path::{Path, PathBuf};
+
+use benchctl_suites::{find, ErrorKind, ImageSource, Suite};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/embedded").join(name)
+}
+
+fn expected() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap()
+}
+
+/// A Winoground-shaped manifest over `file` (`format`), its images the `image_0` and `image_1`
+/// columns, written into `dir`.
+fn pairs_manifest(dir: &Path, file: &str, format: &str) -> PathBuf {
+    let path = dir.join(format!("{}.toml", file.replace('.', "-")));
+    std::fs::write(
+        &path,
+        format!(
+            "id = \"embedded-{}\"\ndescription = \"d\"\n[source]\nfile = \"{file}\"\nformat = \"{format}\"\n\
+             [item]\nid = \"{{id}}\"\nimages = [\"{{image_0}}\", \"{{image_1}}\"]\ntexts = [\"{{caption_0}}\", \"{{caption_1}}\"]\n\
+             truth = \"diagonal\"\n[item.tags]\ntag = \"{{tag}}\"\n[metrics]\nfamily = \"group\"\n",
+            file.replace('.', "-")
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn load(manifest: &Path, data_dir: &Path) -> (Suite, benchctl_suites::Problems) {
+    find(manifest.to_str().unwrap()).unwrap().load_all(data_dir).unwrap()
+}
+
+/// `expected.json`'s pixels for one image (what Pillow's `convert("RGB")` gives), against
+/// benchctl's decode: the same size, and the same pixels (lossless formats and WebP exactly;
+/// JPEG exactly with the `libjpeg-turbo` feature, else within zune-jpeg's 4 levels: the bound
+/// of docs/models.md, "Decoding").
+fn assert_decodes_as_pillow(source: &ImageSource, name: &str) {
+    let expected = expected();
+    let want = &expected[name];
+    let image = source.load_rgb().unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(
+        [image.width() as u64, image.height() as u64],
+        [want["size"][0].as_u64().unwrap(), want["size"][1].as_u64().unwrap()],
+        "{name}"
+    );
+    let pil: Vec<u8> = want["rgb"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u8).collect();
+    let worst = image.as_raw().iter().zip(&pil).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+    let exact_jpeg = benchctl_suites::image::JPEG_DECODER == "libjpeg-turbo";
+    let allowed = if name == "jpeg" && !exact_jpeg { 4 } else { 0 };
+    assert!(worst <= allowed, "{name}: a pixel {worst} levels from Pillow's (allowed {allowed})");
+    let ImageSource::Embedded(embedded) = source else { panic!("{name}: not embedded: {source:?}") };
+    assert_eq!(embedded.bytes.len() as u64, want["bytes"].as_u64().unwrap(), "{name}: the cell's bytes, whole");
+}
+
+#[test]
+fn images_inside_parquet_and_arrow_decode_as_pillow_decodes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = expected()["rows"].clone();
+    let mut first: Option<Vec<(String, Vec<String>)>> = None;
+    for (file, format) in [("pairs.parquet", "parquet"), ("pairs.arrow", "arrow"), ("pairs-file-format.arrow", "arrow")]
+    {
+        std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
+        let (suite, problems) = load(&pairs_manifest(dir.path(), file, format), dir.path());
+        assert!(problems.is_empty(), "{file}: {}", problems.message(0));
+        assert_eq!(suite.items.len(), 4, "{file}");
+        for (item, names) in suite.items.iter().zip(rows.as_array().unwrap()) {
+            for k in 0..2 {
+                let source = item.image(k);
+                let name = names[k].as_str().unwrap();
+                assert_decodes_as_pillow(&source, name);
+                // Named by its file, its row and its column.
+                let shown = source.display_name();
+                assert!(shown.ends_with(&format!("{file}#row {} image_{k}", item.id())), "{shown}");
+            }
+        }
+        // Every format gives the same items: ids, texts, tags.
+        let items: Vec<(String, Vec<String>)> = suite
+            .items
+            .iter()
+            .map(|i| (i.id().to_string(), i.texts().map(str::to_string).chain([i.tags()[0].1[0].clone()]).collect()))
+            .collect();
+        match &first {
+            None => first = Some(items),
+            Some(first) => assert_eq!(&items, first, "{file} against pairs.parquet"),
+        }
+    }
+}
+
+/// A release that shows one photo in two rows (pairs.parquet: row 0's `image_0` is row 3's
+/// `image_1`) clusters those items together, as it would two references to one file.
+#[test]
+fn one_photo_embedded_in_two_rows_is_one_image_for_the_clusters() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("pairs.parquet"), dir.path().join("pairs.parquet")).unwrap();
+    let (suite, _) = load(&pairs_manifest(dir.path(), "pairs.parquet", "parquet"), dir.path());
+    let clusters = suite.clusters().expect("items clustered by their images");
+    assert_eq!(clusters.count(), 3, "rows 0 and 3 share a photo, rows 1 and 2 show their own");
+    assert_eq!(clusters.members(0), &[0, 3]);
+}
+
+/// A `Sequence(Image)` column read with `images_list`, and a plain binary column (no struct).
+#[test]
+fn lists_of_images_and_plain_binary_columns_are_images_too() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["listed.parquet", "binary.parquet"] {
+        std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
+    }
+    let listed = dir.path().join("listed.toml");
+    std::fs::write(
+        &listed,
+        "id = \"listed\"\ndescription = \"d\"\n[source]\nfile = \"listed.parquet\"\nformat = \"parquet\"\n\
+         [item]\nimages_list = \"images\"\ntexts_list = \"captions\"\ntruth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n",
+    )
+    .unwrap();
+    let (suite, problems) = load(&listed, dir.path());
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    let item = suite.items.item(0);
+    for (k, name) in expected()["listed"].as_array().unwrap().iter().enumerate() {
+        assert_decodes_as_pillow(&item.image(k), name.as_str().unwrap());
+        assert!(item.image(k).display_name().ends_with(&format!("listed.parquet#row 0 images.{k}")));
+    }
+    let binary = dir.path().join("binary.toml");
+    std::fs::write(
+        &binary,
+        "id = \"binary\"\ndescription = \"d\"\n[source]\nfile = \"binary.parquet\"\nformat = \"parquet\"\n\
+         [item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\", \"{negative}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    )
+    .unwrap();
+    let (suite, problems) = load(&binary, dir.path());
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    for (item, name) in suite.items.iter().zip(expected()["binary"].as_array().unwrap()) {
+        assert_decodes_as_pillow(&item.image(0), name.as_str().unwrap());
+    }
+}
+
+/// A template that is more than one field (`images/{id}.png`) is a path as before, even in a
+/// parquet file that holds images; and a record whose image is null says so.
+#[test]
+fn paths_stay_paths_and_a_missing_image_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("pairs.parquet"), dir.path().join("pairs.parquet")).unwrap();
+    let path = dir.path().join("paths.toml");
+    std::fs::write(
+        &path,
+        "id = \"paths\"\ndescription = \"d\"\n[source]\nfile = \"pairs.parquet\"\nformat = \"parquet\"\n\
+         [item]\nimages = [\"images/{id}.png\", \"{image_1.path}\"]\ntexts = [\"{caption_0}\", \"{caption_1}\"]\ntruth = \"diagonal\"\n\
+         [metrics]\nfamily = \"group\"\n",
+    )
+    .unwrap();
+    let (suite, problems) = load(&path, dir.path());
+    // `image_1.path` is null in every row (the bytes are there, the path is not).
+    assert_eq!(suite.items.len(), 0);
+    assert_eq!(problems.len(), 4);
+    let message = problems.message(0).to_string();
+    assert!(
+        message.contains("pairs.parquet row 0")
+            && message.contains("item.images[1]")
+            && message.contains("image_1.path"),
+        "{message}"
+    );
+}
+
+/// Hostile cells: bytes that are not an image and a PNG bomb (a header of 30,000 × 30,000
+/// pixels) load as items and are refused when decoded, naming file, row and column; the good
+/// rows decode. A struct of the wrong shape, an Image struct whose `bytes` is text and an
+/// Arrow file whose schema is garbage are errors naming the file (and row and column).
+#[test]
+fn hostile_cells_are_refused_naming_file_row_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["hostile-cells.parquet", "hostile-shape.parquet", "hostile-bytes-text.parquet", "hostile-schema.arrow"]
+    {
+        std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
+    }
+    let manifest = |file: &str, format: &str| {
+        let path = dir.path().join(format!("{}.toml", file.replace('.', "-")));
+        std::fs::write(
+            &path,
+            format!(
+                "id = \"h-{}\"\ndescription = \"d\"\n[source]\nfile = \"{file}\"\nformat = \"{format}\"\n\
+                 [item]\nimages = [\"{{image_0}}\", \"{{image_1}}\"]\ntexts = [\"{{caption_0}}\", \"{{caption_1}}\"]\n\
+                 truth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n",
+                file.replace('.', "-")
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let (suite, problems) = load(&manifest("hostile-cells.parquet", "parquet"), dir.path());
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    assert_eq!(suite.items.len(), 4, "every row is an item; its image is checked when decoded");
+    for (row, good) in [(0, true), (1, false), (2, false), (3, true)] {
+        let result = suite.items.item(row).image(0).load_rgb();
+        assert_eq!(result.is_ok(), good, "row {row}");
+        if let Err(e) = result {
+            let message = e.to_string();
+            assert_eq!(e.kind(), ErrorKind::CorruptImage);
+            assert!(message.contains(&format!("hostile-cells.parquet#row {row} image_0")), "{message}");
+            if row == 2 {
+                assert!(message.contains("30000×30000"), "the bomb is refused by its header: {message}");
+            }
+        }
+    }
+    let (suite, problems) = load(&manifest("hostile-shape.parquet", "parquet"), dir.path());
+    assert_eq!(suite.items.len(), 0);
+    let message = problems.message(0).to_string();
+    assert!(
+        message.contains("hostile-shape.parquet row 0")
+            && message.contains("item.images[0]")
+            && message.contains("`image_0` is a struct of `data`, `width`, not an image"),
+        "{message}"
+    );
+    let (_, problems) = load(&manifest("hostile-bytes-text.parquet", "parquet"), dir.path());
+    let message = problems.message(0).to_string();
+    assert!(message.contains("row 0") && message.contains("`image_0.bytes` is text, not image bytes"), "{message}");
+    let (suite, problems) = load(&manifest("hostile-schema.arrow", "arrow"), dir.path());
+    assert_eq!(suite.items.len(), 0);
+    let message = problems.message(0).to_string();
+    assert_eq!(problems.kind(0), ErrorKind::Malformed);
+    assert!(message.contains("hostile-schema.arrow") && message.contains("not an Arrow IPC file"), "{message}");
+}
+
+/// Only a binary cell of a parquet or Arrow file is image bytes: text made to look like the
+/// token that stands for one in a record is a path.
+#[test]
+fn text_shaped_like_a_token_is_not_image_bytes() {
+    // A JSON file cannot name image bytes, whatever its text: its image fields are paths.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.json"),
+        "[{\"image\": \"\\u0000bytes 0000000000000000 #0 (5 bytes)\", \"t\": \"x\"}]",
+    )
+    .unwrap();
+    let path = dir.path().join("json.toml");
+    std::fs::write(
+        &path,
+        "id = \"j\"\ndescription = \"d\"\n[source]\nfile = \"a.json\"\nformat = \"json\"\n\
+         [item]\nimages = [\"{image}\"]\ntexts = [\"{t}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    )
+    .unwrap();
+    let (suite, _) = load(&path, dir.path());
+    assert!(suite.items.iter().all(|i| !matches!(i.image(0), ImageSource::Embedded(_))));
+}
