@@ -24,7 +24,7 @@ use benchctl_scoring::metrics::{self, ClusterRule, Clusters, ItemView, Summary, 
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Problems, Result};
-pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageSource, PilImage};
+pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageBytes, ImageSource, PilImage};
 pub use items::{ItemRef, Items};
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match, as a
@@ -163,7 +163,12 @@ impl Suite {
         let mut owner: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let sources = self.items.distinct_sources();
         let source_keys: Vec<String> = match rule {
-            ClusterRule::SharedImages => sources.iter().map(|s| image_key(&s)).collect(),
+            ClusterRule::SharedImages => {
+                // Embedded images are keyed by their bytes: hashed on all cores.
+                use rayon::prelude::*;
+                let all: Vec<ImageSource> = sources.iter().collect();
+                all.par_iter().map(image_key).collect()
+            }
             ClusterRule::Tag(_) => Vec::new(),
         };
         for (i, item) in self.items.iter().enumerate() {
@@ -392,10 +397,10 @@ pub fn all() -> Vec<SuiteInfo> {
 fn image_key(source: &ImageSource) -> String {
     match source {
         ImageSource::Embedded(e) => {
-            use std::hash::{Hash, Hasher};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            e.bytes.hash(&mut hasher);
-            format!("embedded:{:016x}:{}", hasher.finish(), e.bytes.len())
+            // Fixed seeds: the same bytes, the same key. 128 bits (two seeds) make a collision
+            // between a suite's images negligible.
+            let hash = |seed: u64| ahash::RandomState::with_seeds(seed, 1, 2, 3).hash_one(&e.bytes[..]);
+            format!("embedded:{:016x}{:016x}:{}", hash(0), hash(7), e.bytes.len())
         }
         other => other.files().first().map(|p| p.display().to_string()).unwrap_or_default(),
     }

@@ -17,7 +17,6 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use benchctl_scoring::metrics::{group, Summary, Ties};
 use benchctl_scoring::{TagSets, Truth};
@@ -240,14 +239,14 @@ fn parquet_item(path: &Path, row: &Row, tag_sets: &mut TagSets, at: &str) -> Res
             return Err(malformed(format!("column `{name}` must be an image struct {{bytes, path}}")));
         };
         let bytes = image.get_column_iter().find_map(|(n, f)| match (n.as_str(), f) {
-            ("bytes", Field::Bytes(b)) => Some(b.data()),
+            ("bytes", Field::Bytes(b)) => Some(b.clone()),
             _ => None,
         });
         let bytes = bytes.ok_or_else(|| malformed(format!("column `{name}` holds no image bytes")))?;
         Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
             file: path.to_path_buf(),
             name: stem(k),
-            bytes: Arc::from(bytes),
+            bytes: bytes.into(),
         })))
     };
     let example = Example {

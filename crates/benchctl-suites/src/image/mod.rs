@@ -69,7 +69,56 @@ pub struct EmbeddedImage {
     pub file: PathBuf,
     /// The image's name inside it (e.g. `ex_0_img_0`, `row 12 image_0`).
     pub name: String,
-    pub bytes: std::sync::Arc<[u8]>,
+    pub bytes: ImageBytes,
+}
+
+/// An embedded image's encoded bytes, shared: a copy of them, or the parquet reader's own
+/// buffer (a slice of the decompressed page, not copied again: a release of images is
+/// mostly their bytes).
+#[derive(Clone)]
+pub struct ImageBytes(HeldBytes);
+
+#[derive(Clone)]
+enum HeldBytes {
+    Shared(std::sync::Arc<[u8]>),
+    Parquet(parquet::data_type::ByteArray),
+}
+
+impl std::ops::Deref for ImageBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            HeldBytes::Shared(bytes) => bytes,
+            HeldBytes::Parquet(bytes) => bytes.data(),
+        }
+    }
+}
+
+impl From<&[u8]> for ImageBytes {
+    fn from(bytes: &[u8]) -> Self {
+        ImageBytes(HeldBytes::Shared(bytes.into()))
+    }
+}
+
+impl From<parquet::data_type::ByteArray> for ImageBytes {
+    fn from(bytes: parquet::data_type::ByteArray) -> Self {
+        ImageBytes(HeldBytes::Parquet(bytes))
+    }
+}
+
+impl PartialEq for ImageBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self[..] == other[..]
+    }
+}
+
+impl Eq for ImageBytes {}
+
+impl std::fmt::Debug for ImageBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ImageBytes({} bytes)", self.len())
+    }
 }
 
 /// By file and name only: equal images have equal names, and hashing every image's bytes to

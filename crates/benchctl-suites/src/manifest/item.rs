@@ -27,7 +27,7 @@ pub(super) struct ImagesFrom<'a> {
 /// One candidate image as a record gives it: a path, or bytes held in the annotation file.
 enum CandidateImage {
     Path(String),
-    Bytes { bytes: std::sync::Arc<[u8]>, field: String },
+    Bytes { bytes: crate::ImageBytes, field: String },
 }
 
 /// `[item]`, checked.
@@ -309,7 +309,7 @@ impl ItemSpec {
 /// `datasets` Image struct (its bytes; without bytes, its `path` as a file). `None`: text or a
 /// number, read as a path. The error says why a struct or empty cell holds no image.
 fn image_value(value: &Value, blobs: &Blobs, field: &str) -> std::result::Result<Option<CandidateImage>, String> {
-    let bytes = |bytes: std::sync::Arc<[u8]>| Some(CandidateImage::Bytes { bytes, field: field.to_string() });
+    let bytes = |bytes: crate::ImageBytes| Some(CandidateImage::Bytes { bytes, field: field.to_string() });
     if let Some(b) = blobs.get(value) {
         return Ok(bytes(b));
     }

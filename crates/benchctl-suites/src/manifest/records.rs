@@ -3,11 +3,10 @@
 //! Arrow IPC file. Binary cells (image bytes) are held beside the records ([`Blobs`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::{paths, Error, ErrorKind, Result};
+use crate::{paths, Error, ErrorKind, ImageBytes, Result};
 
 /// The annotation file's formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +52,7 @@ pub(crate) struct Blobs {
     pub file: PathBuf,
     prefix: String,
     /// Added to by the readers of a file's row groups at once.
-    bytes: std::sync::Mutex<Vec<Arc<[u8]>>>,
+    bytes: std::sync::Mutex<Vec<ImageBytes>>,
 }
 
 impl Blobs {
@@ -65,15 +64,16 @@ impl Blobs {
     }
 
     /// Holds `bytes`; the token that stands for them in a record.
-    pub fn add(&self, bytes: &[u8]) -> Value {
-        let held = Arc::from(bytes);
+    pub fn add(&self, bytes: impl Into<ImageBytes>) -> Value {
+        let held = bytes.into();
+        let len = held.len();
         let mut all = self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         all.push(held);
-        Value::String(format!("{}{} ({} bytes)", self.prefix, all.len() - 1, bytes.len()))
+        Value::String(format!("{}{} ({len} bytes)", self.prefix, all.len() - 1))
     }
 
     /// The bytes a record's value stands for, when it is one of this file's tokens.
-    pub fn get(&self, value: &Value) -> Option<Arc<[u8]>> {
+    pub fn get(&self, value: &Value) -> Option<ImageBytes> {
         let rest = value.as_str()?.strip_prefix(&self.prefix)?;
         let index: usize = rest.split(' ').next()?.parse().ok()?;
         self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(index).cloned()
@@ -231,7 +231,7 @@ fn field_value(field: &parquet::record::Field, blobs: &Blobs) -> Value {
         F::Float(v) => Value::from(f64::from(*v)),
         F::Double(v) => Value::from(*v),
         F::Str(s) => Value::String(s.clone()),
-        F::Bytes(b) => blobs.add(b.data()),
+        F::Bytes(b) => blobs.add(b.clone()),
         F::Group(row) => Value::Object(
             row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field, blobs))).collect(),
         ),

@@ -479,6 +479,24 @@ impl FileKeys {
     /// and mtime are unchanged, else read, hashed and remembered. A path that is not UTF-8
     /// is not remembered (the records store paths as text).
     pub fn key_of(&self, path: &Path, tag: KeyTag) -> std::io::Result<Key> {
+        let (meta, mtime, absolute) = self.stat(path)?;
+        let remembered = absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0).map(str::to_string);
+        self.remembered_or(remembered, meta.len(), mtime, tag, || key_of_file(path, tag, meta.len()))
+    }
+
+    /// The content key `key(&[tag, bytes])` of an image held inside the annotation file
+    /// `file` as its cell `name` (`row 12 image_0`): remembered, as a file's is, while that
+    /// file's size and mtime are unchanged (a warm run hashes no cell), else `bytes` hashed.
+    pub fn key_of_cell(&self, file: &Path, name: &str, bytes: &[u8], tag: KeyTag) -> std::io::Result<Key> {
+        let (meta, mtime, absolute) = self.stat(file)?;
+        let remembered =
+            absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0).map(|file| format!("{file}#{name}"));
+        self.remembered_or(remembered, meta.len(), mtime, tag, || Ok(tag.key(&[bytes])))
+    }
+
+    /// A file's metadata, its mtime in nanoseconds (0: unknown) and its absolute path, which
+    /// must be inside the data directory when the memo says so.
+    fn stat(&self, path: &Path) -> std::io::Result<(std::fs::Metadata, u128, std::path::PathBuf)> {
         let meta = std::fs::metadata(path)?;
         // A FIFO would block the read, a device never end.
         if !meta.is_file() {
@@ -500,14 +518,26 @@ impl FileKeys {
                 )));
             }
         }
-        let remembered = absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0);
-        let id = remembered.map(|p| file_id(p, meta.len(), mtime, tag.bytes()));
+        Ok((meta, mtime, absolute))
+    }
+
+    /// The key remembered for `remembered` (a path, or a file's path and cell) at this size
+    /// and mtime, else `compute`d, counted and remembered.
+    fn remembered_or(
+        &self,
+        remembered: Option<String>,
+        size: u64,
+        mtime: u128,
+        tag: KeyTag,
+        compute: impl FnOnce() -> std::io::Result<Key>,
+    ) -> std::io::Result<Key> {
+        let id = remembered.as_deref().map(|p| file_id(p, size, mtime, tag.bytes()));
         if let Some(id) = &id {
             if let Some(content) = self.known.get(id) {
                 return Ok(content);
             }
         }
-        let key = key_of_file(path, tag, meta.len())?;
+        let key = compute()?;
         self.hashed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(path) = remembered {
             if let Ok(mut fresh) = self.fresh.lock() {
@@ -515,7 +545,7 @@ impl FileKeys {
                 fresh.extend_from_slice(FILE_KEY_MAGIC);
                 fresh.extend_from_slice(&(path.len() as u32).to_le_bytes());
                 fresh.extend_from_slice(path.as_bytes());
-                fresh.extend_from_slice(&meta.len().to_le_bytes());
+                fresh.extend_from_slice(&size.to_le_bytes());
                 fresh.extend_from_slice(&mtime.to_le_bytes());
                 fresh.extend_from_slice(&[tag.bytes().len() as u8]);
                 fresh.extend_from_slice(tag.bytes());

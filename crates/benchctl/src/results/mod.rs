@@ -585,8 +585,8 @@ pub struct Counts {
     pub captions_truncated: usize,
     #[serde(default)]
     pub text_context: usize,
-    /// Image files whose bytes were read to key them (not known to the memo by path, size
-    /// and mtime).
+    /// Images whose bytes were read to key them: files, and images inside an annotation file,
+    /// not known to the memo by path (and cell), size and mtime.
     #[serde(default)]
     pub images_hashed: usize,
     /// Images decoded (from files or from the bytes inside an annotation file): none in a run
