@@ -20,7 +20,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use serde_json::{Map, Value};
 
-use super::records::{Blobs, SourceRecord};
+use super::cells::{Blobs, SourceRecord};
 use crate::{paths, Error, ErrorKind, Result};
 
 /// The first bytes of an Arrow IPC file in the file format; the stream format has none.

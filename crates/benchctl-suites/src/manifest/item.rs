@@ -9,8 +9,8 @@ use toml::Spanned;
 
 use serde_json::Value;
 
+use super::cells::Blobs;
 use super::raw::{RawIndex, RawItem, RawTag, RawTruth};
-use super::records::Blobs;
 use super::template::{self, Record, Template};
 use super::{Context, Keyed};
 use crate::image::{CropRegion, CroppedSource, EmbeddedImage};

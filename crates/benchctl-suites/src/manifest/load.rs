@@ -8,8 +8,8 @@ use std::sync::Arc;
 use benchctl_scoring::TagSets;
 use serde_json::Value;
 
+use super::cells::Blobs;
 use super::item::ImagesFrom;
-use super::records::Blobs;
 use super::template::Record;
 use super::{records, sources, Manifest};
 use crate::{Error, ErrorKind, Problems, Suite};

@@ -12,6 +12,7 @@
 //! annotations names the file, the record, and the manifest key that read it.
 
 mod arrow;
+mod cells;
 mod item;
 mod load;
 mod metrics;

@@ -2,11 +2,12 @@
 //! a JSON list or object keyed by id, JSON Lines, CSV / TSV with a header row, parquet, or an
 //! Arrow IPC file. Binary cells (image bytes) are held beside the records ([`Blobs`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::{paths, Error, ErrorKind, ImageBytes, Result};
+use super::cells::{Blobs, SourceRecord};
+use crate::{paths, Error, ErrorKind, Result};
 
 /// The annotation file's formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,51 +33,6 @@ impl Format {
             "arrow" => Format::Arrow,
             _ => return None,
         })
-    }
-}
-
-/// One record and where it was read (`line 4`, `entry 3`, `row 12`).
-pub(crate) struct SourceRecord {
-    pub value: Value,
-    pub at: String,
-    /// The key of a record in a JSON object keyed by id.
-    pub key: Option<String>,
-}
-
-/// The binary cells of one annotation file (image bytes, as `datasets` stores an image: a
-/// struct of `bytes` and `path`, or a plain binary column), held once each. A record's value
-/// holds a token in place of each: text that names this process's own nonce, so no text an
-/// annotation file holds can pass for one, and a JSON, CSV or TSV file has none.
-pub(crate) struct Blobs {
-    /// The file the bytes were read from.
-    pub file: PathBuf,
-    prefix: String,
-    /// Added to by the readers of a file's row groups at once.
-    bytes: std::sync::Mutex<Vec<ImageBytes>>,
-}
-
-impl Blobs {
-    pub fn new(file: &Path) -> Self {
-        use std::hash::BuildHasher;
-        static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let nonce = NONCE.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(file));
-        Blobs { file: file.to_path_buf(), prefix: format!("\u{0}bytes {nonce:016x} #"), bytes: Default::default() }
-    }
-
-    /// Holds `bytes`; the token that stands for them in a record.
-    pub fn add(&self, bytes: impl Into<ImageBytes>) -> Value {
-        let held = bytes.into();
-        let len = held.len();
-        let mut all = self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.push(held);
-        Value::String(format!("{}{} ({len} bytes)", self.prefix, all.len() - 1))
-    }
-
-    /// The bytes a record's value stands for, when it is one of this file's tokens.
-    pub fn get(&self, value: &Value) -> Option<ImageBytes> {
-        let rest = value.as_str()?.strip_prefix(&self.prefix)?;
-        let index: usize = rest.split(' ').next()?.parse().ok()?;
-        self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(index).cloned()
     }
 }
 
@@ -159,57 +115,58 @@ pub(crate) fn read(
                 })
                 .collect()
         }
-        Format::Parquet => {
-            let open = || {
-                paths::open_parquet(path, |e| {
-                    Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
-                })
-            };
-            let reader = open()?;
-            let budget = paths::RowBudget::of(path);
-            use parquet::file::reader::FileReader;
-            let mut first_rows = Vec::new();
-            let mut rows = 0usize;
-            for group in reader.metadata().row_groups() {
-                first_rows.push(rows);
-                rows += usize::try_from(group.num_rows()).unwrap_or(0);
-            }
-            // Row groups read on all cores, each by its own reader: the `parquet` crate's file
-            // reader seeks one shared file offset. A release of images is mostly their bytes.
-            use rayon::prelude::*;
-            let groups: Vec<Result<Vec<SourceRecord>>> = first_rows
-                .par_iter()
-                .enumerate()
-                .map(|(group, &first_row)| {
-                    let reader = open()?;
-                    paths::reader_guard(path, "parquet", || {
-                        paths::parquet_group_rows(&reader, path, group, first_row, &budget)?
-                            .into_iter()
-                            .enumerate()
-                            .map(|(i, row)| {
-                                let row = row?;
-                                let map = row
-                                    .get_column_iter()
-                                    .map(|(name, field)| (name.clone(), field_value(field, blobs)))
-                                    .collect();
-                                Ok(SourceRecord {
-                                    value: Value::Object(map),
-                                    at: format!("row {}", first_row + i),
-                                    key: None,
-                                })
-                            })
-                            .collect()
-                    })
-                })
-                .collect();
-            let mut records = Vec::with_capacity(rows);
-            for group in groups {
-                records.extend(group?);
-            }
-            Ok(records)
-        }
+        Format::Parquet => read_parquet(path, how_to_get, blobs),
         Format::Arrow => super::arrow::read(path, how_to_get, blobs),
     }
+}
+
+/// Every row of a parquet file as a record, its row groups read on all cores, each by its own
+/// reader (the `parquet` crate's file reader seeks one shared file offset): a release of
+/// images is mostly their bytes.
+fn read_parquet(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<SourceRecord>> {
+    let open = || {
+        paths::open_parquet(path, |e| {
+            Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)
+        })
+    };
+    let reader = open()?;
+    let budget = paths::RowBudget::of(path);
+    use parquet::file::reader::FileReader;
+    let mut first_rows = Vec::new();
+    let mut rows = 0usize;
+    for group in reader.metadata().row_groups() {
+        first_rows.push(rows);
+        rows += usize::try_from(group.num_rows()).unwrap_or(0);
+    }
+    // Row groups read on all cores, each by its own reader: the `parquet` crate's file
+    // reader seeks one shared file offset. A release of images is mostly their bytes.
+    use rayon::prelude::*;
+    let groups: Vec<Result<Vec<SourceRecord>>> = first_rows
+        .par_iter()
+        .enumerate()
+        .map(|(group, &first_row)| {
+            let reader = open()?;
+            paths::reader_guard(path, "parquet", || {
+                paths::parquet_group_rows(&reader, path, group, first_row, &budget)?
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, row)| {
+                        let row = row?;
+                        let map = row
+                            .get_column_iter()
+                            .map(|(name, field)| (name.clone(), field_value(field, blobs)))
+                            .collect();
+                        Ok(SourceRecord { value: Value::Object(map), at: format!("row {}", first_row + i), key: None })
+                    })
+                    .collect()
+            })
+        })
+        .collect();
+    let mut records = Vec::with_capacity(rows);
+    for group in groups {
+        records.extend(group?);
+    }
+    Ok(records)
 }
 
 /// A parquet field as JSON: numbers and text as themselves, lists and groups nested, bytes
