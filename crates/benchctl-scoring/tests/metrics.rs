@@ -372,6 +372,38 @@ fn eqbens_paper_average_combines_kubric_then_averages_fifteen_numbers() {
     // The paper's CLIP ViT-B/32 row: its 15 numbers sum to 505.89, so Avg = 33.73.
     assert!((505.89f64 / 15.0 - 33.726).abs() < 1e-3);
 
+    // Averages of averages: a subset may list other subsets, and the average is then over the
+    // subsets no other lists (here `video` over AG, YouCook2 and Kubric's mean; `still` over
+    // GEBC and SD), each metric's by hand from the per-split numbers above.
+    let nested = SubsetAverage::new(
+        "nested_avg",
+        "split",
+        &[("kubric", &["k1", "k2", "k3"]), ("video", &["ag", "yc", "kubric"]), ("still", &["gebc", "sd"])],
+        &["text_score", "image_score", "group_score"],
+    );
+    assert_eq!(nested.tops().collect::<Vec<_>>(), [1, 2]);
+    let summary_nested = Summary { subset_average: Some(nested), ..Summary::of(equivariance::FAMILY) };
+    let report = evaluate(&summary_nested, &scores, &views).unwrap();
+    let (ag, yc, gebc, sd) = ([100.0; 3], [50.0; 3], [100.0, 0.0, 0.0], [0.0; 3]);
+    let video: Vec<f64> = (0..3).map(|m| (ag[m] + yc[m] + kubric[m]) / 3.0).collect();
+    let still: Vec<f64> = (0..3).map(|m| (gebc[m] + sd[m]) / 2.0).collect();
+    assert_eq!(report.metric("text_score_video"), Some(video[0]));
+    assert_eq!(report.metric("image_score_still"), Some(still[1]));
+    assert_eq!(report.metric("group_score_kubric"), Some(kubric[2]));
+    let expected = (video.iter().sum::<f64>() + still.iter().sum::<f64>()) / 6.0;
+    let got = report.metric("nested_avg").unwrap();
+    assert!((got - expected).abs() < 1e-12, "{got} against {expected}");
+    assert!((got - avg).abs() > 1.0, "not the flat average over five subsets");
+    // Without Kubric's splits, `video` has no mean (not one over AG and YouCook2 alone), and
+    // so neither has the average.
+    let no_kubric: Vec<usize> = (0..views.len()).filter(|&i| !matches!(i, 5..=7)).collect();
+    let mut fewer = ScoreTensor::new();
+    no_kubric.iter().for_each(|&i| fewer.push(2, 2, scores.item(i).values()).unwrap());
+    let fewer_views: Vec<ItemView<'_>> = no_kubric.iter().map(|&i| views[i]).collect();
+    let report = evaluate(&summary_nested, &fewer, &fewer_views).unwrap();
+    assert!(report.metric("text_score_video").is_none() && report.metric("nested_avg").is_none());
+    assert!(report.metric("text_score_still").is_some());
+
     // A missing subset leaves the average out rather than averaging fewer numbers.
     let without_sd: Vec<ItemView<'_>> = views[..views.len() - 1].to_vec();
     let mut fewer = ScoreTensor::new();

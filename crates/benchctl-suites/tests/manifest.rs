@@ -663,6 +663,8 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = {}", "`metrics.average.groups` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nover = \"collapsed_tag\"\ngroups = { a = [\"x\"] }\nname = \"group_score\"", "`metrics.average.name` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = { a = [\"x\"] }\nmetrics = [\"f1\"]", "`metrics.average.metrics` (line"),
+        // Groups may list groups (averages of averages), not in a circle.
+        ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = { a = [\"b\", \"x\"], b = [\"a\"] }", "`metrics.average.groups` (line"),
     ];
     let unchanged = dir.path().join("same.toml");
     std::fs::write(&unchanged, &good).unwrap();

@@ -285,30 +285,49 @@ fn macro_average(
 }
 
 /// The subsets' combined metrics and the paper's average over them (see [`SubsetAverage`]),
-/// from the metrics of each group of its tag. A subset with none of its groups among the
-/// members leaves the average out: it would be a different number from the paper's.
+/// from the metrics of each group of its tag. Each subset is the mean of its members (tag
+/// values, or other subsets' means), computed after the subsets it names; the average is the
+/// mean over the top subsets (those no other subset names). A top subset with none of its
+/// members among the groups leaves the average out: it would be a different number from the
+/// paper's.
 fn subset_average(average: &SubsetAverage, groups: &BTreeMap<&str, Vec<(String, f64)>>) -> Vec<(String, f64)> {
     let mut out = Vec::new();
-    let mut terms = Vec::new();
-    let mut complete = true;
-    for (subset, values_of_subset) in &average.subsets {
-        for metric in &average.metrics {
-            let present: Vec<f64> = values_of_subset
+    // Each subset's mean per metric (in `average.metrics` order), once computed.
+    let mut means: Vec<Option<Vec<Option<f64>>>> = vec![None; average.subsets.len()];
+    for s in average.order() {
+        let (subset, members) = &average.subsets[s];
+        let mut of_subset = Vec::with_capacity(average.metrics.len());
+        for (m, metric) in average.metrics.iter().enumerate() {
+            // A tag value without items is left out of its subset's mean (as a file that gives
+            // none is, `suite.incomplete` naming it); a listed subset without a mean leaves
+            // this one without one too, rather than a mean over fewer subsets.
+            let mut inner_missing = false;
+            let present: Vec<f64> = members
                 .iter()
-                .filter_map(|v| groups.get(v.as_str())?.iter().find(|(n, _)| n == metric).map(|(_, x)| *x))
+                .filter_map(|member| match average.subset_named(member, subset) {
+                    Some(inner) => {
+                        let mean = means[inner].as_ref().and_then(|inner| inner[m]);
+                        inner_missing |= mean.is_none();
+                        mean
+                    }
+                    None => groups.get(member.as_str())?.iter().find(|(n, _)| n == metric).map(|(_, x)| *x),
+                })
                 .collect();
-            if present.is_empty() {
-                complete = false;
-                continue;
-            }
-            let mean = present.iter().sum::<f64>() / present.len() as f64;
-            if values_of_subset.len() > 1 {
+            let mean =
+                (!present.is_empty() && !inner_missing).then(|| present.iter().sum::<f64>() / present.len() as f64);
+            if let (Some(mean), true) = (mean, members.len() > 1) {
                 out.push((format!("{metric}_{subset}"), mean));
             }
-            terms.push(mean);
+            of_subset.push(mean);
         }
+        means[s] = Some(of_subset);
     }
-    if complete && !terms.is_empty() {
+    let terms: Option<Vec<f64>> = average
+        .tops()
+        .flat_map(|s| (0..average.metrics.len()).map(move |m| (s, m)))
+        .map(|(s, m)| means[s].as_ref().and_then(|of| of[m]))
+        .collect();
+    if let Some(terms) = terms.filter(|t| !t.is_empty()) {
         out.push((average.name.clone(), terms.iter().sum::<f64>() / terms.len() as f64));
     }
     out

@@ -113,7 +113,10 @@ impl GroupFilter {
 /// A paper's average over subsets of one tag's groups: each subset is the mean of the groups
 /// it lists, and the average is the mean of `metrics` over every subset. EqBen's Table 3
 /// "Avg" is the 15 numbers text/image/group over AG, YouCook2, GEBC, Kubric (the mean of its
-/// three splits) and SD.
+/// three splits) and SD. A subset may list other subsets (a member naming another subset is
+/// that subset's mean): averages of averages, as VL-CheckList's tables (Attribute over color,
+/// material, … each over its sources); the average is then over the top subsets, those no
+/// other subset lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SubsetAverage {
     /// The reported name of the average.
@@ -138,6 +141,43 @@ impl SubsetAverage {
                 .collect(),
             metrics: metrics.iter().map(|m| m.to_string()).collect(),
         }
+    }
+
+    /// The subset that `member` of subset `of` names: another subset of that name (a member
+    /// naming its own subset is the tag value).
+    pub fn subset_named(&self, member: &str, of: &str) -> Option<usize> {
+        (member != of).then(|| self.subsets.iter().position(|(name, _)| name == member)).flatten()
+    }
+
+    /// The subsets in an order where each comes after the subsets it lists; subsets in a cycle
+    /// (which a manifest refuses) are left out.
+    pub fn order(&self) -> Vec<usize> {
+        let mut done = vec![false; self.subsets.len()];
+        let mut order = Vec::with_capacity(self.subsets.len());
+        loop {
+            let ready: Vec<usize> = (0..self.subsets.len())
+                .filter(|&s| !done[s])
+                .filter(|&s| {
+                    let (name, members) = &self.subsets[s];
+                    members.iter().all(|m| self.subset_named(m, name).is_none_or(|inner| done[inner]))
+                })
+                .collect();
+            if ready.is_empty() {
+                return order;
+            }
+            for s in ready {
+                done[s] = true;
+                order.push(s);
+            }
+        }
+    }
+
+    /// The subsets no other subset lists: the average is their mean.
+    pub fn tops(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.subsets.len()).filter(|&s| {
+            let name = &self.subsets[s].0;
+            !self.subsets.iter().any(|(other, members)| other != name && members.iter().any(|m| m == name))
+        })
     }
 
     /// The names of the metrics it reports, when every subset is present: each subset of

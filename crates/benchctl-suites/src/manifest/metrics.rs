@@ -139,10 +139,24 @@ fn average(raw: &RawAverage, key: String, family: MetricFamily, cx: &Context<'_>
             format!("{name:?} must be a new metric name"),
         ));
     }
-    Ok(SubsetAverage {
+    let average = SubsetAverage {
         name: name.clone(),
         key,
         subsets: groups.iter().map(|(group, values)| (group.clone(), values.clone())).collect(),
         metrics,
-    })
+    };
+    // Groups may list other groups (averages of averages), but not in a circle.
+    let ordered = average.order();
+    if ordered.len() < average.subsets.len() {
+        let circle: Vec<&str> = (0..average.subsets.len())
+            .filter(|s| !ordered.contains(s))
+            .map(|s| average.subsets[s].0.as_str())
+            .collect();
+        return Err(cx.bad(
+            "metrics.average.groups",
+            cx.line(raw.groups.span()),
+            format!("the groups {} list each other in a circle", circle.join(", ")),
+        ));
+    }
+    Ok(average)
 }
