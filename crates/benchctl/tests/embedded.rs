@@ -113,3 +113,27 @@ fn check_names_a_cell_that_is_not_an_image_by_file_row_and_column() {
     assert!(text.contains("cells.parquet#row 2 image_0") && text.contains("30000×30000"), "the PNG bomb: {text}");
     assert!(!text.contains("row 0 image_0") && !text.contains("row 3 image_0"), "good rows pass: {text}");
 }
+
+/// The bundled BiVLC manifest end to end on its fixture (the hub layout, images inside): a
+/// stored run with the bidirectional metrics per type, and `check` comparing the 30 fixture
+/// rows with the release's 2,933.
+#[test]
+fn bivlc_runs_from_its_hub_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures/bivlc");
+    let (results, cache) = (dir.path().join("results"), dir.path().join("cache"));
+    let run = eval("bivlc", &data, &results, &cache);
+    assert_eq!(run["suite"]["id"], "bivlc");
+    assert_eq!(run["counts"]["unique_images"], 60);
+    let metrics = run["report"]["metrics"].as_object().unwrap();
+    for name in ["i2t", "t2i", "group_score", "ipos_2t", "ineg_2t", "tpos_2i", "tneg_2i"] {
+        let value = metrics[name].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&value), "{name} = {value}");
+    }
+    let group = metrics["group_score"].as_f64().unwrap();
+    assert!(group <= metrics["i2t"].as_f64().unwrap() && group <= metrics["t2i"].as_f64().unwrap());
+    let out = benchctl(&["check", "--suite", "bivlc", "--data-dir", data.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(text.contains("the official release has 2933 items, these annotations give 30"), "{text}");
+}

@@ -45,7 +45,7 @@ pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
 
 /// True when every matching candidate scores strictly above every non-matching one.
 /// A row or column with no matching candidate imposes nothing.
-fn separates(candidates: impl Iterator<Item = (bool, f64)> + Clone) -> bool {
+pub(crate) fn separates(candidates: impl Iterator<Item = (bool, f64)> + Clone) -> bool {
     let lowest_match = candidates
         .clone()
         .filter(|(is_match, _)| *is_match)

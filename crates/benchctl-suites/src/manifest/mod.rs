@@ -45,6 +45,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("aro-flickr30k-order.toml", include_str!("../../../../datasets/manifests/aro-flickr30k-order.toml")),
     ("aro-vg-attribution.toml", include_str!("../../../../datasets/manifests/aro-vg-attribution.toml")),
     ("aro-vg-relation.toml", include_str!("../../../../datasets/manifests/aro-vg-relation.toml")),
+    ("bivlc.toml", include_str!("../../../../datasets/manifests/bivlc.toml")),
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
