@@ -15,21 +15,28 @@ fn expected() -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap()
 }
 
-/// A Winoground-shaped manifest over `file` (`format`), its images the `image_0` and `image_1`
-/// columns, written into `dir`.
-fn pairs_manifest(dir: &Path, file: &str, format: &str) -> PathBuf {
-    let path = dir.join(format!("{}.toml", file.replace('.', "-")));
-    std::fs::write(
-        &path,
-        format!(
-            "id = \"embedded-{}\"\ndescription = \"d\"\n[source]\nfile = \"{file}\"\nformat = \"{format}\"\n\
-             [item]\nid = \"{{id}}\"\nimages = [\"{{image_0}}\", \"{{image_1}}\"]\ntexts = [\"{{caption_0}}\", \"{{caption_1}}\"]\n\
-             truth = \"diagonal\"\n[item.tags]\ntag = \"{{tag}}\"\n[metrics]\nfamily = \"group\"\n",
-            file.replace('.', "-")
-        ),
-    )
-    .unwrap();
+/// A manifest over `file` (`format`) whose `[item]` and `[metrics]` are `rest`, written into
+/// `dir` under the file's name.
+fn manifest_over(dir: &Path, file: &str, format: &str, rest: &str) -> PathBuf {
+    let name = file.replace('.', "-");
+    let path = dir.join(format!("{name}.toml"));
+    let source = format!("[source]\nfile = \"{file}\"\nformat = \"{format}\"\n");
+    std::fs::write(&path, format!("id = \"embedded-{name}\"\ndescription = \"d\"\n{source}{rest}")).unwrap();
     path
+}
+
+/// Winoground's shape: the `image_0` and `image_1` columns against `caption_0` and `caption_1`.
+const PAIRS: &str = "[item]\nimages = [\"{image_0}\", \"{image_1}\"]\ntexts = [\"{caption_0}\", \"{caption_1}\"]\n\
+                     truth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n";
+
+/// [`PAIRS`] with ids and a tag from the rows, over `file`, written into `dir`.
+fn pairs_manifest(dir: &Path, file: &str, format: &str) -> PathBuf {
+    let rest = PAIRS.replacen("[item]\n", "[item]\nid = \"{id}\"\n", 1).replacen(
+        "[metrics]",
+        "[item.tags]\ntag = \"{tag}\"\n[metrics]",
+        1,
+    );
+    manifest_over(dir, file, format, &rest)
 }
 
 fn load(manifest: &Path, data_dir: &Path) -> (Suite, benchctl_suites::Problems) {
@@ -111,13 +118,12 @@ fn lists_of_images_and_plain_binary_columns_are_images_too() {
     for file in ["listed.parquet", "binary.parquet"] {
         std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
     }
-    let listed = dir.path().join("listed.toml");
-    std::fs::write(
-        &listed,
-        "id = \"listed\"\ndescription = \"d\"\n[source]\nfile = \"listed.parquet\"\nformat = \"parquet\"\n\
-         [item]\nimages_list = \"images\"\ntexts_list = \"captions\"\ntruth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n",
-    )
-    .unwrap();
+    let listed = manifest_over(
+        dir.path(),
+        "listed.parquet",
+        "parquet",
+        "[item]\nimages_list = \"images\"\ntexts_list = \"captions\"\ntruth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n",
+    );
     let (suite, problems) = load(&listed, dir.path());
     assert!(problems.is_empty(), "{}", problems.message(0));
     let item = suite.items.item(0);
@@ -125,13 +131,12 @@ fn lists_of_images_and_plain_binary_columns_are_images_too() {
         assert_decodes_as_pillow(&item.image(k), name.as_str().unwrap());
         assert!(item.image(k).display_name().ends_with(&format!("listed.parquet#row 0 images.{k}")));
     }
-    let binary = dir.path().join("binary.toml");
-    std::fs::write(
-        &binary,
-        "id = \"binary\"\ndescription = \"d\"\n[source]\nfile = \"binary.parquet\"\nformat = \"parquet\"\n\
-         [item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\", \"{negative}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
-    )
-    .unwrap();
+    let binary = manifest_over(
+        dir.path(),
+        "binary.parquet",
+        "parquet",
+        "[item]\nimages = [\"{image}\"]\ntexts = [\"{caption}\", \"{negative}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    );
     let (suite, problems) = load(&binary, dir.path());
     assert!(problems.is_empty(), "{}", problems.message(0));
     for (item, name) in suite.items.iter().zip(expected()["binary"].as_array().unwrap()) {
@@ -145,14 +150,12 @@ fn lists_of_images_and_plain_binary_columns_are_images_too() {
 fn paths_stay_paths_and_a_missing_image_is_named() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(fixture("pairs.parquet"), dir.path().join("pairs.parquet")).unwrap();
-    let path = dir.path().join("paths.toml");
-    std::fs::write(
-        &path,
-        "id = \"paths\"\ndescription = \"d\"\n[source]\nfile = \"pairs.parquet\"\nformat = \"parquet\"\n\
-         [item]\nimages = [\"images/{id}.png\", \"{image_1.path}\"]\ntexts = [\"{caption_0}\", \"{caption_1}\"]\ntruth = \"diagonal\"\n\
-         [metrics]\nfamily = \"group\"\n",
-    )
-    .unwrap();
+    let path = manifest_over(
+        dir.path(),
+        "pairs.parquet",
+        "parquet",
+        &PAIRS.replace("\"{image_0}\", \"{image_1}\"", "\"images/{id}.png\", \"{image_1.path}\""),
+    );
     let (suite, problems) = load(&path, dir.path());
     // `image_1.path` is null in every row (the bytes are there, the path is not).
     assert_eq!(suite.items.len(), 0);
@@ -177,20 +180,7 @@ fn hostile_cells_are_refused_naming_file_row_and_column() {
     {
         std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
     }
-    let manifest = |file: &str, format: &str| {
-        let path = dir.path().join(format!("{}.toml", file.replace('.', "-")));
-        std::fs::write(
-            &path,
-            format!(
-                "id = \"h-{}\"\ndescription = \"d\"\n[source]\nfile = \"{file}\"\nformat = \"{format}\"\n\
-                 [item]\nimages = [\"{{image_0}}\", \"{{image_1}}\"]\ntexts = [\"{{caption_0}}\", \"{{caption_1}}\"]\n\
-                 truth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n",
-                file.replace('.', "-")
-            ),
-        )
-        .unwrap();
-        path
-    };
+    let manifest = |file: &str, format: &str| manifest_over(dir.path(), file, format, PAIRS);
     let (suite, problems) = load(&manifest("hostile-cells.parquet", "parquet"), dir.path());
     assert!(problems.is_empty(), "{}", problems.message(0));
     assert_eq!(suite.items.len(), 4, "every row is an item; its image is checked when decoded");
@@ -236,13 +226,12 @@ fn text_shaped_like_a_token_is_not_image_bytes() {
         "[{\"image\": \"\\u0000bytes 0000000000000000 #0 (5 bytes)\", \"t\": \"x\"}]",
     )
     .unwrap();
-    let path = dir.path().join("json.toml");
-    std::fs::write(
-        &path,
-        "id = \"j\"\ndescription = \"d\"\n[source]\nfile = \"a.json\"\nformat = \"json\"\n\
-         [item]\nimages = [\"{image}\"]\ntexts = [\"{t}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
-    )
-    .unwrap();
+    let path = manifest_over(
+        dir.path(),
+        "a.json",
+        "json",
+        "[item]\nimages = [\"{image}\"]\ntexts = [\"{t}\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
+    );
     let (suite, _) = load(&path, dir.path());
     assert!(suite.items.iter().all(|i| !matches!(i.image(0), ImageSource::Embedded(_))));
 }

@@ -32,17 +32,8 @@ fn parquet_suite(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathB
 
 fn eval(suite: &str, data: &std::path::Path, results: &std::path::Path, cache: &std::path::Path) -> serde_json::Value {
     let model = benchctl_testkit::fixture_model("clip-shapes").display().to_string();
-    let args = [
-        "eval",
-        "--model-path",
-        &model,
-        "--suite",
-        suite,
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--results-dir",
-        results.to_str().unwrap(),
-    ];
+    let (data, results) = (data.to_str().unwrap(), results.to_str().unwrap());
+    let args = common::eval_args(&model, suite, data, results, &[]);
     stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())])).1
 }
 
