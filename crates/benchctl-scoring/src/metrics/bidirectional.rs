@@ -12,10 +12,12 @@
 //! - `i2t`: both images right (Winoground's text score), `t2i`: both captions right (its
 //!   image score), `group_score`: all four.
 //!
-//! Comparisons are strict, as the official code's `>`: a tie is a miss.
+//! Comparisons are strict, as the official code's `>`: a tie is a miss. On other shapes than
+//! 2 × 2, `i2t` and `t2i` are Winoground's text and image scores ([`super::group`]) and each
+//! direction reads the first or second image's row or caption's column, where the item has it.
 
 use super::{group, Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
-use crate::{Error, Result, ScoreTensor};
+use crate::{Result, ScoreTensor};
 
 /// Names of the bidirectional metrics, in the official code's order.
 pub const NAMES: [&str; 7] = ["i2t", "t2i", "group_score", "ipos_2t", "ineg_2t", "tpos_2i", "tneg_2i"];
@@ -41,25 +43,34 @@ impl Family for Bidirectional {
     }
 
     fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
-        items
+        Ok(items
             .iter()
             .enumerate()
             .map(|(i, item)| {
                 let (matrix, truth) = (scores.item(i), item.truth);
-                if (truth.images(), truth.texts()) != (2, 2) {
-                    return Err(Error::new(format!(
-                        "score item {i} with the bidirectional family: it scores items of 2 images and 2 texts, this one has {} × {}",
-                        truth.images(),
-                        truth.texts()
-                    )));
-                }
-                // Each image's row, each caption's column: its match strictly above the other.
-                let image_picks = |k: usize| group::separates((0..2).map(|l| (truth.is_match(k, l), matrix.get(k, l))));
-                let text_picks = |l: usize| group::separates((0..2).map(|k| (truth.is_match(k, l), matrix.get(k, l))));
-                let [ipos, ineg, tpos, tneg] = [image_picks(0), image_picks(1), text_picks(0), text_picks(1)];
-                let (i2t, t2i) = (ipos && ineg, tpos && tneg);
-                Ok([i2t, t2i, i2t && t2i, ipos, ineg, tpos, tneg].into_iter().map(group::hit).collect())
+                // I2T and T2I are Winoground's text and image scores (every image's row, every
+                // caption's column); each direction is one row or column, where the item has it.
+                let outcome = group::outcome(&matrix, truth);
+                let row = |k: usize| {
+                    (k < truth.images())
+                        .then(|| group::separates((0..truth.texts()).map(|l| (truth.is_match(k, l), matrix.get(k, l)))))
+                };
+                let column = |l: usize| {
+                    (l < truth.texts()).then(|| {
+                        group::separates((0..truth.images()).map(|k| (truth.is_match(k, l), matrix.get(k, l))))
+                    })
+                };
+                let hit = |b: Option<bool>| b.and_then(group::hit);
+                vec![
+                    group::hit(outcome.text),
+                    group::hit(outcome.image),
+                    group::hit(outcome.group()),
+                    hit(row(0)),
+                    hit(row(1)),
+                    hit(column(0)),
+                    hit(column(1)),
+                ]
             })
-            .collect()
+            .collect())
     }
 }
