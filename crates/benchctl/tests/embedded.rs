@@ -128,3 +128,46 @@ fn bivlc_runs_from_its_hub_layout() {
     let text = format!("{}{}", stdout(&out), stderr(&out));
     assert!(text.contains("the official release has 2933 items, these annotations give 30"), "{text}");
 }
+
+/// The data fingerprint of a suite whose images are inside its parquet file does not read the
+/// file again (it is mostly those images, which the image fingerprint covers): it changes with
+/// what the records give the items (a caption, a tag), not with the file's bytes of equal
+/// length.
+#[test]
+fn the_data_fingerprint_follows_the_records_not_the_image_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, data) = parquet_suite(dir.path());
+    let suite = benchctl_suites::find(manifest.to_str().unwrap()).unwrap().load(&data).unwrap();
+    let fingerprint = |suite: &benchctl_suites::Suite| benchctl::results::fingerprint(suite).unwrap();
+    let original = fingerprint(&suite);
+    assert_eq!(fingerprint(&suite), original, "deterministic");
+    let rebuilt = |change: &dyn Fn(usize, &mut benchctl_suites::Item)| {
+        let mut changed = suite.clone();
+        changed.items = benchctl_suites::Items::new();
+        for (i, item) in suite.items.iter().enumerate() {
+            let mut item = item.to_item();
+            change(i, &mut item);
+            changed.items.push(item);
+        }
+        fingerprint(&changed)
+    };
+    assert_eq!(rebuilt(&|_, _| {}), original, "the same items, the same fingerprint");
+    assert_ne!(
+        rebuilt(&|i, item| if i == 3 {
+            item.texts[1].push('!')
+        }),
+        original,
+        "a caption"
+    );
+    let retag = |i: usize, item: &mut benchctl_suites::Item| {
+        if i == 5 {
+            item.tags = vec![("tag".to_string(), vec!["Other".to_string()])].into();
+        }
+    };
+    assert_ne!(rebuilt(&retag), original, "a tag");
+    // The file's bytes are not read again: overwritten with as many zeros, the same fingerprint.
+    let file = data.join("demo.parquet");
+    let len = std::fs::metadata(&file).unwrap().len() as usize;
+    std::fs::write(&file, vec![0u8; len]).unwrap();
+    assert_eq!(fingerprint(&suite), original);
+}

@@ -10,10 +10,11 @@ use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::Suite;
 use serde::{Deserialize, Serialize};
 
-use crate::cache;
 use crate::{Error, ErrorKind, Result};
 
+mod fingerprint;
 mod intervals;
+pub use fingerprint::{fingerprint, image_fingerprint};
 pub use intervals::BootstrapRecord;
 use intervals::{intervals_from_json, intervals_json};
 
@@ -619,59 +620,4 @@ impl Counts {
         self.images_hashed += other.images_hashed;
         self.images_decoded += other.images_decoded;
     }
-}
-
-/// SHA-256 (hex) of a suite's data as the run saw it: its manifest's text (a suite read
-/// from one), the annotation files' names and bytes,
-/// then every item's id and image paths (relative to the data directory) in order. Images'
-/// bytes are not read (a 251K-item suite would take minutes); the embedding cache keys them
-/// by content anyway.
-pub fn fingerprint(suite: &Suite) -> Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    // A manifest decides what the annotations mean: another manifest is other data.
-    if let Some(manifest) = &suite.manifest {
-        hash.update(b"manifest");
-        hash.update((manifest.text.len() as u64).to_le_bytes());
-        hash.update(manifest.text.as_bytes());
-    }
-    for file in &suite.annotation_files {
-        // Streamed into the hash: an annotation file can be hundreds of megabytes.
-        let read = |e: std::io::Error| Error::caused_by(ErrorKind::Data, format!("read {}: {e}", file.display()), e);
-        let mut opened = std::fs::File::open(file).map_err(read)?;
-        let len = opened.metadata().map_err(read)?.len();
-        let name = file.strip_prefix(&suite.data_dir).unwrap_or(file);
-        hash.update(name.to_string_lossy().as_bytes());
-        hash.update(len.to_le_bytes());
-        let copied = std::io::copy(&mut opened, &mut hash).map_err(read)?;
-        if copied != len {
-            return Err(Error::new(
-                ErrorKind::Data,
-                format!("read {}: it changed while it was read ({len} bytes, then {copied})", file.display()),
-            ));
-        }
-    }
-    let data_dir = format!("{}/", suite.data_dir.display());
-    for item in &suite.items {
-        hash.update(item.id().as_bytes());
-        hash.update([0]);
-        for image in item.images() {
-            let name = image.display_name();
-            hash.update(name.strip_prefix(&data_dir).unwrap_or(&name).as_bytes());
-            hash.update([0]);
-        }
-    }
-    Ok(cache::hex(&hash.finalize()))
-}
-
-/// SHA-256 (hex) of images' content keys (the SHA-256 of each file's bytes, the embedding
-/// cache's keys), in the order given: the suite's images item by item. Computed from keys
-/// every run reads anyway, so it costs no extra pass over the images.
-pub fn image_fingerprint(keys: impl Iterator<Item = cache::Key>) -> String {
-    use sha2::{Digest, Sha256};
-    let mut hash = Sha256::new();
-    for key in keys {
-        hash.update(key);
-    }
-    cache::hex(&hash.finalize())
 }
