@@ -166,8 +166,7 @@ impl Suite {
             ClusterRule::SharedImages => {
                 // Embedded images are keyed by their bytes: hashed on all cores.
                 use rayon::prelude::*;
-                let all: Vec<ImageSource> = sources.iter().collect();
-                all.par_iter().map(image_key).collect()
+                (0..sources.len()).into_par_iter().map(|i| image_key(&sources.get(i))).collect()
             }
             ClusterRule::Tag(_) => Vec::new(),
         };

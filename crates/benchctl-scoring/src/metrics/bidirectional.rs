@@ -50,25 +50,18 @@ impl Family for Bidirectional {
                 let (matrix, truth) = (scores.item(i), item.truth);
                 // I2T and T2I are Winoground's text and image scores (every image's row, every
                 // caption's column); each direction is one row or column, where the item has it.
-                let outcome = group::outcome(&matrix, truth);
-                let row = |k: usize| {
-                    (k < truth.images())
-                        .then(|| group::separates((0..truth.texts()).map(|l| (truth.is_match(k, l), matrix.get(k, l)))))
-                };
-                let column = |l: usize| {
-                    (l < truth.texts()).then(|| {
-                        group::separates((0..truth.images()).map(|k| (truth.is_match(k, l), matrix.get(k, l))))
-                    })
-                };
-                let hit = |b: Option<bool>| b.and_then(group::hit);
+                let rows: Vec<bool> = (0..truth.images()).map(|k| group::image_picks(&matrix, truth, k)).collect();
+                let columns: Vec<bool> = (0..truth.texts()).map(|l| group::text_picks(&matrix, truth, l)).collect();
+                let (i2t, t2i) = (rows.iter().all(|&r| r), columns.iter().all(|&c| c));
+                let hit = |b: Option<&bool>| b.and_then(|&b| group::hit(b));
                 vec![
-                    group::hit(outcome.text),
-                    group::hit(outcome.image),
-                    group::hit(outcome.group()),
-                    hit(row(0)),
-                    hit(row(1)),
-                    hit(column(0)),
-                    hit(column(1)),
+                    group::hit(i2t),
+                    group::hit(t2i),
+                    group::hit(i2t && t2i),
+                    hit(rows.first()),
+                    hit(rows.get(1)),
+                    hit(columns.first()),
+                    hit(columns.get(1)),
                 ]
             })
             .collect())

@@ -36,16 +36,26 @@ impl Outcome {
 
 /// Text and image correctness of one item.
 pub fn outcome(scores: &ScoreMatrix<'_>, truth: &Truth) -> Outcome {
-    let text =
-        (0..truth.images()).all(|k| separates((0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l)))));
-    let image =
-        (0..truth.texts()).all(|l| separates((0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l)))));
+    let text = (0..truth.images()).all(|k| image_picks(scores, truth, k));
+    let image = (0..truth.texts()).all(|l| text_picks(scores, truth, l));
     Outcome { text, image, group_match: super::group_match::group_match(scores, truth) }
+}
+
+/// Whether image `k` scores each of its matching texts strictly above each other text (its
+/// row of the item separates).
+pub(crate) fn image_picks(scores: &ScoreMatrix<'_>, truth: &Truth, k: usize) -> bool {
+    separates((0..truth.texts()).map(|l| (truth.is_match(k, l), scores.get(k, l))))
+}
+
+/// Whether text `l` scores each of its matching images strictly above each other image (its
+/// column of the item separates).
+pub(crate) fn text_picks(scores: &ScoreMatrix<'_>, truth: &Truth, l: usize) -> bool {
+    separates((0..truth.images()).map(|k| (truth.is_match(k, l), scores.get(k, l))))
 }
 
 /// True when every matching candidate scores strictly above every non-matching one.
 /// A row or column with no matching candidate imposes nothing.
-pub(crate) fn separates(candidates: impl Iterator<Item = (bool, f64)> + Clone) -> bool {
+fn separates(candidates: impl Iterator<Item = (bool, f64)> + Clone) -> bool {
     let lowest_match = candidates
         .clone()
         .filter(|(is_match, _)| *is_match)

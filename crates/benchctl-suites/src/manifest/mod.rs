@@ -320,6 +320,11 @@ pub fn bundled_suites() -> Vec<SuiteInfo> {
 }
 
 impl Manifest {
+    /// Whether its annotation files can hold images (parquet and Arrow cells).
+    pub fn reads_cells(&self) -> bool {
+        matches!(self.format, Format::Parquet | Format::Arrow)
+    }
+
     /// How the suite's items are summarised.
     pub fn summary(&self) -> &Summary {
         &self.summary

@@ -23,7 +23,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
         hash.update(manifest.text.as_bytes());
     }
     let holding_images: std::collections::HashSet<std::path::PathBuf> = match &suite.manifest {
-        Some(_) => suite
+        Some(manifest) if manifest.reads_cells() => suite
             .items
             .distinct_sources()
             .iter()
@@ -32,7 +32,7 @@ pub fn fingerprint(suite: &Suite) -> Result<String> {
                 _ => None,
             })
             .collect(),
-        None => Default::default(),
+        _ => Default::default(),
     };
     for file in &suite.annotation_files {
         if holding_images.contains(file) {
