@@ -188,8 +188,99 @@ fn a_stalled_server_times_out() {
         limits,
     );
     assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
-    assert!(error.to_string().contains("the download stopped after 10 bytes"), "{error}");
-    assert!(files_under(cache.path()).is_empty());
+    assert!(error.to_string().contains("the download stopped after 10 of 100 bytes"), "{error}");
+    assert!(error.to_string().contains("run the command again to resume it"), "{error}");
+    // What arrived is kept for the next download to resume, and nothing passes for the file.
+    let blobs = cache.path().join("models--org--model/blobs");
+    assert_eq!(files_under(cache.path()), [blobs.join("abc.incomplete")]);
+    assert_eq!(std::fs::read(blobs.join("abc.incomplete")).unwrap(), b"0123456789");
+}
+
+/// A hub whose file (`FILE_LEN` bytes) is answered by `answer(range)`, `range` being the
+/// request's Range header; each answer names the commit and the blob `abc`.
+fn ranged_hub(answer: impl Fn(Option<&str>) -> (String, Vec<u8>) + Send + Sync + 'static) -> Server {
+    Server(
+        http::Server::start(move |request: &http::Request| {
+            let (status_and_headers, body) = answer(request.range.as_deref());
+            let head = format!(
+                "HTTP/1.1 {status_and_headers}\r\nConnection: close\r\nx-repo-commit: {COMMIT}\r\netag: \"abc\"\r\n\r\n"
+            );
+            ([head.as_bytes(), &body].concat(), Duration::ZERO)
+        })
+        .unwrap(),
+    )
+}
+
+const FILE_LEN: usize = 5000;
+
+fn file_bytes() -> Vec<u8> {
+    (0..FILE_LEN).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+/// A download that stops half-way keeps its part; the next asks for the rest only
+/// (`Range: bytes=N-`) and the file is whole; a server that ignores the range is read from
+/// the start; one that answers with other bytes than those asked for is refused.
+#[test]
+fn a_stopped_download_resumes_where_it_stopped() {
+    let bytes = file_bytes();
+    let cut = 1234;
+    let whole = bytes.clone();
+    // The first answer announces every byte and sends `cut`; a ranged one sends the rest.
+    let hub = ranged_hub(move |range| match range.and_then(|r| r.strip_prefix("bytes=")) {
+        None => (format!("200 OK\r\nContent-Length: {FILE_LEN}"), whole[..cut].to_vec()),
+        Some(r) => {
+            let from: usize = r.trim_end_matches('-').parse().unwrap();
+            let rest = &whole[from..];
+            (
+                format!(
+                    "206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes {from}-{}/{FILE_LEN}",
+                    rest.len(),
+                    FILE_LEN - 1
+                ),
+                rest.to_vec(),
+            )
+        }
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let at = || settings(cache.path(), &hub.url(), NetLimits::default());
+    let error = hub::from_hub("org/model", "main", &at()).unwrap_err();
+    assert!(error.to_string().contains(&format!("stopped after {cut} of {FILE_LEN} bytes")), "{error}");
+    let blobs = cache.path().join("models--org--model/blobs");
+    assert_eq!(std::fs::metadata(blobs.join("abc.incomplete")).unwrap().len(), cut as u64);
+    assert!(!cache.path().join("models--org--model/snapshots").exists());
+    // Every file of the model is the same blob here: the second run resumes it once and links it.
+    let files = hub::from_hub("org/model", "main", &at()).unwrap();
+    assert_eq!(std::fs::read(&files.weights).unwrap(), bytes);
+    assert!(!blobs.join("abc.incomplete").exists());
+    let ranges: Vec<Option<String>> = hub.seen().iter().map(|r| r.range.clone()).collect();
+    // The first run's request, the second run's first answer (dropped) and its ranged request;
+    // the other files are the blob already whole: no more ranges.
+    assert_eq!(ranges[..3], [None, None, Some(format!("bytes={cut}-"))], "{ranges:?}");
+    assert_eq!(ranges.iter().flatten().count(), 1, "{ranges:?}");
+
+    // A server that ignores the range: the part is dropped and the file read whole.
+    let whole = bytes.clone();
+    let plain = ranged_hub(move |_| (format!("200 OK\r\nContent-Length: {FILE_LEN}"), whole.clone()));
+    let cache = tempfile::tempdir().unwrap();
+    let blobs = cache.path().join("models--org--model/blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::write(blobs.join("abc.incomplete"), b"stale bytes of an earlier try").unwrap();
+    let files =
+        hub::from_hub("org/model", "main", &settings(cache.path(), &plain.url(), NetLimits::default())).unwrap();
+    assert_eq!(std::fs::read(&files.config).unwrap(), bytes);
+
+    // A server that answers a range with other bytes: refused, naming what it sent.
+    let odd = ranged_hub(|range| match range {
+        None => (format!("200 OK\r\nContent-Length: {FILE_LEN}"), Vec::new()),
+        Some(_) => ("206 Partial Content\r\nContent-Length: 1\r\nContent-Range: bytes 0-0/5000".to_string(), vec![0]),
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let blobs = cache.path().join("models--org--model/blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    std::fs::write(blobs.join("abc.incomplete"), b"0123").unwrap();
+    let error =
+        hub::from_hub("org/model", "main", &settings(cache.path(), &odd.url(), NetLimits::default())).unwrap_err();
+    assert!(error.to_string().contains("asked for the bytes from 4 on, the server answered with others"), "{error}");
 }
 
 #[test]

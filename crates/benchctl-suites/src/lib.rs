@@ -7,10 +7,12 @@
 
 pub mod eqben;
 pub mod error;
+pub mod hub;
 pub mod image;
 pub mod items;
 pub mod manifest;
 pub mod paths;
+pub mod pattern;
 pub mod rococo;
 pub mod spec;
 pub mod valse;
@@ -296,6 +298,14 @@ impl SuiteInfo {
     /// `score` and `fetch`; `--data-root` for `suites`).
     pub fn default_data_dir(&self, root: &Path) -> PathBuf {
         root.join(self.data_dir.unwrap_or(&self.id))
+    }
+
+    /// The dataset repo on the Hugging Face hub its files come from (a manifest's `[hub]`).
+    pub fn hub(&self) -> Option<&hub::HubSource> {
+        match &self.kind {
+            SuiteKind::Manifest(manifest) => manifest.hub(),
+            _ => None,
+        }
     }
 
     /// How the suite's items are summarised; `None` for a suite of galleries.

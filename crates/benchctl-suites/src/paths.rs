@@ -22,17 +22,24 @@ pub(crate) fn inside(root: &Path, relative: &str, named_in: &str) -> Result<Path
 /// be. An image path that stays inside it by name (checked when the annotations are read)
 /// can still lead out through a link (`images/x.png -> /etc/…`);
 /// [`DataRoot::leads_outside`] finds that.
+///
+/// A data directory that is a snapshot of the hub cache ([`crate::hub::Snapshot`]) is made of
+/// links into its repo's `blobs/`: those stay inside.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataRoot {
     root: PathBuf,
+    /// The snapshot's `blobs/`, resolved, where the root is a hub cache snapshot.
+    blobs: Option<PathBuf>,
 }
 
 impl DataRoot {
     /// `dir` resolved (or as given, made absolute, when it cannot be resolved).
     pub fn new(dir: &Path) -> Self {
-        let root =
-            std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).unwrap_or_else(|_| dir.to_path_buf());
-        Self { root }
+        let resolve = |dir: &Path| {
+            std::fs::canonicalize(dir).or_else(|_| std::path::absolute(dir)).unwrap_or_else(|_| dir.to_path_buf())
+        };
+        let blobs = crate::hub::Snapshot::of(dir).map(|s| resolve(&s.blobs));
+        Self { root: resolve(dir), blobs }
     }
 
     pub fn path(&self) -> &Path {
@@ -43,7 +50,12 @@ impl DataRoot {
     /// inside, or when the path cannot be resolved: its read then names what is missing).
     pub fn leads_outside(&self, path: &Path) -> Option<PathBuf> {
         let real = std::fs::canonicalize(path).ok()?;
-        (!real.starts_with(&self.root)).then_some(real)
+        (!self.holds(&real)).then_some(real)
+    }
+
+    /// Whether the resolved path `real` is inside the root (or the blobs its snapshot links to).
+    pub fn holds(&self, real: &Path) -> bool {
+        real.starts_with(&self.root) || self.blobs.as_ref().is_some_and(|b| real.starts_with(b))
     }
 
     /// [`DataRoot::leads_outside`] as the message that refuses it, naming both paths.

@@ -15,6 +15,8 @@ pub struct Request {
     pub path: String,
     /// The Authorization header, if any.
     pub authorization: Option<String>,
+    /// The Range header, if any (`bytes=N-`).
+    pub range: Option<String>,
     pub body: Vec<u8>,
 }
 
@@ -94,7 +96,7 @@ fn serve(mut stream: TcpStream, log: &Mutex<Vec<Request>>, handler: &Handler, pa
     let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut body = vec![0u8; length];
     let _ = stream.read_exact(&mut body);
-    let request = Request { method, path, authorization: header("authorization"), body };
+    let request = Request { method, path, authorization: header("authorization"), range: header("range"), body };
     log.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(request.clone());
     let (reply, hold) = handler(&request);
     match pace {

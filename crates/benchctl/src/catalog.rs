@@ -29,7 +29,7 @@ pub fn statuses(root: &Path) -> Vec<SuiteStatus> {
     benchctl_suites::all()
         .into_iter()
         .map(|info| {
-            let data_dir = info.default_data_dir(root);
+            let data_dir = crate::fetch::default_data_dir(&info, root);
             let data = if data_dir.is_dir() { status(&info, &data_dir) } else { DataStatus::Missing };
             SuiteStatus { info, data_dir, data }
         })

@@ -77,7 +77,8 @@ pub struct CheckPlan {
 /// Runs every check on the suite's data.
 pub fn run(args: &CheckPlan) -> Result<CheckReport> {
     let info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
+    let data_dir =
+        args.data_dir.clone().unwrap_or_else(|| crate::fetch::default_data_dir(&info, Path::new("datasets")));
     let mut missing = std::collections::HashSet::new();
     let (items, images, mut problems): (usize, CheckedImages, Strings) = match info.kind {
         SuiteKind::Items { .. } | SuiteKind::Manifest(_) => {

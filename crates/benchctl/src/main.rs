@@ -75,7 +75,7 @@ fn run(cli: Cli) -> Result<(), Error> {
         },
         Command::Score(args) => score_command(&args),
         Command::Report(args) => print(&format!("wrote {}", benchctl::report::run(&(&args).into())?.display())),
-        Command::Fetch(args) => print(&fetch::run(&(&args).into(), &benchctl_models::hub::HubSettings::from_env())?),
+        Command::Fetch(args) => print(&fetch::run(&args.plan()?, &benchctl_models::hub::HubSettings::from_env())?),
         Command::Check(args) => {
             let report = check::run(&(&args).into())?;
             print_with(|out| report.write_to(out))?;

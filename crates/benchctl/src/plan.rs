@@ -28,7 +28,9 @@ impl EvalPlan {
     /// `datasets/<suite>`).
     pub fn new(model: ModelChoice, suite_id: &str, data_dir: Option<&Path>, options: EvalOptions) -> Result<Self> {
         let suite = benchctl_suites::find(suite_id)?;
-        let data_dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| suite.default_data_dir(Path::new("datasets")));
+        let data_dir = data_dir
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| crate::fetch::default_data_dir(&suite, Path::new("datasets")));
         let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
         Ok(EvalPlan { model, suite, data_dir, options })
     }

@@ -64,7 +64,8 @@ fn count_items(plan: &PowerPlan) -> Result<(u64, String)> {
         return Ok((items, "--items".to_string()));
     }
     let info = benchctl_suites::find(&plan.suite)?;
-    let data_dir = plan.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
+    let data_dir =
+        plan.data_dir.clone().unwrap_or_else(|| crate::fetch::default_data_dir(&info, Path::new("datasets")));
     if data_dir.exists() {
         let (suite, _) = info.load_all(&data_dir)?;
         return Ok((suite.items.len() as u64, format!("the annotations in {}", data_dir.display())));

@@ -74,7 +74,8 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
         check_model_name(name)?;
     }
     let info = benchctl_suites::find(&args.suite)?;
-    let data_dir = args.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
+    let data_dir =
+        args.data_dir.clone().unwrap_or_else(|| crate::fetch::default_data_dir(&info, Path::new("datasets")));
     // Recorded absolute, as `eval` records it.
     let data_dir = std::path::absolute(&data_dir).unwrap_or(data_dir);
     if let benchctl_suites::SuiteKind::Galleries = info.kind {
@@ -181,6 +182,7 @@ impl Scored {
                     caption_normalisation: None,
                     manifest: None,
                     shortlist: None,
+                    hub: None,
                 };
                 // Ranks, not scores: the annotations are not read, so there is no fingerprint.
                 (record, ScoreKind::Similarity, (Vec::new(), None), String::new(), Outcome::Queries { dump })

@@ -40,9 +40,10 @@ fn serve(repo: &'static str, files: Vec<(String, Vec<u8>)>, refuse: bool, max_re
                     files.iter().map(|(n, _)| serde_json::json!({"rfilename": n})).collect();
                 let body = serde_json::json!({"sha": COMMIT, "siblings": siblings}).to_string().into_bytes();
                 ("200 OK", "Content-Type: application/json\r\n".to_string(), body)
-            } else if let Some((_, bytes)) =
-                files.iter().find(|(n, _)| path == format!("/datasets/{repo}/resolve/main/{n}"))
-            {
+            } else if let Some((_, bytes)) = files.iter().find(|(n, _)| {
+                path == format!("/datasets/{repo}/resolve/main/{n}")
+                    || path == format!("/datasets/{repo}/resolve/{COMMIT}/{n}")
+            }) {
                 let start: usize =
                     range.as_deref().and_then(|r| r.split('-').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
                 let end = if range.as_deref() == Some("0-0") { 1 } else { bytes.len() };

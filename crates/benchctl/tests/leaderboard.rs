@@ -40,6 +40,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             caption_normalisation: None,
             manifest: None,
             shortlist: None,
+            hub: None,
         },
         batch_size: 32,
         counts: Counts::default(),

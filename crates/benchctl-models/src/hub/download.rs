@@ -11,6 +11,11 @@
 //! to a CDN; the file lands in `blobs/{etag}`, linked from `snapshots/{commit}/{file}`, and
 //! `refs/{revision}` names the commit. A file the repo lacks (404) is recorded as
 //! `.no_exist/{commit}/{file}`, so that offline runs know it is absent rather than missing.
+//!
+//! A download is written to `blobs/{etag}.incomplete` and moved to its name only once every
+//! byte the server announced has arrived; a download that stops keeps its part, and the next
+//! one asks only for the rest (`Range: bytes=N-`, as `huggingface_hub` resumes), starting
+//! over where the server answers with the whole file.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -57,17 +62,20 @@ pub(crate) struct Client {
     limits: NetLimits,
 }
 
-/// The hub's answer for one file: the commit and blob id, and the response carrying its bytes.
+/// The hub's answer for one file: the commit and blob id, and the response carrying its bytes
+/// with the address it came from (after redirects).
 struct Resolved {
     commit: String,
     etag: String,
     body: ureq::Response,
+    at: Url,
 }
 
-/// An answer to `GET`: the response (and the first one, where it redirected), or, where the
-/// caller accepts it, a 404 with the commit the hub named on it.
+/// An answer to `GET`: the response with the address that gave it (and the first response,
+/// where it redirected), or, where the caller accepts it, a 404 with the commit the hub named
+/// on it.
 enum Answer {
-    Found(Box<ureq::Response>, Option<Box<ureq::Response>>),
+    Found { last: Box<ureq::Response>, at: Url, first: Option<Box<ureq::Response>> },
     Absent { commit: Option<String> },
 }
 
@@ -102,18 +110,22 @@ impl Client {
     /// beside the last: the hub puts a file's commit and blob id on its own answer, which is
     /// often a redirect to the bytes.
     fn get(&self, url: Url, what: &str) -> Result<(ureq::Response, Option<ureq::Response>)> {
-        match self.answer(url, what, false)? {
-            Answer::Found(last, first) => Ok((*last, first.map(|r| *r))),
+        match self.answer(url, what, false, 0)? {
+            Answer::Found { last, first, .. } => Ok((*last, first.map(|r| *r))),
             Answer::Absent { .. } => Err(network(format!("{what}: the server answered 404"))),
         }
     }
 
-    /// [`Client::get`], answering a 404 as [`Answer::Absent`] where `absent_ok`.
-    fn answer(&self, url: Url, what: &str, absent_ok: bool) -> Result<Answer> {
+    /// [`Client::get`], answering a 404 as [`Answer::Absent`] where `absent_ok`, asking for
+    /// the bytes from `from` on where it is not 0.
+    fn answer(&self, url: Url, what: &str, absent_ok: bool, from: u64) -> Result<Answer> {
         let mut current = url;
         let mut first = None;
         for _ in 0..=self.limits.max_redirects {
             let mut request = self.agent.request_url("GET", &current);
+            if from > 0 {
+                request = request.set("Range", &format!("bytes={from}-"));
+            }
             if same_origin(&current, &self.endpoint) {
                 if let Some(token) = &self.token {
                     request = request.set("Authorization", &format!("Bearer {token}"));
@@ -138,7 +150,7 @@ impl Client {
                 }
             };
             if !(300..400).contains(&response.status()) {
-                return Ok(Answer::Found(Box::new(response), first.map(Box::new)));
+                return Ok(Answer::Found { last: Box::new(response), at: current, first: first.map(Box::new) });
             }
             let location = response.header("Location").ok_or_else(|| {
                 network(format!(
@@ -165,8 +177,8 @@ impl Client {
         absent_ok: bool,
     ) -> Result<std::result::Result<Resolved, Option<String>>> {
         let url = self.url(&format!("{prefix}{repo}/resolve/{}/{file}", encode_revision(revision)))?;
-        let (body, first) = match self.answer(url, what, absent_ok)? {
-            Answer::Found(body, first) => (*body, first.map(|r| *r)),
+        let (body, at, first) = match self.answer(url, what, absent_ok, 0)? {
+            Answer::Found { last, at, first } => (*last, at, first.map(|r| *r)),
             Answer::Absent { commit } => return Ok(Err(commit)),
         };
         let headers = first.as_ref().unwrap_or(&body);
@@ -193,7 +205,7 @@ impl Client {
         {
             return Err(network(format!("{what}: the hub named the blob {:?}, not a hash", clip(&etag))));
         }
-        Ok(Ok(Resolved { commit, etag, body }))
+        Ok(Ok(Resolved { commit, etag, body, at }))
     }
 
     /// Downloads `file` of `repo` at `revision` into the hub cache at `cache_dir` (the repo's
@@ -242,57 +254,110 @@ impl Client {
                 return Ok(None);
             }
         };
-        let blob = root.join("blobs").join(&resolved.etag);
+        let Resolved { commit, etag, body, at } = resolved;
+        let blob = root.join("blobs").join(&etag);
         let io = |action: &str, path: &Path, e: std::io::Error| {
             Error::caused_by(ErrorKind::MissingFile, format!("{what}: {action} {}: {e}", path.display()), e)
         };
         if !blob.is_file() {
             let parent = root.join("blobs");
             std::fs::create_dir_all(&parent).map_err(|e| io("create", &parent, e))?;
-            let partial = parent.join(format!("{}.incomplete", resolved.etag));
-            self.save(resolved.body, &partial, &what)?;
+            let partial = parent.join(format!("{etag}.incomplete"));
+            let have = std::fs::metadata(&partial).map_or(0, |m| m.len());
+            let body = if have > 0 { self.rest_of(body, at, have, &what)? } else { Body::from(body) };
+            self.save(body, &partial, &what)?;
             std::fs::rename(&partial, &blob).map_err(|e| io("move the download to", &blob, e))?;
         }
-        let pointer = root.join("snapshots").join(&resolved.commit).join(file);
+        let pointer = root.join("snapshots").join(&commit).join(file);
         if let Some(parent) = pointer.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
         }
         link_blob(&blob, &pointer).map_err(|e| io("link", &pointer, e))?;
-        if revision != resolved.commit {
+        if revision != commit {
             let reference = root.join("refs").join(revision);
             if let Some(parent) = reference.parent() {
                 std::fs::create_dir_all(parent).map_err(|e| io("create", parent, e))?;
             }
-            std::fs::write(&reference, &resolved.commit).map_err(|e| io("write", &reference, e))?;
+            std::fs::write(&reference, &commit).map_err(|e| io("write", &reference, e))?;
         }
-        Ok(Some((pointer, resolved.commit)))
+        Ok(Some((pointer, commit)))
     }
 
-    /// Writes a response's bytes to `path`, no more than the server announced (when it did)
-    /// nor than [`NetLimits::max_file_bytes`], and exactly what it announced.
-    fn save(&self, response: ureq::Response, path: &Path, what: &str) -> Result<()> {
+    /// The rest of a download of which `have` bytes are kept: the address `at` that gave the
+    /// `first` answer asked for the bytes from `have` on. The answer is a [`Body`] from `have`
+    /// (206 with a `Content-Range` starting there) or, where the server sends the whole file
+    /// (200), from 0.
+    fn rest_of(&self, first: ureq::Response, at: Url, have: u64, what: &str) -> Result<Body> {
+        // The first answer's bytes are not read: the address it came from gives the rest.
+        drop(first);
+        let (response, at) = match self.answer(at, what, false, have)? {
+            Answer::Found { last, at, .. } => (*last, at),
+            Answer::Absent { .. } => return Err(network(format!("{what}: the server answered 404"))),
+        };
+        match response.status() {
+            206 => {
+                let start = response
+                    .header("Content-Range")
+                    .and_then(|r| r.trim().strip_prefix("bytes "))
+                    .and_then(|r| r.split('-').next())
+                    .and_then(|n| n.trim().parse::<u64>().ok());
+                if start != Some(have) {
+                    return Err(network(format!(
+                        "{what}: asked for the bytes from {have} on, the server answered with others ({:?}, {})",
+                        response.header("Content-Range").unwrap_or("no Content-Range"),
+                        shown(&at)
+                    )));
+                }
+                Ok(Body { response, from: have })
+            }
+            _ => Ok(Body { response, from: 0 }),
+        }
+    }
+
+    /// Writes a body's bytes to `path` (after the `from` bytes already there), no more than the
+    /// server announced (when it did) nor than [`NetLimits::max_file_bytes`] in all, and
+    /// exactly what it announced. A download that stops keeps what arrived, for the next one
+    /// to resume; one that breaks a bound is removed.
+    fn save(&self, body: impl Into<Body>, path: &Path, what: &str) -> Result<()> {
+        let Body { response, from } = body.into();
         let announced = response.header("Content-Length").and_then(|v| v.trim().parse::<u64>().ok());
         let limit = self.limits.max_file_bytes;
-        if let Some(size) = announced.filter(|&size| size > limit) {
+        if let Some(size) = announced.filter(|&size| from + size > limit) {
+            let _ = std::fs::remove_file(path);
             return Err(network(format!(
-                "{what}: the server announces {size} bytes, more than the {limit}-byte limit"
+                "{what}: the server announces {} bytes, more than the {limit}-byte limit",
+                from + size
             )));
         }
-        let progress = indicatif::ProgressBar::new(announced.unwrap_or(0));
-        let mut out = std::fs::File::create(path).map_err(|e| {
+        let create = |e: std::io::Error| {
             Error::caused_by(ErrorKind::MissingFile, format!("{what}: create {}: {e}", path.display()), e)
-        })?;
-        let mut reader = response.into_reader().take(limit + 1);
+        };
+        let mut out = if from > 0 {
+            std::fs::OpenOptions::new().append(true).open(path).map_err(create)?
+        } else {
+            std::fs::File::create(path).map_err(create)?
+        };
+        let total = announced.map(|size| from + size);
+        let progress = indicatif::ProgressBar::new(total.unwrap_or(0));
+        progress.set_position(from);
+        let mut reader = response.into_reader().take(limit + 1 - from);
         let mut buffer = vec![0u8; 1 << 16];
-        let mut written = 0u64;
+        let mut written = from;
+        let stopped = |written: u64, why: String| {
+            let of = total.map_or(String::new(), |t| format!(" of {t}"));
+            network(format!(
+                "{what}: the download stopped after {written}{of} bytes: {why}; run the command again to resume it (the part is kept as {})",
+                path.display()
+            ))
+        };
         loop {
             let n = match reader.read(&mut buffer) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    let _ = std::fs::remove_file(path);
-                    return Err(network(format!("{what}: the download stopped after {written} bytes: {e}")));
+                    let _ = out.sync_all();
+                    return Err(stopped(written, e.to_string()));
                 }
             };
             written += n as u64;
@@ -307,15 +372,13 @@ impl Client {
             progress.inc(n as u64);
         }
         progress.finish_and_clear();
-        if announced.is_some_and(|size| size != written) {
-            let _ = std::fs::remove_file(path);
-            return Err(network(format!(
-                "{what}: the server announced {} bytes but sent {written}",
-                announced.unwrap_or_default()
-            )));
+        out.sync_all().map_err(|e| {
+            Error::caused_by(ErrorKind::MissingFile, format!("{what}: write {}: {e}", path.display()), e)
+        })?;
+        match total {
+            Some(total) if written < total => Err(stopped(written, "the server closed the connection".into())),
+            _ => Ok(()),
         }
-        out.sync_all()
-            .map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("{what}: write {}: {e}", path.display()), e))
     }
 
     /// A dataset repo's commit at `revision` and its file names
@@ -350,6 +413,18 @@ impl Client {
             )));
         }
         Ok((info.sha, info.siblings.into_iter().map(|s| s.rfilename).collect()))
+    }
+}
+
+/// A response's bytes and where they start in the file.
+struct Body {
+    response: ureq::Response,
+    from: u64,
+}
+
+impl From<ureq::Response> for Body {
+    fn from(response: ureq::Response) -> Self {
+        Body { response, from: 0 }
     }
 }
 

@@ -452,17 +452,37 @@ fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) 
     Ok(())
 }
 
-/// A dataset download: the commit the revision resolved to, and each downloaded repo file
-/// with its path in the local hub cache.
+/// A dataset repo's files as `fetch` found them: the commit the revision resolved to, the
+/// snapshot folder of the hub cache holding that commit's files, and each chosen repo file
+/// with its path there.
 pub struct DatasetFiles {
     pub commit: String,
-    /// Files in the repo at that commit.
+    pub snapshot: PathBuf,
+    /// Files in the repo at that commit (offline: in the cache's snapshot of it).
     pub listed: usize,
     pub files: Vec<(String, PathBuf)>,
+    /// How many of them were downloaded now (the others were in the cache).
+    pub downloaded: usize,
 }
 
-/// Downloads the files of a dataset repo at `revision` that `select` picks from the repo's
-/// file list (through the hub cache, so a second fetch downloads nothing).
+/// The cache's snapshot of the dataset `repo` at `revision` (a commit, or a branch or tag its
+/// `refs/` names), with its commit, if the cache has one.
+pub fn cached_dataset(cache_dir: &Path, repo: &str, revision: &str) -> Option<(PathBuf, String)> {
+    let folder = cache_dir.join(Repo::with_revision(repo.to_string(), RepoType::Dataset, "main".into()).folder_name());
+    let commit = if is_commit_hash(revision) {
+        revision.to_string()
+    } else {
+        check_repo_path(revision).ok()?;
+        std::fs::read_to_string(folder.join("refs").join(revision)).ok()?.trim().to_string()
+    };
+    let snapshot = folder.join("snapshots").join(&commit);
+    (is_commit_hash(&commit) && snapshot.is_dir()).then_some((snapshot, commit))
+}
+
+/// The files of a dataset repo at `revision` that `select` picks from the repo's file list,
+/// in the hub cache: downloaded where the cache lacks them (a part left by a download that
+/// stopped is resumed), or, offline (`HF_HUB_OFFLINE`), found in the cache's snapshot of the
+/// revision, whose files then stand for the repo's list.
 pub fn fetch_dataset(
     repo: &str,
     revision: &str,
@@ -470,42 +490,95 @@ pub fn fetch_dataset(
     select: &dyn Fn(&[String]) -> Vec<String>,
 ) -> Result<DatasetFiles> {
     if settings.offline {
-        return Err(Error::new(
-            ErrorKind::MissingFile,
-            format!("download the dataset {repo}: HF_HUB_OFFLINE is set, so nothing is downloaded"),
-        ));
+        return cached_dataset_files(repo, revision, settings, select);
     }
     let client = client(settings)?;
     let (commit, names) = client.dataset_info(repo, revision).map_err(|e| with_hint(e, settings, ""))?;
     let folder = Repo::with_revision(repo.to_string(), RepoType::Dataset, commit.clone()).folder_name();
     let snapshot = settings.cache_dir.join(&folder).join("snapshots").join(&commit);
-    let wanted = select(&names);
-    let files = wanted
-        .iter()
+    let mut downloaded = 0;
+    let files = select(&names)
+        .into_iter()
         .map(|name| {
-            check_repo_path(name).map_err(|e| {
+            check_repo_path(&name).map_err(|e| {
                 Error::new(ErrorKind::MissingFile, format!("download the dataset {repo}: the hub lists a file {e}"))
             })?;
-            // A file of this commit already in the cache is not downloaded again.
-            let path = match snapshot.join(name) {
+            // A file of this commit already in the cache is not downloaded again; the others
+            // are asked for at the commit, so a branch that moves meanwhile changes nothing.
+            let path = match snapshot.join(&name) {
                 path if path.is_file() => path,
                 _ => {
-                    let (path, at) = client
-                        .download(&settings.cache_dir, &folder, "datasets/", (repo, revision), name)
+                    downloaded += 1;
+                    let (path, _) = client
+                        .download(&settings.cache_dir, &folder, "datasets/", (repo, &commit), &name)
                         .map_err(|e| with_hint(e, settings, ""))?;
-                    if at != commit {
-                        return Err(Error::new(
-                            ErrorKind::MissingFile,
-                            format!("download {name} of the dataset {repo}@{revision}: the repo moved from {commit} to {at} during the download; fetch again"),
-                        ));
-                    }
                     path
                 }
             };
-            Ok((name.clone(), path))
+            Ok((name, path))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(DatasetFiles { commit, listed: names.len(), files })
+    if revision != commit {
+        let reference = settings.cache_dir.join(&folder).join("refs").join(revision);
+        let written = reference
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|_| std::fs::write(&reference, &commit));
+        written.map_err(|e| {
+            Error::caused_by(
+                ErrorKind::MissingFile,
+                format!("download the dataset {repo}: write {}: {e}", reference.display()),
+                e,
+            )
+        })?;
+    }
+    std::fs::create_dir_all(&snapshot).map_err(|e| {
+        Error::caused_by(
+            ErrorKind::MissingFile,
+            format!("download the dataset {repo}: create {}: {e}", snapshot.display()),
+            e,
+        )
+    })?;
+    Ok(DatasetFiles { commit, snapshot, listed: names.len(), files, downloaded })
+}
+
+/// [`fetch_dataset`] offline: the cache's snapshot of the revision, its files the list.
+fn cached_dataset_files(
+    repo: &str,
+    revision: &str,
+    settings: &HubSettings,
+    select: &dyn Fn(&[String]) -> Vec<String>,
+) -> Result<DatasetFiles> {
+    let Some((snapshot, commit)) = cached_dataset(&settings.cache_dir, repo, revision) else {
+        return Err(Error::new(
+            ErrorKind::MissingFile,
+            format!(
+                "find the dataset {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded; run `benchctl fetch` for it on a machine online and copy its hub cache here (docs/models.md, \"Offline machines\")",
+                settings.cache_dir.display()
+            ),
+        ));
+    };
+    let mut names = Vec::new();
+    files_below(&snapshot, "", &mut names);
+    names.sort();
+    let files =
+        select(&names).into_iter().map(|name| (snapshot.join(&name), name)).map(|(path, name)| (name, path)).collect();
+    Ok(DatasetFiles { commit, snapshot, listed: names.len(), files, downloaded: 0 })
+}
+
+/// The files below `dir` (links followed to files, as a snapshot's are), `/`-joined names
+/// after `prefix`.
+fn files_below(dir: &Path, prefix: &str, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = format!("{prefix}{}", entry.file_name().to_string_lossy());
+        let path = entry.path();
+        if path.is_file() {
+            out.push(name);
+        } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            files_below(&path, &format!("{name}/"), out);
+        }
+    }
 }
 
 fn client(settings: &HubSettings) -> Result<Client> {

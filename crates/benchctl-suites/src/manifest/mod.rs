@@ -32,6 +32,7 @@ use std::sync::Arc;
 use benchctl_scoring::metrics::{Summary, Ties};
 use toml::Spanned;
 
+use crate::hub::HubSource;
 use crate::{Error, ErrorKind, Result, SuiteInfo, SuiteKind};
 use item::ItemSpec;
 use raw::RawManifest;
@@ -81,6 +82,8 @@ pub struct Manifest {
     how_to_get: String,
     expected_items: Option<usize>,
     official_ties: Ties,
+    /// The dataset repo its files come from (`[hub]`).
+    hub: Option<HubSource>,
 }
 
 /// A value with the manifest key and line it came from, for messages.
@@ -179,11 +182,19 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     let files_tag = sources.tag.as_deref().map(|tag| (tag, sources.tag_span.clone().map_or(1, |s| cx.line(s))));
     let item = ItemSpec::parse(&raw.item, files_tag, &cx)?;
     let metrics = metrics::Metrics::parse(&raw.metrics, &item.tag_names(), &cx)?;
-    let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| {
-        format!(
+    let hub = raw.hub.as_ref().map(|h| hub_source(h, &sources, &cx)).transpose()?;
+    let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| match &hub {
+        Some(hub) => format!(
+            "run `benchctl fetch --suite {}`: it downloads {} of the dataset {} from the Hugging Face hub into the hub cache, where the suite is then read{}",
+            id,
+            hub.files.join(", "),
+            hub.repo,
+            if hub.gated { " (the repo is gated: accept its terms on huggingface.co and set HF_TOKEN)" } else { "" }
+        ),
+        None => format!(
             "place {} and its images in this directory, as the manifest {origin} describes",
             sources.patterns.join(", ")
-        )
+        ),
     });
     Ok(Manifest {
         id,
@@ -202,7 +213,47 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         how_to_get,
         expected_items: raw.expected_items,
         official_ties: metrics.official_ties,
+        hub,
     })
+}
+
+/// `[hub]`: a repo id as the hub writes them, a revision that is a path inside the repo's
+/// refs (default `main`), and the files (default: the source's patterns).
+fn hub_source(raw: &raw::RawHub, sources: &Sources, cx: &Context<'_>) -> Result<HubSource> {
+    let repo = raw.repo.get_ref();
+    if !crate::hub::is_repo_id(repo) {
+        let what = format!("{repo:?} is not a hub repo id (ORG/NAME: letters, digits, `-`, `_`, `.`)");
+        return Err(cx.bad("hub.repo", cx.line(raw.repo.span()), what));
+    }
+    let revision = match &raw.revision {
+        Some(r) => {
+            let bad = r.get_ref().is_empty()
+                || r.get_ref().split('/').any(|p| p.is_empty() || p == "." || p == "..")
+                || r.get_ref().contains(['\\', '\0', ' ']);
+            if bad {
+                let what = format!("{:?} is not a branch, tag or commit", r.get_ref());
+                return Err(cx.bad("hub.revision", cx.line(r.span()), what));
+            }
+            r.get_ref().clone()
+        }
+        None => "main".to_string(),
+    };
+    let files = match &raw.files {
+        Some(files) if files.get_ref().is_empty() => {
+            return Err(cx.bad("hub.files", cx.line(files.span()), "lists no file".into()))
+        }
+        Some(files) => {
+            for f in files.get_ref() {
+                if f.get_ref().is_empty() || f.get_ref().starts_with('/') || f.get_ref().split('/').any(|p| p == "..") {
+                    let what = format!("{:?} is not a file name or pattern inside the repo", f.get_ref());
+                    return Err(cx.bad("hub.files", cx.line(f.span()), what));
+                }
+            }
+            files.get_ref().iter().map(|f| f.get_ref().clone()).collect()
+        }
+        None => sources.patterns.clone(),
+    };
+    Ok(HubSource { repo: repo.clone(), revision, files, gated: raw.gated })
 }
 
 /// `id`: letters, digits, `-`, `_` or `.`, not a built-in suite's, and (for a file) not a
@@ -323,6 +374,11 @@ impl Manifest {
     /// Whether its annotation files can hold images (parquet and Arrow cells).
     pub fn reads_cells(&self) -> bool {
         matches!(self.format, Format::Parquet | Format::Arrow)
+    }
+
+    /// The dataset repo its files come from, when the manifest has a `[hub]` section.
+    pub fn hub(&self) -> Option<&HubSource> {
+        self.hub.as_ref()
     }
 
     /// How the suite's items are summarised.

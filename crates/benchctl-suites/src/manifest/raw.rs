@@ -19,9 +19,24 @@ pub(super) struct RawManifest {
     #[serde(default)]
     #[allow(dead_code)]
     pub(super) card: Option<String>,
+    /// The dataset repo on the Hugging Face hub the files come from.
+    #[serde(default)]
+    pub(super) hub: Option<RawHub>,
     pub(super) source: RawSource,
     pub(super) item: RawItem,
     pub(super) metrics: RawMetrics,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHub {
+    pub(super) repo: Spanned<String>,
+    #[serde(default)]
+    pub(super) revision: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) files: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub(super) gated: bool,
 }
 
 #[derive(Deserialize)]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::manifest_error;
 use super::raw::RawSource;
+use crate::pattern::matches;
 use crate::{paths, Error, ErrorKind, Result};
 
 /// The annotation files a manifest reads.
@@ -196,39 +197,4 @@ pub(crate) fn source_names(files: &[PathBuf], data_dir: &Path) -> Vec<String> {
             below.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
         })
         .collect()
-}
-
-/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
-fn matches(pattern: &str, name: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if parts.len() == 1 {
-        return name == pattern;
-    }
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
-        return false;
-    }
-    let mut rest = &name[first.len()..name.len() - last.len()];
-    for middle in &parts[1..parts.len() - 1] {
-        match rest.find(middle) {
-            Some(at) => rest = &rest[at + middle.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::matches;
-
-    #[test]
-    fn stars_match_any_run_of_characters() {
-        assert!(matches("*.json", "swap_att.json"));
-        assert!(matches("swap_*.json", "swap_att.json"));
-        assert!(matches("a*b*c", "axxbyyc") && matches("a*b*c", "abc"));
-        assert!(!matches("*.json", "swap_att.jsonl"));
-        assert!(!matches("a*b*c", "acb") && !matches("ab*ba", "aba"));
-        assert!(matches("x.json", "x.json") && !matches("x.json", "y.json"));
-    }
 }

@@ -510,7 +510,7 @@ impl FileKeys {
             .unwrap_or(0);
         let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if let Some(root) = &self.inside {
-            if !absolute.starts_with(root.path()) {
+            if !root.holds(&absolute) {
                 return Err(std::io::Error::other(format!(
                     "it leads to {}, outside the data directory {} (through a symbolic link); pass --allow-outside-links to read it",
                     absolute.display(),

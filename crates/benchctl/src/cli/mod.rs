@@ -311,13 +311,23 @@ pub enum ScoreKindArg {
 #[derive(Debug, Clone, Args)]
 pub struct FetchArgs {
     /// The suite id (see `benchctl suites`).
-    #[arg(long)]
-    pub suite: String,
-    /// Where to put the data [default: datasets/SUITE].
+    #[arg(long, required_unless_present = "dataset", conflicts_with = "dataset")]
+    pub suite: Option<String>,
+    /// Any dataset repo of the Hugging Face hub, into the hub cache: ORG/NAME or
+    /// ORG/NAME@REVISION.
+    #[arg(long, value_name = "ORG/NAME[@REV]")]
+    pub dataset: Option<String>,
+    /// With --dataset: only the repo files matching this pattern (`*` stands for any run of
+    /// characters, `/` included); repeatable [default: every file].
+    #[arg(long, value_name = "PATTERN", requires = "dataset")]
+    pub include: Vec<String>,
+    /// Where to put the data [default: a bundled manifest's suite and --dataset stay in the
+    /// hub cache, where they are read; a built-in suite goes to datasets/SUITE].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// The dataset repo's branch, tag or commit [default: main]. Winoground's main branch has
-    /// the parquet release; earlier commits have examples.jsonl and images.zip.
+    /// The dataset repo's branch, tag or commit [default: the manifest's, else main].
+    /// Winoground's main branch has the parquet release; earlier commits have examples.jsonl
+    /// and images.zip.
     #[arg(long, value_name = "REV")]
     pub revision: Option<String>,
 }
@@ -603,9 +613,23 @@ impl From<&ReportArgs> for report::ReportPlan {
     }
 }
 
-impl From<&FetchArgs> for fetch::FetchPlan {
-    fn from(a: &FetchArgs) -> Self {
-        fetch::FetchPlan { suite: a.suite.clone(), data_dir: a.data_dir.clone(), revision: a.revision.clone() }
+impl FetchArgs {
+    pub fn plan(&self) -> Result<fetch::FetchPlan> {
+        let (target, named) = match (&self.suite, &self.dataset) {
+            (_, Some(id)) => fetch::FetchTarget::dataset(id, &self.include)?,
+            (Some(suite), None) => (fetch::FetchTarget::Suite(suite.clone()), None),
+            (None, None) => return Err(Error::new(ErrorKind::Usage, "use fetch: give --suite or --dataset")),
+        };
+        let revision = match (named, &self.revision) {
+            (Some(a), Some(b)) if &a != b => {
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    format!("use --dataset with --revision: the id names the revision {a}, --revision {b}"),
+                ))
+            }
+            (named, given) => named.or_else(|| given.clone()),
+        };
+        Ok(fetch::FetchPlan { target, data_dir: self.data_dir.clone(), revision })
     }
 }
 

@@ -5,7 +5,8 @@ use benchctl_suites::Suite;
 
 use crate::{cache, Error, ErrorKind, Result};
 
-/// SHA-256 (hex) of a suite's data as the run saw it: its manifest's text (a suite read
+/// SHA-256 (hex) of a suite's data as the run saw it: the hub repo and commit it came from
+/// (where known, [`benchctl_suites::hub::HubOrigin`]), its manifest's text (a suite read
 /// from one), the annotation files' names and bytes,
 /// then every item's id and image paths (relative to the data directory) in order. Images'
 /// bytes are not read (a 251K-item suite would take minutes); the embedding cache keys them
@@ -16,6 +17,14 @@ use crate::{cache, Error, ErrorKind, Result};
 pub fn fingerprint(suite: &Suite) -> Result<String> {
     use sha2::{Digest, Sha256};
     let mut hash = Sha256::new();
+    // Files of another commit of the same hub release are another release, even where they
+    // hash alike.
+    if let Some(origin) = benchctl_suites::hub::HubOrigin::of(&suite.data_dir) {
+        hash.update(b"hub");
+        hash.update(origin.repo.as_bytes());
+        hash.update([0]);
+        hash.update(origin.commit.as_bytes());
+    }
     // A manifest decides what the annotations mean: another manifest is other data.
     if let Some(manifest) = &suite.manifest {
         hash.update(b"manifest");

@@ -189,6 +189,10 @@ pub struct SuiteRecord {
     /// RoCOCO: the contrastive model a fusion or generative one re-ranked (`--shortlist-model`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shortlist: Option<String>,
+    /// The hub dataset repo and commit the data came from (a hub cache snapshot, or a data
+    /// directory `benchctl fetch` filled); part of the data fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<benchctl_suites::hub::HubOrigin>,
 }
 
 impl SuiteRecord {
@@ -204,6 +208,7 @@ impl SuiteRecord {
             caption_normalisation: None,
             manifest: suite.manifest.as_ref().and_then(|m| m.path.as_ref()).map(|p| p.display().to_string()),
             shortlist: None,
+            hub: benchctl_suites::hub::HubOrigin::of(&suite.data_dir),
         }
     }
 

@@ -126,6 +126,7 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
         caption_normalisation,
         manifest: None,
         shortlist: shortlist_id,
+        hub: None,
     };
     let data_fingerprint = fingerprint(&data, &plan.data_dir);
     // Retrieval metrics are over queries against shared galleries; no item bootstrap.
