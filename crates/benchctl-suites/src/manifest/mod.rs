@@ -47,6 +47,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("aro-vg-attribution.toml", include_str!("../../../../datasets/manifests/aro-vg-attribution.toml")),
     ("aro-vg-relation.toml", include_str!("../../../../datasets/manifests/aro-vg-relation.toml")),
     ("bivlc.toml", include_str!("../../../../datasets/manifests/bivlc.toml")),
+    ("colorswap.toml", include_str!("../../../../datasets/manifests/colorswap.toml")),
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
