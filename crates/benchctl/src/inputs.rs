@@ -60,6 +60,7 @@ impl<'s> SuiteInputs<'s> {
         };
         session.run.counts.unique_images = images.len();
         session.run.counts.unique_texts = texts.len();
+        check_question_form(session, suite, &texts)?;
         check_captions(session, &texts)?;
         let image_keys = Keys::from(image_keys(session, images)?);
         remember_file_keys(session);
@@ -147,6 +148,31 @@ pub(crate) fn check_captions(session: &mut Session, texts: &[&str]) -> Result<()
     let counts = &mut session.run.counts;
     (counts.captions_truncated, counts.text_context) =
         long_captions(&session.model, texts, session.plan.options.long_captions)?;
+    Ok(())
+}
+
+/// A suite of questions with answer options needs a model that answers questions (it is
+/// the log-probabilities of the options that are scored); any other suite's texts must not
+/// look like such questions, which a generative model would read as one.
+fn check_question_form(session: &Session, suite: &Suite, texts: &[&str]) -> Result<()> {
+    let asks = suite.summary.family.facts().asks_questions;
+    if asks && !session.model.answers_questions() {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "evaluate {} on {}: its items are questions with answer options, scored by a generative model's log-probability of each option; {} does not answer questions (use a VQAScore model: `benchctl models`, or --endpoint)",
+                session.model.record.id, suite.id, session.model.record.id
+            ),
+        ));
+    }
+    if !asks {
+        if let Some(text) = texts.iter().find(|t| t.contains(benchctl_scoring::metrics::answers::OPTION_SEPARATOR)) {
+            return Err(Error::new(
+                ErrorKind::Data,
+                format!("read the captions of {}: {text:?} holds the control character U+001F", suite.id),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -147,6 +147,15 @@ impl ResolvedModel {
         }
     }
 
+    /// Whether it answers questions: a generative model scored by the log-probability of an
+    /// answer (VQAScore, here or behind a server), which can score answer options.
+    pub fn answers_questions(&self) -> bool {
+        match &self.backend {
+            Backend::Local { head, .. } => *head == ScoreHead::Vqa,
+            Backend::Endpoint(_) => true,
+        }
+    }
+
     /// The scoring server, for a model behind one.
     pub fn endpoint(&self) -> Option<&EndpointModel> {
         match &self.backend {

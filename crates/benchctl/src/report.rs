@@ -269,7 +269,8 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
             .map(|p| if item.truth().is_match(p / item.text_count(), p % item.text_count()) { '1' } else { '0' })
             .collect();
         let per_metric: Vec<Value> = values.iter().map(|m| m.values[i].map_or(Value::Null, round)).collect();
-        let mut entry = json!({"texts": item.texts().collect::<Vec<_>>(), "images": images, "scores": matrix_json(&matrix), "truth": truth, "values": per_metric});
+        let texts: Vec<String> = item.texts().map(shown_text).collect();
+        let mut entry = json!({"texts": texts, "images": images, "scores": matrix_json(&matrix), "truth": truth, "values": per_metric});
         if let Some(m) = against_scores.as_mut().and_then(Iterator::next) {
             entry["against"] = matrix_json(&m);
         }
@@ -368,4 +369,13 @@ fn thumbnail(source: &benchctl_suites::ImageSource, path: &Path) -> Result<()> {
     small
         .save_with_format(path, image::ImageFormat::Jpeg)
         .map_err(|e| Error::results(format!("write {}: {e}", path.display())))
+}
+
+/// A text as the report shows it: a question with an answer option as the question and the
+/// option it scores.
+fn shown_text(text: &str) -> String {
+    match benchctl_scoring::metrics::answers::split_asked(text) {
+        Some((question, option)) => format!("{question} → {option}"),
+        None => text.to_string(),
+    }
 }

@@ -18,6 +18,8 @@
 pub mod endpoint;
 pub mod local;
 
+use benchctl_scoring::metrics::answers;
+
 use crate::{Error, ErrorKind, Result};
 
 /// `log P` of a probability of zero. `t2v_metrics` scores an answer whose top
@@ -65,13 +67,21 @@ impl Template {
         Self { question: question.into(), answer: answer.into() }
     }
 
-    /// The question about `caption`.
+    /// The question about `caption`. A text that is a question with an answer option (a
+    /// suite of [`benchctl_scoring::metrics::answers`]) is asked as written.
     pub fn question_for(&self, caption: &str) -> String {
+        if let Some((question, _)) = answers::split_asked(caption) {
+            return question.to_string();
+        }
         fill(&self.question, caption).map(|(text, _)| text).unwrap_or_default()
     }
 
-    /// The answer whose probability is scored, for `caption`.
+    /// The answer whose probability is scored, for `caption`: a question's answer option
+    /// where the text holds one.
     pub fn answer_for(&self, caption: &str) -> String {
+        if let Some((_, option)) = answers::split_asked(caption) {
+            return option.to_string();
+        }
         fill(&self.answer, caption).map(|(text, _)| text).unwrap_or_default()
     }
 
@@ -141,10 +151,16 @@ impl Reading {
 /// Reads `log P(answer)` from one token's top log-probabilities, `(token, logprob)` pairs, as
 /// `t2v_metrics`' API models do: a token equal to the answer once stripped of white space and
 /// lowercased gives it (the last such entry wins); failing that, one equal to the opposite
-/// ("no" for "yes", else "yes") gives `1 − P(opposite)`; failing both, probability 0.
+/// ("no" for "yes", else "yes"; between two answer options, "b" for "a" and "a" for "b") gives
+/// `1 − P(opposite)`; failing both, probability 0.
 pub fn read_top_logprobs<'t>(top: impl IntoIterator<Item = (&'t str, f64)>, answer: &str) -> Reading {
     let target = answer.trim().to_lowercase();
-    let opposite = if target == "yes" { "no" } else { "yes" };
+    let opposite = match target.as_str() {
+        "yes" => "no",
+        "a" => "b",
+        "b" => "a",
+        _ => "yes",
+    };
     let (mut answer_lp, mut opposite_lp) = (None, None);
     for (token, logprob) in top {
         let token = token.trim().to_lowercase();
@@ -193,5 +209,17 @@ mod tests {
         assert!((near_one + 1e-12).abs() < 1e-16, "{near_one}");
         let answer_no = read_top_logprobs([("yes", -0.5)], "No");
         assert_eq!(answer_no, Reading::Opposite(-0.5));
+        // Between two options, each is the other's opposite.
+        assert_eq!(read_top_logprobs([(" A", -0.2)], "B"), Reading::Opposite(-0.2));
+        assert_eq!(read_top_logprobs([("b", -0.7)], "A"), Reading::Opposite(-0.7));
+    }
+
+    #[test]
+    fn a_question_with_an_answer_option_is_asked_as_written() {
+        let asked = answers::asked("Is the cup red? Please answer Yes or No.", "No");
+        let t = Template::t2v_metrics();
+        assert_eq!(t.question_for(&asked), "Is the cup red? Please answer Yes or No.");
+        assert_eq!(t.answer_for(&asked), "No");
+        assert_eq!(t.answer_for("a dog"), "Yes");
     }
 }

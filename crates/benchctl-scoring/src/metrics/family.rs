@@ -25,6 +25,10 @@ pub struct FamilyFacts {
     /// Whether the family also reads each item's text–text similarities
     /// ([`ScoreTensor::text_scores`]).
     pub compares_texts: bool,
+    /// Whether its items' texts are questions with an answer option each, scored by a
+    /// generative model's log-probability of the option ([`super::answers`]): other models
+    /// cannot score them.
+    pub asks_questions: bool,
 }
 
 impl FamilyFacts {
@@ -38,6 +42,7 @@ impl FamilyFacts {
             lower_is_better: &[],
             takes_first_of_ties: false,
             compares_texts: false,
+            asks_questions: false,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! A suite names its [`MetricFamily`]; [`evaluate`] turns the scores of its items into a
 //! [`Report`] with the headline metrics and one breakdown per tag key.
 
+pub mod answers;
 pub mod bidirectional;
 pub mod choice;
 mod clusters;
@@ -25,8 +26,15 @@ pub use summary::{AllOf, GroupFilter, SubsetAverage, Summary};
 
 /// Every metric family an item suite can name, each declared in its own module: a new family
 /// is its file and one line here.
-pub const FAMILIES: &[MetricFamily] =
-    &[group::FAMILY, pairwise::FAMILY, choice::FAMILY, equivariance::FAMILY, positives::FAMILY, bidirectional::FAMILY];
+pub const FAMILIES: &[MetricFamily] = &[
+    group::FAMILY,
+    pairwise::FAMILY,
+    choice::FAMILY,
+    equivariance::FAMILY,
+    positives::FAMILY,
+    bidirectional::FAMILY,
+    answers::FAMILY,
+];
 
 impl MetricFamily {
     /// The family a manifest names by `id`.

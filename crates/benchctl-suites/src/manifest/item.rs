@@ -9,6 +9,7 @@ use toml::Spanned;
 
 use serde_json::Value;
 
+use super::answers::AnswerSpec;
 use super::cells::Blobs;
 use super::raw::{RawIndex, RawItem, RawTag, RawTruth};
 use super::template::{self, Record, Template};
@@ -38,9 +39,16 @@ pub(super) struct ItemSpec {
     pub image_dir: String,
     images: Candidates,
     crop: Option<[Keyed<Template>; 4]>,
-    texts: Candidates,
-    truth: Keyed<TruthSpec>,
+    texts: Texts,
     tags: Vec<(String, Keyed<Template>, Option<String>)>,
+}
+
+/// An item's texts and truth: candidate texts with the truth of `item.truth`, or questions
+/// with answer options (`[item.answers]`), which give both.
+#[derive(Debug)]
+enum Texts {
+    Candidates { texts: Candidates, truth: Keyed<TruthSpec> },
+    Answers(AnswerSpec),
 }
 
 #[derive(Debug)]
@@ -69,7 +77,7 @@ impl ItemSpec {
     /// `[item]` checked; `files_tag` is the tag `source.files` gives each file's stem.
     pub fn parse(item: &RawItem, files_tag: Option<(&str, usize)>, cx: &Context<'_>) -> Result<Self> {
         let images = candidates(&item.images, &item.images_list, "images", cx)?;
-        let texts = candidates(&item.texts, &item.texts_list, "texts", cx)?;
+        let texts = texts(item, cx)?;
         let crop = match &item.crop {
             Some(c) => Some([
                 cx.template("item.crop.left", &c.left)?,
@@ -79,8 +87,6 @@ impl ItemSpec {
             ]),
             None => None,
         };
-        let truth_line = cx.line(item.truth.span());
-        let truth = truth(item.truth.get_ref(), truth_line, cx)?;
         let mut tags = Vec::new();
         for (name, spec) in &item.tags {
             let key = format!("item.tags.{name}");
@@ -115,8 +121,12 @@ impl ItemSpec {
             }
             _ => String::new(),
         };
-        let truth = Keyed { value: truth, key: "item.truth".into(), line: truth_line };
-        Ok(ItemSpec { id, image_dir, images, crop, texts, truth, tags })
+        Ok(ItemSpec { id, image_dir, images, crop, texts, tags })
+    }
+
+    /// Whether its texts are questions with answer options (`[item.answers]`).
+    pub fn asks_questions(&self) -> bool {
+        matches!(self.texts, Texts::Answers(_))
     }
 
     /// The tag names every item carries.
@@ -140,7 +150,6 @@ impl ItemSpec {
             Some(template) => render(template)?,
             None => default_id(),
         };
-        let texts = self.candidates(&self.texts, record, &fail)?;
         let candidates = self.image_candidates(record, images_from.blobs, &fail)?;
         let crop = match &self.crop {
             Some(fields) => Some(crop(fields, record, &fail)?),
@@ -166,7 +175,14 @@ impl ItemSpec {
                 }))),
             })
             .collect::<Result<Vec<_>>>()?;
-        let truth = self.truth_of(record, images.len(), texts.len(), &fail)?;
+        let (texts, truth) = match &self.texts {
+            Texts::Candidates { texts, truth } => {
+                let texts = self.candidates(texts, record, &fail)?;
+                let truth = truth_of(truth, record, images.len(), texts.len(), &fail)?;
+                (texts, truth)
+            }
+            Texts::Answers(spec) => spec.texts_and_truth(record, images.len(), &fail)?,
+        };
         let mut tags = Vec::new();
         for (name, template, split) in &self.tags {
             let value = render(template)?;
@@ -180,60 +196,62 @@ impl ItemSpec {
         }
         Ok(Item { id, images, texts, truth, tags: tag_sets.intern(tags) })
     }
+}
 
-    /// The truth of an item of `k` images and `l` texts.
-    fn truth_of(
-        &self,
-        record: &Record<'_>,
-        k: usize,
-        l: usize,
-        fail: &dyn Fn(String, String) -> Error,
-    ) -> Result<Truth> {
-        let truth_at = || self.truth.named();
-        let index_of = |spec: &IndexSpec, bound: usize, what: &str| -> Result<usize> {
-            let i = match spec {
-                IndexSpec::Fixed(i) => *i,
-                IndexSpec::From(t) => {
-                    let text = t.render(record).map_err(|e| fail(truth_at(), e.to_string()))?;
-                    text.trim()
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|x| x.fract() == 0.0 && *x >= 0.0)
-                        .map(|x| x as usize)
-                        .ok_or_else(|| fail(truth_at(), format!("the {what} index {text:?} is not a whole number")))?
-                }
-            };
-            if i >= bound {
-                return Err(fail(truth_at(), format!("{what} {i} of an item with {bound} {what}(s)")));
+/// The truth of an item of `k` images and `l` texts.
+fn truth_of(
+    truth: &Keyed<TruthSpec>,
+    record: &Record<'_>,
+    k: usize,
+    l: usize,
+    fail: &dyn Fn(String, String) -> Error,
+) -> Result<Truth> {
+    let truth_at = || truth.named();
+    let index_of = |spec: &IndexSpec, bound: usize, what: &str| -> Result<usize> {
+        let i = match spec {
+            IndexSpec::Fixed(i) => *i,
+            IndexSpec::From(t) => {
+                let text = t.render(record).map_err(|e| fail(truth_at(), e.to_string()))?;
+                text.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.fract() == 0.0 && *x >= 0.0)
+                    .map(|x| x as usize)
+                    .ok_or_else(|| fail(truth_at(), format!("the {what} index {text:?} is not a whole number")))?
             }
-            Ok(i)
         };
-        let mut matches = vec![false; k * l];
-        match &self.truth.value {
-            TruthSpec::Diagonal if k == l => (0..k).for_each(|i| matches[i * l + i] = true),
-            TruthSpec::Diagonal => {
-                return Err(fail(truth_at(), format!("`diagonal` needs as many images as texts, got {k}×{l}")))
-            }
-            TruthSpec::Text(spec) => {
-                let t = index_of(spec, l, "text")?;
-                (0..k).for_each(|i| matches[i * l + t] = true);
-            }
-            TruthSpec::Image(spec) => {
-                let i = index_of(spec, k, "image")?;
-                (0..l).for_each(|t| matches[i * l + t] = true);
-            }
-            TruthSpec::Pairs(pairs) => {
-                for &(i, t) in pairs {
-                    if i >= k || t >= l {
-                        return Err(fail(truth_at(), format!("pair ({i}, {t}) is outside an item of {k}×{l}")));
-                    }
-                    matches[i * l + t] = true;
+        if i >= bound {
+            return Err(fail(truth_at(), format!("{what} {i} of an item with {bound} {what}(s)")));
+        }
+        Ok(i)
+    };
+    let mut matches = vec![false; k * l];
+    match &truth.value {
+        TruthSpec::Diagonal if k == l => (0..k).for_each(|i| matches[i * l + i] = true),
+        TruthSpec::Diagonal => {
+            return Err(fail(truth_at(), format!("`diagonal` needs as many images as texts, got {k}×{l}")))
+        }
+        TruthSpec::Text(spec) => {
+            let t = index_of(spec, l, "text")?;
+            (0..k).for_each(|i| matches[i * l + t] = true);
+        }
+        TruthSpec::Image(spec) => {
+            let i = index_of(spec, k, "image")?;
+            (0..l).for_each(|t| matches[i * l + t] = true);
+        }
+        TruthSpec::Pairs(pairs) => {
+            for &(i, t) in pairs {
+                if i >= k || t >= l {
+                    return Err(fail(truth_at(), format!("pair ({i}, {t}) is outside an item of {k}×{l}")));
                 }
+                matches[i * l + t] = true;
             }
         }
-        Truth::new(k, l, matches).map_err(|e| fail(truth_at(), e.to_string()))
     }
+    Truth::new(k, l, matches).map_err(|e| fail(truth_at(), e.to_string()))
+}
 
+impl ItemSpec {
     /// The candidate images: a template that is one field holding image bytes (a binary cell,
     /// or the `datasets` Image struct `{bytes, path}`) gives those bytes, any other template
     /// a path; a list field's elements likewise.
@@ -381,6 +399,32 @@ fn candidates(
         (None, None) => Err(Error::new(
             ErrorKind::Manifest,
             format!("read manifest {}: `[item]` needs `{what}` (templates) or `{what}_list` (a list field)", cx.origin),
+        )),
+    }
+}
+
+/// `item.texts` (or `item.texts_list`) with `item.truth`, or `[item.answers]` alone.
+fn texts(item: &RawItem, cx: &Context<'_>) -> Result<Texts> {
+    match (&item.answers, &item.truth) {
+        (Some(answers), None) if item.texts.is_none() && item.texts_list.is_none() => {
+            Ok(Texts::Answers(AnswerSpec::parse(answers, cx)?))
+        }
+        (Some(_), _) => Err(Error::new(
+            ErrorKind::Manifest,
+            format!(
+                "read manifest {}: `[item.answers]` gives the texts and the truth: drop `item.texts`, `item.texts_list` and `item.truth`",
+                cx.origin
+            ),
+        )),
+        (None, Some(raw)) => {
+            let texts = candidates(&item.texts, &item.texts_list, "texts", cx)?;
+            let line = cx.line(raw.span());
+            let value = truth(raw.get_ref(), line, cx)?;
+            Ok(Texts::Candidates { texts, truth: Keyed { value, key: "item.truth".into(), line } })
+        }
+        (None, None) => Err(Error::new(
+            ErrorKind::Manifest,
+            format!("read manifest {}: `[item]` needs `truth` (which candidates match), or `[item.answers]`", cx.origin),
         )),
     }
 }

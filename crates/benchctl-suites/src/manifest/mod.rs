@@ -11,6 +11,7 @@
 //! Every problem in a manifest is an error that names its key and line; every problem in the
 //! annotations names the file, the record, and the manifest key that read it.
 
+mod answers;
 mod arrow;
 mod cells;
 mod item;
@@ -50,6 +51,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("colorswap.toml", include_str!("../../../../datasets/manifests/colorswap.toml")),
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
+    ("naturalbench.toml", include_str!("../../../../datasets/manifests/naturalbench.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
     ("sugarcrepe-pp.toml", include_str!("../../../../datasets/manifests/sugarcrepe-pp.toml")),
     ("whatsup-coco-spatial.toml", include_str!("../../../../datasets/manifests/whatsup-coco-spatial.toml")),
@@ -183,6 +185,18 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     let files_tag = sources.tag.as_deref().map(|tag| (tag, sources.tag_span.clone().map_or(1, |s| cx.line(s))));
     let item = ItemSpec::parse(&raw.item, files_tag, &cx)?;
     let metrics = metrics::Metrics::parse(&raw.metrics, &item.tag_names(), &cx)?;
+    // Answer options are scored by the family that reads them, and only by it.
+    if metrics.summary.family.facts().asks_questions != item.asks_questions() {
+        let family = metrics.summary.family.facts().id;
+        let what = if item.asks_questions() {
+            format!(
+                "`{family}` scores candidate texts; the items of `[item.answers]` are scored by the `answers` family"
+            )
+        } else {
+            format!("`{family}` scores questions with answer options: give them in `[item.answers]`")
+        };
+        return Err(cx.bad("metrics.family", cx.line(raw.metrics.family.span()), what));
+    }
     let hub = raw.hub.as_ref().map(|h| hub_source(h, &sources, &cx)).transpose()?;
     let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| match &hub {
         Some(hub) => format!(

@@ -79,7 +79,12 @@ pub(super) struct RawItem {
     pub(super) texts: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub(super) texts_list: Option<Spanned<String>>,
-    pub(super) truth: Spanned<RawTruth>,
+    /// Which candidates match (not with `answers`).
+    #[serde(default)]
+    pub(super) truth: Option<Spanned<RawTruth>>,
+    /// Questions with answer options, instead of `texts` and `truth`.
+    #[serde(default)]
+    pub(super) answers: Option<super::answers::RawAnswers>,
     #[serde(default)]
     pub(super) tags: BTreeMap<String, Spanned<RawTag>>,
 }

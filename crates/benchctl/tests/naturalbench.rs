@@ -1,0 +1,156 @@
+//! NaturalBench's VQA form end to end (`scripts/fixtures/gen_naturalbench_fixture.py`): the
+//! tiny Gemma 3 run here against transformers on every (image, question, option), a loopback
+//! server playing an OpenAI-compatible one, each option's log-probability stored in the dump,
+//! the metrics against the official `get_scores`, and a contrastive model refused.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use benchctl::results::read_scores;
+use benchctl_testkit::http::{reply, Request, Server};
+use common::{benchctl, dump_path, scratch_dir, stderr, stored_run};
+
+fn fixture() -> PathBuf {
+    benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures/naturalbench")
+}
+
+fn json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture().join(name)).unwrap()).unwrap()
+}
+
+/// `eval` of `model` (extra arguments first) on the fixture, with a fresh cache.
+fn eval(model: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let (data, results) = (fixture(), scratch_dir("naturalbench-results"));
+    let mut args = vec!["eval"];
+    args.extend_from_slice(model);
+    args.extend(["--suite", "naturalbench", "--data-dir", data.to_str().unwrap()]);
+    args.extend(["--results-dir", results.to_str().unwrap()]);
+    benchctl(&args, env)
+}
+
+/// The stored per-cell log-probabilities, `[item][image][text]`, against `expected` (the
+/// fixture's layout): the largest difference.
+fn worst_difference(run_path: &std::path::Path, run: &serde_json::Value, expected: &serde_json::Value) -> f64 {
+    let stored = read_scores(&dump_path(run_path, run)).unwrap();
+    assert_eq!(stored.len(), expected.as_array().unwrap().len());
+    let mut worst = 0f64;
+    for (r, (id, matrix)) in stored.iter().enumerate() {
+        assert_eq!(id, &r.to_string());
+        for (k, row) in matrix.iter().enumerate() {
+            assert_eq!(row.len(), 4, "each question with each of its two options");
+            for (l, &score) in row.iter().enumerate() {
+                worst = worst.max((f64::from(score) - expected[r][k][l].as_f64().unwrap()).abs());
+            }
+        }
+    }
+    worst
+}
+
+/// Q-Acc, I-Acc, Acc and G-Acc of a run against the official `get_scores` (fractions).
+fn assert_official(run: &serde_json::Value, official: &serde_json::Value) {
+    let metrics = &run["report"]["metrics"];
+    for (ours, theirs) in [("q_acc", "Q_Acc"), ("i_acc", "I_Acc"), ("acc", "Acc"), ("g_acc", "G_Acc")] {
+        let (got, want) = (metrics[ours].as_f64().unwrap(), 100.0 * official[theirs].as_f64().unwrap());
+        assert!((got - want).abs() < 1e-9, "{ours}: {got} against the official {want}");
+    }
+}
+
+/// The tiny Gemma 3 scores each option as transformers does (log-softmax at the option's
+/// token after the official prompt), and the options those choose score as `get_scores`
+/// scores them.
+#[test]
+fn a_local_generative_model_answers_as_transformers_does() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let cache = scratch_dir("naturalbench-cache");
+    let out = eval(&["--model-path", model.to_str().unwrap()], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+    let (run_path, run) = stored_run(&out);
+    let reference = json("gemma3.json");
+    let worst = worst_difference(&run_path, &run, &reference["scores"]);
+    assert!(worst <= 1e-4, "stored log P(option) vs transformers: {worst:e}");
+    // The choices are the reference's wherever its options are further apart than that.
+    let scores = reference["scores"].as_array().unwrap();
+    let closest = scores
+        .iter()
+        .flat_map(|row| row.as_array().unwrap().iter())
+        .flat_map(|cells| {
+            let c: Vec<f64> = cells.as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+            [(c[0] - c[1]).abs(), (c[2] - c[3]).abs()]
+        })
+        .fold(f64::INFINITY, f64::min);
+    assert!(closest > 1e-3, "the fixture's options are {closest:e} apart somewhere: choose another seed");
+    assert_official(&run, &reference["official"]);
+    assert_eq!(run["counts"]["pairs_scored"], 96, "12 items × 2 images × 4 (question, option) texts");
+}
+
+/// A server answering each request with the fixture's log-probabilities of the two options
+/// (found by the question and the image it was sent): each is stored as sent, and the
+/// metrics are the official ones of the options they choose.
+#[test]
+fn a_scoring_server_answers_each_option() {
+    let suite = benchctl_suites::find("naturalbench").unwrap().load(&fixture()).unwrap();
+    let table = json("scores.json");
+    // (prompt, image data URI) → (item, image, question).
+    let mut cells: HashMap<(String, String), (usize, usize, usize)> = HashMap::new();
+    for (r, item) in suite.items.iter().enumerate() {
+        for k in 0..2 {
+            let benchctl_suites::ImageSource::Embedded(image) = item.image(k) else { panic!("images inside") };
+            let uri = format!("data:image/png;base64,{}", STANDARD.encode(&image.bytes[..]));
+            for q in 0..2 {
+                let (prompt, _) = benchctl_scoring::metrics::answers::split_asked(item.text(2 * q)).unwrap();
+                cells.insert((prompt.to_string(), uri.clone()), (r, k, q));
+            }
+        }
+    }
+    let (cells, table) = (Arc::new(cells), Arc::new(table));
+    let server = Server::start(move |request: &Request| {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        let content = body["messages"][0]["content"].as_array().unwrap();
+        let part = |kind: &str| content.iter().find(|c| c["type"] == kind).unwrap().clone();
+        let (prompt, uri) = (
+            part("text")["text"].as_str().unwrap().to_string(),
+            part("image_url")["image_url"]["url"].as_str().unwrap().to_string(),
+        );
+        let Some(&(r, k, q)) = cells.get(&(prompt, uri)) else {
+            return (reply("400 Bad Request", &[], b"{\"error\": \"unknown question or image\"}"), Duration::ZERO);
+        };
+        let (first, second) = (table[r][k][2 * q].as_f64().unwrap(), table[r][k][2 * q + 1].as_f64().unwrap());
+        let options = if r % 3 == 0 { ("A", "B") } else { ("Yes", "No") };
+        let top = serde_json::json!([{"token": options.0, "logprob": first}, {"token": options.1, "logprob": second}]);
+        let answer = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": options.0}, "finish_reason": "length",
+                "logprobs": {"content": [{"token": options.0, "logprob": first, "top_logprobs": top}]}}],
+        });
+        (reply("200 OK", &[("Content-Type", "application/json".into())], answer.to_string().as_bytes()), Duration::ZERO)
+    })
+    .unwrap();
+    let url = format!("{}/v1", server.url());
+    let cache = scratch_dir("naturalbench-server-cache");
+    let out = eval(&["--endpoint", &url, "--served-model", "tiny-vlm"], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+    let (run_path, run) = stored_run(&out);
+    let worst = worst_difference(&run_path, &run, &json("scores.json"));
+    assert!(worst <= 1e-6, "stored log P(option) vs the server's: {worst:e}");
+    assert_official(&run, &json("official.json")["scores"]);
+    // The prompt went as the official code writes it, the option never inside it.
+    let sent: Vec<String> = server
+        .seen()
+        .iter()
+        .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["messages"][0]["content"].to_string())
+        .collect();
+    assert!(sent.iter().all(|s| !s.contains('\u{1f}')) && sent.len() == 96, "{}", sent.len());
+}
+
+/// A contrastive model cannot score answer options: refused before any work, naming why.
+#[test]
+fn a_contrastive_model_is_refused() {
+    let out = eval(&["--model-path", &common::tiny_model()], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("questions with answer options") && said.contains("VQAScore"), "{said}");
+}
