@@ -22,7 +22,7 @@
 //! `i_acc` (I-Acc) and `acc` (Acc, every answer).
 
 use super::{Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
-use crate::{Error, Result, ScoreTensor, Truth};
+use crate::{Result, ScoreTensor, Truth};
 
 /// What separates a question from its answer option in the text a loader makes of the pair
 /// ([`asked`]): the ASCII unit separator, which no caption or question holds (loaders refuse it
@@ -85,7 +85,9 @@ impl Family for Answers {
             .enumerate()
             .map(|(i, item)| {
                 let matrix = scores.item(i);
-                let layout = Layout::of(item.truth).map_err(|why| Error::new(format!("score item {i}: {why}")))?;
+                // An item of another shape (one a manifest's `[item.answers]` never makes)
+                // has none of these metrics.
+                let Some(layout) = Layout::of(item.truth) else { return Ok(vec![None; PER_ITEM]) };
                 // right[k][q]: image k's answer to question q.
                 let right: Vec<Vec<bool>> = (0..item.truth.images())
                     .map(|k| {
@@ -126,29 +128,16 @@ struct Layout {
 impl Layout {
     /// The layout the truth implies: every image's row matches once per question, the same
     /// number of times in every row, and once in each question's block of options.
-    fn of(truth: &Truth) -> std::result::Result<Self, String> {
+    fn of(truth: &Truth) -> Option<Self> {
         let (images, texts) = (truth.images(), truth.texts());
-        let per_row = |k: usize| (0..texts).filter(|&l| truth.is_match(k, l)).count();
-        let questions = per_row(0);
+        let questions = (0..texts).filter(|&l| truth.is_match(0, l)).count();
         if images == 0 || questions == 0 || texts % questions != 0 {
-            return Err(format!(
-                "an item of answer options has one right option per question in every image's row; this one's first row matches {questions} of {texts} texts"
-            ));
+            return None;
         }
         let options = texts / questions;
-        for k in 0..images {
-            for q in 0..questions {
-                let right = (q * options..(q + 1) * options).filter(|&l| truth.is_match(k, l)).count();
-                if right != 1 {
-                    return Err(format!(
-                        "image {k} has {right} right options for question {q} (its texts {}..{}); each question has one",
-                        q * options,
-                        (q + 1) * options
-                    ));
-                }
-            }
-        }
-        Ok(Layout { questions, options })
+        let one_right =
+            |k: usize, q: usize| (q * options..(q + 1) * options).filter(|&l| truth.is_match(k, l)).count() == 1;
+        (0..images).all(|k| (0..questions).all(|q| one_right(k, q))).then_some(Layout { questions, options })
     }
 
     /// Whether image `k`'s right option to question `q` scores strictly above the others.
