@@ -251,7 +251,10 @@ pub fn find(id: &str) -> Result<&'static ModelEntry> {
         let known: Vec<&str> = MODELS.iter().map(|m| m.id).chain(FIBER_CHECKPOINTS.iter().map(|m| m.id)).collect();
         Error::new(
             ErrorKind::UnknownModel,
-            format!("find model `{id}`: known models are {} (or pass --model-path DIR)", known.join(", ")),
+            format!(
+                "find model `{id}`: known models are {} (or pass --model hf:ORG/NAME for any hub checkpoint of a supported architecture, or --model-path DIR)",
+                known.join(", ")
+            ),
         )
     })
 }
@@ -275,6 +278,118 @@ pub fn default_preprocessor(id: &str) -> Result<Preprocessor> {
             format!("use {id}: a {} preprocessor comes from its checkpoint's config", architecture.name()),
         )
     })
+}
+
+/// A hub checkpoint named by id, outside the zoo: `hf:ORG/NAME` or `hf:ORG/NAME@REVISION`
+/// (a branch, tag or commit; default `main`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubModelId {
+    pub repo: String,
+    pub revision: String,
+}
+
+impl HubModelId {
+    pub const PREFIX: &'static str = "hf:";
+
+    /// `id` as a hub checkpoint id, if it starts with `hf:` (`None` for a zoo id); a
+    /// malformed one is an error saying the form.
+    pub fn parse(id: &str) -> Option<Result<Self>> {
+        let rest = id.strip_prefix(Self::PREFIX)?;
+        let (repo, revision) = rest.split_once('@').unwrap_or((rest, "main"));
+        let part = |p: &str| {
+            !p.is_empty()
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+                && !p.starts_with(['-', '.'])
+                && !p.contains("--")
+                && !p.contains("..")
+        };
+        let repo_ok = matches!(repo.split_once('/'), Some((org, name)) if part(org) && part(name));
+        let revision_ok = !revision.is_empty() && revision.split('/').all(|p| !p.is_empty() && p != "." && p != "..");
+        if !repo_ok || !revision_ok {
+            return Some(Err(Error::new(
+                ErrorKind::UnknownModel,
+                format!(
+                    "use --model {id}: a hub checkpoint is hf:ORG/NAME or hf:ORG/NAME@REVISION, as on huggingface.co"
+                ),
+            )));
+        }
+        Some(Ok(HubModelId { repo: repo.to_string(), revision: revision.to_string() }))
+    }
+
+    /// The id runs record: `hf:ORG/NAME` (the revision and commit are recorded beside it).
+    pub fn id(&self) -> String {
+        format!("{}{}", Self::PREFIX, self.repo)
+    }
+}
+
+/// A hub checkpoint's files and architecture: the repo's file list (offline: the cache) gives
+/// its config file (`config.json`, else a layout's own such as `open_clip_config.json`), the
+/// config gives the architecture ([`detect_architecture`]), and the files that architecture's
+/// layout needs are checked in the list, then downloaded (or found in the cache). Nothing but
+/// the config is downloaded before the repo is known to hold everything the model needs.
+pub fn resolve_hub_model(id: &HubModelId, settings: &crate::hub::HubSettings) -> Result<(ModelFiles, Architecture)> {
+    use crate::hub::{self, HF_LAYOUT, SHARD_INDEX_FILE};
+    let (repo, revision) = (id.repo.as_str(), id.revision.as_str());
+    let named = |e: Error| Error::new(e.kind(), format!("use --model {}: {e}", id.id()));
+    let listed: Option<(String, Vec<String>)> =
+        if settings.offline { None } else { Some(hub::list_model(repo, revision, settings).map_err(named)?) };
+    let has = |name: &str| match &listed {
+        Some((_, files)) => files.iter().any(|f| f == name),
+        None => hub::cached_file(&settings.cache_dir, repo, revision, name).is_some(),
+    };
+    let mut configs: Vec<&str> = Vec::new();
+    for config in ARCHITECTURES.iter().map(|a| a.layout().config) {
+        if !configs.contains(&config) {
+            configs.push(config);
+        }
+    }
+    let Some(config_name) = configs.iter().copied().find(|c| has(c)) else {
+        return Err(match &listed {
+            Some((commit, files)) => Error::new(
+                ErrorKind::MissingFile,
+                format!(
+                    "use --model {}: {repo} at commit {commit} is not a checkpoint benchctl loads: it has none of {} ({} files: {})",
+                    id.id(),
+                    configs.join(", "),
+                    files.len(),
+                    shown_files(files)
+                ),
+            ),
+            None => named(hub::offline_miss(repo, revision, configs[0], settings)),
+        });
+    };
+    let config = hub::model_file(repo, revision, config_name, settings).map_err(named)?;
+    let architecture = detect_architecture(&config).map_err(named)?;
+    let mut layout = architecture.layout();
+    if layout.weights == HF_LAYOUT.weights && !has(HF_LAYOUT.weights) && has(SHARD_INDEX_FILE) {
+        layout.weights = SHARD_INDEX_FILE;
+    }
+    if let Some((commit, files)) = &listed {
+        let missing: Vec<&str> = layout.files().into_iter().filter(|f| !has(f)).collect();
+        if !missing.is_empty() {
+            return Err(Error::new(
+                ErrorKind::MissingFile,
+                format!(
+                    "use --model {}: {repo} at commit {commit} lacks {} that a {} checkpoint needs (it has {})",
+                    id.id(),
+                    missing.join(", "),
+                    architecture.name(),
+                    shown_files(files)
+                ),
+            ));
+        }
+    }
+    let files = hub::from_hub_with(repo, revision, layout, settings).map_err(named)?;
+    Ok((files, architecture))
+}
+
+/// A repo's file list in a message: the first few names.
+fn shown_files(files: &[String]) -> String {
+    let mut shown: Vec<&str> = files.iter().map(String::as_str).take(8).collect();
+    if files.len() > shown.len() {
+        shown.push("…");
+    }
+    shown.join(", ")
 }
 
 /// The architecture of local model files: a PyTorch checkpoint without a `config.json` is

@@ -238,12 +238,19 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let dtype = choice.dtype;
     let (files, architecture, id) = match &choice.source {
         ModelSource::Endpoint(endpoint) => return resolve_endpoint(endpoint, device),
-        ModelSource::Zoo(id) => {
-            let entry = registry::find(id)?;
-            let settings = HubSettings::from_env();
-            let files = hub::from_hub_with(entry.repo, entry.revision, entry.architecture.layout(), &settings)?;
-            (files, entry.architecture, entry.id.to_string())
-        }
+        ModelSource::Zoo(id) => match registry::HubModelId::parse(id) {
+            Some(hub_id) => {
+                let hub_id = hub_id?;
+                let (files, architecture) = registry::resolve_hub_model(&hub_id, &HubSettings::from_env())?;
+                (files, architecture, hub_id.id())
+            }
+            None => {
+                let entry = registry::find(id)?;
+                let settings = HubSettings::from_env();
+                let files = hub::from_hub_with(entry.repo, entry.revision, entry.architecture.layout(), &settings)?;
+                (files, entry.architecture, entry.id.to_string())
+            }
+        },
         ModelSource::Path(dir) => {
             let files = hub::from_path(dir)?;
             let architecture = registry::architecture_of(&files)?;

@@ -153,5 +153,10 @@ pub fn models_table() -> String {
             m.tokenizer.to_string(),
         ]);
     }
-    table.to_string()
+    let types: Vec<&str> =
+        benchctl_models::registry::ARCHITECTURES.iter().flat_map(|a| a.spec().model_types.iter().copied()).collect();
+    format!(
+        "{table}\nAny other hub checkpoint: --model hf:ORG/NAME[@REVISION] (its config.json's model_type one of {}, or an OpenCLIP repo with open_clip_config.json); the commit it resolves to is recorded in the run.",
+        types.join(", ")
+    )
 }

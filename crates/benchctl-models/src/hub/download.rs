@@ -106,18 +106,10 @@ impl Client {
             .map_err(|e| network(format!("make the hub address of {path:?}: {e}")))
     }
 
-    /// `GET url`, following redirects within the limits. The first response is returned
-    /// beside the last: the hub puts a file's commit and blob id on its own answer, which is
-    /// often a redirect to the bytes.
-    fn get(&self, url: Url, what: &str) -> Result<(ureq::Response, Option<ureq::Response>)> {
-        match self.answer(url, what, false, 0)? {
-            Answer::Found { last, first, .. } => Ok((*last, first.map(|r| *r))),
-            Answer::Absent { .. } => Err(network(format!("{what}: the server answered 404"))),
-        }
-    }
-
-    /// [`Client::get`], answering a 404 as [`Answer::Absent`] where `absent_ok`, asking for
-    /// the bytes from `from` on where it is not 0.
+    /// `GET url`, following redirects within the limits, answering a 404 as
+    /// [`Answer::Absent`] where `absent_ok`, asking for the bytes from `from` on where it is not
+    /// 0. The first response is kept beside the last: the hub puts a file's commit and blob id
+    /// on its own answer, which is often a redirect to the bytes.
     fn answer(&self, url: Url, what: &str, absent_ok: bool, from: u64) -> Result<Answer> {
         let mut current = url;
         let mut first = None;
@@ -381,12 +373,21 @@ impl Client {
         }
     }
 
-    /// A dataset repo's commit at `revision` and its file names
-    /// (`GET {endpoint}/api/datasets/{repo}/revision/{revision}`).
-    pub(crate) fn dataset_info(&self, repo: &str, revision: &str) -> Result<(String, Vec<String>)> {
-        let what = format!("list the files of the dataset {repo}@{revision}");
-        let url = self.url(&format!("api/datasets/{repo}/revision/{}", encode_revision(revision)))?;
-        let (response, _) = self.get(url, &what)?;
+    /// A repo's commit at `revision` and its file names
+    /// (`GET {endpoint}/api/{models,datasets}/{repo}/revision/{revision}`); a 404 says the hub
+    /// has no such repo or revision.
+    pub(crate) fn repo_info(&self, kind: RepoKind, repo: &str, revision: &str) -> Result<(String, Vec<String>)> {
+        let what = format!("list the files of the {} {repo}@{revision}", kind.noun());
+        let url = self.url(&format!("api/{}/{repo}/revision/{}", kind.api(), encode_revision(revision)))?;
+        let response = match self.answer(url, &what, true, 0)? {
+            Answer::Found { last, .. } => *last,
+            Answer::Absent { .. } => {
+                return Err(network(format!(
+                    "{what}: the hub answered 404: it has no {} {repo} at revision {revision} (check the name and revision; a private repo needs HF_TOKEN)",
+                    kind.noun()
+                )))
+            }
+        };
         let mut text = String::new();
         response
             .into_reader()
@@ -425,6 +426,29 @@ struct Body {
 impl From<ureq::Response> for Body {
     fn from(response: ureq::Response) -> Self {
         Body { response, from: 0 }
+    }
+}
+
+/// Which kind of hub repo: its API path and its name in messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RepoKind {
+    Model,
+    Dataset,
+}
+
+impl RepoKind {
+    fn api(self) -> &'static str {
+        match self {
+            RepoKind::Model => "models",
+            RepoKind::Dataset => "datasets",
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            RepoKind::Model => "model",
+            RepoKind::Dataset => "dataset",
+        }
     }
 }
 

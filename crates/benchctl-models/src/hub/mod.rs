@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use hf_hub::{Repo, RepoType};
 
 pub use download::NetLimits;
-use download::{check_repo_path, is_commit_hash, Client};
+use download::{check_repo_path, is_commit_hash, Client, RepoKind};
 
 use crate::{Error, ErrorKind, Result};
 
@@ -441,6 +441,43 @@ fn fetch_shards(repo: &str, revision: &str, index: &Path, settings: &HubSettings
     }
 }
 
+/// A model repo's commit at `revision` and its file names, as the hub lists them.
+pub fn list_model(repo: &str, revision: &str, settings: &HubSettings) -> Result<(String, Vec<String>)> {
+    client(settings)?
+        .repo_info(RepoKind::Model, repo, revision)
+        .map_err(|e| with_hint(e, settings, "or use --model-path"))
+}
+
+/// One file of a model repo at `revision`: from the cache, else downloaded (offline, an error
+/// saying how to bring it here).
+pub fn model_file(repo: &str, revision: &str, file: &str, settings: &HubSettings) -> Result<PathBuf> {
+    if let Some((path, _)) = cached_file(&settings.cache_dir, repo, revision, file) {
+        return Ok(path);
+    }
+    if settings.offline {
+        return Err(offline_miss(repo, revision, file, settings));
+    }
+    download(repo, revision, &[file], settings)?;
+    cached_file(&settings.cache_dir, repo, revision, file).map(|(path, _)| path).ok_or_else(|| {
+        Error::new(
+            ErrorKind::MissingFile,
+            format!("find downloaded {file} of {repo}@{revision} in {}", settings.cache_dir.display()),
+        )
+    })
+}
+
+/// `file` of `repo@revision` is not in the cache and nothing may be downloaded.
+pub fn offline_miss(repo: &str, revision: &str, file: &str, settings: &HubSettings) -> Error {
+    Error::new(
+        ErrorKind::MissingFile,
+        format!(
+            "find {file} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded; {}",
+            settings.cache_dir.display(),
+            bring_weights(repo, revision)
+        ),
+    )
+}
+
 fn download(repo: &str, revision: &str, files: &[&str], settings: &HubSettings) -> Result<()> {
     let client = client(settings)?;
     let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
@@ -493,7 +530,8 @@ pub fn fetch_dataset(
         return cached_dataset_files(repo, revision, settings, select);
     }
     let client = client(settings)?;
-    let (commit, names) = client.dataset_info(repo, revision).map_err(|e| with_hint(e, settings, ""))?;
+    let (commit, names) =
+        client.repo_info(RepoKind::Dataset, repo, revision).map_err(|e| with_hint(e, settings, ""))?;
     let folder = Repo::with_revision(repo.to_string(), RepoType::Dataset, commit.clone()).folder_name();
     let snapshot = settings.cache_dir.join(&folder).join("snapshots").join(&commit);
     let mut downloaded = 0;

@@ -68,7 +68,8 @@ pub enum Command {
 /// Which model to run: a zoo id or a local directory.
 #[derive(Debug, Clone, Args)]
 pub struct ModelChoice {
-    /// A zoo id (see `benchctl models`), resolved through the Hugging Face hub cache.
+    /// A zoo id (see `benchctl models`), or hf:ORG/NAME[@REV] for any hub checkpoint of a
+    /// supported architecture; resolved through the Hugging Face hub cache.
     #[arg(long, conflicts_with_all = ["model_path", "endpoint"], required_unless_present_any = ["model_path", "config", "endpoint"], help_heading = "Model and device")]
     pub model: Option<String>,
     /// A model directory: config.json, model.safetensors and tokenizer.json (transformers'

@@ -1,0 +1,193 @@
+//! `--model hf:ORG/NAME[@REVISION]`: any hub checkpoint of a supported architecture, against a
+//! local server playing the hub (its model API and `resolve`): the architecture read from the
+//! checkpoint's own config, the commit recorded, offline from the cache afterwards, and each
+//! bad input (no such repo, a gated one, an unknown architecture, a missing file, a malformed
+//! id) refused naming the id and the file.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use benchctl_testkit::http::{reply, Request, Server};
+use common::{benchctl, demo_suite, stderr, stored_run};
+
+const MAIN: &str = "3333333333333333333333333333333333333333";
+const V1: &str = "4444444444444444444444444444444444444444";
+
+/// The tiny CLIP fixture's files, with `config.json` changed by `config`, minus `drop`.
+fn checkpoint(config: impl Fn(serde_json::Value) -> serde_json::Value, drop: &[&str]) -> Vec<(String, Vec<u8>)> {
+    let dir = benchctl_testkit::fixture_model("clip-tiny-a");
+    ["config.json", "model.safetensors", "tokenizer.json"]
+        .into_iter()
+        .filter(|name| !drop.contains(name))
+        .map(|name| {
+            let bytes = std::fs::read(dir.join(name)).unwrap();
+            let bytes = if name == "config.json" {
+                serde_json::to_vec(&config(serde_json::from_slice(&bytes).unwrap())).unwrap()
+            } else {
+                bytes
+            };
+            (name.to_string(), bytes)
+        })
+        .collect()
+}
+
+/// A hub with one model repo `repo`: `main` at [`MAIN`] and `v1` at [`V1`], both holding
+/// `files`; with `token`, everything answers 401 without it.
+fn hub(repo: &'static str, files: Vec<(String, Vec<u8>)>, token: Option<&'static str>) -> Server {
+    Server::start(move |request: &Request| {
+        if let Some(token) = token {
+            if request.authorization.as_deref() != Some(&format!("Bearer {token}")) {
+                return (reply("401 Unauthorized", &[], b"{\"error\":\"gated\"}"), Duration::ZERO);
+            }
+        }
+        let commit_of = |rev: &str| match rev {
+            "main" | MAIN => Some(MAIN),
+            "v1" | V1 => Some(V1),
+            _ => None,
+        };
+        if let Some(rev) = request.path.strip_prefix(&format!("/api/models/{repo}/revision/")) {
+            let Some(commit) = commit_of(rev) else { return (reply("404 Not Found", &[], b""), Duration::ZERO) };
+            let siblings: Vec<_> = files.iter().map(|(n, _)| serde_json::json!({"rfilename": n})).collect();
+            let body = serde_json::json!({"id": repo, "sha": commit, "siblings": siblings}).to_string();
+            return (reply("200 OK", &[], body.as_bytes()), Duration::ZERO);
+        }
+        let Some(rest) = request.path.strip_prefix(&format!("/{repo}/resolve/")) else {
+            return (reply("404 Not Found", &[], b""), Duration::ZERO);
+        };
+        let (rev, name) = rest.split_once('/').unwrap_or((rest, ""));
+        let Some(commit) = commit_of(rev) else { return (reply("404 Not Found", &[], b""), Duration::ZERO) };
+        match files.iter().find(|(n, _)| n == name) {
+            Some((_, bytes)) => {
+                let etag = format!(
+                    "{:016x}{:08x}",
+                    bytes.iter().fold(7u64, |h, &b| h.wrapping_mul(31) ^ u64::from(b)),
+                    bytes.len()
+                );
+                let headers = [("x-repo-commit", commit.to_string()), ("ETag", format!("\"{etag}\""))];
+                (reply("200 OK", &headers, bytes), Duration::ZERO)
+            }
+            None => {
+                (reply("404 Not Found", &[("x-repo-commit", commit.to_string())], b"Entry not found"), Duration::ZERO)
+            }
+        }
+    })
+    .unwrap()
+}
+
+fn eval(model: &str, endpoint: &str, home: &Path, extra_env: &[(&str, &str)]) -> std::process::Output {
+    let (results, demo) = (common::scratch_dir("hub-model-results"), demo_suite());
+    let args = [
+        "eval",
+        "--model",
+        model,
+        "--suite",
+        "winoground",
+        "--data-dir",
+        demo.to_str().unwrap(),
+        "--results-dir",
+        results.to_str().unwrap(),
+    ];
+    let mut env = vec![("HF_ENDPOINT", endpoint), ("HF_HOME", home.to_str().unwrap())];
+    env.extend_from_slice(extra_env);
+    benchctl(&args, &env)
+}
+
+/// A CLIP checkpoint by hub id: detected from its `config.json`, scored as the same files given
+/// with `--model-path`, recorded with its repo, revision and commit; a branch resolves to its
+/// commit; a second run offline reads the cache and asks the hub nothing.
+#[test]
+fn a_hub_checkpoint_by_id_runs_as_its_files_do() {
+    let server = hub("org/tiny-clip", checkpoint(|c| c, &[]), None);
+    let home = tempfile::tempdir().unwrap();
+    let (_, run) = stored_run(&eval("hf:org/tiny-clip", &server.url(), home.path(), &[]));
+    assert_eq!(run["model"]["id"], "hf:org/tiny-clip");
+    assert_eq!((run["model"]["repo"].as_str(), run["model"]["commit"].as_str()), (Some("org/tiny-clip"), Some(MAIN)));
+    assert_eq!(run["model"]["revision"], "main");
+    let (_, by_path, _) = common::eval_tiny("winoground", &demo_suite(), &common::scratch_dir("hub-model-path"), &[]);
+    assert_eq!(run["report"], by_path["report"], "the same model, the same metrics");
+
+    let (_, pinned) = stored_run(&eval("hf:org/tiny-clip@v1", &server.url(), home.path(), &[]));
+    assert_eq!((pinned["model"]["revision"].as_str(), pinned["model"]["commit"].as_str()), (Some("v1"), Some(V1)));
+
+    let before = server.seen().len();
+    let (_, offline) = stored_run(&eval("hf:org/tiny-clip", &server.url(), home.path(), &[("HF_HUB_OFFLINE", "1")]));
+    assert_eq!(offline["model"]["commit"], MAIN);
+    assert_eq!(server.seen().len(), before, "offline asks nothing");
+}
+
+/// Each bad input is refused with the id, what is wrong and what to do, and the weights of a
+/// checkpoint benchctl cannot load are never downloaded.
+#[test]
+fn bad_hub_checkpoints_are_refused_naming_the_id_and_the_file() {
+    let home = tempfile::tempdir().unwrap();
+    // An architecture benchctl does not know, read from the checkpoint's own config.
+    let bert = hub(
+        "org/bert",
+        checkpoint(
+            |mut c| {
+                c["model_type"] = "bert".into();
+                c
+            },
+            &[],
+        ),
+        None,
+    );
+    let out = eval("hf:org/bert", &bert.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("hf:org/bert") && said.contains("model_type `bert` is not supported") && said.contains("clip"),
+        "{said}"
+    );
+    assert!(bert.seen().iter().all(|r| !r.path.ends_with("model.safetensors")), "no weights downloaded");
+
+    // A repo without its tokenizer: named before anything but the config is downloaded.
+    let partial = hub("org/partial", checkpoint(|c| c, &["tokenizer.json"]), None);
+    let out = eval("hf:org/partial", &partial.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out)
+            .contains(&format!("org/partial at commit {MAIN} lacks tokenizer.json that a clip checkpoint needs")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(partial.seen().iter().all(|r| !r.path.ends_with("model.safetensors")));
+
+    // No such repo; a gated one without a token; a repo that holds no model.
+    let empty = hub("org/tiny-clip", checkpoint(|c| c, &[]), None);
+    let out = eval("hf:org/absent", &empty.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out).contains("hf:org/absent") && stderr(&out).contains("has no model org/absent"),
+        "{}",
+        stderr(&out)
+    );
+    let gated = hub("org/gated", checkpoint(|c| c, &[]), Some("hf_right"));
+    let out = eval("hf:org/gated", &gated.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(stderr(&out).contains("needs a token") && stderr(&out).contains("HF_TOKEN"), "{}", stderr(&out));
+    let data = hub("org/data-only", vec![("README.md".to_string(), b"# not a model".to_vec())], None);
+    let out = eval("hf:org/data-only", &data.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out).contains("is not a checkpoint benchctl loads: it has none of config.json"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Offline with nothing cached; a malformed id.
+    let out = eval("hf:org/never-fetched", "http://127.0.0.1:9", home.path(), &[("HF_HUB_OFFLINE", "1")]);
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        stderr(&out).contains("HF_HUB_OFFLINE") && stderr(&out).contains("hf download org/never-fetched"),
+        "{}",
+        stderr(&out)
+    );
+    for bad in ["hf:tiny-clip", "hf:org/", "hf:org/x@", "hf:../x/y"] {
+        let out = eval(bad, "http://127.0.0.1:9", home.path(), &[]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(stderr(&out).contains("hf:ORG/NAME"), "{bad}: {}", stderr(&out));
+    }
+}
