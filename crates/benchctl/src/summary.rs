@@ -155,8 +155,25 @@ pub fn models_table() -> String {
     }
     let types: Vec<&str> =
         benchctl_models::registry::ARCHITECTURES.iter().flat_map(|a| a.spec().model_types.iter().copied()).collect();
-    format!(
-        "{table}\nAny other hub checkpoint: --model hf:ORG/NAME[@REVISION] (its config.json's model_type one of {}, or an OpenCLIP repo with open_clip_config.json); the commit it resolves to is recorded in the run.",
+    let note = format!(
+        "Any other hub checkpoint: --model hf:ORG/NAME[@REVISION] (its config.json's model_type one of {}, or an OpenCLIP repo with open_clip_config.json); the commit it resolves to is recorded in the run.",
         types.join(", ")
-    )
+    );
+    format!("{table}\n{}", wrapped(&note, 96))
+}
+
+/// `text` in lines of at most `width` characters, broken between words.
+fn wrapped(text: &str, width: usize) -> String {
+    let (mut lines, mut line) = (Vec::new(), String::new());
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    lines.join("\n")
 }

@@ -213,3 +213,20 @@ fn suite_rows(listing: &str) -> std::collections::HashMap<String, (String, Strin
     }
     rows
 }
+
+/// Each bundled hub release in its full size (every row of the release, its layout and
+/// features, written by `datasets`; one 1-pixel image: `scripts/fixtures/gen_full_layout_fixtures.py`)
+/// gives exactly the release's official item count: `check` passes it without a problem.
+#[test]
+fn full_hub_releases_give_their_official_item_counts() {
+    let root = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/full-releases");
+    for (suite, items) in [("bivlc", 2933), ("colorswap", 1000), ("naturalbench", 1900)] {
+        let expected = benchctl_suites::find(suite).unwrap().expected_items;
+        assert_eq!(expected, Some(items), "{suite}'s manifest");
+        let data = root.join(suite);
+        let out = benchctl(&["check", "--suite", suite, "--data-dir", data.to_str().unwrap()], &[]);
+        let report = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{suite}: {report}{}", stderr(&out));
+        assert!(report.contains(&format!("{items} items, {} images, 0 problem(s)", 2 * items)), "{suite}: {report}");
+    }
+}

@@ -433,6 +433,13 @@ mod tests {
     use super::mapped::Mapped;
     use super::*;
 
+    /// Held by every test that maps files: the residency test measures the whole process's
+    /// file pages, which a spilling test running beside it would add to.
+    fn mapping_alone() -> std::sync::MutexGuard<'static, ()> {
+        static MAPPING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        MAPPING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The process's resident spilled memory (shared file pages), in bytes.
     fn resident_file_bytes() -> Option<usize> {
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -443,6 +450,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn spilled_strings_read_back_as_pushed() {
+        let _alone = mapping_alone();
         let written: Vec<String> = (0..20_000).map(|i| format!("line {i}: é{}", "x".repeat(i % 7))).collect();
         let mut lines = Strings { text: SpillVec::in_a_file(16), ends: SpillVec::in_a_file(16) };
         lines.extend(&written);
@@ -459,6 +467,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_spilled_vector_reads_back_what_was_written() {
+        let _alone = mapping_alone();
         let mut v: SpillVec<u64> = SpillVec::in_a_file(16);
         // Grown well past its first mapping, by pushes.
         let n = 3 << 20;
@@ -485,6 +494,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_vector_past_the_budget_spills() {
+        let _alone = mapping_alone();
         // Past the whole budget by itself, whatever other tests hold.
         let bytes = budget() + (1 << 20);
         let mut v: SpillVec<u8> = SpillVec::with_capacity(bytes);
@@ -506,6 +516,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn borrowed_values_spill_and_come_back() {
+        let _alone = mapping_alone();
         let words: Vec<String> = (0..100_000).map(|i| format!("word {i}")).collect();
         let mut refs: SpillVec<&str> = SpillVec::in_a_file(1);
         refs.extend(words.iter().map(String::as_str));
@@ -516,6 +527,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_pass_over_spilled_values_leaves_them_trimmed_and_unchanged() {
+        let _alone = mapping_alone();
         // 64 MiB written through the mapping and read whole, with no call from the pass: the
         // watcher trims as the pages pile up, so far less than 64 MiB is resident after it
         // (a few tries allow for a busy machine delaying the watcher).
@@ -539,6 +551,7 @@ mod tests {
 
     #[test]
     fn sorting_in_runs_matches_a_stable_sort() {
+        let _alone = mapping_alone();
         // Several runs (TRIM_BYTES of 16-byte values is a million per run), keys with many
         // ties, so that stability shows: equal keys keep their input order.
         let n = 2 * TRIM_BYTES / 16 + 12_345;
