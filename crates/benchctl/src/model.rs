@@ -10,7 +10,7 @@ use candle_core::{DType, Device};
 
 use crate::cache::identity::{content_digest, EndpointIdentity, FileStamp, ModelIdentity};
 use crate::cache::{self, CacheIdentity, EmbeddingCache, KeyTag, Keys};
-use benchctl_models::vqascore::endpoint::Endpoint;
+use benchctl_models::vqascore::endpoint::{AnswerRule, Endpoint};
 
 use crate::plan::{EndpointChoice, ModelChoice, ModelSource};
 use crate::results::{EndpointRecord, ModelRecord, IMAGE_SETTINGS_DEFAULTS};
@@ -316,6 +316,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
             answer_template: template.answer().to_string(),
             top_logprobs: settings.top_logprobs,
             image_position: settings.image_position,
+            answer_rule: settings.answer_rule,
         }),
         image_settings: None,
     };
@@ -326,6 +327,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
         answer_template: template.answer().to_string(),
         top_logprobs: settings.top_logprobs,
         image_position: settings.image_position.name().to_string(),
+        answer_rule: (settings.answer_rule != AnswerRule::Logprobs).then(|| settings.answer_rule.name().to_string()),
     });
     let model = EndpointModel { endpoint, in_flight: choice.in_flight, request_budget: choice.request_budget };
     Ok(ResolvedModel { backend: Backend::Endpoint(Box::new(model)), dtype: DType::F32, device, record, cache_identity })

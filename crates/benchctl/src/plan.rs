@@ -113,6 +113,10 @@ pub struct EndpointSpec {
     /// before it (its local models, and the checkpoints' own chat templates).
     #[serde(default)]
     pub image_position: benchctl_models::vqascore::endpoint::ImagePosition,
+    /// How an answer is read: `logprobs` (its log-probability) or `generate` (a reply searched
+    /// for it, as NaturalBench's official code reads replies).
+    #[serde(default)]
+    pub answer_rule: benchctl_models::vqascore::endpoint::AnswerRule,
 }
 
 impl EndpointSpec {
@@ -158,6 +162,7 @@ impl EndpointSpec {
         settings.retries = self.retries;
         settings.request_timeout = std::time::Duration::from_secs(self.request_timeout);
         settings.image_position = self.image_position;
+        settings.answer_rule = self.answer_rule;
         let template = Template::new(&self.question_template, &self.answer_template)
             .map_err(|e| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?;
         Ok(EndpointChoice { settings, template, in_flight: self.max_in_flight, request_budget: self.request_budget })

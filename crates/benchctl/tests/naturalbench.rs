@@ -94,29 +94,9 @@ fn a_local_generative_model_answers_as_transformers_does() {
 #[test]
 fn a_scoring_server_answers_each_option() {
     let suite = benchctl_suites::find("naturalbench").unwrap().load(&fixture()).unwrap();
-    let table = json("scores.json");
-    // (prompt, image data URI) → (item, image, question).
-    let mut cells: HashMap<(String, String), (usize, usize, usize)> = HashMap::new();
-    for (r, item) in suite.items.iter().enumerate() {
-        for k in 0..2 {
-            let benchctl_suites::ImageSource::Embedded(image) = item.image(k) else { panic!("images inside") };
-            let uri = format!("data:image/png;base64,{}", STANDARD.encode(&image.bytes[..]));
-            for q in 0..2 {
-                let (prompt, _) = benchctl_scoring::metrics::answers::split_asked(item.text(2 * q)).unwrap();
-                cells.insert((prompt.to_string(), uri.clone()), (r, k, q));
-            }
-        }
-    }
-    let (cells, table) = (Arc::new(cells), Arc::new(table));
+    let (cells, table) = (Arc::new(cells_of(&suite)), Arc::new(json("scores.json")));
     let server = Server::start(move |request: &Request| {
-        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
-        let content = body["messages"][0]["content"].as_array().unwrap();
-        let part = |kind: &str| content.iter().find(|c| c["type"] == kind).unwrap().clone();
-        let (prompt, uri) = (
-            part("text")["text"].as_str().unwrap().to_string(),
-            part("image_url")["image_url"]["url"].as_str().unwrap().to_string(),
-        );
-        let Some(&(r, k, q)) = cells.get(&(prompt, uri)) else {
+        let Some((r, k, q)) = cell_asked(&cells, request) else {
             return (reply("400 Bad Request", &[], b"{\"error\": \"unknown question or image\"}"), Duration::ZERO);
         };
         let (first, second) = (table[r][k][2 * q].as_f64().unwrap(), table[r][k][2 * q + 1].as_f64().unwrap());
@@ -146,6 +126,35 @@ fn a_scoring_server_answers_each_option() {
     assert!(sent.iter().all(|s| !s.contains('\u{1f}')) && sent.len() == 96, "{}", sent.len());
 }
 
+/// Each (prompt, image data URI) the fixture's items ask → (item, image, question).
+fn cells_of(suite: &benchctl_suites::Suite) -> HashMap<(String, String), (usize, usize, usize)> {
+    let mut cells = HashMap::new();
+    for (r, item) in suite.items.iter().enumerate() {
+        for k in 0..2 {
+            let benchctl_suites::ImageSource::Embedded(image) = item.image(k) else { panic!("images inside") };
+            let uri = format!("data:image/png;base64,{}", STANDARD.encode(&image.bytes[..]));
+            for q in 0..2 {
+                let (prompt, _) = benchctl_scoring::metrics::answers::split_asked(item.text(2 * q)).unwrap();
+                cells.insert((prompt.to_string(), uri.clone()), (r, k, q));
+            }
+        }
+    }
+    cells
+}
+
+/// The cell a chat-completions request asks about, by its prompt and image.
+fn cell_asked(
+    cells: &HashMap<(String, String), (usize, usize, usize)>,
+    request: &Request,
+) -> Option<(usize, usize, usize)> {
+    let body: serde_json::Value = serde_json::from_slice(&request.body).ok()?;
+    let content = body["messages"][0]["content"].as_array()?;
+    let part = |kind: &str| content.iter().find(|c| c["type"] == kind).cloned();
+    let prompt = part("text")?["text"].as_str()?.to_string();
+    let uri = part("image_url")?["image_url"]["url"].as_str()?.to_string();
+    cells.get(&(prompt, uri)).copied()
+}
+
 /// A contrastive model cannot score answer options: refused before any work, naming why.
 #[test]
 fn a_contrastive_model_is_refused() {
@@ -153,4 +162,41 @@ fn a_contrastive_model_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let said = stderr(&out);
     assert!(said.contains("questions with answer options") && said.contains("VQAScore"), "{said}");
+}
+
+/// The official generate-then-extract rule through a server (`--answer-rule generate`): one
+/// reply per request at temperature 0, read as NaturalBench's `extract_answer` reads it (the
+/// option found first scores 0, the other the log of zero; a reply with neither fails both),
+/// and the metrics are `get_scores` of the official reading of the same replies.
+#[test]
+fn a_server_reply_is_read_by_the_official_rule() {
+    let suite = benchctl_suites::find("naturalbench").unwrap().load(&fixture()).unwrap();
+    let official = json("official.json");
+    let cells = Arc::new(cells_of(&suite));
+    let replies = Arc::new(official["replies"].clone());
+    let server = Server::start(move |request: &Request| {
+        let Some((r, k, q)) = cell_asked(&cells, request) else {
+            return (reply("400 Bad Request", &[], b"{\"error\": \"unknown question or image\"}"), Duration::ZERO);
+        };
+        let text = replies[r][k][q].as_str().unwrap();
+        let answer = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        });
+        (reply("200 OK", &[("Content-Type", "application/json".into())], answer.to_string().as_bytes()), Duration::ZERO)
+    })
+    .unwrap();
+    let url = format!("{}/v1", server.url());
+    let cache = scratch_dir("naturalbench-generate-cache");
+    let model = ["--endpoint", &url, "--served-model", "tiny-vlm", "--answer-rule", "generate"];
+    let (run_path, run) = stored_run(&eval(&model, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_official(&run, &official["generated"]);
+    assert_eq!(run["model"]["endpoint"]["answer_rule"], "generate");
+    let stored = read_scores(&dump_path(&run_path, &run)).unwrap();
+    assert!(stored.iter().flat_map(|(_, m)| m.iter().flatten()).all(|&s| s == 0.0 || s == -1000.0));
+    for request in server.seen() {
+        let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!((body["temperature"].as_f64(), body["max_tokens"].as_u64()), (Some(0.0), Some(128)));
+        assert!(body.get("logprobs").is_none(), "{body}");
+    }
 }

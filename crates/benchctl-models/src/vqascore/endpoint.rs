@@ -46,6 +46,49 @@ pub struct EndpointSettings {
     pub backoff: Duration,
     /// Where the image goes in the user message.
     pub image_position: ImagePosition,
+    /// How the answer is read: its log-probability, or a reply generated and searched.
+    pub answer_rule: AnswerRule,
+}
+
+/// How a server's answer gives the score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerRule {
+    /// `log P(answer)` from the first generated token's top log-probabilities (VQAScore's,
+    /// and the choice between answer options by their log-probabilities).
+    #[default]
+    Logprobs,
+    /// A reply generated at temperature 0 (at most [`GENERATED_TOKENS`] tokens), searched for
+    /// the answer and its opposite as NaturalBench's official `extract_answer` searches it: the
+    /// one found first wins. The score is 0 (`log 1`) when it is the answer, else
+    /// [`super::LOG_ZERO`]; a reply with neither scores [`super::LOG_ZERO`] for every option.
+    Generate,
+}
+
+/// The longest reply asked for under [`AnswerRule::Generate`] (NaturalBench's example
+/// generates up to 128 new tokens).
+pub const GENERATED_TOKENS: u32 = 128;
+
+impl AnswerRule {
+    /// The names the command line and run specs use, in the order of the variants.
+    pub const NAMES: [&'static str; 2] = ["logprobs", "generate"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+impl std::str::FromStr for AnswerRule {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        let all = [AnswerRule::Logprobs, AnswerRule::Generate];
+        let refused = || {
+            let names = Self::NAMES.join(", ");
+            Error::new(ErrorKind::BadConfig, format!("use the answer rule {name:?}: it is one of {names}"))
+        };
+        all.into_iter().find(|r| r.name() == name).ok_or_else(refused)
+    }
 }
 
 /// Where the image goes in the user message, relative to the question.
@@ -101,6 +144,7 @@ impl EndpointSettings {
             retries: 5,
             backoff: Duration::from_secs(1),
             image_position: ImagePosition::AfterQuestion,
+            answer_rule: AnswerRule::Logprobs,
         }
     }
 }
@@ -171,6 +215,14 @@ struct Completion {
 #[derive(Deserialize)]
 struct Choice {
     logprobs: Option<ChoiceLogprobs>,
+    #[serde(default)]
+    message: Option<ChoiceMessage>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceMessage {
+    #[serde(default)]
+    content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -254,13 +306,21 @@ impl Endpoint {
             ImagePosition::AfterQuestion => [question, image],
             ImagePosition::BeforeQuestion => [image, question],
         };
-        serde_json::json!({
-            "model": self.settings.served_model,
-            "messages": [{"role": "user", "content": content}],
-            "max_tokens": 1,
-            "logprobs": true,
-            "top_logprobs": self.settings.top_logprobs,
-        })
+        match self.settings.answer_rule {
+            AnswerRule::Logprobs => serde_json::json!({
+                "model": self.settings.served_model,
+                "messages": [{"role": "user", "content": content}],
+                "max_tokens": 1,
+                "logprobs": true,
+                "top_logprobs": self.settings.top_logprobs,
+            }),
+            AnswerRule::Generate => serde_json::json!({
+                "model": self.settings.served_model,
+                "messages": [{"role": "user", "content": content}],
+                "max_tokens": GENERATED_TOKENS,
+                "temperature": 0,
+            }),
+        }
         .to_string()
     }
 
@@ -323,7 +383,11 @@ impl Endpoint {
                 return Attempt::Fatal(failed(format!("read the answer of {}: {why}", self.name())))
             }
         };
-        match parse_answer(&text, answer) {
+        let read = match self.settings.answer_rule {
+            AnswerRule::Logprobs => parse_answer(&text, answer),
+            AnswerRule::Generate => parse_generated(&text, answer),
+        };
+        match read {
             Ok(reading) => Attempt::Answered(reading),
             Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {}", self.name(), self.redact(&why)))),
         }
@@ -367,6 +431,18 @@ pub fn parse_answer(text: &str, answer: &str) -> std::result::Result<Reading, St
         ));
     }
     Ok(read_top_logprobs(first.top_logprobs.iter().map(|t| (t.token.as_str(), t.logprob)), answer))
+}
+
+/// The score in a chat-completions answer's generated reply ([`AnswerRule::Generate`]).
+pub fn parse_generated(text: &str, answer: &str) -> std::result::Result<Reading, String> {
+    let completion: Completion =
+        serde_json::from_str(text).map_err(|e| format!("it is not a chat completion ({e}): {}", excerpt(text)))?;
+    let choice = completion.choices.first().ok_or("it has no choices")?;
+    let reply = choice.message.as_ref().and_then(|m| m.content.as_deref()).ok_or("it has no message content")?;
+    Ok(match super::extract_answer(reply, answer) {
+        Some(true) => Reading::Answer(0.0),
+        Some(false) | None => Reading::Neither,
+    })
 }
 
 /// Why an answer was not read whole.

@@ -148,6 +148,45 @@ impl Reading {
     }
 }
 
+/// The answer a generated `reply` gives, as NaturalBench's official `extract_answer` reads it:
+/// the first whole-word occurrence, ignoring case, of `answer` and of its opposite (see
+/// [`opposite`]); `Some(true)` when `answer`'s comes first (or alone), `Some(false)` when the
+/// opposite's does, `None` when neither is there. Word boundaries are Python's `\b` (letters,
+/// digits and `_` are word characters), so an article "a" reads as option A, as there.
+pub fn extract_answer(reply: &str, answer: &str) -> Option<bool> {
+    let target = answer.trim().to_lowercase();
+    let position = |word: &str| first_word(reply, word);
+    match (position(&target), position(opposite(&target))) {
+        (None, None) => None,
+        (Some(a), Some(b)) => Some(a < b),
+        (found, _) => Some(found.is_some()),
+    }
+}
+
+/// The other of two answers: "no" for "yes", "b" for "a" and "a" for "b", else "yes".
+fn opposite(answer: &str) -> &'static str {
+    match answer {
+        "yes" => "no",
+        "a" => "b",
+        "b" => "a",
+        _ => "yes",
+    }
+}
+
+/// Where `word` (lower-case) first occurs in `text` as a whole word, ignoring case.
+fn first_word(text: &str, word: &str) -> Option<usize> {
+    let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    let lower: Vec<(usize, char)> = text.char_indices().collect();
+    let want: Vec<char> = word.chars().collect();
+    (0..lower.len()).find_map(|i| {
+        let matches = want.len() <= lower.len() - i
+            && want.iter().enumerate().all(|(j, w)| lower[i + j].1.to_lowercase().eq(w.to_lowercase()));
+        let before = i.checked_sub(1).map(|b| lower[b].1);
+        let after = lower.get(i + want.len()).map(|&(_, c)| c);
+        (matches && !is_word(before) && !is_word(after)).then_some(lower[i].0)
+    })
+}
+
 /// Reads `log P(answer)` from one token's top log-probabilities, `(token, logprob)` pairs, as
 /// `t2v_metrics`' API models do: a token equal to the answer once stripped of white space and
 /// lowercased gives it (the last such entry wins); failing that, one equal to the opposite
@@ -155,12 +194,7 @@ impl Reading {
 /// `1 − P(opposite)`; failing both, probability 0.
 pub fn read_top_logprobs<'t>(top: impl IntoIterator<Item = (&'t str, f64)>, answer: &str) -> Reading {
     let target = answer.trim().to_lowercase();
-    let opposite = match target.as_str() {
-        "yes" => "no",
-        "a" => "b",
-        "b" => "a",
-        _ => "yes",
-    };
+    let opposite = opposite(&target);
     let (mut answer_lp, mut opposite_lp) = (None, None);
     for (token, logprob) in top {
         let token = token.trim().to_lowercase();
@@ -212,6 +246,19 @@ mod tests {
         // Between two options, each is the other's opposite.
         assert_eq!(read_top_logprobs([(" A", -0.2)], "B"), Reading::Opposite(-0.2));
         assert_eq!(read_top_logprobs([("b", -0.7)], "A"), Reading::Opposite(-0.7));
+    }
+
+    #[test]
+    fn generated_replies_are_read_as_naturalbench_reads_them() {
+        assert_eq!(extract_answer("Yes, it is.", "Yes"), Some(true));
+        assert_eq!(extract_answer("Yes, it is.", "No"), Some(false));
+        assert_eq!(extract_answer("I say no; yes would be wrong", "Yes"), Some(false));
+        assert_eq!(extract_answer("Nope. Yesterday.", "Yes"), None, "whole words only");
+        assert_eq!(extract_answer("The answer is B.", "B"), Some(true));
+        // As the official `\bA\b` with IGNORECASE: the article "a" is option A.
+        assert_eq!(extract_answer("It is a dog, so B.", "A"), Some(true));
+        assert_eq!(extract_answer("(B)", "A"), Some(false));
+        assert_eq!(extract_answer("", "Yes"), None);
     }
 
     #[test]

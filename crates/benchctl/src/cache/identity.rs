@@ -88,6 +88,10 @@ pub struct EndpointIdentity {
     pub top_logprobs: u32,
     /// Where the image goes in each request.
     pub image_position: String,
+    /// How an answer is read, where not by its log-probability (absent then, so that the
+    /// identities, and the caches, of log-probability runs stay as they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_rule: Option<String>,
 }
 
 impl CacheIdentity {

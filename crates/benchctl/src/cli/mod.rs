@@ -10,7 +10,7 @@ use benchctl::plan::{
 };
 use benchctl::{bench, check, fetch, merge, report, score, Error, ErrorKind, Result};
 use benchctl_models::device::DeviceSpec;
-use benchctl_models::vqascore::endpoint::ImagePosition;
+use benchctl_models::vqascore::endpoint::{AnswerRule, ImagePosition};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod gate;
@@ -116,6 +116,11 @@ pub struct ModelChoice {
     /// models, or before it, as its local models (and the checkpoints' chat templates) put it.
     #[arg(long, value_parser = ImagePosition::NAMES, default_value = ImagePosition::NAMES[0], help_heading = "Scoring server")]
     pub image_position: String,
+    /// How the server's answer gives the score: its log-probability (`logprobs`), or a reply
+    /// generated at temperature 0 and searched for the answer as NaturalBench's official
+    /// code reads replies (`generate`: 0 when found first, else the log of zero).
+    #[arg(long, value_parser = AnswerRule::NAMES, default_value = AnswerRule::NAMES[0], help_heading = "Scoring server")]
+    pub answer_rule: String,
     /// Which of the model's scores to use: `itm` or `itc` for BLIP and FIBER (default itm);
     /// CLIP and SigLIP have one (see `benchctl models`).
     #[arg(long, value_name = "HEAD", help_heading = "Model and device")]
@@ -546,6 +551,10 @@ impl ModelChoice {
             answer_template: self.answer_template.clone(),
             image_position: self
                 .image_position
+                .parse()
+                .map_err(|e: benchctl_models::Error| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?,
+            answer_rule: self
+                .answer_rule
                 .parse()
                 .map_err(|e: benchctl_models::Error| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?,
         }

@@ -145,6 +145,9 @@ pub struct EndpointRecord {
     /// Where the image went in each request (absent from older records: after the question).
     #[serde(default)]
     pub image_position: benchctl_models::vqascore::endpoint::ImagePosition,
+    /// How each answer was read (absent from older records: its log-probability).
+    #[serde(default)]
+    pub answer_rule: benchctl_models::vqascore::endpoint::AnswerRule,
 }
 
 /// Where an external model's run came from.
