@@ -3,18 +3,11 @@
 //! the official `evaluate_BiVLC` gives on the same similarities
 //! (`scripts/fixtures/gen_bivlc_fixture.py`): every metric, overall and per type.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use benchctl_scoring::{Report, ScoreTensor};
-use benchctl_suites::{find, ImageSource};
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bivlc")
-}
-
-fn json(name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture().join(name)).unwrap()).unwrap()
-}
+use benchctl_scoring::Report;
+use benchctl_suites::ImageSource;
+use common::{fixture_json, loaded, score_rows};
 
 fn metric(report: &Report, by: Option<&str>, name: &str) -> f64 {
     let metrics = match by {
@@ -26,10 +19,8 @@ fn metric(report: &Report, by: Option<&str>, name: &str) -> f64 {
 
 #[test]
 fn bivlc_matches_its_official_evaluation() {
-    let info = find("bivlc").unwrap();
-    let (suite, problems) = info.load_all(&fixture()).unwrap();
-    assert!(problems.is_empty(), "{}", problems.message(0));
-    let official = json("official.json");
+    let suite = loaded("bivlc", "bivlc");
+    let official = fixture_json("bivlc", "official.json");
     assert_eq!(suite.items.len() as u64, official["items"].as_u64().unwrap());
     // Shards in order, the COCO image first, its caption first.
     let first = suite.items.item(0);
@@ -38,14 +29,7 @@ fn bivlc_matches_its_official_evaluation() {
     assert!(matches!(first.image(1), ImageSource::Embedded(e) if e.name == "row 0 negative_image"));
     assert_eq!(suite.items.item(15).id(), "test-00001-of-00002/0");
 
-    let rows = json("scores.json");
-    let mut scores = ScoreTensor::new();
-    for row in rows.as_array().unwrap() {
-        let values: Vec<f64> =
-            row.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap()).map(|v| v.as_f64().unwrap()).collect();
-        scores.push_exact(2, 2, &values).unwrap();
-    }
-    let report = suite.evaluate(&scores).unwrap();
+    let report = suite.evaluate(&score_rows(&fixture_json("bivlc", "scores.json"), 2, 2)).unwrap();
     let names = ["i2t", "t2i", "group_score", "ipos_2t", "ineg_2t", "tpos_2i", "tneg_2i"];
     for (by, key) in [(None, "overall"), (Some("replace"), "replace"), (Some("swap"), "swap"), (Some("add"), "add")] {
         for name in names {

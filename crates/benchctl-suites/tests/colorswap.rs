@@ -3,18 +3,11 @@
 //! inside), scored against what test-time-matching's own loader and scorer give on the same
 //! similarities (`scripts/fixtures/gen_colorswap_fixture.py`): every metric, per split.
 
-use std::path::{Path, PathBuf};
+mod common;
 
-use benchctl_scoring::{Report, ScoreTensor};
+use benchctl_scoring::Report;
 use benchctl_suites::{find, ImageSource};
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/colorswap")
-}
-
-fn json(name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture().join(name)).unwrap()).unwrap()
-}
+use common::{fixture_json, loaded, score_rows};
 
 fn metric(report: &Report, split: &str, name: &str) -> f64 {
     let group = report.group("split", split).unwrap_or_else(|| panic!("no split {split}"));
@@ -25,9 +18,8 @@ fn metric(report: &Report, split: &str, name: &str) -> f64 {
 fn colorswap_matches_the_official_scores_per_split() {
     let info = find("colorswap").unwrap();
     assert_eq!(info.hub().map(|h| (h.repo.as_str(), h.gated)), Some(("stanfordnlp/colorswap", true)));
-    let (suite, problems) = info.load_all(&fixture()).unwrap();
-    assert!(problems.is_empty(), "{}", problems.message(0));
-    let official = json("official.json");
+    let suite = loaded("colorswap", "colorswap");
+    let official = fixture_json("colorswap", "official.json");
     assert_eq!(suite.items.len() as u64, official["items"].as_u64().unwrap());
     // Train first (the manifest's order), ids from the release, image 1 with caption 1.
     let first = suite.items.item(0);
@@ -36,14 +28,7 @@ fn colorswap_matches_the_official_scores_per_split() {
     assert!(matches!(first.image(1), ImageSource::Embedded(e) if e.name == "row 0 image_2"));
     assert_eq!(suite.items.item(14).id(), "14");
 
-    let rows = json("scores.json");
-    let mut scores = ScoreTensor::new();
-    for row in rows.as_array().unwrap() {
-        let values: Vec<f64> =
-            row.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap()).map(|v| v.as_f64().unwrap()).collect();
-        scores.push_exact(2, 2, &values).unwrap();
-    }
-    let report = suite.evaluate(&scores).unwrap();
+    let report = suite.evaluate(&score_rows(&fixture_json("colorswap", "scores.json"), 2, 2)).unwrap();
     for split in ["train", "test"] {
         let group = report.group("split", split).unwrap();
         assert_eq!(group.items as u64, if split == "train" { 14 } else { 10 });

@@ -4,38 +4,27 @@
 //! gives them for the options the fixture's log-probabilities choose
 //! (`scripts/fixtures/gen_naturalbench_fixture.py`).
 
-use std::path::{Path, PathBuf};
+mod common;
 
 use benchctl_scoring::metrics::answers;
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::find;
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/naturalbench")
-}
+use common::{fixture_json, loaded, score_rows};
 
 fn json(name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture().join(name)).unwrap()).unwrap()
+    fixture_json("naturalbench", name)
 }
 
 /// The fixture's per-row log-probabilities ([image][q0 first, q0 second, q1 first, q1 second])
 /// as a score tensor.
 fn tensor(rows: &serde_json::Value) -> ScoreTensor {
-    let mut scores = ScoreTensor::new();
-    for row in rows.as_array().unwrap() {
-        let values: Vec<f64> =
-            row.as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap()).map(|v| v.as_f64().unwrap()).collect();
-        scores.push_exact(2, 4, &values).unwrap();
-    }
-    scores
+    score_rows(rows, 2, 4)
 }
 
 #[test]
 fn naturalbench_asks_and_scores_as_its_official_code() {
-    let info = find("naturalbench").unwrap();
-    assert!(info.summary().unwrap().family.facts().asks_questions);
-    let (suite, problems) = info.load_all(&fixture()).unwrap();
-    assert!(problems.is_empty(), "{}", problems.message(0));
+    assert!(find("naturalbench").unwrap().summary().unwrap().family.facts().asks_questions);
+    let suite = loaded("naturalbench", "naturalbench");
     let official = json("official.json");
     assert_eq!(suite.items.len() as u64, official["items"].as_u64().unwrap());
     // Each question with each option, question by question; the prompt is the official one.
@@ -70,8 +59,7 @@ fn naturalbench_asks_and_scores_as_its_official_code() {
 /// code extracts one answer from a generated reply, so it has no tie to break).
 #[test]
 fn a_tie_between_options_is_a_miss() {
-    let info = find("naturalbench").unwrap();
-    let (suite, _) = info.load_all(&fixture()).unwrap();
+    let suite = loaded("naturalbench", "naturalbench");
     let mut rows = json("scores.json");
     let all_right = serde_json::json!([[-0.1, -2.0, -2.0, -0.1], [-2.0, -0.1, -0.1, -2.0]]);
     for row in rows.as_array_mut().unwrap() {

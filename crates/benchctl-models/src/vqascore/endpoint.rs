@@ -82,12 +82,7 @@ impl std::str::FromStr for AnswerRule {
     type Err = Error;
 
     fn from_str(name: &str) -> Result<Self> {
-        let all = [AnswerRule::Logprobs, AnswerRule::Generate];
-        let refused = || {
-            let names = Self::NAMES.join(", ");
-            Error::new(ErrorKind::BadConfig, format!("use the answer rule {name:?}: it is one of {names}"))
-        };
-        all.into_iter().find(|r| r.name() == name).ok_or_else(refused)
+        by_name(name, [AnswerRule::Logprobs, AnswerRule::Generate], Self::NAMES, "answer rule")
     }
 }
 
@@ -115,12 +110,18 @@ impl std::str::FromStr for ImagePosition {
     type Err = Error;
 
     fn from_str(name: &str) -> Result<Self> {
-        let all = [ImagePosition::AfterQuestion, ImagePosition::BeforeQuestion];
-        let refused = || {
-            let names = Self::NAMES.join(", ");
-            Error::new(ErrorKind::BadConfig, format!("use the image position {name:?}: it is one of {names}"))
-        };
-        all.into_iter().find(|p| p.name() == name).ok_or_else(refused)
+        by_name(name, [ImagePosition::AfterQuestion, ImagePosition::BeforeQuestion], Self::NAMES, "image position")
+    }
+}
+
+/// The variant of `all` that `names` (in the same order) calls `name`, or an error naming the
+/// setting (`what`) and its choices.
+fn by_name<T: Copy, const N: usize>(name: &str, all: [T; N], names: [&str; N], what: &str) -> Result<T> {
+    match names.iter().position(|n| *n == name) {
+        Some(at) => Ok(all[at]),
+        None => {
+            Err(Error::new(ErrorKind::BadConfig, format!("use the {what} {name:?}: it is one of {}", names.join(", "))))
+        }
     }
 }
 

@@ -149,8 +149,8 @@ impl Reading {
 }
 
 /// The answer a generated `reply` gives, as NaturalBench's official `extract_answer` reads it:
-/// the first whole-word occurrence, ignoring case, of `answer` and of its opposite (see
-/// [`opposite`]); `Some(true)` when `answer`'s comes first (or alone), `Some(false)` when the
+/// the first whole-word occurrence, ignoring case, of `answer` and of its opposite (yes and
+/// no, A and B); `Some(true)` when `answer`'s comes first (or alone), `Some(false)` when the
 /// opposite's does, `None` when neither is there. Word boundaries are Python's `\b` (letters,
 /// digits and `_` are word characters), so an article "a" reads as option A, as there.
 pub fn extract_answer(reply: &str, answer: &str) -> Option<bool> {
