@@ -123,7 +123,9 @@ fn a_scoring_server_answers_each_option() {
         .iter()
         .map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["messages"][0]["content"].to_string())
         .collect();
-    assert!(sent.iter().all(|s| !s.contains('\u{1f}')) && sent.len() == 96, "{}", sent.len());
+    // One request per (image, question): both options are read from its answer.
+    assert!(sent.iter().all(|s| !s.contains('\u{1f}')) && sent.len() == 48, "{}", sent.len());
+    assert_eq!((run["counts"]["pairs_scored"].as_u64(), run["counts"]["requests"].as_u64()), (Some(96), Some(48)));
 }
 
 /// Each (prompt, image data URI) the fixture's items ask → (item, image, question).
@@ -194,6 +196,7 @@ fn a_server_reply_is_read_by_the_official_rule() {
     assert_eq!(run["model"]["endpoint"]["answer_rule"], "generate");
     let stored = read_scores(&dump_path(&run_path, &run)).unwrap();
     assert!(stored.iter().flat_map(|(_, m)| m.iter().flatten()).all(|&s| s == 0.0 || s == -1000.0));
+    assert_eq!(server.seen().len(), 48, "one reply per (image, question)");
     for request in server.seen() {
         let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
         assert_eq!((body["temperature"].as_f64(), body["max_tokens"].as_u64()), (Some(0.0), Some(128)));

@@ -195,6 +195,15 @@ pub struct Asked {
     pub attempts: u32,
 }
 
+/// One request's answer read for each of several answers (a question's options).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskedOptions {
+    /// One reading per answer asked about, in order.
+    pub readings: Vec<Reading>,
+    /// Requests made (1 without retries).
+    pub attempts: u32,
+}
+
 /// A chat-completions server asked for VQAScores.
 pub struct Endpoint {
     agent: ureq::Agent,
@@ -245,7 +254,7 @@ struct TopLogprob {
 
 /// What one attempt came to.
 enum Attempt {
-    Answered(Reading),
+    Answered(Vec<Reading>),
     /// Worth another attempt after a wait (the server's `Retry-After`, if it gave one).
     Retry(String, Option<Duration>),
     Fatal(Error),
@@ -327,13 +336,23 @@ impl Endpoint {
 
     /// Asks for one pair's score, retrying what is worth retrying.
     pub fn ask(&self, image: &ImagePayload, caption: &str) -> Result<Asked> {
+        let asked = self.ask_options(image, caption, &[caption])?;
+        let reading = asked.readings.first().copied().unwrap_or(Reading::Neither);
+        Ok(Asked { reading, attempts: asked.attempts })
+    }
+
+    /// Asks `caption`'s question once and reads the answer of each of `texts` from the one
+    /// reply: texts that ask the same question with different answer options (a question's
+    /// options: the first token's top log-probabilities, or the generated reply, hold them
+    /// all), so a question of two options is one request.
+    pub fn ask_options(&self, image: &ImagePayload, caption: &str, texts: &[&str]) -> Result<AskedOptions> {
         let body = self.request_body(image, caption);
-        let answer = self.template.answer_for(caption);
+        let answers: Vec<String> = texts.iter().map(|t| self.template.answer_for(t)).collect();
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match self.attempt(&body, &answer) {
-                Attempt::Answered(reading) => return Ok(Asked { reading, attempts }),
+            match self.attempt(&body, &answers) {
+                Attempt::Answered(readings) => return Ok(AskedOptions { readings, attempts }),
                 Attempt::Fatal(e) => return Err(e),
                 Attempt::Retry(why, _) if attempts > self.settings.retries => {
                     return Err(failed(format!("ask {}: {why} ({attempts} attempts)", self.name())))
@@ -346,7 +365,7 @@ impl Endpoint {
         }
     }
 
-    fn attempt(&self, body: &str, answer: &str) -> Attempt {
+    fn attempt(&self, body: &str, answers: &[String]) -> Attempt {
         let mut request = self.agent.request_url("POST", &self.chat_url).set("Content-Type", "application/json");
         if let Some(key) = &self.settings.api_key {
             request = request.set("Authorization", &format!("Bearer {key}"));
@@ -384,12 +403,15 @@ impl Endpoint {
                 return Attempt::Fatal(failed(format!("read the answer of {}: {why}", self.name())))
             }
         };
-        let read = match self.settings.answer_rule {
-            AnswerRule::Logprobs => parse_answer(&text, answer),
-            AnswerRule::Generate => parse_generated(&text, answer),
-        };
+        let read: std::result::Result<Vec<Reading>, String> = answers
+            .iter()
+            .map(|answer| match self.settings.answer_rule {
+                AnswerRule::Logprobs => parse_answer(&text, answer),
+                AnswerRule::Generate => parse_generated(&text, answer),
+            })
+            .collect();
         match read {
-            Ok(reading) => Attempt::Answered(reading),
+            Ok(readings) => Attempt::Answered(readings),
             Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {}", self.name(), self.redact(&why)))),
         }
     }

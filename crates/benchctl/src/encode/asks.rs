@@ -1,6 +1,7 @@
 //! A generative model's pair scores through a scoring server (`--endpoint`): every unique
-//! (image, caption) pair asked once, a bounded number of requests in flight, each answer
-//! appended to the cache the moment it arrives. A run that is killed, or stopped by a failing
+//! (image, caption) pair asked once (the answer options of one question about one image in
+//! one request), a bounded number of requests in flight, each answer appended to the cache
+//! the moment it arrives. A run that is killed, or stopped by a failing
 //! server or its request budget, keeps every answer it got; the next run asks only the rest.
 
 use std::collections::HashMap;
@@ -8,8 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use benchctl_base::spill::SpillVec;
-use benchctl_models::vqascore::endpoint::{Asked, ImagePayload};
+use benchctl_models::vqascore::endpoint::{Asked, AskedOptions, ImagePayload};
 use benchctl_models::vqascore::Reading;
+use benchctl_scoring::metrics::answers;
 use benchctl_suites::ImageSource;
 use image::ImageEncoder as _;
 
@@ -38,31 +40,34 @@ pub(crate) fn ask_pairs_through_cache(
     let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
     todo.truncate(todo.len() - left_for_later);
 
+    let requests = one_request_each(&todo, |pair| texts[table.pairs[pair].1]);
     let mut remaining: HashMap<usize, usize> = HashMap::new();
-    todo.iter().for_each(|&(i, _)| *remaining.entry(i).or_default() += 1);
+    requests.iter().for_each(|group| *remaining.entry(group[0].0).or_default() += 1);
     let payloads = Payloads { memo: Mutex::new(HashMap::new()), remaining: Mutex::new(remaining) };
     let (next, stop) = (AtomicUsize::new(0), AtomicBool::new(false));
     let bar = progress(todo.len(), "asking the server");
     let mut first_error: Option<Error> = None;
-    // The request threads share the pairs as a slice.
-    let todo: &[(usize, usize)] = &todo;
+    // The request threads share the requests as a slice.
+    let requests: &[Vec<(usize, usize)>] = &requests;
     std::thread::scope(|scope| {
         let (sender, answers) = mpsc::channel::<(usize, usize, Result<Asked>)>();
-        for _ in 0..server.in_flight.clamp(1, todo.len().max(1)) {
+        for _ in 0..server.in_flight.clamp(1, requests.len().max(1)) {
             let sender = sender.clone();
             let (payloads, next, stop) = (&payloads, &next, &stop);
             scope.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let Some(&(image, pair)) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                    let Some(group) = requests.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                    let image = group[0].0;
+                    let group_texts: Vec<&str> = group.iter().map(|&(_, pair)| texts[table.pairs[pair].1]).collect();
                     let asked = payloads
                         .get(image, || images.source(image))
-                        .and_then(|payload| Ok(server.endpoint.ask(&payload, texts[table.pairs[pair].1])?));
+                        .and_then(|payload| Ok(server.endpoint.ask_options(&payload, group_texts[0], &group_texts)?));
                     payloads.done(image);
                     // A failure stops new requests at once; those in flight still finish.
                     if asked.is_err() {
                         stop.store(true, Ordering::Relaxed);
                     }
-                    if sender.send((image, pair, asked)).is_err() {
+                    if !send_each(&sender, group, asked) {
                         break;
                     }
                 }
@@ -120,6 +125,48 @@ pub(crate) fn ask_pairs_through_cache(
         .iter()
         .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "ask the server: a pair was neither cached nor asked")))
         .collect()
+}
+
+/// The pairs to ask, by request: the pairs of one image whose texts ask one question with
+/// different answer options ([`answers::split_asked`]) share a request; any other pair is a
+/// request of its own. In the order of their first pair.
+fn one_request_each<'t>(todo: &[(usize, usize)], text_of: impl Fn(usize) -> &'t str) -> Vec<Vec<(usize, usize)>> {
+    let mut requests: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut by_question: HashMap<(usize, &str), usize> = HashMap::new();
+    for &(image, pair) in todo {
+        match answers::split_asked(text_of(pair)) {
+            Some((question, _)) => match by_question.get(&(image, question)) {
+                Some(&at) => requests[at].push((image, pair)),
+                None => {
+                    by_question.insert((image, question), requests.len());
+                    requests.push(vec![(image, pair)]);
+                }
+            },
+            None => requests.push(vec![(image, pair)]),
+        }
+    }
+    requests
+}
+
+/// Sends each pair of a request its answer (the request's attempts counted with its first
+/// pair); false once the receiver is gone.
+fn send_each(
+    sender: &mpsc::Sender<(usize, usize, Result<Asked>)>,
+    group: &[(usize, usize)],
+    asked: Result<AskedOptions>,
+) -> bool {
+    match asked {
+        Ok(AskedOptions { readings, attempts }) => {
+            group.iter().zip(readings).enumerate().all(|(i, (&(image, pair), reading))| {
+                let attempts = if i == 0 { attempts } else { 0 };
+                sender.send((image, pair, Ok(Asked { reading, attempts }))).is_ok()
+            })
+        }
+        Err(e) => {
+            let (image, pair) = group[0];
+            sender.send((image, pair, Err(e))).is_ok()
+        }
+    }
 }
 
 /// Image payloads shared by the requests of one image, dropped after its last request.
