@@ -220,7 +220,7 @@ fn suite_rows(listing: &str) -> std::collections::HashMap<String, (String, Strin
 #[test]
 fn full_hub_releases_give_their_official_item_counts() {
     let root = benchctl_testkit::workspace_root().join("crates/benchctl/tests/fixtures/full-releases");
-    for (suite, items) in [("bivlc", 2933), ("colorswap", 1000), ("naturalbench", 1900)] {
+    for (suite, items) in [("bivlc", 2933), ("colorswap", 1000), ("naturalbench", 1900), ("vismin", 2084)] {
         let expected = benchctl_suites::find(suite).unwrap().expected_items;
         assert_eq!(expected, Some(items), "{suite}'s manifest");
         let data = root.join(suite);

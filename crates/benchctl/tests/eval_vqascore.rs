@@ -188,15 +188,19 @@ fn a_failing_server_keeps_every_answer_it_gave() {
 
 #[test]
 fn busy_servers_are_retried_and_the_budget_leaves_the_rest_for_later() {
-    // Every third request is told to come back (429, Retry-After: 0).
-    let n = Arc::new(AtomicUsize::new(0));
-    let counter = n.clone();
+    // Every third pair asked is told once to come back (429, Retry-After: 0): by pair, not by
+    // request, so that requests in flight side by side cannot land one pair on every refusal.
+    let told: Arc<std::sync::Mutex<Vec<(String, String)>>> = Arc::default();
     let server = Server::start(move |r| {
-        if counter.fetch_add(1, Ordering::SeqCst).is_multiple_of(3) {
-            (reply("429 Too Many Requests", &[("Retry-After", "0".into())], b"slow down"), Duration::ZERO)
-        } else {
-            (answer(r), Duration::ZERO)
+        let pair = parts(r);
+        let mut told = told.lock().unwrap();
+        if !told.contains(&pair) {
+            told.push(pair);
+            if told.len() % 3 == 1 {
+                return (reply("429 Too Many Requests", &[("Retry-After", "0".into())], b"slow down"), Duration::ZERO);
+            }
         }
+        (answer(r), Duration::ZERO)
     })
     .unwrap();
     let (results, cache) = (scratch_dir("endpoint-results"), scratch_dir("endpoint-cache"));

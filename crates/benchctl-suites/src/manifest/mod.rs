@@ -54,6 +54,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("naturalbench.toml", include_str!("../../../../datasets/manifests/naturalbench.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
     ("sugarcrepe-pp.toml", include_str!("../../../../datasets/manifests/sugarcrepe-pp.toml")),
+    ("vismin.toml", include_str!("../../../../datasets/manifests/vismin.toml")),
     ("whatsup-coco-spatial.toml", include_str!("../../../../datasets/manifests/whatsup-coco-spatial.toml")),
     ("whatsup-controlled-a.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-a.toml")),
     ("whatsup-controlled-b.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-b.toml")),
