@@ -665,6 +665,7 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = { a = [\"x\"] }\nmetrics = [\"f1\"]", "`metrics.average.metrics` (line"),
         // Groups may list groups (averages of averages), not in a circle.
         ("headline = \"group_score\"", "headline = \"group_score\"\n[metrics.average]\nname = \"avg\"\nover = \"collapsed_tag\"\ngroups = { a = [\"b\", \"x\"], b = [\"a\"] }", "`metrics.average.groups` (line"),
+        ("file = \"examples.jsonl\"", "file = \"examples.jsonl\"\nentries = true", "`source.entries` (line"),
         // `[hub]` (after the last table here): a repo id as the hub writes them, a revision,
         // files inside the repo.
         ("headline = \"group_score\"", "headline = \"group_score\"\n[hub]\nrepo = \"winoground\"", "`hub.repo` (line"),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use benchctl_scoring::TagSets;
 use serde_json::Value;
 
-use super::cells::Blobs;
+use super::cells::{Blobs, SourceRecord};
 use super::item::ImagesFrom;
 use super::template::Record;
 use super::{records, sources, Manifest};
@@ -82,6 +82,9 @@ impl Manifest {
         // `source.first`: the records past it are not read into items (nor checked).
         if let Some(first) = self.first {
             records.truncate(first);
+        }
+        if self.entries {
+            records = entries_of(records, file, problems);
         }
         if records.len() % self.group != 0 {
             problems.push(Error::new(
@@ -161,6 +164,31 @@ impl Manifest {
             own
         }
     }
+}
+
+/// `source.entries`: each record, a JSON object, as one record per entry, `{"key": …, "value":
+/// …}`, in the file's order, the outer record's key kept; a record that is not an object is a
+/// problem naming it.
+fn entries_of(records: Vec<SourceRecord>, file: &Path, problems: &mut Problems) -> Vec<SourceRecord> {
+    let mut out = Vec::new();
+    for record in records {
+        match record.value {
+            Value::Object(map) => out.extend(map.into_iter().map(|(k, v)| SourceRecord {
+                at: format!("{} entry {k:?}", record.at),
+                value: serde_json::json!({"key": k, "value": v}),
+                key: record.key.clone(),
+            })),
+            _ => problems.push(Error::new(
+                ErrorKind::Malformed,
+                format!(
+                    "read {} {}: `source.entries` reads a record's entries, and it is not an object",
+                    file.display(),
+                    record.at
+                ),
+            )),
+        }
+    }
+    out
 }
 
 /// The most items one record may expand to (`source.expand`): a benchmark's record holds a

@@ -50,6 +50,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("bivlc.toml", include_str!("../../../../datasets/manifests/bivlc.toml")),
     ("colorswap.toml", include_str!("../../../../datasets/manifests/colorswap.toml")),
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
+    ("imagecode.toml", include_str!("../../../../datasets/manifests/imagecode.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
     ("naturalbench.toml", include_str!("../../../../datasets/manifests/naturalbench.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
@@ -79,6 +80,8 @@ pub struct Manifest {
     first: Option<usize>,
     /// Field paths (split at `.`) of the lists each record expands along (`source.expand`).
     expand: Vec<Vec<String>>,
+    /// Each record, an object, read as one record per entry (`source.entries`).
+    entries: bool,
     item: ItemSpec,
     summary: Summary,
     description: String,
@@ -182,6 +185,14 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         None => None,
     };
     let expand = expand_paths(source.expand.as_ref(), &cx)?;
+    let entries = source.entries.as_ref().is_some_and(|e| *e.get_ref());
+    if let Some(e) = source.entries.as_ref().filter(|_| entries && format != Format::Json) {
+        return Err(cx.bad(
+            "source.entries",
+            cx.line(e.span()),
+            "only a JSON file's records are objects of entries".into(),
+        ));
+    }
     let sources = Sources::parse(source, origin, &|span| cx.line(span))?;
     let files_tag = sources.tag.as_deref().map(|tag| (tag, sources.tag_span.clone().map_or(1, |s| cx.line(s))));
     let item = ItemSpec::parse(&raw.item, files_tag, &cx)?;
@@ -222,6 +233,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         group,
         first,
         expand,
+        entries,
         item,
         summary: metrics.summary,
         description: raw.description.clone(),

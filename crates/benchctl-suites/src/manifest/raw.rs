@@ -54,6 +54,10 @@ pub(super) struct RawSource {
     pub(super) records: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) group: Option<Spanned<usize>>,
+    /// Each record that is a JSON object read as one record per entry, `{"key": …, "value": …}`
+    /// (the outer record's key stays `{_key}`).
+    #[serde(default)]
+    pub(super) entries: Option<Spanned<bool>>,
     /// Only the first this many records of each file (before grouping and expansion).
     #[serde(default)]
     pub(super) first: Option<Spanned<usize>>,

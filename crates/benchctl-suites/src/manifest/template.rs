@@ -56,10 +56,13 @@ enum Filter {
     Map(Vec<(String, String)>),
     /// Zeros on the left up to this width, as Python's `str.zfill` (COCO's file names).
     Zfill(usize),
+    /// `true` where the text holds this text, else `false` (Python's `in`: ImageCoDe's static
+    /// image sets are those whose name holds `open-images`).
+    Has(String),
 }
 
 impl Filter {
-    const KNOWN: &'static str = "basename, stem, part:SEPARATOR:INDEX, map:FROM=TO,…, zfill:WIDTH";
+    const KNOWN: &'static str = "basename, stem, part:SEPARATOR:INDEX, map:FROM=TO,…, zfill:WIDTH, has:TEXT";
 
     fn parse(spec: &str) -> Option<Filter> {
         let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
@@ -72,6 +75,7 @@ impl Filter {
                 (!separator.is_empty()).then(|| Filter::Part { separator: separator.to_string(), index })
             }
             "zfill" => args.trim().parse().ok().map(Filter::Zfill),
+            "has" if !args.is_empty() => Some(Filter::Has(args.to_string())),
             "map" => {
                 let pairs: Option<Vec<(String, String)>> = args
                     .split(',')
@@ -116,6 +120,7 @@ impl Filter {
                 let pad = width.saturating_sub(text.chars().count());
                 format!("{sign}{}{digits}", "0".repeat(pad))
             }
+            Filter::Has(part) => text.contains(part.as_str()).to_string(),
             Filter::Map(pairs) => match pairs.iter().find(|(from, _)| *from == text) {
                 Some((_, to)) => to.clone(),
                 None => {
@@ -326,6 +331,8 @@ mod tests {
         let url = serde_json::json!(["https://host/data/vg_gqa_images/2390970.jpg"]);
         assert_eq!(render("{0|basename}", url.clone()), Ok("2390970.jpg".to_string()));
         assert_eq!(render("{_source|basename}", url.clone()), Ok("file".to_string()));
+        assert_eq!(render("{_source|has:fi|map:true=yes,false=no}", url.clone()), Ok("yes".to_string()));
+        assert_eq!(render("{_source|has:open-images}", url.clone()), Ok("false".to_string()));
         assert!(render("{0|upper}", url).unwrap_err().contains("unknown filter `upper`"));
         // What'sUp's file names carry the objects and the preposition.
         let path = serde_json::json!({"p": "data/controlled_images/beer-bottle_left_of_armchair.jpeg"});
