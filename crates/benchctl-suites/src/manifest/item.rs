@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::answers::AnswerSpec;
 use super::cells::Blobs;
-use super::raw::{RawIndex, RawItem, RawTag, RawTruth};
+use super::raw::{RawDirs, RawIndex, RawItem, RawTag, RawTruth};
 use super::template::{self, Record, Template};
 use super::{Context, Keyed};
 use crate::image::{CropRegion, CroppedSource, EmbeddedImage};
@@ -20,7 +20,8 @@ use crate::{paths, Error, ErrorKind, ImageSource, Item, Result};
 /// Where a record's images are: files under `root`, or bytes inside its annotation file
 /// (`blobs`), named by the record's `place` in that file (`row 12`) and their field.
 pub(super) struct ImagesFrom<'a> {
-    pub root: &'a Path,
+    /// The folders an image path is looked for in, in order (`item.image_dir`).
+    pub roots: &'a [std::path::PathBuf],
     pub blobs: &'a Blobs,
     pub place: &'a str,
 }
@@ -36,7 +37,9 @@ enum CandidateImage {
 pub(super) struct ItemSpec {
     /// `None`: a record's key in a JSON object keyed by id, else its position.
     id: Option<Keyed<Template>>,
-    pub image_dir: String,
+    /// Where image paths are looked for, in order (`item.image_dir`; the data directory itself
+    /// when empty).
+    pub image_dirs: Vec<String>,
     images: Candidates,
     crop: Option<[Keyed<Template>; 4]>,
     texts: Texts,
@@ -57,6 +60,9 @@ enum Candidates {
     Each(Vec<Keyed<Template>>),
     /// Every element of a list field.
     List(Keyed<Vec<String>>),
+    /// The templates' texts, then every element of a list field (texts only: a positive
+    /// caption and its list of hard negatives).
+    EachThenList(Vec<Keyed<Template>>, Keyed<Vec<String>>),
 }
 
 #[derive(Debug)]
@@ -76,7 +82,7 @@ enum IndexSpec {
 impl ItemSpec {
     /// `[item]` checked; `files_tag` is the tag `source.files` gives each file's stem.
     pub fn parse(item: &RawItem, files_tag: Option<(&str, usize)>, cx: &Context<'_>) -> Result<Self> {
-        let images = candidates(&item.images, &item.images_list, "images", cx)?;
+        let images = candidates(&item.images, &item.images_list, "images", false, cx)?;
         let texts = texts(item, cx)?;
         let crop = match &item.crop {
             Some(c) => Some([
@@ -110,18 +116,28 @@ impl ItemSpec {
             tags.push((tag.to_string(), Keyed { value, key: "source.tag".into(), line: 1 }, None));
         }
         let id = item.id.as_ref().map(|t| cx.template("item.id", t)).transpose()?;
-        let image_dir = match &item.image_dir {
-            Some(dir) if !dir.get_ref().is_empty() => {
-                // Images are found under it: it must stay inside the data directory, as each
+        let image_dirs = match &item.image_dir {
+            Some(dirs) => {
+                let listed = match dirs.get_ref() {
+                    RawDirs::One(dir) => vec![dir.clone()],
+                    RawDirs::Several(dirs) => dirs.clone(),
+                };
+                // Images are found under them: each must stay inside the data directory, as each
                 // image path must.
-                paths::inside(Path::new(""), dir.get_ref(), "the manifest").map_err(|_| {
-                    cx.bad("item.image_dir", cx.line(dir.span()), "must be a path inside the data directory".into())
-                })?;
-                dir.get_ref().clone()
+                for dir in listed.iter().filter(|d| !d.is_empty()) {
+                    paths::inside(Path::new(""), dir, "the manifest").map_err(|_| {
+                        cx.bad(
+                            "item.image_dir",
+                            cx.line(dirs.span()),
+                            "must be a path inside the data directory".into(),
+                        )
+                    })?;
+                }
+                listed
             }
-            _ => String::new(),
+            None => Vec::new(),
         };
-        Ok(ItemSpec { id, image_dir, images, crop, texts, tags })
+        Ok(ItemSpec { id, image_dirs, images, crop, texts, tags })
     }
 
     /// Whether its texts are questions with answer options (`[item.answers]`).
@@ -159,7 +175,7 @@ impl ItemSpec {
             .into_iter()
             .map(|candidate| match candidate {
                 CandidateImage::Path(p) => {
-                    let path = paths::inside(images_from.root, &p, at)?;
+                    let path = image_path(images_from.roots, &p, at)?;
                     Ok(match crop {
                         Some(region) => ImageSource::Cropped(Box::new(CroppedSource { file: path, region })),
                         None => ImageSource::from_path(path),
@@ -262,6 +278,10 @@ impl ItemSpec {
         fail: &dyn Fn(String, String) -> Error,
     ) -> Result<Vec<CandidateImage>> {
         match &self.images {
+            // `item.images` takes templates or a list field, never both (refused when read).
+            Candidates::EachThenList(..) => {
+                Err(fail("`item.images`".into(), "templates and a list field together".into()))
+            }
             Candidates::Each(templates) => templates
                 .iter()
                 .map(|t| {
@@ -304,23 +324,59 @@ impl ItemSpec {
         record: &Record<'_>,
         fail: &dyn Fn(String, String) -> Error,
     ) -> Result<Vec<String>> {
+        let each = |templates: &[Keyed<Template>]| -> Result<Vec<String>> {
+            templates.iter().map(|t| t.value.render(record).map_err(|e| fail(t.named(), e.to_string()))).collect()
+        };
         match spec {
-            Candidates::Each(templates) => {
-                templates.iter().map(|t| t.value.render(record).map_err(|e| fail(t.named(), e.to_string()))).collect()
-            }
-            Candidates::List(field) => {
-                let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e.to_string()))?;
-                let list = value.as_array().filter(|l| !l.is_empty()).ok_or_else(|| {
-                    fail(field.named(), format!("`{}` must be a non-empty list", field.value.join(".")))
-                })?;
-                list.iter()
-                    .map(|v| {
-                        template::scalar_text(v).map_err(|what| fail(field.named(), format!("an element is {what}")))
-                    })
-                    .collect()
+            Candidates::Each(templates) => each(templates),
+            Candidates::List(field) => list_texts(field, record, false, fail),
+            Candidates::EachThenList(templates, field) => {
+                let mut texts = each(templates)?;
+                texts.extend(list_texts(field, record, true, fail)?);
+                Ok(texts)
             }
         }
     }
+}
+
+/// The elements of a record's list field as texts: a JSON list, or text holding a Python list
+/// of strings (as a CSV cell holds `str(list)`); empty only where `may_be_empty`.
+fn list_texts(
+    field: &Keyed<Vec<String>>,
+    record: &Record<'_>,
+    may_be_empty: bool,
+    fail: &dyn Fn(String, String) -> Error,
+) -> Result<Vec<String>> {
+    let name = field.value.join(".");
+    let value = template::lookup(record, &field.value).map_err(|e| fail(field.named(), e.to_string()))?;
+    let texts: Vec<String> = match value {
+        Value::Array(list) => list
+            .iter()
+            .map(|v| template::scalar_text(v).map_err(|what| fail(field.named(), format!("an element is {what}"))))
+            .collect::<Result<_>>()?,
+        Value::String(text) => super::pylist::python_strings(text).ok_or_else(|| {
+            fail(field.named(), format!("`{name}` holds text that is not a list (a JSON list, or a Python list of strings as a CSV cell holds one)"))
+        })?,
+        _ => return Err(fail(field.named(), format!("`{name}` must be a list"))),
+    };
+    if texts.is_empty() && !may_be_empty {
+        return Err(fail(field.named(), format!("`{name}` must be a non-empty list")));
+    }
+    Ok(texts)
+}
+
+/// Where the image `relative` is: under the first of `roots` that holds it, else (missing,
+/// and named so) under the first; paths that leave the data directory are refused.
+fn image_path(roots: &[std::path::PathBuf], relative: &str, at: &str) -> Result<std::path::PathBuf> {
+    let mut first = None;
+    for root in roots {
+        let path = paths::inside(root, relative, at)?;
+        if roots.len() == 1 || path.is_file() {
+            return Ok(path);
+        }
+        first.get_or_insert(path);
+    }
+    first.ok_or_else(|| Error::new(ErrorKind::Malformed, format!("read {at}: no folder to look for `{relative}` in")))
 }
 
 /// The image a field's value holds, when it holds one rather than a path: image bytes, or the
@@ -362,13 +418,20 @@ fn image_value(value: &Value, blobs: &Blobs, field: &str) -> std::result::Result
     }
 }
 
-/// `item.<what>` (templates) or `item.<what>_list` (a list field), exactly one.
+/// `item.<what>` (templates) or `item.<what>_list` (a list field), one of them, or (where
+/// `both` may be given) both: the templates' candidates, then the list's.
 fn candidates(
     list: &Option<Spanned<Vec<Spanned<String>>>>,
     from: &Option<Spanned<String>>,
     what: &str,
+    both: bool,
     cx: &Context<'_>,
 ) -> Result<Candidates> {
+    if let (true, Some(_), Some(_)) = (both, list, from) {
+        let Candidates::Each(each) = candidates(list, &None, what, false, cx)? else { return unreachable_shape() };
+        let Candidates::List(field) = candidates(&None, from, what, false, cx)? else { return unreachable_shape() };
+        return Ok(Candidates::EachThenList(each, field));
+    }
     match (list, from) {
         (Some(list), None) => {
             if list.get_ref().is_empty() {
@@ -417,7 +480,7 @@ fn texts(item: &RawItem, cx: &Context<'_>) -> Result<Texts> {
             ),
         )),
         (None, Some(raw)) => {
-            let texts = candidates(&item.texts, &item.texts_list, "texts", cx)?;
+            let texts = candidates(&item.texts, &item.texts_list, "texts", true, cx)?;
             let line = cx.line(raw.span());
             let value = truth(raw.get_ref(), line, cx)?;
             Ok(Texts::Candidates { texts, truth: Keyed { value, key: "item.truth".into(), line } })
@@ -427,6 +490,11 @@ fn texts(item: &RawItem, cx: &Context<'_>) -> Result<Texts> {
             format!("read manifest {}: `[item]` needs `truth` (which candidates match), or `[item.answers]`", cx.origin),
         )),
     }
+}
+
+/// The error for a candidate form [`candidates`] never returns where it is asked for.
+fn unreachable_shape<T>() -> Result<T> {
+    Err(Error::new(ErrorKind::Manifest, "read the manifest: a candidate list took an unexpected form"))
 }
 
 /// `item.truth`: `"diagonal"`, or exactly one of `text`, `image` or `pairs`.

@@ -18,7 +18,7 @@ use crate::{Error, ErrorKind, Problems, Suite};
 /// the tag sets the items share.
 struct LoadState {
     seen: std::collections::HashMap<String, String>,
-    images_root: PathBuf,
+    images_roots: Vec<PathBuf>,
     tag_sets: TagSets,
 }
 
@@ -36,7 +36,10 @@ impl Manifest {
         };
         let mut state = LoadState {
             seen: Default::default(),
-            images_root: data_dir.join(&self.item.image_dir),
+            images_roots: match self.item.image_dirs.as_slice() {
+                [] => vec![data_dir.to_path_buf()],
+                dirs => dirs.iter().map(|d| data_dir.join(d)).collect(),
+            },
             tag_sets: TagSets::default(),
         };
         let names = sources::source_names(&files, data_dir);
@@ -122,7 +125,7 @@ impl Manifest {
             for element in elements {
                 let at = element.map_or_else(|| at.clone(), |e| format!("{at} element {e}"));
                 let place = element.map_or_else(|| place.clone(), |e| format!("{place} element {e}"));
-                let images_from = ImagesFrom { root: &state.images_root, blobs: &blobs, place: &place };
+                let images_from = ImagesFrom { roots: &state.images_roots, blobs: &blobs, place: &place };
                 // The element of each expanded list stands for the list; every other field is
                 // the record's own, shared by all its items.
                 let overrides: Vec<(&[String], &serde_json::Value)> = match (&lists, element) {

@@ -17,6 +17,7 @@ mod cells;
 mod item;
 mod load;
 mod metrics;
+mod pylist;
 mod raw;
 mod records;
 mod sources;
@@ -48,6 +49,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("aro-vg-attribution.toml", include_str!("../../../../datasets/manifests/aro-vg-attribution.toml")),
     ("aro-vg-relation.toml", include_str!("../../../../datasets/manifests/aro-vg-relation.toml")),
     ("bivlc.toml", include_str!("../../../../datasets/manifests/bivlc.toml")),
+    ("crepe-productivity.toml", include_str!("../../../../datasets/manifests/crepe-productivity.toml")),
     ("colorswap.toml", include_str!("../../../../datasets/manifests/colorswap.toml")),
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("imagecode.toml", include_str!("../../../../datasets/manifests/imagecode.toml")),

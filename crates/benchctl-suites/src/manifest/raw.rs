@@ -72,7 +72,7 @@ pub(super) struct RawItem {
     #[serde(default)]
     pub(super) id: Option<Spanned<String>>,
     #[serde(default)]
-    pub(super) image_dir: Option<Spanned<String>>,
+    pub(super) image_dir: Option<Spanned<RawDirs>>,
     #[serde(default)]
     pub(super) images: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
@@ -91,6 +91,14 @@ pub(super) struct RawItem {
     pub(super) answers: Option<super::answers::RawAnswers>,
     #[serde(default)]
     pub(super) tags: BTreeMap<String, Spanned<RawTag>>,
+}
+
+/// `item.image_dir`: one folder, or several looked in in order.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawDirs {
+    One(String),
+    Several(Vec<String>),
 }
 
 #[derive(Deserialize)]
