@@ -230,3 +230,38 @@ fn full_hub_releases_give_their_official_item_counts() {
         assert!(report.contains(&format!("{items} items, {} images, 0 problem(s)", 2 * items)), "{suite}: {report}");
     }
 }
+
+/// ImageCoDe's validation split at its full size in its official layout (1,039 image sets of 10
+/// frames, 2,302 descriptions: 430 of static sets and 1,872 of video sets, as its
+/// `valid_data.json` counts them), made here with one small JPEG linked as every frame: `check`
+/// gives the official item count without a problem.
+#[test]
+fn imagecode_at_full_size_gives_its_official_item_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let frame = benchctl_testkit::workspace_root()
+        .join("crates/benchctl-suites/tests/fixtures/imagecode/image-sets/YouCook-video0037-shot3_0/img4.jpg");
+    // Static: 143 sets of 3 descriptions and 1 of 1 (430); video: 82 sets of 3 and 813 of 2
+    // (1,872); 1,039 sets in all.
+    let mut sets: Vec<(String, usize)> = Vec::new();
+    sets.extend((0..143).map(|i| (format!("open-images-{i}_aaaa"), 3)));
+    sets.push(("open-images-999_bbbb".into(), 1));
+    sets.extend((0..82).map(|i| (format!("MSR-VTT-videoTestVideo_video{i}-shot1_0"), 3)));
+    sets.extend((0..813).map(|i| (format!("YouCook-video{i:04}-shot1_0"), 2)));
+    let mut descriptions = serde_json::Map::new();
+    for (name, count) in &sets {
+        let folder = dir.path().join("image-sets").join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        for j in 0..10 {
+            let target = folder.join(format!("img{j}.jpg"));
+            std::fs::hard_link(&frame, &target).or_else(|_| std::fs::copy(&frame, &target).map(|_| ())).unwrap();
+        }
+        let entries: serde_json::Map<String, serde_json::Value> =
+            (0..*count).map(|t| (t.to_string(), format!("description {t} of {name}").into())).collect();
+        descriptions.insert(name.clone(), entries.into());
+    }
+    std::fs::write(dir.path().join("valid_data.json"), serde_json::Value::Object(descriptions).to_string()).unwrap();
+    let out = benchctl(&["check", "--suite", "imagecode", "--data-dir", dir.path().to_str().unwrap()], &[]);
+    let report = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{report}{}", stderr(&out));
+    assert!(report.contains("2302 items, 10390 images, 0 problem(s)"), "{report}");
+}
