@@ -296,16 +296,8 @@ impl HubModelId {
     pub fn parse(id: &str) -> Option<Result<Self>> {
         let rest = id.strip_prefix(Self::PREFIX)?;
         let (repo, revision) = rest.split_once('@').unwrap_or((rest, "main"));
-        let part = |p: &str| {
-            !p.is_empty()
-                && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-                && !p.starts_with(['-', '.'])
-                && !p.contains("--")
-                && !p.contains("..")
-        };
-        let repo_ok = matches!(repo.split_once('/'), Some((org, name)) if part(org) && part(name));
-        let revision_ok = !revision.is_empty() && revision.split('/').all(|p| !p.is_empty() && p != "." && p != "..");
-        if !repo_ok || !revision_ok {
+        use benchctl_base::hub_names::{is_repo_id, is_repo_path};
+        if !is_repo_id(repo) || !is_repo_path(revision) {
             return Some(Err(Error::new(
                 ErrorKind::UnknownModel,
                 format!(

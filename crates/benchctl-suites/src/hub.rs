@@ -38,21 +38,8 @@ pub fn select(patterns: &[String], names: &[String]) -> Vec<String> {
     names.iter().filter(|n| patterns.iter().any(|p| crate::pattern::matches(p, n))).cloned().collect()
 }
 
-/// Whether `repo` is a hub repo id as the hub allows them: `ORG/NAME`, each part letters,
-/// digits, `-`, `_` or `.`, not starting or ending with `-` or `.`, without `--` or `..` (which
-/// the cache's folder names could not tell apart).
-pub fn is_repo_id(repo: &str) -> bool {
-    let part = |p: &str| {
-        !p.is_empty()
-            && p.len() <= 96
-            && p.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && !p.starts_with(['-', '.'])
-            && !p.ends_with(['-', '.'])
-            && !p.contains("--")
-            && !p.contains("..")
-    };
-    matches!(repo.split_once('/'), Some((org, name)) if part(org) && part(name))
-}
+use benchctl_base::hub_names::is_commit_hash as is_commit;
+pub use benchctl_base::hub_names::is_repo_id;
 
 /// The file `benchctl fetch` leaves in a data directory it copied a hub release into.
 pub const ORIGIN_FILE: &str = ".benchctl-hub-origin.json";
@@ -110,10 +97,6 @@ impl Snapshot {
     }
 }
 
-fn is_commit(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,16 +113,6 @@ mod tests {
         assert!(Snapshot::of(Path::new(&format!("/c/models--o--m/snapshots/{commit}"))).is_none());
         assert!(Snapshot::of(Path::new("/c/datasets--o--m/snapshots/main")).is_none());
         assert!(Snapshot::of(Path::new("/data/bivlc")).is_none());
-    }
-
-    #[test]
-    fn repo_ids_are_org_and_name() {
-        for good in ["imirandam/BiVLC", "stanfordnlp/colorswap", "a-b/c_d.e"] {
-            assert!(is_repo_id(good), "{good}");
-        }
-        for bad in ["BiVLC", "a/b/c", "/b", "a/", "a--b/c", "a/b..c", "a/.b", "a/b-", "a b/c", "a/b?x"] {
-            assert!(!is_repo_id(bad), "{bad}");
-        }
     }
 
     #[test]

@@ -470,9 +470,7 @@ fn encode_revision(revision: &str) -> String {
     revision.replace('/', "%2F")
 }
 
-pub(crate) fn is_commit_hash(s: &str) -> bool {
-    s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
+pub(crate) use benchctl_base::hub_names::is_commit_hash;
 
 /// Whether `url` goes to the endpoint's origin (scheme, host and port), where the token may go.
 fn same_origin(url: &Url, endpoint: &Url) -> bool {
@@ -505,17 +503,13 @@ fn transport_text(t: &ureq::Transport) -> String {
     }
 }
 
-/// A path inside a repo (a file name or a revision) that stays inside its folder: relative,
-/// no `..`, no empty or `.` part, no backslash or NUL.
+/// A path inside a repo (a file name or a revision) that stays inside its folder
+/// ([`benchctl_base::hub_names::is_repo_path`]), or why not.
 pub(crate) fn check_repo_path(path: &str) -> std::result::Result<(), String> {
-    let bad = path.is_empty()
-        || path.starts_with('/')
-        || path.contains(['\\', '\0'])
-        || path.split('/').any(|part| part.is_empty() || part == "." || part == "..");
-    if bad {
-        Err(format!("{:?} is not a path inside the repo", clip(path)))
-    } else {
+    if benchctl_base::hub_names::is_repo_path(path) {
         Ok(())
+    } else {
+        Err(format!("{:?} is not a path inside the repo", clip(path)))
     }
 }
 

@@ -257,10 +257,7 @@ fn hub_source(raw: &raw::RawHub, sources: &Sources, cx: &Context<'_>) -> Result<
     }
     let revision = match &raw.revision {
         Some(r) => {
-            let bad = r.get_ref().is_empty()
-                || r.get_ref().split('/').any(|p| p.is_empty() || p == "." || p == "..")
-                || r.get_ref().contains(['\\', '\0', ' ']);
-            if bad {
+            if !benchctl_base::hub_names::is_repo_path(r.get_ref()) {
                 let what = format!("{:?} is not a branch, tag or commit", r.get_ref());
                 return Err(cx.bad("hub.revision", cx.line(r.span()), what));
             }
