@@ -25,13 +25,16 @@ pub struct ArchitectureSpec {
     pub released_as_torch_checkpoint: bool,
     /// The score heads it offers, the default first.
     pub heads: &'static [ScoreHead],
+    /// The caption preparations it offers, the authors' first; one where the libraries agree.
+    pub text_preps: &'static [TextPrep],
     /// The preprocessing of its checkpoints at an image size, for benchmarks that run without
     /// the checkpoint's files; `None` where it comes only from a checkpoint's config.
     pub default_preprocessor: fn(size: usize) -> Option<Preprocessor>,
     /// How its tokenizer fits captions to its context, from config and tokenizer alone.
-    pub caption_limit: fn(&ModelFiles) -> Result<CaptionLimit>,
-    /// Loads a model of this architecture scoring with a head of [`ArchitectureSpec::heads`].
-    pub load: fn(ScoreHead, &ModelFiles, DType, &Device) -> Result<Model>,
+    pub caption_limit: fn(&ModelFiles, TextPrep) -> Result<CaptionLimit>,
+    /// Loads a model of this architecture scoring with a head of [`ArchitectureSpec::heads`],
+    /// preparing captions one of [`ArchitectureSpec::text_preps`]' ways.
+    pub load: fn(LoadChoice, &ModelFiles, DType, &Device) -> Result<Model>,
     /// Its image and text towers are CLIP's: `benchctl bench --part image|text` builds them
     /// with random weights.
     pub clip_towers: bool,
@@ -83,14 +86,31 @@ impl Architecture {
         }
     }
 
-    /// Loads a model of this architecture from its files, scoring with `head`.
-    pub fn load(self, head: ScoreHead, files: &ModelFiles, dtype: DType, device: &Device) -> Result<Model> {
-        (self.0.load)(head, files, dtype, device)
+    /// The preparation to use: `requested` if the architecture offers it, else the authors'.
+    pub fn choose_text_prep(self, requested: Option<TextPrep>) -> Result<TextPrep> {
+        let offered = self.0.text_preps;
+        match requested {
+            None => Ok(offered[0]),
+            Some(prep) if offered.contains(&prep) => Ok(prep),
+            Some(prep) => Err(crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!(
+                    "use --text-prep {}: a {} model prepares captions one way, its authors' (SigLIP 2 checkpoints offer both)",
+                    prep.name(),
+                    self.name()
+                ),
+            )),
+        }
+    }
+
+    /// Loads a model of this architecture from its files, as `choice` says.
+    pub fn load(self, choice: LoadChoice, files: &ModelFiles, dtype: DType, device: &Device) -> Result<Model> {
+        (self.0.load)(choice, files, dtype, device)
     }
 
     /// The caption limit of a model of this architecture with these files.
-    pub fn caption_limit(self, files: &ModelFiles) -> Result<CaptionLimit> {
-        (self.0.caption_limit)(files)
+    pub fn caption_limit(self, files: &ModelFiles, prep: TextPrep) -> Result<CaptionLimit> {
+        (self.0.caption_limit)(files, prep)
     }
 }
 
@@ -147,6 +167,48 @@ impl ScoreHead {
     /// `itm`, `itc`, or the default head's own name.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|h| h.name() == name)
+    }
+}
+
+/// How captions reach the tokenizer (`--text-prep`): as the model's authors prepared them in
+/// training and evaluation, or as `transformers`' processor does when called as the model card
+/// says. They differ for SigLIP 2 (docs/models.md, "Captions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextPrep {
+    /// The authors' (big_vision for SigLIP 2, as open_clip reproduces it).
+    Authors,
+    /// `transformers`' tokenizer and processor as the checkpoint's files configure them.
+    Transformers,
+}
+
+impl TextPrep {
+    pub const ALL: [TextPrep; 2] = [TextPrep::Authors, TextPrep::Transformers];
+    /// Only the authors' preparation (the libraries agree, or only one publishes the family).
+    pub const AUTHORS_ONLY: &'static [TextPrep] = &[TextPrep::Authors];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TextPrep::Authors => "authors",
+            TextPrep::Transformers => "transformers",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// What a run chooses of a model: its score head and caption preparation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadChoice {
+    pub head: ScoreHead,
+    pub text_prep: TextPrep,
+}
+
+impl LoadChoice {
+    /// `head` with the authors' captions.
+    pub fn head(head: ScoreHead) -> Self {
+        LoadChoice { head, text_prep: TextPrep::Authors }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The zoo: model ids and what each resolves to.
 //!
-//! Every entry pins a hub revision (a commit), so a run names exactly the weights it used,
-//! and states what `benchctl models` shows: input size and preprocessing, activation,
+//! Every entry pins a hub revision (a commit), so a run names exactly the weights it used, or,
+//! where no commit could be verified when it was added (the hub was out of reach), names
+//! `main`: the hub cache then keeps the commit `main` resolved to at its first download
+//! (`refs/main`), and each run records that commit. Every entry states what `benchctl models` shows: input size and preprocessing, activation,
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::ModelFiles;
@@ -9,7 +11,7 @@ use crate::models::{blip, clip, clip_openai, fiber, gemma3, paligemma, qwen3vl, 
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
-pub use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+pub use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, LoadChoice, ScoreHead, TextPrep};
 
 /// Every architecture benchctl implements, each declared once in its own module.
 pub const ARCHITECTURES: &[Architecture] = &[
@@ -33,7 +35,7 @@ pub fn architecture(name: &str) -> Option<Architecture> {
 pub struct ModelEntry {
     pub id: &'static str,
     pub repo: &'static str,
-    /// The pinned hub revision (a commit).
+    /// The pinned hub revision (a commit), or `main` ([`ModelEntry::is_pinned`]).
     pub revision: &'static str,
     pub architecture: Architecture,
     pub description: &'static str,
@@ -43,6 +45,24 @@ pub struct ModelEntry {
     pub activation: &'static str,
     /// Tokenizer and context length.
     pub tokenizer: &'static str,
+}
+
+impl ModelEntry {
+    /// Whether it pins a commit; else it names `main`, whose commit at first download the
+    /// hub cache keeps.
+    pub fn is_pinned(&self) -> bool {
+        benchctl_base::hub_names::is_commit_hash(self.revision)
+    }
+
+    /// The revision as `benchctl models` lists it: the commit's first 12 digits, or what an
+    /// unpinned entry resolves to.
+    pub fn revision_label(&self) -> String {
+        if self.is_pinned() {
+            self.revision[..12].to_string()
+        } else {
+            format!("{} (the commit of the first download, kept)", self.revision)
+        }
+    }
 }
 
 const CLIP_PREP_224: &str = "224 px, shorter side + centre crop, bicubic, OpenAI mean/std";
@@ -111,6 +131,36 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: "SigLIP sentencepiece, padded to 64 tokens",
     },
     ModelEntry {
+        id: "siglip2-base-patch16-224",
+        repo: "google/siglip2-base-patch16-224",
+        revision: "main",
+        architecture: siglip::ARCHITECTURE,
+        description: "SigLIP 2 B/16 at 224 px, fixed resolution (Tschannen et al., 2025), sigmoid scores with logit bias",
+        preprocessing: SIGLIP2_PREP_224,
+        activation: "gelu_pytorch_tanh",
+        tokenizer: SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "siglip2-large-patch16-256",
+        repo: "google/siglip2-large-patch16-256",
+        revision: "main",
+        architecture: siglip::ARCHITECTURE,
+        description: "SigLIP 2 L/16 at 256 px, fixed resolution (Tschannen et al., 2025)",
+        preprocessing: "256 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5",
+        activation: "gelu_pytorch_tanh",
+        tokenizer: SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "siglip2-so400m-patch14-384",
+        repo: "google/siglip2-so400m-patch14-384",
+        revision: "main",
+        architecture: siglip::ARCHITECTURE,
+        description: "SigLIP 2 So400m/14 at 384 px, fixed resolution (Tschannen et al., 2025)",
+        preprocessing: "384 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5",
+        activation: "gelu_pytorch_tanh",
+        tokenizer: SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
         id: "blip-itm-base-coco",
         repo: "Salesforce/blip-itm-base-coco",
         revision: "7eaa90c11850c0b17fc38c6a11e7d88bd6ac231f",
@@ -162,6 +212,9 @@ pub const MODELS: &[ModelEntry] = &[
     },
 ];
 
+const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5";
+const SIGLIP2_TOKENIZER: &str =
+    "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
 const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
 const GEMMA3_TOKENIZER: &str = "Gemma SentencePiece (262k); t2v_metrics' prompt and \"Yes\"";
 
@@ -350,7 +403,9 @@ pub fn resolve_hub_model(id: &HubModelId, settings: &crate::hub::HubSettings) ->
             None => named(hub::offline_miss(repo, revision, configs[0], settings)),
         });
     };
-    let config = hub::model_file(repo, revision, config_name, settings).map_err(named)?;
+    // Online, everything is read at the commit the listing resolved, not an older cached one.
+    let at = listed.as_ref().map_or(revision, |(commit, _)| commit.as_str());
+    let config = hub::model_file(repo, at, config_name, settings).map_err(named)?;
     let architecture = detect_architecture(&config).map_err(named)?;
     let mut layout = architecture.layout();
     if layout.weights == HF_LAYOUT.weights && !has(HF_LAYOUT.weights) && has(SHARD_INDEX_FILE) {
@@ -371,8 +426,11 @@ pub fn resolve_hub_model(id: &HubModelId, settings: &crate::hub::HubSettings) ->
             ));
         }
     }
-    let files = hub::from_hub_with(repo, revision, layout, settings).map_err(named)?;
-    Ok((files, architecture))
+    let files = match &listed {
+        Some((commit, _)) => hub::from_hub_at(repo, revision, commit, layout, settings),
+        None => hub::from_hub_with(repo, revision, layout, settings),
+    };
+    Ok((files.map_err(named)?, architecture))
 }
 
 /// A repo's file list in a message: the first few names.

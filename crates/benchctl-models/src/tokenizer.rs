@@ -1,5 +1,5 @@
 //! Tokenisation through `tokenizer.json` files, with each model family's conventions:
-//! [`ClipTokenizer`] (CLIP, OpenCLIP), [`SiglipTokenizer`], [`BertTokenizer`] (BLIP) and
+//! [`ClipTokenizer`] (CLIP, OpenCLIP), [`SiglipTokenizer`], [`Siglip2Tokenizer`], [`BertTokenizer`] (BLIP) and
 //! [`RobertaTokenizer`] (FIBER).
 //!
 //! CLIP tokenisation through a `tokenizer.json` (Hugging Face `tokenizers` format):
@@ -16,6 +16,7 @@
 
 use std::path::Path;
 
+use crate::architecture::TextPrep;
 use crate::text_clean;
 use crate::{Error, ErrorKind, Result};
 
@@ -182,6 +183,180 @@ impl SiglipTokenizer {
 pub fn siglip_canonical(text: &str) -> String {
     let kept: String = text.to_lowercase().chars().filter(|c| !c.is_ascii_punctuation()).collect();
     kept.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// big_vision's `canonicalize_text` as open_clip writes it (`_` becomes a space first, so
+/// `snake_case` keeps two words), applied after open_clip's `basic_clean`: ftfy's `fix_text`,
+/// HTML references unescaped twice, whitespace collapsed ([`text_clean::TextCleaner::open_clip_clean`]).
+pub fn open_clip_canonical(cleaner: &text_clean::TextCleaner, text: &str) -> String {
+    let cleaned = cleaner.open_clip_clean(text).replace('_', " ");
+    let kept: String = cleaned.chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    text_clean::whitespace_clean(&kept.to_lowercase())
+}
+
+/// SigLIP 2's Gemma tokenizer (pad 0, eos 1), fitting captions to the fixed context one of two
+/// ways ([`TextPrep`]):
+/// - **authors'** (big_vision; open_clip's `HFTokenizer(clean="canonicalize")` on the
+///   `timm/*-SigLIP2` tokenizers): [`open_clip_canonical`], the pieces cut to `max_len − 1`,
+///   `<eos>`, padded on the right with `<pad>`;
+/// - **transformers'** (the processor called as the model card says: `padding="max_length",
+///   max_length=64, truncation=True`): the text as given, `tokenizer.json`'s own post-processor
+///   (special tokens), truncation keeping them, padded on the side and with the token
+///   `tokenizer_config.json` names (`GemmaTokenizer`'s own default is the left), lower-cased
+///   first when it names `Siglip2Tokenizer` (as that class's normaliser does).
+#[derive(Clone)]
+pub struct Siglip2Tokenizer {
+    inner: tokenizers::Tokenizer,
+    max_len: usize,
+    eos: u32,
+    pad: u32,
+    prep: TextPrep,
+    cleaner: text_clean::TextCleaner,
+}
+
+impl std::fmt::Debug for Siglip2Tokenizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Siglip2Tokenizer").field("max_len", &self.max_len).field("prep", &self.prep).finish()
+    }
+}
+
+/// What transformers reads from `tokenizer_config.json` for the processor's call.
+#[derive(Debug, Default, serde::Deserialize)]
+struct TokenizerSettings {
+    tokenizer_class: Option<String>,
+    padding_side: Option<String>,
+    pad_token: Option<serde_json::Value>,
+}
+
+/// The tokenizer classes whose own `padding_side` is the left (transformers 5).
+const LEFT_PADDING_CLASSES: [&str; 4] =
+    ["GemmaTokenizer", "GemmaTokenizerFast", "Siglip2Tokenizer", "Siglip2TokenizerFast"];
+
+impl Siglip2Tokenizer {
+    /// Whether `tokenizer.json` holds Gemma's vocabulary (`<eos>`, not T5's `</s>`): a SigLIP 2
+    /// checkpoint in SigLIP's layout.
+    pub fn is_gemma_vocabulary(path: &Path) -> Result<bool> {
+        let inner = open(path)?;
+        Ok(inner.token_to_id("<eos>").is_some() && inner.token_to_id("</s>").is_none())
+    }
+
+    /// Loads `tokenizer.json`; the transformers preparation also reads `settings`
+    /// (`tokenizer_config.json`), which it needs.
+    pub fn from_file(path: &Path, settings: Option<&Path>, max_len: usize, prep: TextPrep) -> Result<Self> {
+        let mut inner = open(path)?;
+        let eos = special(&inner, path, "<eos>")?;
+        check_len(max_len)?;
+        let mut pad = special(&inner, path, "<pad>")?;
+        if prep == TextPrep::Transformers {
+            let settings_path = settings.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::MissingFile,
+                    format!(
+                        "prepare captions as transformers does: it reads tokenizer_config.json, which is not beside {}",
+                        path.display()
+                    ),
+                )
+            })?;
+            pad = Self::configure_as_transformers(&mut inner, settings_path, max_len)?;
+        }
+        Ok(Self { inner, max_len, eos, pad, prep, cleaner: text_clean::TextCleaner::new()? })
+    }
+
+    /// Sets `inner`'s truncation, padding and normaliser as transformers' tokenizer class
+    /// builds them from `settings`; returns the padding id.
+    fn configure_as_transformers(
+        inner: &mut tokenizers::Tokenizer,
+        settings_path: &Path,
+        max_len: usize,
+    ) -> Result<u32> {
+        let fail = |what: String| {
+            Error::new(ErrorKind::Tokenizer, format!("read tokenizer settings {}: {what}", settings_path.display()))
+        };
+        let text = std::fs::read_to_string(settings_path).map_err(|e| fail(e.to_string()))?;
+        let settings: TokenizerSettings =
+            serde_json::from_str(&text).map_err(|e| fail(format!("it is not a tokenizer_config.json: {e}")))?;
+        let class = settings.tokenizer_class.unwrap_or_default();
+        let left = match settings.padding_side.as_deref() {
+            Some("left") => true,
+            Some("right") => false,
+            Some(other) => return Err(fail(format!("`padding_side` is {other:?}, not \"left\" or \"right\""))),
+            None => LEFT_PADDING_CLASSES.contains(&class.as_str()),
+        };
+        let pad_token = match &settings.pad_token {
+            None => "<pad>".to_string(),
+            Some(serde_json::Value::String(t)) => t.clone(),
+            Some(serde_json::Value::Object(o)) => {
+                o.get("content").and_then(|c| c.as_str()).unwrap_or("<pad>").to_string()
+            }
+            Some(other) => return Err(fail(format!("`pad_token` is {other}, not a token"))),
+        };
+        let pad_id = inner
+            .token_to_id(&pad_token)
+            .ok_or_else(|| fail(format!("its `pad_token` {pad_token:?} is not in the vocabulary")))?;
+        if class.starts_with("Siglip2Tokenizer") {
+            let lower = tokenizers::NormalizerWrapper::Lowercase(tokenizers::normalizers::Lowercase);
+            let chain = match inner.get_normalizer().cloned() {
+                Some(existing) => tokenizers::normalizers::Sequence::new(vec![lower, existing]).into(),
+                None => lower,
+            };
+            inner.with_normalizer(Some(chain)).map_err(|e| fail(e.to_string()))?;
+        }
+        let truncation = tokenizers::TruncationParams { max_length: max_len, ..Default::default() };
+        inner.with_truncation(Some(truncation)).map_err(|e| fail(e.to_string()))?;
+        inner.with_padding(Some(tokenizers::PaddingParams {
+            strategy: tokenizers::PaddingStrategy::Fixed(max_len),
+            direction: if left { tokenizers::PaddingDirection::Left } else { tokenizers::PaddingDirection::Right },
+            pad_id,
+            pad_token,
+            ..Default::default()
+        }));
+        Ok(pad_id)
+    }
+
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+
+    /// The preparation it applies.
+    pub fn prep(&self) -> TextPrep {
+        self.prep
+    }
+
+    /// The text as the authors' preparation hands it to the tokenizer.
+    pub fn canonical(&self, text: &str) -> String {
+        open_clip_canonical(&self.cleaner, text)
+    }
+
+    /// How many of the text's pieces [`Siglip2Tokenizer::encode`] drops to fit the context.
+    pub fn tokens_cut(&self, text: &str) -> Result<usize> {
+        match self.prep {
+            TextPrep::Authors => {
+                Ok(body_ids(&self.inner, &self.canonical(text))?.len().saturating_sub(self.max_len - 1))
+            }
+            TextPrep::Transformers => {
+                let encoding = self.transformers_encoding(text)?;
+                Ok(encoding.get_overflowing().iter().map(|o| o.get_ids().len()).sum())
+            }
+        }
+    }
+
+    fn transformers_encoding(&self, text: &str) -> Result<tokenizers::Encoding> {
+        self.inner.encode(text, true).map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenise {text:?}: {e}")))
+    }
+
+    /// Exactly `max_len` ids.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        match self.prep {
+            TextPrep::Authors => {
+                let mut ids = body_ids(&self.inner, &self.canonical(text))?;
+                ids.truncate(self.max_len - 1);
+                ids.push(self.eos);
+                ids.resize(self.max_len, self.pad);
+                Ok(ids)
+            }
+            TextPrep::Transformers => Ok(self.transformers_encoding(text)?.get_ids().to_vec()),
+        }
+    }
 }
 
 /// BERT WordPiece tokenisation as BLIP uses it: `tokenizer.json` adds `[CLS]` … `[SEP]` and

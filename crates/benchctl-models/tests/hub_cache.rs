@@ -105,12 +105,15 @@ fn offline_without_the_files_says_what_is_missing() {
 #[test]
 fn every_zoo_entry_is_pinned_and_resolves_offline_in_its_layout() {
     for entry in registry::MODELS {
+        // A commit, or `main` for an entry whose commit could not be verified when it was added.
+        let commit = entry.revision.len() == 40 && entry.revision.bytes().all(|b| b.is_ascii_hexdigit());
         assert!(
-            entry.revision.len() == 40 && entry.revision.bytes().all(|b| b.is_ascii_hexdigit()),
-            "{} must pin a commit, not {}",
+            commit || entry.revision == "main",
+            "{} must pin a commit or name main, not {}",
             entry.id,
             entry.revision
         );
+        assert_eq!(entry.is_pinned(), commit);
     }
     // The OpenCLIP entry reads open_clip's own files from the hub cache.
     let entry = registry::find("openclip-vit-b32-laion2b").unwrap();
@@ -128,7 +131,10 @@ fn every_zoo_entry_is_pinned_and_resolves_offline_in_its_layout() {
     let files = hub::from_hub_with(entry.repo, entry.revision, layout, &settings).unwrap();
     assert!(files.weights.ends_with("open_clip_model.safetensors"));
     let head = entry.architecture.choose_head(None).unwrap();
-    let model = entry.architecture.load(head, &files, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+    let model = entry
+        .architecture
+        .load(registry::LoadChoice::head(head), &files, candle_core::DType::F32, &candle_core::Device::Cpu)
+        .unwrap();
     assert!(matches!(model, benchctl_models::Model::Dual(_)));
 }
 
@@ -209,7 +215,12 @@ fn a_sharded_zoo_entry_resolves_offline_with_every_shard() {
     // Loaded from the shards, the model scores a fixture pair as transformers does.
     let model = entry
         .architecture
-        .load(registry::ScoreHead::Vqa, &files, candle_core::DType::F32, &candle_core::Device::Cpu)
+        .load(
+            registry::LoadChoice::head(registry::ScoreHead::Vqa),
+            &files,
+            candle_core::DType::F32,
+            &candle_core::Device::Cpu,
+        )
         .unwrap();
     let benchctl_models::Model::Fusion(model) = model else { panic!("a generative model scores pairs") };
     let expected: serde_json::Value =

@@ -183,7 +183,7 @@ fn caption_limits_report_what_the_tokenizers_cut() {
         ("blip-tiny", benchctl_models::models::blip::ARCHITECTURE, 0),
     ] {
         let files = hub::from_dir(&benchctl_testkit::fixture_model(fixture)).unwrap();
-        let limit = architecture.caption_limit(&files).unwrap();
+        let limit = architecture.caption_limit(&files, benchctl_models::registry::TextPrep::Authors).unwrap();
         if context > 0 {
             assert_eq!(limit.context, context, "{fixture}");
         }

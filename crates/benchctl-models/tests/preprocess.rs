@@ -184,7 +184,8 @@ fn unsupported_processor_settings_are_refused_by_key() {
         let err = Preprocessor::from_hf_config(&path, &Preprocessor::hf_clip(224)).unwrap_err();
         assert!(err.to_string().contains(&format!("key `{key}`")), "{err}");
     };
-    refuse(r#"{"resample": 2}"#, "resample");
+    refuse(r#"{"resample": 1}"#, "resample");
+    refuse(r#"{"resample": "bilinear"}"#, "resample");
     refuse(r#"{"do_resize": false}"#, "do_resize");
     refuse(r#"{"image_std": [0.5, 0, 0.5]}"#, "image_std");
     refuse(r#"{"size": {"height": 224, "width": 200}}"#, "size");

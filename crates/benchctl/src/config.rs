@@ -57,6 +57,7 @@ struct Block {
     dtype: Option<String>,
     device: Option<String>,
     score: Option<String>,
+    text_prep: Option<String>,
     no_cache: Option<bool>,
 }
 
@@ -97,6 +98,7 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
             ));
         }
         let head = score_head(block.score.as_deref())?;
+        let text_prep = crate::plan::text_prep(block.text_prep.as_deref())?;
         let device = block.device.as_deref().map(DeviceSpec::parse).transpose()?.unwrap_or(defaults.device);
         let dtype =
             block.dtype.as_deref().map(benchctl_models::device::parse_dtype).transpose()?.unwrap_or(defaults.dtype);
@@ -115,7 +117,7 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
             })
         });
         let sources: Vec<ModelSource> = sources.map(Ok).chain(servers).collect::<Result<_>>()?;
-        let models = sources.into_iter().map(|source| ModelChoice { source, head, device, dtype });
+        let models = sources.into_iter().map(|source| ModelChoice { source, head, text_prep, device, dtype });
         for model in models {
             for suite in &block.suites {
                 let mut options = defaults.options.clone();

@@ -4,7 +4,7 @@
 //! [`ModelRecord`] a run stores.
 
 use benchctl_models::hub::{self, HubSettings, ModelFiles, Origin};
-use benchctl_models::registry::{self, Architecture, ScoreHead};
+use benchctl_models::registry::{self, Architecture, LoadChoice, ScoreHead, TextPrep};
 use benchctl_models::{Model, ScoreKind, Similarity};
 use candle_core::{DType, Device};
 
@@ -30,7 +30,7 @@ pub struct ResolvedModel {
 
 /// What computes the scores: model files run here, or a scoring server.
 enum Backend {
-    Local { files: ModelFiles, architecture: Architecture, head: ScoreHead },
+    Local { files: ModelFiles, architecture: Architecture, choice: LoadChoice },
     Endpoint(Box<EndpointModel>),
 }
 
@@ -126,7 +126,7 @@ impl ResolvedModel {
     /// server's model is not known to cut any.
     pub fn caption_limit(&self) -> Result<registry::CaptionLimit> {
         match &self.backend {
-            Backend::Local { files, architecture, .. } => Ok(architecture.caption_limit(files)?),
+            Backend::Local { files, architecture, choice } => Ok(architecture.caption_limit(files, choice.text_prep)?),
             Backend::Endpoint(_) => Ok(registry::CaptionLimit::unlimited()),
         }
     }
@@ -142,7 +142,7 @@ impl ResolvedModel {
     /// Whether pairs are scored jointly (a fusion model, or a generative one).
     pub fn is_fusion(&self) -> bool {
         match &self.backend {
-            Backend::Local { head, .. } => head.is_fusion(),
+            Backend::Local { choice, .. } => choice.head.is_fusion(),
             Backend::Endpoint(_) => true,
         }
     }
@@ -151,7 +151,7 @@ impl ResolvedModel {
     /// answer (VQAScore, here or behind a server), which can score answer options.
     pub fn answers_questions(&self) -> bool {
         match &self.backend {
-            Backend::Local { head, .. } => *head == ScoreHead::Vqa,
+            Backend::Local { choice, .. } => choice.head == ScoreHead::Vqa,
             Backend::Endpoint(_) => true,
         }
     }
@@ -167,13 +167,13 @@ impl ResolvedModel {
     /// Reads the weights, and records the score head in `cache`.
     pub fn load(&self, cache: &mut EmbeddingCache) -> Result<LoadedModel> {
         let started = std::time::Instant::now();
-        let Backend::Local { files, architecture, head } = &self.backend else {
+        let Backend::Local { files, architecture, choice } = &self.backend else {
             return Err(crate::Error::new(
                 crate::ErrorKind::Usage,
                 "load the model: a scoring server's model has no weights here",
             ));
         };
-        let model = architecture.load(*head, files, self.dtype, &self.device)?;
+        let model = architecture.load(*choice, files, self.dtype, &self.device)?;
         if self.record.image_settings.as_deref() == Some(IMAGE_SETTINGS_DEFAULTS) {
             let at = match &files.origin {
                 Origin::Directory(dir) => dir.display().to_string(),
@@ -264,8 +264,12 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         }
     };
     let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
+    let text_prep = architecture.choose_text_prep(choice.text_prep)?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
+    // Recorded where it is not the default, so that earlier runs' records read the same.
+    let transformers_prep = text_prep == TextPrep::Transformers;
+    record.text_prep = transformers_prep.then(|| text_prep.name().to_string());
     if architecture.layout().image_settings {
         record.image_settings = Some(match ImageSettings::of(&files)? {
             Some(settings) => settings.source(),
@@ -287,8 +291,10 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         tokenizer: content_digest(&files.tokenizer),
         preprocessor: files.preprocessor.as_deref().and_then(content_digest),
         jpeg_decoder: benchctl_suites::image::JPEG_DECODER.to_string(),
+        text_prep: record.text_prep.clone(),
+        tokenizer_settings: files.tokenizer_settings.as_deref().filter(|_| transformers_prep).and_then(content_digest),
     }));
-    let backend = Backend::Local { files, architecture, head };
+    let backend = Backend::Local { files, architecture, choice: LoadChoice { head, text_prep } };
     Ok(ResolvedModel { backend, dtype, device, record, cache_identity })
 }
 
@@ -319,6 +325,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
             answer_rule: settings.answer_rule,
         }),
         image_settings: None,
+        text_prep: None,
     };
     let cache_identity = CacheIdentity::Endpoint(EndpointIdentity {
         url: endpoint.chat_url().to_string(),
@@ -359,5 +366,6 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         external: None,
         endpoint: None,
         image_settings: None,
+        text_prep: None,
     }
 }

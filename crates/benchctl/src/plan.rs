@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use benchctl_models::device::DeviceSpec;
-use benchctl_models::registry::ScoreHead;
+use benchctl_models::registry::{ScoreHead, TextPrep};
 use benchctl_scoring::metrics::Ties;
 use benchctl_suites::rococo::altered::Method;
 use benchctl_suites::SuiteInfo;
@@ -53,8 +53,19 @@ pub struct ModelChoice {
     pub source: ModelSource,
     /// `None`: the architecture's default head (ITM for BLIP and FIBER).
     pub head: Option<ScoreHead>,
+    /// `None`: the authors' caption preparation (`--text-prep`).
+    pub text_prep: Option<TextPrep>,
     pub device: DeviceSpec,
     pub dtype: DType,
+}
+
+/// A caption preparation by name (`--text-prep`, a run spec's `text_prep`); whether the model
+/// offers it is checked when the model is resolved.
+pub fn text_prep(name: Option<&str>) -> Result<Option<TextPrep>> {
+    let Some(name) = name else { return Ok(None) };
+    TextPrep::parse(name).map(Some).ok_or_else(|| {
+        Error::new(ErrorKind::Usage, format!("use --text-prep {name}: the preparations are authors and transformers"))
+    })
 }
 
 /// A score head by name (`--score`, a run spec's `score`); whether the model has it is

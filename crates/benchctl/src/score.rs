@@ -203,6 +203,7 @@ impl Scored {
                 external: Some(external),
                 endpoint: None,
                 image_settings: None,
+                text_prep: None,
             },
             suite: suite_record,
             batch_size: 0,

@@ -132,7 +132,7 @@ pub fn models_table() -> String {
         let heads: Vec<&str> = m.architecture.heads().iter().map(|h| h.name()).collect();
         table.add_row([
             m.id.to_string(),
-            format!("{}@{}", m.repo, &m.revision[..12.min(m.revision.len())]),
+            format!("{}@{}", m.repo, m.revision_label()),
             m.architecture.name().to_string(),
             heads.join(", "),
             m.preprocessing.to_string(),

@@ -258,6 +258,7 @@ fn the_namespace_names_the_code_version() {
     let resolved = benchctl::model::resolve_model(&benchctl::plan::ModelChoice {
         source: benchctl::plan::ModelSource::Path(tiny_model().into()),
         head: None,
+        text_prep: None,
         device: benchctl_models::device::DeviceSpec::Cpu,
         dtype: candle_core::DType::F32,
     })

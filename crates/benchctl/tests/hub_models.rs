@@ -2,11 +2,14 @@
 //! local server playing the hub (its model API and `resolve`): the architecture read from the
 //! checkpoint's own config, the commit recorded, offline from the cache afterwards, and each
 //! bad input (no such repo, a gated one, an unknown architecture, a missing file, a malformed
-//! id) refused naming the id and the file.
+//! id) refused naming the id and the file; and a zoo entry that names `main` keeps the commit
+//! of its first download.
 
 mod common;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use benchctl_testkit::http::{reply, Request, Server};
@@ -36,14 +39,26 @@ fn checkpoint(config: impl Fn(serde_json::Value) -> serde_json::Value, drop: &[&
 /// A hub with one model repo `repo`: `main` at [`MAIN`] and `v1` at [`V1`], both holding
 /// `files`; with `token`, everything answers 401 without it.
 fn hub(repo: &'static str, files: Vec<(String, Vec<u8>)>, token: Option<&'static str>) -> Server {
+    hub_moving(repo, files, token, Arc::new(AtomicBool::new(false)))
+}
+
+/// [`hub`] whose `main` moves to [`V1`] once `moved` is set.
+fn hub_moving(
+    repo: &'static str,
+    files: Vec<(String, Vec<u8>)>,
+    token: Option<&'static str>,
+    moved: Arc<AtomicBool>,
+) -> Server {
     Server::start(move |request: &Request| {
         if let Some(token) = token {
             if request.authorization.as_deref() != Some(&format!("Bearer {token}")) {
                 return (reply("401 Unauthorized", &[], b"{\"error\":\"gated\"}"), Duration::ZERO);
             }
         }
+        let main = if moved.load(Ordering::SeqCst) { V1 } else { MAIN };
         let commit_of = |rev: &str| match rev {
-            "main" | MAIN => Some(MAIN),
+            "main" => Some(main),
+            MAIN => Some(MAIN),
             "v1" | V1 => Some(V1),
             _ => None,
         };
@@ -77,8 +92,18 @@ fn hub(repo: &'static str, files: Vec<(String, Vec<u8>)>, token: Option<&'static
 }
 
 fn eval(model: &str, endpoint: &str, home: &Path, extra_env: &[(&str, &str)]) -> std::process::Output {
+    eval_with(model, endpoint, home, extra_env, &[])
+}
+
+fn eval_with(
+    model: &str,
+    endpoint: &str,
+    home: &Path,
+    extra_env: &[(&str, &str)],
+    extra_args: &[&str],
+) -> std::process::Output {
     let (results, demo) = (common::scratch_dir("hub-model-results"), demo_suite());
-    let args = [
+    let mut args = vec![
         "eval",
         "--model",
         model,
@@ -89,6 +114,7 @@ fn eval(model: &str, endpoint: &str, home: &Path, extra_env: &[(&str, &str)]) ->
         "--results-dir",
         results.to_str().unwrap(),
     ];
+    args.extend_from_slice(extra_args);
     let mut env = vec![("HF_ENDPOINT", endpoint), ("HF_HOME", home.to_str().unwrap())];
     env.extend_from_slice(extra_env);
     benchctl(&args, &env)
@@ -190,4 +216,39 @@ fn bad_hub_checkpoints_are_refused_naming_the_id_and_the_file() {
         assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
         assert!(stderr(&out).contains("hf:ORG/NAME"), "{bad}: {}", stderr(&out));
     }
+}
+
+/// A zoo entry without a pinned commit (`siglip2-base-patch16-224` names `main`) downloads
+/// `main`'s commit once, records it, and keeps it when `main` moves on: the cache's ref is
+/// not asked again. Its `tokenizer_config.json` comes along, which `--text-prep transformers`
+/// reads.
+#[test]
+fn an_unpinned_zoo_entry_keeps_the_commit_of_its_first_download() {
+    let entry = benchctl_models::registry::find("siglip2-base-patch16-224").unwrap();
+    assert!(!entry.is_pinned());
+    let dir = benchctl_testkit::fixture_model("siglip2-tiny");
+    let files: Vec<(String, Vec<u8>)> =
+        ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "preprocessor_config.json"]
+            .iter()
+            .map(|n| (n.to_string(), std::fs::read(dir.join(n)).unwrap()))
+            .collect();
+    let moved = Arc::new(AtomicBool::new(false));
+    let server = hub_moving("google/siglip2-base-patch16-224", files, None, moved.clone());
+    let home = tempfile::tempdir().unwrap();
+    let (_, first) = stored_run(&eval(entry.id, &server.url(), home.path(), &[]));
+    assert!(first["model"].get("text_prep").is_none(), "the authors' preparation is the default");
+    assert_eq!((first["model"]["revision"].as_str(), first["model"]["commit"].as_str()), (Some("main"), Some(MAIN)));
+    let snapshot = home.path().join("hub/models--google--siglip2-base-patch16-224/snapshots").join(MAIN);
+    assert!(snapshot.join("tokenizer_config.json").is_file(), "the tokenizer settings are downloaded");
+
+    moved.store(true, Ordering::SeqCst);
+    let before = server.seen().len();
+    let (_, second) =
+        stored_run(&eval_with(entry.id, &server.url(), home.path(), &[], &["--text-prep", "transformers"]));
+    assert_eq!(second["model"]["commit"], MAIN, "the first download's commit is kept");
+    assert_eq!(second["model"]["text_prep"], "transformers");
+    assert_eq!(server.seen().len(), before, "nothing is asked of the hub again");
+    // An `hf:` id follows the branch.
+    let (_, followed) = stored_run(&eval("hf:google/siglip2-base-patch16-224", &server.url(), home.path(), &[]));
+    assert_eq!(followed["model"]["commit"], V1);
 }

@@ -29,6 +29,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             external: None,
             endpoint: None,
             image_settings: None,
+            text_prep: None,
         },
         suite: SuiteRecord {
             id: "winoground".into(),

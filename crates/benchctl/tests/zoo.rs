@@ -176,12 +176,17 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
             .find(|l| l.contains(&format!(" {} ", entry.id)))
             .unwrap_or_else(|| panic!("{} missing", entry.id));
         assert!(line.contains(entry.activation), "{line}");
-        assert!(line.contains(&entry.revision[..12]), "{line}");
+        assert!(line.contains(&entry.revision_label()), "{line}");
     }
     let blip = text.lines().find(|l| l.contains(" blip-itm-base-coco ")).unwrap();
     assert!(blip.contains("itm, itc") && blip.contains("384 px, stretched square"), "{blip}");
     let siglip = text.lines().find(|l| l.contains(" siglip-base-patch16-224 ")).unwrap();
     assert!(siglip.contains("sigmoid") && siglip.contains("padded to 64"), "{siglip}");
+    let siglip2 = text.lines().find(|l| l.contains(" siglip2-base-patch16-224 ")).unwrap();
+    assert!(
+        siglip2.contains("@main (the commit of the first download, kept)") && siglip2.contains("canonicalised"),
+        "{siglip2}"
+    );
 }
 
 /// FIBER as released: a Lightning `.ckpt` passed as `--model-path FILE`, its `config.json`

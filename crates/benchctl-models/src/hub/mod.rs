@@ -29,6 +29,9 @@ pub struct ModelFiles {
     /// them, in its `image_processor` section); `None` for OpenCLIP's layout, or a checkpoint
     /// with neither (the architecture's defaults then apply, and the run says so).
     pub preprocessor: Option<PathBuf>,
+    /// `tokenizer_config.json`, where the checkpoint has one: what `transformers`' tokenizer
+    /// class reads (its padding side, its class), for `--text-prep transformers`.
+    pub tokenizer_settings: Option<PathBuf>,
     /// Where they came from, recorded in run files.
     pub origin: Origin,
 }
@@ -76,6 +79,9 @@ pub const PREPROCESSOR_FILE: &str = "preprocessor_config.json";
 /// A `transformers` processor's configuration; since transformers 5, `save_pretrained` writes
 /// the image processor's settings here only, as its `image_processor` section.
 pub const PROCESSOR_FILE: &str = "processor_config.json";
+
+/// `transformers`' tokenizer settings (class, padding side, special tokens).
+pub const TOKENIZER_SETTINGS_FILE: &str = "tokenizer_config.json";
 
 /// Where an HF-layout checkpoint's image settings are looked for, first found first.
 pub const IMAGE_SETTINGS_FILES: [&str; 2] = [PREPROCESSOR_FILE, PROCESSOR_FILE];
@@ -216,6 +222,7 @@ fn fiber_files(dir: &Path, weights: PathBuf, origin: &Path) -> Result<ModelFiles
         weights,
         tokenizer,
         preprocessor: None,
+        tokenizer_settings: None,
         origin: Origin::Directory(origin.to_path_buf()),
     })
 }
@@ -259,6 +266,7 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
             .image_settings
             .then(|| IMAGE_SETTINGS_FILES.iter().map(|f| dir.join(f)).find(|p| p.is_file()))
             .flatten(),
+        tokenizer_settings: Some(dir.join(TOKENIZER_SETTINGS_FILE)).filter(|p| layout.image_settings && p.is_file()),
         origin: Origin::Directory(dir.to_path_buf()),
     })
 }
@@ -350,13 +358,62 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
     let commit = commit.unwrap_or_default();
     let preprocessor =
         if layout.image_settings { image_settings_file(repo, revision, &commit, settings)? } else { None };
+    let tokenizer_settings =
+        if layout.image_settings { tokenizer_settings_file(repo, revision, &commit, settings) } else { None };
     Ok(ModelFiles {
         config: paths[0].clone(),
         weights: paths[1].clone(),
         tokenizer: paths[2].clone(),
         preprocessor,
+        tokenizer_settings,
         origin: Origin::Hub { repo: repo.to_string(), revision: revision.to_string(), commit },
     })
+}
+
+/// `files` of `repo` at `commit`, the commit `revision` (a branch or tag) resolved to just now,
+/// recorded as `revision` and written to the cache's `refs/{revision}`: a branch that moved
+/// since an earlier download is followed, not served from the older snapshot.
+pub fn from_hub_at(
+    repo: &str,
+    revision: &str,
+    commit: &str,
+    layout: Layout,
+    settings: &HubSettings,
+) -> Result<ModelFiles> {
+    let mut files = from_hub_with(repo, commit, layout, settings)?;
+    if revision != commit {
+        let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
+        write_ref(&settings.cache_dir.join(folder), revision, commit)?;
+    }
+    files.origin = Origin::Hub { repo: repo.to_string(), revision: revision.to_string(), commit: commit.to_string() };
+    Ok(files)
+}
+
+/// `refs/{revision}` of a repo's cache folder, naming `commit`.
+fn write_ref(repo_folder: &Path, revision: &str, commit: &str) -> Result<()> {
+    let reference = repo_folder.join("refs").join(revision);
+    let written =
+        reference.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| std::fs::write(&reference, commit));
+    written.map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("write {}: {e}", reference.display()), e))
+}
+
+/// The repo's `tokenizer_config.json`, where it has one: from the cache, else downloaded where
+/// the repo has it. Only `--text-prep transformers` needs it, and it says so when it is
+/// missing, so an offline cache without it, or a failed request, is no error here.
+fn tokenizer_settings_file(repo: &str, revision: &str, commit: &str, settings: &HubSettings) -> Option<PathBuf> {
+    if let Some((path, _)) = cached_file(&settings.cache_dir, repo, commit, TOKENIZER_SETTINGS_FILE) {
+        return Some(path);
+    }
+    let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
+    let recorded_absent =
+        settings.cache_dir.join(&folder).join(".no_exist").join(commit).join(TOKENIZER_SETTINGS_FILE).is_file();
+    if settings.offline || recorded_absent {
+        return None;
+    }
+    let client = client(settings).ok()?;
+    let found =
+        client.download_if_present(&settings.cache_dir, &folder, "", (repo, commit), TOKENIZER_SETTINGS_FILE, true);
+    found.ok().flatten().map(|(path, _)| path)
 }
 
 /// The repo's image settings file ([`IMAGE_SETTINGS_FILES`], first found first): from the
@@ -557,18 +614,8 @@ pub fn fetch_dataset(
         })
         .collect::<Result<Vec<_>>>()?;
     if revision != commit {
-        let reference = settings.cache_dir.join(&folder).join("refs").join(revision);
-        let written = reference
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|_| std::fs::write(&reference, &commit));
-        written.map_err(|e| {
-            Error::caused_by(
-                ErrorKind::MissingFile,
-                format!("download the dataset {repo}: write {}: {e}", reference.display()),
-                e,
-            )
-        })?;
+        write_ref(&settings.cache_dir.join(&folder), revision, &commit)
+            .map_err(|e| Error::new(e.kind(), format!("download the dataset {repo}: {e}")))?;
     }
     std::fs::create_dir_all(&snapshot).map_err(|e| {
         Error::caused_by(

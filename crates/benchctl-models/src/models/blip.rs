@@ -26,7 +26,7 @@ use super::transformer::{
     attend, l2_normalise, load_blocks, run_blocks, token, AttentionNames, Block, Dense, PatchEmbedding, Tower,
 };
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
@@ -449,15 +449,16 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Itm, ScoreHead::Itc],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(Preprocessor::stretch(size, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD)),
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         let config = BlipConfig::from_file(&files.config)?;
         let context = BLIP_MAX_TEXT_LEN.min(config.text_config.max_position_embeddings);
         let tokenizer = BertTokenizer::from_file(&files.tokenizer, context)?;
         Ok(CaptionLimit::new(context, move |t| tokenizer.tokens_cut(t)))
     },
-    load: |head, files, dtype, device| {
-        Ok(if head.is_fusion() {
+    load: |choice, files, dtype, device| {
+        Ok(if choice.head.is_fusion() {
             crate::Model::Fusion(Box::new(BlipItm::load(files, dtype, device)?))
         } else {
             crate::Model::Dual(Box::new(BlipItc::load(files, dtype, device)?))

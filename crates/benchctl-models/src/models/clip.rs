@@ -20,7 +20,7 @@ use serde::Deserialize;
 pub use super::transformer::Activation;
 use super::transformer::{l2_normalise, load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
@@ -543,8 +543,9 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Contrastive],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(Preprocessor::hf_clip(size)),
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         let context = ClipConfig::from_file(&files.config)?.text_config.max_position_embeddings;
         caption_limit(files, context, CaptionCleaning::HtmlReferences)
     },

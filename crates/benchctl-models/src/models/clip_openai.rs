@@ -26,7 +26,7 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use super::clip::{Clip, ClipConfig, ClipEncoder, TextConfig, VisionConfig};
-use crate::architecture::{Architecture, ArchitectureSpec, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::OPEN_CLIP_LAYOUT;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
@@ -400,8 +400,9 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: OPEN_CLIP_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Contrastive],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(Preprocessor::openai_clip(size)),
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         let context = OpenClipFile::from_file(&files.config)?.clip_config().text_config.max_position_embeddings;
         super::clip::caption_limit(files, context, CaptionCleaning::OpenClip)
     },

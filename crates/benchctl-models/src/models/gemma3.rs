@@ -31,7 +31,7 @@ use super::gemma::{multimodal_parts, Decoder, DecoderSpec, RmsNorm};
 use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::transformer::over_rows;
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ImageSettings, ModeRule, Preprocessor, HALF};
@@ -414,9 +414,10 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_SHARDED_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(default_preprocessor(size)),
     // A prompt of a few hundred tokens in a context of 8k or more: no caption is cut.
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Gemma3Vqa::load(files, dtype, device)?))),

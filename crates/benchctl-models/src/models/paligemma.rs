@@ -27,7 +27,7 @@ use super::gemma::{multimodal_parts, Decoder, DecoderSpec};
 use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::transformer::Dense;
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ModeRule, Preprocessor, HALF};
@@ -255,8 +255,9 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_SHARDED_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(default_preprocessor(size)),
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(PaliGemmaVqa::load(files, dtype, device)?))),

@@ -1,12 +1,16 @@
 //! SigLIP (Zhai et al., "Sigmoid Loss for Language Image Pre-Training", 2023,
 //! <https://arxiv.org/abs/2303.15343>) in Hugging Face layout (`SiglipModel`), e.g.
-//! <https://huggingface.co/google/siglip-base-patch16-224>.
+//! <https://huggingface.co/google/siglip-base-patch16-224>, and the fixed-resolution
+//! checkpoints of SigLIP 2 (Tschannen et al., 2025, <https://arxiv.org/abs/2502.14786>), e.g.
+//! <https://huggingface.co/google/siglip2-base-patch16-224>: the same towers with Gemma's
+//! vocabulary, told apart by their `tokenizer.json` ([`Siglip2Tokenizer::is_gemma_vocabulary`]).
 //!
 //! What sets it apart from CLIP, and is easy to get silently wrong:
 //! - the vision tower has no class token and no pre-norm; it pools with a learned probe
 //!   attending over the patch tokens (multi-head attention pooling, `vision_model.head`);
 //! - the text tower has no causal mask and pools the **last** position, so texts are padded
-//!   to the trained length (64) and the padding takes part ([`SiglipTokenizer`]);
+//!   to the trained length (64) and the padding takes part ([`SiglipTokenizer`];
+//!   [`Siglip2Tokenizer`], whose authors' and `transformers`' preparations differ);
 //! - a pair's logit is `exp(logit_scale) · cos + logit_bias` and its score the sigmoid of
 //!   that: a match probability per pair, not a softmax over candidates;
 //! - images are stretched to a square and scaled to [−1, 1].
@@ -19,12 +23,12 @@ use super::transformer::{
     l2_normalise, load_blocks, run_blocks, token, Block, Mlp, PatchEmbedding, QueryAttention, Tower,
 };
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
 use crate::preprocess::{Preprocessor, HALF};
-use crate::tokenizer::SiglipTokenizer;
+use crate::tokenizer::{Siglip2Tokenizer, SiglipTokenizer};
 use crate::{DualEncoder, Error, ErrorKind, Result, Similarity};
 
 /// `config.json` of a `SiglipModel`, with `transformers`' defaults (SigLIP base/16 at 224 px).
@@ -284,20 +288,68 @@ impl Siglip {
     }
 }
 
+/// A SigLIP checkpoint's tokenizer: SigLIP's T5 sentencepiece vocabulary, or SigLIP 2's Gemma one.
+#[derive(Debug, Clone)]
+pub enum SiglipText {
+    Siglip(SiglipTokenizer),
+    Siglip2(Siglip2Tokenizer),
+}
+
+impl SiglipText {
+    /// The tokenizer of `files`, preparing captions as `prep` says. SigLIP's own tokenizer
+    /// canonicalises in `transformers` as its authors do, so both preparations are the same there.
+    pub fn of(files: &ModelFiles, config: &SiglipConfig, prep: TextPrep) -> Result<Self> {
+        let tc = &config.text_config;
+        if Siglip2Tokenizer::is_gemma_vocabulary(&files.tokenizer)? {
+            let settings = files.tokenizer_settings.as_deref();
+            Ok(SiglipText::Siglip2(Siglip2Tokenizer::from_file(
+                &files.tokenizer,
+                settings,
+                tc.max_position_embeddings,
+                prep,
+            )?))
+        } else {
+            Ok(SiglipText::Siglip(SiglipTokenizer::from_file(
+                &files.tokenizer,
+                tc.max_position_embeddings,
+                tc.pad_token_id,
+            )?))
+        }
+    }
+
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        match self {
+            SiglipText::Siglip(t) => t.encode(text),
+            SiglipText::Siglip2(t) => t.encode(text),
+        }
+    }
+
+    pub fn tokens_cut(&self, text: &str) -> Result<usize> {
+        match self {
+            SiglipText::Siglip(t) => t.tokens_cut(text),
+            SiglipText::Siglip2(t) => t.tokens_cut(text),
+        }
+    }
+}
+
 /// SigLIP with its tokenizer and preprocessing: a ready [`DualEncoder`] whose scores are
 /// sigmoid match probabilities.
 #[derive(Debug, Clone)]
 pub struct SiglipEncoder {
     model: Siglip,
-    tokenizer: SiglipTokenizer,
+    tokenizer: SiglipText,
     preprocessor: Preprocessor,
 }
 
 impl SiglipEncoder {
+    /// With the authors' caption preparation.
     pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
+        Self::load_with(files, TextPrep::Authors, dtype, device)
+    }
+
+    pub fn load_with(files: &ModelFiles, prep: TextPrep, dtype: DType, device: &Device) -> Result<Self> {
         let config = SiglipConfig::from_file(&files.config)?;
-        let tc = &config.text_config;
-        let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
+        let tokenizer = SiglipText::of(files, &config, prep)?;
         let size = config.vision_config.image_size;
         let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, HALF, HALF), size)?;
         let w = Weights::open(&files.weights, dtype, device)?;
@@ -310,7 +362,7 @@ impl SiglipEncoder {
         &self.model
     }
 
-    pub fn tokenizer(&self) -> &SiglipTokenizer {
+    pub fn tokenizer(&self) -> &SiglipText {
         &self.tokenizer
     }
 
@@ -345,21 +397,24 @@ impl DualEncoder for SiglipEncoder {
     }
 }
 
-/// SigLIP in Hugging Face layout (`SiglipModel`), as [`crate::registry::ARCHITECTURES`] lists it.
+/// SigLIP and SigLIP 2 (fixed resolution) in Hugging Face layout (`SiglipModel`), as
+/// [`crate::registry::ARCHITECTURES`] lists it.
 pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "siglip",
     model_types: &["siglip"],
     layout: HF_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Sigmoid],
+    text_preps: &TextPrep::ALL,
     default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF)),
-    caption_limit: |files| {
+    caption_limit: |files, prep| {
         let config = SiglipConfig::from_file(&files.config)?;
-        let tc = &config.text_config;
-        let tokenizer = SiglipTokenizer::from_file(&files.tokenizer, tc.max_position_embeddings, tc.pad_token_id)?;
-        Ok(CaptionLimit::new(tc.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
+        let tokenizer = SiglipText::of(files, &config, prep)?;
+        Ok(CaptionLimit::new(config.text_config.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(SiglipEncoder::load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        Ok(crate::Model::Dual(Box::new(SiglipEncoder::load_with(files, choice.text_prep, dtype, device)?)))
+    },
     clip_towers: false,
     pre_captions: false,
 });

@@ -3,7 +3,7 @@
 //! the checkpoint leaves out. They are the whole of `preprocessor_config.json`, or the
 //! `image_processor` section of `processor_config.json` (where transformers 5 saves them)
 //! ([`ImageSettings`]). Settings benchctl does not reproduce exactly are refused, naming the
-//! file and key, rather than approximated: a resample other than bicubic (3), a non-square
+//! file and key, rather than approximated: a resample other than bicubic (3) or bilinear (2), a non-square
 //! output, `do_resize` false, a centre crop after a two-sided resize.
 
 use std::path::{Path, PathBuf};
@@ -233,14 +233,17 @@ impl Keys<'_> {
 /// The preprocessing `settings` ask for on top of `defaults`.
 pub(super) fn read(settings: &ImageSettings, defaults: &Preprocessor) -> Result<Preprocessor> {
     let keys = Keys { settings, crops_by_default: defaults.resize == Resize::ShorterSideThenCrop };
-    if let Some(resample) = keys.get("resample") {
-        if resample.as_u64() != Some(3) {
+    // Pillow's filters by number; absent means the processors' default, bicubic.
+    let filter = match keys.get("resample").map(|r| (r, r.as_u64())) {
+        None | Some((_, Some(3))) => Filter::Bicubic,
+        Some((_, Some(2))) => Filter::Bilinear,
+        Some((resample, _)) => {
             return Err(keys.bad(
                 "resample",
-                format!("{resample} is not supported: benchctl reproduces Pillow's bicubic (3) only"),
-            ));
+                format!("{resample} is not supported: benchctl reproduces Pillow's bicubic (3) and bilinear (2)"),
+            ))
         }
-    }
+    };
     if !keys.flag("do_resize", true)? {
         return Err(keys.bad("do_resize", "false is not supported: the model needs a fixed input size".into()));
     }
@@ -260,7 +263,7 @@ pub(super) fn read(settings: &ImageSettings, defaults: &Preprocessor) -> Result<
         mean,
         std,
         pipeline: Pipeline::Transformers { rescale_factor },
-        filter: Filter::Bicubic,
+        filter,
         modes: settings.mode_rule(defaults.modes)?,
     })
 }

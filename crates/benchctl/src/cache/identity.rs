@@ -51,6 +51,13 @@ pub struct ModelIdentity {
     pub preprocessor: Option<String>,
     /// The JPEG decoder (`zune-jpeg`, or libjpeg-turbo's): their pixels differ by a level.
     pub jpeg_decoder: String,
+    /// The caption preparation where it is not the authors' (`transformers`), and then the
+    /// digest of the `tokenizer_config.json` it reads; absent otherwise, so that the
+    /// namespaces of earlier runs stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_prep: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_settings: Option<String>,
 }
 
 /// Where a file is, its size and its modification time in nanoseconds since the epoch.
@@ -133,6 +140,8 @@ mod tests {
             tokenizer: Some("bb".into()),
             preprocessor: None,
             jpeg_decoder: "zune-jpeg".into(),
+            text_prep: None,
+            tokenizer_settings: None,
         }
     }
 
@@ -148,6 +157,8 @@ mod tests {
             ModelIdentity { preprocessor: Some("cc".into()), ..model() },
             ModelIdentity { weights: FileStamp { modified_ns: Some(3), ..model().weights }, ..model() },
             ModelIdentity { jpeg_decoder: "libjpeg-turbo".into(), ..model() },
+            ModelIdentity { text_prep: Some("transformers".into()), ..model() },
+            ModelIdentity { tokenizer_settings: Some("dd".into()), ..model() },
         ];
         for other in changed {
             assert_ne!(CacheIdentity::Model(Box::new(other)).canonical(), base.canonical());

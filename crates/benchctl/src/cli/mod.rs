@@ -125,6 +125,11 @@ pub struct ModelChoice {
     /// CLIP and SigLIP have one (see `benchctl models`).
     #[arg(long, value_name = "HEAD", help_heading = "Model and device")]
     pub score: Option<String>,
+    /// How captions reach the tokenizer: `authors` (as the model's authors trained and
+    /// evaluated it; the default) or `transformers` (as transformers' processor prepares them,
+    /// called as the model card says). They differ for SigLIP 2: docs/models.md, "Captions".
+    #[arg(long, value_name = "PREP", value_parser = ["authors", "transformers"], help_heading = "Model and device")]
+    pub text_prep: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -578,6 +583,7 @@ impl ModelChoice {
         Ok(benchctl::plan::ModelChoice {
             source,
             head: benchctl::plan::score_head(self.score.as_deref())?,
+            text_prep: benchctl::plan::text_prep(self.text_prep.as_deref())?,
             device,
             dtype,
         })

@@ -56,6 +56,8 @@ pub struct RunIdentity {
     /// An external model's run (`benchctl score --model-name`), never the zoo model of that name.
     pub external: bool,
     pub head: Option<String>,
+    /// The caption preparation where it is not the authors'.
+    pub text_prep: Option<String>,
     pub dtype: String,
     pub suite: String,
     pub ties: String,
@@ -128,6 +130,9 @@ pub struct ModelRecord {
     /// preprocessing is fixed (OpenCLIP, FIBER), servers, and older run files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_settings: Option<String>,
+    /// The caption preparation (`--text-prep`) where it is not the authors': `transformers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_prep: Option<String>,
 }
 
 /// [`ModelRecord::image_settings`] of a checkpoint without image settings.
@@ -361,9 +366,13 @@ impl Run {
         if self.model.endpoint.is_some() {
             return format!("{} (server)", self.model.id);
         }
-        match self.model.score.as_deref() {
+        let base = match self.model.score.as_deref() {
             Some(head @ ("itm" | "itc")) => format!("{} ({head})", self.model.id),
             _ => self.model.id.clone(),
+        };
+        match &self.model.text_prep {
+            Some(prep) => format!("{base} ({prep} captions)"),
+            None => base,
         }
     }
 
@@ -388,6 +397,7 @@ impl Run {
             model: self.model.id.clone(),
             external: self.model.external.is_some(),
             head: self.model.score.clone(),
+            text_prep: self.model.text_prep.clone(),
             dtype: self.model.dtype.clone(),
             suite: self.suite.id.clone(),
             ties: self.suite.ties.clone(),

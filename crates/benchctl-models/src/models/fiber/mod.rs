@@ -37,7 +37,7 @@ use self::roberta::{additive_mask, Roberta, RobertaShape};
 use self::swin::{Swin, SwinShape, TextContext};
 use super::transformer::{dense, l2_normalise, token};
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::{Layout, HF_LAYOUT};
 use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, IMAGENET_MEAN, IMAGENET_STD};
@@ -672,14 +672,15 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: Layout { image_settings: false, ..HF_LAYOUT },
     released_as_torch_checkpoint: true,
     heads: &[ScoreHead::Itm, ScoreHead::Itc],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(preprocessor(size)),
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         let context = FiberConfig::from_file_or_default(&files.config)?.text_context();
         let tokenizer = RobertaTokenizer::from_file(&files.tokenizer, context)?;
         Ok(CaptionLimit::new(context, move |t| tokenizer.tokens_cut(t)))
     },
-    load: |head, files, dtype, device| {
-        Ok(if head.is_fusion() {
+    load: |choice, files, dtype, device| {
+        Ok(if choice.head.is_fusion() {
             crate::Model::Fusion(Box::new(FiberItm::load(files, dtype, device)?))
         } else {
             crate::Model::Dual(Box::new(FiberItc::load(files, dtype, device)?))

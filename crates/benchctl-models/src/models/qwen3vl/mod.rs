@@ -37,7 +37,7 @@ pub use config::{Qwen3VlConfig, Qwen3VlTextConfig, Qwen3VlVisionConfig, TextRope
 use candle_core::{DType, Device, Tensor};
 
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::preprocess::{ImageSettings, Preprocessor};
@@ -221,8 +221,9 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |_| None,
-    caption_limit: |files| {
+    caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(Qwen3VlConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Qwen3VlVqa::load(files, dtype, device)?))),
