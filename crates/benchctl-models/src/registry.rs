@@ -7,7 +7,7 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::ModelFiles;
-use crate::models::{blip, clip, clip_openai, fiber, gemma3, paligemma, qwen3vl, siglip};
+use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip};
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
@@ -18,6 +18,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     clip::ARCHITECTURE,
     clip_openai::ARCHITECTURE,
     siglip::ARCHITECTURE,
+    metaclip2::ARCHITECTURE,
     blip::ARCHITECTURE,
     fiber::ARCHITECTURE,
     gemma3::ARCHITECTURE,
@@ -161,6 +162,36 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: SIGLIP2_TOKENIZER,
     },
     ModelEntry {
+        id: "metaclip2-worldwide-l14",
+        repo: "facebook/metaclip-2-worldwide-l14",
+        revision: "main",
+        architecture: metaclip2::ARCHITECTURE,
+        description: "MetaCLIP 2 ViT-L/14 on worldwide data (Chuang et al., 2025)",
+        preprocessing: CLIP_PREP_224,
+        activation: "gelu",
+        tokenizer: METACLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "metaclip2-worldwide-huge-quickgelu",
+        repo: "facebook/metaclip-2-worldwide-huge-quickgelu",
+        revision: "main",
+        architecture: metaclip2::ARCHITECTURE,
+        description: "MetaCLIP 2 ViT-H/14 on worldwide data (Chuang et al., 2025), QuickGELU",
+        preprocessing: CLIP_PREP_224,
+        activation: "quick_gelu",
+        tokenizer: METACLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "metaclip2-worldwide-huge-378",
+        repo: "facebook/metaclip-2-worldwide-huge-378",
+        revision: "main",
+        architecture: metaclip2::ARCHITECTURE,
+        description: "MetaCLIP 2 ViT-H/14 at 378 px on worldwide data (Chuang et al., 2025)",
+        preprocessing: "378 px, shorter side + centre crop, bicubic, OpenAI mean/std",
+        activation: "gelu",
+        tokenizer: METACLIP2_TOKENIZER,
+    },
+    ModelEntry {
         id: "blip-itm-base-coco",
         repo: "Salesforce/blip-itm-base-coco",
         revision: "7eaa90c11850c0b17fc38c6a11e7d88bd6ac231f",
@@ -215,6 +246,8 @@ pub const MODELS: &[ModelEntry] = &[
 const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5";
 const SIGLIP2_TOKENIZER: &str =
     "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
+const METACLIP2_TOKENIZER: &str =
+    "XLM-V sentencepiece (901,629), 77 tokens, pooled at </s>; captions cleaned as open_clip does (--text-prep transformers: as written)";
 const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
 const GEMMA3_TOKENIZER: &str = "Gemma SentencePiece (262k); t2v_metrics' prompt and \"Yes\"";
 

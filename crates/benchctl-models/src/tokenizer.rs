@@ -42,6 +42,11 @@ pub enum CaptionCleaning {
     /// lower-cased as Python does (a final sigma as `ς`, which `tokenizer.json`'s per-character
     /// lower-casing does not know).
     OpenClip,
+    /// open_clip's `whitespace_clean(basic_clean(text))` without lower-casing: its
+    /// `HFTokenizer`'s default `clean="whitespace"`, for cased vocabularies (MetaCLIP 2).
+    OpenClipCased,
+    /// The caption as written (`transformers`' tokenizers clean nothing).
+    AsWritten,
 }
 
 impl CaptionCleaning {
@@ -54,6 +59,8 @@ impl CaptionCleaning {
                 std::borrow::Cow::Owned(cleaner.html_unescape(&cleaner.html_unescape(text)))
             }
             CaptionCleaning::OpenClip => std::borrow::Cow::Owned(cleaner.open_clip_clean(text).to_lowercase()),
+            CaptionCleaning::OpenClipCased => std::borrow::Cow::Owned(cleaner.open_clip_clean(text)),
+            CaptionCleaning::AsWritten => std::borrow::Cow::Borrowed(text),
         }
     }
 }
@@ -98,9 +105,20 @@ fn body_ids(inner: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
 impl ClipTokenizer {
     /// Loads `tokenizer.json`; `max_len` is the text model's `max_position_embeddings`.
     pub fn from_file(path: &Path, max_len: usize, cleaning: CaptionCleaning) -> Result<Self> {
+        Self::with_specials(path, max_len, cleaning, [START_OF_TEXT, END_OF_TEXT])
+    }
+
+    /// The same with other start and end tokens (`<s>`, `</s>` for MetaCLIP 2's sentencepiece
+    /// vocabularies).
+    pub fn with_specials(
+        path: &Path,
+        max_len: usize,
+        cleaning: CaptionCleaning,
+        [start, end]: [&str; 2],
+    ) -> Result<Self> {
         let inner = open(path)?;
-        let bos = special(&inner, path, START_OF_TEXT)?;
-        let eos = special(&inner, path, END_OF_TEXT)?;
+        let bos = special(&inner, path, start)?;
+        let eos = special(&inner, path, end)?;
         check_len(max_len)?;
         Ok(Self { inner, max_len, bos, eos, cleaning, cleaner: text_clean::TextCleaner::new()? })
     }

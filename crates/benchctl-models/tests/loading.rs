@@ -166,7 +166,7 @@ fn model_directories_are_recognised_by_model_type() {
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
         err.to_string().contains(
-            "model_type `flava` is not supported (supported: clip, siglip, blip, fiber, gemma3, paligemma, qwen3_vl)"
+            "model_type `flava` is not supported (supported: clip, siglip, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl)"
         ),
         "{err}"
     );
@@ -180,6 +180,8 @@ fn caption_limits_report_what_the_tokenizers_cut() {
     for (fixture, architecture, context) in [
         ("clip-tiny-a", benchctl_models::models::clip::ARCHITECTURE, 77),
         ("siglip-tiny", benchctl_models::models::siglip::ARCHITECTURE, 0),
+        ("siglip2-tiny", benchctl_models::models::siglip::ARCHITECTURE, 64),
+        ("metaclip2-tiny", benchctl_models::models::metaclip2::ARCHITECTURE, 32),
         ("blip-tiny", benchctl_models::models::blip::ARCHITECTURE, 0),
     ] {
         let files = hub::from_dir(&benchctl_testkit::fixture_model(fixture)).unwrap();

@@ -9,38 +9,21 @@ use benchctl_models::models::siglip::{SiglipEncoder, SiglipText};
 use benchctl_models::registry::{self, TextPrep};
 use benchctl_models::tokenizer::Siglip2Tokenizer;
 use benchctl_models::DualEncoder;
-use benchctl_testkit::{fixture_model, test_device};
+use benchctl_testkit::{fixture_expected, fixture_model, json_id_rows as id_rows, json_numbers, test_device};
 use candle_core::{DType, Tensor};
 
 const TOLERANCE: f64 = 1e-4;
 
 fn expected() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(fixture_model("siglip2-tiny").join("expected.json")).unwrap())
-        .unwrap()
+    fixture_expected("siglip2-tiny")
 }
 
 fn strings(v: &serde_json::Value) -> Vec<String> {
     v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
 }
 
-fn id_rows(v: &serde_json::Value) -> Vec<Vec<u32>> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_array().unwrap().iter().map(|i| i.as_u64().unwrap() as u32).collect())
-        .collect()
-}
-
 fn matrix(v: &serde_json::Value) -> Vec<Vec<f64>> {
-    v.as_array().unwrap().iter().map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()).collect()
-}
-
-/// A nested JSON array's numbers in order.
-fn flatten(v: &serde_json::Value) -> Vec<f64> {
-    match v {
-        serde_json::Value::Array(items) => items.iter().flat_map(flatten).collect(),
-        other => vec![other.as_f64().unwrap()],
-    }
+    v.as_array().unwrap().iter().map(json_numbers).collect()
 }
 
 fn max_diff(ours: &Tensor, theirs: &[Vec<f64>]) -> f64 {
@@ -156,7 +139,7 @@ fn both_preparations_score_as_siglip_model_does() {
         let model = SiglipEncoder::load_with(&files, prep, DType::F32, &test_device()).unwrap();
         assert!(matches!(model.tokenizer(), SiglipText::Siglip2(t) if t.prep() == prep));
         let pixel_values = pixels(&model, &e);
-        let per_image: Vec<Vec<f64>> = e["pixel_values"].as_array().unwrap().iter().map(flatten).collect();
+        let per_image: Vec<Vec<f64>> = e["pixel_values"].as_array().unwrap().iter().map(json_numbers).collect();
         for (i, (name, theirs)) in strings(&e["images"]).iter().zip(&per_image).enumerate() {
             let d =
                 max_diff(&pixel_values.narrow(0, i, 1).unwrap().flatten_from(1).unwrap(), std::slice::from_ref(theirs));

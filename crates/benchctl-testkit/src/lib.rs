@@ -95,6 +95,26 @@ pub fn fixture_model(name: &str) -> PathBuf {
     workspace_root().join("crates/benchctl-models/tests/fixtures").join(name)
 }
 
+/// A fixture's `expected.json` (written by its generator under `scripts/fixtures/`).
+pub fn fixture_expected(name: &str) -> serde_json::Value {
+    let path = fixture_model(name).join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// The numbers of a nested JSON array, in order.
+pub fn json_numbers(v: &serde_json::Value) -> Vec<f64> {
+    match v {
+        serde_json::Value::Array(items) => items.iter().flat_map(json_numbers).collect(),
+        other => vec![other.as_f64().unwrap()],
+    }
+}
+
+/// A JSON array of token id rows.
+pub fn json_id_rows(v: &serde_json::Value) -> Vec<Vec<u32>> {
+    let row = |r: &serde_json::Value| r.as_array().unwrap().iter().map(|i| i.as_u64().unwrap() as u32).collect();
+    v.as_array().unwrap().iter().map(row).collect()
+}
+
 /// Any file under the models crate's fixtures.
 pub fn model_fixture(relative: &str) -> PathBuf {
     workspace_root().join("crates/benchctl-models/tests/fixtures").join(relative)

@@ -204,6 +204,9 @@ struct TextTower {
     final_norm: LayerNorm,
     projection: Linear,
     eos_token_id: u32,
+    /// `transformers`' `CLIPTextModel` reads `eos_token_id == 2` as a legacy config and pools
+    /// at the largest id; models that do not (MetaCLIP 2) pool at the first `eos_token_id`.
+    largest_id_when_eos_is_2: bool,
 }
 
 /// The vision tower and its projection.
@@ -380,6 +383,7 @@ impl Clip {
             final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
             projection: w.pp("text_projection").linear(tc.hidden_size, config.projection_dim, false)?,
             eos_token_id: tc.eos_token_id,
+            largest_id_when_eos_is_2: true,
         };
         let vision = VisionTower::load(w, vc, config.projection_dim)?;
         let logit_scale = w
@@ -447,10 +451,16 @@ impl Clip {
         t.projection.forward(&pooled)
     }
 
+    /// The same model pooling its texts at the first `eos_token_id` whatever it is.
+    pub fn pooling_at_first_eos(mut self) -> Self {
+        self.text.largest_id_when_eos_is_2 = false;
+        self
+    }
+
     /// Where a sequence's end token is: the first `eos_token_id`, or for legacy configs
     /// (`eos_token_id == 2`) the first largest id, as `transformers` pools.
     fn end_position(&self, seq: &[u32]) -> usize {
-        if self.text.eos_token_id == 2 {
+        if self.text.eos_token_id == 2 && self.text.largest_id_when_eos_is_2 {
             let max = seq.iter().copied().max().unwrap_or(0);
             seq.iter().position(|&id| id == max).unwrap_or(0)
         } else {

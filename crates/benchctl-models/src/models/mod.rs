@@ -6,6 +6,7 @@ pub mod clip_openai;
 pub mod fiber;
 mod gemma;
 pub mod gemma3;
+pub mod metaclip2;
 pub mod paligemma;
 pub mod qwen3vl;
 pub mod siglip;

@@ -1,0 +1,86 @@
+//! MetaCLIP 2 (Chuang et al., "Meta CLIP 2: A Worldwide Scaling Recipe", 2025,
+//! <https://arxiv.org/abs/2507.22062>) in Hugging Face layout (`MetaClip2Model`), e.g.
+//! <https://huggingface.co/facebook/metaclip-2-worldwide-huge-quickgelu>.
+//!
+//! CLIP's towers under CLIP's tensor names ([`super::clip`]); what sets it apart:
+//! - a multilingual sentencepiece vocabulary (XLM-V's 901,629 pieces in the worldwide
+//!   checkpoints), texts as `<s> pieces… </s>`, cut to the context keeping `</s>`;
+//! - the text pooled at the first `</s>` (`eos_token_id`, 2), without the largest-id rule
+//!   `CLIPTextModel` applies to configs whose `eos_token_id` is 2;
+//! - captions cased, cleaned as open_clip's `HFTokenizer` does for its `ViT-*-worldwide`
+//!   configs (ftfy, HTML references unescaped twice, whitespace collapsed), or as written
+//!   with `--text-prep transformers` (the tokenizer called as the model card does). The
+//!   vocabulary's own normaliser (NFKC) and whitespace split make the two differ only where
+//!   ftfy or the HTML unescaping change a caption.
+
+use candle_core::{DType, Device};
+
+use super::clip::{Clip, ClipConfig, ClipEncoder};
+use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::hub::{ModelFiles, HF_LAYOUT};
+use crate::preprocess::Preprocessor;
+use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
+use crate::{Error, ErrorKind, Result};
+
+/// The start and end tokens of MetaCLIP 2's sentencepiece vocabularies.
+const SPECIALS: [&str; 2] = ["<s>", "</s>"];
+
+fn cleaning(prep: TextPrep) -> CaptionCleaning {
+    match prep {
+        TextPrep::Authors => CaptionCleaning::OpenClipCased,
+        TextPrep::Transformers => CaptionCleaning::AsWritten,
+    }
+}
+
+/// The tokenizer of `files` for `config`, whose `eos_token_id` must be its `</s>`: the text is
+/// pooled there.
+fn tokenizer(files: &ModelFiles, config: &ClipConfig, prep: TextPrep) -> Result<ClipTokenizer> {
+    let tc = &config.text_config;
+    let tokenizer =
+        ClipTokenizer::with_specials(&files.tokenizer, tc.max_position_embeddings, cleaning(prep), SPECIALS)?;
+    if tokenizer.eos() != tc.eos_token_id || tokenizer.eos() as usize >= tc.vocab_size {
+        return Err(Error::new(
+            ErrorKind::Tokenizer,
+            format!(
+                "use tokenizer {}: its `</s>` is {}, but {}'s text_config pools at eos_token_id {} of a vocabulary of {}",
+                files.tokenizer.display(),
+                tokenizer.eos(),
+                files.config.display(),
+                tc.eos_token_id,
+                tc.vocab_size
+            ),
+        ));
+    }
+    Ok(tokenizer)
+}
+
+/// Loads a MetaCLIP 2 checkpoint as a CLIP [`ClipEncoder`] pooling at the first `</s>`.
+pub fn load(files: &ModelFiles, prep: TextPrep, dtype: DType, device: &Device) -> Result<ClipEncoder> {
+    let config = ClipConfig::from_file(&files.config)?;
+    let tokenizer = tokenizer(files, &config, prep)?;
+    let size = config.vision_config.image_size;
+    let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::hf_clip(size), size)?;
+    let model = Clip::load(config, &files.weights, dtype, device)?.pooling_at_first_eos();
+    Ok(ClipEncoder::from_parts(model, tokenizer, preprocessor))
+}
+
+/// MetaCLIP 2 in Hugging Face layout, as [`crate::registry::ARCHITECTURES`] lists it.
+pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
+    name: "metaclip2",
+    model_types: &["metaclip_2"],
+    layout: HF_LAYOUT,
+    released_as_torch_checkpoint: false,
+    heads: &[ScoreHead::Contrastive],
+    text_preps: &TextPrep::ALL,
+    default_preprocessor: |size| Some(Preprocessor::hf_clip(size)),
+    caption_limit: |files, prep| {
+        let config = ClipConfig::from_file(&files.config)?;
+        let tokenizer = tokenizer(files, &config, prep)?;
+        Ok(CaptionLimit::new(config.text_config.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
+    },
+    load: |choice, files, dtype, device| {
+        Ok(crate::Model::Dual(Box::new(load(files, choice.text_prep, dtype, device)?)))
+    },
+    clip_towers: false,
+    pre_captions: false,
+});
