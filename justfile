@@ -64,7 +64,8 @@ shard i n model="clip-vit-b32" suite="eqben":
 # and instruction-set tier (best, avx512 or avx2), with their ratio and share of the tier's
 # fp32 peak, and RoCOCO-scale retrieval (needs the Python packages in scripts/requirements.txt).
 # `avx2` builds benchctl without gemm's AVX-512 kernels, as an AVX2-only machine runs it.
-bench-vs-torch tier="best" batch="32" threads="2":
+# `model`: clip-vit-b32 or siglip2-base-patch16-224 (SigLIP 2 B/16, texts of 64 tokens).
+bench-vs-torch tier="best" batch="32" threads="2" model="clip-vit-b32":
     #!/usr/bin/env bash
     set -euo pipefail
     if [ "{{tier}}" = avx2 ]; then
@@ -74,7 +75,7 @@ bench-vs-torch tier="best" batch="32" threads="2":
         cargo build --release -p benchctl --features dev-bench
         bin=target/release/benchctl
     fi
-    python3 scripts/bench/bench_torch.py --benchctl $bin --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval
+    python3 scripts/bench/bench_torch.py --benchctl $bin --model {{model}} --tier {{tier}} --batch {{batch}} --threads {{threads}} --retrieval
 
 # Decode + preprocess side by side: benchctl against Pillow and the model's transformers
 # image processor (and open_clip's transform for OpenCLIP models) on the same files and

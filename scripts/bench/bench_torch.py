@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""PyTorch + transformers side of `just bench-vs-torch`: the same architecture (full-size
-CLIP ViT-B/32, random weights), batch, threads and text length as `benchctl bench`, timed the
-same way (one warm-up batch, then `--iters` timed batches), then benchctl itself, and one
-table with both, their ratio, and each side's share of the tier's measured fp32 FMA peak.
+"""PyTorch + transformers side of `just bench-vs-torch`: the same architecture (full-size,
+random weights: `--model clip-vit-b32`, CLIP ViT-B/32, or `siglip2-base-patch16-224`, SigLIP 2
+B/16 at 224 px with its 256k Gemma vocabulary and 64-token texts), batch, threads and text
+length as `benchctl bench`, timed the same way (one warm-up batch, then `--iters` timed
+batches), then benchctl itself, and one table with both, their ratio, and each side's share of
+the tier's measured fp32 FMA peak.
 
 `--tier` restricts both sides to one instruction-set tier on this machine: benchctl through
 `BENCHCTL_CPU` (its own kernels) and the binary's build (`gemm`'s AVX-512 kernels exist only
@@ -11,7 +13,8 @@ built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTo
 `ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
 is imported. The script refuses to compare when benchctl reports another tier.
 
-Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--tier best|avx512|avx2]
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224]
+                                     [--tier best|avx512|avx2]
                                      [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
                                      [--retrieval]
 """
@@ -30,18 +33,32 @@ TORCH_TIER_ENV = {
     "generic": {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"},
 }
 
-# Multiply-adds of one forward pass, ×2 for FLOPs: ViT-B/32 at 224 px (50 tokens, 12 layers
-# of width 768, MLP 3,072, the 32×32 patch embedding) and the 12-layer, width-512 text tower.
-def vit_b32_flops():
-    tokens, width, mlp, layers = 50, 768, 3072, 12
-    per_token = 4 * width * width + 2 * width * mlp + 2 * tokens * width
-    return 2 * (layers * tokens * per_token + 49 * 3 * 32 * 32 * width)
+# Each model's towers as the benchmark builds them: the image tower's patch grid, width, MLP
+# and depth; the text tower's width, MLP, depth and vocabulary; whether texts have a fixed length.
+SHAPES = {
+    "clip-vit-b32": {"image": 224, "patch": 32, "width": 768, "mlp": 3072, "layers": 12, "class_token": True,
+                     "text_width": 512, "text_mlp": 2048, "text_layers": 12, "vocab": 49408, "fixed_text": None},
+    "siglip2-base-patch16-224": {"image": 224, "patch": 16, "width": 768, "mlp": 3072, "layers": 12,
+                                 "class_token": False, "text_width": 768, "text_mlp": 3072, "text_layers": 12,
+                                 "vocab": 256000, "fixed_text": 64},
+}
 
 
-def text_flops(tokens):
-    width, mlp, layers = 512, 2048, 12
+def encoder_flops(tokens, width, mlp, layers):
+    """Multiply-adds of a pre-norm transformer over `tokens`, ×2 for FLOPs."""
     per_token = 4 * width * width + 2 * width * mlp + 2 * tokens * width
     return 2 * layers * tokens * per_token
+
+
+def image_flops(shape):
+    patches = (shape["image"] // shape["patch"]) ** 2
+    tokens = patches + (1 if shape["class_token"] else 0)
+    embedding = 2 * patches * 3 * shape["patch"] ** 2 * shape["width"]
+    return encoder_flops(tokens, shape["width"], shape["mlp"], shape["layers"]) + embedding
+
+
+def text_flops(shape, tokens):
+    return encoder_flops(tokens, shape["text_width"], shape["text_mlp"], shape["text_layers"])
 
 
 def timed(iters, fn):
@@ -60,17 +77,33 @@ def summary(batch, times):
     return {"per_second": batch * len(times) / sum(times), "p50_ms": pct(0.5), "p90_ms": pct(0.9)}
 
 
-def torch_side(args):
+def torch_model(name):
+    """The model of `name`'s shape with transformers' random initialisation."""
+    if name == "clip-vit-b32":
+        from transformers import CLIPConfig, CLIPModel
+        return CLIPModel(CLIPConfig())  # the defaults are openai/clip-vit-base-patch32's shape
+    from transformers import SiglipConfig, SiglipModel
+    shape = SHAPES[name]
+    return SiglipModel(SiglipConfig(
+        text_config=dict(vocab_size=shape["vocab"], hidden_size=shape["text_width"],
+                         intermediate_size=shape["text_mlp"], num_hidden_layers=shape["text_layers"],
+                         num_attention_heads=12, max_position_embeddings=shape["fixed_text"]),
+        vision_config=dict(hidden_size=shape["width"], intermediate_size=shape["mlp"],
+                           num_hidden_layers=shape["layers"], num_attention_heads=12, image_size=shape["image"],
+                           patch_size=shape["patch"])))
+
+
+def torch_side(args, tokens):
     import torch
-    from transformers import CLIPConfig, CLIPModel
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = CLIPModel(CLIPConfig()).eval()  # the defaults are openai/clip-vit-base-patch32's shape
-    pixels = torch.randn(args.batch, 3, 224, 224)
+    model = torch_model(args.model).eval()
+    size = SHAPES[args.model]["image"]
+    pixels = torch.randn(args.batch, 3, size, size)
     vocab = model.config.text_config.vocab_size
     # The same ids as benchctl's benchmark: pseudo-random below the end token, which closes each text.
-    ids = torch.tensor([[(b * 7919 + t * 104_729) % (vocab - 2) for t in range(args.text_tokens - 1)] + [vocab - 1]
+    ids = torch.tensor([[(b * 7919 + t * 104_729) % (vocab - 2) for t in range(tokens - 1)] + [vocab - 1]
                         for b in range(args.batch)])
     with torch.inference_mode():
         image = timed(args.iters, lambda: model.get_image_features(pixel_values=pixels))
@@ -88,6 +121,7 @@ def benchctl_json(args, env, *extra):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchctl", default="target/release/benchctl")
+    parser.add_argument("--model", choices=sorted(SHAPES), default="clip-vit-b32")
     parser.add_argument("--tier", choices=["best", "avx512", "avx2", "generic"], default="best")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
@@ -115,18 +149,22 @@ def main():
                  f"for --tier avx2 on an AVX-512 machine build it with `cargo build --release -p benchctl "
                  f"--no-default-features --target-dir target/tier-avx2` and pass --benchctl target/tier-avx2/release/benchctl")
     peak_gflops = peak["parts"][0]["gflops"]
-    ours = {p["part"]: p for p in benchctl_json(args, env, "--part", "both", "--batch", str(args.batch), "--iters",
-                                                 str(args.iters), "--text-tokens", str(args.text_tokens))["parts"]}
-    theirs, info = torch_side(args)
+    shape = SHAPES[args.model]
+    # SigLIP's texts are always padded to its trained length.
+    tokens = shape["fixed_text"] or args.text_tokens
+    ours = {p["part"]: p for p in benchctl_json(args, env, "--model", args.model, "--part", "both", "--batch",
+                                                 str(args.batch), "--iters", str(args.iters), "--text-tokens",
+                                                 str(tokens))["parts"]}
+    theirs, info = torch_side(args, tokens)
 
-    print(f"CLIP ViT-B/32, random weights, fp32, batch {args.batch}, {args.threads} threads, texts of "
-          f"{args.text_tokens} tokens; {platform.processor() or platform.machine()}; benchctl tier {tier} "
+    print(f"{args.model}, random weights, fp32, batch {args.batch}, {args.threads} threads, texts of "
+          f"{tokens} tokens; {platform.processor() or platform.machine()}; benchctl tier {tier} "
           f"(matrix products {gemm}); torch {info['version']} (ATen capability {info['capability']}"
           + (f", {', '.join(f'{k}={v}' for k, v in TORCH_TIER_ENV[args.tier].items())}" if args.tier != "best" else "")
           + f"); measured fp32 FMA peak of the tier: {peak_gflops:.0f} GFLOP/s")
     print("| part | benchctl /s | PyTorch /s | ratio | benchctl % of peak | PyTorch % of peak | benchctl p50 ms | PyTorch p50 ms |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    flops = {"image": vit_b32_flops(), "text": text_flops(args.text_tokens)}
+    flops = {"image": image_flops(shape), "text": text_flops(shape, tokens)}
     for part in ("image", "text"):
         b, t = ours[part], theirs[part]
         share = lambda rate: 100 * rate * flops[part] / 1e9 / peak_gflops

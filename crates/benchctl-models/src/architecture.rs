@@ -35,12 +35,23 @@ pub struct ArchitectureSpec {
     /// Loads a model of this architecture scoring with a head of [`ArchitectureSpec::heads`],
     /// preparing captions one of [`ArchitectureSpec::text_preps`]' ways.
     pub load: fn(LoadChoice, &ModelFiles, DType, &Device) -> Result<Model>,
-    /// Its image and text towers are CLIP's: `benchctl bench --part image|text` builds them
-    /// with random weights.
-    pub clip_towers: bool,
+    /// The towers `benchctl bench --part image|text` builds with random weights for a config of
+    /// this architecture.
+    pub bench_towers: BenchTowers,
     /// Its reference retrieval evaluation cleans captions with BLIP's `pre_caption` (what
     /// RoCOCO's `--caption-normalisation auto` follows).
     pub pre_captions: bool,
+}
+
+/// Which random-weight towers `benchctl bench` builds for an architecture's config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchTowers {
+    /// None: the architecture has its own benchmark part, or none.
+    None,
+    /// CLIP's, from a `transformers` `config.json` (`ClipConfig`): CLIP, MetaCLIP 2.
+    Clip,
+    /// SigLIP's (`SiglipConfig`): SigLIP, SigLIP 2 at fixed resolution.
+    Siglip,
 }
 
 /// An architecture benchctl implements: a handle to its [`ArchitectureSpec`].

@@ -11,7 +11,9 @@ use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
-pub use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, LoadChoice, ScoreHead, TextPrep};
+pub use crate::architecture::{
+    Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, LoadChoice, ScoreHead, TextPrep,
+};
 
 /// Every architecture benchctl implements, each declared once in its own module.
 pub const ARCHITECTURES: &[Architecture] = &[

@@ -79,3 +79,22 @@ fn an_end_token_the_tokenizer_does_not_have_is_refused() {
     let message = err.to_string();
     assert!(message.contains("eos_token_id 5") && message.contains("tokenizer.json"), "{message}");
 }
+
+/// bf16 and f16 beside `MetaClip2Model`'s f32 logits (the authors' captions): bounded, and printed.
+#[test]
+fn half_precision_drift_is_reported_and_bounded() {
+    let e = fixture_expected("metaclip2-tiny");
+    let files = hub::from_dir(&fixture_model("metaclip2-tiny")).unwrap();
+    let texts: Vec<&str> = e["texts"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let image = image::open(workspace_root().join(e["image"].as_str().unwrap())).unwrap().to_rgb8();
+    for (dtype, bound) in [(DType::BF16, 0.25), (DType::F16, 0.05)] {
+        let model = metaclip2::load(&files, TextPrep::Authors, dtype, &test_device()).unwrap();
+        let p = model.preprocessor();
+        let pixels = Tensor::from_vec(p.apply(&image), (1, 3, p.size, p.size), &test_device()).unwrap();
+        let images = model.encode_images(&pixels.to_dtype(dtype).unwrap()).unwrap().unsqueeze(0).unwrap();
+        let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
+        let d = max_diff(&model.scores(&images, &encoded).unwrap(), &e["authors"]["logits_per_image"]);
+        eprintln!("metaclip2-tiny {dtype:?}: max abs logit drift {d}");
+        assert!(d < bound, "{dtype:?} drifts by {d}");
+    }
+}

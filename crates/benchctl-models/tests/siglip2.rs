@@ -181,3 +181,22 @@ fn the_architecture_offers_both_preparations_and_others_refuse_transformers() {
     assert_eq!(authors.tokens_cut(&caption).unwrap(), 0);
     assert!(transformers.tokens_cut(&caption).unwrap() > 0);
 }
+
+/// bf16 and f16 beside `SiglipModel`'s f32 logits (the authors' captions): bounded, and printed.
+#[test]
+fn half_precision_drift_is_reported_and_bounded() {
+    let e = expected();
+    let files = hub::from_dir(&fixture_model("siglip2-tiny")).unwrap();
+    let texts = strings(&e["texts"]);
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for (dtype, bound) in [(DType::BF16, 0.25), (DType::F16, 0.05)] {
+        let model = SiglipEncoder::load_with(&files, TextPrep::Authors, dtype, &test_device()).unwrap();
+        let pixel_values = pixels(&model, &e).to_dtype(dtype).unwrap();
+        let images = model.encode_images(&pixel_values).unwrap().unsqueeze(0).unwrap();
+        let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
+        let logits = model.logits(&images, &encoded).unwrap().squeeze(0).unwrap();
+        let d = max_diff(&logits, &matrix(&e["authors"]["logits_per_image"]));
+        eprintln!("siglip2-tiny {dtype:?}: max abs logit drift {d}");
+        assert!(d < bound, "{dtype:?} drifts by {d}");
+    }
+}

@@ -26,7 +26,7 @@ use super::transformer::{
     attend, l2_normalise, load_blocks, run_blocks, token, AttentionNames, Block, Dense, PatchEmbedding, Tower,
 };
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
@@ -464,6 +464,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
             crate::Model::Dual(Box::new(BlipItc::load(files, dtype, device)?))
         })
     },
-    clip_towers: false,
+    bench_towers: BenchTowers::None,
     pre_captions: true,
 });

@@ -20,7 +20,7 @@ use serde::Deserialize;
 pub use super::transformer::Activation;
 use super::transformer::{l2_normalise, load_blocks, run_blocks, Block, PatchEmbedding, Tower};
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
@@ -560,7 +560,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         caption_limit(files, context, CaptionCleaning::HtmlReferences)
     },
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?))),
-    clip_towers: true,
+    bench_towers: BenchTowers::Clip,
     pre_captions: false,
 });
 

@@ -26,7 +26,7 @@ use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
 use super::clip::{Clip, ClipConfig, ClipEncoder, TextConfig, VisionConfig};
-use crate::architecture::{Architecture, ArchitectureSpec, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::OPEN_CLIP_LAYOUT;
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
@@ -407,6 +407,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         super::clip::caption_limit(files, context, CaptionCleaning::OpenClip)
     },
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(load_open_clip(files, dtype, device)?))),
-    clip_towers: true,
+    bench_towers: BenchTowers::None,
     pre_captions: false,
 });

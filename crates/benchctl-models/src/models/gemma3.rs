@@ -31,7 +31,7 @@ use super::gemma::{multimodal_parts, Decoder, DecoderSpec, RmsNorm};
 use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::transformer::over_rows;
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ImageSettings, ModeRule, Preprocessor, HALF};
@@ -421,6 +421,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         Ok(CaptionLimit::never_cut(Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Gemma3Vqa::load(files, dtype, device)?))),
-    clip_towers: false,
+    bench_towers: BenchTowers::None,
     pre_captions: false,
 });

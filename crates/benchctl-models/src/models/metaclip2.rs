@@ -16,7 +16,7 @@
 use candle_core::{DType, Device};
 
 use super::clip::{Clip, ClipConfig, ClipEncoder};
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::{ModelFiles, HF_LAYOUT};
 use crate::preprocess::Preprocessor;
 use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
@@ -81,6 +81,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |choice, files, dtype, device| {
         Ok(crate::Model::Dual(Box::new(load(files, choice.text_prep, dtype, device)?)))
     },
-    clip_towers: false,
+    bench_towers: BenchTowers::Clip,
     pre_captions: false,
 });

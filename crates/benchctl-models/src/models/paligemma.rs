@@ -27,7 +27,7 @@ use super::gemma::{multimodal_parts, Decoder, DecoderSpec};
 use super::siglip::{SiglipVisionConfig, VisionTower};
 use super::transformer::Dense;
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ModeRule, Preprocessor, HALF};
@@ -261,6 +261,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         Ok(CaptionLimit::never_cut(PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(PaliGemmaVqa::load(files, dtype, device)?))),
-    clip_towers: false,
+    bench_towers: BenchTowers::None,
     pre_captions: false,
 });

@@ -23,7 +23,7 @@ use super::transformer::{
     l2_normalise, load_blocks, run_blocks, token, Block, Mlp, PatchEmbedding, QueryAttention, Tower,
 };
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::kernels::LayerNorm;
@@ -104,6 +104,15 @@ impl Default for SiglipVisionConfig {
 }
 
 impl SiglipConfig {
+    /// `google/siglip2-base-patch16-224`'s shape: SigLIP's base towers at 224 px with Gemma's
+    /// 256,000-token vocabulary (benchmarks on random weights).
+    pub fn siglip2_base_patch16_224() -> Self {
+        SiglipConfig {
+            text_config: SiglipTextConfig { vocab_size: 256_000, pad_token_id: Some(0), ..Default::default() },
+            vision_config: SiglipVisionConfig::default(),
+        }
+    }
+
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let config: Self = super::read_config(path)?;
         let v = &config.vision_config;
@@ -175,6 +184,12 @@ impl VisionTower {
             blocks: load_blocks(v, &config.tower()?)?,
             post_norm: v.pp("post_layernorm").layer_norm(config.hidden_size, config.layer_norm_eps)?,
         })
+    }
+
+    /// The side of the square images it takes: √patches × the patch size.
+    pub fn image_size(&self) -> usize {
+        let patches = self.positions.dim(0).unwrap_or(0);
+        (patches as f64).sqrt().round() as usize * self.patch_embedding.patch_size()
     }
 
     /// `(b, C, H, W)` → the patch tokens `(b, patches, width)`.
@@ -255,6 +270,26 @@ impl Siglip {
             logit_bias: scalar("logit_bias")?,
             device: w.device().clone(),
         })
+    }
+
+    /// A model with random weights of the configured shape (benchmarks).
+    pub fn random(config: &SiglipConfig, dtype: DType, device: &Device) -> Result<Self> {
+        super::weights::Weights::build_random(dtype, device, "random weights", |w| Self::from_weights(config, w))
+    }
+
+    /// The side of the square images it takes.
+    pub fn image_size(&self) -> usize {
+        self.vision.image_size()
+    }
+
+    /// The size of its text vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.token_embedding.dim(0).unwrap_or(0)
+    }
+
+    /// The text length it was trained on, to which its tokenizer pads every caption.
+    pub fn text_len(&self) -> usize {
+        self.text_positions.dim(0).unwrap_or(0)
     }
 
     /// `exp(logit_scale)` and `logit_bias`.
@@ -415,6 +450,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |choice, files, dtype, device| {
         Ok(crate::Model::Dual(Box::new(SiglipEncoder::load_with(files, choice.text_prep, dtype, device)?)))
     },
-    clip_towers: false,
+    bench_towers: BenchTowers::Siglip,
     pre_captions: false,
 });

@@ -341,6 +341,11 @@ pub(crate) struct PatchEmbedding {
 }
 
 impl PatchEmbedding {
+    /// The side of a patch in pixels.
+    pub fn patch_size(&self) -> usize {
+        self.patch
+    }
+
     /// The conv weight `name` of shape `(width, channels, p, p)`, and its bias if `bias`.
     pub fn load(w: &Weights, width: usize, channels: usize, patch: usize, bias: bool) -> Result<Self> {
         let weight = w

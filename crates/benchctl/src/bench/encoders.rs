@@ -1,43 +1,113 @@
-//! Encoder throughput on random weights: CLIP's towers, and FIBER's unimodal and pair passes.
+//! Encoder throughput on random weights: CLIP's and SigLIP's towers (SigLIP 2's at fixed
+//! resolution), and FIBER's unimodal and pair passes.
 
 use benchctl_models::models::clip::{Clip, ClipConfig};
-use benchctl_models::registry;
+use benchctl_models::models::siglip::{Siglip, SiglipConfig};
+use benchctl_models::registry::{self, BenchTowers};
 use candle_core::{DType, Tensor};
 
 use super::e2e::{eval_child, fixture, write_suite};
 use super::{io, summarise, time, BenchPlan, Part, PartResult};
 use crate::{Error, ErrorKind, Result};
 
-/// CLIP's image and text towers (`Part::Image`, `Part::Text`, `Part::Both`).
-pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
-    let (name, config) = match &args.config {
-        Some(path) => (path.display().to_string(), ClipConfig::from_file(path)?),
-        None => {
-            let entry = registry::find(&args.model)?;
-            if !entry.architecture.spec().clip_towers {
-                return Err(Error::new(
+/// Two towers with random weights, built from a zoo id's shape or a `config.json`.
+enum Towers {
+    Clip(Box<Clip>),
+    Siglip(Box<Siglip>),
+}
+
+impl Towers {
+    /// The towers of `--model` (`clip-vit-b32`, `siglip-base-patch16-224`,
+    /// `siglip2-base-patch16-224` have their shapes here) or of `--config`.
+    fn build(args: &BenchPlan) -> Result<(String, Towers)> {
+        let device = args.device.open()?;
+        let dtype = args.dtype;
+        let clip = |config: ClipConfig| -> Result<Towers> {
+            Ok(Towers::Clip(Box::new(Clip::random(config, dtype, &device)?)))
+        };
+        let siglip = |config: SiglipConfig| -> Result<Towers> {
+            Ok(Towers::Siglip(Box::new(Siglip::random(&config, dtype, &device)?)))
+        };
+        if let Some(path) = &args.config {
+            let name = path.display().to_string();
+            let architecture = registry::detect_architecture(path)?;
+            return match architecture.spec().bench_towers {
+                BenchTowers::Siglip => Ok((name, siglip(SiglipConfig::from_file(path)?)?)),
+                BenchTowers::Clip => Ok((name, clip(ClipConfig::from_file(path)?)?)),
+                BenchTowers::None => Err(Error::new(
                     ErrorKind::Usage,
-                    format!("benchmark `{}`: the benchmark covers CLIP-architecture models only", entry.id),
-                ));
-            }
-            if entry.id != "clip-vit-b32" {
-                return Err(Error::new(
-                    ErrorKind::Usage,
-                    format!("benchmark `{}`: pass its config.json with --config", entry.id),
-                ));
-            }
-            (entry.id.to_string(), ClipConfig::vit_b32())
+                    format!(
+                        "benchmark {name}: a {} model's towers are not benchmarked with --part image|text (CLIP's and SigLIP's are)",
+                        architecture.name()
+                    ),
+                )),
+            };
         }
-    };
+        let entry = registry::find(&args.model)?;
+        let towers = match entry.id {
+            "clip-vit-b32" => clip(ClipConfig::vit_b32())?,
+            "siglip-base-patch16-224" => {
+                siglip(SiglipConfig { text_config: Default::default(), vision_config: Default::default() })?
+            }
+            "siglip2-base-patch16-224" => siglip(SiglipConfig::siglip2_base_patch16_224())?,
+            other => {
+                return Err(Error::new(
+                    ErrorKind::Usage,
+                    format!("benchmark `{other}`: pass its config.json with --config"),
+                ))
+            }
+        };
+        Ok((entry.id.to_string(), towers))
+    }
+
+    fn image_size(&self) -> usize {
+        match self {
+            Towers::Clip(m) => m.config().vision_config.image_size,
+            Towers::Siglip(m) => m.image_size(),
+        }
+    }
+
+    fn vocab(&self) -> usize {
+        match self {
+            Towers::Clip(m) => m.config().text_config.vocab_size,
+            Towers::Siglip(m) => m.vocab_size(),
+        }
+    }
+
+    /// SigLIP's texts always have its trained length; CLIP's the length asked for.
+    fn text_len(&self, asked: usize) -> usize {
+        match self {
+            Towers::Clip(_) => asked,
+            Towers::Siglip(m) => m.text_len(),
+        }
+    }
+
+    fn image_features(&self, pixels: &Tensor) -> benchctl_models::Result<Tensor> {
+        match self {
+            Towers::Clip(m) => m.image_features(pixels),
+            Towers::Siglip(m) => m.image_features(pixels),
+        }
+    }
+
+    fn text_features(&self, ids: &[Vec<u32>]) -> benchctl_models::Result<Tensor> {
+        match self {
+            Towers::Clip(m) => m.text_features(ids),
+            Towers::Siglip(m) => m.text_features(ids),
+        }
+    }
+}
+
+/// The image and text towers (`Part::Image`, `Part::Text`, `Part::Both`).
+pub(super) fn towers(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     let device = args.device.open()?;
     let dtype = args.dtype;
     let memory = DeviceMemory::start(&device);
-    let model = Clip::random(config.clone(), dtype, &device)?;
+    let (name, model) = Towers::build(args)?;
     let batch = args.batch as usize;
     let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
     let mut results = Vec::new();
     if matches!(args.part, Part::Image | Part::Both) {
-        let size = config.vision_config.image_size;
+        let size = model.image_size();
         let pixels = Tensor::randn(0f32, 1f32, (batch, 3, size, size), &device)
             .and_then(|t| t.to_dtype(dtype))
             .map_err(compute)?;
@@ -50,8 +120,8 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         results.push(memory.report(summarise("image", batch, &times)));
     }
     if matches!(args.part, Part::Text | Part::Both) {
-        let tokens = args.text_tokens as usize;
-        let vocab = config.text_config.vocab_size as u32;
+        let tokens = model.text_len(args.text_tokens as usize);
+        let vocab = model.vocab() as u32;
         // Deterministic pseudo-random ids below the end token, which closes each text.
         let ids: Vec<Vec<u32>> = (0..batch)
             .map(|b| {
@@ -67,7 +137,9 @@ pub(super) fn clip(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
             memory.sample();
             Ok(())
         })?;
-        results.push(memory.report(summarise("text", batch, &times)));
+        let mut part = summarise("text", batch, &times);
+        part.extra.push(("text_tokens", tokens as f64));
+        results.push(memory.report(part));
     }
     Ok((name, results))
 }

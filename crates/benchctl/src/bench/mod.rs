@@ -89,7 +89,7 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         return encoders::fiber(args);
     }
     match args.part {
-        Part::Image | Part::Text | Part::Both => encoders::clip(args),
+        Part::Image | Part::Text | Part::Both => encoders::towers(args),
         Part::E2e => e2e::run(args),
         Part::Retrieval => kernels::retrieval(args),
         #[cfg(feature = "dev-bench")]

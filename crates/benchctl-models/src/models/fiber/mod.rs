@@ -37,7 +37,7 @@ use self::roberta::{additive_mask, Roberta, RobertaShape};
 use self::swin::{Swin, SwinShape, TextContext};
 use super::transformer::{dense, l2_normalise, token};
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::{Layout, HF_LAYOUT};
 use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, IMAGENET_MEAN, IMAGENET_STD};
@@ -686,6 +686,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
             crate::Model::Dual(Box::new(FiberItc::load(files, dtype, device)?))
         })
     },
-    clip_towers: false,
+    bench_towers: BenchTowers::None,
     pre_captions: false,
 });

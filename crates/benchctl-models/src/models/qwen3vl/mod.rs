@@ -37,7 +37,7 @@ pub use config::{Qwen3VlConfig, Qwen3VlTextConfig, Qwen3VlVisionConfig, TextRope
 use candle_core::{DType, Device, Tensor};
 
 use super::weights::Weights;
-use crate::architecture::{Architecture, ArchitectureSpec, CaptionLimit, ScoreHead, TextPrep};
+use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::preprocess::{ImageSettings, Preprocessor};
@@ -227,6 +227,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         Ok(CaptionLimit::never_cut(Qwen3VlConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Qwen3VlVqa::load(files, dtype, device)?))),
-    clip_towers: false,
+    bench_towers: BenchTowers::None,
     pre_captions: false,
 });
