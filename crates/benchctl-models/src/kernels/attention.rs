@@ -9,9 +9,9 @@ use rayon::prelude::*;
 use super::activation::exp;
 use super::{contiguous_f32, lanewise};
 
-/// Queries attended together: their logits and outputs are independent sums, so four chains
-/// of fused multiply-adds overlap instead of waiting on one another, and each key and value
-/// vector loaded serves four queries.
+/// Queries attended together: their logits and outputs are independent sums, so their chains
+/// of fused multiply-adds overlap instead of waiting on one another (eight at once, over two
+/// blocks of keys or values), and each key and value vector loaded serves four queries.
 const QUERIES: usize = 4;
 
 /// From this many keys on, an unmasked self-attention runs through the packed GEMM
@@ -62,20 +62,14 @@ fn attend_row_body<const FUSED: bool>(
             // A short last group repeats its last query; only real queries are written.
             let query = |r: usize| part((first + r).min(seq - 1), 0);
             let qs: [&[f32]; QUERIES] = std::array::from_fn(query);
-            for block in 0..padded / LANES {
-                let mut acc = [[0f32; LANES]; QUERIES];
-                for d in 0..head {
-                    let k = &keys[d * padded + block * LANES..][..LANES];
-                    for (acc, q) in acc.iter_mut().zip(&qs) {
-                        let qd = q[d];
-                        for l in 0..LANES {
-                            acc[l] = madd::<FUSED>(qd, k[l], acc[l]);
-                        }
-                    }
-                }
-                for (r, acc) in acc.iter().enumerate() {
-                    weights[r * padded + block * LANES..][..LANES].copy_from_slice(acc);
-                }
+            // Two blocks of 16 keys at a time where there are two: eight independent chains
+            // of multiply-adds keep both FMA pipes busy (four left half of them idle).
+            let blocks = padded / LANES;
+            for pair in 0..blocks / 2 {
+                logit_block::<FUSED, { 2 * LANES }>(keys, padded, pair * 2 * LANES, head, &qs, weights);
+            }
+            if blocks % 2 == 1 {
+                logit_block::<FUSED, LANES>(keys, padded, (blocks - 1) * LANES, head, &qs, weights);
             }
             let count = QUERIES.min(seq - first);
             for r in 0..count {
@@ -105,20 +99,22 @@ fn attend_row_body<const FUSED: bool>(
                 }
             }
             let by_key = &by_key[..seq * QUERIES];
-            // 16 output values of each query at a time, summed over the values in registers.
-            for c in (0..head).step_by(LANES) {
+            // 32 output values of each query at a time where the head has them (eight chains,
+            // as above), summed over the values in registers; then 16 at a time.
+            let wide = head / (2 * LANES) * 2 * LANES;
+            for c in (0..wide).step_by(2 * LANES) {
+                let acc = value_block::<FUSED, { 2 * LANES }>((0..seq).map(|j| &part(j, 2)[c..]), by_key);
+                for (r, acc) in acc.iter().enumerate().take(count) {
+                    out[(first + r) * width + h * head + c..][..2 * LANES].copy_from_slice(acc);
+                }
+            }
+            for c in (wide..head).step_by(LANES) {
                 let lanes = LANES.min(head - c);
-                let mut acc = [[0f32; LANES]; QUERIES];
                 let values = (0..seq).map(|j| &part(j, 2)[c..][..lanes]);
-                if lanes == LANES {
-                    for (v, w) in values.zip(by_key.chunks_exact(QUERIES)) {
-                        for (acc, &w) in acc.iter_mut().zip(w) {
-                            for (a, &v) in acc.iter_mut().zip(&v[..LANES]) {
-                                *a = madd::<FUSED>(w, v, *a);
-                            }
-                        }
-                    }
+                let acc = if lanes == LANES {
+                    value_block::<FUSED, LANES>(values, by_key)
                 } else {
+                    let mut acc = [[0f32; LANES]; QUERIES];
                     for (v, w) in values.zip(by_key.chunks_exact(QUERIES)) {
                         for (acc, &w) in acc.iter_mut().zip(w) {
                             for (a, &v) in acc.iter_mut().zip(v) {
@@ -126,13 +122,61 @@ fn attend_row_body<const FUSED: bool>(
                             }
                         }
                     }
-                }
+                    acc
+                };
                 for (r, acc) in acc.iter().enumerate().take(count) {
                     out[(first + r) * width + h * head + c..][..lanes].copy_from_slice(&acc[..lanes]);
                 }
             }
         }
     }
+}
+
+/// [`QUERIES`] queries' logits against the `W` keys from column `at` of `keys` (`(head,
+/// padded)`, one head's keys transposed) into their rows of `weights`; `W` is 32 (eight chains
+/// of multiply-adds) or 16 (a last odd block). Each logit sums over the head in order.
+#[inline(always)]
+fn logit_block<const FUSED: bool, const W: usize>(
+    keys: &[f32],
+    padded: usize,
+    at: usize,
+    head: usize,
+    qs: &[&[f32]; QUERIES],
+    weights: &mut [f32],
+) {
+    let mut acc = [[0f32; W]; QUERIES];
+    for d in 0..head {
+        let k = &keys[d * padded + at..][..W];
+        for (acc, q) in acc.iter_mut().zip(qs) {
+            let qd = q[d];
+            for l in 0..W {
+                acc[l] = madd::<FUSED>(qd, k[l], acc[l]);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        weights[r * padded + at..][..W].copy_from_slice(acc);
+    }
+}
+
+/// [`QUERIES`] queries' `W` output values (32 or 16): the weighted sum, in key order, of each
+/// value row's first `W` values (`values`, key by key) with the group's weights `by_key`
+/// (`(seq, QUERIES)`).
+#[inline(always)]
+fn value_block<'a, const FUSED: bool, const W: usize>(
+    values: impl Iterator<Item = &'a [f32]>,
+    by_key: &[f32],
+) -> [[f32; W]; QUERIES] {
+    let mut acc = [[0f32; W]; QUERIES];
+    for (v, w) in values.zip(by_key.chunks_exact(QUERIES)) {
+        let v = &v[..W];
+        for (acc, &w) in acc.iter_mut().zip(w) {
+            for (a, &v) in acc.iter_mut().zip(v) {
+                *a = madd::<FUSED>(w, v, *a);
+            }
+        }
+    }
+    acc
 }
 
 /// One row of logits turned into softmax weights in place; a masked (−∞) logit weighs exactly

@@ -157,7 +157,18 @@ mod tests {
     #[test]
     fn fused_self_attention_matches_the_composed_one() -> candle_core::Result<()> {
         let dev = candle_core::Device::Cpu;
-        for (batch, seq, width, heads) in [(1, 1, 8, 2), (3, 16, 64, 4), (2, 50, 96, 12), (2, 77, 40, 5)] {
+        // Heads of 4 to 16 values, and of 48, 64 and 80 (the wide value path, with and without a
+        // 16-wide rest), over an odd number of 16-key blocks too (33, 77 keys).
+        let shapes = [
+            (1, 1, 8, 2),
+            (3, 16, 64, 4),
+            (2, 50, 96, 12),
+            (2, 77, 40, 5),
+            (2, 33, 48, 1),
+            (2, 50, 128, 2),
+            (1, 77, 80, 1),
+        ];
+        for (batch, seq, width, heads) in shapes {
             let qkv = Tensor::randn(0f32, 1.0, (batch, seq, 3 * width), &dev)?;
             let causal: Vec<f32> =
                 (0..seq * seq).map(|n| if n % seq > n / seq { f32::NEG_INFINITY } else { 0.0 }).collect();
