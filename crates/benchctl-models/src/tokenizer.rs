@@ -74,7 +74,9 @@ impl std::fmt::Debug for ClipTokenizer {
 pub const START_OF_TEXT: &str = "<|startoftext|>";
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 
-fn open(path: &Path) -> Result<tokenizers::Tokenizer> {
+/// `tokenizer.json` read once, for a family whose tokenizer depends on what it holds (SigLIP's
+/// two vocabularies).
+pub fn open(path: &Path) -> Result<tokenizers::Tokenizer> {
     tokenizers::Tokenizer::from_file(path)
         .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("load tokenizer {}: {e}", path.display())))
 }
@@ -172,7 +174,16 @@ impl SiglipTokenizer {
     /// Loads `tokenizer.json` (a sentencepiece vocabulary converted by `transformers`); the
     /// padding token is `</s>` as in `SiglipTokenizer`, unless `pad_id` says otherwise.
     pub fn from_file(path: &Path, max_len: usize, pad_id: Option<u32>) -> Result<Self> {
-        let inner = open(path)?;
+        Self::from_tokenizer(open(path)?, path, max_len, pad_id)
+    }
+
+    /// The same from `path`'s tokenizer, already read.
+    pub fn from_tokenizer(
+        inner: tokenizers::Tokenizer,
+        path: &Path,
+        max_len: usize,
+        pad_id: Option<u32>,
+    ) -> Result<Self> {
         let eos = special(&inner, path, "</s>")?;
         check_len(max_len)?;
         Ok(Self { inner, max_len, eos, pad: pad_id.unwrap_or(eos) })
@@ -253,15 +264,24 @@ const LEFT_PADDING_CLASSES: [&str; 4] =
 impl Siglip2Tokenizer {
     /// Whether `tokenizer.json` holds Gemma's vocabulary (`<eos>`, not T5's `</s>`): a SigLIP 2
     /// checkpoint in SigLIP's layout.
-    pub fn is_gemma_vocabulary(path: &Path) -> Result<bool> {
-        let inner = open(path)?;
-        Ok(inner.token_to_id("<eos>").is_some() && inner.token_to_id("</s>").is_none())
+    pub fn is_gemma_vocabulary(inner: &tokenizers::Tokenizer) -> bool {
+        inner.token_to_id("<eos>").is_some() && inner.token_to_id("</s>").is_none()
     }
 
     /// Loads `tokenizer.json`; the transformers preparation also reads `settings`
     /// (`tokenizer_config.json`), which it needs.
     pub fn from_file(path: &Path, settings: Option<&Path>, max_len: usize, prep: TextPrep) -> Result<Self> {
-        let mut inner = open(path)?;
+        Self::from_tokenizer(open(path)?, path, settings, max_len, prep)
+    }
+
+    /// The same from `path`'s tokenizer, already read.
+    pub fn from_tokenizer(
+        mut inner: tokenizers::Tokenizer,
+        path: &Path,
+        settings: Option<&Path>,
+        max_len: usize,
+        prep: TextPrep,
+    ) -> Result<Self> {
         let eos = special(&inner, path, "<eos>")?;
         check_len(max_len)?;
         let mut pad = special(&inner, path, "<pad>")?;

@@ -3,7 +3,8 @@
 //! <https://huggingface.co/google/siglip-base-patch16-224>, and the fixed-resolution
 //! checkpoints of SigLIP 2 (Tschannen et al., 2025, <https://arxiv.org/abs/2502.14786>), e.g.
 //! <https://huggingface.co/google/siglip2-base-patch16-224>: the same towers with Gemma's
-//! vocabulary, told apart by their `tokenizer.json` ([`Siglip2Tokenizer::is_gemma_vocabulary`]).
+//! vocabulary, told apart by their `tokenizer.json` ([`Siglip2Tokenizer::is_gemma_vocabulary`],
+//! read once).
 //!
 //! What sets it apart from CLIP, and is easy to get silently wrong:
 //! - the vision tower has no class token and no pre-norm; it pools with a learned probe
@@ -334,21 +335,15 @@ impl SiglipText {
     /// The tokenizer of `files`, preparing captions as `prep` says. SigLIP's own tokenizer
     /// canonicalises in `transformers` as its authors do, so both preparations are the same there.
     pub fn of(files: &ModelFiles, config: &SiglipConfig, prep: TextPrep) -> Result<Self> {
-        let tc = &config.text_config;
-        if Siglip2Tokenizer::is_gemma_vocabulary(&files.tokenizer)? {
+        let (tc, path) = (&config.text_config, &files.tokenizer);
+        let inner = crate::tokenizer::open(path)?;
+        if Siglip2Tokenizer::is_gemma_vocabulary(&inner) {
             let settings = files.tokenizer_settings.as_deref();
-            Ok(SiglipText::Siglip2(Siglip2Tokenizer::from_file(
-                &files.tokenizer,
-                settings,
-                tc.max_position_embeddings,
-                prep,
-            )?))
+            let tokenizer = Siglip2Tokenizer::from_tokenizer(inner, path, settings, tc.max_position_embeddings, prep)?;
+            Ok(SiglipText::Siglip2(tokenizer))
         } else {
-            Ok(SiglipText::Siglip(SiglipTokenizer::from_file(
-                &files.tokenizer,
-                tc.max_position_embeddings,
-                tc.pad_token_id,
-            )?))
+            let tokenizer = SiglipTokenizer::from_tokenizer(inner, path, tc.max_position_embeddings, tc.pad_token_id)?;
+            Ok(SiglipText::Siglip(tokenizer))
         }
     }
 
