@@ -121,6 +121,10 @@ fn a_run_spec_chooses_the_preparation_per_block() {
     assert_eq!(preps, [None, Some("transformers".to_string())]);
     let labels: Vec<String> = store.runs().unwrap().iter().map(|r| r.run.label()).collect();
     assert_eq!(labels, ["siglip2-tiny", "siglip2-tiny (transformers captions)"]);
+    // The regression gate compares runs of one identity only: the two are not baselines of
+    // each other.
+    let identities: Vec<String> = store.runs().unwrap().iter().map(|r| r.run.identity().to_string()).collect();
+    assert!(identities[1].contains("transformers captions") && !identities[0].contains("captions"), "{identities:?}");
 
     std::fs::write(&spec, block("text_prep = \"lower\"\n")).unwrap();
     let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &[]);

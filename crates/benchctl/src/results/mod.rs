@@ -67,10 +67,11 @@ impl std::fmt::Display for RunIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}{} [head {}, {}] on {} (ties {})",
+            "{}{} [head {}{}, {}] on {} (ties {})",
             self.model,
             if self.external { " (external)" } else { "" },
             self.head.as_deref().unwrap_or("-"),
+            self.text_prep.as_deref().map(|p| format!(", {p} captions")).unwrap_or_default(),
             self.dtype,
             self.suite,
             self.ties
