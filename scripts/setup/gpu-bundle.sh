@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # Packs what scripts/setup/gpu-check.sh runs on a GPU machine into .gpu/bundle.tar.xz (ignored by
-# git): the CUDA release binary (`just cuda-build`), the CUDA test binaries of benchctl-models
-# (cuda_kernels, parity, fiber; built here with the same toolkit) and ../shared's FIBER
-# fixture, stripped and compressed to fit the device tool's 64 MiB with the checkout.
+# git): the CUDA release binary with the developer benchmarks (`--features cuda,dev-bench`), the
+# CUDA test binaries of benchctl-models (the kernels' and the parity fixtures' tests; built here
+# with the same toolkit) and ../shared's FIBER fixture, stripped and compressed to fit the
+# device tool's 64 MiB with the checkout. It builds in target/, beside `.ci/run`'s CUDA build,
+# so that only what the features change is compiled again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/setup/cuda-env.sh
-target=target/cuda-build
-cargo build --release -p benchctl --features cuda --locked --target-dir "$target"
+target=target
+cargo build --release -p benchctl --features cuda,dev-bench --locked --target-dir "$target"
+gpu_tests=(cuda_kernels parity fiber siglip2 metaclip2 vqascore)
 tests=$(cargo test --release -p benchctl-models --features cuda --locked --target-dir "$target" --no-run \
-    --test cuda_kernels --test parity --test fiber --message-format json 2>/dev/null |
+    "${gpu_tests[@]/#/--test=}" --message-format json 2>/dev/null |
     python3 -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
         print(m["executable"])')
-if [ "$(echo "$tests" | wc -w)" -ne 3 ]; then
+if [ "$(echo "$tests" | wc -w)" -ne ${#gpu_tests[@]} ]; then
     echo "gpu-bundle: the CUDA test binaries did not build (cargo test --release -p benchctl-models --features cuda --no-run shows why)" >&2
     exit 1
 fi

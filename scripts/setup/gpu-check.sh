@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # The GPU checks of docs/performance.md ("GPU"), in one run on a lent GPU machine, over a copy
-# of the checkout: the CUDA tests (benchctl's kernels against candle's operations, the parity
-# fixtures of transformers, open_clip and the official FIBER code), then benchctl beside
-# PyTorch (scripts/bench/bench_gpu.py), then the cold/warm/encoder-only end-to-end figure.
+# of the checkout, stage by stage in the order of what matters most (a device session is
+# minutes long; each stage has its own time limit, so one that hangs does not take the rest):
+#
+#   kernels    benchctl's CUDA kernels against candle's operations (tests/cuda_kernels.rs)
+#   attention  the fused attention beside PyTorch's SDPA, kernel against kernel
+#              (scripts/bench/bench_attention_gpu.py)
+#   profile    Nsight Compute: per-kernel times of a ViT-B/16 bf16 image forward (batch 128) with
+#              each of GPU_CHECK_PROFILE's kernel choices (default `fused`; e.g. `fused candle`), and the attention
+#              kernel's own sections on ViT-B/16's 197 tokens
+#   tests      the parity fixtures on the GPU: transformers and open_clip (parity, siglip2,
+#              metaclip2), the official FIBER code (fiber), transformers' and t2v_metrics'
+#              generative models (vqascore)
+#   table      benchctl beside PyTorch, CLIP B/32, B/16, L/14 at batch 128 and 512 in every dtype
+#              (scripts/bench/bench_gpu.py); `table-lt` the same with BENCHCTL_CUDA_GEMM=lt
+#              (GPU_CHECK_MODELS and GPU_CHECK_DTYPES narrow both, e.g. `b16,l14` and `bf16,f16`)
+#   e2e        the cold/warm/encoder-only end-to-end figure (bf16)
+#   fiber      FIBER-base throughput
+#   vqascore   local VQAScore beside transformers at full width, reduced depth (Qwen3-VL-2B's and
+#              gemma-3-4b-it's widths, 4 layers a tower); `vqascore-full` at full depth
 #
 # Needs, made on a machine without a GPU (`scripts/setup/gpu-bundle.sh`): .gpu/bundle.tar.xz with the
 # release binary, the CUDA test binaries and ../shared's FIBER fixture (and `scripts/setup/gpu-tree.sh
 # trim` before the device call, for the checkout and the bundle to fit its 64 MiB). On the GPU machine the
-# CUDA 13 libraries come from PyTorch's cu13 wheels. Output: $OUT/gpu.log (or ./gpu.log).
+# CUDA 13 libraries come from PyTorch's cu13 wheels. Output: $OUT/gpu.log (or ./gpu.log) and
+# $OUT/profile.log.
 #
-#   scripts/setup/gpu-check.sh
+#   scripts/setup/gpu-check.sh [STAGE...]     (default: every stage but table-lt and vqascore-full)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-log=${OUT:-$root}/gpu.log
-exec > >(tee "$log") 2>&1
-tar -xJf .gpu/bundle.tar.xz -C .gpu || exit 1
+out=${OUT:-$root}
+exec > >(tee -a "$out/gpu.log") 2>&1
+[ -x .gpu/benchctl ] || tar -xJf .gpu/bundle.tar.xz -C .gpu || exit 1
 # The fixtures' one CLIP tokenizer, copied back where the parity fixtures expect it (the bundle
 # leaves the copies out to stay under the device tool's size limit).
 for dir in clip-tiny-a clip-tiny-b openclip-tiny clip-shapes clip-shapes-untrained; do
@@ -26,28 +43,60 @@ done
 [ -e /work/main ] || { mkdir -p /work && ln -s "$root" /work/main; }
 torch_libs=$(python3 -c 'import os, nvidia; print(os.path.join(list(nvidia.__path__)[0], "cu13", "lib"))')
 export LD_LIBRARY_PATH="$torch_libs:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 step() {
-    local started=$SECONDS
+    local limit=$1 started=$SECONDS
+    shift
     echo "== $*"
-    "$@"
+    timeout "$limit" "$@"
     echo "== $? after $((SECONDS - started)) s: $*"
 }
 export BENCHCTL_TEST_DEVICE=cuda BENCHCTL_WORKSPACE=$root BENCHCTL_SHARED=$root/.gpu/shared
-for test in .gpu/tests/*; do
-    step "$test" --test-threads 2
+b16_config() {
+    python3 -c 'import sys; sys.path.insert(0, "scripts/bench"); import bench_gpu
+bench_gpu.clip_config(bench_gpu.SHAPES["b16"]).to_json_file(sys.argv[1], use_diff=False)' "$1"
+}
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+stages=("$@")
+[ ${#stages[@]} -gt 0 ] || stages=(kernels attention tests table e2e profile fiber vqascore)
+for stage in "${stages[@]}"; do
+    case $stage in
+    kernels) step 180 .gpu/tests/cuda_kernels --test-threads 2 ;;
+    attention) step 180 python3 scripts/bench/bench_attention_gpu.py --benchctl .gpu/benchctl ;;
+    profile)
+        b16_config /tmp/b16.json
+        for kernels in ${GPU_CHECK_PROFILE:-fused}; do
+            step 120 env BENCHCTL_CUDA_KERNELS=$kernels "$ncu" --metrics gpu__time_duration.sum --print-summary per-kernel \
+                .gpu/benchctl bench --device cuda --config /tmp/b16.json --part image --batch 128 --dtype bf16 --iters 1 \
+                >"$out/profile-$kernels.log" 2>&1
+        done
+        # The second shape (197 tokens, 12 heads of 64) of `bench --part attention`: 21 calls a shape.
+        step 120 "$ncu" -k regex:attend_flash --launch-skip 21 --launch-count 1 --section SpeedOfLight \
+            --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+            .gpu/benchctl bench --part attention --device cuda --dtype bf16 --batch 128 --iters 1 >"$out/profile.log" 2>&1
+        ;;
+    tests)
+        for test in parity siglip2 metaclip2 fiber vqascore; do
+            step 180 .gpu/tests/$test --test-threads 2
+        done
+        ;;
+    table | table-lt)
+        gemm=cublas
+        [ "$stage" = table-lt ] && gemm=lt
+        step 420 env BENCHCTL_CUDA_GEMM=$gemm python3 scripts/bench/bench_gpu.py --benchctl .gpu/benchctl \
+            --models "${GPU_CHECK_MODELS:-b32,b16,l14}" --batches 128,512 --dtypes "${GPU_CHECK_DTYPES:-f32,bf16,f16}" --iters 3
+        ;;
+    e2e) step 120 .gpu/benchctl bench --device cuda --part e2e --batch 128 --dtype bf16 ;;
+    fiber) step 120 python3 scripts/bench/bench_gpu.py --benchctl .gpu/benchctl --models fiber --batches 128 --iters 3 ;;
+    vqascore | vqascore-full)
+        depth=(--text-layers 4 --vision-layers 4)
+        [ "$stage" = vqascore-full ] && depth=(--full-depth)
+        step 300 python3 scripts/bench/bench_vqascore_torch.py --benchctl .gpu/benchctl --family qwen3vl --device cuda \
+            --dtype bf16 "${depth[@]}" --items 16 --batch 16 --threads 16
+        step 300 python3 scripts/bench/bench_vqascore_torch.py --benchctl .gpu/benchctl --device cuda --dtype bf16 \
+            "${depth[@]}" --items 16 --batch 16 --threads 16
+        ;;
+    *) echo "gpu-check: unknown stage $stage" ;;
+    esac
 done
-step python3 scripts/bench/bench_gpu.py --benchctl .gpu/benchctl --models b32,b16,l14 --batches 128,512 --before 128
-for dtype in bf16 f32; do
-    step .gpu/benchctl bench --device cuda --part e2e --batch 128 --dtype "$dtype"
-done
-step python3 scripts/bench/bench_gpu.py --benchctl .gpu/benchctl --models fiber --batches 128 --before 128
-# Opt in (GPU_CHECK_VQASCORE=1): local VQAScore beside transformers on random-weight models of
-# full size, Qwen3-VL-2B first (the issue's target), then gemma-3-4b-it (each builds its
-# checkpoint first: minutes, ~9 and ~17 GB of disk).
-if [ "${GPU_CHECK_VQASCORE:-}" = 1 ]; then
-    step python3 scripts/bench/bench_vqascore_torch.py --benchctl .gpu/benchctl --family qwen3vl --device cuda \
-        --dtype bf16 --full-depth --items 16 --batch 16 --threads 16
-    step python3 scripts/bench/bench_vqascore_torch.py --benchctl .gpu/benchctl --device cuda --dtype bf16 \
-        --full-depth --items 16 --batch 16 --threads 16
-fi

@@ -5,7 +5,6 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 #include <stdint.h>
 
 template <typename T> __device__ __forceinline__ float to_float(T x);
@@ -103,136 +102,275 @@ __device__ void attend_simt(const T* __restrict__ qkv, T* __restrict__ out, int 
 }
 
 // ---------------------------------------------------------------------------------------
-// Attention on the tensor cores (f16, bf16; head widths 32, 64, 128; sm_80 and newer), in one
-// pass over the keys (flash attention's scheme): four warps per block, 16 queries each (64 per
-// block, as on the CUDA cores: src/cuda.rs sizes the grid by it); per tile of 64 keys the
-// logits stay in the warps' accumulator registers, the running maximum and sum are kept per
-// query row, the output accumulators are rescaled when the maximum moves, and the weights go
-// from the logits' registers straight into the next product's operand registers. Shared memory holds only the key and value tiles (rows
-// padded by 16 bytes, so the tensor-core loads hit distinct banks).
+// Attention on the tensor cores (f16, bf16; head widths 32, 64, 128; sm_80 and newer), flash
+// attention 2's scheme in one pass over the keys. Four warps per block, 16 queries each (64
+// per block, as on the CUDA cores: src/cuda/attention.rs sizes the grid by it). The key and
+// value tiles are copied into shared memory asynchronously (`cp.async`), two tiles deep: the
+// next tile is in flight while the warps compute on the current one. Per tile each warp:
+// - takes q·kᵀ on the tensor cores (`mma.m16n8k16`, operands loaded with `ldmatrix`; the
+//   query fragments stay in registers for the whole pass);
+// - scales the logits, adds the terms and hides keys past the sequence, in the accumulators'
+//   registers, and updates each query row's running maximum and sum (the output accumulators
+//   rescaled when the maximum moves);
+// - hands the weights, rounded to the input type, straight from those registers to the
+//   product with the values (`ldmatrix.trans` gives the values' operand).
+// The output goes through shared memory, to be written in 16-byte runs. Tiles hold 64 keys
+// (32 for heads of 128, so that two stages fit the 48 KB of static shared memory); rows are
+// padded by 16 bytes so that `ldmatrix`'s eight row addresses fall in distinct banks.
 //
-// It relies on the register layout of sm_80+ wmma fragments (that of mma.m16n8k16): lane l
-// holds, for element i of a 16×16 accumulator or row-major operand, row l/4 + 8·((i/2) mod 2)
-// and column 2·(l mod 4) + (i mod 2) + 8·(i/4). The CUDA tests check the results against
-// candle's composed attention, masks included.
+// Register layout of `mma.m16n8k16` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with
+// g = lane / 4 and t = lane % 4: the accumulator's c0, c1 are row g, columns 2t and 2t + 1,
+// c2, c3 the same columns of row g + 8; operand A's four registers are rows g, g + 8, g,
+// g + 8 at columns (2t, 2t + 1), (2t, 2t + 1), (2t + 8, 2t + 9), (2t + 8, 2t + 9); operand B's
+// two are rows (2t, 2t + 1) and (2t + 8, 2t + 9) of column g. So two 8-key accumulator tiles
+// of logits, packed in pairs, are the A operand of the 16 keys they cover.
 
-constexpr int MMA_WARPS = 4;
-constexpr int MMA_QUERIES = 16 * MMA_WARPS;
-constexpr int FLASH_KEYS = 64;
+constexpr int FLASH_WARPS = 4;
+constexpr int FLASH_QUERIES = 16 * FLASH_WARPS;
 
-template <typename T, int D>
-__device__ void attend_flash(const T* __restrict__ qkv, T* __restrict__ out, int seq, int width, LogitTerms terms,
-                             float scale, int first_row) {
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes from global to shared memory, asynchronously; zeros where `valid` is false.
+__device__ __forceinline__ void copy_async_16(void* dst, const void* src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
+                 "r"(valid ? 16 : 0)
+                 : "memory");
+}
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending> __device__ __forceinline__ void copy_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
+}
+
+__device__ __forceinline__ void load_matrix_x4(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p))
+                 : "memory");
+}
+__device__ __forceinline__ void load_matrix_x4_transposed(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p))
+                 : "memory");
+}
+
+// d += a·b for a 16×16 row-major A, a 16×8 column-major B and a 16×8 f32 accumulator.
+template <typename T> __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two values rounded to T in one 32-bit register, `low` in the lower half (the lower column).
+template <typename T> __device__ __forceinline__ uint32_t pack_pair(float low, float high);
+template <> __device__ __forceinline__ uint32_t pack_pair<__half>(float low, float high) {
+    __half2 v = __floats2half2_rn(low, high);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float low, float high) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(low, high);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// `TERMS`: a bias or mask is added to the logits. Without them (every tower but causal texts and
+// Swin's windows) the softmax runs on the raw products in base 2, the scale folded into one
+// multiply-add per weight, as flash attention 2 does; with them, on the scaled logits plus the
+// terms in base e, so that a term of −∞ hides its key exactly.
+template <int D> struct FlashTile {
+    static constexpr int KEYS = D >= 128 ? 32 : 64;      // keys per tile
+    static constexpr int LD = D + 8;                     // a shared row, padded by 16 bytes
+    static constexpr int STAGE = 2 * KEYS * LD;          // one tile's keys, then its values
+};
+
+template <typename T, int D, bool TERMS>
+__device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ qkv, T* __restrict__ out, int seq,
+                                  int width, LogitTerms terms, float scale, int first_row) {
 #if __CUDA_ARCH__ >= 800
-    using namespace nvcuda;
-    constexpr int LD = D + 8;
-    constexpr int KT = FLASH_KEYS;
-    static_assert(2 * KT >= MMA_QUERIES, "the query tile is staged where keys and values go");
-    __shared__ __align__(32) T kv[2 * KT * LD];
-    T* keys = kv;
-    T* values = kv + KT * LD;
+    constexpr int KT = FlashTile<D>::KEYS;
+    constexpr int LD = FlashTile<D>::LD;
+    constexpr int STAGE = FlashTile<D>::STAGE;
+    constexpr int CHUNK = 16 / sizeof(T);   // values per 16-byte copy
+    constexpr int CHUNKS = D / CHUNK;
+    constexpr int THREADS = 32 * FLASH_WARPS;
+    constexpr int ROWS_PER_PASS = THREADS / CHUNKS;  // rows one pass of the block's copies covers
+    static_assert(THREADS % CHUNKS == 0 && KT % ROWS_PER_PASS == 0 && FLASH_QUERIES % ROWS_PER_PASS == 0,
+                  "every copy pass covers whole rows");
+    static_assert(STAGE >= FLASH_QUERIES * LD, "the queries are staged where the second tile goes");
 
-    const int h = blockIdx.y, row = first_row + blockIdx.z, q0 = blockIdx.x * MMA_QUERIES;
+    const int h = blockIdx.y, row = first_row + blockIdx.z, q0 = blockIdx.x * FLASH_QUERIES;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int g = lane / 4, t = lane % 4;
     const size_t stride = 3 * (size_t)width;
     const T* base = qkv + (size_t)row * seq * stride;
 
-    // Stage `rows` rows of one head's slice (D wide from column `col`) with row stride LD.
-    auto stage = [&](T* dst, int first, int rows, int col) {
-        constexpr int PER_CHUNK = 16 / sizeof(T);
-        constexpr int CHUNKS = D / PER_CHUNK;
-        for (int i = threadIdx.x; i < rows * CHUNKS; i += blockDim.x) {
-            const int r = i / CHUNKS, c = i % CHUNKS;
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (first + r < seq)
-                v = *reinterpret_cast<const uint4*>(base + (size_t)(first + r) * stride + col + c * PER_CHUNK);
-            *reinterpret_cast<uint4*>(dst + r * LD + c * PER_CHUNK) = v;
+    // This thread's copies: 16 bytes at column `copy_col` of rows copy_row + p·ROWS_PER_PASS.
+    // Rows past the sequence are zeros (a key of zeros is hidden below, a value of zeros weighs 0).
+    const int copy_row = threadIdx.x / CHUNKS, copy_col = (threadIdx.x % CHUNKS) * CHUNK;
+    const size_t pass_stride = (size_t)ROWS_PER_PASS * stride;
+    auto copy_rows = [&](T* dst, int first, int rows, int col) {
+        const T* src = base + (size_t)(first + copy_row) * stride + col + copy_col;
+        T* to = dst + copy_row * LD + copy_col;
+#pragma unroll
+        for (int p = 0; p < rows / ROWS_PER_PASS; ++p) {
+            const bool valid = first + copy_row + p * ROWS_PER_PASS < seq;
+            copy_async_16(to + p * ROWS_PER_PASS * LD, valid ? src + p * pass_stride : base, valid);
         }
     };
+    auto copy_tile = [&](int tile, int stage) {
+        T* dst = shared + stage * STAGE;
+        copy_rows(dst, tile * KT, KT, width + h * D);
+        copy_rows(dst + KT * LD, tile * KT, KT, 2 * width + h * D);
+        copy_async_commit();
+    };
 
-    stage(kv, q0, MMA_QUERIES, h * D);
+    const int tiles = (seq + KT - 1) / KT;
+    copy_rows(shared + STAGE, q0, FLASH_QUERIES, h * D);
+    copy_async_commit();
+    copy_tile(0, 0);
+    copy_async_wait<1>();  // the queries
     __syncthreads();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> query[D / 16];
+    uint32_t query[D / 16][4];
+    {
+        const T* rows = shared + STAGE + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
 #pragma unroll
-    for (int c = 0; c < D / 16; ++c) wmma::load_matrix_sync(query[c], kv + warp * 16 * LD + c * 16, LD);
+        for (int c = 0; c < D / 16; ++c) load_matrix_x4(query[c], rows + c * 16);
+    }
+    __syncthreads();  // the second stage is free for the second tile
 
-    const int group = lane / 4, pair = 2 * (lane % 4);
-    // The two query rows this lane holds elements of, and their state.
-    const int q_row[2] = {q0 + warp * 16 + group, q0 + warp * 16 + group + 8};
-    float row_max[2] = {-INFINITY, -INFINITY};
+    const int q_row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    // Base 2 without terms: logits are products times `scale · log2 e`, applied with the shift.
+    const float unit = TERMS ? 1.f : scale * 1.4426950408889634f;
+    float row_max[2] = {-INFINITY, -INFINITY};  // in the products' units without terms
     float row_sum[2] = {0.f, 0.f};  // this lane's part; the row's four lanes are summed at the end
-
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[D / 16];
+    float acc[D / 8][4];
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(acc[n], 0.f);
-
-    for (int k0 = 0; k0 < seq; k0 += KT) {
-        __syncthreads();
-        stage(keys, k0, KT, width + h * D);
-        stage(values, k0, KT, 2 * width + h * D);
-        __syncthreads();
-
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> s[KT / 16];
+    for (int n = 0; n < D / 8; ++n)
 #pragma unroll
-        for (int n = 0; n < KT / 16; ++n) {
-            wmma::fill_fragment(s[n], 0.f);
+        for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
+
+    // ldmatrix's row addresses: lane l gives row l % 8 of matrix l / 8.
+    const int key_offset = ((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8;
+    const int value_offset = (((lane >> 3) & 1) * 8 + (lane & 7)) * LD + (lane >> 4) * 8;
+
+    for (int tile = 0; tile < tiles; ++tile) {
+        if (tile + 1 < tiles) {
+            copy_tile(tile + 1, (tile + 1) & 1);
+            copy_async_wait<1>();
+        } else {
+            copy_async_wait<0>();
+        }
+        __syncthreads();
+        const T* keys = shared + (tile & 1) * STAGE;
+        const T* values = keys + KT * LD;
+
+        // Logits: per 16 keys, the four 8×8 matrices (keys 0–7 | 8–15) × (dims 0–7 | 8–15) of
+        // each 16 dims give operand B of both 8-key tiles.
+        float s[KT / 8][4];
+#pragma unroll
+        for (int n = 0; n < KT / 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s[n][i] = 0.f;
+#pragma unroll
+        for (int j = 0; j < KT / 16; ++j) {
 #pragma unroll
             for (int c = 0; c < D / 16; ++c) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> k;
-                wmma::load_matrix_sync(k, keys + n * 16 * LD + c * 16, LD);
-                wmma::mma_sync(s[n], query[c], k, s[n]);
+                uint32_t k[4];
+                load_matrix_x4(k, keys + j * 16 * LD + key_offset + c * 16);
+                mma_16816<T>(s[2 * j], query[c], k[0], k[1]);
+                mma_16816<T>(s[2 * j + 1], query[c], k[2], k[3]);
             }
         }
 
-        // Scale, add the terms, hide keys past the sequence; each row's tile maximum.
-        float tile_max[2] = {-INFINITY, -INFINITY};
+        // Hide keys past the sequence (only the last tile has any), scale and add the terms.
+        const int k0 = tile * KT + 2 * t;
+        if (TERMS || tile * KT + KT > seq) {
 #pragma unroll
-        for (int n = 0; n < KT / 16; ++n) {
+            for (int n = 0; n < KT / 8; ++n) {
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int which = (i >> 1) & 1;
-                const int k = k0 + n * 16 + pair + (i & 1) + 8 * (i >> 2);
-                const int q = q_row[which];
-                float v = -INFINITY;
-                if (k < seq && q < seq) v = s[n].x[i] * scale + logit_terms(terms, row, h, q, k, seq);
-                s[n].x[i] = v;
-                tile_max[which] = fmaxf(tile_max[which], v);
+                for (int i = 0; i < 4; ++i) {
+                    const int k = k0 + n * 8 + (i & 1);
+                    float v = -INFINITY;
+                    if (k < seq) {
+                        v = s[n][i];
+                        if (TERMS) {
+                            v *= scale;
+                            if (q_row[i >> 1] < seq) v += logit_terms(terms, row, h, q_row[i >> 1], k, seq);
+                        }
+                    }
+                    s[n][i] = v;
+                }
             }
         }
-        float rescale[2], new_max[2];
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < KT / 8; ++n) {
+            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[n][0], s[n][1]));
+            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[n][2], s[n][3]));
+        }
+        float shift[2];  // what each weight's exponent is taken against, in base-2 units
 #pragma unroll
         for (int w = 0; w < 2; ++w) {
             tile_max[w] = fmaxf(tile_max[w], __shfl_xor_sync(0xffffffff, tile_max[w], 1));
             tile_max[w] = fmaxf(tile_max[w], __shfl_xor_sync(0xffffffff, tile_max[w], 2));
-            new_max[w] = fmaxf(row_max[w], tile_max[w]);
-            // A row with every key so far masked keeps its zeros (and −∞ maximum).
-            rescale[w] = new_max[w] == -INFINITY ? 1.f : __expf(row_max[w] - new_max[w]);
-            row_sum[w] *= rescale[w];
-            row_max[w] = new_max[w];
+            const float new_max = fmaxf(row_max[w], tile_max[w]);
+            // A row with every key so far hidden keeps its zeros (and −∞ maximum).
+            const float rescale = new_max == -INFINITY ? 1.f
+                                  : TERMS              ? __expf(row_max[w] - new_max)
+                                                       : exp2_approx((row_max[w] - new_max) * unit);
+            row_sum[w] *= rescale;
+#pragma unroll
+            for (int n = 0; n < D / 8; ++n) {
+                acc[n][2 * w] *= rescale;
+                acc[n][2 * w + 1] *= rescale;
+            }
+            row_max[w] = new_max;
+            shift[w] = new_max == -INFINITY ? 0.f : (TERMS ? new_max * 1.4426950408889634f : new_max * unit);
         }
-#pragma unroll
-        for (int n = 0; n < D / 16; ++n)
-#pragma unroll
-            for (int i = 0; i < 8; ++i) acc[n].x[i] *= rescale[(i >> 1) & 1];
+        const float to_base2 = TERMS ? 1.4426950408889634f : unit;
 
-        // The weights, as the next product's row-major operand (same register layout).
+        // Weights times values, 16 keys at a time: the weights of two 8-key tiles are operand A;
+        // per 16 dims, the four 8×8 matrices (keys 0–7 | 8–15) × (dims 0–7 | 8–15), transposed,
+        // give operand B of both 8-dim tiles.
 #pragma unroll
-        for (int kk = 0; kk < KT / 16; ++kk) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> p;
+        for (int j = 0; j < KT / 16; ++j) {
+            float e[2][4];
 #pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                const int which = (i >> 1) & 1;
-                const float e = new_max[which] == -INFINITY ? 0.f : __expf(s[kk].x[i] - new_max[which]);
-                row_sum[which] += e;
-                p.x[i] = from_float<T>(e);
-            }
+            for (int half = 0; half < 2; ++half)
 #pragma unroll
-            for (int n = 0; n < D / 16; ++n) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> v;
-                wmma::load_matrix_sync(v, values + kk * 16 * LD + n * 16, LD);
-                wmma::mma_sync(acc[n], p, v, acc[n]);
+                for (int i = 0; i < 4; ++i) {
+                    e[half][i] = exp2_approx(fmaf(s[2 * j + half][i], to_base2, -shift[i >> 1]));
+                    row_sum[i >> 1] += e[half][i];
+                }
+            const uint32_t p[4] = {pack_pair<T>(e[0][0], e[0][1]), pack_pair<T>(e[0][2], e[0][3]),
+                                   pack_pair<T>(e[1][0], e[1][1]), pack_pair<T>(e[1][2], e[1][3])};
+#pragma unroll
+            for (int c = 0; c < D / 16; ++c) {
+                uint32_t v[4];
+                load_matrix_x4_transposed(v, values + j * 16 * LD + value_offset + c * 16);
+                mma_16816<T>(acc[2 * c], p, v[0], v[1]);
+                mma_16816<T>(acc[2 * c + 1], p, v[2], v[3]);
             }
         }
+        __syncthreads();  // every warp is done with this stage before the next copy into it
     }
 
     float inv[2];
@@ -242,22 +380,38 @@ __device__ void attend_flash(const T* __restrict__ qkv, T* __restrict__ out, int
         row_sum[w] += __shfl_xor_sync(0xffffffff, row_sum[w], 2);
         inv[w] = row_sum[w] > 0.f ? 1.f / row_sum[w] : 0.f;
     }
+    // Each warp's 16 rows through its own part of shared memory, then 16-byte runs per row.
+    T* staged = shared + warp * 16 * LD;
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int which = (i >> 1) & 1;
-            const int q = q_row[which];
-            if (q < seq)
-                out[((size_t)row * seq + q) * width + h * D + n * 16 + pair + (i & 1) + 8 * (i >> 2)] =
-                    from_float<T>(acc[n].x[i] * inv[which]);
-        }
+    for (int n = 0; n < D / 8; ++n) {
+        *reinterpret_cast<uint32_t*>(staged + g * LD + n * 8 + 2 * t) = pack_pair<T>(acc[n][0] * inv[0], acc[n][1] * inv[0]);
+        *reinterpret_cast<uint32_t*>(staged + (g + 8) * LD + n * 8 + 2 * t) =
+            pack_pair<T>(acc[n][2] * inv[1], acc[n][3] * inv[1]);
+    }
+    __syncwarp();
+    for (int i = lane; i < 16 * CHUNKS; i += 32) {
+        const int r = i / CHUNKS, c = i % CHUNKS;
+        const int q = q0 + warp * 16 + r;
+        if (q < seq)
+            *reinterpret_cast<uint4*>(out + ((size_t)row * seq + q) * width + h * D + c * CHUNK) =
+                *reinterpret_cast<const uint4*>(staged + r * LD + c * CHUNK);
     }
 #endif
 }
 
+template <typename T, int D>
+__device__ void attend_flash(const T* __restrict__ qkv, T* __restrict__ out, int seq, int width, LogitTerms terms,
+                             float scale, int first_row) {
+    // One shared buffer for both forms (each declaring its own would double the block's share).
+    __shared__ __align__(128) T shared[2 * FlashTile<D>::STAGE];
+    if (terms.bias != nullptr || terms.mask != nullptr)
+        attend_flash_with<T, D, true>(shared, qkv, out, seq, width, terms, scale, first_row);
+    else
+        attend_flash_with<T, D, false>(shared, qkv, out, seq, width, terms, scale, first_row);
+}
+
 #define ATTEND_FLASH(NAME, T, D)                                                                          \
-    extern "C" __global__ void __launch_bounds__(32 * MMA_WARPS)                                          \
+    extern "C" __global__ void __launch_bounds__(32 * FLASH_WARPS)                                        \
         NAME(const T* qkv, T* out, int seq, int width, const float* bias, const float* mask, int groups, \
              float scale, int first_row) {                                                                \
         attend_flash<T, D>(qkv, out, seq, width, LogitTerms{bias, mask, groups}, scale, first_row);       \
@@ -281,6 +435,7 @@ ATTEND_SIMT_ALL(72)
 ATTEND_SIMT_ALL(80)
 ATTEND_SIMT_ALL(96)
 ATTEND_SIMT_ALL(128)
+
 
 
 ATTEND_FLASH(attend_flash_f16_32, __half, 32)

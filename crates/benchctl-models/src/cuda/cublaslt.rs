@@ -1,5 +1,5 @@
-//! f16/bf16 dense products through cuBLASLt (`BENCHCTL_CUDA_GEMM=lt`), with its recommended
-//! workspace and the bias (or bias and tanh-GELU) in its own epilogue.
+//! f16/bf16 dense products through cuBLASLt (the default; `BENCHCTL_CUDA_GEMM=cublas` turns it
+//! off), with its recommended workspace and the bias (or bias and tanh-GELU) in its own epilogue.
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::cudarc::cublaslt::{Activation as LtActivation, CudaBlasLT, Matmul, MatmulConfig};
@@ -7,9 +7,10 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr};
 use candle_core::cuda_backend::CudaStorageSlice;
 use candle_core::{CpuStorage, CudaDevice, CudaStorage, Layout, Shape};
 
-/// How the dense layers' products run on a GPU (`BENCHCTL_CUDA_GEMM`): `cublas` (candle's
-/// matmul, then benchctl's epilogue; the default) or `lt` (f16/bf16 through cuBLASLt with its
-/// recommended workspace and the bias, or bias and tanh-GELU, in its own epilogue).
+/// How the dense layers' products run on a GPU (`BENCHCTL_CUDA_GEMM`): `lt` (the default:
+/// f16/bf16 through cuBLASLt with its recommended workspace and the bias, or bias and tanh-GELU,
+/// in its own epilogue; f32 as `cublas`) or `cublas` (candle's matmul, then benchctl's
+/// epilogue). docs/performance.md ("GPU") has the side-by-side table that chose the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GemmPath {
     Cublas,
@@ -21,11 +22,11 @@ impl GemmPath {
     pub fn current() -> Self {
         static CHOICE: std::sync::OnceLock<GemmPath> = std::sync::OnceLock::new();
         *CHOICE.get_or_init(|| match std::env::var("BENCHCTL_CUDA_GEMM").as_deref() {
-            Ok("lt") => Self::Lt,
-            Ok("cublas") | Err(_) => Self::Cublas,
+            Ok("cublas") => Self::Cublas,
+            Ok("lt") | Err(_) => Self::Lt,
             Ok(other) => {
-                benchctl_base::stderr_line!("warning: BENCHCTL_CUDA_GEMM={other} is not cublas or lt; using cublas");
-                Self::Cublas
+                benchctl_base::stderr_line!("warning: BENCHCTL_CUDA_GEMM={other} is not lt or cublas; using lt");
+                Self::Lt
             }
         })
     }

@@ -4,16 +4,18 @@
 //! - **Fused self-attention** from the `(rows, seq, 3·width)` q/k/v projection: one block per
 //!   (query tile, head, row) computes `softmax(q·kᵀ/√d + bias + mask)·v` and writes the heads
 //!   merged, so candle's head split and merge copies, its scale, its materialised logits and its
-//!   separate softmax are gone. f16 and bf16 run on the tensor cores (head widths 32, 64, 128;
-//!   compute capability 8.0 and newer), f32 and other widths on the CUDA cores.
+//!   separate softmax are gone. f16 and bf16 run on the tensor cores (flash attention 2's
+//!   scheme, tiles copied asynchronously two deep; head widths 32, 64, 128; compute capability
+//!   8.0 and newer), f32 and other widths on the CUDA cores.
 //! - **The dense layers' epilogue**: bias plus activation, or bias plus residual, in place on
-//!   cuBLAS's product in one pass (candle's broadcast add computes each element's bias index
-//!   with a division per dimension).
+//!   the product in one pass (candle's broadcast add computes each element's bias index with a
+//!   division per dimension); f16/bf16 products take the bias, or bias and tanh-GELU, in
+//!   cuBLASLt's own epilogue, and this pass only what remains.
 //!
 //! `BENCHCTL_CUDA_KERNELS` chooses, for side-by-side measurements and parity tests: `fused`
 //! (the default), `simt` (attention on the CUDA cores in every dtype) or `candle` (candle's own
-//! operations, as before these kernels). `BENCHCTL_CUDA_GEMM=lt` runs the f16/bf16 products
-//! through cuBLASLt instead of candle's cuBLAS call (see [`GemmPath`]).
+//! operations, as before these kernels). `BENCHCTL_CUDA_GEMM=cublas` runs the f16/bf16 products
+//! through candle's cuBLAS call instead of cuBLASLt (see [`GemmPath`]).
 //!
 //! One file per part: [`attention`] (the fused self-attention), [`epilogue`] (the dense
 //! layers' bias, activation and residual pass), [`cublaslt`] (the cuBLASLt products).

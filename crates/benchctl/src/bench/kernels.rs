@@ -1,6 +1,7 @@
 //! Kernels measured alone: RoCOCO-scale retrieval scoring; with the `dev-bench` feature (a
-//! developer's build, not a release's), one dense layer's product and the CPU's fp32
-//! multiply-add peak (hand-written FMA chains).
+//! developer's build, not a release's), one dense layer's product, the CPU's fp32
+//! multiply-add peak (hand-written FMA chains) and, with `cuda` too, the fused attention on a
+//! GPU.
 
 use std::time::Instant;
 
@@ -166,4 +167,63 @@ unsafe fn fma_chains_avx2(iterations: usize) -> (f32, usize) {
     let mut lanes = [0f32; 8];
     _mm256_storeu_ps(lanes.as_mut_ptr(), sum);
     (lanes.iter().sum(), 12 * 8 * 2)
+}
+
+/// The fused self-attention on a GPU, per (sequence, heads, head width): the image towers'
+/// sequences (ViT-B/32 50, B/16 197, L/14 257, L/14-336 577, SigLIP so400m-384 729 tokens) with
+/// heads of 64, and with heads of 128 (PE-Core G and the generative models' vision towers and
+/// prompts, 256 to 1,024 tokens). `args.batch` rows, `args.dtype`, under
+/// `BENCHCTL_CUDA_KERNELS`; `per_second` is calls per second, `extra` the microseconds per call
+/// and the rate in TFLOP/s (4·rows·heads·seq²·width, the two products).
+#[cfg(all(feature = "dev-bench", feature = "cuda"))]
+pub(super) fn attention(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
+    const SHAPES: [(&str, usize, usize, usize); 10] = [
+        ("attention-50x12x64", 50, 12, 64),
+        ("attention-197x12x64", 197, 12, 64),
+        ("attention-257x16x64", 257, 16, 64),
+        ("attention-577x16x64", 577, 16, 64),
+        ("attention-729x16x64", 729, 16, 64),
+        ("attention-257x8x128", 257, 8, 128),
+        ("attention-577x8x128", 577, 8, 128),
+        ("attention-729x8x128", 729, 8, 128),
+        ("attention-1024x16x128", 1024, 16, 128),
+        ("attention-77x8x64", 77, 8, 64),
+    ];
+    let device = args.device.open()?;
+    if !device.is_cuda() {
+        return Err(Error::new(ErrorKind::Usage, "benchmark --part attention: runs on a GPU (--device cuda)"));
+    }
+    let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
+    let kernels = benchctl_models::cuda::CudaKernels::current();
+    let rows = args.batch as usize;
+    let mut results = Vec::new();
+    for (name, seq, heads, head) in SHAPES {
+        let qkv = Tensor::randn(0f32, 1.0, (rows, seq, 3 * heads * head), &device)
+            .and_then(|t| t.to_dtype(args.dtype))
+            .map_err(compute)?;
+        let call = || -> Result<Tensor> {
+            benchctl_models::cuda::self_attention_with(kernels, &qkv, heads, None, None).map_err(compute)?.ok_or_else(
+                || Error::new(ErrorKind::Usage, format!("benchmark: the fused attention does not take {name}")),
+            )
+        };
+        // Calls are queued on the stream: each timing covers `CALLS` of them and one synchronisation.
+        const CALLS: usize = 20;
+        call()?;
+        device.synchronize().map_err(compute)?;
+        let mut times = Vec::new();
+        for _ in 0..args.iters.max(1) {
+            let started = Instant::now();
+            for _ in 0..CALLS {
+                std::hint::black_box(call()?);
+            }
+            device.synchronize().map_err(compute)?;
+            times.push(started.elapsed().as_secs_f64() / CALLS as f64);
+        }
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let flops = 4.0 * (rows * heads * seq * seq * head) as f64;
+        let mut r = summarise(name, 1, &times);
+        r.extra = vec![("us_per_call", best * 1e6), ("tflops", flops / best / 1e12)];
+        results.push(r);
+    }
+    Ok((format!("fused self-attention ({kernels:?} kernels), {rows} rows, {:?}", args.dtype), results))
 }

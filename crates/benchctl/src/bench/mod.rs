@@ -55,6 +55,7 @@ pub enum Part {
     Gate,
     Preprocess,
     Peak,
+    Attention,
     Vqa,
 }
 
@@ -100,6 +101,13 @@ pub fn run(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         Part::Peak | Part::Dense => Err(Error::new(
             ErrorKind::Usage,
             "benchmark --part peak or dense: a developer's benchmark, in builds with `--features dev-bench` (`just bench-vs-torch` makes one)",
+        )),
+        #[cfg(all(feature = "dev-bench", feature = "cuda"))]
+        Part::Attention => kernels::attention(args),
+        #[cfg(not(all(feature = "dev-bench", feature = "cuda")))]
+        Part::Attention => Err(Error::new(
+            ErrorKind::Usage,
+            "benchmark --part attention: a developer's benchmark of the CUDA kernels, in builds with `--features cuda,dev-bench`",
         )),
         Part::Annotations => annotations::run(),
         Part::Embedded => embedded::run(),
