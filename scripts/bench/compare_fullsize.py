@@ -1,18 +1,21 @@
 """End-to-end parity of a full-size checkpoint on image files: a random-weight CLIP
-ViT-B/32 in Hugging Face layout (and an OpenCLIP ViT-B-32 in open_clip's layout) scored by
+ViT-B/32 in Hugging Face layout (`b32`), an OpenCLIP ViT-B-32 in open_clip's layout
+(`openclip`) and a DFN-5B-shaped OpenCLIP ViT-H-14-378-quickgelu with `resize_mode: squash`
+and its weights as `open_clip_pytorch_model.bin` (`dfn`, as Apple's repos hold it) scored by
 `benchctl eval` and by its reference (`transformers` with its PIL image processor; open_clip
-with its eval transform) on the same PNG files of many sizes and modes (the fixture images,
-and a real photo from ../shared cut to six aspect ratios in six modes), the largest
-difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB each);
-run it after a change to preprocessing or the models, and note the numbers in
+loading the same directory with `local-dir:`) on the same PNG files of many sizes and modes
+(the fixture images, and a real photo from ../shared cut to six aspect ratios in six modes),
+the largest difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB
+to 4 GB); run it after a change to preprocessing or the models, and note the numbers in
 docs/models.md.
 
     pip install torch transformers open_clip_torch pillow safetensors
     cargo build --release -p benchctl
-    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl]
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn]
 """
 
 import argparse
+import gc
 import itertools
 import json
 import pathlib
@@ -136,15 +139,54 @@ def open_clip_b32(binary, tmp, lines):
     return compare("OpenCLIP ViT-B-32, open_clip layout, vs open_clip", benchctl_scores(binary, out, suite, tmp / "r2"), theirs)
 
 
+def dfn_h14_378(binary, tmp, lines):
+    """open_clip's ViT-H-14-378-quickgelu (DFN-5B's architecture) with open_clip's DFN
+    preprocessing (`squash`), saved as Apple's repos hold it (the PyTorch file); the reference
+    is open_clip loading that directory itself."""
+    import open_clip
+    torch.manual_seed(0)
+    model_cfg = open_clip.get_model_config("ViT-H-14-378-quickgelu")
+    out = tmp / "dfn5b-h14-378-random"
+    out.mkdir()
+    config = {"model_cfg": model_cfg, "preprocess_cfg": {
+        "mean": list(open_clip.OPENAI_DATASET_MEAN), "std": list(open_clip.OPENAI_DATASET_STD),
+        "interpolation": "bicubic", "resize_mode": "squash"}}
+    (out / "open_clip_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    built, _, _ = open_clip.create_model_and_transforms("ViT-H-14-378-quickgelu", pretrained=None)
+    torch.save(built.state_dict(), out / "open_clip_pytorch_model.bin")
+    del built
+    gc.collect()
+    shutil.copy(TOKENIZER, out / "tokenizer.json")
+    suite = tmp / "suite"
+    # benchctl first, alone in memory: 4 GB of f32 weights each side would not fit 24 GB together.
+    ours = benchctl_scores(binary, out, suite, tmp / "r3")
+    model, _, transform = open_clip.create_model_and_transforms(f"local-dir:{out}")
+    model.eval()
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{out}")
+    theirs = []
+    with torch.no_grad():
+        for line in lines:
+            pixels = torch.stack([transform(Image.open(suite / "images" / f"{line[k]}.png")) for k in ("image_0", "image_1")])
+            image = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
+            text = torch.nn.functional.normalize(model.encode_text(tokenizer([line["caption_0"], line["caption_1"]])), dim=-1)
+            theirs.append((model.logit_scale.exp() * image @ text.T).tolist())
+    del model
+    return compare("DFN-5B-shaped OpenCLIP ViT-H-14-378 (squash, .bin), vs open_clip", ours, theirs)
+
+
+MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchctl", default=str(ROOT / "target" / "release" / "benchctl"))
+    parser.add_argument("--models", default="b32,openclip", help=f"any of {','.join(MODELS)}")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         lines = write_suite(tmp / "suite")
-        hf_clip(args.benchctl, tmp, lines)
-        open_clip_b32(args.benchctl, tmp, lines)
+        for name in args.models.split(","):
+            MODELS[name](args.benchctl, tmp, lines)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,8 @@ impl ModelEntry {
 
 const CLIP_PREP_224: &str = "224 px, shorter side + centre crop, bicubic, OpenAI mean/std";
 const CLIP_BPE: &str = "CLIP BPE, 77 tokens";
+/// OpenCLIP's: the repo's `tokenizer.json`, else OpenAI's BPE as open_clip ships it.
+const OPEN_CLIP_BPE: &str = "CLIP BPE, 77 tokens (the repo's tokenizer.json, else OpenAI's, as open_clip uses)";
 
 /// Every model in the zoo.
 pub const MODELS: &[ModelEntry] = &[
@@ -122,6 +124,26 @@ pub const MODELS: &[ModelEntry] = &[
         preprocessing: CLIP_PREP_224,
         activation: "gelu",
         tokenizer: CLIP_BPE,
+    },
+    ModelEntry {
+        id: "dfn5b-h14-378",
+        repo: "apple/DFN5B-CLIP-ViT-H-14-378",
+        revision: "main",
+        architecture: clip_openai::ARCHITECTURE,
+        description: "Apple DFN-5B CLIP ViT-H/14 at 378 px (Fang et al., 2023), open_clip naming",
+        preprocessing: "378 px as the repo's preprocess_cfg says (open_clip's DFN config: squashed to a square, no crop), bicubic, OpenAI mean/std",
+        activation: "quick_gelu",
+        tokenizer: OPEN_CLIP_BPE,
+    },
+    ModelEntry {
+        id: "dfn2b-l14",
+        repo: "apple/DFN2B-CLIP-ViT-L-14",
+        revision: "main",
+        architecture: clip_openai::ARCHITECTURE,
+        description: "Apple DFN-2B CLIP ViT-L/14 (Fang et al., 2023), open_clip naming",
+        preprocessing: "224 px as the repo's preprocess_cfg says (open_clip's DFN-2B config: shorter side + centre crop), bicubic, OpenAI mean/std",
+        activation: "quick_gelu",
+        tokenizer: OPEN_CLIP_BPE,
     },
     ModelEntry {
         id: "siglip-base-patch16-224",
@@ -408,7 +430,7 @@ impl HubModelId {
 /// layout needs are checked in the list, then downloaded (or found in the cache). Nothing but
 /// the config is downloaded before the repo is known to hold everything the model needs.
 pub fn resolve_hub_model(id: &HubModelId, settings: &crate::hub::HubSettings) -> Result<(ModelFiles, Architecture)> {
-    use crate::hub::{self, HF_LAYOUT, SHARD_INDEX_FILE};
+    use crate::hub;
     let (repo, revision) = (id.repo.as_str(), id.revision.as_str());
     let named = |e: Error| Error::new(e.kind(), format!("use --model {}: {e}", id.id()));
     let listed: Option<(String, Vec<String>)> =
@@ -442,12 +464,12 @@ pub fn resolve_hub_model(id: &HubModelId, settings: &crate::hub::HubSettings) ->
     let at = listed.as_ref().map_or(revision, |(commit, _)| commit.as_str());
     let config = hub::model_file(repo, at, config_name, settings).map_err(named)?;
     let architecture = detect_architecture(&config).map_err(named)?;
-    let mut layout = architecture.layout();
-    if layout.weights == HF_LAYOUT.weights && !has(HF_LAYOUT.weights) && has(SHARD_INDEX_FILE) {
-        layout.weights = SHARD_INDEX_FILE;
+    let mut layout = architecture.layout().with_weights_found(has);
+    if has(layout.tokenizer) {
+        layout.tokenizer_instead = None;
     }
     if let Some((commit, files)) = &listed {
-        let missing: Vec<&str> = layout.files().into_iter().filter(|f| !has(f)).collect();
+        let missing: Vec<&str> = layout.repo_files().into_iter().filter(|f| !has(f)).collect();
         if !missing.is_empty() {
             return Err(Error::new(
                 ErrorKind::MissingFile,

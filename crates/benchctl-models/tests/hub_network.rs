@@ -404,3 +404,51 @@ fn image_settings_fall_back_to_processor_config_json_and_absence_is_remembered()
         assert!(err.contains("preprocessor_config.json or processor_config.json of org/model@main"), "{err}");
     }
 }
+
+/// An OpenCLIP repo as Apple's DFN ones are published: no `open_clip_model.safetensors` and no
+/// `tokenizer.json` (404). The weights come from `open_clip_pytorch_model.bin` and the tokenizer
+/// from OpenAI's ViT-B/32 repo at its pinned commit, as open_clip falls back to its own file and
+/// ships OpenAI's BPE; the cache remembers both absences, so a second run, and an offline one,
+/// resolve the same files without a request. A repo with neither weights file names both.
+#[test]
+fn an_openclip_repo_without_safetensors_or_tokenizer_takes_open_clips_fallbacks() {
+    let (hub_server, _cdn) =
+        hub_and_cdn_without(|file| file == "open_clip_model.safetensors" || file == "tokenizer.json");
+    let cache = tempfile::tempdir().unwrap();
+    let bpe = hub::OPENAI_CLIP_BPE;
+    // The stand-in tokenizer is in the cache already (as after a run of the zoo's clip-vit-b32).
+    let openai = cache.path().join("models--openai--clip-vit-base-patch32").join("snapshots").join(bpe.commit);
+    std::fs::create_dir_all(&openai).unwrap();
+    std::fs::write(openai.join(bpe.file), "the CLIP BPE").unwrap();
+    let online = settings(cache.path(), &hub_server.url(), NetLimits::default());
+    let files = hub::from_hub_with("apple/dfn", "main", hub::OPEN_CLIP_LAYOUT, &online).unwrap();
+    let snapshot = cache.path().join("models--apple--dfn").join("snapshots").join(COMMIT);
+    assert_eq!(files.config, snapshot.join("open_clip_config.json"));
+    assert_eq!(files.weights, snapshot.join("open_clip_pytorch_model.bin"));
+    assert_eq!(files.tokenizer, openai.join(bpe.file));
+    let marker = |file: &str| cache.path().join("models--apple--dfn/.no_exist").join(COMMIT).join(file).is_file();
+    assert!(marker("open_clip_model.safetensors") && marker("tokenizer.json"));
+
+    let before = hub_server.seen().len();
+    let again = hub::from_hub_with("apple/dfn", "main", hub::OPEN_CLIP_LAYOUT, &online).unwrap();
+    let offline = HubSettings { offline: true, ..online.clone() };
+    let cached = hub::from_hub_with("apple/dfn", "main", hub::OPEN_CLIP_LAYOUT, &offline).unwrap();
+    for files in [again, cached] {
+        assert_eq!(
+            (&files.weights, &files.tokenizer),
+            (&snapshot.join("open_clip_pytorch_model.bin"), &openai.join(bpe.file))
+        );
+    }
+    assert_eq!(hub_server.seen().len(), before, "resolved from the cache, without a request");
+
+    let (bare, _cdn) = hub_and_cdn_without(|file| file.starts_with("open_clip_") && file != "open_clip_config.json");
+    let cache = tempfile::tempdir().unwrap();
+    let settings = settings(cache.path(), &bare.url(), NetLimits::default());
+    let err = hub::from_hub_with("apple/dfn", "main", hub::OPEN_CLIP_LAYOUT, &settings).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::MissingFile);
+    let text = err.to_string();
+    assert!(
+        text.contains("apple/dfn@main") && text.contains("open_clip_model.safetensors nor open_clip_pytorch_model.bin"),
+        "{text}"
+    );
+}

@@ -314,3 +314,56 @@ fn zoo_half_precision_drift_is_reported_and_bounded() {
         assert!(d < 0.05, "blip itm {dtype:?} drifts by {d}");
     }
 }
+
+/// A checkpoint shaped as Apple's DFN ones (`scripts/fixtures/gen_dfn_fixture.py`): OpenCLIP
+/// naming with QuickGELU and 20-wide heads, its weights only as the PyTorch file
+/// `open_clip_pytorch_model.bin`, and `preprocess_cfg.resize_mode = "squash"`. Checked end to
+/// end against what open_clip 3.3 makes of the same directory (`local-dir:`): the pixels of
+/// its eval transform on odd-sized RGB, RGBA and palette PNGs (within 1e-6), the image
+/// features of those pixels, the token ids and the text features (within 1e-4).
+#[test]
+fn a_dfn_style_checkpoint_with_pytorch_weights_and_squashed_images_matches_open_clip() {
+    let fixture = fixture_model("dfn-tiny");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(&fixture).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(fixture_model("tokenizer").join("tokenizer.json"), dir.path().join("tokenizer.json")).unwrap();
+    let files = hub::from_dir(dir.path()).unwrap();
+    assert!(files.weights.ends_with("open_clip_pytorch_model.bin"), "{}", files.weights.display());
+    let model = load_open_clip(&files, DType::F32, &test_device()).unwrap();
+    assert_eq!(model.model().config().vision_config.hidden_act, "quick_gelu");
+    assert_eq!(model.preprocessor().resize, benchctl_models::preprocess::Resize::Stretch);
+
+    let bytes = std::fs::read(fixture.join("reference.safetensors")).unwrap();
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+    let meta = meta.metadata().as_ref().unwrap();
+    let images: Vec<String> = serde_json::from_str(&meta["images"]).unwrap();
+    let texts: Vec<String> = serde_json::from_str(&meta["texts"]).unwrap();
+    let r = candle_core::safetensors::load(fixture.join("reference.safetensors"), &test_device()).unwrap();
+    assert_eq!(images.len(), 5);
+    let prep = model.preprocessor();
+    for name in &images {
+        let img = benchctl_suites::ImageSource::File(fixture.join(format!("{name}.png"))).load_pil().unwrap();
+        let mut ours = vec![0.0; prep.len()];
+        prep.apply_pil(&img, &mut ours);
+        let reference = r[&format!("pixels/{name}")].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let worst = ours.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        assert!(worst <= 1e-6, "{name}: pixels differ from open_clip's squash by {worst}");
+        let pixels = Tensor::from_vec(ours, (1, 3, prep.size, prep.size), &test_device()).unwrap();
+        let d = max_abs_diff(&model.model().image_features(&pixels).unwrap(), &r[&format!("image_embeds/{name}")]);
+        assert!(d <= TOLERANCE, "{name}: image features differ by {d}");
+    }
+
+    let padded = id_rows_of(&r["input_ids"]);
+    let ours: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
+    for ((o, p), text) in ours.iter().zip(&padded).zip(&texts) {
+        assert_eq!(&p[..o.len()], o.as_slice(), "{text:?}");
+        assert!(p[o.len()..].iter().all(|&id| id == 0), "{text:?}");
+    }
+    let d = max_abs_diff(&model.model().text_features(&ours).unwrap(), &r["text_embeds"]);
+    assert!(d <= TOLERANCE, "text features differ by {d}");
+    let scale = r["logit_scale"].to_vec1::<f32>().unwrap()[0];
+    assert!((model.model().logit_scale() - scale).abs() <= 1e-4 * scale);
+}

@@ -8,6 +8,7 @@
 //! Files already in the cache at the requested revision are used without a request.
 
 mod download;
+mod layout;
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,7 @@ use hf_hub::{Repo, RepoType};
 
 pub use download::NetLimits;
 use download::{check_repo_path, is_commit_hash, Client, RepoKind};
+pub use layout::*;
 
 use crate::{Error, ErrorKind, Result};
 
@@ -45,100 +47,15 @@ pub enum Origin {
     Hub { repo: String, revision: String, commit: String },
 }
 
-/// The three files of a model: its config, weights and tokenizer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Layout {
-    pub config: &'static str,
-    pub weights: &'static str,
-    pub tokenizer: &'static str,
-    /// Whether the layout may carry image processor settings ([`IMAGE_SETTINGS_FILES`]).
-    pub image_settings: bool,
-}
-
-impl Layout {
-    /// The files a local directory or a hub repo of this layout must hold.
-    pub fn files(&self) -> [&'static str; 3] {
-        [self.config, self.weights, self.tokenizer]
-    }
-}
-
-/// `transformers`' layout.
-pub const HF_LAYOUT: Layout =
-    Layout { config: "config.json", weights: "model.safetensors", tokenizer: "tokenizer.json", image_settings: true };
-
-/// `transformers`' layout with its weights in shards, as large checkpoints are published:
-/// `model.safetensors.index.json` maps every tensor to one of the shard files beside it.
-pub const HF_SHARDED_LAYOUT: Layout = Layout { weights: SHARD_INDEX_FILE, ..HF_LAYOUT };
-
-/// The index of a sharded checkpoint.
-pub const SHARD_INDEX_FILE: &str = "model.safetensors.index.json";
-
-/// `transformers`' image processor configuration.
-pub const PREPROCESSOR_FILE: &str = "preprocessor_config.json";
-
-/// A `transformers` processor's configuration; since transformers 5, `save_pretrained` writes
-/// the image processor's settings here only, as its `image_processor` section.
-pub const PROCESSOR_FILE: &str = "processor_config.json";
-
-/// `transformers`' tokenizer settings (class, padding side, special tokens).
-pub const TOKENIZER_SETTINGS_FILE: &str = "tokenizer_config.json";
-
-/// Where an HF-layout checkpoint's image settings are looked for, first found first.
-pub const IMAGE_SETTINGS_FILES: [&str; 2] = [PREPROCESSOR_FILE, PROCESSOR_FILE];
-
-/// OpenCLIP's hub layout (`open_clip.push_to_hf_hub`), with the `tokenizer.json` these repos carry.
-pub const OPEN_CLIP_LAYOUT: Layout = Layout {
-    config: "open_clip_config.json",
-    weights: "open_clip_model.safetensors",
-    tokenizer: "tokenizer.json",
-    image_settings: false,
-};
-
-/// The files every `transformers`-layout model directory must hold.
-pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
-
 /// The files of a local model directory in either layout (`config.json` means
 /// `transformers`', `open_clip_config.json` OpenCLIP's), naming every missing one.
 pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
     let layout = if !dir.join(HF_LAYOUT.config).is_file() && dir.join(OPEN_CLIP_LAYOUT.config).is_file() {
         OPEN_CLIP_LAYOUT
-    } else if !dir.join(HF_LAYOUT.weights).is_file() && dir.join(SHARD_INDEX_FILE).is_file() {
-        HF_SHARDED_LAYOUT
     } else {
         HF_LAYOUT
     };
-    from_dir_with(dir, layout)
-}
-
-/// The shard files a `model.safetensors.index.json` names (its `weight_map`'s values), each
-/// once, in first-seen order; each must be a plain `.safetensors` file name, since it becomes
-/// a path beside the index.
-pub fn shard_names(index: &Path) -> Result<Vec<String>> {
-    let bad = |what: String| Error::new(ErrorKind::BadWeights, format!("read shard index {}: {what}", index.display()));
-    let text = std::fs::read_to_string(index).map_err(|e| bad(e.to_string()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("it is not JSON: {e}")))?;
-    let map =
-        value.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| bad("it has no `weight_map`".into()))?;
-    let mut names: Vec<String> = Vec::new();
-    for (tensor, file) in map {
-        let file = file.as_str().ok_or_else(|| bad(format!("`weight_map` gives `{tensor}` no file name")))?;
-        let plain = !file.is_empty()
-            && !file.starts_with('.')
-            && file.ends_with(".safetensors")
-            && file.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-        if !plain {
-            return Err(bad(format!(
-                "`weight_map` names the file {file:?} for `{tensor}`: not a plain .safetensors file name"
-            )));
-        }
-        if !names.iter().any(|n| n == file) {
-            names.push(file.to_string());
-        }
-    }
-    if names.is_empty() {
-        return Err(bad("its `weight_map` names no tensor".into()));
-    }
-    Ok(names)
+    from_dir_with(dir, layout.with_weights_found(|file| dir.join(file).is_file()))
 }
 
 /// Whether `path` is a PyTorch checkpoint (`torch.save`'s zip archive: a `.ckpt`, `.pth`, `.pt`).
@@ -313,23 +230,22 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
     from_hub_with(repo, revision, HF_LAYOUT, settings)
 }
 
-/// As [`from_hub`], for the files of `layout`.
+/// As [`from_hub`], for the files of `layout`. Where the layout offers a stand-in for the
+/// weights or the tokenizer, the repo's own file is taken if it has one: the cache says which
+/// an earlier download found, else the download asks the hub.
 pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubSettings) -> Result<ModelFiles> {
-    let required = layout.files();
-    let mut paths = Vec::new();
-    let mut commit = None;
-    for &file in &required {
-        match cached_file(&settings.cache_dir, repo, revision, file) {
-            Some((path, c)) => {
-                commit = Some(c);
-                paths.push(path);
-            }
-            None => break,
-        }
+    let in_cache = |file: &str| cached_file(&settings.cache_dir, repo, revision, file);
+    let mut layout = layout.with_weights_found(|file| in_cache(file).is_some());
+    // Whether the repo has its own tokenizer is known once it is cached or recorded absent.
+    let tokenizer_known = layout.tokenizer_instead.is_none()
+        || in_cache(layout.tokenizer).is_some()
+        || recorded_absent(&settings.cache_dir, repo, revision, layout.tokenizer);
+    if in_cache(layout.tokenizer).is_some() {
+        layout.tokenizer_instead = None;
     }
-    if paths.len() < required.len() {
-        if settings.offline {
-            let missing = required[paths.len()];
+    let missing = layout.repo_files().into_iter().find(|file| in_cache(file).is_none());
+    match missing {
+        Some(missing) if settings.offline => {
             return Err(Error::new(
                 ErrorKind::MissingFile,
                 format!(
@@ -337,24 +253,30 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
                     settings.cache_dir.display(),
                     bring_weights(repo, revision)
                 ),
-            ));
+            ))
         }
-        download(repo, revision, &required, settings)?;
-        paths.clear();
-        for &file in &required {
-            let (path, c) = cached_file(&settings.cache_dir, repo, revision, file).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::MissingFile,
-                    format!("find downloaded {file} of {repo}@{revision} in {}", settings.cache_dir.display()),
-                )
-            })?;
-            commit = Some(c);
-            paths.push(path);
-        }
+        None if tokenizer_known || settings.offline => {}
+        _ => layout = download_layout(repo, revision, layout, settings)?,
+    }
+    let mut paths = Vec::new();
+    let mut commit = None;
+    for file in layout.repo_files() {
+        let (path, c) = in_cache(file).ok_or_else(|| {
+            Error::new(
+                ErrorKind::MissingFile,
+                format!("find downloaded {file} of {repo}@{revision} in {}", settings.cache_dir.display()),
+            )
+        })?;
+        commit = Some(c);
+        paths.push(path);
     }
     if layout.weights == SHARD_INDEX_FILE {
         fetch_shards(repo, revision, &paths[1], settings)?;
     }
+    let tokenizer = match layout.tokenizer_instead {
+        None => paths[2].clone(),
+        Some(instead) => model_file(instead.repo, instead.commit, instead.file, settings)?,
+    };
     let commit = commit.unwrap_or_default();
     let preprocessor =
         if layout.image_settings { image_settings_file(repo, revision, &commit, settings)? } else { None };
@@ -363,11 +285,60 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
     Ok(ModelFiles {
         config: paths[0].clone(),
         weights: paths[1].clone(),
-        tokenizer: paths[2].clone(),
+        tokenizer,
         preprocessor,
         tokenizer_settings,
         origin: Origin::Hub { repo: repo.to_string(), revision: revision.to_string(), commit },
     })
+}
+
+/// Downloads `layout`'s files of `repo@revision` into the cache, taking the layout's stand-in
+/// for the weights or the tokenizer where the hub answers that the repo lacks its own; returns
+/// the layout as the repo has it.
+fn download_layout(repo: &str, revision: &str, mut layout: Layout, settings: &HubSettings) -> Result<Layout> {
+    let client = client(settings)?;
+    let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
+    let fetch = |file: &str, absent_ok: bool| {
+        client
+            .download_if_present(&settings.cache_dir, &folder, "", (repo, revision), file, absent_ok)
+            .map_err(|e| with_hint(e, settings, "or use --model-path"))
+    };
+    let absent = |file: &str| {
+        Error::new(ErrorKind::MissingFile, format!("download {file} of {repo}@{revision}: the server answered 404"))
+    };
+    fetch(layout.config, false)?.ok_or_else(|| absent(layout.config))?;
+    if fetch(layout.weights, layout.weights_instead.is_some())?.is_none() {
+        let instead = layout.weights_instead.filter(|&instead| instead != layout.weights);
+        let Some(instead) = instead else { return Err(absent(layout.weights)) };
+        if fetch(instead, true)?.is_none() {
+            return Err(Error::new(
+                ErrorKind::MissingFile,
+                format!("download the weights of {repo}@{revision}: it has neither {} nor {instead}", layout.weights),
+            ));
+        }
+        layout.weights = instead;
+    }
+    match fetch(layout.tokenizer, layout.tokenizer_instead.is_some())? {
+        Some(_) => layout.tokenizer_instead = None,
+        None if layout.tokenizer_instead.is_none() => return Err(absent(layout.tokenizer)),
+        None => {}
+    }
+    Ok(layout)
+}
+
+/// Whether the cache records that `repo@revision` has no `file` (`.no_exist/{commit}/{file}`,
+/// written when the hub answered 404, as `huggingface_hub` writes it).
+fn recorded_absent(cache_dir: &Path, repo: &str, revision: &str, file: &str) -> bool {
+    let folder = cache_dir.join(format!("models--{}", repo.replace('/', "--")));
+    let commit = if is_commit_hash(revision) {
+        revision.to_string()
+    } else {
+        match std::fs::read_to_string(folder.join("refs").join(revision)) {
+            Ok(commit) => commit.trim().to_string(),
+            Err(_) => return false,
+        }
+    };
+    is_commit_hash(&commit) && folder.join(".no_exist").join(commit).join(file).is_file()
 }
 
 /// `files` of `repo` at `commit`, the commit `revision` (a branch or tag) resolved to just now,

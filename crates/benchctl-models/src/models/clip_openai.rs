@@ -19,6 +19,11 @@
 //! <https://arxiv.org/abs/2212.07143>) comes with `open_clip_config.json`, whose
 //! `model_cfg.quick_gelu` decides the activation: OpenAI-trained weights need QuickGELU,
 //! LAION-trained ones GELU, and using the wrong one shifts every score without an error.
+//! Its `preprocess_cfg` decides the resize: `shortest` (shorter side, then a centre crop) or
+//! `squash` (both sides to the input size, as Apple's DFN-5B checkpoints were trained,
+//! <https://huggingface.co/apple/DFN5B-CLIP-ViT-H-14-378>, Fang et al. 2023,
+//! <https://arxiv.org/abs/2309.17425>). The weights are `open_clip_model.safetensors`, or the
+//! PyTorch file `open_clip_pytorch_model.bin` where a repo has only that, as open_clip reads them.
 
 use std::collections::HashMap;
 
@@ -29,7 +34,7 @@ use super::clip::{Clip, ClipConfig, ClipEncoder, TextConfig, VisionConfig};
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::OPEN_CLIP_LAYOUT;
-use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
+use crate::preprocess::{Preprocessor, Resize, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
 use crate::{Error, ErrorKind, Result};
 
@@ -183,6 +188,16 @@ pub struct OpenClipPreprocess {
     pub resize_mode: String,
 }
 
+impl OpenClipPreprocess {
+    /// open_clip's eval transform for an input of `size` (torchvision's `Resize` on the image
+    /// as PIL opened it, in its mode, then `convert("RGB")`): the shorter side then a centre
+    /// crop, or for `squash` both sides at once.
+    pub fn preprocessor(&self, size: usize) -> Preprocessor {
+        let resize = if self.resize_mode == "squash" { Resize::Stretch } else { Resize::ShorterSideThenCrop };
+        Preprocessor { mean: self.mean, std: self.std, resize, ..Preprocessor::openai_clip(size) }
+    }
+}
+
 impl Default for OpenClipPreprocess {
     fn default() -> Self {
         Self {
@@ -231,6 +246,8 @@ const PLAIN_VALUES: &[(&str, &str)] = &[
     ("ls_init_value", "null"),
     ("timm_model_name", "null"),
     ("hf_model_name", "null"),
+    // Another tokenizer than OpenAI's BPE (which the loader and the hub's stand-in assume).
+    ("hf_tokenizer_name", "null"),
     ("embed_cls", "false"),
     ("no_causal_mask", "false"),
     ("proj_bias", "false"),
@@ -275,11 +292,11 @@ impl OpenClipFile {
         check_plain("vision_cfg", &file.model_cfg.vision_cfg.other, path)?;
         check_plain("text_cfg", &file.model_cfg.text_cfg.other, path)?;
         let p = &file.preprocess_cfg;
-        if p.interpolation != "bicubic" || !matches!(p.resize_mode.as_str(), "shortest") {
+        if p.interpolation != "bicubic" || !matches!(p.resize_mode.as_str(), "shortest" | "squash") {
             return Err(Error::new(
                 ErrorKind::BadConfig,
                 format!(
-                    "use {}: preprocess_cfg {} / {} is not supported (bicubic / shortest)",
+                    "use {}: preprocess_cfg {} / {} is not supported (bicubic / shortest or squash)",
                     path.display(),
                     p.interpolation,
                     p.resize_mode
@@ -340,9 +357,20 @@ impl OpenClipFile {
 pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
     let file = OpenClipFile::from_file(&files.config)?;
     let config = file.clip_config();
-    let mut map = candle_core::safetensors::load(&files.weights, device).map_err(|e| {
-        Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
-    })?;
+    let mut map = if crate::hub::is_torch_checkpoint(&files.weights) {
+        let (tensors, _) = super::weights::read_checkpoint(&files.weights, &[])?;
+        tensors
+            .into_iter()
+            .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
+            .collect::<candle_core::Result<HashMap<_, _>>>()
+            .map_err(|e| {
+                Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
+            })?
+    } else {
+        candle_core::safetensors::load(&files.weights, device).map_err(|e| {
+            Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
+        })?
+    };
     // The conversion reads the configured layers only: a checkpoint with more would lose them.
     for (prefix, built) in [
         ("visual.transformer.resblocks.", config.vision_config.num_hidden_layers),
@@ -385,9 +413,7 @@ pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Resu
     // open_clip cleans every caption with ftfy before its BPE.
     let context = config.text_config.max_position_embeddings;
     let tokenizer = ClipTokenizer::from_file(&files.tokenizer, context, CaptionCleaning::OpenClip)?;
-    let p = &file.preprocess_cfg;
-    let preprocessor =
-        Preprocessor { mean: p.mean, std: p.std, ..Preprocessor::openai_clip(config.vision_config.image_size) };
+    let preprocessor = file.preprocess_cfg.preprocessor(config.vision_config.image_size);
     let model = Clip::from_tensors(config, tensors, dtype, device, &files.weights.display().to_string())?;
     Ok(ClipEncoder::from_parts(model, tokenizer, preprocessor))
 }

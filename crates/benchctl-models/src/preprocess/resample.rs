@@ -441,16 +441,26 @@ pub(super) fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, n
     }
 }
 
-/// Pillow's `NEAREST` resize (an affine transform): output pixel x reads input
-/// `floor((x + 0.5) · in / out)`.
+/// Pillow's `NEAREST` resize (`ImagingScaleAffine`): output pixel x reads input
+/// `floor(pos_x)`, where `pos_0 = step / 2` and each next position adds `step = in / out`, in
+/// f64 as Pillow sums it. Where `(x + 0.5) · step` is a whole number the sum can fall just
+/// below it, so computing each position by one product would read the next pixel there.
 pub(super) fn resize_nearest(src: &[u8], bands: usize, w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u8> {
-    let index =
-        |x: usize, from: usize, to: usize| (((x as f64 + 0.5) * (from as f64 / to as f64)) as usize).min(from - 1);
+    let positions = |from: usize, to: usize| -> Vec<usize> {
+        let step = from as f64 / to as f64;
+        let mut at = step * 0.5;
+        (0..to)
+            .map(|_| {
+                let index = (at as usize).min(from - 1);
+                at += step;
+                index
+            })
+            .collect()
+    };
+    let (columns, rows) = (positions(w, new_w), positions(h, new_h));
     let mut out = Vec::with_capacity(new_w * new_h * bands);
-    for y in 0..new_h {
-        let sy = index(y, h, new_h);
-        for x in 0..new_w {
-            let sx = index(x, w, new_w);
+    for &sy in &rows {
+        for &sx in &columns {
             out.extend_from_slice(&src[(sy * w + sx) * bands..(sy * w + sx + 1) * bands]);
         }
     }

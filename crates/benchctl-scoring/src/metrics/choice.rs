@@ -2,8 +2,9 @@
 //! "Synthesize, Diagnose, and Optimize: Towards Fine-Grained Vision-Language Understanding",
 //! CVPR 2024, <https://arxiv.org/abs/2312.00081>).
 //!
-//! - `i2t_accuracy`, for items with one image and several candidate texts: the labelled
-//!   text scores strictly above every other candidate;
+//! - `i2t_accuracy`, for items with one image and candidate texts: the labelled text scores
+//!   strictly above every other candidate (an item whose only text is the label counts as
+//!   found, as CREPE's one-to-many rank counts a row without hard negatives);
 //! - `t2i_accuracy`, for items with one text and several candidate images: likewise over
 //!   images.
 //!
@@ -51,7 +52,7 @@ impl Family for ChoiceAccuracy {
                     ),
                 };
                 vec![
-                    (k == 1 && l > 1).then(|| group::hit(i2t)).flatten(),
+                    (k == 1 && l >= 1).then(|| group::hit(i2t)).flatten(),
                     (l == 1 && k > 1).then(|| group::hit(t2i)).flatten(),
                 ]
             })

@@ -50,6 +50,8 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("aro-vg-relation.toml", include_str!("../../../../datasets/manifests/aro-vg-relation.toml")),
     ("bivlc.toml", include_str!("../../../../datasets/manifests/bivlc.toml")),
     ("crepe-productivity.toml", include_str!("../../../../datasets/manifests/crepe-productivity.toml")),
+    ("crepe-systematicity-atom.toml", include_str!("../../../../datasets/manifests/crepe-systematicity-atom.toml")),
+    ("crepe-systematicity-comp.toml", include_str!("../../../../datasets/manifests/crepe-systematicity-comp.toml")),
     ("colorswap.toml", include_str!("../../../../datasets/manifests/colorswap.toml")),
     ("cola-multiobjects.toml", include_str!("../../../../datasets/manifests/cola-multiobjects.toml")),
     ("imagecode.toml", include_str!("../../../../datasets/manifests/imagecode.toml")),
