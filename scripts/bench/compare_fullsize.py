@@ -112,6 +112,18 @@ def hf_clip(binary, tmp, lines):
     return compare("CLIP ViT-B/32, HF layout, vs transformers", benchctl_scores(binary, out, suite, tmp / "r1"), theirs)
 
 
+def open_clip_scores(model, transform, tokenizer, suite, lines):
+    """open_clip's 2 × 2 logits of each item: its eval transform, `encode_*`, cosines times the scale."""
+    theirs = []
+    with torch.no_grad():
+        for line in lines:
+            pixels = torch.stack([transform(Image.open(suite / "images" / f"{line[k]}.png")) for k in ("image_0", "image_1")])
+            image = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
+            text = torch.nn.functional.normalize(model.encode_text(tokenizer([line["caption_0"], line["caption_1"]])), dim=-1)
+            theirs.append((model.logit_scale.exp() * image @ text.T).tolist())
+    return theirs
+
+
 def open_clip_b32(binary, tmp, lines):
     import open_clip
     from safetensors.torch import save_file
@@ -129,13 +141,7 @@ def open_clip_b32(binary, tmp, lines):
     shutil.copy(TOKENIZER, out / "tokenizer.json")
     tokenizer = open_clip.get_tokenizer("ViT-B-32")
     suite = tmp / "suite"
-    theirs = []
-    with torch.no_grad():
-        for line in lines:
-            pixels = torch.stack([transform(Image.open(suite / "images" / f"{line[k]}.png")) for k in ("image_0", "image_1")])
-            image = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
-            text = torch.nn.functional.normalize(model.encode_text(tokenizer([line["caption_0"], line["caption_1"]])), dim=-1)
-            theirs.append((model.logit_scale.exp() * image @ text.T).tolist())
+    theirs = open_clip_scores(model, transform, tokenizer, suite, lines)
     return compare("OpenCLIP ViT-B-32, open_clip layout, vs open_clip", benchctl_scores(binary, out, suite, tmp / "r2"), theirs)
 
 
@@ -163,13 +169,7 @@ def dfn_h14_378(binary, tmp, lines):
     model, _, transform = open_clip.create_model_and_transforms(f"local-dir:{out}")
     model.eval()
     tokenizer = open_clip.get_tokenizer(f"local-dir:{out}")
-    theirs = []
-    with torch.no_grad():
-        for line in lines:
-            pixels = torch.stack([transform(Image.open(suite / "images" / f"{line[k]}.png")) for k in ("image_0", "image_1")])
-            image = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
-            text = torch.nn.functional.normalize(model.encode_text(tokenizer([line["caption_0"], line["caption_1"]])), dim=-1)
-            theirs.append((model.logit_scale.exp() * image @ text.T).tolist())
+    theirs = open_clip_scores(model, transform, tokenizer, suite, lines)
     del model
     return compare("DFN-5B-shaped OpenCLIP ViT-H-14-378 (squash, .bin), vs open_clip", ours, theirs)
 
