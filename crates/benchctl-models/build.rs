@@ -42,7 +42,8 @@ fn compile_ptx() -> Result<(), String> {
     if !status.success() {
         return Err(format!("compile cuda/fused.cu with `{nvcc}` ({status})"));
     }
-    // The tensor-core attention kernels are compiled only for sm_80 and newer (bf16 wmma).
+    // The tensor-core attention kernels are compiled only for sm_80 and newer (bf16 `mma`,
+    // `ldmatrix`, `cp.async`).
     if cap >= 80 {
         println!("cargo::rustc-cfg=benchctl_tensor_core_attention");
     }
