@@ -145,9 +145,9 @@ fn a_processor_config_saved_by_transformers_5_is_read() {
 fn openai_and_openclip_follow_open_clips_transform_on_every_pil_mode() {
     let dir = model_fixture("preprocess-openclip");
     let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
-    assert_eq!(expected.len(), 16);
+    assert_eq!(expected.len(), 32);
     let mut modes = std::collections::HashSet::new();
-    for (key, tensor) in &expected {
+    for (key, tensor) in expected.iter().filter(|(key, _)| !key.starts_with("squash/")) {
         let (size, name) = key.split_once('/').unwrap();
         let prep = Preprocessor::openai_clip(size.parse().unwrap());
         let img = benchctl_suites::ImageSource::File(dir.join(format!("{name}.png"))).load_pil().unwrap();
@@ -166,6 +166,29 @@ fn openai_and_openclip_follow_open_clips_transform_on_every_pil_mode() {
         }
     }
     assert_eq!(modes.len(), 5, "RGB, RGB with a transparent colour, RGBA, palette and 16-bit images are all covered");
+}
+
+/// `preprocess_cfg.resize_mode = "squash"` (Apple's DFN-5B checkpoints) as open_clip's eval
+/// transform does it (both sides resized, no crop), on the same images of every PIL mode as
+/// above (`scripts/fixtures/gen_openclip_preprocess_fixture.py`), through the preprocessor the
+/// OpenCLIP loader builds from that setting.
+#[test]
+fn openclip_squash_follows_open_clips_transform_on_every_pil_mode() {
+    let dir = model_fixture("preprocess-openclip");
+    let expected = candle_core::safetensors::load(dir.join("expected.safetensors"), &Device::Cpu).unwrap();
+    let squash =
+        benchctl_models::models::clip_openai::OpenClipPreprocess { resize_mode: "squash".into(), ..Default::default() };
+    let mut seen = 0;
+    for (key, tensor) in expected.iter().filter_map(|(key, t)| Some((key.strip_prefix("squash/")?, t))) {
+        let (size, name) = key.split_once('/').unwrap();
+        let prep = squash.preprocessor(size.parse().unwrap());
+        let img = benchctl_suites::ImageSource::File(dir.join(format!("{name}.png"))).load_pil().unwrap();
+        let reference = tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let (max, _) = diffs(&pil_preprocess(&prep, &img), &reference);
+        assert!(max <= 1e-6, "squash/{key}: max abs diff {max}");
+        seen += 1;
+    }
+    assert_eq!(seen, 16, "every image squashed");
 }
 
 /// An image through `prep` by the mode PIL holds it in, as the runner dispatches it.

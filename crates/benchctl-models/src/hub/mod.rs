@@ -236,11 +236,12 @@ pub fn from_hub(repo: &str, revision: &str, settings: &HubSettings) -> Result<Mo
 pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubSettings) -> Result<ModelFiles> {
     let in_cache = |file: &str| cached_file(&settings.cache_dir, repo, revision, file);
     let mut layout = layout.with_weights_found(|file| in_cache(file).is_some());
+    let own_tokenizer_cached = in_cache(layout.tokenizer).is_some();
     // Whether the repo has its own tokenizer is known once it is cached or recorded absent.
     let tokenizer_known = layout.tokenizer_instead.is_none()
-        || in_cache(layout.tokenizer).is_some()
+        || own_tokenizer_cached
         || recorded_absent(&settings.cache_dir, repo, revision, layout.tokenizer);
-    if in_cache(layout.tokenizer).is_some() {
+    if own_tokenizer_cached {
         layout.tokenizer_instead = None;
     }
     let missing = layout.repo_files().into_iter().find(|file| in_cache(file).is_none());
