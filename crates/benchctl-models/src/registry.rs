@@ -7,7 +7,7 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::ModelFiles;
-use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip};
+use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip, siglip2_naflex};
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
@@ -20,6 +20,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     clip::ARCHITECTURE,
     clip_openai::ARCHITECTURE,
     siglip::ARCHITECTURE,
+    siglip2_naflex::ARCHITECTURE,
     metaclip2::ARCHITECTURE,
     blip::ARCHITECTURE,
     fiber::ARCHITECTURE,
@@ -186,6 +187,26 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: SIGLIP2_TOKENIZER,
     },
     ModelEntry {
+        id: "siglip2-base-patch16-naflex",
+        repo: "google/siglip2-base-patch16-naflex",
+        revision: "main",
+        architecture: siglip2_naflex::ARCHITECTURE,
+        description: "SigLIP 2 B/16 NaFlex (Tschannen et al., 2025): images near their aspect ratio, sigmoid scores",
+        preprocessing: SIGLIP2_NAFLEX_PREP,
+        activation: "gelu_pytorch_tanh",
+        tokenizer: SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "siglip2-so400m-patch16-naflex",
+        repo: "google/siglip2-so400m-patch16-naflex",
+        revision: "main",
+        architecture: siglip2_naflex::ARCHITECTURE,
+        description: "SigLIP 2 So400m/16 NaFlex (Tschannen et al., 2025): images near their aspect ratio",
+        preprocessing: SIGLIP2_NAFLEX_PREP,
+        activation: "gelu_pytorch_tanh",
+        tokenizer: SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
         id: "metaclip2-worldwide-l14",
         repo: "facebook/metaclip-2-worldwide-l14",
         revision: "main",
@@ -268,6 +289,7 @@ pub const MODELS: &[ModelEntry] = &[
 ];
 
 const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5";
+const SIGLIP2_NAFLEX_PREP: &str = "aspect ratio kept, at most max_num_patches (256) patches of 16 px, bilinear, mean/std 0.5, from the checkpoint's preprocessor_config.json";
 const SIGLIP2_TOKENIZER: &str =
     "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
 const METACLIP2_TOKENIZER: &str =

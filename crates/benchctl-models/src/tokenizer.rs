@@ -395,6 +395,20 @@ impl Siglip2Tokenizer {
             TextPrep::Transformers => Ok(self.transformers_encoding(text)?.get_ids().to_vec()),
         }
     }
+
+    /// [`Siglip2Tokenizer::encode`]'s ids and the attention mask `transformers`' processor
+    /// returns beside them (1 for a token, 0 for padding; Gemma's tokenizers list
+    /// `attention_mask` among their outputs, and `model(**inputs)` hides the padding with it).
+    /// The authors' preparation has none: big_vision attends to the padding.
+    pub fn encode_with_mask(&self, text: &str) -> Result<(Vec<u32>, Option<Vec<u32>>)> {
+        match self.prep {
+            TextPrep::Authors => Ok((self.encode(text)?, None)),
+            TextPrep::Transformers => {
+                let encoding = self.transformers_encoding(text)?;
+                Ok((encoding.get_ids().to_vec(), Some(encoding.get_attention_mask().to_vec())))
+            }
+        }
+    }
 }
 
 /// BERT WordPiece tokenisation as BLIP uses it: `tokenizer.json` adds `[CLS]` … `[SEP]` and

@@ -1,7 +1,8 @@
 //! SigLIP 2 (fixed resolution) against its two references on `siglip2-tiny`
 //! (`scripts/fixtures/gen_siglip2_fixture.py`): the authors' captions as open_clip's
 //! `HFTokenizer(clean="canonicalize")` prepares them, `transformers`' as its processor does
-//! (`padding="max_length", max_length=64, truncation=True`), `SiglipModel`'s embeddings and
+//! (`padding="max_length", max_length=64, truncation=True`; its attention mask applied, as
+//! `model(**inputs)` applies it), `SiglipModel`'s embeddings and
 //! logits for both, within 1e-4 in f32, and the PIL image processor's pixels.
 
 use benchctl_models::hub;
@@ -150,9 +151,17 @@ fn both_preparations_score_as_siglip_model_does() {
         let d = max_diff(&image, &matrix(&e["image_embeds"]));
         assert!(d <= TOLERANCE, "{prep:?}: image features differ by {d}");
         let reference = &e[prep.name()];
-        let rows: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
+        let (rows, masks): (Vec<_>, Vec<_>) =
+            texts.iter().map(|t| model.tokenizer().encode_with_mask(t).unwrap()).unzip();
         assert_eq!(rows, id_rows(&reference["input_ids"]));
-        let text = model.model().text_features(&rows).unwrap();
+        // transformers' processor returns an attention mask and the model applies it; the
+        // authors' preparation has none.
+        let masks: Option<Vec<Vec<u32>>> = masks.into_iter().collect();
+        assert_eq!(masks.is_some(), prep == TextPrep::Transformers);
+        if let Some(masks) = &masks {
+            assert_eq!(masks, &id_rows(&reference["attention_mask"]));
+        }
+        let text = model.model().masked_text_features(&rows, masks.as_deref()).unwrap();
         let d = max_diff(&text, &matrix(&reference["text_embeds"]));
         assert!(d <= TOLERANCE, "{prep:?}: text features differ by {d}");
 

@@ -1,9 +1,12 @@
 //! `--text-prep`: SigLIP 2's captions as its authors prepare them (the default) or as
 //! `transformers`' processor does, through `eval` on the tiny SigLIP 2 fixture: recorded,
-//! labelled, cached apart, scored differently; refused for a model with one preparation.
+//! labelled, cached apart, scored differently (transformers' padding masked even where the ids
+//! agree); refused for a model with one preparation.
 
 mod common;
 
+use benchctl_models::models::siglip::SiglipText;
+use benchctl_models::registry::TextPrep;
 use common::{benchctl, demo_suite, dump_path, eval_model, scratch_dir};
 
 fn identities(root: &std::path::Path) -> Vec<serde_json::Value> {
@@ -64,9 +67,17 @@ fn each_preparation_is_recorded_cached_apart_and_scores_its_own_ids() {
     assert!(settings["tokenizer_settings"].is_string(), "the tokenizer_config.json read is in the identity");
 
     // The demo's captions are lower-case without punctuation: both preparations give the same
-    // ids, so the same scores.
+    // ids, yet not the same scores, since transformers' processor masks the padding and the
+    // authors' preparation does not.
     let dump = |path: &std::path::Path, run: &serde_json::Value| std::fs::read_to_string(dump_path(path, run)).unwrap();
-    assert_eq!(dump(&authors_path, &authors), dump(&transformers_path, &transformers));
+    let files = benchctl_models::hub::from_dir(&model).unwrap();
+    let [authors_ids, transformers_ids] = [TextPrep::Authors, TextPrep::Transformers].map(|prep| {
+        let config = benchctl_models::models::siglip::SiglipConfig::from_file(&files.config).unwrap();
+        let tokenizer = SiglipText::of(&files, &config.text_config, prep).unwrap();
+        tokenizer.encode("a brown dog").unwrap()
+    });
+    assert_eq!(authors_ids, transformers_ids);
+    assert_ne!(dump(&authors_path, &authors), dump(&transformers_path, &transformers));
 
     // Capitalised and punctuated, they differ for transformers' processor; the authors'
     // canonical form is the same as before, and so are its scores.

@@ -10,6 +10,7 @@ pub mod metaclip2;
 pub mod paligemma;
 pub mod qwen3vl;
 pub mod siglip;
+pub mod siglip2_naflex;
 pub mod transformer;
 mod weights;
 

@@ -132,16 +132,17 @@ impl SiglipConfig {
         }
         Ok(config)
     }
+}
 
-    fn text_tower(&self) -> Result<Tower> {
-        let t = &self.text_config;
+impl SiglipTextConfig {
+    pub(super) fn tower(&self) -> Result<Tower> {
         Tower::new(
-            t.hidden_size,
-            t.intermediate_size,
-            t.num_hidden_layers,
-            t.num_attention_heads,
-            &t.hidden_act,
-            t.layer_norm_eps,
+            self.hidden_size,
+            self.intermediate_size,
+            self.num_hidden_layers,
+            self.num_attention_heads,
+            &self.hidden_act,
+            self.layer_norm_eps,
         )
     }
 }
@@ -160,13 +161,24 @@ impl SiglipVisionConfig {
 }
 
 /// SigLIP's vision tower up to its patch tokens, before any pooling: SigLIP's own image
-/// encoder under its attention-pooling head, and the image encoder of Gemma 3 and PaliGemma.
+/// encoder under its attention-pooling head, the image encoder of Gemma 3 and PaliGemma, and
+/// (with [`Positions::Resized`]) SigLIP 2 NaFlex's.
 #[derive(Debug, Clone)]
 pub(crate) struct VisionTower {
-    patch_embedding: PatchEmbedding,
-    positions: Tensor,
-    blocks: Vec<Block>,
-    post_norm: LayerNorm,
+    pub(super) patch_embedding: PatchEmbedding,
+    pub(super) positions: Positions,
+    pub(super) blocks: Vec<Block>,
+    pub(super) post_norm: LayerNorm,
+}
+
+/// The position embeddings a vision tower adds to its patches.
+#[derive(Debug, Clone)]
+pub(crate) enum Positions {
+    /// One per patch of the trained grid: images must have that grid.
+    Fixed(Tensor),
+    /// A square grid of `side × side`, `(side², width)`, resized to each image's grid
+    /// ([`super::siglip2_naflex::resized_positions`]).
+    Resized { grid: Tensor, side: usize },
 }
 
 impl VisionTower {
@@ -181,21 +193,33 @@ impl VisionTower {
                 config.patch_size,
                 true,
             )?,
-            positions: v.get((patches, config.hidden_size), "embeddings.position_embedding.weight")?,
+            positions: Positions::Fixed(v.get((patches, config.hidden_size), "embeddings.position_embedding.weight")?),
             blocks: load_blocks(v, &config.tower()?)?,
             post_norm: v.pp("post_layernorm").layer_norm(config.hidden_size, config.layer_norm_eps)?,
         })
     }
 
-    /// The side of the square images it takes: √patches × the patch size.
+    /// The side of the square images it was trained on: √patches × the patch size.
     pub fn image_size(&self) -> usize {
-        let patches = self.positions.dim(0).unwrap_or(0);
-        (patches as f64).sqrt().round() as usize * self.patch_embedding.patch_size()
+        let side = match &self.positions {
+            Positions::Fixed(positions) => (positions.dim(0).unwrap_or(0) as f64).sqrt().round() as usize,
+            Positions::Resized { side, .. } => *side,
+        };
+        side * self.patch_embedding.patch_size()
     }
 
     /// `(b, C, H, W)` → the patch tokens `(b, patches, width)`.
     pub fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let xs = self.patch_embedding.forward(pixels)?.broadcast_add(&self.positions)?;
+        let patches = self.patch_embedding.forward(pixels)?;
+        let xs = match &self.positions {
+            Positions::Fixed(positions) => patches.broadcast_add(positions)?,
+            Positions::Resized { grid, side } => {
+                let (_, _, h, w) = pixels.dims4()?;
+                let p = self.patch_embedding.patch_size();
+                let positions = super::siglip2_naflex::resized_positions(grid, *side, (h / p, w / p))?;
+                patches.broadcast_add(&positions.to_dtype(patches.dtype())?)?
+            }
+        };
         self.post_norm.forward(&run_blocks(&self.blocks, xs, None)?)
     }
 }
@@ -248,9 +272,19 @@ pub struct Siglip {
 
 impl Siglip {
     fn from_weights(config: &SiglipConfig, w: &Weights) -> Result<Self> {
-        let (tc, vc) = (&config.text_config, &config.vision_config);
-        let (tt, vt) = (config.text_tower()?, vc.tower()?);
-        let v = w.pp("vision_model");
+        let vision = VisionTower::load(&w.pp("vision_model"), &config.vision_config)?;
+        Self::assemble(vision, &config.vision_config.tower()?, &config.text_config, w)
+    }
+
+    /// The model around `vision` (whose blocks are `vision_tower`'s shape): the pooling head,
+    /// the text tower of `tc`, and the logit scale and bias, from `w`.
+    pub(super) fn assemble(
+        vision: VisionTower,
+        vision_tower: &Tower,
+        tc: &SiglipTextConfig,
+        w: &Weights,
+    ) -> Result<Self> {
+        let tt = tc.tower()?;
         let t = w.pp("text_model");
         let scalar = |name: &str| -> Result<f32> {
             w.get(1, name)?
@@ -259,8 +293,8 @@ impl Siglip {
                 .map_err(|e| Error::compute(&format!("read {name}"), e))
         };
         Ok(Self {
-            vision: VisionTower::load(&v, vc)?,
-            pool: AttentionPool::load(&v.pp("head"), &vt)?,
+            vision,
+            pool: AttentionPool::load(&w.pp("vision_model.head"), vision_tower)?,
             token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
             text_positions: t
                 .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
@@ -306,6 +340,12 @@ impl Siglip {
 
     /// Pooled text features (`SiglipTextModel`'s `pooler_output`) of equal-length id rows.
     pub fn text_features(&self, ids: &[Vec<u32>]) -> Result<Tensor> {
+        self.masked_text_features(ids, None)
+    }
+
+    /// The same with each row's attention mask (1 for a token, 0 for padding), as
+    /// `transformers` applies the processor's `attention_mask`: the padding hidden as a key.
+    pub fn masked_text_features(&self, ids: &[Vec<u32>], attention: Option<&[Vec<u32>]>) -> Result<Tensor> {
         let run = || -> candle_core::Result<Tensor> {
             let b = ids.len();
             let s = ids.first().map(Vec::len).unwrap_or(0);
@@ -317,7 +357,17 @@ impl Siglip {
             let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
             let xs = self.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
             let xs = xs.broadcast_add(&self.text_positions.narrow(0, 0, s)?)?;
-            let xs = self.final_norm.forward(&run_blocks(&self.text_blocks, xs, None)?)?;
+            let mask = match attention {
+                None => None,
+                Some(rows) if rows.len() == b && rows.iter().all(|r| r.len() == s) => {
+                    // `transformers`' eager mask: the dtype's lowest value where a key is padding.
+                    let terms: Vec<f32> =
+                        rows.iter().flatten().map(|&keep| if keep == 0 { f32::MIN } else { 0.0 }).collect();
+                    Some(Tensor::from_vec(terms, (b, 1, 1, s), &self.device)?.to_dtype(xs.dtype())?)
+                }
+                Some(_) => candle_core::bail!("SigLIP attention masks must match their id rows"),
+            };
+            let xs = self.final_norm.forward(&run_blocks(&self.text_blocks, xs, mask.as_ref())?)?;
             self.text_head.forward(&token(&xs, s - 1)?)
         };
         run().map_err(|e| Error::compute("encode texts", e))
@@ -334,8 +384,8 @@ pub enum SiglipText {
 impl SiglipText {
     /// The tokenizer of `files`, preparing captions as `prep` says. SigLIP's own tokenizer
     /// canonicalises in `transformers` as its authors do, so both preparations are the same there.
-    pub fn of(files: &ModelFiles, config: &SiglipConfig, prep: TextPrep) -> Result<Self> {
-        let (tc, path) = (&config.text_config, &files.tokenizer);
+    pub fn of(files: &ModelFiles, tc: &SiglipTextConfig, prep: TextPrep) -> Result<Self> {
+        let path = &files.tokenizer;
         let inner = crate::tokenizer::open(path)?;
         if Siglip2Tokenizer::is_gemma_vocabulary(&inner) {
             let settings = files.tokenizer_settings.as_deref();
@@ -351,6 +401,15 @@ impl SiglipText {
         match self {
             SiglipText::Siglip(t) => t.encode(text),
             SiglipText::Siglip2(t) => t.encode(text),
+        }
+    }
+
+    /// The ids and, where the preparation masks padding (`transformers`' processor with a
+    /// Gemma tokenizer, whose `attention_mask` reaches the model), the attention mask.
+    pub fn encode_with_mask(&self, text: &str) -> Result<(Vec<u32>, Option<Vec<u32>>)> {
+        match self {
+            SiglipText::Siglip(t) => Ok((t.encode(text)?, None)),
+            SiglipText::Siglip2(t) => t.encode_with_mask(text),
         }
     }
 
@@ -379,13 +438,18 @@ impl SiglipEncoder {
 
     pub fn load_with(files: &ModelFiles, prep: TextPrep, dtype: DType, device: &Device) -> Result<Self> {
         let config = SiglipConfig::from_file(&files.config)?;
-        let tokenizer = SiglipText::of(files, &config, prep)?;
+        let tokenizer = SiglipText::of(files, &config.text_config, prep)?;
         let size = config.vision_config.image_size;
         let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::stretch(size, HALF, HALF), size)?;
         let w = Weights::open(&files.weights, dtype, device)?;
         let model = Siglip::from_weights(&config, &w)?;
         w.check_every_tensor_used("SigLIP", &[".position_ids"])?;
         Ok(Self { model, tokenizer, preprocessor })
+    }
+
+    /// From a loaded model, its tokenizer and its preprocessing (SigLIP 2 NaFlex's loader).
+    pub(super) fn from_parts(model: Siglip, tokenizer: SiglipText, preprocessor: Preprocessor) -> Self {
+        Self { model, tokenizer, preprocessor }
     }
 
     pub fn model(&self) -> &Siglip {
@@ -416,8 +480,7 @@ impl DualEncoder for SiglipEncoder {
     }
 
     fn encode_texts(&self, texts: &[&str]) -> Result<Tensor> {
-        let ids = texts.iter().map(|t| self.tokenizer.encode(t)).collect::<Result<Vec<_>>>()?;
-        l2_normalise(&self.model.text_features(&ids)?).map_err(|e| Error::compute("normalise text embeddings", e))
+        encode_texts(&self.model, &self.tokenizer, texts)
     }
 
     /// `σ(exp(logit_scale) · cos + logit_bias)`, SigLIP's per-pair match probability.
@@ -425,6 +488,15 @@ impl DualEncoder for SiglipEncoder {
         let (scale, bias) = self.model.logit_scale_and_bias();
         Similarity { scale, bias, sigmoid: true }
     }
+}
+
+/// L2-normalised text embeddings of `texts`, masked where the preparation masks padding.
+pub(super) fn encode_texts(model: &Siglip, tokenizer: &SiglipText, texts: &[&str]) -> Result<Tensor> {
+    let (ids, masks): (Vec<_>, Vec<_>) =
+        texts.iter().map(|t| tokenizer.encode_with_mask(t)).collect::<Result<Vec<_>>>()?.into_iter().unzip();
+    let masks: Option<Vec<Vec<u32>>> = masks.into_iter().collect();
+    let features = model.masked_text_features(&ids, masks.as_deref())?;
+    l2_normalise(&features).map_err(|e| Error::compute("normalise text embeddings", e))
 }
 
 /// SigLIP and SigLIP 2 (fixed resolution) in Hugging Face layout (`SiglipModel`), as
@@ -439,7 +511,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     default_preprocessor: |size| Some(Preprocessor::stretch(size, HALF, HALF)),
     caption_limit: |files, prep| {
         let config = SiglipConfig::from_file(&files.config)?;
-        let tokenizer = SiglipText::of(files, &config, prep)?;
+        let tokenizer = SiglipText::of(files, &config.text_config, prep)?;
         Ok(CaptionLimit::new(config.text_config.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
     },
     load: |choice, files, dtype, device| {

@@ -348,12 +348,18 @@ impl PatchEmbedding {
 
     /// The conv weight `name` of shape `(width, channels, p, p)`, and its bias if `bias`.
     pub fn load(w: &Weights, width: usize, channels: usize, patch: usize, bias: bool) -> Result<Self> {
-        let weight = w
-            .get((width, channels, patch, patch), "weight")?
+        let weight = w.get((width, channels, patch, patch), "weight")?;
+        let bias = if bias { Some(w.get(width, "bias")?) } else { None };
+        Self::from_conv(weight, bias)
+    }
+
+    /// From a conv weight `(width, channels, p, p)` and its bias.
+    pub fn from_conv(weight: Tensor, bias: Option<Tensor>) -> Result<Self> {
+        let (width, channels, patch, _) = weight.dims4().map_err(|e| Error::compute("read the patch embedding", e))?;
+        let weight = weight
             .reshape((width, channels * patch * patch))
             .map_err(|e| Error::compute("lay out the patch embedding", e))?;
         let dtype = weight.dtype();
-        let bias = if bias { Some(w.get(width, "bias")?) } else { None };
         Ok(Self { projection: Dense::from_weights(weight, bias)?, dtype, patch })
     }
 

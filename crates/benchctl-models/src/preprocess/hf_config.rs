@@ -97,8 +97,14 @@ impl ImageSettings {
     /// Whether the image processor runs `convert_to_rgb` (`do_convert_rgb`): absent, the
     /// processors' default (true); `null`, false, as `transformers` then skips it.
     pub fn converts_rgb(&self) -> Result<bool> {
+        self.converts_rgb_or(true)
+    }
+
+    /// [`ImageSettings::converts_rgb`] for a processor whose own default is `absent` (false
+    /// for `Siglip2ImageProcessor`, which declares none).
+    pub fn converts_rgb_or(&self, absent: bool) -> Result<bool> {
         match self.json.get("do_convert_rgb") {
-            None => Ok(true),
+            None => Ok(absent),
             Some(Value::Null) => Ok(false),
             Some(Value::Bool(b)) => Ok(*b),
             Some(other) => Err(self.bad("do_convert_rgb", format!("expected true, false or null, got {other}"))),
@@ -211,9 +217,25 @@ impl Keys<'_> {
         })
     }
 
+    /// A patch budget's resize (`Siglip2ImageProcessor`): `patch_size` and `max_num_patches`,
+    /// each the default where absent; the side it gives is the patch's.
+    fn patches(&self, patch: usize, max_patches: usize) -> Result<(Resize, usize)> {
+        let read = |key: &str, default: usize| self.get(key).map_or(Ok(default), |v| self.number(v, key));
+        let patch = read("patch_size", patch)?;
+        let max_patches = read("max_num_patches", max_patches)?;
+        // The largest image the budget allows must stay within the resize's pixel bound.
+        if (max_patches as u64).saturating_mul((patch * patch) as u64) > super::MAX_RESIZED_PIXELS {
+            return Err(self.bad("max_num_patches", format!("{max_patches} patches of {patch} px is too many pixels")));
+        }
+        Ok((Resize::Patches { patch, max_patches }, patch))
+    }
+
     /// The resize and the square side it gives, from `size` and (with `do_center_crop`)
     /// `crop_size`.
     fn resize(&self, defaults: &Preprocessor) -> Result<(Resize, usize)> {
+        if let Resize::Patches { patch, max_patches } = defaults.resize {
+            return self.patches(patch, max_patches);
+        }
         let crop = if self.flag("do_center_crop", self.crops_by_default)? { self.extent("crop_size")? } else { None };
         match (self.extent("size")?, crop) {
             (Some(Extent::ShortestEdge(edge)), Some(Extent::ShortestEdge(c))) if c <= edge => {
@@ -231,7 +253,7 @@ impl Keys<'_> {
 }
 
 /// The preprocessing `settings` ask for on top of `defaults`.
-pub(super) fn read(settings: &ImageSettings, defaults: &Preprocessor) -> Result<Preprocessor> {
+pub(crate) fn read(settings: &ImageSettings, defaults: &Preprocessor) -> Result<Preprocessor> {
     let keys = Keys { settings, crops_by_default: defaults.resize == Resize::ShorterSideThenCrop };
     // Pillow's filters by number; absent means the processors' default, bicubic.
     let filter = match keys.get("resample").map(|r| (r, r.as_u64())) {

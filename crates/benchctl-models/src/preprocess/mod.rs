@@ -22,8 +22,11 @@
 
 mod hf_config;
 mod resample;
+mod sizes;
 
+pub(crate) use hf_config::read as read_settings;
 pub use hf_config::ImageSettings;
+pub use sizes::{patch_grid_size, smart_resize, NATIVE_MAX_ASPECT};
 
 use benchctl_cpu::Tier;
 use benchctl_suites::image::{cmyk_to_rgb, muldiv255};
@@ -61,31 +64,18 @@ pub enum Resize {
     /// `max_pixels` pixels, the aspect ratio kept as `qwen_vl_utils.smart_resize` keeps it
     /// (Qwen3-VL). `size` is then unused: every image has its own ([`Preprocessor::output_size`]).
     Native { factor: usize, min_pixels: usize, max_pixels: usize },
+    /// Each image near its own aspect ratio as a grid of at most `max_patches` patches of
+    /// `patch × patch` pixels, no crop: the largest scale whose sides, rounded up to multiples
+    /// of `patch` (at least one patch each), fit, found as `Siglip2ImageProcessor` finds it
+    /// ([`patch_grid_size`]; SigLIP 2 NaFlex). `size` is the patch side.
+    Patches { patch: usize, max_patches: usize },
 }
 
-/// The widest aspect ratio `qwen_vl_utils.smart_resize` accepts.
-pub const NATIVE_MAX_ASPECT: f64 = 200.0;
-
-/// `qwen_vl_utils.smart_resize` of an image `height × width`: the `(height, width)` it is
-/// resized to. Python's `round` (half to even) and float arithmetic, as there.
-pub fn smart_resize(
-    height: usize,
-    width: usize,
-    factor: usize,
-    min_pixels: usize,
-    max_pixels: usize,
-) -> (usize, usize) {
-    let (h, w, f) = (height as f64, width as f64, factor as f64);
-    let round = |x: f64| ((x / f).round_ties_even() * f) as usize;
-    let (mut h_bar, mut w_bar) = (factor.max(round(h)), factor.max(round(w)));
-    if h_bar * w_bar > max_pixels {
-        let beta = (h * w / max_pixels as f64).sqrt();
-        (h_bar, w_bar) = (((h / beta / f).floor() * f) as usize, ((w / beta / f).floor() * f) as usize);
-    } else if h_bar * w_bar < min_pixels {
-        let beta = (min_pixels as f64 / (h * w)).sqrt();
-        (h_bar, w_bar) = (((h * beta / f).ceil() * f) as usize, ((w * beta / f).ceil() * f) as usize);
+impl Resize {
+    /// Whether each image keeps a size of its own ([`Resize::Native`], [`Resize::Patches`]).
+    pub fn keeps_own_size(self) -> bool {
+        matches!(self, Resize::Native { .. } | Resize::Patches { .. })
     }
-    (h_bar, w_bar)
 }
 
 /// Whose arithmetic the crop offset and the rescale follow.
@@ -262,6 +252,9 @@ impl Preprocessor {
             Resize::Native { factor, min_pixels, max_pixels } => {
                 format!("native size in multiples of {factor}, {min_pixels}–{max_pixels} pixels")
             }
+            Resize::Patches { patch, max_patches } => {
+                format!("aspect ratio kept, at most {max_patches} patches of {patch} px")
+            }
         };
         let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
         let pipeline = match self.pipeline {
@@ -269,10 +262,7 @@ impl Preprocessor {
             Pipeline::Transformers { .. } => "transformers",
         };
         let filter = self.filter.name();
-        let size = match self.resize {
-            Resize::Native { .. } => String::new(),
-            _ => format!("{} px ", self.size),
-        };
+        let size = if self.resize.keeps_own_size() { String::new() } else { format!("{} px ", self.size) };
         let (mean, std, modes) = (fmt(&self.mean), fmt(&self.std), self.modes.name());
         format!("{size}{how}, {filter}, mean {mean} std {std} ({pipeline}; {modes})")
     }
@@ -310,9 +300,10 @@ impl Preprocessor {
 
     /// The `(width, height)` an input image of `w × h` pixels becomes.
     pub fn output_size(&self, w: usize, h: usize) -> (usize, usize) {
-        match self.resize {
-            Resize::Native { .. } => self.resized_size(w, h),
-            _ => (self.size, self.size),
+        if self.resize.keeps_own_size() {
+            self.resized_size(w, h)
+        } else {
+            (self.size, self.size)
         }
     }
 
@@ -323,11 +314,14 @@ impl Preprocessor {
     }
 
     /// How many images one encoder batch of `batch` holds: one where images keep their own
-    /// sizes ([`Resize::Native`]: their pixels, and a fusion model's states, differ in shape).
+    /// sizes ([`Resize::keeps_own_size`]: their pixels, and a fusion model's states, differ in
+    /// shape). A dual encoder's image batches group their images by size instead
+    /// (`benchctl`'s `encode::load_pixel_groups`).
     pub fn images_per_batch(&self, batch: usize) -> usize {
-        match self.resize {
-            Resize::Native { .. } => 1,
-            _ => batch.max(1),
+        if self.resize.keeps_own_size() {
+            1
+        } else {
+            batch.max(1)
         }
     }
 
@@ -351,7 +345,7 @@ impl Preprocessor {
     /// The resized image's size and the window of it the crop keeps (columns, rows).
     pub fn crop_window(&self, w: usize, h: usize) -> Window {
         let (new_w, new_h) = self.resized_size(w, h);
-        if let Resize::Native { .. } = self.resize {
+        if self.resize.keeps_own_size() {
             return Window { resized: (new_w, new_h), columns: 0..new_w, rows: 0..new_h };
         }
         let offset = |full: usize| match self.pipeline {
@@ -520,6 +514,10 @@ impl Preprocessor {
             Resize::Stretch => (self.size, self.size),
             Resize::Native { factor, min_pixels, max_pixels } => {
                 let (new_h, new_w) = smart_resize(h, w, factor, min_pixels, max_pixels);
+                (new_w, new_h)
+            }
+            Resize::Patches { patch, max_patches } => {
+                let (new_h, new_w) = patch_grid_size(h, w, patch, max_patches);
                 (new_w, new_h)
             }
         }

@@ -37,6 +37,59 @@ pub fn load_pixels(
     images: &[impl std::borrow::Borrow<ImageSource> + Sync],
     device: &Device,
 ) -> Result<Tensor> {
+    let mut batch = load_pixel_groups(prep, images, device)?;
+    match batch.groups.pop() {
+        Some((_, pixels)) if batch.groups.is_empty() => Ok(pixels),
+        _ => Err(Error::new(ErrorKind::Compute, "stack an image batch: its images were resized to different sizes")),
+    }
+}
+
+/// A batch of decoded images stacked by output size: one `(n, 3, height, width)` tensor where
+/// the preprocessor gives every image one size; for one that keeps each image's own
+/// (SigLIP 2 NaFlex), one tensor per size, so that a dual encoder still encodes images of
+/// equal size together and none is padded.
+pub struct PixelBatch {
+    rows: usize,
+    /// The batch's rows of each size (in order of first appearance) and their pixels.
+    groups: Vec<(Vec<usize>, Tensor)>,
+}
+
+impl PixelBatch {
+    /// `encode` on each group, its outputs back in the batch's row order: `(rows, …)`.
+    pub fn encode(&self, mut encode: impl FnMut(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
+        if let [(_, pixels)] = &self.groups[..] {
+            return encode(pixels);
+        }
+        // Where each row lands when the groups' outputs are stacked one after another.
+        let mut at = vec![0u32; self.rows];
+        for (position, &row) in self.groups.iter().flat_map(|(rows, _)| rows).enumerate() {
+            at[row] = position as u32;
+        }
+        let outputs = self.groups.iter().map(|(_, pixels)| encode(pixels)).collect::<Result<Vec<_>>>()?;
+        let compute =
+            |e: candle_core::Error| Error::caused_by(ErrorKind::Compute, format!("gather an image batch: {e}"), e);
+        let stacked = Tensor::cat(&outputs, 0).map_err(compute)?;
+        let at = Tensor::new(at, stacked.device()).map_err(compute)?;
+        stacked.index_select(&at, 0).map_err(compute)
+    }
+
+    /// The number of images.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+}
+
+/// Decoded and preprocessed `images` on `device` (decoding on all cores), grouped by output
+/// size ([`PixelBatch`]).
+pub fn load_pixel_groups(
+    prep: &Preprocessor,
+    images: &[impl std::borrow::Borrow<ImageSource> + Sync],
+    device: &Device,
+) -> Result<PixelBatch> {
     let pixels: Vec<((usize, usize), Vec<f32>)> = images
         .par_iter()
         .map(|s| {
@@ -49,14 +102,27 @@ pub fn load_pixels(
             Ok((prep.output_size(w as usize, h as usize), preprocess(prep, &img)))
         })
         .collect::<Result<_>>()?;
-    let (w, h) = pixels.first().map_or((prep.size, prep.size), |(size, _)| *size);
-    if pixels.iter().any(|(size, _)| *size != (w, h)) {
-        return Err(Error::new(ErrorKind::Compute, "stack an image batch: its images were resized to different sizes"));
+    let mut sizes: Vec<(usize, usize)> = Vec::new();
+    for (size, _) in &pixels {
+        if !sizes.contains(size) {
+            sizes.push(*size);
+        }
     }
-    let flat: Vec<f32> = pixels.into_iter().flat_map(|(_, values)| values).collect();
-    Tensor::from_vec(flat, (images.len(), 3, h, w), &Device::Cpu)
-        .and_then(|t| t.to_device(device))
-        .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
+    if sizes.is_empty() {
+        sizes.push((prep.size, prep.size));
+    }
+    let groups = sizes
+        .into_iter()
+        .map(|(w, h)| {
+            let rows: Vec<usize> = (0..pixels.len()).filter(|&i| pixels[i].0 == (w, h)).collect();
+            let flat: Vec<f32> = rows.iter().flat_map(|&i| pixels[i].1.iter().copied()).collect();
+            Tensor::from_vec(flat, (rows.len(), 3, h, w), &Device::Cpu)
+                .and_then(|t| t.to_device(device))
+                .map(|t| (rows, t))
+                .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("stack an image batch: {e}"), e))
+        })
+        .collect::<Result<_>>()?;
+    Ok(PixelBatch { rows: images.len(), groups })
 }
 
 pub(crate) fn progress(len: usize, what: &str) -> ProgressBar {
@@ -93,18 +159,18 @@ impl<'a> Encoder<'a> {
 pub(crate) fn prepare_images<'a>(
     encoder: Encoder<'a>,
     images: &'a (impl SourceList + ?Sized),
-) -> impl Fn(&[usize]) -> Result<Tensor> + Sync + 'a {
+) -> impl Fn(&[usize]) -> Result<PixelBatch> + Sync + 'a {
     let (prep, device) = (encoder.model.map(|m| m.preprocessor().clone()), encoder.device);
     move |chunk: &[usize]| {
         let prep = prep.as_ref().ok_or_else(Encoder::not_loaded)?;
         let sources: Vec<ImageSource> = chunk.iter().map(|&i| images.source(i)).collect();
-        load_pixels(prep, &sources, device)
+        load_pixel_groups(prep, &sources, device)
     }
 }
 
 /// The image tower on a prepared batch.
-pub(crate) fn encode_pixels(encoder: Encoder<'_>) -> impl FnMut(Tensor) -> Result<Tensor> + '_ {
-    move |pixels: Tensor| Ok(encoder.model()?.encode_images(&pixels)?)
+pub(crate) fn encode_pixels(encoder: Encoder<'_>) -> impl FnMut(PixelBatch) -> Result<Tensor> + '_ {
+    move |batch: PixelBatch| batch.encode(|pixels| Ok(encoder.model()?.encode_images(pixels)?))
 }
 
 /// A batch of `texts`.

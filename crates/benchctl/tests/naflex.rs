@@ -1,0 +1,56 @@
+//! A model whose images keep their own sizes (SigLIP 2 NaFlex, the tiny fixture) through
+//! `eval`: a batch of images of several sizes is encoded size by size and its embeddings put
+//! back in order, so every image scores as it does encoded alone (`--batch-size 1`).
+
+mod common;
+
+use common::{demo_suite, dump_path, eval_model, scratch_dir};
+
+/// The demo suite with its images resized to six different sizes (two to four of each).
+fn demo_of_mixed_sizes() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    common::copy_tree(&demo_suite(), dir.path());
+    let sizes = [(96, 64), (40, 90), (130, 31), (64, 64), (17, 11), (200, 120)];
+    let mut images: Vec<_> =
+        std::fs::read_dir(dir.path().join("images")).unwrap().flatten().map(|e| e.path()).collect();
+    images.sort();
+    for (i, path) in images.iter().enumerate() {
+        let (w, h) = sizes[(i * 5) % sizes.len()];
+        let resized = image::open(path).unwrap().resize_exact(w, h, image::imageops::FilterType::Triangle);
+        resized.save(path).unwrap();
+    }
+    dir
+}
+
+fn scores(path: &std::path::Path, run: &serde_json::Value) -> Vec<f64> {
+    std::fs::read_to_string(dump_path(path, run))
+        .unwrap()
+        .lines()
+        .flat_map(|line| {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let cells: Vec<f64> =
+                row["scores"].as_array().unwrap().iter().flat_map(benchctl_testkit::json_numbers).collect();
+            cells
+        })
+        .collect()
+}
+
+#[test]
+fn images_of_several_sizes_in_one_batch_score_as_each_alone() {
+    let model = benchctl_testkit::fixture_model("siglip2-naflex-tiny");
+    let data = demo_of_mixed_sizes();
+    let results = scratch_dir("naflex");
+    let (alone_path, alone, _) = eval_model(&model, "winoground", data.path(), &results, &["--batch-size", "1"], &[]);
+    let (mixed_path, mixed, _) = eval_model(&model, "winoground", data.path(), &results, &["--batch-size", "16"], &[]);
+    let (alone, mixed) = (scores(&alone_path, &alone), scores(&mixed_path, &mixed));
+    assert_eq!(alone.len(), 8 * 4);
+    let d = alone.iter().zip(&mixed).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(d <= 1e-5, "a batch of mixed sizes moves scores by {d}");
+    // The sizes matter (the same images at one size score otherwise), so the comparison above
+    // would see rows put back in the wrong order.
+    let demo = scratch_dir("naflex-demo");
+    let (demo_path, demo_run, _) = eval_model(&model, "winoground", &demo_suite(), &demo, &[], &[]);
+    let one_size = scores(&demo_path, &demo_run);
+    let moved = one_size.iter().zip(&mixed).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    assert!(moved > 1e-3, "resizing the images moved no score ({moved})");
+}
