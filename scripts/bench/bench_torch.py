@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch + transformers side of `just bench-vs-torch`: the same architecture (full-size,
-random weights: `--model clip-vit-b32`, CLIP ViT-B/32, or `siglip2-base-patch16-224`, SigLIP 2
-B/16 at 224 px with its 256k Gemma vocabulary and 64-token texts), batch, threads and text
+random weights: `--model clip-vit-b32`, CLIP ViT-B/32; `siglip2-base-patch16-224`, SigLIP 2
+B/16 at 224 px with its 256k Gemma vocabulary and 64-token texts; `siglip2-base-patch16-naflex`,
+SigLIP 2 NaFlex B/16 on 256 × 256 images, a full budget of 256 patches each, its position grid
+resized to 16 × 16 on both sides), batch, threads and text
 length as `benchctl bench`, timed the same way (one warm-up batch, then `--iters` timed
 batches), then benchctl itself, and one table with both, their ratio, and each side's share of
 the tier's measured fp32 FMA peak.
@@ -13,7 +15,7 @@ built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTo
 `ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
 is imported. The script refuses to compare when benchctl reports another tier.
 
-Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224]
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex]
                                      [--tier best|avx512|avx2]
                                      [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
                                      [--retrieval]
@@ -41,6 +43,9 @@ SHAPES = {
     "siglip2-base-patch16-224": {"image": 224, "patch": 16, "width": 768, "mlp": 3072, "layers": 12,
                                  "class_token": False, "text_width": 768, "text_mlp": 3072, "text_layers": 12,
                                  "vocab": 256000, "fixed_text": 64},
+    "siglip2-base-patch16-naflex": {"image": 256, "patch": 16, "width": 768, "mlp": 3072, "layers": 12,
+                                    "class_token": False, "text_width": 768, "text_mlp": 3072, "text_layers": 12,
+                                    "vocab": 256000, "fixed_text": 64, "naflex": True},
 }
 
 
@@ -82,8 +87,13 @@ def torch_model(name):
     if name == "clip-vit-b32":
         from transformers import CLIPConfig, CLIPModel
         return CLIPModel(CLIPConfig())  # the defaults are openai/clip-vit-base-patch32's shape
-    from transformers import SiglipConfig, SiglipModel
     shape = SHAPES[name]
+    if shape.get("naflex"):
+        from transformers import Siglip2Config, Siglip2Model
+        return Siglip2Model(Siglip2Config(
+            text_config=dict(vocab_size=shape["vocab"], max_position_embeddings=shape["fixed_text"]),
+            vision_config=dict(num_patches=(shape["image"] // shape["patch"]) ** 2, patch_size=shape["patch"])))
+    from transformers import SiglipConfig, SiglipModel
     return SiglipModel(SiglipConfig(
         text_config=dict(vocab_size=shape["vocab"], hidden_size=shape["text_width"],
                          intermediate_size=shape["text_mlp"], num_hidden_layers=shape["text_layers"],
@@ -99,14 +109,22 @@ def torch_side(args, tokens):
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = torch_model(args.model).eval()
-    size = SHAPES[args.model]["image"]
-    pixels = torch.randn(args.batch, 3, size, size)
+    shape = SHAPES[args.model]
+    size = shape["image"]
+    if shape.get("naflex"):
+        # The processor's output for square images: every patch of the budget real.
+        grid, patch = size // shape["patch"], shape["patch"]
+        image_inputs = {"pixel_values": torch.randn(args.batch, grid * grid, 3 * patch * patch),
+                        "pixel_attention_mask": torch.ones(args.batch, grid * grid, dtype=torch.long),
+                        "spatial_shapes": torch.tensor([[grid, grid]] * args.batch)}
+    else:
+        image_inputs = {"pixel_values": torch.randn(args.batch, 3, size, size)}
     vocab = model.config.text_config.vocab_size
     # The same ids as benchctl's benchmark: pseudo-random below the end token, which closes each text.
     ids = torch.tensor([[(b * 7919 + t * 104_729) % (vocab - 2) for t in range(tokens - 1)] + [vocab - 1]
                         for b in range(args.batch)])
     with torch.inference_mode():
-        image = timed(args.iters, lambda: model.get_image_features(pixel_values=pixels))
+        image = timed(args.iters, lambda: model.get_image_features(**image_inputs))
         text = timed(args.iters, lambda: model.get_text_features(input_ids=ids))
     info = {"version": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability()}
     return {"image": summary(args.batch, image), "text": summary(args.batch, text)}, info

@@ -3,7 +3,10 @@ ViT-B/32 in Hugging Face layout (`b32`), an OpenCLIP ViT-B-32 in open_clip's lay
 (`openclip`) and a DFN-5B-shaped OpenCLIP ViT-H-14-378-quickgelu with `resize_mode: squash`
 and its weights as `open_clip_pytorch_model.bin` (`dfn`, as Apple's repos hold it) scored by
 `benchctl eval` and by its reference (`transformers` with its PIL image processor; open_clip
-loading the same directory with `local-dir:`) on the same PNG files of many sizes and modes
+loading the same directory with `local-dir:`), and a SigLIP 2 NaFlex base/16 (`naflex`:
+`Siglip2Model` at its hub shape, 256 patches, with the fixture's Gemma-style vocabulary; the
+authors' captions as open_clip's `HFTokenizer(clean="canonicalize")` prepares them, each item's
+two images in one padded batch as the processor makes it) on the same PNG files of many sizes and modes
 (the fixture images, and a real photo from ../shared cut to six aspect ratios in six modes),
 the largest difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB
 to 4 GB); run it after a change to preprocessing or the models, and note the numbers in
@@ -11,7 +14,7 @@ docs/models.md.
 
     pip install torch transformers open_clip_torch pillow safetensors
     cargo build --release -p benchctl
-    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn]
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex]
 """
 
 import argparse
@@ -174,7 +177,38 @@ def dfn_h14_378(binary, tmp, lines):
     return compare("DFN-5B-shaped OpenCLIP ViT-H-14-378 (squash, .bin), vs open_clip", ours, theirs)
 
 
-MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378}
+def siglip2_naflex(binary, tmp, lines):
+    import open_clip
+    from transformers import Siglip2Config, Siglip2Model
+    from transformers.models.siglip2.image_processing_pil_siglip2 import Siglip2ImageProcessorPil
+    fixture = ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "siglip2-naflex-tiny"
+    torch.manual_seed(0)
+    vocab = len(json.loads((fixture / "tokenizer.json").read_text())["model"]["vocab"])
+    config = Siglip2Config(text_config=dict(vocab_size=vocab, pad_token_id=0, eos_token_id=1, bos_token_id=2))
+    model = Siglip2Model(config).eval()
+    out = tmp / "siglip2-base-patch16-naflex-random"
+    model.save_pretrained(str(out), safe_serialization=True)
+    settings = {"image_processor_type": "Siglip2ImageProcessor", "max_num_patches": 256, "patch_size": 16,
+                "resample": 2, "image_mean": [0.5] * 3, "image_std": [0.5] * 3, "rescale_factor": 1 / 255}
+    (out / "preprocessor_config.json").write_text(json.dumps(settings))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(fixture / name, out / name)
+    processor = Siglip2ImageProcessorPil(**settings)
+    tokenizer = open_clip.tokenizer.HFTokenizer(str(out), context_length=64, clean="canonicalize")
+    suite = tmp / "suite"
+    theirs = []
+    with torch.no_grad():
+        for line in lines:
+            # transformers refuses other modes without do_convert_rgb; load_image converts them.
+            imgs = [Image.open(suite / "images" / f"{line[k]}.png").convert("RGB") for k in ("image_0", "image_1")]
+            inputs = processor(imgs, return_tensors="pt")
+            ids = tokenizer([line["caption_0"], line["caption_1"]])
+            theirs.append(model(input_ids=ids, **inputs).logits_per_image.tolist())
+    return compare("SigLIP 2 NaFlex base/16, 256 patches, vs transformers", benchctl_scores(binary, out, suite, tmp / "r4"),
+                   theirs)
+
+
+MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378, "naflex": siglip2_naflex}
 
 
 def main():

@@ -52,6 +52,8 @@ pub enum BenchTowers {
     Clip,
     /// SigLIP's (`SiglipConfig`): SigLIP, SigLIP 2 at fixed resolution.
     Siglip,
+    /// SigLIP 2 NaFlex's (`Siglip2Config`), on square images filling the position grid.
+    Siglip2Naflex,
 }
 
 /// An architecture benchctl implements: a handle to its [`ArchitectureSpec`].

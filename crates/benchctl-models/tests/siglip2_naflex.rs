@@ -6,8 +6,8 @@
 //! logits (the processor's attention mask applied for `transformers`'), within 1e-4 in f32.
 
 use benchctl_models::hub;
-use benchctl_models::models::siglip::SiglipText;
-use benchctl_models::models::siglip2_naflex::{self, resized_positions};
+use benchctl_models::models::siglip::{resized_positions, SiglipText};
+use benchctl_models::models::siglip2_naflex;
 use benchctl_models::preprocess::{patch_grid_size, Preprocessor, Resize};
 use benchctl_models::registry::{self, TextPrep};
 use benchctl_models::{DualEncoder, ErrorKind};

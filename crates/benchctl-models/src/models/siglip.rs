@@ -177,7 +177,7 @@ pub(crate) enum Positions {
     /// One per patch of the trained grid: images must have that grid.
     Fixed(Tensor),
     /// A square grid of `side × side`, `(side², width)`, resized to each image's grid
-    /// ([`super::siglip2_naflex::resized_positions`]).
+    /// ([`resized_positions`]; SigLIP 2 NaFlex).
     Resized { grid: Tensor, side: usize },
 }
 
@@ -216,12 +216,45 @@ impl VisionTower {
             Positions::Resized { grid, side } => {
                 let (_, _, h, w) = pixels.dims4()?;
                 let p = self.patch_embedding.patch_size();
-                let positions = super::siglip2_naflex::resized_positions(grid, *side, (h / p, w / p))?;
+                let positions = resized_positions(grid, *side, (h / p, w / p))?;
                 patches.broadcast_add(&positions.to_dtype(patches.dtype())?)?
             }
         };
         self.post_norm.forward(&run_blocks(&self.blocks, xs, None)?)
     }
+}
+
+/// `Siglip2VisionEmbeddings.resize_positional_embeddings` for one image: the `side × side`
+/// grid (`(side², width)`) resized to `rows × columns` as `F.interpolate(mode="bilinear",
+/// align_corners=False, antialias=True)` resizes it, `(rows · columns, width)` in f32. Each
+/// axis has its own weights (a triangle widened by the downscale factor, each output's
+/// weights summing to 1), computed in f32 in `transformers`' order of operations.
+pub fn resized_positions(grid: &Tensor, side: usize, (rows, columns): (usize, usize)) -> candle_core::Result<Tensor> {
+    if rows == 0 || columns == 0 {
+        candle_core::bail!("resize position embeddings to an empty {rows}×{columns} grid");
+    }
+    let axis = |len: usize| -> Vec<Vec<f32>> {
+        let scale = side as f32 / len as f32;
+        let support = scale.max(1.0);
+        (0..len)
+            .map(|i| {
+                let centre = (i as f32 + 0.5) * scale - 0.5;
+                let weights: Vec<f32> =
+                    (0..side).map(|s| (1.0 - (s as f32 - centre).abs() / support).max(0.0)).collect();
+                let total: f32 = weights.iter().sum();
+                weights.iter().map(|w| w / total).collect()
+            })
+            .collect()
+    };
+    let (down, across) = (axis(rows), axis(columns));
+    let mut weights = Vec::with_capacity(rows * columns * side * side);
+    for r in &down {
+        for c in &across {
+            weights.extend(r.iter().flat_map(|&wr| c.iter().map(move |&wc| wr * wc)));
+        }
+    }
+    let weights = Tensor::from_vec(weights, (rows * columns, side * side), grid.device())?;
+    weights.matmul(&grid.to_dtype(DType::F32)?)
 }
 
 /// Multi-head attention pooling: a learned probe attends over the tokens, then a residual MLP.

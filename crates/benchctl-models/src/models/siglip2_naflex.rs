@@ -12,12 +12,12 @@
 //! - patches are embedded by a linear layer over the pixels of each patch, row by row with the
 //!   channels innermost (loaded as the equivalent convolution);
 //! - the square grid of position embeddings is resized to each image's grid, bilinear and
-//!   antialiased ([`resized_positions`]);
+//!   antialiased ([`super::siglip::resized_positions`]);
 //! - `Siglip2ImageProcessor` declares no `do_convert_rgb`, and without it refuses an image that
 //!   is not RGB; benchctl converts such an image as `transformers`' `load_image` does
 //!   (`convert("RGB")`), or composites it over white where the settings say `do_convert_rgb`.
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use serde::Deserialize;
 
 use super::siglip::{Positions, Siglip, SiglipEncoder, SiglipText, SiglipTextConfig, VisionTower};
@@ -124,39 +124,6 @@ impl Siglip2Config {
     }
 }
 
-/// `Siglip2VisionEmbeddings.resize_positional_embeddings` for one image: the `side × side`
-/// grid (`(side², width)`) resized to `rows × columns` as `F.interpolate(mode="bilinear",
-/// align_corners=False, antialias=True)` resizes it, `(rows · columns, width)` in f32. Each
-/// axis has its own weights (a triangle widened by the downscale factor, each output's
-/// weights summing to 1), computed in f32 in `transformers`' order of operations.
-pub fn resized_positions(grid: &Tensor, side: usize, (rows, columns): (usize, usize)) -> candle_core::Result<Tensor> {
-    if rows == 0 || columns == 0 {
-        candle_core::bail!("resize position embeddings to an empty {rows}×{columns} grid");
-    }
-    let axis = |len: usize| -> Vec<Vec<f32>> {
-        let scale = side as f32 / len as f32;
-        let support = scale.max(1.0);
-        (0..len)
-            .map(|i| {
-                let centre = (i as f32 + 0.5) * scale - 0.5;
-                let weights: Vec<f32> =
-                    (0..side).map(|s| (1.0 - (s as f32 - centre).abs() / support).max(0.0)).collect();
-                let total: f32 = weights.iter().sum();
-                weights.iter().map(|w| w / total).collect()
-            })
-            .collect()
-    };
-    let (down, across) = (axis(rows), axis(columns));
-    let mut weights = Vec::with_capacity(rows * columns * side * side);
-    for r in &down {
-        for c in &across {
-            weights.extend(r.iter().flat_map(|&wr| c.iter().map(move |&wc| wr * wc)));
-        }
-    }
-    let weights = Tensor::from_vec(weights, (rows * columns, side * side), grid.device())?;
-    weights.matmul(&grid.to_dtype(DType::F32)?)
-}
-
 /// The vision tower of a NaFlex checkpoint (`vision_model.*`).
 fn vision_tower(v: &Weights, config: &Siglip2VisionConfig) -> Result<VisionTower> {
     let (width, p, c) = (config.hidden_size, config.patch_size, config.num_channels);
@@ -245,6 +212,6 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |choice, files, dtype, device| {
         Ok(crate::Model::Dual(Box::new(load(files, choice.text_prep, dtype, device)?)))
     },
-    bench_towers: BenchTowers::None,
+    bench_towers: BenchTowers::Siglip2Naflex,
     pre_captions: false,
 });

@@ -1,8 +1,9 @@
 //! Encoder throughput on random weights: CLIP's and SigLIP's towers (SigLIP 2's at fixed
-//! resolution), and FIBER's unimodal and pair passes.
+//! resolution and NaFlex), and FIBER's unimodal and pair passes.
 
 use benchctl_models::models::clip::{Clip, ClipConfig};
 use benchctl_models::models::siglip::{Siglip, SiglipConfig};
+use benchctl_models::models::siglip2_naflex::{self, Siglip2Config};
 use benchctl_models::registry::{self, BenchTowers};
 use candle_core::{DType, Tensor};
 
@@ -18,7 +19,8 @@ enum Towers {
 
 impl Towers {
     /// The towers of `--model` (`clip-vit-b32`, `siglip-base-patch16-224`,
-    /// `siglip2-base-patch16-224` have their shapes here) or of `--config`.
+    /// `siglip2-base-patch16-224`, `siglip2-base-patch16-naflex` have their shapes here) or of
+    /// `--config`.
     fn build(args: &BenchPlan) -> Result<(String, Towers)> {
         let device = args.device.open()?;
         let dtype = args.dtype;
@@ -28,12 +30,17 @@ impl Towers {
         let siglip = |config: SiglipConfig| -> Result<Towers> {
             Ok(Towers::Siglip(Box::new(Siglip::random(&config, dtype, &device)?)))
         };
+        // Square images of the position grid's size: every patch of the budget a real one.
+        let naflex = |config: Siglip2Config| -> Result<Towers> {
+            Ok(Towers::Siglip(Box::new(siglip2_naflex::random(&config, dtype, &device)?)))
+        };
         if let Some(path) = &args.config {
             let name = path.display().to_string();
             let architecture = registry::detect_architecture(path)?;
             return match architecture.spec().bench_towers {
                 BenchTowers::Siglip => Ok((name, siglip(SiglipConfig::from_file(path)?)?)),
                 BenchTowers::Clip => Ok((name, clip(ClipConfig::from_file(path)?)?)),
+                BenchTowers::Siglip2Naflex => Ok((name, naflex(Siglip2Config::from_file(path)?)?)),
                 BenchTowers::None => Err(Error::new(
                     ErrorKind::Usage,
                     format!(
@@ -50,6 +57,7 @@ impl Towers {
                 siglip(SiglipConfig { text_config: Default::default(), vision_config: Default::default() })?
             }
             "siglip2-base-patch16-224" => siglip(SiglipConfig::siglip2_base_patch16_224())?,
+            "siglip2-base-patch16-naflex" => naflex(Siglip2Config::base_patch16_naflex())?,
             other => {
                 return Err(Error::new(
                     ErrorKind::Usage,
