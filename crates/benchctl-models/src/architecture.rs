@@ -108,7 +108,7 @@ impl Architecture {
             Some(prep) => Err(crate::Error::new(
                 crate::ErrorKind::BadConfig,
                 format!(
-                    "use --text-prep {}: a {} model prepares captions one way, its authors' (SigLIP 2 and MetaCLIP 2 offer both)",
+                    "use --text-prep {}: a {} model prepares captions one way, its authors' (SigLIP 2 offers both)",
                     prep.name(),
                     self.name()
                 ),
@@ -185,7 +185,7 @@ impl ScoreHead {
 
 /// How captions reach the tokenizer (`--text-prep`): as the model's authors prepared them in
 /// training and evaluation, or as `transformers`' processor does when called as the model card
-/// says. They differ for SigLIP 2 and MetaCLIP 2 (docs/models.md, "Captions").
+/// says. They differ for SigLIP 2 (docs/models.md, "Captions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TextPrep {
     /// The authors' (big_vision for SigLIP 2, as open_clip reproduces it).

@@ -237,6 +237,16 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: METACLIP2_TOKENIZER,
     },
     ModelEntry {
+        id: "metaclip2-mt5-worldwide-m16",
+        repo: "facebook/metaclip-2-mt5-worldwide-m16",
+        revision: "main",
+        architecture: metaclip2::ARCHITECTURE,
+        description: "MetaCLIP 2 ViT-M/16 on worldwide data with mT5's vocabulary (Chuang et al., 2025)",
+        preprocessing: CLIP_PREP_224,
+        activation: "from config.json",
+        tokenizer: "mT5 sentencepiece (250k), 77 tokens, no start token, pooled at </s>; captions as written",
+    },
+    ModelEntry {
         id: "blip-itm-base-coco",
         repo: "Salesforce/blip-itm-base-coco",
         revision: "7eaa90c11850c0b17fc38c6a11e7d88bd6ac231f",
@@ -292,8 +302,7 @@ const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's 
 const SIGLIP2_NAFLEX_PREP: &str = "aspect ratio kept, at most max_num_patches (256) patches of 16 px, bilinear, mean/std 0.5, from the checkpoint's preprocessor_config.json";
 const SIGLIP2_TOKENIZER: &str =
     "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
-const METACLIP2_TOKENIZER: &str =
-    "XLM-V sentencepiece (901,629), 77 tokens, pooled at </s>; captions cleaned as open_clip does (--text-prep transformers: as written)";
+const METACLIP2_TOKENIZER: &str = "XLM-V sentencepiece (901,629), 77 tokens, pooled at </s>; captions as written";
 const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
 const GEMMA3_TOKENIZER: &str = "Gemma SentencePiece (262k); t2v_metrics' prompt and \"Yes\"";
 

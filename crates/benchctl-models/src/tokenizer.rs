@@ -25,7 +25,8 @@ use crate::{Error, ErrorKind, Result};
 pub struct ClipTokenizer {
     inner: tokenizers::Tokenizer,
     max_len: usize,
-    bos: u32,
+    /// The start token; none for a vocabulary without one (mT5's).
+    bos: Option<u32>,
     eos: u32,
     cleaning: CaptionCleaning,
     cleaner: text_clean::TextCleaner,
@@ -42,9 +43,6 @@ pub enum CaptionCleaning {
     /// lower-cased as Python does (a final sigma as `ς`, which `tokenizer.json`'s per-character
     /// lower-casing does not know).
     OpenClip,
-    /// open_clip's `whitespace_clean(basic_clean(text))` without lower-casing: its
-    /// `HFTokenizer`'s default `clean="whitespace"`, for cased vocabularies (MetaCLIP 2).
-    OpenClipCased,
     /// The caption as written (`transformers`' tokenizers clean nothing).
     AsWritten,
 }
@@ -59,7 +57,6 @@ impl CaptionCleaning {
                 std::borrow::Cow::Owned(cleaner.html_unescape(&cleaner.html_unescape(text)))
             }
             CaptionCleaning::OpenClip => std::borrow::Cow::Owned(cleaner.open_clip_clean(text).to_lowercase()),
-            CaptionCleaning::OpenClipCased => std::borrow::Cow::Owned(cleaner.open_clip_clean(text)),
             CaptionCleaning::AsWritten => std::borrow::Cow::Borrowed(text),
         }
     }
@@ -107,19 +104,20 @@ fn body_ids(inner: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
 impl ClipTokenizer {
     /// Loads `tokenizer.json`; `max_len` is the text model's `max_position_embeddings`.
     pub fn from_file(path: &Path, max_len: usize, cleaning: CaptionCleaning) -> Result<Self> {
-        Self::with_specials(path, max_len, cleaning, [START_OF_TEXT, END_OF_TEXT])
+        Self::with_specials(path, max_len, cleaning, Some(START_OF_TEXT), END_OF_TEXT)
     }
 
-    /// The same with other start and end tokens (`<s>`, `</s>` for MetaCLIP 2's sentencepiece
-    /// vocabularies).
+    /// The same with other start and end tokens (`<s>`, `</s>` for MetaCLIP 2's XLM-V
+    /// vocabulary; no start token and `</s>` for its mT5 one).
     pub fn with_specials(
         path: &Path,
         max_len: usize,
         cleaning: CaptionCleaning,
-        [start, end]: [&str; 2],
+        start: Option<&str>,
+        end: &str,
     ) -> Result<Self> {
         let inner = open(path)?;
-        let bos = special(&inner, path, start)?;
+        let bos = start.map(|start| special(&inner, path, start)).transpose()?;
         let eos = special(&inner, path, end)?;
         check_len(max_len)?;
         Ok(Self { inner, max_len, bos, eos, cleaning, cleaner: text_clean::TextCleaner::new()? })
@@ -133,19 +131,24 @@ impl ClipTokenizer {
         self.max_len
     }
 
+    /// The text's tokens the context holds besides the special ones.
+    fn room(&self) -> usize {
+        self.max_len - 1 - usize::from(self.bos.is_some())
+    }
+
     /// How many of the text's tokens [`ClipTokenizer::encode`] drops to fit the context.
     pub fn tokens_cut(&self, text: &str) -> Result<usize> {
         let body = body_ids(&self.inner, &self.cleaning.apply(&self.cleaner, text))?;
-        Ok(body.len().saturating_sub(self.max_len - 2))
+        Ok(body.len().saturating_sub(self.room()))
     }
 
-    /// `[bos, tokens…, eos]`, at most `max_len` ids; a longer text keeps its first
-    /// `max_len − 2` tokens and the end token.
+    /// `[bos, tokens…, eos]` (no `bos` where the vocabulary has none), at most `max_len` ids;
+    /// a longer text keeps its first tokens and the end token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
         let body = body_ids(&self.inner, &self.cleaning.apply(&self.cleaner, text))?;
-        let keep = body.len().min(self.max_len - 2);
+        let keep = body.len().min(self.room());
         let mut ids = Vec::with_capacity(keep + 2);
-        ids.push(self.bos);
+        ids.extend(self.bos);
         ids.extend_from_slice(&body[..keep]);
         ids.push(self.eos);
         Ok(ids)

@@ -267,6 +267,7 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let text_prep = architecture.choose_text_prep(choice.text_prep)?;
     let mut record = model_record(id, &files, dtype, &device);
     record.score = Some(head.name().to_string());
+    record.architecture = Some(architecture.name().to_string());
     // Recorded where it is not the default, so that earlier runs' records read the same.
     let transformers_prep = text_prep == TextPrep::Transformers;
     record.text_prep = transformers_prep.then(|| text_prep.name().to_string());
@@ -326,6 +327,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
         }),
         image_settings: None,
         text_prep: None,
+        architecture: None,
     };
     let cache_identity = CacheIdentity::Endpoint(EndpointIdentity {
         url: endpoint.chat_url().to_string(),
@@ -367,5 +369,6 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         endpoint: None,
         image_settings: None,
         text_prep: None,
+        architecture: None,
     }
 }

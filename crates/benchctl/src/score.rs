@@ -204,6 +204,7 @@ impl Scored {
                 endpoint: None,
                 image_settings: None,
                 text_prep: None,
+                architecture: None,
             },
             suite: suite_record,
             batch_size: 0,

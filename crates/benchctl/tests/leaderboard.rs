@@ -30,6 +30,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             endpoint: None,
             image_settings: None,
             text_prep: None,
+            architecture: None,
         },
         suite: SuiteRecord {
             id: "winoground".into(),

@@ -42,6 +42,8 @@ fn images_of_several_sizes_in_one_batch_score_as_each_alone() {
     let results = scratch_dir("naflex");
     let (alone_path, alone, _) = eval_model(&model, "winoground", data.path(), &results, &["--batch-size", "1"], &[]);
     let (mixed_path, mixed, _) = eval_model(&model, "winoground", data.path(), &results, &["--batch-size", "16"], &[]);
+    // The run names the architecture its config was detected as.
+    assert_eq!(alone["model"]["architecture"], "siglip2-naflex", "{}", alone["model"]);
     let (alone, mixed) = (scores(&alone_path, &alone), scores(&mixed_path, &mixed));
     assert_eq!(alone.len(), 8 * 4);
     let d = alone.iter().zip(&mixed).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);

@@ -3,15 +3,16 @@
 //! <https://huggingface.co/facebook/metaclip-2-worldwide-huge-quickgelu>.
 //!
 //! CLIP's towers under CLIP's tensor names ([`super::clip`]); what sets it apart:
-//! - a multilingual sentencepiece vocabulary (XLM-V's 901,629 pieces in the worldwide
-//!   checkpoints), texts as `<s> pieces… </s>`, cut to the context keeping `</s>`;
-//! - the text pooled at the first `</s>` (`eos_token_id`, 2), without the largest-id rule
-//!   `CLIPTextModel` applies to configs whose `eos_token_id` is 2;
-//! - captions cased, cleaned as open_clip's `HFTokenizer` does for its `ViT-*-worldwide`
-//!   configs (ftfy, HTML references unescaped twice, whitespace collapsed), or as written
-//!   with `--text-prep transformers` (the tokenizer called as the model card does). The
-//!   vocabulary's own normaliser (NFKC) and whitespace split make the two differ only where
-//!   ftfy or the HTML unescaping change a caption.
+//! - a multilingual sentencepiece vocabulary: XLM-V's 901,629 pieces in the worldwide
+//!   checkpoints, texts as `<s> pieces… </s>`; mT5's in the `mt5` ones, texts as
+//!   `pieces… </s>` (no start token); cut to the context keeping `</s>`;
+//! - the text pooled at the first `</s>` (`eos_token_id`: 2 for XLM-V, 1 for mT5), without the
+//!   largest-id rule `CLIPTextModel` applies to configs whose `eos_token_id` is 2 — where the
+//!   authors' `WorldWideCLIP` pools (`text == 2`) and `mT5CLIP` too (`(text > 1).sum(-1)`,
+//!   the position after the text's pieces);
+//! - captions as written: the authors' `get_tokenizer` calls the `transformers` tokenizer with
+//!   no cleaning, as the model card does (open_clip's port of the worldwide configs cleans them
+//!   with ftfy and HTML unescaping first, which benchctl does not follow).
 
 use candle_core::{DType, Device};
 
@@ -22,22 +23,18 @@ use crate::preprocess::Preprocessor;
 use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
 use crate::{Error, ErrorKind, Result};
 
-/// The start and end tokens of MetaCLIP 2's sentencepiece vocabularies.
-const SPECIALS: [&str; 2] = ["<s>", "</s>"];
-
-fn cleaning(prep: TextPrep) -> CaptionCleaning {
-    match prep {
-        TextPrep::Authors => CaptionCleaning::OpenClipCased,
-        TextPrep::Transformers => CaptionCleaning::AsWritten,
-    }
-}
+/// The start token of MetaCLIP 2's XLM-V vocabulary (its mT5 one has none) and the end token
+/// of both.
+const START: &str = "<s>";
+const END: &str = "</s>";
 
 /// The tokenizer of `files` for `config`, whose `eos_token_id` must be its `</s>`: the text is
 /// pooled there.
-fn tokenizer(files: &ModelFiles, config: &ClipConfig, prep: TextPrep) -> Result<ClipTokenizer> {
+fn tokenizer(files: &ModelFiles, config: &ClipConfig) -> Result<ClipTokenizer> {
     let tc = &config.text_config;
-    let tokenizer =
-        ClipTokenizer::with_specials(&files.tokenizer, tc.max_position_embeddings, cleaning(prep), SPECIALS)?;
+    let start = crate::tokenizer::open(&files.tokenizer)?.token_to_id(START).map(|_| START);
+    let (path, context) = (&files.tokenizer, tc.max_position_embeddings);
+    let tokenizer = ClipTokenizer::with_specials(path, context, CaptionCleaning::AsWritten, start, END)?;
     if tokenizer.eos() != tc.eos_token_id || tokenizer.eos() as usize >= tc.vocab_size {
         return Err(Error::new(
             ErrorKind::Tokenizer,
@@ -55,9 +52,9 @@ fn tokenizer(files: &ModelFiles, config: &ClipConfig, prep: TextPrep) -> Result<
 }
 
 /// Loads a MetaCLIP 2 checkpoint as a CLIP [`ClipEncoder`] pooling at the first `</s>`.
-pub fn load(files: &ModelFiles, prep: TextPrep, dtype: DType, device: &Device) -> Result<ClipEncoder> {
+pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
     let config = ClipConfig::from_file(&files.config)?;
-    let tokenizer = tokenizer(files, &config, prep)?;
+    let tokenizer = tokenizer(files, &config)?;
     let size = config.vision_config.image_size;
     let preprocessor = Preprocessor::for_hf_model(files, Preprocessor::hf_clip(size), size)?;
     let model = Clip::load(config, &files.weights, dtype, device)?.pooling_at_first_eos();
@@ -71,16 +68,14 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     layout: HF_LAYOUT,
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Contrastive],
-    text_preps: &TextPrep::ALL,
+    text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |size| Some(Preprocessor::hf_clip(size)),
-    caption_limit: |files, prep| {
+    caption_limit: |files, _| {
         let config = ClipConfig::from_file(&files.config)?;
-        let tokenizer = tokenizer(files, &config, prep)?;
+        let tokenizer = tokenizer(files, &config)?;
         Ok(CaptionLimit::new(config.text_config.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
     },
-    load: |choice, files, dtype, device| {
-        Ok(crate::Model::Dual(Box::new(load(files, choice.text_prep, dtype, device)?)))
-    },
+    load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(load(files, dtype, device)?))),
     bench_towers: BenchTowers::Clip,
     pre_captions: false,
 });

@@ -130,7 +130,7 @@ pub struct ModelChoice {
     pub score: Option<String>,
     /// How captions reach the tokenizer: `authors` (as the model's authors trained and
     /// evaluated it; the default) or `transformers` (as transformers' processor prepares them,
-    /// called as the model card says). They differ for SigLIP 2 and MetaCLIP 2: docs/models.md, "Captions".
+    /// called as the model card says). They differ for SigLIP 2: docs/models.md, "Captions".
     #[arg(long, value_name = "PREP", value_parser = ["authors", "transformers"], help_heading = "Model and device")]
     pub text_prep: Option<String>,
 }

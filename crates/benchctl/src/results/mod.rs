@@ -134,6 +134,11 @@ pub struct ModelRecord {
     /// The caption preparation (`--text-prep`) where it is not the authors': `transformers`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_prep: Option<String>,
+    /// The architecture benchctl ran the files as (`siglip2-naflex`, `clip`, …): what their
+    /// config named and the code that produced the scores. Absent for servers, external models
+    /// and older run files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
 }
 
 /// [`ModelRecord::image_settings`] of a checkpoint without image settings.
