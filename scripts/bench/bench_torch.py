@@ -3,7 +3,8 @@
 random weights: `--model clip-vit-b32`, CLIP ViT-B/32; `siglip2-base-patch16-224`, SigLIP 2
 B/16 at 224 px with its 256k Gemma vocabulary and 64-token texts; `siglip2-base-patch16-naflex`,
 SigLIP 2 NaFlex B/16 on 256 × 256 images, a full budget of 256 patches each, its position grid
-resized to 16 × 16 on both sides), batch, threads and text
+resized to 16 × 16 on both sides; `pe-core-b16-224`, open_clip's PE-Core-B-16 with timm's tower,
+texts of its 32 tokens), batch, threads and text
 length as `benchctl bench`, timed the same way (one warm-up batch, then `--iters` timed
 batches), then benchctl itself, and one table with both, their ratio, and each side's share of
 the tier's measured fp32 FMA peak.
@@ -15,7 +16,7 @@ built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTo
 `ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
 is imported. The script refuses to compare when benchctl reports another tier.
 
-Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex]
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|pe-core-b16-224]
                                      [--tier best|avx512|avx2]
                                      [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
                                      [--retrieval]
@@ -46,6 +47,9 @@ SHAPES = {
     "siglip2-base-patch16-naflex": {"image": 256, "patch": 16, "width": 768, "mlp": 3072, "layers": 12,
                                     "class_token": False, "text_width": 768, "text_mlp": 3072, "text_layers": 12,
                                     "vocab": 256000, "fixed_text": 64, "naflex": True},
+    "pe-core-b16-224": {"image": 224, "patch": 16, "width": 768, "mlp": 3072, "layers": 12, "class_token": True,
+                        "text_width": 1024, "text_mlp": 4096, "text_layers": 24, "vocab": 49408, "fixed_text": 32,
+                        "open_clip": "PE-Core-B-16"},
 }
 
 
@@ -88,6 +92,9 @@ def torch_model(name):
         from transformers import CLIPConfig, CLIPModel
         return CLIPModel(CLIPConfig())  # the defaults are openai/clip-vit-base-patch32's shape
     shape = SHAPES[name]
+    if shape.get("open_clip"):
+        import open_clip
+        return open_clip.create_model(shape["open_clip"], pretrained=None)
     if shape.get("naflex"):
         from transformers import Siglip2Config, Siglip2Model
         return Siglip2Model(Siglip2Config(
@@ -119,13 +126,17 @@ def torch_side(args, tokens):
                         "spatial_shapes": torch.tensor([[grid, grid]] * args.batch)}
     else:
         image_inputs = {"pixel_values": torch.randn(args.batch, 3, size, size)}
-    vocab = model.config.text_config.vocab_size
+    vocab = shape["vocab"]
     # The same ids as benchctl's benchmark: pseudo-random below the end token, which closes each text.
     ids = torch.tensor([[(b * 7919 + t * 104_729) % (vocab - 2) for t in range(tokens - 1)] + [vocab - 1]
                         for b in range(args.batch)])
     with torch.inference_mode():
-        image = timed(args.iters, lambda: model.get_image_features(**image_inputs))
-        text = timed(args.iters, lambda: model.get_text_features(input_ids=ids))
+        if shape.get("open_clip"):
+            image = timed(args.iters, lambda: model.encode_image(image_inputs["pixel_values"]))
+            text = timed(args.iters, lambda: model.encode_text(ids))
+        else:
+            image = timed(args.iters, lambda: model.get_image_features(**image_inputs))
+            text = timed(args.iters, lambda: model.get_text_features(input_ids=ids))
     info = {"version": torch.__version__, "capability": torch.backends.cpu.get_cpu_capability()}
     return {"image": summary(args.batch, image), "text": summary(args.batch, text)}, info
 

@@ -20,6 +20,9 @@ pub struct ArchitectureSpec {
     /// The files it is loaded from: a hub repo of a zoo entry downloads these; a directory
     /// whose config file is this layout's own (not `config.json`) is this architecture.
     pub layout: Layout,
+    /// For a layout several architectures share (OpenCLIP's), the timm image towers it loads,
+    /// by name prefix (`model_cfg.vision_cfg.timm_model_name`); none for the plain one.
+    pub timm_towers: &'static [&'static str],
     /// Whether its checkpoints are released as PyTorch checkpoints without a `config.json`
     /// (FIBER's `.ckpt` files): such a file is this architecture.
     pub released_as_torch_checkpoint: bool,
@@ -54,6 +57,8 @@ pub enum BenchTowers {
     Siglip,
     /// SigLIP 2 NaFlex's (`Siglip2Config`), on square images filling the position grid.
     Siglip2Naflex,
+    /// PE-Core's (`open_clip_config.json` naming a `vit_pe_core_*` tower).
+    PeCore,
 }
 
 /// An architecture benchctl implements: a handle to its [`ArchitectureSpec`].

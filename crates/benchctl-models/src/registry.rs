@@ -7,7 +7,9 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::ModelFiles;
-use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip, siglip2_naflex};
+use crate::models::{
+    blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, pe_core, qwen3vl, siglip, siglip2_naflex,
+};
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
@@ -19,6 +21,7 @@ pub use crate::architecture::{
 pub const ARCHITECTURES: &[Architecture] = &[
     clip::ARCHITECTURE,
     clip_openai::ARCHITECTURE,
+    pe_core::ARCHITECTURE,
     siglip::ARCHITECTURE,
     siglip2_naflex::ARCHITECTURE,
     metaclip2::ARCHITECTURE,
@@ -145,6 +148,36 @@ pub const MODELS: &[ModelEntry] = &[
         preprocessing: "224 px as the repo's preprocess_cfg says (open_clip's DFN-2B config: shorter side + centre crop), bicubic, OpenAI mean/std",
         activation: "quick_gelu",
         tokenizer: OPEN_CLIP_BPE,
+    },
+    ModelEntry {
+        id: "pe-core-b16-224",
+        repo: "timm/PE-Core-B-16",
+        revision: "main",
+        architecture: pe_core::ARCHITECTURE,
+        description: "Perception Encoder PE-Core B/16 at 224 px (Bolya et al., 2025), open_clip with timm's tower",
+        preprocessing: "224 px squashed (both sides), bilinear, mean/std 0.5, from the repo's preprocess_cfg",
+        activation: "gelu",
+        tokenizer: PE_CORE_TOKENIZER,
+    },
+    ModelEntry {
+        id: "pe-core-l14-336",
+        repo: "timm/PE-Core-L-14-336",
+        revision: "main",
+        architecture: pe_core::ARCHITECTURE,
+        description: "Perception Encoder PE-Core L/14 at 336 px (Bolya et al., 2025)",
+        preprocessing: "336 px squashed (both sides), bilinear, mean/std 0.5, from the repo's preprocess_cfg",
+        activation: "gelu",
+        tokenizer: PE_CORE_TOKENIZER,
+    },
+    ModelEntry {
+        id: "pe-core-g14-448",
+        repo: "timm/PE-Core-bigG-14-448",
+        revision: "main",
+        architecture: pe_core::ARCHITECTURE,
+        description: "Perception Encoder PE-Core G/14 at 448 px (Bolya et al., 2025): no class token",
+        preprocessing: "448 px squashed (both sides), bilinear, mean/std 0.5, from the repo's preprocess_cfg",
+        activation: "gelu",
+        tokenizer: "CLIP BPE (open_clip's), 72 tokens, cleaned as open_clip does",
     },
     ModelEntry {
         id: "siglip-base-patch16-224",
@@ -299,6 +332,7 @@ pub const MODELS: &[ModelEntry] = &[
 ];
 
 const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5";
+const PE_CORE_TOKENIZER: &str = "CLIP BPE (open_clip's), 32 tokens, cleaned as open_clip does";
 const SIGLIP2_NAFLEX_PREP: &str = "aspect ratio kept, at most max_num_patches (256) patches of 16 px, bilinear, mean/std 0.5, from the checkpoint's preprocessor_config.json";
 const SIGLIP2_TOKENIZER: &str =
     "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
@@ -546,8 +580,16 @@ pub fn architecture_of(files: &ModelFiles) -> Result<Architecture> {
 /// `config.json`.
 pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
     let name = config.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-    if let Some(&own) = ARCHITECTURES.iter().find(|a| a.spec().model_types.is_empty() && a.layout().config == name) {
-        return Ok(own);
+    let own: Vec<Architecture> = ARCHITECTURES
+        .iter()
+        .copied()
+        .filter(|a| a.spec().model_types.is_empty() && a.layout().config == name)
+        .collect();
+    if let [only] = own[..] {
+        return Ok(only);
+    }
+    if !own.is_empty() {
+        return timm_architecture(config, &own);
     }
     let value: serde_json::Value = crate::models::read_config(config)?;
     let Some(model_type) = value.get("model_type").and_then(|v| v.as_str()) else {
@@ -561,6 +603,30 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
     })
 }
 
+/// Of the architectures sharing a layout (OpenCLIP's), the one for the config's timm image
+/// tower (`model_cfg.vision_cfg.timm_model_name`), or the plain one where it names none.
+fn timm_architecture(config: &std::path::Path, candidates: &[Architecture]) -> Result<Architecture> {
+    let value: serde_json::Value = crate::models::read_config(config)?;
+    let timm = value.pointer("/model_cfg/vision_cfg/timm_model_name").and_then(|v| v.as_str());
+    let found = candidates.iter().copied().find(|a| match timm {
+        None => a.spec().timm_towers.is_empty(),
+        Some(name) => a.spec().timm_towers.iter().any(|prefix| name.starts_with(prefix)),
+    });
+    found.ok_or_else(|| {
+        let towers: Vec<String> =
+            candidates.iter().flat_map(|a| a.spec().timm_towers.iter().map(|p| format!("{p}*"))).collect();
+        Error::new(
+            ErrorKind::BadConfig,
+            format!(
+                "use {}: the timm image tower `{}` is not supported (supported: {})",
+                config.display(),
+                timm.unwrap_or_default(),
+                towers.join(", ")
+            ),
+        )
+    })
+}
+
 /// What [`detect_architecture`] recognises, for errors: every declared `model_type`, then
 /// each layout of its own and each architecture released as a PyTorch checkpoint.
 pub fn supported() -> String {
@@ -568,6 +634,9 @@ pub fn supported() -> String {
     let mut text = format!("(supported: {})", types.join(", "));
     for a in ARCHITECTURES.iter().filter(|a| a.spec().model_types.is_empty()) {
         text += &format!("; a {} directory has {}", a.name(), a.layout().config);
+        for prefix in a.spec().timm_towers {
+            text += &format!(" naming a timm tower {prefix}*");
+        }
     }
     for a in ARCHITECTURES.iter().filter(|a| a.spec().released_as_torch_checkpoint) {
         text += &format!("; a {} checkpoint may be its released PyTorch file", a.name());

@@ -287,7 +287,12 @@ fn every_architecture_is_declared_once_and_detected_by_its_declaration() {
         if spec.model_types.is_empty() {
             assert_ne!(spec.layout.config, "config.json", "{}: detectable by nothing", spec.name);
             let own = dir.path().join(spec.layout.config);
-            std::fs::write(&own, "{}").unwrap();
+            // Architectures sharing a layout are told apart by their timm image tower.
+            let config = match spec.timm_towers.first() {
+                Some(prefix) => format!(r#"{{"model_cfg": {{"vision_cfg": {{"timm_model_name": "{prefix}x"}}}}}}"#),
+                None => "{}".to_string(),
+            };
+            std::fs::write(&own, config).unwrap();
             assert_eq!(registry::detect_architecture(&own).unwrap(), architecture);
             assert!(supported.contains(spec.layout.config), "{supported}");
         }

@@ -10,17 +10,10 @@ use benchctl_models::hub;
 use benchctl_models::models::metaclip2;
 use benchctl_models::registry::{self, TextPrep};
 use benchctl_models::DualEncoder;
-use benchctl_testkit::{fixture_expected, fixture_model, json_id_rows, json_numbers, test_device, workspace_root};
+use benchctl_testkit::{fixture_expected, fixture_model, json_id_rows, max_abs_diff, test_device, workspace_root};
 use candle_core::{DType, Tensor};
 
 const TOLERANCE: f64 = 1e-4;
-
-fn max_diff(ours: &Tensor, theirs: &serde_json::Value) -> f64 {
-    let ours = ours.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let theirs = json_numbers(theirs);
-    assert_eq!(ours.len(), theirs.len());
-    ours.iter().zip(&theirs).map(|(&a, &b)| (f64::from(a) - b).abs()).fold(0.0, f64::max)
-}
 
 const FIXTURES: [&str; 2] = ["metaclip2-tiny", "metaclip2-mt5-tiny"];
 
@@ -49,16 +42,16 @@ fn captions_tokenise_and_score_as_the_authors_and_transformers_do() {
         let image = image::open(workspace_root().join(e["image"].as_str().unwrap())).unwrap().to_rgb8();
         let p = model.preprocessor();
         let pixels = Tensor::from_vec(p.apply(&image), (1, 3, p.size, p.size), &test_device()).unwrap();
-        assert!(max_diff(&pixels, &e["pixel_values"]) <= 1e-6);
-        let d = max_diff(&model.model().image_features(&pixels).unwrap(), &e["image_embeds"]);
+        assert!(max_abs_diff(&pixels, &e["pixel_values"]) <= 1e-6);
+        let d = max_abs_diff(&model.model().image_features(&pixels).unwrap(), &e["image_embeds"]);
         assert!(d <= TOLERANCE, "{name}: image features differ by {d}");
-        let d = max_diff(&model.model().text_features(&ours).unwrap(), &e["authors"]["text_embeds"]);
+        let d = max_abs_diff(&model.model().text_features(&ours).unwrap(), &e["authors"]["text_embeds"]);
         assert!(d <= TOLERANCE, "{name}: text features differ from the authors' pooling by {d}");
         let images = model.encode_images(&pixels).unwrap().unsqueeze(0).unwrap();
         let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
         let scores = model.scores(&images, &encoded).unwrap();
         for reference in ["authors", "transformers"] {
-            let d = max_diff(&scores, &e[reference]["logits_per_image"]);
+            let d = max_abs_diff(&scores, &e[reference]["logits_per_image"]);
             assert!(d <= TOLERANCE, "{name}: logits differ from {reference}' by {d}");
         }
     }
@@ -120,7 +113,7 @@ fn half_precision_drift_is_reported_and_bounded() {
             let pixels = Tensor::from_vec(p.apply(&image), (1, 3, p.size, p.size), &test_device()).unwrap();
             let images = model.encode_images(&pixels.to_dtype(dtype).unwrap()).unwrap().unsqueeze(0).unwrap();
             let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
-            let d = max_diff(&model.scores(&images, &encoded).unwrap(), &e["authors"]["logits_per_image"]);
+            let d = max_abs_diff(&model.scores(&images, &encoded).unwrap(), &e["authors"]["logits_per_image"]);
             eprintln!("{name} {dtype:?}: max abs logit drift {d}");
             assert!(d < bound, "{name} {dtype:?} drifts by {d}");
         }

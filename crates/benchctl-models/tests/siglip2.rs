@@ -10,33 +10,15 @@ use benchctl_models::models::siglip::{SiglipEncoder, SiglipText};
 use benchctl_models::registry::{self, TextPrep};
 use benchctl_models::tokenizer::Siglip2Tokenizer;
 use benchctl_models::DualEncoder;
-use benchctl_testkit::{fixture_expected, fixture_model, json_id_rows as id_rows, json_numbers, test_device};
+use benchctl_testkit::{
+    fixture_expected, fixture_model, json_id_rows as id_rows, json_strings, max_abs_diff, test_device,
+};
 use candle_core::{DType, Tensor};
 
 const TOLERANCE: f64 = 1e-4;
 
 fn expected() -> serde_json::Value {
     fixture_expected("siglip2-tiny")
-}
-
-fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
-}
-
-fn matrix(v: &serde_json::Value) -> Vec<Vec<f64>> {
-    v.as_array().unwrap().iter().map(json_numbers).collect()
-}
-
-fn max_diff(ours: &Tensor, theirs: &[Vec<f64>]) -> f64 {
-    let ours = ours.to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap();
-    assert_eq!(ours.len(), theirs.len());
-    ours.iter()
-        .zip(theirs)
-        .flat_map(|(a, b)| {
-            assert_eq!(a.len(), b.len());
-            a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - y).abs())
-        })
-        .fold(0.0, f64::max)
 }
 
 fn tokenizer(prep: TextPrep) -> Siglip2Tokenizer {
@@ -48,9 +30,9 @@ fn tokenizer(prep: TextPrep) -> Siglip2Tokenizer {
 #[test]
 fn authors_captions_are_open_clips_canonical_form_and_ids() {
     let e = expected();
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let tok = tokenizer(TextPrep::Authors);
-    for (text, canonical) in texts.iter().zip(strings(&e["canonical"])) {
+    for (text, canonical) in texts.iter().zip(json_strings(&e["canonical"])) {
         assert_eq!(tok.canonical(text), canonical, "canonical form of {text:?}");
     }
     for (text, ids) in texts.iter().zip(id_rows(&e["authors"]["input_ids"])) {
@@ -66,7 +48,7 @@ fn authors_captions_are_open_clips_canonical_form_and_ids() {
 #[test]
 fn transformers_captions_are_the_processors_ids() {
     let e = expected();
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let tok = tokenizer(TextPrep::Transformers);
     for (text, ids) in texts.iter().zip(id_rows(&e["transformers"]["input_ids"])) {
         assert_eq!(tok.encode(text).unwrap(), ids, "transformers' ids of {text:?}");
@@ -83,7 +65,7 @@ fn transformers_captions_are_the_processors_ids() {
 #[test]
 fn transformers_reads_the_padding_side_and_class_of_tokenizer_config() {
     let e = expected();
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let source = fixture_model("siglip2-tiny");
     for (name, variant) in e["variants"].as_object().unwrap() {
         let dir = tempfile::tempdir().unwrap();
@@ -120,7 +102,7 @@ fn transformers_preparation_needs_tokenizer_config_and_says_so() {
 fn pixels(model: &SiglipEncoder, e: &serde_json::Value) -> Tensor {
     let p = model.preprocessor();
     let mut all = Vec::new();
-    for name in strings(&e["images"]) {
+    for name in json_strings(&e["images"]) {
         let image = benchctl_suites::ImageSource::File(fixture_model("siglip2-tiny").join(&name)).load_pil().unwrap();
         let mut out = vec![0.0; p.len()];
         p.apply_pil(&image, &mut out);
@@ -134,21 +116,20 @@ fn both_preparations_score_as_siglip_model_does() {
     let e = expected();
     let files = hub::from_dir(&fixture_model("siglip2-tiny")).unwrap();
     assert_eq!(registry::architecture_of(&files).unwrap().name(), "siglip");
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     for prep in TextPrep::ALL {
         let model = SiglipEncoder::load_with(&files, prep, DType::F32, &test_device()).unwrap();
         assert!(matches!(model.tokenizer(), SiglipText::Siglip2(t) if t.prep() == prep));
         let pixel_values = pixels(&model, &e);
-        let per_image: Vec<Vec<f64>> = e["pixel_values"].as_array().unwrap().iter().map(json_numbers).collect();
-        for (i, (name, theirs)) in strings(&e["images"]).iter().zip(&per_image).enumerate() {
-            let d =
-                max_diff(&pixel_values.narrow(0, i, 1).unwrap().flatten_from(1).unwrap(), std::slice::from_ref(theirs));
+        let per_image = e["pixel_values"].as_array().unwrap();
+        for (i, (name, theirs)) in json_strings(&e["images"]).iter().zip(per_image).enumerate() {
+            let d = max_abs_diff(&pixel_values.narrow(0, i, 1).unwrap(), theirs);
             assert!(d <= 1e-6, "{name}: pixels differ by {d}");
         }
 
         let image = model.model().image_features(&pixel_values).unwrap();
-        let d = max_diff(&image, &matrix(&e["image_embeds"]));
+        let d = max_abs_diff(&image, &e["image_embeds"]);
         assert!(d <= TOLERANCE, "{prep:?}: image features differ by {d}");
         let reference = &e[prep.name()];
         let (rows, masks): (Vec<_>, Vec<_>) =
@@ -162,13 +143,13 @@ fn both_preparations_score_as_siglip_model_does() {
             assert_eq!(masks, &id_rows(&reference["attention_mask"]));
         }
         let text = model.model().masked_text_features(&rows, masks.as_deref()).unwrap();
-        let d = max_diff(&text, &matrix(&reference["text_embeds"]));
+        let d = max_abs_diff(&text, &reference["text_embeds"]);
         assert!(d <= TOLERANCE, "{prep:?}: text features differ by {d}");
 
         let images = model.encode_images(&pixel_values).unwrap().unsqueeze(0).unwrap();
         let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
         let logits = model.logits(&images, &encoded).unwrap().squeeze(0).unwrap();
-        let d = max_diff(&logits, &matrix(&reference["logits_per_image"]));
+        let d = max_abs_diff(&logits, &reference["logits_per_image"]);
         assert!(d <= TOLERANCE, "{prep:?}: logits differ by {d}");
     }
 }
@@ -196,7 +177,7 @@ fn the_architecture_offers_both_preparations_and_others_refuse_transformers() {
 fn half_precision_drift_is_reported_and_bounded() {
     let e = expected();
     let files = hub::from_dir(&fixture_model("siglip2-tiny")).unwrap();
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     for (dtype, bound) in [(DType::BF16, 0.25), (DType::F16, 0.05)] {
         let model = SiglipEncoder::load_with(&files, TextPrep::Authors, dtype, &test_device()).unwrap();
@@ -204,7 +185,7 @@ fn half_precision_drift_is_reported_and_bounded() {
         let images = model.encode_images(&pixel_values).unwrap().unsqueeze(0).unwrap();
         let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
         let logits = model.logits(&images, &encoded).unwrap().squeeze(0).unwrap();
-        let d = max_diff(&logits, &matrix(&e["authors"]["logits_per_image"]));
+        let d = max_abs_diff(&logits, &e["authors"]["logits_per_image"]);
         eprintln!("siglip2-tiny {dtype:?}: max abs logit drift {d}");
         assert!(d < bound, "{dtype:?} drifts by {d}");
     }

@@ -11,31 +11,13 @@ use benchctl_models::models::siglip2_naflex;
 use benchctl_models::preprocess::{patch_grid_size, Preprocessor, Resize};
 use benchctl_models::registry::{self, TextPrep};
 use benchctl_models::{DualEncoder, ErrorKind};
-use benchctl_testkit::{fixture_expected, fixture_model, json_id_rows as id_rows, json_numbers, test_device};
+use benchctl_testkit::{
+    fixture_expected, fixture_model, json_id_rows as id_rows, json_numbers, json_strings, max_abs_diff, test_device,
+};
 use candle_core::{DType, Tensor};
 
 const TOLERANCE: f64 = 1e-4;
 const FIXTURE: &str = "siglip2-naflex-tiny";
-
-fn strings(v: &serde_json::Value) -> Vec<String> {
-    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
-}
-
-fn matrix(v: &serde_json::Value) -> Vec<Vec<f64>> {
-    v.as_array().unwrap().iter().map(json_numbers).collect()
-}
-
-fn max_diff(ours: &Tensor, theirs: &[Vec<f64>]) -> f64 {
-    let ours = ours.to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap();
-    assert_eq!(ours.len(), theirs.len());
-    ours.iter()
-        .zip(theirs)
-        .flat_map(|(a, b)| {
-            assert_eq!(a.len(), b.len());
-            a.iter().zip(b).map(|(&x, &y)| (f64::from(x) - y).abs())
-        })
-        .fold(0.0, f64::max)
-}
 
 fn image(dir: &std::path::Path, name: &str) -> benchctl_suites::PilImage {
     benchctl_suites::ImageSource::File(dir.join(name)).load_pil().unwrap()
@@ -74,6 +56,17 @@ fn encoder(prep: TextPrep, dtype: DType) -> benchctl_models::models::siglip::Sig
     siglip2_naflex::load(&files, prep, dtype, &test_device()).unwrap()
 }
 
+/// A copy of the fixture to edit, with the path and contents of its `preprocessor_config.json`.
+fn fixture_copy() -> (tempfile::TempDir, std::path::PathBuf, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_model(FIXTURE)).unwrap().flatten() {
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let path = dir.path().join("preprocessor_config.json");
+    let settings = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    (dir, path, settings)
+}
+
 #[test]
 fn images_become_the_processors_grids_and_patches_in_every_mode() {
     let e = fixture_expected(FIXTURE);
@@ -83,7 +76,7 @@ fn images_become_the_processors_grids_and_patches_in_every_mode() {
     let model = encoder(TextPrep::Authors, DType::F32);
     let p = model.preprocessor();
     assert_eq!(p.resize, Resize::Patches { patch, max_patches });
-    for (name, expected) in strings(&e["images"]).iter().zip(e["pixels"].as_array().unwrap()) {
+    for (name, expected) in json_strings(&e["images"]).iter().zip(e["pixels"].as_array().unwrap()) {
         let img = image(&dir, name);
         let (w, h) = img.dimensions();
         let shape: Vec<usize> = json_numbers(&expected["spatial_shape"]).iter().map(|&x| x as usize).collect();
@@ -97,20 +90,14 @@ fn images_become_the_processors_grids_and_patches_in_every_mode() {
 #[test]
 fn do_convert_rgb_composites_other_modes_over_white() {
     let e = fixture_expected(FIXTURE);
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture_model(FIXTURE)).unwrap().flatten() {
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    let settings_path = dir.path().join("preprocessor_config.json");
-    let mut settings: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    let (dir, settings_path, mut settings) = fixture_copy();
     settings["do_convert_rgb"] = true.into();
     std::fs::write(&settings_path, settings.to_string()).unwrap();
     let files = hub::from_dir(dir.path()).unwrap();
     let config = siglip2_naflex::Siglip2Config::from_file(&files.config).unwrap();
     let p = siglip2_naflex::preprocessor(&files, &config.vision_config).unwrap();
     let over_white = &e["over_white"];
-    let names = strings(&over_white["images"]);
+    let names = json_strings(&over_white["images"]);
     assert!(names.len() >= 5, "every mode but RGB: {names:?}");
     for (name, expected) in names.iter().zip(over_white["pixels"].as_array().unwrap()) {
         let d =
@@ -132,7 +119,7 @@ fn position_embeddings_resize_as_transformers_does() {
     for (shape, expected) in shapes.iter().zip(resize["resized"].as_array().unwrap()) {
         let [rows, columns] = [0, 1].map(|i| shape[i].as_u64().unwrap() as usize);
         let ours = resized_positions(grid, side, (rows, columns)).unwrap();
-        let d = max_diff(&ours, &matrix(expected));
+        let d = max_abs_diff(&ours, expected);
         assert!(d <= 1e-6, "{rows}×{columns}: resized positions differ by {d}");
     }
     assert!(resized_positions(grid, side, (0, 3)).is_err());
@@ -144,17 +131,17 @@ fn both_preparations_score_as_siglip2_model_does() {
     let dir = fixture_model(FIXTURE);
     let files = hub::from_dir(&dir).unwrap();
     assert_eq!(registry::architecture_of(&files).unwrap().name(), "siglip2-naflex");
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     for prep in TextPrep::ALL {
         let model = encoder(prep, DType::F32);
         // Images of different sizes, each encoded alone (as the runner encodes each size).
-        let features: Vec<Tensor> = strings(&e["images"])
+        let features: Vec<Tensor> = json_strings(&e["images"])
             .iter()
             .map(|name| model.model().image_features(&pixels(model.preprocessor(), &image(&dir, name))).unwrap())
             .collect();
         let features = Tensor::cat(&features, 0).unwrap();
-        let d = max_diff(&features, &matrix(&e["image_embeds"]));
+        let d = max_abs_diff(&features, &e["image_embeds"]);
         assert!(d <= TOLERANCE, "{prep:?}: image features differ by {d}");
 
         let reference = &e[prep.name()];
@@ -168,13 +155,13 @@ fn both_preparations_score_as_siglip2_model_does() {
             TextPrep::Transformers => assert_eq!(masks.as_deref(), Some(&id_rows(&reference["attention_mask"])[..])),
         }
         let text = model.model().masked_text_features(&rows, masks.as_deref()).unwrap();
-        let d = max_diff(&text, &matrix(&reference["text_embeds"]));
+        let d = max_abs_diff(&text, &reference["text_embeds"]);
         assert!(d <= TOLERANCE, "{prep:?}: text features differ by {d}");
 
         let images = benchctl_models::models::transformer::l2_normalise(&features).unwrap().unsqueeze(0).unwrap();
         let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
         let logits = model.logits(&images, &encoded).unwrap().squeeze(0).unwrap();
-        let d = max_diff(&logits, &matrix(&reference["logits_per_image"]));
+        let d = max_abs_diff(&logits, &reference["logits_per_image"]);
         eprintln!("{prep:?}: logits within {d}");
         assert!(d <= TOLERANCE, "{prep:?}: logits differ by {d}");
     }
@@ -202,11 +189,11 @@ fn a_fixed_resolution_siglip2_masks_transformers_padding_too() {
 fn half_precision_drift_is_reported_and_bounded() {
     let e = fixture_expected(FIXTURE);
     let dir = fixture_model(FIXTURE);
-    let texts = strings(&e["texts"]);
+    let texts = json_strings(&e["texts"]);
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     for (dtype, bound) in [(DType::BF16, 0.25), (DType::F16, 0.05)] {
         let model = encoder(TextPrep::Authors, dtype);
-        let images: Vec<Tensor> = strings(&e["images"])
+        let images: Vec<Tensor> = json_strings(&e["images"])
             .iter()
             .map(|name| {
                 model.encode_images(&pixels(model.preprocessor(), &image(&dir, name)).to_dtype(dtype).unwrap()).unwrap()
@@ -215,7 +202,7 @@ fn half_precision_drift_is_reported_and_bounded() {
         let images = Tensor::cat(&images, 0).unwrap().unsqueeze(0).unwrap();
         let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
         let logits = model.logits(&images, &encoded).unwrap().squeeze(0).unwrap();
-        let d = max_diff(&logits, &matrix(&e["authors"]["logits_per_image"]));
+        let d = max_abs_diff(&logits, &e["authors"]["logits_per_image"]);
         eprintln!("siglip2-naflex-tiny {dtype:?}: max abs logit drift {d}");
         assert!(d < bound, "{dtype:?} drifts by {d}");
     }
@@ -223,13 +210,7 @@ fn half_precision_drift_is_reported_and_bounded() {
 
 #[test]
 fn settings_whose_patch_is_not_the_towers_are_refused_naming_the_key() {
-    let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(fixture_model(FIXTURE)).unwrap().flatten() {
-        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
-    }
-    let settings_path = dir.path().join("preprocessor_config.json");
-    let mut settings: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&settings_path).unwrap()).unwrap();
+    let (dir, settings_path, mut settings) = fixture_copy();
     settings["patch_size"] = 16.into();
     std::fs::write(&settings_path, settings.to_string()).unwrap();
     let files = hub::from_dir(dir.path()).unwrap();

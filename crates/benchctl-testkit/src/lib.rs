@@ -109,6 +109,20 @@ pub fn json_numbers(v: &serde_json::Value) -> Vec<f64> {
     }
 }
 
+/// The largest `|ours − theirs|` of a tensor (any shape and dtype) and a nested JSON array of
+/// as many numbers, in order; panics when the counts differ.
+pub fn max_abs_diff(ours: &candle_core::Tensor, theirs: &serde_json::Value) -> f64 {
+    let ours = ours.to_dtype(candle_core::DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let theirs = json_numbers(theirs);
+    assert_eq!(ours.len(), theirs.len(), "the tensor and the reference hold different counts of numbers");
+    ours.iter().zip(&theirs).map(|(&a, &b)| (f64::from(a) - b).abs()).fold(0.0, f64::max)
+}
+
+/// A JSON array of strings.
+pub fn json_strings(v: &serde_json::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+}
+
 /// A JSON array of token id rows.
 pub fn json_id_rows(v: &serde_json::Value) -> Vec<Vec<u32>> {
     let row = |r: &serde_json::Value| r.as_array().unwrap().iter().map(|i| i.as_u64().unwrap() as u32).collect();

@@ -1,6 +1,7 @@
 //! `--model hf:ORG/NAME[@REVISION]`: any hub checkpoint of a supported architecture, against a
 //! local server playing the hub (its model API and `resolve`): the architecture read from the
-//! checkpoint's own config, the commit recorded, offline from the cache afterwards, and each
+//! checkpoint's own config (an open_clip config by the timm tower it names), the commit
+//! recorded, offline from the cache afterwards, and each
 //! bad input (no such repo, a gated one, an unknown architecture, a missing file, a malformed
 //! id) refused naming the id and the file; and a zoo entry that names `main` keeps the commit
 //! of its first download.
@@ -251,4 +252,46 @@ fn an_unpinned_zoo_entry_keeps_the_commit_of_its_first_download() {
     // An `hf:` id follows the branch.
     let (_, followed) = stored_run(&eval("hf:google/siglip2-base-patch16-224", &server.url(), home.path(), &[]));
     assert_eq!(followed["model"]["commit"], V1);
+}
+
+/// The PE-Core fixture's files as a `timm/PE-Core-*` repo holds them (with OpenAI's BPE as its
+/// `tokenizer.json`), `open_clip_config.json` changed by `config`.
+fn pe_core_repo(config: impl Fn(serde_json::Value) -> serde_json::Value) -> Vec<(String, Vec<u8>)> {
+    let dir = benchctl_testkit::fixture_model("pe-core-tiny");
+    let config_bytes = std::fs::read(dir.join("open_clip_config.json")).unwrap();
+    let config = config(serde_json::from_slice(&config_bytes).unwrap());
+    vec![
+        ("open_clip_config.json".to_string(), serde_json::to_vec(&config).unwrap()),
+        ("open_clip_model.safetensors".to_string(), std::fs::read(dir.join("open_clip_model.safetensors")).unwrap()),
+        (
+            "tokenizer.json".to_string(),
+            std::fs::read(benchctl_testkit::fixture_model("tokenizer").join("tokenizer.json")).unwrap(),
+        ),
+    ]
+}
+
+/// An open_clip repo whose config names a timm image tower: PE-Core's runs as PE-Core (not as
+/// plain OpenCLIP) and records it; another tower is refused naming it, before any weight is
+/// downloaded.
+#[test]
+fn an_open_clip_repo_is_told_apart_by_its_timm_tower() {
+    let home = tempfile::tempdir().unwrap();
+    let server = hub("timm/PE-Core-tiny", pe_core_repo(|c| c), None);
+    let (_, run) = stored_run(&eval("hf:timm/PE-Core-tiny", &server.url(), home.path(), &[]));
+    assert_eq!(run["model"]["architecture"], "pe-core", "{}", run["model"]);
+    assert_eq!(run["model"]["commit"], MAIN);
+
+    let eva = hub(
+        "timm/eva",
+        pe_core_repo(|mut c| {
+            c["model_cfg"]["vision_cfg"]["timm_model_name"] = "eva02_base_patch16_clip_224".into();
+            c
+        }),
+        None,
+    );
+    let out = eval("hf:timm/eva", &eva.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("eva02_base_patch16_clip_224") && said.contains("vit_pe_core_"), "{said}");
+    assert!(eva.seen().iter().all(|r| !r.path.ends_with(".safetensors")), "no weights downloaded");
 }

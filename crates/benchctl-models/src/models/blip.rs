@@ -447,6 +447,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "blip",
     model_types: &["blip"],
     layout: HF_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Itm, ScoreHead::Itc],
     text_preps: TextPrep::AUTHORS_ONLY,

@@ -364,34 +364,9 @@ impl Clip {
     }
 
     fn from_weights(config: ClipConfig, w: &Weights) -> Result<Self> {
-        let tc = &config.text_config;
-        let vc = &config.vision_config;
-        let text_tower = Tower::new(
-            tc.hidden_size,
-            tc.intermediate_size,
-            tc.num_hidden_layers,
-            tc.num_attention_heads,
-            &tc.hidden_act,
-            tc.layer_norm_eps,
-        )?;
-        let t = w.pp("text_model");
-        let text = TextTower {
-            token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
-            position_embedding: t
-                .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
-            blocks: load_blocks(&t, &text_tower)?,
-            final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
-            projection: w.pp("text_projection").linear(tc.hidden_size, config.projection_dim, false)?,
-            eos_token_id: tc.eos_token_id,
-            largest_id_when_eos_is_2: true,
-        };
-        let vision = VisionTower::load(w, vc, config.projection_dim)?;
-        let logit_scale = w
-            .get((), "logit_scale")?
-            .to_dtype(DType::F32)
-            .and_then(|s| s.to_scalar::<f32>())
-            .map_err(|e| Error::compute("read logit_scale", e))?
-            .exp();
+        let text = TextTower::load(w, &config.text_config, config.projection_dim)?;
+        let vision = VisionTower::load(w, &config.vision_config, config.projection_dim)?;
+        let logit_scale = read_logit_scale(w)?;
         Ok(Self { config, text, vision, logit_scale, device: w.device().clone() })
     }
 
@@ -424,10 +399,45 @@ impl Clip {
     }
 
     fn text_forward(&self, ids: &[Vec<u32>]) -> candle_core::Result<Tensor> {
-        let t = &self.text;
+        self.text.forward(ids, &self.device)
+    }
+
+    /// The same model pooling its texts at the first `eos_token_id` whatever it is.
+    pub fn pooling_at_first_eos(mut self) -> Self {
+        self.text.largest_id_when_eos_is_2 = false;
+        self
+    }
+}
+
+impl TextTower {
+    fn load(w: &Weights, tc: &TextConfig, projection_dim: usize) -> Result<Self> {
+        let tower = Tower::new(
+            tc.hidden_size,
+            tc.intermediate_size,
+            tc.num_hidden_layers,
+            tc.num_attention_heads,
+            &tc.hidden_act,
+            tc.layer_norm_eps,
+        )?;
+        let t = w.pp("text_model");
+        Ok(TextTower {
+            token_embedding: t.get((tc.vocab_size, tc.hidden_size), "embeddings.token_embedding.weight")?,
+            position_embedding: t
+                .get((tc.max_position_embeddings, tc.hidden_size), "embeddings.position_embedding.weight")?,
+            blocks: load_blocks(&t, &tower)?,
+            final_norm: t.pp("final_layer_norm").layer_norm(tc.hidden_size, tc.layer_norm_eps)?,
+            projection: w.pp("text_projection").linear(tc.hidden_size, projection_dim, false)?,
+            eos_token_id: tc.eos_token_id,
+            largest_id_when_eos_is_2: true,
+        })
+    }
+
+    /// Projected text features of id rows (padded to the longest), causally masked, pooled
+    /// at each row's end token.
+    fn forward(&self, ids: &[Vec<u32>], device: &Device) -> candle_core::Result<Tensor> {
         let b = ids.len();
         let s = ids.iter().map(Vec::len).max().unwrap_or(0);
-        let max_positions = t.position_embedding.dim(0)?;
+        let max_positions = self.position_embedding.dim(0)?;
         if b == 0 || s == 0 || s > max_positions {
             candle_core::bail!("texts must have 1 to {max_positions} tokens, got a batch of {b} up to {s} tokens");
         }
@@ -438,35 +448,88 @@ impl Clip {
             flat.extend(std::iter::repeat_n(0u32, s - seq.len()));
             ends.push((row * s + self.end_position(seq)) as u32);
         }
-        let ids = Tensor::from_vec(flat, (b * s,), &self.device)?;
-        let xs = t.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
-        let xs = xs.broadcast_add(&t.position_embedding.narrow(0, 0, s)?)?;
+        let ids = Tensor::from_vec(flat, (b * s,), device)?;
+        let xs = self.token_embedding.index_select(&ids, 0)?.reshape((b, s, ()))?;
+        let xs = xs.broadcast_add(&self.position_embedding.narrow(0, 0, s)?)?;
         let mask: Vec<f32> =
             (0..s).flat_map(|i| (0..s).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
-        let mask = Tensor::from_vec(mask, (s, s), &self.device)?.to_dtype(xs.dtype())?;
-        let xs = run_blocks(&t.blocks, xs, Some(&mask))?;
-        let xs = t.final_norm.forward(&xs)?;
-        let ends = Tensor::from_vec(ends, (b,), &self.device)?;
+        let mask = Tensor::from_vec(mask, (s, s), device)?.to_dtype(xs.dtype())?;
+        let xs = run_blocks(&self.blocks, xs, Some(&mask))?;
+        let xs = self.final_norm.forward(&xs)?;
+        let ends = Tensor::from_vec(ends, (b,), device)?;
         let pooled = xs.reshape((b * s, ()))?.index_select(&ends, 0)?;
-        t.projection.forward(&pooled)
-    }
-
-    /// The same model pooling its texts at the first `eos_token_id` whatever it is.
-    pub fn pooling_at_first_eos(mut self) -> Self {
-        self.text.largest_id_when_eos_is_2 = false;
-        self
+        self.projection.forward(&pooled)
     }
 
     /// Where a sequence's end token is: the first `eos_token_id`, or for legacy configs
     /// (`eos_token_id == 2`) the first largest id, as `transformers` pools.
     fn end_position(&self, seq: &[u32]) -> usize {
-        if self.text.eos_token_id == 2 && self.text.largest_id_when_eos_is_2 {
+        if self.eos_token_id == 2 && self.largest_id_when_eos_is_2 {
             let max = seq.iter().copied().max().unwrap_or(0);
             seq.iter().position(|&id| id == max).unwrap_or(0)
         } else {
-            seq.iter().position(|&id| id == self.text.eos_token_id).unwrap_or(seq.len() - 1)
+            seq.iter().position(|&id| id == self.eos_token_id).unwrap_or(seq.len() - 1)
         }
     }
+}
+
+/// CLIP's text tower alone, e.g. beside another image tower in open_clip's `CustomTextCLIP`
+/// ([`super::pe_core`]).
+#[derive(Debug, Clone)]
+pub struct ClipText {
+    tower: TextTower,
+    device: Device,
+}
+
+impl ClipText {
+    /// The tower from tensors in Hugging Face naming (`text_model.…`, `text_projection.weight`,
+    /// `logit_scale`), and `exp(logit_scale)`; `source` names them in errors.
+    pub fn from_tensors(
+        config: &TextConfig,
+        projection_dim: usize,
+        tensors: std::collections::HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+        source: &str,
+    ) -> Result<(Self, f32)> {
+        let w = Weights::from_var_builder(candle_nn::VarBuilder::from_tensors(tensors, dtype, device), source);
+        let tower = TextTower::load(&w, config, projection_dim)?;
+        let logit_scale = read_logit_scale(&w)?;
+        w.check_every_tensor_used("a text tower", &[])?;
+        Ok((Self { tower, device: device.clone() }, logit_scale))
+    }
+
+    /// The tower of `config`'s shape with random weights (benchmarks).
+    pub fn random(config: &TextConfig, projection_dim: usize, dtype: DType, device: &Device) -> Result<Self> {
+        let tower =
+            Weights::build_random(dtype, device, "random weights", |w| TextTower::load(w, config, projection_dim))?;
+        Ok(Self { tower, device: device.clone() })
+    }
+
+    /// The context it was built for.
+    pub fn max_positions(&self) -> usize {
+        self.tower.position_embedding.dim(0).unwrap_or(0)
+    }
+
+    /// The size of its vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.tower.token_embedding.dim(0).unwrap_or(0)
+    }
+
+    /// Projected, unnormalised text features of token id rows (pooled at the largest id, as
+    /// open_clip's `argmax`, or at the first `eos_token_id`).
+    pub fn text_features(&self, ids: &[Vec<u32>]) -> Result<Tensor> {
+        self.tower.forward(ids, &self.device).map_err(|e| Error::compute("encode texts", e))
+    }
+}
+
+/// `exp(logit_scale)`.
+fn read_logit_scale(w: &Weights) -> Result<f32> {
+    Ok(w.get((), "logit_scale")?
+        .to_dtype(DType::F32)
+        .and_then(|s| s.to_scalar::<f32>())
+        .map_err(|e| Error::compute("read logit_scale", e))?
+        .exp())
 }
 
 /// CLIP with its tokenizer and preprocessing: a ready [`DualEncoder`].
@@ -551,6 +614,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "clip",
     model_types: &["clip"],
     layout: HF_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Contrastive],
     text_preps: TextPrep::AUTHORS_ONLY,

@@ -34,7 +34,7 @@ use super::clip::{Clip, ClipConfig, ClipEncoder, TextConfig, VisionConfig};
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::OPEN_CLIP_LAYOUT;
-use crate::preprocess::{Preprocessor, Resize, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
+use crate::preprocess::{Filter, Preprocessor, Resize, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
 use crate::{Error, ErrorKind, Result};
 
@@ -176,6 +176,25 @@ pub struct OpenClipText {
     pub other: HashMap<String, serde_json::Value>,
 }
 
+impl OpenClipText {
+    /// The text tower described as a `CLIPTextModel` config: GELU, or QuickGELU where the
+    /// model config says `quick_gelu`.
+    pub fn clip_text_config(&self, quick_gelu: bool) -> TextConfig {
+        TextConfig {
+            vocab_size: self.vocab_size,
+            hidden_size: self.width,
+            intermediate_size: (self.width as f64 * self.mlp_ratio) as usize,
+            num_hidden_layers: self.layers,
+            num_attention_heads: self.heads,
+            max_position_embeddings: self.context_length,
+            hidden_act: if quick_gelu { "quick_gelu" } else { "gelu" }.to_string(),
+            layer_norm_eps: 1e-5,
+            // OpenCLIP pools at the largest id (argmax), as legacy CLIP configs do.
+            eos_token_id: 2,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct OpenClipPreprocess {
     #[serde(default = "default_mean")]
@@ -194,7 +213,26 @@ impl OpenClipPreprocess {
     /// crop, or for `squash` both sides at once.
     pub fn preprocessor(&self, size: usize) -> Preprocessor {
         let resize = if self.resize_mode == "squash" { Resize::Stretch } else { Resize::ShorterSideThenCrop };
-        Preprocessor { mean: self.mean, std: self.std, resize, ..Preprocessor::openai_clip(size) }
+        let filter = if self.interpolation == "bilinear" { Filter::Bilinear } else { Filter::Bicubic };
+        Preprocessor { mean: self.mean, std: self.std, resize, filter, ..Preprocessor::openai_clip(size) }
+    }
+
+    /// Refuses what [`OpenClipPreprocess::preprocessor`] does not reproduce.
+    pub(crate) fn check(&self, path: &std::path::Path) -> Result<()> {
+        if !matches!(self.interpolation.as_str(), "bicubic" | "bilinear")
+            || !matches!(self.resize_mode.as_str(), "shortest" | "squash")
+        {
+            return Err(Error::new(
+                ErrorKind::BadConfig,
+                format!(
+                    "use {}: preprocess_cfg {} / {} is not supported (bicubic or bilinear / shortest or squash)",
+                    path.display(),
+                    self.interpolation,
+                    self.resize_mode
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -259,7 +297,11 @@ const PLAIN_VALUES: &[(&str, &str)] = &[
     ("pos_embed_type", "\"learnable\""),
 ];
 
-fn check_plain(tower: &str, other: &HashMap<String, serde_json::Value>, path: &std::path::Path) -> Result<()> {
+pub(crate) fn check_plain(
+    tower: &str,
+    other: &HashMap<String, serde_json::Value>,
+    path: &std::path::Path,
+) -> Result<()> {
     for (key, plain) in PLAIN_VALUES {
         if let Some(value) = other.get(*key) {
             if value.to_string().as_str() != *plain {
@@ -291,18 +333,7 @@ impl OpenClipFile {
         let file: Self = super::read_config(path)?;
         check_plain("vision_cfg", &file.model_cfg.vision_cfg.other, path)?;
         check_plain("text_cfg", &file.model_cfg.text_cfg.other, path)?;
-        let p = &file.preprocess_cfg;
-        if p.interpolation != "bicubic" || !matches!(p.resize_mode.as_str(), "shortest" | "squash") {
-            return Err(Error::new(
-                ErrorKind::BadConfig,
-                format!(
-                    "use {}: preprocess_cfg {} / {} is not supported (bicubic / shortest or squash)",
-                    path.display(),
-                    p.interpolation,
-                    p.resize_mode
-                ),
-            ));
-        }
+        file.preprocess_cfg.check(path)?;
         let v = &file.model_cfg.vision_cfg;
         if v.head_width == 0 || !v.width.is_multiple_of(v.head_width) {
             return Err(Error::new(
@@ -322,20 +353,9 @@ impl OpenClipFile {
     pub fn clip_config(&self) -> ClipConfig {
         let m = &self.model_cfg;
         let act = if m.quick_gelu { "quick_gelu" } else { "gelu" }.to_string();
-        let (t, v) = (&m.text_cfg, &m.vision_cfg);
+        let v = &m.vision_cfg;
         ClipConfig {
-            text_config: TextConfig {
-                vocab_size: t.vocab_size,
-                hidden_size: t.width,
-                intermediate_size: (t.width as f64 * t.mlp_ratio) as usize,
-                num_hidden_layers: t.layers,
-                num_attention_heads: t.heads,
-                max_position_embeddings: t.context_length,
-                hidden_act: act.clone(),
-                layer_norm_eps: 1e-5,
-                // OpenCLIP pools at the largest id (argmax), as legacy CLIP configs do.
-                eos_token_id: 2,
-            },
+            text_config: m.text_cfg.clip_text_config(m.quick_gelu),
             vision_config: VisionConfig {
                 hidden_size: v.width,
                 intermediate_size: (v.width as f64 * v.mlp_ratio) as usize,
@@ -352,25 +372,30 @@ impl OpenClipFile {
     }
 }
 
+/// Every tensor of an OpenCLIP checkpoint (`open_clip_model.safetensors`, or the PyTorch file
+/// `open_clip_pytorch_model.bin`) on `device`, by open_clip's names.
+pub(crate) fn read_open_clip_weights(path: &std::path::Path, device: &Device) -> Result<HashMap<String, Tensor>> {
+    let read = |e: candle_core::Error| {
+        Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", path.display()), e)
+    };
+    if crate::hub::is_torch_checkpoint(path) {
+        let (tensors, _) = super::weights::read_checkpoint(path, &[])?;
+        tensors
+            .into_iter()
+            .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
+            .collect::<candle_core::Result<HashMap<_, _>>>()
+            .map_err(read)
+    } else {
+        candle_core::safetensors::load(path, device).map_err(read)
+    }
+}
+
 /// A full OpenCLIP checkpoint (`open_clip_config.json`, `open_clip_model.safetensors`,
 /// `tokenizer.json`), converted to Hugging Face naming on load.
 pub fn load_open_clip(files: &ModelFiles, dtype: DType, device: &Device) -> Result<ClipEncoder> {
     let file = OpenClipFile::from_file(&files.config)?;
     let config = file.clip_config();
-    let mut map = if crate::hub::is_torch_checkpoint(&files.weights) {
-        let (tensors, _) = super::weights::read_checkpoint(&files.weights, &[])?;
-        tensors
-            .into_iter()
-            .map(|(name, tensor)| Ok((name, tensor.to_device(device)?)))
-            .collect::<candle_core::Result<HashMap<_, _>>>()
-            .map_err(|e| {
-                Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
-            })?
-    } else {
-        candle_core::safetensors::load(&files.weights, device).map_err(|e| {
-            Error::caused_by(ErrorKind::BadWeights, format!("read weights {}: {e}", files.weights.display()), e)
-        })?
-    };
+    let mut map = read_open_clip_weights(&files.weights, device)?;
     // The conversion reads the configured layers only: a checkpoint with more would lose them.
     for (prefix, built) in [
         ("visual.transformer.resblocks.", config.vision_config.num_hidden_layers),
@@ -424,6 +449,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "openclip",
     model_types: &[],
     layout: OPEN_CLIP_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Contrastive],
     text_preps: TextPrep::AUTHORS_ONLY,

@@ -412,6 +412,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "gemma3",
     model_types: &["gemma3"],
     layout: HF_SHARDED_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
     text_preps: TextPrep::AUTHORS_ONLY,

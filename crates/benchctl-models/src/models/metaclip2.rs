@@ -66,6 +66,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "metaclip2",
     model_types: &["metaclip_2"],
     layout: HF_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Contrastive],
     text_preps: TextPrep::AUTHORS_ONLY,

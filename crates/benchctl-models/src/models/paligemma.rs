@@ -253,6 +253,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "paligemma",
     model_types: &["paligemma"],
     layout: HF_SHARDED_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
     text_preps: TextPrep::AUTHORS_ONLY,

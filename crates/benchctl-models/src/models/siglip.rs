@@ -538,6 +538,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "siglip",
     model_types: &["siglip"],
     layout: HF_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Sigmoid],
     text_preps: &TextPrep::ALL,

@@ -200,6 +200,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "siglip2-naflex",
     model_types: &["siglip2"],
     layout: HF_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Sigmoid],
     text_preps: &TextPrep::ALL,

@@ -34,7 +34,7 @@ use benchctl_suites::PilImage;
 use image::{ImageBuffer, Luma, RgbImage, RgbaImage};
 
 pub use resample::Filter;
-use resample::{resize_bicubic_16, resize_nearest, resize_window};
+use resample::{resize_16, resize_nearest, resize_window};
 
 /// OpenAI CLIP's normalisation constants, as published (f32 keeps the nearest values).
 #[allow(clippy::excessive_precision)]
@@ -501,7 +501,7 @@ impl Preprocessor {
         }
         let window = self.crop_window(w, h);
         let (new_w, new_h) = window.resized;
-        let resized = resize_bicubic_16(image.as_raw(), w, h, new_w, new_h);
+        let resized = resize_16(image.as_raw(), w, h, new_w, new_h, self.filter);
         let rgb: Vec<u8> = resized.iter().flat_map(|&v| [clip(v); 3]).collect();
         self.normalise_into(&window.cut(&rgb, 3), out);
     }

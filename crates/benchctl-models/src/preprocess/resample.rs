@@ -397,13 +397,13 @@ pub(super) fn resize_window(
     }
 }
 
-/// Pillow's bicubic resize of `I;16` (`ImagingResample{Horizontal,Vertical}_16bpc`): the
-/// weights in f64, each sum rounded half away from zero, then stored byte by byte with each
+/// Pillow's resize of `I;16` (`ImagingResample{Horizontal,Vertical}_16bpc`) with `filter`
+/// (bicubic, or bilinear for open_clip's bilinear checkpoints such as PE-Core): the weights in f64, each sum rounded half away from zero, then stored byte by byte with each
 /// byte clipped to 0–255 (a sum above 65,535 keeps its low byte under a high byte of 255).
-pub(super) fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize) -> Vec<u16> {
-    fn pass(src: &[u16], len: usize, count: usize, stride: usize, step: usize, new_len: usize) -> Vec<u16> {
+pub(super) fn resize_16(src: &[u16], w: usize, h: usize, new_w: usize, new_h: usize, filter: Filter) -> Vec<u16> {
+    let pass = |src: &[u16], len: usize, count: usize, stride: usize, step: usize, new_len: usize| -> Vec<u16> {
         // `count` lines of `len` samples, `step` apart within a line, `stride` between lines.
-        let taps = coefficients(len, new_len, 0..new_len, Filter::Bicubic);
+        let taps = coefficients(len, new_len, 0..new_len, filter);
         let mut out = vec![0u16; count * new_len];
         for line in 0..count {
             for (i, (min, k)) in taps.iter().enumerate() {
@@ -415,7 +415,7 @@ pub(super) fn resize_bicubic_16(src: &[u16], w: usize, h: usize, new_w: usize, n
             }
         }
         out
-    }
+    };
     let transpose = |src: &[u16], w: usize, h: usize| -> Vec<u16> {
         (0..w).flat_map(|x| (0..h).map(move |y| (x, y))).map(|(x, y)| src[y * w + x]).collect()
     };

@@ -1,7 +1,8 @@
 //! Encoder throughput on random weights: CLIP's and SigLIP's towers (SigLIP 2's at fixed
 //! resolution and NaFlex), and FIBER's unimodal and pair passes.
 
-use benchctl_models::models::clip::{Clip, ClipConfig};
+use benchctl_models::models::clip::{Clip, ClipConfig, ClipText};
+use benchctl_models::models::pe_core::{PeVision, TimmClipFile};
 use benchctl_models::models::siglip::{Siglip, SiglipConfig};
 use benchctl_models::models::siglip2_naflex::{self, Siglip2Config};
 use benchctl_models::registry::{self, BenchTowers};
@@ -11,10 +12,18 @@ use super::e2e::{eval_child, fixture, write_suite};
 use super::{io, summarise, time, BenchPlan, Part, PartResult};
 use crate::{Error, ErrorKind, Result};
 
+/// open_clip 3.3's `PE-Core-B-16` (`model_configs/PE-Core-B-16.json`) with the hub
+/// checkpoint's `preprocess_cfg`.
+const PE_CORE_B16: &str = r#"{"model_cfg": {"embed_dim": 1024,
+    "vision_cfg": {"image_size": 224, "timm_model_name": "vit_pe_core_base_patch16_224", "timm_pool": "map", "timm_proj": null},
+    "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 1024, "heads": 16, "layers": 24}},
+    "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "interpolation": "bilinear", "resize_mode": "squash"}}"#;
+
 /// Two towers with random weights, built from a zoo id's shape or a `config.json`.
 enum Towers {
     Clip(Box<Clip>),
     Siglip(Box<Siglip>),
+    PeCore(Box<(PeVision, ClipText)>),
 }
 
 impl Towers {
@@ -30,6 +39,12 @@ impl Towers {
         let siglip = |config: SiglipConfig| -> Result<Towers> {
             Ok(Towers::Siglip(Box::new(Siglip::random(&config, dtype, &device)?)))
         };
+        let pe_core = |file: TimmClipFile| -> Result<Towers> {
+            let (tower, embed) = (file.tower(), file.model_cfg.embed_dim);
+            let vision = PeVision::random(tower, file.model_cfg.vision_cfg.image_size, embed, dtype, &device)?;
+            let text = ClipText::random(&file.text_config(), embed, dtype, &device)?;
+            Ok(Towers::PeCore(Box::new((vision, text))))
+        };
         // Square images of the position grid's size: every patch of the budget a real one.
         let naflex = |config: Siglip2Config| -> Result<Towers> {
             Ok(Towers::Siglip(Box::new(siglip2_naflex::random(&config, dtype, &device)?)))
@@ -41,6 +56,7 @@ impl Towers {
                 BenchTowers::Siglip => Ok((name, siglip(SiglipConfig::from_file(path)?)?)),
                 BenchTowers::Clip => Ok((name, clip(ClipConfig::from_file(path)?)?)),
                 BenchTowers::Siglip2Naflex => Ok((name, naflex(Siglip2Config::from_file(path)?)?)),
+                BenchTowers::PeCore => Ok((name, pe_core(TimmClipFile::from_file(path)?)?)),
                 BenchTowers::None => Err(Error::new(
                     ErrorKind::Usage,
                     format!(
@@ -58,6 +74,10 @@ impl Towers {
             }
             "siglip2-base-patch16-224" => siglip(SiglipConfig::siglip2_base_patch16_224())?,
             "siglip2-base-patch16-naflex" => naflex(Siglip2Config::base_patch16_naflex())?,
+            "pe-core-b16-224" => pe_core(
+                serde_json::from_str(PE_CORE_B16)
+                    .map_err(|e| Error::new(ErrorKind::Model, format!("read the PE-Core-B-16 shape: {e}")))?,
+            )?,
             other => {
                 return Err(Error::new(
                     ErrorKind::Usage,
@@ -72,6 +92,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.config().vision_config.image_size,
             Towers::Siglip(m) => m.image_size(),
+            Towers::PeCore(m) => m.0.image_size(),
         }
     }
 
@@ -79,14 +100,17 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.config().text_config.vocab_size,
             Towers::Siglip(m) => m.vocab_size(),
+            Towers::PeCore(m) => m.1.vocab_size(),
         }
     }
 
-    /// SigLIP's texts always have its trained length; CLIP's the length asked for.
+    /// SigLIP's texts always have its trained length; CLIP's the length asked for (PE-Core's
+    /// at most its context).
     fn text_len(&self, asked: usize) -> usize {
         match self {
             Towers::Clip(_) => asked,
             Towers::Siglip(m) => m.text_len(),
+            Towers::PeCore(m) => asked.min(m.1.max_positions()),
         }
     }
 
@@ -94,6 +118,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.image_features(pixels),
             Towers::Siglip(m) => m.image_features(pixels),
+            Towers::PeCore(m) => m.0.forward(pixels).map_err(|e| benchctl_models::Error::compute("encode images", e)),
         }
     }
 
@@ -101,6 +126,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.text_features(ids),
             Towers::Siglip(m) => m.text_features(ids),
+            Towers::PeCore(m) => m.1.text_features(ids),
         }
     }
 }

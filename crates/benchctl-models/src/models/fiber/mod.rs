@@ -670,6 +670,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     model_types: &["fiber"],
     // Its preprocessing is ALBEF's, fixed: no image settings are read.
     layout: Layout { image_settings: false, ..HF_LAYOUT },
+    timm_towers: &[],
     released_as_torch_checkpoint: true,
     heads: &[ScoreHead::Itm, ScoreHead::Itc],
     text_preps: TextPrep::AUTHORS_ONLY,

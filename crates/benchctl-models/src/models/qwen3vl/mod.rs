@@ -219,6 +219,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "qwen3_vl",
     model_types: &["qwen3_vl"],
     layout: HF_LAYOUT,
+    timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
     text_preps: TextPrep::AUTHORS_ONLY,
