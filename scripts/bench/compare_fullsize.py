@@ -6,8 +6,8 @@ and its weights as `open_clip_pytorch_model.bin` (`dfn`, as Apple's repos hold i
 loading the same directory with `local-dir:`), and a SigLIP 2 NaFlex base/16 (`naflex`:
 `Siglip2Model` at its hub shape, 256 patches, with the fixture's Gemma-style vocabulary; the
 authors' captions as open_clip's `HFTokenizer(clean="canonicalize")` prepares them, each item's
-two images in one padded batch as the processor makes it), and a PE-Core B/16 (`pe`: open_clip's
-`PE-Core-B-16`, timm's tower) on the same PNG files of many sizes and modes
+two images in one padded batch as the processor makes it), a PE-Core B/16 (`pe`: open_clip's
+`PE-Core-B-16`, timm's tower) and an EVA02-CLIP B/16 (`eva02`: open_clip's `EVA02-B-16`) on the same PNG files of many sizes and modes
 (the fixture images, and a real photo from ../shared cut to six aspect ratios in six modes),
 the largest difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB
 to 4 GB); run it after a change to preprocessing or the models, and note the numbers in
@@ -15,7 +15,7 @@ docs/models.md.
 
     pip install torch transformers open_clip_torch pillow safetensors
     cargo build --release -p benchctl
-    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe]
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02]
 """
 
 import argparse
@@ -209,28 +209,42 @@ def siglip2_naflex(binary, tmp, lines):
                    theirs)
 
 
-def pe_core_b16(binary, tmp, lines):
-    """open_clip's PE-Core-B-16 (timm's `vit_pe_core_base_patch16_224`, open_clip's text tower)
-    with random weights and the hub checkpoints' preprocess_cfg (open_clip's `_pecfg`: squash,
-    bilinear, mean/std 0.5), saved as the timm/PE-Core-B-16 repo holds it."""
+def timm_tower_clip(binary, tmp, lines, name, preprocess, results):
+    """open_clip's `name` (a timm image tower beside open_clip's text tower) with random weights
+    and the hub checkpoints' preprocess_cfg, saved as its `timm/…` repo holds it."""
     import open_clip
     from safetensors.torch import save_file
     torch.manual_seed(0)
-    model = open_clip.create_model("PE-Core-B-16", pretrained=None).eval()
-    out = tmp / "pe-core-b16-random"
+    model = open_clip.create_model(name, pretrained=None).eval()
+    out = tmp / f"{name}-random"
     out.mkdir()
-    preprocess = {"mean": [0.5] * 3, "std": [0.5] * 3, "interpolation": "bilinear", "resize_mode": "squash"}
-    config = {"model_cfg": open_clip.get_model_config("PE-Core-B-16"), "preprocess_cfg": preprocess}
+    config = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
     (out / "open_clip_config.json").write_text(json.dumps(config, indent=2) + "\n")
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "open_clip_model.safetensors"))
     shutil.copy(TOKENIZER, out / "tokenizer.json")
-    transform = open_clip.image_transform(224, is_train=False, **preprocess)
-    theirs = open_clip_scores(model, transform, open_clip.get_tokenizer("PE-Core-B-16"), tmp / "suite", lines)
-    return compare("PE-Core B/16 (timm tower, open_clip text), vs open_clip", benchctl_scores(binary, out, tmp / "suite", tmp / "r5"),
+    size = config["model_cfg"]["vision_cfg"]["image_size"]
+    transform = open_clip.image_transform(size, is_train=False, **preprocess)
+    theirs = open_clip_scores(model, transform, open_clip.get_tokenizer(name), tmp / "suite", lines)
+    return compare(f"{name} (timm tower, open_clip text), vs open_clip", benchctl_scores(binary, out, tmp / "suite", results),
                    theirs)
 
 
-MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378, "naflex": siglip2_naflex, "pe": pe_core_b16}
+def pe_core_b16(binary, tmp, lines):
+    """PE-Core-B-16 (timm's `vit_pe_core_base_patch16_224`) under open_clip's `_pecfg`."""
+    preprocess = {"mean": [0.5] * 3, "std": [0.5] * 3, "interpolation": "bilinear", "resize_mode": "squash"}
+    return timm_tower_clip(binary, tmp, lines, "PE-Core-B-16", preprocess, tmp / "r5")
+
+
+def eva02_b16(binary, tmp, lines):
+    """EVA02-B-16 (timm's `eva02_base_patch16_clip_224`) under open_clip's `_pcfg`."""
+    import open_clip
+    preprocess = {"mean": list(open_clip.OPENAI_DATASET_MEAN), "std": list(open_clip.OPENAI_DATASET_STD),
+                  "interpolation": "bicubic", "resize_mode": "shortest"}
+    return timm_tower_clip(binary, tmp, lines, "EVA02-B-16", preprocess, tmp / "r6")
+
+
+MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378, "naflex": siglip2_naflex, "pe": pe_core_b16,
+          "eva02": eva02_b16}
 
 
 def main():

@@ -57,8 +57,9 @@ pub enum BenchTowers {
     Siglip,
     /// SigLIP 2 NaFlex's (`Siglip2Config`), on square images filling the position grid.
     Siglip2Naflex,
-    /// PE-Core's (`open_clip_config.json` naming a `vit_pe_core_*` tower).
-    PeCore,
+    /// An open_clip checkpoint's with timm's `Eva` image tower (PE-Core, EVA02-CLIP), from its
+    /// `open_clip_config.json`.
+    TimmEva,
 }
 
 /// An architecture benchctl implements: a handle to its [`ArchitectureSpec`].

@@ -7,9 +7,8 @@
 //! tokenizer and context length, and the score kinds it offers.
 
 use crate::hub::ModelFiles;
-use crate::models::{
-    blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, pe_core, qwen3vl, siglip, siglip2_naflex,
-};
+use crate::models::eva::{eva02, pe_core};
+use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip, siglip2_naflex};
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
@@ -22,6 +21,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     clip::ARCHITECTURE,
     clip_openai::ARCHITECTURE,
     pe_core::ARCHITECTURE,
+    eva02::ARCHITECTURE,
     siglip::ARCHITECTURE,
     siglip2_naflex::ARCHITECTURE,
     metaclip2::ARCHITECTURE,
@@ -178,6 +178,36 @@ pub const MODELS: &[ModelEntry] = &[
         preprocessing: "448 px squashed (both sides), bilinear, mean/std 0.5, from the repo's preprocess_cfg",
         activation: "gelu",
         tokenizer: "CLIP BPE (open_clip's), 72 tokens, cleaned as open_clip does",
+    },
+    ModelEntry {
+        id: "eva02-clip-b16",
+        repo: "timm/eva02_base_patch16_clip_224.merged2b_s8b_b131k",
+        revision: "main",
+        architecture: eva02::ARCHITECTURE,
+        description: "EVA02-CLIP B/16 (Sun et al., 2023), open_clip with timm's tower",
+        preprocessing: "224 px as the repo's preprocess_cfg says (open_clip's default: shorter side + centre crop), bicubic, OpenAI mean/std",
+        activation: "swiglu (image), gelu (text)",
+        tokenizer: OPEN_CLIP_BPE,
+    },
+    ModelEntry {
+        id: "eva02-clip-l14",
+        repo: "timm/eva02_large_patch14_clip_224.merged2b_s4b_b131k",
+        revision: "main",
+        architecture: eva02::ARCHITECTURE,
+        description: "EVA02-CLIP L/14 (Sun et al., 2023)",
+        preprocessing: "224 px as the repo's preprocess_cfg says (shorter side + centre crop), bicubic, OpenAI mean/std",
+        activation: "swiglu (image), gelu (text)",
+        tokenizer: OPEN_CLIP_BPE,
+    },
+    ModelEntry {
+        id: "eva02-clip-l14-336",
+        repo: "timm/eva02_large_patch14_clip_336.merged2b_s6b_b61k",
+        revision: "main",
+        architecture: eva02::ARCHITECTURE,
+        description: "EVA02-CLIP L/14 at 336 px (Sun et al., 2023)",
+        preprocessing: "336 px as the repo's preprocess_cfg says (shorter side + centre crop), bicubic, OpenAI mean/std",
+        activation: "swiglu (image), gelu (text)",
+        tokenizer: OPEN_CLIP_BPE,
     },
     ModelEntry {
         id: "siglip-base-patch16-224",

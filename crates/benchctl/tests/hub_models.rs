@@ -281,17 +281,17 @@ fn an_open_clip_repo_is_told_apart_by_its_timm_tower() {
     assert_eq!(run["model"]["architecture"], "pe-core", "{}", run["model"]);
     assert_eq!(run["model"]["commit"], MAIN);
 
-    let eva = hub(
-        "timm/eva",
+    let siglip = hub(
+        "timm/vit-siglip",
         pe_core_repo(|mut c| {
-            c["model_cfg"]["vision_cfg"]["timm_model_name"] = "eva02_base_patch16_clip_224".into();
+            c["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_base_patch16_siglip_224".into();
             c
         }),
         None,
     );
-    let out = eval("hf:timm/eva", &eva.url(), home.path(), &[]);
+    let out = eval("hf:timm/vit-siglip", &siglip.url(), home.path(), &[]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let said = stderr(&out);
-    assert!(said.contains("eva02_base_patch16_clip_224") && said.contains("vit_pe_core_"), "{said}");
-    assert!(eva.seen().iter().all(|r| !r.path.ends_with(".safetensors")), "no weights downloaded");
+    assert!(said.contains("vit_base_patch16_siglip_224") && said.contains("vit_pe_core_"), "{said}");
+    assert!(siglip.seen().iter().all(|r| !r.path.ends_with(".safetensors")), "no weights downloaded");
 }

@@ -3,12 +3,12 @@
 pub mod blip;
 pub mod clip;
 pub mod clip_openai;
+pub mod eva;
 pub mod fiber;
 mod gemma;
 pub mod gemma3;
 pub mod metaclip2;
 pub mod paligemma;
-pub mod pe_core;
 pub mod qwen3vl;
 pub mod siglip;
 pub mod siglip2_naflex;

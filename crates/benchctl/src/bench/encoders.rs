@@ -2,7 +2,7 @@
 //! resolution and NaFlex), and FIBER's unimodal and pair passes.
 
 use benchctl_models::models::clip::{Clip, ClipConfig, ClipText};
-use benchctl_models::models::pe_core::{PeVision, TimmClipFile};
+use benchctl_models::models::eva::{self, eva02, pe_core, EvaTower, EvaVision, TimmClipFile};
 use benchctl_models::models::siglip::{Siglip, SiglipConfig};
 use benchctl_models::models::siglip2_naflex::{self, Siglip2Config};
 use benchctl_models::registry::{self, BenchTowers};
@@ -19,17 +19,32 @@ const PE_CORE_B16: &str = r#"{"model_cfg": {"embed_dim": 1024,
     "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 1024, "heads": 16, "layers": 24}},
     "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "interpolation": "bilinear", "resize_mode": "squash"}}"#;
 
+/// open_clip 3.3's `EVA02-B-16` (`model_configs/EVA02-B-16.json`).
+const EVA02_B16: &str = r#"{"model_cfg": {"embed_dim": 512,
+    "vision_cfg": {"image_size": 224, "timm_model_name": "eva02_base_patch16_clip_224", "timm_pool": "token", "timm_proj": null},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12}}}"#;
+
+/// A zoo entry's open_clip config (above) and its tower in the family's table.
+fn timm_eva_shape(json: &str, towers: &'static [EvaTower]) -> Result<(TimmClipFile, &'static EvaTower)> {
+    let file: TimmClipFile =
+        serde_json::from_str(json).map_err(|e| Error::new(ErrorKind::Model, format!("read a benchmark shape: {e}")))?;
+    let name = &file.model_cfg.vision_cfg.timm_model_name;
+    let tower = towers.iter().find(|t| t.timm_name == name);
+    let tower = tower.ok_or_else(|| Error::new(ErrorKind::Model, format!("find the timm tower {name}")))?;
+    Ok((file, tower))
+}
+
 /// Two towers with random weights, built from a zoo id's shape or a `config.json`.
 enum Towers {
     Clip(Box<Clip>),
     Siglip(Box<Siglip>),
-    PeCore(Box<(PeVision, ClipText)>),
+    TimmEva(Box<(EvaVision, ClipText)>),
 }
 
 impl Towers {
     /// The towers of `--model` (`clip-vit-b32`, `siglip-base-patch16-224`,
-    /// `siglip2-base-patch16-224`, `siglip2-base-patch16-naflex` have their shapes here) or of
-    /// `--config`.
+    /// `siglip2-base-patch16-224`, `siglip2-base-patch16-naflex`, `pe-core-b16-224`,
+    /// `eva02-clip-b16` have their shapes here) or of `--config`.
     fn build(args: &BenchPlan) -> Result<(String, Towers)> {
         let device = args.device.open()?;
         let dtype = args.dtype;
@@ -39,11 +54,8 @@ impl Towers {
         let siglip = |config: SiglipConfig| -> Result<Towers> {
             Ok(Towers::Siglip(Box::new(Siglip::random(&config, dtype, &device)?)))
         };
-        let pe_core = |file: TimmClipFile| -> Result<Towers> {
-            let (tower, embed) = (file.tower(), file.model_cfg.embed_dim);
-            let vision = PeVision::random(tower, file.model_cfg.vision_cfg.image_size, embed, dtype, &device)?;
-            let text = ClipText::random(&file.text_config(), embed, dtype, &device)?;
-            Ok(Towers::PeCore(Box::new((vision, text))))
+        let timm_eva = |(file, tower): (TimmClipFile, &EvaTower)| -> Result<Towers> {
+            Ok(Towers::TimmEva(Box::new(eva::random_towers(&file, tower, dtype, &device)?)))
         };
         // Square images of the position grid's size: every patch of the budget a real one.
         let naflex = |config: Siglip2Config| -> Result<Towers> {
@@ -56,7 +68,10 @@ impl Towers {
                 BenchTowers::Siglip => Ok((name, siglip(SiglipConfig::from_file(path)?)?)),
                 BenchTowers::Clip => Ok((name, clip(ClipConfig::from_file(path)?)?)),
                 BenchTowers::Siglip2Naflex => Ok((name, naflex(Siglip2Config::from_file(path)?)?)),
-                BenchTowers::PeCore => Ok((name, pe_core(TimmClipFile::from_file(path)?)?)),
+                BenchTowers::TimmEva => {
+                    let read = if architecture == eva02::ARCHITECTURE { eva02::read_config } else { pe_core::read_config };
+                    Ok((name, timm_eva(read(path)?)?))
+                }
                 BenchTowers::None => Err(Error::new(
                     ErrorKind::Usage,
                     format!(
@@ -74,10 +89,8 @@ impl Towers {
             }
             "siglip2-base-patch16-224" => siglip(SiglipConfig::siglip2_base_patch16_224())?,
             "siglip2-base-patch16-naflex" => naflex(Siglip2Config::base_patch16_naflex())?,
-            "pe-core-b16-224" => pe_core(
-                serde_json::from_str(PE_CORE_B16)
-                    .map_err(|e| Error::new(ErrorKind::Model, format!("read the PE-Core-B-16 shape: {e}")))?,
-            )?,
+            "pe-core-b16-224" => timm_eva(timm_eva_shape(PE_CORE_B16, pe_core::TOWERS)?)?,
+            "eva02-clip-b16" => timm_eva(timm_eva_shape(EVA02_B16, eva02::TOWERS)?)?,
             other => {
                 return Err(Error::new(
                     ErrorKind::Usage,
@@ -92,7 +105,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.config().vision_config.image_size,
             Towers::Siglip(m) => m.image_size(),
-            Towers::PeCore(m) => m.0.image_size(),
+            Towers::TimmEva(m) => m.0.image_size(),
         }
     }
 
@@ -100,7 +113,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.config().text_config.vocab_size,
             Towers::Siglip(m) => m.vocab_size(),
-            Towers::PeCore(m) => m.1.vocab_size(),
+            Towers::TimmEva(m) => m.1.vocab_size(),
         }
     }
 
@@ -110,7 +123,7 @@ impl Towers {
         match self {
             Towers::Clip(_) => asked,
             Towers::Siglip(m) => m.text_len(),
-            Towers::PeCore(m) => asked.min(m.1.max_positions()),
+            Towers::TimmEva(m) => asked.min(m.1.max_positions()),
         }
     }
 
@@ -118,7 +131,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.image_features(pixels),
             Towers::Siglip(m) => m.image_features(pixels),
-            Towers::PeCore(m) => m.0.forward(pixels).map_err(|e| benchctl_models::Error::compute("encode images", e)),
+            Towers::TimmEva(m) => m.0.forward(pixels).map_err(|e| benchctl_models::Error::compute("encode images", e)),
         }
     }
 
@@ -126,7 +139,7 @@ impl Towers {
         match self {
             Towers::Clip(m) => m.text_features(ids),
             Towers::Siglip(m) => m.text_features(ids),
-            Towers::PeCore(m) => m.1.text_features(ids),
+            Towers::TimmEva(m) => m.1.text_features(ids),
         }
     }
 }
