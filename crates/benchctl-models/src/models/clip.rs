@@ -474,7 +474,7 @@ impl TextTower {
 }
 
 /// CLIP's text tower alone, e.g. beside another image tower in open_clip's `CustomTextCLIP`
-/// ([`super::pe_core`]).
+/// ([`super::eva`]).
 #[derive(Debug, Clone)]
 pub struct ClipText {
     tower: TextTower,
