@@ -130,6 +130,16 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: CLIP_BPE,
     },
     ModelEntry {
+        id: "openclip-vit-bigg14-laion2b",
+        repo: "laion/CLIP-ViT-bigG-14-laion2B-39B-b160k",
+        revision: "main",
+        architecture: clip_openai::ARCHITECTURE,
+        description: "OpenCLIP ViT-bigG/14 trained on LAION-2B (Cherti et al., 2023): heads of 104, MLP 8192",
+        preprocessing: "224 px as the repo's preprocess_cfg says (open_clip's default: shorter side + centre crop), bicubic, OpenAI mean/std",
+        activation: "gelu",
+        tokenizer: OPEN_CLIP_BPE,
+    },
+    ModelEntry {
         id: "dfn5b-h14-378",
         repo: "apple/DFN5B-CLIP-ViT-H-14-378",
         revision: "main",

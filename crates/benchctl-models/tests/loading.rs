@@ -306,3 +306,22 @@ fn every_architecture_is_declared_once_and_detected_by_its_declaration() {
         }
     }
 }
+
+/// open_clip's `ViT-bigG-14` (its `model_configs/ViT-bigG-14.json`, as the laion repo's
+/// `open_clip_config.json` holds it): heads of 104 channels and an MLP of `int(1664 · 4.9231)`
+/// = 8192, read as open_clip builds them.
+#[test]
+fn open_clip_bigg_is_read_as_open_clip_builds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("open_clip_config.json");
+    let config = r#"{"model_cfg": {"embed_dim": 1280,
+        "vision_cfg": {"image_size": 224, "layers": 48, "width": 1664, "head_width": 104, "mlp_ratio": 4.9231, "patch_size": 14},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 1280, "heads": 20, "layers": 32}}}"#;
+    std::fs::write(&path, config).unwrap();
+    assert_eq!(registry::detect_architecture(&path).unwrap().name(), "openclip");
+    let clip = benchctl_models::models::clip_openai::OpenClipFile::from_file(&path).unwrap().clip_config();
+    let (v, t) = (&clip.vision_config, &clip.text_config);
+    assert_eq!((v.num_attention_heads, v.intermediate_size, v.num_hidden_layers), (16, 8192, 48));
+    assert_eq!((t.num_attention_heads, t.intermediate_size, t.num_hidden_layers), (20, 5120, 32));
+    assert_eq!((clip.projection_dim, v.hidden_act.as_str()), (1280, "gelu"));
+}
