@@ -62,6 +62,15 @@ impl CaptionCleaning {
     }
 }
 
+/// The token a [`ClipTokenizer`] opens every text with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartToken<'a> {
+    /// This token, which the vocabulary must have.
+    Required(&'a str),
+    /// This token where the vocabulary has it, else none (MetaCLIP 2: XLM-V's `<s>`; mT5 has none).
+    IfInVocabulary(&'a str),
+}
+
 impl std::fmt::Debug for ClipTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClipTokenizer").field("max_len", &self.max_len).finish()
@@ -104,7 +113,7 @@ fn body_ids(inner: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>> {
 impl ClipTokenizer {
     /// Loads `tokenizer.json`; `max_len` is the text model's `max_position_embeddings`.
     pub fn from_file(path: &Path, max_len: usize, cleaning: CaptionCleaning) -> Result<Self> {
-        Self::with_specials(path, max_len, cleaning, Some(START_OF_TEXT), END_OF_TEXT)
+        Self::with_specials(path, max_len, cleaning, StartToken::Required(START_OF_TEXT), END_OF_TEXT)
     }
 
     /// The same with other start and end tokens (`<s>`, `</s>` for MetaCLIP 2's XLM-V
@@ -113,11 +122,14 @@ impl ClipTokenizer {
         path: &Path,
         max_len: usize,
         cleaning: CaptionCleaning,
-        start: Option<&str>,
+        start: StartToken<'_>,
         end: &str,
     ) -> Result<Self> {
         let inner = open(path)?;
-        let bos = start.map(|start| special(&inner, path, start)).transpose()?;
+        let bos = match start {
+            StartToken::Required(start) => Some(special(&inner, path, start)?),
+            StartToken::IfInVocabulary(start) => inner.token_to_id(start),
+        };
         let eos = special(&inner, path, end)?;
         check_len(max_len)?;
         Ok(Self { inner, max_len, bos, eos, cleaning, cleaner: text_clean::TextCleaner::new()? })

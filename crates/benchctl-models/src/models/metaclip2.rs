@@ -20,7 +20,7 @@ use super::clip::{Clip, ClipConfig, ClipEncoder};
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::{ModelFiles, HF_LAYOUT};
 use crate::preprocess::Preprocessor;
-use crate::tokenizer::{CaptionCleaning, ClipTokenizer};
+use crate::tokenizer::{CaptionCleaning, ClipTokenizer, StartToken};
 use crate::{Error, ErrorKind, Result};
 
 /// The start token of MetaCLIP 2's XLM-V vocabulary (its mT5 one has none) and the end token
@@ -32,8 +32,7 @@ const END: &str = "</s>";
 /// pooled there.
 fn tokenizer(files: &ModelFiles, config: &ClipConfig) -> Result<ClipTokenizer> {
     let tc = &config.text_config;
-    let start = crate::tokenizer::open(&files.tokenizer)?.token_to_id(START).map(|_| START);
-    let (path, context) = (&files.tokenizer, tc.max_position_embeddings);
+    let (path, context, start) = (&files.tokenizer, tc.max_position_embeddings, StartToken::IfInVocabulary(START));
     let tokenizer = ClipTokenizer::with_specials(path, context, CaptionCleaning::AsWritten, start, END)?;
     if tokenizer.eos() != tc.eos_token_id || tokenizer.eos() as usize >= tc.vocab_size {
         return Err(Error::new(
