@@ -8,13 +8,18 @@
 
 use crate::hub::ModelFiles;
 use crate::models::eva::{eva02, pe_core};
-use crate::models::{blip, clip, clip_openai, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip, siglip2_naflex};
+use crate::models::{
+    blip, clip, clip_openai, clip_t5, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip, siglip2_naflex,
+};
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
 
 pub use crate::architecture::{
     Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, LoadChoice, ScoreHead, TextPrep,
 };
+
+mod downloads;
+pub use downloads::{DownloadEntry, FIBER_CHECKPOINTS};
 
 /// Every architecture benchctl implements, each declared once in its own module.
 pub const ARCHITECTURES: &[Architecture] = &[
@@ -30,6 +35,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     gemma3::ARCHITECTURE,
     paligemma::ARCHITECTURE,
     qwen3vl::ARCHITECTURE,
+    clip_t5::ARCHITECTURE,
 ];
 
 /// The architecture with this name.
@@ -369,6 +375,26 @@ pub const MODELS: &[ModelEntry] = &[
         activation: "gelu_pytorch_tanh",
         tokenizer: "Gemma SentencePiece (257k); image tokens, <bos>, the question, \\n",
     },
+    ModelEntry {
+        id: "clip-flant5-xl",
+        repo: "zhiqiulin/clip-flant5-xl",
+        revision: "main",
+        architecture: clip_t5::ARCHITECTURE,
+        description: "CLIP-FlanT5-XL (Lin et al., 2024), the VQAScore paper's model: FlanT5-XL over CLIP ViT-L/14-336 patches, scored as t2v_metrics v3.0 does",
+        preprocessing: CLIP_T5_PREP,
+        activation: "gelu_new (T5), quick_gelu (CLIP)",
+        tokenizer: CLIP_T5_TOKENIZER,
+    },
+    ModelEntry {
+        id: "clip-flant5-xxl",
+        repo: "zhiqiulin/clip-flant5-xxl",
+        revision: "main",
+        architecture: clip_t5::ARCHITECTURE,
+        description: "CLIP-FlanT5-XXL (Lin et al., 2024), t2v_metrics' recommended VQAScore model: FlanT5-XXL over CLIP ViT-L/14-336 patches",
+        preprocessing: CLIP_T5_PREP,
+        activation: "gelu_new (T5), quick_gelu (CLIP)",
+        tokenizer: CLIP_T5_TOKENIZER,
+    },
 ];
 
 const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5";
@@ -378,77 +404,11 @@ const SIGLIP2_TOKENIZER: &str =
     "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
 const METACLIP2_TOKENIZER: &str = "XLM-V sentencepiece (901,629), 77 tokens, pooled at </s>; captions as written";
 const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
+const CLIP_T5_PREP: &str =
+    "336 px: convert(\"RGB\"), padded to a square of the mean colour, shorter side + centre crop, bicubic, OpenAI mean/std";
+const CLIP_T5_TOKENIZER: &str =
+    "FlanT5 SentencePiece (32,100; google/flan-t5-xl's); LLaVA's chat prompt, \"yes or no\", each side of the image ending in </s>";
 const GEMMA3_TOKENIZER: &str = "Gemma SentencePiece (262k); t2v_metrics' prompt and \"Yes\"";
-
-/// A checkpoint distributed outside the Hugging Face hub: `benchctl models` lists it with
-/// where to download it, and `--model-path FILE` loads the downloaded file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DownloadEntry {
-    pub id: &'static str,
-    /// Where its publisher's README links it.
-    pub url: &'static str,
-    pub architecture: Architecture,
-    /// The score heads the checkpoint has (a FIBER ITC fine-tune has no ITM head).
-    pub heads: &'static [ScoreHead],
-    pub description: &'static str,
-    pub preprocessing: &'static str,
-    pub tokenizer: &'static str,
-}
-
-const FIBER_TOKENIZER: &str = "roberta-base byte-level BPE, 50 tokens";
-const FIBER_384: &str = "384 px, stretched square, bicubic, ImageNet mean/std (albef)";
-const FIBER_576: &str = "576 px, stretched square, bicubic, ImageNet mean/std (albef)";
-
-/// FIBER's coarse-grained checkpoints, as `coarse_grained/README.md` of microsoft/FIBER links
-/// them (PyTorch Lightning `.ckpt` files on Azure blob storage, not on the hub). The image
-/// size is read from each checkpoint; ITM fine-tunes run at 384 px, ITC ones at 576 px.
-pub const FIBER_CHECKPOINTS: &[DownloadEntry] = &[
-    DownloadEntry {
-        id: "fiber-coco-itm",
-        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_coco_irtr_itm.ckpt",
-        architecture: fiber::ARCHITECTURE,
-        heads: &[ScoreHead::Itm, ScoreHead::Itc],
-        description: "FIBER-base fine-tuned on COCO retrieval with ITM (Dou et al., 2022)",
-        preprocessing: FIBER_384,
-        tokenizer: FIBER_TOKENIZER,
-    },
-    DownloadEntry {
-        id: "fiber-coco-itc",
-        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_coco_irtr_itc.ckpt",
-        architecture: fiber::ARCHITECTURE,
-        heads: &[ScoreHead::Itc],
-        description: "FIBER-base fine-tuned on COCO retrieval with ITC (Dou et al., 2022)",
-        preprocessing: FIBER_576,
-        tokenizer: FIBER_TOKENIZER,
-    },
-    DownloadEntry {
-        id: "fiber-f30k-itm",
-        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_f30k_irtr_itm.ckpt",
-        architecture: fiber::ARCHITECTURE,
-        heads: &[ScoreHead::Itm, ScoreHead::Itc],
-        description: "FIBER-base fine-tuned on Flickr30k retrieval with ITM (Dou et al., 2022)",
-        preprocessing: FIBER_384,
-        tokenizer: FIBER_TOKENIZER,
-    },
-    DownloadEntry {
-        id: "fiber-f30k-itc",
-        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_f30k_irtr_itc.ckpt",
-        architecture: fiber::ARCHITECTURE,
-        heads: &[ScoreHead::Itc],
-        description: "FIBER-base fine-tuned on Flickr30k retrieval with ITC (Dou et al., 2022)",
-        preprocessing: FIBER_576,
-        tokenizer: FIBER_TOKENIZER,
-    },
-    DownloadEntry {
-        id: "fiber-pretrain",
-        url: "https://datarelease.blob.core.windows.net/fiber/coarse_grained/fiber_pretrain.ckpt",
-        architecture: fiber::ARCHITECTURE,
-        heads: &[ScoreHead::Itm, ScoreHead::Itc],
-        description: "FIBER-base pre-trained on GCC+SBU+COCO+VG (Dou et al., 2022); 40 text tokens in pretraining",
-        preprocessing: FIBER_384,
-        tokenizer: FIBER_TOKENIZER,
-    },
-];
 
 /// The entry with this id, or an error listing the known ones (and, for a checkpoint that
 /// is not on the hub, where to download it).

@@ -166,7 +166,7 @@ fn model_directories_are_recognised_by_model_type() {
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
         err.to_string().contains(
-            "model_type `flava` is not supported (supported: clip, siglip, siglip2, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl)"
+            "model_type `flava` is not supported (supported: clip, siglip, siglip2, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl, clip_t5)"
         ),
         "{err}"
     );

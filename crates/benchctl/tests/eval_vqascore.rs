@@ -552,7 +552,20 @@ fn local_generative_model(fixture: &str) {
 /// stored log P("Yes") as `t2v_metrics`' own Qwen3-VL scorer gives it.
 #[test]
 fn qwen3vl_scores_images_of_every_size_as_t2v_metrics_does() {
-    let model = benchctl_testkit::fixture_model("qwen3vl-tiny");
+    // Each image at its own size: one image per batch.
+    scores_fixture_images_as_t2v_metrics_does("qwen3vl-tiny", "t2v_metrics_p_yes", 4);
+}
+
+#[test]
+fn clip_flant5_scores_pairs_as_t2v_metrics_does() {
+    // Square inputs: three images, then one, per batch of 3.
+    scores_fixture_images_as_t2v_metrics_does("clip-flant5-tiny", "t2v_metrics_p", 2);
+}
+
+/// Two Winoground items over a generative fixture's first four images through `eval
+/// --model-path` (batches of 3), each stored score within 1e-4 of t2v_metrics' log P.
+fn scores_fixture_images_as_t2v_metrics_does(fixture: &str, key: &str, image_batches: u64) {
+    let model = benchctl_testkit::fixture_model(fixture);
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
     let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
@@ -572,7 +585,7 @@ fn qwen3vl_scores_images_of_every_size_as_t2v_metrics_does() {
         })
         .collect();
     std::fs::write(data.path().join("examples.jsonl"), lines.concat()).unwrap();
-    let (results, cache) = (scratch_dir("qwen3vl-results"), scratch_dir("qwen3vl-cache"));
+    let (results, cache) = (scratch_dir(&format!("{fixture}-results")), scratch_dir(&format!("{fixture}-cache")));
     let args = common::eval_args(
         model.to_str().unwrap(),
         "winoground",
@@ -586,17 +599,17 @@ fn qwen3vl_scores_images_of_every_size_as_t2v_metrics_does() {
         (Some("vqascore"), Some("log-probability"))
     );
     let counts = &json["counts"];
-    assert_eq!((counts["images_encoded"].as_u64(), counts["image_batches"].as_u64()), (Some(4), Some(4)));
+    assert_eq!((counts["images_encoded"].as_u64(), counts["image_batches"].as_u64()), (Some(4), Some(image_batches)));
     assert_eq!(counts["pairs_scored"], 8);
     let stored = stored_scores(&run_path, &json, data.path());
     let mut worst = 0.0f64;
     for pair in expected["pairs"].as_array().unwrap() {
         let (i, c) = (pair["image"].as_u64().unwrap(), pair["caption"].as_u64().unwrap() as usize);
         if let Some(score) = stored[format!("image{i}")][captions[c]].as_f64() {
-            worst = worst.max((score - pair["t2v_metrics_p_yes"].as_f64().unwrap().ln()).abs());
+            worst = worst.max((score - pair[key].as_f64().unwrap().ln()).abs());
         }
     }
-    assert!(worst <= 1e-4, "stored log P(Yes) vs t2v_metrics: {worst:e}");
+    assert!(worst <= 1e-4, "{fixture}: stored log P(Yes) vs t2v_metrics: {worst:e}");
     assert_eq!(stored.as_object().unwrap().values().map(|c| c.as_object().unwrap().len()).sum::<usize>(), 8);
 }
 

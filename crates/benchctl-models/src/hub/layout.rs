@@ -112,10 +112,24 @@ pub const OPEN_CLIP_LAYOUT: Layout = Layout {
 /// The files every `transformers`-layout model directory must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
 
-/// The shard files a `model.safetensors.index.json` names (its `weight_map`'s values), each
-/// once, in first-seen order; each must be a plain `.safetensors` file name, since it becomes
-/// a path beside the index.
+/// The index of a checkpoint in PyTorch shards, as `save_pretrained(safe_serialization=False)`
+/// writes it (checkpoints that safetensors refuses, e.g. CLIP-FlanT5's aliased embedding).
+pub const PTH_SHARD_INDEX_FILE: &str = "pytorch_model.bin.index.json";
+
+/// Where a `transformers` model directory without safetensors keeps its weights, in the order
+/// `from_pretrained` looks for them.
+pub const HF_TORCH_WEIGHTS: [&str; 2] = [PTH_SHARD_INDEX_FILE, "pytorch_model.bin"];
+
+/// Whether a weights file is a shard index (of safetensors or of PyTorch shards).
+pub fn is_shard_index(file: &str) -> bool {
+    file.ends_with(".index.json")
+}
+
+/// The shard files a `model.safetensors.index.json` (or `pytorch_model.bin.index.json`) names
+/// (its `weight_map`'s values), each once, in first-seen order; each must be a plain file name
+/// of the index's kind (`.safetensors`, or `.bin`), since it becomes a path beside the index.
 pub fn shard_names(index: &Path) -> Result<Vec<String>> {
+    let extension = if index.to_string_lossy().ends_with(".bin.index.json") { ".bin" } else { ".safetensors" };
     let bad = |what: String| Error::new(ErrorKind::BadWeights, format!("read shard index {}: {what}", index.display()));
     let text = std::fs::read_to_string(index).map_err(|e| bad(e.to_string()))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("it is not JSON: {e}")))?;
@@ -126,11 +140,11 @@ pub fn shard_names(index: &Path) -> Result<Vec<String>> {
         let file = file.as_str().ok_or_else(|| bad(format!("`weight_map` gives `{tensor}` no file name")))?;
         let plain = !file.is_empty()
             && !file.starts_with('.')
-            && file.ends_with(".safetensors")
+            && file.ends_with(extension)
             && file.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if !plain {
             return Err(bad(format!(
-                "`weight_map` names the file {file:?} for `{tensor}`: not a plain .safetensors file name"
+                "`weight_map` names the file {file:?} for `{tensor}`: not a plain {extension} file name"
             )));
         }
         if !names.iter().any(|n| n == file) {

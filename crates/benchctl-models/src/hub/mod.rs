@@ -55,7 +55,14 @@ pub fn from_dir(dir: &Path) -> Result<ModelFiles> {
     } else {
         HF_LAYOUT
     };
-    from_dir_with(dir, layout.with_weights_found(|file| dir.join(file).is_file()))
+    let layout = layout.with_weights_found(|file| dir.join(file).is_file());
+    if layout.config == HF_LAYOUT.config && !dir.join(layout.weights).is_file() {
+        // transformers' own fallbacks: PyTorch shards, then one PyTorch file.
+        if let Some(weights) = HF_TORCH_WEIGHTS.into_iter().find(|file| dir.join(file).is_file()) {
+            return from_dir_with(dir, Layout { weights, ..layout });
+        }
+    }
+    from_dir_with(dir, layout)
 }
 
 /// Whether `path` is a PyTorch checkpoint (`torch.save`'s zip archive: a `.ckpt`, `.pth`, `.pt`).
@@ -271,7 +278,7 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
         commit = Some(c);
         paths.push(path);
     }
-    if layout.weights == SHARD_INDEX_FILE {
+    if is_shard_index(layout.weights) {
         fetch_shards(repo, revision, &paths[1], settings)?;
     }
     let tokenizer = match layout.tokenizer_instead {

@@ -212,11 +212,7 @@ struct TextTower {
 /// The vision tower and its projection.
 #[derive(Debug, Clone)]
 struct VisionTower {
-    patch_embedding: PatchEmbedding,
-    class_embedding: Tensor,
-    position_embedding: Tensor,
-    pre_norm: LayerNorm,
-    blocks: Vec<Block>,
+    trunk: VisionTrunk,
     post_norm: LayerNorm,
     projection: Linear,
 }
@@ -224,6 +220,37 @@ struct VisionTower {
 impl VisionTower {
     /// The vision tower under `vision_model.` and its projection `visual_projection`.
     fn load(w: &Weights, vc: &VisionConfig, projection_dim: usize) -> Result<Self> {
+        let v = w.pp("vision_model");
+        Ok(VisionTower {
+            trunk: VisionTrunk::load(&v, vc)?,
+            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
+            projection: w.pp("visual_projection").linear(vc.hidden_size, projection_dim, false)?,
+        })
+    }
+
+    fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let xs = self.trunk.forward(pixels)?;
+        let pooled = self.post_norm.forward(&xs.i((.., 0, ..))?)?;
+        self.projection.forward(&pooled)
+    }
+}
+
+/// CLIP's vision transformer without its pooling: embeddings, the pre-norm and the blocks, each
+/// token's hidden state after a given block (`hidden_states[layer]` of `transformers`'
+/// `CLIPVisionModel`), the class token first. LLaVA-style models (CLIP-FlanT5) read a layer
+/// before the last.
+#[derive(Debug, Clone)]
+pub struct VisionTrunk {
+    patch_embedding: PatchEmbedding,
+    class_embedding: Tensor,
+    position_embedding: Tensor,
+    pre_norm: LayerNorm,
+    blocks: Vec<Block>,
+}
+
+impl VisionTrunk {
+    /// The trunk under `v` (a `vision_model.` prefix).
+    pub(crate) fn load(v: &Weights, vc: &VisionConfig) -> Result<Self> {
         let tower = Tower::new(
             vc.hidden_size,
             vc.intermediate_size,
@@ -232,9 +259,8 @@ impl VisionTower {
             &vc.hidden_act,
             vc.layer_norm_eps,
         )?;
-        let v = w.pp("vision_model");
         let patches = (vc.image_size / vc.patch_size).pow(2);
-        Ok(VisionTower {
+        Ok(VisionTrunk {
             patch_embedding: PatchEmbedding::load(
                 &v.pp("embeddings.patch_embedding"),
                 vc.hidden_size,
@@ -245,21 +271,30 @@ impl VisionTower {
             class_embedding: v.get(vc.hidden_size, "embeddings.class_embedding")?,
             position_embedding: v.get((patches + 1, vc.hidden_size), "embeddings.position_embedding.weight")?,
             pre_norm: v.pp("pre_layrnorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
-            blocks: load_blocks(&v, &tower)?,
-            post_norm: v.pp("post_layernorm").layer_norm(vc.hidden_size, vc.layer_norm_eps)?,
-            projection: w.pp("visual_projection").linear(vc.hidden_size, projection_dim, false)?,
+            blocks: load_blocks(v, &tower)?,
         })
     }
 
-    fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+    /// `(b, C, H, W)` pixels → `(b, 1 + patches, width)` after the last block, the class
+    /// token first.
+    pub fn forward(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        self.hidden_state(pixels, self.blocks.len())
+    }
+
+    /// The blocks, as `hidden_states` counts them (0: the embeddings after the pre-norm).
+    pub fn depth(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// `(b, C, H, W)` pixels → `(b, 1 + patches, width)` after the first `layer` blocks (at
+    /// most [`VisionTrunk::depth`]), the class token first.
+    pub fn hidden_state(&self, pixels: &Tensor, layer: usize) -> candle_core::Result<Tensor> {
         let b = pixels.dim(0)?;
         let patch_embeds = self.patch_embedding.forward(pixels)?;
         let width = self.class_embedding.dim(0)?;
         let class = self.class_embedding.reshape((1, 1, width))?.broadcast_as((b, 1, width))?;
         let xs = Tensor::cat(&[&class, &patch_embeds], 1)?.broadcast_add(&self.position_embedding)?;
-        let xs = run_blocks(&self.blocks, self.pre_norm.forward(&xs)?, None)?;
-        let pooled = self.post_norm.forward(&xs.i((.., 0, ..))?)?;
-        self.projection.forward(&pooled)
+        run_blocks(&self.blocks[..layer.min(self.blocks.len())], self.pre_norm.forward(&xs)?, None)
     }
 }
 

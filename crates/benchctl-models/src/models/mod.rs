@@ -3,6 +3,7 @@
 pub mod blip;
 pub mod clip;
 pub mod clip_openai;
+pub mod clip_t5;
 pub mod eva;
 pub mod fiber;
 mod gemma;

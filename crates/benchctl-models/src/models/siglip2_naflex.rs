@@ -166,6 +166,7 @@ pub fn preprocessor(files: &ModelFiles, config: &Siglip2VisionConfig) -> Result<
         pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
         filter: Filter::Bilinear,
         modes: ModeRule::ConvertFirst { colour_key: ColourKey::Kept },
+        square_canvas: None,
     };
     let Some(settings) = ImageSettings::of(files)? else {
         return Ok(defaults);

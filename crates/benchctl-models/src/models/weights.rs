@@ -377,12 +377,12 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
     }
 }
 
-/// A checkpoint in shards: the safetensors files its index names, each validated as one file
-/// is, every tensor in exactly one of them.
+/// A checkpoint in shards: the safetensors (or PyTorch) files its index names, each validated
+/// as one file is, every tensor in exactly one of them.
 struct ShardedBackend {
-    shards: Vec<FileBackend>,
-    /// Which shard holds each tensor.
-    owner: std::collections::HashMap<String, usize>,
+    shards: Vec<Box<dyn candle_nn::var_builder::SimpleBackend>>,
+    /// Every tensor's shard and shape.
+    owner: std::collections::HashMap<String, (usize, Vec<usize>)>,
     used: Arc<Mutex<HashSet<String>>>,
 }
 
@@ -392,10 +392,20 @@ impl ShardedBackend {
         let used: Arc<Mutex<HashSet<String>>> = Default::default();
         let (mut shards, mut owner) = (Vec::new(), std::collections::HashMap::new());
         for name in crate::hub::shard_names(index)? {
-            let mut shard = FileBackend::open(&dir.join(&name))?;
-            shard.used = used.clone();
-            for tensor in shard.tensors.keys() {
-                if owner.insert(tensor.clone(), shards.len()).is_some() {
+            let path = dir.join(&name);
+            let (shard, shapes): (Box<dyn candle_nn::var_builder::SimpleBackend>, _) = if name.ends_with(".bin") {
+                let mut shard = PthBackend::open(&path)?;
+                shard.used = used.clone();
+                let shapes = shard.shapes();
+                (Box::new(shard), shapes)
+            } else {
+                let mut shard = FileBackend::open(&path)?;
+                shard.used = used.clone();
+                let shapes = shard.tensors.iter().map(|(n, (_, shape, _, _))| (n.clone(), shape.clone())).collect();
+                (Box::new(shard), shapes)
+            };
+            for (tensor, shape) in shapes {
+                if owner.insert(tensor.clone(), (shards.len(), shape)).is_some() {
                     return Err(bad(index, format!("tensor `{tensor}` is in more than one shard (again in {name})")));
                 }
             }
@@ -405,15 +415,12 @@ impl ShardedBackend {
     }
 
     fn shapes(&self) -> std::collections::BTreeMap<String, Vec<usize>> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.tensors.iter().map(|(name, (_, shape, _, _))| (name.clone(), shape.clone())))
-            .collect()
+        self.owner.iter().map(|(name, (_, shape))| (name.clone(), shape.clone())).collect()
     }
 
-    fn shard(&self, name: &str) -> candle_core::Result<&FileBackend> {
+    fn shard(&self, name: &str) -> candle_core::Result<&dyn candle_nn::var_builder::SimpleBackend> {
         match self.owner.get(name) {
-            Some(&i) => Ok(&self.shards[i]),
+            Some(&(i, _)) => Ok(self.shards[i].as_ref()),
             None => candle_core::bail!("cannot find tensor {name} in any shard"),
         }
     }

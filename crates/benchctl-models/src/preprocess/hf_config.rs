@@ -287,5 +287,6 @@ pub(crate) fn read(settings: &ImageSettings, defaults: &Preprocessor) -> Result<
         pipeline: Pipeline::Transformers { rescale_factor },
         filter,
         modes: settings.mode_rule(defaults.modes)?,
+        square_canvas: defaults.square_canvas,
     })
 }

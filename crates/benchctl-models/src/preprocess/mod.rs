@@ -20,6 +20,7 @@
 //! white first; readers that open every image with `convert("RGB")` (ALBEF, FIBER,
 //! `t2v_metrics`) drop the alpha first.
 
+mod canvas;
 mod hf_config;
 mod resample;
 mod sizes;
@@ -152,6 +153,10 @@ pub struct Preprocessor {
     pub filter: Filter,
     /// How images that are not RGB become RGB.
     pub modes: ModeRule,
+    /// Padded to a square of this colour first, centred (LLaVA's `expand2square`, which
+    /// CLIP-FlanT5's scorer applies to the RGB image before its processor); with
+    /// [`ModeRule::ConvertFirst`] only, since the padding is of the converted image.
+    pub square_canvas: Option<[u8; 3]>,
 }
 
 /// The most pixels a resized image may have before cropping (≈ 200 MB of RGB).
@@ -171,6 +176,7 @@ impl Preprocessor {
             pipeline: Pipeline::Torchvision,
             filter: Filter::Bicubic,
             modes: ModeRule::ResizeThenConvert,
+            square_canvas: None,
         }
     }
 
@@ -184,6 +190,7 @@ impl Preprocessor {
             pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
             filter: Filter::Bicubic,
             modes: ModeRule::OverWhite,
+            square_canvas: None,
         }
     }
 
@@ -264,7 +271,9 @@ impl Preprocessor {
         let filter = self.filter.name();
         let size = if self.resize.keeps_own_size() { String::new() } else { format!("{} px ", self.size) };
         let (mean, std, modes) = (fmt(&self.mean), fmt(&self.std), self.modes.name());
-        format!("{size}{how}, {filter}, mean {mean} std {std} ({pipeline}; {modes})")
+        let pad = self.square_canvas.map(|[r, g, b]| format!("padded to a square of ({r}, {g}, {b}), "));
+        let pad = pad.unwrap_or_default();
+        format!("{size}{pad}{how}, {filter}, mean {mean} std {std} ({pipeline}; {modes})")
     }
 
     /// Refuses an input the resize would blow up: a degenerate aspect ratio makes the
@@ -283,6 +292,12 @@ impl Preprocessor {
                     "a {w}×{h} image's aspect ratio {aspect:.0} is beyond the {NATIVE_MAX_ASPECT} the model's resize accepts"
                 )));
             }
+        }
+        if self.square_canvas.is_some() && (w.max(h) as u64).pow(2) > MAX_RESIZED_PIXELS {
+            return Err(unusable(format!(
+                "padding this {w}×{h} image to a square would make {side}×{side} pixels (at most {MAX_RESIZED_PIXELS}): its aspect ratio is too extreme",
+                side = w.max(h)
+            )));
         }
         let (new_w, new_h) = self.resized_size(w, h);
         if (new_w as u64).saturating_mul(new_h as u64) > MAX_RESIZED_PIXELS {
@@ -338,6 +353,11 @@ impl Preprocessor {
 
     /// As [`Preprocessor::apply`], writing into `out` (length [`Preprocessor::len_for`]).
     pub fn apply_into(&self, image: &RgbImage, out: &mut [f32]) {
+        if let Some(colour) = self.square_canvas {
+            let square = canvas::expand_to_square(image, colour);
+            let kept = self.resize_rgb(square.as_raw(), square.width() as usize, square.height() as usize);
+            return self.normalise_into(&kept, out);
+        }
         let kept = self.resize_rgb(image.as_raw(), image.width() as usize, image.height() as usize);
         self.normalise_into(&kept, out);
     }

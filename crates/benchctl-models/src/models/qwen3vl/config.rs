@@ -145,6 +145,7 @@ impl Qwen3VlConfig {
             // `t2v_metrics` opens every image with `convert("RGB")`; `qwen_vl_utils` resizes
             // it before the processor's `convert_to_rgb`.
             modes: ModeRule::ConvertFirst { colour_key: ColourKey::WhiteAfterResize },
+            square_canvas: None,
         }
     }
 }

@@ -1,0 +1,152 @@
+//! CLIP-FlanT5 against t2v_metrics' own CLIP-T5 scorer (its v3.0 release, run unchanged under
+//! transformers 4.46 by `scripts/fixtures/gen_clip_flant5_fixture.py`): SentencePiece ids, the
+//! padded and processed pixels, the prompt with its image placeholder, and the probability of
+//! "Yes" in f32 and bf16.
+
+use benchctl_models::hub;
+use benchctl_models::models::clip_t5::ClipT5Vqa;
+use benchctl_models::{FusionEncoder, ScoreKind};
+use benchctl_testkit::{fixture_expected, fixture_model, json_numbers, test_device};
+use candle_core::{DType, Tensor};
+
+const FIXTURE: &str = "clip-flant5-tiny";
+
+fn model(dtype: DType) -> ClipT5Vqa {
+    ClipT5Vqa::load(&hub::from_dir(&fixture_model(FIXTURE)).unwrap(), dtype, &test_device()).unwrap()
+}
+
+/// Every image of the fixture as the runner prepares it: opened by its PIL mode, then the
+/// model's preprocessing.
+fn pixels(model: &ClipT5Vqa, expected: &serde_json::Value) -> Tensor {
+    let p = model.preprocessor();
+    let mut all = Vec::new();
+    for image in expected["images"].as_array().unwrap() {
+        let path = fixture_model(FIXTURE).join("images").join(image["file"].as_str().unwrap());
+        let pil = benchctl_suites::ImageSource::File(path).load_pil().unwrap();
+        let mut out = vec![0.0; p.len()];
+        p.apply_pil(&pil, &mut out);
+        all.extend(out);
+    }
+    let n = expected["images"].as_array().unwrap().len();
+    Tensor::from_vec(all, (n, 3, p.size, p.size), &test_device()).unwrap()
+}
+
+#[test]
+fn texts_tokenise_as_sentencepiece_does() {
+    let expected = fixture_expected(FIXTURE);
+    let tokenizer = tokenizers::Tokenizer::from_file(fixture_model(FIXTURE).join("tokenizer.json")).unwrap();
+    for case in expected["tokens"].as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let theirs: Vec<u32> = json_numbers(&case["ids"]).iter().map(|&id| id as u32).collect();
+        assert_eq!(tokenizer.encode(text, true).unwrap().get_ids(), theirs, "{text:?}");
+    }
+}
+
+#[test]
+fn prompts_hold_the_image_placeholder_where_t2v_metrics_puts_it() {
+    let (expected, model) = (fixture_expected(FIXTURE), model(DType::F32));
+    let captions = expected["captions"].as_array().unwrap();
+    for pair in expected["pairs"].as_array().unwrap() {
+        let caption = captions[pair["caption"].as_u64().unwrap() as usize].as_str().unwrap();
+        let ids: Vec<i64> = json_numbers(&pair["input_ids"]).iter().map(|&id| id as i64).collect();
+        assert_eq!(model.prompt_ids(caption).unwrap(), ids, "{caption:?}");
+        let labels: Vec<u32> = json_numbers(&pair["labels"]).iter().map(|&id| id as u32).collect();
+        assert_eq!(model.caption_ids(caption).unwrap().1, labels);
+    }
+}
+
+#[test]
+fn images_are_padded_to_a_square_then_processed_as_clips_processor_does() {
+    let (expected, model) = (fixture_expected(FIXTURE), model(DType::F32));
+    let pixels = pixels(&model, &expected);
+    for (i, image) in expected["images"].as_array().unwrap().iter().enumerate() {
+        let ours = pixels.get(i).unwrap();
+        let first_row = ours.narrow(1, 0, 1).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let theirs = json_numbers(&image["pixel_values_first_row"]);
+        let worst = first_row.iter().zip(&theirs).map(|(a, b)| (f64::from(*a) - b).abs()).fold(0.0, f64::max);
+        assert!(first_row.len() == theirs.len() && worst < 1e-6, "{}: first row off by {worst}", image["file"]);
+        let sum = ours.to_dtype(DType::F64).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap();
+        let theirs_sum = image["pixel_values_sum"].as_f64().unwrap();
+        assert!((sum - theirs_sum).abs() < 1e-3, "{} ({}): sum {sum} vs {theirs_sum}", image["file"], image["mode"]);
+    }
+}
+
+/// The largest difference between benchctl's log P(Yes) and t2v_metrics' (its f32 scores).
+fn worst_log_p(dtype: DType, key: &str) -> f64 {
+    let (expected, model) = (fixture_expected(FIXTURE), model(dtype));
+    assert_eq!(model.score_kind(), ScoreKind::LogProbability);
+    let states = model.encode_images(&pixels(&model, &expected)).unwrap();
+    let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let pairs = expected["pairs"].as_array().unwrap();
+    let rows: Vec<u32> = pairs.iter().map(|p| p["image"].as_u64().unwrap() as u32).collect();
+    let texts: Vec<&str> = pairs.iter().map(|p| captions[p["caption"].as_u64().unwrap() as usize]).collect();
+    let rows = Tensor::new(rows, &test_device()).unwrap();
+    let ours = model.score_pairs(&states.index_select(&rows, 0).unwrap(), &texts).unwrap().to_vec1::<f32>().unwrap();
+    let worst = pairs
+        .iter()
+        .zip(ours)
+        .map(|(pair, got)| (f64::from(got) - pair[key].as_f64().unwrap().ln()).abs())
+        .fold(0.0, f64::max);
+    eprintln!("{dtype:?}: log P(Yes) at most {worst:.2e} from t2v_metrics'");
+    worst
+}
+
+#[test]
+fn log_p_yes_matches_t2v_metrics() {
+    let worst = worst_log_p(DType::F32, "t2v_metrics_p");
+    assert!(worst <= 1e-4, "log P(Yes) differs from t2v_metrics' by {worst}");
+    // The recorded per-token log-probabilities average to t2v_metrics' exp(−cross-entropy).
+    for pair in fixture_expected(FIXTURE)["pairs"].as_array().unwrap() {
+        let tokens = json_numbers(&pair["answer_log_ps"]);
+        let mean = tokens.iter().sum::<f64>() / tokens.len() as f64;
+        assert!((mean - pair["t2v_metrics_p"].as_f64().unwrap().ln()).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn half_precision_drift_is_bounded() {
+    for dtype in [DType::BF16, DType::F16] {
+        let worst = worst_log_p(dtype, "t2v_metrics_p");
+        assert!(worst <= 0.1, "{dtype:?}: log P(Yes) drifts {worst} from t2v_metrics' f32");
+    }
+    // t2v_metrics' own bf16 run drifts as far from its f32 one.
+    let expected = fixture_expected(FIXTURE);
+    let theirs =
+        expected["pairs"].as_array().unwrap().iter().map(|p| {
+            (p["t2v_metrics_p_bf16"].as_f64().unwrap().ln() - p["t2v_metrics_p"].as_f64().unwrap().ln()).abs()
+        });
+    assert!(theirs.fold(0.0, f64::max) <= 0.1);
+}
+
+#[test]
+fn checkpoints_without_their_vision_tower_are_refused_naming_what_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture_model(FIXTURE);
+    for entry in std::fs::read_dir(&fixture).unwrap().flatten().filter(|e| e.path().is_file()) {
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    // The text stack alone, as a checkpoint saved without LLaVA's tower would be.
+    let mut weights = std::collections::HashMap::new();
+    for shard in std::fs::read_dir(&fixture).unwrap().flatten().map(|e| e.path()) {
+        if shard.extension().is_some_and(|e| e == "bin") {
+            std::fs::remove_file(dir.path().join(shard.file_name().unwrap())).unwrap();
+            let tensors = candle_core::pickle::read_all(&shard).unwrap();
+            weights.extend(tensors.into_iter().filter(|(name, _)| !name.starts_with("vision_tower.")));
+        }
+    }
+    candle_core::safetensors::save(&weights, dir.path().join("model.safetensors")).unwrap();
+    std::fs::remove_file(dir.path().join("pytorch_model.bin.index.json")).unwrap();
+    let load = || ClipT5Vqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
+    // `mm_vision_tower` naming neither a directory beside the config nor a known hub tower.
+    let error = load().to_string();
+    assert!(
+        error.contains("`mm_vision_tower` \"vision_tower\"") && error.contains("clip-vit-large-patch14-336"),
+        "{error}"
+    );
+    std::fs::create_dir(dir.path().join("vision_tower")).unwrap();
+    for entry in std::fs::read_dir(fixture.join("vision_tower")).unwrap().flatten() {
+        std::fs::copy(entry.path(), dir.path().join("vision_tower").join(entry.file_name())).unwrap();
+    }
+    let error = load().to_string();
+    assert!(error.contains("holds no vision tower") && error.contains("model.safetensors"), "{error}");
+}
