@@ -452,3 +452,52 @@ fn an_openclip_repo_without_safetensors_or_tokenizer_takes_open_clips_fallbacks(
         "{text}"
     );
 }
+
+/// A CLIP-FlanT5 repo as zhiqiulin's are published: `config.json` and PyTorch shards behind
+/// `pytorch_model.bin.index.json`, no `tokenizer.json` (404). Every shard the index names is
+/// downloaded beside it, the tokenizer is google/flan-t5-xl's at its pinned commit, and an
+/// offline run resolves the same files from the cache.
+#[test]
+fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
+    let index = r#"{"metadata": {}, "weight_map": {"shared.weight": "pytorch_model-00001-of-00002.bin",
+        "lm_head.weight": "pytorch_model-00002-of-00002.bin", "encoder.final_layer_norm.weight": "pytorch_model-00001-of-00002.bin"}}"#;
+    let cdn = Server::start(move |path| {
+        let file = path.trim_start_matches("/blob/").split('?').next().unwrap_or("").to_string();
+        let body =
+            if file == "pytorch_model.bin.index.json" { index.to_string() } else { format!("contents of {file}") };
+        (reply("200 OK", &[], body.as_bytes()), Duration::ZERO)
+    });
+    let cdn_url = cdn.url();
+    let hub_server = Server::start(move |path| {
+        let file = path.rsplit('/').next().unwrap_or("");
+        if file == "tokenizer.json" {
+            let headers = [("x-repo-commit", COMMIT.to_string()), ("x-error-code", "EntryNotFound".into())];
+            return (reply("404 Not Found", &headers, b"Entry not found"), Duration::ZERO);
+        }
+        let headers = [
+            ("Location", format!("{cdn_url}/blob/{file}?X-Amz-Signature=signed")),
+            ("x-repo-commit", COMMIT.to_string()),
+            ("x-linked-etag", format!("\"{}\"", etag_of(file))),
+        ];
+        (reply("302 Found", &headers, b""), Duration::ZERO)
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let flan = benchctl_models::models::clip_t5::FLAN_T5_TOKENIZER;
+    let stand_in = cache.path().join("models--google--flan-t5-xl").join("snapshots").join(flan.commit);
+    std::fs::create_dir_all(&stand_in).unwrap();
+    std::fs::write(stand_in.join(flan.file), "FlanT5's tokenizer").unwrap();
+    let online = settings(cache.path(), &hub_server.url(), NetLimits::default());
+    let layout = benchctl_models::models::clip_t5::LAYOUT;
+    let files = hub::from_hub_with("zhiqiulin/clip-flant5-xl", "main", layout, &online).unwrap();
+    let snapshot = cache.path().join("models--zhiqiulin--clip-flant5-xl").join("snapshots").join(COMMIT);
+    assert_eq!(files.weights, snapshot.join("pytorch_model.bin.index.json"));
+    assert_eq!(files.tokenizer, stand_in.join(flan.file));
+    for shard in ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"] {
+        assert_eq!(std::fs::read_to_string(snapshot.join(shard)).unwrap(), format!("contents of {shard}"));
+    }
+    let before = hub_server.seen().len();
+    let offline = HubSettings { offline: true, ..online.clone() };
+    let cached = hub::from_hub_with("zhiqiulin/clip-flant5-xl", "main", layout, &offline).unwrap();
+    assert_eq!((cached.weights, cached.tokenizer), (files.weights, files.tokenizer));
+    assert_eq!(hub_server.seen().len(), before, "resolved from the cache, without a request");
+}

@@ -14,8 +14,8 @@
 //! (the encoder's buckets bidirectional, the decoder's causal, cross-attention none).
 
 use candle_core::{DType, Device, Tensor, D};
-use candle_nn::{Linear, Module};
 
+use super::super::transformer::Dense;
 use super::super::weights::Weights;
 use super::ClipT5Config;
 use crate::Result;
@@ -28,6 +28,11 @@ pub enum FeedForward {
     /// `wo(gelu_tanh(wi_0(x)) · wi_1(x))`: T5 1.1 and FlanT5 (`gated-gelu`, whose activation
     /// `transformers` maps to `gelu_new`).
     GatedGelu,
+}
+
+/// A bias-free projection of `inputs` to `outputs`, packed for the CPU tier at load.
+fn dense(w: Weights, inputs: usize, outputs: usize) -> Result<Dense> {
+    Dense::new(w.linear(inputs, outputs, false)?)
 }
 
 /// T5's RMS norm: `w · x / √(mean(x²) + ε)`, the mean in f32, no bias.
@@ -52,10 +57,10 @@ impl RmsNorm {
 /// Multi-head attention without scaling or biases, `q`, `k`, `v`, `o` of `heads · d_kv`.
 #[derive(Debug, Clone)]
 struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
+    q: Dense,
+    k: Dense,
+    v: Dense,
+    o: Dense,
     heads: usize,
     d_kv: usize,
 }
@@ -64,10 +69,10 @@ impl Attention {
     fn load(w: &Weights, c: &ClipT5Config) -> Result<Self> {
         let inner = c.num_heads * c.d_kv;
         Ok(Self {
-            q: w.pp("q").linear(c.d_model, inner, false)?,
-            k: w.pp("k").linear(c.d_model, inner, false)?,
-            v: w.pp("v").linear(c.d_model, inner, false)?,
-            o: w.pp("o").linear(inner, c.d_model, false)?,
+            q: dense(w.pp("q"), c.d_model, inner)?,
+            k: dense(w.pp("k"), c.d_model, inner)?,
+            v: dense(w.pp("v"), c.d_model, inner)?,
+            o: dense(w.pp("o"), inner, c.d_model)?,
             heads: c.num_heads,
             d_kv: c.d_kv,
         })
@@ -99,24 +104,24 @@ impl Attention {
 
 #[derive(Debug, Clone)]
 struct Mlp {
-    input: Linear,
+    input: Dense,
     /// The gate's second input projection (`wi_1`), for [`FeedForward::GatedGelu`].
-    gate: Option<Linear>,
-    output: Linear,
+    gate: Option<Dense>,
+    output: Dense,
 }
 
 impl Mlp {
     fn load(w: &Weights, c: &ClipT5Config, kind: FeedForward) -> Result<Self> {
         Ok(match kind {
             FeedForward::Relu => Self {
-                input: w.pp("wi").linear(c.d_model, c.d_ff, false)?,
+                input: dense(w.pp("wi"), c.d_model, c.d_ff)?,
                 gate: None,
-                output: w.pp("wo").linear(c.d_ff, c.d_model, false)?,
+                output: dense(w.pp("wo"), c.d_ff, c.d_model)?,
             },
             FeedForward::GatedGelu => Self {
-                input: w.pp("wi_0").linear(c.d_model, c.d_ff, false)?,
-                gate: Some(w.pp("wi_1").linear(c.d_model, c.d_ff, false)?),
-                output: w.pp("wo").linear(c.d_ff, c.d_model, false)?,
+                input: dense(w.pp("wi_0"), c.d_model, c.d_ff)?,
+                gate: Some(dense(w.pp("wi_1"), c.d_model, c.d_ff)?),
+                output: dense(w.pp("wo"), c.d_ff, c.d_model)?,
             },
         })
     }
