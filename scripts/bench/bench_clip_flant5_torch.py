@@ -34,6 +34,7 @@ WORDS = "red blue green dog cat left right of a the on under tall small tree car
 
 
 def generator():
+    sys.path.insert(0, str(ROOT / "scripts/fixtures"))  # its own import of t2v_metrics_import
     spec = importlib.util.spec_from_file_location("gen_clip_flant5_fixture",
                                                   ROOT / "scripts/fixtures/gen_clip_flant5_fixture.py")
     module = importlib.util.module_from_spec(spec)
@@ -41,7 +42,7 @@ def generator():
     return module
 
 
-def build(clip_t5, out: Path, t5_layers: int, vision_layers: int):
+def build(gen, clip_t5, out: Path, t5_layers: int, vision_layers: int):
     from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModel, T5Tokenizer
     out.mkdir(parents=True)
     for name in ["spiece.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -58,12 +59,7 @@ def build(clip_t5, out: Path, t5_layers: int, vision_layers: int):
         num_heads=32, relative_attention_num_buckets=32, relative_attention_max_distance=128,
         feed_forward_proj="gated-gelu", tie_word_embeddings=False, decoder_start_token_id=0, pad_token_id=0,
         eos_token_id=1, dropout_rate=0.0)
-    config.mm_vision_tower = "vision_tower"
-    config.mm_hidden_size = 1024
-    config.mm_projector_type = "mlp2x_gelu"
-    config.mm_vision_select_layer = -2
-    config.mm_vision_select_feature = "patch"
-    config.use_mm_proj = True
+    gen.llava_settings(config, vision_width=1024)
     os.chdir(out)  # `mm_vision_tower` is resolved from the working directory
     model = clip_t5.CLIPT5ForConditionalGeneration(config).eval()
     with torch.no_grad():
@@ -166,7 +162,7 @@ def main():
         module = gen.t2v_clip_t5(v3_0)
         clip_t5 = sys.modules["t2v_metrics.models.vqascore_models.clip_t5.model.language_model.clip_t5"]
         model_dir, suite = work / "model", work / "suite"
-        build(clip_t5, model_dir, args.t5_layers, args.vision_layers)
+        build(gen, clip_t5, model_dir, args.t5_layers, args.vision_layers)
         pairs = write_suite(suite, args.items)
         ours, our_scores = benchctl_side(args, model_dir, suite, work)
         theirs, their_scores = torch_side(args, module, clip_t5, model_dir, suite, pairs)

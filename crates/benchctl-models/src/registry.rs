@@ -9,7 +9,7 @@
 use crate::hub::ModelFiles;
 use crate::models::eva::{eva02, pe_core};
 use crate::models::{
-    blip, clip, clip_openai, clip_t5, fiber, gemma3, metaclip2, paligemma, qwen3vl, siglip, siglip2_naflex,
+    blip, clip, clip_openai, clip_t5, fiber, gemma3, metaclip2, paligemma, qwen25vl, qwen3vl, siglip, siglip2_naflex,
 };
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
@@ -35,6 +35,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     gemma3::ARCHITECTURE,
     paligemma::ARCHITECTURE,
     qwen3vl::ARCHITECTURE,
+    qwen25vl::ARCHITECTURE,
     clip_t5::ARCHITECTURE,
 ];
 
@@ -376,6 +377,46 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: "Gemma SentencePiece (257k); image tokens, <bos>, the question, \\n",
     },
     ModelEntry {
+        id: "qwen3-vl-2b",
+        repo: "Qwen/Qwen3-VL-2B-Instruct",
+        revision: "main",
+        architecture: qwen3vl::ARCHITECTURE,
+        description: "Qwen3-VL 2B Instruct (Qwen Team, 2025), scored by VQAScore as t2v_metrics' Qwen3VLModel",
+        preprocessing: QWEN3_PREP,
+        activation: "silu",
+        tokenizer: QWEN_TOKENIZER,
+    },
+    ModelEntry {
+        id: "qwen3-vl-8b",
+        repo: "Qwen/Qwen3-VL-8B-Instruct",
+        revision: "main",
+        architecture: qwen3vl::ARCHITECTURE,
+        description: "Qwen3-VL 8B Instruct (Qwen Team, 2025), scored by VQAScore as t2v_metrics' Qwen3VLModel; sharded",
+        preprocessing: QWEN3_PREP,
+        activation: "silu",
+        tokenizer: QWEN_TOKENIZER,
+    },
+    ModelEntry {
+        id: "qwen2.5-vl-3b",
+        repo: "Qwen/Qwen2.5-VL-3B-Instruct",
+        revision: "main",
+        architecture: qwen25vl::ARCHITECTURE,
+        description: "Qwen2.5-VL 3B Instruct (Qwen Team, 2025), scored by VQAScore as t2v_metrics' Qwen2VLModel; sharded",
+        preprocessing: QWEN25_PREP,
+        activation: "silu",
+        tokenizer: QWEN_TOKENIZER,
+    },
+    ModelEntry {
+        id: "qwen2.5-vl-7b",
+        repo: "Qwen/Qwen2.5-VL-7B-Instruct",
+        revision: "main",
+        architecture: qwen25vl::ARCHITECTURE,
+        description: "Qwen2.5-VL 7B Instruct (Qwen Team, 2025), t2v_metrics' default Qwen2.5-VL, scored by VQAScore; sharded",
+        preprocessing: QWEN25_PREP,
+        activation: "silu",
+        tokenizer: QWEN_TOKENIZER,
+    },
+    ModelEntry {
         id: "clip-flant5-xl",
         repo: "zhiqiulin/clip-flant5-xl",
         revision: "main",
@@ -404,6 +445,12 @@ const SIGLIP2_TOKENIZER: &str =
     "Gemma SentencePiece (256k), 64 tokens; captions canonicalised as big_vision does (--text-prep transformers: as the processor)";
 const METACLIP2_TOKENIZER: &str = "XLM-V sentencepiece (901,629), 77 tokens, pooled at </s>; captions as written";
 const GEMMA3_896: &str = "896 px, stretched square, bilinear, mean/std 0.5";
+const QWEN3_PREP: &str =
+    "each image at about its own size: qwen_vl_utils' resize to multiples of 32 (4-16,384 image tokens), bicubic, mean/std 0.5";
+const QWEN25_PREP: &str =
+    "each image at about its own size: qwen_vl_utils' resize to multiples of 28 (4-16,384 image tokens), bicubic, OpenAI mean/std";
+const QWEN_TOKENIZER: &str =
+    "Qwen byte-level BPE (151,665); the Instruct chat format, t2v_metrics' question and \"Yes\"";
 const CLIP_T5_PREP: &str =
     "336 px: convert(\"RGB\"), padded to a square of the mean colour, shorter side + centre crop, bicubic, OpenAI mean/std";
 const CLIP_T5_TOKENIZER: &str =

@@ -54,9 +54,17 @@ fn hub_and_cdn() -> (Server, Server) {
 /// [`hub_and_cdn`] for a repo without the files `absent` names: the hub answers those 404
 /// with the commit, as huggingface.co answers a missing entry.
 fn hub_and_cdn_without(absent: impl Fn(&str) -> bool + Send + Sync + 'static) -> (Server, Server) {
-    let cdn = Server::start(|path| {
+    hub_and_cdn_serving(absent, |file| format!("contents of {file}"))
+}
+
+/// [`hub_and_cdn_without`] whose CDN answers each file with `contents(file)`.
+fn hub_and_cdn_serving(
+    absent: impl Fn(&str) -> bool + Send + Sync + 'static,
+    contents: impl Fn(&str) -> String + Send + Sync + 'static,
+) -> (Server, Server) {
+    let cdn = Server::start(move |path| {
         let file = path.trim_start_matches("/blob/").split('?').next().unwrap_or("").to_string();
-        (reply("200 OK", &[], format!("contents of {file}").as_bytes()), Duration::ZERO)
+        (reply("200 OK", &[], contents(&file).as_bytes()), Duration::ZERO)
     });
     let cdn_url = cdn.url();
     let hub = Server::start(move |path| {
@@ -461,26 +469,16 @@ fn an_openclip_repo_without_safetensors_or_tokenizer_takes_open_clips_fallbacks(
 fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
     let index = r#"{"metadata": {}, "weight_map": {"shared.weight": "pytorch_model-00001-of-00002.bin",
         "lm_head.weight": "pytorch_model-00002-of-00002.bin", "encoder.final_layer_norm.weight": "pytorch_model-00001-of-00002.bin"}}"#;
-    let cdn = Server::start(move |path| {
-        let file = path.trim_start_matches("/blob/").split('?').next().unwrap_or("").to_string();
-        let body =
-            if file == "pytorch_model.bin.index.json" { index.to_string() } else { format!("contents of {file}") };
-        (reply("200 OK", &[], body.as_bytes()), Duration::ZERO)
-    });
-    let cdn_url = cdn.url();
-    let hub_server = Server::start(move |path| {
-        let file = path.rsplit('/').next().unwrap_or("");
-        if file == "tokenizer.json" {
-            let headers = [("x-repo-commit", COMMIT.to_string()), ("x-error-code", "EntryNotFound".into())];
-            return (reply("404 Not Found", &headers, b"Entry not found"), Duration::ZERO);
-        }
-        let headers = [
-            ("Location", format!("{cdn_url}/blob/{file}?X-Amz-Signature=signed")),
-            ("x-repo-commit", COMMIT.to_string()),
-            ("x-linked-etag", format!("\"{}\"", etag_of(file))),
-        ];
-        (reply("302 Found", &headers, b""), Duration::ZERO)
-    });
+    let (hub_server, _cdn) = hub_and_cdn_serving(
+        |file| file == "tokenizer.json",
+        move |file| {
+            if file == "pytorch_model.bin.index.json" {
+                index.to_string()
+            } else {
+                format!("contents of {file}")
+            }
+        },
+    );
     let cache = tempfile::tempdir().unwrap();
     let flan = benchctl_models::models::clip_t5::FLAN_T5_TOKENIZER;
     let stand_in = cache.path().join("models--google--flan-t5-xl").join("snapshots").join(flan.commit);

@@ -557,6 +557,11 @@ fn qwen3vl_scores_images_of_every_size_as_t2v_metrics_does() {
 }
 
 #[test]
+fn qwen25vl_scores_images_of_every_size_as_t2v_metrics_does() {
+    scores_fixture_images_as_t2v_metrics_does("qwen25vl-tiny", "t2v_metrics_p_yes", 4);
+}
+
+#[test]
 fn clip_flant5_scores_pairs_as_t2v_metrics_does() {
     // Square inputs: three images, then one, per batch of 3.
     scores_fixture_images_as_t2v_metrics_does("clip-flant5-tiny", "t2v_metrics_p", 2);

@@ -10,6 +10,7 @@ mod gemma;
 pub mod gemma3;
 pub mod metaclip2;
 pub mod paligemma;
+pub mod qwen25vl;
 pub mod qwen3vl;
 pub mod siglip;
 pub mod siglip2_naflex;

@@ -5,6 +5,14 @@ use serde::Deserialize;
 use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, Resize, HALF, RESCALE_1_255};
 use crate::{Error, ErrorKind, Result};
 
+/// The prompt's special tokens a Qwen-VL config names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageTokenIds {
+    pub image: u32,
+    pub vision_start: u32,
+    pub vision_end: u32,
+}
+
 /// `config.json` of a `Qwen3VLForConditionalGeneration`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Qwen3VlConfig {
@@ -110,7 +118,16 @@ impl Qwen3VlConfig {
         Ok(config)
     }
 
-    pub(super) fn head_dim(&self) -> usize {
+    /// The prompt's special tokens.
+    pub fn ids(&self) -> ImageTokenIds {
+        ImageTokenIds {
+            image: self.image_token_id,
+            vision_start: self.vision_start_token_id,
+            vision_end: self.vision_end_token_id,
+        }
+    }
+
+    pub(crate) fn head_dim(&self) -> usize {
         let t = &self.text_config;
         t.head_dim.unwrap_or(t.hidden_size / t.num_attention_heads)
     }
@@ -119,33 +136,38 @@ impl Qwen3VlConfig {
         self.text_config.rope_parameters.as_ref().or(self.text_config.rope_scaling.as_ref())
     }
 
-    pub(super) fn rope_theta(&self) -> f64 {
+    pub(crate) fn rope_theta(&self) -> f64 {
         self.text_rope().and_then(|r| r.rope_theta).or(self.text_config.rope_theta).unwrap_or(5_000_000.0)
     }
 
-    pub(super) fn mrope_section(&self) -> Vec<usize> {
+    pub(crate) fn mrope_section(&self) -> Vec<usize> {
         self.text_rope().and_then(|r| r.mrope_section.clone()).unwrap_or_else(|| vec![24, 20, 20])
     }
 
-    pub(super) fn interleaved(&self) -> bool {
+    pub(crate) fn interleaved(&self) -> bool {
         self.text_rope().and_then(|r| r.mrope_interleaved).unwrap_or(true)
     }
 
     /// `qwen_vl_utils`' resize (what `t2v_metrics` runs) with the checkpoint's mean and std:
     /// sides in multiples of the patch size × the merge size, 4 to 16,384 merged tokens.
     pub fn preprocessor(&self) -> Preprocessor {
-        let factor = self.vision_config.patch_size * self.vision_config.spatial_merge_size;
-        Preprocessor {
-            size: factor,
-            resize: Resize::Native { factor, min_pixels: 4 * factor * factor, max_pixels: 16_384 * factor * factor },
-            mean: HALF,
-            std: HALF,
-            pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
-            filter: crate::preprocess::Filter::Bicubic,
-            // `t2v_metrics` opens every image with `convert("RGB")`; `qwen_vl_utils` resizes
-            // it before the processor's `convert_to_rgb`.
-            modes: ModeRule::ConvertFirst { colour_key: ColourKey::WhiteAfterResize },
-            square_canvas: None,
-        }
+        qwen_vl_utils_preprocessor(self.vision_config.patch_size * self.vision_config.spatial_merge_size, HALF, HALF)
+    }
+}
+
+/// `qwen_vl_utils`' resize at `factor` (the patch size × the merge size): sides in multiples of
+/// it, 4 to 16,384 merged tokens; `mean` and `std` the processor's defaults.
+pub(crate) fn qwen_vl_utils_preprocessor(factor: usize, mean: [f32; 3], std: [f32; 3]) -> Preprocessor {
+    Preprocessor {
+        size: factor,
+        resize: Resize::Native { factor, min_pixels: 4 * factor * factor, max_pixels: 16_384 * factor * factor },
+        mean,
+        std,
+        pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },
+        filter: crate::preprocess::Filter::Bicubic,
+        // `t2v_metrics` opens every image with `convert("RGB")`; `qwen_vl_utils` resizes it
+        // before the processor's `convert_to_rgb`.
+        modes: ModeRule::ConvertFirst { colour_key: ColourKey::WhiteAfterResize },
+        square_canvas: None,
     }
 }

@@ -29,10 +29,11 @@
 //! once, and each caption runs only its own tokens over them.
 
 mod config;
-mod text;
-mod vision;
+pub(crate) mod text;
+pub(crate) mod vision;
 
-pub use config::{Qwen3VlConfig, Qwen3VlTextConfig, Qwen3VlVisionConfig, TextRope};
+pub(crate) use config::qwen_vl_utils_preprocessor;
+pub use config::{ImageTokenIds, Qwen3VlConfig, Qwen3VlTextConfig, Qwen3VlVisionConfig, TextRope};
 
 use candle_core::{DType, Device, Tensor};
 
@@ -45,11 +46,17 @@ use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 use text::{Decoder, Positions};
-use vision::VisionTower;
+use vision::{QwenVision, VisionTower};
 
 /// The softmax attention of `(b, heads, s, d)` queries over `(b, heads, t, d)` keys and values,
 /// `mask` `(s, t)` additive if any; weights in f32, the output `(b, s, heads · d)`.
-fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+pub(crate) fn attend(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Tensor> {
     let dtype = q.dtype();
     let logits = (q.contiguous()? * scale)?.matmul(&k.t()?.contiguous()?)?.to_dtype(DType::F32)?;
     let logits = match mask {
@@ -61,9 +68,9 @@ fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: Option<&Tensor>)
     weights.matmul(&v.contiguous()?)?.transpose(1, 2)?.reshape((b, s, ()))
 }
 
-/// Qwen3-VL scored by VQAScore.
+/// Qwen3-VL scored by VQAScore (and Qwen2.5-VL, as [`super::qwen25vl::load`] assembles it).
 pub struct Qwen3VlVqa {
-    vision: VisionTower,
+    vision: Box<dyn QwenVision>,
     decoder: Decoder,
     tokenizer: tokenizers::Tokenizer,
     template: Template,
@@ -124,40 +131,36 @@ impl Qwen3VlVqa {
         let (_, caches) = self.decoder.decode(embedded, &positions, None, Some((&deepstack, image_rows)))?;
         self.decoder.kv_layout().flatten(&caches, after + 1)
     }
-}
 
-impl LocalVqa for Qwen3VlVqa {
-    fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
-        let config = Qwen3VlConfig::from_file(&files.config)?;
-        let weights = Weights::open(&files.weights, dtype, device)?;
-        let (t, v) = (&config.text_config, &config.vision_config);
-        let lm_head = if weights.has("lm_head.weight") {
-            Some(weights.get((t.vocab_size, t.hidden_size), "lm_head.weight")?)
-        } else {
-            None
-        };
-        let vision = VisionTower::load(&weights.pp("model.visual"), v)?;
-        let decoder = Decoder::load(&weights.pp("model.language_model"), lm_head, &config)?;
-        weights.check_every_tensor_used("qwen3_vl", &[])?;
+    /// A Qwen-VL family's model from its parts: the tokenizer checked against the config's
+    /// special tokens, the checkpoint's image settings over the family's preprocessing.
+    pub(crate) fn assemble(
+        files: &ModelFiles,
+        parts: Parts,
+        template: Template,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Self> {
+        let Parts { vision, decoder, ids, preprocessor } = parts;
         let tokenizer = load_tokenizer(&files.tokenizer)?;
         let before_image = encode(&tokenizer, "<|im_start|>user\n<|vision_start|>")?;
         let reads = |name: &str, id: u32| tokenizer.token_to_id(name) == Some(id);
-        if !(reads("<|image_pad|>", config.image_token_id)
-            && reads("<|vision_end|>", config.vision_end_token_id)
-            && before_image.last() == Some(&config.vision_start_token_id))
+        if !(reads("<|image_pad|>", ids.image)
+            && reads("<|vision_end|>", ids.vision_end)
+            && before_image.last() == Some(&ids.vision_start))
         {
             return Err(Error::new(
                 ErrorKind::Tokenizer,
                 format!(
-                    "use the tokenizer {}: it does not read Qwen3-VL's special tokens (<|vision_start|>, <|image_pad|> as id {})",
+                    "use the tokenizer {}: it does not read Qwen-VL's special tokens (<|vision_start|>, <|image_pad|> as id {})",
                     files.tokenizer.display(),
-                    config.image_token_id
+                    ids.image
                 ),
             ));
         }
         // `qwen_vl_utils` resizes (its own pixel bounds, not the processor's); the checkpoint's
         // image settings give the normalisation and whether a transparent colour turns white.
-        let mut preprocessor = config.preprocessor();
+        let mut preprocessor = preprocessor;
         if let Some(settings) = ImageSettings::of(files)? {
             preprocessor.mean = settings.triple("image_mean", preprocessor.mean)?;
             preprocessor.std = settings.triple("image_std", preprocessor.std)?;
@@ -170,13 +173,25 @@ impl LocalVqa for Qwen3VlVqa {
             template,
             preprocessor,
             before_image,
-            image_token: config.image_token_id,
-            vision_end: config.vision_end_token_id,
+            image_token: ids.image,
+            vision_end: ids.vision_end,
             dtype,
             device: device.clone(),
         })
     }
+}
 
+impl LocalVqa for Qwen3VlVqa {
+    fn with_template(files: &ModelFiles, dtype: DType, device: &Device, template: Template) -> Result<Self> {
+        let weights = Weights::open(&files.weights, dtype, device)?;
+        let config = Qwen3VlConfig::from_file(&files.config)?;
+        let vision = Box::new(VisionTower::load(&weights.pp("model.visual"), &config.vision_config)?);
+        let lm_head = lm_head(&weights, &config.text_config)?;
+        let decoder = Decoder::load(&weights.pp("model.language_model"), lm_head, &text_spec(&config))?;
+        weights.check_every_tensor_used("qwen3_vl", &[])?;
+        let parts = Parts { vision, decoder, ids: config.ids(), preprocessor: config.preprocessor() };
+        Self::assemble(files, parts, template, dtype, device)
+    }
     fn weights_device(&self) -> &Device {
         &self.device
     }
@@ -211,6 +226,36 @@ impl LocalVqa for Qwen3VlVqa {
     fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
         self.decoder.log_probs(hidden)
     }
+}
+
+/// What a Qwen-VL family's checkpoint gives [`Qwen3VlVqa::assemble`].
+pub(crate) struct Parts {
+    pub vision: Box<dyn QwenVision>,
+    pub decoder: Decoder,
+    pub ids: ImageTokenIds,
+    /// The family's preprocessing, before the checkpoint's image settings.
+    pub preprocessor: Preprocessor,
+}
+
+/// Qwen3-VL's decoder: query/key norms, no biases, interleaved rotary sections.
+fn text_spec(config: &Qwen3VlConfig) -> text::TextSpec<'_> {
+    text::TextSpec {
+        text: &config.text_config,
+        head_dim: config.head_dim(),
+        rope_theta: config.rope_theta(),
+        mrope_section: config.mrope_section(),
+        interleaved: config.interleaved(),
+        qk_norms: true,
+        qkv_bias: false,
+    }
+}
+
+/// The output layer where the checkpoint has its own (else the embeddings, tied).
+pub(crate) fn lm_head(weights: &Weights, t: &Qwen3VlTextConfig) -> Result<Option<Tensor>> {
+    if !weights.has("lm_head.weight") {
+        return Ok(None);
+    }
+    Ok(Some(weights.get((t.vocab_size, t.hidden_size), "lm_head.weight")?))
 }
 
 /// Qwen3-VL scored by VQAScore, each image at its own size, as

@@ -1,12 +1,14 @@
 //! Qwen3-VL's language model: RMS norms that scale by `w`, RMS-normed queries and keys,
 //! grouped-query attention with three-dimensional (time, row, column) rotary positions whose
 //! frequencies interleave per `mrope_section`, and DeepStack's features added after the first
-//! layers.
+//! layers. Qwen2.5-VL's ([`super::super::qwen25vl`]) is the same decoder with biased query,
+//! key and value projections, no query/key norms and contiguous rotary sections
+//! ([`TextSpec`]).
 
 use candle_core::{DType, Device, Tensor, D};
 
 use super::attend;
-use super::config::{Qwen3VlConfig, Qwen3VlTextConfig};
+use super::config::Qwen3VlTextConfig;
 use crate::models::transformer::{over_rows, repeat_kv, Dense};
 use crate::models::weights::Weights;
 use crate::vqascore::local::{KvLayout, LayerCache};
@@ -16,19 +18,19 @@ use crate::{Error, Result};
 /// computes it, back to the input's dtype (transformers rounds before multiplying by `w`: in
 /// half precision the two differ in the last bit).
 #[derive(Debug, Clone)]
-struct RmsNorm {
+pub(crate) struct RmsNorm {
     weight: Tensor,
     eps: f64,
 }
 
 impl RmsNorm {
-    fn load(w: &Weights, dim: usize, eps: f64) -> Result<Self> {
+    pub(crate) fn load(w: &Weights, dim: usize, eps: f64) -> Result<Self> {
         let weight =
             w.get(dim, "weight")?.to_dtype(DType::F32).map_err(|e| Error::compute("prepare an RMS norm", e))?;
         Ok(Self { weight, eps })
     }
 
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let x = xs.to_dtype(DType::F32)?.contiguous()?;
         candle_nn::ops::rms_norm(&x, &self.weight, self.eps as f32)?.to_dtype(xs.dtype())
     }
@@ -43,8 +45,8 @@ struct DecoderLayer {
     k: Dense,
     v: Dense,
     o: Dense,
-    q_norm: RmsNorm,
-    k_norm: RmsNorm,
+    /// Qwen3's query and key norms (none in Qwen2.5).
+    qk_norms: Option<(RmsNorm, RmsNorm)>,
     post_norm: RmsNorm,
     gate: Dense,
     up: Dense,
@@ -52,22 +54,31 @@ struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    fn load(w: &Weights, t: &Qwen3VlTextConfig, head_dim: usize) -> Result<Self> {
+    fn load(w: &Weights, spec: &TextSpec) -> Result<Self> {
+        let (t, head_dim) = (spec.text, spec.head_dim);
         let (h, i) = (t.hidden_size, t.intermediate_size);
-        let dense = |w: Weights, i: usize, o: usize| Dense::new(w.linear(i, o, false)?);
+        let dense = |w: Weights, i: usize, o: usize, bias: bool| Dense::new(w.linear(i, o, bias)?);
         let (a, m) = (w.pp("self_attn"), w.pp("mlp"));
+        let qk_norms = if spec.qk_norms {
+            Some((
+                RmsNorm::load(&a.pp("q_norm"), head_dim, t.rms_norm_eps)?,
+                RmsNorm::load(&a.pp("k_norm"), head_dim, t.rms_norm_eps)?,
+            ))
+        } else {
+            None
+        };
+        let qkv_bias = spec.qkv_bias;
         Ok(Self {
             input_norm: RmsNorm::load(&w.pp("input_layernorm"), h, t.rms_norm_eps)?,
-            q: dense(a.pp("q_proj"), h, t.num_attention_heads * head_dim)?,
-            k: dense(a.pp("k_proj"), h, t.num_key_value_heads * head_dim)?,
-            v: dense(a.pp("v_proj"), h, t.num_key_value_heads * head_dim)?,
-            o: dense(a.pp("o_proj"), t.num_attention_heads * head_dim, h)?,
-            q_norm: RmsNorm::load(&a.pp("q_norm"), head_dim, t.rms_norm_eps)?,
-            k_norm: RmsNorm::load(&a.pp("k_norm"), head_dim, t.rms_norm_eps)?,
+            q: dense(a.pp("q_proj"), h, t.num_attention_heads * head_dim, qkv_bias)?,
+            k: dense(a.pp("k_proj"), h, t.num_key_value_heads * head_dim, qkv_bias)?,
+            v: dense(a.pp("v_proj"), h, t.num_key_value_heads * head_dim, qkv_bias)?,
+            o: dense(a.pp("o_proj"), t.num_attention_heads * head_dim, h, false)?,
+            qk_norms,
             post_norm: RmsNorm::load(&w.pp("post_attention_layernorm"), h, t.rms_norm_eps)?,
-            gate: dense(m.pp("gate_proj"), h, i)?,
-            up: dense(m.pp("up_proj"), h, i)?,
-            down: dense(m.pp("down_proj"), i, h)?,
+            gate: dense(m.pp("gate_proj"), h, i, false)?,
+            up: dense(m.pp("up_proj"), h, i, false)?,
+            down: dense(m.pp("down_proj"), i, h, false)?,
         })
     }
 }
@@ -75,7 +86,7 @@ impl DecoderLayer {
 /// The decoder, its output layer (tied to the embeddings unless the checkpoint has its own),
 /// and its multimodal rotary frequencies.
 #[derive(Debug, Clone)]
-pub(super) struct Decoder {
+pub(crate) struct Decoder {
     embed_tokens: Tensor,
     lm_head: Option<Tensor>,
     layers: Vec<DecoderLayer>,
@@ -90,20 +101,35 @@ pub(super) struct Decoder {
 }
 
 /// A run of tokens' positions, one (time, row, column) per token.
-pub(super) type Positions = [Vec<u32>; 3];
+pub(crate) type Positions = [Vec<u32>; 3];
+
+/// What a Qwen-VL family's decoder is: its text config, head width, rotary settings and the
+/// layers' variant.
+pub(crate) struct TextSpec<'a> {
+    pub text: &'a Qwen3VlTextConfig,
+    pub head_dim: usize,
+    pub rope_theta: f64,
+    pub mrope_section: Vec<usize>,
+    /// Qwen3-VL's interleaved sections; Qwen2-VL's and Qwen2.5-VL's are contiguous.
+    pub interleaved: bool,
+    /// Qwen3's RMS norms of queries and keys.
+    pub qk_norms: bool,
+    /// Qwen2's biases on the query, key and value projections.
+    pub qkv_bias: bool,
+}
 
 impl Decoder {
-    pub(super) fn load(w: &Weights, lm_head: Option<Tensor>, config: &Qwen3VlConfig) -> Result<Self> {
-        let t = &config.text_config;
-        let head_dim = config.head_dim();
+    pub(crate) fn load(w: &Weights, lm_head: Option<Tensor>, spec: &TextSpec) -> Result<Self> {
+        let t = spec.text;
+        let head_dim = spec.head_dim;
         let half = head_dim / 2;
-        let theta = config.rope_theta();
+        let theta = spec.rope_theta;
         let inv_freq = (0..half).map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32)).collect();
-        let sections = config.mrope_section();
+        let sections = &spec.mrope_section;
         // Interleaved (Qwen3-VL): t, h, w, t, h, w, … up to each section's share, the rest t;
         // otherwise (Qwen2-VL's layout) one contiguous run per axis.
         let axis_of = (0..half)
-            .map(|j| match config.interleaved() {
+            .map(|j| match spec.interleaved {
                 true if j % 3 == 1 && j < 3 * sections[1] => 1,
                 true if j % 3 == 2 && j < 3 * sections[2] => 2,
                 true => 0,
@@ -116,7 +142,7 @@ impl Decoder {
             embed_tokens: w.get((t.vocab_size, t.hidden_size), "embed_tokens.weight")?,
             lm_head,
             layers: (0..t.num_hidden_layers)
-                .map(|i| DecoderLayer::load(&w.pp(format!("layers.{i}")), t, head_dim))
+                .map(|i| DecoderLayer::load(&w.pp(format!("layers.{i}")), spec))
                 .collect::<Result<_>>()?,
             norm: RmsNorm::load(&w.pp("norm"), t.hidden_size, t.rms_norm_eps)?,
             heads: t.num_attention_heads,
@@ -128,7 +154,7 @@ impl Decoder {
         })
     }
 
-    pub(super) fn embed(&self, ids: &[Vec<u32>]) -> candle_core::Result<Tensor> {
+    pub(crate) fn embed(&self, ids: &[Vec<u32>]) -> candle_core::Result<Tensor> {
         let (b, s) = (ids.len(), ids.first().map_or(0, Vec::len));
         let flat = Tensor::from_vec(ids.concat(), b * s, self.embed_tokens.device())?;
         self.embed_tokens.index_select(&flat, 0)?.reshape((b, s, ()))
@@ -152,7 +178,7 @@ impl Decoder {
     /// Runs `xs` `(b, s, hidden)` at `positions` after `past` (causal, every past position
     /// visible), adding `deepstack[l]` to the rows `image_rows` after layer `l`; the final
     /// hidden states and every layer's keys and values.
-    pub(super) fn decode(
+    pub(crate) fn decode(
         &self,
         xs: Tensor,
         positions: &Positions,
@@ -173,8 +199,12 @@ impl Decoder {
         for (l, layer) in self.layers.iter().enumerate() {
             let normed = layer.input_norm.forward(&xs)?;
             let heads = |t: Tensor, n: usize| t.reshape((b, s, n, self.head_dim))?.transpose(1, 2)?.contiguous();
-            let q = layer.q_norm.forward(&heads(layer.q.forward(&normed)?, self.heads)?)?;
-            let k = layer.k_norm.forward(&heads(layer.k.forward(&normed)?, self.kv_heads)?)?;
+            let q = heads(layer.q.forward(&normed)?, self.heads)?;
+            let k = heads(layer.k.forward(&normed)?, self.kv_heads)?;
+            let (q, k) = match &layer.qk_norms {
+                Some((q_norm, k_norm)) => (q_norm.forward(&q)?, k_norm.forward(&k)?),
+                None => (q, k),
+            };
             let v = heads(layer.v.forward(&normed)?, self.kv_heads)?;
             let q = candle_nn::rotary_emb::rope(&q.contiguous()?, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&k.contiguous()?, &cos, &sin)?;
@@ -202,7 +232,7 @@ impl Decoder {
     }
 
     /// Log-probabilities over the vocabulary at final hidden states `(…, hidden)`, in f32.
-    pub(super) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+    pub(crate) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
         let table = match &self.lm_head {
             Some(head) => head.t()?,
             None => self.embed_tokens.t()?,
@@ -214,7 +244,7 @@ impl Decoder {
     /// How the keys and values of a prompt lie in an image state: f32, with the caption's
     /// start position (text after an image resumes past the image's larger side, a position
     /// half precision could not hold exactly).
-    pub(super) fn kv_layout(&self) -> KvLayout {
+    pub(crate) fn kv_layout(&self) -> KvLayout {
         KvLayout { layers: self.layers.len(), kv_heads: self.kv_heads, head_dim: self.head_dim, positioned: true }
     }
 }

@@ -112,28 +112,25 @@ pub(super) struct VisionTower {
 
 /// One image through the tower: its merged tokens `(tokens, width)`, DeepStack's features, and
 /// its merged grid (rows, columns).
-pub(super) struct VisionOutput {
+pub(crate) struct VisionOutput {
     pub tokens: Tensor,
     pub deepstack: Vec<Tensor>,
     pub grid: (usize, usize),
 }
 
+impl QwenVision for VisionTower {
+    fn forward(&self, pixels: &Tensor) -> candle_core::Result<VisionOutput> {
+        self.encode(pixels)
+    }
+}
+
 impl VisionTower {
     pub(super) fn load(w: &Weights, v: &Qwen3VlVisionConfig) -> Result<Self> {
         let (h, p, t) = (v.hidden_size, v.patch_size, v.temporal_patch_size);
-        let kernel = w.get((h, 3, t, p, p), "patch_embed.proj.weight")?;
-        // An image is `t` copies of one frame: the kernel's frames act as their sum.
-        let summed = kernel
-            .sum(2)
-            .and_then(|k| k.reshape((h, 3 * p * p)))
-            .map_err(|e| Error::compute("sum the patch kernel", e))?;
-        let patch = Dense::from_weights(summed, Some(w.get(h, "patch_embed.proj.bias")?))?;
+        let patch = Dense::from_weights(summed_patch_kernel(w, h, t, p)?, Some(w.get(h, "patch_embed.proj.bias")?))?;
         let side = (v.num_position_embeddings as f64).sqrt() as usize;
-        let head_dim = h / v.num_heads;
         let theta = v.rope_parameters.as_ref().and_then(|r| r.rope_theta).unwrap_or(10_000.0);
-        // transformers' axial table: a quarter of the head per axis, `1 / θ^(2i / (d/2))`.
-        let spatial = head_dim / 2;
-        let inv_freq = (0..spatial).step_by(2).map(|i| 1.0 / (theta as f32).powf(i as f32 / spatial as f32)).collect();
+        let inv_freq = axial_inv_freq(h / v.num_heads, theta);
         Ok(Self {
             patch,
             positions: w.get((v.num_position_embeddings, h), "pos_embed.weight")?,
@@ -150,22 +147,6 @@ impl VisionTower {
             merge: v.spatial_merge_size,
             inv_freq,
         })
-    }
-
-    /// Each patch's (row, column) in the order the tower sees them: 2 × 2 blocks row by row.
-    fn patch_order(&self, rows: usize, cols: usize) -> Vec<(usize, usize)> {
-        let m = self.merge;
-        let mut order = Vec::with_capacity(rows * cols);
-        for block_row in 0..rows / m {
-            for block_col in 0..cols / m {
-                for r in 0..m {
-                    for c in 0..m {
-                        order.push((block_row * m + r, block_col * m + c));
-                    }
-                }
-            }
-        }
-        order
     }
 
     /// The learned positions resampled to a `rows × cols` grid (bilinear, corners aligned), per
@@ -197,36 +178,13 @@ impl VisionTower {
         summed.to_dtype(self.positions.dtype())
     }
 
-    /// The rotary tables `(n, head_dim / 2)` of patches at `order`: rows' frequencies, then
-    /// columns'.
-    fn rotary(&self, order: &[(usize, usize)], device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
-        let quarter = self.inv_freq.len();
-        let mut freqs = Vec::with_capacity(order.len() * 2 * quarter);
-        for &(r, c) in order {
-            freqs.extend(self.inv_freq.iter().map(|f| r as f32 * f));
-            freqs.extend(self.inv_freq.iter().map(|f| c as f32 * f));
-        }
-        let freqs = Tensor::from_vec(freqs, (order.len(), 2 * quarter), device)?;
-        Ok((freqs.cos()?, freqs.sin()?))
-    }
-
     /// One preprocessed image `(3, height, width)`.
-    pub(super) fn forward(&self, pixels: &Tensor) -> candle_core::Result<VisionOutput> {
-        let (_, height, width) = pixels.dims3()?;
-        let (p, m) = (self.patch_size, self.merge);
-        if height % (p * m) != 0 || width % (p * m) != 0 {
-            candle_core::bail!("a {width}×{height} image does not split into {m}×{m} blocks of {p}-pixel patches");
-        }
-        let (rows, cols) = (height / p, width / p);
-        // (3, H, W) → patches in 2 × 2 blocks, each patch's values (channel, row, column).
-        let patches = pixels
-            .reshape(vec![3, rows / m, m, p, cols / m, m, p])?
-            .permute(vec![1, 4, 2, 5, 0, 3, 6])?
-            .reshape((rows * cols, 3 * p * p))?;
-        let order = self.patch_order(rows, cols);
+    fn encode(&self, pixels: &Tensor) -> candle_core::Result<VisionOutput> {
+        let (m, (patches, rows, cols)) = (self.merge, patchify(pixels, self.patch_size, self.merge)?);
+        let order = patch_order(rows, cols, m);
         let xs = self.patch.forward(&patches.to_dtype(self.positions.dtype())?)?;
         let mut xs = (xs + self.positions_for(rows, cols, &order)?)?;
-        let (cos, sin) = self.rotary(&order, pixels.device())?;
+        let (cos, sin) = rotary(&self.inv_freq, &order, pixels.device())?;
         let mut deepstack = Vec::with_capacity(self.deepstack.len());
         for (i, block) in self.blocks.iter().enumerate() {
             xs = block.forward(&xs, &cos, &sin)?;
@@ -236,4 +194,70 @@ impl VisionTower {
         }
         Ok(VisionOutput { tokens: self.merger.forward(&xs)?, deepstack, grid: (rows / m, cols / m) })
     }
+}
+
+/// A Qwen-VL family's vision tower: one preprocessed image `(3, height, width)` to its merged
+/// tokens (Qwen3-VL's [`VisionTower`], Qwen2.5-VL's windowed one).
+pub(crate) trait QwenVision: Send + Sync {
+    fn forward(&self, pixels: &Tensor) -> candle_core::Result<VisionOutput>;
+}
+
+/// The patch embedding's `(hidden, 3, t, p, p)` kernel as a `(hidden, 3·p·p)` product: an image
+/// is `t` copies of one frame, so the kernel's frames act as their sum.
+pub(crate) fn summed_patch_kernel(w: &Weights, hidden: usize, t: usize, p: usize) -> Result<Tensor> {
+    let kernel = w.get((hidden, 3, t, p, p), "patch_embed.proj.weight")?;
+    kernel.sum(2).and_then(|k| k.reshape((hidden, 3 * p * p))).map_err(|e| Error::compute("sum the patch kernel", e))
+}
+
+/// `(3, H, W)` pixels as patches in `m × m` blocks, each patch's values (channel, row, column)
+/// as the processor flattens them: `(rows · cols, 3 · p · p)`, and the patch grid.
+pub(crate) fn patchify(pixels: &Tensor, p: usize, m: usize) -> candle_core::Result<(Tensor, usize, usize)> {
+    let (_, height, width) = pixels.dims3()?;
+    if height % (p * m) != 0 || width % (p * m) != 0 {
+        candle_core::bail!("a {width}×{height} image does not split into {m}×{m} blocks of {p}-pixel patches");
+    }
+    let (rows, cols) = (height / p, width / p);
+    let patches = pixels
+        .reshape(vec![3, rows / m, m, p, cols / m, m, p])?
+        .permute(vec![1, 4, 2, 5, 0, 3, 6])?
+        .reshape((rows * cols, 3 * p * p))?;
+    Ok((patches, rows, cols))
+}
+
+/// Each patch's (row, column) in the order the tower sees them: `m × m` blocks row by row.
+pub(crate) fn patch_order(rows: usize, cols: usize, m: usize) -> Vec<(usize, usize)> {
+    let mut order = Vec::with_capacity(rows * cols);
+    for block_row in 0..rows / m {
+        for block_col in 0..cols / m {
+            for r in 0..m {
+                for c in 0..m {
+                    order.push((block_row * m + r, block_col * m + c));
+                }
+            }
+        }
+    }
+    order
+}
+
+/// transformers' axial rotary frequencies: a quarter of the head per axis, `1 / θ^(2i / (d/2))`.
+pub(crate) fn axial_inv_freq(head_dim: usize, theta: f64) -> Vec<f32> {
+    let spatial = head_dim / 2;
+    (0..spatial).step_by(2).map(|i| 1.0 / (theta as f32).powf(i as f32 / spatial as f32)).collect()
+}
+
+/// The rotary tables `(n, head_dim / 2)` of patches at `order`: rows' frequencies, then
+/// columns'.
+pub(crate) fn rotary(
+    inv_freq: &[f32],
+    order: &[(usize, usize)],
+    device: &Device,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let quarter = inv_freq.len();
+    let mut freqs = Vec::with_capacity(order.len() * 2 * quarter);
+    for &(r, c) in order {
+        freqs.extend(inv_freq.iter().map(|f| r as f32 * f));
+        freqs.extend(inv_freq.iter().map(|f| c as f32 * f));
+    }
+    let freqs = Tensor::from_vec(freqs, (order.len(), 2 * quarter), device)?;
+    Ok((freqs.cos()?, freqs.sin()?))
 }
