@@ -6,8 +6,14 @@ so400m, 1152 wide, MLP 4304, 16 heads, 896 px in 14 px patches, 256 image tokens
 896 px. `--family qwen3vl`: a Qwen3-VL of Qwen/Qwen3-VL-2B-Instruct's widths (text: 2048
 wide, 16 query and 8 key-value heads of 128, MLP 6144, a 151,936-token vocabulary, tied
 output layer; vision: 1024 wide, MLP 4096, 16 heads, 16 px patches merged 2 × 2 into 2048,
-DeepStack after blocks 5, 11 and 17), images of 640 × 480 (300 image tokens each). Either with
-`--text-layers` / `--vision-layers` layers (the full 34 / 27 or 28 / 24 with `--full-depth`;
+DeepStack after blocks 5, 11 and 17), images of 640 × 480 (300 image tokens each). `--family
+qwen25vl`: a Qwen2.5-VL of Qwen/Qwen2.5-VL-3B-Instruct's widths (text: 2048 wide, 16 query and 2
+key-value heads of 128, MLP 11008, tied 151,936-token output layer; vision: 1280 wide, MLP 3420,
+16 heads, 14 px patches merged 2 × 2, windows of 112 px, full attention in blocks 7, 15, 23, 31
+that the depth reaches), images of 644 × 476 (391 image tokens each; sides in multiples of 28, so
+that neither side resizes: transformers 5's processor resizes with torchvision, not with
+`qwen_vl_utils`' Pillow as t2v_metrics does). Either with
+`--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24 or 36 / 32 with `--full-depth`;
 fewer on a CPU, where one full-depth pair takes seconds to tens of seconds). The tokenizer is
 the family's test fixture's (ids below 420, the image tokens at the fixture's ids): the
 vocabulary's size, not its pieces, is what costs. Then, on the same Winoground-layout suite of
@@ -37,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/gemma3-tiny"
 QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
 # Each family's image size (width, height) and full depth (text, vision layers).
-FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24))}
+FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen25vl": ((644, 476), (36, 32))}
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
 WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -109,6 +115,38 @@ def build_qwen3vl(out: Path, text_layers: int, vision_layers: int):
     return processor
 
 
+def build_qwen25vl(out: Path, text_layers: int, vision_layers: int):
+    from transformers import (AutoTokenizer, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor,
+                              Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(QWEN_FIXTURE)
+    fixture = json.loads((QWEN_FIXTURE / "config.json").read_text())
+    # Qwen2.5-VL-3B's full-attention blocks (7, 15, 23, 31) that the depth reaches, else the last.
+    full = [i for i in (7, 15, 23, 31) if i < vision_layers] or [vision_layers - 1]
+    config = Qwen2_5_VLConfig(
+        text_config=dict(vocab_size=151936, hidden_size=2048, intermediate_size=11008, num_hidden_layers=text_layers,
+                         num_attention_heads=16, num_key_value_heads=2, max_position_embeddings=128000,
+                         rms_norm_eps=1e-6, tie_word_embeddings=True,
+                         rope_parameters=dict(rope_type="default", rope_theta=1_000_000.0, mrope_section=[16, 24, 24])),
+        vision_config=dict(depth=vision_layers, hidden_size=1280, intermediate_size=3420, num_heads=16, patch_size=14,
+                           temporal_patch_size=2, spatial_merge_size=2, window_size=112, out_hidden_size=2048,
+                           fullatt_block_indexes=full, hidden_act="silu"),
+        image_token_id=fixture["image_token_id"], video_token_id=fixture["video_token_id"],
+        vision_start_token_id=fixture["vision_start_token_id"], vision_end_token_id=fixture["vision_end_token_id"],
+        tie_word_embeddings=True)
+    model = Qwen2_5_VLForConditionalGeneration(config).eval()
+    mean, std = [0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711]
+    processor = Qwen2_5_VLProcessor(
+        image_processor=Qwen2VLImageProcessor(patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=mean,
+                                              image_std=std),
+        tokenizer=tokenizer, video_processor=Qwen2VLVideoProcessor(patch_size=14, temporal_patch_size=2, merge_size=2),
+        chat_template=(QWEN_FIXTURE / "chat_template.jinja").read_text())
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    processor.image_processor.save_pretrained(out)
+    return processor
+
+
 def write_suite(dir: Path, items: int, size=(896, 896)):
     (dir / "images").mkdir(parents=True)
     rng = random.Random(0)
@@ -149,9 +187,11 @@ def benchctl_side(args, model_dir: Path, suite: Path, work: Path):
 
 
 def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
-    from transformers import Gemma3ForConditionalGeneration, Qwen3VLForConditionalGeneration
+    from transformers import (Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
+                              Qwen3VLForConditionalGeneration)
     device = "cuda" if args.device == "cuda" else "cpu"
-    family = Qwen3VLForConditionalGeneration if args.family == "qwen3vl" else Gemma3ForConditionalGeneration
+    family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen25vl": Qwen2_5_VLForConditionalGeneration,
+              "gemma3": Gemma3ForConditionalGeneration}[args.family]
     model = family.from_pretrained(model_dir, dtype=DTYPES[args.dtype]).to(device).eval()
     processor.tokenizer.padding_side = "left"
     yes = processor.tokenizer.convert_tokens_to_ids("Yes")
@@ -194,7 +234,7 @@ def main():
     parser.add_argument("--text-layers", type=int, default=2)
     parser.add_argument("--vision-layers", type=int, default=2)
     parser.add_argument("--full-depth", action="store_true",
-                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24")
+                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32")
     args = parser.parse_args()
     size, depth = FAMILIES[args.family]
     if args.full_depth:
@@ -203,13 +243,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir, suite = work / "model", work / "suite"
-        build = build_qwen3vl if args.family == "qwen3vl" else build_model
+        build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model}[args.family]
         processor = build(model_dir, args.text_layers, args.vision_layers)
         pairs = write_suite(suite, args.items, size)
         ours, our_scores = benchctl_side(args, model_dir, suite, work)
         theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
     worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
-    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct"}[args.family]
+    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct"}[args.family]
     print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
           f"{args.dtype}, batch {args.batch}, {len(pairs)} pairs, {args.threads} threads")
     print(f"benchctl eval      {ours:8.3f} pairs/s")

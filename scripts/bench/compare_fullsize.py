@@ -7,7 +7,8 @@ loading the same directory with `local-dir:`), and a SigLIP 2 NaFlex base/16 (`n
 `Siglip2Model` at its hub shape, 256 patches, with the fixture's Gemma-style vocabulary; the
 authors' captions as open_clip's `HFTokenizer(clean="canonicalize")` prepares them, each item's
 two images in one padded batch as the processor makes it), a PE-Core B/16 (`pe`: open_clip's
-`PE-Core-B-16`, timm's tower) and an EVA02-CLIP B/16 (`eva02`: open_clip's `EVA02-B-16`) on the same PNG files of many sizes and modes
+`PE-Core-B-16`, timm's tower), an EVA02-CLIP B/16 (`eva02`: open_clip's `EVA02-B-16`) and a
+MetaCLIP 2 at ViT-L/14's widths (`metaclip2`: `MetaClip2Model`, the authors' captions) on the same PNG files of many sizes and modes
 (the fixture images, and a real photo from ../shared cut to six aspect ratios in six modes),
 the largest difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB
 to 4 GB); run it after a change to preprocessing or the models, and note the numbers in
@@ -15,7 +16,7 @@ docs/models.md.
 
     pip install torch transformers open_clip_torch pillow safetensors
     cargo build --release -p benchctl
-    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02]
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02,metaclip2]
 """
 
 import argparse
@@ -243,8 +244,46 @@ def eva02_b16(binary, tmp, lines):
     return timm_tower_clip(binary, tmp, lines, "EVA02-B-16", preprocess, tmp / "r6")
 
 
+def metaclip2_l14(binary, tmp, lines):
+    """A MetaCLIP 2 at ViT-L/14's widths (`MetaClip2Model`: a 24-layer 1024-wide image tower at
+    224 px, a 12-layer 768-wide text tower pooled at the first `</s>`) on the metaclip2-tiny
+    fixture's sentencepiece vocabulary, its captions as facebookresearch/MetaCLIP's
+    `get_tokenizer` tokenises them (padded to 77, no cleaning)."""
+    from transformers import AutoTokenizer, MetaClip2Config, MetaClip2Model
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    fixture = ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / "metaclip2-tiny"
+    torch.manual_seed(0)
+    fixture_config = json.loads((fixture / "config.json").read_text())["text_config"]
+    text = {k: fixture_config[k] for k in ("vocab_size", "eos_token_id", "bos_token_id", "pad_token_id")}
+    config = MetaClip2Config(
+        text_config=dict(text, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                         max_position_embeddings=77),
+        vision_config=dict(hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
+                           patch_size=14, image_size=224),
+        projection_dim=768)
+    model = MetaClip2Model(config).eval()
+    out = tmp / "metaclip2-l14-random"
+    model.save_pretrained(str(out), safe_serialization=True)
+    processor = CLIPImageProcessorPil()
+    processor.save_pretrained(str(out))
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(fixture / name, out / name)
+    tokenizer = AutoTokenizer.from_pretrained(str(out))
+    suite = tmp / "suite"
+    theirs = []
+    with torch.no_grad():
+        for line in lines:
+            imgs = [Image.open(suite / "images" / f"{line[k]}.png") for k in ("image_0", "image_1")]
+            pixels = processor(imgs, return_tensors="pt")["pixel_values"]
+            ids = tokenizer([line["caption_0"], line["caption_1"]], padding="max_length", truncation=True,
+                            max_length=77, return_tensors="pt")["input_ids"]
+            theirs.append(model(pixel_values=pixels, input_ids=ids).logits_per_image.tolist())
+    return compare("MetaCLIP 2 at ViT-L/14's widths, vs transformers", benchctl_scores(binary, out, suite, tmp / "r7"),
+                   theirs)
+
+
 MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378, "naflex": siglip2_naflex, "pe": pe_core_b16,
-          "eva02": eva02_b16}
+          "eva02": eva02_b16, "metaclip2": metaclip2_l14}
 
 
 def main():
