@@ -44,6 +44,9 @@ pub struct ArchitectureSpec {
     /// Its reference retrieval evaluation cleans captions with BLIP's `pre_caption` (what
     /// RoCOCO's `--caption-normalisation auto` follows).
     pub pre_captions: bool,
+    /// Whether its image processor has a patch budget a run may set (`--max-patches`: SigLIP 2
+    /// NaFlex's `max_num_patches`).
+    pub patch_budget: bool,
 }
 
 /// Which random-weight towers `benchctl bench` builds for an architecture's config.
@@ -116,6 +119,25 @@ impl Architecture {
                 format!(
                     "use --text-prep {}: a {} model prepares captions one way, its authors' (SigLIP 2 offers both)",
                     prep.name(),
+                    self.name()
+                ),
+            )),
+        }
+    }
+
+    /// The patch budget to use: `requested` where the architecture has one (`None`: its
+    /// checkpoint's own).
+    pub fn choose_max_patches(self, requested: Option<usize>) -> Result<Option<usize>> {
+        match requested {
+            None => Ok(None),
+            Some(0) => {
+                Err(crate::Error::new(crate::ErrorKind::BadConfig, "use --max-patches 0: a budget is at least 1 patch"))
+            }
+            Some(n) if self.0.patch_budget => Ok(Some(n)),
+            Some(n) => Err(crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!(
+                    "use --max-patches {n}: a {} model's images have a fixed size (SigLIP 2 NaFlex has a patch budget)",
                     self.name()
                 ),
             )),
@@ -217,17 +239,20 @@ impl TextPrep {
     }
 }
 
-/// What a run chooses of a model: its score head and caption preparation.
+/// What a run chooses of a model: its score head, caption preparation and patch budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadChoice {
     pub head: ScoreHead,
     pub text_prep: TextPrep,
+    /// The image processor's patch budget instead of the checkpoint's (`--max-patches`), where
+    /// the architecture has one ([`ArchitectureSpec::patch_budget`]).
+    pub max_patches: Option<usize>,
 }
 
 impl LoadChoice {
     /// `head` with the authors' captions.
     pub fn head(head: ScoreHead) -> Self {
-        LoadChoice { head, text_prep: TextPrep::Authors }
+        LoadChoice { head, text_prep: TextPrep::Authors, max_patches: None }
     }
 }
 

@@ -53,7 +53,7 @@ fn max_abs(ours: &[f64], theirs: &[f64]) -> f64 {
 
 fn encoder(prep: TextPrep, dtype: DType) -> benchctl_models::models::siglip::SiglipEncoder {
     let files = hub::from_dir(&fixture_model(FIXTURE)).unwrap();
-    siglip2_naflex::load(&files, prep, dtype, &test_device()).unwrap()
+    siglip2_naflex::load(&files, prep, None, dtype, &test_device()).unwrap()
 }
 
 /// A copy of the fixture to edit, with the path and contents of its `preprocessor_config.json`.
@@ -214,7 +214,7 @@ fn settings_whose_patch_is_not_the_towers_are_refused_naming_the_key() {
     settings["patch_size"] = 16.into();
     std::fs::write(&settings_path, settings.to_string()).unwrap();
     let files = hub::from_dir(dir.path()).unwrap();
-    let err = siglip2_naflex::load(&files, TextPrep::Authors, DType::F32, &test_device()).unwrap_err();
+    let err = siglip2_naflex::load(&files, TextPrep::Authors, None, DType::F32, &test_device()).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadConfig);
     let message = err.to_string();
     assert!(message.contains("preprocessor_config.json") && message.contains("patch_size"), "{message}");
@@ -222,6 +222,44 @@ fn settings_whose_patch_is_not_the_towers_are_refused_naming_the_key() {
     settings["patch_size"] = 8.into();
     settings["max_num_patches"] = 0.into();
     std::fs::write(&settings_path, settings.to_string()).unwrap();
-    let err = siglip2_naflex::load(&files, TextPrep::Authors, DType::F32, &test_device()).unwrap_err();
+    let err = siglip2_naflex::load(&files, TextPrep::Authors, None, DType::F32, &test_device()).unwrap_err();
     assert!(err.to_string().contains("max_num_patches"), "{err}");
+}
+
+/// `--max-patches` replaces the checkpoint's `max_num_patches`, as `processor(images,
+/// max_num_patches=…)` does: the same grids and features as the checkpoint's settings edited to
+/// that budget (whose grids `images_become_the_processors_grids_and_patches_in_every_mode`
+/// checks against transformers); other architectures and a budget of 0 are refused by name.
+#[test]
+fn a_run_budget_replaces_the_checkpoints_max_num_patches() {
+    let (dir, settings_path, mut settings) = fixture_copy();
+    let budget = 12;
+    settings["max_num_patches"] = budget.into();
+    std::fs::write(&settings_path, settings.to_string()).unwrap();
+    let edited =
+        siglip2_naflex::load(&hub::from_dir(dir.path()).unwrap(), TextPrep::Authors, None, DType::F32, &test_device())
+            .unwrap();
+    let files = hub::from_dir(&fixture_model(FIXTURE)).unwrap();
+    let flagged = siglip2_naflex::load(&files, TextPrep::Authors, Some(budget), DType::F32, &test_device()).unwrap();
+    let default = encoder(TextPrep::Authors, DType::F32);
+    assert_eq!(flagged.preprocessor(), edited.preprocessor());
+    assert_ne!(flagged.preprocessor(), default.preprocessor());
+    let image = image(&fixture_model(FIXTURE), "wide.png");
+    let features = |model: &benchctl_models::models::siglip::SiglipEncoder| {
+        model
+            .encode_images(&pixels(model.preprocessor(), &image))
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    assert_eq!(features(&flagged), features(&edited));
+    assert_ne!(features(&flagged).len(), 0);
+
+    let naflex = benchctl_models::models::siglip2_naflex::ARCHITECTURE;
+    assert_eq!(naflex.choose_max_patches(Some(budget)).unwrap(), Some(budget));
+    assert!(naflex.choose_max_patches(Some(0)).unwrap_err().to_string().contains("at least 1"));
+    let clip = benchctl_models::models::clip::ARCHITECTURE.choose_max_patches(Some(budget)).unwrap_err().to_string();
+    assert!(clip.contains("--max-patches 12") && clip.contains("clip"), "{clip}");
 }

@@ -58,6 +58,7 @@ struct Block {
     device: Option<String>,
     score: Option<String>,
     text_prep: Option<String>,
+    max_patches: Option<usize>,
     no_cache: Option<bool>,
 }
 
@@ -117,7 +118,9 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
             })
         });
         let sources: Vec<ModelSource> = sources.map(Ok).chain(servers).collect::<Result<_>>()?;
-        let models = sources.into_iter().map(|source| ModelChoice { source, head, text_prep, device, dtype });
+        let max_patches = block.max_patches;
+        let models =
+            sources.into_iter().map(|source| ModelChoice { source, head, text_prep, max_patches, device, dtype });
         for model in models {
             for suite in &block.suites {
                 let mut options = defaults.options.clone();

@@ -30,7 +30,7 @@ pub struct ResolvedModel {
 
 /// What computes the scores: model files run here, or a scoring server.
 enum Backend {
-    Local { files: ModelFiles, architecture: Architecture, choice: LoadChoice },
+    Local { files: Box<ModelFiles>, architecture: Architecture, choice: LoadChoice },
     Endpoint(Box<EndpointModel>),
 }
 
@@ -265,7 +265,9 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     };
     let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
     let text_prep = architecture.choose_text_prep(choice.text_prep)?;
+    let max_patches = architecture.choose_max_patches(choice.max_patches)?;
     let mut record = model_record(id, &files, dtype, &device);
+    record.max_patches = max_patches;
     record.score = Some(head.name().to_string());
     record.architecture = Some(architecture.name().to_string());
     // Recorded where it is not the default, so that earlier runs' records read the same.
@@ -294,8 +296,10 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         jpeg_decoder: benchctl_suites::image::JPEG_DECODER.to_string(),
         text_prep: record.text_prep.clone(),
         tokenizer_settings: files.tokenizer_settings.as_deref().filter(|_| transformers_prep).and_then(content_digest),
+        max_patches,
     }));
-    let backend = Backend::Local { files, architecture, choice: LoadChoice { head, text_prep } };
+    let choice = LoadChoice { head, text_prep, max_patches };
+    let backend = Backend::Local { files: Box::new(files), architecture, choice };
     Ok(ResolvedModel { backend, dtype, device, record, cache_identity })
 }
 
@@ -328,6 +332,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
         image_settings: None,
         text_prep: None,
         architecture: None,
+        max_patches: None,
     };
     let cache_identity = CacheIdentity::Endpoint(EndpointIdentity {
         url: endpoint.chat_url().to_string(),
@@ -370,5 +375,6 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         image_settings: None,
         text_prep: None,
         architecture: None,
+        max_patches: None,
     }
 }

@@ -55,6 +55,8 @@ pub struct ModelChoice {
     pub head: Option<ScoreHead>,
     /// `None`: the authors' caption preparation (`--text-prep`).
     pub text_prep: Option<TextPrep>,
+    /// `None`: the checkpoint's own patch budget (`--max-patches`, SigLIP 2 NaFlex).
+    pub max_patches: Option<usize>,
     pub device: DeviceSpec,
     pub dtype: DType,
 }

@@ -205,6 +205,7 @@ impl Scored {
                 image_settings: None,
                 text_prep: None,
                 architecture: None,
+                max_patches: None,
             },
             suite: suite_record,
             batch_size: 0,

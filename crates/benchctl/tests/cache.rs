@@ -259,6 +259,7 @@ fn the_namespace_names_the_code_version() {
         source: benchctl::plan::ModelSource::Path(tiny_model().into()),
         head: None,
         text_prep: None,
+        max_patches: None,
         device: benchctl_models::device::DeviceSpec::Cpu,
         dtype: candle_core::DType::F32,
     })

@@ -31,6 +31,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             image_settings: None,
             text_prep: None,
             architecture: None,
+            max_patches: None,
         },
         suite: SuiteRecord {
             id: "winoground".into(),

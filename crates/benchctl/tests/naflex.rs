@@ -56,3 +56,38 @@ fn images_of_several_sizes_in_one_batch_score_as_each_alone() {
     let moved = one_size.iter().zip(&mixed).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(moved > 1e-3, "resizing the images moved no score ({moved})");
 }
+
+/// `--max-patches` sets the budget of a NaFlex model's images: recorded in the run, a cache
+/// namespace of its own (the images are encoded again, not served from the default budget's
+/// embeddings), other scores; refused for a model of fixed-size images, naming the flag.
+#[test]
+fn a_run_patch_budget_is_recorded_and_cached_apart() {
+    let model = benchctl_testkit::fixture_model("siglip2-naflex-tiny");
+    let data = demo_of_mixed_sizes();
+    let (results, cache) = (scratch_dir("naflex-budget"), scratch_dir("naflex-budget-cache"));
+    let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+    let (default_path, default_run, _) = eval_model(&model, "winoground", data.path(), &results, &[], &env);
+    let (small_path, small_run, _) =
+        eval_model(&model, "winoground", data.path(), &results, &["--max-patches", "6"], &env);
+    assert_eq!(small_run["model"]["max_patches"], 6, "{}", small_run["model"]);
+    assert!(default_run["model"].get("max_patches").is_none(), "{}", default_run["model"]);
+    assert_eq!(small_run["counts"]["images_encoded"], default_run["counts"]["images_encoded"]);
+    let moved = scores(&default_path, &default_run)
+        .iter()
+        .zip(&scores(&small_path, &small_run))
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(moved > 1e-3, "a budget of 6 patches moved no score ({moved})");
+
+    let clip = benchctl_testkit::fixture_model("clip-tiny-a");
+    let args = common::eval_args(
+        clip.to_str().unwrap(),
+        "winoground",
+        data.path().to_str().unwrap(),
+        results.to_str().unwrap(),
+        &["--max-patches", "6"],
+    );
+    let out = common::benchctl(&args, &env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("--max-patches 6"), "{stderr}");
+}

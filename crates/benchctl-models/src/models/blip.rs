@@ -467,4 +467,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     },
     bench_towers: BenchTowers::None,
     pre_captions: true,
+    patch_budget: false,
 });

@@ -661,6 +661,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(ClipEncoder::load(files, dtype, device)?))),
     bench_towers: BenchTowers::Clip,
     pre_captions: false,
+    patch_budget: false,
 });
 
 /// The CLIP tokenizer's caption limit at a context of `context` tokens, its captions cleaned

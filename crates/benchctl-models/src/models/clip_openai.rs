@@ -461,4 +461,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(load_open_clip(files, dtype, device)?))),
     bench_towers: BenchTowers::None,
     pre_captions: false,
+    patch_budget: false,
 });

@@ -78,4 +78,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |_, files, dtype, device| Ok(crate::Model::Dual(Box::new(load(files, dtype, device)?))),
     bench_towers: BenchTowers::Clip,
     pre_captions: false,
+    patch_budget: false,
 });

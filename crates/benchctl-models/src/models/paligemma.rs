@@ -264,4 +264,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(PaliGemmaVqa::load(files, dtype, device)?))),
     bench_towers: BenchTowers::None,
     pre_captions: false,
+    patch_budget: false,
 });

@@ -553,4 +553,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     },
     bench_towers: BenchTowers::Siglip,
     pre_captions: false,
+    patch_budget: false,
 });

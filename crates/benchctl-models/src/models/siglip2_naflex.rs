@@ -184,11 +184,22 @@ pub fn preprocessor(files: &ModelFiles, config: &Siglip2VisionConfig) -> Result<
     Ok(preprocessor)
 }
 
-/// Loads a NaFlex checkpoint as a SigLIP [`SiglipEncoder`], preparing captions as `prep` says.
-pub fn load(files: &ModelFiles, prep: TextPrep, dtype: DType, device: &Device) -> Result<SiglipEncoder> {
+/// Loads a NaFlex checkpoint as a SigLIP [`SiglipEncoder`], preparing captions as `prep` says,
+/// its images at most `max_patches` patches where given (as `processor(images,
+/// max_num_patches=…)`), else the checkpoint's budget.
+pub fn load(
+    files: &ModelFiles,
+    prep: TextPrep,
+    max_patches: Option<usize>,
+    dtype: DType,
+    device: &Device,
+) -> Result<SiglipEncoder> {
     let config = Siglip2Config::from_file(&files.config)?;
     let tokenizer = SiglipText::of(files, &config.text_config, prep)?;
-    let preprocessor = preprocessor(files, &config.vision_config)?;
+    let mut preprocessor = preprocessor(files, &config.vision_config)?;
+    if let Some(budget) = max_patches {
+        preprocessor.resize = Resize::Patches { patch: config.vision_config.patch_size, max_patches: budget };
+    }
     let w = Weights::open(&files.weights, dtype, device)?;
     let model = from_weights(&config, &w)?;
     w.check_every_tensor_used("SigLIP 2 NaFlex", &[".position_ids"])?;
@@ -212,8 +223,9 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         Ok(CaptionLimit::new(config.text_config.max_position_embeddings, move |t| tokenizer.tokens_cut(t)))
     },
     load: |choice, files, dtype, device| {
-        Ok(crate::Model::Dual(Box::new(load(files, choice.text_prep, dtype, device)?)))
+        Ok(crate::Model::Dual(Box::new(load(files, choice.text_prep, choice.max_patches, dtype, device)?)))
     },
     bench_towers: BenchTowers::Siglip2Naflex,
     pre_captions: false,
+    patch_budget: true,
 });

@@ -58,6 +58,10 @@ pub struct ModelIdentity {
     pub text_prep: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer_settings: Option<String>,
+    /// The patch budget a run set (`--max-patches`); absent for the checkpoint's own, so that
+    /// the namespaces of earlier runs stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_patches: Option<usize>,
 }
 
 /// Where a file is, its size and its modification time in nanoseconds since the epoch.
@@ -142,6 +146,7 @@ mod tests {
             jpeg_decoder: "zune-jpeg".into(),
             text_prep: None,
             tokenizer_settings: None,
+            max_patches: None,
         }
     }
 
@@ -158,6 +163,7 @@ mod tests {
             ModelIdentity { weights: FileStamp { modified_ns: Some(3), ..model().weights }, ..model() },
             ModelIdentity { jpeg_decoder: "libjpeg-turbo".into(), ..model() },
             ModelIdentity { text_prep: Some("transformers".into()), ..model() },
+            ModelIdentity { max_patches: Some(576), ..model() },
             ModelIdentity { tokenizer_settings: Some("dd".into()), ..model() },
         ];
         for other in changed {

@@ -133,6 +133,11 @@ pub struct ModelChoice {
     /// called as the model card says). They differ for SigLIP 2: docs/models.md, "Captions".
     #[arg(long, value_name = "PREP", value_parser = ["authors", "transformers"], help_heading = "Model and device")]
     pub text_prep: Option<String>,
+    /// The most patches a SigLIP 2 NaFlex image becomes (the image processor's
+    /// `max_num_patches`; the checkpoint's, 256 for the hub's, by default): the paper reports
+    /// 256, 576, 784 and 1024.
+    #[arg(long, value_name = "N", help_heading = "Model and device")]
+    pub max_patches: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -506,6 +511,7 @@ impl ModelChoice {
             source,
             head: benchctl::plan::score_head(self.score.as_deref())?,
             text_prep: benchctl::plan::text_prep(self.text_prep.as_deref())?,
+            max_patches: self.max_patches,
             device,
             dtype,
         })

@@ -139,6 +139,10 @@ pub struct ModelRecord {
     /// and older run files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
+    /// The image processor's patch budget where a run set it (`--max-patches`); absent
+    /// otherwise (the checkpoint's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_patches: Option<usize>,
 }
 
 /// [`ModelRecord::image_settings`] of a checkpoint without image settings.
