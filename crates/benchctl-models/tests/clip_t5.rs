@@ -119,7 +119,7 @@ fn half_precision_drift_is_bounded() {
 }
 
 #[test]
-fn checkpoints_without_their_vision_tower_are_refused_naming_what_is_missing() {
+fn a_checkpoint_without_its_tower_reads_it_from_mm_vision_tower_or_names_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = fixture_model(FIXTURE);
     for entry in std::fs::read_dir(&fixture).unwrap().flatten().filter(|e| e.path().is_file()) {
@@ -136,17 +136,50 @@ fn checkpoints_without_their_vision_tower_are_refused_naming_what_is_missing() {
     }
     candle_core::safetensors::save(&weights, dir.path().join("model.safetensors")).unwrap();
     std::fs::remove_file(dir.path().join("pytorch_model.bin.index.json")).unwrap();
-    let load = || ClipT5Vqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
+    let load = || ClipT5Vqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device());
     // `mm_vision_tower` naming neither a directory beside the config nor a known hub tower.
-    let error = load().to_string();
+    let error = load().err().unwrap().to_string();
     assert!(
         error.contains("`mm_vision_tower` \"vision_tower\"") && error.contains("clip-vit-large-patch14-336"),
         "{error}"
     );
+    // The tower's directory without its weights: nothing to read the tower from.
     std::fs::create_dir(dir.path().join("vision_tower")).unwrap();
     for entry in std::fs::read_dir(fixture.join("vision_tower")).unwrap().flatten() {
-        std::fs::copy(entry.path(), dir.path().join("vision_tower").join(entry.file_name())).unwrap();
+        if entry.file_name() != "model.safetensors" {
+            std::fs::copy(entry.path(), dir.path().join("vision_tower").join(entry.file_name())).unwrap();
+        }
     }
-    let error = load().to_string();
+    let error = load().err().unwrap().to_string();
     assert!(error.contains("holds no vision tower") && error.contains("model.safetensors"), "{error}");
+    // With them, as t2v_metrics builds the tower (from `mm_vision_tower`, before loading the
+    // checkpoint): the same scores as the checkpoint that holds the tower.
+    let tower = "vision_tower/model.safetensors";
+    std::fs::copy(fixture.join(tower), dir.path().join(tower)).unwrap();
+    let (apart, whole) = (load().unwrap(), model(DType::F32));
+    let expected = fixture_expected(FIXTURE);
+    let scores = |m: &ClipT5Vqa| {
+        let states = m.encode_images(&pixels(m, &expected)).unwrap();
+        m.score_pairs(&states.narrow(0, 0, 1).unwrap(), &["a cat on a mat"]).unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(scores(&apart), scores(&whole));
+}
+
+/// Whether a checkpoint holds the tower is read from its index or its file's header alone:
+/// PyTorch shards, their index and a safetensors file.
+#[test]
+fn tensors_are_found_in_an_index_a_pytorch_file_and_a_safetensors_header() {
+    let fixture = fixture_model(FIXTURE);
+    let probe = "vision_tower.vision_tower.vision_model.embeddings.class_embedding";
+    let index = fixture.join("pytorch_model.bin.index.json");
+    assert!(hub::weights_hold(&index, probe).unwrap());
+    assert!(!hub::weights_hold(&index, "vision_tower.missing").unwrap());
+    let map: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&index).unwrap()).unwrap();
+    let shard = fixture.join(map["weight_map"][probe].as_str().unwrap());
+    assert!(hub::weights_hold(&shard, probe).unwrap());
+    assert!(!hub::weights_hold(&shard, "shared.weight.missing").unwrap());
+    let tower = fixture.join("vision_tower/model.safetensors");
+    assert!(hub::weights_hold(&tower, "vision_model.embeddings.class_embedding").unwrap());
+    assert!(!hub::weights_hold(&tower, probe).unwrap());
+    assert!(hub::weights_hold(&fixture.join("config.json"), probe).is_err());
 }

@@ -484,18 +484,41 @@ fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
     let stand_in = cache.path().join("models--google--flan-t5-xl").join("snapshots").join(flan.commit);
     std::fs::create_dir_all(&stand_in).unwrap();
     std::fs::write(stand_in.join(flan.file), "FlanT5's tokenizer").unwrap();
+    let clip = benchctl_models::models::clip_t5::CLIP_L14_336.file;
+    let tower = cache.path().join("models--openai--clip-vit-large-patch14-336").join("snapshots").join(clip.commit);
+    std::fs::create_dir_all(&tower).unwrap();
+    std::fs::write(tower.join(clip.file), "OpenAI's CLIP").unwrap();
     let online = settings(cache.path(), &hub_server.url(), NetLimits::default());
     let layout = benchctl_models::models::clip_t5::LAYOUT;
     let files = hub::from_hub_with("zhiqiulin/clip-flant5-xl", "main", layout, &online).unwrap();
     let snapshot = cache.path().join("models--zhiqiulin--clip-flant5-xl").join("snapshots").join(COMMIT);
     assert_eq!(files.weights, snapshot.join("pytorch_model.bin.index.json"));
     assert_eq!(files.tokenizer, stand_in.join(flan.file));
+    // The index names no tower tensor: the CLIP tower's weights come from OpenAI's repo.
+    assert_eq!(files.companion, Some(tower.join(clip.file)));
     for shard in ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"] {
         assert_eq!(std::fs::read_to_string(snapshot.join(shard)).unwrap(), format!("contents of {shard}"));
     }
     let before = hub_server.seen().len();
     let offline = HubSettings { offline: true, ..online.clone() };
     let cached = hub::from_hub_with("zhiqiulin/clip-flant5-xl", "main", layout, &offline).unwrap();
-    assert_eq!((cached.weights, cached.tokenizer), (files.weights, files.tokenizer));
+    assert_eq!((cached.weights, cached.tokenizer, cached.companion), (files.weights, files.tokenizer, files.companion));
     assert_eq!(hub_server.seen().len(), before, "resolved from the cache, without a request");
+
+    // An index that names the tower: nothing else is taken.
+    let with_tower = r#"{"weight_map": {"shared.weight": "pytorch_model-00001-of-00001.bin",
+        "vision_tower.vision_tower.vision_model.embeddings.class_embedding": "pytorch_model-00001-of-00001.bin"}}"#;
+    let (hub_server, _cdn) = hub_and_cdn_serving(
+        |file| file == "tokenizer.json",
+        move |file| {
+            if file == "pytorch_model.bin.index.json" {
+                with_tower.to_string()
+            } else {
+                format!("contents of {file}")
+            }
+        },
+    );
+    let online = settings(cache.path(), &hub_server.url(), NetLimits::default());
+    let files = hub::from_hub_with("zhiqiulin/clip-flant5-xxl", "main", layout, &online).unwrap();
+    assert_eq!(files.companion, None);
 }

@@ -21,6 +21,17 @@ pub struct Layout {
     pub tokenizer_instead: Option<FileElsewhere>,
     /// Whether the layout may carry image processor settings ([`IMAGE_SETTINGS_FILES`]).
     pub image_settings: bool,
+    /// A file of another repo the model needs where its own weights lack part of it.
+    pub companion: Option<Companion>,
+}
+
+/// A file of another hub repo a checkpoint needs when its weights lack `unless_tensor`:
+/// CLIP-FlanT5's CLIP tower, which `t2v_metrics` builds from the repo its config's
+/// `mm_vision_tower` names before loading the checkpoint over it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Companion {
+    pub file: FileElsewhere,
+    pub unless_tensor: &'static str,
 }
 
 /// A file of another hub repo, at a pinned commit, standing in for one a repo lacks.
@@ -74,6 +85,7 @@ pub const HF_LAYOUT: Layout = Layout {
     tokenizer: "tokenizer.json",
     tokenizer_instead: None,
     image_settings: true,
+    companion: None,
 };
 
 /// `transformers`' layout with its weights in shards, as large checkpoints are published:
@@ -107,10 +119,38 @@ pub const OPEN_CLIP_LAYOUT: Layout = Layout {
     tokenizer: "tokenizer.json",
     tokenizer_instead: Some(OPENAI_CLIP_BPE),
     image_settings: false,
+    companion: None,
 };
 
 /// The files every `transformers`-layout model directory must hold.
 pub const REQUIRED_FILES: [&str; 3] = ["config.json", "model.safetensors", "tokenizer.json"];
+
+/// Whether the weights at `path` (a shard index, a PyTorch checkpoint or a safetensors file)
+/// hold a tensor named `tensor`, read from the index or the file's header alone.
+pub fn weights_hold(path: &Path, tensor: &str) -> Result<bool> {
+    let bad = |what: String| Error::new(ErrorKind::BadWeights, format!("read weights {}: {what}", path.display()));
+    if is_shard_index(&path.to_string_lossy()) {
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("it is not JSON: {e}")))?;
+        return Ok(value.get("weight_map").and_then(|m| m.get(tensor)).is_some());
+    }
+    if super::is_torch_checkpoint(path) {
+        let tensors = candle_core::pickle::PthTensors::new(path, None).map_err(|e| bad(e.to_string()))?;
+        return Ok(tensors.tensor_infos().contains_key(tensor));
+    }
+    let mut file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut length = [0u8; 8];
+    std::io::Read::read_exact(&mut file, &mut length).map_err(|e| bad(e.to_string()))?;
+    let length = u64::from_le_bytes(length);
+    if length > 100_000_000 {
+        return Err(bad(format!("its header length {length} is not a safetensors header's")));
+    }
+    let mut header = vec![0u8; length as usize];
+    std::io::Read::read_exact(&mut file, &mut header).map_err(|e| bad(e.to_string()))?;
+    let header: serde_json::Value =
+        serde_json::from_slice(&header).map_err(|e| bad(format!("its header is not JSON: {e}")))?;
+    Ok(header.get(tensor).is_some())
+}
 
 /// The index of a checkpoint in PyTorch shards, as `save_pretrained(safe_serialization=False)`
 /// writes it (checkpoints that safetensors refuses, e.g. CLIP-FlanT5's aliased embedding).

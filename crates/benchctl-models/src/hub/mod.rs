@@ -34,6 +34,9 @@ pub struct ModelFiles {
     /// `tokenizer_config.json`, where the checkpoint has one: what `transformers`' tokenizer
     /// class reads (its padding side, its class), for `--text-prep transformers`.
     pub tokenizer_settings: Option<PathBuf>,
+    /// The layout's [`Companion`] file, where the weights lack what it holds and it was
+    /// fetched from its repo.
+    pub companion: Option<PathBuf>,
     /// Where they came from, recorded in run files.
     pub origin: Origin,
 }
@@ -147,6 +150,8 @@ fn fiber_files(dir: &Path, weights: PathBuf, origin: &Path) -> Result<ModelFiles
         tokenizer,
         preprocessor: None,
         tokenizer_settings: None,
+        companion: None,
+
         origin: Origin::Directory(origin.to_path_buf()),
     })
 }
@@ -191,6 +196,8 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
             .then(|| IMAGE_SETTINGS_FILES.iter().map(|f| dir.join(f)).find(|p| p.is_file()))
             .flatten(),
         tokenizer_settings: Some(dir.join(TOKENIZER_SETTINGS_FILE)).filter(|p| layout.image_settings && p.is_file()),
+        companion: None,
+
         origin: Origin::Directory(dir.to_path_buf()),
     })
 }
@@ -290,12 +297,19 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
         if layout.image_settings { image_settings_file(repo, revision, &commit, settings)? } else { None };
     let tokenizer_settings =
         if layout.image_settings { tokenizer_settings_file(repo, revision, &commit, settings) } else { None };
+    let companion = match layout.companion {
+        Some(c) if !weights_hold(&paths[1], c.unless_tensor)? => {
+            Some(model_file(c.file.repo, c.file.commit, c.file.file, settings)?)
+        }
+        _ => None,
+    };
     Ok(ModelFiles {
         config: paths[0].clone(),
         weights: paths[1].clone(),
         tokenizer,
         preprocessor,
         tokenizer_settings,
+        companion,
         origin: Origin::Hub { repo: repo.to_string(), revision: revision.to_string(), commit },
     })
 }

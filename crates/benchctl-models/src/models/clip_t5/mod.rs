@@ -32,7 +32,7 @@ use super::clip::{VisionConfig, VisionTrunk};
 use super::transformer::Activation;
 use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
-use crate::hub::{FileElsewhere, Layout, ModelFiles, PTH_SHARD_INDEX_FILE};
+use crate::hub::{Companion, FileElsewhere, Layout, ModelFiles, PTH_SHARD_INDEX_FILE};
 use crate::preprocess::{ColourKey, ModeRule, Preprocessor};
 use crate::vqascore::local::{groups_of, load_tokenizer, mean_answer_log_ps};
 use crate::vqascore::Template;
@@ -56,8 +56,23 @@ pub const FLAN_T5_TOKENIZER: FileElsewhere = FileElsewhere {
     file: "tokenizer.json",
 };
 
+/// The CLIP tower of the released checkpoints' `mm_vision_tower`, whose weights `t2v_metrics`
+/// loads before the checkpoint's: taken where the checkpoint does not hold the tower.
+pub const CLIP_L14_336: Companion = Companion {
+    file: FileElsewhere {
+        repo: "openai/clip-vit-large-patch14-336",
+        commit: "ce19dc912ca5cd21c8a653c79e251e808ccabcd1",
+        file: "pytorch_model.bin",
+    },
+    unless_tensor: TOWER_PROBE,
+};
+
+/// The tensor whose presence says a checkpoint holds its CLIP tower.
+const TOWER_PROBE: &str = "vision_tower.vision_tower.vision_model.embeddings.class_embedding";
+
 /// The released checkpoints' layout: `transformers`' config and PyTorch shards (safetensors
-/// refuses CLIP-T5's alias of T5's embedding), FlanT5's tokenizer where the repo has none.
+/// refuses CLIP-T5's alias of T5's embedding), FlanT5's tokenizer where the repo has none, the
+/// CLIP tower's weights from OpenAI's repo where the checkpoint lacks them.
 pub const LAYOUT: Layout = Layout {
     config: "config.json",
     weights: PTH_SHARD_INDEX_FILE,
@@ -65,6 +80,7 @@ pub const LAYOUT: Layout = Layout {
     tokenizer: "tokenizer.json",
     tokenizer_instead: Some(FLAN_T5_TOKENIZER),
     image_settings: false,
+    companion: Some(CLIP_L14_336),
 };
 
 /// The CLIP towers `mm_vision_tower` names on the hub, by their configs (their repos are not
@@ -164,7 +180,7 @@ impl ClipT5Config {
     /// The vision tower `mm_vision_tower` names: its config, and the preprocessor settings file
     /// in it where it is a directory below the checkpoint's (as t2v_metrics resolves a path from
     /// its working directory), else a hub tower it knows by its config (OpenAI's ViT-L/14s).
-    pub fn vision_tower(&self, path: &Path) -> Result<(VisionConfig, Option<PathBuf>)> {
+    pub fn vision_tower(&self, path: &Path) -> Result<(VisionConfig, Option<PathBuf>, Option<PathBuf>)> {
         let name = self.mm_vision_tower.as_str();
         // Only a directory below the checkpoint's: a hub config cannot lead the reader out of
         // its snapshot.
@@ -177,7 +193,9 @@ impl ClipT5Config {
                 Self::bad(path, "mm_vision_tower", format!("names {}, not a CLIP vision config: {e}", dir.display()))
             })?;
             let settings = dir.join(crate::hub::PREPROCESSOR_FILE);
-            return Ok((config, settings.is_file().then_some(settings)));
+            let weights =
+                ["model.safetensors", "pytorch_model.bin"].map(|f| dir.join(f)).into_iter().find(|f| f.is_file());
+            return Ok((config, settings.is_file().then_some(settings), weights));
         }
         let Some(&(_, image_size)) = KNOWN_TOWERS.iter().find(|(repo, _)| *repo == name) else {
             let known: Vec<&str> = KNOWN_TOWERS.iter().map(|(repo, _)| *repo).collect();
@@ -191,7 +209,7 @@ impl ClipT5Config {
         let config = serde_json::json!({"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 24,
             "num_attention_heads": 16, "image_size": image_size, "patch_size": 14, "hidden_act": "quick_gelu"});
         let config = serde_json::from_value(config).map_err(|e| Error::new(ErrorKind::BadConfig, e.to_string()))?;
-        Ok((config, None))
+        Ok((config, None, None))
     }
 
     /// The number of vision blocks whose output is read: `mm_vision_select_layer` indexes
@@ -240,20 +258,10 @@ impl ClipT5Vqa {
     pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Self> {
         let path = files.config.as_path();
         let config = ClipT5Config::from_file(path)?;
-        let (vision_config, settings) = config.vision_tower(path)?;
+        let (vision_config, settings, tower_weights) = config.vision_tower(path)?;
         let weights = Weights::open(&files.weights, dtype, device)?;
-        let tower = weights.pp("vision_tower.vision_tower.vision_model");
-        if !tower.has("embeddings.class_embedding") {
-            return Err(Error::new(
-                ErrorKind::BadWeights,
-                format!(
-                    "load weights {}: it holds no vision tower (`vision_tower.vision_tower.vision_model.*`); benchctl reads CLIP-FlanT5's tower from the checkpoint, as the released ones hold it",
-                    files.weights.display()
-                ),
-            ));
-        }
         Activation::parse(&vision_config.hidden_act).map_err(|e| Error::new(ErrorKind::BadConfig, e.to_string()))?;
-        let vision = VisionTrunk::load(&tower, &vision_config)?;
+        let vision = load_tower(files, &config, &vision_config, tower_weights.as_deref(), &weights, dtype, device)?;
         let vision_layer = config.select_layer(path, vision.depth())?;
         let patches_only = match config.mm_vision_select_feature.as_str() {
             "patch" => true,
@@ -375,6 +383,44 @@ impl ClipT5Vqa {
         let answers: Vec<&[u32]> = ids.iter().map(|(_, answer)| answer.as_slice()).collect();
         mean_answer_log_ps(&log_probs, &answers)
     }
+}
+
+/// The CLIP tower's trunk: from the checkpoint where it holds it, else from the tower
+/// `mm_vision_tower` names (fetched beside the checkpoint, or a directory beside it), as
+/// `t2v_metrics` builds the tower from there before loading the checkpoint over it.
+fn load_tower(
+    files: &ModelFiles,
+    config: &ClipT5Config,
+    vision_config: &VisionConfig,
+    tower_weights: Option<&Path>,
+    weights: &Weights,
+    dtype: DType,
+    device: &Device,
+) -> Result<VisionTrunk> {
+    // The fetched companion is OpenAI's ViT-L/14-336: only for the checkpoints naming it.
+    let companion = files.companion.as_deref().filter(|_| config.mm_vision_tower == CLIP_L14_336.file.repo);
+    let tower = match companion.or(tower_weights) {
+        _ if weights.has(TOWER_PROBE) => {
+            VisionTrunk::load(&weights.pp("vision_tower.vision_tower.vision_model"), vision_config)?
+        }
+        Some(tower) => {
+            let tower = Weights::open(tower, dtype, device)?;
+            VisionTrunk::load(&tower.pp("vision_model"), vision_config)?
+        }
+        None => {
+            return Err(Error::new(
+                ErrorKind::BadWeights,
+                format!(
+                    "load weights {}: it holds no vision tower (`vision_tower.vision_tower.vision_model.*`) and `mm_vision_tower` {:?} brought none: put the tower's model.safetensors in that directory beside the config, or run from the hub id, which fetches {}'s {}",
+                    files.weights.display(),
+                    config.mm_vision_tower,
+                    CLIP_L14_336.file.repo,
+                    CLIP_L14_336.file.file
+                ),
+            ));
+        }
+    };
+    Ok(tower)
 }
 
 /// `text`'s ids as `tokenizer(text).input_ids` gives them: `</s>` appended by the tokenizer's
