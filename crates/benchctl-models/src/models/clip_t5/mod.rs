@@ -245,11 +245,8 @@ pub struct ClipT5Vqa {
     /// `d_model^-0.5` where the head is the embedding (the original T5), else 1.
     head_scale: f64,
     decoder_start: u32,
-    tokenizer: tokenizers::Tokenizer,
-    template: Template,
+    prompt: Prompt,
     preprocessor: Preprocessor,
-    /// The prompt's ids before the image: the system message and ` USER: `, then `</s>`.
-    before_image: Vec<u32>,
     d_model: usize,
     device: Device,
 }
@@ -316,8 +313,7 @@ impl ClipT5Vqa {
             ],
         )?;
         let preprocessor = preprocessor(&vision_config, settings.as_deref())?;
-        let template = Template::new(TEMPLATE.0, TEMPLATE.1)?;
-        let before_image = encode_with_end(&tokenizer, &format!("{SYSTEM} USER: "))?;
+        let prompt = Prompt::new(tokenizer)?;
         Ok(Self {
             vision,
             vision_layer,
@@ -329,10 +325,8 @@ impl ClipT5Vqa {
             lm_head,
             head_scale,
             decoder_start: config.decoder_start_token_id,
-            tokenizer,
-            template,
+            prompt,
             preprocessor,
-            before_image,
             d_model: d,
             device: device.clone(),
         })
@@ -340,19 +334,13 @@ impl ClipT5Vqa {
 
     /// The prompt's ids after the image for `caption` (ending in `</s>`), and the answer's.
     pub fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
-        let question = format!("\n{} ASSISTANT: ", self.template.question_for(caption));
-        let mut after = encode_with_end(&self.tokenizer, &question)?;
-        // t2v_metrics cuts the prompt (the image one id of it) to the context.
-        after.truncate(CONTEXT.saturating_sub(self.before_image.len() + 1));
-        let mut answer = encode_with_end(&self.tokenizer, &self.template.answer_for(caption))?;
-        answer.truncate(CONTEXT);
-        Ok((after, answer))
+        self.prompt.caption_ids(caption)
     }
 
     /// The whole prompt's ids for `caption`, the image as `t2v_metrics`' placeholder `-200`.
     pub fn prompt_ids(&self, caption: &str) -> Result<Vec<i64>> {
         let (after, _) = self.caption_ids(caption)?;
-        let ids = self.before_image.iter().map(|&i| i64::from(i));
+        let ids = self.prompt.before_image.iter().map(|&i| i64::from(i));
         Ok(ids.chain(std::iter::once(-200)).chain(after.iter().map(|&i| i64::from(i))).collect())
     }
 
@@ -365,7 +353,7 @@ impl ClipT5Vqa {
     /// Pairs of one prompt and answer length: each row's mean log-probability of its answer.
     fn score_group(&self, images: &Tensor, ids: &[&(Vec<u32>, Vec<u32>)]) -> candle_core::Result<Vec<f32>> {
         let b = ids.len();
-        let before = self.embed(&vec![self.before_image.clone(); b])?;
+        let before = self.embed(&vec![self.prompt.before_image.clone(); b])?;
         let after = self.embed(&ids.iter().map(|(after, _)| after.clone()).collect::<Vec<_>>())?;
         let encoded =
             self.encoder.forward(&Tensor::cat(&[&before, &images.to_dtype(before.dtype())?, &after], 1)?, None)?;
@@ -510,12 +498,41 @@ impl FusionEncoder for ClipT5Vqa {
     }
 }
 
-/// The tokens `t2v_metrics` would cut from a caption's prompt (0 when it fits [`CONTEXT`]).
-fn tokens_cut(tokenizer: &tokenizers::Tokenizer, caption: &str) -> Result<usize> {
-    let template = Template::new(TEMPLATE.0, TEMPLATE.1)?;
-    let before = encode_with_end(tokenizer, &format!("{SYSTEM} USER: "))?.len();
-    let after = encode_with_end(tokenizer, &format!("\n{} ASSISTANT: ", template.question_for(caption)))?.len();
-    Ok((before + 1 + after).saturating_sub(CONTEXT))
+/// `t2v_metrics`' `t5_chat` prompt around the image, `{system} USER: <image>\n{question}
+/// ASSISTANT: `, each side of the image tokenised on its own (each ending in `</s>`).
+struct Prompt {
+    tokenizer: tokenizers::Tokenizer,
+    template: Template,
+    /// The ids before the image: the system message and ` USER: `, then `</s>`.
+    before_image: Vec<u32>,
+}
+
+impl Prompt {
+    fn new(tokenizer: tokenizers::Tokenizer) -> Result<Self> {
+        let before_image = encode_with_end(&tokenizer, &format!("{SYSTEM} USER: "))?;
+        Ok(Self { tokenizer, template: Template::new(TEMPLATE.0, TEMPLATE.1)?, before_image })
+    }
+
+    /// The ids after the image for `caption`, as tokenised, before any cut.
+    fn after_image(&self, caption: &str) -> Result<Vec<u32>> {
+        encode_with_end(&self.tokenizer, &format!("\n{} ASSISTANT: ", self.template.question_for(caption)))
+    }
+
+    /// The ids `t2v_metrics` drops from `caption`'s prompt (the image one id of it) to fit
+    /// [`CONTEXT`].
+    fn tokens_cut(&self, caption: &str) -> Result<usize> {
+        Ok((self.before_image.len() + 1 + self.after_image(caption)?.len()).saturating_sub(CONTEXT))
+    }
+
+    /// The ids after the image, cut to the context as `t2v_metrics` cuts the prompt, and the
+    /// answer's.
+    fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
+        let mut after = self.after_image(caption)?;
+        after.truncate(CONTEXT.saturating_sub(self.before_image.len() + 1));
+        let mut answer = encode_with_end(&self.tokenizer, &self.template.answer_for(caption))?;
+        answer.truncate(CONTEXT);
+        Ok((after, answer))
+    }
 }
 
 /// CLIP-FlanT5 scored by VQAScore, as [`crate::registry::ARCHITECTURES`] lists it; its
@@ -530,8 +547,8 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     text_preps: TextPrep::AUTHORS_ONLY,
     default_preprocessor: |_| None,
     caption_limit: |files, _| {
-        let tokenizer = load_tokenizer(&files.tokenizer)?;
-        Ok(CaptionLimit::new(CONTEXT, move |caption| tokens_cut(&tokenizer, caption)))
+        let prompt = Prompt::new(load_tokenizer(&files.tokenizer)?)?;
+        Ok(CaptionLimit::new(CONTEXT, move |caption| prompt.tokens_cut(caption)))
     },
     load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(ClipT5Vqa::load(files, dtype, device)?))),
     bench_towers: BenchTowers::None,
