@@ -22,15 +22,16 @@ Both score every pair; the largest difference of their log P("Yes") is printed a
 Run (transformers 4.46, as gen_clip_flant5_fixture.py):
     python scripts/bench/bench_clip_flant5_torch.py --t2v-metrics PATH --benchctl target/release/benchctl
 """
-import argparse, importlib.util, json, math, os, random, shutil, subprocess, sys, tempfile, time
+import argparse, importlib.util, math, os, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 
 import torch
-from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_vqascore_torch import benchctl_side, write_suite  # the same suite and `eval` run as the other VQAScore benches
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/clip-flant5-tiny"
-WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
 
 
 def generator():
@@ -68,44 +69,6 @@ def build(gen, clip_t5, out: Path, t5_layers: int, vision_layers: int):
                 p.normal_(1.0, 0.05) if "layer_norm" in name else p.normal_(0.0, 0.02)
     model.save_pretrained(out, safe_serialization=False)
     return len(T5Tokenizer.from_pretrained(out))
-
-
-def write_suite(dir: Path, items: int):
-    (dir / "images").mkdir(parents=True)
-    rng = random.Random(0)
-    rows, pairs = [], []
-    for i in range(items):
-        caps = [" ".join(rng.choice(WORDS) for _ in range(8)) + f" {i} {c}" for c in range(2)]
-        imgs = [f"ex_{i}_img_{k}" for k in range(2)]
-        for k, name in enumerate(imgs):
-            seed = torch.Generator().manual_seed(2 * i + k)
-            pixels = torch.randint(0, 256, (480, 640, 3), dtype=torch.uint8, generator=seed)
-            Image.fromarray(pixels.numpy()).save(dir / "images" / f"{name}.png")
-        rows.append({"id": i, "image_0": imgs[0], "image_1": imgs[1], "caption_0": caps[0], "caption_1": caps[1],
-                     "tag": "Object", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object"})
-        pairs += [(im, c) for im in imgs for c in caps]
-    (dir / "examples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return pairs
-
-
-def benchctl_side(args, model_dir: Path, suite: Path, work: Path):
-    env = dict(os.environ, BENCHCTL_CACHE=str(work / "cache"), RAYON_NUM_THREADS=str(args.threads))
-    out = subprocess.run([args.benchctl, "eval", "--model-path", str(model_dir), "--suite", "winoground", "--data-dir",
-                          str(suite), "--results-dir", str(work / "results"), "--batch-size", str(args.batch),
-                          "--dtype", args.dtype], env=env, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"benchctl eval failed:\n{out.stderr}")
-    run_path = next(p for p in (work / "results" / "runs").glob("*.json"))
-    run = json.loads(run_path.read_text())
-    seconds = run["timings"]["total_s"] - run["timings"]["load_model_s"]
-    rows = [json.loads(l) for l in (suite / "examples.jsonl").read_text().splitlines()]
-    dump = [json.loads(l) for l in Path(str(run_path)[: -len(".json")] + ".scores.jsonl").read_text().splitlines()]
-    scores = {}
-    for row, line in zip(rows, dump):
-        for k in range(2):
-            for c in range(2):
-                scores[(row[f"image_{k}"], row[f"caption_{c}"])] = line["scores"][k][c]
-    return run["counts"]["pairs_scored"] / seconds, scores
 
 
 def torch_side(args, module, clip_t5, model_dir: Path, suite: Path, pairs):
@@ -146,6 +109,7 @@ def main():
     parser.add_argument("--full-depth", action="store_true", help="the published 24 encoder, 24 decoder, 24 vision layers")
     parser.add_argument("--keep", type=Path, help="build the model and suite in this new directory and keep them")
     args = parser.parse_args()
+    args.device = "cpu"
     if args.full_depth:
         args.t5_layers = args.vision_layers = 24
     args.benchctl = str(Path(args.benchctl).resolve())
@@ -163,7 +127,7 @@ def main():
         clip_t5 = sys.modules["t2v_metrics.models.vqascore_models.clip_t5.model.language_model.clip_t5"]
         model_dir, suite = work / "model", work / "suite"
         build(gen, clip_t5, model_dir, args.t5_layers, args.vision_layers)
-        pairs = write_suite(suite, args.items)
+        pairs = write_suite(suite, args.items, (640, 480))
         ours, our_scores = benchctl_side(args, model_dir, suite, work)
         theirs, their_scores = torch_side(args, module, clip_t5, model_dir, suite, pairs)
         os.chdir(ROOT)

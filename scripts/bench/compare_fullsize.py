@@ -107,14 +107,22 @@ def hf_clip(binary, tmp, lines):
     shutil.copy(TOKENIZER, out / "tokenizer.json")
     tokenizer = CLIPTokenizerFast(tokenizer_file=str(TOKENIZER))
     suite = tmp / "suite"
+    theirs = transformers_logits(model, processor, lambda texts: tokenizer(texts, padding=True, return_tensors="pt"),
+                                 suite, lines)
+    return compare("CLIP ViT-B/32, HF layout, vs transformers", benchctl_scores(binary, out, suite, tmp / "r1"), theirs)
+
+
+def transformers_logits(model, processor, text_inputs, suite, lines):
+    """A `transformers` dual encoder's 2 × 2 logits of each item: the processor on its two images,
+    `text_inputs(captions)` for its two captions."""
     theirs = []
     with torch.no_grad():
         for line in lines:
             imgs = [Image.open(suite / "images" / f"{line[k]}.png") for k in ("image_0", "image_1")]
             pixels = processor(imgs, return_tensors="pt")["pixel_values"]
-            text = tokenizer([line["caption_0"], line["caption_1"]], padding=True, return_tensors="pt")
+            text = text_inputs([line["caption_0"], line["caption_1"]])
             theirs.append(model(pixel_values=pixels, **text).logits_per_image.tolist())
-    return compare("CLIP ViT-B/32, HF layout, vs transformers", benchctl_scores(binary, out, suite, tmp / "r1"), theirs)
+    return theirs
 
 
 def open_clip_scores(model, transform, tokenizer, suite, lines):
@@ -270,14 +278,10 @@ def metaclip2_l14(binary, tmp, lines):
         shutil.copy(fixture / name, out / name)
     tokenizer = AutoTokenizer.from_pretrained(str(out))
     suite = tmp / "suite"
-    theirs = []
-    with torch.no_grad():
-        for line in lines:
-            imgs = [Image.open(suite / "images" / f"{line[k]}.png") for k in ("image_0", "image_1")]
-            pixels = processor(imgs, return_tensors="pt")["pixel_values"]
-            ids = tokenizer([line["caption_0"], line["caption_1"]], padding="max_length", truncation=True,
-                            max_length=77, return_tensors="pt")["input_ids"]
-            theirs.append(model(pixel_values=pixels, input_ids=ids).logits_per_image.tolist())
+    # facebookresearch/MetaCLIP's get_tokenizer: padded to 77, no attention mask.
+    ids = lambda texts: {"input_ids": tokenizer(texts, padding="max_length", truncation=True, max_length=77,
+                                                return_tensors="pt")["input_ids"]}
+    theirs = transformers_logits(model, processor, ids, suite, lines)
     return compare("MetaCLIP 2 at ViT-L/14's widths, vs transformers", benchctl_scores(binary, out, suite, tmp / "r7"),
                    theirs)
 

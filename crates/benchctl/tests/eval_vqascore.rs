@@ -898,11 +898,12 @@ fn eval_modes(model: &std::path::Path, reference: &serde_json::Value) -> (serde_
 fn generative_models_read_every_image_mode_as_t2v_metrics_does() {
     let (_, expected) = vqa_modes();
     // The fixture tells compositing from dropping the alpha: the RGBA image scores as its RGB.
-    // The Qwen3-VL fixture was saved by transformers 5: its settings are in processor_config.json.
+    // The Qwen-VL fixtures were saved by transformers 5: their settings are in processor_config.json.
     let settings = [
         ("gemma3-tiny", "preprocessor_config.json"),
         ("paligemma-tiny", "preprocessor_config.json"),
         ("qwen3vl-tiny", "processor_config.json:image_processor"),
+        ("qwen25vl-tiny", "processor_config.json:image_processor"),
     ];
     for (fixture, source) in settings {
         let reference = &expected[fixture];
@@ -970,7 +971,7 @@ fn generative_models_score_stress_captions_as_t2v_metrics_does() {
         "id = \"vqa-captions\"\ndescription = \"stress captions\"\n[source]\nfile = \"records.jsonl\"\nformat = \"jsonl\"\n[item]\nid = \"{id}\"\nimage_dir = \"images\"\nimages = [\"rgb.png\"]\ntexts = [\"{caption}\", \"a cat on a mat\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
     )
     .unwrap();
-    for fixture in ["gemma3-tiny", "paligemma-tiny", "qwen3vl-tiny"] {
+    for fixture in ["gemma3-tiny", "paligemma-tiny", "qwen3vl-tiny", "qwen25vl-tiny"] {
         let (results, model) = (scratch_dir("vqa-captions-results"), benchctl_testkit::fixture_model(fixture));
         let args = common::eval_args(
             model.to_str().unwrap(),
