@@ -28,12 +28,17 @@ vocabulary's size, not its pieces, is what costs. Then, on the same Winoground-l
   (`logits_to_keep=1`), timed after one warm-up batch; pairs per second. Each pair runs its
   whole prompt, as t2v_metrics runs it (t2v_metrics itself runs one pair per `generate`).
 
-Both score every pair; the largest difference of their log P("Yes") is printed as a check.
+Both score every pair; the largest difference of their log P("Yes") is printed as a check. With
+`--device cuda` the random model is built on the GPU in `--dtype` (a full-depth model built in
+f32 on the CPU takes minutes), and each side's peak GPU memory is printed: the device's used
+memory (`nvidia-smi`, polled every 50 ms) over its use when the side starts — benchctl's
+figure includes its process's CUDA context, transformers' does not (the script's context
+exists before), so its `max_memory_reserved` is printed beside it.
 
 Run: python3 scripts/bench/bench_vqascore_torch.py --benchctl target/release/benchctl [--family qwen3vl]
      [--device cuda --dtype bf16 --full-depth] [--threads N]
 """
-import argparse, importlib.util, json, os, random, shutil, subprocess, tempfile, time
+import argparse, gc, importlib.util, json, os, random, shutil, subprocess, tempfile, threading, time
 from pathlib import Path
 
 import torch
@@ -47,6 +52,40 @@ FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)),
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
 WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
+class GpuPeak:
+    """The device's peak used memory in MiB while in the block, less its use on entry
+    (`nvidia-smi`, polled every 50 ms); `mib` stays None when `enabled` is false."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.mib = enabled, None
+
+    @staticmethod
+    def used() -> int:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, check=True)
+        return int(out.stdout.split()[0])
+
+    def __enter__(self):
+        if self.enabled:
+            self.baseline = self.peak = self.used()
+            self.stop = threading.Event()
+            self.thread = threading.Thread(target=self.poll, daemon=True)
+            self.thread.start()
+        return self
+
+    def poll(self):
+        while not self.stop.wait(0.05):
+            self.peak = max(self.peak, self.used())
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.stop.set()
+            self.thread.join()
+            self.peak = max(self.peak, self.used())
+            self.mib = self.peak - self.baseline
+        return False
 
 
 def fixture_script():
@@ -167,10 +206,12 @@ def write_suite(dir: Path, items: int, size=(896, 896)):
 
 def benchctl_side(args, model_dir: Path, suite: Path, work: Path):
     env = dict(os.environ, BENCHCTL_CACHE=str(work / "cache"), RAYON_NUM_THREADS=str(args.threads))
-    out = subprocess.run([args.benchctl, "eval", "--model-path", str(model_dir), "--suite", "winoground", "--data-dir",
-                          str(suite), "--results-dir", str(work / "results"), "--batch-size", str(args.batch),
-                          "--dtype", args.dtype, "--device", args.device],
-                         env=env, capture_output=True, text=True)
+    with GpuPeak(args.device == "cuda") as peak:
+        out = subprocess.run([args.benchctl, "eval", "--model-path", str(model_dir), "--suite", "winoground",
+                              "--data-dir", str(suite), "--results-dir", str(work / "results"), "--batch-size",
+                              str(args.batch), "--dtype", args.dtype, "--device", args.device],
+                             env=env, capture_output=True, text=True)
+    args.benchctl_gpu_mib = peak.mib
     if out.returncode != 0:
         raise SystemExit(f"benchctl eval failed:\n{out.stderr}")
     run_path = next(p for p in (work / "results" / "runs").glob("*.json"))
@@ -192,6 +233,8 @@ def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
     device = "cuda" if args.device == "cuda" else "cpu"
     family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen25vl": Qwen2_5_VLForConditionalGeneration,
               "gemma3": Gemma3ForConditionalGeneration}[args.family]
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     model = family.from_pretrained(model_dir, dtype=DTYPES[args.dtype]).to(device).eval()
     processor.tokenizer.padding_side = "left"
     yes = processor.tokenizer.convert_tokens_to_ids("Yes")
@@ -244,10 +287,20 @@ def main():
         work = Path(tmp)
         model_dir, suite = work / "model", work / "suite"
         build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model}[args.family]
-        processor = build(model_dir, args.text_layers, args.vision_layers)
+        # On a GPU the random model is drawn there, in the run's dtype (minutes on a CPU at full depth).
+        if args.device == "cuda":
+            torch.set_default_dtype(DTYPES[args.dtype])
+            with torch.device("cuda"):
+                processor = build(model_dir, args.text_layers, args.vision_layers)
+            torch.set_default_dtype(torch.float32)
+            gc.collect()
+            torch.cuda.empty_cache()
+        else:
+            processor = build(model_dir, args.text_layers, args.vision_layers)
         pairs = write_suite(suite, args.items, size)
         ours, our_scores = benchctl_side(args, model_dir, suite, work)
-        theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
+        with GpuPeak(args.device == "cuda") as their_peak:
+            theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
     worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
     widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct"}[args.family]
     print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
@@ -256,6 +309,10 @@ def main():
     print(f"transformers       {theirs:8.3f} pairs/s")
     print(f"ratio              {ours / theirs:8.2f}x")
     print(f"max |Δ log P(Yes)| {worst:.2e}")
+    if args.device == "cuda":
+        reserved = torch.cuda.max_memory_reserved() / 2**20
+        print(f"GPU MiB over idle  benchctl {args.benchctl_gpu_mib} (its CUDA context included), transformers "
+              f"{their_peak.mib} (max_memory_reserved {reserved:.0f})")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 source scripts/setup/cuda-env.sh
 target=target
 cargo build --release -p benchctl --features cuda,dev-bench --locked --target-dir "$target"
-gpu_tests=(cuda_kernels parity fiber siglip2 metaclip2 vqascore)
+gpu_tests=(cuda_kernels parity fiber siglip2 siglip2_naflex metaclip2 eva clip_t5 vqascore)
 tests=$(cargo test --release -p benchctl-models --features cuda --locked --target-dir "$target" --no-run \
     "${gpu_tests[@]/#/--test=}" --message-format json 2>/dev/null |
     python3 -c 'import json, sys

@@ -126,7 +126,10 @@ __device__ void attend_simt(const T* __restrict__ qkv, T* __restrict__ out, int 
 // of logits, packed in pairs, are the A operand of the 16 keys they cover.
 
 constexpr int FLASH_WARPS = 4;
-constexpr int FLASH_QUERIES = 16 * FLASH_WARPS;
+// Queries per block: 16 per fragment, FRAGS fragments per warp. Two fragments (128 queries)
+// share every key and value fragment loaded from shared memory between twice the products,
+// and every tile copied between twice the queries, for twice the registers.
+template <int FRAGS> __host__ __device__ constexpr int flash_queries() { return 16 * FRAGS * FLASH_WARPS; }
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -195,30 +198,42 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // Swin's windows) the softmax runs on the raw products in base 2, the scale folded into one
 // multiply-add per weight, as flash attention 2 does; with them, on the scaled logits plus the
 // terms in base e, so that a term of −∞ hides its key exactly.
+//
+// Head widths that are not a multiple of 16 (SigLIP so400m's 72) and those whose 16-byte runs do
+// not divide the block's threads (72, 80, 96) are computed on the width rounded up to 16, the
+// extra columns of every shared row held at zero (zero queries and keys add nothing to a
+// logit); their copies take one run per thread in turn rather than fixed rows per pass.
 template <int D> struct FlashTile {
-    static constexpr int KEYS = D >= 128 ? 32 : 64;      // keys per tile
-    static constexpr int LD = D + 8;                     // a shared row, padded by 16 bytes
-    static constexpr int STAGE = 2 * KEYS * LD;          // one tile's keys, then its values
+    static constexpr int DP = (D + 15) / 16 * 16;          // the width the products run on
+    static constexpr int KEYS = DP > 80 ? 32 : 64;        // keys per tile (two stages within 48 KB)
+    static constexpr int LD = DP + 8;                     // a shared row, padded by 16 bytes
+    static constexpr int STAGE = 2 * KEYS * LD;           // one tile's keys, then its values
 };
 
-template <typename T, int D, bool TERMS>
+template <typename T, int D, int FRAGS, bool TERMS>
 __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ qkv, T* __restrict__ out, int seq,
                                   int width, LogitTerms terms, float scale, int first_row) {
 #if __CUDA_ARCH__ >= 800
+    constexpr int DP = FlashTile<D>::DP;
     constexpr int KT = FlashTile<D>::KEYS;
     constexpr int LD = FlashTile<D>::LD;
     constexpr int STAGE = FlashTile<D>::STAGE;
+    constexpr int QUERIES = flash_queries<FRAGS>();
     constexpr int CHUNK = 16 / sizeof(T);   // values per 16-byte copy
     constexpr int CHUNKS = D / CHUNK;
     constexpr int THREADS = 32 * FLASH_WARPS;
-    constexpr int ROWS_PER_PASS = THREADS / CHUNKS;  // rows one pass of the block's copies covers
-    static_assert(THREADS % CHUNKS == 0 && KT % ROWS_PER_PASS == 0 && FLASH_QUERIES % ROWS_PER_PASS == 0,
+    // Fixed rows per pass when the runs divide the threads; else one run per thread in turn.
+    constexpr bool PASSES = THREADS % CHUNKS == 0;
+    constexpr int ROWS_PER_PASS = PASSES ? THREADS / CHUNKS : 1;  // rows one pass of the copies covers
+    static_assert(D % CHUNK == 0, "rows are copied in 16-byte runs");
+    static_assert(!PASSES || (KT % ROWS_PER_PASS == 0 && QUERIES % ROWS_PER_PASS == 0),
                   "every copy pass covers whole rows");
-    static_assert(STAGE >= FLASH_QUERIES * LD, "the queries are staged where the second tile goes");
+    static_assert(STAGE >= QUERIES * LD, "the queries are staged where the second tile goes");
 
-    const int h = blockIdx.y, row = first_row + blockIdx.z, q0 = blockIdx.x * FLASH_QUERIES;
+    const int h = blockIdx.y, row = first_row + blockIdx.z, q0 = blockIdx.x * QUERIES;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int g = lane / 4, t = lane % 4;
+    const int warp_q0 = q0 + warp * 16 * FRAGS;  // this warp's first query
     const size_t stride = 3 * (size_t)width;
     const T* base = qkv + (size_t)row * seq * stride;
 
@@ -227,14 +242,28 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
     const int copy_row = threadIdx.x / CHUNKS, copy_col = (threadIdx.x % CHUNKS) * CHUNK;
     const size_t pass_stride = (size_t)ROWS_PER_PASS * stride;
     auto copy_rows = [&](T* dst, int first, int rows, int col) {
-        const T* src = base + (size_t)(first + copy_row) * stride + col + copy_col;
-        T* to = dst + copy_row * LD + copy_col;
+        if constexpr (PASSES) {
+            const T* src = base + (size_t)(first + copy_row) * stride + col + copy_col;
+            T* to = dst + copy_row * LD + copy_col;
 #pragma unroll
-        for (int p = 0; p < rows / ROWS_PER_PASS; ++p) {
-            const bool valid = first + copy_row + p * ROWS_PER_PASS < seq;
-            copy_async_16(to + p * ROWS_PER_PASS * LD, valid ? src + p * pass_stride : base, valid);
+            for (int p = 0; p < rows / ROWS_PER_PASS; ++p) {
+                const bool valid = first + copy_row + p * ROWS_PER_PASS < seq;
+                copy_async_16(to + p * ROWS_PER_PASS * LD, valid ? src + p * pass_stride : base, valid);
+            }
+        } else {
+            for (int i = threadIdx.x; i < rows * CHUNKS; i += THREADS) {
+                const int r = i / CHUNKS, c = (i % CHUNKS) * CHUNK;
+                const bool valid = first + r < seq;
+                copy_async_16(dst + r * LD + c, valid ? base + (size_t)(first + r) * stride + col + c : base, valid);
+            }
         }
     };
+    if constexpr (DP > D) {
+        // The columns past the head, in every row of both stages: zero for good (copies write
+        // only the first D).
+        for (int i = threadIdx.x; i < 2 * STAGE / LD * (DP - D); i += THREADS)
+            shared[(i / (DP - D)) * LD + D + i % (DP - D)] = from_float<T>(0.f);
+    }
     auto copy_tile = [&](int tile, int stage) {
         T* dst = shared + stage * STAGE;
         copy_rows(dst, tile * KT, KT, width + h * D);
@@ -243,29 +272,36 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
     };
 
     const int tiles = (seq + KT - 1) / KT;
-    copy_rows(shared + STAGE, q0, FLASH_QUERIES, h * D);
+    copy_rows(shared + STAGE, q0, QUERIES, h * D);
     copy_async_commit();
     copy_tile(0, 0);
     copy_async_wait<1>();  // the queries
     __syncthreads();
-    uint32_t query[D / 16][4];
-    {
-        const T* rows = shared + STAGE + (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
+    uint32_t query[FRAGS][DP / 16][4];
 #pragma unroll
-        for (int c = 0; c < D / 16; ++c) load_matrix_x4(query[c], rows + c * 16);
+    for (int f = 0; f < FRAGS; ++f) {
+        const T* rows =
+            shared + STAGE + ((warp * FRAGS + f) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
+#pragma unroll
+        for (int c = 0; c < DP / 16; ++c) load_matrix_x4(query[f][c], rows + c * 16);
     }
     __syncthreads();  // the second stage is free for the second tile
 
-    const int q_row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
     // Base 2 without terms: logits are products times `scale · log2 e`, applied with the shift.
     const float unit = TERMS ? 1.f : scale * 1.4426950408889634f;
-    float row_max[2] = {-INFINITY, -INFINITY};  // in the products' units without terms
-    float row_sum[2] = {0.f, 0.f};  // this lane's part; the row's four lanes are summed at the end
-    float acc[D / 8][4];
+    // Per fragment, rows g and g + 8: the running maximum (in the products' units without
+    // terms) and this lane's part of the sum (the row's four lanes are summed at the end).
+    float row_max[FRAGS][2], row_sum[FRAGS][2];
+    float acc[FRAGS][DP / 8][4];
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
+    for (int f = 0; f < FRAGS; ++f) {
+        row_max[f][0] = row_max[f][1] = -INFINITY;
+        row_sum[f][0] = row_sum[f][1] = 0.f;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[n][i] = 0.f;
+        for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[f][n][i] = 0.f;
+    }
 
     // ldmatrix's row addresses: lane l gives row l % 8 of matrix l / 8.
     const int key_offset = ((lane >> 4) * 8 + (lane & 7)) * LD + ((lane >> 3) & 1) * 8;
@@ -283,20 +319,25 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
         const T* values = keys + KT * LD;
 
         // Logits: per 16 keys, the four 8×8 matrices (keys 0–7 | 8–15) × (dims 0–7 | 8–15) of
-        // each 16 dims give operand B of both 8-key tiles.
-        float s[KT / 8][4];
+        // each 16 dims give operand B of both 8-key tiles, for every fragment.
+        float s[FRAGS][KT / 8][4];
 #pragma unroll
-        for (int n = 0; n < KT / 8; ++n)
+        for (int f = 0; f < FRAGS; ++f)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) s[n][i] = 0.f;
+            for (int n = 0; n < KT / 8; ++n)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) s[f][n][i] = 0.f;
 #pragma unroll
         for (int j = 0; j < KT / 16; ++j) {
 #pragma unroll
-            for (int c = 0; c < D / 16; ++c) {
+            for (int c = 0; c < DP / 16; ++c) {
                 uint32_t k[4];
                 load_matrix_x4(k, keys + j * 16 * LD + key_offset + c * 16);
-                mma_16816<T>(s[2 * j], query[c], k[0], k[1]);
-                mma_16816<T>(s[2 * j + 1], query[c], k[2], k[3]);
+#pragma unroll
+                for (int f = 0; f < FRAGS; ++f) {
+                    mma_16816<T>(s[f][2 * j], query[f][c], k[0], k[1]);
+                    mma_16816<T>(s[f][2 * j + 1], query[f][c], k[2], k[3]);
+                }
             }
         }
 
@@ -304,94 +345,116 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
         const int k0 = tile * KT + 2 * t;
         if (TERMS || tile * KT + KT > seq) {
 #pragma unroll
-            for (int n = 0; n < KT / 8; ++n) {
+            for (int f = 0; f < FRAGS; ++f) {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int k = k0 + n * 8 + (i & 1);
-                    float v = -INFINITY;
-                    if (k < seq) {
-                        v = s[n][i];
-                        if (TERMS) {
-                            v *= scale;
-                            if (q_row[i >> 1] < seq) v += logit_terms(terms, row, h, q_row[i >> 1], k, seq);
+                for (int n = 0; n < KT / 8; ++n) {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int k = k0 + n * 8 + (i & 1);
+                        const int q = warp_q0 + f * 16 + g + (i >> 1) * 8;
+                        float v = -INFINITY;
+                        if (k < seq) {
+                            v = s[f][n][i];
+                            if (TERMS) {
+                                v *= scale;
+                                if (q < seq) v += logit_terms(terms, row, h, q, k, seq);
+                            }
                         }
+                        s[f][n][i] = v;
                     }
-                    s[n][i] = v;
                 }
             }
         }
-        float tile_max[2] = {-INFINITY, -INFINITY};
+        float shift[FRAGS][2];  // what each weight's exponent is taken against, in base-2 units
 #pragma unroll
-        for (int n = 0; n < KT / 8; ++n) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(s[n][0], s[n][1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(s[n][2], s[n][3]));
-        }
-        float shift[2];  // what each weight's exponent is taken against, in base-2 units
+        for (int f = 0; f < FRAGS; ++f) {
+            float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int w = 0; w < 2; ++w) {
-            tile_max[w] = fmaxf(tile_max[w], __shfl_xor_sync(0xffffffff, tile_max[w], 1));
-            tile_max[w] = fmaxf(tile_max[w], __shfl_xor_sync(0xffffffff, tile_max[w], 2));
-            const float new_max = fmaxf(row_max[w], tile_max[w]);
-            // A row with every key so far hidden keeps its zeros (and −∞ maximum).
-            const float rescale = new_max == -INFINITY ? 1.f
-                                  : TERMS              ? __expf(row_max[w] - new_max)
-                                                       : exp2_approx((row_max[w] - new_max) * unit);
-            row_sum[w] *= rescale;
-#pragma unroll
-            for (int n = 0; n < D / 8; ++n) {
-                acc[n][2 * w] *= rescale;
-                acc[n][2 * w + 1] *= rescale;
+            for (int n = 0; n < KT / 8; ++n) {
+                tile_max[0] = fmaxf(tile_max[0], fmaxf(s[f][n][0], s[f][n][1]));
+                tile_max[1] = fmaxf(tile_max[1], fmaxf(s[f][n][2], s[f][n][3]));
             }
-            row_max[w] = new_max;
-            shift[w] = new_max == -INFINITY ? 0.f : (TERMS ? new_max * 1.4426950408889634f : new_max * unit);
+#pragma unroll
+            for (int w = 0; w < 2; ++w) {
+                tile_max[w] = fmaxf(tile_max[w], __shfl_xor_sync(0xffffffff, tile_max[w], 1));
+                tile_max[w] = fmaxf(tile_max[w], __shfl_xor_sync(0xffffffff, tile_max[w], 2));
+                const float new_max = fmaxf(row_max[f][w], tile_max[w]);
+                // A row with every key so far hidden keeps its zeros (and −∞ maximum).
+                const float rescale = new_max == -INFINITY ? 1.f
+                                      : TERMS              ? __expf(row_max[f][w] - new_max)
+                                                           : exp2_approx((row_max[f][w] - new_max) * unit);
+                row_sum[f][w] *= rescale;
+#pragma unroll
+                for (int n = 0; n < DP / 8; ++n) {
+                    acc[f][n][2 * w] *= rescale;
+                    acc[f][n][2 * w + 1] *= rescale;
+                }
+                row_max[f][w] = new_max;
+                shift[f][w] = new_max == -INFINITY ? 0.f : (TERMS ? new_max * 1.4426950408889634f : new_max * unit);
+            }
         }
         const float to_base2 = TERMS ? 1.4426950408889634f : unit;
 
         // Weights times values, 16 keys at a time: the weights of two 8-key tiles are operand A;
         // per 16 dims, the four 8×8 matrices (keys 0–7 | 8–15) × (dims 0–7 | 8–15), transposed,
-        // give operand B of both 8-dim tiles.
+        // give operand B of both 8-dim tiles, for every fragment.
 #pragma unroll
         for (int j = 0; j < KT / 16; ++j) {
-            float e[2][4];
+            uint32_t p[FRAGS][4];
 #pragma unroll
-            for (int half = 0; half < 2; ++half)
+            for (int f = 0; f < FRAGS; ++f) {
+                float e[2][4];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    e[half][i] = exp2_approx(fmaf(s[2 * j + half][i], to_base2, -shift[i >> 1]));
-                    row_sum[i >> 1] += e[half][i];
-                }
-            const uint32_t p[4] = {pack_pair<T>(e[0][0], e[0][1]), pack_pair<T>(e[0][2], e[0][3]),
-                                   pack_pair<T>(e[1][0], e[1][1]), pack_pair<T>(e[1][2], e[1][3])};
+                for (int half = 0; half < 2; ++half)
 #pragma unroll
-            for (int c = 0; c < D / 16; ++c) {
+                    for (int i = 0; i < 4; ++i) {
+                        e[half][i] = exp2_approx(fmaf(s[f][2 * j + half][i], to_base2, -shift[f][i >> 1]));
+                        row_sum[f][i >> 1] += e[half][i];
+                    }
+                p[f][0] = pack_pair<T>(e[0][0], e[0][1]);
+                p[f][1] = pack_pair<T>(e[0][2], e[0][3]);
+                p[f][2] = pack_pair<T>(e[1][0], e[1][1]);
+                p[f][3] = pack_pair<T>(e[1][2], e[1][3]);
+            }
+#pragma unroll
+            for (int c = 0; c < DP / 16; ++c) {
                 uint32_t v[4];
                 load_matrix_x4_transposed(v, values + j * 16 * LD + value_offset + c * 16);
-                mma_16816<T>(acc[2 * c], p, v[0], v[1]);
-                mma_16816<T>(acc[2 * c + 1], p, v[2], v[3]);
+#pragma unroll
+                for (int f = 0; f < FRAGS; ++f) {
+                    mma_16816<T>(acc[f][2 * c], p[f], v[0], v[1]);
+                    mma_16816<T>(acc[f][2 * c + 1], p[f], v[2], v[3]);
+                }
             }
         }
         __syncthreads();  // every warp is done with this stage before the next copy into it
     }
 
-    float inv[2];
+    // Each warp's rows through its own part of shared memory, then 16-byte runs per row.
+    T* staged = shared + warp * 16 * FRAGS * LD;
 #pragma unroll
-    for (int w = 0; w < 2; ++w) {
-        row_sum[w] += __shfl_xor_sync(0xffffffff, row_sum[w], 1);
-        row_sum[w] += __shfl_xor_sync(0xffffffff, row_sum[w], 2);
-        inv[w] = row_sum[w] > 0.f ? 1.f / row_sum[w] : 0.f;
-    }
-    // Each warp's 16 rows through its own part of shared memory, then 16-byte runs per row.
-    T* staged = shared + warp * 16 * LD;
+    for (int f = 0; f < FRAGS; ++f) {
+        float inv[2];
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-        *reinterpret_cast<uint32_t*>(staged + g * LD + n * 8 + 2 * t) = pack_pair<T>(acc[n][0] * inv[0], acc[n][1] * inv[0]);
-        *reinterpret_cast<uint32_t*>(staged + (g + 8) * LD + n * 8 + 2 * t) =
-            pack_pair<T>(acc[n][2] * inv[1], acc[n][3] * inv[1]);
+        for (int w = 0; w < 2; ++w) {
+            float sum = row_sum[f][w];
+            sum += __shfl_xor_sync(0xffffffff, sum, 1);
+            sum += __shfl_xor_sync(0xffffffff, sum, 2);
+            inv[w] = sum > 0.f ? 1.f / sum : 0.f;
+        }
+        T* rows = staged + f * 16 * LD;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n) {
+            *reinterpret_cast<uint32_t*>(rows + g * LD + n * 8 + 2 * t) =
+                pack_pair<T>(acc[f][n][0] * inv[0], acc[f][n][1] * inv[0]);
+            *reinterpret_cast<uint32_t*>(rows + (g + 8) * LD + n * 8 + 2 * t) =
+                pack_pair<T>(acc[f][n][2] * inv[1], acc[f][n][3] * inv[1]);
+        }
     }
     __syncwarp();
-    for (int i = lane; i < 16 * CHUNKS; i += 32) {
+    for (int i = lane; i < 16 * FRAGS * CHUNKS; i += 32) {
         const int r = i / CHUNKS, c = i % CHUNKS;
-        const int q = q0 + warp * 16 + r;
+        const int q = warp_q0 + r;
         if (q < seq)
             *reinterpret_cast<uint4*>(out + ((size_t)row * seq + q) * width + h * D + c * CHUNK) =
                 *reinterpret_cast<const uint4*>(staged + r * LD + c * CHUNK);
@@ -399,22 +462,22 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
 #endif
 }
 
-template <typename T, int D>
+template <typename T, int D, int FRAGS>
 __device__ void attend_flash(const T* __restrict__ qkv, T* __restrict__ out, int seq, int width, LogitTerms terms,
                              float scale, int first_row) {
     // One shared buffer for both forms (each declaring its own would double the block's share).
     __shared__ __align__(128) T shared[2 * FlashTile<D>::STAGE];
     if (terms.bias != nullptr || terms.mask != nullptr)
-        attend_flash_with<T, D, true>(shared, qkv, out, seq, width, terms, scale, first_row);
+        attend_flash_with<T, D, FRAGS, true>(shared, qkv, out, seq, width, terms, scale, first_row);
     else
-        attend_flash_with<T, D, false>(shared, qkv, out, seq, width, terms, scale, first_row);
+        attend_flash_with<T, D, FRAGS, false>(shared, qkv, out, seq, width, terms, scale, first_row);
 }
 
-#define ATTEND_FLASH(NAME, T, D)                                                                          \
+#define ATTEND_FLASH(NAME, T, D, FRAGS)                                                                   \
     extern "C" __global__ void __launch_bounds__(32 * FLASH_WARPS)                                        \
         NAME(const T* qkv, T* out, int seq, int width, const float* bias, const float* mask, int groups, \
              float scale, int first_row) {                                                                \
-        attend_flash<T, D>(qkv, out, seq, width, LogitTerms{bias, mask, groups}, scale, first_row);       \
+        attend_flash<T, D, FRAGS>(qkv, out, seq, width, LogitTerms{bias, mask, groups}, scale, first_row); \
     }
 
 #define ATTEND_SIMT(NAME, T, D)                                                                           \
@@ -438,12 +501,25 @@ ATTEND_SIMT_ALL(128)
 
 
 
-ATTEND_FLASH(attend_flash_f16_32, __half, 32)
-ATTEND_FLASH(attend_flash_bf16_32, __nv_bfloat16, 32)
-ATTEND_FLASH(attend_flash_f16_64, __half, 64)
-ATTEND_FLASH(attend_flash_bf16_64, __nv_bfloat16, 64)
-ATTEND_FLASH(attend_flash_f16_128, __half, 128)
-ATTEND_FLASH(attend_flash_bf16_128, __nv_bfloat16, 128)
+// 64 queries a block (one fragment a warp) for every tensor-core width; 128 (two) for heads of
+// 32 and 64, whose key tiles leave room to stage 128 queries (wider heads would need more
+// shared memory than a block is given without asking, or more registers than a thread has).
+ATTEND_FLASH(attend_flash_f16_32, __half, 32, 1)
+ATTEND_FLASH(attend_flash_bf16_32, __nv_bfloat16, 32, 1)
+ATTEND_FLASH(attend_flash_f16_64, __half, 64, 1)
+ATTEND_FLASH(attend_flash_bf16_64, __nv_bfloat16, 64, 1)
+ATTEND_FLASH(attend_flash_f16_72, __half, 72, 1)
+ATTEND_FLASH(attend_flash_bf16_72, __nv_bfloat16, 72, 1)
+ATTEND_FLASH(attend_flash_f16_80, __half, 80, 1)
+ATTEND_FLASH(attend_flash_bf16_80, __nv_bfloat16, 80, 1)
+ATTEND_FLASH(attend_flash_f16_96, __half, 96, 1)
+ATTEND_FLASH(attend_flash_bf16_96, __nv_bfloat16, 96, 1)
+ATTEND_FLASH(attend_flash_f16_128, __half, 128, 1)
+ATTEND_FLASH(attend_flash_bf16_128, __nv_bfloat16, 128, 1)
+ATTEND_FLASH(attend_flash_wide_f16_32, __half, 32, 2)
+ATTEND_FLASH(attend_flash_wide_bf16_32, __nv_bfloat16, 32, 2)
+ATTEND_FLASH(attend_flash_wide_f16_64, __half, 64, 2)
+ATTEND_FLASH(attend_flash_wide_bf16_64, __nv_bfloat16, 64, 2)
 
 // ---------------------------------------------------------------------------------------
 // A dense layer's epilogue, in place on the product `y` (rows, n): y ← act(y + bias), or

@@ -70,7 +70,10 @@ fn tolerance(dtype: DType) -> f32 {
 }
 
 const DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-const KERNELS: [CudaKernels; 2] = [CudaKernels::Fused, CudaKernels::Simt];
+/// The tensor-core kernel with each query tile (and the default's choice between them) and the
+/// CUDA-core kernel.
+const KERNELS: [CudaKernels; 4] =
+    [CudaKernels::Fused, CudaKernels::FusedNarrow, CudaKernels::FusedWide, CudaKernels::Simt];
 
 fn projection(device: &Device, rows: usize, seq: usize, width: usize, dtype: DType) -> Tensor {
     Tensor::randn(0f32, 1.0, (rows, seq, 3 * width), device).unwrap().to_dtype(dtype).unwrap()
@@ -79,15 +82,23 @@ fn projection(device: &Device, rows: usize, seq: usize, width: usize, dtype: DTy
 #[test]
 fn fused_attention_matches_the_composed_path_in_every_dtype() {
     let Some(device) = gpu() else { return };
-    // (rows, seq, width, heads): ViT-B/32's 50 tokens, ViT-B/16's 197, a short text, a single
-    // token, Swin's 32-wide heads, SigLIP so400m's 72-wide (CUDA cores only), 128-wide heads.
+    // (rows, seq, width, heads): ViT-B/32's 50 tokens, ViT-B/16's 197, L/14-336's 577 (where the
+    // default takes 128-query blocks; 577 = 4·128 + 65 leaves a last block of one fragment and a
+    // half), a short text, a single token, Swin's 32-wide heads, SigLIP so400m's 72-wide (on the
+    // tensor cores rounded up to 80), ViT-H's 80-wide and PE-Core G's 96-wide heads (copied one
+    // 16-byte run per thread in turn), 128-wide heads.
     for (rows, seq, width, heads) in [
         (3, 50, 768, 12),
         (2, 197, 768, 12),
+        (2, 577, 256, 4),
+        (1, 729, 128, 4),
         (4, 16, 512, 8),
         (2, 1, 128, 2),
         (3, 144, 128, 4),
         (2, 77, 144, 2),
+        (1, 729, 1152, 16),
+        (2, 257, 160, 2),
+        (2, 100, 192, 2),
         (2, 70, 256, 2),
     ] {
         for dtype in DTYPES {

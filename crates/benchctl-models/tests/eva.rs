@@ -101,7 +101,10 @@ fn each_family_scores_as_open_clip_does() {
         let largest = json_numbers(&e["image_features"]).iter().fold(0.0, |m: f64, x| m.max(x.abs()));
         let d = max_abs_diff(&model.vision().forward(&pixel_values).unwrap(), &e["image_features"]) / largest;
         eprintln!("{name}: image features within {d} of their largest ({largest})");
-        assert!(d <= 1e-5, "{name}: image features differ by {d} of their largest");
+        // cuBLAS sums f32 products in another order than the CPU's GEMM: PE-Core's tower came
+        // within 1.6e-5 on an H200.
+        let bound = if test_device().is_cuda() { 3e-5 } else { 1e-5 };
+        assert!(d <= bound, "{name}: image features differ by {d} of their largest");
         let d = max_abs_diff(&model.text().text_features(&ids).unwrap(), &e["text_features"]);
         assert!(d <= TOLERANCE, "{name}: text features differ by {d}");
         let images = model.encode_images(&pixel_values).unwrap().unsqueeze(0).unwrap();

@@ -11,12 +11,24 @@ use super::{as_i32, compute_capability_major, CudaKernels, MODULE, PTX};
 
 /// Head widths the attention kernels are compiled for.
 const SIMT_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
-const TENSOR_CORE_HEAD_WIDTHS: [usize; 3] = [32, 64, 128];
-/// Queries per block (both kernels: one thread each on the CUDA cores, 16 per warp of four on
-/// the tensor cores) and the grid's row limit (its z dimension).
+/// Widths that are not a multiple of 16 run on the width rounded up (see `cuda/fused.cu`).
+const TENSOR_CORE_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
+/// Head widths with the wide tensor-core kernel (128 queries a block).
+const WIDE_HEAD_WIDTHS: [usize; 2] = [32, 64];
+/// Queries per block (one thread each on the CUDA cores; 16 per warp of four on the tensor
+/// cores, 32 in the wide kernel) and the grid's row limit (its z dimension).
 const QUERIES_PER_BLOCK: usize = 64;
+const WIDE_QUERIES_PER_BLOCK: usize = 128;
 const TENSOR_CORE_THREADS: u32 = 128;
 const MAX_GRID_ROWS: usize = 65_535;
+/// Whether [`CudaKernels::Fused`] attends `seq` tokens with 128 queries a block: wherever that
+/// pads no more query rows than 64-query blocks do (an even number of those), since each key
+/// and value tile then serves twice the queries for the same work. Measured on an H200
+/// (docs/performance.md, "GPU"): faster at 77, 197, 577 and 729 tokens, slower at 50 and 257,
+/// where its last block would be mostly padding.
+fn wide_by_default(seq: usize) -> bool {
+    seq.div_ceil(QUERIES_PER_BLOCK).is_multiple_of(2)
+}
 
 /// Whether the fused attention takes a `(rows, seq, 3·width)` projection of `qkv`'s dtype
 /// with `heads` heads under `kernels`.
@@ -89,7 +101,7 @@ pub(crate) fn attend(
         DType::BF16 => "bf16",
         other => candle_core::bail!("fused attention: {other:?} projections (f32, f16, bf16 only)"),
     };
-    let tensor_cores = kernels == CudaKernels::Fused
+    let tensor_cores = kernels.tensor_core_attention()
         && cfg!(benchctl_tensor_core_attention)
         && dtype_name != "f32"
         && TENSOR_CORE_HEAD_WIDTHS.contains(&head)
@@ -97,9 +109,22 @@ pub(crate) fn attend(
         && width.is_multiple_of(8)
         && layout.start_offset().is_multiple_of(8)
         && compute_capability_major(device)? >= 8;
-    let name = format!("attend_{}_{dtype_name}_{head}", if tensor_cores { "flash" } else { "simt" });
+    let wide = tensor_cores
+        && WIDE_HEAD_WIDTHS.contains(&head)
+        && match kernels {
+            CudaKernels::FusedWide => true,
+            CudaKernels::FusedNarrow => false,
+            _ => wide_by_default(seq),
+        };
+    let form = match (tensor_cores, wide) {
+        (true, true) => "flash_wide",
+        (true, false) => "flash",
+        (false, _) => "simt",
+    };
+    let name = format!("attend_{form}_{dtype_name}_{head}");
     let threads = if tensor_cores { TENSOR_CORE_THREADS } else { QUERIES_PER_BLOCK as u32 };
-    let geometry = Geometry { rows, seq, width, heads, threads };
+    let queries = if wide { WIDE_QUERIES_PER_BLOCK } else { QUERIES_PER_BLOCK };
+    let geometry = Geometry { rows, seq, width, heads, threads, queries };
     let start = layout.start_offset();
     let slice = match &qkv.slice {
         CudaStorageSlice::F32(s) => {
@@ -123,6 +148,7 @@ struct Geometry {
     width: usize,
     heads: usize,
     threads: u32,
+    queries: usize,
 }
 
 #[allow(clippy::too_many_arguments)] // the kernel's own arguments
@@ -131,7 +157,7 @@ fn launch_attention<T: DeviceRepr>(
     device: &CudaDevice,
     qkv: &CudaSlice<T>,
     start: usize,
-    Geometry { rows, seq, width, heads, threads }: Geometry,
+    Geometry { rows, seq, width, heads, threads, queries }: Geometry,
     bias: &Option<candle_core::cuda_backend::cudarc::driver::CudaView<'_, f32>>,
     mask: &Option<candle_core::cuda_backend::cudarc::driver::CudaView<'_, f32>>,
     groups: usize,
@@ -149,7 +175,7 @@ fn launch_attention<T: DeviceRepr>(
         let count = (rows - first).min(MAX_GRID_ROWS);
         let first_i = as_i32("a row index of", first)?;
         let cfg = LaunchConfig {
-            grid_dim: (seq.div_ceil(QUERIES_PER_BLOCK) as u32, heads as u32, count as u32),
+            grid_dim: (seq.div_ceil(queries) as u32, heads as u32, count as u32),
             block_dim: (threads, 1, 1),
             shared_mem_bytes: 0,
         };

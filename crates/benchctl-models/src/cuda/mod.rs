@@ -5,15 +5,17 @@
 //!   (query tile, head, row) computes `softmax(q·kᵀ/√d + bias + mask)·v` and writes the heads
 //!   merged, so candle's head split and merge copies, its scale, its materialised logits and its
 //!   separate softmax are gone. f16 and bf16 run on the tensor cores (flash attention 2's
-//!   scheme, tiles copied asynchronously two deep; head widths 32, 64, 128; compute capability
-//!   8.0 and newer), f32 and other widths on the CUDA cores.
+//!   scheme, tiles copied asynchronously two deep; head widths 32, 64, 72, 80, 96 and 128, 72
+//!   computed as 80; 64 queries a block, or 128 for heads of 32 and 64 where that pads no more;
+//!   compute capability 8.0 and newer), f32 and other widths on the CUDA cores.
 //! - **The dense layers' epilogue**: bias plus activation, or bias plus residual, in place on
 //!   the product in one pass (candle's broadcast add computes each element's bias index with a
 //!   division per dimension); f16/bf16 products take the bias, or bias and tanh-GELU, in
 //!   cuBLASLt's own epilogue, and this pass only what remains.
 //!
 //! `BENCHCTL_CUDA_KERNELS` chooses, for side-by-side measurements and parity tests: `fused`
-//! (the default), `simt` (attention on the CUDA cores in every dtype) or `candle` (candle's own
+//! (the default), `fused-64` or `fused-128` (the tensor-core attention with that query tile at
+//! every length), `simt` (attention on the CUDA cores in every dtype) or `candle` (candle's own
 //! operations, as before these kernels). `BENCHCTL_CUDA_GEMM=cublas` runs the f16/bf16 products
 //! through candle's cuBLAS call instead of cuBLASLt (see [`GemmPath`]).
 //!
@@ -49,8 +51,14 @@ const MODULE: &str = "benchctl-fused";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CudaKernels {
     /// Tensor-core attention where the dtype and head width allow, CUDA-core attention
-    /// elsewhere, and the fused epilogue.
+    /// elsewhere, and the fused epilogue; the tensor-core kernel's query tile chosen by the
+    /// sequence (see `attention::wide_by_default`).
     Fused,
+    /// [`CudaKernels::Fused`] with 64 queries a tensor-core block (16 a warp) at every length.
+    FusedNarrow,
+    /// [`CudaKernels::Fused`] with 128 queries a tensor-core block (32 a warp) wherever the head
+    /// width has that kernel (32, 64), at every length.
+    FusedWide,
     /// The fused kernels with attention always on the CUDA cores.
     Simt,
     /// candle's own operations.
@@ -62,16 +70,23 @@ impl CudaKernels {
     pub fn current() -> Self {
         static CHOICE: std::sync::OnceLock<CudaKernels> = std::sync::OnceLock::new();
         *CHOICE.get_or_init(|| match std::env::var("BENCHCTL_CUDA_KERNELS").as_deref() {
+            Ok("fused-64") => Self::FusedNarrow,
+            Ok("fused-128") => Self::FusedWide,
             Ok("simt") => Self::Simt,
             Ok("candle") => Self::Candle,
             Ok("fused") | Err(_) => Self::Fused,
             Ok(other) => {
                 benchctl_base::stderr_line!(
-                    "warning: BENCHCTL_CUDA_KERNELS={other} is not fused, simt or candle; using fused"
+                    "warning: BENCHCTL_CUDA_KERNELS={other} is not fused, fused-64, fused-128, simt or candle; using fused"
                 );
                 Self::Fused
             }
         })
+    }
+
+    /// Whether attention may take the tensor-core kernel (f16/bf16, a head width it has).
+    fn tensor_core_attention(self) -> bool {
+        matches!(self, Self::Fused | Self::FusedNarrow | Self::FusedWide)
     }
 }
 

@@ -177,7 +177,9 @@ unsafe fn fma_chains_avx2(iterations: usize) -> (f32, usize) {
 /// and the rate in TFLOP/s (4·rows·heads·seq²·width, the two products).
 #[cfg(all(feature = "dev-bench", feature = "cuda"))]
 pub(super) fn attention(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
-    const SHAPES: [(&str, usize, usize, usize); 10] = [
+    // ViT-B/32, B/16, L/14 at 224 and 336 px, 128-wide heads, CLIP's texts, then the towers whose
+    // heads are no multiple of 32: SigLIP so400m at 384 px (72) and ViT-H/14 at 224 and 378 px (80).
+    const SHAPES: [(&str, usize, usize, usize); 13] = [
         ("attention-50x12x64", 50, 12, 64),
         ("attention-197x12x64", 197, 12, 64),
         ("attention-257x16x64", 257, 16, 64),
@@ -188,6 +190,9 @@ pub(super) fn attention(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         ("attention-729x8x128", 729, 8, 128),
         ("attention-1024x16x128", 1024, 16, 128),
         ("attention-77x8x64", 77, 8, 64),
+        ("attention-729x16x72", 729, 16, 72),
+        ("attention-257x16x80", 257, 16, 80),
+        ("attention-730x16x80", 730, 16, 80),
     ];
     let device = args.device.open()?;
     if !device.is_cuda() {

@@ -18,7 +18,7 @@ use crate::models::qwen3vl::text::RmsNorm;
 use crate::models::qwen3vl::vision::{
     axial_inv_freq, patch_order, patchify, rotary, summed_patch_kernel, QwenVision, VisionOutput,
 };
-use crate::models::transformer::Dense;
+use crate::models::transformer::{fused_self_attention, Dense};
 use crate::models::weights::Weights;
 use crate::Result;
 
@@ -55,13 +55,14 @@ impl VisionBlock {
     }
 
     /// `(n, hidden)` patches in window order, `cos`/`sin` `(n, head_dim / 2)` in f32, `windows`
-    /// the patch ranges each window holds.
+    /// the patch ranges each window holds, grouped by size in `plan`.
     fn forward(
         &self,
         xs: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
         windows: &[Range<usize>],
+        plan: &WindowPlan,
     ) -> candle_core::Result<Tensor> {
         let (n, hidden) = xs.dims2()?;
         let head_dim = hidden / self.heads;
@@ -71,20 +72,80 @@ impl VisionBlock {
         let rotate =
             |t: Tensor| candle_nn::rotary_emb::rope(&t.to_dtype(candle_core::DType::F32)?, cos, sin)?.to_dtype(dtype);
         let (q, k, v) = (rotate(part(0)?)?, rotate(part(1)?)?, part(2)?);
-        let scale = (head_dim as f64).powf(-0.5);
-        let whole = std::iter::once(0..n).collect::<Vec<_>>();
-        let ranges = if self.full { &whole } else { windows };
-        let attended = ranges
-            .iter()
-            .map(|r| {
-                let cut = |t: &Tensor| t.narrow(2, r.start, r.len());
-                attend(&cut(&q)?, &cut(&k)?, &cut(&v)?, scale, None)?.squeeze(0)
-            })
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        let xs = (xs + self.proj.forward(&Tensor::cat(&attended, 0)?)?)?;
+        // The rotated projection fused again, for the tuned kernels (the CUDA ones, the CPU
+        // ones), every window of one size a row of one call; composed window by window where
+        // they do not run.
+        let tokens = |t: &Tensor| t.squeeze(0)?.transpose(0, 1)?.reshape((n, hidden));
+        let fused = Tensor::cat(&[tokens(&q)?, tokens(&k)?, tokens(&v)?], 1)?;
+        let attended = match self.full {
+            true => fused_self_attention(&fused.unsqueeze(0)?.contiguous()?, self.heads, None, None)?
+                .map(|t| t.squeeze(0))
+                .transpose()?,
+            false => plan.attend(&fused, self.heads)?,
+        };
+        let attended = match attended {
+            Some(attended) => attended,
+            None => {
+                let scale = (head_dim as f64).powf(-0.5);
+                let whole = std::iter::once(0..n).collect::<Vec<_>>();
+                let ranges = if self.full { &whole[..] } else { windows };
+                let each = ranges
+                    .iter()
+                    .map(|r| {
+                        let cut = |t: &Tensor| t.narrow(2, r.start, r.len());
+                        attend(&cut(&q)?, &cut(&k)?, &cut(&v)?, scale, None)?.squeeze(0)
+                    })
+                    .collect::<candle_core::Result<Vec<_>>>()?;
+                Tensor::cat(&each, 0)?
+            }
+        };
+        let xs = (xs + self.proj.forward(&attended)?)?;
         let normed = self.norm2.forward(&xs)?;
         let hidden = (self.gate.forward(&normed)?.silu()? * self.up.forward(&normed)?)?;
         &xs + self.down.forward(&hidden)?
+    }
+}
+
+/// The windows of one image grouped by size: each group's patch rows gathered into `(windows,
+/// size, ·)` rows of one attention call, and the groups' outputs put back in window order.
+struct WindowPlan {
+    /// Per size: the windows' size and their patches' rows, window by window.
+    groups: Vec<(usize, Tensor)>,
+    /// For each patch in window order, its row in the groups' concatenated output.
+    back: Tensor,
+}
+
+impl WindowPlan {
+    fn new(windows: &[Range<usize>], device: &candle_core::Device) -> candle_core::Result<Self> {
+        let mut sizes: Vec<usize> = windows.iter().map(|w| w.len()).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let total = windows.iter().map(|w| w.len()).sum();
+        let (mut groups, mut back, mut row) = (Vec::with_capacity(sizes.len()), vec![0u32; total], 0u32);
+        for size in sizes {
+            let rows: Vec<u32> =
+                windows.iter().filter(|w| w.len() == size).flat_map(|w| w.clone()).map(|r| r as u32).collect();
+            for &patch in &rows {
+                back[patch as usize] = row;
+                row += 1;
+            }
+            groups.push((size, Tensor::new(rows.as_slice(), device)?));
+        }
+        Ok(Self { groups, back: Tensor::new(back.as_slice(), device)? })
+    }
+
+    /// Attention within each window of the `(n, 3·hidden)` rotated projection: `(n, hidden)` in
+    /// window order, or `None` where the fused kernels do not run.
+    fn attend(&self, fused: &Tensor, heads: usize) -> candle_core::Result<Option<Tensor>> {
+        let width = fused.dim(1)? / 3;
+        let mut outputs = Vec::with_capacity(self.groups.len());
+        for (size, rows) in &self.groups {
+            let windows = rows.dim(0)? / size;
+            let stacked = fused.index_select(rows, 0)?.reshape((windows, *size, 3 * width))?;
+            let Some(attended) = fused_self_attention(&stacked, heads, None, None)? else { return Ok(None) };
+            outputs.push(attended.reshape((windows * size, width))?);
+        }
+        Tensor::cat(&outputs, 0)?.index_select(&self.back, 0).map(Some)
     }
 }
 
@@ -161,9 +222,10 @@ impl QwenVision for WindowVisionTower {
             windows.push(start..start + size * unit);
             start += size * unit;
         }
+        let plan = WindowPlan::new(&windows, pixels.device())?;
         let mut xs = self.patch.forward(&patches.to_dtype(self.dtype)?.index_select(&index, 0)?)?;
         for block in &self.blocks {
-            xs = block.forward(&xs, &cos, &sin, &windows)?;
+            xs = block.forward(&xs, &cos, &sin, &windows, &plan)?;
         }
         let (n, hidden) = xs.dims2()?;
         let concat = self.merger_norm.forward(&xs)?.reshape((n / unit, hidden * unit))?;
@@ -188,5 +250,35 @@ mod tests {
         assert_eq!(order, [0, 1, 5, 6, 2, 3, 7, 8, 4, 9, 10, 11, 12, 13, 14]);
         // A grid that windows tile exactly has no empty window.
         assert_eq!(window_order(2, 2, 2).1, [4]);
+    }
+
+    #[test]
+    fn windows_of_one_size_attend_together_as_each_alone_does() {
+        // Windows of 5, 3, 5, 2 and 3 patches (three sizes, interleaved), 2 heads of 8.
+        let device = candle_core::Device::Cpu;
+        let sizes = [5, 3, 5, 2, 3];
+        let mut windows = Vec::new();
+        let mut start = 0;
+        for size in sizes {
+            windows.push(start..start + size);
+            start += size;
+        }
+        let (n, heads, head_dim) = (start, 2, 8);
+        let fused = Tensor::randn(0f32, 1.0, (n, 3 * heads * head_dim), &device).unwrap();
+        let plan = WindowPlan::new(&windows, &device).unwrap();
+        assert_eq!(plan.groups.iter().map(|(size, _)| *size).collect::<Vec<_>>(), [2, 3, 5]);
+        let together = plan.attend(&fused, heads).unwrap().expect("f32 on the CPU takes the fused kernel");
+        for window in windows {
+            let part = |i: usize| {
+                let t = fused.narrow(0, window.start, window.len()).unwrap();
+                let t = t.narrow(1, i * heads * head_dim, heads * head_dim).unwrap();
+                t.reshape((1, window.len(), heads, head_dim)).unwrap().transpose(1, 2).unwrap().contiguous().unwrap()
+            };
+            let alone = attend(&part(0), &part(1), &part(2), (head_dim as f64).powf(-0.5), None).unwrap();
+            let alone = alone.squeeze(0).unwrap();
+            let ours = together.narrow(0, window.start, window.len()).unwrap();
+            let worst = (ours - alone).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(worst < 1e-5, "window {window:?}: {worst}");
+        }
     }
 }
