@@ -102,21 +102,24 @@ __device__ void attend_simt(const T* __restrict__ qkv, T* __restrict__ out, int 
 }
 
 // ---------------------------------------------------------------------------------------
-// Attention on the tensor cores (f16, bf16; head widths 32, 64, 128; sm_80 and newer), flash
+// Attention on the tensor cores (f16, bf16; head widths 32 to 128; sm_80 and newer), flash
 // attention 2's scheme in one pass over the keys. Four warps per block, 16 queries each (64
-// per block, as on the CUDA cores: src/cuda/attention.rs sizes the grid by it). The key and
+// per block, as on the CUDA cores) or 32 (the wide kernels; src/cuda/attention.rs sizes the
+// grid and, past 48 KB, the block's shared memory as `FlashTile` does). The key and
 // value tiles are copied into shared memory asynchronously (`cp.async`), two tiles deep: the
 // next tile is in flight while the warps compute on the current one. Per tile each warp:
 // - takes q·kᵀ on the tensor cores (`mma.m16n8k16`, operands loaded with `ldmatrix`; the
-//   query fragments stay in registers for the whole pass);
+//   query fragments stay in registers for the whole pass, or in shared memory for the wide
+//   kernels of heads wider than 64);
 // - scales the logits, adds the terms and hides keys past the sequence, in the accumulators'
 //   registers, and updates each query row's running maximum and sum (the output accumulators
 //   rescaled when the maximum moves);
 // - hands the weights, rounded to the input type, straight from those registers to the
 //   product with the values (`ldmatrix.trans` gives the values' operand).
 // The output goes through shared memory, to be written in 16-byte runs. Tiles hold 64 keys
-// (32 for heads of 128, so that two stages fit the 48 KB of static shared memory); rows are
-// padded by 16 bytes so that `ldmatrix`'s eight row addresses fall in distinct banks.
+// (32 for heads wider than 80: two stages in 48 KB, and the wide kernels' accumulators in the
+// registers); rows are padded by 16 bytes so that `ldmatrix`'s eight row addresses fall in
+// distinct banks.
 //
 // Register layout of `mma.m16n8k16` (PTX ISA, "Matrix Fragments for mma.m16n8k16"), with
 // g = lane / 4 and t = lane % 4: the accumulator's c0, c1 are row g, columns 2t and 2t + 1,
@@ -203,21 +206,36 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // not divide the block's threads (72, 80, 96) are computed on the width rounded up to 16, the
 // extra columns of every shared row held at zero (zero queries and keys add nothing to a
 // logit); their copies take one run per thread in turn rather than fixed rows per pass.
-template <int D> struct FlashTile {
-    static constexpr int DP = (D + 15) / 16 * 16;          // the width the products run on
-    static constexpr int KEYS = DP > 80 ? 32 : 64;        // keys per tile (two stages within 48 KB)
-    static constexpr int LD = DP + 8;                     // a shared row, padded by 16 bytes
-    static constexpr int STAGE = 2 * KEYS * LD;           // one tile's keys, then its values
+template <int D, int FRAGS> struct FlashTile {
+    static constexpr int DP = (D + 15) / 16 * 16;  // the width the products run on
+    // The query fragments stay in registers for the whole pass unless they would take more
+    // than 32 a thread (two fragments of heads wider than 64): those are read from shared
+    // memory for every tile instead, as flash attention 2 does, leaving the registers to the
+    // output accumulators.
+    static constexpr bool QUERIES_IN_REGISTERS = FRAGS * DP / 4 <= 32;
+    // Keys per tile: 64, but 32 for heads wider than 80 (two one-fragment stages within the 48 KB
+    // of static shared memory; room in the registers for two fragments' accumulators).
+    static constexpr int KEYS = DP > 80 ? 32 : 64;
+    static constexpr int LD = DP + 8;        // a shared row, padded by 16 bytes
+    static constexpr int STAGE = 2 * KEYS * LD;  // one tile's keys, then its values
+    // Two stages, then the queries where they stay in shared memory (else they are staged
+    // where the second tile goes, before the first tile is computed).
+    static constexpr int ELEMENTS = 2 * STAGE + (QUERIES_IN_REGISTERS ? 0 : flash_queries<FRAGS>() * LD);
 };
+// Blocks needing more than this ask for it at launch (dynamic shared memory, see
+// `flash_shared_bytes` in src/cuda/attention.rs, which sizes it as `FlashTile` does).
+constexpr int STATIC_SHARED_BYTES = 48 * 1024;
 
 template <typename T, int D, int FRAGS, bool TERMS>
 __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ qkv, T* __restrict__ out, int seq,
                                   int width, LogitTerms terms, float scale, int first_row) {
 #if __CUDA_ARCH__ >= 800
-    constexpr int DP = FlashTile<D>::DP;
-    constexpr int KT = FlashTile<D>::KEYS;
-    constexpr int LD = FlashTile<D>::LD;
-    constexpr int STAGE = FlashTile<D>::STAGE;
+    using Tile = FlashTile<D, FRAGS>;
+    constexpr int DP = Tile::DP;
+    constexpr int KT = Tile::KEYS;
+    constexpr int LD = Tile::LD;
+    constexpr int STAGE = Tile::STAGE;
+    constexpr bool IN_REGISTERS = Tile::QUERIES_IN_REGISTERS;
     constexpr int QUERIES = flash_queries<FRAGS>();
     constexpr int CHUNK = 16 / sizeof(T);   // values per 16-byte copy
     constexpr int CHUNKS = D / CHUNK;
@@ -228,7 +246,7 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
     static_assert(D % CHUNK == 0, "rows are copied in 16-byte runs");
     static_assert(!PASSES || (KT % ROWS_PER_PASS == 0 && QUERIES % ROWS_PER_PASS == 0),
                   "every copy pass covers whole rows");
-    static_assert(STAGE >= QUERIES * LD, "the queries are staged where the second tile goes");
+    static_assert(!IN_REGISTERS || STAGE >= QUERIES * LD, "the queries are staged where the second tile goes");
 
     const int h = blockIdx.y, row = first_row + blockIdx.z, q0 = blockIdx.x * QUERIES;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -261,7 +279,7 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
     if constexpr (DP > D) {
         // The columns past the head, in every row of both stages: zero for good (copies write
         // only the first D).
-        for (int i = threadIdx.x; i < 2 * STAGE / LD * (DP - D); i += THREADS)
+        for (int i = threadIdx.x; i < Tile::ELEMENTS / LD * (DP - D); i += THREADS)
             shared[(i / (DP - D)) * LD + D + i % (DP - D)] = from_float<T>(0.f);
     }
     auto copy_tile = [&](int tile, int stage) {
@@ -272,20 +290,26 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
     };
 
     const int tiles = (seq + KT - 1) / KT;
-    copy_rows(shared + STAGE, q0, QUERIES, h * D);
+    T* staged_queries = shared + (IN_REGISTERS ? STAGE : 2 * STAGE);
+    copy_rows(staged_queries, q0, QUERIES, h * D);
     copy_async_commit();
     copy_tile(0, 0);
     copy_async_wait<1>();  // the queries
     __syncthreads();
-    uint32_t query[FRAGS][DP / 16][4];
+    // Each fragment's rows as `ldmatrix` addresses them (lane l gives row l % 8 of matrix l / 8).
+    const T* query_rows[FRAGS];
 #pragma unroll
-    for (int f = 0; f < FRAGS; ++f) {
-        const T* rows =
-            shared + STAGE + ((warp * FRAGS + f) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + (lane >> 4) * 8;
+    for (int f = 0; f < FRAGS; ++f)
+        query_rows[f] = staged_queries + ((warp * FRAGS + f) * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD +
+                        (lane >> 4) * 8;
+    uint32_t query[FRAGS][IN_REGISTERS ? DP / 16 : 1][4];
+    if constexpr (IN_REGISTERS) {
 #pragma unroll
-        for (int c = 0; c < DP / 16; ++c) load_matrix_x4(query[f][c], rows + c * 16);
+        for (int f = 0; f < FRAGS; ++f)
+#pragma unroll
+            for (int c = 0; c < DP / 16; ++c) load_matrix_x4(query[f][c], query_rows[f] + c * 16);
+        __syncthreads();  // the second stage is free for the second tile
     }
-    __syncthreads();  // the second stage is free for the second tile
 
     // Base 2 without terms: logits are products times `scale · log2 e`, applied with the shift.
     const float unit = TERMS ? 1.f : scale * 1.4426950408889634f;
@@ -327,16 +351,36 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
             for (int n = 0; n < KT / 8; ++n)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) s[f][n][i] = 0.f;
+        if constexpr (IN_REGISTERS) {
 #pragma unroll
-        for (int j = 0; j < KT / 16; ++j) {
+            for (int j = 0; j < KT / 16; ++j) {
+#pragma unroll
+                for (int c = 0; c < DP / 16; ++c) {
+                    uint32_t k[4];
+                    load_matrix_x4(k, keys + j * 16 * LD + key_offset + c * 16);
+#pragma unroll
+                    for (int f = 0; f < FRAGS; ++f) {
+                        mma_16816<T>(s[f][2 * j], query[f][c], k[0], k[1]);
+                        mma_16816<T>(s[f][2 * j + 1], query[f][c], k[2], k[3]);
+                    }
+                }
+            }
+        } else {
+            // Per 16 dims, each fragment's queries once, then every key of the tile.
 #pragma unroll
             for (int c = 0; c < DP / 16; ++c) {
-                uint32_t k[4];
-                load_matrix_x4(k, keys + j * 16 * LD + key_offset + c * 16);
+                uint32_t q[FRAGS][4];
 #pragma unroll
-                for (int f = 0; f < FRAGS; ++f) {
-                    mma_16816<T>(s[f][2 * j], query[f][c], k[0], k[1]);
-                    mma_16816<T>(s[f][2 * j + 1], query[f][c], k[2], k[3]);
+                for (int f = 0; f < FRAGS; ++f) load_matrix_x4(q[f], query_rows[f] + c * 16);
+#pragma unroll
+                for (int j = 0; j < KT / 16; ++j) {
+                    uint32_t k[4];
+                    load_matrix_x4(k, keys + j * 16 * LD + key_offset + c * 16);
+#pragma unroll
+                    for (int f = 0; f < FRAGS; ++f) {
+                        mma_16816<T>(s[f][2 * j], q[f], k[0], k[1]);
+                        mma_16816<T>(s[f][2 * j + 1], q[f], k[2], k[3]);
+                    }
                 }
             }
         }
@@ -463,14 +507,35 @@ __device__ void attend_flash_with(T* __restrict__ shared, const T* __restrict__ 
 }
 
 template <typename T, int D, int FRAGS>
-__device__ void attend_flash(const T* __restrict__ qkv, T* __restrict__ out, int seq, int width, LogitTerms terms,
-                             float scale, int first_row) {
-    // One shared buffer for both forms (each declaring its own would double the block's share).
-    __shared__ __align__(128) T shared[2 * FlashTile<D>::STAGE];
+__device__ void attend_flash_in(T* __restrict__ shared, const T* __restrict__ qkv, T* __restrict__ out, int seq,
+                                int width, LogitTerms terms, float scale, int first_row) {
     if (terms.bias != nullptr || terms.mask != nullptr)
         attend_flash_with<T, D, FRAGS, true>(shared, qkv, out, seq, width, terms, scale, first_row);
     else
         attend_flash_with<T, D, FRAGS, false>(shared, qkv, out, seq, width, terms, scale, first_row);
+}
+
+__device__ __forceinline__ unsigned dynamic_shared_bytes() {
+    unsigned bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(bytes));
+    return bytes;
+}
+
+template <typename T, int D, int FRAGS>
+__device__ void attend_flash(const T* __restrict__ qkv, T* __restrict__ out, int seq, int width, LogitTerms terms,
+                             float scale, int first_row) {
+    // One shared buffer for both forms (each declaring its own would double the block's share).
+    constexpr int BYTES = FlashTile<D, FRAGS>::ELEMENTS * sizeof(T);
+    if constexpr (BYTES <= STATIC_SHARED_BYTES) {
+        __shared__ __align__(128) T shared[FlashTile<D, FRAGS>::ELEMENTS];
+        attend_flash_in<T, D, FRAGS>(shared, qkv, out, seq, width, terms, scale, first_row);
+    } else {
+        extern __shared__ __align__(128) unsigned char dynamic_shared[];
+        // A launch that sized the block's memory otherwise than `FlashTile` fails loudly.
+        if (dynamic_shared_bytes() < BYTES) __trap();
+        attend_flash_in<T, D, FRAGS>(reinterpret_cast<T*>(dynamic_shared), qkv, out, seq, width, terms, scale,
+                                     first_row);
+    }
 }
 
 #define ATTEND_FLASH(NAME, T, D, FRAGS)                                                                   \
@@ -501,9 +566,7 @@ ATTEND_SIMT_ALL(128)
 
 
 
-// 64 queries a block (one fragment a warp) for every tensor-core width; 128 (two) for heads of
-// 32 and 64, whose key tiles leave room to stage 128 queries (wider heads would need more
-// shared memory than a block is given without asking, or more registers than a thread has).
+// 64 queries a block (one fragment a warp) and 128 (two, "wide") for every tensor-core width.
 ATTEND_FLASH(attend_flash_f16_32, __half, 32, 1)
 ATTEND_FLASH(attend_flash_bf16_32, __nv_bfloat16, 32, 1)
 ATTEND_FLASH(attend_flash_f16_64, __half, 64, 1)
@@ -520,6 +583,14 @@ ATTEND_FLASH(attend_flash_wide_f16_32, __half, 32, 2)
 ATTEND_FLASH(attend_flash_wide_bf16_32, __nv_bfloat16, 32, 2)
 ATTEND_FLASH(attend_flash_wide_f16_64, __half, 64, 2)
 ATTEND_FLASH(attend_flash_wide_bf16_64, __nv_bfloat16, 64, 2)
+ATTEND_FLASH(attend_flash_wide_f16_72, __half, 72, 2)
+ATTEND_FLASH(attend_flash_wide_bf16_72, __nv_bfloat16, 72, 2)
+ATTEND_FLASH(attend_flash_wide_f16_80, __half, 80, 2)
+ATTEND_FLASH(attend_flash_wide_bf16_80, __nv_bfloat16, 80, 2)
+ATTEND_FLASH(attend_flash_wide_f16_96, __half, 96, 2)
+ATTEND_FLASH(attend_flash_wide_bf16_96, __nv_bfloat16, 96, 2)
+ATTEND_FLASH(attend_flash_wide_f16_128, __half, 128, 2)
+ATTEND_FLASH(attend_flash_wide_bf16_128, __nv_bfloat16, 128, 2)
 
 // ---------------------------------------------------------------------------------------
 // A dense layer's epilogue, in place on the product `y` (rows, n): y ← act(y + bias), or

@@ -86,7 +86,8 @@ fn fused_attention_matches_the_composed_path_in_every_dtype() {
     // default takes 128-query blocks; 577 = 4·128 + 65 leaves a last block of one fragment and a
     // half), a short text, a single token, Swin's 32-wide heads, SigLIP so400m's 72-wide (on the
     // tensor cores rounded up to 80), ViT-H's 80-wide and PE-Core G's 96-wide heads (copied one
-    // 16-byte run per thread in turn), 128-wide heads.
+    // 16-byte run per thread in turn), 128-wide heads; the wide kernel of heads wider than 64
+    // (queries read from dynamic shared memory) at 577 and 730 tokens.
     for (rows, seq, width, heads) in [
         (3, 50, 768, 12),
         (2, 197, 768, 12),
@@ -100,6 +101,8 @@ fn fused_attention_matches_the_composed_path_in_every_dtype() {
         (2, 257, 160, 2),
         (2, 100, 192, 2),
         (2, 70, 256, 2),
+        (2, 577, 256, 2),
+        (1, 730, 160, 2),
     ] {
         for dtype in DTYPES {
             let qkv = projection(&device, rows, seq, width, dtype);
@@ -140,6 +143,11 @@ fn a_causal_mask_and_swin_windows_match_the_composed_path() {
                 self_attention_with(kernels, &text, 8, None, Some(&causal.to_dtype(dtype).unwrap())).unwrap().unwrap();
             let error = relative_error(&ours, &composed(&text, 8, None, Some(&causal.unsqueeze(0).unwrap())));
             assert!(error <= tolerance(dtype), "{kernels:?} {dtype:?} causal: relative error {error}");
+            // A decoder's heads of 128.
+            let ours =
+                self_attention_with(kernels, &text, 4, None, Some(&causal.to_dtype(dtype).unwrap())).unwrap().unwrap();
+            let error = relative_error(&ours, &composed(&text, 4, None, Some(&causal.unsqueeze(0).unwrap())));
+            assert!(error <= tolerance(dtype), "{kernels:?} {dtype:?} causal, heads of 128: relative error {error}");
 
             let windows = projection(&device, 8, window, 128, dtype);
             let (b, m) = (bias.to_dtype(dtype).unwrap(), masks.to_dtype(dtype).unwrap());
@@ -161,21 +169,22 @@ fn a_query_whose_every_key_is_masked_attends_to_nothing() {
     let seq = 20;
     let mask: Vec<f32> = (0..seq * seq).map(|i| if i < seq { f32::NEG_INFINITY } else { 0.0 }).collect();
     let mask = Tensor::from_vec(mask, (seq, seq), &device).unwrap();
-    for dtype in DTYPES {
+    // Heads of 64 and one of 128.
+    for (dtype, heads) in DTYPES.into_iter().flat_map(|dtype| [(dtype, 2), (dtype, 1)]) {
         for kernels in KERNELS {
             let qkv = projection(&device, 2, seq, 128, dtype);
             let ours =
-                self_attention_with(kernels, &qkv, 2, None, Some(&mask.to_dtype(dtype).unwrap())).unwrap().unwrap();
+                self_attention_with(kernels, &qkv, heads, None, Some(&mask.to_dtype(dtype).unwrap())).unwrap().unwrap();
             let first = ours.narrow(1, 0, 1).unwrap().to_dtype(DType::F32).unwrap();
             assert_eq!(
                 first.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap(),
                 0.0,
-                "{kernels:?} {dtype:?}"
+                "{kernels:?} {dtype:?} {heads} heads"
             );
             let rest = ours.narrow(1, 1, seq - 1).unwrap();
-            let reference = composed(&qkv, 2, None, None).narrow(1, 1, seq - 1).unwrap();
+            let reference = composed(&qkv, heads, None, None).narrow(1, 1, seq - 1).unwrap();
             let error = relative_error(&rest, &reference);
-            assert!(error <= tolerance(dtype), "{kernels:?} {dtype:?}: relative error {error}");
+            assert!(error <= tolerance(dtype), "{kernels:?} {dtype:?} {heads} heads: relative error {error}");
         }
     }
 }

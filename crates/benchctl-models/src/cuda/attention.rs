@@ -3,6 +3,7 @@
 //! heads merged; tensor cores for f16/bf16 where the head width allows, CUDA cores otherwise.
 
 use candle_core::backend::BackendStorage;
+use candle_core::cuda_backend::cudarc::driver::sys::CUfunction_attribute;
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use candle_core::cuda_backend::{CudaStorageSlice, WrapErr};
 use candle_core::{CpuStorage, CudaDevice, CudaStorage, DType, Layout, Shape, Tensor};
@@ -13,13 +14,15 @@ use super::{as_i32, compute_capability_major, CudaKernels, MODULE, PTX};
 const SIMT_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
 /// Widths that are not a multiple of 16 run on the width rounded up (see `cuda/fused.cu`).
 const TENSOR_CORE_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
-/// Head widths with the wide tensor-core kernel (128 queries a block).
-const WIDE_HEAD_WIDTHS: [usize; 2] = [32, 64];
+/// Head widths with the wide tensor-core kernel (128 queries a block): every tensor-core width.
+const WIDE_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
 /// Queries per block (one thread each on the CUDA cores; 16 per warp of four on the tensor
 /// cores, 32 in the wide kernel) and the grid's row limit (its z dimension).
 const QUERIES_PER_BLOCK: usize = 64;
 const WIDE_QUERIES_PER_BLOCK: usize = 128;
 const TENSOR_CORE_THREADS: u32 = 128;
+/// What a block may declare statically; a tensor-core block that needs more asks for it at launch.
+const STATIC_SHARED_BYTES: usize = 48 * 1024;
 const MAX_GRID_ROWS: usize = 65_535;
 /// Whether [`CudaKernels::Fused`] attends `seq` tokens with 128 queries a block: wherever that
 /// pads no more query rows than 64-query blocks do (an even number of those), since each key
@@ -28,6 +31,20 @@ const MAX_GRID_ROWS: usize = 65_535;
 /// where its last block would be mostly padding.
 fn wide_by_default(seq: usize) -> bool {
     seq.div_ceil(QUERIES_PER_BLOCK).is_multiple_of(2)
+}
+
+/// The shared memory of a tensor-core block for heads of `head` values of `value_bytes` each,
+/// as `FlashTile` lays it out in cuda/fused.cu (the kernel traps on a launch that gives it less):
+/// two stages of a key tile and a value tile, rows padded to the width rounded up to 16 plus 8
+/// values; a wide block's queries after them where two fragments would not fit in registers.
+fn flash_shared_bytes(head: usize, wide: bool, value_bytes: usize) -> usize {
+    let padded = head.div_ceil(16) * 16;
+    let row = padded + 8;
+    let keys = if padded > 80 { 32 } else { 64 };
+    let (frags, queries) = if wide { (2, WIDE_QUERIES_PER_BLOCK) } else { (1, QUERIES_PER_BLOCK) };
+    let queries_in_registers = frags * padded / 4 <= 32;
+    let query_rows = if queries_in_registers { 0 } else { queries };
+    (4 * keys + query_rows) * row * value_bytes
 }
 
 /// Whether the fused attention takes a `(rows, seq, 3·width)` projection of `qkv`'s dtype
@@ -109,22 +126,28 @@ pub(crate) fn attend(
         && width.is_multiple_of(8)
         && layout.start_offset().is_multiple_of(8)
         && compute_capability_major(device)? >= 8;
-    let wide = tensor_cores
-        && WIDE_HEAD_WIDTHS.contains(&head)
-        && match kernels {
-            CudaKernels::FusedWide => true,
-            CudaKernels::FusedNarrow => false,
-            _ => wide_by_default(seq),
-        };
-    let form = match (tensor_cores, wide) {
-        (true, true) => "flash_wide",
-        (true, false) => "flash",
-        (false, _) => "simt",
+    let kernel = if tensor_cores {
+        Kernel::Flash {
+            wide: WIDE_HEAD_WIDTHS.contains(&head)
+                && match kernels {
+                    CudaKernels::FusedWide => true,
+                    CudaKernels::FusedNarrow => false,
+                    _ => wide_by_default(seq),
+                },
+        }
+    } else {
+        Kernel::Simt
     };
-    let name = format!("attend_{form}_{dtype_name}_{head}");
-    let threads = if tensor_cores { TENSOR_CORE_THREADS } else { QUERIES_PER_BLOCK as u32 };
-    let queries = if wide { WIDE_QUERIES_PER_BLOCK } else { QUERIES_PER_BLOCK };
-    let geometry = Geometry { rows, seq, width, heads, threads, queries };
+    let geometry = Geometry {
+        rows,
+        seq,
+        width,
+        heads,
+        threads: kernel.threads(),
+        queries: kernel.queries(),
+        dynamic_shared_bytes: kernel.dynamic_shared_bytes(head, qkv.dtype().size_in_bytes()),
+    };
+    let name = kernel.name(dtype_name, head);
     let start = layout.start_offset();
     let slice = match &qkv.slice {
         CudaStorageSlice::F32(s) => {
@@ -141,6 +164,55 @@ pub(crate) fn attend(
     Ok((CudaStorage { slice, device: device.clone() }, Shape::from((rows, seq, width))))
 }
 
+/// The kernel one call takes, and its launch shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// The CUDA cores (cuda/fused.cu, `attend_simt`): one thread a query.
+    Simt,
+    /// The tensor cores (cuda/fused.cu, `attend_flash`): 64 queries a block, 128 when `wide`.
+    Flash { wide: bool },
+}
+
+impl Kernel {
+    fn name(self, dtype: &str, head: usize) -> String {
+        let form = match self {
+            Kernel::Simt => "simt",
+            Kernel::Flash { wide: false } => "flash",
+            Kernel::Flash { wide: true } => "flash_wide",
+        };
+        format!("attend_{form}_{dtype}_{head}")
+    }
+
+    fn threads(self) -> u32 {
+        match self {
+            Kernel::Simt => QUERIES_PER_BLOCK as u32,
+            Kernel::Flash { .. } => TENSOR_CORE_THREADS,
+        }
+    }
+
+    fn queries(self) -> usize {
+        match self {
+            Kernel::Flash { wide: true } => WIDE_QUERIES_PER_BLOCK,
+            Kernel::Simt | Kernel::Flash { wide: false } => QUERIES_PER_BLOCK,
+        }
+    }
+
+    /// The shared memory the block asks for at launch: none where it declares it statically.
+    fn dynamic_shared_bytes(self, head: usize, value_bytes: usize) -> usize {
+        match self {
+            Kernel::Simt => 0,
+            Kernel::Flash { wide } => {
+                let bytes = flash_shared_bytes(head, wide, value_bytes);
+                if bytes > STATIC_SHARED_BYTES {
+                    bytes
+                } else {
+                    0
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Geometry {
     rows: usize,
@@ -149,6 +221,7 @@ struct Geometry {
     heads: usize,
     threads: u32,
     queries: usize,
+    dynamic_shared_bytes: usize,
 }
 
 #[allow(clippy::too_many_arguments)] // the kernel's own arguments
@@ -157,12 +230,23 @@ fn launch_attention<T: DeviceRepr>(
     device: &CudaDevice,
     qkv: &CudaSlice<T>,
     start: usize,
-    Geometry { rows, seq, width, heads, threads, queries }: Geometry,
+    Geometry { rows, seq, width, heads, threads, queries, dynamic_shared_bytes }: Geometry,
     bias: &Option<candle_core::cuda_backend::cudarc::driver::CudaView<'_, f32>>,
     mask: &Option<candle_core::cuda_backend::cudarc::driver::CudaView<'_, f32>>,
     groups: usize,
 ) -> candle_core::Result<CudaSlice<T>> {
     let func = device.get_or_load_custom_func(name, MODULE, PTX)?;
+    let shared_mem_bytes = u32::try_from(dynamic_shared_bytes).map_err(|_| {
+        candle_core::Error::Msg(format!("fused attention: {dynamic_shared_bytes} bytes of shared memory"))
+    })?;
+    if shared_mem_bytes > 0 {
+        // Past 48 KB a kernel takes dynamic shared memory only up to what it is allowed.
+        func.set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            shared_mem_bytes as i32,
+        )
+        .w()?;
+    }
     // SAFETY: every element is written by the kernel (each (row, query, head) once).
     let out = unsafe { device.alloc::<T>(rows * seq * width)? };
     let qkv = qkv.slice(start..);
@@ -177,7 +261,7 @@ fn launch_attention<T: DeviceRepr>(
         let cfg = LaunchConfig {
             grid_dim: (seq.div_ceil(queries) as u32, heads as u32, count as u32),
             block_dim: (threads, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes,
         };
         let mut builder = func.builder();
         builder.arg(&qkv);

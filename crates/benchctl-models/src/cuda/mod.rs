@@ -6,8 +6,8 @@
 //!   merged, so candle's head split and merge copies, its scale, its materialised logits and its
 //!   separate softmax are gone. f16 and bf16 run on the tensor cores (flash attention 2's
 //!   scheme, tiles copied asynchronously two deep; head widths 32, 64, 72, 80, 96 and 128, 72
-//!   computed as 80; 64 queries a block, or 128 for heads of 32 and 64 where that pads no more;
-//!   compute capability 8.0 and newer), f32 and other widths on the CUDA cores.
+//!   computed as 80; 64 queries a block, or 128 where that pads no more; compute capability
+//!   8.0 and newer), f32 and other widths on the CUDA cores.
 //! - **The dense layers' epilogue**: bias plus activation, or bias plus residual, in place on
 //!   the product in one pass (candle's broadcast add computes each element's bias index with a
 //!   division per dimension); f16/bf16 products take the bias, or bias and tanh-GELU, in
@@ -56,8 +56,7 @@ pub enum CudaKernels {
     Fused,
     /// [`CudaKernels::Fused`] with 64 queries a tensor-core block (16 a warp) at every length.
     FusedNarrow,
-    /// [`CudaKernels::Fused`] with 128 queries a tensor-core block (32 a warp) wherever the head
-    /// width has that kernel (32, 64), at every length.
+    /// [`CudaKernels::Fused`] with 128 queries a tensor-core block (32 a warp) at every length.
     FusedWide,
     /// The fused kernels with attention always on the CUDA cores.
     Simt,
