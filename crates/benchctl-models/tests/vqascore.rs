@@ -4,7 +4,9 @@
 //! PaliGemma), and every pair's log P("Yes") `Gemma3ForConditionalGeneration`'s and
 //! `PaliGemmaForConditionalGeneration`'s within 1e-4 in f32; and on the tiny Qwen3-VL of
 //! `scripts/fixtures/gen_qwen3vl_fixture.py`, every pair's P("Yes") as `t2v_metrics`' own Qwen3-VL
-//! scorer computes it, each image resized as `qwen_vl_utils` resizes it.
+//! scorer computes it, each image resized as `qwen_vl_utils` resizes it; every family's whole
+//! prompt as its processor builds it on captions that stress a tokenizer
+//! (`scripts/fixtures/gen_prompt_tokens_fixture.py`).
 
 use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
@@ -431,4 +433,40 @@ fn qwen3vl_reads_transformers_4_configs_as_transformers_5_ones() {
         assert!((got - theirs).abs() <= 1e-4, "{got} vs t2v_metrics' {theirs}");
     }
     assert_eq!(ours, score(&qwen3vl(DType::F32)));
+}
+
+/// Each generative family's whole prompt, id for id, as its own processor builds it from the
+/// committed tiny checkpoint, on captions that stress a tokenizer (empty, casing, punctuation
+/// and curly quotes, full-width and ligature forms, accents, Japanese, emoji, tabs and newlines,
+/// runs of spaces, 500 tokens): `scripts/fixtures/gen_prompt_tokens_fixture.py`.
+#[test]
+fn prompts_tokenize_as_each_processor_does_on_hard_captions() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_model("prompt-tokens.json")).unwrap()).unwrap();
+    let cases = |family: &str| -> Vec<(String, Vec<u32>, usize)> {
+        let cases = expected[family].as_array().unwrap();
+        assert!(cases.len() >= 10, "{family}");
+        cases
+            .iter()
+            .map(|c| {
+                let ids = c["input_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+                (c["caption"].as_str().unwrap().to_string(), ids, c["image_tokens"].as_u64().unwrap_or(0) as usize)
+            })
+            .collect()
+    };
+    let gemma = model(DType::F32);
+    for (caption, ids, _) in cases("gemma3-tiny") {
+        assert_eq!(gemma.prompt_ids(&caption).unwrap(), ids, "Gemma 3, {caption:?}");
+    }
+    let paligemma = paligemma(DType::F32);
+    for (caption, ids, _) in cases("paligemma-tiny") {
+        assert_eq!(paligemma.caption_ids(&caption).unwrap().0, ids, "PaliGemma, {caption:?}");
+    }
+    for fixture in ["qwen3vl-tiny", "qwen25vl-tiny"] {
+        let qwen = qwen_vl(fixture, DType::F32);
+        for (caption, ids, tokens) in cases(fixture) {
+            assert!(tokens > 0);
+            assert_eq!(qwen.prompt_ids(tokens, &caption).unwrap(), ids, "{fixture}, {caption:?}");
+        }
+    }
 }

@@ -8,7 +8,7 @@ mod common;
 
 use benchctl_scoring::metrics::answers;
 use benchctl_scoring::ScoreTensor;
-use benchctl_suites::find;
+use benchctl_suites::{find, ImageSource};
 use common::{fixture_json, loaded, score_rows};
 
 fn json(name: &str) -> serde_json::Value {
@@ -75,4 +75,39 @@ fn a_tie_between_options_is_a_miss() {
     assert!((value("q_acc") - 100.0 * 23.0 / 24.0).abs() < 1e-9);
     assert!((value("i_acc") - 100.0 * 23.0 / 24.0).abs() < 1e-9);
     assert!((value("g_acc") - 100.0 * 11.0 / 12.0).abs() < 1e-9);
+}
+
+/// NaturalBench's retrieval form (the bundled `naturalbench-retrieval` manifest) on its
+/// release's unzipped layout: the items and captions t2v_metrics' own `NaturalBench_Retrieval`
+/// reads, and its `evaluate_scores` on the same similarities
+/// (`scripts/fixtures/gen_naturalbench_retrieval_fixture.py`).
+#[test]
+fn naturalbench_retrieval_reads_and_scores_as_t2v_metrics() {
+    let suite = loaded("naturalbench-retrieval", "naturalbench-retrieval/NaturalBench-Retrieval");
+    let official = fixture_json("naturalbench-retrieval", "official.json");
+    assert_eq!(suite.items.len() as u64, official["items"].as_u64().unwrap());
+    let texts = official["texts"].as_array().unwrap();
+    let images = official["images"].as_array().unwrap();
+    for (i, (texts, images)) in texts.iter().zip(images).enumerate() {
+        let item = suite.items.item(i);
+        assert_eq!(item.id(), i.to_string());
+        for l in 0..2 {
+            assert_eq!(item.text(l), texts[l].as_str().unwrap(), "item {i} caption {l}");
+        }
+        for k in 0..2 {
+            let ImageSource::File(path) = item.image(k) else { panic!("item {i} image {k} is not a file") };
+            assert_eq!(path.file_name().unwrap().to_str(), images[k].as_str(), "item {i} image {k}");
+            assert!(path.exists(), "{}", path.display());
+        }
+    }
+    let scores = score_rows(&fixture_json("naturalbench-retrieval", "scores.json"), 2, 2);
+    let report = suite.evaluate(&scores).unwrap();
+    for (ours, theirs) in [("text_score", "text"), ("image_score", "image"), ("group_score", "group")] {
+        // t2v_metrics' fractions; benchctl reports percentages.
+        let want = 100.0 * official["all"][theirs].as_f64().unwrap();
+        let got = report.metric(ours).unwrap();
+        assert!((got - want).abs() < 1e-9, "{ours}: {got} against t2v_metrics' {want}");
+    }
+    // The fixture has items right, wrong and tied on each score.
+    assert!(report.metric("group_score").unwrap() > 0.0 && report.metric("text_score").unwrap() < 100.0);
 }

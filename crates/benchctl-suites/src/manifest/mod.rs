@@ -57,6 +57,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("imagecode.toml", include_str!("../../../../datasets/manifests/imagecode.toml")),
     ("mmvp-vlm.toml", include_str!("../../../../datasets/manifests/mmvp-vlm.toml")),
     ("naturalbench.toml", include_str!("../../../../datasets/manifests/naturalbench.toml")),
+    ("naturalbench-retrieval.toml", include_str!("../../../../datasets/manifests/naturalbench-retrieval.toml")),
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
     ("sugarcrepe-pp.toml", include_str!("../../../../datasets/manifests/sugarcrepe-pp.toml")),
     ("vismin.toml", include_str!("../../../../datasets/manifests/vismin.toml")),
