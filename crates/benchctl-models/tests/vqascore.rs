@@ -470,3 +470,48 @@ fn prompts_tokenize_as_each_processor_does_on_hard_captions() {
         }
     }
 }
+
+/// A caption holding the text of the token that stands for the image in a family's prompt is
+/// refused, naming the caption and the token (`ErrorKind::UnusableInput`), where the reference
+/// refuses it too (Gemma 3's processor or model, Qwen-VL's processor) or moves the image there
+/// (PaliGemma's processor, whose ids then differ from any prompt with the image first).
+#[test]
+fn a_caption_holding_the_image_token_is_refused_as_its_reference_refuses_it() {
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture_model("prompt-tokens.json")).unwrap()).unwrap();
+    let gemma = model(DType::F32);
+    let paligemma = paligemma(DType::F32);
+    let qwen3 = qwen_vl("qwen3vl-tiny", DType::F32);
+    let qwen25 = qwen_vl("qwen25vl-tiny", DType::F32);
+    let families: [(&str, &dyn LocalVqaCaptions); 4] =
+        [("gemma3-tiny", &gemma), ("paligemma-tiny", &paligemma), ("qwen3vl-tiny", &qwen3), ("qwen25vl-tiny", &qwen25)];
+    for (family, model) in families {
+        let refused = expected[format!("{family} refused")].as_array().unwrap();
+        assert!(!refused.is_empty());
+        for case in refused {
+            let caption = case["caption"].as_str().unwrap();
+            // The reference either failed or put the image's tokens where the caption's are.
+            match (case.get("error"), case.get("ids")) {
+                (Some(error), None) => assert!(!error.as_str().unwrap().is_empty()),
+                (None, Some(ids)) => assert_eq!(family, "paligemma-tiny", "{caption:?}: {ids}"),
+                other => panic!("{family} {caption:?}: {other:?}"),
+            }
+            let error = model.ids_of(caption).expect_err(caption);
+            assert_eq!(error.kind(), benchctl_models::ErrorKind::UnusableInput, "{family} {caption:?}");
+            let message = error.to_string();
+            let token = caption.split_whitespace().nth(1).unwrap();
+            assert!(message.contains(&format!("{caption:?}")) && message.contains(token), "{family}: {message}");
+        }
+    }
+}
+
+/// The prompt part of [`LocalVqa::caption_ids`], for the families above as one kind.
+trait LocalVqaCaptions {
+    fn ids_of(&self, caption: &str) -> benchctl_models::Result<Vec<u32>>;
+}
+
+impl<T: LocalVqa> LocalVqaCaptions for T {
+    fn ids_of(&self, caption: &str) -> benchctl_models::Result<Vec<u32>> {
+        self.caption_ids(caption).map(|(prompt, _)| prompt)
+    }
+}

@@ -35,7 +35,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ImageSettings, ModeRule, Preprocessor, HALF};
-use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -387,7 +387,11 @@ impl LocalVqa for Gemma3Vqa {
     fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
         let question = self.template.question_for(caption);
         let suffix = format!("\n\n{}<end_of_turn>\n<start_of_turn>model\n", question.trim());
-        Ok((encode(&self.tokenizer, &suffix)?, answer_ids(&self.tokenizer, &self.template, caption)?))
+        // The image's own token, and `<start_of_image>`, which the processor expands into one.
+        let markers: Vec<u32> =
+            [self.model.image_token].into_iter().chain(self.tokenizer.token_to_id("<start_of_image>")).collect();
+        let prompt = encode_caption_prompt(&self.tokenizer, &suffix, caption, &markers)?;
+        Ok((prompt, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 
     /// The caption's tokens over each image's prompt state.

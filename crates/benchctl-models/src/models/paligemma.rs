@@ -31,7 +31,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ModeRule, Preprocessor, HALF};
-use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{answer_ids, encode_caption_prompt, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -231,7 +231,7 @@ impl LocalVqa for PaliGemmaVqa {
         let text = format!("{}\n", self.template.question_for(caption));
         let mut ids = vec![self.model.image_token; self.image_tokens];
         ids.push(self.bos);
-        ids.extend(encode(&self.tokenizer, &text)?);
+        ids.extend(encode_caption_prompt(&self.tokenizer, &text, caption, &[self.model.image_token])?);
         Ok((ids, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 

@@ -213,6 +213,32 @@ pub fn encode(tokenizer: &tokenizers::Tokenizer, text: &str) -> Result<Vec<u32>>
         .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("tokenize {text:?}: {e}")))
 }
 
+/// `text`, the part of a prompt that holds `caption`, tokenised; refused where it holds one of
+/// `markers`, the tokens that stand for the image in the family's prompt: its own processor or
+/// model refuses such a caption (transformers: "Prompt contained 2 image tokens but received 1
+/// images", "Image features and image tokens do not match") or moves the image there
+/// (PaliGemma's `<image>`), so no score would be its. Other special tokens' text becomes those
+/// tokens, as the processors make it.
+pub fn encode_caption_prompt(
+    tokenizer: &tokenizers::Tokenizer,
+    text: &str,
+    caption: &str,
+    markers: &[u32],
+) -> Result<Vec<u32>> {
+    let ids = encode(tokenizer, text)?;
+    match ids.iter().find(|id| markers.contains(id)) {
+        None => Ok(ids),
+        Some(&id) => Err(Error::new(
+            ErrorKind::UnusableInput,
+            format!(
+                "score the caption {caption:?}: it holds `{}`, which stands for the image in this model's prompt \
+                 (its own processor would refuse the caption or move the image there); write it without that text",
+                tokenizer.id_to_token(id).unwrap_or_default()
+            ),
+        )),
+    }
+}
+
 /// The ids of the answer whose probability scores `caption`.
 pub fn answer_ids(tokenizer: &tokenizers::Tokenizer, template: &Template, caption: &str) -> Result<Vec<u32>> {
     let answer = encode(tokenizer, &template.answer_for(caption))?;

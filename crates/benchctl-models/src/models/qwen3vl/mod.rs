@@ -42,7 +42,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::preprocess::{ImageSettings, Preprocessor};
-use crate::vqascore::local::{answer_ids, encode, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 use text::{Decoder, Positions};
@@ -210,7 +210,8 @@ impl LocalVqa for Qwen3VlVqa {
     /// The prompt's ids after `<|vision_end|>` for `caption`, and the answer's ids.
     fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
         let suffix = format!("{}<|im_end|>\n<|im_start|>assistant\n", self.template.question_for(caption));
-        Ok((encode(&self.tokenizer, &suffix)?, answer_ids(&self.tokenizer, &self.template, caption)?))
+        let prompt = encode_caption_prompt(&self.tokenizer, &suffix, caption, &[self.image_token])?;
+        Ok((prompt, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 
     /// The caption's tokens over each image's prompt state, from the position it resumes at
