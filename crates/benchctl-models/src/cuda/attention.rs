@@ -12,10 +12,9 @@ use super::{as_i32, compute_capability_major, CudaKernels, MODULE, PTX};
 
 /// Head widths the attention kernels are compiled for.
 const SIMT_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
-/// Widths that are not a multiple of 16 run on the width rounded up (see `cuda/fused.cu`).
+/// Widths that are not a multiple of 16 run on the width rounded up (see `cuda/fused.cu`); each
+/// has the 64- and the 128-query kernel.
 const TENSOR_CORE_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
-/// Head widths with the wide tensor-core kernel (128 queries a block): every tensor-core width.
-const WIDE_HEAD_WIDTHS: [usize; 6] = [32, 64, 72, 80, 96, 128];
 /// Queries per block (one thread each on the CUDA cores; 16 per warp of four on the tensor
 /// cores, 32 in the wide kernel) and the grid's row limit (its z dimension).
 const QUERIES_PER_BLOCK: usize = 64;
@@ -128,12 +127,11 @@ pub(crate) fn attend(
         && compute_capability_major(device)? >= 8;
     let kernel = if tensor_cores {
         Kernel::Flash {
-            wide: WIDE_HEAD_WIDTHS.contains(&head)
-                && match kernels {
-                    CudaKernels::FusedWide => true,
-                    CudaKernels::FusedNarrow => false,
-                    _ => wide_by_default(seq),
-                },
+            wide: match kernels {
+                CudaKernels::FusedWide => true,
+                CudaKernels::FusedNarrow => false,
+                _ => wide_by_default(seq),
+            },
         }
     } else {
         Kernel::Simt
