@@ -183,3 +183,18 @@ fn tensors_are_found_in_an_index_a_pytorch_file_and_a_safetensors_header() {
     assert!(!hub::weights_hold(&tower, probe).unwrap());
     assert!(hub::weights_hold(&fixture.join("config.json"), probe).is_err());
 }
+
+/// A caption holding `<image>` is refused naming it: t2v_metrics' `t5_tokenizer_image_token`
+/// splits the whole prompt at every `<image>`, so it would put a second image's placeholder in
+/// the caption. Angle brackets and the word alone are text.
+#[test]
+fn a_caption_holding_the_image_marker_is_refused() {
+    let model = model(DType::F32);
+    let error = model.caption_ids("a cat <image> on a mat").expect_err("the marker");
+    assert_eq!(error.kind(), benchctl_models::ErrorKind::UnusableInput);
+    let message = error.to_string();
+    assert!(message.contains("\"a cat <image> on a mat\"") && message.contains("`<image>`"), "{message}");
+    for caption in ["an <img> tag", "an image of a cat", "<images>", "< image >"] {
+        assert!(model.caption_ids(caption).is_ok(), "{caption:?}");
+    }
+}

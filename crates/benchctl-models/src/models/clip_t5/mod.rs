@@ -498,6 +498,9 @@ impl FusionEncoder for ClipT5Vqa {
     }
 }
 
+/// Where `t2v_metrics` splits its prompt to place the image.
+const IMAGE_MARKER: &str = "<image>";
+
 /// `t2v_metrics`' `t5_chat` prompt around the image, `{system} USER: <image>\n{question}
 /// ASSISTANT: `, each side of the image tokenised on its own (each ending in `</s>`).
 struct Prompt {
@@ -513,8 +516,20 @@ impl Prompt {
         Ok(Self { tokenizer, template: Template::new(TEMPLATE.0, TEMPLATE.1)?, before_image })
     }
 
-    /// The ids after the image for `caption`, as tokenised, before any cut.
+    /// The ids after the image for `caption`, as tokenised, before any cut. A caption holding
+    /// `<image>` is refused: `t2v_metrics` splits the whole prompt there
+    /// (`t5_tokenizer_image_token`), putting a second image's placeholder in the caption, so no
+    /// score would be its.
     fn after_image(&self, caption: &str) -> Result<Vec<u32>> {
+        if caption.contains(IMAGE_MARKER) {
+            return Err(Error::new(
+                ErrorKind::UnusableInput,
+                format!(
+                    "score the caption {caption:?}: it holds `{IMAGE_MARKER}`, which stands for the image in this model's \
+                     prompt (t2v_metrics would put a second image there); write it without that text"
+                ),
+            ));
+        }
         encode_with_end(&self.tokenizer, &format!("\n{} ASSISTANT: ", self.template.question_for(caption)))
     }
 
