@@ -287,6 +287,9 @@ pub struct Gemma3Vqa {
     prefix: Vec<u32>,
     /// Where the image tokens are in it.
     image_span: std::ops::Range<usize>,
+    /// What a caption may not hold: the image's own token, and `<start_of_image>`, which the
+    /// processor expands into the image's tokens.
+    image_markers: Vec<u32>,
     dtype: DType,
 }
 
@@ -367,7 +370,17 @@ impl LocalVqa for Gemma3Vqa {
             Some(settings) => preprocessor_from_settings(&settings, config.preprocessor())?,
             None => config.preprocessor(),
         };
-        Ok(Self { preprocessor, image_span: first..first + count, prefix, model, tokenizer, template, dtype })
+        let image_markers = [model.image_token].into_iter().chain(tokenizer.token_to_id("<start_of_image>")).collect();
+        Ok(Self {
+            preprocessor,
+            image_span: first..first + count,
+            image_markers,
+            prefix,
+            model,
+            tokenizer,
+            template,
+            dtype,
+        })
     }
 
     fn weights_device(&self) -> &Device {
@@ -387,10 +400,7 @@ impl LocalVqa for Gemma3Vqa {
     fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
         let question = self.template.question_for(caption);
         let suffix = format!("\n\n{}<end_of_turn>\n<start_of_turn>model\n", question.trim());
-        // The image's own token, and `<start_of_image>`, which the processor expands into one.
-        let markers: Vec<u32> =
-            [self.model.image_token].into_iter().chain(self.tokenizer.token_to_id("<start_of_image>")).collect();
-        let prompt = encode_caption_prompt(&self.tokenizer, &suffix, caption, &markers)?;
+        let prompt = encode_caption_prompt(&self.tokenizer, &suffix, caption, &self.image_markers)?;
         Ok((prompt, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 

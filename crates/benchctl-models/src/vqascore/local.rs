@@ -228,15 +228,20 @@ pub fn encode_caption_prompt(
     let ids = encode(tokenizer, text)?;
     match ids.iter().find(|id| markers.contains(id)) {
         None => Ok(ids),
-        Some(&id) => Err(Error::new(
-            ErrorKind::UnusableInput,
-            format!(
-                "score the caption {caption:?}: it holds `{}`, which stands for the image in this model's prompt \
-                 (its own processor would refuse the caption or move the image there); write it without that text",
-                tokenizer.id_to_token(id).unwrap_or_default()
-            ),
-        )),
+        Some(&id) => Err(image_marker_in_caption(caption, &tokenizer.id_to_token(id).unwrap_or_default())),
     }
+}
+
+/// The refusal of a caption holding `marker`, the text that stands for the image in a family's
+/// prompt (see [`encode_caption_prompt`]).
+pub fn image_marker_in_caption(caption: &str, marker: &str) -> Error {
+    Error::new(
+        ErrorKind::UnusableInput,
+        format!(
+            "score the caption {caption:?}: it holds `{marker}`, which stands for the image in this model's prompt \
+             (its reference would refuse the caption or place an image there); write it without that text"
+        ),
+    )
 }
 
 /// The ids of the answer whose probability scores `caption`.

@@ -34,7 +34,7 @@ use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::{Companion, FileElsewhere, Layout, ModelFiles, PTH_SHARD_INDEX_FILE};
 use crate::preprocess::{ColourKey, ModeRule, Preprocessor};
-use crate::vqascore::local::{groups_of, load_tokenizer, mean_answer_log_ps};
+use crate::vqascore::local::{groups_of, image_marker_in_caption, load_tokenizer, mean_answer_log_ps};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
 use t5::{FeedForward, Stack};
@@ -522,13 +522,7 @@ impl Prompt {
     /// score would be its.
     fn after_image(&self, caption: &str) -> Result<Vec<u32>> {
         if caption.contains(IMAGE_MARKER) {
-            return Err(Error::new(
-                ErrorKind::UnusableInput,
-                format!(
-                    "score the caption {caption:?}: it holds `{IMAGE_MARKER}`, which stands for the image in this model's \
-                     prompt (t2v_metrics would put a second image there); write it without that text"
-                ),
-            ));
+            return Err(image_marker_in_caption(caption, IMAGE_MARKER));
         }
         encode_with_end(&self.tokenizer, &format!("\n{} ASSISTANT: ", self.template.question_for(caption)))
     }
