@@ -12,8 +12,14 @@ key-value heads of 128, MLP 11008, tied 151,936-token output layer; vision: 1280
 16 heads, 14 px patches merged 2 × 2, windows of 112 px, full attention in blocks 7, 15, 23, 31
 that the depth reaches), images of 644 × 476 (391 image tokens each; sides in multiples of 28, so
 that neither side resizes: transformers 5's processor resizes with torchvision, not with
-`qwen_vl_utils`' Pillow as t2v_metrics does). Either with
-`--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24 or 36 / 32 with `--full-depth`;
+`qwen_vl_utils`' Pillow as t2v_metrics does). `--family internvl`: an InternVL3 of
+OpenGVLab/InternVL3-2B-hf's widths (vision: InternViT-300M, 1024 wide, MLP 4096, 16 heads, 448 px
+tiles of 14 px patches, pixel shuffle into 256 tokens a tile; text: Qwen2.5-1.5B, 1536 wide, 12
+query and 2 key-value heads of 128, MLP 8960, tied 151,674-token output layer), images of
+640 × 480 (12 tiles and a thumbnail: 3,328 image tokens each); its transformers side runs
+t2v_metrics' own `load_image` and prompt (`--t2v-metrics` a checkout), its pairs left-padded
+into batches. Either with
+`--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24, 36 / 32 or 28 / 24 with `--full-depth`;
 fewer on a CPU, where one full-depth pair takes seconds to tens of seconds). The tokenizer is
 the family's test fixture's (ids below 420, the image tokens at the fixture's ids): the
 vocabulary's size, not its pieces, is what costs. Then, on the same Winoground-layout suite of
@@ -47,8 +53,10 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/gemma3-tiny"
 QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
+INTERNVL_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/internvl-tiny"
 # Each family's image size (width, height) and full depth (text, vision layers).
-FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen25vl": ((644, 476), (36, 32))}
+FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen25vl": ((644, 476), (36, 32)),
+            "internvl": ((640, 480), (28, 24))}
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
 WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -186,6 +194,44 @@ def build_qwen25vl(out: Path, text_layers: int, vision_layers: int):
     return processor
 
 
+def build_internvl(out: Path, text_layers: int, vision_layers: int):
+    from transformers import AutoTokenizer, InternVLConfig, InternVLForConditionalGeneration
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(INTERNVL_FIXTURE)
+    fixture = json.loads((INTERNVL_FIXTURE / "config.json").read_text())
+    config = InternVLConfig(
+        vision_config=dict(hidden_size=1024, num_hidden_layers=vision_layers, num_attention_heads=16,
+                           intermediate_size=4096, image_size=448, patch_size=14, attention_bias=True,
+                           use_qk_norm=False, norm_type="layer_norm", layer_norm_eps=1e-6, use_mean_pooling=True),
+        text_config=dict(model_type="qwen2", vocab_size=151674, hidden_size=1536, intermediate_size=8960,
+                         num_hidden_layers=text_layers, num_attention_heads=12, num_key_value_heads=2,
+                         max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1_000_000.0,
+                         tie_word_embeddings=True, use_sliding_window=False),
+        image_token_id=fixture["image_token_id"], downsample_ratio=0.5, projector_hidden_act="gelu",
+        tie_word_embeddings=True)
+    model = InternVLForConditionalGeneration(config).eval()
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return tokenizer
+
+
+def t2v_internvl(repo: Path, model):
+    """t2v_metrics' `InternVLModel`, its tiling and prompt unchanged, over `model` (as
+    scripts/fixtures/gen_internvl_fixture.py runs it)."""
+    import sys, types
+    sys.path.insert(0, str(ROOT / "scripts/fixtures"))
+    sys.modules.setdefault("decord", types.SimpleNamespace(VideoReader=None, cpu=None))
+    from t2v_metrics_import import t2v_model
+    spec = importlib.util.spec_from_file_location("gen_internvl_fixture", ROOT / "scripts/fixtures/gen_internvl_fixture.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    internvl = t2v_model(repo, "internvl_model")
+    conv = sys.modules["t2v_metrics.models.vqascore_models.fastchat_utils"]
+    scorer = internvl.InternVLModel.__new__(internvl.InternVLModel)
+    scorer.model = gen.RemoteModelAdapter(model, conv.get_conv_template)
+    return scorer
+
+
 def write_suite(dir: Path, items: int, size=(896, 896)):
     (dir / "images").mkdir(parents=True)
     rng = random.Random(0)
@@ -228,14 +274,16 @@ def benchctl_side(args, model_dir: Path, suite: Path, work: Path):
 
 
 def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
-    from transformers import (Gemma3ForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
-                              Qwen3VLForConditionalGeneration)
+    from transformers import (Gemma3ForConditionalGeneration, InternVLForConditionalGeneration,
+                              Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration)
     device = "cuda" if args.device == "cuda" else "cpu"
     family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen25vl": Qwen2_5_VLForConditionalGeneration,
-              "gemma3": Gemma3ForConditionalGeneration}[args.family]
+              "gemma3": Gemma3ForConditionalGeneration, "internvl": InternVLForConditionalGeneration}[args.family]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model = family.from_pretrained(model_dir, dtype=DTYPES[args.dtype]).to(device).eval()
+    if args.family == "internvl":
+        return timed(args, pairs, internvl_batches(args, model, processor, suite, device))
     processor.tokenizer.padding_side = "left"
     yes = processor.tokenizer.convert_tokens_to_ids("Yes")
     images = {name: Image.open(suite / "images" / f"{name}.png").convert("RGB") for name, _ in pairs}
@@ -251,6 +299,41 @@ def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
             logits = model(**inputs, logits_to_keep=1).logits[:, -1].float()
         return torch.log_softmax(logits, -1)[:, yes].tolist()
 
+    return timed(args, pairs, batch_scores)
+
+
+def internvl_batches(args, model, tokenizer, suite: Path, device: str):
+    """InternVL's batches as t2v_metrics builds each pair: `load_image`'s tiles, `_build_inputs`'
+    prompt; the prompts left-padded, the tiles of the batch's images in order."""
+    scorer = t2v_internvl(args.t2v_metrics, model)
+    scorer.tokenizer, scorer.device = tokenizer, torch.device(device)
+    yes = tokenizer.convert_tokens_to_ids("Yes")
+    tiles = {}
+
+    def batch_scores(batch):
+        rows, pixels = [], []
+        for name, caption in batch:
+            if name not in tiles:
+                tiles[name] = scorer.load_image(str(suite / "images" / f"{name}.png"))
+            pv = tiles[name]
+            ids, _, _ = scorer._build_inputs(pv, pv.shape[0], "<image>\n" + QUESTION.format(caption))
+            rows.append(ids[0].tolist())
+            pixels.append(pv)
+        width = max(map(len, rows))
+        input_ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(r)) + r for r in rows], device=device)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], device=device)
+        pixel_values = torch.cat(pixels).to(device, DTYPES[args.dtype])
+        with torch.inference_mode():
+            logits = model(input_ids=input_ids, attention_mask=mask, pixel_values=pixel_values,
+                           logits_to_keep=1).logits[:, -1].float()
+        return torch.log_softmax(logits, -1)[:, yes].tolist()
+
+    return batch_scores
+
+
+def timed(args, pairs, batch_scores):
+    """Pairs per second of `batch_scores` over `pairs` in batches, after one warm-up batch."""
+    device = "cuda" if args.device == "cuda" else "cpu"
     batches = [pairs[i:i + args.batch] for i in range(0, len(pairs), args.batch)]
     batch_scores(batches[0])  # warm-up
     if device == "cuda":
@@ -269,6 +352,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchctl", default="target/release/benchctl")
     parser.add_argument("--family", choices=list(FAMILIES), default="gemma3")
+    parser.add_argument("--t2v-metrics", type=Path, help="a checkout of linzhiqiu/t2v_metrics (--family internvl)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--dtype", choices=list(DTYPES), default="f32")
     parser.add_argument("--items", type=int, default=4)
@@ -277,8 +361,10 @@ def main():
     parser.add_argument("--text-layers", type=int, default=2)
     parser.add_argument("--vision-layers", type=int, default=2)
     parser.add_argument("--full-depth", action="store_true",
-                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32")
+                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's 28 and 24")
     args = parser.parse_args()
+    if args.family == "internvl" and args.t2v_metrics is None:
+        parser.error("--family internvl needs --t2v-metrics (t2v_metrics' tiling and prompt are its reference)")
     size, depth = FAMILIES[args.family]
     if args.full_depth:
         args.text_layers, args.vision_layers = depth
@@ -286,7 +372,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir, suite = work / "model", work / "suite"
-        build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model}[args.family]
+        build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model,
+                 "internvl": build_internvl}[args.family]
         # On a GPU the random model is drawn there, in the run's dtype (minutes on a CPU at full depth).
         if args.device == "cuda":
             torch.set_default_dtype(DTYPES[args.dtype])
@@ -302,7 +389,8 @@ def main():
         with GpuPeak(args.device == "cuda") as their_peak:
             theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
     worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
-    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct"}[args.family]
+    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct",
+              "internvl": "InternVL3-2B-hf"}[args.family]
     print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
           f"{args.dtype}, batch {args.batch}, {len(pairs)} pairs, {args.threads} threads")
     print(f"benchctl eval      {ours:8.3f} pairs/s")

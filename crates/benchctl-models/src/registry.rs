@@ -10,7 +10,8 @@
 use crate::hub::ModelFiles;
 use crate::models::eva::{eva02, pe_core};
 use crate::models::{
-    blip, clip, clip_openai, clip_t5, fiber, gemma3, metaclip2, paligemma, qwen25vl, qwen3vl, siglip, siglip2_naflex,
+    blip, clip, clip_openai, clip_t5, fiber, gemma3, internvl, metaclip2, paligemma, qwen25vl, qwen3vl, siglip,
+    siglip2_naflex,
 };
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
@@ -39,6 +40,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     paligemma::ARCHITECTURE,
     qwen3vl::ARCHITECTURE,
     qwen25vl::ARCHITECTURE,
+    internvl::ARCHITECTURE,
     clip_t5::ARCHITECTURE,
 ];
 
@@ -268,9 +270,13 @@ pub fn detect_architecture(config: &std::path::Path) -> Result<Architecture> {
         return Err(Error::new(ErrorKind::BadConfig, format!("use {}: it has no `model_type` key", config.display())));
     };
     ARCHITECTURES.iter().copied().find(|a| a.spec().model_types.contains(&model_type)).ok_or_else(|| {
+        let hint = match model_type {
+            internvl::REMOTE_CODE_MODEL_TYPE => internvl::REMOTE_CODE_HINT,
+            _ => "",
+        };
         Error::new(
             ErrorKind::BadConfig,
-            format!("use {}: model_type `{model_type}` is not supported {}", config.display(), supported()),
+            format!("use {}: model_type `{model_type}` is not supported {}{hint}", config.display(), supported()),
         )
     })
 }

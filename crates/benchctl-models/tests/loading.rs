@@ -164,16 +164,21 @@ fn model_directories_are_recognised_by_model_type() {
     assert_eq!(registry::detect_architecture(&qwen).unwrap(), benchctl_models::models::qwen3vl::ARCHITECTURE);
     let qwen25 = benchctl_testkit::fixture_model("qwen25vl-tiny").join("config.json");
     assert_eq!(registry::detect_architecture(&qwen25).unwrap(), benchctl_models::models::qwen25vl::ARCHITECTURE);
+    let internvl = benchctl_testkit::fixture_model("internvl-tiny").join("config.json");
+    assert_eq!(registry::detect_architecture(&internvl).unwrap(), benchctl_models::models::internvl::ARCHITECTURE);
     let clip_t5 = benchctl_testkit::fixture_model("clip-flant5-tiny").join("config.json");
     assert_eq!(registry::detect_architecture(&clip_t5).unwrap(), benchctl_models::models::clip_t5::ARCHITECTURE);
     std::fs::write(&config, r#"{"model_type": "flava"}"#).unwrap();
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
         err.to_string().contains(
-            "model_type `flava` is not supported (supported: clip, siglip, siglip2, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl, qwen2_5_vl, clip_t5)"
+            "model_type `flava` is not supported (supported: clip, siglip, siglip2, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl, qwen2_5_vl, internvl, clip_t5)"
         ),
         "{err}"
     );
+    std::fs::write(&config, r#"{"model_type": "internvl_chat"}"#).unwrap();
+    let err = registry::detect_architecture(&config).unwrap_err();
+    assert!(err.to_string().contains("OpenGVLab/InternVL3-2B-hf"), "{err}");
 }
 
 /// Each architecture's caption limit: a text that fits loses nothing, a longer one loses

@@ -561,6 +561,12 @@ fn qwen25vl_scores_images_of_every_size_as_t2v_metrics_does() {
     scores_fixture_images_as_t2v_metrics_does("qwen25vl-tiny", "t2v_metrics_p_yes", 4);
 }
 
+/// InternVL3: each image as its tiles (1, 3, 4 and 5 of them here), one image per batch.
+#[test]
+fn internvl_scores_images_of_every_tile_grid_as_t2v_metrics_does() {
+    scores_fixture_images_as_t2v_metrics_does("internvl-tiny", "t2v_metrics_p_yes", 4);
+}
+
 #[test]
 fn clip_flant5_scores_pairs_as_t2v_metrics_does() {
     // Square inputs: three images, then one, per batch of 3.
@@ -574,12 +580,14 @@ fn scores_fixture_images_as_t2v_metrics_does(fixture: &str, key: &str, image_bat
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(model.join("expected.json")).unwrap()).unwrap();
     let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
-    // Two Winoground items over the fixture's four images (each of another size).
+    // Two Winoground items over the fixture's first four images (each of another size), as
+    // `image0.png` to `image3.png`.
     let data = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(data.path().join("images")).unwrap();
-    for i in 0..4 {
-        let name = format!("image{i}.png");
-        std::fs::copy(model.join("images").join(&name), data.path().join("images").join(&name)).unwrap();
+    for (i, image) in expected["images"].as_array().unwrap().iter().take(4).enumerate() {
+        let file = image["file"].as_str().unwrap();
+        std::fs::copy(model.join("images").join(file), data.path().join("images").join(format!("image{i}.png")))
+            .unwrap();
     }
     let lines: Vec<String> = (0..2)
         .map(|n| {

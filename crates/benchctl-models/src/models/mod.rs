@@ -8,6 +8,7 @@ pub mod eva;
 pub mod fiber;
 mod gemma;
 pub mod gemma3;
+pub mod internvl;
 pub mod metaclip2;
 pub mod paligemma;
 pub mod qwen25vl;

@@ -5,7 +5,7 @@
 //! `out_proj` or `projection`), depth, width and activation, so those are parameters here
 //! rather than copies per model.
 
-use candle_core::{Module, Tensor, D};
+use candle_core::{DType, Module, Tensor, D};
 use candle_nn::Linear;
 
 use super::weights::Weights;
@@ -21,6 +21,8 @@ pub(crate) enum AttentionNames {
     Separate,
     /// One `qkv` projection and `projection` (BLIP's ViT).
     Fused,
+    /// `q_proj`, `k_proj`, `v_proj` (biased where `qkv_bias`) and `projection_layer` (InternViT).
+    ProjectionLayer { qkv_bias: bool },
 }
 
 /// Shape of one transformer tower.
@@ -209,21 +211,48 @@ impl Attention {
             AttentionNames::Fused => {
                 (w.pp("qkv").linear(t.width, 3 * t.width, true)?, w.pp("projection").linear(t.width, t.width, true)?)
             }
+            AttentionNames::ProjectionLayer { qkv_bias } => {
+                let part = |name: &str| w.pp(name).linear(t.width, t.width, qkv_bias);
+                let out = w.pp("projection_layer").linear(t.width, t.width, true)?;
+                (fuse(&part("q_proj")?, &part("k_proj")?, &part("v_proj")?)?, out)
+            }
         };
         Ok(Self { qkv: Dense::new(qkv)?, out: Dense::new(out)?, heads: t.heads })
     }
 
     /// The attention of `xs` plus `residual` (the block's input).
     pub fn forward_plus(&self, xs: &Tensor, mask: Option<&Tensor>, residual: &Tensor) -> candle_core::Result<Tensor> {
+        self.out.forward_then(&self.attended(xs, mask)?, Then::Add(residual))
+    }
+
+    /// The attention of `xs`, projected out (a block that scales it before the residual).
+    pub fn forward(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        self.out.forward(&self.attended(xs, mask)?)
+    }
+
+    /// The heads' attended values of `xs`, before the output projection. In half precision on
+    /// the CPU the logits and weights are f32, as PyTorch's attention accumulates them there
+    /// (rounded to bf16, InternVL's 1,025-token tiles moved a log P("Yes") by 0.13 where
+    /// `transformers` moves 0.03).
+    fn attended(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
         let qkv = self.qkv.forward(xs)?;
-        if let Some(attended) = fused_self_attention(&qkv, self.heads, None, mask)? {
-            return self.out.forward_then(&attended, Then::Add(residual));
-        }
-        let q = qkv.narrow(D::Minus1, 0, width)?;
-        let k = qkv.narrow(D::Minus1, width, width)?;
-        let v = qkv.narrow(D::Minus1, 2 * width, width)?;
-        self.out.forward_then(&attend(&q, &k, &v, self.heads, mask)?, Then::Add(residual))
+        let dtype = qkv.dtype();
+        let widen = dtype != DType::F32 && qkv.device().is_cpu();
+        let (qkv, mask) = match widen {
+            true => (qkv.to_dtype(DType::F32)?, mask.map(|m| m.to_dtype(DType::F32)).transpose()?),
+            false => (qkv, mask.cloned()),
+        };
+        let attended = match fused_self_attention(&qkv, self.heads, None, mask.as_ref())? {
+            Some(attended) => attended,
+            None => {
+                let q = qkv.narrow(D::Minus1, 0, width)?;
+                let k = qkv.narrow(D::Minus1, width, width)?;
+                let v = qkv.narrow(D::Minus1, 2 * width, width)?;
+                attend(&q, &k, &v, self.heads, mask.as_ref())?
+            }
+        };
+        attended.to_dtype(dtype)
     }
 }
 
@@ -291,6 +320,11 @@ impl Mlp {
     pub fn forward_plus(&self, xs: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
         let hidden = self.fc1.forward_then(xs, Then::Activate(self.activation))?;
         self.fc2.forward_then(&hidden, Then::Add(residual))
+    }
+
+    /// `fc2(act(fc1(xs)))`.
+    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        self.fc2.forward(&self.fc1.forward_then(xs, Then::Activate(self.activation))?)
     }
 }
 

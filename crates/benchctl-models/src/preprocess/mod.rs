@@ -24,6 +24,7 @@ mod canvas;
 mod hf_config;
 mod resample;
 mod sizes;
+pub mod tiles;
 
 pub(crate) use hf_config::read as read_settings;
 pub use hf_config::ImageSettings;
@@ -70,12 +71,17 @@ pub enum Resize {
     /// of `patch` (at least one patch each), fit, found as `Siglip2ImageProcessor` finds it
     /// ([`patch_grid_size`]; SigLIP 2 NaFlex). `size` is the patch side.
     Patches { patch: usize, max_patches: usize },
+    /// InternVL's tiles of `size × size` (`dynamic_preprocess`): at most `max_tiles` in the
+    /// grid nearest the image's aspect ratio, and a thumbnail, packed into one image
+    /// ([`tiles`]). With [`ModeRule::ConvertFirst`] only: the tiles are cut from the
+    /// converted image.
+    Tiles { max_tiles: usize },
 }
 
 impl Resize {
     /// Whether each image keeps a size of its own ([`Resize::Native`], [`Resize::Patches`]).
     pub fn keeps_own_size(self) -> bool {
-        matches!(self, Resize::Native { .. } | Resize::Patches { .. })
+        matches!(self, Resize::Native { .. } | Resize::Patches { .. } | Resize::Tiles { .. })
     }
 }
 
@@ -262,6 +268,9 @@ impl Preprocessor {
             Resize::Patches { patch, max_patches } => {
                 format!("aspect ratio kept, at most {max_patches} patches of {patch} px")
             }
+            Resize::Tiles { max_tiles } => {
+                format!("tiles of {0}×{0} px by aspect ratio (at most {max_tiles}), and a thumbnail", self.size)
+            }
         };
         let fmt = |v: &[f32; 3]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join("/");
         let pipeline = match self.pipeline {
@@ -385,6 +394,9 @@ impl Preprocessor {
     /// [`Preprocessor::resize_rgb`] on a given CPU tier (for tests and benchmarks that
     /// compare tiers; every tier gives the same bytes).
     pub fn resize_rgb_on(&self, tier: Tier, rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
+        if let Resize::Tiles { max_tiles } = self.resize {
+            return tiles::pack(tier, rgb, (w, h), self.size, max_tiles, self.filter);
+        }
         let window = self.crop_window(w, h);
         resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows, self.filter)
     }
@@ -539,6 +551,9 @@ impl Preprocessor {
             Resize::Patches { patch, max_patches } => {
                 let (new_h, new_w) = patch_grid_size(h, w, patch, max_patches);
                 (new_w, new_h)
+            }
+            Resize::Tiles { max_tiles } => {
+                tiles::TileLayout::for_image(w, h, self.size, max_tiles).packed_size(self.size)
             }
         }
     }

@@ -4,7 +4,7 @@
 use super::ModelEntry;
 use crate::models::eva::{eva02, pe_core};
 use crate::models::{
-    blip, clip, clip_openai, clip_t5, gemma3, metaclip2, paligemma, qwen25vl, qwen3vl, siglip, siglip2_naflex,
+    blip, clip, clip_openai, clip_t5, gemma3, internvl, metaclip2, paligemma, qwen25vl, qwen3vl, siglip, siglip2_naflex,
 };
 
 const CLIP_PREP_224: &str = "224 px, shorter side + centre crop, bicubic, OpenAI mean/std";
@@ -345,6 +345,36 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: QWEN_TOKENIZER,
     },
     ModelEntry {
+        id: "internvl3-1b",
+        repo: "OpenGVLab/InternVL3-1B-hf",
+        revision: "main",
+        architecture: internvl::ARCHITECTURE,
+        description: "InternVL3 1B (Zhu et al., 2025; the transformers conversion), scored by VQAScore as t2v_metrics' InternVLModel",
+        preprocessing: INTERNVL_PREP,
+        activation: "gelu (InternViT), silu (Qwen2.5)",
+        tokenizer: INTERNVL_TOKENIZER,
+    },
+    ModelEntry {
+        id: "internvl3-2b",
+        repo: "OpenGVLab/InternVL3-2B-hf",
+        revision: "main",
+        architecture: internvl::ARCHITECTURE,
+        description: "InternVL3 2B (Zhu et al., 2025; the transformers conversion), scored by VQAScore as t2v_metrics' InternVLModel",
+        preprocessing: INTERNVL_PREP,
+        activation: "gelu (InternViT), silu (Qwen2.5)",
+        tokenizer: INTERNVL_TOKENIZER,
+    },
+    ModelEntry {
+        id: "internvl3-8b",
+        repo: "OpenGVLab/InternVL3-8B-hf",
+        revision: "main",
+        architecture: internvl::ARCHITECTURE,
+        description: "InternVL3 8B (Zhu et al., 2025; the transformers conversion), t2v_metrics' smallest InternVL3, scored by VQAScore; sharded",
+        preprocessing: INTERNVL_PREP,
+        activation: "gelu (InternViT), silu (Qwen2.5)",
+        tokenizer: INTERNVL_TOKENIZER,
+    },
+    ModelEntry {
         id: "clip-flant5-xl",
         repo: "zhiqiulin/clip-flant5-xl",
         revision: "main",
@@ -379,6 +409,10 @@ const QWEN25_PREP: &str =
     "each image at about its own size: qwen_vl_utils' resize to multiples of 28 (4-16,384 image tokens), bicubic, OpenAI mean/std";
 const QWEN_TOKENIZER: &str =
     "Qwen byte-level BPE (151,665); the Instruct chat format, t2v_metrics' question and \"Yes\"";
+const INTERNVL_PREP: &str =
+    "convert(\"RGB\"), InternVL's dynamic tiles: at most 12 of 448 px by aspect ratio and a thumbnail, bicubic, ImageNet mean/std";
+const INTERNVL_TOKENIZER: &str =
+    "Qwen2.5 byte-level BPE with <img>, </img>, <IMG_CONTEXT>; the internvl2_5 conversation (its system message), t2v_metrics' question and \"Yes\"";
 const CLIP_T5_PREP: &str =
     "336 px: convert(\"RGB\"), padded to a square of the mean colour, shorter side + centre crop, bicubic, OpenAI mean/std";
 const CLIP_T5_TOKENIZER: &str =

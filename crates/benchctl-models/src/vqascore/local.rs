@@ -199,6 +199,16 @@ impl KvLayout {
     }
 }
 
+/// `state` of each image of a `(b, …)` batch (a family whose images each have their own prompt
+/// length), the rows concatenated: `(b, …)`.
+pub fn each_image(
+    pixels: &Tensor,
+    state: impl Fn(&Tensor) -> candle_core::Result<Tensor>,
+) -> candle_core::Result<Tensor> {
+    let rows = (0..pixels.dim(0)?).map(|i| state(&pixels.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
+    Tensor::cat(&rows, 0)
+}
+
 /// A checkpoint's `tokenizer.json`.
 pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
     tokenizers::Tokenizer::from_file(path)

@@ -42,7 +42,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::preprocess::{ImageSettings, Preprocessor};
-use crate::vqascore::local::{answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 use text::{Decoder, Positions};
@@ -202,9 +202,7 @@ impl LocalVqa for Qwen3VlVqa {
 
     /// `(b, 3, height, width)` images of one size → one state row each.
     fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let rows =
-            (0..pixels.dim(0)?).map(|i| self.image_state(&pixels.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
-        Tensor::cat(&rows, 0)
+        each_image(pixels, |image| self.image_state(image))
     }
 
     /// The prompt's ids after `<|vision_end|>` for `caption`, and the answer's ids.
@@ -217,11 +215,7 @@ impl LocalVqa for Qwen3VlVqa {
     /// The caption's tokens over each image's prompt state, from the position it resumes at
     /// (the states of one batch come from images of one size).
     fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
-        let (past, _, first) = self.decoder.kv_layout().unflatten(image_states, self.dtype)?;
-        let s = inputs[0].len() as u32;
-        let positions: Positions = std::array::from_fn(|_| (first..first + s).collect());
-        let (hidden, _) = self.decoder.decode(self.decoder.embed(inputs)?, &positions, Some(&past), None)?;
-        Ok(hidden)
+        self.decoder.decode_over_states(image_states, inputs, self.dtype)
     }
 
     fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {

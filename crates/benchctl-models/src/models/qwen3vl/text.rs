@@ -231,6 +231,22 @@ impl Decoder {
         Ok((self.norm.forward(&xs)?, caches))
     }
 
+    /// The final hidden states of `inputs` (rows of one length, text positions), row `i` after
+    /// the prompt state `image_states[i]` (rows of [`Decoder::kv_layout`]), from the position
+    /// each state's caption starts at; the caches in `dtype`.
+    pub(crate) fn decode_over_states(
+        &self,
+        image_states: &Tensor,
+        inputs: &[Vec<u32>],
+        dtype: DType,
+    ) -> candle_core::Result<Tensor> {
+        let (past, _, first) = self.kv_layout().unflatten(image_states, dtype)?;
+        let s = inputs[0].len() as u32;
+        let positions: Positions = std::array::from_fn(|_| (first..first + s).collect());
+        let (hidden, _) = self.decode(self.embed(inputs)?, &positions, Some(&past), None)?;
+        Ok(hidden)
+    }
+
     /// Log-probabilities over the vocabulary at final hidden states `(…, hidden)`, in f32.
     pub(crate) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
         let table = match &self.lm_head {
