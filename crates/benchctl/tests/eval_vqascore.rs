@@ -907,17 +907,20 @@ fn generative_models_read_every_image_mode_as_t2v_metrics_does() {
     let (_, expected) = vqa_modes();
     // The fixture tells compositing from dropping the alpha: the RGBA image scores as its RGB.
     // The Qwen-VL fixtures were saved by transformers 5: their settings are in processor_config.json.
+    // InternVL3 reads none: t2v_metrics' own transform, whatever the checkpoint carries.
     let settings = [
-        ("gemma3-tiny", "preprocessor_config.json"),
-        ("paligemma-tiny", "preprocessor_config.json"),
-        ("qwen3vl-tiny", "processor_config.json:image_processor"),
-        ("qwen25vl-tiny", "processor_config.json:image_processor"),
+        ("gemma3-tiny", Some("preprocessor_config.json")),
+        ("paligemma-tiny", Some("preprocessor_config.json")),
+        ("qwen3vl-tiny", Some("processor_config.json:image_processor")),
+        ("qwen25vl-tiny", Some("processor_config.json:image_processor")),
+        ("internvl-tiny", None),
     ];
     for (fixture, source) in settings {
         let reference = &expected[fixture];
         assert_eq!(reference["rgba_gradient.png"], reference["rgb.png"], "{fixture}");
-        let (json, _) = eval_modes(&benchctl_testkit::fixture_model(fixture), reference);
-        assert_eq!(json["model"]["image_settings"], source, "{fixture}");
+        let (json, err) = eval_modes(&benchctl_testkit::fixture_model(fixture), reference);
+        assert_eq!(json["model"]["image_settings"].as_str(), source, "{fixture}");
+        assert!(!err.contains("has no image settings"), "{fixture}: {err}");
     }
 }
 
@@ -979,7 +982,7 @@ fn generative_models_score_stress_captions_as_t2v_metrics_does() {
         "id = \"vqa-captions\"\ndescription = \"stress captions\"\n[source]\nfile = \"records.jsonl\"\nformat = \"jsonl\"\n[item]\nid = \"{id}\"\nimage_dir = \"images\"\nimages = [\"rgb.png\"]\ntexts = [\"{caption}\", \"a cat on a mat\"]\ntruth = { text = 0 }\n[metrics]\nfamily = \"choice\"\n",
     )
     .unwrap();
-    for fixture in ["gemma3-tiny", "paligemma-tiny", "qwen3vl-tiny", "qwen25vl-tiny"] {
+    for fixture in ["gemma3-tiny", "paligemma-tiny", "qwen3vl-tiny", "qwen25vl-tiny", "internvl-tiny"] {
         let (results, model) = (scratch_dir("vqa-captions-results"), benchctl_testkit::fixture_model(fixture));
         let args = common::eval_args(
             model.to_str().unwrap(),

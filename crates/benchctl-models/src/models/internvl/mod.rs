@@ -31,7 +31,7 @@ use super::qwen3vl::text::{Decoder, Positions, TextSpec};
 use super::qwen3vl::Qwen3VlTextConfig;
 use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
-use crate::hub::{ModelFiles, HF_LAYOUT};
+use crate::hub::{Layout, ModelFiles, HF_LAYOUT};
 use crate::preprocess::tiles::TileLayout;
 use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, Resize, IMAGENET_MEAN, IMAGENET_STD};
 use crate::vqascore::local::{answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
@@ -370,7 +370,8 @@ fn missing_tokens(files: &ModelFiles, image_token_id: u32) -> Error {
 pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: MODEL_TYPE,
     model_types: &[MODEL_TYPE],
-    layout: HF_LAYOUT,
+    // t2v_metrics' own transform, whatever image processor settings the checkpoint carries.
+    layout: Layout { image_settings: false, ..HF_LAYOUT },
     timm_towers: &[],
     released_as_torch_checkpoint: false,
     heads: &[ScoreHead::Vqa],
