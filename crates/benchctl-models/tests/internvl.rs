@@ -14,16 +14,28 @@ use candle_core::{DType, Tensor};
 
 const TILE: usize = 448;
 
+/// InternVL3 (a Qwen2 decoder) and InternVL3.5 (a Qwen3 decoder).
+const FIXTURES: [&str; 2] = ["internvl-tiny", "internvl35-tiny"];
+
 fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(fixture_model("internvl-tiny").join("expected.json")).unwrap();
+    expected_of("internvl-tiny")
+}
+
+fn expected_of(fixture: &str) -> serde_json::Value {
+    let text = std::fs::read_to_string(fixture_model(fixture).join("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
 fn model(dtype: DType) -> InternVlVqa {
-    InternVlVqa::load(&hub::from_dir(&fixture_model("internvl-tiny")).unwrap(), dtype, &test_device()).unwrap()
+    model_of("internvl-tiny", dtype)
 }
 
-/// A fixture image as the runner prepares it: decoded in its own mode, packed tiles.
+fn model_of(fixture: &str, dtype: DType) -> InternVlVqa {
+    InternVlVqa::load(&hub::from_dir(&fixture_model(fixture)).unwrap(), dtype, &test_device()).unwrap()
+}
+
+/// A fixture image as the runner prepares it: decoded in its own mode, packed tiles (every
+/// fixture holds the same images).
 fn packed(model: &dyn FusionEncoder, file: &str) -> Tensor {
     let path = fixture_model("internvl-tiny").join("images").join(file);
     let image = benchctl_suites::ImageSource::File(path).load_pil().unwrap();
@@ -76,9 +88,9 @@ fn tiles_are_cut_and_normalised_as_load_image_does() {
 
 /// The largest difference of `dtype`'s log P("Yes") from t2v_metrics' (f32) over every pair,
 /// checking each prompt's ids on the way.
-fn worst(dtype: DType) -> f64 {
-    let expected = expected();
-    let model = model(dtype);
+fn worst(fixture: &str, dtype: DType) -> f64 {
+    let expected = expected_of(fixture);
+    let model = model_of(fixture, dtype);
     let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
     let images = expected["images"].as_array().unwrap();
     let pairs = expected["pairs"].as_array().unwrap();
@@ -106,16 +118,23 @@ fn worst(dtype: DType) -> f64 {
 
 #[test]
 fn internvl_log_p_yes_matches_t2v_metrics() {
-    let worst = worst(DType::F32);
-    eprintln!("InternVL f32: log P(Yes) at most {worst:.2e} from t2v_metrics'");
-    assert!(worst <= 1e-4, "log P(Yes) differs from t2v_metrics' by {worst}");
-    // Half precision: within twice the drift of transformers' own model in that dtype on the
-    // same inputs (the generator records it).
-    for (dtype, name) in [(DType::BF16, "bf16"), (DType::F16, "f16")] {
-        let worst = self::worst(dtype);
-        let theirs = expected()["transformers_half_precision_drift"][name].as_f64().unwrap();
-        eprintln!("InternVL {name}: log P(Yes) at most {worst:.2e} from t2v_metrics' f32 (transformers' {theirs:.2e})");
-        assert!(worst <= (2.0 * theirs).max(0.01), "{name}: log P(Yes) drifts {worst}, transformers' {theirs}");
+    for fixture in FIXTURES {
+        let worst = worst(fixture, DType::F32);
+        eprintln!("{fixture} f32: log P(Yes) at most {worst:.2e} from t2v_metrics'");
+        assert!(worst <= 1e-4, "{fixture}: log P(Yes) differs from t2v_metrics' by {worst}");
+        // Half precision: within twice the drift of transformers' own model in that dtype on
+        // the same inputs (the generator records it).
+        for (dtype, name) in [(DType::BF16, "bf16"), (DType::F16, "f16")] {
+            let worst = self::worst(fixture, dtype);
+            let theirs = expected_of(fixture)["transformers_half_precision_drift"][name].as_f64().unwrap();
+            eprintln!(
+                "{fixture} {name}: log P(Yes) at most {worst:.2e} from t2v_metrics' f32 (transformers' {theirs:.2e})"
+            );
+            assert!(
+                worst <= (2.0 * theirs).max(0.01),
+                "{fixture} {name}: log P(Yes) drifts {worst}, transformers' {theirs}"
+            );
+        }
     }
 }
 
@@ -147,13 +166,14 @@ fn with_config(edit: impl Fn(&mut serde_json::Value)) -> tempfile::TempDir {
 
 #[test]
 fn configs_it_cannot_compute_exactly_are_refused_by_key() {
-    let cases: [(&str, &str, serde_json::Value); 6] = [
+    let cases: [(&str, &str, serde_json::Value); 7] = [
         ("vision_config", "use_qk_norm", serde_json::json!(true)),
         ("vision_config", "norm_type", serde_json::json!("rms_norm")),
-        ("text_config", "model_type", serde_json::json!("qwen3")),
+        ("text_config", "model_type", serde_json::json!("qwen3_moe")),
         ("text_config", "use_sliding_window", serde_json::json!(true)),
         ("", "vision_feature_layer", serde_json::json!(-2)),
         ("", "downsample_ratio", serde_json::json!(0.25)),
+        ("text_config", "attention_bias", serde_json::json!(true)),
     ];
     for (section, key, value) in cases {
         let dir = with_config(|config| {

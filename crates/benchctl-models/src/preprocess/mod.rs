@@ -79,7 +79,8 @@ pub enum Resize {
 }
 
 impl Resize {
-    /// Whether each image keeps a size of its own ([`Resize::Native`], [`Resize::Patches`]).
+    /// Whether each image keeps a size of its own ([`Resize::Native`], [`Resize::Patches`],
+    /// [`Resize::Tiles`]).
     pub fn keeps_own_size(self) -> bool {
         matches!(self, Resize::Native { .. } | Resize::Patches { .. } | Resize::Tiles { .. })
     }

@@ -375,6 +375,36 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: INTERNVL_TOKENIZER,
     },
     ModelEntry {
+        id: "internvl3.5-1b",
+        repo: "OpenGVLab/InternVL3_5-1B-HF",
+        revision: "main",
+        architecture: internvl::ARCHITECTURE,
+        description: "InternVL3.5 1B (Wang et al., 2025; the transformers conversion), scored by VQAScore as t2v_metrics' InternVLModel",
+        preprocessing: INTERNVL_PREP,
+        activation: "gelu (InternViT), silu (Qwen3)",
+        tokenizer: INTERNVL_TOKENIZER,
+    },
+    ModelEntry {
+        id: "internvl3.5-2b",
+        repo: "OpenGVLab/InternVL3_5-2B-HF",
+        revision: "main",
+        architecture: internvl::ARCHITECTURE,
+        description: "InternVL3.5 2B (Wang et al., 2025; the transformers conversion), scored by VQAScore as t2v_metrics' InternVLModel",
+        preprocessing: INTERNVL_PREP,
+        activation: "gelu (InternViT), silu (Qwen3)",
+        tokenizer: INTERNVL_TOKENIZER,
+    },
+    ModelEntry {
+        id: "internvl3.5-8b",
+        repo: "OpenGVLab/InternVL3_5-8B-HF",
+        revision: "main",
+        architecture: internvl::ARCHITECTURE,
+        description: "InternVL3.5 8B (Wang et al., 2025; the transformers conversion), t2v_metrics' default InternVL, scored by VQAScore; sharded",
+        preprocessing: INTERNVL_PREP,
+        activation: "gelu (InternViT), silu (Qwen3)",
+        tokenizer: INTERNVL_TOKENIZER,
+    },
+    ModelEntry {
         id: "clip-flant5-xl",
         repo: "zhiqiulin/clip-flant5-xl",
         revision: "main",
@@ -412,7 +442,7 @@ const QWEN_TOKENIZER: &str =
 const INTERNVL_PREP: &str =
     "convert(\"RGB\"), InternVL's dynamic tiles: at most 12 of 448 px by aspect ratio and a thumbnail, bicubic, ImageNet mean/std";
 const INTERNVL_TOKENIZER: &str =
-    "Qwen2.5 byte-level BPE with <img>, </img>, <IMG_CONTEXT>; the internvl2_5 conversation (its system message), t2v_metrics' question and \"Yes\"";
+    "Qwen byte-level BPE with <img>, </img>, <IMG_CONTEXT>; the internvl2_5 conversation (its system message), t2v_metrics' question and \"Yes\"";
 const CLIP_T5_PREP: &str =
     "336 px: convert(\"RGB\"), padded to a square of the mean colour, shorter side + centre crop, bicubic, OpenAI mean/std";
 const CLIP_T5_TOKENIZER: &str =

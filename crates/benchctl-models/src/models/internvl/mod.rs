@@ -12,15 +12,16 @@
 //!   log-softmax of the next token's logits at "Yes".
 //! - The vision tower (`vision.rs`): InternViT with layer scale, its patch grid pixel-shuffled
 //!   by 0.5 and projected into the decoder.
-//! - The decoder is Qwen2's (InternVL3's language models are Qwen2.5): the Qwen-VL decoder of
-//!   `qwen3vl/text.rs` with biased query, key and value projections and ordinary
-//!   one-dimensional rotary positions (the three position axes equal).
+//! - The decoder is the Qwen-VL decoder of `qwen3vl/text.rs` with ordinary one-dimensional
+//!   rotary positions (the three position axes equal): Qwen2's biased query, key and value
+//!   projections for InternVL3 (Qwen2.5), Qwen3's RMS-normed queries and keys for InternVL3.5
+//!   (whose training scripts use the same `internvl2_5` conversation).
 //!
 //! Attention is causal throughout, so the keys and values of the prompt up to `</img>` are
 //! each image's state, computed once; each caption runs only its own tokens over them.
-//! Supported: InternVL3's InternViT-300M towers (layer norms, no query/key norms) with a Qwen2
-//! decoder; the InternViT-6B towers (RMS and query/key norms) and InternVL3.5's Qwen3 decoders
-//! are refused by name.
+//! Supported: the InternViT-300M towers (layer norms, no query/key norms) with a Qwen2 or a
+//! dense Qwen3 decoder; the InternViT-6B towers (RMS and query/key norms: InternVL3-38B/78B,
+//! InternVL3.5-38B and larger), mixture-of-experts and GPT-OSS decoders are refused by name.
 
 mod vision;
 
@@ -65,6 +66,19 @@ pub struct InternVlConfig {
     pub image_token_id: u32,
     #[serde(default = "default_projector_activation")]
     pub projector_hidden_act: String,
+    /// `text_config.model_type`, checked.
+    #[serde(skip)]
+    pub decoder: TextDecoder,
+}
+
+/// The language models InternVL checkpoints pair InternViT with that benchctl computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TextDecoder {
+    /// Qwen2 (InternVL3's Qwen2.5): biased query, key and value projections.
+    #[default]
+    Qwen2,
+    /// Qwen3 (InternVL3.5): RMS-normed queries and keys, no biases.
+    Qwen3,
 }
 
 /// `vision_config`: InternViT's settings.
@@ -135,12 +149,7 @@ impl InternVlConfig {
                 serde_json::json!("default"),
                 true,
             ),
-            (
-                &text["model_type"],
-                "text_config.model_type (InternVL3's Qwen2 decoders)",
-                serde_json::json!("qwen2"),
-                false,
-            ),
+            (&text["attention_bias"], "text_config.attention_bias", serde_json::json!(false), true),
             (&text["use_sliding_window"], "text_config.use_sliding_window", serde_json::json!(false), true),
             (&vision["use_qk_norm"], "vision_config.use_qk_norm (InternViT-6B's)", serde_json::json!(false), true),
             (
@@ -168,10 +177,20 @@ impl InternVlConfig {
         if rope_type.is_some_and(|t| t != "default") {
             return Err(bad(format!("text_config's rope type {rope_type:?} is not the default one benchctl computes")));
         }
-        let config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        let decoder = match text.get("model_type").and_then(|t| t.as_str()) {
+            Some("qwen2") => TextDecoder::Qwen2,
+            Some("qwen3") => TextDecoder::Qwen3,
+            other => {
+                return Err(bad(format!(
+                    "text_config.model_type {other:?} is not a decoder benchctl computes for InternVL (qwen2: InternVL3; qwen3: InternVL3.5)"
+                )))
+            }
+        };
+        let mut config: Self = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+        config.decoder = decoder;
         let t = &config.text_config;
         if t.hidden_act != "silu" {
-            return Err(bad(format!("text_config.hidden_act `{}` is not Qwen2's silu", t.hidden_act)));
+            return Err(bad(format!("text_config.hidden_act `{}` is not Qwen's silu", t.hidden_act)));
         }
         if t.num_key_value_heads == 0 || !t.num_attention_heads.is_multiple_of(t.num_key_value_heads) {
             return Err(bad("the decoder's attention heads do not divide evenly".into()));
@@ -180,7 +199,8 @@ impl InternVlConfig {
         Ok(config)
     }
 
-    /// The decoder's spec: Qwen2's biased projections, one rotary axis.
+    /// The decoder's spec: Qwen2's biased projections or Qwen3's normed queries and keys, one
+    /// rotary axis.
     fn text_spec(&self) -> TextSpec<'_> {
         let t = &self.text_config;
         let head_dim = t.head_dim.unwrap_or(t.hidden_size / t.num_attention_heads);
@@ -191,8 +211,8 @@ impl InternVlConfig {
             rope_theta: rope.and_then(|r| r.rope_theta).or(t.rope_theta).unwrap_or(1_000_000.0),
             mrope_section: vec![head_dim / 2, 0, 0],
             interleaved: false,
-            qk_norms: false,
-            qkv_bias: true,
+            qk_norms: self.decoder == TextDecoder::Qwen3,
+            qkv_bias: self.decoder == TextDecoder::Qwen2,
         }
     }
 
