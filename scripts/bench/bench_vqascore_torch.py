@@ -18,7 +18,9 @@ tiles of 14 px patches, pixel shuffle into 256 tokens a tile; text: Qwen2.5-1.5B
 query and 2 key-value heads of 128, MLP 8960, tied 151,674-token output layer), images of
 640 × 480 (12 tiles and a thumbnail: 3,328 image tokens each); its transformers side runs
 t2v_metrics' own `load_image` and prompt (`--t2v-metrics` a checkout), its pairs left-padded
-into batches. Either with
+into batches. `--family internvl35`: the same tower and images over InternVL3.5-2B's Qwen3-1.7B
+(2048 wide, 16 query and 8 key-value heads of 128 with query/key norms, MLP 6144, tied
+151,936-token output layer). Either with
 `--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24, 36 / 32 or 28 / 24 with `--full-depth`;
 fewer on a CPU, where one full-depth pair takes seconds to tens of seconds). The tokenizer is
 the family's test fixture's (ids below 420, the image tokens at the fixture's ids): the
@@ -56,7 +58,7 @@ QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
 INTERNVL_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/internvl-tiny"
 # Each family's image size (width, height) and full depth (text, vision layers).
 FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen25vl": ((644, 476), (36, 32)),
-            "internvl": ((640, 480), (28, 24))}
+            "internvl": ((640, 480), (28, 24)), "internvl35": ((640, 480), (28, 24))}
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
 WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -194,7 +196,15 @@ def build_qwen25vl(out: Path, text_layers: int, vision_layers: int):
     return processor
 
 
-def build_internvl(out: Path, text_layers: int, vision_layers: int):
+def build_internvl35(out: Path, text_layers: int, vision_layers: int):
+    """InternVL3.5-2B's widths: InternVL3's tower over Qwen3-1.7B (2048 wide, 16 query and 8
+    key-value heads of 128, MLP 6144, tied 151,936-token output layer)."""
+    return build_internvl(out, text_layers, vision_layers, text=dict(
+        model_type="qwen3", vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, attention_bias=False, max_position_embeddings=40960))
+
+
+def build_internvl(out: Path, text_layers: int, vision_layers: int, text=None):
     from transformers import AutoTokenizer, InternVLConfig, InternVLForConditionalGeneration
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(INTERNVL_FIXTURE)
@@ -203,9 +213,10 @@ def build_internvl(out: Path, text_layers: int, vision_layers: int):
         vision_config=dict(hidden_size=1024, num_hidden_layers=vision_layers, num_attention_heads=16,
                            intermediate_size=4096, image_size=448, patch_size=14, attention_bias=True,
                            use_qk_norm=False, norm_type="layer_norm", layer_norm_eps=1e-6, use_mean_pooling=True),
-        text_config=dict(model_type="qwen2", vocab_size=151674, hidden_size=1536, intermediate_size=8960,
-                         num_hidden_layers=text_layers, num_attention_heads=12, num_key_value_heads=2,
-                         max_position_embeddings=32768, rms_norm_eps=1e-6, rope_theta=1_000_000.0,
+        text_config=dict(**(text or dict(model_type="qwen2", vocab_size=151674, hidden_size=1536,
+                                         intermediate_size=8960, num_attention_heads=12, num_key_value_heads=2,
+                                         max_position_embeddings=32768)),
+                         num_hidden_layers=text_layers, rms_norm_eps=1e-6, rope_theta=1_000_000.0,
                          tie_word_embeddings=True, use_sliding_window=False),
         image_token_id=fixture["image_token_id"], downsample_ratio=0.5, projector_hidden_act="gelu",
         tie_word_embeddings=True)
@@ -278,11 +289,12 @@ def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
                               Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration)
     device = "cuda" if args.device == "cuda" else "cpu"
     family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen25vl": Qwen2_5_VLForConditionalGeneration,
-              "gemma3": Gemma3ForConditionalGeneration, "internvl": InternVLForConditionalGeneration}[args.family]
+              "gemma3": Gemma3ForConditionalGeneration, "internvl": InternVLForConditionalGeneration,
+              "internvl35": InternVLForConditionalGeneration}[args.family]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model = family.from_pretrained(model_dir, dtype=DTYPES[args.dtype]).to(device).eval()
-    if args.family == "internvl":
+    if args.family.startswith("internvl"):
         return timed(args, pairs, internvl_batches(args, model, processor, suite, device))
     processor.tokenizer.padding_side = "left"
     yes = processor.tokenizer.convert_tokens_to_ids("Yes")
@@ -352,7 +364,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchctl", default="target/release/benchctl")
     parser.add_argument("--family", choices=list(FAMILIES), default="gemma3")
-    parser.add_argument("--t2v-metrics", type=Path, help="a checkout of linzhiqiu/t2v_metrics (--family internvl)")
+    parser.add_argument("--t2v-metrics", type=Path, help="a checkout of linzhiqiu/t2v_metrics (--family internvl, internvl35)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--dtype", choices=list(DTYPES), default="f32")
     parser.add_argument("--items", type=int, default=4)
@@ -361,9 +373,9 @@ def main():
     parser.add_argument("--text-layers", type=int, default=2)
     parser.add_argument("--vision-layers", type=int, default=2)
     parser.add_argument("--full-depth", action="store_true",
-                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's 28 and 24")
+                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's and InternVL3.5-2B's 28 and 24")
     args = parser.parse_args()
-    if args.family == "internvl" and args.t2v_metrics is None:
+    if args.family.startswith("internvl") and args.t2v_metrics is None:
         parser.error("--family internvl needs --t2v-metrics (t2v_metrics' tiling and prompt are its reference)")
     size, depth = FAMILIES[args.family]
     if args.full_depth:
@@ -373,7 +385,7 @@ def main():
         work = Path(tmp)
         model_dir, suite = work / "model", work / "suite"
         build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model,
-                 "internvl": build_internvl}[args.family]
+                 "internvl": build_internvl, "internvl35": build_internvl35}[args.family]
         # On a GPU the random model is drawn there, in the run's dtype (minutes on a CPU at full depth).
         if args.device == "cuda":
             torch.set_default_dtype(DTYPES[args.dtype])
@@ -390,7 +402,7 @@ def main():
             theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
     worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
     widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct",
-              "internvl": "InternVL3-2B-hf"}[args.family]
+              "internvl": "InternVL3-2B-hf", "internvl35": "InternVL3_5-2B-HF"}[args.family]
     print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
           f"{args.dtype}, batch {args.batch}, {len(pairs)} pairs, {args.threads} threads")
     print(f"benchctl eval      {ours:8.3f} pairs/s")
