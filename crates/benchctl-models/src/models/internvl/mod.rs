@@ -239,7 +239,7 @@ pub struct InternVlVqa {
     tokenizer: tokenizers::Tokenizer,
     template: Template,
     preprocessor: Preprocessor,
-    /// The system turn, `<|im_start|>user\n<img>`.
+    /// The prompt before the image: the system turn, then `<|im_start|>user\n<img>`.
     before_image: Vec<u32>,
     context_token: u32,
     image_end: u32,
