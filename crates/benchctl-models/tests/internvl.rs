@@ -191,3 +191,37 @@ fn configs_it_cannot_compute_exactly_are_refused_by_key() {
     let error = InternVlVqa::load(&hub::from_dir(scaled.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
     assert!(error.to_string().contains("yarn"), "{error}");
 }
+
+/// A checkpoint saved with `transformers`' current tensor names (`model.vision_tower.*`,
+/// `model.multi_modal_projector.*`, `model.language_model.*`) and an output layer of its own
+/// (`lm_head.weight`, here the embeddings' copy) scores as the hub's `-hf` layout does.
+#[test]
+fn current_tensor_names_and_an_own_output_layer_read_as_the_hub_layout() {
+    let fixture = fixture_model("internvl-tiny");
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
+        std::fs::copy(fixture.join(name), dir.path().join(name)).unwrap();
+    }
+    let tensors = candle_core::safetensors::load(fixture.join("model.safetensors"), &candle_core::Device::Cpu).unwrap();
+    assert!(tensors.contains_key("vision_tower.embeddings.cls_token") && !tensors.contains_key("lm_head.weight"));
+    let mut renamed: std::collections::HashMap<String, Tensor> = tensors
+        .into_iter()
+        .map(|(name, t)| match name.strip_prefix("language_model.model.") {
+            Some(rest) => (format!("model.language_model.{rest}"), t),
+            None => (format!("model.{name}"), t),
+        })
+        .collect();
+    let embeddings = renamed["model.language_model.embed_tokens.weight"].copy().unwrap();
+    renamed.insert("lm_head.weight".into(), embeddings);
+    candle_core::safetensors::save(&renamed, dir.path().join("model.safetensors")).unwrap();
+    let current = InternVlVqa::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).unwrap();
+    let hub = model(DType::F32);
+    let expected = expected();
+    let captions: Vec<&str> = expected["captions"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+    let score = |m: &InternVlVqa| {
+        let state = m.encode_images(&packed(m, "wide.png")).unwrap();
+        let rows = Tensor::new(vec![0u32; captions.len()], &test_device()).unwrap();
+        m.score_pairs(&state.index_select(&rows, 0).unwrap(), &captions).unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(score(&current), score(&hub));
+}
