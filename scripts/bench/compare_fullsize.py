@@ -8,7 +8,9 @@ loading the same directory with `local-dir:`), and a SigLIP 2 NaFlex base/16 (`n
 authors' captions as open_clip's `HFTokenizer(clean="canonicalize")` prepares them, each item's
 two images in one padded batch as the processor makes it), a PE-Core B/16 (`pe`: open_clip's
 `PE-Core-B-16`, timm's tower), an EVA02-CLIP B/16 (`eva02`: open_clip's `EVA02-B-16`) and a
-MetaCLIP 2 at ViT-L/14's widths (`metaclip2`: `MetaClip2Model`, the authors' captions) on the same PNG files of many sizes and modes
+MetaCLIP 2 at ViT-L/14's widths (`metaclip2`: `MetaClip2Model`, the authors' captions) and SigLIP /
+SigLIP 2 B/16 in open_clip's files (`siglip-oc`, `siglip2-oc`: open_clip's `ViT-B-16-SigLIP` and
+`ViT-B-16-SigLIP2`, timm's towers) on the same PNG files of many sizes and modes
 (the fixture images, and a real photo from ../shared cut to six aspect ratios in six modes),
 the largest difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB
 to 4 GB); run it after a change to preprocessing or the models, and note the numbers in
@@ -16,7 +18,7 @@ docs/models.md.
 
     pip install torch transformers open_clip_torch pillow safetensors
     cargo build --release -p benchctl
-    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02,metaclip2]
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02,metaclip2,siglip-oc,siglip2-oc]
 """
 
 import argparse
@@ -252,6 +254,46 @@ def eva02_b16(binary, tmp, lines):
     return timm_tower_clip(binary, tmp, lines, "EVA02-B-16", preprocess, tmp / "r6")
 
 
+def siglip_open_clip(binary, tmp, lines, name, fixture, results):
+    """open_clip's `name` (SigLIP in open_clip's files: timm's `vit_*_siglip_*` tower, open_clip's
+    text tower) at full size with random weights, under open_clip's `_slpcfg`, with the tokenizer
+    of `fixture` (a small vocabulary made as open_clip's `SigLipTokenizer` makes the hub's: its ids
+    index the first rows of the full-size embedding), scored `exp(s) · cos + b` as SigLIP's logits."""
+    import open_clip
+    from safetensors.torch import save_file
+    torch.manual_seed(0)
+    model = open_clip.create_model(name, pretrained=None).eval()
+    with torch.no_grad():
+        model.logit_bias.fill_(-2.0)
+    out = tmp / f"{name}-random"
+    out.mkdir()
+    preprocess = {"mean": [0.5] * 3, "std": [0.5] * 3, "interpolation": "bicubic", "resize_mode": "squash"}
+    config = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
+    (out / "open_clip_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "open_clip_model.safetensors"))
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(ROOT / "crates" / "benchctl-models" / "tests" / "fixtures" / fixture / file, out / file)
+    size = config["model_cfg"]["vision_cfg"]["image_size"]
+    transform = open_clip.image_transform(size, is_train=False, **preprocess)
+    tokenizer = open_clip.get_tokenizer(f"local-dir:{out}")
+    scaled = open_clip_scores(model, transform, tokenizer, tmp / "suite", lines)
+    bias = model.logit_bias.item()
+    theirs = [[[c + bias for c in row] for row in item] for item in scaled]
+    return compare(f"{name} (SigLIP in open_clip's files), vs open_clip",
+                   benchctl_scores(binary, out, tmp / "suite", results), theirs)
+
+
+def siglip_b16(binary, tmp, lines):
+    """ViT-B-16-SigLIP (`timm/ViT-B-16-SigLIP`: exact GELU, T5's vocabulary)."""
+    return siglip_open_clip(binary, tmp, lines, "ViT-B-16-SigLIP", "siglip-openclip-tiny", tmp / "r8")
+
+
+def siglip2_b16(binary, tmp, lines):
+    """ViT-B-16-SigLIP2 (`timm/ViT-B-16-SigLIP2`: exact GELU in timm's tower, tanh in the text
+    tower, Gemma's vocabulary)."""
+    return siglip_open_clip(binary, tmp, lines, "ViT-B-16-SigLIP2", "siglip2-openclip-tiny", tmp / "r9")
+
+
 def metaclip2_l14(binary, tmp, lines):
     """A MetaCLIP 2 at ViT-L/14's widths (`MetaClip2Model`: a 24-layer 1024-wide image tower at
     224 px, a 12-layer 768-wide text tower pooled at the first `</s>`) on the metaclip2-tiny
@@ -287,7 +329,7 @@ def metaclip2_l14(binary, tmp, lines):
 
 
 MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378, "naflex": siglip2_naflex, "pe": pe_core_b16,
-          "eva02": eva02_b16, "metaclip2": metaclip2_l14}
+          "eva02": eva02_b16, "metaclip2": metaclip2_l14, "siglip-oc": siglip_b16, "siglip2-oc": siglip2_b16}
 
 
 def main():

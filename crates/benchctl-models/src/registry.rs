@@ -11,7 +11,7 @@ use crate::hub::ModelFiles;
 use crate::models::eva::{eva02, pe_core};
 use crate::models::{
     blip, clip, clip_openai, clip_t5, fiber, gemma3, internvl, metaclip2, paligemma, qwen25vl, qwen3vl, siglip,
-    siglip2_naflex,
+    siglip2_naflex, siglip_open_clip,
 };
 use crate::preprocess::Preprocessor;
 use crate::{Error, ErrorKind, Result};
@@ -33,6 +33,7 @@ pub const ARCHITECTURES: &[Architecture] = &[
     eva02::ARCHITECTURE,
     siglip::ARCHITECTURE,
     siglip2_naflex::ARCHITECTURE,
+    siglip_open_clip::ARCHITECTURE,
     metaclip2::ARCHITECTURE,
     blip::ARCHITECTURE,
     fiber::ARCHITECTURE,

@@ -171,12 +171,16 @@ impl ClipTokenizer {
 /// (lower-cased, ASCII punctuation removed, whitespace runs collapsed and trimmed), cut to
 /// `max_len − 1` pieces, given `</s>`, and padded with `</s>` to exactly `max_len`: SigLIP
 /// was trained on fixed-length texts and pools the last position, so the padding matters.
+/// open_clip's SigLIP checkpoints canonicalise as open_clip does ([`open_clip_canonical`]:
+/// ftfy and HTML references first, `_` a space) and tokenise the same way after.
 #[derive(Clone)]
 pub struct SiglipTokenizer {
     inner: tokenizers::Tokenizer,
     max_len: usize,
     eos: u32,
     pad: u32,
+    /// open_clip's cleaner, or none for big_vision's canonicalisation as `transformers` has it.
+    open_clip: Option<text_clean::TextCleaner>,
 }
 
 impl std::fmt::Debug for SiglipTokenizer {
@@ -201,7 +205,20 @@ impl SiglipTokenizer {
     ) -> Result<Self> {
         let eos = special(&inner, path, "</s>")?;
         check_len(max_len)?;
-        Ok(Self { inner, max_len, eos, pad: pad_id.unwrap_or(eos) })
+        Ok(Self { inner, max_len, eos, pad: pad_id.unwrap_or(eos), open_clip: None })
+    }
+
+    /// The same canonicalising captions as open_clip does (`HFTokenizer(clean="canonicalize")`).
+    pub fn with_open_clip_cleaning(self) -> Result<Self> {
+        Ok(Self { open_clip: Some(text_clean::TextCleaner::new()?), ..self })
+    }
+
+    /// The text as it is tokenised.
+    fn canonical(&self, text: &str) -> String {
+        match &self.open_clip {
+            Some(cleaner) => open_clip_canonical(cleaner, text),
+            None => siglip_canonical(text),
+        }
     }
 
     pub fn max_len(&self) -> usize {
@@ -210,12 +227,12 @@ impl SiglipTokenizer {
 
     /// How many of the text's pieces [`SiglipTokenizer::encode`] drops to fit the context.
     pub fn tokens_cut(&self, text: &str) -> Result<usize> {
-        Ok(body_ids(&self.inner, &siglip_canonical(text))?.len().saturating_sub(self.max_len - 1))
+        Ok(body_ids(&self.inner, &self.canonical(text))?.len().saturating_sub(self.max_len - 1))
     }
 
     /// `canonical(text)` pieces, `</s>`, then padding: always `max_len` ids.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let mut ids = body_ids(&self.inner, &siglip_canonical(text))?;
+        let mut ids = body_ids(&self.inner, &self.canonical(text))?;
         ids.truncate(self.max_len - 1);
         ids.push(self.eos);
         ids.resize(self.max_len, self.pad);

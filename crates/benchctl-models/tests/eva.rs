@@ -162,16 +162,17 @@ fn a_timm_tower_benchctl_does_not_build_is_refused_naming_it() {
     let dir = fixture_dir("pe-core-tiny");
     let path = dir.path().join("open_clip_config.json");
     let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    // SigLIP in open_clip's timm form: no family here builds it.
-    config["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_base_patch16_siglip_224".into();
+    // timm's OpenAI-CLIP-style ViT: no family here builds it.
+    config["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_huge_patch14_clip_224".into();
     std::fs::write(&path, config.to_string()).unwrap();
     let err = registry::detect_architecture(&path).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BadConfig);
     let message = err.to_string();
     assert!(
-        message.contains("vit_base_patch16_siglip_224")
+        message.contains("vit_huge_patch14_clip_224")
             && message.contains("vit_pe_core_")
-            && message.contains("eva02_"),
+            && message.contains("eva02_")
+            && message.contains("vit_so400m_patch14_siglip_"),
         "{message}"
     );
     // A family's prefix, but a tower it does not build (EVA02-E is post-norm, without rotary).

@@ -281,17 +281,32 @@ fn an_open_clip_repo_is_told_apart_by_its_timm_tower() {
     assert_eq!(run["model"]["architecture"], "pe-core", "{}", run["model"]);
     assert_eq!(run["model"]["commit"], MAIN);
 
-    let siglip = hub(
-        "timm/vit-siglip",
+    let unknown = hub(
+        "timm/vit-clip",
         pe_core_repo(|mut c| {
-            c["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_base_patch16_siglip_224".into();
+            c["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_huge_patch14_clip_224".into();
             c
         }),
         None,
     );
-    let out = eval("hf:timm/vit-siglip", &siglip.url(), home.path(), &[]);
+    let out = eval("hf:timm/vit-clip", &unknown.url(), home.path(), &[]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let said = stderr(&out);
-    assert!(said.contains("vit_base_patch16_siglip_224") && said.contains("vit_pe_core_"), "{said}");
-    assert!(siglip.seen().iter().all(|r| !r.path.ends_with(".safetensors")), "no weights downloaded");
+    assert!(said.contains("vit_huge_patch14_clip_224") && said.contains("vit_pe_core_"), "{said}");
+    assert!(unknown.seen().iter().all(|r| !r.path.ends_with(".safetensors")), "no weights downloaded");
+}
+
+/// SigLIP as open_clip publishes it (`timm/ViT-*-SigLIP*`: a timm `vit_*_siglip_*` tower, the
+/// repo's own tokenizer) runs by hub id as SigLIP in open_clip's files.
+#[test]
+fn an_open_clip_siglip_repo_runs_by_hub_id() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = benchctl_testkit::fixture_model("siglip2-openclip-tiny");
+    let files = ["open_clip_config.json", "open_clip_model.safetensors", "tokenizer.json"]
+        .map(|name| (name.to_string(), std::fs::read(dir.join(name)).unwrap()))
+        .to_vec();
+    let server = hub("timm/ViT-tiny-SigLIP2", files, None);
+    let (_, run) = stored_run(&eval("hf:timm/ViT-tiny-SigLIP2", &server.url(), home.path(), &[]));
+    assert_eq!(run["model"]["architecture"], "siglip-open-clip", "{}", run["model"]);
+    assert_eq!(run["model"]["commit"], MAIN);
 }

@@ -41,12 +41,12 @@ use crate::{Error, ErrorKind, Result};
 /// Takes `name` out of `map`: what a conversion leaves behind, the model does not use.
 fn take(map: &mut HashMap<String, Tensor>, name: &str) -> Result<Tensor> {
     map.remove(name).ok_or_else(|| {
-        Error::new(ErrorKind::BadWeights, format!("convert OpenAI CLIP weights: tensor `{name}` is missing"))
+        Error::new(ErrorKind::BadWeights, format!("convert open_clip weights: tensor `{name}` is missing"))
     })
 }
 
 fn compute(e: candle_core::Error) -> Error {
-    Error::compute("convert OpenAI CLIP weights", e)
+    Error::compute("convert open_clip weights", e)
 }
 
 /// One residual block `src` (e.g. `transformer.resblocks.3`) into `out` under `dst`

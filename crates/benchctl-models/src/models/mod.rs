@@ -15,6 +15,7 @@ pub mod qwen25vl;
 pub mod qwen3vl;
 pub mod siglip;
 pub mod siglip2_naflex;
+pub mod siglip_open_clip;
 pub mod transformer;
 mod weights;
 

@@ -304,7 +304,7 @@ pub struct Siglip {
 }
 
 impl Siglip {
-    fn from_weights(config: &SiglipConfig, w: &Weights) -> Result<Self> {
+    pub(super) fn from_weights(config: &SiglipConfig, w: &Weights) -> Result<Self> {
         let vision = VisionTower::load(&w.pp("vision_model"), &config.vision_config)?;
         Self::assemble(vision, &config.vision_config.tower()?, &config.text_config, w)
     }
@@ -426,6 +426,22 @@ impl SiglipText {
             Ok(SiglipText::Siglip2(tokenizer))
         } else {
             let tokenizer = SiglipTokenizer::from_tokenizer(inner, path, tc.max_position_embeddings, tc.pad_token_id)?;
+            Ok(SiglipText::Siglip(tokenizer))
+        }
+    }
+
+    /// The tokenizer of an open_clip checkpoint (`HFTokenizer(clean="canonicalize")` over the
+    /// repo's files, as open_clip's `SigLipTokenizer` made them): captions canonicalised as
+    /// open_clip does, cut to `context − 1` pieces, the end token, then padding (`</s>` for
+    /// T5's vocabulary, `<pad>` for Gemma's).
+    pub fn open_clip(files: &ModelFiles, context: usize) -> Result<Self> {
+        let path = &files.tokenizer;
+        let inner = crate::tokenizer::open(path)?;
+        if Siglip2Tokenizer::is_gemma_vocabulary(&inner) {
+            let tokenizer = Siglip2Tokenizer::from_tokenizer(inner, path, None, context, TextPrep::Authors)?;
+            Ok(SiglipText::Siglip2(tokenizer))
+        } else {
+            let tokenizer = SiglipTokenizer::from_tokenizer(inner, path, context, None)?.with_open_clip_cleaning()?;
             Ok(SiglipText::Siglip(tokenizer))
         }
     }

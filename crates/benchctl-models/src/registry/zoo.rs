@@ -4,7 +4,8 @@
 use super::ModelEntry;
 use crate::models::eva::{eva02, pe_core};
 use crate::models::{
-    blip, clip, clip_openai, clip_t5, gemma3, internvl, metaclip2, paligemma, qwen25vl, qwen3vl, siglip, siglip2_naflex,
+    blip, clip, clip_openai, clip_t5, gemma3, internvl, metaclip2, paligemma, qwen25vl, qwen3vl, siglip,
+    siglip2_naflex, siglip_open_clip,
 };
 
 const CLIP_PREP_224: &str = "224 px, shorter side + centre crop, bicubic, OpenAI mean/std";
@@ -193,6 +194,36 @@ pub const MODELS: &[ModelEntry] = &[
         preprocessing: "384 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5",
         activation: "gelu_pytorch_tanh",
         tokenizer: SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "openclip-siglip-so400m14-384",
+        repo: "timm/ViT-SO400M-14-SigLIP-384",
+        revision: "main",
+        architecture: siglip_open_clip::ARCHITECTURE,
+        description: "SigLIP So400m/14 at 384 px (Zhai et al., 2023) as open_clip publishes it: timm's tower, open_clip's text tower",
+        preprocessing: OPEN_CLIP_SIGLIP_PREP,
+        activation: "gelu (exact, timm's and open_clip's)",
+        tokenizer: "the repo's T5 sentencepiece (open_clip-canonicalised), `</s>` then padding with `</s>` to 64 tokens",
+    },
+    ModelEntry {
+        id: "openclip-siglip2-b16-224",
+        repo: "timm/ViT-B-16-SigLIP2",
+        revision: "main",
+        architecture: siglip_open_clip::ARCHITECTURE,
+        description: "SigLIP 2 B/16 at 224 px (Tschannen et al., 2025) as open_clip publishes it",
+        preprocessing: OPEN_CLIP_SIGLIP_PREP,
+        activation: "gelu (image, timm's), gelu tanh (text)",
+        tokenizer: OPEN_CLIP_SIGLIP2_TOKENIZER,
+    },
+    ModelEntry {
+        id: "openclip-siglip2-so400m16-384",
+        repo: "timm/ViT-SO400M-16-SigLIP2-384",
+        revision: "main",
+        architecture: siglip_open_clip::ARCHITECTURE,
+        description: "SigLIP 2 So400m/16 at 384 px (Tschannen et al., 2025) as open_clip publishes it",
+        preprocessing: OPEN_CLIP_SIGLIP_PREP,
+        activation: "gelu tanh",
+        tokenizer: OPEN_CLIP_SIGLIP2_TOKENIZER,
     },
     ModelEntry {
         id: "siglip2-base-patch16-naflex",
@@ -427,6 +458,11 @@ pub const MODELS: &[ModelEntry] = &[
 ];
 
 const SIGLIP2_PREP_224: &str = "224 px, stretched square, from the checkpoint's preprocessor_config.json, mean/std 0.5";
+/// open_clip's `_slpcfg`, which the `timm/ViT-*-SigLIP*` repos carry as their preprocess_cfg.
+const OPEN_CLIP_SIGLIP_PREP: &str =
+    "the tower's side, squashed (both sides), bicubic, mean/std 0.5, from the repo's preprocess_cfg";
+const OPEN_CLIP_SIGLIP2_TOKENIZER: &str =
+    "the repo's Gemma tokenizer (open_clip-canonicalised), `<eos>` then padding with `<pad>` to 64 tokens";
 const PE_CORE_TOKENIZER: &str = "CLIP BPE (open_clip's), 32 tokens, cleaned as open_clip does";
 const SIGLIP2_NAFLEX_PREP: &str = "aspect ratio kept, at most max_num_patches (256) patches of 16 px, bilinear, mean/std 0.5, from the checkpoint's preprocessor_config.json";
 const SIGLIP2_TOKENIZER: &str =
