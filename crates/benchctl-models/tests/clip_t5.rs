@@ -11,6 +11,20 @@ use candle_core::{DType, Tensor};
 
 const FIXTURE: &str = "clip-flant5-tiny";
 
+/// Whether JPEGs decode as Pillow decodes them (the `libjpeg-turbo` build); the default
+/// zune-jpeg build's pixels differ by at most one level on a CMYK file (docs/models.md,
+/// "Decoding"), a mean of at most 0.25 levels.
+const JPEG_EXACT: bool = matches!(benchctl_suites::image::JPEG_DECODER.as_bytes(), b"libjpeg-turbo");
+/// One 8-bit level in CLIP's normalised units, at its smallest standard deviation (0.2613).
+const ONE_LEVEL: f64 = 1.0 / 255.0 / 0.261_302_6;
+/// How far a JPEG's log P("Yes") may be from t2v_metrics' in the zune-jpeg build: one level on a
+/// few pixels moved the tiny model's by 2.0e-3 (the runner's `vqa-modes` bound, 5e-3, as there).
+const JPEG_LOG_P_BOUND: f64 = 5e-3;
+
+fn is_jpeg(image: &serde_json::Value) -> bool {
+    image["file"].as_str().unwrap().ends_with(".jpg")
+}
+
 fn model(dtype: DType) -> ClipT5Vqa {
     ClipT5Vqa::load(&hub::from_dir(&fixture_model(FIXTURE)).unwrap(), dtype, &test_device()).unwrap()
 }
@@ -64,15 +78,22 @@ fn images_are_padded_to_a_square_then_processed_as_clips_processor_does() {
         let first_row = ours.narrow(1, 0, 1).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let theirs = json_numbers(&image["pixel_values_first_row"]);
         let worst = first_row.iter().zip(&theirs).map(|(a, b)| (f64::from(*a) - b).abs()).fold(0.0, f64::max);
-        assert!(first_row.len() == theirs.len() && worst < 1e-6, "{}: first row off by {worst}", image["file"]);
+        let (row_bound, sum_bound) = if is_jpeg(image) && !JPEG_EXACT {
+            (ONE_LEVEL + 1e-6, 0.25 * ONE_LEVEL * ours.elem_count() as f64)
+        } else {
+            (1e-6, 1e-3)
+        };
+        assert!(first_row.len() == theirs.len() && worst < row_bound, "{}: first row off by {worst}", image["file"]);
         let sum = ours.to_dtype(DType::F64).unwrap().sum_all().unwrap().to_scalar::<f64>().unwrap();
         let theirs_sum = image["pixel_values_sum"].as_f64().unwrap();
-        assert!((sum - theirs_sum).abs() < 1e-3, "{} ({}): sum {sum} vs {theirs_sum}", image["file"], image["mode"]);
+        let (file, mode) = (&image["file"], &image["mode"]);
+        assert!((sum - theirs_sum).abs() < sum_bound, "{file} ({mode}): sum {sum} vs {theirs_sum}");
     }
 }
 
-/// The largest difference between benchctl's log P(Yes) and t2v_metrics' (its f32 scores).
-fn worst_log_p(dtype: DType, key: &str) -> f64 {
+/// The largest difference between benchctl's log P(Yes) and t2v_metrics' (its f32 scores), over
+/// the pairs of PNG images and over those of JPEG images.
+fn worst_log_p(dtype: DType, key: &str) -> (f64, f64) {
     let (expected, model) = (fixture_expected(FIXTURE), model(dtype));
     assert_eq!(model.score_kind(), ScoreKind::LogProbability);
     let states = model.encode_images(&pixels(&model, &expected)).unwrap();
@@ -82,19 +103,23 @@ fn worst_log_p(dtype: DType, key: &str) -> f64 {
     let texts: Vec<&str> = pairs.iter().map(|p| captions[p["caption"].as_u64().unwrap() as usize]).collect();
     let rows = Tensor::new(rows, &test_device()).unwrap();
     let ours = model.score_pairs(&states.index_select(&rows, 0).unwrap(), &texts).unwrap().to_vec1::<f32>().unwrap();
-    let worst = pairs
-        .iter()
-        .zip(ours)
-        .map(|(pair, got)| (f64::from(got) - pair[key].as_f64().unwrap().ln()).abs())
-        .fold(0.0, f64::max);
-    eprintln!("{dtype:?}: log P(Yes) at most {worst:.2e} from t2v_metrics'");
-    worst
+    let images = expected["images"].as_array().unwrap();
+    let (mut png, mut jpeg) = (0.0f64, 0.0f64);
+    for (pair, got) in pairs.iter().zip(ours) {
+        let d = (f64::from(got) - pair[key].as_f64().unwrap().ln()).abs();
+        let worst = if is_jpeg(&images[pair["image"].as_u64().unwrap() as usize]) { &mut jpeg } else { &mut png };
+        *worst = worst.max(d);
+    }
+    eprintln!("{dtype:?}: log P(Yes) at most {png:.2e} (PNG), {jpeg:.2e} (JPEG) from t2v_metrics'");
+    (png, jpeg)
 }
 
 #[test]
 fn log_p_yes_matches_t2v_metrics() {
-    let worst = worst_log_p(DType::F32, "t2v_metrics_p");
+    let (worst, jpeg) = worst_log_p(DType::F32, "t2v_metrics_p");
     assert!(worst <= 1e-4, "log P(Yes) differs from t2v_metrics' by {worst}");
+    let jpeg_bound = if JPEG_EXACT { 1e-4 } else { JPEG_LOG_P_BOUND };
+    assert!(jpeg <= jpeg_bound, "a JPEG's log P(Yes) differs from t2v_metrics' by {jpeg}");
     // The recorded per-token log-probabilities average to t2v_metrics' exp(−cross-entropy).
     for pair in fixture_expected(FIXTURE)["pairs"].as_array().unwrap() {
         let tokens = json_numbers(&pair["answer_log_ps"]);
@@ -106,7 +131,8 @@ fn log_p_yes_matches_t2v_metrics() {
 #[test]
 fn half_precision_drift_is_bounded() {
     for dtype in [DType::BF16, DType::F16] {
-        let worst = worst_log_p(dtype, "t2v_metrics_p");
+        let (png, jpeg) = worst_log_p(dtype, "t2v_metrics_p");
+        let worst = png.max(jpeg);
         assert!(worst <= 0.1, "{dtype:?}: log P(Yes) drifts {worst} from t2v_metrics' f32");
     }
     // t2v_metrics' own bf16 run drifts as far from its f32 one.

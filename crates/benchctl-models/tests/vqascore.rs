@@ -10,6 +10,7 @@
 
 use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
+use benchctl_models::models::internvl::InternVlVqa;
 use benchctl_models::models::paligemma::PaliGemmaVqa;
 use benchctl_models::models::qwen25vl;
 use benchctl_models::models::qwen3vl::Qwen3VlVqa;
@@ -436,8 +437,9 @@ fn qwen3vl_reads_transformers_4_configs_as_transformers_5_ones() {
     assert_eq!(ours, score(&qwen3vl(DType::F32)));
 }
 
-/// Each generative family's whole prompt, id for id, as its own processor builds it from the
-/// committed tiny checkpoint, on captions that stress a tokenizer (empty, casing, punctuation
+/// Each generative family's whole prompt, id for id, as its own processor (InternVL:
+/// t2v_metrics' own prompt builder) builds it from the committed tiny checkpoint, on captions
+/// that stress a tokenizer (empty, casing, punctuation
 /// and curly quotes, full-width and ligature forms, accents, Japanese, emoji, tabs and newlines,
 /// runs of spaces, 500 tokens): `scripts/fixtures/gen_prompt_tokens_fixture.py`.
 #[test]
@@ -468,6 +470,24 @@ fn prompts_tokenize_as_each_processor_does_on_hard_captions() {
         for (caption, ids, tokens) in cases(fixture) {
             assert!(tokens > 0);
             assert_eq!(qwen.prompt_ids(tokens, &caption).unwrap(), ids, "{fixture}, {caption:?}");
+        }
+    }
+    // t2v_metrics' own InternVL prompt over a one-tile image: its `<IMG_CONTEXT>` run recorded
+    // by its length.
+    for fixture in ["internvl-tiny", "internvl35-tiny"] {
+        let internvl =
+            InternVlVqa::load(&hub::from_dir(&fixture_model(fixture)).unwrap(), DType::F32, &test_device()).unwrap();
+        let cases = expected[fixture].as_array().unwrap();
+        assert!(cases.len() >= 10, "{fixture}");
+        for case in cases {
+            let caption = case["caption"].as_str().unwrap();
+            let ids = |key: &str| {
+                case[key].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect::<Vec<_>>()
+            };
+            let context =
+                std::iter::repeat_n(internvl.context_token(), case["context_tokens"].as_u64().unwrap() as usize);
+            let theirs: Vec<u32> = ids("prefix_ids").into_iter().chain(context).chain(ids("suffix_ids")).collect();
+            assert_eq!(internvl.prompt_ids(1, caption).unwrap(), theirs, "{fixture}, {caption:?}");
         }
     }
 }
