@@ -10,7 +10,8 @@ two images in one padded batch as the processor makes it), a PE-Core B/16 (`pe`:
 `PE-Core-B-16`, timm's tower), an EVA02-CLIP B/16 (`eva02`: open_clip's `EVA02-B-16`) and a
 MetaCLIP 2 at ViT-L/14's widths (`metaclip2`: `MetaClip2Model`, the authors' captions) and SigLIP /
 SigLIP 2 B/16 in open_clip's files (`siglip-oc`, `siglip2-oc`: open_clip's `ViT-B-16-SigLIP` and
-`ViT-B-16-SigLIP2`, timm's towers) on the same PNG files of many sizes and modes
+`ViT-B-16-SigLIP2`, timm's towers) and EVA02-E at full width, 4 blocks deep (`eva02e`) on the
+same PNG files of many sizes and modes
 (the fixture images, and a real photo from ../shared cut to six aspect ratios in six modes),
 the largest difference of the stored scores printed. Not a CI test (the checkpoints are 600 MB
 to 4 GB); run it after a change to preprocessing or the models, and note the numbers in
@@ -18,7 +19,7 @@ docs/models.md.
 
     pip install torch transformers open_clip_torch pillow safetensors
     cargo build --release -p benchctl
-    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02,metaclip2,siglip-oc,siglip2-oc]
+    python scripts/bench/compare_fullsize.py [--benchctl target/release/benchctl] [--models b32,openclip,dfn,naflex,pe,eva02,metaclip2,siglip-oc,siglip2-oc,eva02e]
 """
 
 import argparse
@@ -220,13 +221,21 @@ def siglip2_naflex(binary, tmp, lines):
                    theirs)
 
 
-def timm_tower_clip(binary, tmp, lines, name, preprocess, results):
+def timm_tower_clip(binary, tmp, lines, name, preprocess, results, depth=None):
     """open_clip's `name` (a timm image tower beside open_clip's text tower) with random weights
-    and the hub checkpoints' preprocess_cfg, saved as its `timm/…` repo holds it."""
+    and the hub checkpoints' preprocess_cfg, saved as its `timm/…` repo holds it; the image tower
+    `depth` blocks deep where given (full width)."""
     import open_clip
+    import timm
     from safetensors.torch import save_file
     torch.manual_seed(0)
-    model = open_clip.create_model(name, pretrained=None).eval()
+    create = timm.create_model
+    if depth is not None:
+        timm.create_model = lambda model_name, **kwargs: create(model_name, **{**kwargs, "depth": depth})
+    try:
+        model = open_clip.create_model(name, pretrained=None).eval()
+    finally:
+        timm.create_model = create
     out = tmp / f"{name}-random"
     out.mkdir()
     config = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
@@ -252,6 +261,16 @@ def eva02_b16(binary, tmp, lines):
     preprocess = {"mean": list(open_clip.OPENAI_DATASET_MEAN), "std": list(open_clip.OPENAI_DATASET_STD),
                   "interpolation": "bicubic", "resize_mode": "shortest"}
     return timm_tower_clip(binary, tmp, lines, "EVA02-B-16", preprocess, tmp / "r6")
+
+
+def eva02_e14(binary, tmp, lines):
+    """EVA02-E-14 (timm's `eva02_enormous_patch14_clip_224`: post-norm blocks, q/k/v fused with q
+    and v biases, heads of 112, no rotary embedding) at full width, 4 of its 64 blocks (the whole
+    tower would take 18 GB in f32), under open_clip's `_pcfg`."""
+    import open_clip
+    preprocess = {"mean": list(open_clip.OPENAI_DATASET_MEAN), "std": list(open_clip.OPENAI_DATASET_STD),
+                  "interpolation": "bicubic", "resize_mode": "shortest"}
+    return timm_tower_clip(binary, tmp, lines, "EVA02-E-14", preprocess, tmp / "r10", depth=4)
 
 
 def siglip_open_clip(binary, tmp, lines, name, fixture, results):
@@ -329,7 +348,8 @@ def metaclip2_l14(binary, tmp, lines):
 
 
 MODELS = {"b32": hf_clip, "openclip": open_clip_b32, "dfn": dfn_h14_378, "naflex": siglip2_naflex, "pe": pe_core_b16,
-          "eva02": eva02_b16, "metaclip2": metaclip2_l14, "siglip-oc": siglip_b16, "siglip2-oc": siglip2_b16}
+          "eva02": eva02_b16, "metaclip2": metaclip2_l14, "siglip-oc": siglip_b16, "siglip2-oc": siglip2_b16,
+          "eva02e": eva02_e14}
 
 
 def main():

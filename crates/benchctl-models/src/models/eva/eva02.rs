@@ -12,10 +12,12 @@
 //! - 77 text tokens; images as open_clip's defaults (`_pcfg`): shorter side + centre crop,
 //!   bicubic, OpenAI's mean and std.
 //!
-//! EVA02-E (`eva02_enormous_*`: post-norm blocks, no rotary embedding) is another tower and is
-//! refused, naming it.
+//! EVA02-E (`EVA02-E-14`, `EVA02-E-14-plus`: timm's `eva02_enormous_patch14_clip_224`) is a
+//! plain ViT in timm's `Eva`: residual post-norm blocks (`EvaBlockPostNorm`), one fused q/k/v
+//! projection whose bias is `q_bias`, zeros, `v_bias`, GELU MLPs, no rotary embedding, 16 heads
+//! of 112, the class token pooled after the final LayerNorm ([`EVA02_E`]).
 
-use super::tower::{EvaTower, Family, Pool};
+use super::tower::{EvaTower, Family, Pool, QkvWeights};
 use super::{EvaClipEncoder, TimmClipFile};
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, ScoreHead, TextPrep};
 use crate::hub::OPEN_CLIP_LAYOUT;
@@ -24,9 +26,25 @@ const EVA02: Family = Family {
     name: "EVA02-CLIP",
     eps: 1e-6,
     pre_norm: false,
-    separate_qkv: true,
+    qkv: QkvWeights::Separate,
+    rope: true,
+    post_norm: false,
     inner_norm: true,
     swiglu: true,
+    pool: Pool::ClassToken,
+    columns_first: false,
+};
+
+/// EVA02-E's blocks (timm's `eva02_enormous_patch14_clip_224`).
+const EVA02_E: Family = Family {
+    name: "EVA02-CLIP-E",
+    eps: 1e-6,
+    pre_norm: false,
+    qkv: QkvWeights::FusedSplitBias,
+    rope: false,
+    post_norm: true,
+    inner_norm: false,
+    swiglu: false,
     pool: Pool::ClassToken,
     columns_first: false,
 };
@@ -48,11 +66,13 @@ const fn eva02(timm_name: &'static str, (width, depth, mlp, patch): (usize, usiz
 }
 
 /// The EVA02-CLIP image towers of timm 1.0 that open_clip's EVA02 configs name (the MLP width
-/// is `int(width · 4 · 2 / 3)`).
+/// is `int(width · 4 · 2 / 3)`; EVA02-E's `int(width · 15360 / 1792)`).
 pub const TOWERS: &[EvaTower] = &[
     eva02("eva02_base_patch16_clip_224", (768, 12, 2048, 16)),
     eva02("eva02_large_patch14_clip_224", (1024, 24, 2730, 14)),
     eva02("eva02_large_patch14_clip_336", (1024, 24, 2730, 14)),
+    // 16 heads of 112; the MLP `int(1792 · 15360 / 1792)`.
+    EvaTower { family: EVA02_E, head_dim: 112, ..eva02("eva02_enormous_patch14_clip_224", (1792, 64, 15360, 14)) },
 ];
 
 /// EVA02-CLIP in open_clip's files, as [`crate::registry::ARCHITECTURES`] lists it.

@@ -10,7 +10,7 @@
 //! - a class token (none in gigantic); 32 text tokens (gigantic 72);
 //! - images squashed to the input size, bilinear, mean and std 0.5 (open_clip's `_pecfg`).
 
-use super::tower::{EvaTower, Family, Pool};
+use super::tower::{EvaTower, Family, Pool, QkvWeights};
 use super::{EvaClipEncoder, TimmClipFile};
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, ScoreHead, TextPrep};
 use crate::hub::OPEN_CLIP_LAYOUT;
@@ -19,7 +19,9 @@ const PE: Family = Family {
     name: "PE-Core",
     eps: 1e-5,
     pre_norm: true,
-    separate_qkv: false,
+    qkv: QkvWeights::Fused,
+    rope: true,
+    post_norm: false,
     inner_norm: false,
     swiglu: false,
     pool: Pool::Latent { heads: 8 },

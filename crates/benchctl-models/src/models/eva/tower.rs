@@ -1,6 +1,7 @@
 //! timm's `Eva` image tower (`timm/models/eva.py`) as PE-Core and EVA02-CLIP configure it: a
 //! class token (or none), learned absolute positions, 2-D rotary embeddings on the patch tokens
-//! in every attention layer, pre-norm blocks, and a pooled, projected output.
+//! in every attention layer (none in EVA02-E), pre-norm blocks (post-norm in EVA02-E), and a
+//! pooled, projected output.
 
 use candle_core::{DType, Device, Module, Tensor, D};
 
@@ -17,8 +18,13 @@ pub struct Family {
     pub eps: f64,
     /// A LayerNorm before the blocks, and a patch embedding without bias (PE-Core).
     pub pre_norm: bool,
-    /// q, k and v as separate projections, k without bias (EVA02); else one fused `qkv`.
-    pub separate_qkv: bool,
+    /// How the attention's q, k and v projections are stored.
+    pub qkv: QkvWeights,
+    /// 2-D rotary embeddings on the patch tokens (PE-Core, EVA02; not EVA02-E).
+    pub rope: bool,
+    /// Residual post-norm blocks, `x + norm1(attn(x))` then `x + norm2(mlp(x))` (timm's
+    /// `EvaBlockPostNorm`, EVA02-E); else pre-norm, `x + attn(norm1(x))`.
+    pub post_norm: bool,
     /// A LayerNorm on the attention's output before its projection (EVA02's `scale_attn_inner`).
     pub inner_norm: bool,
     /// SwiGLU MLPs with a LayerNorm before their output (EVA02); else GELU MLPs.
@@ -27,6 +33,18 @@ pub struct Family {
     pub pool: Pool,
     /// The rotary grid's coordinate order: columns first (`xy`, PE-Core) or rows (`ij`).
     pub columns_first: bool,
+}
+
+/// How a family stores its attention's q, k and v projections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkvWeights {
+    /// One `qkv` projection with its bias (PE-Core).
+    Fused,
+    /// One `qkv` weight without bias, `q_bias` and `v_bias` beside it, k unbiased (timm's
+    /// `qkv_fused` with `qkv_bias`: EVA02-E).
+    FusedSplitBias,
+    /// `q_proj`, `k_proj` without bias, `v_proj` (EVA02).
+    Separate,
 }
 
 /// How the tower pools its tokens.
@@ -118,22 +136,30 @@ impl EvaMlp {
         })
     }
 
+    /// `mlp(xs)`.
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            EvaMlp::Gelu(mlp) => mlp.forward(xs),
+            EvaMlp::SwiGlu { gate, up, norm, down } => {
+                let hidden = (candle_nn::ops::silu(&gate.forward(xs)?)? * up.forward(xs)?)?;
+                down.forward(&norm.forward(&hidden)?)
+            }
+        }
+    }
+
     /// `mlp(xs) + residual`.
     fn forward_plus(&self, xs: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             EvaMlp::Gelu(mlp) => mlp.forward_plus(xs, residual),
-            EvaMlp::SwiGlu { gate, up, norm, down } => {
-                let hidden = (candle_nn::ops::silu(&gate.forward(xs)?)? * up.forward(xs)?)?;
-                down.forward(&norm.forward(&hidden)?)? + residual
-            }
+            EvaMlp::SwiGlu { .. } => self.forward(xs)? + residual,
         }
     }
 }
 
-/// One block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))`, q and k turned by the rotary
-/// table.
+/// One block: `x + attn(norm1(x))`, then `x + mlp(norm2(x))` (post-norm: `x + norm1(attn(x))`,
+/// then `x + norm2(mlp(x))`), q and k turned by the rotary table where the family has one.
 #[derive(Debug, Clone)]
-struct RopeBlock {
+struct EvaBlock {
     norm1: LayerNorm,
     qkv: Dense,
     inner_norm: Option<LayerNorm>,
@@ -141,27 +167,35 @@ struct RopeBlock {
     norm2: LayerNorm,
     mlp: EvaMlp,
     heads: usize,
+    post_norm: bool,
 }
 
-impl RopeBlock {
+impl EvaBlock {
     fn load(w: &Weights, tower: &Tower, family: &Family) -> Result<Self> {
         let (width, eps) = (tower.width, family.eps);
         let a = w.pp("attn");
-        let qkv = if family.separate_qkv {
-            let q = a.pp("q_proj").linear(width, width, true)?;
-            let k = a.pp("k_proj").linear(width, width, false)?;
-            let v = a.pp("v_proj").linear(width, width, true)?;
-            let join = |parts: &[&Tensor]| Tensor::cat(parts, 0).map_err(|e| Error::compute("join q, k and v", e));
-            let (q_bias, v_bias) = (q.bias(), v.bias());
-            let k_bias =
-                q_bias.map(|b| b.zeros_like()).transpose().map_err(|e| Error::compute("join q, k and v", e))?;
-            let bias = match (q_bias, &k_bias, v_bias) {
-                (Some(q), Some(k), Some(v)) => Some(join(&[q, k, v])?),
-                _ => None,
-            };
-            Dense::from_weights(join(&[q.weight(), k.weight(), v.weight()])?, bias)?
-        } else {
-            Dense::new(a.pp("qkv").linear(width, 3 * width, true)?)?
+        let join = |parts: &[&Tensor]| Tensor::cat(parts, 0).map_err(|e| Error::compute("join q, k and v", e));
+        // q's and v's biases around k's zeros.
+        let biases = |q: &Tensor, v: &Tensor| -> Result<Tensor> {
+            let k = q.zeros_like().map_err(|e| Error::compute("join q, k and v", e))?;
+            join(&[q, &k, v])
+        };
+        let qkv = match family.qkv {
+            QkvWeights::Separate => {
+                let q = a.pp("q_proj").linear(width, width, true)?;
+                let k = a.pp("k_proj").linear(width, width, false)?;
+                let v = a.pp("v_proj").linear(width, width, true)?;
+                let bias = match (q.bias(), v.bias()) {
+                    (Some(q), Some(v)) => Some(biases(q, v)?),
+                    _ => None,
+                };
+                Dense::from_weights(join(&[q.weight(), k.weight(), v.weight()])?, bias)?
+            }
+            QkvWeights::FusedSplitBias => {
+                let bias = biases(&a.get(width, "q_bias")?, &a.get(width, "v_bias")?)?;
+                Dense::from_weights(a.get((3 * width, width), "qkv.weight")?, Some(bias))?
+            }
+            QkvWeights::Fused => Dense::new(a.pp("qkv").linear(width, 3 * width, true)?)?,
         };
         Ok(Self {
             norm1: w.pp("norm1").layer_norm(width, eps)?,
@@ -171,34 +205,48 @@ impl RopeBlock {
             norm2: w.pp("norm2").layer_norm(width, eps)?,
             mlp: EvaMlp::load(&w.pp("mlp"), tower, family)?,
             heads: tower.heads,
+            post_norm: family.post_norm,
         })
     }
 
     /// `rope` is `(sin, cos)`, `(seq, width)` each (the head's table repeated per head; the
-    /// identity on the class token).
-    fn forward(&self, xs: &Tensor, rope: &(Tensor, Tensor)) -> candle_core::Result<Tensor> {
+    /// identity on the class token), or none.
+    fn forward(&self, xs: &Tensor, rope: Option<&(Tensor, Tensor)>) -> candle_core::Result<Tensor> {
         let (b, n, width) = xs.dims3()?;
-        let qkv = self.qkv.forward(&self.norm1.forward(xs)?)?;
-        let rotate = |x: Tensor| -> candle_core::Result<Tensor> {
-            // Each pair (x0, x1) → (−x1, x0).
-            let pairs = x.reshape((b, n, width / 2, 2))?;
-            let rotated =
-                Tensor::cat(&[&pairs.narrow(3, 1, 1)?.neg()?, &pairs.narrow(3, 0, 1)?], 3)?.reshape((b, n, width))?;
-            x.broadcast_mul(&rope.1)? + rotated.broadcast_mul(&rope.0)?
+        let qkv = self.qkv.forward(&if self.post_norm { xs.clone() } else { self.norm1.forward(xs)? })?;
+        let qkv = match rope {
+            None => qkv,
+            Some((sin, cos)) => {
+                let rotate = |x: Tensor| -> candle_core::Result<Tensor> {
+                    // Each pair (x0, x1) → (−x1, x0).
+                    let pairs = x.reshape((b, n, width / 2, 2))?;
+                    let rotated = Tensor::cat(&[&pairs.narrow(3, 1, 1)?.neg()?, &pairs.narrow(3, 0, 1)?], 3)?
+                        .reshape((b, n, width))?;
+                    x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?
+                };
+                let q = rotate(qkv.narrow(D::Minus1, 0, width)?)?;
+                let k = rotate(qkv.narrow(D::Minus1, width, width)?)?;
+                Tensor::cat(&[&q, &k, &qkv.narrow(D::Minus1, 2 * width, width)?], D::Minus1)?
+            }
         };
-        let q = rotate(qkv.narrow(D::Minus1, 0, width)?)?;
-        let k = rotate(qkv.narrow(D::Minus1, width, width)?)?;
-        let v = qkv.narrow(D::Minus1, 2 * width, width)?;
-        let qkv = Tensor::cat(&[&q, &k, &v], D::Minus1)?;
         let mut attended = match fused_self_attention(&qkv, self.heads, None, None)? {
             Some(attended) => attended,
-            None => attend(&q, &k, &v.contiguous()?, self.heads, None)?,
+            None => {
+                let part = |i: usize| qkv.narrow(D::Minus1, i * width, width)?.contiguous();
+                attend(&part(0)?, &part(1)?, &part(2)?, self.heads, None)?
+            }
         };
         if let Some(norm) = &self.inner_norm {
             attended = norm.forward(&attended)?;
         }
-        let xs = (self.proj.forward(&attended)? + xs)?;
-        self.mlp.forward_plus(&self.norm2.forward(&xs)?, &xs)
+        let attended = self.proj.forward(&attended)?;
+        if self.post_norm {
+            let xs = (xs + self.norm1.forward(&attended)?)?;
+            &xs + self.norm2.forward(&self.mlp.forward(&xs)?)?
+        } else {
+            let xs = (attended + xs)?;
+            self.mlp.forward_plus(&self.norm2.forward(&xs)?, &xs)
+        }
     }
 }
 
@@ -260,12 +308,12 @@ pub struct EvaVision {
     class_token: Option<Tensor>,
     positions: Tensor,
     norm_pre: Option<LayerNorm>,
-    blocks: Vec<RopeBlock>,
+    blocks: Vec<EvaBlock>,
     norm: LayerNorm,
     pool: Option<LatentPool>,
     head: Dense,
-    /// The rotary table of the trained grid, `(sin, cos)` at `(tokens, width)`.
-    rope: (Tensor, Tensor),
+    /// The rotary table of the trained grid, `(sin, cos)` at `(tokens, width)` (none in EVA02-E).
+    rope: Option<(Tensor, Tensor)>,
     image_size: usize,
 }
 
@@ -306,12 +354,12 @@ impl EvaVision {
             positions: w.get((1, tokens, width), "pos_embed")?,
             norm_pre: if family.pre_norm { Some(w.pp("norm_pre").layer_norm(width, family.eps)?) } else { None },
             blocks: (0..dims.depth)
-                .map(|i| RopeBlock::load(&w.pp(format!("blocks.{i}")), &blocks_tower, &family))
+                .map(|i| EvaBlock::load(&w.pp(format!("blocks.{i}")), &blocks_tower, &family))
                 .collect::<Result<_>>()?,
             norm: w.pp("norm").layer_norm(width, family.eps)?,
             pool,
             head: Dense::new(w.pp("head").linear(width, dims.embed, true)?)?,
-            rope: (as_tensor(table(sin, 0.0))?, as_tensor(table(cos, 1.0))?),
+            rope: if family.rope { Some((as_tensor(table(sin, 0.0))?, as_tensor(table(cos, 1.0))?)) } else { None },
             image_size,
         })
     }
@@ -343,7 +391,7 @@ impl EvaVision {
             xs = norm.forward(&xs)?;
         }
         for block in &self.blocks {
-            xs = block.forward(&xs, &self.rope)?;
+            xs = block.forward(&xs, self.rope.as_ref())?;
         }
         let xs = self.norm.forward(&xs)?;
         let pooled = match &self.pool {
