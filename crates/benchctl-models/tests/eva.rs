@@ -200,3 +200,19 @@ fn a_timm_tower_benchctl_does_not_build_is_refused_naming_it() {
     let err = EvaClipEncoder::load(&files, pe_core::TOWERS, DType::F32, &test_device()).unwrap_err();
     assert!(err.to_string().contains("projects with"), "{err}");
 }
+
+/// A tensor of the image tower that no layer reads (here timm's non-persistent `k_bias`, saved as
+/// if it were a weight) is refused, naming it, as for every other architecture.
+#[test]
+fn a_tower_tensor_the_model_does_not_read_is_refused() {
+    let dir = fixture_dir("eva02e-tiny");
+    let path = dir.path().join("open_clip_model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap();
+    let k_bias = Tensor::zeros(224, DType::F16, &candle_core::Device::Cpu).unwrap();
+    tensors.insert("visual.trunk.blocks.1.attn.k_bias".into(), k_bias);
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    let files = hub::from_dir(dir.path()).unwrap();
+    let err = EvaClipEncoder::load(&files, eva02::TOWERS, DType::F32, &test_device()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::BadWeights, "{err}");
+    assert!(err.to_string().contains("visual.trunk.blocks.1.attn.k_bias"), "{err}");
+}

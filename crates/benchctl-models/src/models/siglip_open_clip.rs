@@ -16,7 +16,6 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
 use serde::Deserialize;
 
 use super::clip_openai::{check_plain, convert_block, read_open_clip_weights, OpenClipPreprocess};
@@ -225,8 +224,9 @@ pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<SiglipE
         ));
     }
     let source = files.weights.display().to_string();
-    let weights = Weights::from_var_builder(VarBuilder::from_tensors(renamed, dtype, device), &source);
+    let weights = Weights::from_tensors(renamed, dtype, device, &source);
     let model = Siglip::from_weights(&config, &weights)?;
+    weights.check_every_tensor_used("open_clip SigLIP", &[])?;
     let tokenizer = SiglipText::open_clip(files, file.model_cfg.text_cfg.context_length)?;
     let preprocessor = file.preprocess_cfg.preprocessor(tower.image_size);
     Ok(SiglipEncoder::from_parts(model, tokenizer, preprocessor))

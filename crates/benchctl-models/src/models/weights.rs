@@ -88,6 +88,27 @@ impl<'a> Weights<'a> {
         self.vb.dtype()
     }
 
+    /// Tensors already in memory (a checkpoint renamed or split at load), read as a file's
+    /// are: each one requested is marked, so that [`Weights::check_every_tensor_used`] names any
+    /// the model did not read. `name` stands for the file in messages.
+    pub fn from_tensors(
+        tensors: std::collections::HashMap<String, Tensor>,
+        dtype: DType,
+        device: &Device,
+        name: &str,
+    ) -> Weights<'static> {
+        let shapes = tensors.iter().map(|(n, t)| (n.clone(), t.dims().to_vec())).collect();
+        let backend = MapBackend { tensors, used: Default::default() };
+        let used = backend.used.clone();
+        Weights {
+            vb: VarBuilder::from_backend(Box::new(backend), dtype, device.clone()),
+            file: name.to_string(),
+            random: Random::Off,
+            shapes: Some(Arc::new(shapes)),
+            used: Some(used),
+        }
+    }
+
     /// Weights from any VarBuilder (random weights for benchmarks).
     pub fn from_var_builder(vb: VarBuilder<'a>, name: &str) -> Self {
         Weights { vb, file: name.to_string(), random: Random::Off, shapes: None, used: None }
@@ -370,6 +391,37 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
         read_at(&self.file, &mut bytes, self.data_start + start)
             .map_err(|e| candle_core::Error::Msg(format!("read {name}: {e}")))?;
         Tensor::from_raw_buffer(&bytes, *file_dtype, shape, &Device::Cpu)?.to_dtype(dtype)?.to_device(dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+}
+
+/// Tensors in memory, marked as they are read ([`Weights::from_tensors`]).
+struct MapBackend {
+    tensors: std::collections::HashMap<String, Tensor>,
+    used: Arc<Mutex<HashSet<String>>>,
+}
+
+impl candle_nn::var_builder::SimpleBackend for MapBackend {
+    fn get(
+        &self,
+        shape: Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> candle_core::Result<Tensor> {
+        of_shape(self.get_unchecked(name, dtype, dev)?, &shape, name)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        let Some(tensor) = self.tensors.get(name) else { candle_core::bail!("cannot find tensor {name}") };
+        if let Ok(mut used) = self.used.lock() {
+            used.insert(name.to_string());
+        }
+        tensor.to_dtype(dtype)?.to_device(dev)
     }
 
     fn contains_tensor(&self, name: &str) -> bool {

@@ -15,7 +15,7 @@
 //! EVA02-E (`EVA02-E-14`, `EVA02-E-14-plus`: timm's `eva02_enormous_patch14_clip_224`) is a
 //! plain ViT in timm's `Eva`: residual post-norm blocks (`EvaBlockPostNorm`), one fused q/k/v
 //! projection whose bias is `q_bias`, zeros, `v_bias`, GELU MLPs, no rotary embedding, 16 heads
-//! of 112, the class token pooled after the final LayerNorm ([`EVA02_E`]).
+//! of 112, the class token pooled after the final LayerNorm (`EVA02_E`).
 
 use super::tower::{EvaTower, Family, Pool, QkvWeights};
 use super::{EvaClipEncoder, TimmClipFile};

@@ -16,7 +16,6 @@ pub mod tower;
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
 use serde::Deserialize;
 
 use super::clip::{ClipText, TextConfig};
@@ -135,10 +134,8 @@ impl EvaClipEncoder {
         let mut map = read_open_clip_weights(&files.weights, device)?;
         let dims = dims_of(&map, &tower.family, &files.weights)?;
         let vision_names: Vec<String> = map.keys().filter(|k| k.starts_with("visual.trunk.")).cloned().collect();
-        let vision_map: HashMap<String, Tensor> = vision_names
-            .into_iter()
-            .filter_map(|k| map.remove(&k).map(|t| (k["visual.trunk.".len()..].to_string(), t)))
-            .collect();
+        let vision_map: HashMap<String, Tensor> =
+            vision_names.into_iter().filter_map(|k| map.remove(&k).map(|t| (k, t))).collect();
         let mut text_map: HashMap<String, Tensor> =
             map.into_iter().map(|(k, t)| (k.strip_prefix("text.").map(str::to_string).unwrap_or(k), t)).collect();
         let text_config = file.text_config();
@@ -158,8 +155,9 @@ impl EvaClipEncoder {
         }
         let image_size = file.model_cfg.vision_cfg.image_size;
         let source = files.weights.display().to_string();
-        let vision_weights = Weights::from_var_builder(VarBuilder::from_tensors(vision_map, dtype, device), &source);
-        let vision = EvaVision::load(&vision_weights, tower, image_size, &dims)?;
+        // Marked as read, so that a tensor the tower does not read is named.
+        let vision_weights = Weights::from_tensors(vision_map, dtype, device, &source);
+        let vision = EvaVision::load(&vision_weights.pp("visual.trunk"), tower, image_size, &dims)?;
         vision_weights.check_every_tensor_used(tower.family.name, &[])?;
         let (text, logit_scale) =
             ClipText::from_tensors(&text_config, file.model_cfg.embed_dim, text_tensors, dtype, device, &source)?;
