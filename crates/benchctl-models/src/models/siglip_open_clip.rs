@@ -350,22 +350,10 @@ fn rename(map: &mut HashMap<String, Tensor>, config: &SiglipConfig) -> Result<Ha
     for name in ["logit_scale", "logit_bias"] {
         out.insert(name.into(), take(name)?.reshape(1).map_err(compute)?);
     }
-    let mut text: HashMap<String, Tensor> = HashMap::new();
+    // A block's leftovers stay in `map`, which `load` refuses by name.
     for i in 0..config.text_config.num_hidden_layers {
-        let prefix = format!("text.transformer.resblocks.{i}.");
-        let names: Vec<String> = map.keys().filter(|k| k.starts_with(&prefix)).cloned().collect();
-        for name in names {
-            if let Some(tensor) = map.remove(&name) {
-                text.insert(name["text.".len()..].to_string(), tensor);
-            }
-        }
-        convert_block(&mut text, &format!("transformer.resblocks.{i}"), &format!("{t}.encoder.layers.{i}"), &mut out)?;
-    }
-    if let Some(left) = text.keys().min() {
-        return Err(Error::new(
-            ErrorKind::BadWeights,
-            format!("tensor `text.{left}` is not part of a SigLIP text block"),
-        ));
+        let (src, dst) = (format!("text.transformer.resblocks.{i}"), format!("{t}.encoder.layers.{i}"));
+        convert_block(map, &src, &dst, &mut out)?;
     }
     Ok(out)
 }

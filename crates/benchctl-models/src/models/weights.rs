@@ -368,6 +368,14 @@ fn of_shape(tensor: Tensor, shape: &Shape, name: &str) -> candle_core::Result<Te
     Ok(tensor)
 }
 
+/// Notes that `name` was read, for [`Weights::check_every_tensor_used`] (a poisoned set only
+/// loses that check's precision, never the load).
+fn mark_read(used: &Mutex<HashSet<String>>, name: &str) {
+    if let Ok(mut used) = used.lock() {
+        used.insert(name.to_string());
+    }
+}
+
 impl candle_nn::var_builder::SimpleBackend for FileBackend {
     fn get(
         &self,
@@ -384,9 +392,7 @@ impl candle_nn::var_builder::SimpleBackend for FileBackend {
         let Some((file_dtype, shape, start, end)) = self.tensors.get(name) else {
             candle_core::bail!("cannot find tensor {name} in {}", self.path)
         };
-        if let Ok(mut used) = self.used.lock() {
-            used.insert(name.to_string());
-        }
+        mark_read(&self.used, name);
         let mut bytes = vec![0u8; (end - start) as usize];
         read_at(&self.file, &mut bytes, self.data_start + start)
             .map_err(|e| candle_core::Error::Msg(format!("read {name}: {e}")))?;
@@ -418,9 +424,7 @@ impl candle_nn::var_builder::SimpleBackend for MapBackend {
 
     fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
         let Some(tensor) = self.tensors.get(name) else { candle_core::bail!("cannot find tensor {name}") };
-        if let Ok(mut used) = self.used.lock() {
-            used.insert(name.to_string());
-        }
+        mark_read(&self.used, name);
         tensor.to_dtype(dtype)?.to_device(dev)
     }
 
@@ -572,9 +576,7 @@ impl candle_nn::var_builder::SimpleBackend for PthBackend {
         let Some(tensor) = self.tensors.get(name)? else {
             candle_core::bail!("cannot find tensor {name} in {}", self.path)
         };
-        if let Ok(mut used) = self.used.lock() {
-            used.insert(name.to_string());
-        }
+        mark_read(&self.used, name);
         tensor.contiguous()?.to_dtype(dtype)?.to_device(dev)
     }
 
