@@ -13,7 +13,8 @@ use benchctl_models::preprocess::{Filter, Resize};
 use benchctl_models::registry;
 use benchctl_models::{DualEncoder, ErrorKind};
 use benchctl_testkit::{
-    fixture_expected, fixture_model, json_id_rows, json_numbers, json_strings, max_abs_diff, test_device,
+    fixture_expected, fixture_model, half_precision_bound, json_id_rows, json_numbers, json_strings, max_abs_diff,
+    test_device,
 };
 use candle_core::{DType, Tensor};
 
@@ -154,16 +155,14 @@ fn half_precision_drift_is_reported_and_bounded() {
         let files = hub::from_dir(dir.path()).unwrap();
         let texts = json_strings(&e["texts"]);
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
-        // Held to four times open_clip's own drift on the same inputs (its model cast whole).
-        let theirs = &e["open_clip_half_precision_drift"];
-        for (dtype, key) in [(DType::BF16, "bf16"), (DType::F16, "f16")] {
-            let bound = 4.0 * theirs[key].as_f64().unwrap();
+        for dtype in [DType::BF16, DType::F16] {
+            let (bound, theirs) = half_precision_bound(&e, "open_clip_half_precision_drift", dtype);
             let model = EvaClipEncoder::load(&files, case.towers, dtype, &test_device()).unwrap();
             let pixel_values = pixels(&model, dir.path(), &json_strings(&e["images"])).to_dtype(dtype).unwrap();
             let images = model.encode_images(&pixel_values).unwrap().unsqueeze(0).unwrap();
             let encoded = model.encode_texts(&texts).unwrap().unsqueeze(0).unwrap();
             let d = max_abs_diff(&model.scores(&images, &encoded).unwrap(), &e["logits_per_image"]);
-            eprintln!("{name} {dtype:?}: max abs logit drift {d} (open_clip's own {})", theirs[key]);
+            eprintln!("{name} {dtype:?}: max abs logit drift {d} (open_clip's own {theirs})");
             assert!(d < bound, "{name} {dtype:?} drifts by {d}");
         }
     }

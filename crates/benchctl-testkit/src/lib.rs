@@ -118,6 +118,20 @@ pub fn max_abs_diff(ours: &candle_core::Tensor, theirs: &serde_json::Value) -> f
     ours.iter().zip(&theirs).map(|(&a, &b)| (f64::from(a) - b).abs()).fold(0.0, f64::max)
 }
 
+/// How far from the f32 reference a half-precision run of benchctl may drift on a fixture:
+/// twice the reference library's own drift on the same inputs (its model cast as a whole),
+/// which the fixture's generator records under `key` per dtype (`scripts/fixtures/half_drift.py`).
+/// Returns the bound and the reference's drift, to print beside benchctl's.
+pub fn half_precision_bound(expected: &serde_json::Value, key: &str, dtype: candle_core::DType) -> (f64, f64) {
+    let name = match dtype {
+        candle_core::DType::BF16 => "bf16",
+        candle_core::DType::F16 => "f16",
+        other => panic!("no half-precision drift for {other:?}"),
+    };
+    let theirs = expected[key][name].as_f64().unwrap_or_else(|| panic!("the fixture records no {key}.{name}"));
+    (2.0 * theirs, theirs)
+}
+
 /// A JSON array of strings.
 pub fn json_strings(v: &serde_json::Value) -> Vec<String> {
     v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()

@@ -169,8 +169,12 @@ impl candle_core::CustomOp1 for ActivationOp {
     }
 }
 
-/// The activation of `xs`: fused on contiguous f32 CPU tensors, candle's ops otherwise.
+/// The activation of `xs`: fused on contiguous f32 CPU tensors, and on f32 copies of f16 and
+/// bf16 ones rounded once ([`super::half_on_cpu`]); candle's ops otherwise.
 pub(crate) fn apply(activation: Activation, xs: &Tensor) -> candle_core::Result<Tensor> {
+    if let Some(dtype) = super::half_on_cpu(xs) {
+        return apply(activation, &super::widen(xs)?)?.to_dtype(dtype);
+    }
     if xs.device().is_cpu() && xs.dtype() == candle_core::DType::F32 && xs.is_contiguous() {
         xs.apply_op1_no_bwd(&ActivationOp(activation))
     } else {

@@ -7,7 +7,7 @@ use candle_core::{CpuStorage, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use super::activation::exp;
-use super::{contiguous_f32, lanewise};
+use super::{contiguous_f32, half_on_cpu, lanewise, widen};
 
 /// Queries attended together: their logits and outputs are independent sums, so their chains
 /// of fused multiply-adds overlap instead of waiting on one another (eight at once, over two
@@ -424,6 +424,11 @@ pub(crate) fn windowed_self_attention_on(
     bias: &Tensor,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Option<Tensor>> {
+    if let Some(dtype) = half_on_cpu(qkv) {
+        let (qkv, bias, mask) = (widen(qkv)?, widen(bias)?, mask.map(widen).transpose()?);
+        let attended = windowed_self_attention_on(tier, &qkv, heads, &bias, mask.as_ref())?;
+        return attended.map(|a| a.to_dtype(dtype)).transpose();
+    }
     let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
     if !f32_cpu(qkv) || !f32_cpu(bias) || qkv.rank() != 3 || mask.is_some_and(|m| !f32_cpu(m) || m.rank() != 3) {
         return Ok(None);
@@ -449,6 +454,11 @@ pub(crate) fn self_attention_on(
     heads: usize,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Option<Tensor>> {
+    if let Some(dtype) = half_on_cpu(qkv) {
+        let (qkv, mask) = (widen(qkv)?, mask.map(widen).transpose()?);
+        let attended = self_attention_on(tier, &qkv, heads, mask.as_ref())?;
+        return attended.map(|a| a.to_dtype(dtype)).transpose();
+    }
     let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == candle_core::DType::F32 && t.is_contiguous();
     if !f32_cpu(qkv) || qkv.rank() != 3 {
         return Ok(None);

@@ -5,7 +5,7 @@ use benchctl_cpu::Tier;
 use candle_core::{CpuStorage, Layout, Shape, Tensor};
 
 use super::activation::{add_in_place, map_in_place};
-use super::{Activation, F32Kernel3, F32Op3};
+use super::{half_on_cpu, widen, Activation, F32Kernel3, F32Op3};
 
 /// The instruction set of the matrix products: the `gemm` crate picks it at run time (its
 /// AVX-512 kernels only with the `gemm-avx512` feature), not `BENCHCTL_CPU`.
@@ -81,8 +81,12 @@ impl F32Kernel3 for DenseOp {
     }
 }
 
-/// `x · Wᵀ + b` for 2-D `x`: one fused gemm on contiguous CPU f32, candle's ops otherwise.
+/// `x · Wᵀ + b` for 2-D `x`: one fused gemm on contiguous CPU f32; on the CPU in f16 or bf16,
+/// the same in f32 rounded once at the end ([`half_precision_dense`]); candle's ops otherwise.
 pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    if let Some(dense) = half_precision_dense(x, weight, bias)? {
+        return Ok(dense);
+    }
     match bias {
         Some(b)
             if x.device().is_cpu()
@@ -104,6 +108,19 @@ pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_co
         Some(b) => x.matmul(&weight.t()?)?.broadcast_add(b),
         None => x.matmul(&weight.t()?),
     }
+}
+
+/// `x · Wᵀ + b` in f16 or bf16 on the CPU, in f32 with one rounding ([`half_on_cpu`]).
+/// Widening `W` per call costs `n · k` conversions against the product's `m · n · k`
+/// multiply-adds, and keeps the model's memory at half precision. `None` off the CPU or in f32.
+fn half_precision_dense(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_core::Result<Option<Tensor>> {
+    let Some(dtype) = half_on_cpu(x) else { return Ok(None) };
+    let bias = match bias {
+        Some(b) => widen(b)?,
+        None => Tensor::zeros(weight.dim(0)?, candle_core::DType::F32, weight.device())?,
+    };
+    let dense = widen(x)?.apply_op3_no_bwd(&widen(weight)?, &bias, &F32Op3(DenseOp { tier: Tier::current() }))?;
+    Ok(Some(dense.to_dtype(dtype)?))
 }
 
 /// A dense layer's weights packed once at load for `tier`'s GEMM (see

@@ -49,7 +49,8 @@ impl F32Kernel3 for LayerNormOp {
 
 /// A layer norm with a bias (`torch.nn.LayerNorm`), as every tower loads it
 /// (`Weights::layer_norm`): fused on contiguous f32 CPU tensors (candle's kernel sums each row
-/// as one scalar chain, and as `E[x²] − mean²`), candle's otherwise.
+/// as one scalar chain, and as `E[x²] − mean²`) and on f32 copies of f16 and bf16 ones,
+/// candle's otherwise.
 #[derive(Debug, Clone)]
 pub struct LayerNorm(candle_nn::LayerNorm);
 
@@ -62,6 +63,12 @@ impl LayerNorm {
 impl candle_core::Module for LayerNorm {
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let norm = &self.0;
+        // f16 and bf16 on the CPU: on f32 copies, rounded once (`super::half_on_cpu`).
+        if let (Some(dtype), Some(bias)) = (super::half_on_cpu(xs), norm.bias()) {
+            let op = LayerNormOp { eps: norm.eps() as f32, tier: Tier::current() };
+            let (weight, bias) = (super::widen(norm.weight())?, super::widen(bias)?);
+            return super::widen(xs)?.apply_op3_no_bwd(&weight, &bias, &F32Op3(op))?.to_dtype(dtype);
+        }
         match norm.bias() {
             Some(bias)
                 if xs.device().is_cpu()

@@ -5,7 +5,7 @@
 //! `out_proj` or `projection`), depth, width and activation, so those are parameters here
 //! rather than copies per model.
 
-use candle_core::{DType, Module, Tensor, D};
+use candle_core::{Module, Tensor, D};
 use candle_nn::Linear;
 
 use super::weights::Weights;
@@ -55,7 +55,9 @@ impl Tower {
 }
 
 /// Scaled dot-product attention of `(b, s, width)` queries over `(b, t, width)` keys and
-/// values, split into `heads`; `mask` is added to the `(b, heads, s, t)` logits.
+/// values, split into `heads`; `mask` is added to the `(b, heads, s, t)` logits. In half
+/// precision on the CPU, in f32 with one rounding of the output
+/// ([`crate::kernels::half_on_cpu`]).
 pub(crate) fn attend(
     q: &Tensor,
     k: &Tensor,
@@ -63,6 +65,11 @@ pub(crate) fn attend(
     heads: usize,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Tensor> {
+    if let Some(dtype) = crate::kernels::half_on_cpu(q) {
+        use crate::kernels::widen;
+        let mask = mask.map(widen).transpose()?;
+        return attend(&widen(q)?, &widen(k)?, &widen(v)?, heads, mask.as_ref())?.to_dtype(dtype);
+    }
     let (b, s, width) = q.dims3()?;
     let t = k.dim(1)?;
     let head_dim = width / heads;
@@ -111,9 +118,6 @@ pub(crate) fn dense(lin: &Linear, xs: &Tensor) -> candle_core::Result<Tensor> {
     #[cfg(feature = "cuda")]
     if let Some(bias) = lin.bias().filter(|bias| crate::cuda::epilogue_fits(xs, bias)) {
         return over_rows(xs, |rows| crate::cuda::dense(rows, lin.weight(), bias, Then::Nothing));
-    }
-    if xs.rank() < 3 {
-        return lin.forward(xs);
     }
     over_rows(xs, |rows| crate::kernels::dense_2d(rows, lin.weight(), lin.bias()))
 }
@@ -230,29 +234,19 @@ impl Attention {
         self.out.forward(&self.attended(xs, mask)?)
     }
 
-    /// The heads' attended values of `xs`, before the output projection. In half precision on
-    /// the CPU the logits and weights are f32, as PyTorch's attention accumulates them there
-    /// (rounded to bf16, InternVL's 1,025-token tiles moved a log P("Yes") by 0.13 where
-    /// `transformers` moves 0.03).
+    /// The heads' attended values of `xs`, before the output projection.
     fn attended(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let width = xs.dim(D::Minus1)?;
         let qkv = self.qkv.forward(xs)?;
-        let dtype = qkv.dtype();
-        let widen = dtype != DType::F32 && qkv.device().is_cpu();
-        let (qkv, mask) = match widen {
-            true => (qkv.to_dtype(DType::F32)?, mask.map(|m| m.to_dtype(DType::F32)).transpose()?),
-            false => (qkv, mask.cloned()),
-        };
-        let attended = match fused_self_attention(&qkv, self.heads, None, mask.as_ref())? {
-            Some(attended) => attended,
+        match fused_self_attention(&qkv, self.heads, None, mask)? {
+            Some(attended) => Ok(attended),
             None => {
                 let q = qkv.narrow(D::Minus1, 0, width)?;
                 let k = qkv.narrow(D::Minus1, width, width)?;
                 let v = qkv.narrow(D::Minus1, 2 * width, width)?;
-                attend(&q, &k, &v, self.heads, mask.as_ref())?
+                attend(&q, &k, &v, self.heads, mask)
             }
-        };
-        attended.to_dtype(dtype)
+        }
     }
 }
 
