@@ -82,7 +82,7 @@ impl F32Kernel3 for DenseOp {
 }
 
 /// `x · Wᵀ + b` for 2-D `x`: one fused gemm on contiguous CPU f32; on the CPU in f16 or bf16,
-/// the same in f32 rounded once at the end ([`half_precision_dense`]); candle's ops otherwise.
+/// the same in f32 rounded once at the end (`half_precision_dense`); candle's ops otherwise.
 pub fn dense_2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> candle_core::Result<Tensor> {
     if let Some(dense) = half_precision_dense(x, weight, bias)? {
         return Ok(dense);
