@@ -23,6 +23,10 @@ pub struct HubSource {
     pub files: Vec<String>,
     /// Whether the repo asks users to accept its terms (a token is then needed).
     pub gated: bool,
+    /// Whether the files include `.zip` archives that `fetch` unpacks into the data directory
+    /// (as the release's own loader unzips them), where the suite is then read: never from the
+    /// hub cache's snapshot, which holds the archives.
+    pub unpack: bool,
 }
 
 impl HubSource {

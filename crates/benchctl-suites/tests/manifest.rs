@@ -673,6 +673,7 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("headline = \"group_score\"", "headline = \"group_score\"\n[hub]\nrepo = \"org/y\"\nrevision = \"../main\"", "`hub.revision` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[hub]\nrepo = \"org/y\"\nfiles = []", "`hub.files` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[hub]\nrepo = \"org/y\"\nfiles = [\"../x.parquet\"]", "`hub.files` (line"),
+        ("headline = \"group_score\"", "headline = \"group_score\"\n[hub]\nrepo = \"org/y\"\nfiles = [\"x.parquet\"]\nunpack = true", "`hub.unpack` (line"),
         ("headline = \"group_score\"", "headline = \"group_score\"\n[hub]\nrepo = \"org/y\"\nbranch = \"main\"", "unknown field `branch`"),
     ];
     let unchanged = dir.path().join("same.toml");

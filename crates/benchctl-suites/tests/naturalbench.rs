@@ -83,7 +83,7 @@ fn a_tie_between_options_is_a_miss() {
 /// (`scripts/fixtures/gen_naturalbench_retrieval_fixture.py`).
 #[test]
 fn naturalbench_retrieval_reads_and_scores_as_t2v_metrics() {
-    let suite = loaded("naturalbench-retrieval", "naturalbench-retrieval/NaturalBench-Retrieval");
+    let suite = loaded("naturalbench-retrieval", "naturalbench-retrieval");
     let official = fixture_json("naturalbench-retrieval", "official.json");
     assert_eq!(suite.items.len() as u64, official["items"].as_u64().unwrap());
     let texts = official["texts"].as_array().unwrap();

@@ -90,6 +90,7 @@ pub fn run(plan: &FetchPlan, settings: &HubSettings) -> Result<String> {
                 revision: plan.revision.clone().unwrap_or_else(|| "main".into()),
                 files: include.clone(),
                 gated: false,
+                unpack: false,
             };
             fetch_repo(&hub, plan.data_dir.as_deref(), settings, None)
         }
@@ -100,6 +101,11 @@ pub fn run(plan: &FetchPlan, settings: &HubSettings) -> Result<String> {
                     revision: plan.revision.clone().unwrap_or_else(|| hub.revision.clone()),
                     ..hub.clone()
                 };
+                if hub.unpack {
+                    let data_dir =
+                        plan.data_dir.clone().unwrap_or_else(|| info.default_data_dir(Path::new("datasets")));
+                    return fetch_and_unpack(&hub, &data_dir, settings, &info);
+                }
                 return fetch_repo(&hub, plan.data_dir.as_deref(), settings, Some(&info));
             }
             fetch_builtin(&info, plan, settings)
@@ -109,11 +115,12 @@ pub fn run(plan: &FetchPlan, settings: &HubSettings) -> Result<String> {
 
 /// Where a suite's data is read by default under `root`: `root/<id>` (`datasets/<id>`), or,
 /// for a suite whose manifest names a hub repo, where that directory does not exist, the hub
-/// cache's snapshot of its revision when the cache has one.
+/// cache's snapshot of its revision when the cache has one (not for a release of archives,
+/// which `fetch` unpacks into `root/<id>`).
 pub fn default_data_dir(info: &SuiteInfo, root: &Path) -> PathBuf {
     let local = info.default_data_dir(root);
     match info.hub() {
-        Some(hub) if !local.exists() => {
+        Some(hub) if !local.exists() && !hub.unpack => {
             hub::cached_dataset(&HubSettings::from_env().cache_dir, &hub.repo, &hub.revision)
                 .map_or(local, |(snapshot, _)| snapshot)
         }
@@ -129,6 +136,60 @@ fn fetch_repo(
     settings: &HubSettings,
     suite: Option<&SuiteInfo>,
 ) -> Result<String> {
+    let fetched = download(hub, settings, suite)?;
+    let placed = match data_dir {
+        Some(dir) => {
+            for (name, local) in &fetched.files {
+                place(local, &inside(dir, name)?)?;
+            }
+            write_origin(dir, &HubOrigin { repo: hub.repo.clone(), commit: fetched.commit.clone() })?;
+            dir.to_path_buf()
+        }
+        None => fetched.snapshot.clone(),
+    };
+    Ok(describe(hub, &fetched, &placed, settings.offline, suite))
+}
+
+/// A manifest's release of archives (`hub.unpack`): its files into the hub cache, then each
+/// `.zip` unpacked into `data_dir` where it lies in the repo, the other files placed beside.
+/// The origin is written last, so a stopped unpack leaves no directory that passes for the
+/// release (fetching again unpacks it anew).
+fn fetch_and_unpack(hub: &HubSource, data_dir: &Path, settings: &HubSettings, suite: &SuiteInfo) -> Result<String> {
+    let fetched = download(hub, settings, Some(suite))?;
+    let origin = data_dir.join(ORIGIN_FILE);
+    if let Err(e) = std::fs::remove_file(&origin) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            return Err(write_error(&origin, e));
+        }
+    }
+    let (mut archives, mut written) = (0, 0);
+    for (name, local) in &fetched.files {
+        let target = inside(data_dir, name)?;
+        if name.ends_with(".zip") {
+            written += unzip(local, target.parent().unwrap_or(data_dir))?;
+            archives += 1;
+        } else {
+            place(local, &target)?;
+            written += 1;
+        }
+    }
+    write_origin(data_dir, &HubOrigin { repo: hub.repo.clone(), commit: fetched.commit.clone() })?;
+    let read = if data_dir == suite.default_data_dir(Path::new("datasets")) {
+        "reads it there".to_string()
+    } else {
+        format!("reads it with --data-dir {}", data_dir.display())
+    };
+    Ok(format!(
+        "{}\nunpacked {archives} archive(s) into {} ({written} files written)\n`benchctl eval --suite {}` {read}",
+        describe(hub, &fetched, &fetched.snapshot, settings.offline, None),
+        data_dir.display(),
+        suite.id,
+    ))
+}
+
+/// The files of `hub.files` at `hub.revision` into the hub cache (found there offline), every
+/// pattern matching a file; `suite` is the suite they are for, if any.
+fn download(hub: &HubSource, settings: &HubSettings, suite: Option<&SuiteInfo>) -> Result<DatasetFiles> {
     let (repo, revision) = (hub.repo.as_str(), hub.revision.as_str());
     let failed = |e: benchctl_models::Error| Error::new(ErrorKind::Data, format!("fetch {}: {e}", what(hub, suite)));
     if hub.gated && settings.token.is_none() && !settings.offline {
@@ -156,18 +217,7 @@ fn fetch_repo(
             ),
         ));
     }
-    let origin = HubOrigin { repo: repo.to_string(), commit: fetched.commit.clone() };
-    let placed = match data_dir {
-        Some(dir) => {
-            for (name, local) in &fetched.files {
-                place(local, &inside(dir, name)?)?;
-            }
-            write_origin(dir, &origin)?;
-            dir.to_path_buf()
-        }
-        None => fetched.snapshot.clone(),
-    };
-    Ok(describe(hub, &fetched, &placed, settings.offline, suite))
+    Ok(fetched)
 }
 
 /// The suite or dataset a fetch is for, in messages.

@@ -355,3 +355,110 @@ fn offline_reads_a_cache_laid_out_by_huggingface_hub() {
         "{said}"
     );
 }
+
+/// The bytes of a zip archive holding `dir`'s files under `prefix/`, as `zip -r` writes one.
+fn zip_of(dir: &Path, prefix: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let mut pending = vec![(dir.to_path_buf(), prefix.to_string())];
+    while let Some((from, name)) = pending.pop() {
+        zip.add_directory(format!("{name}/"), options).unwrap();
+        for entry in std::fs::read_dir(&from).unwrap() {
+            let entry = entry.unwrap();
+            let child = format!("{name}/{}", entry.file_name().to_str().unwrap());
+            if entry.file_type().unwrap().is_dir() {
+                pending.push((entry.path(), child));
+            } else {
+                zip.start_file(child, options).unwrap();
+                zip.write_all(&std::fs::read(entry.path()).unwrap()).unwrap();
+            }
+        }
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+/// NaturalBench's retrieval form is a zip in its dataset repo, which t2v_metrics' loader
+/// downloads and unzips: `fetch --suite naturalbench-retrieval` unpacks it into the data
+/// directory (the repo's other files left alone), `eval` reads it there as the same files
+/// unzipped by hand and records the repo and commit; `check` without a data directory names
+/// the one `fetch` fills, not the hub cache's snapshot (which holds only the archive).
+#[test]
+fn a_zipped_release_is_unpacked_into_the_data_directory() {
+    let fixture =
+        benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures/naturalbench-retrieval");
+    let archive = zip_of(&fixture.join("NaturalBench-Retrieval"), "NaturalBench-Retrieval");
+    let files = vec![
+        ("README.md".to_string(), b"# NaturalBench".to_vec()),
+        ("NaturalBench-Retrieval.zip".to_string(), archive),
+        ("data/train-00000-of-00001.parquet".to_string(), b"the VQA form".to_vec()),
+    ];
+    let release = Release {
+        repo: "BaiqiL/NaturalBench",
+        refs: vec![("main", MAIN)],
+        files: vec![(MAIN, files)],
+        token: None,
+        cut: None,
+    };
+    let hub = start(release);
+    let home = tempfile::tempdir().unwrap();
+
+    let out = run(&["check", "--suite", "naturalbench-retrieval"], &hub.url(), home.path(), &[]);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!out.status.success() && said.contains("benchctl fetch --suite naturalbench-retrieval"), "{said}");
+
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().join("nb");
+    let fetch = ["fetch", "--suite", "naturalbench-retrieval", "--data-dir", data_dir.to_str().unwrap()];
+    let out = run(&fetch, &hub.url(), home.path(), &[]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!("BaiqiL/NaturalBench at commit {MAIN} (revision main): 1 of its 3 files")),
+        "{said}"
+    );
+    assert!(said.contains("unpacked 1 archive(s) into") && said.contains("--data-dir"), "{said}");
+    let unpacked = data_dir.join("NaturalBench-Retrieval");
+    assert_eq!(
+        std::fs::read(unpacked.join("metadata.json")).unwrap(),
+        std::fs::read(fixture.join("NaturalBench-Retrieval/metadata.json")).unwrap()
+    );
+    assert!(!data_dir.join("README.md").exists() && !data_dir.join("data").exists(), "only the archive");
+
+    // Read where it was unpacked: the same items and scores as the files unzipped by hand, and
+    // the release it came from.
+    let results = tempfile::tempdir().unwrap();
+    let (_, fetched, _) = common::eval_tiny("naturalbench-retrieval", &data_dir, &results.path().join("a"), &[]);
+    assert_eq!(fetched["suite"]["hub"], serde_json::json!({"repo": "BaiqiL/NaturalBench", "commit": MAIN}));
+    let (_, by_hand, _) = common::eval_tiny("naturalbench-retrieval", &fixture, &results.path().join("b"), &[]);
+    assert_eq!(fetched["report"], by_hand["report"]);
+    assert!(by_hand["suite"].get("hub").is_none());
+}
+
+/// An archive entry that would leave the data directory is refused, naming it, and the
+/// directory is not marked as the release.
+#[test]
+fn an_archive_entry_leaving_the_data_directory_is_refused() {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip.start_file("../escaped.json", zip::write::SimpleFileOptions::default()).unwrap();
+    zip.write_all(b"[]").unwrap();
+    let archive = zip.finish().unwrap().into_inner();
+    let files = vec![("NaturalBench-Retrieval.zip".to_string(), archive)];
+    let release = Release {
+        repo: "BaiqiL/NaturalBench",
+        refs: vec![("main", MAIN)],
+        files: vec![(MAIN, files)],
+        token: None,
+        cut: None,
+    };
+    let hub = start(release);
+    let (home, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let data_dir = data.path().join("nb");
+    let fetch = ["fetch", "--suite", "naturalbench-retrieval", "--data-dir", data_dir.to_str().unwrap()];
+    let out = run(&fetch, &hub.url(), home.path(), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("entry `../escaped.json` would leave"), "{}", stderr(&out));
+    assert!(!data.path().join("escaped.json").exists());
+    assert!(!data_dir.join(".benchctl-hub-origin.json").exists());
+}

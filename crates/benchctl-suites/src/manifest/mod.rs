@@ -216,6 +216,13 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
     }
     let hub = raw.hub.as_ref().map(|h| hub_source(h, &sources, &cx)).transpose()?;
     let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| match &hub {
+        Some(hub) if hub.unpack => format!(
+            "run `benchctl fetch --suite {}`: it downloads {} of the dataset {} from the Hugging Face hub and unpacks it into this directory{}",
+            id,
+            hub.files.join(", "),
+            hub.repo,
+            if hub.gated { " (the repo is gated: accept its terms on huggingface.co and set HF_TOKEN)" } else { "" }
+        ),
         Some(hub) => format!(
             "run `benchctl fetch --suite {}`: it downloads {} of the dataset {} from the Hugging Face hub into the hub cache, where the suite is then read{}",
             id,
@@ -283,7 +290,12 @@ fn hub_source(raw: &raw::RawHub, sources: &Sources, cx: &Context<'_>) -> Result<
         }
         None => sources.patterns.clone(),
     };
-    Ok(HubSource { repo: repo.clone(), revision, files, gated: raw.gated })
+    let unpack = raw.unpack.as_ref().is_some_and(|u| *u.get_ref());
+    if let Some(u) = raw.unpack.as_ref().filter(|_| unpack && !files.iter().any(|f| f.ends_with(".zip"))) {
+        let what = "is true, but no file of `hub.files` is a `.zip` archive to unpack".to_string();
+        return Err(cx.bad("hub.unpack", cx.line(u.span()), what));
+    }
+    Ok(HubSource { repo: repo.clone(), revision, files, gated: raw.gated, unpack })
 }
 
 /// `id`: letters, digits, `-`, `_` or `.`, not a built-in suite's, and (for a file) not a

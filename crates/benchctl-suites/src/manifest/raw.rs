@@ -37,6 +37,8 @@ pub(super) struct RawHub {
     pub(super) files: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub(super) gated: bool,
+    #[serde(default)]
+    pub(super) unpack: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize)]
