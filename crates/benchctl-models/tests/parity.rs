@@ -112,9 +112,14 @@ fn logits(name: &str, dtype: DType) -> Tensor {
 /// How far `output` of fixture `name` may drift in `dtype`, and transformers' own drift there
 /// (`half-precision-drift.json`, from `scripts/fixtures/gen_half_drift_yardsticks.py`).
 fn drift_bound(name: &str, output: &str, dtype: DType) -> (f64, f64) {
+    library_drift_bound(name, "transformers", output, dtype)
+}
+
+/// [`drift_bound`] with the yardstick of `library` (`transformers`, `open_clip`).
+fn library_drift_bound(name: &str, library: &str, output: &str, dtype: DType) -> (f64, f64) {
     let path = fixture_model(name).join("half-precision-drift.json");
     let yardstick: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    half_precision_bound(&yardstick["transformers_half_precision_drift"], output, dtype)
+    half_precision_bound(&yardstick[format!("{library}_half_precision_drift")], output, dtype)
 }
 
 #[test]
@@ -172,6 +177,30 @@ fn openclip_checkpoint_in_open_clip_naming_matches_open_clip() {
     assert!(d <= TOLERANCE, "openclip text features differ by {d}");
     let scale = r.tensors["logit_scale"].to_vec1::<f32>().unwrap()[0];
     assert!((model.model().logit_scale() - scale).abs() <= 1e-4 * scale);
+}
+
+/// open_clip's own model in bf16 and f16 (`half-precision-drift.json`) is the yardstick for
+/// benchctl's in the same dtype, on the logits of the fixture's stored f32 features.
+#[test]
+fn openclip_half_precision_drift_is_reported_and_bounded() {
+    let r = reference("openclip-tiny");
+    let logits = |images: &Tensor, texts: &Tensor, scale: f32| -> Tensor {
+        let unit = |x: &Tensor| x.broadcast_div(&x.sqr().unwrap().sum_keepdim(1).unwrap().sqrt().unwrap()).unwrap();
+        (unit(images).matmul(&unit(texts).t().unwrap()).unwrap() * f64::from(scale)).unwrap()
+    };
+    let scale = r.tensors["logit_scale"].to_vec1::<f32>().unwrap()[0];
+    let expected = logits(&r.tensors["image_embeds"], &r.tensors["text_embeds"], scale);
+    for dtype in [DType::BF16, DType::F16] {
+        let model = load_open_clip(&files("openclip-tiny"), dtype, &test_device()).unwrap();
+        let images = model.model().image_features(&r.tensors["pixel_values"].to_dtype(dtype).unwrap()).unwrap();
+        let ids: Vec<Vec<u32>> = r.texts.iter().map(|t| model.tokenizer().encode(t).unwrap()).collect();
+        let texts = model.model().text_features(&ids).unwrap();
+        let f32 = |t: Tensor| t.to_dtype(DType::F32).unwrap();
+        let d = max_abs_diff(&logits(&f32(images), &f32(texts), model.model().logit_scale()), &expected);
+        let (bound, theirs) = library_drift_bound("openclip-tiny", "open_clip", "logits_per_image", dtype);
+        eprintln!("openclip-tiny {dtype:?}: max abs logit drift {d} (open_clip's own {theirs})");
+        assert!(f64::from(d) < bound, "openclip {dtype:?} drifts by {d}");
+    }
 }
 
 #[test]

@@ -378,6 +378,17 @@ fn zip_of(dir: &Path, prefix: &str) -> Vec<u8> {
     zip.finish().unwrap().into_inner()
 }
 
+/// NaturalBench's dataset repo at main holding `files`.
+fn naturalbench_release(files: Files) -> Release {
+    Release {
+        repo: "BaiqiL/NaturalBench",
+        refs: vec![("main", MAIN)],
+        files: vec![(MAIN, files)],
+        token: None,
+        cut: None,
+    }
+}
+
 /// NaturalBench's retrieval form is a zip in its dataset repo, which t2v_metrics' loader
 /// downloads and unzips: `fetch --suite naturalbench-retrieval` unpacks it into the data
 /// directory (the repo's other files left alone), `eval` reads it there as the same files
@@ -393,14 +404,7 @@ fn a_zipped_release_is_unpacked_into_the_data_directory() {
         ("NaturalBench-Retrieval.zip".to_string(), archive),
         ("data/train-00000-of-00001.parquet".to_string(), b"the VQA form".to_vec()),
     ];
-    let release = Release {
-        repo: "BaiqiL/NaturalBench",
-        refs: vec![("main", MAIN)],
-        files: vec![(MAIN, files)],
-        token: None,
-        cut: None,
-    };
-    let hub = start(release);
+    let hub = start(naturalbench_release(files));
     let home = tempfile::tempdir().unwrap();
 
     let out = run(&["check", "--suite", "naturalbench-retrieval"], &hub.url(), home.path(), &[]);
@@ -445,14 +449,7 @@ fn an_archive_entry_leaving_the_data_directory_is_refused() {
     zip.write_all(b"[]").unwrap();
     let archive = zip.finish().unwrap().into_inner();
     let files = vec![("NaturalBench-Retrieval.zip".to_string(), archive)];
-    let release = Release {
-        repo: "BaiqiL/NaturalBench",
-        refs: vec![("main", MAIN)],
-        files: vec![(MAIN, files)],
-        token: None,
-        cut: None,
-    };
-    let hub = start(release);
+    let hub = start(naturalbench_release(files));
     let (home, data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let data_dir = data.path().join("nb");
     let fetch = ["fetch", "--suite", "naturalbench-retrieval", "--data-dir", data_dir.to_str().unwrap()];

@@ -215,26 +215,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         return Err(cx.bad("metrics.family", cx.line(raw.metrics.family.span()), what));
     }
     let hub = raw.hub.as_ref().map(|h| hub_source(h, &sources, &cx)).transpose()?;
-    let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| match &hub {
-        Some(hub) if hub.unpack => format!(
-            "run `benchctl fetch --suite {}`: it downloads {} of the dataset {} from the Hugging Face hub and unpacks it into this directory{}",
-            id,
-            hub.files.join(", "),
-            hub.repo,
-            if hub.gated { " (the repo is gated: accept its terms on huggingface.co and set HF_TOKEN)" } else { "" }
-        ),
-        Some(hub) => format!(
-            "run `benchctl fetch --suite {}`: it downloads {} of the dataset {} from the Hugging Face hub into the hub cache, where the suite is then read{}",
-            id,
-            hub.files.join(", "),
-            hub.repo,
-            if hub.gated { " (the repo is gated: accept its terms on huggingface.co and set HF_TOKEN)" } else { "" }
-        ),
-        None => format!(
-            "place {} and its images in this directory, as the manifest {origin} describes",
-            sources.patterns.join(", ")
-        ),
-    });
+    let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| default_how_to_get(&id, hub.as_ref(), &sources, origin));
     Ok(Manifest {
         id,
         path,
@@ -255,6 +236,29 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         official_ties: metrics.official_ties,
         hub,
     })
+}
+
+/// How to get a manifest's data when it does not say: `fetch` for a hub release (unpacked into
+/// the data directory, or read in the hub cache), else its files as the manifest names them.
+fn default_how_to_get(id: &str, hub: Option<&HubSource>, sources: &Sources, origin: &str) -> String {
+    let Some(hub) = hub else {
+        return format!(
+            "place {} and its images in this directory, as the manifest {origin} describes",
+            sources.patterns.join(", ")
+        );
+    };
+    let gated =
+        if hub.gated { " (the repo is gated: accept its terms on huggingface.co and set HF_TOKEN)" } else { "" };
+    let placed = if hub.unpack {
+        "and unpacks it into this directory"
+    } else {
+        "into the hub cache, where the suite is then read"
+    };
+    format!(
+        "run `benchctl fetch --suite {id}`: it downloads {} of the dataset {} from the Hugging Face hub {placed}{gated}",
+        hub.files.join(", "),
+        hub.repo
+    )
 }
 
 /// `[hub]`: a repo id as the hub writes them, a revision that is a path inside the repo's
