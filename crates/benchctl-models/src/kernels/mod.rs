@@ -25,10 +25,10 @@ pub use norm::LayerNorm;
 
 use candle_core::{CpuStorage, DType, Layout, Shape, Tensor};
 
-/// `Some(dtype)` for an f16 or bf16 tensor on the CPU. The dense layers and attention run
-/// those as PyTorch's CPU kernels do: on f32 copies, rounding each output once (oneDNN's
-/// products accumulate in f32 and add the bias there; its attention keeps the scores, the
-/// softmax and the sums in f32). candle rounds after each operation, and the extra roundings
+/// `Some(dtype)` for an f16 or bf16 tensor on the CPU. The dense layers, attention, layer norms
+/// and activations run those as PyTorch's CPU kernels do: on f32 copies, rounding each output
+/// once (oneDNN's products accumulate in f32 and add the bias there; its attention keeps the
+/// scores, the softmax and the sums in f32). candle rounds after each operation, and the extra roundings
 /// moved EVA02-E's bf16 image features five times as far from f32 as open_clip's, and a
 /// 1,025-token InternVL tile's log P("Yes") four times as far as transformers'.
 pub(crate) fn half_on_cpu(t: &Tensor) -> Option<DType> {
