@@ -137,6 +137,17 @@ impl PackedDense {
     /// separate pass over the output (an activation, a residual sum) reads it back from memory
     /// instead: the image encoder's 1,600 × 3,072 MLP activations are 20 MB.
     pub(crate) fn forward_then(&self, x: &[f32], m: usize, then: Option<&Epilogue<'_>>) -> Vec<f32> {
+        self.forward_on(x, m, then, rayon::current_num_threads())
+    }
+
+    /// [`Self::forward`] on the calling thread alone: for products too small to split, run
+    /// many at once by the caller (attention's per-head products).
+    pub(crate) fn forward_serial(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.forward_on(x, m, None, 1)
+    }
+
+    /// The product on `threads` tasks' worth of row blocks; one runs on the calling thread.
+    fn forward_on(&self, x: &[f32], m: usize, then: Option<&Epilogue<'_>>, threads: usize) -> Vec<f32> {
         let PackedDense { isa, shape: Shape { mr, nr }, k, n, ref weights, ref bias } = *self;
         assert!(x.len() >= m * k, "dense: input smaller than ({m}, {k})");
         if k == 0 {
@@ -157,66 +168,69 @@ impl PackedDense {
         let panels = n.div_ceil(nr);
         let blocks = k.div_ceil(KC);
         let out_ptr = SendPtr(out.as_mut_ptr());
-        let tasks = RowTasks::new(m, mr, rayon::current_num_threads());
+        let tasks = RowTasks::new(m, mr, threads);
         for block in 0..blocks {
             let (depth, kc, first, last) = (block * KC, KC.min(k - block * KC), block == 0, block + 1 == blocks);
             // Tasks of at most MC rows, all working through the same depth block of the
             // weights (`kc × n`, read by both cores at once).
-            (0..tasks.count).into_par_iter().for_each_init(
-                || vec![0f32; mr * nr],
-                |tile, task| {
-                    let rows = tasks.rows(task);
-                    // `A` is read in place, row by row: the kernel broadcasts each value from
-                    // memory anyway, and a sliver's `mr` rows of `kc` values (12 KB) stay in L1
-                    // while the panels stream past, so packing them (a transposing copy per
-                    // depth block, 4.6 % of the image encoder's time) bought nothing.
-                    // Per block of NC columns, sliver by sliver.
-                    for cb in 0..n.div_ceil(NC) {
-                        for i0 in rows.clone().step_by(mr) {
-                            let valid_rows = mr.min(rows.end - i0);
-                            // Rows past `m` repeat the last one; their results are dropped.
-                            let a: [*const f32; MAX_MR] =
-                                std::array::from_fn(|r| x[(i0 + r.min(valid_rows - 1)) * k + depth..].as_ptr());
-                            for p in cb * NC / nr..((cb + 1) * NC).min(n).div_ceil(nr) {
-                                let panel = &weights[(depth * panels + p * kc) * nr..][..nr * kc];
-                                let bias = &bias[p * nr..(p + 1) * nr];
-                                let cols = nr.min(n - p * nr);
-                                let full = valid_rows == mr && cols == nr;
-                                // SAFETY (raw accesses to `out`): this task's rows only, inside
-                                // `out`'s capacity, which outlives the parallel loop; read only
-                                // after the first depth block wrote them.
-                                let at = |r: usize| unsafe { out_ptr.get().add((i0 + r) * n + p * nr) };
-                                // Full tiles go straight to `out`; edge tiles through `tile`.
-                                if !full && !first {
-                                    for r in 0..valid_rows {
-                                        let src = unsafe { std::slice::from_raw_parts(at(r), cols) };
-                                        tile[r * nr..r * nr + cols].copy_from_slice(src);
-                                    }
+            let task_body = |tile: &mut Vec<f32>, task: usize| {
+                let rows = tasks.rows(task);
+                // `A` is read in place, row by row: the kernel broadcasts each value from
+                // memory anyway, and a sliver's `mr` rows of `kc` values (12 KB) stay in L1
+                // while the panels stream past, so packing them (a transposing copy per
+                // depth block, 4.6 % of the image encoder's time) bought nothing.
+                // Per block of NC columns, sliver by sliver.
+                for cb in 0..n.div_ceil(NC) {
+                    for i0 in rows.clone().step_by(mr) {
+                        let valid_rows = mr.min(rows.end - i0);
+                        // Rows past `m` repeat the last one; their results are dropped.
+                        let a: [*const f32; MAX_MR] =
+                            std::array::from_fn(|r| x[(i0 + r.min(valid_rows - 1)) * k + depth..].as_ptr());
+                        for p in cb * NC / nr..((cb + 1) * NC).min(n).div_ceil(nr) {
+                            let panel = &weights[(depth * panels + p * kc) * nr..][..nr * kc];
+                            let bias = &bias[p * nr..(p + 1) * nr];
+                            let cols = nr.min(n - p * nr);
+                            let full = valid_rows == mr && cols == nr;
+                            // SAFETY (raw accesses to `out`): this task's rows only, inside
+                            // `out`'s capacity, which outlives the parallel loop; read only
+                            // after the first depth block wrote them.
+                            let at = |r: usize| unsafe { out_ptr.get().add((i0 + r) * n + p * nr) };
+                            // Full tiles go straight to `out`; edge tiles through `tile`.
+                            if !full && !first {
+                                for r in 0..valid_rows {
+                                    let src = unsafe { std::slice::from_raw_parts(at(r), cols) };
+                                    tile[r * nr..r * nr + cols].copy_from_slice(src);
                                 }
-                                let (c, ldc) = if full { (at(0), n) } else { (tile.as_mut_ptr(), nr) };
-                                // SAFETY: each of `a`'s rows holds `kc` values from `depth`
-                                // (inside `x`: `x.len() >= m * k`), `panel` kc × nr and `bias`
-                                // nr values; `c` addresses mr rows of nr values, `ldc` apart;
-                                // the packing tier has the features the kernel is compiled for.
-                                unsafe { micro_kernel(isa, kc, &a, panel.as_ptr(), bias.as_ptr(), c, ldc, first) };
-                                if !full {
-                                    for r in 0..valid_rows {
-                                        // A raw copy, not a slice: in the first depth block
-                                        // the destination is not initialised yet.
-                                        let src = &tile[r * nr..r * nr + cols];
-                                        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), at(r), cols) };
-                                    }
+                            }
+                            let (c, ldc) = if full { (at(0), n) } else { (tile.as_mut_ptr(), nr) };
+                            // SAFETY: each of `a`'s rows holds `kc` values from `depth`
+                            // (inside `x`: `x.len() >= m * k`), `panel` kc × nr and `bias`
+                            // nr values; `c` addresses mr rows of nr values, `ldc` apart;
+                            // the packing tier has the features the kernel is compiled for.
+                            unsafe { micro_kernel(isa, kc, &a, panel.as_ptr(), bias.as_ptr(), c, ldc, first) };
+                            if !full {
+                                for r in 0..valid_rows {
+                                    // A raw copy, not a slice: in the first depth block
+                                    // the destination is not initialised yet.
+                                    let src = &tile[r * nr..r * nr + cols];
+                                    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), at(r), cols) };
                                 }
-                                if let Some(then) = then.filter(|_| last) {
-                                    for r in 0..valid_rows {
-                                        then(i0 + r, p * nr, unsafe { std::slice::from_raw_parts_mut(at(r), cols) });
-                                    }
+                            }
+                            if let Some(then) = then.filter(|_| last) {
+                                for r in 0..valid_rows {
+                                    then(i0 + r, p * nr, unsafe { std::slice::from_raw_parts_mut(at(r), cols) });
                                 }
                             }
                         }
                     }
-                },
-            );
+                }
+            };
+            if threads == 1 {
+                let mut tile = vec![0f32; mr * nr];
+                (0..tasks.count).for_each(|task| task_body(&mut tile, task));
+            } else {
+                (0..tasks.count).into_par_iter().for_each_init(|| vec![0f32; mr * nr], task_body);
+            }
         }
         // SAFETY: the first depth block wrote all `m × n` values (see above).
         unsafe { out.set_len(m * n) };

@@ -202,32 +202,57 @@ fn softmax_rows_body<const FUSED: bool>(logits: &mut [f32], seq: usize, scale: f
 
 per_tier!(fn softmax_rows = softmax_rows_body(logits: &mut [f32], seq: usize, scale: f32));
 
-/// Unmasked self-attention of one batch row over a long sequence, head by head, through the
-/// packed GEMM on all cores: the head's keys packed as a `(seq, head)` layer and its values
-/// (transposed) as a `(head, seq)` one, then per [`TILE`] queries `logits = q · Kᵀ`, a row
-/// softmax of `logits / √d`, `out = weights · V`. The same sums as [`attend_row`], in the
-/// GEMM's order. `None` on a tier without a packed GEMM.
-fn attend_long(tier: Tier, rows: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize) -> Option<()> {
+/// Unmasked self-attention over a long sequence through the packed GEMM, every (batch row,
+/// head) pair a task on its own (a batch of ViT-B/16's 197 tokens is 384 of them; run row by
+/// row, head by head, the gathers ran on one core while the other waited, and each small
+/// product paid for its own parallel dispatch): per pair, the head's keys packed as a `(seq,
+/// head)` layer and its values (transposed) as a `(head, seq)` one, then per [`TILE`] queries
+/// `logits = q · Kᵀ`, a row softmax of `logits / √d`, `out = weights · V`. The same sums as
+/// [`attend_row`], in the GEMM's order. `None` on a tier without a packed GEMM.
+fn attend_long(tier: Tier, qkv: &[f32], out: &mut [f32], seq: usize, width: usize, heads: usize) -> Option<()> {
     let head = width / heads;
-    let scale = (head as f32).powf(-0.5);
-    for h in 0..heads {
-        let part = |r: usize, which: usize| &rows[r * 3 * width + which * width + h * head..][..head];
-        let gather = |which: usize| -> Vec<f32> { (0..seq).flat_map(|r| part(r, which).iter().copied()).collect() };
-        let keys = crate::gemm::PackedDense::pack(tier, &gather(1), None, seq, head)?;
-        let transposed: Vec<f32> = (0..head).flat_map(|d| (0..seq).map(move |r| part(r, 2)[d])).collect();
-        let values = crate::gemm::PackedDense::pack(tier, &transposed, None, head, seq)?;
-        let queries = gather(0);
-        for first in (0..seq).step_by(TILE) {
-            let m = TILE.min(seq - first);
-            let mut logits = keys.forward(&queries[first * head..][..m * head], m);
-            logits.par_chunks_mut(seq * 16).for_each(|rows| softmax_rows(tier, rows, seq, scale));
-            let attended = values.forward(&logits, m);
+    let per_pair: Vec<Vec<f32>> = (0..out.len() / (seq * width) * heads)
+        .into_par_iter()
+        .map(|pair| {
+            let rows = &qkv[pair / heads * seq * 3 * width..][..seq * 3 * width];
+            attend_long_head(tier, rows, seq, width, pair % heads, head)
+        })
+        .collect::<Option<_>>()?;
+    out.par_chunks_mut(seq * width).zip(per_pair.par_chunks(heads)).for_each(|(out, heads_of_row)| {
+        for (h, attended) in heads_of_row.iter().enumerate() {
             for (i, row) in attended.chunks_exact(head).enumerate() {
-                out[(first + i) * width + h * head..][..head].copy_from_slice(row);
+                out[i * width + h * head..][..head].copy_from_slice(row);
             }
         }
-    }
+    });
     Some(())
+}
+
+/// Head `h` of one batch row's fused projection `rows` attended, `(seq, head)`, on the calling
+/// thread.
+fn attend_long_head(tier: Tier, rows: &[f32], seq: usize, width: usize, h: usize, head: usize) -> Option<Vec<f32>> {
+    let scale = (head as f32).powf(-0.5);
+    let part = |r: usize, which: usize| &rows[r * 3 * width + which * width + h * head..][..head];
+    let mut queries = Vec::with_capacity(seq * head);
+    let mut keys = Vec::with_capacity(seq * head);
+    let mut values = vec![0f32; head * seq];
+    for r in 0..seq {
+        queries.extend_from_slice(part(r, 0));
+        keys.extend_from_slice(part(r, 1));
+        for (d, &v) in part(r, 2).iter().enumerate() {
+            values[d * seq + r] = v;
+        }
+    }
+    let keys = crate::gemm::PackedDense::pack(tier, &keys, None, seq, head)?;
+    let values = crate::gemm::PackedDense::pack(tier, &values, None, head, seq)?;
+    let mut attended = Vec::with_capacity(seq * head);
+    for first in (0..seq).step_by(TILE) {
+        let m = TILE.min(seq - first);
+        let mut logits = keys.forward_serial(&queries[first * head..][..m * head], m);
+        softmax_rows(tier, &mut logits, seq, scale);
+        attended.extend(values.forward_serial(&logits, m));
+    }
+    Some(attended)
 }
 
 /// What is added to one batch row's scaled logits: a per-head `(heads, seq, seq)` bias (a
@@ -304,10 +329,8 @@ impl SelfAttentionOp {
         let qkv = &data[start..end];
         let mut out = vec![0f32; batch * seq * width];
         if seq >= LONG_SEQUENCE && bias.is_none() && masks.is_none() && crate::gemm::PackedDense::packs_on(self.tier) {
-            for (out, rows) in out.chunks_mut(seq * width).zip(qkv.chunks(seq * three_width)) {
-                attend_long(self.tier, rows, out, seq, width, self.heads)
-                    .ok_or_else(|| candle_core::Error::Msg("fused attention: no packed GEMM on this tier".into()))?;
-            }
+            attend_long(self.tier, qkv, &mut out, seq, width, self.heads)
+                .ok_or_else(|| candle_core::Error::Msg("fused attention: no packed GEMM on this tier".into()))?;
             return Ok((CpuStorage::F32(out), Shape::from((batch, seq, width))));
         }
         out.par_chunks_mut(seq * width).zip(qkv.par_chunks(seq * three_width)).enumerate().for_each_init(
@@ -443,7 +466,7 @@ pub(crate) fn windowed_self_attention_on(
 /// Self-attention of a fused `(batch, seq, 3·width)` q/k/v projection, with an optional
 /// additive `(seq, seq)` mask: the fused kernel on contiguous f32 CPU tensors, `None` (use
 /// the composed path) for anything else.
-pub(crate) fn self_attention(qkv: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Option<Tensor>> {
+pub fn self_attention(qkv: &Tensor, heads: usize, mask: Option<&Tensor>) -> candle_core::Result<Option<Tensor>> {
     self_attention_on(Tier::current(), qkv, heads, mask)
 }
 

@@ -9,19 +9,22 @@
 //!
 //! One file per op family: `activation.rs` (the activations and their `exp`/`erf`), `norm.rs`
 //! (layer norm), `dense.rs` (dense layers and their fused epilogues), `attention.rs` (text, ViT
-//! and Swin-window self-attention); the op adapters they share are here. This module depends on
+//! and Swin-window self-attention), `rotary.rs` (rotary position embedding); the op adapters they share are here. This module depends on
 //! candle and the tiers only; the models build on it, never the other way round.
 
 mod activation;
 mod attention;
 mod dense;
 mod norm;
+mod rotary;
 
 pub use activation::{activate, activate_on, Activation};
-pub(crate) use attention::{self_attention, windowed_self_attention};
+pub use attention::self_attention;
+pub(crate) use attention::windowed_self_attention;
 pub use dense::{dense_2d, gemm_isa};
 pub(crate) use dense::{dense_packed, pack_dense, Then};
 pub use norm::LayerNorm;
+pub(crate) use rotary::rotate_pairs_qk;
 
 use candle_core::{CpuStorage, DType, Layout, Shape, Tensor};
 

@@ -54,38 +54,51 @@ pub(super) fn retrieval(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     Ok(("RoCOCO-scale scoring (5,000 × 50,010 and 25,010 × 10,000)".to_string(), vec![r]))
 }
 
-/// One dense layer of ViT-B/32's MLP on a batch of 32 images: `(1600, 768) · (3072, 768)ᵀ + b`,
-/// `per_second` in GFLOP/s: as the encoders run it (weights packed once, when the model
-/// loads: `transformer::Dense`), and through `kernels::dense_2d`, which packs them on every call.
+/// The image encoders' MLP products on a batch of 32 images, `per_second` in GFLOP/s:
+/// ViT-B/32's `(1600, 768) · (3072, 768)ᵀ + b` as the encoders run it (weights packed once,
+/// when the model loads: `transformer::Dense`) and through `kernels::dense_2d`, which packs them
+/// on every call; then ViT-B/16's two (6,304 rows: an output of 77 MB, which no cache holds),
+/// packed at load. `scripts/bench/bench_dense_torch.py` times PyTorch's `F.linear` on the same
+/// shapes.
 #[cfg(feature = "dev-bench")]
 pub(super) fn dense(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
-    let (m, k, n) = (1600, 768, 3072);
     let dev = candle_core::Device::Cpu;
     let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
-    let x = Tensor::randn(0f32, 1.0, (m, k), &dev).map_err(compute)?;
-    let w = Tensor::randn(0f32, 1.0, (n, k), &dev).map_err(compute)?;
-    let b = Tensor::randn(0f32, 1.0, n, &dev).map_err(compute)?;
-    let layer = benchctl_models::models::transformer::Dense::from_weights(w.clone(), Some(b.clone()))?;
-    let time = |name: &'static str, product: &dyn Fn() -> candle_core::Result<Tensor>| -> Result<PartResult> {
-        product().map_err(compute)?;
-        let mut times = Vec::new();
-        for _ in 0..args.iters.max(1) {
-            let started = Instant::now();
-            std::hint::black_box(product().map_err(compute)?);
-            times.push(started.elapsed().as_secs_f64());
-        }
-        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
-        let gflops = 2.0 * (m * k * n) as f64 / best / 1e9;
-        let mut r = summarise(name, 1, &times);
-        r.per_second = gflops;
-        r.extra = vec![("gflops", gflops)];
-        Ok(r)
-    };
-    let rows = vec![
-        time("dense", &|| layer.forward(&x))?,
-        time("dense-packed-per-call", &|| benchctl_models::kernels::dense_2d(&x, &w, Some(&b)))?,
+    let time =
+        |name: &'static str, flops: f64, product: &dyn Fn() -> candle_core::Result<Tensor>| -> Result<PartResult> {
+            product().map_err(compute)?;
+            let mut times = Vec::new();
+            for _ in 0..args.iters.max(1) {
+                let started = Instant::now();
+                std::hint::black_box(product().map_err(compute)?);
+                times.push(started.elapsed().as_secs_f64());
+            }
+            let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+            let gflops = flops / best / 1e9;
+            let mut r = summarise(name, 1, &times);
+            r.per_second = gflops;
+            r.extra = vec![("gflops", gflops)];
+            Ok(r)
+        };
+    let mut rows = Vec::new();
+    let shapes = [
+        ("dense-b32-mlp-up", 1600, 768, 3072),
+        ("dense-b16-mlp-up", 6304, 768, 3072),
+        ("dense-b16-mlp-down", 6304, 3072, 768),
     ];
-    Ok((format!("dense layer ({m}, {k}) · ({n}, {k})ᵀ + b, {} tier", benchctl_cpu::Tier::current().isa()), rows))
+    for (name, m, k, n) in shapes {
+        let x = Tensor::randn(0f32, 1.0, (m, k), &dev).map_err(compute)?;
+        let w = Tensor::randn(0f32, 1.0, (n, k), &dev).map_err(compute)?;
+        let b = Tensor::randn(0f32, 1.0, n, &dev).map_err(compute)?;
+        let layer = benchctl_models::models::transformer::Dense::from_weights(w.clone(), Some(b.clone()))?;
+        let flops = 2.0 * (m * k * n) as f64;
+        rows.push(time(name, flops, &|| layer.forward(&x))?);
+        if m == 1600 {
+            let per_call = || benchctl_models::kernels::dense_2d(&x, &w, Some(&b));
+            rows.push(time("dense-b32-packed-per-call", flops, &per_call)?);
+        }
+    }
+    Ok((format!("dense layers (m, k) · (n, k)ᵀ + b, {} tier", benchctl_cpu::Tier::current().isa()), rows))
 }
 
 /// The fp32 multiply-add rate of the current tier: independent chains of FMAs (AVX-512: 16
@@ -169,13 +182,15 @@ unsafe fn fma_chains_avx2(iterations: usize) -> (f32, usize) {
     (lanes.iter().sum(), 12 * 8 * 2)
 }
 
-/// The fused self-attention on a GPU, per (sequence, heads, head width): the image towers'
+/// The fused self-attention alone, per (sequence, heads, head width): the image towers'
 /// sequences (ViT-B/32 50, B/16 197, L/14 257, L/14-336 577, SigLIP so400m-384 729 tokens) with
 /// heads of 64, and with heads of 128 (PE-Core G and the generative models' vision towers and
-/// prompts, 256 to 1,024 tokens). `args.batch` rows, `args.dtype`, under
-/// `BENCHCTL_CUDA_KERNELS`; `per_second` is calls per second, `extra` the microseconds per call
-/// and the rate in TFLOP/s (4·rows·heads·seq²·width, the two products).
-#[cfg(all(feature = "dev-bench", feature = "cuda"))]
+/// prompts, 256 to 1,024 tokens). `args.batch` rows; on a GPU (`--device cuda`) in `args.dtype`
+/// under `BENCHCTL_CUDA_KERNELS`, on the CPU in f32 on the current tier; `per_second` is calls
+/// per second, `extra` the microseconds per call and the rate in TFLOP/s
+/// (4·rows·heads·seq²·width, the two products). `scripts/bench/bench_attention_gpu.py` and
+/// `bench_attention_cpu.py` time PyTorch's `scaled_dot_product_attention` beside it.
+#[cfg(feature = "dev-bench")]
 pub(super) fn attention(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
     // ViT-B/32, B/16, L/14 at 224 and 336 px, 128-wide heads, CLIP's texts, then the towers whose
     // heads are no multiple of 32: SigLIP so400m at 384 px (72) and ViT-H/14 at 224 and 378 px (80).
@@ -195,34 +210,37 @@ pub(super) fn attention(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         ("attention-730x16x80", 730, 16, 80),
     ];
     let device = args.device.open()?;
-    if !device.is_cuda() {
-        return Err(Error::new(ErrorKind::Usage, "benchmark --part attention: runs on a GPU (--device cuda)"));
-    }
     let compute = |e: candle_core::Error| Error::new(ErrorKind::Compute, format!("benchmark: {e}"));
-    let kernels = benchctl_models::cuda::CudaKernels::current();
+    let (kernels, dtype) = attention_kernels(&device, args.dtype)?;
     let rows = args.batch as usize;
     let mut results = Vec::new();
     for (name, seq, heads, head) in SHAPES {
         let qkv = Tensor::randn(0f32, 1.0, (rows, seq, 3 * heads * head), &device)
-            .and_then(|t| t.to_dtype(args.dtype))
+            .and_then(|t| t.to_dtype(dtype))
             .map_err(compute)?;
         let call = || -> Result<Tensor> {
-            benchctl_models::cuda::self_attention_with(kernels, &qkv, heads, None, None).map_err(compute)?.ok_or_else(
-                || Error::new(ErrorKind::Usage, format!("benchmark: the fused attention does not take {name}")),
-            )
+            let attended = match kernels {
+                #[cfg(feature = "cuda")]
+                Some(kernels) => benchctl_models::cuda::self_attention_with(kernels, &qkv, heads, None, None),
+                _ => benchctl_models::kernels::self_attention(&qkv, heads, None),
+            };
+            attended.map_err(compute)?.ok_or_else(|| {
+                Error::new(ErrorKind::Usage, format!("benchmark: the fused attention does not take {name}"))
+            })
         };
-        // Calls are queued on the stream: each timing covers `CALLS` of them and one synchronisation.
-        const CALLS: usize = 20;
+        // GPU calls are queued on the stream: each timing covers `calls` of them and one
+        // synchronisation.
+        let calls = if device.is_cuda() { 20 } else { 1 };
         call()?;
         device.synchronize().map_err(compute)?;
         let mut times = Vec::new();
         for _ in 0..args.iters.max(1) {
             let started = Instant::now();
-            for _ in 0..CALLS {
+            for _ in 0..calls {
                 std::hint::black_box(call()?);
             }
             device.synchronize().map_err(compute)?;
-            times.push(started.elapsed().as_secs_f64() / CALLS as f64);
+            times.push(started.elapsed().as_secs_f64() / calls as f64);
         }
         let best = times.iter().copied().fold(f64::INFINITY, f64::min);
         let flops = 4.0 * (rows * heads * seq * seq * head) as f64;
@@ -230,5 +248,37 @@ pub(super) fn attention(args: &BenchPlan) -> Result<(String, Vec<PartResult>)> {
         r.extra = vec![("us_per_call", best * 1e6), ("tflops", flops / best / 1e12)];
         results.push(r);
     }
-    Ok((format!("fused self-attention ({kernels:?} kernels), {rows} rows, {:?}", args.dtype), results))
+    let on = match kernels {
+        Some(kernels) => format!("{kernels:?} kernels, {dtype:?}"),
+        None => format!("CPU, {} tier, F32", benchctl_cpu::Tier::current().isa()),
+    };
+    Ok((format!("fused self-attention ({on}), {rows} rows"), results))
+}
+
+/// The GPU's kernels and `dtype` on CUDA; none and f32 on the CPU (its fused attention is f32).
+#[cfg(all(feature = "dev-bench", feature = "cuda"))]
+fn attention_kernels(
+    device: &candle_core::Device,
+    dtype: candle_core::DType,
+) -> Result<(Option<benchctl_models::cuda::CudaKernels>, candle_core::DType)> {
+    Ok(if device.is_cuda() {
+        (Some(benchctl_models::cuda::CudaKernels::current()), dtype)
+    } else {
+        (None, candle_core::DType::F32)
+    })
+}
+
+/// On the CPU, in f32 (its fused attention is f32).
+#[cfg(all(feature = "dev-bench", not(feature = "cuda")))]
+fn attention_kernels(
+    device: &candle_core::Device,
+    _dtype: candle_core::DType,
+) -> Result<(Option<std::convert::Infallible>, candle_core::DType)> {
+    if device.is_cuda() {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            "benchmark --part attention --device cuda: needs a build with `--features cuda`",
+        ));
+    }
+    Ok((None, candle_core::DType::F32))
 }

@@ -45,10 +45,10 @@ pub enum BenchPart {
     /// The fp32 multiply-add peak of this CPU at the current tier (`BENCHCTL_CPU`) on all
     /// threads, in GFLOP/s: what the encoders' rates are a fraction of.
     Peak,
-    /// The fused self-attention kernel alone on a GPU (`--device cuda`; a developer's build
-    /// with `--features cuda,dev-bench`): microseconds per call at --batch rows in --dtype for
-    /// each sequence length and head width of the towers (50 to 729 tokens, heads of 64 and
-    /// 128), and the rate in TFLOP/s.
+    /// The fused self-attention kernel alone (a developer's build with `--features dev-bench`;
+    /// on a GPU, `--device cuda` and `--features cuda,dev-bench`): microseconds per call at
+    /// --batch rows (in --dtype on a GPU, f32 on the CPU) for each sequence length and head
+    /// width of the towers (50 to 1,024 tokens, heads of 64 to 128), and the rate in TFLOP/s.
     Attention,
     /// VQAScore on the CPU: `benchctl eval` of the tiny Gemma 3 fixture on a generated suite
     /// beside the same forward passes alone (pairs per second, the pipeline's overhead).

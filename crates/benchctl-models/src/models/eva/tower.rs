@@ -87,6 +87,33 @@ pub struct EvaTower {
 
 const ROPE_TEMPERATURE: f32 = 10_000.0;
 
+/// The fused projection `qkv` `(b, n, 3·width)` with q and k turned by the rotary table
+/// `(sin, cos)` (`(n, width)` each): each channel pair `(x0, x1)` by `x · cos + (−x1, x0) · sin`,
+/// as timm's `apply_rot_embed_cat` on interleaved pairs. One fused pass in f32 on the CPU.
+fn rotate_qk(qkv: &Tensor, sin: &Tensor, cos: &Tensor) -> candle_core::Result<Tensor> {
+    match crate::kernels::rotate_pairs_qk(qkv, sin, cos)? {
+        Some(rotated) => Ok(rotated),
+        None => rotate_qk_composed(qkv, sin, cos),
+    }
+}
+
+/// [`rotate_qk`] as candle's operations, rounding after each in half precision as the
+/// reference does.
+fn rotate_qk_composed(qkv: &Tensor, sin: &Tensor, cos: &Tensor) -> candle_core::Result<Tensor> {
+    let (b, n, three_width) = qkv.dims3()?;
+    let width = three_width / 3;
+    let rotate = |x: Tensor| -> candle_core::Result<Tensor> {
+        // Each pair (x0, x1) → (−x1, x0).
+        let pairs = x.reshape((b, n, width / 2, 2))?;
+        let rotated =
+            Tensor::cat(&[&pairs.narrow(3, 1, 1)?.neg()?, &pairs.narrow(3, 0, 1)?], 3)?.reshape((b, n, width))?;
+        x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?
+    };
+    let q = rotate(qkv.narrow(D::Minus1, 0, width)?)?;
+    let k = rotate(qkv.narrow(D::Minus1, width, width)?)?;
+    Tensor::cat(&[&q, &k, &qkv.narrow(D::Minus1, 2 * width, width)?], D::Minus1)
+}
+
 /// The rotary embedding of a `rows × columns` patch grid for heads of `head_dim` channels, as
 /// timm's `RotaryEmbeddingCat` builds it (`in_pixels=False`, f32): `(sin, cos)`, each
 /// `rows · columns × head_dim` row-major, the pairs interleaved; the first half of a head's
@@ -212,22 +239,11 @@ impl EvaBlock {
     /// `rope` is `(sin, cos)`, `(seq, width)` each (the head's table repeated per head; the
     /// identity on the class token), or none.
     fn forward(&self, xs: &Tensor, rope: Option<&(Tensor, Tensor)>) -> candle_core::Result<Tensor> {
-        let (b, n, width) = xs.dims3()?;
+        let width = xs.dim(D::Minus1)?;
         let qkv = self.qkv.forward(&if self.post_norm { xs.clone() } else { self.norm1.forward(xs)? })?;
         let qkv = match rope {
             None => qkv,
-            Some((sin, cos)) => {
-                let rotate = |x: Tensor| -> candle_core::Result<Tensor> {
-                    // Each pair (x0, x1) → (−x1, x0).
-                    let pairs = x.reshape((b, n, width / 2, 2))?;
-                    let rotated = Tensor::cat(&[&pairs.narrow(3, 1, 1)?.neg()?, &pairs.narrow(3, 0, 1)?], 3)?
-                        .reshape((b, n, width))?;
-                    x.broadcast_mul(cos)? + rotated.broadcast_mul(sin)?
-                };
-                let q = rotate(qkv.narrow(D::Minus1, 0, width)?)?;
-                let k = rotate(qkv.narrow(D::Minus1, width, width)?)?;
-                Tensor::cat(&[&q, &k, &qkv.narrow(D::Minus1, 2 * width, width)?], D::Minus1)?
-            }
+            Some((sin, cos)) => rotate_qk(&qkv, sin, cos)?,
         };
         let mut attended = match fused_self_attention(&qkv, self.heads, None, None)? {
             Some(attended) => attended,
@@ -407,5 +423,36 @@ impl EvaVision {
 
     pub fn image_size(&self) -> usize {
         self.image_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// The fused rotation is the composed one, bit for bit: the same products and sums, in the
+    /// same order, on q and k; v untouched (the class token's row is the identity).
+    #[test]
+    fn the_fused_rotation_is_the_composed_one_exactly() -> candle_core::Result<()> {
+        let dev = Device::Cpu;
+        let (b, n, width) = (3, 7, 12);
+        let qkv = Tensor::randn(0f32, 2.0, (b, n, 3 * width), &dev)?;
+        let angles = Tensor::randn(0f32, 3.0, (n, width), &dev)?;
+        let identity = |t: Tensor, at_class: f32| -> candle_core::Result<Tensor> {
+            Tensor::cat(&[&Tensor::full(at_class, (1, width), &dev)?, &t.narrow(0, 1, n - 1)?], 0)
+        };
+        let (sin, cos) = (identity(angles.sin()?, 0.0)?, identity(angles.cos()?, 1.0)?);
+        let fused = crate::kernels::rotate_pairs_qk(&qkv, &sin, &cos)?
+            .ok_or_else(|| candle_core::Error::Msg("contiguous f32 on the CPU is fused".into()))?;
+        let composed = rotate_qk_composed(&qkv, &sin, &cos)?;
+        let bits = |t: &Tensor| -> candle_core::Result<Vec<u32>> {
+            Ok(t.flatten_all()?.to_vec1::<f32>()?.into_iter().map(f32::to_bits).collect())
+        };
+        assert_eq!(bits(&fused)?, bits(&composed)?);
+        assert_ne!(bits(&fused.narrow(2, 0, 2 * width)?)?, bits(&qkv.narrow(2, 0, 2 * width)?)?, "q and k turn");
+        assert_eq!(bits(&fused.narrow(2, 2 * width, width)?)?, bits(&qkv.narrow(2, 2 * width, width)?)?);
+        assert_eq!(bits(&fused.narrow(1, 0, 1)?)?, bits(&qkv.narrow(1, 0, 1)?)?, "the class token is kept");
+        Ok(())
     }
 }
