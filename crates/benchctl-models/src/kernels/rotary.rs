@@ -30,18 +30,23 @@ impl F32Kernel3 for RotaryPairsOp {
                 cos.len()
             )
         }
-        let mut out = qkv.to_vec();
-        out.par_chunks_mut(three_width).enumerate().with_min_len(64).for_each(|(row, out)| {
-            let (sin, cos) = (&sin[row % seq * width..][..width], &cos[row % seq * width..][..width]);
-            for part in out[..2 * width].chunks_exact_mut(width) {
-                for ((pair, s), c) in part.chunks_exact_mut(2).zip(sin.chunks_exact(2)).zip(cos.chunks_exact(2)) {
-                    let (x0, x1) = (pair[0], pair[1]);
-                    // The composed form's own operations: x·cos + (−x1)·sin and x·cos + x0·sin.
-                    pair[0] = x0 * c[0] + -x1 * s[0];
-                    pair[1] = x1 * c[1] + x0 * s[1];
+        // Written row by row from the input: q and k turned, v copied (one pass, no copy of
+        // the whole projection first).
+        let mut out = vec![0f32; qkv.len()];
+        out.par_chunks_mut(three_width).zip(qkv.par_chunks(three_width)).enumerate().with_min_len(64).for_each(
+            |(row, (out, x))| {
+                let (sin, cos) = (&sin[row % seq * width..][..width], &cos[row % seq * width..][..width]);
+                for (out, x) in out[..2 * width].chunks_exact_mut(width).zip(x.chunks_exact(width)) {
+                    let pairs = out.chunks_exact_mut(2).zip(x.chunks_exact(2));
+                    for ((pair, x), (s, c)) in pairs.zip(sin.chunks_exact(2).zip(cos.chunks_exact(2))) {
+                        // The composed form's own operations: x·cos + (−x1)·sin and x·cos + x0·sin.
+                        pair[0] = x[0] * c[0] + -x[1] * s[0];
+                        pair[1] = x[1] * c[1] + x[0] * s[1];
+                    }
                 }
-            }
-        });
+                out[2 * width..].copy_from_slice(&x[2 * width..]);
+            },
+        );
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
 }
