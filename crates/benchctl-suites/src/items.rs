@@ -115,6 +115,17 @@ impl Sources {
         (0..self.len()).map(|i| self.get(i))
     }
 
+    /// The embedded images among the sources, each with its index, in order.
+    pub fn embedded(&self) -> impl Iterator<Item = (usize, &crate::EmbeddedImage)> + '_ {
+        (0..self.len()).filter_map(|i| match self.record(i).split_first() {
+            Some((&OTHER, rest)) => match &self.others[u32::from_le_bytes(rest.try_into().ok()?) as usize] {
+                ImageSource::Embedded(embedded) => Some((i, &**embedded)),
+                _ => None,
+            },
+            _ => None,
+        })
+    }
+
     fn record(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]

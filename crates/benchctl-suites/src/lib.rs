@@ -26,7 +26,7 @@ use benchctl_scoring::metrics::{self, ClusterRule, Clusters, ItemView, Summary, 
 use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 
 pub use error::{Error, ErrorKind, Problems, Result};
-pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageBytes, ImageSource, PilImage};
+pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageBytes, ImageCell, ImageSource, PilImage};
 pub use items::{ItemRef, Items};
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match, as a
@@ -152,6 +152,14 @@ impl Suite {
     /// embedded image), or a value of a tag, are one cluster, transitively. `None` where every
     /// item is its own cluster, or the run resamples items (`--bootstrap items`).
     pub fn clusters(&self) -> Option<Clusters> {
+        self.clusters_knowing(&|_| None)
+    }
+
+    /// [`Suite::clusters`], given the content key (a hash of its bytes) of each embedded
+    /// image the caller already holds (a run's cache keys): those are not read again to be
+    /// hashed. Every embedded image's key must come from the same hash (all from
+    /// `content_key`, or none).
+    pub fn clusters_knowing(&self, content_key: &ContentKeys<'_>) -> Option<Clusters> {
         let rule = self.summary.clusters.as_ref()?;
         let n = self.items.len();
         let mut parent: Vec<usize> = (0..n).collect();
@@ -168,7 +176,7 @@ impl Suite {
             ClusterRule::SharedImages => {
                 // Embedded images are keyed by their bytes: hashed on all cores.
                 use rayon::prelude::*;
-                (0..sources.len()).into_par_iter().map(|i| image_key(&sources.get(i))).collect()
+                (0..sources.len()).into_par_iter().map(|i| image_key(&sources.get(i), content_key)).collect()
             }
             ClusterRule::Tag(_) => Vec::new(),
         };
@@ -400,17 +408,27 @@ pub fn all() -> Vec<SuiteInfo> {
     SUITES.iter().cloned().chain(manifest::bundled_suites()).collect()
 }
 
+/// The content key of an embedded image, where the caller holds one ([`Suite::clusters_knowing`]).
+pub type ContentKeys<'a> = dyn Fn(&EmbeddedImage) -> Option<[u8; 32]> + Sync + 'a;
+
 /// What identifies an image for clustering: its file (a crop's or an altered image's first),
 /// or an embedded image's content (a release that embeds one photo in several rows shows the
-/// same image in each).
-fn image_key(source: &ImageSource) -> String {
-    match source {
-        ImageSource::Embedded(e) => {
+/// same image in each): the caller's key for it, else a hash of its bytes.
+fn image_key(source: &ImageSource, content_key: &ContentKeys<'_>) -> String {
+    let ImageSource::Embedded(e) = source else {
+        return source.files().first().map(|p| p.display().to_string()).unwrap_or_default();
+    };
+    if let Some(key) = content_key(e) {
+        return format!("embedded:{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    }
+    match e.bytes() {
+        Ok(bytes) => {
             // Fixed seeds: the same bytes, the same key. 128 bits (two seeds) make a collision
             // between a suite's images negligible.
-            let hash = |seed: u64| ahash::RandomState::with_seeds(seed, 1, 2, 3).hash_one(&e.bytes[..]);
-            format!("embedded:{:016x}{:016x}:{}", hash(0), hash(7), e.bytes.len())
+            let hash = |seed: u64| ahash::RandomState::with_seeds(seed, 1, 2, 3).hash_one(&bytes[..]);
+            format!("embedded:{:016x}{:016x}:{}", hash(0), hash(7), bytes.len())
         }
-        other => other.files().first().map(|p| p.display().to_string()).unwrap_or_default(),
+        // Its own cluster: reading it for the run fails, naming the cell.
+        Err(_) => format!("unread:{}", source.display_name()),
     }
 }

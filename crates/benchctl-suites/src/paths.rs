@@ -442,7 +442,7 @@ pub(crate) fn parquet_rows<'r>(
     Ok(rows
         .into_iter()
         .flat_map(move |(group, first_row)| -> Box<dyn Iterator<Item = Result<parquet::record::Row>> + 'r> {
-            match parquet_group_rows(reader, path, group, first_row, &budget) {
+            match parquet_group_rows(reader, path, group, first_row, &budget, None) {
                 Ok(rows) => Box::new(rows.into_iter()),
                 Err(e) => Box::new(std::iter::once(Err(e))),
             }
@@ -472,23 +472,28 @@ impl RowBudget {
 }
 
 /// The rows of row group `group` (its first row is the file's row `first_row`) of a parquet
-/// file opened by [`open_parquet`]: no more than its footer declares, none after the first
-/// that fails (the reader does not move past a broken page: it would return the same error
-/// forever), and none once the rows the file's readers decoded take more than `budget`.
-/// Errors name the file and the row.
+/// file opened by [`open_parquet`], only the columns of `projection` where one is given (a
+/// projection of no column gives empty rows): no more than its footer declares, none after
+/// the first that fails (the reader does not move past a broken page: it would return the
+/// same error forever), and none once the rows the file's readers decoded take more than
+/// `budget`. Errors name the file and the row.
 pub(crate) fn parquet_group_rows(
     reader: &parquet::file::reader::SerializedFileReader<std::fs::File>,
     path: &Path,
     group: usize,
     first_row: usize,
     budget: &RowBudget,
+    projection: Option<parquet::schema::types::Type>,
 ) -> Result<Vec<Result<parquet::record::Row>>> {
     use parquet::file::reader::FileReader;
     let malformed = move |what: String| Error::new(ErrorKind::Malformed, format!("read {}: {what}", path.display()));
     let group_reader = reader.get_row_group(group).map_err(|e| malformed(format!("row group {group}: {e}")))?;
     let declared = usize::try_from(group_reader.metadata().num_rows()).unwrap_or(0);
+    if projection.as_ref().is_some_and(|p| p.get_fields().is_empty()) {
+        return Ok((0..declared).map(|_| Ok(parquet::record::Row::new(Vec::new()))).collect());
+    }
     let rows: Vec<Result<parquet::record::Row>> = {
-        let iter = group_reader.get_row_iter(None).map_err(|e| malformed(format!("row group {group}: {e}")))?;
+        let iter = group_reader.get_row_iter(projection).map_err(|e| malformed(format!("row group {group}: {e}")))?;
         let mut out = Vec::new();
         for (i, row) in iter.take(declared).enumerate() {
             let at = first_row + i;

@@ -246,7 +246,7 @@ fn parquet_item(path: &Path, row: &Row, tag_sets: &mut TagSets, at: &str) -> Res
         Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
             file: path.to_path_buf(),
             name: stem(k),
-            bytes: bytes.into(),
+            cell: crate::ImageCell::held(bytes),
         })))
     };
     let example = Example {

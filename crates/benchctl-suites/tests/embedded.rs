@@ -62,7 +62,11 @@ fn assert_decodes_as_pillow(source: &ImageSource, name: &str) {
     let allowed = if name == "jpeg" && !exact_jpeg { 4 } else { 0 };
     assert!(worst <= allowed, "{name}: a pixel {worst} levels from Pillow's (allowed {allowed})");
     let ImageSource::Embedded(embedded) = source else { panic!("{name}: not embedded: {source:?}") };
-    assert_eq!(embedded.bytes.len() as u64, want["bytes"].as_u64().unwrap(), "{name}: the cell's bytes, whole");
+    assert_eq!(
+        embedded.bytes().unwrap().len() as u64,
+        want["bytes"].as_u64().unwrap(),
+        "{name}: the cell's bytes, whole"
+    );
 }
 
 #[test]
@@ -234,4 +238,153 @@ fn text_shaped_like_a_token_is_not_image_bytes() {
     );
     let (suite, _) = load(&path, dir.path());
     assert!(suite.items.iter().all(|i| !matches!(i.image(0), ImageSource::Embedded(_))));
+}
+
+/// A parquet release's cells are not held: each is read from the file when asked for, so a
+/// file changed after the suite was read is refused for them (its cells may be elsewhere now),
+/// naming the file and the cell; an Arrow file's cells are held.
+#[test]
+fn parquet_cells_are_read_when_asked_and_not_from_a_changed_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["pairs.parquet", "pairs.arrow"] {
+        std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
+    }
+    let embedded = |suite: &Suite, row: usize| match suite.items.item(row).image(0) {
+        ImageSource::Embedded(e) => *e,
+        other => panic!("not embedded: {other:?}"),
+    };
+    let (arrow, _) = load(&pairs_manifest(dir.path(), "pairs.arrow", "arrow"), dir.path());
+    assert!(!embedded(&arrow, 0).cell.is_read_when_asked());
+    let (suite, problems) = load(&pairs_manifest(dir.path(), "pairs.parquet", "parquet"), dir.path());
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    assert!(embedded(&suite, 0).cell.is_read_when_asked());
+    assert_eq!(embedded(&suite, 0).bytes().unwrap(), embedded(&arrow, 0).bytes().unwrap(), "the same cell's bytes");
+
+    // Rewritten since: one more byte at its end.
+    let mut bytes = std::fs::read(dir.path().join("pairs.parquet")).unwrap();
+    bytes.push(0);
+    std::fs::write(dir.path().join("pairs.parquet"), bytes).unwrap();
+    let error = suite.items.item(1).image(0).load_rgb().unwrap_err();
+    let message = error.to_string();
+    assert_eq!(error.kind(), ErrorKind::CorruptImage);
+    assert!(
+        message.contains("pairs.parquet#row 1 image_0") && message.contains("changed since the suite was read"),
+        "{message}"
+    );
+}
+
+/// The rows of a parquet file of many row groups, as `parquet_cells_file` writes them: a plain
+/// binary column `image` (null in row 22, so that row group's statistics count a null and its
+/// column is read with the records) and a `datasets` Image struct `pic`.
+const GROUPS: usize = 40;
+const ROWS_PER_GROUP: usize = 3;
+
+fn image_bytes(row: usize) -> Vec<u8> {
+    format!("image of row {row} ").repeat(1 + row % 7).into_bytes()
+}
+
+fn pic_bytes(row: usize) -> Vec<u8> {
+    format!("pic {row}").into_bytes()
+}
+
+fn parquet_cells_file(path: &Path) {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    let schema = parquet::schema::parser::parse_message_type(
+        "message schema {
+            REQUIRED INT64 id;
+            OPTIONAL BYTE_ARRAY image;
+            OPTIONAL GROUP pic { OPTIONAL BYTE_ARRAY bytes; OPTIONAL BYTE_ARRAY path (UTF8); }
+            REQUIRED BYTE_ARRAY caption (UTF8);
+        }",
+    )
+    .unwrap();
+    let properties = parquet::file::properties::WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = parquet::file::writer::SerializedFileWriter::new(file, schema.into(), properties.into()).unwrap();
+    for group in 0..GROUPS {
+        let rows: Vec<usize> = (group * ROWS_PER_GROUP..(group + 1) * ROWS_PER_GROUP).collect();
+        let ids: Vec<i64> = rows.iter().map(|&r| r as i64).collect();
+        let images: Vec<ByteArray> = rows.iter().filter(|&&r| r != 22).map(|&r| image_bytes(r).into()).collect();
+        let image_levels: Vec<i16> = rows.iter().map(|&r| i16::from(r != 22)).collect();
+        let pics: Vec<ByteArray> = rows.iter().map(|&r| pic_bytes(r).into()).collect();
+        let captions: Vec<ByteArray> =
+            rows.iter().map(|&r| format!("caption {r}").as_bytes().to_vec().into()).collect();
+        let mut row_group = writer.next_row_group().unwrap();
+        let mut column = 0;
+        while let Some(mut writer) = row_group.next_column().unwrap() {
+            match column {
+                0 => writer.typed::<Int64Type>().write_batch(&ids, None, None),
+                1 => writer.typed::<ByteArrayType>().write_batch(&images, Some(&image_levels), None),
+                2 => writer.typed::<ByteArrayType>().write_batch(&pics, Some(&vec![2; rows.len()]), None),
+                3 => writer.typed::<ByteArrayType>().write_batch(&[], Some(&vec![1; rows.len()]), None),
+                _ => writer.typed::<ByteArrayType>().write_batch(&captions, None, None),
+            }
+            .unwrap();
+            writer.close().unwrap();
+            column += 1;
+        }
+        row_group.close().unwrap();
+    }
+    writer.close().unwrap();
+}
+
+/// Cells read when asked for, from 40 row groups (more than are kept read), in an order that
+/// jumps between them, on every core: each is its own row's bytes. A null cell is an error
+/// naming its row and column; the other rows are items.
+#[test]
+fn cells_read_in_any_order_from_many_row_groups_are_their_own_rows_bytes() {
+    use rayon::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    parquet_cells_file(&dir.path().join("many.parquet"));
+    let manifest = manifest_over(
+        dir.path(),
+        "many.parquet",
+        "parquet",
+        "[item]\nid = \"{id}\"\nimages = [\"{image}\", \"{pic}\"]\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n\
+         [metrics]\nfamily = \"choice\"\n",
+    );
+    let (suite, problems) = load(&manifest, dir.path());
+    assert_eq!(problems.len(), 1);
+    let message = problems.message(0).to_string();
+    assert!(message.contains("many.parquet row 22") && message.contains("`image` is null"), "{message}");
+    assert_eq!(suite.items.len(), GROUPS * ROWS_PER_GROUP - 1);
+    let mut cells: Vec<(usize, usize)> = (0..suite.items.len()).flat_map(|i| [(i, 0), (i, 1)]).collect();
+    // Odd positions from the end, even ones from the start: every read moves to another group.
+    cells = (0..cells.len()).map(|i| if i % 2 == 0 { cells[i / 2] } else { cells[cells.len() - 1 - i / 2] }).collect();
+    cells.par_iter().for_each(|&(i, k)| {
+        let item = suite.items.item(i);
+        let row: usize = item.id().parse().unwrap();
+        let ImageSource::Embedded(e) = item.image(k) else { panic!("row {row}: not embedded") };
+        assert!(e.cell.is_read_when_asked());
+        let want = if k == 0 { image_bytes(row) } else { pic_bytes(row) };
+        assert_eq!(&e.bytes().unwrap()[..], &want[..], "row {row} image {k}");
+    });
+}
+
+/// Clusters given the embedded images' content keys (as a run holds them) are the clusters
+/// that reading the cells gives, and need no cell: they come out the same once the file has
+/// changed, when no cell can be read.
+#[test]
+fn clusters_by_given_content_keys_read_no_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture("pairs.parquet"), dir.path().join("pairs.parquet")).unwrap();
+    let (suite, _) = load(&pairs_manifest(dir.path(), "pairs.parquet", "parquet"), dir.path());
+    let read = suite.clusters().expect("rows 0 and 3 share a photo");
+    let mut keys = std::collections::HashMap::new();
+    for item in suite.items.iter() {
+        for source in item.images() {
+            let ImageSource::Embedded(e) = source else { panic!("not embedded") };
+            let bytes = e.bytes().unwrap();
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+            key[8..].copy_from_slice(&bytes[bytes.len() - 24..]);
+            keys.insert((e.file.clone(), e.name.clone()), key);
+        }
+    }
+    std::fs::write(dir.path().join("pairs.parquet"), b"no longer the release").unwrap();
+    let known = suite.clusters_knowing(&|e| keys.get(&(e.file.clone(), e.name.clone())).copied()).expect("clusters");
+    assert_eq!((known.count(), known.members(0)), (read.count(), read.members(0)));
+    assert!(suite.clusters().is_none(), "reading the cells now fails: every image its own");
 }

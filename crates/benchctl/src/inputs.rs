@@ -24,6 +24,9 @@ pub struct SuiteInputs<'s> {
     /// Each distinct caption once, in first-seen order.
     pub texts: SpillVec<&'s str>,
     pub image_keys: Keys<'static>,
+    /// The embedded images' keys (a hash of their bytes), for what else identifies images by
+    /// content ([`Suite::clusters_knowing`]) without reading them again.
+    embedded_keys: EmbeddedKeys,
     /// The whole suite's slots into `images` and `texts`.
     image_slots: SpillVec<usize>,
     text_slots: SpillVec<usize>,
@@ -32,6 +35,9 @@ pub struct SuiteInputs<'s> {
     pub data_fingerprint: String,
     pub image_fingerprint: String,
 }
+
+/// Keys of embedded images by the file holding them, then by their name in it.
+type EmbeddedKeys = std::collections::HashMap<std::path::PathBuf, std::collections::HashMap<String, Key>>;
 
 impl<'s> SuiteInputs<'s> {
     /// The inputs of `suite` (sliced by the plan's shard), the captions checked, every key
@@ -65,17 +71,27 @@ impl<'s> SuiteInputs<'s> {
         let image_keys = Keys::from(image_keys(session, images)?);
         remember_file_keys(session);
         let image_fingerprint = image_fingerprint(image_slots.iter().map(|&s| image_keys.get(s)));
+        let mut embedded_keys = EmbeddedKeys::new();
+        for (i, e) in images.embedded() {
+            embedded_keys.entry(e.file.clone()).or_default().insert(e.name.clone(), image_keys.get(i));
+        }
         Ok(SuiteInputs {
             full: suite,
             images,
             texts,
             image_keys,
+            embedded_keys,
             image_slots,
             text_slots,
             shard,
             data_fingerprint,
             image_fingerprint,
         })
+    }
+
+    /// The content key of an embedded image of the suite, as the run keyed it.
+    pub(crate) fn embedded_key(&self, image: &benchctl_suites::EmbeddedImage) -> Option<Key> {
+        self.embedded_keys.get(&image.file)?.get(&image.name).copied()
     }
 
     /// The suite the run scores: the shard's slice, or the whole suite.

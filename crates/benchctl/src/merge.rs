@@ -102,7 +102,7 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
     let scores = crate::dump::from_dumps(&suite, &dumps, base.model.score_kind())?;
     let report = suite.evaluate(&scores)?;
-    let (intervals, bootstrap) = bootstrap_intervals(&suite, &scores)?;
+    let (intervals, bootstrap) = bootstrap_intervals(&suite, &scores, &|_| None)?;
 
     // The shards' work and time add up; the unique inputs are the suite's, the same in each.
     let mut counts = Counts {

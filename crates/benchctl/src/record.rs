@@ -8,7 +8,7 @@ use std::time::Instant;
 use benchctl_base::spill::Strings;
 use benchctl_scoring::metrics::stats::{bootstrap_by, Interval, Unit};
 use benchctl_scoring::{Report, ScoreTensor};
-use benchctl_suites::Suite;
+use benchctl_suites::{ContentKeys, Suite};
 
 use crate::plan::Shard;
 use crate::results::{self, BootstrapRecord, Counts, ModelRecord, Run, SuiteRecord, Timings};
@@ -115,13 +115,14 @@ impl RunBuilder {
 
     /// An item suite's record: the metrics of `scores` over `suite` (the scored slice of
     /// `whole`) and their bootstrap intervals, timed with the scoring; `fingerprints` are the
-    /// annotations' and the images'.
+    /// annotations' and the images', `content_keys` the embedded images' keys the run made.
     pub fn finish_items(
         mut self,
         suite: &Suite,
         whole: &Suite,
         scores: &ScoreTensor,
         fingerprints: [&str; 2],
+        content_keys: &ContentKeys<'_>,
     ) -> Result<Run> {
         let started = Instant::now();
         let (report, (intervals, bootstrap)) = if suite.items.is_empty() {
@@ -129,7 +130,7 @@ impl RunBuilder {
             // joins it with the others.
             (Report { items: 0, metrics: Vec::new(), breakdowns: Vec::new() }, (Vec::new(), None))
         } else {
-            (suite.evaluate(scores)?, bootstrap_intervals(suite, scores)?)
+            (suite.evaluate(scores)?, bootstrap_intervals(suite, scores, content_keys)?)
         };
         self.timings.score_s += started.elapsed().as_secs_f64();
         let [data_fingerprint, image_fingerprint] = fingerprints.map(str::to_string);
@@ -162,10 +163,15 @@ impl RunBuilder {
 
 /// The bootstrap intervals of a suite's headline metrics ([`results::BOOTSTRAP_RESAMPLES`]
 /// resamples, seed [`results::BOOTSTRAP_SEED`]): of whole clusters where the suite's items
-/// cluster ([`Suite::clusters`]), with each per-item metric's design effect; of items
-/// otherwise. Also how they were drawn.
-pub fn bootstrap_intervals(suite: &Suite, scores: &ScoreTensor) -> Result<(Vec<Interval>, Option<BootstrapRecord>)> {
-    let clusters = suite.clusters();
+/// cluster ([`Suite::clusters_knowing`] the embedded images' `content_keys` where the caller
+/// holds them), with each per-item metric's design effect; of items otherwise. Also how they
+/// were drawn.
+pub fn bootstrap_intervals(
+    suite: &Suite,
+    scores: &ScoreTensor,
+    content_keys: &ContentKeys<'_>,
+) -> Result<(Vec<Interval>, Option<BootstrapRecord>)> {
+    let clusters = suite.clusters_knowing(content_keys);
     let unit = clusters.as_ref().map_or(Unit::Items, Unit::Clusters);
     let (resamples, seed) = (results::BOOTSTRAP_RESAMPLES, results::BOOTSTRAP_SEED);
     let intervals = bootstrap_by(&suite.summary, scores, &suite.item_views(), resamples, seed, unit)?;

@@ -159,7 +159,7 @@ impl Scored {
         };
         let (suite_record, score_kind, (intervals, bootstrap), data_fingerprint, outcome) = match self.detail {
             Detail::Items { suite, scores } => {
-                let intervals = crate::record::bootstrap_intervals(&suite, &scores)?;
+                let intervals = crate::record::bootstrap_intervals(&suite, &scores, &|_| None)?;
                 let record = SuiteRecord::of(&suite);
                 let fingerprint = results::fingerprint(&suite)?;
                 (record, scores.kind(), intervals, fingerprint, Outcome::Items { suite, scores })

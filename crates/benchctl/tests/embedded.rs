@@ -171,3 +171,33 @@ fn the_data_fingerprint_follows_the_records_not_the_image_bytes() {
     std::fs::write(&file, vec![0u8; len]).unwrap();
     assert_eq!(fingerprint(&suite), original);
 }
+
+/// A release that embeds one photo in two rows (`pairs.parquet`: row 0's `image_0` is row 3's
+/// `image_1`) is resampled by clusters of its shared images: the run clusters by the content
+/// keys it made (its cells are not read again for it), into the clusters that reading the
+/// cells gives.
+#[test]
+fn shared_embedded_photos_cluster_the_bootstrap_by_the_runs_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let fixture = benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures/embedded");
+    std::fs::copy(fixture.join("pairs.parquet"), data.join("pairs.parquet")).unwrap();
+    let manifest = dir.path().join("pairs.toml");
+    std::fs::write(
+        &manifest,
+        "id = \"pairs\"\ndescription = \"d\"\n[source]\nfile = \"pairs.parquet\"\nformat = \"parquet\"\n\
+         [item]\nid = \"{id}\"\nimages = [\"{image_0}\", \"{image_1}\"]\ntexts = [\"{caption_0}\", \"{caption_1}\"]\n\
+         truth = \"diagonal\"\n[metrics]\nfamily = \"group\"\n",
+    )
+    .unwrap();
+    let read = benchctl_suites::find(manifest.to_str().unwrap()).unwrap().load(&data).unwrap().clusters();
+    let read = read.expect("the cells read give clusters");
+    let run = eval(manifest.to_str().unwrap(), &data, &dir.path().join("results"), &dir.path().join("cache"));
+    assert_eq!(run["counts"]["unique_images"], 8, "eight cells");
+    assert_eq!(run["counts"]["images_hashed"], 8, "each cell hashed once, to key it");
+    let bootstrap = &run["bootstrap"];
+    assert_eq!((bootstrap["unit"].as_str(), bootstrap["rule"].as_str()), (Some("clusters"), Some("shared images")));
+    assert_eq!(bootstrap["clusters"], read.count());
+    assert_eq!(bootstrap["clusters"], 3);
+}

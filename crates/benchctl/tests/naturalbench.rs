@@ -134,7 +134,7 @@ fn cells_of(suite: &benchctl_suites::Suite) -> HashMap<(String, String), (usize,
     for (r, item) in suite.items.iter().enumerate() {
         for k in 0..2 {
             let benchctl_suites::ImageSource::Embedded(image) = item.image(k) else { panic!("images inside") };
-            let uri = format!("data:image/png;base64,{}", STANDARD.encode(&image.bytes[..]));
+            let uri = format!("data:image/png;base64,{}", STANDARD.encode(&image.bytes().unwrap()[..]));
             for q in 0..2 {
                 let (prompt, _) = benchctl_scoring::metrics::answers::split_asked(item.text(2 * q)).unwrap();
                 cells.insert((prompt.to_string(), uri.clone()), (r, k, q));

@@ -17,7 +17,7 @@ pub enum ImageSource {
     NpyBgr(PathBuf),
     /// An image made from two others (RoCOCO's visually altered images).
     Altered(Box<AlteredSource>),
-    /// An encoded PNG or JPEG held inside an annotation file (Winoground's parquet release).
+    /// An encoded image held inside an annotation file (a parquet or Arrow cell).
     Embedded(Box<EmbeddedImage>),
     /// A region of an image file (ARO's bounding boxes, from a [`crate::manifest`]).
     Cropped(Box<CroppedSource>),
@@ -59,74 +59,6 @@ impl CropRegion {
             }
         }
         Ok(out)
-    }
-}
-
-/// An image's encoded bytes as read from the file that embeds them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EmbeddedImage {
-    /// The file holding the bytes.
-    pub file: PathBuf,
-    /// The image's name inside it (e.g. `ex_0_img_0`, `row 12 image_0`).
-    pub name: String,
-    pub bytes: ImageBytes,
-}
-
-/// An embedded image's encoded bytes, shared: a copy of them, or the parquet reader's own
-/// buffer (a slice of the decompressed page, not copied again: a release of images is
-/// mostly their bytes).
-#[derive(Clone)]
-pub struct ImageBytes(HeldBytes);
-
-#[derive(Clone)]
-enum HeldBytes {
-    Shared(std::sync::Arc<[u8]>),
-    Parquet(parquet::data_type::ByteArray),
-}
-
-impl std::ops::Deref for ImageBytes {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        match &self.0 {
-            HeldBytes::Shared(bytes) => bytes,
-            HeldBytes::Parquet(bytes) => bytes.data(),
-        }
-    }
-}
-
-impl From<&[u8]> for ImageBytes {
-    fn from(bytes: &[u8]) -> Self {
-        ImageBytes(HeldBytes::Shared(bytes.into()))
-    }
-}
-
-impl From<parquet::data_type::ByteArray> for ImageBytes {
-    fn from(bytes: parquet::data_type::ByteArray) -> Self {
-        ImageBytes(HeldBytes::Parquet(bytes))
-    }
-}
-
-impl PartialEq for ImageBytes {
-    fn eq(&self, other: &Self) -> bool {
-        self[..] == other[..]
-    }
-}
-
-impl Eq for ImageBytes {}
-
-impl std::fmt::Debug for ImageBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ImageBytes({} bytes)", self.len())
-    }
-}
-
-/// By file and name only: equal images have equal names, and hashing every image's bytes to
-/// find a suite's distinct images would read them all again.
-impl std::hash::Hash for EmbeddedImage {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.file.hash(state);
-        self.name.hash(state);
     }
 }
 
@@ -208,7 +140,7 @@ impl ImageSource {
         // it is made from.
         DECODES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let ImageSource::Embedded(embedded) = self {
-            return decode_pil(&embedded.bytes).map_err(|e| {
+            return decode_pil(&embedded.bytes()?).map_err(|e| {
                 Error::new(ErrorKind::CorruptImage, format!("decode image {}: {e}", self.display_name()))
             });
         }
@@ -409,6 +341,9 @@ impl PilImage {
 }
 
 mod decode;
+mod embedded;
 pub use decode::{
     cmyk_to_rgb, decode_pil, muldiv255, DecodeBudget, Reservation, DECODE_MEMORY, JPEG_DECODER, MAX_PIXELS,
 };
+pub use embedded::{EmbeddedImage, ImageBytes, ImageCell};
+pub(crate) use embedded::{ParquetCells, Step};

@@ -97,10 +97,10 @@ fn cell(array: &dyn Array, row: usize, blobs: &Blobs) -> std::result::Result<Val
         DataType::Utf8 => array.as_string::<i32>().value(row).into(),
         DataType::LargeUtf8 => array.as_string::<i64>().value(row).into(),
         DataType::Utf8View => array.as_string_view().value(row).into(),
-        DataType::Binary => blobs.add(array.as_binary::<i32>().value(row)),
-        DataType::LargeBinary => blobs.add(array.as_binary::<i64>().value(row)),
-        DataType::BinaryView => blobs.add(array.as_binary_view().value(row)),
-        DataType::FixedSizeBinary(_) => blobs.add(array.as_fixed_size_binary().value(row)),
+        DataType::Binary => blobs.add_copy(array.as_binary::<i32>().value(row)),
+        DataType::LargeBinary => blobs.add_copy(array.as_binary::<i64>().value(row)),
+        DataType::BinaryView => blobs.add_copy(array.as_binary_view().value(row)),
+        DataType::FixedSizeBinary(_) => blobs.add_copy(array.as_fixed_size_binary().value(row)),
         DataType::Struct(fields) => {
             let array = array.as_struct();
             let mut map = Map::new();

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::ImageBytes;
+use crate::ImageCell;
 
 /// One record and where it was read (`line 4`, `entry 3`, `row 12`).
 pub(crate) struct SourceRecord {
@@ -24,7 +24,7 @@ pub(crate) struct Blobs {
     pub file: PathBuf,
     prefix: String,
     /// Added to by the readers of a file's row groups at once.
-    bytes: std::sync::Mutex<Vec<ImageBytes>>,
+    cells: std::sync::Mutex<Vec<ImageCell>>,
 }
 
 impl Blobs {
@@ -32,22 +32,29 @@ impl Blobs {
         use std::hash::BuildHasher;
         static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let nonce = NONCE.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(file));
-        Blobs { file: file.to_path_buf(), prefix: format!("\u{0}bytes {nonce:016x} #"), bytes: Default::default() }
+        Blobs { file: file.to_path_buf(), prefix: format!("\u{0}bytes {nonce:016x} #"), cells: Default::default() }
     }
 
-    /// Holds `bytes`; the token that stands for them in a record.
-    pub fn add(&self, bytes: impl Into<ImageBytes>) -> Value {
-        let held = bytes.into();
-        let len = held.len();
-        let mut all = self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.push(held);
-        Value::String(format!("{}{} ({len} bytes)", self.prefix, all.len() - 1))
+    /// Holds `cell` (of `len` bytes, where known); the token that stands for it in a record.
+    pub fn add(&self, cell: ImageCell, len: Option<usize>) -> Value {
+        let mut all = self.cells.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.push(cell);
+        let index = all.len() - 1;
+        Value::String(match len {
+            Some(len) => format!("{}{index} ({len} bytes)", self.prefix),
+            None => format!("{}{index} (bytes)", self.prefix),
+        })
     }
 
-    /// The bytes a record's value stands for, when it is one of this file's tokens.
-    pub fn get(&self, value: &Value) -> Option<ImageBytes> {
+    /// Holds a copy of `bytes`; the token that stands for them in a record.
+    pub fn add_copy(&self, bytes: &[u8]) -> Value {
+        self.add(ImageCell::held(bytes), Some(bytes.len()))
+    }
+
+    /// The cell a record's value stands for, when it is one of this file's tokens.
+    pub fn get(&self, value: &Value) -> Option<ImageCell> {
         let rest = value.as_str()?.strip_prefix(&self.prefix)?;
         let index: usize = rest.split(' ').next()?.parse().ok()?;
-        self.bytes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(index).cloned()
+        self.cells.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(index).cloned()
     }
 }

@@ -29,7 +29,7 @@ pub(super) struct ImagesFrom<'a> {
 /// One candidate image as a record gives it: a path, or bytes held in the annotation file.
 enum CandidateImage {
     Path(String),
-    Bytes { bytes: crate::ImageBytes, field: String },
+    Bytes { cell: crate::ImageCell, field: String },
 }
 
 /// `[item]`, checked.
@@ -184,10 +184,10 @@ impl ItemSpec {
                 CandidateImage::Bytes { field, .. } if crop.is_some() => {
                     Err(fail(format!("`{field}`"), "holds image bytes, and `item.crop` crops image files only".into()))
                 }
-                CandidateImage::Bytes { bytes, field } => Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
+                CandidateImage::Bytes { cell, field } => Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
                     file: images_from.blobs.file.clone(),
                     name: format!("{} {field}", images_from.place),
-                    bytes,
+                    cell,
                 }))),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -383,7 +383,7 @@ fn image_path(roots: &[std::path::PathBuf], relative: &str, at: &str) -> Result<
 /// `datasets` Image struct (its bytes; without bytes, its `path` as a file). `None`: text or a
 /// number, read as a path. The error says why a struct or empty cell holds no image.
 fn image_value(value: &Value, blobs: &Blobs, field: &str) -> std::result::Result<Option<CandidateImage>, String> {
-    let bytes = |bytes: crate::ImageBytes| Some(CandidateImage::Bytes { bytes, field: field.to_string() });
+    let bytes = |cell: crate::ImageCell| Some(CandidateImage::Bytes { cell, field: field.to_string() });
     if let Some(b) = blobs.get(value) {
         return Ok(bytes(b));
     }

@@ -7,6 +7,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::cells::{Blobs, SourceRecord};
+use crate::image::{ParquetCells, Step};
+use crate::ImageCell;
 use crate::{paths, Error, ErrorKind, Result};
 
 /// The annotation file's formats.
@@ -121,8 +123,11 @@ pub(crate) fn read(
 }
 
 /// Every row of a parquet file as a record, its row groups read on all cores, each by its own
-/// reader (the `parquet` crate's file reader seeks one shared file offset): a release of
-/// images is mostly their bytes.
+/// reader (the `parquet` crate's file reader seeks one shared file offset). Binary cells (a
+/// release's images, most of its bytes) are not held: each record holds the cell's address,
+/// read again when a decoder asks for it ([`ParquetCells`]). A binary column outside any list
+/// whose chunk has no null by the row group's statistics (`datasets` writes them) is not even
+/// read here: every row has its bytes, so its token is set without them.
 fn read_parquet(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<SourceRecord>> {
     let open = || {
         paths::open_parquet(path, |e| {
@@ -130,6 +135,7 @@ fn read_parquet(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<Sour
         })
     };
     let reader = open()?;
+    let cells = std::sync::Arc::new(ParquetCells::new(path));
     let budget = paths::RowBudget::of(path);
     use parquet::file::reader::FileReader;
     let mut first_rows = Vec::new();
@@ -138,24 +144,38 @@ fn read_parquet(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<Sour
         first_rows.push(rows);
         rows += usize::try_from(group.num_rows()).unwrap_or(0);
     }
-    // Row groups read on all cores, each by its own reader: the `parquet` crate's file
-    // reader seeks one shared file offset. A release of images is mostly their bytes.
     use rayon::prelude::*;
     let groups: Vec<Result<Vec<SourceRecord>>> = first_rows
         .par_iter()
         .enumerate()
         .map(|(group, &first_row)| {
             let reader = open()?;
+            let mut unread = full_binary_columns(reader.metadata().row_group(group));
+            let root = reader.metadata().file_metadata().schema();
+            let projection = if unread.is_empty() { None } else { without_columns(root, &unread, &mut Vec::new()) };
+            if projection.is_none() {
+                unread.clear();
+            }
             paths::reader_guard(path, "parquet", || {
-                paths::parquet_group_rows(&reader, path, group, first_row, &budget)?
+                paths::parquet_group_rows(&reader, path, group, first_row, &budget, projection)?
                     .into_iter()
                     .enumerate()
                     .map(|(i, row)| {
                         let row = row?;
-                        let map = row
+                        let cell = CellPlace { blobs, cells: &cells, group, row: i };
+                        let mut map = row
                             .get_column_iter()
-                            .map(|(name, field)| (name.clone(), field_value(field, blobs)))
+                            .map(|(name, field)| {
+                                (name.clone(), field_value(field, &cell, &mut vec![Step::Field(name.clone())]))
+                            })
                             .collect();
+                        for column in &unread {
+                            set_unread_cell(&mut map, column, &cell);
+                        }
+                        if !unread.is_empty() {
+                            let columns: Vec<&[String]> = unread.iter().map(Vec::as_slice).collect();
+                            in_schema_order(&mut map, root, &columns);
+                        }
                         Ok(SourceRecord { value: Value::Object(map), at: format!("row {}", first_row + i), key: None })
                     })
                     .collect()
@@ -169,11 +189,110 @@ fn read_parquet(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<Sour
     Ok(records)
 }
 
+/// The paths of a row group's binary columns (bytes, not text) outside any list whose chunk
+/// has no null by its statistics: every row holds bytes there.
+fn full_binary_columns(group: &parquet::file::metadata::RowGroupMetaData) -> Vec<Vec<String>> {
+    group
+        .columns()
+        .iter()
+        .filter(|c| {
+            let d = c.column_descr();
+            d.physical_type() == parquet::basic::Type::BYTE_ARRAY
+                && d.converted_type() == parquet::basic::ConvertedType::NONE
+                && d.logical_type_ref().is_none()
+                && d.max_rep_level() == 0
+                && c.statistics().and_then(|s| s.null_count_opt()) == Some(0)
+        })
+        .map(|c| c.column_path().parts().to_vec())
+        .collect()
+}
+
+/// `ty` without the columns at `dropped` (paths from the root; `at` is `ty`'s own), and
+/// without the groups left empty; `None` where the schema cannot be rebuilt so (the file is
+/// then read whole).
+fn without_columns(
+    ty: &parquet::schema::types::Type,
+    dropped: &[Vec<String>],
+    at: &mut Vec<String>,
+) -> Option<parquet::schema::types::Type> {
+    use parquet::schema::types::Type;
+    let fields = ty
+        .get_fields()
+        .iter()
+        .map(|field| {
+            at.push(field.name().to_string());
+            let kept = if !field.is_group() {
+                Some((!dropped.contains(at)).then(|| std::sync::Arc::clone(field)))
+            } else {
+                without_columns(field, dropped, at)
+                    .map(|inner| (!inner.get_fields().is_empty()).then(|| std::sync::Arc::new(inner)))
+            };
+            at.pop();
+            kept
+        })
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
+    let builder = Type::group_type_builder(ty.name()).with_fields(fields);
+    let info = ty.get_basic_info();
+    let builder = if info.has_repetition() { builder.with_repetition(info.repetition()) } else { builder };
+    builder.with_converted_type(info.converted_type()).with_logical_type(info.logical_type_ref().cloned()).build().ok()
+}
+
+/// `record`'s fields in the order of `ty`'s, and so the groups on the way to `columns` (the
+/// unread cells set after the others): a record lists its fields as the file does.
+fn in_schema_order(record: &mut Map<String, Value>, ty: &parquet::schema::types::Type, columns: &[&[String]]) {
+    let fields = ty.get_fields();
+    let position = |name: &str| fields.iter().position(|f| f.name() == name).unwrap_or(usize::MAX);
+    let mut entries: Vec<(String, Value)> = std::mem::take(record).into_iter().collect();
+    entries.sort_by_key(|(name, _)| position(name));
+    for (name, value) in &mut entries {
+        let below: Vec<&[String]> = columns.iter().filter(|c| c.len() > 1 && c[0] == *name).map(|c| &c[1..]).collect();
+        if let (false, Value::Object(inner), Some(field)) =
+            (below.is_empty(), value, fields.iter().find(|f| f.name() == name.as_str()))
+        {
+            in_schema_order(inner, field, &below);
+        }
+    }
+    *record = entries.into_iter().collect();
+}
+
+/// Sets the token of an unread binary cell at `column` (a path of field names) in a row's
+/// record, making the groups on the way that the projection left out.
+fn set_unread_cell(record: &mut Map<String, Value>, column: &[String], place: &CellPlace<'_>) {
+    let Some((leaf, groups)) = column.split_last() else { return };
+    let mut at = record;
+    for name in groups {
+        let entry = at.entry(name.clone()).or_insert_with(|| Value::Object(Map::new()));
+        let Value::Object(inner) = entry else { return };
+        at = inner;
+    }
+    let path = column.iter().map(|name| Step::Field(name.clone())).collect();
+    let cell = ImageCell::parquet(place.cells, place.group, place.row, path);
+    at.insert(leaf.clone(), place.blobs.add(cell, None));
+}
+
+/// The row a parquet field is read from: its binary cells' address.
+struct CellPlace<'a> {
+    blobs: &'a Blobs,
+    cells: &'a std::sync::Arc<ParquetCells>,
+    group: usize,
+    /// The row within its row group.
+    row: usize,
+}
+
 /// A parquet field as JSON: numbers and text as themselves, lists and groups nested, bytes
-/// held in `blobs` (a token in their place), dates as their display text (a manifest's
-/// templates read text and numbers only).
-fn field_value(field: &parquet::record::Field, blobs: &Blobs) -> Value {
+/// as a token for their cell (at `path` in the row) held in the blobs, dates as their display
+/// text (a manifest's templates read text and numbers only).
+fn field_value(field: &parquet::record::Field, place: &CellPlace<'_>, path: &mut Vec<Step>) -> Value {
     use parquet::record::Field as F;
+    let mut nested = |step: Step, field: &parquet::record::Field| {
+        path.push(step);
+        let value = field_value(field, place, path);
+        path.pop();
+        value
+    };
     match field {
         F::Null => Value::Null,
         F::Bool(b) => Value::Bool(*b),
@@ -188,11 +307,18 @@ fn field_value(field: &parquet::record::Field, blobs: &Blobs) -> Value {
         F::Float(v) => Value::from(f64::from(*v)),
         F::Double(v) => Value::from(*v),
         F::Str(s) => Value::String(s.clone()),
-        F::Bytes(b) => blobs.add(b.clone()),
+        F::Bytes(b) => {
+            let cell = ImageCell::parquet(place.cells, place.group, place.row, path.clone());
+            place.blobs.add(cell, Some(b.len()))
+        }
         F::Group(row) => Value::Object(
-            row.get_column_iter().map(|(name, field)| (name.clone(), field_value(field, blobs))).collect(),
+            row.get_column_iter()
+                .map(|(name, field)| (name.clone(), nested(Step::Field(name.clone()), field)))
+                .collect(),
         ),
-        F::ListInternal(list) => Value::Array(list.elements().iter().map(|f| field_value(f, blobs)).collect()),
+        F::ListInternal(list) => {
+            Value::Array(list.elements().iter().enumerate().map(|(i, f)| nested(Step::Element(i), f)).collect())
+        }
         other => Value::String(other.to_string()),
     }
 }

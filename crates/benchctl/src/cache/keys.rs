@@ -82,9 +82,11 @@ pub fn image_key(source: &ImageSource, memo: &FileKeys) -> Result<Key> {
         ImageSource::File(path) => key_of(path, KeyTag::File)?,
         ImageSource::NpyBgr(path) => key_of(path, KeyTag::NpyBgr)?,
         // The same bytes as a file: a parquet release shares the cache with the jsonl one.
-        ImageSource::Embedded(e) => memo.key_of_cell(&e.file, &e.name, &e.bytes, KeyTag::File).map_err(|err| {
-            Error::caused_by(ErrorKind::Data, format!("read image {}: {err}", source.display_name()), err)
-        })?,
+        ImageSource::Embedded(e) => {
+            memo.key_of_cell(&e.file, &e.name, || e.cell.read(), KeyTag::File).map_err(|err| {
+                Error::caused_by(ErrorKind::Data, format!("read image {}: {err}", source.display_name()), err)
+            })?
+        }
         ImageSource::Cropped(c) => {
             let r = c.region;
             let recipe = format!("{},{},{},{}", r.left, r.top, r.right, r.bottom);

@@ -486,12 +486,21 @@ impl FileKeys {
 
     /// The content key `key(&[tag, bytes])` of an image held inside the annotation file
     /// `file` as its cell `name` (`row 12 image_0`): remembered, as a file's is, while that
-    /// file's size and mtime are unchanged (a warm run hashes no cell), else `bytes` hashed.
-    pub fn key_of_cell(&self, file: &Path, name: &str, bytes: &[u8], tag: KeyTag) -> std::io::Result<Key> {
+    /// file's size and mtime are unchanged (a warm run reads no cell), else the cell `read`
+    /// and hashed.
+    pub fn key_of_cell<B: AsRef<[u8]>>(
+        &self,
+        file: &Path,
+        name: &str,
+        read: impl FnOnce() -> std::result::Result<B, String>,
+        tag: KeyTag,
+    ) -> std::io::Result<Key> {
         let (meta, mtime, absolute) = self.stat(file)?;
         let remembered =
             absolute.to_str().filter(|_| self.dir.is_some() && mtime != 0).map(|file| format!("{file}#{name}"));
-        self.remembered_or(remembered, meta.len(), mtime, tag, || Ok(tag.key(&[bytes])))
+        self.remembered_or(remembered, meta.len(), mtime, tag, || {
+            read().map(|bytes| tag.key(&[bytes.as_ref()])).map_err(std::io::Error::other)
+        })
     }
 
     /// A file's metadata, its mtime in nanoseconds (0: unknown) and its absolute path, which

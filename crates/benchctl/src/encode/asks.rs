@@ -217,7 +217,7 @@ fn payload_of(source: &ImageSource) -> Result<ImagePayload> {
             }
             Some(std::fs::read(path).map_err(|e| unreadable(e.to_string()))?)
         }
-        ImageSource::Embedded(embedded) => Some(embedded.bytes.to_vec()),
+        ImageSource::Embedded(embedded) => Some(embedded.bytes()?.to_vec()),
         _ => None,
     };
     if let Some(payload) = file_bytes.as_deref().and_then(ImagePayload::of_file_bytes) {

@@ -21,7 +21,7 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
     let inputs = SuiteInputs::of(&whole, &mut session)?;
     let scores = item_scores(&mut session, &inputs)?;
     let fingerprints = [inputs.data_fingerprint.as_str(), inputs.image_fingerprint.as_str()];
-    let run = session.run.finish_items(inputs.suite(), &whole, &scores, fingerprints)?;
+    let run = session.run.finish_items(inputs.suite(), &whole, &scores, fingerprints, &|e| inputs.embedded_key(e))?;
     let suite = inputs.into_shard().unwrap_or(whole);
     Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores } })
 }
