@@ -240,37 +240,96 @@ fn text_shaped_like_a_token_is_not_image_bytes() {
     assert!(suite.items.iter().all(|i| !matches!(i.image(0), ImageSource::Embedded(_))));
 }
 
-/// A parquet release's cells are not held: each is read from the file when asked for, so a
-/// file changed after the suite was read is refused for them (its cells may be elsewhere now),
-/// naming the file and the cell; an Arrow file's cells are held.
+/// A release's cells are not held: each is read from its file (parquet, Arrow IPC in either
+/// format) when asked for, so a file changed after the suite was read is refused for them
+/// (its cells may be elsewhere now), naming the file and the cell.
 #[test]
-fn parquet_cells_are_read_when_asked_and_not_from_a_changed_file() {
+fn cells_are_read_when_asked_and_not_from_a_changed_file() {
     let dir = tempfile::tempdir().unwrap();
-    for file in ["pairs.parquet", "pairs.arrow"] {
-        std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
-    }
     let embedded = |suite: &Suite, row: usize| match suite.items.item(row).image(0) {
         ImageSource::Embedded(e) => *e,
         other => panic!("not embedded: {other:?}"),
     };
-    let (arrow, _) = load(&pairs_manifest(dir.path(), "pairs.arrow", "arrow"), dir.path());
-    assert!(!embedded(&arrow, 0).cell.is_read_when_asked());
-    let (suite, problems) = load(&pairs_manifest(dir.path(), "pairs.parquet", "parquet"), dir.path());
-    assert!(problems.is_empty(), "{}", problems.message(0));
-    assert!(embedded(&suite, 0).cell.is_read_when_asked());
-    assert_eq!(embedded(&suite, 0).bytes().unwrap(), embedded(&arrow, 0).bytes().unwrap(), "the same cell's bytes");
+    let mut first = None;
+    for (file, format) in [("pairs.parquet", "parquet"), ("pairs.arrow", "arrow"), ("pairs-file-format.arrow", "arrow")]
+    {
+        std::fs::copy(fixture(file), dir.path().join(file)).unwrap();
+        let (suite, problems) = load(&pairs_manifest(dir.path(), file, format), dir.path());
+        assert!(problems.is_empty(), "{file}: {}", problems.message(0));
+        assert!(embedded(&suite, 0).cell.is_read_when_asked(), "{file}");
+        let bytes = embedded(&suite, 0).bytes().unwrap();
+        assert_eq!(&bytes, first.get_or_insert_with(|| bytes.clone()), "{file}: the same cell's bytes");
 
-    // Rewritten since: one more byte at its end.
-    let mut bytes = std::fs::read(dir.path().join("pairs.parquet")).unwrap();
-    bytes.push(0);
-    std::fs::write(dir.path().join("pairs.parquet"), bytes).unwrap();
-    let error = suite.items.item(1).image(0).load_rgb().unwrap_err();
-    let message = error.to_string();
-    assert_eq!(error.kind(), ErrorKind::CorruptImage);
-    assert!(
-        message.contains("pairs.parquet#row 1 image_0") && message.contains("changed since the suite was read"),
-        "{message}"
+        // Rewritten since: one more byte at its end.
+        let mut bytes = std::fs::read(dir.path().join(file)).unwrap();
+        bytes.push(0);
+        std::fs::write(dir.path().join(file), bytes).unwrap();
+        let error = suite.items.item(1).image(0).load_rgb().unwrap_err();
+        let message = error.to_string();
+        assert_eq!(error.kind(), ErrorKind::CorruptImage);
+        assert!(
+            message.contains(&format!("{file}#row 1 image_0")) && message.contains("changed since the suite was read"),
+            "{message}"
+        );
+    }
+}
+
+/// An Arrow stream of 30 record batches (more than are kept read) whose `images` column is a
+/// list of `datasets` Image structs, two per row: every cell, read in an order that jumps
+/// between batches on every core, is its own row's and element's bytes.
+#[test]
+fn cells_of_many_arrow_batches_read_in_any_order_are_their_own() {
+    use arrow_array::{Array, ArrayRef, BinaryArray, ListArray, RecordBatch, StringArray, StructArray};
+    use arrow_schema::{DataType, Field, Fields, Schema};
+    use rayon::prelude::*;
+    use std::sync::Arc;
+    let element = |row: usize, k: usize| format!("row {row} element {k} ").repeat(1 + (row + k) % 5).into_bytes();
+    let image =
+        Fields::from(vec![Field::new("bytes", DataType::Binary, true), Field::new("path", DataType::Utf8, true)]);
+    let item = Arc::new(Field::new("item", DataType::Struct(image.clone()), true));
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("images", DataType::List(item.clone()), true),
+        Field::new("caption", DataType::Utf8, false),
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let file = std::fs::File::create(dir.path().join("many.arrow")).unwrap();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(file, &schema).unwrap();
+    for batch in 0..30 {
+        let rows: Vec<usize> = (batch * 2..batch * 2 + 2).collect();
+        let bytes: Vec<Vec<u8>> = rows.iter().flat_map(|&r| [element(r, 0), element(r, 1)]).collect();
+        let bytes = BinaryArray::from_iter_values(bytes.iter());
+        let paths = StringArray::from(vec![None::<&str>; bytes.len()]);
+        let structs = StructArray::new(image.clone(), vec![Arc::new(bytes) as ArrayRef, Arc::new(paths)], None);
+        let offsets = arrow_buffer::OffsetBuffer::from_lengths([2, 2]);
+        let lists = ListArray::new(item.clone(), offsets, Arc::new(structs), None);
+        let ids = StringArray::from_iter_values(rows.iter().map(|r| r.to_string()));
+        let captions = StringArray::from_iter_values(rows.iter().map(|r| format!("caption {r}")));
+        let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(lists), Arc::new(captions)];
+        assert_eq!(columns[1].len(), 2);
+        writer.write(&RecordBatch::try_new(schema.clone(), columns).unwrap()).unwrap();
+    }
+    writer.finish().unwrap();
+    let manifest = manifest_over(
+        dir.path(),
+        "many.arrow",
+        "arrow",
+        "[item]\nid = \"{id}\"\nimages_list = \"images\"\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n\
+         [metrics]\nfamily = \"choice\"\n",
     );
+    let (suite, problems) = load(&manifest, dir.path());
+    assert!(problems.is_empty(), "{}", problems.message(0));
+    assert_eq!(suite.items.len(), 60);
+    let cells: Vec<(usize, usize)> = (0..60).flat_map(|i| [(i, 0), (i, 1)]).collect();
+    let jumping: Vec<(usize, usize)> =
+        (0..cells.len()).map(|i| if i % 2 == 0 { cells[i / 2] } else { cells[cells.len() - 1 - i / 2] }).collect();
+    jumping.par_iter().for_each(|&(i, k)| {
+        let item = suite.items.item(i);
+        let row: usize = item.id().parse().unwrap();
+        let ImageSource::Embedded(e) = item.image(k) else { panic!("row {row}: not embedded") };
+        assert!(e.cell.is_read_when_asked());
+        assert_eq!(&e.bytes().unwrap()[..], &element(row, k)[..], "row {row} element {k}");
+    });
 }
 
 /// The rows of a parquet file of many row groups, as `parquet_cells_file` writes them: a plain
@@ -387,4 +446,25 @@ fn clusters_by_given_content_keys_read_no_cell() {
     let known = suite.clusters_knowing(&|e| keys.get(&(e.file.clone(), e.name.clone())).copied()).expect("clusters");
     assert_eq!((known.count(), known.members(0)), (read.count(), read.members(0)));
     assert!(suite.clusters().is_none(), "reading the cells now fails: every image its own");
+}
+
+/// An Arrow stream cut short, or whose first message claims more bytes than the file holds,
+/// is refused naming the file and where its message starts, before anything is allocated
+/// for the claim.
+#[test]
+fn arrow_messages_past_the_files_end_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let whole = std::fs::read(fixture("pairs.arrow")).unwrap();
+    let cut = &whole[..whole.len() * 2 / 3];
+    let mut claims = whole.clone();
+    // The first message's metadata length, after the continuation marker: 2 GB.
+    claims[4..8].copy_from_slice(&i32::MAX.to_le_bytes());
+    for (name, bytes) in [("cut.arrow", cut), ("claims.arrow", &claims[..])] {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+        let (suite, problems) = load(&pairs_manifest(dir.path(), name, "arrow"), dir.path());
+        assert_eq!(suite.items.len(), 0, "{name}");
+        let message = problems.message(0).to_string();
+        assert_eq!(problems.kind(0), ErrorKind::Malformed, "{name}");
+        assert!(message.contains(name) && message.contains("past the file's end"), "{name}: {message}");
+    }
 }

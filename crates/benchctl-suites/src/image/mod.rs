@@ -345,5 +345,5 @@ mod embedded;
 pub use decode::{
     cmyk_to_rgb, decode_pil, muldiv255, DecodeBudget, Reservation, DECODE_MEMORY, JPEG_DECODER, MAX_PIXELS,
 };
+pub(crate) use embedded::{stamp, CellFile, RecentParts, Stamp, Step};
 pub use embedded::{EmbeddedImage, ImageBytes, ImageCell};
-pub(crate) use embedded::{ParquetCells, Step};

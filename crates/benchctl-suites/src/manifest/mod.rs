@@ -17,6 +17,7 @@ mod cells;
 mod item;
 mod load;
 mod metrics;
+mod parquet;
 mod pylist;
 mod raw;
 mod records;
