@@ -174,7 +174,8 @@ impl Suite {
         let sources = self.items.distinct_sources();
         let source_keys: Vec<String> = match rule {
             ClusterRule::SharedImages => {
-                // Embedded images are keyed by their bytes: hashed on all cores.
+                // Embedded images are keyed by their content: the caller's keys, or their bytes
+                // hashed on all cores.
                 use rayon::prelude::*;
                 (0..sources.len()).into_par_iter().map(|i| image_key(&sources.get(i), content_key)).collect()
             }

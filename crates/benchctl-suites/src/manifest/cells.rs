@@ -1,5 +1,5 @@
 //! What reading an annotation file yields: its records, each with where it was read, and the
-//! binary cells (image bytes) held beside them.
+//! binary cells (image bytes) beside them, each held or read from the file when asked for.
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +16,7 @@ pub(crate) struct SourceRecord {
 }
 
 /// The binary cells of one annotation file (image bytes, as `datasets` stores an image: a
-/// struct of `bytes` and `path`, or a plain binary column), held once each. A record's value
+/// struct of `bytes` and `path`, or a plain binary column), one [`ImageCell`] each. A record's value
 /// holds a token in place of each: text that names this process's own nonce, so no text an
 /// annotation file holds can pass for one, and a JSON, CSV or TSV file has none.
 pub(crate) struct Blobs {

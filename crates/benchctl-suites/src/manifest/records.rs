@@ -1,6 +1,7 @@
 //! The records of a manifest's annotation file, in file order, each with where it was read:
 //! a JSON list or object keyed by id, JSON Lines, CSV / TSV with a header row, parquet, or an
-//! Arrow IPC file. Binary cells (image bytes) are held beside the records ([`Blobs`]).
+//! Arrow IPC file (`parquet.rs`, `arrow.rs`). Binary cells (image bytes) stand in the records
+//! as tokens for their cells ([`Blobs`]).
 
 use std::path::Path;
 
