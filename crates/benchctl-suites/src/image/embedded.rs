@@ -5,10 +5,10 @@
 //! A release is mostly its images' bytes (a few GB), so its cells are not held: each is an
 //! address in its file ([`CellFile`]: a part of it, a row of the part, the path to the bytes
 //! inside the row) read again when a decoder first asks for it. A part is what the format
-//! reads at once (a parquet row group's column, an Arrow record batch); the few parts read
-//! last are kept ([`RecentParts`]), since the decoders walk a suite's images in file order and
-//! a part holds many of them. A suite's memory is then its texts and those parts, not the
-//! file.
+//! reads at once (a parquet binary column's window of rows, or a row group's column; an Arrow
+//! record batch); the few parts read last are kept ([`RecentParts`]), since the decoders walk
+//! a suite's images in file order and a part holds several of them. A suite's memory is then
+//! its texts and those parts, not the file.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
