@@ -420,7 +420,9 @@ fn image_key(source: &ImageSource, content_key: &ContentKeys<'_>) -> String {
         return source.files().first().map(|p| p.display().to_string()).unwrap_or_default();
     };
     if let Some(key) = content_key(e) {
-        return format!("embedded:{}", key.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        // 128 of its bits, as many as the hash of the bytes below.
+        let half: [u8; 16] = key[..16].try_into().unwrap_or_default();
+        return format!("embedded:{:032x}", u128::from_le_bytes(half));
     }
     match e.bytes() {
         Ok(bytes) => {
