@@ -4,7 +4,8 @@ random weights: `--model clip-vit-b32`, CLIP ViT-B/32; `siglip2-base-patch16-224
 B/16 at 224 px with its 256k Gemma vocabulary and 64-token texts; `siglip2-base-patch16-naflex`,
 SigLIP 2 NaFlex B/16 on 256 × 256 images, a full budget of 256 patches each, its position grid
 resized to 16 × 16 on both sides; `pe-core-b16-224`, open_clip's PE-Core-B-16 with timm's tower,
-texts of its 32 tokens; `eva02-clip-b16`, open_clip's EVA02-B-16 with timm's tower), batch, threads and text
+texts of its 32 tokens; `pe-core-l14-336`, its L/14 at 336 px; `eva02-clip-b16`, open_clip's EVA02-B-16
+with timm's tower; `eva02-clip-l14`, its L/14), batch, threads and text
 length as `benchctl bench`, timed the same way (one warm-up batch, then `--iters` timed
 batches), then benchctl itself, and one table with both, their ratio, and each side's share of
 the tier's measured fp32 FMA peak.
@@ -16,7 +17,7 @@ built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTo
 `ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
 is imported. The script refuses to compare when benchctl reports another tier.
 
-Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|pe-core-b16-224|eva02-clip-b16]
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|pe-core-b16-224|pe-core-l14-336|eva02-clip-b16|eva02-clip-l14]
                                      [--tier best|avx512|avx2]
                                      [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
                                      [--retrieval]
@@ -53,6 +54,13 @@ SHAPES = {
     "eva02-clip-b16": {"image": 224, "patch": 16, "width": 768, "mlp": 2048 * 3 // 2, "layers": 12, "class_token": True,
                        "text_width": 512, "text_mlp": 2048, "text_layers": 12, "vocab": 49408, "fixed_text": 77,
                        "open_clip": "EVA02-B-16"},
+    "pe-core-l14-336": {"image": 336, "patch": 14, "width": 1024, "mlp": 4096, "layers": 24, "class_token": True,
+                        "text_width": 1024, "text_mlp": 4096, "text_layers": 24, "vocab": 49408, "fixed_text": 32,
+                        "open_clip": "PE-Core-L-14-336"},
+    # SwiGLU of 2,730 hidden units: three products, counted as a two-product MLP of 2730 · 3 / 2.
+    "eva02-clip-l14": {"image": 224, "patch": 14, "width": 1024, "mlp": 2730 * 3 // 2, "layers": 24,
+                       "class_token": True, "text_width": 768, "text_mlp": 3072, "text_layers": 12, "vocab": 49408,
+                       "fixed_text": 77, "open_clip": "EVA02-L-14"},
 }
 
 

@@ -423,39 +423,6 @@ pub fn parquet_row_budget(file_bytes: u64) -> u64 {
     (256 << 20) + 64 * file_bytes
 }
 
-/// The rows of a parquet file opened by [`open_parquet`], each as the reader decodes it, row
-/// group by row group ([`parquet_group_rows`], one budget for the file).
-pub(crate) fn parquet_rows<'r>(
-    reader: &'r parquet::file::reader::SerializedFileReader<std::fs::File>,
-    path: &'r Path,
-) -> Result<impl Iterator<Item = Result<parquet::record::Row>> + 'r> {
-    use parquet::file::reader::FileReader;
-    let budget = RowBudget::of(path);
-    let groups = reader.metadata().num_row_groups();
-    let mut first_row = 0usize;
-    let mut failed = false;
-    let mut rows: Vec<_> = Vec::with_capacity(groups);
-    for group in 0..groups {
-        rows.push((group, first_row));
-        first_row += usize::try_from(reader.metadata().row_group(group).num_rows()).unwrap_or(0);
-    }
-    Ok(rows
-        .into_iter()
-        .flat_map(move |(group, first_row)| -> Box<dyn Iterator<Item = Result<parquet::record::Row>> + 'r> {
-            match parquet_group_rows(reader, path, group, first_row, &budget, None) {
-                Ok(rows) => Box::new(rows.into_iter()),
-                Err(e) => Box::new(std::iter::once(Err(e))),
-            }
-        })
-        .map_while(move |row| {
-            if failed {
-                return None;
-            }
-            failed = row.is_err();
-            Some(row)
-        }))
-}
-
 /// What a parquet file's rows may decode to ([`parquet_row_budget`]), shared by the readers of
 /// its row groups.
 pub(crate) struct RowBudget {

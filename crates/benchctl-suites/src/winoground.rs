@@ -9,7 +9,8 @@
 //!   `examples.jsonl` + `images/` in the data directory (`benchctl fetch` drops the `data/`).
 //! - **parquet** (the repo's main branch): `data/test-*.parquet` with the same columns,
 //!   `image_0` / `image_1` being structs `{bytes, path}` with the PNG embedded. Read when
-//!   there is no `examples.jsonl`, from `data/` or the data directory itself.
+//!   there is no `examples.jsonl`, from `data/` or the data directory itself, by the manifests'
+//!   parquet reader: the PNGs stay in the file, each read when a decoder asks for it.
 //!
 //! Each example is one 2×2 item: image k matches caption k. `tag` and `secondary_tag` may
 //! hold several comma-separated values (66 and 16 of the 400 examples): both are split, and
@@ -20,11 +21,11 @@ use std::path::{Path, PathBuf};
 
 use benchctl_scoring::metrics::{group, Summary, Ties};
 use benchctl_scoring::{TagSets, Truth};
-use parquet::record::{Field, Row};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::items::IdIndex;
+use crate::manifest::Blobs;
 use crate::{paths, EmbeddedImage, Error, ErrorKind, ImageSource, Item, Problems, Result, Suite, SuiteInfo, SuiteKind};
 
 /// The suite as [`crate::SUITES`] lists it: its id and headline, written once.
@@ -175,6 +176,8 @@ fn read_jsonl(
 }
 
 /// The items of one parquet file (file `file`), each with its row number, given to `accept`.
+/// Read as a manifest's parquet is ([`crate::manifest::read_parquet`]): its images stay in the
+/// file, each read when a decoder asks for it.
 fn read_parquet(
     path: &Path,
     file: usize,
@@ -182,51 +185,34 @@ fn read_parquet(
     accept: &mut dyn FnMut(usize, usize, Item),
     problems: &mut Problems,
 ) {
-    let reader = paths::open_parquet(path, |e| {
-        Error::caused_by(ErrorKind::MissingData, format!("read {}: {e}", path.display()), e)
-    });
-    let reader = match reader {
-        Ok(reader) => reader,
+    let blobs = Blobs::new(path);
+    let records = match crate::manifest::read_parquet(path, HOW_TO_GET, &blobs) {
+        Ok(records) => records,
         Err(e) => {
             problems.push(e);
             return;
         }
     };
-    // A damaged page can make the reader panic: that is a problem of this file, like any other.
-    let read = paths::reader_guard(path, "parquet", || {
-        for (index, row) in paths::parquet_rows(&reader, path)?.enumerate() {
-            let at = format!("{} row {index}", path.display());
-            let row = row?;
-            match parquet_item(path, &row, tag_sets, &at) {
-                Ok(item) => accept(file, index, item),
-                Err(e) => problems.push(e),
-            }
+    for (index, record) in records.iter().enumerate() {
+        let at = format!("{} {}", path.display(), record.at);
+        match parquet_item(path, &record.value, &blobs, tag_sets, &at) {
+            Ok(item) => accept(file, index, item),
+            Err(e) => problems.push(e),
         }
-        Ok(())
-    });
-    if let Err(e) = read {
-        problems.push(e);
     }
 }
 
 /// One parquet row as an item: scalar columns as in the jsonl form, images embedded.
-fn parquet_item(path: &Path, row: &Row, tag_sets: &mut TagSets, at: &str) -> Result<Item> {
+fn parquet_item(path: &Path, row: &Value, blobs: &Blobs, tag_sets: &mut TagSets, at: &str) -> Result<Item> {
     let malformed = |what: String| Error::new(ErrorKind::Malformed, format!("read {at}: {what}"));
-    let column = |name: &str| {
-        row.get_column_iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, f)| f)
-            .ok_or_else(|| malformed(format!("missing column `{name}`")))
-    };
+    let column = |name: &str| row.get(name).ok_or_else(|| malformed(format!("missing column `{name}`")));
     let text = |name: &str| match column(name)? {
-        Field::Str(s) => Ok(s.clone()),
+        Value::String(s) => Ok(s.clone()),
         other => Err(malformed(format!("column `{name}` must be a string, is {other}"))),
     };
     let scalar = |name: &str| -> Result<Value> {
         match column(name)? {
-            Field::Str(s) => Ok(Value::from(s.clone())),
-            Field::Int(i) => Ok(Value::from(*i)),
-            Field::Long(i) => Ok(Value::from(*i)),
+            value @ (Value::String(_) | Value::Number(_)) => Ok(value.clone()),
             other => Err(malformed(format!("column `{name}` must be an integer or a string, is {other}"))),
         }
     };
@@ -235,19 +221,12 @@ fn parquet_item(path: &Path, row: &Row, tag_sets: &mut TagSets, at: &str) -> Res
     let stem = |k: usize| format!("ex_{id_text}_img_{k}");
     let image = |k: usize| -> Result<ImageSource> {
         let name = format!("image_{k}");
-        let Field::Group(image) = column(&name)? else {
+        let Value::Object(image) = column(&name)? else {
             return Err(malformed(format!("column `{name}` must be an image struct {{bytes, path}}")));
         };
-        let bytes = image.get_column_iter().find_map(|(n, f)| match (n.as_str(), f) {
-            ("bytes", Field::Bytes(b)) => Some(b.clone()),
-            _ => None,
-        });
-        let bytes = bytes.ok_or_else(|| malformed(format!("column `{name}` holds no image bytes")))?;
-        Ok(ImageSource::Embedded(Box::new(EmbeddedImage {
-            file: path.to_path_buf(),
-            name: stem(k),
-            cell: crate::ImageCell::held(bytes),
-        })))
+        let cell = image.get("bytes").and_then(|bytes| blobs.get(bytes));
+        let cell = cell.ok_or_else(|| malformed(format!("column `{name}` holds no image bytes")))?;
+        Ok(ImageSource::Embedded(Box::new(EmbeddedImage { file: path.to_path_buf(), name: stem(k), cell })))
     };
     let example = Example {
         caption_0: text("caption_0")?,

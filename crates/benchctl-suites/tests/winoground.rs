@@ -178,6 +178,34 @@ fn parquet_and_jsonl_releases_give_the_same_items() {
     assert_eq!(jsonl.items.item(1).tags()[1], ("num_main_preds".to_string(), vec!["1".to_string()]));
 }
 
+/// The parquet release's images stay in the file: loading reads no image, each is read when
+/// asked for (the same pixels as the jsonl form's files, in `parquet_and_jsonl_releases_give_the_same_items`),
+/// and a file changed since the suite was read is refused for them, naming the file and the image.
+#[test]
+fn parquet_images_are_read_from_the_file_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    let file = dir.path().join("data/test-00000-of-00001.parquet");
+    std::fs::copy(hub_fixture("snappy").join("data/test-00000-of-00001.parquet"), &file).unwrap();
+    let suite = find("winoground").unwrap().load(dir.path()).unwrap();
+    for item in suite.items.iter() {
+        for image in item.images() {
+            let ImageSource::Embedded(embedded) = image else { panic!("item {}: not embedded", item.id()) };
+            assert!(embedded.cell.is_read_when_asked(), "item {}", item.id());
+        }
+    }
+    assert!(suite.items.item(0).image(1).load_rgb().is_ok());
+
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes.push(0);
+    std::fs::write(&file, bytes).unwrap();
+    let error = suite.items.item(2).image(1).load_rgb().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::CorruptImage);
+    let message = error.to_string();
+    assert!(message.contains(&format!("{}#ex_2_img_1", file.display())), "{message}");
+    assert!(message.contains("changed since the suite was read"), "{message}");
+}
+
 #[test]
 fn a_broken_parquet_file_is_named() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,7 +16,7 @@ use crate::{paths, Error, ErrorKind, ImageCell, Result};
 /// read again when a decoder asks for it ([`ParquetCells`]). A binary column outside any list
 /// whose chunk has no null by the row group's statistics (`datasets` writes them) is not even
 /// read here: every row has its bytes, so its token is set without them.
-pub(super) fn read(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<SourceRecord>> {
+pub(crate) fn read(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<SourceRecord>> {
     let open = || {
         paths::open_parquet(path, |e| {
             Error::caused_by(ErrorKind::MissingData, format!("read {}: {e} ({how_to_get})", path.display()), e)

@@ -24,6 +24,18 @@ const EVA02_B16: &str = r#"{"model_cfg": {"embed_dim": 512,
     "vision_cfg": {"image_size": 224, "timm_model_name": "eva02_base_patch16_clip_224", "timm_pool": "token", "timm_proj": null},
     "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 512, "heads": 8, "layers": 12}}}"#;
 
+/// open_clip 3.3's `PE-Core-L-14-336` (`model_configs/PE-Core-L-14-336.json`), the B/16's
+/// `preprocess_cfg`.
+const PE_CORE_L14_336: &str = r#"{"model_cfg": {"embed_dim": 1024,
+    "vision_cfg": {"image_size": 336, "timm_model_name": "vit_pe_core_large_patch14_336", "timm_pool": "map", "timm_proj": null},
+    "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 1024, "heads": 16, "layers": 24}},
+    "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5], "interpolation": "bilinear", "resize_mode": "squash"}}"#;
+
+/// open_clip 3.3's `EVA02-L-14` (`model_configs/EVA02-L-14.json`).
+const EVA02_L14: &str = r#"{"model_cfg": {"embed_dim": 768,
+    "vision_cfg": {"image_size": 224, "timm_model_name": "eva02_large_patch14_clip_224", "timm_pool": "token", "timm_proj": null},
+    "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 768, "heads": 12, "layers": 12}}}"#;
+
 /// A zoo entry's open_clip config (above) and its tower in the family's table.
 fn timm_eva_shape(json: &str, towers: &'static [EvaTower]) -> Result<(TimmClipFile, &'static EvaTower)> {
     let file: TimmClipFile =
@@ -44,7 +56,8 @@ enum Towers {
 impl Towers {
     /// The towers of `--model` (`clip-vit-b32`, `siglip-base-patch16-224`,
     /// `siglip2-base-patch16-224`, `siglip2-base-patch16-naflex`, `pe-core-b16-224`,
-    /// `eva02-clip-b16` have their shapes here) or of `--config`.
+    /// `pe-core-l14-336`, `eva02-clip-b16`, `eva02-clip-l14` have their shapes here) or of
+    /// `--config`.
     fn build(args: &BenchPlan) -> Result<(String, Towers)> {
         let device = args.device.open()?;
         let dtype = args.dtype;
@@ -91,6 +104,8 @@ impl Towers {
             "siglip2-base-patch16-naflex" => naflex(Siglip2Config::base_patch16_naflex())?,
             "pe-core-b16-224" => timm_eva(timm_eva_shape(PE_CORE_B16, pe_core::TOWERS)?)?,
             "eva02-clip-b16" => timm_eva(timm_eva_shape(EVA02_B16, eva02::TOWERS)?)?,
+            "pe-core-l14-336" => timm_eva(timm_eva_shape(PE_CORE_L14_336, pe_core::TOWERS)?)?,
+            "eva02-clip-l14" => timm_eva(timm_eva_shape(EVA02_L14, eva02::TOWERS)?)?,
             other => {
                 return Err(Error::new(
                     ErrorKind::Usage,
