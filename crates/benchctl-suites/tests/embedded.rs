@@ -276,7 +276,9 @@ fn cells_are_read_when_asked_and_not_from_a_changed_file() {
 
 /// An Arrow stream of 30 record batches (more than are kept read) whose `images` column is a
 /// list of `datasets` Image structs, two per row: every cell, read in an order that jumps
-/// between batches on every core, is its own row's and element's bytes.
+/// between batches on every core, is its own row's and element's bytes. Uncompressed, each cell
+/// is read as its own bytes at their place in the file; with LZ4-compressed bodies, from its
+/// record batch decoded again.
 #[test]
 fn cells_of_many_arrow_batches_read_in_any_order_are_their_own() {
     use arrow_array::{Array, ArrayRef, BinaryArray, ListArray, RecordBatch, StringArray, StructArray};
@@ -292,44 +294,49 @@ fn cells_of_many_arrow_batches_read_in_any_order_are_their_own() {
         Field::new("images", DataType::List(item.clone()), true),
         Field::new("caption", DataType::Utf8, false),
     ]));
-    let dir = tempfile::tempdir().unwrap();
-    let file = std::fs::File::create(dir.path().join("many.arrow")).unwrap();
-    let mut writer = arrow_ipc::writer::StreamWriter::try_new(file, &schema).unwrap();
-    for batch in 0..30 {
-        let rows: Vec<usize> = (batch * 2..batch * 2 + 2).collect();
-        let bytes: Vec<Vec<u8>> = rows.iter().flat_map(|&r| [element(r, 0), element(r, 1)]).collect();
-        let bytes = BinaryArray::from_iter_values(bytes.iter());
-        let paths = StringArray::from(vec![None::<&str>; bytes.len()]);
-        let structs = StructArray::new(image.clone(), vec![Arc::new(bytes) as ArrayRef, Arc::new(paths)], None);
-        let offsets = arrow_buffer::OffsetBuffer::from_lengths([2, 2]);
-        let lists = ListArray::new(item.clone(), offsets, Arc::new(structs), None);
-        let ids = StringArray::from_iter_values(rows.iter().map(|r| r.to_string()));
-        let captions = StringArray::from_iter_values(rows.iter().map(|r| format!("caption {r}")));
-        let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(lists), Arc::new(captions)];
-        assert_eq!(columns[1].len(), 2);
-        writer.write(&RecordBatch::try_new(schema.clone(), columns).unwrap()).unwrap();
-    }
-    writer.finish().unwrap();
-    let manifest = manifest_over(
-        dir.path(),
-        "many.arrow",
-        "arrow",
-        "[item]\nid = \"{id}\"\nimages_list = \"images\"\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n\
+    for compression in [None, Some(arrow_ipc::CompressionType::LZ4_FRAME)] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = std::fs::File::create(dir.path().join("many.arrow")).unwrap();
+        let options = arrow_ipc::writer::IpcWriteOptions::default().try_with_compression(compression).unwrap();
+        let mut writer = arrow_ipc::writer::StreamWriter::try_new_with_options(file, &schema, options).unwrap();
+        for batch in 0..30 {
+            let rows: Vec<usize> = (batch * 2..batch * 2 + 2).collect();
+            let bytes: Vec<Vec<u8>> = rows.iter().flat_map(|&r| [element(r, 0), element(r, 1)]).collect();
+            let bytes = BinaryArray::from_iter_values(bytes.iter());
+            let paths = StringArray::from(vec![None::<&str>; bytes.len()]);
+            let structs = StructArray::new(image.clone(), vec![Arc::new(bytes) as ArrayRef, Arc::new(paths)], None);
+            let offsets = arrow_buffer::OffsetBuffer::from_lengths([2, 2]);
+            let lists = ListArray::new(item.clone(), offsets, Arc::new(structs), None);
+            let ids = StringArray::from_iter_values(rows.iter().map(|r| r.to_string()));
+            let captions = StringArray::from_iter_values(rows.iter().map(|r| format!("caption {r}")));
+            let columns: Vec<ArrayRef> = vec![Arc::new(ids), Arc::new(lists), Arc::new(captions)];
+            assert_eq!(columns[1].len(), 2);
+            writer.write(&RecordBatch::try_new(schema.clone(), columns).unwrap()).unwrap();
+        }
+        writer.finish().unwrap();
+        let manifest = manifest_over(
+            dir.path(),
+            "many.arrow",
+            "arrow",
+            "[item]\nid = \"{id}\"\nimages_list = \"images\"\ntexts = [\"{caption}\"]\ntruth = { text = 0 }\n\
          [metrics]\nfamily = \"choice\"\n",
-    );
-    let (suite, problems) = load(&manifest, dir.path());
-    assert!(problems.is_empty(), "{}", problems.message(0));
-    assert_eq!(suite.items.len(), 60);
-    let cells: Vec<(usize, usize)> = (0..60).flat_map(|i| [(i, 0), (i, 1)]).collect();
-    let jumping: Vec<(usize, usize)> =
-        (0..cells.len()).map(|i| if i % 2 == 0 { cells[i / 2] } else { cells[cells.len() - 1 - i / 2] }).collect();
-    jumping.par_iter().for_each(|&(i, k)| {
-        let item = suite.items.item(i);
-        let row: usize = item.id().parse().unwrap();
-        let ImageSource::Embedded(e) = item.image(k) else { panic!("row {row}: not embedded") };
-        assert!(e.cell.is_read_when_asked());
-        assert_eq!(&e.bytes().unwrap()[..], &element(row, k)[..], "row {row} element {k}");
-    });
+        );
+        let (suite, problems) = load(&manifest, dir.path());
+        assert!(problems.is_empty(), "{}", problems.message(0));
+        assert_eq!(suite.items.len(), 60);
+        let cells: Vec<(usize, usize)> = (0..60).flat_map(|i| [(i, 0), (i, 1)]).collect();
+        let jumping: Vec<(usize, usize)> =
+            (0..cells.len()).map(|i| if i % 2 == 0 { cells[i / 2] } else { cells[cells.len() - 1 - i / 2] }).collect();
+        jumping.par_iter().for_each(|&(i, k)| {
+            let item = suite.items.item(i);
+            let row: usize = item.id().parse().unwrap();
+            let ImageSource::Embedded(e) = item.image(k) else { panic!("row {row}: not embedded") };
+            assert!(e.cell.is_read_when_asked());
+            let kind = if compression.is_none() { "RangeCell" } else { "FileCell" };
+            assert!(format!("{:?}", e.cell).starts_with(kind), "{compression:?}: {:?}", e.cell);
+            assert_eq!(&e.bytes().unwrap()[..], &element(row, k)[..], "row {row} element {k}");
+        });
+    }
 }
 
 /// The rows of a parquet file of many row groups, as `parquet_cells_file` writes them: a plain

@@ -78,6 +78,12 @@ impl From<&[u8]> for ImageBytes {
     }
 }
 
+impl From<Vec<u8>> for ImageBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        ImageBytes(HeldBytes::Shared(bytes.into()))
+    }
+}
+
 impl From<parquet::data_type::ByteArray> for ImageBytes {
     fn from(bytes: parquet::data_type::ByteArray) -> Self {
         ImageBytes(HeldBytes::Parquet(bytes))
@@ -107,6 +113,8 @@ pub struct ImageCell(Cell);
 enum Cell {
     Held(ImageBytes),
     InFile(FileCell),
+    /// Bytes stored as they are at a known place of the file (an uncompressed Arrow body).
+    InRange(RangeCell),
 }
 
 impl ImageCell {
@@ -120,27 +128,51 @@ impl ImageCell {
         ImageCell(Cell::InFile(FileCell { file: Arc::clone(file), part, row, path: path.into() }))
     }
 
+    /// The `len` bytes at byte `offset` of `file`, stored there as they are.
+    pub(crate) fn in_range(file: &Arc<dyn CellFile>, offset: u64, len: usize) -> Self {
+        ImageCell(Cell::InRange(RangeCell { file: Arc::clone(file), offset, len }))
+    }
+
     /// The bytes, read from their file where they are not held; the error says why they could
     /// not be (the file changed or vanished since the suite was read, a damaged page).
     pub fn read(&self) -> std::result::Result<ImageBytes, String> {
+        let unchanged = |file: &dyn CellFile| {
+            if stamp(file.path()) == file.stamp() {
+                Ok(())
+            } else {
+                Err(format!("{} changed since the suite was read: read the suite again", file.path().display()))
+            }
+        };
         match &self.0 {
             Cell::Held(bytes) => Ok(bytes.clone()),
             Cell::InFile(cell) => {
-                if stamp(cell.file.path()) != cell.file.stamp() {
-                    return Err(format!(
-                        "{} changed since the suite was read: read the suite again",
-                        cell.file.path().display()
-                    ));
-                }
+                unchanged(cell.file.as_ref())?;
                 cell.file.read(cell.part, cell.row, &cell.path)
+            }
+            Cell::InRange(cell) => {
+                unchanged(cell.file.as_ref())?;
+                read_range(cell.file.path(), cell.offset, cell.len)
             }
         }
     }
 
     /// Whether the bytes are read from their file when asked for, not held.
     pub fn is_read_when_asked(&self) -> bool {
-        matches!(self.0, Cell::InFile(_))
+        !matches!(self.0, Cell::Held(_))
     }
+}
+
+/// The `len` bytes at `offset` of the file at `path`.
+fn read_range(path: &Path, offset: u64, len: usize) -> std::result::Result<ImageBytes, String> {
+    use std::io::{Read, Seek};
+    let read = || -> std::io::Result<Vec<u8>> {
+        let mut file = std::fs::File::open(path)?;
+        file.seek(std::io::SeekFrom::Start(offset))?;
+        let mut bytes = vec![0u8; len];
+        file.read_exact(&mut bytes)?;
+        Ok(bytes)
+    };
+    read().map(ImageBytes::from).map_err(|e| format!("read {} bytes at byte {offset} of {}: {e}", len, path.display()))
 }
 
 impl std::fmt::Debug for ImageCell {
@@ -148,6 +180,7 @@ impl std::fmt::Debug for ImageCell {
         match &self.0 {
             Cell::Held(bytes) => bytes.fmt(f),
             Cell::InFile(cell) => write!(f, "FileCell(part {}, row {}, {:?})", cell.part, cell.row, cell.path),
+            Cell::InRange(cell) => write!(f, "RangeCell({} bytes at byte {})", cell.len, cell.offset),
         }
     }
 }
@@ -190,6 +223,22 @@ impl PartialEq for FileCell {
 }
 
 impl Eq for FileCell {}
+
+/// Bytes stored as they are at a place of a [`CellFile`].
+#[derive(Clone)]
+struct RangeCell {
+    file: Arc<dyn CellFile>,
+    offset: u64,
+    len: usize,
+}
+
+impl PartialEq for RangeCell {
+    fn eq(&self, other: &Self) -> bool {
+        self.file.path() == other.file.path() && (self.offset, self.len) == (other.offset, other.len)
+    }
+}
+
+impl Eq for RangeCell {}
 
 /// A file's size and modification time: a file changed since its suite was read is not read
 /// for its cells (they may be elsewhere now).

@@ -2,8 +2,10 @@
 //! (`save_to_disk`'s `data-*.arrow`, and its cache), and the file format (`ARROW1`: the
 //! stream format after its magic, then a footer). Each row a record as a parquet row is one:
 //! text and numbers as themselves, structs as objects, lists as lists, binary cells (an
-//! image's bytes) read from the file when asked for ([`ArrowCells`]: the record batch holding
-//! them is read again), not held.
+//! image's bytes) read from the file when asked for, not held: where the batch's body is
+//! stored as it decodes (uncompressed, what `datasets` writes), as the cell's own bytes at
+//! their place in the file; else from the record batch holding them, read again
+//! ([`ArrowCells`]).
 //!
 //! The file is read message by message, each framed and checked here before the `arrow-ipc`
 //! decoder sees it: a message must lie inside the file. Bounded like parquet: the batches may
@@ -69,6 +71,9 @@ pub(super) fn read(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<S
             }
             let len = bytes.len();
             let mut buffer = arrow_buffer::Buffer::from_vec(bytes);
+            // Where the message lies in memory: a cell the decoder left in place (an
+            // uncompressed body) is at the same place in the file.
+            let message = Message { at, memory: buffer.as_ptr() as usize..buffer.as_ptr() as usize + len };
             let batch = decoder.decode(&mut buffer).map_err(|e| not_arrow(e.to_string()))?;
             let Some(batch) = batch else { continue };
             let b = index.batches.len();
@@ -85,7 +90,7 @@ pub(super) fn read(path: &Path, how_to_get: &str, blobs: &Blobs) -> Result<Vec<S
             let schema = batch.schema();
             for row in 0..batch.num_rows() {
                 let at = format!("row {}", records.len());
-                let place = Place { blobs, file, batch: b, row };
+                let place = Place { blobs, file, batch: b, row, message: Some(&message) };
                 let mut map = Map::new();
                 for (field, column) in schema.fields().iter().zip(batch.columns()) {
                     let mut path = vec![Step::Field(field.name().clone())];
@@ -246,12 +251,30 @@ impl ArrowCells {
 }
 
 /// Where a cell is read: the blobs its bytes' token goes into, and (where the file's cells are
-/// read when asked for) the file, the batch and the row.
+/// read when asked for) the file, the batch and the row, and the batch's message.
 struct Place<'a> {
     blobs: &'a Blobs,
     file: Option<&'a Arc<dyn CellFile>>,
     batch: usize,
     row: usize,
+    message: Option<&'a Message>,
+}
+
+/// A record batch's message: where it starts in the file, and the addresses its bytes were
+/// read into.
+struct Message {
+    at: u64,
+    memory: std::ops::Range<usize>,
+}
+
+impl Message {
+    /// Where `bytes` are in the file, when they lie inside the message as it was read (the
+    /// decoder sliced them from it rather than decompressing or copying them).
+    fn offset_of(&self, bytes: &[u8]) -> Option<u64> {
+        let start = bytes.as_ptr() as usize;
+        let inside = self.memory.start <= start && start.checked_add(bytes.len())? <= self.memory.end;
+        inside.then(|| self.at + (start - self.memory.start) as u64)
+    }
 }
 
 /// The cell at `row` of `array` as JSON (binary cells as tokens in the blobs: `path` from the
@@ -302,7 +325,7 @@ fn cell(array: &dyn Array, row: usize, place: &Place<'_>, path: &mut Vec<Step>) 
             let dictionary = array.as_any_dictionary();
             let values = dictionary.values();
             // Its values are not the row's: a binary value is held, not addressed.
-            let held = Place { file: None, ..*place };
+            let held = Place { file: None, message: None, ..*place };
             let key = cell(dictionary.keys(), row, &held, path)?
                 .as_u64()
                 .and_then(|k| usize::try_from(k).ok())
@@ -328,13 +351,13 @@ fn list(elements: &dyn Array, place: &Place<'_>, path: &mut Vec<Step>) -> std::r
     Ok(Value::Array(values))
 }
 
-/// A binary cell's token: its address where the file's cells are read when asked for, else a
-/// copy of its bytes.
+/// A binary cell's token: where the file's cells are read when asked for, its place in the
+/// file (bytes stored as they are) or else its address in its batch; else a copy of its bytes.
 fn binary(bytes: &[u8], place: &Place<'_>, path: &[Step]) -> Value {
-    match place.file {
-        Some(file) => {
-            place.blobs.add(ImageCell::in_file(file, place.batch, place.row, path.to_vec()), Some(bytes.len()))
-        }
-        None => place.blobs.add_copy(bytes),
-    }
+    let Some(file) = place.file else { return place.blobs.add_copy(bytes) };
+    let cell = match place.message.and_then(|message| message.offset_of(bytes)) {
+        Some(offset) => ImageCell::in_range(file, offset, bytes.len()),
+        None => ImageCell::in_file(file, place.batch, place.row, path.to_vec()),
+    };
+    place.blobs.add(cell, Some(bytes.len()))
 }
