@@ -5,7 +5,8 @@ B/16 at 224 px with its 256k Gemma vocabulary and 64-token texts; `siglip2-base-
 SigLIP 2 NaFlex B/16 on 256 × 256 images, a full budget of 256 patches each, its position grid
 resized to 16 × 16 on both sides; `pe-core-b16-224`, open_clip's PE-Core-B-16 with timm's tower,
 texts of its 32 tokens; `pe-core-l14-336`, its L/14 at 336 px; `eva02-clip-b16`, open_clip's EVA02-B-16
-with timm's tower; `eva02-clip-l14`, its L/14), batch, threads and text
+with timm's tower; `eva02-clip-l14`, its L/14; `siglip2-so400m-patch14-384`, SigLIP 2 So400m/14
+at 384 px, given to benchctl as the same transformers config.json), batch, threads and text
 length as `benchctl bench`, timed the same way (one warm-up batch, then `--iters` timed
 batches), then benchctl itself, and one table with both, their ratio, and each side's share of
 the tier's measured fp32 FMA peak.
@@ -17,7 +18,7 @@ built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTo
 `ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
 is imported. The script refuses to compare when benchctl reports another tier.
 
-Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|pe-core-b16-224|pe-core-l14-336|eva02-clip-b16|eva02-clip-l14]
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|siglip2-so400m-patch14-384|pe-core-b16-224|pe-core-l14-336|eva02-clip-b16|eva02-clip-l14]
                                      [--tier best|avx512|avx2]
                                      [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
                                      [--retrieval]
@@ -28,6 +29,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 # What restricts PyTorch (ATen's own kernels, oneDNN, MKL) to one tier.
@@ -57,6 +59,13 @@ SHAPES = {
     "pe-core-l14-336": {"image": 336, "patch": 14, "width": 1024, "mlp": 4096, "layers": 24, "class_token": True,
                         "text_width": 1024, "text_mlp": 4096, "text_layers": 24, "vocab": 49408, "fixed_text": 32,
                         "open_clip": "PE-Core-L-14-336"},
+    # SigLIP 2 So400m/14 at 384 px (google/siglip2-so400m-patch14-384's shape): 729 patches, 16
+    # heads of 72; no zoo shape in `benchctl bench`, which gets the same transformers config.json
+    # as `--config`.
+    "siglip2-so400m-patch14-384": {"image": 384, "patch": 14, "width": 1152, "mlp": 4304, "layers": 27,
+                                   "heads": 16, "class_token": False, "text_width": 1152, "text_mlp": 4304,
+                                   "text_layers": 27, "text_heads": 16, "vocab": 256000, "fixed_text": 64,
+                                   "config_json": True},
     # SwiGLU of 2,730 hidden units: three products, counted as a two-product MLP of 2730 · 3 / 2.
     "eva02-clip-l14": {"image": 224, "patch": 14, "width": 1024, "mlp": 2730 * 3 // 2, "layers": 24,
                        "class_token": True, "text_width": 768, "text_mlp": 3072, "text_layers": 12, "vocab": 49408,
@@ -111,14 +120,20 @@ def torch_model(name):
         return Siglip2Model(Siglip2Config(
             text_config=dict(vocab_size=shape["vocab"], max_position_embeddings=shape["fixed_text"]),
             vision_config=dict(num_patches=(shape["image"] // shape["patch"]) ** 2, patch_size=shape["patch"])))
-    from transformers import SiglipConfig, SiglipModel
-    return SiglipModel(SiglipConfig(
+    from transformers import SiglipModel
+    return SiglipModel(siglip_config(shape))
+
+
+def siglip_config(shape):
+    """transformers' `SiglipConfig` of a SigLIP shape (heads of 64 unless the shape says)."""
+    from transformers import SiglipConfig
+    return SiglipConfig(
         text_config=dict(vocab_size=shape["vocab"], hidden_size=shape["text_width"],
                          intermediate_size=shape["text_mlp"], num_hidden_layers=shape["text_layers"],
-                         num_attention_heads=12, max_position_embeddings=shape["fixed_text"]),
+                         num_attention_heads=shape.get("text_heads", 12), max_position_embeddings=shape["fixed_text"]),
         vision_config=dict(hidden_size=shape["width"], intermediate_size=shape["mlp"],
-                           num_hidden_layers=shape["layers"], num_attention_heads=12, image_size=shape["image"],
-                           patch_size=shape["patch"])))
+                           num_hidden_layers=shape["layers"], num_attention_heads=shape.get("heads", 12),
+                           image_size=shape["image"], patch_size=shape["patch"]))
 
 
 def torch_side(args, tokens):
@@ -192,7 +207,15 @@ def main():
     shape = SHAPES[args.model]
     # SigLIP's texts are always padded to its trained length.
     tokens = shape["fixed_text"] or args.text_tokens
-    ours = {p["part"]: p for p in benchctl_json(args, env, "--model", args.model, "--part", "both", "--batch",
+    if shape.get("config_json"):
+        # The very config the PyTorch side builds, as a checkpoint's config.json.
+        config = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+        config.write(siglip_config(shape).to_json_string())
+        config.close()
+        architecture = ["--config", config.name]
+    else:
+        architecture = ["--model", args.model]
+    ours = {p["part"]: p for p in benchctl_json(args, env, *architecture, "--part", "both", "--batch",
                                                  str(args.batch), "--iters", str(args.iters), "--text-tokens",
                                                  str(tokens))["parts"]}
     theirs, info = torch_side(args, tokens)

@@ -234,6 +234,29 @@ fn siglip_tiny_matches_transformers() {
     assert_eq!(model.score_kind(), ScoreKind::Logit);
 }
 
+/// An image size that is not a multiple of the patch (the So400m/14 checkpoints' 384 px in 14 px
+/// patches): the grid is the whole patches, the pixels past them unseen, as transformers'
+/// stride-p convolution has it (`scripts/fixtures/gen_siglip_uneven_grid_fixture.py`: the
+/// `siglip-tiny` weights at 70 px in 16 px patches).
+#[test]
+fn siglip_at_an_image_size_between_whole_patches_matches_transformers() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_model("siglip-tiny")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let config = dir.path().join("config.json");
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    json["vision_config"]["image_size"] = 70.into();
+    std::fs::write(&config, json.to_string()).unwrap();
+    let model = SiglipEncoder::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).unwrap();
+    let r = candle_core::safetensors::load(dir.path().join("uneven-grid.safetensors"), &test_device()).unwrap();
+    assert_eq!(r["pixel_values"].dims(), [2, 3, 70, 70]);
+    let image = model.model().image_features(&r["pixel_values"]).unwrap();
+    let d = max_abs_diff(&image, &r["pooler_output"]);
+    assert!(d <= TOLERANCE, "siglip image features at 70 px differ by {d}");
+}
+
 #[test]
 fn blip_itc_matches_transformers() {
     let model = BlipItc::load(&files("blip-tiny"), DType::F32, &test_device()).unwrap();

@@ -395,6 +395,13 @@ impl PatchEmbedding {
         let (b, c, h, w) = pixels.dims4()?;
         let p = self.patch;
         let (gh, gw) = (h / p, w / p);
+        // A convolution of stride p without padding, as the references' patch embeddings are:
+        // pixels past the last whole patch (384 px in 14 px patches: 6) are not seen.
+        let pixels = if (gh * p, gw * p) == (h, w) {
+            pixels.clone()
+        } else {
+            pixels.narrow(2, 0, gh * p)?.narrow(3, 0, gw * p)?
+        };
         let patches = pixels
             .to_dtype(self.dtype)?
             .reshape((b, c, gh, p, gw, p))?
