@@ -155,8 +155,18 @@ impl ScoreTensor {
 
     /// Appends one item's K×L scores (row-major). NaN is rejected: it has no order.
     pub fn push(&mut self, images: usize, texts: usize, values: &[f32]) -> Result<()> {
+        self.push_f32(images, texts, values, None)
+    }
+
+    /// Appends the scores of an item with `truth`: NaN exactly at the cells it does not ask
+    /// ([`Truth::is_asked`]), which no model scored and no metric reads.
+    pub fn push_asked(&mut self, truth: &Truth, values: &[f32]) -> Result<()> {
+        self.push_f32(truth.images(), truth.texts(), values, Some(truth))
+    }
+
+    fn push_f32(&mut self, images: usize, texts: usize, values: &[f32], asked: Option<&Truth>) -> Result<()> {
         let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
-        self.check(images, texts, &wide)?;
+        self.check(images, texts, &wide, asked)?;
         if let Some(exact) = &mut self.exact {
             exact.extend_from_slice(&wide);
         }
@@ -170,14 +180,24 @@ impl ScoreTensor {
     /// that precision for the metrics. Every value must be finite: infinity has no margin and
     /// a value beyond f32's range must not become one.
     pub fn push_exact(&mut self, images: usize, texts: usize, values: &[f64]) -> Result<()> {
-        if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
+        self.push_f64(images, texts, values, None)
+    }
+
+    /// [`ScoreTensor::push_exact`] for an item with `truth`: NaN exactly at its unasked cells.
+    pub fn push_exact_asked(&mut self, truth: &Truth, values: &[f64]) -> Result<()> {
+        self.push_f64(truth.images(), truth.texts(), values, Some(truth))
+    }
+
+    fn push_f64(&mut self, images: usize, texts: usize, values: &[f64], asked: Option<&Truth>) -> Result<()> {
+        let unasked = |pos: usize| asked.is_some_and(|t| !t.is_asked(pos / texts.max(1), pos % texts.max(1)));
+        if let Some(pos) = values.iter().enumerate().position(|(pos, v)| !v.is_finite() && !unasked(pos)) {
             return Err(Error::new(format!(
                 "score of item {} at position {pos} is {}, not a finite number",
                 self.shapes.len(),
                 values[pos]
             )));
         }
-        self.check(images, texts, values)?;
+        self.check(images, texts, values, asked)?;
         let exact = self.exact.get_or_insert_with(|| self.values.iter().map(|&v| f64::from(v)).collect());
         exact.extend_from_slice(values);
         self.offsets.push(self.values.len());
@@ -186,8 +206,9 @@ impl ScoreTensor {
         Ok(())
     }
 
-    /// The shape and value checks every push makes.
-    fn check(&self, images: usize, texts: usize, values: &[f64]) -> Result<()> {
+    /// The shape and value checks every push makes; the cells `asked` leaves out must be NaN
+    /// and are not checked further.
+    fn check(&self, images: usize, texts: usize, values: &[f64], asked: Option<&Truth>) -> Result<()> {
         if values.len() != images * texts {
             return Err(Error::new(format!(
                 "a {images}×{texts} score matrix needs {} values, got {}",
@@ -195,9 +216,13 @@ impl ScoreTensor {
                 values.len()
             )));
         }
-        if let Some(pos) = values.iter().position(|v| v.is_nan()) {
-            return Err(Error::new(format!("score of item {} at position {pos} is NaN", self.shapes.len())));
+        let unasked = |pos: usize| asked.is_some_and(|t| !t.is_asked(pos / texts, pos % texts));
+        if let Some(pos) = (0..values.len()).find(|&pos| values[pos].is_nan() != unasked(pos)) {
+            let what = if unasked(pos) { "is not asked, so it must be NaN" } else { "is NaN" };
+            return Err(Error::new(format!("score of item {} at position {pos} {what}", self.shapes.len())));
         }
+        let values: Vec<f64> = values.iter().copied().filter(|v| !v.is_nan()).collect();
+        let values = values.as_slice();
         if self.kind == ScoreKind::Logit {
             if let Some(pos) = values.iter().position(|v| !v.is_finite()) {
                 return Err(Error::new(format!(

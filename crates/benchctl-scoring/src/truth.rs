@@ -9,12 +9,16 @@ use std::sync::Arc;
 
 use crate::{Error, Result};
 
-/// Which of an item's K images match which of its L texts (row = image, column = text).
+/// Which of an item's K images match which of its L texts (row = image, column = text), and
+/// which cells are asked at all: an item whose questions are each asked of some of its
+/// images (VisMin's VQA form) leaves the others unscored.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Truth {
     images: usize,
     texts: usize,
     matches: Matches,
+    /// The cells scored; `None`: every cell.
+    asked: Option<Matches>,
 }
 
 /// Row-major match flags: a bit mask up to 64 cells (every suite's usual items), else a
@@ -55,18 +59,43 @@ impl Truth {
                 matches.len()
             )));
         }
-        Ok(Self { images, texts, matches: Matches::of(matches.into_iter()) })
+        Ok(Self { images, texts, matches: Matches::of(matches.into_iter()), asked: None })
+    }
+
+    /// A K×L truth matrix whose cells are scored only where `asked` (row-major) says so; a
+    /// matching cell must be asked. Every cell asked is [`Truth::new`]'s matrix.
+    pub fn with_asked(images: usize, texts: usize, matches: Vec<bool>, asked: Vec<bool>) -> Result<Self> {
+        if asked.len() != images * texts {
+            return Err(Error::new(format!(
+                "the asked cells of a {images}×{texts} matrix need {} flags, got {}",
+                images * texts,
+                asked.len()
+            )));
+        }
+        if let Some(cell) = matches.iter().zip(&asked).position(|(&m, &a)| m && !a) {
+            let texts = texts.max(1);
+            return Err(Error::new(format!(
+                "image {} matches text {}, which is not asked of it",
+                cell / texts,
+                cell % texts
+            )));
+        }
+        let mut truth = Self::new(images, texts, matches)?;
+        if asked.iter().any(|&a| !a) {
+            truth.asked = Some(Matches::of(asked.into_iter()));
+        }
+        Ok(truth)
     }
 
     /// Image k matches text k and nothing else (Winoground, EqBen).
     pub fn diagonal(n: usize) -> Self {
-        Self { images: n, texts: n, matches: Matches::of((0..n * n).map(|i| i / n == i % n)) }
+        Self { images: n, texts: n, matches: Matches::of((0..n * n).map(|i| i / n == i % n)), asked: None }
     }
 
     /// One image whose first of `texts` candidates matches (VALSE: `[caption, foils…]`).
     pub fn first_text_matches(texts: usize) -> Self {
         let texts = texts.max(1);
-        Self { images: 1, texts, matches: Matches::of((0..texts).map(|l| l == 0)) }
+        Self { images: 1, texts, matches: Matches::of((0..texts).map(|l| l == 0)), asked: None }
     }
 
     pub fn images(&self) -> usize {
@@ -85,6 +114,17 @@ impl Truth {
             self.texts
         );
         self.matches.get(image * self.texts + text)
+    }
+
+    /// Whether cell (image, text) is scored: a model is asked it and a metric reads it.
+    pub fn is_asked(&self, image: usize, text: usize) -> bool {
+        self.asked.as_ref().is_none_or(|asked| asked.get(image * self.texts + text))
+    }
+
+    /// Whether every cell is scored (every suite's items but those of questions asked of
+    /// some images only).
+    pub fn asks_every_cell(&self) -> bool {
+        self.asked.is_none()
     }
 }
 
@@ -145,6 +185,26 @@ impl TagSets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A truth that leaves cells unasked reads them back, in a bit mask and past it, refuses a
+    /// match it does not ask, and is a different truth from the one that asks every cell.
+    #[test]
+    fn unasked_cells_read_back_and_a_match_must_be_asked() -> std::result::Result<(), String> {
+        for (k, l) in [(3, 6), (1, 65)] {
+            let matches: Vec<bool> = (0..k * l).map(|i| i % 4 == 0).collect();
+            let asked: Vec<bool> = (0..k * l).map(|i| i % 4 < 2).collect();
+            let truth = Truth::with_asked(k, l, matches.clone(), asked.clone()).map_err(|e| e.to_string())?;
+            let read: Vec<bool> = (0..k * l).map(|c| truth.is_asked(c / l, c % l)).collect();
+            assert_eq!(read, asked, "{k}×{l}");
+            assert!(!truth.asks_every_cell());
+            assert_ne!(truth, Truth::new(k, l, matches.clone()).map_err(|e| e.to_string())?);
+            let every = Truth::with_asked(k, l, matches.clone(), vec![true; k * l]).map_err(|e| e.to_string())?;
+            assert!(every.asks_every_cell() && every == Truth::new(k, l, matches).map_err(|e| e.to_string())?);
+        }
+        let refused = Truth::with_asked(1, 2, vec![false, true], vec![true, false]);
+        assert!(refused.is_err_and(|e| e.to_string().contains("image 0 matches text 1, which is not asked")));
+        Ok(())
+    }
 
     #[test]
     fn every_cell_of_small_and_large_matrices_reads_back() {

@@ -1,6 +1,8 @@
 //! Hand-computed cases for the metrics, ties included.
 
-use benchctl_scoring::metrics::{choice, equivariance, evaluate, group, pairwise, ItemView, Summary};
+use benchctl_scoring::metrics::{
+    answered_group, answers, choice, equivariance, evaluate, group, pairwise, ItemView, Summary,
+};
 use benchctl_scoring::{Report, ScoreMatrix, ScoreTensor, Tags, Truth};
 
 /// Winoground's 2×2 scores from s(c, i): rows are images, columns captions.
@@ -556,4 +558,74 @@ fn every_family_reports_what_it_declares() {
     assert!(!higher_is_better("eqsim_deviation_median") && !higher_is_better("eqsim_deviation_mean_macro"));
     assert!(!higher_is_better("clean_i2t_medr") && !higher_is_better("danger_i2t_rsms"));
     assert!(higher_is_better("group_score") && higher_is_better("i2t_r1_altered_mean"));
+}
+
+/// VisMin's VQA layout: candidates image 0, image 1, both together; texts the text question's
+/// options A, B, then two image questions' First, Second. Each question asked of its
+/// candidates only.
+fn vismin_vqa_truth() -> Truth {
+    let (k, l) = (3, 6);
+    let mut matches = vec![false; k * l];
+    let mut asked = vec![false; k * l];
+    for (cell, right) in
+        [(0, true), (1, false), (6, false), (7, true), (14, true), (15, false), (16, false), (17, true)]
+    {
+        asked[cell] = true;
+        matches[cell] = right;
+    }
+    Truth::with_asked(k, l, matches, asked).unwrap()
+}
+
+/// The scores of a VisMin VQA item: each question's (first, second) option's log-probability,
+/// NaN where not asked.
+fn vismin_vqa_scores(scores: &mut ScoreTensor, text: [(f32, f32); 2], image: [(f32, f32); 2]) {
+    let n = f32::NAN;
+    #[rustfmt::skip]
+    let values = [
+        text[0].0, text[0].1, n, n, n, n,
+        text[1].0, text[1].1, n, n, n, n,
+        n, n, image[0].0, image[0].1, image[1].0, image[1].1,
+    ];
+    scores.push_asked(&vismin_vqa_truth(), &values).unwrap();
+}
+
+#[test]
+fn answered_group_scores_the_text_task_on_single_images_and_the_image_task_on_both() {
+    let truth = vismin_vqa_truth();
+    let none = Tags::new();
+    let views = [ItemView { truth: &truth, tags: &none }; 5];
+    let mut scores = ScoreTensor::of_kind(benchctl_scoring::ScoreKind::LogProbability);
+    // Right: A for image 0, B for image 1, First for caption 0, Second for caption 1.
+    vismin_vqa_scores(&mut scores, [(-0.1, -2.0), (-2.0, -0.1)], [(-0.1, -2.0), (-2.0, -0.1)]); // all right
+    vismin_vqa_scores(&mut scores, [(-0.1, -2.0), (-0.1, -2.0)], [(-0.1, -2.0), (-2.0, -0.1)]); // image 1 says A
+    vismin_vqa_scores(&mut scores, [(-0.1, -2.0), (-2.0, -0.1)], [(-0.1, -2.0), (-0.1, -2.0)]); // caption 1: First
+    vismin_vqa_scores(&mut scores, [(-0.5, -0.5), (-2.0, -0.1)], [(-0.1, -2.0), (-2.0, -0.1)]); // a tie is a miss
+    vismin_vqa_scores(&mut scores, [(-2.0, -0.1), (-0.1, -2.0)], [(-2.0, -0.1), (-0.1, -2.0)]); // all wrong
+    let values =
+        benchctl_scoring::metrics::per_item_values(&Summary::of(answered_group::FAMILY), &scores, &views).unwrap();
+    let got: Vec<Vec<Option<f64>>> = (0..5).map(|i| values.iter().map(|m| m.values[i]).collect()).collect();
+    let (right, wrong) = (Some(1.0), Some(0.0));
+    assert_eq!(got[0], [right, right, right]);
+    assert_eq!(got[1], [wrong, right, wrong]);
+    assert_eq!(got[2], [right, wrong, wrong]);
+    assert_eq!(got[3], [wrong, right, wrong]);
+    assert_eq!(got[4], [wrong, wrong, wrong]);
+    let report = evaluate(&Summary::of(answered_group::FAMILY), &scores, &views).unwrap();
+    assert_eq!((report.metric("text_score"), report.metric("group_score")), (Some(40.0), Some(20.0)));
+    // The answers family reads the same layout over the cells asked: image 2 (both together)
+    // is asked the image questions only.
+    let answers = evaluate(&Summary::of(answers::FAMILY), &scores, &views).unwrap();
+    assert_eq!(answers.metric("g_acc"), Some(20.0));
+
+    // NaN only where a question is not asked, and there it must be.
+    let mut bad = ScoreTensor::of_kind(benchctl_scoring::ScoreKind::LogProbability);
+    let mut values = [-1.0f32; 18];
+    let err = bad.push_asked(&truth, &values).unwrap_err().to_string();
+    assert!(err.contains("position 2 is not asked, so it must be NaN"), "{err}");
+    (2..6).chain(8..14).for_each(|c| values[c] = f32::NAN);
+    values[15] = f32::NAN;
+    let err = bad.push_asked(&truth, &values).unwrap_err().to_string();
+    assert!(err.contains("position 15 is NaN"), "{err}");
+    values[15] = -0.5;
+    assert!(bad.push_asked(&truth, &values).is_ok());
 }

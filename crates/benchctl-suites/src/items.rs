@@ -85,6 +85,12 @@ impl Sources {
         self.ends.is_empty()
     }
 
+    /// Whether a candidate shows several images together in one prompt
+    /// ([`ImageSource::Together`]): only a model that takes several images per prompt scores it.
+    pub fn shows_images_together(&self) -> bool {
+        self.others.iter().any(|source| matches!(source, ImageSource::Together(_)))
+    }
+
     /// Source `i`.
     pub fn get(&self, i: usize) -> ImageSource {
         let record = self.record(i);

@@ -47,9 +47,14 @@ impl Cells {
         &self.values[self.start[item]..self.start[item + 1]]
     }
 
-    /// The first few items with an unset value, and how many there are.
-    fn unset<'s>(&self, suite: &'s Suite) -> (Vec<&'s str>, usize) {
-        let mut unset = suite.items.iter().enumerate().filter(|&(i, _)| self.of(i).iter().any(|s| s.is_nan()));
+    /// The first few items with an unset value where their truth asks one (`asked`), and how
+    /// many there are.
+    fn unset<'s>(&self, suite: &'s Suite, asked: bool) -> (Vec<&'s str>, usize) {
+        let missing = |i: usize, item: &benchctl_suites::ItemRef<'_>| {
+            let (truth, texts) = (item.truth(), item.text_count().max(1));
+            self.of(i).iter().enumerate().any(|(c, s)| s.is_nan() && (!asked || truth.is_asked(c / texts, c % texts)))
+        };
+        let mut unset = suite.items.iter().enumerate().filter(|(i, item)| missing(*i, item));
         let shown: Vec<&str> = unset.by_ref().take(5).map(|(_, item)| item.id()).collect();
         let count = shown.len() + unset.count();
         (shown, count)
@@ -108,9 +113,9 @@ impl<'a> Matrices<'a> {
     /// without text scores, when some items have them).
     pub(crate) fn finish(self, source: &Path, kind: ScoreKind) -> Result<ScoreTensor> {
         // Counted, and the first few named: all of a million items may lack scores.
-        for (cells, what) in [(Some(&self.scores), "scores"), (self.text.as_ref(), "text scores")] {
+        for (cells, what, asked) in [(Some(&self.scores), "scores", true), (self.text.as_ref(), "text scores", false)] {
             let Some(cells) = cells else { continue };
-            let (shown, count) = cells.unset(self.suite);
+            let (shown, count) = cells.unset(self.suite, asked);
             if !shown.is_empty() {
                 return Err(bad(format!(
                     "score {}: {count} item(s) lack {what}, e.g. {}",
@@ -121,7 +126,13 @@ impl<'a> Matrices<'a> {
         }
         let mut tensor = ScoreTensor::of_kind(kind);
         for (i, item) in self.suite.items.iter().enumerate() {
-            let mut pushed = tensor.push_exact(item.image_count(), item.text_count(), self.scores.of(i));
+            // A value given for a cell the item does not ask is no score of it: dropped.
+            let truth = item.truth();
+            let texts = item.text_count().max(1);
+            let scores: Vec<f64> = (self.scores.of(i).iter().enumerate())
+                .map(|(c, &s)| if truth.is_asked(c / texts, c % texts) { s } else { f64::NAN })
+                .collect();
+            let mut pushed = tensor.push_exact_asked(truth, &scores);
             if let (Ok(()), Some(text)) = (&pushed, &self.text) {
                 pushed = tensor.push_text_scores(text.of(i));
             }
@@ -301,11 +312,14 @@ fn matrix_cells<'v>(line: &'v Value, key: &'static str, at: &str) -> Result<Opti
         let at = at.clone();
         let cells: CellIter<'v> = match row.as_array() {
             None => Box::new(std::iter::once(Err(bad(format!("parse {at}: row {k} of `{key}` is not a list"))))),
-            Some(row) => Box::new(row.iter().enumerate().map(move |(l, value)| {
-                let score =
-                    value.as_f64().ok_or_else(|| bad(format!("parse {at}: `{key}` [{k}][{l}] is not a number")))?;
-                Ok((k, l, score))
-            })),
+            // A null cell is one the item does not ask (its score dumped as null): left unset.
+            Some(row) => {
+                Box::new(row.iter().enumerate().filter(|(_, value)| !value.is_null()).map(move |(l, value)| {
+                    let score =
+                        value.as_f64().ok_or_else(|| bad(format!("parse {at}: `{key}` [{k}][{l}] is not a number")))?;
+                    Ok((k, l, score))
+                }))
+            }
         };
         cells
     });

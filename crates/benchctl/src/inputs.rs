@@ -181,6 +181,15 @@ fn check_question_form(session: &Session, suite: &Suite, texts: &[&str]) -> Resu
             ),
         ));
     }
+    if suite.items.distinct_sources().shows_images_together() && session.model.endpoint().is_none() {
+        return Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "evaluate {} on {}: some of its questions show several images together in one prompt, and benchctl's local models take one image per prompt (score it through --endpoint, a server whose model takes several images)",
+                session.model.record.id, suite.id
+            ),
+        ));
+    }
     if !asks {
         if let Some(text) = texts.iter().find(|t| t.contains(benchctl_scoring::metrics::answers::OPTION_SEPARATOR)) {
             return Err(Error::new(

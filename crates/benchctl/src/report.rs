@@ -362,7 +362,20 @@ fn thumbnail(source: &benchctl_suites::ImageSource, path: &Path) -> Result<()> {
     if path.exists() {
         return Ok(());
     }
-    let small = image::DynamicImage::ImageRgb8(source.load_rgb()?).thumbnail(THUMB, THUMB).to_rgb8();
+    let small_of = |source: &benchctl_suites::ImageSource| -> Result<image::RgbImage> {
+        Ok(image::DynamicImage::ImageRgb8(source.load_rgb()?).thumbnail(THUMB, THUMB).to_rgb8())
+    };
+    // Images shown together: side by side, in order.
+    let parts = source.shown().iter().map(small_of).collect::<Result<Vec<_>>>()?;
+    let mut small = image::RgbImage::new(
+        parts.iter().map(|p| p.width()).sum::<u32>().max(1),
+        parts.iter().map(|p| p.height()).max().unwrap_or(1).max(1),
+    );
+    let mut left = 0;
+    for part in &parts {
+        image::imageops::replace(&mut small, part, i64::from(left), 0);
+        left += part.width();
+    }
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| Error::results(format!("create {}: {e}", dir.display())))?;
     }

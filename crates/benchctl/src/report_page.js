@@ -84,7 +84,7 @@ function refilter() {
   render();
 }
 function heat(scores, truth, texts, caption, rows = "image ") {
-  const flat = scores.flat(), lo = Math.min(...flat), hi = Math.max(...flat);
+  const flat = scores.flat().filter(v => v !== null), lo = Math.min(...flat), hi = Math.max(...flat);
   const t = el("table", {class: "heat"}, el("caption", {}, caption));
   const head = el("tr", {}, el("th", {}, ""));
   texts.forEach((_, l) => head.append(el("th", {}, "text " + l)));
@@ -92,6 +92,8 @@ function heat(scores, truth, texts, caption, rows = "image ") {
   scores.forEach((row, k) => {
     const tr = el("tr", {}, el("th", {}, rows + k));
     row.forEach((v, l) => {
+      // A cell the item does not ask has no score.
+      if (v === null) return tr.append(el("td", {class: "unasked"}, "–"));
       const x = hi > lo ? (v - lo) / (hi - lo) : 0.5;
       const td = el("td", {style: "background: hsl(210, 70%, " + (95 - 45 * x).toFixed(0) + "%)"}, String(v));
       if (truth[k * texts.length + l] === "1") td.className = "match";

@@ -151,10 +151,10 @@ impl EndpointSettings {
 }
 
 /// An image as sent: the data URI of its bytes, encoded once however many captions it is
-/// asked with.
+/// asked with; or several images shown together in one prompt, each its own part, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImagePayload {
-    data_uri: String,
+    data_uris: Vec<String>,
 }
 
 impl ImagePayload {
@@ -176,14 +176,19 @@ impl ImagePayload {
         Self::new("image/png", bytes)
     }
 
-    fn new(media_type: &str, bytes: &[u8]) -> Self {
-        Self {
-            data_uri: format!("data:{media_type};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes)),
-        }
+    /// Several images shown together, in order.
+    pub fn together(images: impl IntoIterator<Item = ImagePayload>) -> Self {
+        Self { data_uris: images.into_iter().flat_map(|image| image.data_uris).collect() }
     }
 
-    pub fn data_uri(&self) -> &str {
-        &self.data_uri
+    fn new(media_type: &str, bytes: &[u8]) -> Self {
+        let data_uri = format!("data:{media_type};base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes));
+        Self { data_uris: vec![data_uri] }
+    }
+
+    /// Each image's data URI, in order (one for a single image).
+    pub fn data_uris(&self) -> &[String] {
+        &self.data_uris
     }
 }
 
@@ -311,10 +316,12 @@ impl Endpoint {
     /// The request body for one pair.
     pub fn request_body(&self, image: &ImagePayload, caption: &str) -> String {
         let question = serde_json::json!({"type": "text", "text": self.template.question_for(caption)});
-        let image = serde_json::json!({"type": "image_url", "image_url": {"url": image.data_uri()}});
-        let content = match self.settings.image_position {
-            ImagePosition::AfterQuestion => [question, image],
-            ImagePosition::BeforeQuestion => [image, question],
+        let images =
+            image.data_uris().iter().map(|uri| serde_json::json!({"type": "image_url", "image_url": {"url": uri}}));
+        // Images shown together stay together, in order, where one image would be.
+        let content: Vec<serde_json::Value> = match self.settings.image_position {
+            ImagePosition::AfterQuestion => std::iter::once(question).chain(images).collect(),
+            ImagePosition::BeforeQuestion => images.chain(std::iter::once(question)).collect(),
         };
         match self.settings.answer_rule {
             AnswerRule::Logprobs => serde_json::json!({

@@ -163,12 +163,15 @@ pub fn extract_answer(reply: &str, answer: &str) -> Option<bool> {
     }
 }
 
-/// The other of two answers: "no" for "yes", "b" for "a" and "a" for "b", else "yes".
+/// The other of two answers: "no" for "yes", "b" for "a" and "a" for "b", "second" for
+/// "first" and "first" for "second" (VisMin's image task), else "yes".
 fn opposite(answer: &str) -> &'static str {
     match answer {
         "yes" => "no",
         "a" => "b",
         "b" => "a",
+        "first" => "second",
+        "second" => "first",
         _ => "yes",
     }
 }
@@ -190,7 +193,8 @@ fn first_word(text: &str, word: &str) -> Option<usize> {
 /// Reads `log P(answer)` from one token's top log-probabilities, `(token, logprob)` pairs, as
 /// `t2v_metrics`' API models do: a token equal to the answer once stripped of white space and
 /// lowercased gives it (the last such entry wins); failing that, one equal to the opposite
-/// ("no" for "yes", else "yes"; between two answer options, "b" for "a" and "a" for "b") gives
+/// ("no" for "yes", else "yes"; between two answer options, "b" for "a" and "a" for "b", "second"
+/// for "first" and "first" for "second") gives
 /// `1 − P(opposite)`; failing both, probability 0.
 pub fn read_top_logprobs<'t>(top: impl IntoIterator<Item = (&'t str, f64)>, answer: &str) -> Reading {
     let target = answer.trim().to_lowercase();
@@ -246,6 +250,8 @@ mod tests {
         // Between two options, each is the other's opposite.
         assert_eq!(read_top_logprobs([(" A", -0.2)], "B"), Reading::Opposite(-0.2));
         assert_eq!(read_top_logprobs([("b", -0.7)], "A"), Reading::Opposite(-0.7));
+        assert_eq!(read_top_logprobs([("Second", -0.4), ("Yes", -0.1)], "First"), Reading::Opposite(-0.4));
+        assert_eq!(read_top_logprobs([(" first", -0.3)], "Second"), Reading::Opposite(-0.3));
     }
 
     #[test]

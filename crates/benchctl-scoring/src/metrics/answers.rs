@@ -3,16 +3,17 @@
 //! 2024 Datasets and Benchmarks, <https://arxiv.org/abs/2410.14669>; official code:
 //! `get_scores` in the evaluation example of <https://github.com/Baiqi-Li/NaturalBench>).
 //!
-//! An item asks Q questions of each of K images; every question has the same O answer
-//! options. Its L = Q × O texts are the (question, option) pairs, question by question, the
-//! options in the same order for every question; text *q·O + o* of image *k* matches when
-//! option *o* is the right answer to question *q* about image *k*, and its score is the
-//! model's log-probability of that answer (a generative model, asked the question). So each
-//! image's row has one match per question, which gives Q and O.
+//! An item asks Q questions of its K images (NaturalBench: every question of every image;
+//! a truth may leave some cells unasked, [`Truth::is_asked`]); every question has the same
+//! number O of answer options. Its L = Q × O texts are the (question, option) pairs, question
+//! by question; text *q·O + o* of image *k* matches when option *o* is the right answer to
+//! question *q* about image *k*, and its score is the model's log-probability of that answer
+//! (a generative model, asked the question). So each image's row has one match per question
+//! asked of it, which gives Q and O.
 //!
 //! A cell (image *k*, question *q*) is right when the right option scores strictly above the
 //! question's other options (a tie is a miss: the official code extracts one answer from a
-//! generated reply, so it has no tie to break). Per item:
+//! generated reply, so it has no tie to break). Per item, over the cells asked:
 //! - `g_acc`: every cell right (NaturalBench's G-Acc);
 //! - `q0_acc`, `q1_acc`: question 0 (1) right on every image; `i0_acc`, `i1_acc`: image 0 (1)
 //!   right on every question; `q0_i0` … `q1_i1`: each cell — on the items that have them.
@@ -84,66 +85,91 @@ impl Family for Answers {
             .iter()
             .enumerate()
             .map(|(i, item)| {
-                let matrix = scores.item(i);
                 // An item of another shape (one a manifest's `[item.answers]` never makes)
                 // has none of these metrics.
-                let Some(layout) = Layout::of(item.truth) else { return Ok(vec![None; PER_ITEM]) };
-                // right[k][q]: image k's answer to question q.
-                let right: Vec<Vec<bool>> = (0..item.truth.images())
-                    .map(|k| {
-                        (0..layout.questions)
-                            .map(|q| layout.chosen_right(item.truth, k, q, |l| matrix.get(k, l)))
-                            .collect()
-                    })
-                    .collect();
-                let cell =
-                    |k: usize, q: usize| right.get(k).and_then(|row| row.get(q)).map(|&r| f64::from(u8::from(r)));
-                let all = |cells: &mut dyn Iterator<Item = Option<f64>>| -> Option<f64> {
-                    let cells: Vec<f64> = cells.collect::<Option<Vec<f64>>>()?;
-                    (!cells.is_empty()).then(|| f64::from(u8::from(cells.iter().all(|&c| c == 1.0))))
+                let Some(right) = Layout::of(item.truth).map(|l| l.right_answers(item.truth, scores, i)) else {
+                    return Ok(vec![None; PER_ITEM]);
                 };
+                let cell = |k: usize, q: usize| right.get(k).and_then(|row| row.get(q).copied().flatten());
                 let images = right.len();
+                let questions = right.first().map_or(0, Vec::len);
                 Ok(vec![
-                    all(&mut right.iter().flatten().map(|&r| Some(f64::from(u8::from(r))))),
-                    (layout.questions > 0).then(|| all(&mut (0..images).map(|k| cell(k, 0)))).flatten(),
-                    (layout.questions > 1).then(|| all(&mut (0..images).map(|k| cell(k, 1)))).flatten(),
-                    (images > 0).then(|| all(&mut (0..layout.questions).map(|q| cell(0, q)))).flatten(),
-                    (images > 1).then(|| all(&mut (0..layout.questions).map(|q| cell(1, q)))).flatten(),
-                    cell(0, 0),
-                    cell(1, 0),
-                    cell(0, 1),
-                    cell(1, 1),
+                    all_right(right.iter().flatten().copied()),
+                    (questions > 0).then(|| all_right((0..images).map(|k| cell(k, 0)))).flatten(),
+                    (questions > 1).then(|| all_right((0..images).map(|k| cell(k, 1)))).flatten(),
+                    (images > 0).then(|| all_right((0..questions).map(|q| cell(0, q)))).flatten(),
+                    (images > 1).then(|| all_right((0..questions).map(|q| cell(1, q)))).flatten(),
+                    cell(0, 0).map(one),
+                    cell(1, 0).map(one),
+                    cell(0, 1).map(one),
+                    cell(1, 1).map(one),
                 ])
             })
             .collect()
     }
 }
 
-/// How an item's texts group into questions: `questions` × `options`.
-struct Layout {
+fn one(right: bool) -> f64 {
+    f64::from(u8::from(right))
+}
+
+/// 1 when every asked cell of `cells` (`None`: not asked) was answered right, 0 when one was
+/// not; `None` when none was asked.
+pub(super) fn all_right(cells: impl Iterator<Item = Option<bool>>) -> Option<f64> {
+    let mut asked = cells.flatten().peekable();
+    asked.peek()?;
+    Some(one(asked.all(|right| right)))
+}
+
+/// How an item's texts group into questions: `questions` × `options`, each question asked of
+/// the images whose cells of its block the truth asks.
+pub(super) struct Layout {
     questions: usize,
     options: usize,
 }
 
 impl Layout {
-    /// The layout the truth implies: every image's row matches once per question, the same
-    /// number of times in every row, and once in each question's block of options.
-    fn of(truth: &Truth) -> Option<Self> {
+    /// The layout the truth implies: texts in blocks of one question's options, the same
+    /// number of options for every question; each image either not asked a question (no cell
+    /// of its block asked) or asked it with exactly one right option.
+    pub(super) fn of(truth: &Truth) -> Option<Self> {
         let (images, texts) = (truth.images(), truth.texts());
-        let questions = (0..texts).filter(|&l| truth.is_match(0, l)).count();
-        if images == 0 || questions == 0 || texts % questions != 0 {
+        let count = |f: &dyn Fn(usize) -> bool| (0..texts).filter(|&l| f(l)).count();
+        // The first image asked anything gives the number of options.
+        let (asked, matches) = (0..images)
+            .map(|k| (count(&|l| truth.is_asked(k, l)), count(&|l| truth.is_match(k, l))))
+            .find(|&(asked, _)| asked > 0)?;
+        if matches == 0 || asked % matches != 0 || texts % (asked / matches) != 0 {
             return None;
         }
-        let options = texts / questions;
-        let one_right =
-            |k: usize, q: usize| (q * options..(q + 1) * options).filter(|&l| truth.is_match(k, l)).count() == 1;
-        (0..images).all(|k| (0..questions).all(|q| one_right(k, q))).then_some(Layout { questions, options })
+        let options = asked / matches;
+        let layout = Layout { questions: texts / options, options };
+        let fits = |k: usize, q: usize| {
+            let block = layout.block(q);
+            let asked = block.clone().filter(|&l| truth.is_asked(k, l)).count();
+            let right = block.filter(|&l| truth.is_match(k, l)).count();
+            (asked == 0 && right == 0) || (asked == options && right == 1)
+        };
+        (0..images).all(|k| (0..layout.questions).all(|q| fits(k, q))).then_some(layout)
     }
 
-    /// Whether image `k`'s right option to question `q` scores strictly above the others.
-    fn chosen_right(&self, truth: &Truth, k: usize, q: usize, score: impl Fn(usize) -> f64) -> bool {
-        let block = q * self.options..(q + 1) * self.options;
-        let Some(right) = block.clone().find(|&l| truth.is_match(k, l)) else { return false };
-        block.filter(|&l| l != right).all(|l| score(right) > score(l))
+    fn block(&self, q: usize) -> std::ops::Range<usize> {
+        q * self.options..(q + 1) * self.options
+    }
+
+    /// right[k][q]: whether image `k`'s right option to question `q` scores strictly above
+    /// the question's other options; `None` where the question is not asked of the image.
+    pub(super) fn right_answers(&self, truth: &Truth, scores: &ScoreTensor, item: usize) -> Vec<Vec<Option<bool>>> {
+        let matrix = scores.item(item);
+        (0..truth.images())
+            .map(|k| {
+                (0..self.questions)
+                    .map(|q| {
+                        let right = self.block(q).find(|&l| truth.is_match(k, l))?;
+                        Some(self.block(q).filter(|&l| l != right).all(|l| matrix.get(k, right) > matrix.get(k, l)))
+                    })
+                    .collect()
+            })
+            .collect()
     }
 }

@@ -3,6 +3,7 @@
 //! A suite names its [`MetricFamily`]; [`evaluate`] turns the scores of its items into a
 //! [`Report`] with the headline metrics and one breakdown per tag key.
 
+pub mod answered_group;
 pub mod answers;
 pub mod bidirectional;
 pub mod choice;
@@ -34,6 +35,7 @@ pub const FAMILIES: &[MetricFamily] = &[
     positives::FAMILY,
     bidirectional::FAMILY,
     answers::FAMILY,
+    answered_group::FAMILY,
 ];
 
 impl MetricFamily {

@@ -21,6 +21,10 @@ pub enum ImageSource {
     Embedded(Box<EmbeddedImage>),
     /// A region of an image file (ARO's bounding boxes, from a [`crate::manifest`]).
     Cropped(Box<CroppedSource>),
+    /// Several images shown together in one prompt, in order (VisMin's VQA image task asks a
+    /// generative model which of two images shows a caption): a candidate of its own, sent as
+    /// its images, never decoded as one image.
+    Together(Box<[ImageSource]>),
 }
 
 /// An image file and the region of it an item shows.
@@ -81,13 +85,14 @@ impl ImageSource {
     }
 
     /// The file read (for an altered image, its base image; for an embedded one, the file
-    /// holding it).
+    /// holding it; for images shown together, the first one's).
     pub fn path(&self) -> &Path {
         match self {
             ImageSource::File(path) | ImageSource::NpyBgr(path) => path,
             ImageSource::Altered(altered) => &altered.base,
             ImageSource::Embedded(embedded) => &embedded.file,
             ImageSource::Cropped(cropped) => &cropped.file,
+            ImageSource::Together(images) => images.first().map_or(Path::new(""), |first| first.path()),
         }
     }
 
@@ -98,17 +103,29 @@ impl ImageSource {
             ImageSource::Altered(altered) => vec![&altered.base, &altered.other],
             ImageSource::Embedded(_) => Vec::new(),
             ImageSource::Cropped(cropped) => vec![&cropped.file],
+            ImageSource::Together(images) => images.iter().flat_map(ImageSource::files).collect(),
         }
     }
 
-    /// A name for the image in messages and fingerprints: its path, or for an embedded image
-    /// `<file>#<name>`.
+    /// The images a candidate shows: itself, or the images shown together.
+    pub fn shown(&self) -> &[ImageSource] {
+        match self {
+            ImageSource::Together(images) => images,
+            one => std::slice::from_ref(one),
+        }
+    }
+
+    /// A name for the image in messages and fingerprints: its path, for an embedded image
+    /// `<file>#<name>`, for images shown together `together(<name>, <name>)`.
     pub fn display_name(&self) -> String {
         match self {
             ImageSource::Embedded(e) => format!("{}#{}", e.file.display(), e.name),
             ImageSource::Cropped(c) => {
                 let r = c.region;
                 format!("{}#crop({},{},{},{})", c.file.display(), r.left, r.top, r.right, r.bottom)
+            }
+            ImageSource::Together(images) => {
+                format!("together({})", images.iter().map(ImageSource::display_name).collect::<Vec<_>>().join(", "))
             }
             other => other.path().display().to_string(),
         }
@@ -123,6 +140,16 @@ impl ImageSource {
     /// Decodes to the mode `PIL.Image.open` gives the file ([`PilImage`]), which decides how
     /// a PIL pipeline resizes it. A `.npy` frame and an altered image are RGB.
     pub fn load_pil(&self) -> Result<PilImage> {
+        if let ImageSource::Together(images) = self {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "decode image {}: its {} images are shown together in one prompt, not decoded as one image",
+                    self.display_name(),
+                    images.len()
+                ),
+            ));
+        }
         if let ImageSource::Altered(altered) = self {
             let base = ImageSource::File(altered.base.clone()).load_rgb()?;
             let other = ImageSource::File(altered.other.clone()).load_rgb()?;

@@ -41,6 +41,8 @@ pub(super) struct ItemSpec {
     /// when empty).
     pub image_dirs: Vec<String>,
     images: Candidates,
+    /// Candidates after the images: each the images at these positions shown together.
+    together: Keyed<Vec<Vec<usize>>>,
     crop: Option<[Keyed<Template>; 4]>,
     texts: Texts,
     tags: Vec<(String, Keyed<Template>, Option<String>)>,
@@ -84,6 +86,7 @@ impl ItemSpec {
     pub fn parse(item: &RawItem, files_tag: Option<(&str, usize)>, cx: &Context<'_>) -> Result<Self> {
         let images = candidates(&item.images, &item.images_list, "images", false, cx)?;
         let texts = texts(item, cx)?;
+        let together = together(item, &images, &texts, cx)?;
         let crop = match &item.crop {
             Some(c) => Some([
                 cx.template("item.crop.left", &c.left)?,
@@ -137,7 +140,7 @@ impl ItemSpec {
             }
             None => Vec::new(),
         };
-        Ok(ItemSpec { id, image_dirs, images, crop, texts, tags })
+        Ok(ItemSpec { id, image_dirs, images, together, crop, texts, tags })
     }
 
     /// Whether its texts are questions with answer options (`[item.answers]`).
@@ -191,6 +194,7 @@ impl ItemSpec {
                 }))),
             })
             .collect::<Result<Vec<_>>>()?;
+        let images = self.with_together(images, &fail)?;
         let (texts, truth) = match &self.texts {
             Texts::Candidates { texts, truth } => {
                 let texts = self.candidates(texts, record, &fail)?;
@@ -267,7 +271,50 @@ fn truth_of(
     Truth::new(k, l, matches).map_err(|e| fail(truth_at(), e.to_string()))
 }
 
+/// `item.together`, checked: each list names two or more distinct images of `item.images`
+/// (their count known where they are templates), and the texts are questions.
+fn together(item: &RawItem, images: &Candidates, texts: &Texts, cx: &Context<'_>) -> Result<Keyed<Vec<Vec<usize>>>> {
+    let key = "item.together";
+    let Some(raw) = &item.together else { return Ok(Keyed { value: Vec::new(), key: key.into(), line: 0 }) };
+    let line = cx.line(raw.span());
+    if !matches!(texts, Texts::Answers(_)) {
+        let what = "shows images together to a model asked questions: it needs `[item.answers]`";
+        return Err(cx.bad(key, line, what.into()));
+    }
+    let known = match images {
+        Candidates::Each(templates) => Some(templates.len()),
+        _ => None,
+    };
+    for (n, list) in raw.get_ref().iter().enumerate() {
+        let repeated = list.iter().enumerate().any(|(i, k)| list[..i].contains(k));
+        if list.len() < 2 || repeated {
+            return Err(cx.bad(key, line, format!("list {n} must name two or more distinct images, got {list:?}")));
+        }
+        if let Some((k, count)) = known.and_then(|count| list.iter().find(|&&k| k >= count).map(|&k| (k, count))) {
+            return Err(cx.bad(key, line, format!("list {n} names image {k}, and `item.images` gives {count}")));
+        }
+    }
+    Ok(Keyed { value: raw.get_ref().clone(), key: key.into(), line })
+}
+
 impl ItemSpec {
+    /// `images`, then each candidate of `item.together`: its images shown together.
+    fn with_together(
+        &self,
+        mut images: Vec<ImageSource>,
+        fail: &dyn Fn(String, String) -> Error,
+    ) -> Result<Vec<ImageSource>> {
+        let count = images.len();
+        for list in &self.together.value {
+            let shown: Option<Vec<ImageSource>> = list.iter().map(|&k| images.get(k).cloned()).collect();
+            let shown = shown.ok_or_else(|| {
+                fail(self.together.named(), format!("names image {list:?}, and the record gives {count} image(s)"))
+            })?;
+            images.push(ImageSource::Together(shown.into()));
+        }
+        Ok(images)
+    }
+
     /// The candidate images: a template that is one field holding image bytes (a binary cell,
     /// or the `datasets` Image struct `{bytes, path}`) gives those bytes, any other template
     /// a path; a list field's elements likewise.

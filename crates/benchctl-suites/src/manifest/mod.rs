@@ -65,6 +65,7 @@ pub const BUNDLED: &[(&str, &str)] = &[
     ("sugarcrepe.toml", include_str!("../../../../datasets/manifests/sugarcrepe.toml")),
     ("sugarcrepe-pp.toml", include_str!("../../../../datasets/manifests/sugarcrepe-pp.toml")),
     ("vismin.toml", include_str!("../../../../datasets/manifests/vismin.toml")),
+    ("vismin-vqa.toml", include_str!("../../../../datasets/manifests/vismin-vqa.toml")),
     ("whatsup-coco-spatial.toml", include_str!("../../../../datasets/manifests/whatsup-coco-spatial.toml")),
     ("whatsup-controlled-a.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-a.toml")),
     ("whatsup-controlled-b.toml", include_str!("../../../../datasets/manifests/whatsup-controlled-b.toml")),
@@ -103,7 +104,7 @@ pub struct Manifest {
 }
 
 /// A value with the manifest key and line it came from, for messages.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Keyed<T> {
     value: T,
     key: String,

@@ -79,6 +79,10 @@ pub(super) struct RawItem {
     pub(super) images: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     pub(super) images_list: Option<Spanned<String>>,
+    /// Candidates after the images, each some of them (by position) shown together in one
+    /// prompt (with `answers` only).
+    #[serde(default)]
+    pub(super) together: Option<Spanned<Vec<Vec<usize>>>>,
     #[serde(default)]
     pub(super) crop: Option<RawCrop>,
     #[serde(default)]

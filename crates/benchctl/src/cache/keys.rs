@@ -23,6 +23,8 @@ pub enum KeyTag {
     Cropped,
     /// RoCOCO's altered image: two sources and the recipe.
     Altered,
+    /// Images shown together in one prompt: each one's key, in order.
+    Together,
     /// A text.
     Text,
     /// An (image, text) pair's fusion score.
@@ -44,6 +46,7 @@ impl KeyTag {
             KeyTag::NpyBgr => b"npy-bgr",
             KeyTag::Cropped => b"cropped",
             KeyTag::Altered => b"altered",
+            KeyTag::Together => b"together",
             KeyTag::Text => b"text",
             KeyTag::Pair => b"pair",
             KeyTag::FileId => b"file-id",
@@ -95,6 +98,10 @@ pub fn image_key(source: &ImageSource, memo: &FileKeys) -> Result<Key> {
         ImageSource::Altered(a) => {
             let recipe = format!("{:?}|{}|{}", a.spec.method, a.spec.lambda_milli, a.spec.draw);
             KeyTag::Altered.key(&[&key_of(&a.base, KeyTag::File)?, &key_of(&a.other, KeyTag::File)?, recipe.as_bytes()])
+        }
+        ImageSource::Together(images) => {
+            let keys = images.iter().map(|image| image_key(image, memo)).collect::<Result<Vec<Key>>>()?;
+            KeyTag::Together.key(&keys.iter().map(|k| k.as_slice()).collect::<Vec<&[u8]>>())
         }
     })
 }

@@ -203,8 +203,11 @@ fn poisoned<T>(_: T) -> Error {
 
 /// What is sent for an image: a PNG or JPEG (or WebP, GIF) file's own bytes, as
 /// `t2v_metrics` sends them; an image benchctl makes (a frame, a crop, an altered or embedded
-/// image of another format) as a lossless PNG of its pixels.
+/// image of another format) as a lossless PNG of its pixels; images shown together, each so.
 fn payload_of(source: &ImageSource) -> Result<ImagePayload> {
+    if let ImageSource::Together(images) = source {
+        return Ok(ImagePayload::together(images.iter().map(payload_of).collect::<Result<Vec<_>>>()?));
+    }
     let name = source.display_name();
     let unreadable = |e: String| Error::new(ErrorKind::Data, format!("read image {name}: {e}"));
     let file_bytes = match source {

@@ -19,9 +19,13 @@ use crate::{Error, ErrorKind, Result};
 pub(crate) struct PairTable {
     /// Unique pairs as (unique image index, unique text index).
     pub pairs: SpillVec<(usize, usize)>,
-    /// Every item's pairs, row-major over K×L, one item after another, as indices into `pairs`.
+    /// Every item's pairs, row-major over K×L, one item after another, as indices into `pairs`
+    /// ([`UNASKED`] for a cell its truth does not ask).
     item_pairs: SpillVec<usize>,
 }
+
+/// The pair index of a cell no model is asked ([`benchctl_scoring::Truth::is_asked`]).
+const UNASKED: usize = usize::MAX;
 
 impl PairTable {
     pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
@@ -30,8 +34,13 @@ impl PairTable {
         let mut item_pairs = SpillVec::new();
         for n in 0..inputs.suite.items.len() {
             let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
-            for &image in images {
-                for &text in texts {
+            let truth = inputs.suite.items.item(n).truth();
+            for (k, &image) in images.iter().enumerate() {
+                for (l, &text) in texts.iter().enumerate() {
+                    if !truth.is_asked(k, l) {
+                        item_pairs.push(UNASKED);
+                        continue;
+                    }
                     let known = &pairs;
                     let at = index.find_or_add(&(image, text), pairs.len(), |at| known[at] == (image, text));
                     item_pairs.push(at.map_or_else(
@@ -63,9 +72,9 @@ impl PairTable {
         for item in &suite.items {
             let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
             start += these.len();
-            let scores: Vec<f32> = these.iter().map(|&p| values[p]).collect();
+            let scores: Vec<f32> = these.iter().map(|&p| if p == UNASKED { f32::NAN } else { values[p] }).collect();
             tensor
-                .push(item.image_count(), item.text_count(), &scores)
+                .push_asked(item.truth(), &scores)
                 .map_err(|e| Error::caused_by(ErrorKind::Compute, format!("score item {}: {e}", item.id()), e))?;
         }
         Ok(tensor)

@@ -569,7 +569,8 @@ pub fn dump_lines(path: &Path) -> Result<impl Iterator<Item = Result<String>> + 
     Ok(lines.map(|line| line.map(|(_, json)| json.to_string())))
 }
 
-/// Reads a score dump back: item ids and their K×L scores, in file order.
+/// Reads a score dump back: item ids and their K×L scores, in file order; a cell its item does
+/// not ask (null in the dump) is NaN.
 pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
     let text = read_bounded(path, MAX_DUMP_BYTES)?;
     text.lines()
@@ -579,11 +580,12 @@ pub fn read_scores(path: &Path) -> Result<Vec<(String, Vec<Vec<f32>>)>> {
             #[derive(Deserialize)]
             struct Line {
                 id: String,
-                scores: Vec<Vec<f32>>,
+                scores: Vec<Vec<Option<f32>>>,
             }
             let l: Line = serde_json::from_str(line)
                 .map_err(|e| Error::bad_results(format!("parse {} line {}: {e}", path.display(), i + 1)))?;
-            Ok((l.id, l.scores))
+            let rows = l.scores.into_iter().map(|row| row.into_iter().map(|s| s.unwrap_or(f32::NAN)).collect());
+            Ok((l.id, rows.collect()))
         })
         .collect()
 }

@@ -1,0 +1,200 @@
+//! VisMin's VQA form end to end (`scripts/fixtures/gen_vismin_vqa_fixture.py`): a loopback
+//! server playing an OpenAI-compatible one answers each question with the fixture's
+//! log-probabilities of its options; the image task's questions arrive with both images in one
+//! request, in order, the text task's with one; the dump holds each option's log-probability
+//! asked (null where a question is not asked of a candidate) and reads back into the same
+//! metrics, which are the official `compute_mllm_score_itg`'s; a local model, which takes one
+//! image per prompt, is refused.
+
+mod common;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use benchctl::results::read_scores;
+use benchctl_testkit::http::{reply, Request, Server};
+use common::{benchctl, dump_path, scratch_dir, stderr, stored_run};
+
+fn fixtures() -> PathBuf {
+    benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures")
+}
+
+fn json(name: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixtures().join("vismin-vqa").join(name)).unwrap()).unwrap()
+}
+
+fn eval(model: &[&str], results: &std::path::Path, env: &[(&str, &str)]) -> std::process::Output {
+    let data = fixtures().join("vismin");
+    let mut args = vec!["eval"];
+    args.extend_from_slice(model);
+    args.extend(["--suite", "vismin-vqa", "--data-dir", data.to_str().unwrap()]);
+    args.extend(["--results-dir", results.to_str().unwrap()]);
+    benchctl(&args, env)
+}
+
+/// Each (prompt, image data URIs in order) the suite asks → (item, candidate, first text of the
+/// question's options).
+type Asked = HashMap<(String, Vec<String>), (usize, usize, usize)>;
+
+fn asked_of(suite: &benchctl_suites::Suite) -> Asked {
+    let uri = |source: &benchctl_suites::ImageSource| {
+        let benchctl_suites::ImageSource::Embedded(image) = source else { panic!("images inside") };
+        format!("data:image/png;base64,{}", STANDARD.encode(&image.bytes().unwrap()[..]))
+    };
+    let mut asked = HashMap::new();
+    for (r, item) in suite.items.iter().enumerate() {
+        for k in 0..item.image_count() {
+            let uris: Vec<String> = item.image(k).shown().iter().map(uri).collect();
+            for l in (0..item.text_count()).step_by(2).filter(|&l| item.truth().is_asked(k, l)) {
+                let (prompt, _) = benchctl_scoring::metrics::answers::split_asked(item.text(l)).unwrap();
+                asked.insert((prompt.to_string(), uris.clone()), (r, k, l));
+            }
+        }
+    }
+    asked
+}
+
+/// The cell a chat-completions request asks about, by its prompt and its images in order.
+fn cell_asked(asked: &Asked, request: &Request) -> Option<(usize, usize, usize)> {
+    let body: serde_json::Value = serde_json::from_slice(&request.body).ok()?;
+    let content = body["messages"][0]["content"].as_array()?;
+    let prompt = content.iter().find(|c| c["type"] == "text")?["text"].as_str()?.to_string();
+    let uris: Vec<String> = (content.iter().filter(|c| c["type"] == "image_url"))
+        .map(|c| c["image_url"]["url"].as_str().map(String::from))
+        .collect::<Option<_>>()?;
+    asked.get(&(prompt, uris)).copied()
+}
+
+#[test]
+fn a_scoring_server_is_asked_each_question_with_its_images_and_scores_as_the_official_code() {
+    let suite = benchctl_suites::find("vismin-vqa").unwrap().load(&fixtures().join("vismin")).unwrap();
+    let (asked, table) = (Arc::new(asked_of(&suite)), Arc::new(json("scores.json")));
+    let server = Server::start(move |request: &Request| {
+        let Some((r, k, l)) = cell_asked(&asked, request) else {
+            return (reply("400 Bad Request", &[], b"{\"error\": \"unknown question or images\"}"), Duration::ZERO);
+        };
+        let (first, second) = (table[r][k][l].as_f64().unwrap(), table[r][k][l + 1].as_f64().unwrap());
+        let options = if l == 0 { ("A", "B") } else { ("First", "Second") };
+        let top = serde_json::json!([{"token": options.0, "logprob": first}, {"token": options.1, "logprob": second}]);
+        let answer = serde_json::json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": options.0}, "finish_reason": "length",
+                "logprobs": {"content": [{"token": options.0, "logprob": first, "top_logprobs": top}]}}],
+        });
+        (reply("200 OK", &[("Content-Type", "application/json".into())], answer.to_string().as_bytes()), Duration::ZERO)
+    })
+    .unwrap();
+    let url = format!("{}/v1", server.url());
+    let (cache, results) = (scratch_dir("vismin-vqa-cache"), scratch_dir("vismin-vqa-results"));
+    let model = ["--endpoint", url.as_str(), "--served-model", "tiny-vlm"];
+    let out = eval(&model, &results, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+    let (run_path, run) = stored_run(&out);
+
+    // Four requests per item (a question and its options in one): 24 × 4, 8 cells each.
+    assert_eq!((run["counts"]["requests"].as_u64(), run["counts"]["pairs_scored"].as_u64()), (Some(96), Some(192)));
+    let images_sent: Vec<usize> = (server.seen().iter())
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            body["messages"][0]["content"].as_array().unwrap().iter().filter(|c| c["type"] == "image_url").count()
+        })
+        .collect();
+    assert_eq!(images_sent.iter().filter(|&&n| n == 2).count(), 48, "the image task: both images in one request");
+    assert_eq!(images_sent.iter().filter(|&&n| n == 1).count(), 48, "the text task: one image");
+
+    // Every cell asked stored as the server gave it; the others null (read back as NaN).
+    let stored = read_scores(&dump_path(&run_path, &run)).unwrap();
+    let expected = json("scores.json");
+    for (r, (_, matrix)) in stored.iter().enumerate() {
+        for (k, row) in matrix.iter().enumerate() {
+            for (l, &score) in row.iter().enumerate() {
+                match expected[r][k][l].as_f64() {
+                    Some(want) => assert!((f64::from(score) - want).abs() <= 1e-6, "[{r}][{k}][{l}] {score} vs {want}"),
+                    None => assert!(score.is_nan(), "[{r}][{k}][{l}] is not asked, and stored {score}"),
+                }
+            }
+        }
+    }
+
+    let official = json("official.json");
+    let check = |metrics: &serde_json::Value, want: &serde_json::Value, what: &str| {
+        for name in ["text_score", "image_score", "group_score"] {
+            let (got, want) = (metrics[name].as_f64().unwrap(), want["accuracy"][name].as_f64().unwrap());
+            assert!((got - want).abs() < 1e-9, "{what} {name}: {got} against the official {want}");
+        }
+    };
+    check(&run["report"]["metrics"], &official["overall"], "overall");
+    for (category, want) in official["categories"].as_object().unwrap() {
+        check(&run["report"]["breakdowns"]["category"][category.as_str()], want, category);
+    }
+
+    // The stored dump scores again to the same metrics (`score`, from the run's own dump).
+    let (data, dump) = (fixtures().join("vismin"), dump_path(&run_path, &run));
+    let rescored = benchctl(
+        &["score", "--suite", "vismin-vqa", "--data-dir", data.to_str().unwrap(), "--scores", dump.to_str().unwrap()]
+            .into_iter()
+            .chain(["--score-kind", "log-probability"])
+            .collect::<Vec<_>>(),
+        &[],
+    );
+    assert!(rescored.status.success(), "{}", stderr(&rescored));
+    let printed = String::from_utf8_lossy(&rescored.stdout);
+    let again: serde_json::Value = serde_json::from_str(&printed[printed.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(again["metrics"], run["report"]["metrics"]);
+    assert_eq!(again["breakdowns"]["category"], run["report"]["breakdowns"]["category"]);
+
+    // An asked cell without a score is missing, not unasked: refused, naming the item.
+    let holed = results.join("holed.scores.jsonl");
+    let dumped = std::fs::read_to_string(&dump).unwrap();
+    std::fs::write(
+        &holed,
+        dumped.replacen("{\"id\":\"0\",\"scores\":[[", "{\"id\":\"0\",\"scores\":[[null,", 1).replacen(
+            ",null,null,null,null]",
+            ",null,null,null]",
+            1,
+        ),
+    )
+    .unwrap();
+    let score_holed =
+        ["score", "--suite", "vismin-vqa", "--data-dir", data.to_str().unwrap(), "--scores", holed.to_str().unwrap()];
+    let refused = benchctl(&score_holed, &[]);
+    assert!(
+        !refused.status.success() && stderr(&refused).contains("1 item(s) lack scores, e.g. 0"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // The failure browser shows the unasked cells as empty, and both images together side by
+    // side in one thumbnail.
+    let out = benchctl(&["report", run_path.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = run_path.with_extension("report");
+    let text = std::fs::read_to_string(page.join("data/chunk-0000.js")).unwrap();
+    let start = text.find('[').unwrap();
+    let chunk: serde_json::Value =
+        serde_json::from_str(text[start..].trim_end().trim_end_matches(';').trim_end_matches(')')).unwrap();
+    assert_eq!(chunk[0]["scores"][0][2], serde_json::Value::Null);
+    let thumb = |k: usize| image::open(page.join(chunk[0]["images"][k][1].as_str().unwrap())).unwrap();
+    assert_eq!(thumb(2).width(), thumb(0).width() + thumb(1).width());
+    assert_eq!(thumb(2).height(), thumb(0).height().max(thumb(1).height()));
+
+    // A second run asks nothing: every option's answer is cached.
+    let before = server.seen().len();
+    let out = eval(&model, &results, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+    let (_, rerun) = stored_run(&out);
+    assert_eq!((server.seen().len(), rerun["counts"]["pairs_cached"].as_u64()), (before, Some(192)));
+}
+
+/// A local generative model takes one image per prompt: refused before any work, naming the
+/// way that works.
+#[test]
+fn a_local_model_is_refused_naming_the_endpoint() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let out = eval(&["--model-path", model.to_str().unwrap()], &scratch_dir("vismin-vqa-local"), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("several images together") && said.contains("--endpoint"), "{said}");
+}
