@@ -6,7 +6,10 @@ SigLIP 2 NaFlex B/16 on 256 × 256 images, a full budget of 256 patches each, it
 resized to 16 × 16 on both sides; `pe-core-b16-224`, open_clip's PE-Core-B-16 with timm's tower,
 texts of its 32 tokens; `pe-core-l14-336`, its L/14 at 336 px; `eva02-clip-b16`, open_clip's EVA02-B-16
 with timm's tower; `eva02-clip-l14`, its L/14; `siglip2-so400m-patch14-384`, SigLIP 2 So400m/14
-at 384 px, given to benchctl as the same transformers config.json), batch, threads and text
+at 384 px, given to benchctl as the same transformers config.json; `metaclip2-worldwide-l14`,
+transformers' `MetaClip2Model` at the worldwide L/14's shape, XLM-V's 901,629 pieces, the same
+config.json to benchctl; `dfn5b-h14-378`, open_clip's ViT-H-14-378-quickgelu, a transformers
+CLIPConfig of its shape to benchctl), batch, threads and text
 length as `benchctl bench`, timed the same way (one warm-up batch, then `--iters` timed
 batches), then benchctl itself, and one table with both, their ratio, and each side's share of
 the tier's measured fp32 FMA peak.
@@ -18,7 +21,7 @@ built with `--no-default-features`; `just bench-vs-torch avx2` builds one), PyTo
 `ATEN_CPU_CAPABILITY`, `ONEDNN_MAX_CPU_ISA` and `MKL_ENABLE_INSTRUCTIONS`, set before torch
 is imported. The script refuses to compare when benchctl reports another tier.
 
-Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|siglip2-so400m-patch14-384|pe-core-b16-224|pe-core-l14-336|eva02-clip-b16|eva02-clip-l14]
+Usage: python scripts/bench/bench_torch.py [--benchctl target/release/benchctl] [--model clip-vit-b32|siglip2-base-patch16-224|siglip2-base-patch16-naflex|siglip2-so400m-patch14-384|pe-core-b16-224|pe-core-l14-336|eva02-clip-b16|eva02-clip-l14|metaclip2-worldwide-l14|dfn5b-h14-378]
                                      [--tier best|avx512|avx2]
                                      [--batch 32] [--threads 2] [--iters 5] [--text-tokens 16]
                                      [--retrieval]
@@ -66,6 +69,21 @@ SHAPES = {
                                    "heads": 16, "class_token": False, "text_width": 1152, "text_mlp": 4304,
                                    "text_layers": 27, "text_heads": 16, "vocab": 256000, "fixed_text": 64,
                                    "config_json": True},
+    # MetaCLIP 2 worldwide L/14 (facebook/metaclip-2-worldwide-l14's shape: MetaClip2Model, XLM-V's
+    # 901,629 pieces, texts padded to 77 as the authors' get_tokenizer pads them); `benchctl bench`
+    # gets the same transformers config.json as `--config`.
+    "metaclip2-worldwide-l14": {"image": 224, "patch": 14, "width": 1024, "mlp": 4096, "layers": 24, "heads": 16,
+                                "class_token": True, "text_width": 768, "text_mlp": 3072, "text_layers": 12,
+                                "text_heads": 12, "vocab": 901629, "fixed_text": 77, "projection": 768,
+                                "metaclip2": True, "config_json": True},
+    # DFN-5B's ViT-H/14 at 378 px (apple/DFN5B-CLIP-ViT-H-14-378): open_clip's
+    # ViT-H-14-378-quickgelu on the PyTorch side; benchctl reads the checkpoint's OpenAI naming
+    # into its CLIP towers, benchmarked from a transformers CLIPConfig of the same shape. Texts of
+    # 77 tokens: open_clip's CLIP adds all 77 position embeddings.
+    "dfn5b-h14-378": {"image": 378, "patch": 14, "width": 1280, "mlp": 5120, "layers": 32, "heads": 16,
+                      "class_token": True, "text_width": 1024, "text_mlp": 4096, "text_layers": 24, "text_heads": 16,
+                      "vocab": 49408, "fixed_text": 77, "projection": 1024, "open_clip": "ViT-H-14-378-quickgelu",
+                      "clip_config_json": True},
     # SwiGLU of 2,730 hidden units: three products, counted as a two-product MLP of 2730 · 3 / 2.
     "eva02-clip-l14": {"image": 224, "patch": 14, "width": 1024, "mlp": 2730 * 3 // 2, "layers": 24,
                        "class_token": True, "text_width": 768, "text_mlp": 3072, "text_layers": 12, "vocab": 49408,
@@ -115,6 +133,9 @@ def torch_model(name):
     if shape.get("open_clip"):
         import open_clip
         return open_clip.create_model(shape["open_clip"], pretrained=None)
+    if shape.get("metaclip2"):
+        from transformers import MetaClip2Model
+        return MetaClip2Model(clip_config(shape))
     if shape.get("naflex"):
         from transformers import Siglip2Config, Siglip2Model
         return Siglip2Model(Siglip2Config(
@@ -134,6 +155,21 @@ def siglip_config(shape):
         vision_config=dict(hidden_size=shape["width"], intermediate_size=shape["mlp"],
                            num_hidden_layers=shape["layers"], num_attention_heads=shape.get("heads", 12),
                            image_size=shape["image"], patch_size=shape["patch"]))
+
+
+def clip_config(shape):
+    """transformers' `MetaClip2Config` (a MetaCLIP 2 shape) or `CLIPConfig` with QuickGELU (an
+    OpenAI-named OpenCLIP shape, as DFN's) of the shape."""
+    from transformers import CLIPConfig, MetaClip2Config
+    text = dict(vocab_size=shape["vocab"], hidden_size=shape["text_width"], intermediate_size=shape["text_mlp"],
+                num_hidden_layers=shape["text_layers"], num_attention_heads=shape["text_heads"],
+                max_position_embeddings=77)
+    vision = dict(hidden_size=shape["width"], intermediate_size=shape["mlp"], num_hidden_layers=shape["layers"],
+                  num_attention_heads=shape["heads"], image_size=shape["image"], patch_size=shape["patch"])
+    if shape.get("metaclip2"):
+        return MetaClip2Config(text_config=text, vision_config=vision, projection_dim=shape["projection"])
+    return CLIPConfig(text_config=dict(text, hidden_act="quick_gelu"), vision_config=dict(vision, hidden_act="quick_gelu"),
+                      projection_dim=shape["projection"])
 
 
 def torch_side(args, tokens):
@@ -207,10 +243,12 @@ def main():
     shape = SHAPES[args.model]
     # SigLIP's texts are always padded to its trained length.
     tokens = shape["fixed_text"] or args.text_tokens
-    if shape.get("config_json"):
-        # The very config the PyTorch side builds, as a checkpoint's config.json.
+    if shape.get("config_json") or shape.get("clip_config_json"):
+        # The very config the PyTorch side builds (for DFN, open_clip's shape as a CLIPConfig),
+        # as a checkpoint's config.json.
         config = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        config.write(siglip_config(shape).to_json_string())
+        made = siglip_config(shape) if shape["vocab"] == 256000 else clip_config(shape)
+        config.write(made.to_json_string())
         config.close()
         architecture = ["--config", config.name]
     else:

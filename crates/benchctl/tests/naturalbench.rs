@@ -101,13 +101,7 @@ fn a_scoring_server_answers_each_option() {
         };
         let (first, second) = (table[r][k][2 * q].as_f64().unwrap(), table[r][k][2 * q + 1].as_f64().unwrap());
         let options = if r % 3 == 0 { ("A", "B") } else { ("Yes", "No") };
-        let top = serde_json::json!([{"token": options.0, "logprob": first}, {"token": options.1, "logprob": second}]);
-        let answer = serde_json::json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": options.0}, "finish_reason": "length",
-                "logprobs": {"content": [{"token": options.0, "logprob": first, "top_logprobs": top}]}}],
-        });
-        (reply("200 OK", &[("Content-Type", "application/json".into())], answer.to_string().as_bytes()), Duration::ZERO)
+        (common::options_reply(options, first, second), Duration::ZERO)
     })
     .unwrap();
     let url = format!("{}/v1", server.url());

@@ -79,13 +79,7 @@ fn a_scoring_server_is_asked_each_question_with_its_images_and_scores_as_the_off
         };
         let (first, second) = (table[r][k][l].as_f64().unwrap(), table[r][k][l + 1].as_f64().unwrap());
         let options = if l == 0 { ("A", "B") } else { ("First", "Second") };
-        let top = serde_json::json!([{"token": options.0, "logprob": first}, {"token": options.1, "logprob": second}]);
-        let answer = serde_json::json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": options.0}, "finish_reason": "length",
-                "logprobs": {"content": [{"token": options.0, "logprob": first, "top_logprobs": top}]}}],
-        });
-        (reply("200 OK", &[("Content-Type", "application/json".into())], answer.to_string().as_bytes()), Duration::ZERO)
+        (common::options_reply(options, first, second), Duration::ZERO)
     })
     .unwrap();
     let url = format!("{}/v1", server.url());

@@ -171,3 +171,20 @@ pub fn benchctl_peak_rss(args: &[&str], env: &[(&str, &str)]) -> (Output, f64) {
     let output = Output { status: std::process::ExitStatus::from_raw(status), stdout, stderr };
     (output, usage.ru_maxrss as f64 / 1024.0)
 }
+
+/// An OpenAI-compatible server's 200 reply to a question of two answer options: a chat
+/// completion whose first token is the first option, its top log-probabilities `first` and
+/// `second`, one for each option.
+pub fn options_reply(options: (&str, &str), first: f64, second: f64) -> Vec<u8> {
+    let top = serde_json::json!([{"token": options.0, "logprob": first}, {"token": options.1, "logprob": second}]);
+    let answer = serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": options.0}, "finish_reason": "length",
+            "logprobs": {"content": [{"token": options.0, "logprob": first, "top_logprobs": top}]}}],
+    });
+    benchctl_testkit::http::reply(
+        "200 OK",
+        &[("Content-Type", "application/json".into())],
+        answer.to_string().as_bytes(),
+    )
+}
