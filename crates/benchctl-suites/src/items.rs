@@ -85,10 +85,11 @@ impl Sources {
         self.ends.is_empty()
     }
 
-    /// Whether a candidate shows several images together in one prompt
-    /// ([`ImageSource::Together`]): only a model that takes several images per prompt scores it.
-    pub fn shows_images_together(&self) -> bool {
-        self.others.iter().any(|source| matches!(source, ImageSource::Together(_)))
+    /// How many candidates show several images together in one prompt
+    /// ([`ImageSource::Together`]): only a model that takes several images per prompt scores
+    /// them.
+    pub fn shown_together(&self) -> usize {
+        self.others.iter().filter(|source| matches!(source, ImageSource::Together(_))).count()
     }
 
     /// Source `i`.

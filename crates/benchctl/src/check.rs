@@ -144,7 +144,12 @@ pub fn run(args: &CheckPlan) -> Result<CheckReport> {
         problems.extend(found.into_iter().flatten());
     }
     bar.finish_and_clear();
-    Ok(CheckReport { suite: info.id.to_string(), data_dir, items, images: images.len(), problems })
+    // Candidates that show images together are not images of their own.
+    let shown_together = match &images {
+        CheckedImages::OfSuite(suite) => suite.items.distinct_sources().shown_together(),
+        CheckedImages::Files(_) => 0,
+    };
+    Ok(CheckReport { suite: info.id.to_string(), data_dir, items, images: images.len() - shown_together, problems })
 }
 
 /// The distinct images `check` decodes: a suite's (read from its spilled sources as each is

@@ -181,7 +181,7 @@ fn check_question_form(session: &Session, suite: &Suite, texts: &[&str]) -> Resu
             ),
         ));
     }
-    if suite.items.distinct_sources().shows_images_together() && session.model.endpoint().is_none() {
+    if suite.items.distinct_sources().shown_together() > 0 && session.model.endpoint().is_none() {
         return Err(Error::new(
             ErrorKind::Usage,
             format!(

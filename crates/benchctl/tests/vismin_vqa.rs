@@ -192,3 +192,14 @@ fn a_local_model_is_refused_naming_the_endpoint() {
     let said = stderr(&out);
     assert!(said.contains("several images together") && said.contains("--endpoint"), "{said}");
 }
+
+/// `check` decodes each image once and counts images, not the candidates that show two of them
+/// together (24 items of 2 images).
+#[test]
+fn check_counts_images_not_the_candidates_that_show_them_together() {
+    let data = fixtures().join("vismin");
+    let out = benchctl(&["check", "--suite", "vismin-vqa", "--data-dir", data.to_str().unwrap()], &[]);
+    let said = common::stdout(&out);
+    assert!(said.contains("24 items, 48 images, 1 problem(s)"), "{said}{}", stderr(&out));
+    assert!(said.contains("the official release has 2084 items, these annotations give 24"), "{said}");
+}

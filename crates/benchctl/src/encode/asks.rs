@@ -108,7 +108,7 @@ pub(crate) fn ask_pairs_through_cache(
     }
     if counts.answers_without_yes_or_no > 0 {
         benchctl_base::stderr_line!(
-            "warning: {} answer(s) had neither \"Yes\" nor \"No\" among the server's top log-probabilities: scored as probability 0, as t2v_metrics does (more with --top-logprobs)",
+            "warning: {} answer(s) had neither the answer nor its opposite (\"Yes\" or \"No\", or the question's options) among the server's top log-probabilities: scored as probability 0, as t2v_metrics does (more with --top-logprobs)",
             counts.answers_without_yes_or_no
         );
     }
