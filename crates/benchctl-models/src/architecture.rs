@@ -47,6 +47,9 @@ pub struct ArchitectureSpec {
     /// Whether its image processor has a patch budget a run may set (`--max-patches`: SigLIP 2
     /// NaFlex's `max_num_patches`).
     pub patch_budget: bool,
+    /// Whether its prompt takes several images shown together (a suite's `item.together`:
+    /// VisMin's image task), [`crate::FusionEncoder::encode_shown_together`].
+    pub images_together: bool,
 }
 
 /// Which random-weight towers `benchctl bench` builds for an architecture's config.

@@ -152,6 +152,12 @@ pub trait FusionEncoder {
     /// Per-image states, `(batch, C, H, W)` → `(batch, …)`; row `i` belongs to image `i`.
     fn encode_images(&self, pixels: &Tensor) -> Result<Tensor>;
 
+    /// The state of several images shown together in one prompt, `(n, C, H, W)` → `(1, …)`
+    /// (VisMin's image task); refused by a model whose prompt takes one image.
+    fn encode_shown_together(&self, _pixels: &Tensor) -> Result<Tensor> {
+        Err(one_image_per_prompt())
+    }
+
     /// One score per pair `(image_states[i], texts[i])` → `(batch,)`.
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor>;
 
@@ -168,6 +174,14 @@ pub trait FusionEncoder {
     /// A cheap dual-encoder head of the same model (BLIP's ITC) that retrieval suites use to
     /// shortlist candidates before [`FusionEncoder::score_pairs`] re-ranks them.
     fn shortlister(&self) -> Option<&dyn DualEncoder>;
+}
+
+/// The refusal of images shown together by a model whose prompt takes one image.
+pub(crate) fn one_image_per_prompt() -> Error {
+    Error::new(
+        ErrorKind::UnusableInput,
+        "show several images together: this model's prompt takes one image (score such a suite through --endpoint)",
+    )
 }
 
 /// A loaded model of either kind.

@@ -181,11 +181,12 @@ fn check_question_form(session: &Session, suite: &Suite, texts: &[&str]) -> Resu
             ),
         ));
     }
-    if suite.items.distinct_sources().shown_together() > 0 && session.model.endpoint().is_none() {
+    let takes_several = session.model.architecture().is_none_or(|a| a.spec().images_together);
+    if suite.items.distinct_sources().shown_together() > 0 && !takes_several {
         return Err(Error::new(
             ErrorKind::Usage,
             format!(
-                "evaluate {} on {}: some of its questions show several images together in one prompt, and benchctl's local models take one image per prompt (score it through --endpoint, a server whose model takes several images)",
+                "evaluate {} on {}: some of its questions show several images together in one prompt, and this model's prompt takes one image (use Gemma 3, or --endpoint with a server whose model takes several images)",
                 session.model.record.id, suite.id
             ),
         ));

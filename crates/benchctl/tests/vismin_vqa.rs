@@ -3,8 +3,9 @@
 //! log-probabilities of its options; the image task's questions arrive with both images in one
 //! request, in order, the text task's with one; the dump holds each option's log-probability
 //! asked (null where a question is not asked of a candidate) and reads back into the same
-//! metrics, which are the official `compute_mllm_score_itg`'s; a local model, which takes one
-//! image per prompt, is refused.
+//! metrics, which are the official `compute_mllm_score_itg`'s; the tiny Gemma 3 shows both
+//! images in one prompt as transformers does; a local model whose prompt takes one image is
+//! refused.
 
 mod common;
 
@@ -182,11 +183,45 @@ fn a_scoring_server_is_asked_each_question_with_its_images_and_scores_as_the_off
     assert_eq!((server.seen().len(), rerun["counts"]["pairs_cached"].as_u64()), (before, Some(192)));
 }
 
-/// A local generative model takes one image per prompt: refused before any work, naming the
-/// way that works.
+/// The tiny Gemma 3, whose prompt takes several images: each option's log-probability as
+/// transformers computes it with the same images in one user turn (both images, in order, for
+/// the image task), and the metrics the official code gives its choices.
 #[test]
-fn a_local_model_is_refused_naming_the_endpoint() {
+fn a_local_gemma3_shows_both_images_in_one_prompt_as_transformers_does() {
     let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let (cache, results) = (scratch_dir("vismin-vqa-gemma3-cache"), scratch_dir("vismin-vqa-gemma3"));
+    let out =
+        eval(&["--model-path", model.to_str().unwrap()], &results, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+    let (run_path, run) = stored_run(&out);
+    let reference = json("gemma3.json");
+    let stored = read_scores(&dump_path(&run_path, &run)).unwrap();
+    let mut worst = 0f64;
+    for (r, (_, matrix)) in stored.iter().enumerate() {
+        for (k, row) in matrix.iter().enumerate() {
+            for (l, &score) in row.iter().enumerate() {
+                match reference["scores"][r][k][l].as_f64() {
+                    Some(want) => worst = worst.max((f64::from(score) - want).abs()),
+                    None => assert!(score.is_nan(), "[{r}][{k}][{l}] is not asked, and stored {score}"),
+                }
+            }
+        }
+    }
+    assert!(worst <= 1e-4, "stored log P(option) vs transformers: {worst:e}");
+    for name in ["text_score", "image_score", "group_score"] {
+        let (got, want) = (&run["report"]["metrics"][name], &reference["official"]["overall"]["accuracy"][name]);
+        assert!((got.as_f64().unwrap() - want.as_f64().unwrap()).abs() < 1e-9, "{name}: {got} against {want}");
+    }
+    // 24 single-image states and 24 of both images together, 8 options each item.
+    assert_eq!(
+        (run["counts"]["images_encoded"].as_u64(), run["counts"]["pairs_scored"].as_u64()),
+        (Some(72), Some(192))
+    );
+}
+
+/// A local model whose prompt takes one image is refused before any work, naming what works.
+#[test]
+fn a_local_model_of_one_image_per_prompt_is_refused() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/paligemma-tiny");
     let out = eval(&["--model-path", model.to_str().unwrap()], &scratch_dir("vismin-vqa-local"), &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let said = stderr(&out);

@@ -468,4 +468,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: true,
     patch_budget: false,
+    images_together: false,
 });

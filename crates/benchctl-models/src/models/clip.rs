@@ -662,6 +662,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::Clip,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });
 
 /// The CLIP tokenizer's caption limit at a context of `context` tokens, its captions cleaned

@@ -312,13 +312,13 @@ impl Decoder {
     }
 
     /// The additive attention mask of `s` queries at `offset..` over `offset + s` keys: causal
-    /// (within the window), and both ways among the positions of `both_ways`.
+    /// (within the window), and both ways among the positions of each span of `both_ways`.
     fn mask(
         &self,
         s: usize,
         offset: usize,
         window: Option<usize>,
-        both_ways: Option<&Range<usize>>,
+        both_ways: &[Range<usize>],
     ) -> candle_core::Result<Tensor> {
         let keys = offset + s;
         let mut values = vec![f32::NEG_INFINITY; s * keys];
@@ -326,7 +326,7 @@ impl Decoder {
             let q = offset + qi;
             for k in 0..keys {
                 let causal = k <= q && window.is_none_or(|w| q - k < w);
-                let together = both_ways.is_some_and(|span| span.contains(&q) && span.contains(&k));
+                let together = both_ways.iter().any(|span| span.contains(&q) && span.contains(&k));
                 if causal || together {
                     values[qi * keys + k] = 0.0;
                 }
@@ -336,15 +336,16 @@ impl Decoder {
     }
 
     /// Runs `xs` `(b, s, hidden)` at positions `offset..` over `past` (one cache per layer),
-    /// the rotary positions shifted by `shift` (PaliGemma counts from 1); the final hidden
-    /// states and every layer's keys and values.
+    /// the rotary positions shifted by `shift` (PaliGemma counts from 1), each span of
+    /// `both_ways` attending both ways within itself (an image's tokens, PaliGemma's prefix);
+    /// the final hidden states and every layer's keys and values.
     pub(crate) fn decode(
         &self,
         xs: Tensor,
         offset: usize,
         shift: usize,
         past: Option<&[LayerCache]>,
-        both_ways: Option<&Range<usize>>,
+        both_ways: &[Range<usize>],
     ) -> candle_core::Result<(Tensor, Vec<LayerCache>)> {
         let s = xs.dim(1)?;
         let mut caches = Vec::with_capacity(self.layers.len());

@@ -287,6 +287,7 @@ pub struct Gemma3Vqa {
     prefix: Vec<u32>,
     /// Where the image tokens are in it.
     image_span: std::ops::Range<usize>,
+    tokens_per_image: usize,
     /// What a caption may not hold: the image's own token, and `<start_of_image>`, which the
     /// processor expands into the image's tokens.
     image_markers: Vec<u32>,
@@ -304,9 +305,45 @@ impl Gemma3Vqa {
         let images = self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)?;
         let ids = vec![self.prefix.clone(); b];
         let xs = self.model.decoder.embed(&ids, Some((&images, self.model.image_token)))?;
-        let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, Some(&self.image_span))?;
+        let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, std::slice::from_ref(&self.image_span))?;
         self.model.decoder.kv_layout().flatten(&caches, 0)
     }
+
+    /// The state of `pixels`' images `(n, C, H, W)` shown together in one prompt, `(1, …)`: the
+    /// processor's prompt of a user turn holding the images, one after another, each
+    /// `\n\n<start_of_image>` + its tokens + `<end_of_image>\n\n`, up to the last
+    /// `<end_of_image>`; each image's tokens attend both ways among themselves only, as
+    /// transformers' image groups do.
+    fn together_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let n = pixels.dim(0)?;
+        let prefix = self.prefix_of(n).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        let spans = image_spans(&prefix, self.model.image_token);
+        let images = self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)?;
+        let (_, per_image, hidden) = images.dims3()?;
+        let images = images.reshape((1, n * per_image, hidden))?;
+        let xs = self.model.decoder.embed(&[prefix], Some((&images, self.model.image_token)))?;
+        let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, &spans)?;
+        self.model.decoder.kv_layout().flatten(&caches, 0)
+    }
+
+    /// The prompt's ids up to the last image's `<end_of_image>` for `images` images.
+    fn prefix_of(&self, images: usize) -> Result<Vec<u32>> {
+        let image = format!("\n\n<start_of_image>{}<end_of_image>", "<image_soft_token>".repeat(self.tokens_per_image));
+        encode(&self.tokenizer, &format!("<bos><start_of_turn>user\n{}", vec![image; images].join("\n\n")))
+    }
+}
+
+/// The runs of `image_token` in `ids`: one per image.
+fn image_spans(ids: &[u32], image_token: u32) -> Vec<std::ops::Range<usize>> {
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
+    for (at, &id) in ids.iter().enumerate() {
+        match spans.last_mut() {
+            Some(span) if id == image_token && span.end == at => span.end += 1,
+            _ if id == image_token => spans.push(at..at + 1),
+            _ => {}
+        }
+    }
+    spans
 }
 
 /// The checkpoint's `preprocessor_config.json` checked against what benchctl reproduces of
@@ -348,7 +385,7 @@ impl LocalVqa for Gemma3Vqa {
         let weights = Weights::open(&files.weights, dtype, device)?;
         let model = Gemma3::from_weights(&config, &files.config, &weights)?;
         let tokenizer = load_tokenizer(&files.tokenizer)?;
-        let image = (0..config.mm_tokens_per_image).map(|_| "<image_soft_token>").collect::<String>();
+        let image = "<image_soft_token>".repeat(config.mm_tokens_per_image);
         let text = format!("<bos><start_of_turn>user\n\n\n<start_of_image>{image}<end_of_image>");
         let prefix = encode(&tokenizer, &text)?;
         let first = prefix.iter().position(|&t| t == config.image_token_index);
@@ -374,6 +411,7 @@ impl LocalVqa for Gemma3Vqa {
         Ok(Self {
             preprocessor,
             image_span: first..first + count,
+            tokens_per_image: count,
             image_markers,
             prefix,
             model,
@@ -396,6 +434,10 @@ impl LocalVqa for Gemma3Vqa {
         self.prefix_states(pixels)
     }
 
+    fn shown_together_states(&self, pixels: &Tensor) -> Option<candle_core::Result<Tensor>> {
+        Some(self.together_states(pixels))
+    }
+
     /// The prompt's token ids after the image for `caption`, and the answer's ids.
     fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)> {
         let question = self.template.question_for(caption);
@@ -407,11 +449,12 @@ impl LocalVqa for Gemma3Vqa {
     /// The caption's tokens over each image's prompt state.
     fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
         let decoder = &self.model.decoder;
+        // A prompt of one image, or of several shown together (longer).
         let (past, len, _) = decoder.kv_layout().unflatten(image_states, image_states.dtype())?;
-        if len != self.prefix.len() {
+        if len < self.prefix.len() {
             candle_core::bail!("an image state of {len} positions does not fit a {}-token prompt", self.prefix.len());
         }
-        let (hidden, _) = decoder.decode(decoder.embed(inputs, None)?, len, 0, Some(&past), None)?;
+        let (hidden, _) = decoder.decode(decoder.embed(inputs, None)?, len, 0, Some(&past), &[])?;
         Ok(hidden)
     }
 
@@ -439,4 +482,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
+    images_together: true,
 });

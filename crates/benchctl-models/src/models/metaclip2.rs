@@ -79,4 +79,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::Clip,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });

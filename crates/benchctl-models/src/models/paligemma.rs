@@ -239,7 +239,8 @@ impl LocalVqa for PaliGemmaVqa {
     fn decode_group(&self, images: &Tensor, inputs: &[Vec<u32>], prompt: usize) -> candle_core::Result<Tensor> {
         let decoder = &self.model.decoder;
         let xs = decoder.embed(inputs, Some((images, self.model.image_token)))?;
-        let (hidden, _) = decoder.decode(xs, 0, 1, None, Some(&(0..prompt)))?;
+        // The image and the prompt attend both ways, as one span.
+        let (hidden, _) = decoder.decode(xs, 0, 1, None, std::slice::from_ref(&(0..prompt)))?;
         Ok(hidden)
     }
 
@@ -265,4 +266,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });

@@ -570,4 +570,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::Siglip,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });

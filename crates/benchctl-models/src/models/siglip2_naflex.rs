@@ -228,4 +228,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::Siglip2Naflex,
     pre_captions: false,
     patch_budget: true,
+    images_together: false,
 });

@@ -88,6 +88,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });
 
 /// `open_clip_config.json` of a SigLIP `CustomTextCLIP`.

@@ -45,6 +45,12 @@ pub trait LocalVqa {
     /// What is computed once per image, `(b, …)` for `(b, C, H, W)` pixels.
     fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor>;
 
+    /// The state of `(n, C, H, W)` pixels' images shown together in one prompt, `(1, …)`, for a
+    /// family whose prompt takes several images; `None` for one that takes one.
+    fn shown_together_states(&self, _pixels: &Tensor) -> Option<candle_core::Result<Tensor>> {
+        None
+    }
+
     /// The prompt's token ids for `caption` that follow what an image state holds, and the
     /// answer's ids.
     fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)>;
@@ -69,6 +75,13 @@ impl<T: LocalVqa> FusionEncoder for T {
 
     fn encode_images(&self, pixels: &Tensor) -> Result<Tensor> {
         self.image_states(pixels).map_err(|e| Error::compute("encode images", e))
+    }
+
+    fn encode_shown_together(&self, pixels: &Tensor) -> Result<Tensor> {
+        match self.shown_together_states(pixels) {
+            Some(states) => states.map_err(|e| Error::compute("encode images shown together", e)),
+            None => Err(crate::one_image_per_prompt()),
+        }
     }
 
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {

@@ -104,6 +104,22 @@ pub(crate) fn missing_pairs(
     (values, todo)
 }
 
+/// `todo` (unique images, in order) in batches of at most `size`; images shown together, whose
+/// one state is longer than a single image's, each in a batch of its own.
+fn batches<'a>(todo: &'a [usize], size: usize, images: &'a dyn SourceList) -> impl Iterator<Item = &'a [usize]> + 'a {
+    let together = move |i: usize| matches!(images.source(i), ImageSource::Together(_));
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let rest = todo.get(at..).filter(|rest| !rest.is_empty())?;
+        let len = match together(rest[0]) {
+            true => 1,
+            false => rest.iter().take(size.max(1)).take_while(|&&i| !together(i)).count(),
+        };
+        at += len;
+        Some(&rest[..len])
+    })
+}
+
 /// A fusion model's score of every pair, through the cache (one value per pair, keyed by
 /// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
 /// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
@@ -124,12 +140,17 @@ pub(crate) fn score_pairs_through_cache(
     let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
     let mut next_todo = 0;
     let images_per_batch = model.map_or(batch.max(1), |m| m.preprocessor().images_per_batch(batch));
-    for image_chunk in todo_images.chunks(images_per_batch) {
+    for image_chunk in batches(&todo_images, images_per_batch, images) {
         let model = model.ok_or_else(|| {
             Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
         })?;
         let sources: Vec<ImageSource> = image_chunk.iter().map(|&i| images.source(i)).collect();
-        let states = model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?;
+        let states = match sources.as_slice() {
+            [ImageSource::Together(shown)] => {
+                model.encode_shown_together(&load_pixels(model.preprocessor(), shown, model.device())?)?
+            }
+            _ => model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?,
+        };
         counts.images_encoded += image_chunk.len();
         counts.image_batches += 1;
         // This chunk's images' missing pairs, as (row of the chunk, pair): the next run of `todo`.

@@ -92,6 +92,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::TimmEva,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });
 
 /// The config and tower of an EVA02-CLIP `open_clip_config.json`.

@@ -66,6 +66,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::TimmEva,
     pre_captions: false,
     patch_budget: false,
+    images_together: false,
 });
 
 /// The config and tower of a PE-Core `open_clip_config.json`.
