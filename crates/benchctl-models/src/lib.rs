@@ -152,9 +152,10 @@ pub trait FusionEncoder {
     /// Per-image states, `(batch, C, H, W)` → `(batch, …)`; row `i` belongs to image `i`.
     fn encode_images(&self, pixels: &Tensor) -> Result<Tensor>;
 
-    /// The state of several images shown together in one prompt, `(n, C, H, W)` → `(1, …)`
-    /// (VisMin's image task); refused by a model whose prompt takes one image.
-    fn encode_shown_together(&self, _pixels: &Tensor) -> Result<Tensor> {
+    /// The state of several images shown together in one prompt, in order, each `(1, C, H, W)`
+    /// (of its own size where the model resizes each to about its own) → `(1, …)` (VisMin's
+    /// image task); refused by a model whose prompt takes one image.
+    fn encode_shown_together(&self, _images: &[Tensor]) -> Result<Tensor> {
         Err(one_image_per_prompt())
     }
 

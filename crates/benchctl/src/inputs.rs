@@ -183,11 +183,17 @@ fn check_question_form(session: &Session, suite: &Suite, texts: &[&str]) -> Resu
     }
     let takes_several = session.model.architecture().is_none_or(|a| a.spec().images_together);
     if suite.items.distinct_sources().shown_together() > 0 && !takes_several {
+        let several: Vec<&str> = (benchctl_models::registry::ARCHITECTURES.iter())
+            .filter(|a| a.spec().images_together)
+            .map(|a| a.name())
+            .collect();
         return Err(Error::new(
             ErrorKind::Usage,
             format!(
-                "evaluate {} on {}: some of its questions show several images together in one prompt, and this model's prompt takes one image (use Gemma 3, or --endpoint with a server whose model takes several images)",
-                session.model.record.id, suite.id
+                "evaluate {} on {}: some of its questions show several images together in one prompt, and this model's prompt takes one image (use a model of {}, or --endpoint with a server whose model takes several images)",
+                session.model.record.id,
+                suite.id,
+                several.join(", ")
             ),
         ));
     }

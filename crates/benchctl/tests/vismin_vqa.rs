@@ -3,9 +3,9 @@
 //! log-probabilities of its options; the image task's questions arrive with both images in one
 //! request, in order, the text task's with one; the dump holds each option's log-probability
 //! asked (null where a question is not asked of a candidate) and reads back into the same
-//! metrics, which are the official `compute_mllm_score_itg`'s; the tiny Gemma 3 shows both
-//! images in one prompt as transformers does; a local model whose prompt takes one image is
-//! refused.
+//! metrics, which are the official `compute_mllm_score_itg`'s; the tiny Gemma 3, Qwen2.5-VL and
+//! Qwen3-VL show both images in one prompt as transformers does; a local model whose prompt
+//! takes one image is refused.
 
 mod common;
 
@@ -183,17 +183,17 @@ fn a_scoring_server_is_asked_each_question_with_its_images_and_scores_as_the_off
     assert_eq!((server.seen().len(), rerun["counts"]["pairs_cached"].as_u64()), (before, Some(192)));
 }
 
-/// The tiny Gemma 3, whose prompt takes several images: each option's log-probability as
-/// transformers computes it with the same images in one user turn (both images, in order, for
-/// the image task), and the metrics the official code gives its choices.
-#[test]
-fn a_local_gemma3_shows_both_images_in_one_prompt_as_transformers_does() {
-    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
-    let (cache, results) = (scratch_dir("vismin-vqa-gemma3-cache"), scratch_dir("vismin-vqa-gemma3"));
-    let out =
-        eval(&["--model-path", model.to_str().unwrap()], &results, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+/// A tiny local model whose prompt takes several images (`models/<model>-tiny`) against
+/// transformers given the same images and prompts (`vismin-vqa/<model>.json`): each option's
+/// log-probability (both images in one user turn, in order, for the image task), and the
+/// metrics the official code gives its choices.
+fn local_model_shows_both_images_as_transformers_does(model: &str) {
+    let path = benchctl_testkit::workspace_root().join(format!("crates/benchctl-models/tests/fixtures/{model}-tiny"));
+    let (cache, results) =
+        (scratch_dir(&format!("vismin-vqa-{model}-cache")), scratch_dir(&format!("vismin-vqa-{model}")));
+    let out = eval(&["--model-path", path.to_str().unwrap()], &results, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
     let (run_path, run) = stored_run(&out);
-    let reference = json("gemma3.json");
+    let reference = json(&format!("{model}.json"));
     let stored = read_scores(&dump_path(&run_path, &run)).unwrap();
     let mut worst = 0f64;
     for (r, (_, matrix)) in stored.iter().enumerate() {
@@ -206,16 +206,31 @@ fn a_local_gemma3_shows_both_images_in_one_prompt_as_transformers_does() {
             }
         }
     }
-    assert!(worst <= 1e-4, "stored log P(option) vs transformers: {worst:e}");
+    assert!(worst <= 1e-4, "{model}: stored log P(option) vs transformers: {worst:e}");
     for name in ["text_score", "image_score", "group_score"] {
         let (got, want) = (&run["report"]["metrics"][name], &reference["official"]["overall"]["accuracy"][name]);
-        assert!((got.as_f64().unwrap() - want.as_f64().unwrap()).abs() < 1e-9, "{name}: {got} against {want}");
+        assert!((got.as_f64().unwrap() - want.as_f64().unwrap()).abs() < 1e-9, "{model} {name}: {got} against {want}");
     }
-    // 24 single-image states and 24 of both images together, 8 options each item.
+    // 48 single-image states and 24 of both images together, 8 options each item.
     assert_eq!(
         (run["counts"]["images_encoded"].as_u64(), run["counts"]["pairs_scored"].as_u64()),
         (Some(72), Some(192))
     );
+}
+
+#[test]
+fn a_local_gemma3_shows_both_images_in_one_prompt_as_transformers_does() {
+    local_model_shows_both_images_as_transformers_does("gemma3");
+}
+
+#[test]
+fn a_local_qwen25vl_shows_both_images_in_one_prompt_as_transformers_does() {
+    local_model_shows_both_images_as_transformers_does("qwen25vl");
+}
+
+#[test]
+fn a_local_qwen3vl_shows_both_images_in_one_prompt_as_transformers_does() {
+    local_model_shows_both_images_as_transformers_does("qwen3vl");
 }
 
 /// A local model whose prompt takes one image is refused before any work, naming what works.

@@ -434,8 +434,9 @@ impl LocalVqa for Gemma3Vqa {
         self.prefix_states(pixels)
     }
 
-    fn shown_together_states(&self, pixels: &Tensor) -> Option<candle_core::Result<Tensor>> {
-        Some(self.together_states(pixels))
+    /// The images are stretched to one size, so they are one batch.
+    fn shown_together_states(&self, images: &[Tensor]) -> Option<candle_core::Result<Tensor>> {
+        Some(Tensor::cat(images, 0).and_then(|pixels| self.together_states(&pixels)))
     }
 
     /// The prompt's token ids after the image for `caption`, and the answer's ids.

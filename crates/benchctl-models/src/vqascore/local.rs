@@ -45,9 +45,9 @@ pub trait LocalVqa {
     /// What is computed once per image, `(b, …)` for `(b, C, H, W)` pixels.
     fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor>;
 
-    /// The state of `(n, C, H, W)` pixels' images shown together in one prompt, `(1, …)`, for a
-    /// family whose prompt takes several images; `None` for one that takes one.
-    fn shown_together_states(&self, _pixels: &Tensor) -> Option<candle_core::Result<Tensor>> {
+    /// The state of images shown together in one prompt (each `(1, C, H, W)`, in order),
+    /// `(1, …)`, for a family whose prompt takes several images; `None` for one that takes one.
+    fn shown_together_states(&self, _images: &[Tensor]) -> Option<candle_core::Result<Tensor>> {
         None
     }
 
@@ -77,8 +77,8 @@ impl<T: LocalVqa> FusionEncoder for T {
         self.image_states(pixels).map_err(|e| Error::compute("encode images", e))
     }
 
-    fn encode_shown_together(&self, pixels: &Tensor) -> Result<Tensor> {
-        match self.shown_together_states(pixels) {
+    fn encode_shown_together(&self, images: &[Tensor]) -> Result<Tensor> {
+        match self.shown_together_states(images) {
             Some(states) => states.map_err(|e| Error::compute("encode images shown together", e)),
             None => Err(crate::one_image_per_prompt()),
         }

@@ -146,8 +146,12 @@ pub(crate) fn score_pairs_through_cache(
         })?;
         let sources: Vec<ImageSource> = image_chunk.iter().map(|&i| images.source(i)).collect();
         let states = match sources.as_slice() {
+            // Each image loaded on its own: a model may resize each to about its own size.
             [ImageSource::Together(shown)] => {
-                model.encode_shown_together(&load_pixels(model.preprocessor(), shown, model.device())?)?
+                let each = |source: &ImageSource| {
+                    load_pixels(model.preprocessor(), std::slice::from_ref(source), model.device())
+                };
+                model.encode_shown_together(&shown.iter().map(each).collect::<Result<Vec<Tensor>>>()?)?
             }
             _ => model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?,
         };

@@ -26,7 +26,10 @@
 //!
 //! Attention is causal throughout, so the keys and values of the prompt up to
 //! `<|vision_end|>` are each image's state ([`crate::FusionEncoder::encode_images`]), computed
-//! once, and each caption runs only its own tokens over them.
+//! once, and each caption runs only its own tokens over them. Several images shown together
+//! ([`crate::FusionEncoder::encode_shown_together`]) follow one another as the chat template
+//! writes them, each `<|vision_start|>` + pads + `<|vision_end|>`, each image's positions
+//! starting where the text before it leaves off.
 
 mod config;
 pub(crate) mod text;
@@ -78,6 +81,7 @@ pub struct Qwen3VlVqa {
     /// `<|im_start|>user\n<|vision_start|>`.
     before_image: Vec<u32>,
     image_token: u32,
+    vision_start: u32,
     vision_end: u32,
     dtype: DType,
     device: Device,
@@ -101,35 +105,59 @@ impl Qwen3VlVqa {
     /// One image's state: the prompt's keys and values up to `<|vision_end|>`, flattened in
     /// f32 (layer by layer, keys then values), then the position the caption starts at.
     fn image_state(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let image = self.vision.forward(pixels)?;
-        let (rows, cols) = image.grid;
-        let ids = self.image_prompt(rows * cols);
-        let start = self.before_image.len();
-        // Text before the image counts 0, 1, …; the image's tokens share time `start` and count
-        // rows and columns from it; `<|vision_end|>` resumes after the larger side.
-        let mut positions: Positions = std::array::from_fn(|_| (0..start as u32).collect());
-        for r in 0..rows {
-            for c in 0..cols {
-                let at = [start, start + r, start + c];
-                positions.iter_mut().zip(at).for_each(|(axis, p)| axis.push(p as u32));
+        self.state_of(std::slice::from_ref(pixels))
+    }
+
+    /// The state of `images` `(3, height, width)` each, shown together in one user turn as the
+    /// chat template lays them out: `<|vision_start|>` + its pads + `<|vision_end|>` per image,
+    /// one after another.
+    fn state_of(&self, images: &[Tensor]) -> candle_core::Result<Tensor> {
+        let mut ids = self.before_image.clone();
+        // Text counts 0, 1, …; an image's tokens share the time position its first token takes
+        // and count rows and columns from it; the text after it resumes past its larger side.
+        let mut positions: Positions = std::array::from_fn(|_| (0..ids.len() as u32).collect());
+        let mut next = ids.len();
+        let (mut rows_of, mut tokens, mut deepstack) = (Vec::new(), Vec::new(), Vec::<Vec<Tensor>>::new());
+        for (n, pixels) in images.iter().enumerate() {
+            if n > 0 {
+                ids.push(self.vision_start);
+                positions.iter_mut().for_each(|axis| axis.push(next as u32));
+                next += 1;
             }
+            let image = self.vision.forward(pixels)?;
+            let (rows, cols) = image.grid;
+            rows_of.push(ids.len()..ids.len() + rows * cols);
+            ids.extend(std::iter::repeat_n(self.image_token, rows * cols));
+            for r in 0..rows {
+                for c in 0..cols {
+                    let at = [next, next + r, next + c];
+                    positions.iter_mut().zip(at).for_each(|(axis, p)| axis.push(p as u32));
+                }
+            }
+            next += rows.max(cols);
+            ids.push(self.vision_end);
+            positions.iter_mut().for_each(|axis| axis.push(next as u32));
+            next += 1;
+            tokens.push(image.tokens);
+            deepstack.resize_with(image.deepstack.len(), Vec::new);
+            deepstack.iter_mut().zip(image.deepstack).for_each(|(layer, f)| layer.push(f));
         }
-        let after = (start + rows.max(cols)) as u32;
-        positions.iter_mut().for_each(|axis| axis.push(after));
         let xs = self.decoder.embed(std::slice::from_ref(&ids))?;
-        let image_rows = start..start + rows * cols;
-        let embedded = Tensor::cat(
-            &[
-                &xs.narrow(1, 0, start)?,
-                &image.tokens.to_dtype(xs.dtype())?.unsqueeze(0)?,
-                &xs.narrow(1, image_rows.end, 1)?,
-            ],
-            1,
-        )?;
-        let deepstack: Vec<Tensor> =
-            image.deepstack.iter().map(|f| f.to_dtype(xs.dtype())).collect::<candle_core::Result<_>>()?;
-        let (_, caches) = self.decoder.decode(embedded, &positions, None, Some((&deepstack, image_rows)))?;
-        self.decoder.kv_layout().flatten(&caches, after + 1)
+        // The text's embeddings, each image's tokens in place of its pads.
+        let mut pieces = Vec::with_capacity(2 * images.len() + 1);
+        let mut at = 0;
+        for (rows, image) in rows_of.iter().zip(&tokens) {
+            pieces.push(xs.narrow(1, at, rows.start - at)?);
+            pieces.push(image.to_dtype(xs.dtype())?.unsqueeze(0)?);
+            at = rows.end;
+        }
+        pieces.push(xs.narrow(1, at, ids.len() - at)?);
+        let embedded = Tensor::cat(&pieces, 1)?;
+        let deepstack: Vec<Tensor> = (deepstack.iter())
+            .map(|layer| Tensor::cat(layer, 0)?.to_dtype(xs.dtype()))
+            .collect::<candle_core::Result<_>>()?;
+        let (_, caches) = self.decoder.decode(embedded, &positions, None, Some((&deepstack, &rows_of)))?;
+        self.decoder.kv_layout().flatten(&caches, next as u32)
     }
 
     /// A Qwen-VL family's model from its parts: the tokenizer checked against the config's
@@ -174,6 +202,7 @@ impl Qwen3VlVqa {
             preprocessor,
             before_image,
             image_token: ids.image,
+            vision_start: ids.vision_start,
             vision_end: ids.vision_end,
             dtype,
             device: device.clone(),
@@ -203,6 +232,12 @@ impl LocalVqa for Qwen3VlVqa {
     /// `(b, 3, height, width)` images of one size → one state row each.
     fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
         each_image(pixels, |image| self.image_state(image))
+    }
+
+    /// Each image at its own size, in one prompt.
+    fn shown_together_states(&self, images: &[Tensor]) -> Option<candle_core::Result<Tensor>> {
+        let images: candle_core::Result<Vec<Tensor>> = images.iter().map(|i| i.get(0)).collect();
+        Some(images.and_then(|images| self.state_of(&images)))
     }
 
     /// The prompt's ids after `<|vision_end|>` for `caption`, and the answer's ids.
@@ -271,5 +306,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
-    images_together: false,
+    images_together: true,
 });

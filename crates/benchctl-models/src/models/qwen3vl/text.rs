@@ -176,14 +176,14 @@ impl Decoder {
     }
 
     /// Runs `xs` `(b, s, hidden)` at `positions` after `past` (causal, every past position
-    /// visible), adding `deepstack[l]` to the rows `image_rows` after layer `l`; the final
-    /// hidden states and every layer's keys and values.
+    /// visible), adding `deepstack[l]` to the rows of `image_rows` after layer `l` (its rows
+    /// the images' in order); the final hidden states and every layer's keys and values.
     pub(crate) fn decode(
         &self,
         xs: Tensor,
         positions: &Positions,
         past: Option<&[LayerCache]>,
-        deepstack: Option<(&[Tensor], std::ops::Range<usize>)>,
+        deepstack: Option<(&[Tensor], &[std::ops::Range<usize>])>,
     ) -> candle_core::Result<(Tensor, Vec<LayerCache>)> {
         let (b, s, _) = xs.dims3()?;
         let (cos, sin) = self.rotary(positions, xs.dtype(), xs.device())?;
@@ -217,13 +217,9 @@ impl Decoder {
             let normed = layer.post_norm.forward(&xs)?;
             let hidden = (layer.gate.forward(&normed)?.silu()? * layer.up.forward(&normed)?)?;
             xs = (&xs + layer.down.forward(&hidden)?)?;
-            if let Some((features, rows)) = &deepstack {
+            if let Some((features, images)) = &deepstack {
                 if let Some(feature) = features.get(l) {
-                    let image = (xs.narrow(1, rows.start, rows.len())?
-                        + feature.unsqueeze(0)?.broadcast_as((b, rows.len(), feature.dim(1)?))?)?;
-                    let before = xs.narrow(1, 0, rows.start)?;
-                    let after = xs.narrow(1, rows.end, s - rows.end)?;
-                    xs = Tensor::cat(&[&before, &image, &after], 1)?;
+                    xs = add_to_rows(&xs, feature, images)?;
                 }
             }
             caches.push((k, v));
@@ -263,4 +259,24 @@ impl Decoder {
     pub(crate) fn kv_layout(&self) -> KvLayout {
         KvLayout { layers: self.layers.len(), kv_heads: self.kv_heads, head_dim: self.head_dim, positioned: true }
     }
+}
+
+/// `xs` `(b, s, hidden)` with `feature`'s rows `(Σ rows, hidden)` added to the rows of `ranges`,
+/// in order (DeepStack's features of images one after another).
+fn add_to_rows(xs: &Tensor, feature: &Tensor, ranges: &[std::ops::Range<usize>]) -> candle_core::Result<Tensor> {
+    let (b, s, hidden) = xs.dims3()?;
+    let mut pieces = Vec::with_capacity(2 * ranges.len() + 1);
+    let (mut at, mut used) = (0, 0);
+    for rows in ranges {
+        if rows.start > at {
+            pieces.push(xs.narrow(1, at, rows.start - at)?);
+        }
+        let added = feature.narrow(0, used, rows.len())?.unsqueeze(0)?.broadcast_as((b, rows.len(), hidden))?;
+        pieces.push((xs.narrow(1, rows.start, rows.len())? + added)?);
+        (at, used) = (rows.end, used + rows.len());
+    }
+    if s > at {
+        pieces.push(xs.narrow(1, at, s - at)?);
+    }
+    Tensor::cat(&pieces, 1)
 }
