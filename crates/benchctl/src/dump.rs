@@ -126,13 +126,17 @@ impl<'a> Matrices<'a> {
         }
         let mut tensor = ScoreTensor::of_kind(kind);
         for (i, item) in self.suite.items.iter().enumerate() {
-            // A value given for a cell the item does not ask is no score of it: dropped.
             let truth = item.truth();
-            let texts = item.text_count().max(1);
-            let scores: Vec<f64> = (self.scores.of(i).iter().enumerate())
-                .map(|(c, &s)| if truth.is_asked(c / texts, c % texts) { s } else { f64::NAN })
-                .collect();
-            let mut pushed = tensor.push_exact_asked(truth, &scores);
+            let mut pushed = if truth.asks_every_cell() {
+                tensor.push_exact_asked(truth, self.scores.of(i))
+            } else {
+                // A value given for a cell the item does not ask is no score of it: dropped.
+                let texts = item.text_count().max(1);
+                let scores: Vec<f64> = (self.scores.of(i).iter().enumerate())
+                    .map(|(c, &s)| if truth.is_asked(c / texts, c % texts) { s } else { f64::NAN })
+                    .collect();
+                tensor.push_exact_asked(truth, &scores)
+            };
             if let (Ok(()), Some(text)) = (&pushed, &self.text) {
                 pushed = tensor.push_text_scores(text.of(i));
             }

@@ -113,7 +113,7 @@ fn batches<'a>(todo: &'a [usize], size: usize, images: &'a dyn SourceList) -> im
         let rest = todo.get(at..).filter(|rest| !rest.is_empty())?;
         let len = match together(rest[0]) {
             true => 1,
-            false => rest.iter().take(size.max(1)).take_while(|&&i| !together(i)).count(),
+            false => 1 + rest[1..].iter().take(size.max(1) - 1).take_while(|&&i| !together(i)).count(),
         };
         at += len;
         Some(&rest[..len])
