@@ -6,7 +6,9 @@
 //! `scripts/fixtures/gen_qwen3vl_fixture.py`, every pair's P("Yes") as `t2v_metrics`' own Qwen3-VL
 //! scorer computes it, each image resized as `qwen_vl_utils` resizes it; every family's whole
 //! prompt as its processor builds it on captions that stress a tokenizer
-//! (`scripts/fixtures/gen_prompt_tokens_fixture.py`).
+//! (`scripts/fixtures/gen_prompt_tokens_fixture.py`); generated replies read as VisMin's
+//! official `is_match_with_label` reads them, on its verdicts
+//! (`scripts/fixtures/gen_vismin_replies_fixture.py`).
 
 use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
@@ -534,5 +536,36 @@ trait LocalVqaCaptions {
 impl<T: LocalVqa> LocalVqaCaptions for T {
     fn ids_of(&self, caption: &str) -> benchctl_models::Result<Vec<u32>> {
         self.caption_ids(caption).map(|(prompt, _)| prompt)
+    }
+}
+
+/// Casing, punctuation, parentheses, several lines, non-ASCII, "ANSWER:" phrases, replies
+/// naming both options or neither.
+#[test]
+fn replies_match_labels_as_vismins_official_reader_matches_them() {
+    use benchctl_models::vqascore::reply::{label_in_reply, names, ReplyReading};
+    let path = workspace_root().join("crates/benchctl-suites/tests/fixtures/vismin-vqa/replies.json");
+    let fixture: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let matches = fixture["matches"].as_array().unwrap();
+    assert!(matches.len() > 80);
+    let mut differ = Vec::new();
+    for case in matches {
+        let (reply, label) = (case["reply"].as_str().unwrap(), case["label"].as_str().unwrap());
+        let official = case["match"].as_bool().unwrap();
+        if label_in_reply(reply, label) != official || names(ReplyReading::LabelInReply, reply, label) != official {
+            differ.push(format!("{reply:?} for {label:?}: official {official}"));
+        }
+    }
+    assert!(differ.is_empty(), "read otherwise than the official code: {differ:#?}");
+    // Some replies name both options there; NaturalBench's reader takes only the first found.
+    let both: Vec<&str> = (matches.chunks(2))
+        .filter(|pair| pair.iter().all(|c| c["match"].as_bool().unwrap()))
+        .map(|pair| pair[0]["reply"].as_str().unwrap())
+        .collect();
+    assert!(both.len() >= 3, "{both:?}");
+    for reply in both {
+        let labels = if reply.to_lowercase().contains("first") { ["First", "Second"] } else { ["A", "B"] };
+        let found: Vec<bool> = labels.iter().map(|l| names(ReplyReading::FirstFound, reply, l)).collect();
+        assert_eq!(found.iter().filter(|&&f| f).count(), 1, "{reply:?}: {found:?}");
     }
 }

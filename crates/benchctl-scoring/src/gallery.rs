@@ -664,7 +664,8 @@ impl Ranking<'_> {
         let ((altered_best, altered_at), (other_best, other_at)) =
             (state.best_exact(1, exact), state.best_exact(0, exact));
         match self.ties {
-            Ties::Strict => {
+            // `shared` is for answer options only, refused before a gallery is ranked.
+            Ties::Strict | Ties::Shared => {
                 QueryOutcome { rank: state.at_or_above - s.matched, top1_altered: altered_best >= other_best }
             }
             // Tied candidates after the first best match rank behind it; the top-1 is the

@@ -22,6 +22,12 @@ pub use report::{Breakdown, Group, Report};
 pub use scores::{ScoreKind, ScoreMatrix, ScoreTensor};
 pub use truth::{TagSets, Tags, Truth};
 
+/// `log P` of a probability of zero, the floor of every log-probability score. `t2v_metrics`
+/// scores an answer whose top log-probabilities hold neither "Yes" nor "No" as probability
+/// 0.0; benchctl stores that as this finite log (`exp(−1000)` is 0 in f64 too), so such pairs
+/// tie exactly as they do there and score differences stay finite.
+pub const LOG_ZERO: f64 = -1000.0;
+
 /// An error from scoring: scores that do not fit the items they claim to score.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Error {

@@ -1,7 +1,7 @@
 //! Hand-computed cases for the metrics, ties included.
 
 use benchctl_scoring::metrics::{
-    answered_group, answers, choice, equivariance, evaluate, group, pairwise, ItemView, Summary,
+    answered_group, answers, choice, equivariance, evaluate, group, pairwise, ItemView, Summary, Ties,
 };
 use benchctl_scoring::{Report, ScoreMatrix, ScoreTensor, Tags, Truth};
 
@@ -628,4 +628,38 @@ fn answered_group_scores_the_text_task_on_single_images_and_the_image_task_on_bo
     assert!(err.contains("position 15 is NaN"), "{err}");
     values[15] = -0.5;
     assert!(bad.push_asked(&truth, &values).is_ok());
+}
+
+/// Replies read by VisMin's rule score each option 0 (named) or the log of zero (not named):
+/// under `shared` ties a reply naming both options is right, one naming neither wrong, as the
+/// official `is_match_with_label` counts them; under `strict` both are misses.
+#[test]
+fn shared_ties_count_an_option_named_with_another_but_not_one_never_named() {
+    let truth = vismin_vqa_truth();
+    let none = Tags::new();
+    let views = [ItemView { truth: &truth, tags: &none }; 4];
+    let (named, not) = (0.0, benchctl_scoring::LOG_ZERO as f32);
+    let mut scores = ScoreTensor::of_kind(benchctl_scoring::ScoreKind::LogProbability);
+    vismin_vqa_scores(&mut scores, [(named, not), (not, named)], [(named, not), (not, named)]); // each names its own
+    vismin_vqa_scores(&mut scores, [(named, named), (not, named)], [(named, not), (named, named)]); // some name both
+    vismin_vqa_scores(&mut scores, [(not, not), (not, named)], [(named, not), (not, named)]); // image 0 names none
+    vismin_vqa_scores(&mut scores, [(-0.7, -0.7), (-2.0, -0.1)], [(-0.1, -2.0), (-2.0, -0.1)]); // a log-prob tie
+    let rows = |ties| {
+        let summary = Summary { ties, ..Summary::of(answered_group::FAMILY) };
+        let values = benchctl_scoring::metrics::per_item_values(&summary, &scores, &views).unwrap();
+        (0..4).map(|i| values.iter().map(|m| m.values[i].unwrap()).collect::<Vec<f64>>()).collect::<Vec<_>>()
+    };
+    let shared = rows(Ties::Shared);
+    assert_eq!(shared, [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 1.0]]);
+    let strict = rows(Ties::Strict);
+    assert_eq!(strict, [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]);
+    // The answers family shares the rule; a family without answer options refuses it.
+    let summary = Summary { ties: Ties::Shared, ..Summary::of(answers::FAMILY) };
+    assert_eq!(evaluate(&summary, &scores, &views).unwrap().metric("g_acc"), Some(75.0));
+    let winoground = Summary { ties: Ties::Shared, ..Summary::of(group::FAMILY) };
+    let (pair, pair_tags) = (Truth::diagonal(2), Tags::new());
+    let mut two = ScoreTensor::new();
+    two.push(2, 2, &[1.0, 0.0, 0.0, 1.0]).unwrap();
+    let err = evaluate(&winoground, &two, &[ItemView { truth: &pair, tags: &pair_tags }]).unwrap_err().to_string();
+    assert!(err.contains("only questions with answer options share a tie"), "{err}");
 }

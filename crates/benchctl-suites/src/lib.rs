@@ -28,6 +28,7 @@ use benchctl_scoring::{Report, ScoreTensor, Tags, Truth};
 pub use error::{Error, ErrorKind, Problems, Result};
 pub use image::{CropRegion, CroppedSource, EmbeddedImage, ImageBytes, ImageCell, ImageSource, PilImage};
 pub use items::{ItemRef, Items};
+pub use manifest::ReplyReading;
 
 /// One benchmark item: K candidate images, L candidate texts and which pairs match, as a
 /// loader builds it ([`Items`] stores it compactly).
@@ -314,6 +315,15 @@ impl SuiteInfo {
         match &self.kind {
             SuiteKind::Manifest(manifest) => manifest.hub(),
             _ => None,
+        }
+    }
+
+    /// How a generated reply to the suite's questions is read, as its official code reads
+    /// replies (a manifest's `item.answers.reply`; the built-in suites ask no questions).
+    pub fn reply_reading(&self) -> ReplyReading {
+        match &self.kind {
+            SuiteKind::Manifest(manifest) => manifest.reply_reading(),
+            _ => ReplyReading::default(),
         }
     }
 

@@ -145,6 +145,7 @@ fn answers_and_together_errors_name_the_key_and_the_line() {
             "right = [[\"A\"], [\"B\"], [\"First\"]]",
             "`item.answers.right[2]` (line",
         ),
+        ("reply = \"label-in-reply\"", "reply = \"label\"", "`item.answers.reply` (line"),
     ];
     for (i, (from, to, expected)) in cases.iter().enumerate() {
         assert!(good.contains(from), "{from}");

@@ -83,7 +83,10 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
     let data_dir = args.data_dir.clone().unwrap_or_else(|| PathBuf::from(&base.suite.data_dir));
     let mut suite = info.load(&data_dir)?;
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&base.suite.ties).ok_or_else(|| {
-        Error::new(ErrorKind::Data, format!("merge: the shards' tie rule `{}` is not strict or first", base.suite.ties))
+        Error::new(
+            ErrorKind::Data,
+            format!("merge: the shards' tie rule `{}` is not strict, first or shared", base.suite.ties),
+        )
     })?;
     // The shards' bootstrap unit: items where they asked for items (no rule recorded).
     if base.bootstrap.as_ref().is_some_and(|b| b.rule.is_none()) {

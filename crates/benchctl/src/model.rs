@@ -11,6 +11,7 @@ use candle_core::{DType, Device};
 use crate::cache::identity::{content_digest, EndpointIdentity, FileStamp, ModelIdentity};
 use crate::cache::{self, CacheIdentity, EmbeddingCache, KeyTag, Keys};
 use benchctl_models::vqascore::endpoint::{AnswerRule, Endpoint};
+use benchctl_models::vqascore::reply::ReplyReading;
 
 use crate::plan::{EndpointChoice, ModelChoice, ModelSource};
 use crate::results::{EndpointRecord, ModelRecord, IMAGE_SETTINGS_DEFAULTS};
@@ -328,6 +329,8 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
             top_logprobs: settings.top_logprobs,
             image_position: settings.image_position,
             answer_rule: settings.answer_rule,
+            reply_reading: (settings.answer_rule == AnswerRule::Generate)
+                .then(|| settings.reply_reading.name().to_string()),
         }),
         image_settings: None,
         text_prep: None,
@@ -342,6 +345,9 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
         top_logprobs: settings.top_logprobs,
         image_position: settings.image_position.name().to_string(),
         answer_rule: (settings.answer_rule != AnswerRule::Logprobs).then(|| settings.answer_rule.name().to_string()),
+        reply_reading: (settings.answer_rule == AnswerRule::Generate
+            && settings.reply_reading != ReplyReading::FirstFound)
+            .then(|| settings.reply_reading.name().to_string()),
     });
     let model = EndpointModel { endpoint, in_flight: choice.in_flight, request_budget: choice.request_budget };
     Ok(ResolvedModel { backend: Backend::Endpoint(Box::new(model)), dtype: DType::F32, device, record, cache_identity })

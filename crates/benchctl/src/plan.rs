@@ -26,8 +26,12 @@ pub struct EvalPlan {
 impl EvalPlan {
     /// The plan of `model` on the suite `suite_id`, its data in `data_dir` (default
     /// `datasets/<suite>`).
-    pub fn new(model: ModelChoice, suite_id: &str, data_dir: Option<&Path>, options: EvalOptions) -> Result<Self> {
+    pub fn new(mut model: ModelChoice, suite_id: &str, data_dir: Option<&Path>, options: EvalOptions) -> Result<Self> {
         let suite = benchctl_suites::find(suite_id)?;
+        // A generated reply is read as the suite's official code reads its replies.
+        if let ModelSource::Endpoint(endpoint) = &mut model.source {
+            endpoint.settings.reply_reading = suite.reply_reading();
+        }
         let data_dir = data_dir
             .map(Path::to_path_buf)
             .unwrap_or_else(|| crate::fetch::default_data_dir(&suite, Path::new("datasets")));
@@ -207,8 +211,9 @@ pub struct EvalOptions {
     /// Read images a symbolic link in the data directory leads out of it to.
     pub allow_outside_links: bool,
     pub long_captions: LongCaptions,
-    /// How a tie for the top score counts (checked against the suite's official scorer).
-    pub ties: Ties,
+    /// How a tie for the top score counts (checked against the suite's official scorer);
+    /// `None`: the suite's official rule for the model's answers ([`crate::evaluate::run`]).
+    pub ties: Option<Ties>,
     /// What the bootstrap resamples.
     pub bootstrap: BootstrapUnit,
     pub shard: Option<Shard>,

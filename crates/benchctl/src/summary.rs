@@ -59,6 +59,10 @@ pub fn run_table(run: &Run) -> String {
 pub fn ties_line(ties: &str) -> String {
     match ties {
         "first" => "first (the first of tied candidates wins, as the official argmax/argsort does)".into(),
+        "shared" => {
+            "shared (every answer option tied at the top counts, unless none was given, as VisMin's reply matching does)"
+                .into()
+        }
         other => format!("{other} (a tie for the top score is a miss)"),
     }
 }

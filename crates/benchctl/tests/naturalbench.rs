@@ -174,12 +174,7 @@ fn a_server_reply_is_read_by_the_official_rule() {
         let Some((r, k, q)) = cell_asked(&cells, request) else {
             return (reply("400 Bad Request", &[], b"{\"error\": \"unknown question or image\"}"), Duration::ZERO);
         };
-        let text = replies[r][k][q].as_str().unwrap();
-        let answer = serde_json::json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        });
-        (reply("200 OK", &[("Content-Type", "application/json".into())], answer.to_string().as_bytes()), Duration::ZERO)
+        (common::generated_reply(replies[r][k][q].as_str().unwrap()), Duration::ZERO)
     })
     .unwrap();
     let url = format!("{}/v1", server.url());

@@ -3,7 +3,8 @@
 //! log-probabilities of its options; the image task's questions arrive with both images in one
 //! request, in order, the text task's with one; the dump holds each option's log-probability
 //! asked (null where a question is not asked of a candidate) and reads back into the same
-//! metrics, which are the official `compute_mllm_score_itg`'s; the tiny Gemma 3, Qwen2.5-VL and
+//! metrics, which are the official `compute_mllm_score_itg`'s; generated replies are read and
+//! counted as the official `is_match_with_label` and `compute_mllm_score_itg` do; the tiny Gemma 3, Qwen2.5-VL and
 //! Qwen3-VL show both images in one prompt as transformers does; a local model whose prompt
 //! takes one image is refused.
 
@@ -181,6 +182,63 @@ fn a_scoring_server_is_asked_each_question_with_its_images_and_scores_as_the_off
     let out = eval(&model, &results, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
     let (_, rerun) = stored_run(&out);
     assert_eq!((server.seen().len(), rerun["counts"]["pairs_cached"].as_u64()), (before, Some(192)));
+}
+
+/// `--answer-rule generate`: each question's reply (`vismin-vqa/replies.json`) read as the
+/// official `is_match_with_label` reads it, and counted as `compute_mllm_score_itg` counts the
+/// matches: a reply naming both options is right (the run's default tie rule, `shared`), one
+/// naming neither wrong; `--ties strict` counts the first a miss too; `score --ties shared`
+/// gives the official metrics again from the dump.
+#[test]
+fn generated_replies_are_read_and_counted_as_the_official_code_does() {
+    let suite = benchctl_suites::find("vismin-vqa").unwrap().load(&fixtures().join("vismin")).unwrap();
+    let fixture = json("replies.json");
+    let (asked, replies) = (Arc::new(asked_of(&suite)), Arc::new(fixture["replies"].clone()));
+    let server = Server::start(move |request: &Request| match cell_asked(&asked, request) {
+        Some((r, k, l)) => (common::generated_reply(replies[r][k][l].as_str().unwrap()), Duration::ZERO),
+        None => (reply("400 Bad Request", &[], b"{\"error\": \"unknown question or images\"}"), Duration::ZERO),
+    })
+    .unwrap();
+    let url = format!("{}/v1", server.url());
+    let results = scratch_dir("vismin-vqa-generate-results");
+    let cache = scratch_dir("vismin-vqa-generate-cache");
+    let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+    let model = ["--endpoint", url.as_str(), "--served-model", "tiny-vlm", "--answer-rule", "generate"];
+    let (run_path, run) = stored_run(&eval(&model, &results, &env));
+    assert_eq!(run["model"]["endpoint"]["reply_reading"], "label-in-reply");
+    assert_eq!(run["suite"]["ties"], "shared");
+    assert_eq!(server.seen().len(), 96, "one reply per question asked");
+    let official = &fixture["official"];
+    let metric = |run: &serde_json::Value, name: &str| run["report"]["metrics"][name].as_f64().unwrap();
+    for name in ["text_score", "image_score", "group_score"] {
+        let want = official["overall"]["accuracy"][name].as_f64().unwrap();
+        assert!((metric(&run, name) - want).abs() < 1e-9, "{name}: {} against the official {want}", metric(&run, name));
+        for (category, scores) in official["categories"].as_object().unwrap() {
+            let got = run["report"]["breakdowns"]["category"][category.as_str()][name].as_f64().unwrap();
+            let want = scores["accuracy"][name].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-9, "{category} {name}: {got} against the official {want}");
+        }
+    }
+
+    // Strict ties: a reply naming both options (cached now, not asked again) is a miss.
+    let mut strict_model = model.to_vec();
+    strict_model.extend(["--ties", "strict"]);
+    let (_, strict) = stored_run(&eval(&strict_model, &results, &env));
+    assert_eq!((strict["suite"]["ties"].as_str(), server.seen().len()), (Some("strict"), 96));
+    assert!(metric(&strict, "text_score") < metric(&run, "text_score"), "{}", strict["report"]["metrics"]);
+
+    let (data, dump) = (fixtures().join("vismin"), dump_path(&run_path, &run));
+    let args = ["score", "--suite", "vismin-vqa", "--data-dir", data.to_str().unwrap(), "--scores"];
+    let rescored = benchctl(&[&args[..], &[dump.to_str().unwrap(), "--ties", "shared"]].concat(), &[]);
+    assert!(rescored.status.success(), "{}", stderr(&rescored));
+    let printed = String::from_utf8_lossy(&rescored.stdout);
+    let again: serde_json::Value = serde_json::from_str(&printed[printed.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(again["metrics"], run["report"]["metrics"]);
+
+    // `shared` is for answer options: a suite of candidate captions refuses it.
+    let wino = benchctl(&["eval", "--suite", "winoground", "--ties", "shared", "--model", "clip-vit-b32"], &[]);
+    assert_eq!(wino.status.code(), Some(2), "{}", stderr(&wino));
+    assert!(stderr(&wino).contains("--ties shared on winoground: it is for questions with answer options"));
 }
 
 /// A tiny local model whose prompt takes several images (`models/<model>-tiny`) against

@@ -22,6 +22,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use url::Url;
 
+use super::reply::ReplyReading;
 use super::{read_top_logprobs, Reading, Template};
 use crate::{Error, ErrorKind, Result};
 
@@ -48,6 +49,9 @@ pub struct EndpointSettings {
     pub image_position: ImagePosition,
     /// How the answer is read: its log-probability, or a reply generated and searched.
     pub answer_rule: AnswerRule,
+    /// How a generated reply is searched ([`AnswerRule::Generate`]): as the suite's official
+    /// code reads replies.
+    pub reply_reading: ReplyReading,
 }
 
 /// How a server's answer gives the score.
@@ -58,10 +62,9 @@ pub enum AnswerRule {
     /// and the choice between answer options by their log-probabilities).
     #[default]
     Logprobs,
-    /// A reply generated at temperature 0 (at most [`GENERATED_TOKENS`] tokens), searched for
-    /// the answer and its opposite as NaturalBench's official `extract_answer` searches it: the
-    /// one found first wins. The score is 0 (`log 1`) when it is the answer, else
-    /// [`super::LOG_ZERO`]; a reply with neither scores [`super::LOG_ZERO`] for every option.
+    /// A reply generated at temperature 0 (at most [`GENERATED_TOKENS`] tokens), read for each
+    /// answer option as the suite's official code reads replies ([`ReplyReading`]). The score
+    /// is 0 (`log 1`) when the reply gives the option, else [`super::LOG_ZERO`].
     Generate,
 }
 
@@ -146,6 +149,7 @@ impl EndpointSettings {
             backoff: Duration::from_secs(1),
             image_position: ImagePosition::AfterQuestion,
             answer_rule: AnswerRule::Logprobs,
+            reply_reading: ReplyReading::FirstFound,
         }
     }
 }
@@ -414,7 +418,7 @@ impl Endpoint {
             .iter()
             .map(|answer| match self.settings.answer_rule {
                 AnswerRule::Logprobs => parse_answer(&text, answer),
-                AnswerRule::Generate => parse_generated(&text, answer),
+                AnswerRule::Generate => parse_generated(&text, answer, self.settings.reply_reading),
             })
             .collect();
         match read {
@@ -463,16 +467,14 @@ pub fn parse_answer(text: &str, answer: &str) -> std::result::Result<Reading, St
     Ok(read_top_logprobs(first.top_logprobs.iter().map(|t| (t.token.as_str(), t.logprob)), answer))
 }
 
-/// The score in a chat-completions answer's generated reply ([`AnswerRule::Generate`]).
-pub fn parse_generated(text: &str, answer: &str) -> std::result::Result<Reading, String> {
+/// The score in a chat-completions answer's generated reply ([`AnswerRule::Generate`]), read
+/// for `answer` as `reading` reads replies.
+pub fn parse_generated(text: &str, answer: &str, reading: ReplyReading) -> std::result::Result<Reading, String> {
     let completion: Completion =
         serde_json::from_str(text).map_err(|e| format!("it is not a chat completion ({e}): {}", excerpt(text)))?;
     let choice = completion.choices.first().ok_or("it has no choices")?;
     let reply = choice.message.as_ref().and_then(|m| m.content.as_deref()).ok_or("it has no message content")?;
-    Ok(match super::extract_answer(reply, answer) {
-        Some(true) => Reading::Answer(0.0),
-        Some(false) | None => Reading::Neither,
-    })
+    Ok(if super::reply::names(reading, reply, answer) { Reading::Answer(0.0) } else { Reading::Neither })
 }
 
 /// Why an answer was not read whole.

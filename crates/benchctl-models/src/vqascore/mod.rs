@@ -17,16 +17,13 @@
 
 pub mod endpoint;
 pub mod local;
+pub mod reply;
 
 use benchctl_scoring::metrics::answers;
 
 use crate::{Error, ErrorKind, Result};
 
-/// `log P` of a probability of zero. `t2v_metrics` scores an answer whose top
-/// log-probabilities hold neither "Yes" nor "No" as probability 0.0; benchctl stores that as
-/// this finite log (`exp(−1000)` is 0 in f64 too), so such pairs tie exactly as they do there
-/// and score differences stay finite.
-pub const LOG_ZERO: f64 = -1000.0;
+pub use benchctl_scoring::LOG_ZERO;
 
 /// The question asked about each (image, caption) pair and the answer whose probability is
 /// the score, both as Python's `str.format` reads them with the caption as the one argument
@@ -148,24 +145,9 @@ impl Reading {
     }
 }
 
-/// The answer a generated `reply` gives, as NaturalBench's official `extract_answer` reads it:
-/// the first whole-word occurrence, ignoring case, of `answer` and of its opposite (yes and
-/// no, A and B); `Some(true)` when `answer`'s comes first (or alone), `Some(false)` when the
-/// opposite's does, `None` when neither is there. Word boundaries are Python's `\b` (letters,
-/// digits and `_` are word characters), so an article "a" reads as option A, as there.
-pub fn extract_answer(reply: &str, answer: &str) -> Option<bool> {
-    let target = answer.trim().to_lowercase();
-    let position = |word: &str| first_word(reply, word);
-    match (position(&target), position(opposite(&target))) {
-        (None, None) => None,
-        (Some(a), Some(b)) => Some(a < b),
-        (found, _) => Some(found.is_some()),
-    }
-}
-
 /// The other of two answers: "no" for "yes", "b" for "a" and "a" for "b", "second" for
 /// "first" and "first" for "second" (VisMin's image task), else "yes".
-fn opposite(answer: &str) -> &'static str {
+pub(crate) fn opposite(answer: &str) -> &'static str {
     match answer {
         "yes" => "no",
         "a" => "b",
@@ -174,20 +156,6 @@ fn opposite(answer: &str) -> &'static str {
         "second" => "first",
         _ => "yes",
     }
-}
-
-/// Where `word` (lower-case) first occurs in `text` as a whole word, ignoring case.
-fn first_word(text: &str, word: &str) -> Option<usize> {
-    let is_word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-    let lower: Vec<(usize, char)> = text.char_indices().collect();
-    let want: Vec<char> = word.chars().collect();
-    (0..lower.len()).find_map(|i| {
-        let matches = want.len() <= lower.len() - i
-            && want.iter().enumerate().all(|(j, w)| lower[i + j].1.to_lowercase().eq(w.to_lowercase()));
-        let before = i.checked_sub(1).map(|b| lower[b].1);
-        let after = lower.get(i + want.len()).map(|&(_, c)| c);
-        (matches && !is_word(before) && !is_word(after)).then_some(lower[i].0)
-    })
 }
 
 /// Reads `log P(answer)` from one token's top log-probabilities, `(token, logprob)` pairs, as
@@ -252,19 +220,6 @@ mod tests {
         assert_eq!(read_top_logprobs([("b", -0.7)], "A"), Reading::Opposite(-0.7));
         assert_eq!(read_top_logprobs([("Second", -0.4), ("Yes", -0.1)], "First"), Reading::Opposite(-0.4));
         assert_eq!(read_top_logprobs([(" first", -0.3)], "Second"), Reading::Opposite(-0.3));
-    }
-
-    #[test]
-    fn generated_replies_are_read_as_naturalbench_reads_them() {
-        assert_eq!(extract_answer("Yes, it is.", "Yes"), Some(true));
-        assert_eq!(extract_answer("Yes, it is.", "No"), Some(false));
-        assert_eq!(extract_answer("I say no; yes would be wrong", "Yes"), Some(false));
-        assert_eq!(extract_answer("Nope. Yesterday.", "Yes"), None, "whole words only");
-        assert_eq!(extract_answer("The answer is B.", "B"), Some(true));
-        // As the official `\bA\b` with IGNORECASE: the article "a" is option A.
-        assert_eq!(extract_answer("It is a dog, so B.", "A"), Some(true));
-        assert_eq!(extract_answer("(B)", "A"), Some(false));
-        assert_eq!(extract_answer("", "Yes"), None);
     }
 
     #[test]

@@ -15,8 +15,10 @@
 //!
 //! Per item: `text_score` every question asked of the single images answered right,
 //! `image_score` every question asked of the images together, `group_score` both. An answer is
-//! right when its option scores strictly above the question's other options: a tie is a miss
-//! (the official code matches one generated reply, so it has no tie to break).
+//! right when its option scores strictly above the question's other options: a tie is a miss.
+//! The official code matches a generated reply against the right label alone, so a reply
+//! naming both options is right there: [`Ties::Shared`] reproduces it on replies read by
+//! that rule (a tie at the top counts unless nothing was found).
 
 use super::answers::{all_right, Layout};
 use super::{Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
@@ -48,14 +50,15 @@ impl Family for AnsweredGroup {
         &NAMES
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows> {
         items
             .iter()
             .enumerate()
             .map(|(i, item)| {
                 let images = item.truth.images();
-                let Some(right) =
-                    Layout::of(item.truth).filter(|_| images >= 2).map(|l| l.right_answers(item.truth, scores, i))
+                let Some(right) = Layout::of(item.truth)
+                    .filter(|_| images >= 2)
+                    .map(|l| l.right_answers(item.truth, scores, i, ties))
                 else {
                     return Ok(vec![None; NAMES.len()]);
                 };

@@ -13,7 +13,9 @@
 //!
 //! A cell (image *k*, question *q*) is right when the right option scores strictly above the
 //! question's other options (a tie is a miss: the official code extracts one answer from a
-//! generated reply, so it has no tie to break). Per item, over the cells asked:
+//! generated reply, so it has no tie to break); under [`Ties::Shared`] when no other option
+//! scores above it and its probability is not zero (VisMin's reading of a generated reply,
+//! which may name both options). Per item, over the cells asked:
 //! - `g_acc`: every cell right (NaturalBench's G-Acc);
 //! - `q0_acc`, `q1_acc`: question 0 (1) right on every image; `i0_acc`, `i1_acc`: image 0 (1)
 //!   right on every question; `q0_i0` … `q1_i1`: each cell — on the items that have them.
@@ -23,7 +25,7 @@
 //! `i_acc` (I-Acc) and `acc` (Acc, every answer).
 
 use super::{Family, FamilyFacts, ItemView, MetricFamily, Ties, ValueRows};
-use crate::{Result, ScoreTensor, Truth};
+use crate::{Result, ScoreTensor, Truth, LOG_ZERO};
 
 /// What separates a question from its answer option in the text a loader makes of the pair
 /// ([`asked`]): the ASCII unit separator, which no caption or question holds (loaders refuse it
@@ -80,14 +82,14 @@ impl Family for Answers {
         }
     }
 
-    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], _ties: Ties) -> Result<ValueRows> {
+    fn values(&self, scores: &ScoreTensor, items: &[ItemView<'_>], ties: Ties) -> Result<ValueRows> {
         items
             .iter()
             .enumerate()
             .map(|(i, item)| {
                 // An item of another shape (one a manifest's `[item.answers]` never makes)
                 // has none of these metrics.
-                let Some(right) = Layout::of(item.truth).map(|l| l.right_answers(item.truth, scores, i)) else {
+                let Some(right) = Layout::of(item.truth).map(|l| l.right_answers(item.truth, scores, i, ties)) else {
                     return Ok(vec![None; PER_ITEM]);
                 };
                 let cell = |k: usize, q: usize| right.get(k).and_then(|row| row.get(q).copied().flatten());
@@ -158,15 +160,30 @@ impl Layout {
     }
 
     /// right[k][q]: whether image `k`'s right option to question `q` scores strictly above
-    /// the question's other options; `None` where the question is not asked of the image.
-    pub(super) fn right_answers(&self, truth: &Truth, scores: &ScoreTensor, item: usize) -> Vec<Vec<Option<bool>>> {
+    /// the question's other options (under [`Ties::Shared`]: no other above it, and above
+    /// [`LOG_ZERO`]); `None` where the question is not asked of the image.
+    pub(super) fn right_answers(
+        &self,
+        truth: &Truth,
+        scores: &ScoreTensor,
+        item: usize,
+        ties: Ties,
+    ) -> Vec<Vec<Option<bool>>> {
         let matrix = scores.item(item);
+        let beats = |right: f64, other: f64| match ties {
+            Ties::Shared => right >= other && right > LOG_ZERO,
+            Ties::Strict | Ties::First => right > other,
+        };
         (0..truth.images())
             .map(|k| {
                 (0..self.questions)
                     .map(|q| {
                         let right = self.block(q).find(|&l| truth.is_match(k, l))?;
-                        Some(self.block(q).filter(|&l| l != right).all(|l| matrix.get(k, right) > matrix.get(k, l)))
+                        Some(
+                            self.block(q)
+                                .filter(|&l| l != right)
+                                .all(|l| beats(matrix.get(k, right), matrix.get(k, l))),
+                        )
                     })
                     .collect()
             })

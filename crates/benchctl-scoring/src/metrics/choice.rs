@@ -45,7 +45,8 @@ impl Family for ChoiceAccuracy {
                 let (k, l) = (item.truth.images(), item.truth.texts());
                 let matrix = scores.item(i);
                 let (i2t, t2i) = match ties {
-                    Ties::Strict => (outcome.text, outcome.image),
+                    // `shared` is refused for this family ([`super::ItemValues::new`]).
+                    Ties::Strict | Ties::Shared => (outcome.text, outcome.image),
                     Ties::First => (
                         k == 1 && argmax_matches((0..l).map(|c| (matrix.get(0, c), item.truth.is_match(0, c)))),
                         l == 1 && argmax_matches((0..k).map(|c| (matrix.get(c, 0), item.truth.is_match(c, 0)))),

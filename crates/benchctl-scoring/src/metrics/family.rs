@@ -90,6 +90,10 @@ pub enum Ties {
     /// stable descending sort (RoCOCO's `argsort` ranking) credit it. Only for families whose
     /// official code takes an argmax or a ranking: choice accuracy and retrieval.
     First,
+    /// Every option tied at the top counts as chosen, unless the top is a probability of zero
+    /// ([`crate::LOG_ZERO`]): VisMin's official `is_match_with_label` credits a generated reply
+    /// that names both options. Only for families of questions with answer options.
+    Shared,
 }
 
 impl Ties {
@@ -97,12 +101,13 @@ impl Ties {
         match self {
             Ties::Strict => "strict",
             Ties::First => "first",
+            Ties::Shared => "shared",
         }
     }
 
     /// From [`Ties::name`], as run records store it.
     pub fn from_name(name: &str) -> Option<Self> {
-        [Ties::Strict, Ties::First].into_iter().find(|t| t.name() == name)
+        [Ties::Strict, Ties::First, Ties::Shared].into_iter().find(|t| t.name() == name)
     }
 }
 

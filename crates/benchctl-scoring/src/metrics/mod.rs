@@ -160,6 +160,12 @@ impl ItemValues {
                 summary.family
             )));
         }
+        if summary.ties == Ties::Shared && !summary.family.facts().asks_questions {
+            return Err(Error::new(format!(
+                "count ties as `shared` for {:?} metrics: only questions with answer options share a tie",
+                summary.family
+            )));
+        }
         let grouping = |key: Option<&str>| key.map(|key| grouping::Grouping::of(key, items));
         Ok(Self {
             per_item,

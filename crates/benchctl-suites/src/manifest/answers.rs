@@ -19,6 +19,10 @@
 //! the images it is asked of, and `right[k]` gives image *k*'s right option to each question
 //! asked of it, in question order. The cells of a question not asked of an image are not
 //! scored ([`Truth::is_asked`]).
+//!
+//! `reply` says how the official code reads a generated reply for an option, for runs that
+//! generate (`--answer-rule generate`): `first-found` (the default) or `label-in-reply`
+//! ([`ReplyReading`]).
 
 use benchctl_scoring::metrics::answers;
 use benchctl_scoring::Truth;
@@ -38,6 +42,34 @@ pub(super) struct RawAnswers {
     #[serde(default)]
     asked_of: Option<Spanned<Vec<Vec<usize>>>>,
     right: Spanned<Vec<Spanned<Vec<Spanned<String>>>>>,
+    #[serde(default)]
+    reply: Option<Spanned<String>>,
+}
+
+/// How a generated reply is read for one answer option, as the suite's official code reads
+/// its replies (`item.answers.reply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplyReading {
+    /// NaturalBench's `extract_answer`: the option and its opposite are looked for as whole
+    /// words, and the one found first is the answer (at most one option is read).
+    #[default]
+    FirstFound,
+    /// VisMin's `is_match_with_label`: the option is named in the reply once both are
+    /// normalised, whatever else the reply names (a reply may name both options).
+    LabelInReply,
+}
+
+impl ReplyReading {
+    /// The names manifests and run records use, in the order of the variants.
+    pub const NAMES: [&'static str; 2] = ["first-found", "label-in-reply"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        [ReplyReading::FirstFound, ReplyReading::LabelInReply].into_iter().find(|r| r.name() == name)
+    }
 }
 
 /// `[item.answers]`, checked.
@@ -50,6 +82,8 @@ pub(super) struct AnswerSpec {
     asked_of: Option<Vec<Vec<usize>>>,
     /// Per image, per question asked of it: the right option.
     right: Vec<Vec<Keyed<Template>>>,
+    /// How a generated reply is read.
+    pub reply: ReplyReading,
 }
 
 impl AnswerSpec {
@@ -102,7 +136,14 @@ impl AnswerSpec {
             let what = format!("names image {k}, and `item.answers.right` lists {} image(s)", right.len());
             return Err(cx.bad("item.answers.asked_of", line, what));
         }
-        Ok(AnswerSpec { questions, options, asked_of, right })
+        let reply = match &raw.reply {
+            None => ReplyReading::default(),
+            Some(name) => ReplyReading::from_name(name.get_ref()).ok_or_else(|| {
+                let what = format!("is {:?}: it is one of {}", name.get_ref(), ReplyReading::NAMES.join(", "));
+                cx.bad("item.answers.reply", cx.line(name.span()), what)
+            })?,
+        };
+        Ok(AnswerSpec { questions, options, asked_of, right, reply })
     }
 
     /// Whether question `q` is asked of image `k`.

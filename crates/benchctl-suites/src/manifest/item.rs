@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use serde_json::Value;
 
-use super::answers::AnswerSpec;
+use super::answers::{AnswerSpec, ReplyReading};
 use super::cells::Blobs;
 use super::raw::{RawDirs, RawIndex, RawItem, RawTag, RawTruth};
 use super::template::{self, Record, Template};
@@ -146,6 +146,14 @@ impl ItemSpec {
     /// Whether its texts are questions with answer options (`[item.answers]`).
     pub fn asks_questions(&self) -> bool {
         matches!(self.texts, Texts::Answers(_))
+    }
+
+    /// How a generated reply to its questions is read (`item.answers.reply`).
+    pub fn reply_reading(&self) -> ReplyReading {
+        match &self.texts {
+            Texts::Answers(answers) => answers.reply,
+            Texts::Candidates { .. } => ReplyReading::default(),
+        }
     }
 
     /// The tag names every item carries.

@@ -24,6 +24,7 @@ mod records;
 mod sources;
 mod template;
 
+pub use answers::ReplyReading;
 pub use load::MAX_EXPANDED;
 pub use records::MAX_COLUMNS;
 // Winoground's built-in loader reads its parquet form as a manifest's parquet is read.
@@ -430,6 +431,11 @@ impl Manifest {
     /// The dataset repo its files come from, when the manifest has a `[hub]` section.
     pub fn hub(&self) -> Option<&HubSource> {
         self.hub.as_ref()
+    }
+
+    /// How a generated reply to its questions is read (`item.answers.reply`).
+    pub fn reply_reading(&self) -> ReplyReading {
+        self.item.reply_reading()
     }
 
     /// How the suite's items are summarised.

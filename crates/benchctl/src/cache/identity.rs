@@ -103,6 +103,10 @@ pub struct EndpointIdentity {
     /// identities, and the caches, of log-probability runs stay as they were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_rule: Option<String>,
+    /// How a generated reply is read, where not as NaturalBench's `extract_answer` (absent
+    /// then, for the same reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_reading: Option<String>,
 }
 
 impl CacheIdentity {

@@ -227,12 +227,15 @@ pub struct EvalArgs {
     /// reports them), `error` refuses the run, naming the first.
     #[arg(long, value_enum, default_value_t = LongCaptionArg::Truncate, help_heading = "Model and device")]
     pub on_long_caption: LongCaptionArg,
-    /// How a tie for the top score counts: `strict`, a miss (the default), or `first`, the
-    /// first of the tied candidates wins, as an official scorer that takes an argmax or a
-    /// ranking counts it: SPEC (`argmax`), RoCOCO (`argsort`) and manifests that say
-    /// `ties = "first"` (`benchctl suites` lists which; docs/manifests.md).
-    #[arg(long, value_enum, default_value_t = TiesArg::Strict, help_heading = "Results")]
-    pub ties: TiesArg,
+    /// How a tie for the top score counts: `strict`, a miss; `first`, the first of the tied
+    /// candidates wins, as an official scorer that takes an argmax or a ranking counts it:
+    /// SPEC (`argmax`), RoCOCO (`argsort`) and manifests that say `ties = "first"`
+    /// (`benchctl suites` lists which; docs/manifests.md); `shared`, every answer option
+    /// tied at the top counts, unless its probability is zero (VisMin's reading of generated
+    /// replies). [default: shared for a server's generated replies to a suite that reads them
+    /// by label (vismin-vqa), else strict]
+    #[arg(long, value_enum, help_heading = "Results")]
+    pub ties: Option<TiesArg>,
     /// What the bootstrap intervals resample: `clusters` of items made together (items
     /// sharing an image, or a manifest's `metrics.cluster_by`; the default), or `items` one
     /// by one, as published intervals usually are (narrower where items cluster). The run
@@ -427,7 +430,7 @@ impl EvalArgs {
                 LongCaptionArg::Truncate => LongCaptions::Truncate,
                 LongCaptionArg::Error => LongCaptions::Refuse,
             },
-            ties: self.ties.into(),
+            ties: self.ties.map(Into::into),
             bootstrap: self.bootstrap.into(),
             shard: self.shard,
             retrieval: RetrievalOptions {

@@ -32,6 +32,7 @@ pub enum LongCaptionArg {
 pub enum TiesArg {
     Strict,
     First,
+    Shared,
 }
 
 /// `--rococo-altered`.
@@ -62,6 +63,7 @@ impl From<TiesArg> for Ties {
         match t {
             TiesArg::Strict => Ties::Strict,
             TiesArg::First => Ties::First,
+            TiesArg::Shared => Ties::Shared,
         }
     }
 }

@@ -163,6 +163,10 @@ pub struct EndpointRecord {
     /// How each answer was read (absent from older records: its log-probability).
     #[serde(default)]
     pub answer_rule: benchctl_models::vqascore::endpoint::AnswerRule,
+    /// How each generated reply was read (`first-found`, `label-in-reply`); only when
+    /// `answer_rule` is `generate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_reading: Option<String>,
 }
 
 /// Where an external model's run came from.

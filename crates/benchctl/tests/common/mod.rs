@@ -172,6 +172,19 @@ pub fn benchctl_peak_rss(args: &[&str], env: &[(&str, &str)]) -> (Output, f64) {
     (output, usage.ru_maxrss as f64 / 1024.0)
 }
 
+/// An OpenAI-compatible server's 200 reply generated as `text` (no log-probabilities).
+pub fn generated_reply(text: &str) -> Vec<u8> {
+    let answer = serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "model": "tiny-vlm",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+    });
+    benchctl_testkit::http::reply(
+        "200 OK",
+        &[("Content-Type", "application/json".into())],
+        answer.to_string().as_bytes(),
+    )
+}
+
 /// An OpenAI-compatible server's 200 reply to a question of two answer options: a chat
 /// completion whose first token is the first option, its top log-probabilities `first` and
 /// `second`, one for each option.

@@ -82,7 +82,10 @@ pub fn query_outcome_with(scores: &[f32], matches: &[usize], altered: &[bool], t
     distinct.dedup();
     let strict_rank = scan.at_or_above - distinct.iter().filter(|&&c| scores[c] >= best_match).count();
     match ties {
-        Ties::Strict => Ok(QueryOutcome { rank: strict_rank, top1_altered: scan.best_altered >= scan.best_other }),
+        // `shared` is for answer options only, refused before a gallery is ranked.
+        Ties::Strict | Ties::Shared => {
+            Ok(QueryOutcome { rank: strict_rank, top1_altered: scan.best_altered >= scan.best_other })
+        }
         Ties::First => {
             // The first best match; non-matches tied with it but after it rank behind it.
             let first = distinct.iter().copied().find(|&c| scores[c] == best_match).unwrap_or(0);
