@@ -2,7 +2,9 @@
 //! `scripts/fixtures/gen_internvl_fixture.py`, whose expected values come from `t2v_metrics`'
 //! `InternVLModel` run unchanged (its `load_image` tiles, its `internvl2_5` prompt) over
 //! `transformers`' `InternVLForConditionalGeneration`: the tile grids `dynamic_preprocess`
-//! picks, every tile's pixels, every prompt's ids and every pair's log P("Yes").
+//! picks, every tile's pixels, every prompt's ids and every pair's log P("Yes"); and images
+//! shown together in one prompt as InternVL's model card shows separate images
+//! (`scripts/fixtures/gen_internvl_together_fixture.py`).
 
 use benchctl_models::hub;
 use benchctl_models::models::internvl::InternVlVqa;
@@ -114,6 +116,39 @@ fn worst(fixture: &str, dtype: DType) -> f64 {
         }
     }
     worst
+}
+
+/// Two and three images in one prompt (`Image-1: <image>\nImage-2: <image>\n…`, each its own
+/// tiles), in f32: the prompt's ids and log P("Yes") as t2v_metrics' `_build_inputs` and
+/// transformers give them.
+#[test]
+fn images_shown_together_are_labelled_and_tiled_as_the_model_card_shows_them() {
+    for fixture in FIXTURES {
+        let model = model_of(fixture, DType::F32);
+        let text = std::fs::read_to_string(fixture_model(fixture).join("together.json")).unwrap();
+        let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let cases = expected["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 3);
+        for case in cases {
+            let files: Vec<&str> = case["images"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+            let tiles: Vec<usize> = numbers(&case["tiles"]).iter().map(|&t| t as usize).collect();
+            let caption = case["caption"].as_str().unwrap();
+            // Their ids, each run of <IMG_CONTEXT> recorded as minus its length.
+            let theirs: Vec<u32> = numbers(&case["ids"])
+                .iter()
+                .flat_map(|&id| match id < 0.0 {
+                    true => vec![model.context_token(); -id as usize],
+                    false => vec![id as u32],
+                })
+                .collect();
+            assert_eq!(model.prompt_ids_together(&tiles, caption).unwrap(), theirs, "{fixture} {files:?}");
+            let images: Vec<Tensor> = files.iter().map(|f| packed(&model, f)).collect();
+            let state = model.encode_shown_together(&images).unwrap();
+            let got = model.score_pairs(&state, &[caption]).unwrap().to_vec1::<f32>().unwrap()[0];
+            let want = case["log_p_yes"].as_f64().unwrap();
+            assert!((f64::from(got) - want).abs() <= 1e-4, "{fixture} {files:?}: {got} against {want}");
+        }
+    }
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //! prompt as its processor builds it on captions that stress a tokenizer
 //! (`scripts/fixtures/gen_prompt_tokens_fixture.py`); generated replies read as VisMin's
 //! official `is_match_with_label` reads them, on its verdicts
-//! (`scripts/fixtures/gen_vismin_replies_fixture.py`).
+//! (`scripts/fixtures/gen_vismin_replies_fixture.py`); images of other modes and sizes shown
+//! together in one prompt as each family's processor lays them out
+//! (`scripts/fixtures/gen_together_modes_fixture.py`).
 
 use benchctl_models::hub;
 use benchctl_models::models::gemma3::Gemma3Vqa;
@@ -567,5 +569,41 @@ fn replies_match_labels_as_vismins_official_reader_matches_them() {
         let labels = if reply.to_lowercase().contains("first") { ["First", "Second"] } else { ["A", "B"] };
         let found: Vec<bool> = labels.iter().map(|l| names(ReplyReading::FirstFound, reply, l)).collect();
         assert_eq!(found.iter().filter(|&&f| f).count(), 1, "{reply:?}: {found:?}");
+    }
+}
+
+/// Two and three images in one prompt, of other modes (RGBA, LA, a palette with a transparent
+/// entry, grey with a `tRNS`, 16-bit grey) and sizes beside RGB ones, read as the runner reads
+/// them (`load_pil`, each family's mode rule): log P("Yes") within 1e-4 of Gemma 3's processor
+/// and of t2v_metrics' own Qwen-VL input building given every image in one user turn.
+#[test]
+fn images_of_other_modes_and_sizes_shown_together_score_as_the_references_do() {
+    let path = workspace_root().join("crates/benchctl-models/tests/fixtures/together-modes.json");
+    let expected: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cases = expected["cases"].as_array().unwrap();
+    let gemma = model(DType::F32);
+    let (qwen3, qwen25) = (qwen_vl("qwen3vl-tiny", DType::F32), qwen_vl("qwen25vl-tiny", DType::F32));
+    let families: [(&str, &dyn FusionEncoder); 3] =
+        [("gemma3-tiny", &gemma), ("qwen3vl-tiny", &qwen3), ("qwen25vl-tiny", &qwen25)];
+    for (fixture, family) in families {
+        for (case, want) in cases.iter().zip(expected[fixture].as_array().unwrap()) {
+            let images: Vec<Tensor> = (case["images"].as_array().unwrap().iter())
+                .map(|file| {
+                    let path = workspace_root().join(file.as_str().unwrap());
+                    let image = benchctl_suites::ImageSource::File(path).load_pil().unwrap();
+                    let p = family.preprocessor();
+                    let (w, h) = image.dimensions();
+                    let (out_w, out_h) = p.output_size(w as usize, h as usize);
+                    let mut out = vec![0.0; p.len_for(w as usize, h as usize)];
+                    p.apply_pil(&image, &mut out);
+                    Tensor::from_vec(out, (1, 3, out_h, out_w), &test_device()).unwrap()
+                })
+                .collect();
+            let state = family.encode_shown_together(&images).unwrap();
+            let caption = case["caption"].as_str().unwrap();
+            let got = family.score_pairs(&state, &[caption]).unwrap().to_vec1::<f32>().unwrap()[0];
+            let want = want.as_f64().unwrap();
+            assert!((f64::from(got) - want).abs() <= 1e-4, "{fixture} {}: {got} against {want}", case["images"]);
+        }
     }
 }

@@ -53,7 +53,7 @@ fn first_word(text: &str, word: &str) -> Option<usize> {
 }
 
 /// Whether `reply` names `label` as VisMin's official `is_match_with_label` reads it: both
-/// normalised ([`normalised`]), the reply is the label, holds it as a word, or holds
+/// normalised (as `normalize_model_prediction` does), the reply is the label, holds it as a word, or holds
 /// "answer label" anywhere (a substring: "answer about" holds "answer a"). Any other label the
 /// reply names does not count against it.
 pub fn label_in_reply(reply: &str, label: &str) -> bool {

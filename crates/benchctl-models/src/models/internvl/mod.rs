@@ -17,8 +17,15 @@
 //!   projections for InternVL3 (Qwen2.5), Qwen3's RMS-normed queries and keys for InternVL3.5
 //!   (whose training scripts use the same `internvl2_5` conversation).
 //!
-//! Attention is causal throughout, so the keys and values of the prompt up to `</img>` are
-//! each image's state, computed once; each caption runs only its own tokens over them.
+//! - Several images in one prompt (VisMin's image task,
+//!   [`crate::FusionEncoder::encode_shown_together`]): each cut into its own tiles and labelled
+//!   as InternVL's model card shows separate images (`Image-1: <img>…</img>\nImage-2:
+//!   <img>…</img>\n{question}`, its `num_patches_list`), which `t2v_metrics`' `_build_inputs`
+//!   fills in order.
+//!
+//! Attention is causal throughout, so the keys and values of the prompt up to the last
+//! `</img>` are each image's (or images') state, computed once; each caption runs only its own
+//! tokens over them.
 //! Supported: the InternViT-300M towers (layer norms, no query/key norms) with a Qwen2 or a
 //! dense Qwen3 decoder; the InternViT-6B towers (RMS and query/key norms: InternVL3-38B/78B,
 //! InternVL3.5-38B and larger), mixture-of-experts and GPT-OSS decoders are refused by name.
@@ -241,6 +248,8 @@ pub struct InternVlVqa {
     preprocessor: Preprocessor,
     /// The prompt before the image: the system turn, then `<|im_start|>user\n<img>`.
     before_image: Vec<u32>,
+    /// The same before the first of several images: `<|im_start|>user\nImage-1: <img>`.
+    before_labelled: Vec<u32>,
     context_token: u32,
     image_end: u32,
     dtype: DType,
@@ -248,12 +257,22 @@ pub struct InternVlVqa {
 }
 
 impl InternVlVqa {
-    /// The prompt's ids up to `</img>` for an image of `tiles` tiles.
-    fn image_prompt(&self, tiles: usize) -> Vec<u32> {
-        let mut ids = self.before_image.clone();
-        ids.extend(std::iter::repeat_n(self.context_token, tiles * self.vision.tokens_per_tile()));
-        ids.push(self.image_end);
-        ids
+    /// The prompt's ids up to the last `</img>` for images of `tiles[i]` tiles each, and where
+    /// each image's context tokens start. One image follows the user turn's opening
+    /// (`t2v_metrics`' `<image>\n{question}`); several are labelled as InternVL's model card
+    /// shows separate images (`Image-1: <image>\nImage-2: <image>\n{question}`).
+    fn image_prompt(&self, tiles: &[usize]) -> Result<(Vec<u32>, Vec<usize>)> {
+        let mut ids = if tiles.len() == 1 { self.before_image.clone() } else { self.before_labelled.clone() };
+        let mut starts = Vec::with_capacity(tiles.len());
+        for (n, &count) in tiles.iter().enumerate() {
+            if n > 0 {
+                ids.extend(encode(&self.tokenizer, &format!("\nImage-{}: <img>", n + 1))?);
+            }
+            starts.push(ids.len());
+            ids.extend(std::iter::repeat_n(self.context_token, count * self.vision.tokens_per_tile()));
+            ids.push(self.image_end);
+        }
+        Ok((ids, starts))
     }
 
     /// The token that stands for one of an image's features in the prompt.
@@ -263,12 +282,18 @@ impl InternVlVqa {
 
     /// The whole prompt's ids for an image of `tiles` tiles and `caption`.
     pub fn prompt_ids(&self, tiles: usize, caption: &str) -> Result<Vec<u32>> {
-        Ok([self.image_prompt(tiles), self.caption_ids(caption)?.0].concat())
+        Ok([self.image_prompt(&[tiles])?.0, self.caption_ids(caption)?.0].concat())
     }
 
-    /// One packed image's `(3, height, width)` state: the prompt's keys and values up to
-    /// `</img>` in f32, then the position the caption starts at.
-    fn image_state(&self, packed: &Tensor) -> candle_core::Result<Tensor> {
+    /// The whole prompt's ids for images of `tiles[i]` tiles each, shown together, and
+    /// `caption`.
+    pub fn prompt_ids_together(&self, tiles: &[usize], caption: &str) -> Result<Vec<u32>> {
+        Ok([self.image_prompt(tiles)?.0, self.caption_ids(caption)?.0].concat())
+    }
+
+    /// One packed image's `(3, height, width)` tiles through the tower: its features, one row
+    /// per context token, and its number of tiles.
+    fn tile_features(&self, packed: &Tensor) -> candle_core::Result<(Tensor, usize)> {
         let (_, height, width) = packed.dims3()?;
         let tile = self.preprocessor.size;
         let Some(layout) = TileLayout::of(width, height, tile) else {
@@ -279,20 +304,32 @@ impl InternVlVqa {
             .into_iter()
             .map(|(left, top)| packed.narrow(2, left, tile)?.narrow(1, top, tile))
             .collect::<candle_core::Result<Vec<_>>>()?;
-        let features = self.vision.forward(&Tensor::stack(&tiles, 0)?)?;
-        let ids = self.image_prompt(layout.tiles());
-        let start = self.before_image.len();
+        Ok((self.vision.forward(&Tensor::stack(&tiles, 0)?)?, layout.tiles()))
+    }
+
+    /// The state of packed images `(3, height, width)` shown in one prompt, in order: the
+    /// prompt's keys and values up to the last `</img>` in f32, then the position the caption
+    /// starts at.
+    fn state_of(&self, packed: &[Tensor]) -> candle_core::Result<Tensor> {
+        let (features, tiles): (Vec<Tensor>, Vec<usize>) = packed
+            .iter()
+            .map(|image| self.tile_features(image))
+            .collect::<candle_core::Result<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let (ids, starts) = self.image_prompt(&tiles).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let xs = self.decoder.embed(std::slice::from_ref(&ids))?;
-        let embedded = Tensor::cat(
-            &[
-                &xs.narrow(1, 0, start)?,
-                &features.to_dtype(xs.dtype())?.unsqueeze(0)?,
-                &xs.narrow(1, ids.len() - 1, 1)?,
-            ],
-            1,
-        )?;
+        // The text's embeddings, each image's features in place of its context tokens.
+        let mut pieces = Vec::with_capacity(2 * features.len() + 1);
+        let mut at = 0;
+        for (start, image) in starts.iter().zip(&features) {
+            pieces.push(xs.narrow(1, at, start - at)?);
+            pieces.push(image.to_dtype(xs.dtype())?.unsqueeze(0)?);
+            at = start + image.dim(0)?;
+        }
+        pieces.push(xs.narrow(1, at, ids.len() - at)?);
         let positions: Positions = std::array::from_fn(|_| (0..ids.len() as u32).collect());
-        let (_, caches) = self.decoder.decode(embedded, &positions, None, None)?;
+        let (_, caches) = self.decoder.decode(Tensor::cat(&pieces, 1)?, &positions, None, None)?;
         self.decoder.kv_layout().flatten(&caches, ids.len() as u32)
     }
 }
@@ -321,8 +358,9 @@ impl LocalVqa for InternVlVqa {
         weights.check_every_tensor_used(MODEL_TYPE, &[])?;
 
         let tokenizer = load_tokenizer(&files.tokenizer)?;
-        let before_image =
-            encode(&tokenizer, &format!("<|im_start|>system\n{SYSTEM_MESSAGE}<|im_end|>\n<|im_start|>user\n<img>"))?;
+        let system = format!("<|im_start|>system\n{SYSTEM_MESSAGE}<|im_end|>\n<|im_start|>user\n");
+        let before_image = encode(&tokenizer, &format!("{system}<img>"))?;
+        let before_labelled = encode(&tokenizer, &format!("{system}Image-1: <img>"))?;
         let special = |name: &str| tokenizer.token_to_id(name);
         let (Some(start), Some(image_end)) = (special("<img>"), special("</img>")) else {
             return Err(missing_tokens(files, config.image_token_id));
@@ -337,6 +375,7 @@ impl LocalVqa for InternVlVqa {
             template,
             preprocessor: config.preprocessor()?,
             before_image,
+            before_labelled,
             context_token: config.image_token_id,
             image_end,
             dtype,
@@ -354,7 +393,13 @@ impl LocalVqa for InternVlVqa {
 
     /// `(b, 3, height, width)` packed images of one size → one state row each.
     fn image_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        each_image(pixels, |image| self.image_state(image))
+        each_image(pixels, |image| self.state_of(std::slice::from_ref(image)))
+    }
+
+    /// Each image as its own tiles, labelled in one prompt.
+    fn shown_together_states(&self, images: &[Tensor]) -> Option<candle_core::Result<Tensor>> {
+        let images: candle_core::Result<Vec<Tensor>> = images.iter().map(|i| i.get(0)).collect();
+        Some(images.and_then(|images| self.state_of(&images)))
     }
 
     /// The prompt's ids after `</img>` for `caption`, and the answer's ids. A caption holding
@@ -404,5 +449,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
-    images_together: false,
+    images_together: true,
 });

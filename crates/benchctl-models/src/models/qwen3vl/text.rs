@@ -188,10 +188,6 @@ impl Decoder {
         let (b, s, _) = xs.dims3()?;
         let (cos, sin) = self.rotary(positions, xs.dtype(), xs.device())?;
         let offset = past.map_or(Ok(0), |p| p[0].0.dim(2))?;
-        let mask: Vec<f32> = (0..s)
-            .flat_map(|q| (0..offset + s).map(move |k| if k <= offset + q { 0.0 } else { f32::NEG_INFINITY }))
-            .collect();
-        let mask = Tensor::from_vec(mask, (s, offset + s), xs.device())?;
         let group = self.heads / self.kv_heads;
         let repeat = |t: &Tensor| repeat_kv(t, group);
         let mut xs = xs;
@@ -212,7 +208,7 @@ impl Decoder {
                 Some(past) => (Tensor::cat(&[&past[l].0, &k], 2)?, Tensor::cat(&[&past[l].1, &v], 2)?),
                 None => (k, v),
             };
-            let attended = attend(&q, &repeat(&k)?, &repeat(&v)?, (self.head_dim as f64).powf(-0.5), Some(&mask))?;
+            let attended = attend_causal(&q, &repeat(&k)?, &repeat(&v)?, (self.head_dim as f64).powf(-0.5), offset)?;
             xs = (&xs + layer.o.forward(&attended)?)?;
             let normed = layer.post_norm.forward(&xs)?;
             let hidden = (layer.gate.forward(&normed)?.silu()? * layer.up.forward(&normed)?)?;
@@ -279,4 +275,39 @@ fn add_to_rows(xs: &Tensor, feature: &Tensor, ranges: &[std::ops::Range<usize>])
         pieces.push(xs.narrow(1, at, s - at)?);
     }
     Tensor::cat(&pieces, 1)
+}
+
+/// Queries of a long prompt attended at once by [`attend_causal`]: their logits over a few
+/// thousand keys stay a few tens of MB.
+const QUERY_TILE: usize = 256;
+
+/// Causal attention of the `s` queries of `q` `(b, heads, s, head_dim)`, at positions
+/// `offset..offset + s`, over keys and values `(b, heads, offset + s, head_dim)`; `(b, s,
+/// heads × head_dim)`. A long prompt (an image of 13 tiles is 3,328 tokens) goes
+/// [`QUERY_TILE`] queries at a time over only the keys they see: its logits are never held
+/// whole, and the masked half is never computed.
+pub(crate) fn attend_causal(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: f64,
+    offset: usize,
+) -> candle_core::Result<Tensor> {
+    let s = q.dim(2)?;
+    let tile = |start: usize, n: usize| -> candle_core::Result<Tensor> {
+        let keys = offset + start + n;
+        let mask: Vec<f32> = (start..start + n)
+            .flat_map(|i| (0..keys).map(move |j| if j <= offset + i { 0.0 } else { f32::NEG_INFINITY }))
+            .collect();
+        let mask = Tensor::from_vec(mask, (n, keys), q.device())?;
+        let (k, v) =
+            if keys == k.dim(2)? { (k.clone(), v.clone()) } else { (k.narrow(2, 0, keys)?, v.narrow(2, 0, keys)?) };
+        let q = if n == s { q.clone() } else { q.narrow(2, start, n)? };
+        attend(&q, &k, &v, scale, Some(&mask))
+    };
+    if s <= QUERY_TILE {
+        return tile(0, s);
+    }
+    let tiles = (0..s).step_by(QUERY_TILE).map(|start| tile(start, QUERY_TILE.min(s - start)));
+    Tensor::cat(&tiles.collect::<candle_core::Result<Vec<_>>>()?, 1)
 }
