@@ -234,10 +234,25 @@ impl Attention {
         self.out.forward(&self.attended(xs, mask)?)
     }
 
+    /// The attention of `xs` with `on_qkv` applied to the fused `[q | k | v]` projection before
+    /// the heads attend (InternViT-6B's query and key norms), projected out.
+    pub fn forward_with(
+        &self,
+        xs: &Tensor,
+        mask: Option<&Tensor>,
+        on_qkv: impl Fn(Tensor) -> candle_core::Result<Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        self.out.forward(&self.attended_from(on_qkv(self.qkv.forward(xs)?)?, mask)?)
+    }
+
     /// The heads' attended values of `xs`, before the output projection.
     fn attended(&self, xs: &Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
-        let width = xs.dim(D::Minus1)?;
-        let qkv = self.qkv.forward(xs)?;
+        self.attended_from(self.qkv.forward(xs)?, mask)
+    }
+
+    /// The heads' attended values of a fused `[q | k | v]` projection.
+    fn attended_from(&self, qkv: Tensor, mask: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let width = qkv.dim(D::Minus1)? / 3;
         match fused_self_attention(&qkv, self.heads, None, mask)? {
             Some(attended) => Ok(attended),
             None => {

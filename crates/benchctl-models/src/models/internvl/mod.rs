@@ -26,9 +26,10 @@
 //! Attention is causal throughout, so the keys and values of the prompt up to the last
 //! `</img>` are each image's (or images') state, computed once; each caption runs only its own
 //! tokens over them.
-//! Supported: the InternViT-300M towers (layer norms, no query/key norms) with a Qwen2 or a
-//! dense Qwen3 decoder; the InternViT-6B towers (RMS and query/key norms: InternVL3-38B/78B,
-//! InternVL3.5-38B and larger), mixture-of-experts and GPT-OSS decoders are refused by name.
+//! Supported: the InternViT-300M towers (layer norms, no query/key norms) and the InternViT-6B
+//! ones (RMS norms, RMS-normed queries and keys, no query/key/value biases: InternVL3-38B and
+//! -78B, InternVL3.5-38B and larger) with a Qwen2 or a dense Qwen3 decoder; mixture-of-experts
+//! and GPT-OSS decoders are refused by name.
 
 mod vision;
 
@@ -103,6 +104,12 @@ pub struct InternVisionConfig {
     pub layer_norm_eps: f64,
     pub image_size: Side,
     pub patch_size: Side,
+    /// InternViT-6B's RMS norms of the queries and keys.
+    #[serde(default)]
+    pub use_qk_norm: bool,
+    /// `layer_norm` (InternViT-300M) or `rms_norm` (InternViT-6B).
+    #[serde(default = "default_norm_type")]
+    pub norm_type: String,
 }
 
 /// A size `transformers` writes as one number or as `[height, width]`.
@@ -132,6 +139,9 @@ fn default_projector_activation() -> String {
 fn default_vision_activation() -> String {
     "gelu".into()
 }
+fn default_norm_type() -> String {
+    "layer_norm".into()
+}
 fn default_eps() -> f64 {
     1e-6
 }
@@ -158,13 +168,6 @@ impl InternVlConfig {
             ),
             (&text["attention_bias"], "text_config.attention_bias", serde_json::json!(false), true),
             (&text["use_sliding_window"], "text_config.use_sliding_window", serde_json::json!(false), true),
-            (&vision["use_qk_norm"], "vision_config.use_qk_norm (InternViT-6B's)", serde_json::json!(false), true),
-            (
-                &vision["norm_type"],
-                "vision_config.norm_type (InternViT-6B's rms_norm)",
-                serde_json::json!("layer_norm"),
-                true,
-            ),
             (&vision["use_mean_pooling"], "vision_config.use_mean_pooling", serde_json::json!(true), true),
             (
                 &vision["use_absolute_position_embeddings"],
@@ -203,6 +206,12 @@ impl InternVlConfig {
             return Err(bad("the decoder's attention heads do not divide evenly".into()));
         }
         vision::check_grid(&config.vision_config).map_err(|e| bad(e.to_string()))?;
+        if !["layer_norm", "rms_norm"].contains(&config.vision_config.norm_type.as_str()) {
+            return Err(bad(format!(
+                "vision_config.norm_type `{}` is neither InternViT-300M's layer_norm nor InternViT-6B's rms_norm",
+                config.vision_config.norm_type
+            )));
+        }
         Ok(config)
     }
 

@@ -1,4 +1,5 @@
-//! InternViT (`InternVLVisionModel`) and the projector into the decoder: each 448-pixel tile
+//! InternViT (`InternVLVisionModel`: InternViT-300M's layer norms, or InternViT-6B's RMS norms
+//! with RMS-normed queries and keys) and the projector into the decoder: each 448-pixel tile
 //! is 14-pixel patches after a class token, with learned positions (one table, no resampling:
 //! every tile is the table's size); pre-norm blocks whose attention and MLP outputs are scaled
 //! per channel (`lambda_1`, `lambda_2`) before their residuals; the class token dropped, the
@@ -6,39 +7,79 @@
 //! top-left, top-right, bottom-left, bottom-right) and projected by LayerNorm, linear, GELU,
 //! linear.
 
-use candle_core::{Module, Tensor};
+use candle_core::{Module, Tensor, D};
 
 use super::InternVisionConfig;
 use crate::kernels::LayerNorm;
+use crate::models::qwen3vl::text::RmsNorm;
 use crate::models::transformer::{Activation, Attention, AttentionNames, Dense, Mlp, PatchEmbedding, Tower};
 use crate::models::weights::Weights;
 use crate::{Error, ErrorKind, Result};
 
-/// One block: `x + λ₁ · attn(ln(x))`, then `x + λ₂ · mlp(ln(x))`.
+/// A block's norm: InternViT-300M's layer norm, InternViT-6B's RMS norm (`norm_type`).
+#[derive(Debug, Clone)]
+enum Norm {
+    Layer(LayerNorm),
+    Rms(RmsNorm),
+}
+
+impl Norm {
+    fn load(w: &Weights, width: usize, eps: f64, rms: bool) -> Result<Self> {
+        Ok(match rms {
+            true => Norm::Rms(RmsNorm::load(w, width, eps)?),
+            false => Norm::Layer(w.layer_norm(width, eps)?),
+        })
+    }
+
+    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Norm::Layer(norm) => norm.forward(xs),
+            Norm::Rms(norm) => norm.forward(xs),
+        }
+    }
+}
+
+/// One block: `x + λ₁ · attn(norm(x))`, then `x + λ₂ · mlp(norm(x))`; with InternViT-6B's
+/// query and key norms, `q` and `k` RMS-normed over the whole width before the heads split.
 #[derive(Debug, Clone)]
 struct Layer {
-    norm_before: LayerNorm,
+    norm_before: Norm,
     attention: Attention,
+    qk_norms: Option<(RmsNorm, RmsNorm)>,
     lambda_1: Tensor,
-    norm_after: LayerNorm,
+    norm_after: Norm,
     mlp: Mlp,
     lambda_2: Tensor,
 }
 
 impl Layer {
-    fn load(w: &Weights, tower: &Tower) -> Result<Self> {
+    fn load(w: &Weights, tower: &Tower, v: &InternVisionConfig) -> Result<Self> {
+        let rms = v.norm_type == "rms_norm";
+        let norm = |name: &str| Norm::load(&w.pp(name), tower.width, tower.eps, rms);
+        let a = w.pp("attention");
+        // transformers builds these with its RMS norm's own ε, not the config's.
+        let qk_norm = |name: &str| RmsNorm::load(&a.pp(name), tower.width, 1e-6);
         Ok(Self {
-            norm_before: w.pp("layernorm_before").layer_norm(tower.width, tower.eps)?,
-            attention: Attention::load(&w.pp("attention"), tower)?,
+            norm_before: norm("layernorm_before")?,
+            attention: Attention::load(&a, tower)?,
+            qk_norms: v.use_qk_norm.then(|| Ok::<_, Error>((qk_norm("q_norm")?, qk_norm("k_norm")?))).transpose()?,
             lambda_1: w.get(tower.width, "lambda_1")?,
-            norm_after: w.pp("layernorm_after").layer_norm(tower.width, tower.eps)?,
+            norm_after: norm("layernorm_after")?,
             mlp: Mlp::load(&w.pp("mlp"), tower)?,
             lambda_2: w.get(tower.width, "lambda_2")?,
         })
     }
 
     fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let attended = self.attention.forward(&self.norm_before.forward(xs)?, None)?;
+        let normed = self.norm_before.forward(xs)?;
+        let attended = match &self.qk_norms {
+            None => self.attention.forward(&normed, None)?,
+            Some((q_norm, k_norm)) => self.attention.forward_with(&normed, None, |qkv| {
+                let width = qkv.dim(D::Minus1)? / 3;
+                let part = |i: usize| qkv.narrow(D::Minus1, i * width, width);
+                Tensor::cat(&[q_norm.forward(&part(0)?)?, k_norm.forward(&part(1)?)?, part(2)?], D::Minus1)
+            })?,
+        };
         let xs = (xs + attended.broadcast_mul(&self.lambda_1)?)?;
         let mlp = self.mlp.forward(&self.norm_after.forward(&xs)?)?;
         &xs + mlp.broadcast_mul(&self.lambda_2)?
@@ -95,7 +136,7 @@ impl InternVision {
             class_token: e.get((1, 1, width), "cls_token")?,
             positions: e.get((1, grid * grid + 1, width), "position_embeddings")?,
             layers: (0..v.num_hidden_layers)
-                .map(|i| Layer::load(&vision.pp(format!("encoder.layer.{i}")), &tower))
+                .map(|i| Layer::load(&vision.pp(format!("encoder.layer.{i}")), &tower, v))
                 .collect::<Result<_>>()?,
             projector: Projector {
                 norm: projector.pp("layer_norm").layer_norm(shuffled, 1e-5)?,
