@@ -28,8 +28,8 @@
 //! tokens over them.
 //! Supported: the InternViT-300M towers (layer norms, no query/key norms) and the InternViT-6B
 //! ones (RMS norms, RMS-normed queries and keys, no query/key/value biases: InternVL3-38B and
-//! -78B, InternVL3.5-38B and larger) with a Qwen2 or a dense Qwen3 decoder; mixture-of-experts
-//! and GPT-OSS decoders are refused by name.
+//! -78B, InternVL3.5-38B and larger) with a Qwen2, a Qwen3 or a Qwen3 mixture-of-experts
+//! decoder (`models/qwen3vl/experts.rs`); GPT-OSS decoders are refused by name.
 
 mod vision;
 
@@ -87,6 +87,9 @@ pub enum TextDecoder {
     Qwen2,
     /// Qwen3 (InternVL3.5): RMS-normed queries and keys, no biases.
     Qwen3,
+    /// Qwen3-MoE (InternVL3.5's mixture-of-experts checkpoints): Qwen3's attention, a sparse
+    /// mixture of MLPs (`models/qwen3vl/experts.rs`).
+    Qwen3Moe,
 }
 
 /// `vision_config`: InternViT's settings.
@@ -190,9 +193,10 @@ impl InternVlConfig {
         let decoder = match text.get("model_type").and_then(|t| t.as_str()) {
             Some("qwen2") => TextDecoder::Qwen2,
             Some("qwen3") => TextDecoder::Qwen3,
+            Some("qwen3_moe") => TextDecoder::Qwen3Moe,
             other => {
                 return Err(bad(format!(
-                    "text_config.model_type {other:?} is not a decoder benchctl computes for InternVL (qwen2: InternVL3; qwen3: InternVL3.5)"
+                    "text_config.model_type {other:?} is not a decoder benchctl computes for InternVL (qwen2: InternVL3; qwen3, qwen3_moe: InternVL3.5)"
                 )))
             }
         };
@@ -206,6 +210,15 @@ impl InternVlConfig {
             return Err(bad("the decoder's attention heads do not divide evenly".into()));
         }
         vision::check_grid(&config.vision_config).map_err(|e| bad(e.to_string()))?;
+        if config.decoder == TextDecoder::Qwen3Moe {
+            let t = &config.text_config;
+            if t.num_experts == 0 || t.num_experts_per_tok == 0 || t.num_experts_per_tok > t.num_experts {
+                return Err(bad(format!(
+                    "text_config.num_experts_per_tok {} of num_experts {} is not a mixture benchctl computes",
+                    t.num_experts_per_tok, t.num_experts
+                )));
+            }
+        }
         if !["layer_norm", "rms_norm"].contains(&config.vision_config.norm_type.as_str()) {
             return Err(bad(format!(
                 "vision_config.norm_type `{}` is neither InternViT-300M's layer_norm nor InternViT-6B's rms_norm",
@@ -227,7 +240,7 @@ impl InternVlConfig {
             rope_theta: rope.and_then(|r| r.rope_theta).or(t.rope_theta).unwrap_or(1_000_000.0),
             mrope_section: vec![head_dim / 2, 0, 0],
             interleaved: false,
-            qk_norms: self.decoder == TextDecoder::Qwen3,
+            qk_norms: self.decoder != TextDecoder::Qwen2,
             qkv_bias: self.decoder == TextDecoder::Qwen2,
         }
     }

@@ -46,6 +46,20 @@ pub struct Qwen3VlTextConfig {
     pub max_position_embeddings: usize,
     #[serde(default = "default_text_activation")]
     pub hidden_act: String,
+    /// Qwen3-MoE's mixture (InternVL3.5's mixture-of-experts decoders): none where 0.
+    /// `transformers` 5 writes it as `num_local_experts`.
+    #[serde(default, alias = "num_local_experts")]
+    pub num_experts: usize,
+    #[serde(default)]
+    pub num_experts_per_tok: usize,
+    #[serde(default)]
+    pub moe_intermediate_size: usize,
+    #[serde(default)]
+    pub norm_topk_prob: bool,
+    #[serde(default = "default_sparse_step")]
+    pub decoder_sparse_step: usize,
+    #[serde(default)]
+    pub mlp_only_layers: Vec<usize>,
 }
 
 /// The decoder's rotary settings.
@@ -80,6 +94,9 @@ pub struct Qwen3VlVisionConfig {
 
 fn default_eps() -> f64 {
     1e-6
+}
+fn default_sparse_step() -> usize {
+    1
 }
 fn default_text_activation() -> String {
     "silu".into()

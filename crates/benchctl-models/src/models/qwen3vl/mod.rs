@@ -32,6 +32,7 @@
 //! starting where the text before it leaves off.
 
 mod config;
+pub(crate) mod experts;
 pub(crate) mod text;
 pub(crate) mod vision;
 

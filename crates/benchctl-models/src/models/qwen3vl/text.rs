@@ -9,6 +9,7 @@ use candle_core::{DType, Device, Tensor, D};
 
 use super::attend;
 use super::config::Qwen3VlTextConfig;
+use super::experts::FeedForward;
 use crate::models::transformer::{over_rows, repeat_kv, Dense};
 use crate::models::weights::Weights;
 use crate::vqascore::local::{KvLayout, LayerCache};
@@ -37,7 +38,7 @@ impl RmsNorm {
 }
 
 /// One decoder layer: RMS-normed attention with normed queries and keys and multimodal rotary
-/// positions, then an RMS-normed SwiGLU MLP.
+/// positions, then an RMS-normed SwiGLU MLP (or a mixture of them, [`FeedForward`]).
 #[derive(Debug, Clone)]
 struct DecoderLayer {
     input_norm: RmsNorm,
@@ -48,17 +49,15 @@ struct DecoderLayer {
     /// Qwen3's query and key norms (none in Qwen2.5).
     qk_norms: Option<(RmsNorm, RmsNorm)>,
     post_norm: RmsNorm,
-    gate: Dense,
-    up: Dense,
-    down: Dense,
+    feed_forward: FeedForward,
 }
 
 impl DecoderLayer {
-    fn load(w: &Weights, spec: &TextSpec) -> Result<Self> {
+    fn load(w: &Weights, spec: &TextSpec, layer: usize) -> Result<Self> {
         let (t, head_dim) = (spec.text, spec.head_dim);
-        let (h, i) = (t.hidden_size, t.intermediate_size);
+        let h = t.hidden_size;
         let dense = |w: Weights, i: usize, o: usize, bias: bool| Dense::new(w.linear(i, o, bias)?);
-        let (a, m) = (w.pp("self_attn"), w.pp("mlp"));
+        let a = w.pp("self_attn");
         let qk_norms = if spec.qk_norms {
             Some((
                 RmsNorm::load(&a.pp("q_norm"), head_dim, t.rms_norm_eps)?,
@@ -76,9 +75,7 @@ impl DecoderLayer {
             o: dense(a.pp("o_proj"), t.num_attention_heads * head_dim, h, false)?,
             qk_norms,
             post_norm: RmsNorm::load(&w.pp("post_attention_layernorm"), h, t.rms_norm_eps)?,
-            gate: dense(m.pp("gate_proj"), h, i, false)?,
-            up: dense(m.pp("up_proj"), h, i, false)?,
-            down: dense(m.pp("down_proj"), i, h, false)?,
+            feed_forward: FeedForward::load(&w.pp("mlp"), t, layer)?,
         })
     }
 }
@@ -142,7 +139,7 @@ impl Decoder {
             embed_tokens: w.get((t.vocab_size, t.hidden_size), "embed_tokens.weight")?,
             lm_head,
             layers: (0..t.num_hidden_layers)
-                .map(|i| DecoderLayer::load(&w.pp(format!("layers.{i}")), spec))
+                .map(|i| DecoderLayer::load(&w.pp(format!("layers.{i}")), spec, i))
                 .collect::<Result<_>>()?,
             norm: RmsNorm::load(&w.pp("norm"), t.hidden_size, t.rms_norm_eps)?,
             heads: t.num_attention_heads,
@@ -211,8 +208,7 @@ impl Decoder {
             let attended = attend_causal(&q, &repeat(&k)?, &repeat(&v)?, (self.head_dim as f64).powf(-0.5), offset)?;
             xs = (&xs + layer.o.forward(&attended)?)?;
             let normed = layer.post_norm.forward(&xs)?;
-            let hidden = (layer.gate.forward(&normed)?.silu()? * layer.up.forward(&normed)?)?;
-            xs = (&xs + layer.down.forward(&hidden)?)?;
+            xs = (&xs + layer.feed_forward.forward(&normed)?)?;
             if let Some((features, images)) = &deepstack {
                 if let Some(feature) = features.get(l) {
                     xs = add_to_rows(&xs, feature, images)?;
