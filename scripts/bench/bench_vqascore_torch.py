@@ -20,7 +20,8 @@ query and 2 key-value heads of 128, MLP 8960, tied 151,674-token output layer), 
 t2v_metrics' own `load_image` and prompt (`--t2v-metrics` a checkout), its pairs left-padded
 into batches. `--family internvl35`: the same tower and images over InternVL3.5-2B's Qwen3-1.7B
 (2048 wide, 16 query and 8 key-value heads of 128 with query/key norms, MLP 6144, tied
-151,936-token output layer). Either with
+151,936-token output layer); `--family internvl35moe` over InternVL3.5-30B-A3B's Qwen3-30B-A3B
+(2048 wide, 32 query and 4 key-value heads of 128, 128 experts of MLP 768, 8 a token). Either with
 `--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24, 36 / 32 or 28 / 24 with `--full-depth`;
 fewer on a CPU, where one full-depth pair takes seconds to tens of seconds). The tokenizer is
 the family's test fixture's (ids below 420, the image tokens at the fixture's ids): the
@@ -58,7 +59,8 @@ QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
 INTERNVL_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/internvl-tiny"
 # Each family's image size (width, height) and full depth (text, vision layers).
 FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen25vl": ((644, 476), (36, 32)),
-            "internvl": ((640, 480), (28, 24)), "internvl35": ((640, 480), (28, 24))}
+            "internvl": ((640, 480), (28, 24)), "internvl35": ((640, 480), (28, 24)),
+            "internvl35moe": ((640, 480), (48, 24))}
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
 WORDS = "red blue green dog cat left right of a the on under tall small tree car house".split()
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -204,6 +206,17 @@ def build_internvl35(out: Path, text_layers: int, vision_layers: int):
         num_key_value_heads=8, head_dim=128, attention_bias=False, max_position_embeddings=40960))
 
 
+def build_internvl35moe(out: Path, text_layers: int, vision_layers: int):
+    """InternVL3.5-30B-A3B's widths: InternVL3's tower over Qwen3-30B-A3B (2048 wide, 32 query
+    and 4 key-value heads of 128, 128 experts of MLP 768, 8 a token renormalised, 151,936
+    tokens)."""
+    return build_internvl(out, text_layers, vision_layers, text=dict(
+        model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_attention_heads=32,
+        num_key_value_heads=4, head_dim=128, attention_bias=False, max_position_embeddings=40960, num_experts=128,
+        num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=True, decoder_sparse_step=1,
+        mlp_only_layers=[]))
+
+
 def build_internvl(out: Path, text_layers: int, vision_layers: int, text=None):
     from transformers import AutoTokenizer, InternVLConfig, InternVLForConditionalGeneration
     torch.manual_seed(0)
@@ -290,7 +303,7 @@ def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
     device = "cuda" if args.device == "cuda" else "cpu"
     family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen25vl": Qwen2_5_VLForConditionalGeneration,
               "gemma3": Gemma3ForConditionalGeneration, "internvl": InternVLForConditionalGeneration,
-              "internvl35": InternVLForConditionalGeneration}[args.family]
+              "internvl35": InternVLForConditionalGeneration, "internvl35moe": InternVLForConditionalGeneration}[args.family]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     model = family.from_pretrained(model_dir, dtype=DTYPES[args.dtype]).to(device).eval()
@@ -373,7 +386,7 @@ def main():
     parser.add_argument("--text-layers", type=int, default=2)
     parser.add_argument("--vision-layers", type=int, default=2)
     parser.add_argument("--full-depth", action="store_true",
-                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's and InternVL3.5-2B's 28 and 24")
+                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's and InternVL3.5-2B's 28 and 24, InternVL3.5-30B-A3B's 48 and 24")
     args = parser.parse_args()
     if args.family.startswith("internvl") and args.t2v_metrics is None:
         parser.error("--family internvl needs --t2v-metrics (t2v_metrics' tiling and prompt are its reference)")
@@ -385,7 +398,8 @@ def main():
         work = Path(tmp)
         model_dir, suite = work / "model", work / "suite"
         build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model,
-                 "internvl": build_internvl, "internvl35": build_internvl35}[args.family]
+                 "internvl": build_internvl, "internvl35": build_internvl35,
+                 "internvl35moe": build_internvl35moe}[args.family]
         # On a GPU the random model is drawn there, in the run's dtype (minutes on a CPU at full depth).
         if args.device == "cuda":
             torch.set_default_dtype(DTYPES[args.dtype])
@@ -402,7 +416,8 @@ def main():
             theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
     worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
     widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct",
-              "internvl": "InternVL3-2B-hf", "internvl35": "InternVL3_5-2B-HF"}[args.family]
+              "internvl": "InternVL3-2B-hf", "internvl35": "InternVL3_5-2B-HF",
+              "internvl35moe": "InternVL3_5-30B-A3B-HF"}[args.family]
     print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
           f"{args.dtype}, batch {args.batch}, {len(pairs)} pairs, {args.threads} threads")
     print(f"benchctl eval      {ours:8.3f} pairs/s")
