@@ -36,7 +36,7 @@ mod vision;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
-use super::qwen3vl::text::{Decoder, Positions, TextSpec};
+use super::qwen3vl::text::{with_image_rows, Decoder, Positions, TextSpec};
 use super::qwen3vl::Qwen3VlTextConfig;
 use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
@@ -342,16 +342,12 @@ impl InternVlVqa {
         let (ids, starts) = self.image_prompt(&tiles).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let xs = self.decoder.embed(std::slice::from_ref(&ids))?;
         // The text's embeddings, each image's features in place of its context tokens.
-        let mut pieces = Vec::with_capacity(2 * features.len() + 1);
-        let mut at = 0;
-        for (start, image) in starts.iter().zip(&features) {
-            pieces.push(xs.narrow(1, at, start - at)?);
-            pieces.push(image.to_dtype(xs.dtype())?.unsqueeze(0)?);
-            at = start + image.dim(0)?;
-        }
-        pieces.push(xs.narrow(1, at, ids.len() - at)?);
+        let rows: Vec<std::ops::Range<usize>> = (starts.iter().zip(&features))
+            .map(|(&start, image)| Ok(start..start + image.dim(0)?))
+            .collect::<candle_core::Result<_>>()?;
+        let embedded = with_image_rows(&xs, &features, &rows)?;
         let positions: Positions = std::array::from_fn(|_| (0..ids.len() as u32).collect());
-        let (_, caches) = self.decoder.decode(Tensor::cat(&pieces, 1)?, &positions, None, None)?;
+        let (_, caches) = self.decoder.decode(embedded, &positions, None, None)?;
         self.decoder.kv_layout().flatten(&caches, ids.len() as u32)
     }
 }

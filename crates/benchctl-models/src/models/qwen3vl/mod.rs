@@ -145,15 +145,7 @@ impl Qwen3VlVqa {
         }
         let xs = self.decoder.embed(std::slice::from_ref(&ids))?;
         // The text's embeddings, each image's tokens in place of its pads.
-        let mut pieces = Vec::with_capacity(2 * images.len() + 1);
-        let mut at = 0;
-        for (rows, image) in rows_of.iter().zip(&tokens) {
-            pieces.push(xs.narrow(1, at, rows.start - at)?);
-            pieces.push(image.to_dtype(xs.dtype())?.unsqueeze(0)?);
-            at = rows.end;
-        }
-        pieces.push(xs.narrow(1, at, ids.len() - at)?);
-        let embedded = Tensor::cat(&pieces, 1)?;
+        let embedded = text::with_image_rows(&xs, &tokens, &rows_of)?;
         let deepstack: Vec<Tensor> = (deepstack.iter())
             .map(|layer| Tensor::cat(layer, 0)?.to_dtype(xs.dtype()))
             .collect::<candle_core::Result<_>>()?;

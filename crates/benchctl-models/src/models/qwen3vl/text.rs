@@ -185,6 +185,7 @@ impl Decoder {
         let (b, s, _) = xs.dims3()?;
         let (cos, sin) = self.rotary(positions, xs.dtype(), xs.device())?;
         let offset = past.map_or(Ok(0), |p| p[0].0.dim(2))?;
+        let causal = CausalTiles::new(s, offset, xs.device())?;
         let group = self.heads / self.kv_heads;
         let repeat = |t: &Tensor| repeat_kv(t, group);
         let mut xs = xs;
@@ -205,7 +206,7 @@ impl Decoder {
                 Some(past) => (Tensor::cat(&[&past[l].0, &k], 2)?, Tensor::cat(&[&past[l].1, &v], 2)?),
                 None => (k, v),
             };
-            let attended = attend_causal(&q, &repeat(&k)?, &repeat(&v)?, (self.head_dim as f64).powf(-0.5), offset)?;
+            let attended = causal.attend(&q, &repeat(&k)?, &repeat(&v)?, (self.head_dim as f64).powf(-0.5))?;
             xs = (&xs + layer.o.forward(&attended)?)?;
             let normed = layer.post_norm.forward(&xs)?;
             xs = (&xs + layer.feed_forward.forward(&normed)?)?;
@@ -253,6 +254,24 @@ impl Decoder {
     }
 }
 
+/// A prompt's embeddings `(1, s, hidden)` with the rows of each of `ranges` replaced by the
+/// image features of the same place in `features` (each `(rows, hidden)`), in order.
+pub(crate) fn with_image_rows(
+    xs: &Tensor,
+    features: &[Tensor],
+    ranges: &[std::ops::Range<usize>],
+) -> candle_core::Result<Tensor> {
+    let mut pieces = Vec::with_capacity(2 * ranges.len() + 1);
+    let mut at = 0;
+    for (rows, image) in ranges.iter().zip(features) {
+        pieces.push(xs.narrow(1, at, rows.start - at)?);
+        pieces.push(image.to_dtype(xs.dtype())?.unsqueeze(0)?);
+        at = rows.end;
+    }
+    pieces.push(xs.narrow(1, at, xs.dim(1)? - at)?);
+    Tensor::cat(&pieces, 1)
+}
+
 /// `xs` `(b, s, hidden)` with `feature`'s rows `(Σ rows, hidden)` added to the rows of `ranges`,
 /// in order (DeepStack's features of images one after another).
 fn add_to_rows(xs: &Tensor, feature: &Tensor, ranges: &[std::ops::Range<usize>]) -> candle_core::Result<Tensor> {
@@ -273,37 +292,49 @@ fn add_to_rows(xs: &Tensor, feature: &Tensor, ranges: &[std::ops::Range<usize>])
     Tensor::cat(&pieces, 1)
 }
 
-/// Queries of a long prompt attended at once by [`attend_causal`]: their logits over a few
+/// Queries of a long prompt attended at once by [`CausalTiles`]: their logits over a few
 /// thousand keys stay a few tens of MB.
 const QUERY_TILE: usize = 256;
 
-/// Causal attention of the `s` queries of `q` `(b, heads, s, head_dim)`, at positions
-/// `offset..offset + s`, over keys and values `(b, heads, offset + s, head_dim)`; `(b, s,
-/// heads × head_dim)`. A long prompt (an image of 13 tiles is 3,328 tokens) goes
-/// [`QUERY_TILE`] queries at a time over only the keys they see: its logits are never held
-/// whole, and the masked half is never computed.
-pub(crate) fn attend_causal(
-    q: &Tensor,
-    k: &Tensor,
-    v: &Tensor,
-    scale: f64,
-    offset: usize,
-) -> candle_core::Result<Tensor> {
-    let s = q.dim(2)?;
-    let tile = |start: usize, n: usize| -> candle_core::Result<Tensor> {
-        let keys = offset + start + n;
-        let mask: Vec<f32> = (start..start + n)
-            .flat_map(|i| (0..keys).map(move |j| if j <= offset + i { 0.0 } else { f32::NEG_INFINITY }))
-            .collect();
-        let mask = Tensor::from_vec(mask, (n, keys), q.device())?;
-        let (k, v) =
-            if keys == k.dim(2)? { (k.clone(), v.clone()) } else { (k.narrow(2, 0, keys)?, v.narrow(2, 0, keys)?) };
-        let q = if n == s { q.clone() } else { q.narrow(2, start, n)? };
-        attend(&q, &k, &v, scale, Some(&mask))
-    };
-    if s <= QUERY_TILE {
-        return tile(0, s);
+/// Causal attention of `s` queries at positions `offset..offset + s` over `offset + s` keys,
+/// as tiles of queries: a long prompt (an image of 13 tiles is 3,328 tokens) goes
+/// [`QUERY_TILE`] queries at a time over only the keys they see, so its logits are never held
+/// whole and the masked half is never computed. The tiles' masks are made once per decode and
+/// serve every layer.
+pub(crate) struct CausalTiles {
+    /// Each tile's first query, its number of queries, and its mask `(n, offset + start + n)`.
+    tiles: Vec<(usize, usize, Tensor)>,
+}
+
+impl CausalTiles {
+    pub(crate) fn new(s: usize, offset: usize, device: &Device) -> candle_core::Result<Self> {
+        let tiles = (0..s)
+            .step_by(QUERY_TILE)
+            .map(|start| {
+                let (n, keys) = (QUERY_TILE.min(s - start), offset + start + QUERY_TILE.min(s - start));
+                let mask: Vec<f32> = (start..start + n)
+                    .flat_map(|i| (0..keys).map(move |j| if j <= offset + i { 0.0 } else { f32::NEG_INFINITY }))
+                    .collect();
+                Ok((start, n, Tensor::from_vec(mask, (n, keys), device)?))
+            })
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Self { tiles })
     }
-    let tiles = (0..s).step_by(QUERY_TILE).map(|start| tile(start, QUERY_TILE.min(s - start)));
-    Tensor::cat(&tiles.collect::<candle_core::Result<Vec<_>>>()?, 1)
+
+    /// `q` `(b, heads, s, head_dim)` over keys and values `(b, heads, offset + s, head_dim)`;
+    /// `(b, s, heads × head_dim)`.
+    pub(crate) fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> candle_core::Result<Tensor> {
+        let (s, all_keys) = (q.dim(2)?, k.dim(2)?);
+        let tile = |&(start, n, ref mask): &(usize, usize, Tensor)| -> candle_core::Result<Tensor> {
+            let keys = mask.dim(1)?;
+            let (k, v) =
+                if keys == all_keys { (k.clone(), v.clone()) } else { (k.narrow(2, 0, keys)?, v.narrow(2, 0, keys)?) };
+            let q = if n == s { q.clone() } else { q.narrow(2, start, n)? };
+            attend(&q, &k, &v, scale, Some(mask))
+        };
+        match self.tiles.as_slice() {
+            [one] => tile(one),
+            tiles => Tensor::cat(&tiles.iter().map(tile).collect::<candle_core::Result<Vec<_>>>()?, 1),
+        }
+    }
 }
