@@ -313,8 +313,11 @@ pub fn supported() -> String {
     let mut text = format!("(supported: {})", types.join(", "));
     for a in ARCHITECTURES.iter().filter(|a| a.spec().model_types.is_empty()) {
         text += &format!("; a {} directory has {}", a.name(), a.layout().config);
-        for prefix in a.spec().timm_towers {
-            text += &format!(" naming a timm tower {prefix}*");
+        let towers: Vec<String> = a.spec().timm_towers.iter().map(|prefix| format!("{prefix}*")).collect();
+        match towers.as_slice() {
+            [] => {}
+            [one] => text += &format!(" naming a timm tower {one}"),
+            several => text += &format!(" naming a timm tower of {}", several.join(", ")),
         }
     }
     for a in ARCHITECTURES.iter().filter(|a| a.spec().released_as_torch_checkpoint) {

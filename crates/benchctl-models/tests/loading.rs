@@ -162,6 +162,8 @@ fn model_directories_are_recognised_by_model_type() {
     assert_eq!(registry::detect_architecture(&config).unwrap(), benchctl_models::models::clip::ARCHITECTURE);
     let qwen = benchctl_testkit::fixture_model("qwen3vl-tiny").join("config.json");
     assert_eq!(registry::detect_architecture(&qwen).unwrap(), benchctl_models::models::qwen3vl::ARCHITECTURE);
+    let qwen_moe = benchctl_testkit::fixture_model("qwen3vlmoe-tiny").join("config.json");
+    assert_eq!(registry::detect_architecture(&qwen_moe).unwrap(), benchctl_models::models::qwen3vl::ARCHITECTURE);
     let qwen25 = benchctl_testkit::fixture_model("qwen25vl-tiny").join("config.json");
     assert_eq!(registry::detect_architecture(&qwen25).unwrap(), benchctl_models::models::qwen25vl::ARCHITECTURE);
     let internvl = benchctl_testkit::fixture_model("internvl-tiny").join("config.json");
@@ -172,8 +174,17 @@ fn model_directories_are_recognised_by_model_type() {
     let err = registry::detect_architecture(&config).unwrap_err();
     assert!(
         err.to_string().contains(
-            "model_type `flava` is not supported (supported: clip, siglip, siglip2, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl, qwen2_5_vl, internvl, clip_t5)"
+            "model_type `flava` is not supported (supported: clip, siglip, siglip2, metaclip_2, blip, fiber, gemma3, paligemma, qwen3_vl, qwen3_vl_moe, qwen2_5_vl, internvl, clip_t5)"
         ),
+        "{err}"
+    );
+    // Each open_clip family once, its timm towers listed together.
+    assert!(
+        err.to_string().contains("; a pe-core directory has open_clip_config.json naming a timm tower vit_pe_core_*;"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("naming a timm tower of vit_base_patch16_siglip_*, vit_base_patch32_siglip_*,"),
         "{err}"
     );
     std::fs::write(&config, r#"{"model_type": "internvl_chat"}"#).unwrap();

@@ -4,7 +4,8 @@
 //! PaliGemma), and every pair's log P("Yes") `Gemma3ForConditionalGeneration`'s and
 //! `PaliGemmaForConditionalGeneration`'s within 1e-4 in f32; and on the tiny Qwen3-VL of
 //! `scripts/fixtures/gen_qwen3vl_fixture.py`, every pair's P("Yes") as `t2v_metrics`' own Qwen3-VL
-//! scorer computes it, each image resized as `qwen_vl_utils` resizes it; every family's whole
+//! scorer computes it, each image resized as `qwen_vl_utils` resizes it (and on its mixture of
+//! experts, `--moe`); every family's whole
 //! prompt as its processor builds it on captions that stress a tokenizer
 //! (`scripts/fixtures/gen_prompt_tokens_fixture.py`); generated replies read as VisMin's
 //! official `is_match_with_label` reads them, on its verdicts
@@ -371,6 +372,68 @@ fn qwen25vl_reads_transformers_4_configs_as_transformers_5_ones() {
     std::fs::write(&path, bad.to_string()).unwrap();
     let error = qwen25vl::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
     assert!(error.to_string().contains("window_size 50"), "{error}");
+}
+
+/// Qwen3-VL's mixture of experts (`qwen3_vl_moe`: fused experts in the hub's layout, an
+/// always-renormalising router, one dense layer by `mlp_only_layers`, its own output layer),
+/// scored by t2v_metrics' `qwen3-vl-30b-a3b` entry run unchanged; in half precision with the
+/// router's logits in f32 (`experts.rs`).
+#[test]
+fn qwen3vl_moe_log_p_yes_matches_t2v_metrics() {
+    let worst = qwen_vl_worst("qwen3vlmoe-tiny", 16, DType::F32);
+    eprintln!("Qwen3-VL-MoE f32: log P(Yes) at most {worst:.2e} from t2v_metrics'");
+    assert!(worst <= 1e-4, "log P(Yes) differs from t2v_metrics' by {worst}");
+    // Half precision: within twice the drift of transformers' own model in that dtype on the
+    // same inputs (the generator records it).
+    for (dtype, name) in [(DType::BF16, "bf16"), (DType::F16, "f16")] {
+        let worst = qwen_vl_worst("qwen3vlmoe-tiny", 16, dtype);
+        let theirs = expected_of("qwen3vlmoe-tiny")["transformers_half_precision_drift"][name].as_f64().unwrap();
+        eprintln!(
+            "Qwen3-VL-MoE {name}: log P(Yes) at most {worst:.2e} from t2v_metrics' f32 (transformers' {theirs:.2e})"
+        );
+        assert!(worst <= 2.0 * theirs, "{name}: log P(Yes) drifts {worst}, transformers' {theirs}");
+    }
+}
+
+/// The fixture's checkpoint with its expert tensors rewritten by `edit`, in a temporary directory.
+fn qwen3vl_moe_with_experts(edit: impl Fn(&Tensor) -> Tensor) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = fixture_model("qwen3vlmoe-tiny");
+    for entry in std::fs::read_dir(&fixture).unwrap().flatten().filter(|e| e.path().is_file()) {
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let path = dir.path().join("model.safetensors");
+    let mut tensors = candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap();
+    let experts: Vec<String> = tensors.keys().filter(|k| k.contains(".mlp.experts.")).cloned().collect();
+    assert_eq!(experts.len(), 4, "two layers of fused experts: {experts:?}");
+    for name in experts {
+        let edited = edit(&tensors[&name]);
+        tensors.insert(name, edited);
+    }
+    candle_core::safetensors::save(&tensors, &path).unwrap();
+    dir
+}
+
+/// A checkpoint saved by transformers 5 holds the experts transposed from the hub's layout
+/// (`(experts, out, in)`): read as transformers reads it, it scores the same; a tensor of
+/// neither shape is refused naming it and the shape the config implies.
+#[test]
+fn qwen3vl_moe_reads_transformers_5_saved_experts_and_refuses_other_shapes() {
+    let transposed = qwen3vl_moe_with_experts(|t| t.transpose(1, 2).unwrap().contiguous().unwrap());
+    let saved = Qwen3VlVqa::load(&hub::from_dir(transposed.path()).unwrap(), DType::F32, &test_device()).unwrap();
+    let hub_layout = qwen_vl("qwen3vlmoe-tiny", DType::F32);
+    let captions = ["a red square above a blue circle", "two green triangles"];
+    let score = |model: &Qwen3VlVqa| {
+        let state = model.encode_images(&qwen_vl_pixels(model, "qwen3vlmoe-tiny", "image1.png")).unwrap();
+        let index = Tensor::new(vec![0u32; captions.len()], &test_device()).unwrap();
+        model.score_pairs(&state.index_select(&index, 0).unwrap(), &captions).unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(score(&saved), score(&hub_layout));
+    let cut = qwen3vl_moe_with_experts(|t| t.narrow(2, 0, t.dim(2).unwrap() - 1).unwrap().contiguous().unwrap());
+    let error = Qwen3VlVqa::load(&hub::from_dir(cut.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
+    let message = error.to_string();
+    assert!(message.contains("model.language_model.layers.0.mlp.experts.gate_up_proj"), "{message}");
+    assert!(message.contains("[8, 64, 48]"), "{message}");
 }
 
 #[test]

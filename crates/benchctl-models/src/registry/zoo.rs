@@ -376,6 +376,16 @@ pub const MODELS: &[ModelEntry] = &[
         tokenizer: QWEN_TOKENIZER,
     },
     ModelEntry {
+        id: "qwen3-vl-30b-a3b",
+        repo: "Qwen/Qwen3-VL-30B-A3B-Instruct",
+        revision: "main",
+        architecture: qwen3vl::ARCHITECTURE,
+        description: "Qwen3-VL 30B-A3B Instruct (Qwen Team, 2025): a mixture of 128 experts, 8 (3B parameters) a token, scored by VQAScore as t2v_metrics' Qwen3VLModel; sharded",
+        preprocessing: QWEN3_PREP,
+        activation: "silu",
+        tokenizer: QWEN_TOKENIZER,
+    },
+    ModelEntry {
         id: "qwen2.5-vl-3b",
         repo: "Qwen/Qwen2.5-VL-3B-Instruct",
         revision: "main",

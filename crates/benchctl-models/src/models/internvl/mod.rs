@@ -36,6 +36,7 @@ mod vision;
 use candle_core::{DType, Device, Tensor};
 use serde::Deserialize;
 
+use super::qwen3vl::experts::Mixture;
 use super::qwen3vl::text::{with_image_rows, Decoder, Positions, TextSpec};
 use super::qwen3vl::Qwen3VlTextConfig;
 use super::weights::Weights;
@@ -211,13 +212,7 @@ impl InternVlConfig {
         }
         vision::check_grid(&config.vision_config).map_err(|e| bad(e.to_string()))?;
         if config.decoder == TextDecoder::Qwen3Moe {
-            let t = &config.text_config;
-            if t.num_experts == 0 || t.num_experts_per_tok == 0 || t.num_experts_per_tok > t.num_experts {
-                return Err(bad(format!(
-                    "text_config.num_experts_per_tok {} of num_experts {} is not a mixture benchctl computes",
-                    t.num_experts_per_tok, t.num_experts
-                )));
-            }
+            config.text_config.check_mixture().map_err(bad)?;
         }
         if !["layer_norm", "rms_norm"].contains(&config.vision_config.norm_type.as_str()) {
             return Err(bad(format!(
@@ -242,6 +237,7 @@ impl InternVlConfig {
             interleaved: false,
             qk_norms: self.decoder != TextDecoder::Qwen2,
             qkv_bias: self.decoder == TextDecoder::Qwen2,
+            mixture: Mixture::Qwen3Moe,
         }
     }
 

@@ -23,6 +23,7 @@ mod vision;
 use candle_core::{DType, Device};
 use serde::Deserialize;
 
+use super::qwen3vl::experts::Mixture;
 use super::qwen3vl::text::{Decoder, TextSpec};
 use super::qwen3vl::{lm_head, ImageTokenIds, Parts, Qwen3VlTextConfig, Qwen3VlVqa, TextRope};
 use super::weights::Weights;
@@ -128,6 +129,8 @@ impl Qwen25VlConfig {
             interleaved: false,
             qk_norms: false,
             qkv_bias: true,
+            // Never read: Qwen2.5-VL's decoders have no experts.
+            mixture: Mixture::Qwen3Moe,
         }
     }
 

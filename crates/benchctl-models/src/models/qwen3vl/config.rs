@@ -13,9 +13,12 @@ pub struct ImageTokenIds {
     pub vision_end: u32,
 }
 
-/// `config.json` of a `Qwen3VLForConditionalGeneration`.
+/// `config.json` of a `Qwen3VLForConditionalGeneration` or a `Qwen3VLMoeForConditionalGeneration`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Qwen3VlConfig {
+    /// `qwen3_vl`, or `qwen3_vl_moe` for the mixtures of experts.
+    #[serde(default)]
+    pub model_type: Option<String>,
     pub text_config: Qwen3VlTextConfig,
     pub vision_config: Qwen3VlVisionConfig,
     pub image_token_id: u32,
@@ -58,8 +61,13 @@ pub struct Qwen3VlTextConfig {
     pub norm_topk_prob: bool,
     #[serde(default = "default_sparse_step")]
     pub decoder_sparse_step: usize,
-    #[serde(default)]
+    /// `null` in some configs, read as none.
+    #[serde(default, deserialize_with = "null_as_empty")]
     pub mlp_only_layers: Vec<usize>,
+}
+
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<usize>, D::Error> {
+    Ok(Option::<Vec<usize>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// The decoder's rotary settings.
@@ -90,6 +98,19 @@ pub struct Qwen3VlVisionConfig {
     pub deepstack_visual_indexes: Vec<usize>,
     #[serde(default)]
     pub rope_parameters: Option<TextRope>,
+}
+
+impl Qwen3VlTextConfig {
+    /// A mixture's settings, where the decoder is one: at least one expert, and 1 to all of them a token.
+    pub(crate) fn check_mixture(&self) -> std::result::Result<(), String> {
+        if self.num_experts == 0 || self.num_experts_per_tok == 0 || self.num_experts_per_tok > self.num_experts {
+            return Err(format!(
+                "text_config.num_experts_per_tok {} of num_experts {} is not a mixture benchctl computes",
+                self.num_experts_per_tok, self.num_experts
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn default_eps() -> f64 {
@@ -128,11 +149,19 @@ impl Qwen3VlConfig {
                 return Err(bad(format!("DeepStack index {last} is past the vision tower or the decoder")));
             }
         }
+        if config.model_type() == "qwen3_vl_moe" {
+            t.check_mixture().map_err(bad)?;
+        }
         let sections = config.mrope_section();
         if sections.len() != 3 || sections.iter().sum::<usize>() != config.head_dim() / 2 {
             return Err(bad(format!("mrope_section {sections:?} does not split head_dim / 2 in three")));
         }
         Ok(config)
+    }
+
+    /// The architecture's name, as the config gives it.
+    pub(crate) fn model_type(&self) -> &str {
+        self.model_type.as_deref().unwrap_or("qwen3_vl")
     }
 
     /// The prompt's special tokens.

@@ -24,6 +24,10 @@
 //!   after the image resumes at the larger side;
 //! - RMS norms scale by `w` (not Gemma's `1 + w`), and the queries and keys are RMS-normed.
 //!
+//! The mixture-of-experts checkpoints (`qwen3_vl_moe`, e.g.
+//! <https://huggingface.co/Qwen/Qwen3-VL-30B-A3B-Instruct>) are the same model with a mixture
+//! of SwiGLU experts in the decoder's sparse layers ([`experts::Mixture::Qwen3VlMoe`]).
+//!
 //! Attention is causal throughout, so the keys and values of the prompt up to
 //! `<|vision_end|>` are each image's state ([`crate::FusionEncoder::encode_images`]), computed
 //! once, and each caption runs only its own tokens over them. Several images shown together
@@ -49,6 +53,7 @@ use crate::preprocess::{ImageSettings, Preprocessor};
 use crate::vqascore::local::{answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
+use experts::Mixture;
 use text::{Decoder, Positions};
 use vision::{QwenVision, VisionTower};
 
@@ -210,7 +215,7 @@ impl LocalVqa for Qwen3VlVqa {
         let vision = Box::new(VisionTower::load(&weights.pp("model.visual"), &config.vision_config)?);
         let lm_head = lm_head(&weights, &config.text_config)?;
         let decoder = Decoder::load(&weights.pp("model.language_model"), lm_head, &text_spec(&config))?;
-        weights.check_every_tensor_used("qwen3_vl", &[])?;
+        weights.check_every_tensor_used(config.model_type(), &[])?;
         let parts = Parts { vision, decoder, ids: config.ids(), preprocessor: config.preprocessor() };
         Self::assemble(files, parts, template, dtype, device)
     }
@@ -260,7 +265,8 @@ pub(crate) struct Parts {
     pub preprocessor: Preprocessor,
 }
 
-/// Qwen3-VL's decoder: query/key norms, no biases, interleaved rotary sections.
+/// Qwen3-VL's decoder: query/key norms, no biases, interleaved rotary sections, and where the
+/// config has experts (`qwen3_vl_moe`) Qwen3-VL's own mixture.
 fn text_spec(config: &Qwen3VlConfig) -> text::TextSpec<'_> {
     text::TextSpec {
         text: &config.text_config,
@@ -270,6 +276,7 @@ fn text_spec(config: &Qwen3VlConfig) -> text::TextSpec<'_> {
         interleaved: config.interleaved(),
         qk_norms: true,
         qkv_bias: false,
+        mixture: Mixture::Qwen3VlMoe,
     }
 }
 
@@ -285,7 +292,7 @@ pub(crate) fn lm_head(weights: &Weights, t: &Qwen3VlTextConfig) -> Result<Option
 /// [`crate::registry::ARCHITECTURES`] lists it; its preprocessing comes from its config.
 pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "qwen3_vl",
-    model_types: &["qwen3_vl"],
+    model_types: &["qwen3_vl", "qwen3_vl_moe"],
     layout: HF_LAYOUT,
     timm_towers: &[],
     released_as_torch_checkpoint: false,

@@ -9,7 +9,7 @@ use candle_core::{DType, Device, Tensor, D};
 
 use super::attend;
 use super::config::Qwen3VlTextConfig;
-use super::experts::FeedForward;
+use super::experts::{FeedForward, Mixture};
 use crate::models::transformer::{over_rows, repeat_kv, Dense};
 use crate::models::weights::Weights;
 use crate::vqascore::local::{KvLayout, LayerCache};
@@ -75,7 +75,7 @@ impl DecoderLayer {
             o: dense(a.pp("o_proj"), t.num_attention_heads * head_dim, h, false)?,
             qk_norms,
             post_norm: RmsNorm::load(&w.pp("post_attention_layernorm"), h, t.rms_norm_eps)?,
-            feed_forward: FeedForward::load(&w.pp("mlp"), t, layer)?,
+            feed_forward: FeedForward::load(&w.pp("mlp"), t, spec.mixture, layer)?,
         })
     }
 }
@@ -113,6 +113,8 @@ pub(crate) struct TextSpec<'a> {
     pub qk_norms: bool,
     /// Qwen2's biases on the query, key and value projections.
     pub qkv_bias: bool,
+    /// The mixture of experts, where the config has any.
+    pub mixture: Mixture,
 }
 
 impl Decoder {
