@@ -7,6 +7,10 @@ so400m, 1152 wide, MLP 4304, 16 heads, 896 px in 14 px patches, 256 image tokens
 wide, 16 query and 8 key-value heads of 128, MLP 6144, a 151,936-token vocabulary, tied
 output layer; vision: 1024 wide, MLP 4096, 16 heads, 16 px patches merged 2 × 2 into 2048,
 DeepStack after blocks 5, 11 and 17), images of 640 × 480 (300 image tokens each). `--family
+qwen3vlmoe`: a Qwen3-VL mixture of experts of Qwen/Qwen3-VL-30B-A3B-Instruct's widths (text: 2048
+wide, 32 query and 4 key-value heads of 128, 128 experts of MLP 768, 8 a token, a 151,936-token
+vocabulary and its own output layer; vision: 1152 wide, MLP 4304, 16 heads, 16 px patches merged
+2 × 2 into 2048, DeepStack after blocks 8, 16 and 24), the same images. `--family
 qwen25vl`: a Qwen2.5-VL of Qwen/Qwen2.5-VL-3B-Instruct's widths (text: 2048 wide, 16 query and 2
 key-value heads of 128, MLP 11008, tied 151,936-token output layer; vision: 1280 wide, MLP 3420,
 16 heads, 14 px patches merged 2 × 2, windows of 112 px, full attention in blocks 7, 15, 23, 31
@@ -22,7 +26,7 @@ into batches. `--family internvl35`: the same tower and images over InternVL3.5-
 (2048 wide, 16 query and 8 key-value heads of 128 with query/key norms, MLP 6144, tied
 151,936-token output layer); `--family internvl35moe` over InternVL3.5-30B-A3B's Qwen3-30B-A3B
 (2048 wide, 32 query and 4 key-value heads of 128, 128 experts of MLP 768, 8 a token). Either with
-`--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24, 36 / 32 or 28 / 24 with `--full-depth`;
+`--text-layers` / `--vision-layers` layers (the full 34 / 27, 28 / 24, 48 / 27, 36 / 32 or 28 / 24 with `--full-depth`;
 fewer on a CPU, where one full-depth pair takes seconds to tens of seconds). The tokenizer is
 the family's test fixture's (ids below 420, the image tokens at the fixture's ids): the
 vocabulary's size, not its pieces, is what costs. Then, on the same Winoground-layout suite of
@@ -58,7 +62,8 @@ FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/gemma3-tiny"
 QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
 INTERNVL_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/internvl-tiny"
 # Each family's image size (width, height) and full depth (text, vision layers).
-FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen25vl": ((644, 476), (36, 32)),
+FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen3vlmoe": ((640, 480), (48, 27)),
+            "qwen25vl": ((644, 476), (36, 32)),
             "internvl": ((640, 480), (28, 24)), "internvl35": ((640, 480), (28, 24)),
             "internvl35moe": ((640, 480), (48, 24))}
 QUESTION = 'Does this figure show "{}"? Please answer Yes or No.'
@@ -136,26 +141,31 @@ def build_model(out: Path, text_layers: int, vision_layers: int):
     return processor
 
 
-def build_qwen3vl(out: Path, text_layers: int, vision_layers: int):
+def build_qwen3vl(out: Path, text_layers: int, vision_layers: int, moe: bool = False):
     from transformers import (AutoTokenizer, Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration,
-                              Qwen3VLProcessor, Qwen3VLVideoProcessor)
+                              Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, Qwen3VLProcessor,
+                              Qwen3VLVideoProcessor)
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(QWEN_FIXTURE)
     fixture = json.loads((QWEN_FIXTURE / "config.json").read_text())
-    deepstack = [i for i in (5, 11, 17) if i < vision_layers] or [0]
-    config = Qwen3VLConfig(
+    deepstack = [i for i in ((8, 16, 24) if moe else (5, 11, 17)) if i < vision_layers] or [0]
+    # Qwen3-VL-2B's widths, or Qwen3-VL-30B-A3B's (its decoder a mixture, its vision tower wider).
+    text = (dict(num_attention_heads=32, num_key_value_heads=4, num_experts=128, num_experts_per_tok=8,
+                 moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[], tie_word_embeddings=False)
+            if moe else dict(num_attention_heads=16, num_key_value_heads=8, tie_word_embeddings=True))
+    vision = dict(hidden_size=1152, intermediate_size=4304) if moe else dict(hidden_size=1024, intermediate_size=4096)
+    config = (Qwen3VLMoeConfig if moe else Qwen3VLConfig)(
         text_config=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=text_layers,
-                         num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=262144,
-                         rms_norm_eps=1e-6, tie_word_embeddings=True,
+                         head_dim=128, max_position_embeddings=262144, rms_norm_eps=1e-6,
                          rope_parameters=dict(rope_type="default", rope_theta=5_000_000.0, mrope_section=[24, 20, 20],
-                                              mrope_interleaved=True)),
-        vision_config=dict(depth=vision_layers, hidden_size=1024, intermediate_size=4096, num_heads=16, patch_size=16,
-                           temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=2048,
-                           num_position_embeddings=2304, deepstack_visual_indexes=deepstack[:text_layers]),
+                                              mrope_interleaved=True), **text),
+        vision_config=dict(depth=vision_layers, num_heads=16, patch_size=16, temporal_patch_size=2,
+                           spatial_merge_size=2, out_hidden_size=2048, num_position_embeddings=2304,
+                           deepstack_visual_indexes=deepstack[:text_layers], **vision),
         image_token_id=fixture["image_token_id"], video_token_id=fixture["video_token_id"],
         vision_start_token_id=fixture["vision_start_token_id"], vision_end_token_id=fixture["vision_end_token_id"],
-        tie_word_embeddings=True)
-    model = Qwen3VLForConditionalGeneration(config).eval()
+        tie_word_embeddings=text["tie_word_embeddings"])
+    model = (Qwen3VLMoeForConditionalGeneration if moe else Qwen3VLForConditionalGeneration)(config).eval()
     processor = Qwen3VLProcessor(
         image_processor=Qwen2VLImageProcessor(patch_size=16, temporal_patch_size=2, merge_size=2,
                                               image_mean=[0.5] * 3, image_std=[0.5] * 3),
@@ -164,6 +174,10 @@ def build_qwen3vl(out: Path, text_layers: int, vision_layers: int):
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return processor
+
+
+def build_qwen3vlmoe(out: Path, text_layers: int, vision_layers: int):
+    return build_qwen3vl(out, text_layers, vision_layers, moe=True)
 
 
 def build_qwen25vl(out: Path, text_layers: int, vision_layers: int):
@@ -299,9 +313,11 @@ def benchctl_side(args, model_dir: Path, suite: Path, work: Path):
 
 def torch_side(args, model_dir: Path, processor, suite: Path, pairs):
     from transformers import (Gemma3ForConditionalGeneration, InternVLForConditionalGeneration,
-                              Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration)
+                              Qwen2_5_VLForConditionalGeneration, Qwen3VLForConditionalGeneration,
+                              Qwen3VLMoeForConditionalGeneration)
     device = "cuda" if args.device == "cuda" else "cpu"
-    family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen25vl": Qwen2_5_VLForConditionalGeneration,
+    family = {"qwen3vl": Qwen3VLForConditionalGeneration, "qwen3vlmoe": Qwen3VLMoeForConditionalGeneration,
+              "qwen25vl": Qwen2_5_VLForConditionalGeneration,
               "gemma3": Gemma3ForConditionalGeneration, "internvl": InternVLForConditionalGeneration,
               "internvl35": InternVLForConditionalGeneration, "internvl35moe": InternVLForConditionalGeneration}[args.family]
     if device == "cuda":
@@ -386,7 +402,7 @@ def main():
     parser.add_argument("--text-layers", type=int, default=2)
     parser.add_argument("--vision-layers", type=int, default=2)
     parser.add_argument("--full-depth", action="store_true",
-                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's and InternVL3.5-2B's 28 and 24, InternVL3.5-30B-A3B's 48 and 24")
+                        help="the published depth: gemma-3-4b-it's 34 text and 27 vision layers, Qwen3-VL-2B's 28 and 24, Qwen3-VL-30B-A3B's 48 and 27, Qwen2.5-VL-3B's 36 and 32, InternVL3-2B's and InternVL3.5-2B's 28 and 24, InternVL3.5-30B-A3B's 48 and 24")
     args = parser.parse_args()
     if args.family.startswith("internvl") and args.t2v_metrics is None:
         parser.error("--family internvl needs --t2v-metrics (t2v_metrics' tiling and prompt are its reference)")
@@ -397,7 +413,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir, suite = work / "model", work / "suite"
-        build = {"qwen3vl": build_qwen3vl, "qwen25vl": build_qwen25vl, "gemma3": build_model,
+        build = {"qwen3vl": build_qwen3vl, "qwen3vlmoe": build_qwen3vlmoe, "qwen25vl": build_qwen25vl, "gemma3": build_model,
                  "internvl": build_internvl, "internvl35": build_internvl35,
                  "internvl35moe": build_internvl35moe}[args.family]
         # On a GPU the random model is drawn there, in the run's dtype (minutes on a CPU at full depth).
@@ -415,7 +431,8 @@ def main():
         with GpuPeak(args.device == "cuda") as their_peak:
             theirs, their_scores = torch_side(args, model_dir, processor, suite, pairs)
     worst = max(abs(our_scores[p] - their_scores[p]) for p in pairs)
-    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen25vl": "Qwen2.5-VL-3B-Instruct",
+    widths = {"gemma3": "gemma-3-4b-it", "qwen3vl": "Qwen3-VL-2B-Instruct", "qwen3vlmoe": "Qwen3-VL-30B-A3B-Instruct",
+              "qwen25vl": "Qwen2.5-VL-3B-Instruct",
               "internvl": "InternVL3-2B-hf", "internvl35": "InternVL3_5-2B-HF",
               "internvl35moe": "InternVL3_5-30B-A3B-HF"}[args.family]
     print(f"{widths} widths, {args.text_layers} text / {args.vision_layers} vision layers, {args.device} "
