@@ -26,7 +26,7 @@
 //!
 //! The mixture-of-experts checkpoints (`qwen3_vl_moe`, e.g.
 //! <https://huggingface.co/Qwen/Qwen3-VL-30B-A3B-Instruct>) are the same model with a mixture
-//! of SwiGLU experts in the decoder's sparse layers ([`experts::Mixture::Qwen3VlMoe`]).
+//! of SwiGLU experts in the decoder's sparse layers (`experts::Mixture::Qwen3VlMoe`).
 //!
 //! Attention is causal throughout, so the keys and values of the prompt up to
 //! `<|vision_end|>` are each image's state ([`crate::FusionEncoder::encode_images`]), computed
