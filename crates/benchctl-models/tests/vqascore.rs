@@ -416,7 +416,8 @@ fn qwen3vl_moe_with_experts(edit: impl Fn(&Tensor) -> Tensor) -> tempfile::TempD
 
 /// A checkpoint saved by transformers 5 holds the experts transposed from the hub's layout
 /// (`(experts, out, in)`): read as transformers reads it, it scores the same; a tensor of
-/// neither shape is refused naming it and the shape the config implies.
+/// neither shape is refused naming it and the shape the config implies, a mixture that cannot
+/// route naming the key.
 #[test]
 fn qwen3vl_moe_reads_transformers_5_saved_experts_and_refuses_other_shapes() {
     let transposed = qwen3vl_moe_with_experts(|t| t.transpose(1, 2).unwrap().contiguous().unwrap());
@@ -434,6 +435,13 @@ fn qwen3vl_moe_reads_transformers_5_saved_experts_and_refuses_other_shapes() {
     let message = error.to_string();
     assert!(message.contains("model.language_model.layers.0.mlp.experts.gate_up_proj"), "{message}");
     assert!(message.contains("[8, 64, 48]"), "{message}");
+    // A mixture that cannot route (more experts a token than it has) is refused by key.
+    let config_path = transposed.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&config_path).unwrap()).unwrap();
+    config["text_config"]["num_experts_per_tok"] = 9.into();
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let error = Qwen3VlVqa::load(&hub::from_dir(transposed.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
+    assert!(error.to_string().contains("text_config.num_experts_per_tok 9 of num_experts 8"), "{error}");
 }
 
 #[test]
