@@ -171,6 +171,30 @@ fn images_shown_together_are_labelled_and_tiled_as_the_model_card_shows_them() {
     }
 }
 
+/// Images shown together just after each was encoded alone (VisMin's image task, item by item)
+/// take their tile features from those runs: the state is the one a fresh model computes, bit
+/// for bit, and the tower runs once per image.
+#[test]
+fn images_shown_together_after_alone_reuse_their_tower_runs() {
+    let text = std::fs::read_to_string(fixture_model("internvl-tiny").join("together.json")).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let files: Vec<&str> =
+        expected["cases"][0]["images"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let warm = model_of("internvl-tiny", DType::F32);
+    let images: Vec<Tensor> = files.iter().map(|f| packed(&warm, f)).collect();
+    for image in &images {
+        warm.encode_images(image).unwrap();
+    }
+    assert_eq!(warm.tower_runs(), images.len());
+    let state = warm.encode_shown_together(&images).unwrap();
+    assert_eq!(warm.tower_runs(), images.len(), "the tower ran again on images it had just encoded");
+    let fresh = model_of("internvl-tiny", DType::F32);
+    let theirs = fresh.encode_shown_together(&images).unwrap();
+    assert_eq!(fresh.tower_runs(), images.len());
+    let values = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(values(&state), values(&theirs));
+}
+
 #[test]
 fn internvl_log_p_yes_matches_t2v_metrics() {
     for fixture in FIXTURES {

@@ -444,6 +444,38 @@ fn qwen3vl_moe_reads_transformers_5_saved_experts_and_refuses_other_shapes() {
     assert!(error.to_string().contains("text_config.num_experts_per_tok 9 of num_experts 8"), "{error}");
 }
 
+/// Images shown together just after each was encoded alone (VisMin's image task, item by item)
+/// take their tower outputs from those runs: the state is the one a fresh model computes, bit
+/// for bit, and the tower runs once per image; an image not among the last few encoded runs it.
+#[test]
+fn images_shown_together_after_alone_reuse_their_tower_runs() {
+    let values = |t: &Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    for (fixture, _) in QWEN_VL {
+        let warm = qwen_vl(fixture, DType::F32);
+        let images: Vec<Tensor> =
+            ["image0.png", "image2.png"].iter().map(|f| qwen_vl_pixels(&warm, fixture, f)).collect();
+        for image in &images {
+            warm.encode_images(image).unwrap();
+        }
+        assert_eq!(warm.tower_runs(), 2);
+        let state = warm.encode_shown_together(&images).unwrap();
+        assert_eq!(warm.tower_runs(), 2, "{fixture}: the tower ran again on images it had just encoded");
+        let fresh = qwen_vl(fixture, DType::F32);
+        assert_eq!(values(&state), values(&fresh.encode_shown_together(&images).unwrap()), "{fixture}");
+        assert_eq!(fresh.tower_runs(), 2);
+        // Four other images later, the first is no longer held.
+        for file in ["image1.png", "image3.png"] {
+            warm.encode_images(&qwen_vl_pixels(&warm, fixture, file)).unwrap();
+        }
+        let flipped = qwen_vl_pixels(&warm, fixture, "image1.png").flip(&[3]).unwrap();
+        warm.encode_images(&flipped).unwrap();
+        warm.encode_images(&flipped.flip(&[2]).unwrap()).unwrap();
+        assert_eq!(warm.tower_runs(), 6);
+        warm.encode_images(&images[0]).unwrap();
+        assert_eq!(warm.tower_runs(), 7, "{fixture}: an image encoded five images ago is not held");
+    }
+}
+
 #[test]
 fn qwen3vl_half_precision_drift_is_bounded() {
     for dtype in [DType::BF16, DType::F16] {

@@ -222,6 +222,74 @@ pub fn each_image(
     Tensor::cat(&rows, 0)
 }
 
+/// The vision tower's output for the last few images a model ran through it, found again by
+/// the pixels' content: an image shown together with others in one prompt (VisMin's image
+/// task: each item's images, then both in one prompt) has just been encoded alone, and its
+/// tower then runs once, not twice. The same pixels through the same tower give the same
+/// output, so a state is the same either way. At most [`TowerMemo::IMAGES`] outputs are held.
+#[derive(Debug)]
+pub(crate) struct TowerMemo<T> {
+    /// Each held output by its pixels' fingerprint, the oldest first.
+    held: std::sync::Mutex<std::collections::VecDeque<(Fingerprint, T)>>,
+    runs: std::sync::atomic::AtomicUsize,
+}
+
+/// Two SipHash digests (keyed apart) of a tensor's shape and values: 128 bits, so that two
+/// different images held at once never share one.
+type Fingerprint = (u64, u64);
+
+impl<T> Default for TowerMemo<T> {
+    fn default() -> Self {
+        Self { held: Default::default(), runs: Default::default() }
+    }
+}
+
+impl<T: Clone> TowerMemo<T> {
+    /// Images kept: an item's images shown together are its last few encoded.
+    const IMAGES: usize = 4;
+
+    /// The tower's output for `pixels`: held, else `tower()` run and held.
+    pub(crate) fn get_or(
+        &self,
+        pixels: &Tensor,
+        tower: impl FnOnce() -> candle_core::Result<T>,
+    ) -> candle_core::Result<T> {
+        let key = fingerprint(pixels)?;
+        // A poisoned lock (a panic elsewhere) only costs the reuse.
+        if let Some(held) = self.held.lock().ok().and_then(|held| held.iter().find(|(k, _)| *k == key).cloned()) {
+            return Ok(held.1);
+        }
+        let output = tower()?;
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut held) = self.held.lock() {
+            if held.len() == Self::IMAGES {
+                held.pop_front();
+            }
+            held.push_back((key, output.clone()));
+        }
+        Ok(output)
+    }
+
+    /// How many times the tower ran.
+    pub(crate) fn runs(&self) -> usize {
+        self.runs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+fn fingerprint(pixels: &Tensor) -> candle_core::Result<Fingerprint> {
+    use std::hash::Hasher;
+    let values = pixels.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let digest = |seed: u64| {
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write_u64(seed);
+        pixels.dims().iter().for_each(|&d| hasher.write_usize(d));
+        hasher.write(&bytes);
+        hasher.finish()
+    };
+    Ok((digest(0), digest(0x9e37_79b9_7f4a_7c15)))
+}
+
 /// A checkpoint's `tokenizer.json`.
 pub fn load_tokenizer(path: &std::path::Path) -> Result<tokenizers::Tokenizer> {
     tokenizers::Tokenizer::from_file(path)

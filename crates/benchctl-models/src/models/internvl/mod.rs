@@ -44,7 +44,9 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::{Layout, ModelFiles, HF_LAYOUT};
 use crate::preprocess::tiles::TileLayout;
 use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, Resize, IMAGENET_MEAN, IMAGENET_STD};
-use crate::vqascore::local::{answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{
+    answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, TowerMemo,
+};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 use vision::InternVision;
@@ -260,6 +262,9 @@ impl InternVlConfig {
 /// InternVL scored by VQAScore.
 pub struct InternVlVqa {
     vision: InternVision,
+    /// The tower's last outputs (tile features, tiles): an image shown with others has just
+    /// been encoded alone.
+    towered: TowerMemo<(Tensor, usize)>,
     decoder: Decoder,
     tokenizer: tokenizers::Tokenizer,
     template: Template,
@@ -291,6 +296,12 @@ impl InternVlVqa {
             ids.push(self.image_end);
         }
         Ok((ids, starts))
+    }
+
+    /// How many images its vision tower has run on (an image shown with others, just encoded
+    /// alone, reuses that run).
+    pub fn tower_runs(&self) -> usize {
+        self.towered.runs()
     }
 
     /// The token that stands for one of an image's features in the prompt.
@@ -331,7 +342,7 @@ impl InternVlVqa {
     fn state_of(&self, packed: &[Tensor]) -> candle_core::Result<Tensor> {
         let (features, tiles): (Vec<Tensor>, Vec<usize>) = packed
             .iter()
-            .map(|image| self.tile_features(image))
+            .map(|image| self.towered.get_or(image, || self.tile_features(image)))
             .collect::<candle_core::Result<Vec<_>>>()?
             .into_iter()
             .unzip();
@@ -384,6 +395,7 @@ impl LocalVqa for InternVlVqa {
         }
         Ok(Self {
             vision,
+            towered: TowerMemo::default(),
             decoder,
             tokenizer,
             template,

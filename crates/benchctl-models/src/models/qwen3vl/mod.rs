@@ -50,12 +50,14 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::preprocess::{ImageSettings, Preprocessor};
-use crate::vqascore::local::{answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{
+    answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, TowerMemo,
+};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 use experts::Mixture;
 use text::{Decoder, Positions};
-use vision::{QwenVision, VisionTower};
+use vision::{QwenVision, VisionOutput, VisionTower};
 
 /// The softmax attention of `(b, heads, s, d)` queries over `(b, heads, t, d)` keys and values,
 /// `mask` `(s, t)` additive if any; weights in f32, the output `(b, s, heads · d)`.
@@ -80,6 +82,8 @@ pub(crate) fn attend(
 /// Qwen3-VL scored by VQAScore (and Qwen2.5-VL, as [`super::qwen25vl::load`] assembles it).
 pub struct Qwen3VlVqa {
     vision: Box<dyn QwenVision>,
+    /// The tower's last outputs: an image shown with others has just been encoded alone.
+    towered: TowerMemo<VisionOutput>,
     decoder: Decoder,
     tokenizer: tokenizers::Tokenizer,
     template: Template,
@@ -101,6 +105,12 @@ impl Qwen3VlVqa {
         ids.extend(std::iter::repeat_n(self.image_token, tokens));
         ids.push(self.vision_end);
         ids
+    }
+
+    /// How many images its vision tower has run on (an image shown with others, just encoded
+    /// alone, reuses that run).
+    pub fn tower_runs(&self) -> usize {
+        self.towered.runs()
     }
 
     /// The whole prompt's ids for an image of `tokens` merged patches and `caption`.
@@ -130,7 +140,7 @@ impl Qwen3VlVqa {
                 positions.iter_mut().for_each(|axis| axis.push(next as u32));
                 next += 1;
             }
-            let image = self.vision.forward(pixels)?;
+            let image = self.towered.get_or(pixels, || self.vision.forward(pixels))?;
             let (rows, cols) = image.grid;
             rows_of.push(ids.len()..ids.len() + rows * cols);
             ids.extend(std::iter::repeat_n(self.image_token, rows * cols));
@@ -194,6 +204,7 @@ impl Qwen3VlVqa {
         }
         Ok(Self {
             vision,
+            towered: TowerMemo::default(),
             decoder,
             tokenizer,
             template,

@@ -112,6 +112,7 @@ pub(super) struct VisionTower {
 
 /// One image through the tower: its merged tokens `(tokens, width)`, DeepStack's features, and
 /// its merged grid (rows, columns).
+#[derive(Debug, Clone)]
 pub(crate) struct VisionOutput {
     pub tokens: Tensor,
     pub deepstack: Vec<Tensor>,
