@@ -474,6 +474,20 @@ fn images_shown_together_after_alone_reuse_their_tower_runs() {
         warm.encode_images(&images[0]).unwrap();
         assert_eq!(warm.tower_runs(), 7, "{fixture}: an image encoded five images ago is not held");
     }
+    // Gemma 3: a batch of both images (as the runner batches an item's images), then both
+    // together; an image held is not run again in a batch of others.
+    let warm = model(DType::F32);
+    let folder = workspace_root().join("crates/benchctl/tests/fixtures/vqa-winoground/images");
+    let images: Vec<Tensor> =
+        ["ex_0_img_0.png", "ex_0_img_1.png", "ex_1_img_0.png"].iter().map(|f| pixels(&warm, &folder.join(f))).collect();
+    warm.encode_images(&Tensor::cat(&images[..2], 0).unwrap()).unwrap();
+    assert_eq!(warm.tower_runs(), 2);
+    let state = warm.encode_shown_together(&images[..2]).unwrap();
+    assert_eq!(warm.tower_runs(), 2, "gemma3: the tower ran again on images it had just encoded");
+    let fresh = model(DType::F32);
+    assert_eq!(values(&state), values(&fresh.encode_shown_together(&images[..2]).unwrap()), "gemma3");
+    warm.encode_images(&Tensor::cat(&images[1..], 0).unwrap()).unwrap();
+    assert_eq!(warm.tower_runs(), 3, "gemma3: only the image not held is run");
 }
 
 #[test]

@@ -35,7 +35,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ImageSettings, ModeRule, Preprocessor, HALF};
-use crate::vqascore::local::{answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa, TowerMemo};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -291,6 +291,9 @@ pub struct Gemma3Vqa {
     /// What a caption may not hold: the image's own token, and `<start_of_image>`, which the
     /// processor expands into the image's tokens.
     image_markers: Vec<u32>,
+    /// Each of the last images' embeddings: an image shown with others has just been encoded
+    /// alone.
+    towered: TowerMemo<Tensor>,
     dtype: DType,
 }
 
@@ -302,7 +305,7 @@ impl Gemma3Vqa {
 
     fn prefix_states(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
         let b = pixels.dim(0)?;
-        let images = self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)?;
+        let images = self.embeddings_of(pixels)?;
         let ids = vec![self.prefix.clone(); b];
         let xs = self.model.decoder.embed(&ids, Some((&images, self.model.image_token)))?;
         let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, std::slice::from_ref(&self.image_span))?;
@@ -318,12 +321,28 @@ impl Gemma3Vqa {
         let n = pixels.dim(0)?;
         let prefix = self.prefix_of(n).map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         let spans = image_spans(&prefix, self.model.image_token);
-        let images = self.model.image_embeddings(&pixels.to_dtype(self.dtype)?)?;
+        let images = self.embeddings_of(pixels)?;
         let (_, per_image, hidden) = images.dims3()?;
         let images = images.reshape((1, n * per_image, hidden))?;
         let xs = self.model.decoder.embed(&[prefix], Some((&images, self.model.image_token)))?;
         let (_, caches) = self.model.decoder.decode(xs, 0, 0, None, &spans)?;
         self.model.decoder.kv_layout().flatten(&caches, 0)
+    }
+
+    /// `(b, tokens, hidden)`: each image's embeddings, held from an earlier batch (an image
+    /// shown with others has just been encoded alone) or computed.
+    fn embeddings_of(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
+        let each = self.towered.get_each_or(pixels, |rows| {
+            let embedded = self.model.image_embeddings(&rows.to_dtype(self.dtype)?)?;
+            (0..embedded.dim(0)?).map(|i| embedded.get(i)).collect()
+        })?;
+        Tensor::stack(&each, 0)
+    }
+
+    /// How many images its vision tower has run on (an image shown with others, just encoded
+    /// alone, reuses that run).
+    pub fn tower_runs(&self) -> usize {
+        self.towered.runs()
     }
 
     /// The prompt's ids up to the last image's `<end_of_image>` for `images` images.
@@ -417,6 +436,7 @@ impl LocalVqa for Gemma3Vqa {
             model,
             tokenizer,
             template,
+            towered: TowerMemo::default(),
             dtype,
         })
     }

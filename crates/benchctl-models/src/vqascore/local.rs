@@ -255,22 +255,60 @@ impl<T: Clone> TowerMemo<T> {
         tower: impl FnOnce() -> candle_core::Result<T>,
     ) -> candle_core::Result<T> {
         let key = fingerprint(pixels)?;
-        // A poisoned lock (a panic elsewhere) only costs the reuse.
-        if let Some(held) = self.held.lock().ok().and_then(|held| held.iter().find(|(k, _)| *k == key).cloned()) {
-            return Ok(held.1);
+        if let Some(held) = self.held(&key) {
+            return Ok(held);
         }
         let output = tower()?;
+        self.hold(key, output.clone());
+        Ok(output)
+    }
+
+    /// The tower's output for each image of `images` `(b, …)`: those held, the others from one
+    /// `tower` run over just them (`(m, …)` in, `m` outputs out; all `b` as given when none is
+    /// held, so that a batch is computed as it would be without the memo).
+    pub(crate) fn get_each_or(
+        &self,
+        images: &Tensor,
+        tower: impl FnOnce(&Tensor) -> candle_core::Result<Vec<T>>,
+    ) -> candle_core::Result<Vec<T>> {
+        let keys =
+            (0..images.dim(0)?).map(|i| fingerprint(&images.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
+        let mut found: Vec<Option<T>> = keys.iter().map(|key| self.held(key)).collect();
+        let missing: Vec<u32> = (0..keys.len() as u32).filter(|&i| found[i as usize].is_none()).collect();
+        if !missing.is_empty() {
+            let rows = match missing.len() == keys.len() {
+                true => images.clone(),
+                false => images.index_select(&Tensor::new(missing.as_slice(), images.device())?, 0)?,
+            };
+            let outputs = tower(&rows)?;
+            if outputs.len() != missing.len() {
+                candle_core::bail!("the tower gave {} outputs for {} images", outputs.len(), missing.len());
+            }
+            for (&i, output) in missing.iter().zip(outputs) {
+                self.hold(keys[i as usize], output.clone());
+                found[i as usize] = Some(output);
+            }
+        }
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// The output held for `key`. A poisoned lock (a panic elsewhere) only costs the reuse.
+    fn held(&self, key: &Fingerprint) -> Option<T> {
+        self.held.lock().ok()?.iter().find(|(k, _)| k == key).map(|(_, output)| output.clone())
+    }
+
+    /// Holds one new tower output, letting the oldest go.
+    fn hold(&self, key: Fingerprint, output: T) {
         self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut held) = self.held.lock() {
             if held.len() == Self::IMAGES {
                 held.pop_front();
             }
-            held.push_back((key, output.clone()));
+            held.push_back((key, output));
         }
-        Ok(output)
     }
 
-    /// How many times the tower ran.
+    /// How many images the tower ran on.
     pub(crate) fn runs(&self) -> usize {
         self.runs.load(std::sync::atomic::Ordering::Relaxed)
     }
