@@ -223,20 +223,19 @@ pub fn each_image(
 }
 
 /// The vision tower's output for the last few images a model ran through it, found again by
-/// the pixels' content: an image shown together with others in one prompt (VisMin's image
-/// task: each item's images, then both in one prompt) has just been encoded alone, and its
-/// tower then runs once, not twice. The same pixels through the same tower give the same
-/// output, so a state is the same either way. At most [`TowerMemo::IMAGES`] outputs are held.
+/// the pixels themselves: an image shown together with others in one prompt (VisMin's image
+/// task: each item's images, then them together) has just been encoded alone, and its tower
+/// then runs once, not twice. The same pixels through the same tower give the same output, so a
+/// state is the same either way. Each output is held with its pixels (a reference, not a copy,
+/// where the pixels are a whole tensor), and pixels are found equal by comparing every value on
+/// their device, only when a model asks (no hashing on the way in, no copy to the host). At most
+/// [`TowerMemo::IMAGES`] outputs are held.
 #[derive(Debug)]
 pub(crate) struct TowerMemo<T> {
-    /// Each held output by its pixels' fingerprint, the oldest first.
-    held: std::sync::Mutex<std::collections::VecDeque<(Fingerprint, T)>>,
+    /// Each held output with its pixels, the oldest first.
+    held: std::sync::Mutex<std::collections::VecDeque<(Tensor, T)>>,
     runs: std::sync::atomic::AtomicUsize,
 }
-
-/// Two SipHash digests (keyed apart) of a tensor's shape and values: 128 bits, so that two
-/// different images held at once never share one.
-type Fingerprint = (u64, u64);
 
 impl<T> Default for TowerMemo<T> {
     fn default() -> Self {
@@ -254,12 +253,11 @@ impl<T: Clone> TowerMemo<T> {
         pixels: &Tensor,
         tower: impl FnOnce() -> candle_core::Result<T>,
     ) -> candle_core::Result<T> {
-        let key = fingerprint(pixels)?;
-        if let Some(held) = self.held(&key) {
+        if let Some(held) = self.held(pixels)? {
             return Ok(held);
         }
         let output = tower()?;
-        self.hold(key, output.clone());
+        self.hold(pixels.clone(), output.clone());
         Ok(output)
     }
 
@@ -271,40 +269,48 @@ impl<T: Clone> TowerMemo<T> {
         images: &Tensor,
         tower: impl FnOnce(&Tensor) -> candle_core::Result<Vec<T>>,
     ) -> candle_core::Result<Vec<T>> {
-        let keys =
-            (0..images.dim(0)?).map(|i| fingerprint(&images.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
-        let mut found: Vec<Option<T>> = keys.iter().map(|key| self.held(key)).collect();
-        let missing: Vec<u32> = (0..keys.len() as u32).filter(|&i| found[i as usize].is_none()).collect();
-        if !missing.is_empty() {
-            let rows = match missing.len() == keys.len() {
-                true => images.clone(),
-                false => images.index_select(&Tensor::new(missing.as_slice(), images.device())?, 0)?,
-            };
-            let outputs = tower(&rows)?;
-            if outputs.len() != missing.len() {
-                candle_core::bail!("the tower gave {} outputs for {} images", outputs.len(), missing.len());
-            }
-            for (&i, output) in missing.iter().zip(outputs) {
-                self.hold(keys[i as usize], output.clone());
-                found[i as usize] = Some(output);
-            }
+        let rows = (0..images.dim(0)?).map(|i| images.get(i)).collect::<candle_core::Result<Vec<_>>>()?;
+        let mut found: Vec<Option<T>> = rows.iter().map(|row| self.held(row)).collect::<candle_core::Result<_>>()?;
+        let missing: Vec<u32> = (0..rows.len() as u32).filter(|&i| found[i as usize].is_none()).collect();
+        if missing.is_empty() {
+            return Ok(found.into_iter().flatten().collect());
+        }
+        let batch = match missing.len() == rows.len() {
+            true => images.clone(),
+            false => images.index_select(&Tensor::new(missing.as_slice(), images.device())?, 0)?,
+        };
+        let outputs = tower(&batch)?;
+        if outputs.len() != missing.len() {
+            candle_core::bail!("the tower gave {} outputs for {} images", outputs.len(), missing.len());
+        }
+        for (&i, output) in missing.iter().zip(outputs) {
+            // A row is a view of the whole batch: held as its own copy, so that the batch goes.
+            self.hold(rows[i as usize].copy()?, output.clone());
+            found[i as usize] = Some(output);
         }
         Ok(found.into_iter().flatten().collect())
     }
 
-    /// The output held for `key`. A poisoned lock (a panic elsewhere) only costs the reuse.
-    fn held(&self, key: &Fingerprint) -> Option<T> {
-        self.held.lock().ok()?.iter().find(|(k, _)| k == key).map(|(_, output)| output.clone())
+    /// The output held for pixels equal to `pixels`, value for value.
+    fn held(&self, pixels: &Tensor) -> candle_core::Result<Option<T>> {
+        // A poisoned lock (a panic elsewhere) only costs the reuse.
+        let Ok(held) = self.held.lock() else { return Ok(None) };
+        for (theirs, output) in held.iter() {
+            if theirs.dims() == pixels.dims() && theirs.dtype() == pixels.dtype() && same_values(theirs, pixels)? {
+                return Ok(Some(output.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// Holds one new tower output, letting the oldest go.
-    fn hold(&self, key: Fingerprint, output: T) {
+    fn hold(&self, pixels: Tensor, output: T) {
         self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut held) = self.held.lock() {
             if held.len() == Self::IMAGES {
                 held.pop_front();
             }
-            held.push_back((key, output));
+            held.push_back((pixels, output));
         }
     }
 
@@ -314,18 +320,15 @@ impl<T: Clone> TowerMemo<T> {
     }
 }
 
-fn fingerprint(pixels: &Tensor) -> candle_core::Result<Fingerprint> {
-    use std::hash::Hasher;
-    let values = pixels.flatten_all()?.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let digest = |seed: u64| {
-        let mut hasher = std::hash::DefaultHasher::new();
-        hasher.write_u64(seed);
-        pixels.dims().iter().for_each(|&d| hasher.write_usize(d));
-        hasher.write(&bytes);
-        hasher.finish()
+/// Whether two tensors of one shape hold the same values, computed where they are: their first
+/// 4,096 values first (another image differs there at once), then all. A NaN equals nothing.
+fn same_values(a: &Tensor, b: &Tensor) -> candle_core::Result<bool> {
+    let (a, b) = (a.flatten_all()?.to_dtype(DType::F32)?, b.flatten_all()?.to_dtype(DType::F32)?);
+    let equal = |a: &Tensor, b: &Tensor| -> candle_core::Result<bool> {
+        Ok((a - b)?.abs()?.max(0)?.to_scalar::<f32>()? == 0.0)
     };
-    Ok((digest(0), digest(0x9e37_79b9_7f4a_7c15)))
+    let head = a.dim(0)?.min(4096);
+    Ok(equal(&a.narrow(0, 0, head)?, &b.narrow(0, 0, head)?)? && equal(&a, &b)?)
 }
 
 /// A checkpoint's `tokenizer.json`.
