@@ -60,6 +60,7 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/gemma3-tiny"
 QWEN_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen3vl-tiny"
+QWEN25_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/qwen25vl-tiny"
 INTERNVL_FIXTURE = ROOT / "crates/benchctl-models/tests/fixtures/internvl-tiny"
 # Each family's image size (width, height) and full depth (text, vision layers).
 FAMILIES = {"gemma3": ((896, 896), (34, 27)), "qwen3vl": ((640, 480), (28, 24)), "qwen3vlmoe": ((640, 480), (48, 27)),
@@ -205,7 +206,8 @@ def build_qwen25vl(out: Path, text_layers: int, vision_layers: int):
         image_processor=Qwen2VLImageProcessor(patch_size=14, temporal_patch_size=2, merge_size=2, image_mean=mean,
                                               image_std=std),
         tokenizer=tokenizer, video_processor=Qwen2VLVideoProcessor(patch_size=14, temporal_patch_size=2, merge_size=2),
-        chat_template=(QWEN_FIXTURE / "chat_template.jinja").read_text())
+        # Qwen2.5-VL's chat format: a default system turn.
+        chat_template=(QWEN25_FIXTURE / "chat_template.jinja").read_text())
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     processor.image_processor.save_pretrained(out)

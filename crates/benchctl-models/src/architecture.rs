@@ -8,6 +8,8 @@ use candle_core::{DType, Device};
 
 use crate::hub::{Layout, ModelFiles};
 use crate::preprocess::Preprocessor;
+use crate::vqascore::reply::ReplyReading;
+use crate::vqascore::AnswerRule;
 use crate::{Model, Result};
 
 /// One architecture's facts and entry points.
@@ -50,6 +52,10 @@ pub struct ArchitectureSpec {
     /// Whether its prompt takes several images shown together (a suite's `item.together`:
     /// VisMin's image task), [`crate::FusionEncoder::encode_shown_together`].
     pub images_together: bool,
+    /// Whether it generates replies here (`--answer-rule generate`,
+    /// [`crate::vqascore::generate`]): a generative family implementing
+    /// [`crate::vqascore::local::LocalVqa`].
+    pub generates_replies: bool,
 }
 
 /// Which random-weight towers `benchctl bench` builds for an architecture's config.
@@ -125,6 +131,21 @@ impl Architecture {
                     self.name()
                 ),
             )),
+        }
+    }
+
+    /// `rule` where the architecture can answer by it: replies are generated only by the
+    /// generative families that declare [`ArchitectureSpec::generates_replies`].
+    pub fn choose_answer_rule(self, rule: AnswerRule) -> Result<AnswerRule> {
+        match rule {
+            AnswerRule::Generate if !self.0.generates_replies => Err(crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!(
+                    "use --answer-rule generate: a {} model generates no replies here (Gemma 3, PaliGemma, Qwen2.5-VL, Qwen3-VL and InternVL do; a server does through --endpoint)",
+                    self.name()
+                ),
+            )),
+            rule => Ok(rule),
         }
     }
 
@@ -242,7 +263,8 @@ impl TextPrep {
     }
 }
 
-/// What a run chooses of a model: its score head, caption preparation and patch budget.
+/// What a run chooses of a model: its score head, caption preparation, patch budget and, for a
+/// generative model, how its answer gives the score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoadChoice {
     pub head: ScoreHead,
@@ -250,12 +272,22 @@ pub struct LoadChoice {
     /// The image processor's patch budget instead of the checkpoint's (`--max-patches`), where
     /// the architecture has one ([`ArchitectureSpec::patch_budget`]).
     pub max_patches: Option<usize>,
+    /// The answer's log-probability, or a reply generated
+    /// ([`ArchitectureSpec::generates_replies`]) and read as `reply_reading` says.
+    pub answer_rule: AnswerRule,
+    pub reply_reading: ReplyReading,
 }
 
 impl LoadChoice {
     /// `head` with the authors' captions.
     pub fn head(head: ScoreHead) -> Self {
-        LoadChoice { head, text_prep: TextPrep::Authors, max_patches: None }
+        LoadChoice {
+            head,
+            text_prep: TextPrep::Authors,
+            max_patches: None,
+            answer_rule: AnswerRule::Logprobs,
+            reply_reading: ReplyReading::FirstFound,
+        }
     }
 }
 

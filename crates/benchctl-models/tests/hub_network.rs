@@ -413,6 +413,38 @@ fn image_settings_fall_back_to_processor_config_json_and_absence_is_remembered()
     }
 }
 
+/// `generation_config.json` (what replies generated here read) comes with a checkpoint where
+/// the repo has it; its absence is recorded as the hub answered it, so offline runs know it
+/// absent without a request; an offline cache that knows neither is `Unknown`, which a
+/// generating run refuses (`tests/generate.rs` reads the settings themselves).
+#[test]
+fn the_generation_settings_come_along_and_their_absence_is_remembered() {
+    use benchctl_models::hub::GenerationFile;
+    for has_it in [true, false] {
+        let (hub_server, _cdn) = hub_and_cdn_without(move |file| file == "generation_config.json" && !has_it);
+        let cache = tempfile::tempdir().unwrap();
+        let online = settings(cache.path(), &hub_server.url(), NetLimits::default());
+        let files = hub::from_hub("org/model", "main", &online).unwrap();
+        let snapshot = cache.path().join("models--org--model/snapshots").join(COMMIT);
+        let want = match has_it {
+            true => GenerationFile::Found(snapshot.join("generation_config.json")),
+            false => GenerationFile::Absent,
+        };
+        assert_eq!(files.generation, want);
+        let offline = HubSettings { offline: true, ..online.clone() };
+        let before = hub_server.seen().len();
+        assert_eq!(hub::from_hub("org/model", "main", &offline).unwrap().generation, want);
+        assert_eq!(hub_server.seen().len(), before, "no request offline");
+        if !has_it {
+            std::fs::remove_dir_all(cache.path().join("models--org--model/.no_exist")).unwrap();
+            let files = hub::from_hub("org/model", "main", &offline).unwrap();
+            assert_eq!(files.generation, GenerationFile::Unknown);
+            let err = benchctl_models::vqascore::generate::GenerationSettings::of(&files).unwrap_err().to_string();
+            assert!(err.contains("generation_config.json") && err.contains("HF_HUB_OFFLINE"), "{err}");
+        }
+    }
+}
+
 /// An OpenCLIP repo as Apple's DFN ones are published: no `open_clip_model.safetensors` and no
 /// `tokenizer.json` (404). The weights come from `open_clip_pytorch_model.bin` and the tokenizer
 /// from OpenAI's ViT-B/32 repo at its pinned commit, as open_clip falls back to its own file and

@@ -444,6 +444,23 @@ fn qwen3vl_moe_reads_transformers_5_saved_experts_and_refuses_other_shapes() {
     assert!(error.to_string().contains("text_config.num_experts_per_tok 9 of num_experts 8"), "{error}");
 }
 
+/// A Qwen2.5-VL config that gives its decoder experts is refused by key: the family has no
+/// mixture of experts to compute them by.
+#[test]
+fn a_qwen25vl_config_with_experts_is_refused_by_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_model("qwen25vl-tiny")).unwrap().flatten().filter(|e| e.path().is_file()) {
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["text_config"]["num_experts"] = 4.into();
+    config["text_config"]["num_experts_per_tok"] = 2.into();
+    std::fs::write(&path, config.to_string()).unwrap();
+    let error = qwen25vl::load(&hub::from_dir(dir.path()).unwrap(), DType::F32, &test_device()).err().unwrap();
+    assert!(error.to_string().contains("text_config.num_experts 4"), "{error}");
+}
+
 /// Images shown together just after each was encoded alone (VisMin's image task, item by item)
 /// take their tower outputs from those runs: the state is the one a fresh model computes, bit
 /// for bit, and the tower runs once per image; an image not among the last few encoded runs it.
@@ -690,9 +707,16 @@ fn replies_match_labels_as_vismins_official_reader_matches_them() {
 }
 
 /// Two and three images in one prompt, of other modes (RGBA, LA, a palette with a transparent
-/// entry, grey with a `tRNS`, 16-bit grey) and sizes beside RGB ones, read as the runner reads
-/// them (`load_pil`, each family's mode rule): log P("Yes") within 1e-4 of Gemma 3's processor
-/// and of t2v_metrics' own Qwen-VL input building given every image in one user turn.
+/// entry, grey with a `tRNS`, 16-bit grey, a CMYK JPEG) and sizes beside RGB ones, read as the
+/// runner reads them (`load_pil`, each family's mode rule): log P("Yes") within 1e-4 of Gemma 3's
+/// processor and of t2v_metrics' own Qwen-VL input building given every image in one user turn
+/// (a set with a JPEG within [`JPEG_SCORE_BOUND`]).
+/// How far a score over a JPEG may be from the reference's: none with libjpeg-turbo (Pillow's own
+/// decoder, `.ci/run` runs this test with it); zune-jpeg's pixels differ by a level on some
+/// pixels (docs/models.md, "Decoding"), which moves the tiny models' log P("Yes") by a few 1e-3.
+const JPEG_SCORE_BOUND: f64 =
+    if matches!(benchctl_suites::image::JPEG_DECODER.as_bytes(), b"libjpeg-turbo") { 1e-4 } else { 5e-3 };
+
 #[test]
 fn images_of_other_modes_and_sizes_shown_together_score_as_the_references_do() {
     let path = workspace_root().join("crates/benchctl-models/tests/fixtures/together-modes.json");
@@ -720,7 +744,9 @@ fn images_of_other_modes_and_sizes_shown_together_score_as_the_references_do() {
             let caption = case["caption"].as_str().unwrap();
             let got = family.score_pairs(&state, &[caption]).unwrap().to_vec1::<f32>().unwrap()[0];
             let want = want.as_f64().unwrap();
-            assert!((f64::from(got) - want).abs() <= 1e-4, "{fixture} {}: {got} against {want}", case["images"]);
+            let jpeg = case["images"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().ends_with(".jpg"));
+            let bound = if jpeg { JPEG_SCORE_BOUND } else { 1e-4 };
+            assert!((f64::from(got) - want).abs() <= bound, "{fixture} {}: {got} against {want}", case["images"]);
         }
     }
 }

@@ -59,6 +59,8 @@ struct Block {
     score: Option<String>,
     text_prep: Option<String>,
     max_patches: Option<usize>,
+    /// `logprobs` or `generate`, for the generative models run here (a server's is its own).
+    answer_rule: Option<String>,
     no_cache: Option<bool>,
 }
 
@@ -119,8 +121,26 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
         });
         let sources: Vec<ModelSource> = sources.map(Ok).chain(servers).collect::<Result<_>>()?;
         let max_patches = block.max_patches;
-        let models =
-            sources.into_iter().map(|source| ModelChoice { source, head, text_prep, max_patches, device, dtype });
+        let answer_rule = match block.answer_rule.as_deref() {
+            None => Default::default(),
+            Some(name) => name.parse().map_err(|e: benchctl_models::Error| {
+                Error::caused_by(
+                    ErrorKind::Usage,
+                    format!("use run spec {}: runs[{b}].answer_rule: {e}", path.display()),
+                    e,
+                )
+            })?,
+        };
+        let models = sources.into_iter().map(|source| ModelChoice {
+            source,
+            head,
+            text_prep,
+            max_patches,
+            answer_rule,
+            reply_reading: Default::default(),
+            device,
+            dtype,
+        });
         for model in models {
             for suite in &block.suites {
                 let mut options = defaults.options.clone();

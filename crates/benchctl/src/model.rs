@@ -267,8 +267,16 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
     let text_prep = architecture.choose_text_prep(choice.text_prep)?;
     let max_patches = architecture.choose_max_patches(choice.max_patches)?;
+    // A rule the model cannot answer by is a bad option (exit 2), not bad model files.
+    let answer_rule = architecture
+        .choose_answer_rule(choice.answer_rule)
+        .map_err(|e| crate::Error::caused_by(crate::ErrorKind::Usage, e.to_string(), e))?;
+    let generates = answer_rule == AnswerRule::Generate;
     let mut record = model_record(id, &files, dtype, &device);
     record.max_patches = max_patches;
+    // Recorded for generated replies only, so that earlier runs' records read the same.
+    record.answer_rule = generates.then(|| answer_rule.name().to_string());
+    record.reply_reading = generates.then(|| choice.reply_reading.name().to_string());
     record.score = Some(head.name().to_string());
     record.architecture = Some(architecture.name().to_string());
     // Recorded where it is not the default, so that earlier runs' records read the same.
@@ -298,8 +306,14 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         text_prep: record.text_prep.clone(),
         tokenizer_settings: files.tokenizer_settings.as_deref().filter(|_| transformers_prep).and_then(content_digest),
         max_patches,
+        answer_rule: record.answer_rule.clone(),
+        reply_reading: record.reply_reading.clone(),
+        generation: match (&files.generation, generates) {
+            (hub::GenerationFile::Found(path), true) => content_digest(path),
+            _ => None,
+        },
     }));
-    let choice = LoadChoice { head, text_prep, max_patches };
+    let choice = LoadChoice { head, text_prep, max_patches, answer_rule, reply_reading: choice.reply_reading };
     let backend = Backend::Local { files: Box::new(files), architecture, choice };
     Ok(ResolvedModel { backend, dtype, device, record, cache_identity })
 }
@@ -336,6 +350,8 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
         text_prep: None,
         architecture: None,
         max_patches: None,
+        answer_rule: None,
+        reply_reading: None,
     };
     let cache_identity = CacheIdentity::Endpoint(EndpointIdentity {
         url: endpoint.chat_url().to_string(),
@@ -382,5 +398,7 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         text_prep: None,
         architecture: None,
         max_patches: None,
+        answer_rule: None,
+        reply_reading: None,
     }
 }

@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use benchctl_models::device::DeviceSpec;
 use benchctl_models::registry::{ScoreHead, TextPrep};
+use benchctl_models::vqascore::reply::ReplyReading;
+use benchctl_models::vqascore::AnswerRule;
 use benchctl_scoring::metrics::Ties;
 use benchctl_suites::rococo::altered::Method;
 use benchctl_suites::SuiteInfo;
@@ -29,6 +31,7 @@ impl EvalPlan {
     pub fn new(mut model: ModelChoice, suite_id: &str, data_dir: Option<&Path>, options: EvalOptions) -> Result<Self> {
         let suite = benchctl_suites::find(suite_id)?;
         // A generated reply is read as the suite's official code reads its replies.
+        model.reply_reading = suite.reply_reading();
         if let ModelSource::Endpoint(endpoint) = &mut model.source {
             endpoint.settings.reply_reading = suite.reply_reading();
         }
@@ -61,6 +64,11 @@ pub struct ModelChoice {
     pub text_prep: Option<TextPrep>,
     /// `None`: the checkpoint's own patch budget (`--max-patches`, SigLIP 2 NaFlex).
     pub max_patches: Option<usize>,
+    /// How a generative model run here gives its score (`--answer-rule`; a server's is in its
+    /// settings).
+    pub answer_rule: AnswerRule,
+    /// How its generated replies are read: the suite's official rule, set by [`EvalPlan::new`].
+    pub reply_reading: ReplyReading,
     pub device: DeviceSpec,
     pub dtype: DType,
 }

@@ -206,6 +206,8 @@ impl Scored {
                 text_prep: None,
                 architecture: None,
                 max_patches: None,
+                answer_rule: None,
+                reply_reading: None,
             },
             suite: suite_record,
             batch_size: 0,

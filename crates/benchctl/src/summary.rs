@@ -134,11 +134,12 @@ pub fn models_table() -> String {
     let mut table = table(header.iter().map(|h| h.to_string()).collect());
     for m in benchctl_models::registry::MODELS {
         let heads: Vec<&str> = m.architecture.heads().iter().map(|h| h.name()).collect();
+        let replies = if m.architecture.spec().generates_replies { " (or generated replies)" } else { "" };
         table.add_row([
             m.id.to_string(),
             format!("{}@{}", m.repo, m.revision_label()),
             m.architecture.name().to_string(),
-            heads.join(", "),
+            format!("{}{replies}", heads.join(", ")),
             m.preprocessing.to_string(),
             m.activation.to_string(),
             m.tokenizer.to_string(),

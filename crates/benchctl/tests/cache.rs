@@ -260,6 +260,8 @@ fn the_namespace_names_the_code_version() {
         head: None,
         text_prep: None,
         max_patches: None,
+        answer_rule: Default::default(),
+        reply_reading: Default::default(),
         device: benchctl_models::device::DeviceSpec::Cpu,
         dtype: candle_core::DType::F32,
     })

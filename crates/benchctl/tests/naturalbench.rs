@@ -192,3 +192,57 @@ fn a_server_reply_is_read_by_the_official_rule() {
         assert!(body.get("logprobs").is_none(), "{body}");
     }
 }
+
+/// The official generate-then-extract rule on a model run here (`--answer-rule generate` with
+/// `--model-path`): the tiny Qwen2.5-VL of `qwen25vl-chat-tiny` replies to each (image,
+/// question) as `transformers`' `generate` does in NaturalBench's example
+/// (`scripts/fixtures/gen_generate_fixture.py`), every option scores as the official
+/// `extract_answer` reads that reply, and the metrics are `get_scores`' of those answers.
+#[test]
+fn a_local_model_generates_and_reads_replies_as_the_official_example_does() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/qwen25vl-chat-tiny");
+    let generated: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("generated.json")).unwrap()).unwrap();
+    let cache = scratch_dir("naturalbench-local-generate-cache");
+    let args = ["--model-path", model.to_str().unwrap(), "--answer-rule", "generate"];
+    let (run_path, run) = stored_run(&eval(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_official(&run, &generated["official"]);
+    assert_eq!(
+        (run["model"]["answer_rule"].as_str(), run["model"]["reply_reading"].as_str()),
+        (Some("generate"), Some("first-found"))
+    );
+    // Each cell's two options against the official answer of its reply: 1 gives the first
+    // option (Yes, A), 0 the second, -1 neither.
+    let stored = read_scores(&dump_path(&run_path, &run)).unwrap();
+    let samples = generated["samples"].as_array().unwrap();
+    assert!(samples.iter().any(|s| s["answer"] == 1) && samples.iter().any(|s| s["answer"] == -1));
+    for sample in samples {
+        let (r, k, q) = ["row", "image", "question"].map(|key| sample[key].as_u64().unwrap() as usize).into();
+        let answer = sample["answer"].as_i64().unwrap();
+        let want = [if answer == 1 { 0.0 } else { -1000.0 }, if answer == 0 { 0.0 } else { -1000.0 }];
+        assert_eq!(stored[r].1[k][2 * q..2 * q + 2], want, "row {r} image {k} question {q}: {:?}", sample["reply"]);
+    }
+    assert_eq!(run["counts"]["pairs_scored"], 96);
+    // Log-probability runs keep their own cache: the same model scores differently.
+    let (_, logprobs) = stored_run(&eval(&args[..2], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!(logprobs["counts"]["pairs_scored"], 96, "nothing served from the generated run's cache");
+    assert!(logprobs["model"].get("answer_rule").is_none());
+    // Leaderboards and the regression gate keep the two apart.
+    let (generated, logprobs): (benchctl::results::Run, benchctl::results::Run) =
+        (benchctl::results::Run::from_json(&run).unwrap(), benchctl::results::Run::from_json(&logprobs).unwrap());
+    assert_eq!(
+        (generated.label(), logprobs.label()),
+        ("qwen25vl-chat-tiny (generated replies)".into(), "qwen25vl-chat-tiny".into())
+    );
+    assert_ne!(generated.identity(), logprobs.identity());
+}
+
+/// Replies are generated only by the generative families that do it here: a contrastive model
+/// (and CLIP-FlanT5) asked to is refused before any work, naming the rule.
+#[test]
+fn a_model_that_generates_no_replies_here_is_refused() {
+    let out = eval(&["--model-path", &common::tiny_model(), "--answer-rule", "generate"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("--answer-rule generate") && said.contains("generates no replies here"), "{said}");
+}

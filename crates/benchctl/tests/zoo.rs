@@ -180,6 +180,11 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
     }
     let blip = text.lines().find(|l| l.contains(" blip-itm-base-coco ")).unwrap();
     assert!(blip.contains("itm, itc") && blip.contains("384 px, stretched square"), "{blip}");
+    // The generative families that generate replies here say so; CLIP-FlanT5 does not.
+    let qwen = text.lines().find(|l| l.contains(" qwen2.5-vl-3b ")).unwrap();
+    assert!(qwen.contains("vqascore (or generated replies)"), "{qwen}");
+    let flant5 = text.lines().find(|l| l.contains(" clip-flant5-xl ")).unwrap();
+    assert!(flant5.contains("vqascore") && !flant5.contains("generated replies"), "{flant5}");
     let siglip = text.lines().find(|l| l.contains(" siglip-base-patch16-224 ")).unwrap();
     assert!(siglip.contains("sigmoid") && siglip.contains("padded to 64"), "{siglip}");
     let siglip2 = text.lines().find(|l| l.contains(" siglip2-base-patch16-224 ")).unwrap();

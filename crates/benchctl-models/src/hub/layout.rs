@@ -106,6 +106,10 @@ pub const PROCESSOR_FILE: &str = "processor_config.json";
 /// `transformers`' tokenizer settings (class, padding side, special tokens).
 pub const TOKENIZER_SETTINGS_FILE: &str = "tokenizer_config.json";
 
+/// How `transformers`' `generate` decodes a checkpoint by default (its stop tokens, its
+/// repetition penalty): read by replies generated here (`--answer-rule generate`).
+pub const GENERATION_FILE: &str = "generation_config.json";
+
 /// Where an HF-layout checkpoint's image settings are looked for, first found first.
 pub const IMAGE_SETTINGS_FILES: [&str; 2] = [PREPROCESSOR_FILE, PROCESSOR_FILE];
 

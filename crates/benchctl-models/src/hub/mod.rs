@@ -9,6 +9,7 @@
 
 mod download;
 mod layout;
+mod optional;
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,8 @@ use hf_hub::{Repo, RepoType};
 pub use download::NetLimits;
 use download::{check_repo_path, is_commit_hash, Client, RepoKind};
 pub use layout::*;
+pub use optional::GenerationFile;
+use optional::{generation_file, image_settings_file, tokenizer_settings_file};
 
 use crate::{Error, ErrorKind, Result};
 
@@ -37,6 +40,8 @@ pub struct ModelFiles {
     /// The layout's [`Companion`] file, where the weights lack what it holds and it was
     /// fetched from its repo.
     pub companion: Option<PathBuf>,
+    /// The checkpoint's [`GENERATION_FILE`], which only replies generated here read.
+    pub generation: GenerationFile,
     /// Where they came from, recorded in run files.
     pub origin: Origin,
 }
@@ -151,7 +156,7 @@ fn fiber_files(dir: &Path, weights: PathBuf, origin: &Path) -> Result<ModelFiles
         preprocessor: None,
         tokenizer_settings: None,
         companion: None,
-
+        generation: GenerationFile::Absent,
         origin: Origin::Directory(origin.to_path_buf()),
     })
 }
@@ -197,6 +202,7 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
             .flatten(),
         tokenizer_settings: Some(dir.join(TOKENIZER_SETTINGS_FILE)).filter(|p| layout.image_settings && p.is_file()),
         companion: None,
+        generation: if layout.image_settings { GenerationFile::in_dir(dir) } else { GenerationFile::Absent },
 
         origin: Origin::Directory(dir.to_path_buf()),
     })
@@ -297,6 +303,8 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
         if layout.image_settings { image_settings_file(repo, revision, &commit, settings)? } else { None };
     let tokenizer_settings =
         if layout.image_settings { tokenizer_settings_file(repo, revision, &commit, settings) } else { None };
+    let generation =
+        if layout.image_settings { generation_file(repo, revision, &commit, settings) } else { GenerationFile::Absent };
     let companion = match layout.companion {
         Some(c) if !weights_hold(&paths[1], c.unless_tensor)? => {
             Some(model_file(c.file.repo, c.file.commit, c.file.file, settings)?)
@@ -310,6 +318,7 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
         preprocessor,
         tokenizer_settings,
         companion,
+        generation,
         origin: Origin::Hub { repo: repo.to_string(), revision: revision.to_string(), commit },
     })
 }
@@ -388,64 +397,6 @@ fn write_ref(repo_folder: &Path, revision: &str, commit: &str) -> Result<()> {
     let written =
         reference.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|_| std::fs::write(&reference, commit));
     written.map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("write {}: {e}", reference.display()), e))
-}
-
-/// The repo's `tokenizer_config.json`, where it has one: from the cache, else downloaded where
-/// the repo has it. Only `--text-prep transformers` needs it, and it says so when it is
-/// missing, so an offline cache without it, or a failed request, is no error here.
-fn tokenizer_settings_file(repo: &str, revision: &str, commit: &str, settings: &HubSettings) -> Option<PathBuf> {
-    if let Some((path, _)) = cached_file(&settings.cache_dir, repo, commit, TOKENIZER_SETTINGS_FILE) {
-        return Some(path);
-    }
-    let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
-    let recorded_absent =
-        settings.cache_dir.join(&folder).join(".no_exist").join(commit).join(TOKENIZER_SETTINGS_FILE).is_file();
-    if settings.offline || recorded_absent {
-        return None;
-    }
-    let client = client(settings).ok()?;
-    let found =
-        client.download_if_present(&settings.cache_dir, &folder, "", (repo, commit), TOKENIZER_SETTINGS_FILE, true);
-    found.ok().flatten().map(|(path, _)| path)
-}
-
-/// The repo's image settings file ([`IMAGE_SETTINGS_FILES`], first found first): from the
-/// cache, else downloaded where the repo has one; `None` when the hub answered that it has
-/// neither (recorded in the cache's `.no_exist/{commit}/`, which offline runs read).
-fn image_settings_file(repo: &str, revision: &str, commit: &str, settings: &HubSettings) -> Result<Option<PathBuf>> {
-    let cached = |file: &str| cached_file(&settings.cache_dir, repo, commit, file).map(|(path, _)| path);
-    if let Some(path) = IMAGE_SETTINGS_FILES.iter().find_map(|file| cached(file)) {
-        return Ok(Some(path));
-    }
-    let folder = Repo::with_revision(repo.to_string(), RepoType::Model, revision.to_string()).folder_name();
-    let absent = |file: &str| settings.cache_dir.join(&folder).join(".no_exist").join(commit).join(file).is_file();
-    if IMAGE_SETTINGS_FILES.iter().all(|file| absent(file)) {
-        return Ok(None);
-    }
-    if settings.offline {
-        return Err(Error::new(
-            ErrorKind::MissingFile,
-            format!(
-                "find {} of {repo}@{revision} in the hub cache {}: HF_HUB_OFFLINE is set, so nothing is downloaded; {}",
-                IMAGE_SETTINGS_FILES.join(" or "),
-                settings.cache_dir.display(),
-                bring_weights(repo, revision)
-            ),
-        ));
-    }
-    let client = client(settings)?;
-    for file in IMAGE_SETTINGS_FILES {
-        if absent(file) {
-            continue;
-        }
-        let found = client
-            .download_if_present(&settings.cache_dir, &folder, "", (repo, commit), file, true)
-            .map_err(|e| with_hint(e, settings, "or use --model-path"))?;
-        if let Some((path, _)) = found {
-            return Ok(Some(path));
-        }
-    }
-    Ok(None)
 }
 
 /// `file` of `repo@revision` in the cache, with the commit it belongs to. The layout is

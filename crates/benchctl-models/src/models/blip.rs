@@ -469,4 +469,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: true,
     patch_budget: false,
     images_together: false,
+    generates_replies: false,
 });

@@ -663,6 +663,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: false,
     patch_budget: false,
     images_together: false,
+    generates_replies: false,
 });
 
 /// The CLIP tokenizer's caption limit at a context of `context` tokens, its captions cleaned

@@ -12,12 +12,12 @@
 
 use std::ops::Range;
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
 use super::transformer::{over_rows, repeat_kv, Dense};
 use super::weights::Weights;
 use crate::kernels::Activation;
-use crate::vqascore::local::{KvLayout, LayerCache};
+use crate::vqascore::local::{KvLayout, LayerCache, ReplyState};
 use crate::{Error, Result};
 
 /// Gemma's RMS norm: in f32, `x / rms(x) · (1 + w)`, back to the input's dtype.
@@ -368,18 +368,31 @@ impl Decoder {
         Ok((self.final_norm.forward(&xs)?, caches))
     }
 
-    /// Log-probabilities over the vocabulary from final hidden states `(…, hidden)`, in f32.
-    pub(crate) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+    /// One new token per row after a reply's `state`, causal over everything before it, the
+    /// rotary positions shifted by `shift`; the hidden states and the state after them.
+    pub(crate) fn continue_reply(
+        &self,
+        state: &ReplyState,
+        ids: &[u32],
+        shift: usize,
+    ) -> candle_core::Result<(Tensor, ReplyState)> {
+        let rows: Vec<Vec<u32>> = ids.iter().map(|&id| vec![id]).collect();
+        let (hidden, caches) = self.decode(self.embed(&rows, None)?, state.next, shift, Some(&state.caches), &[])?;
+        Ok((hidden, ReplyState { caches, next: state.next + 1 }))
+    }
+
+    /// Logits over the vocabulary from final hidden states `(…, hidden)`, in f32, soft-capped
+    /// where the config says.
+    pub(crate) fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
         // One 2-D product over all rows: `broadcast_matmul` would give the transposed table a
         // stride-0 batch dimension, which candle's CPU product copies out per batch entry (2.7
         // GB in f32 for Gemma 3's 262k tokens, per call).
         let table = self.embed_tokens.t()?;
         let logits = over_rows(hidden, |rows| rows.matmul(&table))?.to_dtype(DType::F32)?;
-        let logits = match self.final_softcap {
-            Some(cap) => ((logits / cap)?.tanh()? * cap)?,
-            None => logits,
-        };
-        candle_nn::ops::log_softmax(&logits, D::Minus1)
+        match self.final_softcap {
+            Some(cap) => (logits / cap)?.tanh()? * cap,
+            None => Ok(logits),
+        }
     }
 
     /// How this decoder's keys and values lie in a flat image state.

@@ -35,7 +35,9 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ImageSettings, ModeRule, Preprocessor, HALF};
-use crate::vqascore::local::{answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa, TowerMemo};
+use crate::vqascore::local::{
+    answer_ids, encode, encode_caption_prompt, load_tokenizer, LocalVqa, ReplyState, TowerMemo,
+};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -332,11 +334,7 @@ impl Gemma3Vqa {
     /// `(b, tokens, hidden)`: each image's embeddings, held from an earlier batch (an image
     /// shown with others has just been encoded alone) or computed.
     fn embeddings_of(&self, pixels: &Tensor) -> candle_core::Result<Tensor> {
-        let each = self.towered.get_each_or(pixels, |rows| {
-            let embedded = self.model.image_embeddings(&rows.to_dtype(self.dtype)?)?;
-            (0..embedded.dim(0)?).map(|i| embedded.get(i)).collect()
-        })?;
-        Tensor::stack(&each, 0)
+        self.towered.get_batch_or(pixels, |rows| self.model.image_embeddings(&rows.to_dtype(self.dtype)?))
     }
 
     /// How many images its vision tower has run on (an image shown with others, just encoded
@@ -468,19 +466,40 @@ impl LocalVqa for Gemma3Vqa {
     }
 
     /// The caption's tokens over each image's prompt state.
-    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
+    fn start_reply(
+        &self,
+        image_states: &Tensor,
+        inputs: &[Vec<u32>],
+        _prompt: usize,
+    ) -> candle_core::Result<(Tensor, ReplyState)> {
         let decoder = &self.model.decoder;
         // A prompt of one image, or of several shown together (longer).
         let (past, len, _) = decoder.kv_layout().unflatten(image_states, image_states.dtype())?;
         if len < self.prefix.len() {
             candle_core::bail!("an image state of {len} positions does not fit a {}-token prompt", self.prefix.len());
         }
-        let (hidden, _) = decoder.decode(decoder.embed(inputs, None)?, len, 0, Some(&past), &[])?;
-        Ok(hidden)
+        let (hidden, caches) = decoder.decode(decoder.embed(inputs, None)?, len, 0, Some(&past), &[])?;
+        Ok((hidden, ReplyState { caches, next: len + inputs[0].len() }))
     }
 
-    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        self.model.decoder.log_probs(hidden)
+    fn continue_reply(&self, state: &ReplyState, ids: &[u32]) -> candle_core::Result<(Tensor, ReplyState)> {
+        self.model.decoder.continue_reply(state, ids, 0)
+    }
+
+    fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.model.decoder.logits(hidden)
+    }
+
+    fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.tokenizer
+    }
+
+    fn template(&self) -> &Template {
+        &self.template
+    }
+
+    fn ids_before_caption(&self, images: usize) -> Result<Vec<u32>> {
+        self.prefix_of(images)
     }
 }
 
@@ -499,9 +518,12 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(Gemma3Config::from_file(&files.config)?.text_config.max_position_embeddings))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Gemma3Vqa::load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        crate::vqascore::generate::load_vqa(choice, files, || Gemma3Vqa::load(files, dtype, device))
+    },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
     images_together: true,
+    generates_replies: true,
 });

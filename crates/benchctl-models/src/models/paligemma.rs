@@ -31,7 +31,7 @@ use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLi
 use crate::hub::ModelFiles;
 use crate::hub::HF_SHARDED_LAYOUT;
 use crate::preprocess::{ColourKey, ModeRule, Preprocessor, HALF};
-use crate::vqascore::local::{answer_ids, encode_caption_prompt, load_tokenizer, LocalVqa};
+use crate::vqascore::local::{answer_ids, encode_caption_prompt, load_tokenizer, LocalVqa, ReplyState};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
 
@@ -235,17 +235,41 @@ impl LocalVqa for PaliGemmaVqa {
         Ok((ids, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 
-    /// The prompt is the prefix, both ways; the teacher-forced answer after it is causal.
-    fn decode_group(&self, images: &Tensor, inputs: &[Vec<u32>], prompt: usize) -> candle_core::Result<Tensor> {
+    /// The prompt is the prefix, both ways; the teacher-forced answer, or a reply, after it is
+    /// causal.
+    fn start_reply(
+        &self,
+        images: &Tensor,
+        inputs: &[Vec<u32>],
+        prompt: usize,
+    ) -> candle_core::Result<(Tensor, ReplyState)> {
         let decoder = &self.model.decoder;
         let xs = decoder.embed(inputs, Some((images, self.model.image_token)))?;
         // The image and the prompt attend both ways, as one span.
-        let (hidden, _) = decoder.decode(xs, 0, 1, None, std::slice::from_ref(&(0..prompt)))?;
-        Ok(hidden)
+        let (hidden, caches) = decoder.decode(xs, 0, 1, None, std::slice::from_ref(&(0..prompt)))?;
+        Ok((hidden, ReplyState { caches, next: inputs[0].len() }))
     }
 
-    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        self.model.decoder.log_probs(hidden)
+    /// The reply is causal after the prompt, which attends both ways.
+    fn continue_reply(&self, state: &ReplyState, ids: &[u32]) -> candle_core::Result<(Tensor, ReplyState)> {
+        self.model.decoder.continue_reply(state, ids, 1)
+    }
+
+    fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.model.decoder.logits(hidden)
+    }
+
+    fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.tokenizer
+    }
+
+    fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// None: [`LocalVqa::caption_ids`] holds the whole prompt.
+    fn ids_before_caption(&self, _images: usize) -> Result<Vec<u32>> {
+        Ok(Vec::new())
     }
 }
 
@@ -262,9 +286,12 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(PaliGemmaConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(PaliGemmaVqa::load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        crate::vqascore::generate::load_vqa(choice, files, || PaliGemmaVqa::load(files, dtype, device))
+    },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
     images_together: false,
+    generates_replies: true,
 });

@@ -571,4 +571,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: false,
     patch_budget: false,
     images_together: false,
+    generates_replies: false,
 });

@@ -229,4 +229,5 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: false,
     patch_budget: true,
     images_together: false,
+    generates_replies: false,
 });

@@ -89,6 +89,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: false,
     patch_budget: false,
     images_together: false,
+    generates_replies: false,
 });
 
 /// `open_clip_config.json` of a SigLIP `CustomTextCLIP`.

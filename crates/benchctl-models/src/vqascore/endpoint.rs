@@ -23,7 +23,8 @@ use serde::Deserialize;
 use url::Url;
 
 use super::reply::ReplyReading;
-use super::{read_top_logprobs, Reading, Template};
+use super::{by_name, read_top_logprobs, Reading, Template};
+pub use super::{AnswerRule, GENERATED_TOKENS};
 use crate::{Error, ErrorKind, Result};
 
 /// Where and how to ask.
@@ -54,41 +55,6 @@ pub struct EndpointSettings {
     pub reply_reading: ReplyReading,
 }
 
-/// How a server's answer gives the score.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AnswerRule {
-    /// `log P(answer)` from the first generated token's top log-probabilities (VQAScore's,
-    /// and the choice between answer options by their log-probabilities).
-    #[default]
-    Logprobs,
-    /// A reply generated at temperature 0 (at most [`GENERATED_TOKENS`] tokens), read for each
-    /// answer option as the suite's official code reads replies ([`ReplyReading`]). The score
-    /// is 0 (`log 1`) when the reply gives the option, else [`super::LOG_ZERO`].
-    Generate,
-}
-
-/// The longest reply asked for under [`AnswerRule::Generate`] (NaturalBench's example
-/// generates up to 128 new tokens).
-pub const GENERATED_TOKENS: u32 = 128;
-
-impl AnswerRule {
-    /// The names the command line and run specs use, in the order of the variants.
-    pub const NAMES: [&'static str; 2] = ["logprobs", "generate"];
-
-    pub fn name(self) -> &'static str {
-        Self::NAMES[self as usize]
-    }
-}
-
-impl std::str::FromStr for AnswerRule {
-    type Err = Error;
-
-    fn from_str(name: &str) -> Result<Self> {
-        by_name(name, [AnswerRule::Logprobs, AnswerRule::Generate], Self::NAMES, "answer rule")
-    }
-}
-
 /// Where the image goes in the user message, relative to the question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -114,17 +80,6 @@ impl std::str::FromStr for ImagePosition {
 
     fn from_str(name: &str) -> Result<Self> {
         by_name(name, [ImagePosition::AfterQuestion, ImagePosition::BeforeQuestion], Self::NAMES, "image position")
-    }
-}
-
-/// The variant of `all` that `names` (in the same order) calls `name`, or an error naming the
-/// setting (`what`) and its choices.
-fn by_name<T: Copy, const N: usize>(name: &str, all: [T; N], names: [&str; N], what: &str) -> Result<T> {
-    match names.iter().position(|n| *n == name) {
-        Some(at) => Ok(all[at]),
-        None => {
-            Err(Error::new(ErrorKind::BadConfig, format!("use the {what} {name:?}: it is one of {}", names.join(", "))))
-        }
     }
 }
 
@@ -414,13 +369,16 @@ impl Endpoint {
                 return Attempt::Fatal(failed(format!("read the answer of {}: {why}", self.name())))
             }
         };
-        let read: std::result::Result<Vec<Reading>, String> = answers
-            .iter()
-            .map(|answer| match self.settings.answer_rule {
-                AnswerRule::Logprobs => parse_answer(&text, answer),
-                AnswerRule::Generate => parse_generated(&text, answer, self.settings.reply_reading),
-            })
-            .collect();
+        // One answer read for every option asked about it.
+        let read = completion(&text).and_then(|completion| {
+            answers
+                .iter()
+                .map(|answer| match self.settings.answer_rule {
+                    AnswerRule::Logprobs => logprobs_reading(&completion, answer),
+                    AnswerRule::Generate => generated_reading(&completion, answer, self.settings.reply_reading),
+                })
+                .collect::<std::result::Result<Vec<Reading>, String>>()
+        });
         match read {
             Ok(readings) => Attempt::Answered(readings),
             Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {}", self.name(), self.redact(&why)))),
@@ -449,8 +407,16 @@ impl Endpoint {
 
 /// The score in a chat-completions answer's first token, or why there is none.
 pub fn parse_answer(text: &str, answer: &str) -> std::result::Result<Reading, String> {
-    let completion: Completion =
-        serde_json::from_str(text).map_err(|e| format!("it is not a chat completion ({e}): {}", excerpt(text)))?;
+    logprobs_reading(&completion(text)?, answer)
+}
+
+/// A server's answer as a chat completion, or why it is none.
+fn completion(text: &str) -> std::result::Result<Completion, String> {
+    serde_json::from_str(text).map_err(|e| format!("it is not a chat completion ({e}): {}", excerpt(text)))
+}
+
+/// The score of `answer` in a completion's first token's top log-probabilities.
+fn logprobs_reading(completion: &Completion, answer: &str) -> std::result::Result<Reading, String> {
     let choice = completion.choices.first().ok_or("it has no choices")?;
     let no_logprobs = "it has no log-probabilities (the server must support `logprobs` and `top_logprobs` in chat completions, as vLLM, SGLang and llama.cpp's server do)";
     let tokens = choice.logprobs.as_ref().and_then(|l| l.content.as_ref()).ok_or(no_logprobs)?;
@@ -470,8 +436,15 @@ pub fn parse_answer(text: &str, answer: &str) -> std::result::Result<Reading, St
 /// The score in a chat-completions answer's generated reply ([`AnswerRule::Generate`]), read
 /// for `answer` as `reading` reads replies.
 pub fn parse_generated(text: &str, answer: &str, reading: ReplyReading) -> std::result::Result<Reading, String> {
-    let completion: Completion =
-        serde_json::from_str(text).map_err(|e| format!("it is not a chat completion ({e}): {}", excerpt(text)))?;
+    generated_reading(&completion(text)?, answer, reading)
+}
+
+/// The score of `answer` in a completion's generated reply, read as `reading` reads replies.
+fn generated_reading(
+    completion: &Completion,
+    answer: &str,
+    reading: ReplyReading,
+) -> std::result::Result<Reading, String> {
     let choice = completion.choices.first().ok_or("it has no choices")?;
     let reply = choice.message.as_ref().and_then(|m| m.content.as_deref()).ok_or("it has no message content")?;
     Ok(if super::reply::names(reading, reply, answer) { Reading::Answer(0.0) } else { Reading::Neither })

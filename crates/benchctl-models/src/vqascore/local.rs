@@ -1,10 +1,12 @@
 //! The model-agnostic half of VQAScore computed here, on a generative model's own weights
-//! (Gemma 3, PaliGemma, Qwen3-VL): what every such family shares, so that a family is its
-//! config, its towers, its decoder and a short [`LocalVqa`] impl.
+//! (Gemma 3, PaliGemma, Qwen2.5-VL, Qwen3-VL, InternVL): what every such family shares, so that
+//! a family is its config, its towers, its decoder and a short [`LocalVqa`] impl.
 //!
-//! - [`LocalVqa`]: what a family provides (its image state, its prompt for a caption, one
-//!   batched decoder pass, its vocabulary's log-probabilities); every `LocalVqa` is a
-//!   [`FusionEncoder`] through one blanket impl, whose pair scores are `log P(answer)`;
+//! - [`LocalVqa`]: what a family provides (its image state, its prompt for a caption, a batched
+//!   decoder pass that keeps its keys and values and continues one token at a time, its
+//!   vocabulary's logits); every `LocalVqa` is a [`FusionEncoder`] through one blanket impl,
+//!   whose pair scores are `log P(answer)` (and through [`super::generate::Generating`], whose
+//!   scores read generated replies);
 //! - the teacher-forced scoring loop ([`score_teacher_forced`]): the answer's tokens fed
 //!   after the prompt, pairs of one prompt and answer length decoded as one batch (no padding
 //!   that could change a result), each row's mean log-probability of its answer tokens;
@@ -20,6 +22,25 @@ use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
 
 /// One decoder layer's keys and values, `(b, kv_heads, t, head_dim)` each.
 pub type LayerCache = (Tensor, Tensor);
+
+/// A batch of replies' decoder state ([`LocalVqa::start_reply`]): every layer's keys and values
+/// so far, and the position the next token takes.
+pub struct ReplyState {
+    pub caches: Vec<LayerCache>,
+    pub next: usize,
+}
+
+impl ReplyState {
+    /// The state of the rows `rows` only (replies that have not ended).
+    pub fn select(&self, rows: &[u32]) -> candle_core::Result<Self> {
+        let Some((first, _)) = self.caches.first() else { return Ok(Self { caches: Vec::new(), next: self.next }) };
+        let rows = Tensor::new(rows, first.device())?;
+        let caches = (self.caches.iter())
+            .map(|(k, v)| Ok((k.index_select(&rows, 0)?, v.index_select(&rows, 0)?)))
+            .collect::<candle_core::Result<_>>()?;
+        Ok(Self { caches, next: self.next })
+    }
+}
 
 /// A generative model scored here: its per-image state, its prompt for a caption and one
 /// batched decoder pass. The blanket [`FusionEncoder`] impl runs the scoring loop over it.
@@ -56,12 +77,43 @@ pub trait LocalVqa {
     fn caption_ids(&self, caption: &str) -> Result<(Vec<u32>, Vec<u32>)>;
 
     /// The final hidden states `(b, s, hidden)` of `inputs` (`b` rows of one length `s`: a
-    /// caption's prompt ids, `prompt` of them, then its answer but the last token), row `i`
-    /// over `image_states` row `i`.
-    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], prompt: usize) -> candle_core::Result<Tensor>;
+    /// caption's prompt ids, `prompt` of them, then a reply or an answer but its last token),
+    /// row `i` over `image_states` row `i`, and the decoder's state after them: the start of
+    /// replies continued one token at a time ([`LocalVqa::continue_reply`]).
+    fn start_reply(
+        &self,
+        image_states: &Tensor,
+        inputs: &[Vec<u32>],
+        prompt: usize,
+    ) -> candle_core::Result<(Tensor, ReplyState)>;
+
+    /// [`LocalVqa::start_reply`]'s hidden states alone: one batched decoder pass.
+    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], prompt: usize) -> candle_core::Result<Tensor> {
+        Ok(self.start_reply(image_states, inputs, prompt)?.0)
+    }
+
+    /// The hidden states `(b, 1, hidden)` of one new token per row after `state`, and the state
+    /// after them.
+    fn continue_reply(&self, state: &ReplyState, ids: &[u32]) -> candle_core::Result<(Tensor, ReplyState)>;
+
+    /// Logits over the vocabulary at final hidden states `(…, hidden)`, in f32.
+    fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor>;
 
     /// Log-probabilities over the vocabulary at final hidden states `(…, hidden)`, in f32.
-    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor>;
+    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        candle_nn::ops::log_softmax(&self.logits(hidden)?, candle_core::D::Minus1)
+    }
+
+    /// Its tokenizer, which decodes a generated reply.
+    fn tokenizer(&self) -> &tokenizers::Tokenizer;
+
+    /// The question and answer it asks with.
+    fn template(&self) -> &Template;
+
+    /// The ids the whole prompt holds before the caption's part ([`LocalVqa::caption_ids`]),
+    /// for one image or several shown together, in any order: what `transformers`' repetition
+    /// penalty counts as seen besides the caption's ids and the reply's.
+    fn ids_before_caption(&self, images: usize) -> Result<Vec<u32>>;
 }
 
 impl<T: LocalVqa> FusionEncoder for T {
@@ -317,6 +369,31 @@ impl<T: Clone> TowerMemo<T> {
     /// How many images the tower ran on.
     pub(crate) fn runs(&self) -> usize {
         self.runs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl TowerMemo<Tensor> {
+    /// The tower's output `(b, …)` for `images` `(b, …)`, one `(…)` row per image: [`TowerMemo::get_each_or`]
+    /// with `tower` giving a batch's output whole, which is returned as it is when no image was
+    /// held (no copy of the rows into a new batch).
+    pub(crate) fn get_batch_or(
+        &self,
+        images: &Tensor,
+        tower: impl FnOnce(&Tensor) -> candle_core::Result<Tensor>,
+    ) -> candle_core::Result<Tensor> {
+        let mut whole = None;
+        let rows = self.get_each_or(images, |batch| {
+            let output = tower(batch)?;
+            let rows = (0..output.dim(0)?).map(|i| output.get(i)).collect::<candle_core::Result<Vec<_>>>()?;
+            if batch.dim(0)? == images.dim(0)? {
+                whole = Some(output);
+            }
+            Ok(rows)
+        })?;
+        match whole {
+            Some(output) => Ok(output),
+            None => Tensor::stack(&rows, 0),
+        }
     }
 }
 

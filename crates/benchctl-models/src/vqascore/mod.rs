@@ -13,9 +13,12 @@
 //!   loop for every family of [`crate::models`] that implements [`local::LocalVqa`]);
 //! - [`endpoint`]: the score through any OpenAI-compatible chat-completions server that
 //!   returns log-probabilities (vLLM, SGLang, llama.cpp's server), read from the first
-//!   generated token's top log-probabilities as `t2v_metrics`' API models read them.
+//!   generated token's top log-probabilities as `t2v_metrics`' API models read them;
+//! - [`generate`]: replies generated here and read by a suite's official rule
+//!   ([`AnswerRule::Generate`]), for the benchmarks whose official numbers come from them.
 
 pub mod endpoint;
+pub mod generate;
 pub mod local;
 pub mod reply;
 
@@ -115,6 +118,54 @@ fn fill(template: &str, caption: &str) -> std::result::Result<(String, usize), S
         }
     }
     Ok((out, fields))
+}
+
+/// How a model's answer gives the score, here or behind a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerRule {
+    /// `log P(answer)`: here teacher-forced after the prompt; from a server, read from the
+    /// first generated token's top log-probabilities (VQAScore's, and the choice between answer
+    /// options by their log-probabilities).
+    #[default]
+    Logprobs,
+    /// A reply generated greedily (temperature 0, at most [`GENERATED_TOKENS`] tokens), read for
+    /// each answer option as the suite's official code reads replies ([`reply::ReplyReading`]).
+    /// The score is 0 (`log 1`) when the reply gives the option, else [`LOG_ZERO`]. Here:
+    /// [`generate`].
+    Generate,
+}
+
+/// The longest reply generated under [`AnswerRule::Generate`] (NaturalBench's example
+/// generates up to 128 new tokens).
+pub const GENERATED_TOKENS: u32 = 128;
+
+impl AnswerRule {
+    /// The names the command line and run specs use, in the order of the variants.
+    pub const NAMES: [&'static str; 2] = ["logprobs", "generate"];
+
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+}
+
+impl std::str::FromStr for AnswerRule {
+    type Err = Error;
+
+    fn from_str(name: &str) -> Result<Self> {
+        by_name(name, [AnswerRule::Logprobs, AnswerRule::Generate], Self::NAMES, "answer rule")
+    }
+}
+
+/// The variant of `all` that `names` (in the same order) calls `name`, or an error naming the
+/// setting (`what`) and its choices.
+pub(crate) fn by_name<T: Copy, const N: usize>(name: &str, all: [T; N], names: [&str; N], what: &str) -> Result<T> {
+    match names.iter().position(|n| *n == name) {
+        Some(at) => Ok(all[at]),
+        None => {
+            Err(Error::new(ErrorKind::BadConfig, format!("use the {what} {name:?}: it is one of {}", names.join(", "))))
+        }
+    }
 }
 
 /// What the first generated token's top log-probabilities said about the answer.
@@ -220,6 +271,15 @@ mod tests {
         assert_eq!(read_top_logprobs([("b", -0.7)], "A"), Reading::Opposite(-0.7));
         assert_eq!(read_top_logprobs([("Second", -0.4), ("Yes", -0.1)], "First"), Reading::Opposite(-0.4));
         assert_eq!(read_top_logprobs([(" first", -0.3)], "Second"), Reading::Opposite(-0.3));
+    }
+
+    #[test]
+    fn answer_rules_are_named_as_the_command_line_names_them() {
+        for rule in [AnswerRule::Logprobs, AnswerRule::Generate] {
+            assert_eq!(rule.name().parse::<AnswerRule>().ok(), Some(rule));
+        }
+        let refused = "sample".parse::<AnswerRule>().unwrap_err().to_string();
+        assert!(refused.contains("answer rule \"sample\"") && refused.contains("logprobs, generate"), "{refused}");
     }
 
     #[test]

@@ -62,6 +62,16 @@ pub struct ModelIdentity {
     /// the namespaces of earlier runs stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_patches: Option<usize>,
+    /// For replies generated here (`--answer-rule generate`): the rule, how replies are read,
+    /// and the digest of the checkpoint's `generation_config.json` (its stop tokens and
+    /// repetition penalty); absent for log-probability runs, so that the namespaces of earlier
+    /// runs stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_rule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_reading: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<String>,
 }
 
 /// Where a file is, its size and its modification time in nanoseconds since the epoch.
@@ -151,6 +161,9 @@ mod tests {
             text_prep: None,
             tokenizer_settings: None,
             max_patches: None,
+            answer_rule: None,
+            reply_reading: None,
+            generation: None,
         }
     }
 
@@ -168,6 +181,9 @@ mod tests {
             ModelIdentity { jpeg_decoder: "libjpeg-turbo".into(), ..model() },
             ModelIdentity { text_prep: Some("transformers".into()), ..model() },
             ModelIdentity { max_patches: Some(576), ..model() },
+            ModelIdentity { answer_rule: Some("generate".into()), ..model() },
+            ModelIdentity { reply_reading: Some("label-in-reply".into()), ..model() },
+            ModelIdentity { generation: Some("cc".into()), ..model() },
             ModelIdentity { tokenizer_settings: Some("dd".into()), ..model() },
         ];
         for other in changed {

@@ -119,10 +119,11 @@ pub struct ModelChoice {
     /// models, or before it, as its local models (and the checkpoints' chat templates) put it.
     #[arg(long, value_parser = ImagePosition::NAMES, default_value = ImagePosition::NAMES[0], help_heading = "Scoring server")]
     pub image_position: String,
-    /// How the server's answer gives the score: its log-probability (`logprobs`), or a reply
-    /// generated at temperature 0 and searched for the answer as NaturalBench's official
-    /// code reads replies (`generate`: 0 when found first, else the log of zero).
-    #[arg(long, value_parser = AnswerRule::NAMES, default_value = AnswerRule::NAMES[0], help_heading = "Scoring server")]
+    /// How a generative model's answer gives the score, here or behind a server: its
+    /// log-probability (`logprobs`), or a reply generated greedily and searched for the answer
+    /// as the suite's official code reads replies (`generate`: 0 when it gives the answer, else
+    /// the log of zero).
+    #[arg(long, value_parser = AnswerRule::NAMES, default_value = AnswerRule::NAMES[0], help_heading = "Model and device")]
     pub answer_rule: String,
     /// Which of the model's scores to use: `itm` or `itc` for BLIP and FIBER (default itm);
     /// CLIP and SigLIP have one (see `benchctl models`).
@@ -515,6 +516,11 @@ impl ModelChoice {
             head: benchctl::plan::score_head(self.score.as_deref())?,
             text_prep: benchctl::plan::text_prep(self.text_prep.as_deref())?,
             max_patches: self.max_patches,
+            answer_rule: self
+                .answer_rule
+                .parse()
+                .map_err(|e: benchctl_models::Error| Error::caused_by(ErrorKind::Usage, e.to_string(), e))?,
+            reply_reading: Default::default(),
             device,
             dtype,
         })

@@ -23,12 +23,14 @@ pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
     }
 }
 
-/// The tie rule of a run that names none: `shared` where a server's generated replies are read
+/// The tie rule of a run that names none: `shared` where generated replies are read
 /// by a suite whose official reader credits a reply naming several options (VisMin's
 /// `is_match_with_label`), else `strict`.
 fn official_ties(plan: &EvalPlan) -> Ties {
-    let generates =
-        matches!(&plan.model.source, ModelSource::Endpoint(e) if e.settings.answer_rule == AnswerRule::Generate);
+    let generates = match &plan.model.source {
+        ModelSource::Endpoint(e) => e.settings.answer_rule == AnswerRule::Generate,
+        _ => plan.model.answer_rule == AnswerRule::Generate,
+    };
     if generates && plan.suite.reply_reading() == ReplyReading::LabelInReply {
         Ties::Shared
     } else {

@@ -61,17 +61,21 @@ pub struct RunIdentity {
     pub dtype: String,
     pub suite: String,
     pub ties: String,
+    /// `generate` where the answers were generated replies (here or by a server), not
+    /// log-probabilities: another rule, so never the other's baseline.
+    pub answer_rule: Option<String>,
 }
 
 impl std::fmt::Display for RunIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}{} [head {}{}, {}] on {} (ties {})",
+            "{}{} [head {}{}{}, {}] on {} (ties {})",
             self.model,
             if self.external { " (external)" } else { "" },
             self.head.as_deref().unwrap_or("-"),
             self.text_prep.as_deref().map(|p| format!(", {p} captions")).unwrap_or_default(),
+            self.answer_rule.as_deref().map(|r| format!(", answers by {r}")).unwrap_or_default(),
             self.dtype,
             self.suite,
             self.ties
@@ -143,6 +147,13 @@ pub struct ModelRecord {
     /// otherwise (the checkpoint's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_patches: Option<usize>,
+    /// `generate` where a generative model run here scored by replies it generated
+    /// (`--answer-rule generate`), and how they were read (`first-found`, `label-in-reply`);
+    /// absent for scoring by log-probabilities (a server's are in `endpoint`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_rule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_reading: Option<String>,
 }
 
 /// [`ModelRecord::image_settings`] of a checkpoint without image settings.
@@ -377,16 +388,27 @@ impl Run {
         if self.model.external.is_some() {
             return format!("{} (external)", self.model.id);
         }
+        let replies = if self.answer_rule().is_some() { " (generated replies)" } else { "" };
         if self.model.endpoint.is_some() {
-            return format!("{} (server)", self.model.id);
+            return format!("{} (server){replies}", self.model.id);
         }
         let base = match self.model.score.as_deref() {
             Some(head @ ("itm" | "itc")) => format!("{} ({head})", self.model.id),
             _ => self.model.id.clone(),
         };
         match &self.model.text_prep {
-            Some(prep) => format!("{base} ({prep} captions)"),
-            None => base,
+            Some(prep) => format!("{base} ({prep} captions){replies}"),
+            None => format!("{base}{replies}"),
+        }
+    }
+
+    /// `generate` where the run's answers were generated replies, here or by a server.
+    pub fn answer_rule(&self) -> Option<String> {
+        let server = self.model.endpoint.as_ref().map(|e| e.answer_rule);
+        match server {
+            Some(benchctl_models::vqascore::AnswerRule::Generate) => Some("generate".to_string()),
+            Some(_) => None,
+            None => self.model.answer_rule.clone(),
         }
     }
 
@@ -415,6 +437,7 @@ impl Run {
             dtype: self.model.dtype.clone(),
             suite: self.suite.id.clone(),
             ties: self.suite.ties.clone(),
+            answer_rule: self.answer_rule(),
         }
     }
 

@@ -93,6 +93,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: false,
     patch_budget: false,
     images_together: false,
+    generates_replies: false,
 });
 
 /// The config and tower of an EVA02-CLIP `open_clip_config.json`.

@@ -67,6 +67,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     pre_captions: false,
     patch_budget: false,
     images_together: false,
+    generates_replies: false,
 });
 
 /// The config and tower of a PE-Core `open_clip_config.json`.

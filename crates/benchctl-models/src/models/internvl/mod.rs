@@ -45,7 +45,7 @@ use crate::hub::{Layout, ModelFiles, HF_LAYOUT};
 use crate::preprocess::tiles::TileLayout;
 use crate::preprocess::{ColourKey, ModeRule, Pipeline, Preprocessor, Resize, IMAGENET_MEAN, IMAGENET_STD};
 use crate::vqascore::local::{
-    answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, TowerMemo,
+    answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, ReplyState, TowerMemo,
 };
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
@@ -239,7 +239,7 @@ impl InternVlConfig {
             interleaved: false,
             qk_norms: self.decoder != TextDecoder::Qwen2,
             qkv_bias: self.decoder == TextDecoder::Qwen2,
-            mixture: Mixture::Qwen3Moe,
+            mixture: (self.decoder == TextDecoder::Qwen3Moe).then_some(Mixture::Qwen3Moe),
         }
     }
 
@@ -437,12 +437,33 @@ impl LocalVqa for InternVlVqa {
         Ok((prompt, answer_ids(&self.tokenizer, &self.template, caption)?))
     }
 
-    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
-        self.decoder.decode_over_states(image_states, inputs, self.dtype)
+    fn start_reply(
+        &self,
+        image_states: &Tensor,
+        inputs: &[Vec<u32>],
+        _prompt: usize,
+    ) -> candle_core::Result<(Tensor, ReplyState)> {
+        self.decoder.start_reply(image_states, inputs, self.dtype)
     }
 
-    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        self.decoder.log_probs(hidden)
+    fn continue_reply(&self, state: &ReplyState, ids: &[u32]) -> candle_core::Result<(Tensor, ReplyState)> {
+        self.decoder.continue_reply(state, ids)
+    }
+
+    fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.decoder.logits(hidden)
+    }
+
+    fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.tokenizer
+    }
+
+    fn template(&self) -> &Template {
+        &self.template
+    }
+
+    fn ids_before_caption(&self, images: usize) -> Result<Vec<u32>> {
+        Ok(self.image_prompt(&vec![1; images])?.0)
     }
 }
 
@@ -471,9 +492,12 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(InternVlConfig::read(&files.config)?.text_config.max_position_embeddings))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(InternVlVqa::load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        crate::vqascore::generate::load_vqa(choice, files, || InternVlVqa::load(files, dtype, device))
+    },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
     images_together: true,
+    generates_replies: true,
 });

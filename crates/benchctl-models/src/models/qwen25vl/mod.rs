@@ -12,7 +12,11 @@
 //!   normalises with OpenAI CLIP's mean and std;
 //! - the decoder is Qwen2's: biased query, key and value projections, no query/key norms, and
 //!   its rotary sections contiguous (time, then rows, then columns), not interleaved; no
-//!   DeepStack.
+//!   DeepStack;
+//! - its chat template opens every conversation without a system turn with
+//!   `<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n` ([`DEFAULT_SYSTEM_MESSAGE`]),
+//!   which Qwen3-VL's does not: the prompt is scored with it, as `t2v_metrics`' processor
+//!   renders it.
 //!
 //! Checkpoints come in `transformers` 4's layout (the text settings at the top of
 //! `config.json`, `rope_scaling`; weights under `model.` and `visual.`) or 5's (`text_config`,
@@ -23,7 +27,6 @@ mod vision;
 use candle_core::{DType, Device};
 use serde::Deserialize;
 
-use super::qwen3vl::experts::Mixture;
 use super::qwen3vl::text::{Decoder, TextSpec};
 use super::qwen3vl::{lm_head, ImageTokenIds, Parts, Qwen3VlTextConfig, Qwen3VlVqa, TextRope};
 use super::weights::Weights;
@@ -32,6 +35,11 @@ use crate::hub::{ModelFiles, HF_LAYOUT};
 use crate::preprocess::{Preprocessor, OPENAI_CLIP_MEAN, OPENAI_CLIP_STD};
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
+
+/// The system message Qwen2.5-VL's chat template (`chat_template.json` of the Instruct
+/// checkpoints) opens a conversation with when it is given none, as `t2v_metrics` and
+/// NaturalBench's example give none: their prompts start with it.
+pub const DEFAULT_SYSTEM_MESSAGE: &str = "You are a helpful assistant.";
 
 /// The `model_type` of a Qwen2.5-VL `config.json`.
 pub const MODEL_TYPE: &str = "qwen2_5_vl";
@@ -129,8 +137,7 @@ impl Qwen25VlConfig {
             interleaved: false,
             qk_norms: false,
             qkv_bias: true,
-            // Never read: Qwen2.5-VL's decoders have no experts.
-            mixture: Mixture::Qwen3Moe,
+            mixture: None,
         }
     }
 
@@ -165,7 +172,13 @@ pub fn load(files: &ModelFiles, dtype: DType, device: &Device) -> Result<Qwen3Vl
     let vision = Box::new(vision::WindowVisionTower::load(&weights.pp(visual), &config.vision_config)?);
     let decoder = Decoder::load(&weights.pp(text), lm_head(&weights, &config.text_config)?, &config.text_spec())?;
     weights.check_every_tensor_used(MODEL_TYPE, &[])?;
-    let parts = Parts { vision, decoder, ids: config.ids(), preprocessor: config.preprocessor() };
+    let parts = Parts {
+        vision,
+        decoder,
+        ids: config.ids(),
+        preprocessor: config.preprocessor(),
+        system: Some(DEFAULT_SYSTEM_MESSAGE),
+    };
     Qwen3VlVqa::assemble(files, parts, Template::t2v_metrics(), dtype, device)
 }
 
@@ -186,9 +199,12 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         })?;
         Ok(CaptionLimit::never_cut(config.text_config.max_position_embeddings))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        crate::vqascore::generate::load_vqa(choice, files, || load(files, dtype, device))
+    },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
     images_together: true,
+    generates_replies: true,
 });

@@ -83,7 +83,7 @@ impl FeedForward {
     /// Layer `layer`'s feed-forward under `m`: a mixture of `mixture`'s kind where the config
     /// has experts and puts one in this layer (every `decoder_sparse_step`-th, none in
     /// `mlp_only_layers`), else the dense MLP.
-    pub(crate) fn load(m: &Weights, t: &Qwen3VlTextConfig, mixture: Mixture, layer: usize) -> Result<Self> {
+    pub(crate) fn load(m: &Weights, t: &Qwen3VlTextConfig, mixture: Option<Mixture>, layer: usize) -> Result<Self> {
         let sparse = t.num_experts > 0
             && !t.mlp_only_layers.contains(&layer)
             && t.decoder_sparse_step > 0
@@ -91,6 +91,15 @@ impl FeedForward {
         if !sparse {
             return Ok(FeedForward::Dense(SwiGlu::load(m, t.hidden_size, t.intermediate_size)?));
         }
+        let Some(mixture) = mixture else {
+            return Err(crate::Error::new(
+                crate::ErrorKind::BadConfig,
+                format!(
+                    "read text_config.num_experts {}: this family's decoder has no mixture of experts",
+                    t.num_experts
+                ),
+            ));
+        };
         let (experts, renormalise) = match mixture {
             Mixture::Qwen3Moe => {
                 let expert =

@@ -51,7 +51,7 @@ use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
 use crate::preprocess::{ImageSettings, Preprocessor};
 use crate::vqascore::local::{
-    answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, TowerMemo,
+    answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, ReplyState, TowerMemo,
 };
 use crate::vqascore::Template;
 use crate::{Error, ErrorKind, Result};
@@ -88,7 +88,7 @@ pub struct Qwen3VlVqa {
     tokenizer: tokenizers::Tokenizer,
     template: Template,
     preprocessor: Preprocessor,
-    /// `<|im_start|>user\n<|vision_start|>`.
+    /// The default system turn where the family has one, then `<|im_start|>user\n<|vision_start|>`.
     before_image: Vec<u32>,
     image_token: u32,
     vision_start: u32,
@@ -177,9 +177,10 @@ impl Qwen3VlVqa {
         dtype: DType,
         device: &Device,
     ) -> Result<Self> {
-        let Parts { vision, decoder, ids, preprocessor } = parts;
+        let Parts { vision, decoder, ids, preprocessor, system } = parts;
         let tokenizer = load_tokenizer(&files.tokenizer)?;
-        let before_image = encode(&tokenizer, "<|im_start|>user\n<|vision_start|>")?;
+        let system = system.map(|message| format!("<|im_start|>system\n{message}<|im_end|>\n")).unwrap_or_default();
+        let before_image = encode(&tokenizer, &format!("{system}<|im_start|>user\n<|vision_start|>"))?;
         let reads = |name: &str, id: u32| tokenizer.token_to_id(name) == Some(id);
         if !(reads("<|image_pad|>", ids.image)
             && reads("<|vision_end|>", ids.vision_end)
@@ -227,7 +228,7 @@ impl LocalVqa for Qwen3VlVqa {
         let lm_head = lm_head(&weights, &config.text_config)?;
         let decoder = Decoder::load(&weights.pp("model.language_model"), lm_head, &text_spec(&config))?;
         weights.check_every_tensor_used(config.model_type(), &[])?;
-        let parts = Parts { vision, decoder, ids: config.ids(), preprocessor: config.preprocessor() };
+        let parts = Parts { vision, decoder, ids: config.ids(), preprocessor: config.preprocessor(), system: None };
         Self::assemble(files, parts, template, dtype, device)
     }
     fn weights_device(&self) -> &Device {
@@ -258,12 +259,35 @@ impl LocalVqa for Qwen3VlVqa {
 
     /// The caption's tokens over each image's prompt state, from the position it resumes at
     /// (the states of one batch come from images of one size).
-    fn decode_group(&self, image_states: &Tensor, inputs: &[Vec<u32>], _prompt: usize) -> candle_core::Result<Tensor> {
-        self.decoder.decode_over_states(image_states, inputs, self.dtype)
+    fn start_reply(
+        &self,
+        image_states: &Tensor,
+        inputs: &[Vec<u32>],
+        _prompt: usize,
+    ) -> candle_core::Result<(Tensor, ReplyState)> {
+        self.decoder.start_reply(image_states, inputs, self.dtype)
     }
 
-    fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
-        self.decoder.log_probs(hidden)
+    fn continue_reply(&self, state: &ReplyState, ids: &[u32]) -> candle_core::Result<(Tensor, ReplyState)> {
+        self.decoder.continue_reply(state, ids)
+    }
+
+    fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        self.decoder.logits(hidden)
+    }
+
+    fn tokenizer(&self) -> &tokenizers::Tokenizer {
+        &self.tokenizer
+    }
+
+    fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// `<|im_start|>user\n`, then per image `<|vision_start|>`, its pads and `<|vision_end|>`:
+    /// the same ids for one image or several.
+    fn ids_before_caption(&self, _images: usize) -> Result<Vec<u32>> {
+        Ok([self.before_image.as_slice(), &[self.vision_start, self.image_token, self.vision_end]].concat())
     }
 }
 
@@ -274,6 +298,9 @@ pub(crate) struct Parts {
     pub ids: ImageTokenIds,
     /// The family's preprocessing, before the checkpoint's image settings.
     pub preprocessor: Preprocessor,
+    /// The system message the family's chat template opens a conversation with when it is
+    /// given none (Qwen2.5-VL's "You are a helpful assistant."; none for Qwen3-VL).
+    pub system: Option<&'static str>,
 }
 
 /// Qwen3-VL's decoder: query/key norms, no biases, interleaved rotary sections, and where the
@@ -287,7 +314,7 @@ fn text_spec(config: &Qwen3VlConfig) -> text::TextSpec<'_> {
         interleaved: config.interleaved(),
         qk_norms: true,
         qkv_bias: false,
-        mixture: Mixture::Qwen3VlMoe,
+        mixture: Some(Mixture::Qwen3VlMoe),
     }
 }
 
@@ -313,9 +340,12 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     caption_limit: |files, _| {
         Ok(CaptionLimit::never_cut(Qwen3VlConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(Qwen3VlVqa::load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        crate::vqascore::generate::load_vqa(choice, files, || Qwen3VlVqa::load(files, dtype, device))
+    },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
     images_together: true,
+    generates_replies: true,
 });

@@ -5,14 +5,14 @@
 //! key and value projections, no query/key norms and contiguous rotary sections
 //! ([`TextSpec`]).
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
 use super::attend;
 use super::config::Qwen3VlTextConfig;
 use super::experts::{FeedForward, Mixture};
 use crate::models::transformer::{over_rows, repeat_kv, Dense};
 use crate::models::weights::Weights;
-use crate::vqascore::local::{KvLayout, LayerCache};
+use crate::vqascore::local::{KvLayout, LayerCache, ReplyState};
 use crate::{Error, Result};
 
 /// Qwen's RMS norm, `x / rms(x) · w` (not Gemma's `1 + w`), in f32 as candle's fused kernel
@@ -113,8 +113,9 @@ pub(crate) struct TextSpec<'a> {
     pub qk_norms: bool,
     /// Qwen2's biases on the query, key and value projections.
     pub qkv_bias: bool,
-    /// The mixture of experts, where the config has any.
-    pub mixture: Mixture,
+    /// The family's mixture of experts; `None` for a family without one (a config that gives
+    /// it experts is refused).
+    pub mixture: Option<Mixture>,
 }
 
 impl Decoder {
@@ -224,28 +225,36 @@ impl Decoder {
 
     /// The final hidden states of `inputs` (rows of one length, text positions), row `i` after
     /// the prompt state `image_states[i]` (rows of [`Decoder::kv_layout`]), from the position
-    /// each state's caption starts at; the caches in `dtype`.
-    pub(crate) fn decode_over_states(
+    /// each state's caption starts at, the caches in `dtype`; and the state after them, which a
+    /// reply continues ([`Decoder::continue_reply`]).
+    pub(crate) fn start_reply(
         &self,
         image_states: &Tensor,
         inputs: &[Vec<u32>],
         dtype: DType,
-    ) -> candle_core::Result<Tensor> {
+    ) -> candle_core::Result<(Tensor, ReplyState)> {
         let (past, _, first) = self.kv_layout().unflatten(image_states, dtype)?;
         let s = inputs[0].len() as u32;
         let positions: Positions = std::array::from_fn(|_| (first..first + s).collect());
-        let (hidden, _) = self.decode(self.embed(inputs)?, &positions, Some(&past), None)?;
-        Ok(hidden)
+        let (hidden, caches) = self.decode(self.embed(inputs)?, &positions, Some(&past), None)?;
+        Ok((hidden, ReplyState { caches, next: (first + s) as usize }))
     }
 
-    /// Log-probabilities over the vocabulary at final hidden states `(…, hidden)`, in f32.
-    pub(crate) fn log_probs(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+    /// One new token per row after a reply's `state` (text positions, one past the last).
+    pub(crate) fn continue_reply(&self, state: &ReplyState, ids: &[u32]) -> candle_core::Result<(Tensor, ReplyState)> {
+        let rows: Vec<Vec<u32>> = ids.iter().map(|&id| vec![id]).collect();
+        let positions: Positions = std::array::from_fn(|_| vec![state.next as u32]);
+        let (hidden, caches) = self.decode(self.embed(&rows)?, &positions, Some(&state.caches), None)?;
+        Ok((hidden, ReplyState { caches, next: state.next + 1 }))
+    }
+
+    /// Logits over the vocabulary at final hidden states `(…, hidden)`, in f32.
+    pub(crate) fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
         let table = match &self.lm_head {
             Some(head) => head.t()?,
             None => self.embed_tokens.t()?,
         };
-        let logits = over_rows(hidden, |rows| rows.matmul(&table))?.to_dtype(DType::F32)?;
-        candle_nn::ops::log_softmax(&logits, D::Minus1)
+        over_rows(hidden, |rows| rows.matmul(&table))?.to_dtype(DType::F32)
     }
 
     /// How the keys and values of a prompt lie in an image state: f32, with the caption's

@@ -193,7 +193,12 @@ impl Shortlist {
                 "it serves a model that scores pairs jointly; this one ranks by its own embeddings".into(),
             ));
         }
-        let choice = |head| ModelChoice { head, source: source.clone(), ..plan.model.clone() };
+        let choice = |head| ModelChoice {
+            head,
+            source: source.clone(),
+            answer_rule: benchctl_models::vqascore::AnswerRule::Logprobs,
+            ..plan.model.clone()
+        };
         // The model's contrastive head: its default, or ITC for BLIP and FIBER.
         let mut resolved = resolve_model(&choice(None))?;
         if resolved.is_fusion() {
