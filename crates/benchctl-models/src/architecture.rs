@@ -7,7 +7,7 @@
 use candle_core::{DType, Device};
 
 use crate::hub::{Layout, ModelFiles};
-use crate::preprocess::Preprocessor;
+use crate::preprocess::{PixelBounds, Preprocessor};
 use crate::vqascore::reply::ReplyReading;
 use crate::vqascore::AnswerRule;
 use crate::{Model, Result};
@@ -49,6 +49,9 @@ pub struct ArchitectureSpec {
     /// Whether its image processor has a patch budget a run may set (`--max-patches`: SigLIP 2
     /// NaFlex's `max_num_patches`).
     pub patch_budget: bool,
+    /// Whether its image processor resizes to pixel bounds a run may give (`--min-pixels`,
+    /// `--max-pixels`: Qwen2.5-VL's and Qwen3-VL's, after `qwen_vl_utils`' resize).
+    pub processor_pixels: bool,
     /// Whether its prompt takes several images shown together (a suite's `item.together`:
     /// VisMin's image task), [`crate::FusionEncoder::encode_shown_together`].
     pub images_together: bool,
@@ -168,6 +171,25 @@ impl Architecture {
         }
     }
 
+    /// The image processor's pixel bounds to resize to after `qwen_vl_utils`, where the
+    /// architecture has them (`None`: no second resize, as `t2v_metrics` prepares images).
+    pub fn choose_processor_pixels(self, requested: Option<PixelBounds>) -> Result<Option<PixelBounds>> {
+        let refused = |why: String| {
+            Err(crate::Error::new(crate::ErrorKind::BadConfig, format!("use --min-pixels and --max-pixels: {why}")))
+        };
+        match requested {
+            None => Ok(None),
+            Some(_) if !self.0.processor_pixels => refused(format!(
+                "a {} model's image processor has no pixel bounds (Qwen2.5-VL's and Qwen3-VL's have)",
+                self.name()
+            )),
+            Some(PixelBounds { min, max }) if min == 0 || min > max => refused(format!(
+                "{min} to {max} pixels is no range (at least 1 pixel, the least no more than the most)"
+            )),
+            Some(bounds) => Ok(Some(bounds)),
+        }
+    }
+
     /// Loads a model of this architecture from its files, as `choice` says.
     pub fn load(self, choice: LoadChoice, files: &ModelFiles, dtype: DType, device: &Device) -> Result<Model> {
         (self.0.load)(choice, files, dtype, device)
@@ -276,6 +298,9 @@ pub struct LoadChoice {
     /// ([`ArchitectureSpec::generates_replies`]) and read as `reply_reading` says.
     pub answer_rule: AnswerRule,
     pub reply_reading: ReplyReading,
+    /// The image processor's pixel bounds after `qwen_vl_utils`' resize (`--min-pixels`,
+    /// `--max-pixels`), where the architecture has them ([`ArchitectureSpec::processor_pixels`]).
+    pub processor_pixels: Option<PixelBounds>,
 }
 
 impl LoadChoice {
@@ -287,6 +312,7 @@ impl LoadChoice {
             max_patches: None,
             answer_rule: AnswerRule::Logprobs,
             reply_reading: ReplyReading::FirstFound,
+            processor_pixels: None,
         }
     }
 }

@@ -162,6 +162,13 @@ pub trait FusionEncoder {
     /// One score per pair `(image_states[i], texts[i])` → `(batch,)`.
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor>;
 
+    /// The reply generated for each pair that [`FusionEncoder::score_pairs`] read its scores
+    /// from, where the model scores by generated replies (`--answer-rule generate`); `None`
+    /// for a model that reads scores otherwise.
+    fn replies(&self, _image_states: &Tensor, _texts: &[&str]) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
+
     fn score_kind(&self) -> ScoreKind;
 
     /// The score a retrieval shortlist is re-ranked by, one per pair as in

@@ -300,3 +300,51 @@ fn exif_orientation_is_left_as_image_open_leaves_it() {
         "load_image rotates the file a quarter turn"
     );
 }
+
+/// Qwen-VL images resized again by the image processor at its own pixel bounds after
+/// `qwen_vl_utils` (`--min-pixels`, `--max-pixels`: NaturalBench's Qwen2.5-VL example), against
+/// transformers' Pillow processor run so (`scripts/fixtures/gen_processor_pixels_fixture.py`):
+/// the same sizes and the same 8-bit pixels, bit for bit after normalising, on every PIL mode
+/// (a transparent colour made white between the two resizes), enlarged and shrunk.
+#[test]
+fn qwen_images_resized_again_at_the_processors_bounds_match_its_pillow_backend() {
+    use benchctl_models::preprocess::{PixelBounds, Resize};
+    let fixture = model_fixture("processor-pixels");
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("expected.json")).unwrap()).unwrap();
+    let model = benchctl_models::models::qwen25vl::load(
+        &benchctl_models::hub::from_dir(&model_fixture("qwen25vl-tiny")).unwrap(),
+        candle_core::DType::F32,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let bounds = PixelBounds { min: 12_544, max: 15_680 };
+    let model = model.with_processor_pixels(Some(bounds));
+    let loaded = benchctl_models::FusionEncoder::preprocessor(&model).clone();
+    let Resize::Native { processor, .. } = loaded.resize else { panic!("a native resize: {:?}", loaded.resize) };
+    assert_eq!(processor, Some(bounds), "the model's preprocessing resizes again");
+    let cases = expected["cases"].as_array().unwrap();
+    let mut resized_again = 0;
+    for case in cases {
+        let [min, max] = [0, 1].map(|i| case["bounds"][i].as_u64().unwrap() as usize);
+        let mut prep = loaded.clone();
+        if let Resize::Native { processor, .. } = &mut prep.resize {
+            *processor = Some(PixelBounds { min, max });
+        }
+        let path = benchctl_testkit::workspace_root().join(case["image"].as_str().unwrap());
+        let image = benchctl_suites::ImageSource::File(path.clone()).load_pil().unwrap();
+        let (w, h) = image.dimensions();
+        let size = prep.output_size(w as usize, h as usize);
+        let want = [0, 1].map(|i| case["resized"][i].as_u64().unwrap() as usize);
+        assert_eq!([size.0, size.1], want, "{}", path.display());
+        resized_again += usize::from(case["first"] != case["resized"]);
+        let mut ours = vec![0.0; prep.len_for(w as usize, h as usize)];
+        prep.apply_pil(&image, &mut ours);
+        let pixels = image::open(fixture.join(case["expected"].as_str().unwrap())).unwrap().to_rgb8();
+        let mut theirs = vec![0.0; ours.len()];
+        prep.normalise_into(pixels.as_raw(), &mut theirs);
+        let differing = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count();
+        assert_eq!(differing, 0, "{} at {min}–{max} pixels: {differing} values differ", path.display());
+    }
+    assert!(cases.len() >= 20 && resized_again + 1 >= cases.len(), "{resized_again} of {} resized again", cases.len());
+}

@@ -59,6 +59,10 @@ struct Block {
     score: Option<String>,
     text_prep: Option<String>,
     max_patches: Option<usize>,
+    /// The image processor's pixel bounds after `qwen_vl_utils` (Qwen2.5-VL, Qwen3-VL): both
+    /// or neither.
+    min_pixels: Option<usize>,
+    max_pixels: Option<usize>,
     /// `logprobs` or `generate`, for the generative models run here (a server's is its own).
     answer_rule: Option<String>,
     no_cache: Option<bool>,
@@ -121,6 +125,7 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
         });
         let sources: Vec<ModelSource> = sources.map(Ok).chain(servers).collect::<Result<_>>()?;
         let max_patches = block.max_patches;
+        let processor_pixels = crate::plan::pixel_bounds(block.min_pixels, block.max_pixels)?;
         let answer_rule = match block.answer_rule.as_deref() {
             None => Default::default(),
             Some(name) => name.parse().map_err(|e: benchctl_models::Error| {
@@ -136,6 +141,7 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
             head,
             text_prep,
             max_patches,
+            processor_pixels,
             answer_rule,
             reply_reading: Default::default(),
             device,

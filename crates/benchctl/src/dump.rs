@@ -8,6 +8,7 @@ use benchctl_scoring::{ScoreKind, ScoreTensor};
 use benchctl_suites::Suite;
 use serde_json::Value;
 
+use crate::replies::ItemReplies;
 use crate::results;
 use crate::{Error, ErrorKind, Result};
 
@@ -24,6 +25,8 @@ pub(crate) struct Matrices<'a> {
     index: benchctl_base::spill::Index,
     scores: Cells,
     text: Option<Cells>,
+    /// The generated replies of the items whose lines have them (`replies`).
+    replies: Option<ItemReplies>,
 }
 
 /// One value per (row, column) of every item, NaN until set.
@@ -69,7 +72,7 @@ impl<'a> Matrices<'a> {
             index.find_or_add(item.id(), i, |at| suite.items.item(at).id() == item.id());
         }
         let scores = Cells::new(suite, |item| item.image_count() * item.text_count());
-        Self { suite, index, scores, text: None }
+        Self { suite, index, scores, text: None, replies: None }
     }
 
     pub(crate) fn item(&self, id: &str, at: &str) -> Result<usize> {
@@ -107,6 +110,19 @@ impl<'a> Matrices<'a> {
         let cells = self.text.get_or_insert_with(|| Cells::new(suite, |item| item.text_count() * item.text_count()));
         let slot = cells.start[item] + a * texts + b;
         set_once(&mut cells.values[slot], score, || format!("score {at}: item `{}` text score [{a}][{b}]", it.id()))
+    }
+
+    /// Item `item`'s generated replies, from its line's `replies`.
+    fn set_replies(&mut self, item: usize, line_replies: &Value, at: &str) -> Result<()> {
+        let it = self.suite.items.item(item);
+        let items = self.suite.items.len();
+        let replies = self.replies.get_or_insert_with(|| ItemReplies::new(items));
+        replies.set_from_line(item, line_replies, it.image_count(), it.text_count(), at)
+    }
+
+    /// The generated replies read, where any line had them.
+    pub(crate) fn take_replies(&mut self) -> Option<ItemReplies> {
+        self.replies.take()
     }
 
     /// The score tensor, or an error naming the first unscored items (or the first items
@@ -183,6 +199,9 @@ fn read_dump_lines(lines: impl IntoIterator<Item = Result<(String, Value)>>, m: 
         for score in text_scores.into_iter().flatten() {
             let (a, b, value) = score?;
             m.set_text(item, a, b, value, &at)?;
+        }
+        if let Some(replies) = line.get("replies") {
+            m.set_replies(item, replies, &at)?;
         }
     }
     Ok(())
@@ -331,11 +350,16 @@ fn matrix_cells<'v>(line: &'v Value, key: &'static str, at: &str) -> Result<Opti
 }
 
 /// A suite's score tensor from our own score dumps, read in order (shards of one run).
-pub(crate) fn from_dumps(suite: &Suite, dumps: &[PathBuf], kind: ScoreKind) -> Result<ScoreTensor> {
+pub(crate) fn from_dumps(
+    suite: &Suite,
+    dumps: &[PathBuf],
+    kind: ScoreKind,
+) -> Result<(ScoreTensor, Option<ItemReplies>)> {
     let mut matrices = Matrices::new(suite);
     for path in dumps {
         read_dump(path, &mut matrices)?;
     }
     let source = dumps.first().map(PathBuf::as_path).unwrap_or(Path::new("(no dumps)"));
-    matrices.finish(source, kind)
+    let replies = matrices.take_replies();
+    Ok((matrices.finish(source, kind)?, replies))
 }

@@ -44,6 +44,7 @@ pub mod model;
 pub mod plan;
 pub mod power;
 pub mod record;
+pub mod replies;
 pub mod report;
 pub mod results;
 pub mod score;

@@ -103,7 +103,7 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
         ));
     }
     let dumps: Vec<PathBuf> = shards.iter().map(|s| s.dump.clone()).collect();
-    let scores = crate::dump::from_dumps(&suite, &dumps, base.model.score_kind())?;
+    let (scores, replies) = crate::dump::from_dumps(&suite, &dumps, base.model.score_kind())?;
     let report = suite.evaluate(&scores)?;
     let (intervals, bootstrap) = bootstrap_intervals(&suite, &scores, &|_| None)?;
 
@@ -137,5 +137,5 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
         image_fingerprint: base.image_fingerprint.clone(),
         shard: None,
     };
-    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores } })
+    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores, replies } })
 }

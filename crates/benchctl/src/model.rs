@@ -157,6 +157,14 @@ impl ResolvedModel {
         }
     }
 
+    /// Whether it scores by replies it generates (`--answer-rule generate`), which a run keeps.
+    pub fn generates_replies(&self) -> bool {
+        match &self.backend {
+            Backend::Local { choice, .. } => choice.answer_rule == AnswerRule::Generate,
+            Backend::Endpoint(server) => server.endpoint.settings().answer_rule == AnswerRule::Generate,
+        }
+    }
+
     /// The scoring server, for a model behind one.
     pub fn endpoint(&self) -> Option<&EndpointModel> {
         match &self.backend {
@@ -220,9 +228,14 @@ impl ResolvedModel {
         cache: &mut EmbeddingCache,
         needed: &[Needed],
     ) -> Result<(Option<LoadedModel>, Head)> {
-        if let Some(head) = self.cached_head(cache, needed) {
-            return Ok((None, head));
+        match self.cached_head(cache, needed) {
+            Some(head) => Ok((None, head)),
+            None => self.load_with_head(cache),
         }
+    }
+
+    /// [`ResolvedModel::load`], with the model's head.
+    pub(crate) fn load_with_head(&self, cache: &mut EmbeddingCache) -> Result<(Option<LoadedModel>, Head)> {
         let loaded = self.load(cache)?;
         let head = Head::of(&loaded.model);
         Ok((Some(loaded), head))
@@ -267,13 +280,17 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
     let head = architecture.choose_head(choice.head.map(|h| h.name()))?;
     let text_prep = architecture.choose_text_prep(choice.text_prep)?;
     let max_patches = architecture.choose_max_patches(choice.max_patches)?;
-    // A rule the model cannot answer by is a bad option (exit 2), not bad model files.
+    // Pixel bounds or a rule the model cannot take are a bad option (exit 2), not bad model files.
+    let processor_pixels = architecture
+        .choose_processor_pixels(choice.processor_pixels)
+        .map_err(|e| crate::Error::caused_by(crate::ErrorKind::Usage, e.to_string(), e))?;
     let answer_rule = architecture
         .choose_answer_rule(choice.answer_rule)
         .map_err(|e| crate::Error::caused_by(crate::ErrorKind::Usage, e.to_string(), e))?;
     let generates = answer_rule == AnswerRule::Generate;
     let mut record = model_record(id, &files, dtype, &device);
     record.max_patches = max_patches;
+    record.processor_pixels = processor_pixels.map(|b| [b.min, b.max]);
     // Recorded for generated replies only, so that earlier runs' records read the same.
     record.answer_rule = generates.then(|| answer_rule.name().to_string());
     record.reply_reading = generates.then(|| choice.reply_reading.name().to_string());
@@ -306,6 +323,7 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         text_prep: record.text_prep.clone(),
         tokenizer_settings: files.tokenizer_settings.as_deref().filter(|_| transformers_prep).and_then(content_digest),
         max_patches,
+        processor_pixels: record.processor_pixels,
         answer_rule: record.answer_rule.clone(),
         reply_reading: record.reply_reading.clone(),
         generation: match (&files.generation, generates) {
@@ -313,7 +331,8 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
             _ => None,
         },
     }));
-    let choice = LoadChoice { head, text_prep, max_patches, answer_rule, reply_reading: choice.reply_reading };
+    let choice =
+        LoadChoice { head, text_prep, max_patches, answer_rule, reply_reading: choice.reply_reading, processor_pixels };
     let backend = Backend::Local { files: Box::new(files), architecture, choice };
     Ok(ResolvedModel { backend, dtype, device, record, cache_identity })
 }
@@ -350,6 +369,7 @@ fn resolve_endpoint(choice: &EndpointChoice, device: Device) -> Result<ResolvedM
         text_prep: None,
         architecture: None,
         max_patches: None,
+        processor_pixels: None,
         answer_rule: None,
         reply_reading: None,
     };
@@ -398,6 +418,7 @@ pub(crate) fn model_record(id: String, files: &ModelFiles, dtype: DType, device:
         text_prep: None,
         architecture: None,
         max_patches: None,
+        processor_pixels: None,
         answer_rule: None,
         reply_reading: None,
     }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use benchctl_models::device::DeviceSpec;
+use benchctl_models::preprocess::PixelBounds;
 use benchctl_models::registry::{ScoreHead, TextPrep};
 use benchctl_models::vqascore::reply::ReplyReading;
 use benchctl_models::vqascore::AnswerRule;
@@ -64,6 +65,9 @@ pub struct ModelChoice {
     pub text_prep: Option<TextPrep>,
     /// `None`: the checkpoint's own patch budget (`--max-patches`, SigLIP 2 NaFlex).
     pub max_patches: Option<usize>,
+    /// `None`: images prepared as `qwen_vl_utils` resizes them, with no second resize by the
+    /// image processor (`--min-pixels`, `--max-pixels`; Qwen2.5-VL, Qwen3-VL).
+    pub processor_pixels: Option<PixelBounds>,
     /// How a generative model run here gives its score (`--answer-rule`; a server's is in its
     /// settings).
     pub answer_rule: AnswerRule,
@@ -80,6 +84,20 @@ pub fn text_prep(name: Option<&str>) -> Result<Option<TextPrep>> {
     TextPrep::parse(name).map(Some).ok_or_else(|| {
         Error::new(ErrorKind::Usage, format!("use --text-prep {name}: the preparations are authors and transformers"))
     })
+}
+
+/// The image processor's pixel bounds (`--min-pixels` and `--max-pixels`, a run spec's
+/// `min_pixels` and `max_pixels`): both or neither; whether the model has them is checked when
+/// the model is resolved.
+pub fn pixel_bounds(min: Option<usize>, max: Option<usize>) -> Result<Option<PixelBounds>> {
+    match (min, max) {
+        (None, None) => Ok(None),
+        (Some(min), Some(max)) => Ok(Some(PixelBounds { min, max })),
+        _ => Err(Error::new(
+            ErrorKind::Usage,
+            "use --min-pixels and --max-pixels: give both (the image processor's bounds)",
+        )),
+    }
 }
 
 /// A score head by name (`--score`, a run spec's `score`); whether the model has it is

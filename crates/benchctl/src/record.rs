@@ -11,6 +11,7 @@ use benchctl_scoring::{Report, ScoreTensor};
 use benchctl_suites::{ContentKeys, Suite};
 
 use crate::plan::Shard;
+use crate::replies::ItemReplies;
 use crate::results::{self, BootstrapRecord, Counts, ModelRecord, Run, SuiteRecord, Timings};
 use crate::{Error, ErrorKind, Result};
 
@@ -22,9 +23,10 @@ pub struct Evaluation {
 
 /// What an evaluation scored, and so its score dump (one JSON object per line).
 pub enum Outcome {
-    /// An item suite and its scores: one dump line per item, made as it is written (a million
-    /// items' lines are never held at once).
-    Items { suite: Box<Suite>, scores: ScoreTensor },
+    /// An item suite and its scores (and the replies they were read from, where generated):
+    /// one dump line per item, made as it is written (a million items' lines are never held at
+    /// once).
+    Items { suite: Box<Suite>, scores: ScoreTensor, replies: Option<ItemReplies> },
     /// A retrieval suite's per-query dump lines (RoCOCO: ranks against whole galleries).
     Queries { dump: Strings },
 }
@@ -33,7 +35,7 @@ impl Evaluation {
     /// An item suite's scores, when the evaluation has them.
     pub fn scored(&self) -> Option<(&Suite, &ScoreTensor)> {
         match &self.outcome {
-            Outcome::Items { suite, scores } => Some((suite, scores)),
+            Outcome::Items { suite, scores, .. } => Some((suite, scores)),
             Outcome::Queries { .. } => None,
         }
     }
@@ -41,7 +43,7 @@ impl Evaluation {
     /// The score dump's lines, in order.
     pub fn dump_lines(&self) -> Box<dyn Iterator<Item = String> + '_> {
         match &self.outcome {
-            Outcome::Items { suite, scores } => Box::new(results::item_dump(suite, scores)),
+            Outcome::Items { suite, scores, replies } => Box::new(results::item_dump(suite, scores, replies.as_ref())),
             Outcome::Queries { dump } => Box::new(dump.iter().map(str::to_string)),
         }
     }

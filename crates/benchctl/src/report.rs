@@ -27,6 +27,7 @@ use benchctl_scoring::{ScoreMatrix, ScoreTensor, Truth};
 use benchctl_suites::Suite;
 use serde_json::{json, Value};
 
+use crate::replies::ItemReplies;
 use crate::results::{read_run_file, Run};
 use crate::{Error, ErrorKind, Result};
 
@@ -42,6 +43,8 @@ struct Shown {
     run: Run,
     suite: Suite,
     scores: ScoreTensor,
+    /// The replies the scores were read from, where the run generated them.
+    replies: Option<ItemReplies>,
 }
 
 fn load(path: &Path, data_dir: Option<&Path>, allow_changed_data: bool) -> Result<Shown> {
@@ -98,8 +101,8 @@ fn load(path: &Path, data_dir: Option<&Path>, allow_changed_data: bool) -> Resul
     }
     suite.summary.ties = benchctl_scoring::metrics::Ties::from_name(&run.suite.ties).unwrap_or_default();
     // Read as a stream into the suite's score tensor, as `merge` reads shard dumps.
-    let scores = crate::dump::from_dumps(&suite, std::slice::from_ref(&dump), run.model.score_kind())?;
-    Ok(Shown { run, suite, scores })
+    let (scores, replies) = crate::dump::from_dumps(&suite, std::slice::from_ref(&dump), run.model.score_kind())?;
+    Ok(Shown { run, suite, scores, replies })
 }
 
 /// The smallest gap by which a matching candidate beats a non-matching one (see the module
@@ -276,6 +279,10 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
         }
         if let Some(texts) = shown.scores.text_scores(i) {
             entry["text_scores"] = matrix_json(&texts);
+        }
+        // Checked when read from the dump: K rows of L strings or nulls.
+        if let Some(replies) = shown.replies.as_ref().and_then(|r| r.json(i)) {
+            entry["replies"] = serde_json::from_str(replies).unwrap_or(Value::Null);
         }
         chunk.push(entry);
         if chunk.len() == CHUNK || i + 1 == suite.items.len() {

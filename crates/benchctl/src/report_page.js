@@ -103,6 +103,24 @@ function heat(scores, truth, texts, caption, rows = "image ") {
   });
   return t;
 }
+// The reply each cell's score was read from (a question's options share one reply).
+function replyTable(replies, truth, texts, caption) {
+  const t = el("table", {class: "heat replies"}, el("caption", {}, caption));
+  const head = el("tr", {}, el("th", {}, ""));
+  texts.forEach((_, l) => head.append(el("th", {}, "text " + l)));
+  t.append(head);
+  replies.forEach((row, k) => {
+    const tr = el("tr", {}, el("th", {}, "image " + k));
+    row.forEach((reply, l) => {
+      if (reply === null) return tr.append(el("td", {class: "unasked"}, "–"));
+      const td = el("td", {}, reply);
+      if (truth[k * texts.length + l] === "1") td.className = "match";
+      tr.append(td);
+    });
+    t.append(tr);
+  });
+  return t;
+}
 function card(i, item) {
   const m = I.outcome, ok = passed(I.bits[i], m);
   const left = el("div", {}, el("div", {class: "id"}, I.ids[i]),
@@ -129,6 +147,7 @@ function card(i, item) {
   const right = el("div", {}, images, texts, heat(item.scores, item.truth, item.texts, I.run.label));
   if (item.against) right.append(heat(item.against, item.truth, item.texts, I.against.label));
   if (item.text_scores) right.append(heat(item.text_scores, "", item.texts, "text–text, " + I.run.label, "text "));
+  if (item.replies) right.append(replyTable(item.replies, item.truth, item.texts, "generated replies, " + I.run.label));
   return el("div", {class: "item " + (ok ? "pass" : "fail"), "data-item": I.ids[i]}, left, right);
 }
 function render() {

@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use crate::dump::{bad, lines, read_dump, Matrices, SCORE_FILE};
 use crate::record::{Evaluation, Outcome};
+use crate::replies::ItemReplies;
 use crate::results::{self, ExternalModel, ModelRecord, Run, SuiteRecord};
 use crate::{submission, Error, ErrorKind, Result};
 
@@ -61,8 +62,8 @@ pub struct Scored {
 }
 
 enum Detail {
-    /// A K×L item suite and the scores read into it.
-    Items { suite: Box<Suite>, scores: ScoreTensor },
+    /// A K×L item suite and the scores read into it (and a dump's generated replies, kept).
+    Items { suite: Box<Suite>, scores: ScoreTensor, replies: Option<ItemReplies> },
     /// RoCOCO: the per-query dump (ranks against whole galleries), and the data directory named.
     Galleries { data_dir: PathBuf },
 }
@@ -108,13 +109,14 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
             "eqben-npy"
         }
     };
+    let replies = matrices.take_replies();
     let scores = matrices.finish(&args.scores, args.score_kind)?;
     let report = suite.evaluate(&scores)?;
     Ok(Scored {
         suite_id: suite.id.to_string(),
         report,
         format: format_name,
-        detail: Detail::Items { suite: Box::new(suite), scores },
+        detail: Detail::Items { suite: Box::new(suite), scores, replies },
     })
 }
 
@@ -158,11 +160,11 @@ impl Scored {
             scores_format: self.format.to_string(),
         };
         let (suite_record, score_kind, (intervals, bootstrap), data_fingerprint, outcome) = match self.detail {
-            Detail::Items { suite, scores } => {
+            Detail::Items { suite, scores, replies } => {
                 let intervals = crate::record::bootstrap_intervals(&suite, &scores, &|_| None)?;
                 let record = SuiteRecord::of(&suite);
                 let fingerprint = results::fingerprint(&suite)?;
-                (record, scores.kind(), intervals, fingerprint, Outcome::Items { suite, scores })
+                (record, scores.kind(), intervals, fingerprint, Outcome::Items { suite, scores, replies })
             }
             Detail::Galleries { data_dir } => {
                 // `run` validated every line; they are the stored item scores.
@@ -206,6 +208,7 @@ impl Scored {
                 text_prep: None,
                 architecture: None,
                 max_patches: None,
+                processor_pixels: None,
                 answer_rule: None,
                 reply_reading: None,
             },

@@ -260,6 +260,7 @@ fn the_namespace_names_the_code_version() {
         head: None,
         text_prep: None,
         max_patches: None,
+        processor_pixels: None,
         answer_rule: Default::default(),
         reply_reading: Default::default(),
         device: benchctl_models::device::DeviceSpec::Cpu,
@@ -434,6 +435,39 @@ fn a_record_changed_after_opening_reads_back_as_a_miss() {
     assert_eq!(cache.get(&b), None, "a changed record is never trusted");
     assert_eq!(cache.get(&a), Some(values[0].clone()));
     assert_eq!(cache.get(&c), Some(values[2].clone()));
+}
+
+/// Texts (generated replies) are stored beside values: read back whole, of any length
+/// (empty, not a multiple of four bytes, multi-byte characters), after the cache is opened
+/// again; a text record whose bytes change reads back as a miss, never a changed text, and the
+/// records after it still read.
+#[test]
+fn texts_are_stored_whole_and_a_changed_one_is_a_miss() {
+    use benchctl::cache::{key, EmbeddingCache};
+    let root = tempfile::tempdir().unwrap();
+    let texts = ["", "B", "Yes.", "Ja, die Tasse ist blau — 是的 🙂\nzweite Zeile"];
+    let keys: Vec<_> = (0..texts.len()).map(|i| key(&[&[i as u8]])).collect();
+    let batch: Vec<_> = keys.iter().copied().zip(texts).collect();
+    EmbeddingCache::open(root.path(), "ns").unwrap().append_texts(&batch).unwrap();
+    let values = [0.5f32, -1.0];
+    EmbeddingCache::open(root.path(), "ns").unwrap().append(&[(key(&[b"v"]), &values[..])]).unwrap();
+    let cache = EmbeddingCache::open(root.path(), "ns").unwrap();
+    assert_eq!((cache.len(), cache.skipped), (5, 0));
+    for (k, text) in keys.iter().zip(texts) {
+        assert_eq!(cache.get_text(k).as_deref(), Some(text));
+    }
+    assert_eq!(cache.get(&key(&[b"v"])), Some(values.to_vec()), "values beside texts");
+    // The third text's length field, then its bytes.
+    let segment = segments(root.path()).into_iter().find(|s| std::fs::read(s).unwrap().len() > 100).unwrap();
+    let mut bytes = std::fs::read(&segment).unwrap();
+    let third = 4 + 32 + (4 + 32 + 4 + 4 + 8) + (4 + 32 + 4 + 8 + 8) + 4 + 32 + 4;
+    assert_eq!(&bytes[third..third + 8], b"\x04\0\0\0Yes.");
+    bytes[third] = 200;
+    std::fs::write(&segment, &bytes).unwrap();
+    assert_eq!(cache.get_text(&keys[2]), None, "a changed record is never trusted");
+    let reopened = EmbeddingCache::open(root.path(), "ns").unwrap();
+    assert_eq!(reopened.get_text(&keys[2]), None);
+    assert_eq!(reopened.get_text(&keys[3]).as_deref(), Some(texts[3]), "the records after it still read");
 }
 
 /// A cache written by many runs has many segments (one per process): opening it and reading

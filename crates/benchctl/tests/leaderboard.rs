@@ -32,6 +32,7 @@ fn run(model: &str, commit: Option<&str>, started_at: &str, scores: [f64; 3]) ->
             text_prep: None,
             architecture: None,
             max_patches: None,
+            processor_pixels: None,
             answer_rule: None,
             reply_reading: None,
         },

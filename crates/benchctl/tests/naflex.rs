@@ -57,9 +57,9 @@ fn images_of_several_sizes_in_one_batch_score_as_each_alone() {
     assert!(moved > 1e-3, "resizing the images moved no score ({moved})");
 }
 
-/// `--max-patches` sets the budget of a NaFlex model's images: recorded in the run, a cache
-/// namespace of its own (the images are encoded again, not served from the default budget's
-/// embeddings), other scores; refused for a model of fixed-size images, naming the flag.
+/// `--max-patches` sets the budget of a NaFlex model's images: recorded in the run and its
+/// label, a cache namespace of its own (the images are encoded again, not served from the
+/// default budget's embeddings), other scores, never the default budget's baseline; refused for a model of fixed-size images, naming the flag.
 #[test]
 fn a_run_patch_budget_is_recorded_and_cached_apart() {
     let model = benchctl_testkit::fixture_model("siglip2-naflex-tiny");
@@ -78,6 +78,14 @@ fn a_run_patch_budget_is_recorded_and_cached_apart() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0, f64::max);
     assert!(moved > 1e-3, "a budget of 6 patches moved no score ({moved})");
+    // Tables name the budget, and the regression gate keeps the two runs apart.
+    let run = |json: &serde_json::Value| benchctl::results::Run::from_json(json).unwrap();
+    let (small, default) = (run(&small_run), run(&default_run));
+    assert_eq!(
+        (small.label(), default.label()),
+        ("siglip2-naflex-tiny (6 patches)".into(), "siglip2-naflex-tiny".into())
+    );
+    assert_ne!(small.identity(), default.identity());
 
     let clip = benchctl_testkit::fixture_model("clip-tiny-a");
     let args = common::eval_args(

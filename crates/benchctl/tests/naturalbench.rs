@@ -191,6 +191,30 @@ fn a_server_reply_is_read_by_the_official_rule() {
         assert_eq!((body["temperature"].as_f64(), body["max_tokens"].as_u64()), (Some(0.0), Some(128)));
         assert!(body.get("logprobs").is_none(), "{body}");
     }
+    // Each cell keeps the reply its score was read from, as the server sent it.
+    let kept = stored_replies(&run_path, &run);
+    for (r, rows) in kept.iter().enumerate() {
+        for (k, row) in rows.iter().enumerate() {
+            for (l, reply) in row.iter().enumerate() {
+                assert_eq!(reply.as_deref(), official["replies"][r][k][l / 2].as_str(), "row {r} image {k} text {l}");
+            }
+        }
+    }
+    // A warm run asks nothing and keeps the same replies.
+    let (warm_path, warm) = stored_run(&eval(&model, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!((warm["counts"]["pairs_scored"].as_u64(), server.seen().len()), (Some(0), 48));
+    assert_eq!(stored_replies(&warm_path, &warm), kept);
+}
+
+/// Each dump line's `replies`, `[item][image][text]`, in dump order.
+fn stored_replies(run_path: &std::path::Path, run: &serde_json::Value) -> Vec<Vec<Vec<Option<String>>>> {
+    let text = std::fs::read_to_string(dump_path(run_path, run)).unwrap();
+    text.lines()
+        .map(|line| {
+            let line: serde_json::Value = serde_json::from_str(line).unwrap();
+            serde_json::from_value(line["replies"].clone()).unwrap_or_else(|e| panic!("{e}: {line}"))
+        })
+        .collect()
 }
 
 /// The official generate-then-extract rule on a model run here (`--answer-rule generate` with
@@ -223,9 +247,38 @@ fn a_local_model_generates_and_reads_replies_as_the_official_example_does() {
         assert_eq!(stored[r].1[k][2 * q..2 * q + 2], want, "row {r} image {k} question {q}: {:?}", sample["reply"]);
     }
     assert_eq!(run["counts"]["pairs_scored"], 96);
+    // Each cell keeps the reply transformers generated for its (image, question), decoded as
+    // the example decodes it.
+    let kept = stored_replies(&run_path, &run);
+    for sample in samples {
+        let (r, k, q) = ["row", "image", "question"].map(|key| sample[key].as_u64().unwrap() as usize).into();
+        for l in [2 * q, 2 * q + 1] {
+            assert_eq!(kept[r][k][l].as_deref(), sample["reply"].as_str(), "row {r} image {k} text {l}");
+        }
+    }
+    // A warm run generates nothing and keeps every reply, byte for byte.
+    let (warm_path, warm) = stored_run(&eval(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!(warm["counts"]["pairs_scored"], 0);
+    assert_eq!(
+        std::fs::read(dump_path(&warm_path, &warm)).unwrap(),
+        std::fs::read(dump_path(&run_path, &run)).unwrap(),
+        "the warm run's dump is the cold one's, byte for byte"
+    );
+    // The failure browser shows each cell's reply beside its scores.
+    let page = scratch_dir("naturalbench-report");
+    let out = benchctl(&["report", run_path.to_str().unwrap(), "--out", page.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let chunk = std::fs::read_to_string(page.join("data/chunk-0000.js")).unwrap();
+    let entries = chunk.trim_end().strip_prefix("BENCH_CHUNK(0, ").and_then(|c| c.strip_suffix(");")).unwrap();
+    let entries: Vec<serde_json::Value> = serde_json::from_str(entries).unwrap();
+    let shown: Vec<Vec<Vec<Option<String>>>> =
+        entries.iter().map(|e| serde_json::from_value(e["replies"].clone()).unwrap()).collect();
+    assert_eq!(shown, kept);
     // Log-probability runs keep their own cache: the same model scores differently.
-    let (_, logprobs) = stored_run(&eval(&args[..2], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    let (logprobs_path, logprobs) = stored_run(&eval(&args[..2], &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
     assert_eq!(logprobs["counts"]["pairs_scored"], 96, "nothing served from the generated run's cache");
+    let dump = std::fs::read_to_string(dump_path(&logprobs_path, &logprobs)).unwrap();
+    assert!(!dump.contains("\"replies\""), "a run by log-probabilities generates no replies");
     assert!(logprobs["model"].get("answer_rule").is_none());
     // Leaderboards and the regression gate keep the two apart.
     let (generated, logprobs): (benchctl::results::Run, benchctl::results::Run) =
@@ -235,6 +288,45 @@ fn a_local_model_generates_and_reads_replies_as_the_official_example_does() {
         ("qwen25vl-chat-tiny (generated replies)".into(), "qwen25vl-chat-tiny".into())
     );
     assert_ne!(generated.identity(), logprobs.identity());
+}
+
+/// NaturalBench's Qwen2.5-VL example as it runs: its processor, loaded with `min_pixels=256·28·28`
+/// and `max_pixels=1280·28·28`, resizes each image again after `qwen_vl_utils` (here
+/// `--min-pixels 200704 --max-pixels 1003520`, enlarging the fixture's 56-pixel images to 448):
+/// each reply is `generate`'s with that processor (the few whose generation passes within 1e-3 of
+/// a tie left out, as f32 rounding could flip them), the bounds are recorded and label the run,
+/// and a model without such a processor is refused (exit 2).
+#[test]
+fn the_examples_processor_bounds_resize_again_and_replies_follow() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/qwen25vl-chat-tiny");
+    let generated: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("generated.json")).unwrap()).unwrap();
+    let example = &generated["example_processor"];
+    let (least, most) = (example["min_pixels"].to_string(), example["max_pixels"].to_string());
+    let args = ["--model-path", model.to_str().unwrap(), "--answer-rule", "generate"];
+    let bounds = ["--min-pixels", least.as_str(), "--max-pixels", most.as_str()];
+    let cache = scratch_dir("naturalbench-example-cache");
+    let (run_path, run) =
+        stored_run(&eval(&[&args[..], &bounds].concat(), &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!(run["model"]["processor_pixels"], serde_json::json!([200_704, 1_003_520]));
+    let label = benchctl::results::Run::from_json(&run).unwrap().label();
+    assert_eq!(label, "qwen25vl-chat-tiny (200704–1003520 pixels) (generated replies)");
+    let kept = stored_replies(&run_path, &run);
+    let samples = example["samples"].as_array().unwrap();
+    let (mut compared, mut differing_from_default) = (0, 0);
+    for (sample, default) in samples.iter().zip(generated["samples"].as_array().unwrap()) {
+        let (r, k, q) = ["row", "image", "question"].map(|key| sample[key].as_u64().unwrap() as usize).into();
+        differing_from_default += usize::from(sample["reply"] != default["reply"]);
+        if sample["smallest_gap"].as_f64().unwrap() <= 1e-3 {
+            continue;
+        }
+        compared += 1;
+        assert_eq!(kept[r][k][2 * q].as_deref(), sample["reply"].as_str(), "row {r} image {k} question {q}");
+    }
+    assert!(compared >= 36 && differing_from_default >= 24, "{compared} compared, {differing_from_default} changed");
+    let refused = eval(&["--model-path", &common::tiny_model(), "--min-pixels", "1", "--max-pixels", "2"], &[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("has no pixel bounds"), "{}", stderr(&refused));
 }
 
 /// Replies are generated only by the generative families that do it here: a contrastive model

@@ -317,6 +317,51 @@ fn external_scores_keep_their_precision() {
     assert_eq!(report["metrics"]["group_score"], 25.0, "2 of 8 items right: {report}");
 }
 
+/// A dump's generated replies (`replies`, K×L like its scores) are kept with an external
+/// model's stored run, line for line; a line whose replies are not one per cell is refused
+/// naming its line (exit 3), and nothing is stored.
+#[test]
+fn a_dumps_replies_are_kept_and_a_misshapen_one_is_named() {
+    let results = tempfile::tempdir().unwrap();
+    let (_, dump) = eval("winoground", &demo_suite(), results.path(), &[]);
+    let with_replies = |bad_line: Option<usize>| -> String {
+        let text = std::fs::read_to_string(&dump).unwrap();
+        let lines = text.lines().enumerate().map(|(i, l)| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["replies"] = match Some(i) == bad_line {
+                true => serde_json::json!([["only one row", null]]),
+                false => serde_json::json!([[format!("item {i}: yes"), null], ["no \"quoted\" 🙂", "yes"]]),
+            };
+            v.to_string()
+        });
+        lines.collect::<Vec<_>>().join("\n")
+    };
+    let file = results.path().join("replies.jsonl");
+    std::fs::write(&file, with_replies(None)).unwrap();
+    let stored = tempfile::tempdir().unwrap();
+    let out = common::score_external(&demo_suite(), &file, "replier", stored.path(), &[]);
+    let (run_path, run) = common::stored_run(&out);
+    let kept: Vec<serde_json::Value> = std::fs::read_to_string(common::dump_path(&run_path, &run))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["replies"].clone())
+        .collect();
+    let given: Vec<serde_json::Value> = with_replies(None)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["replies"].clone())
+        .collect();
+    assert_eq!((kept.len(), kept), (8, given));
+    std::fs::write(&file, with_replies(Some(2))).unwrap();
+    let refused = tempfile::tempdir().unwrap();
+    let out = common::score_external(&demo_suite(), &file, "replier", refused.path(), &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("line 3") && said.contains("`replies` has 1 row(s)"), "{said}");
+    assert!(
+        !refused.path().join("runs").exists() || std::fs::read_dir(refused.path().join("runs")).unwrap().count() == 0
+    );
+}
+
 /// A model scored elsewhere joins the store: `score --model-name` stores a run marked external
 /// (provenance, item scores, intervals), the leaderboard lists it as such, and `compare`
 /// pairs it head to head with a model benchctl ran on the same items.

@@ -570,6 +570,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::Siglip,
     pre_captions: false,
     patch_budget: false,
+    processor_pixels: false,
     images_together: false,
     generates_replies: false,
 });

@@ -228,6 +228,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::Siglip2Naflex,
     pre_captions: false,
     patch_budget: true,
+    processor_pixels: false,
     images_together: false,
     generates_replies: false,
 });

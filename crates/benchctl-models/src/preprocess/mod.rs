@@ -52,6 +52,14 @@ pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 pub const HALF: [f32; 3] = [0.5, 0.5, 0.5];
 
 /// How an image becomes `size × size`.
+/// The fewest and the most pixels a `smart_resize` leaves an image (the image processor's
+/// `min_pixels` and `max_pixels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PixelBounds {
+    pub min: usize,
+    pub max: usize,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resize {
     /// Shorter side to `size`, then a centre crop (CLIP).
@@ -65,7 +73,12 @@ pub enum Resize {
     /// vision tower's patch size times its merge size) with between `min_pixels` and
     /// `max_pixels` pixels, the aspect ratio kept as `qwen_vl_utils.smart_resize` keeps it
     /// (Qwen3-VL). `size` is then unused: every image has its own ([`Preprocessor::output_size`]).
-    Native { factor: usize, min_pixels: usize, max_pixels: usize },
+    /// With `processor` bounds, the image processor then resizes that image again to them
+    /// (`smart_resize` at the same factor), as `AutoProcessor.from_pretrained(…, min_pixels=…,
+    /// max_pixels=…)` called with its resize on does after `qwen_vl_utils` (NaturalBench's
+    /// Qwen2.5-VL example); a transparent colour is made white between the two resizes, where
+    /// the processor converts to RGB.
+    Native { factor: usize, min_pixels: usize, max_pixels: usize, processor: Option<PixelBounds> },
     /// Each image near its own aspect ratio as a grid of at most `max_patches` patches of
     /// `patch × patch` pixels, no crop: the largest scale whose sides, rounded up to multiples
     /// of `patch` (at least one patch each), fit, found as `Siglip2ImageProcessor` finds it
@@ -263,8 +276,12 @@ impl Preprocessor {
             Resize::ShorterSideThenCrop => "shorter side + centre crop".to_string(),
             Resize::ShorterSide(edge) => format!("shorter side {edge} + centre crop"),
             Resize::Stretch => "stretched square".to_string(),
-            Resize::Native { factor, min_pixels, max_pixels } => {
-                format!("native size in multiples of {factor}, {min_pixels}–{max_pixels} pixels")
+            Resize::Native { factor, min_pixels, max_pixels, processor } => {
+                let then = processor.map(|p| format!(", then resized by the processor to {}–{} pixels", p.min, p.max));
+                format!(
+                    "native size in multiples of {factor}, {min_pixels}–{max_pixels} pixels{}",
+                    then.unwrap_or_default()
+                )
             }
             Resize::Patches { patch, max_patches } => {
                 format!("aspect ratio kept, at most {max_patches} patches of {patch} px")
@@ -395,11 +412,28 @@ impl Preprocessor {
     /// [`Preprocessor::resize_rgb`] on a given CPU tier (for tests and benchmarks that
     /// compare tiers; every tier gives the same bytes).
     pub fn resize_rgb_on(&self, tier: Tier, rgb: &[u8], w: usize, h: usize) -> Vec<u8> {
+        self.resize_rgb_whitening(tier, rgb, w, h, None)
+    }
+
+    /// [`Preprocessor::resize_rgb_on`], pixels of the colour `white` made white after
+    /// `qwen_vl_utils`' resize (before the processor's own, where it resizes again).
+    fn resize_rgb_whitening(&self, tier: Tier, rgb: &[u8], w: usize, h: usize, white: Option<[u8; 3]>) -> Vec<u8> {
+        let whiten = |mut pixels: Vec<u8>| {
+            if let Some(key) = white {
+                pixels.chunks_exact_mut(3).filter(|p| **p == key).for_each(|p| p.fill(255));
+            }
+            pixels
+        };
         if let Resize::Tiles { max_tiles } = self.resize {
-            return tiles::pack(tier, rgb, (w, h), self.size, max_tiles, self.filter);
+            return whiten(tiles::pack(tier, rgb, (w, h), self.size, max_tiles, self.filter));
+        }
+        let (first, then) = self.native_sizes(w, h);
+        if first != then {
+            let once = whiten(resize_window(tier, rgb, 3, (w, h), first, 0..first.0, 0..first.1, self.filter));
+            return resize_window(tier, &once, 3, first, then, 0..then.0, 0..then.1, self.filter);
         }
         let window = self.crop_window(w, h);
-        resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows, self.filter)
+        whiten(resize_window(tier, rgb, 3, (w, h), window.resized, window.columns, window.rows, self.filter))
     }
 
     /// An RGB8 crop (`size × size`, or the output size) rescaled and normalised into `out`
@@ -432,8 +466,8 @@ impl Preprocessor {
             }
             Some((key, _)) => {
                 let rgb = image.to_rgb();
-                let mut kept = self.resize_rgb(rgb.as_raw(), rgb.width() as usize, rgb.height() as usize);
-                kept.chunks_exact_mut(3).filter(|p| **p == key).for_each(|p| p.fill(255));
+                let (w, h) = (rgb.width() as usize, rgb.height() as usize);
+                let kept = self.resize_rgb_whitening(Tier::current(), rgb.as_raw(), w, h, Some(key));
                 return self.normalise_into(&kept, out);
             }
             None => {}
@@ -539,16 +573,27 @@ impl Preprocessor {
         self.normalise_into(&window.cut(&rgb, 3), out);
     }
 
+    /// A [`Resize::Native`] resize's `(width, height)` after `qwen_vl_utils`, and after the
+    /// processor's own resize (the same without `processor` bounds).
+    fn native_sizes(&self, w: usize, h: usize) -> ((usize, usize), (usize, usize)) {
+        let Resize::Native { factor, min_pixels, max_pixels, processor } = self.resize else {
+            return ((w, h), (w, h));
+        };
+        let (first_h, first_w) = smart_resize(h, w, factor, min_pixels, max_pixels);
+        let (then_h, then_w) = match processor {
+            Some(bounds) => smart_resize(first_h, first_w, factor, bounds.min, bounds.max),
+            None => (first_h, first_w),
+        };
+        ((first_w, first_h), (then_w, then_h))
+    }
+
     /// The size of the resize before cropping.
     fn resized_size(&self, w: usize, h: usize) -> (usize, usize) {
         match self.resize {
             Resize::ShorterSideThenCrop => short_side_size(w, h, self.size),
             Resize::ShorterSide(edge) => short_side_size(w, h, edge),
             Resize::Stretch => (self.size, self.size),
-            Resize::Native { factor, min_pixels, max_pixels } => {
-                let (new_h, new_w) = smart_resize(h, w, factor, min_pixels, max_pixels);
-                (new_w, new_h)
-            }
+            Resize::Native { .. } => self.native_sizes(w, h).1,
             Resize::Patches { patch, max_patches } => {
                 let (new_h, new_w) = patch_grid_size(h, w, patch, max_patches);
                 (new_w, new_h)

@@ -152,11 +152,13 @@ impl ImagePayload {
 }
 
 /// One pair's answer.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Asked {
     pub reading: Reading,
     /// Requests made for it (1 without retries).
     pub attempts: u32,
+    /// The reply the reading was read from ([`AnswerRule::Generate`]; `None` otherwise).
+    pub reply: Option<String>,
 }
 
 /// One request's answer read for each of several answers (a question's options).
@@ -166,6 +168,9 @@ pub struct AskedOptions {
     pub readings: Vec<Reading>,
     /// Requests made (1 without retries).
     pub attempts: u32,
+    /// The generated reply every reading was read from ([`AnswerRule::Generate`]; `None`
+    /// otherwise).
+    pub reply: Option<String>,
 }
 
 /// A chat-completions server asked for VQAScores.
@@ -218,7 +223,8 @@ struct TopLogprob {
 
 /// What one attempt came to.
 enum Attempt {
-    Answered(Vec<Reading>),
+    /// Each option's reading, and the generated reply they were read from (if generated).
+    Answered(Vec<Reading>, Option<String>),
     /// Worth another attempt after a wait (the server's `Retry-After`, if it gave one).
     Retry(String, Option<Duration>),
     Fatal(Error),
@@ -304,7 +310,7 @@ impl Endpoint {
     pub fn ask(&self, image: &ImagePayload, caption: &str) -> Result<Asked> {
         let asked = self.ask_options(image, caption, &[caption])?;
         let reading = asked.readings.first().copied().unwrap_or(Reading::Neither);
-        Ok(Asked { reading, attempts: asked.attempts })
+        Ok(Asked { reading, attempts: asked.attempts, reply: asked.reply })
     }
 
     /// Asks `caption`'s question once and reads the answer of each of `texts` from the one
@@ -318,7 +324,7 @@ impl Endpoint {
         loop {
             attempts += 1;
             match self.attempt(&body, &answers) {
-                Attempt::Answered(readings) => return Ok(AskedOptions { readings, attempts }),
+                Attempt::Answered(readings, reply) => return Ok(AskedOptions { readings, attempts, reply }),
                 Attempt::Fatal(e) => return Err(e),
                 Attempt::Retry(why, _) if attempts > self.settings.retries => {
                     return Err(failed(format!("ask {}: {why} ({attempts} attempts)", self.name())))
@@ -370,17 +376,19 @@ impl Endpoint {
             }
         };
         // One answer read for every option asked about it.
-        let read = completion(&text).and_then(|completion| {
-            answers
-                .iter()
-                .map(|answer| match self.settings.answer_rule {
-                    AnswerRule::Logprobs => logprobs_reading(&completion, answer),
-                    AnswerRule::Generate => generated_reading(&completion, answer, self.settings.reply_reading),
-                })
-                .collect::<std::result::Result<Vec<Reading>, String>>()
+        let read = completion(&text).and_then(|completion| match self.settings.answer_rule {
+            AnswerRule::Logprobs => {
+                let readings = answers.iter().map(|answer| logprobs_reading(&completion, answer));
+                Ok((readings.collect::<std::result::Result<Vec<Reading>, String>>()?, None))
+            }
+            AnswerRule::Generate => {
+                let reply = generated_reply(&completion)?;
+                let reading = |answer: &String| reply_reading(reply, answer, self.settings.reply_reading);
+                Ok((answers.iter().map(reading).collect(), Some(reply.to_string())))
+            }
         });
         match read {
-            Ok(readings) => Attempt::Answered(readings),
+            Ok((readings, reply)) => Attempt::Answered(readings, reply),
             Err(why) => Attempt::Fatal(failed(format!("read the answer of {}: {}", self.name(), self.redact(&why)))),
         }
     }
@@ -445,9 +453,22 @@ fn generated_reading(
     answer: &str,
     reading: ReplyReading,
 ) -> std::result::Result<Reading, String> {
+    Ok(reply_reading(generated_reply(completion)?, answer, reading))
+}
+
+/// A completion's generated reply, or why it has none.
+fn generated_reply(completion: &Completion) -> std::result::Result<&str, String> {
     let choice = completion.choices.first().ok_or("it has no choices")?;
-    let reply = choice.message.as_ref().and_then(|m| m.content.as_deref()).ok_or("it has no message content")?;
-    Ok(if super::reply::names(reading, reply, answer) { Reading::Answer(0.0) } else { Reading::Neither })
+    Ok(choice.message.as_ref().and_then(|m| m.content.as_deref()).ok_or("it has no message content")?)
+}
+
+/// The score of `answer` in `reply`: 0 where `reading` finds it there, probability 0 where not.
+fn reply_reading(reply: &str, answer: &str, reading: ReplyReading) -> Reading {
+    if super::reply::names(reading, reply, answer) {
+        Reading::Answer(0.0)
+    } else {
+        Reading::Neither
+    }
 }
 
 /// Why an answer was not read whole.

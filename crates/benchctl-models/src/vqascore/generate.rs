@@ -356,6 +356,11 @@ impl<T: LocalVqa> FusionEncoder for Generating<T> {
         Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
     }
 
+    /// Held from [`FusionEncoder::score_pairs`]'s generation, not generated again.
+    fn replies(&self, image_states: &Tensor, texts: &[&str]) -> Result<Option<Vec<String>>> {
+        Generating::replies(self, image_states, texts).map(Some)
+    }
+
     fn score_kind(&self) -> ScoreKind {
         ScoreKind::LogProbability
     }

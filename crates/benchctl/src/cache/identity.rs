@@ -62,6 +62,11 @@ pub struct ModelIdentity {
     /// the namespaces of earlier runs stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_patches: Option<usize>,
+    /// The image processor's pixel bounds a run set (`--min-pixels`, `--max-pixels`), `[min,
+    /// max]`; absent without a second resize, so that the namespaces of earlier runs stay as
+    /// they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processor_pixels: Option<[usize; 2]>,
     /// For replies generated here (`--answer-rule generate`): the rule, how replies are read,
     /// and the digest of the checkpoint's `generation_config.json` (its stop tokens and
     /// repetition penalty); absent for log-probability runs, so that the namespaces of earlier
@@ -161,6 +166,7 @@ mod tests {
             text_prep: None,
             tokenizer_settings: None,
             max_patches: None,
+            processor_pixels: None,
             answer_rule: None,
             reply_reading: None,
             generation: None,
@@ -181,6 +187,7 @@ mod tests {
             ModelIdentity { jpeg_decoder: "libjpeg-turbo".into(), ..model() },
             ModelIdentity { text_prep: Some("transformers".into()), ..model() },
             ModelIdentity { max_patches: Some(576), ..model() },
+            ModelIdentity { processor_pixels: Some([200_704, 1_003_520]), ..model() },
             ModelIdentity { answer_rule: Some("generate".into()), ..model() },
             ModelIdentity { reply_reading: Some("label-in-reply".into()), ..model() },
             ModelIdentity { generation: Some("cc".into()), ..model() },

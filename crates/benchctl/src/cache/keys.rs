@@ -29,6 +29,8 @@ pub enum KeyTag {
     Text,
     /// An (image, text) pair's fusion score.
     Pair,
+    /// The reply generated for a pair (its [`KeyTag::Pair`] key): a text entry.
+    Reply,
     /// A file's identity in the file-key memo: path, size, mtime and its key's tag.
     FileId,
     /// A dual encoder's score head.
@@ -49,6 +51,7 @@ impl KeyTag {
             KeyTag::Together => b"together",
             KeyTag::Text => b"text",
             KeyTag::Pair => b"pair",
+            KeyTag::Reply => b"reply",
             KeyTag::FileId => b"file-id",
             KeyTag::SimilarityHead => b"similarity-head",
             KeyTag::FusionScoreKind => b"fusion-score-kind",

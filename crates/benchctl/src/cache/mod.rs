@@ -13,7 +13,9 @@
 //! segment opens with `"BCS2" | namespace (32)`, the SHA-256 of the namespace it was written
 //! for; a segment of another namespace (copied or moved into this folder) is ignored whole. A
 //! record is `"BCE2" | key (32) | dim (u32 LE) | dim × f32 LE | check (8)`, the check being
-//! the first bytes of SHA-256 over the namespace, key and values: a truncated tail, a corrupt
+//! the first bytes of SHA-256 over the namespace, key and values (a text entry, a generated
+//! reply, is its byte length as u32 LE and its UTF-8 bytes, zero-padded to whole values, in
+//! place of the values: [`EmbeddingCache::append_texts`]): a truncated tail, a corrupt
 //! record or one spliced in from another namespace is skipped (and so recomputed), never
 //! trusted.
 //!
@@ -233,12 +235,26 @@ impl EmbeddingCache {
     /// The values stored under `key`, read from their segment and checked again (a segment
     /// changed since it was opened gives a miss, and the input is encoded again).
     pub fn get(&self, key: &Key) -> Option<Vec<f32>> {
+        let raw = self.get_raw(key)?;
+        Some(raw.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect())
+    }
+
+    /// The text stored under `key` ([`EmbeddingCache::append_texts`]); a miss where the entry
+    /// is not a whole text of valid UTF-8.
+    pub fn get_text(&self, key: &Key) -> Option<String> {
+        let raw = self.get_raw(key)?;
+        let len = u32::from_le_bytes(le4(&raw[..4])) as usize;
+        let text = raw.get(4..4 + len)?;
+        String::from_utf8(text.to_vec()).ok()
+    }
+
+    /// The checked bytes of the values under `key`.
+    fn get_raw(&self, key: &Key) -> Option<Vec<u8>> {
         let at = self.entries.get(key)?;
         let mut bytes = vec![0u8; at.dim as usize * 4 + 8];
         self.read_at(at.segment, &mut bytes, at.offset).ok()?;
         let (raw, stored) = bytes.split_at(at.dim as usize * 4);
-        (check(&self.namespace, key, raw) == stored)
-            .then(|| raw.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect())
+        (check(&self.namespace, key, raw) == stored).then(|| raw.to_vec())
     }
 
     /// Reads `buf.len()` bytes of segment `segment` at `offset`, through a handful of open
@@ -283,26 +299,44 @@ impl EmbeddingCache {
     /// that fails (read-only location, full disk) warns once, and the run goes on without
     /// storing.
     pub fn append(&mut self, batch: &[(Key, &[f32])]) -> Result<()> {
+        let raw = batch.iter().map(|(key, values)| (*key, values.iter().flat_map(|v| v.to_le_bytes()).collect()));
+        self.append_raw(raw.collect())
+    }
+
+    /// Stores texts (generated replies) as [`EmbeddingCache::append`] stores values: each its
+    /// byte length (u32 LE) and its bytes, zero-padded to whole 4-byte values.
+    pub fn append_texts(&mut self, batch: &[(Key, &str)]) -> Result<()> {
+        let raw = batch.iter().map(|(key, text)| {
+            let mut raw = (text.len() as u32).to_le_bytes().to_vec();
+            raw.extend_from_slice(text.as_bytes());
+            raw.resize(raw.len().next_multiple_of(4), 0);
+            (*key, raw)
+        });
+        self.append_raw(raw.collect())
+    }
+
+    fn append_raw(&mut self, batch: Vec<(Key, Vec<u8>)>) -> Result<()> {
         if self.write_failed {
             return Ok(());
         }
-        if let Err(e) = self.write(batch) {
+        if let Err(e) = self.write(&batch) {
             self.write_failed = true;
             warn_unwritable(&format!("failed to {e}; the run goes on without storing in the embedding cache"));
         }
         Ok(())
     }
 
-    fn write(&mut self, batch: &[(Key, &[f32])]) -> Result<()> {
+    /// Appends records of `raw` values (whole 4-byte values, at most 2^20 of them: a longer
+    /// record would be skipped as corrupt when read).
+    fn write(&mut self, batch: &[(Key, Vec<u8>)]) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let mut buf = Vec::new();
-        for (key, values) in batch {
-            let raw: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        for (key, raw) in batch {
             buf.extend_from_slice(MAGIC);
             buf.extend_from_slice(key);
-            buf.extend_from_slice(&(values.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&raw);
-            buf.extend_from_slice(&check(&self.namespace, key, &raw));
+            buf.extend_from_slice(&((raw.len() / 4) as u32).to_le_bytes());
+            buf.extend_from_slice(raw);
+            buf.extend_from_slice(&check(&self.namespace, key, raw));
         }
         let write_error = |e: std::io::Error| {
             Error::new(ErrorKind::Results, format!("write the embedding cache in {}: {e}", dir.display()))

@@ -139,6 +139,15 @@ pub struct ModelChoice {
     /// 256, 576, 784 and 1024.
     #[arg(long, value_name = "N", help_heading = "Model and device")]
     pub max_patches: Option<usize>,
+    /// The fewest pixels the image processor resizes a Qwen2.5-VL or Qwen3-VL image to after
+    /// `qwen_vl_utils`' resize (with --max-pixels; as `AutoProcessor.from_pretrained(…,
+    /// min_pixels=…)` with its resize on, as NaturalBench's Qwen2.5-VL example: 200704). By
+    /// default the processor does not resize again, as `t2v_metrics` calls it.
+    #[arg(long, value_name = "N", requires = "max_pixels", help_heading = "Model and device")]
+    pub min_pixels: Option<usize>,
+    /// The most pixels (with --min-pixels; NaturalBench's Qwen2.5-VL example: 1003520).
+    #[arg(long, value_name = "N", requires = "min_pixels", help_heading = "Model and device")]
+    pub max_pixels: Option<usize>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -516,6 +525,7 @@ impl ModelChoice {
             head: benchctl::plan::score_head(self.score.as_deref())?,
             text_prep: benchctl::plan::text_prep(self.text_prep.as_deref())?,
             max_patches: self.max_patches,
+            processor_pixels: benchctl::plan::pixel_bounds(self.min_pixels, self.max_pixels)?,
             answer_rule: self
                 .answer_rule
                 .parse()

@@ -8,7 +8,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
-use benchctl_base::spill::SpillVec;
 use benchctl_models::vqascore::endpoint::{Asked, AskedOptions, ImagePayload};
 use benchctl_models::vqascore::Reading;
 use benchctl_scoring::metrics::answers;
@@ -17,7 +16,7 @@ use image::ImageEncoder as _;
 
 use super::progress;
 use crate::cache::EmbeddingCache;
-use crate::encode::pairs::{missing_pairs, PairInputs, PairTable};
+use crate::encode::pairs::{missing_pairs, reply_key, Cached, PairInputs, PairScores, PairTable};
 use crate::model::EndpointModel;
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
@@ -25,17 +24,17 @@ use crate::{Error, ErrorKind, Result};
 /// The largest image file sent as it is; a larger one is refused (servers cap requests).
 const MAX_IMAGE_BYTES: u64 = 64 << 20;
 
-/// Every pair's `log P(answer)` from the server, through the cache.
+/// Every pair's `log P(answer)` from the server (and its reply, where kept), through the cache.
 pub(crate) fn ask_pairs_through_cache(
     server: &EndpointModel,
     table: &PairTable,
     inputs: &PairInputs,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
-) -> Result<SpillVec<f32>> {
-    let PairInputs { images, texts, pair_keys } = *inputs;
+) -> Result<PairScores> {
+    let PairInputs { images, texts, pair_keys, .. } = *inputs;
     // Missing pairs by image, so that an image's payload is made once for all its captions.
-    let (mut values, mut todo) = missing_pairs(table, pair_keys, cache);
+    let Cached { mut values, mut replies, mut todo } = missing_pairs(table, inputs, cache);
     counts.pairs_cached += values.len() - todo.len();
     let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
     todo.truncate(todo.len() - left_for_later);
@@ -78,6 +77,14 @@ pub(crate) fn ask_pairs_through_cache(
         for (image, pair, asked) in answers {
             let stored = asked.and_then(|asked| {
                 let log_p = asked.reading.log_p() as f32;
+                if let Some(replies) = &mut replies {
+                    let reply = asked.reply.as_deref().ok_or_else(|| {
+                        Error::new(ErrorKind::Compute, "keep the generated replies: the server's answer gave none")
+                    })?;
+                    // The reply before its score: a pair cached is a pair whose reply is too.
+                    cache.append_texts(&[(reply_key(&pair_keys.get(pair)), reply)])?;
+                    replies.set(pair, reply);
+                }
                 cache.append(&[(pair_keys.get(pair), std::slice::from_ref(&log_p))])?;
                 counts.pairs_scored += 1;
                 counts.requests += asked.attempts as usize;
@@ -121,10 +128,11 @@ pub(crate) fn ask_pairs_through_cache(
             ),
         ));
     }
-    values
+    let values = values
         .iter()
         .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "ask the server: a pair was neither cached nor asked")))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(PairScores { values, replies })
 }
 
 /// The pairs to ask, by request: the pairs of one image whose texts ask one question with
@@ -156,10 +164,10 @@ fn send_each(
     asked: Result<AskedOptions>,
 ) -> bool {
     match asked {
-        Ok(AskedOptions { readings, attempts }) => {
+        Ok(AskedOptions { readings, attempts, reply }) => {
             group.iter().zip(readings).enumerate().all(|(i, (&(image, pair), reading))| {
                 let attempts = if i == 0 { attempts } else { 0 };
-                sender.send((image, pair, Ok(Asked { reading, attempts }))).is_ok()
+                sender.send((image, pair, Ok(Asked { reading, attempts, reply: reply.clone() }))).is_ok()
             })
         }
         Err(e) => {

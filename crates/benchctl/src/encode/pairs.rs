@@ -11,6 +11,7 @@ use super::progress;
 use crate::cache::{self, EmbeddingCache, Keys, SourceList};
 use crate::encode::load_pixels;
 use crate::inputs::ItemInputs;
+use crate::replies::{ItemReplies, Replies};
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
 
@@ -61,6 +62,22 @@ impl PairTable {
         self.pairs.iter().map(|&(i, t)| cache::KeyTag::Pair.key(&[&image_keys.get(i), &text_keys.get(t)])).collect()
     }
 
+    /// Each item's K×L cells' replies from the replies of its pairs.
+    pub(crate) fn item_replies(&self, suite: &Suite, replies: &Replies) -> ItemReplies {
+        let mut items = ItemReplies::new(suite.items.len());
+        let mut start = 0;
+        for (n, item) in suite.items.iter().enumerate() {
+            let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
+            start += these.len();
+            items.set_cells(
+                n,
+                item.text_count(),
+                these.iter().map(|&p| (p != UNASKED).then(|| replies.get(p)).flatten()),
+            );
+        }
+        items
+    }
+
     pub(crate) fn score_tensor(
         &self,
         suite: &Suite,
@@ -81,27 +98,51 @@ impl PairTable {
     }
 }
 
-/// The unique inputs a fusion model pairs, and each pair's cache key.
+/// The unique inputs a fusion model pairs, each pair's cache key, and whether its generated
+/// replies are kept (`--answer-rule generate`).
 pub(crate) struct PairInputs<'a> {
     pub images: &'a dyn SourceList,
     pub texts: &'a [&'a str],
     pub pair_keys: &'a Keys<'a>,
+    pub keeps_replies: bool,
 }
 
-/// Every pair's cached score (`None` where the cache lacks it), and the missing pairs as
-/// `(unique image, pair)`, grouped by image in image order (sorted in bounded memory), so that
-/// an image is read once for all its missing pairs.
-pub(crate) fn missing_pairs(
-    table: &PairTable,
-    pair_keys: &Keys,
-    cache: &EmbeddingCache,
-) -> (SpillVec<Option<f32>>, SpillVec<(usize, usize)>) {
-    let values: SpillVec<Option<f32>> =
+/// A pair's reply's cache key, from the pair's.
+pub(crate) fn reply_key(pair_key: &cache::Key) -> cache::Key {
+    cache::KeyTag::Reply.key(&[pair_key])
+}
+
+/// What the cache holds of a run's pairs, and what it lacks.
+pub(crate) struct Cached {
+    /// Every pair's score (`None` where the cache lacks it).
+    pub values: SpillVec<Option<f32>>,
+    /// Every pair's reply, where replies are kept.
+    pub replies: Option<Replies>,
+    /// The missing pairs as `(unique image, pair)`, grouped by image in image order (sorted in
+    /// bounded memory), so that an image is read once for all its missing pairs.
+    pub todo: SpillVec<(usize, usize)>,
+}
+
+/// Every pair's cached score, and reply where replies are kept (a pair whose reply the cache
+/// lacks is missing whole: its score is computed again with its reply).
+pub(crate) fn missing_pairs(table: &PairTable, inputs: &PairInputs, cache: &EmbeddingCache) -> Cached {
+    let pair_keys = inputs.pair_keys;
+    let mut values: SpillVec<Option<f32>> =
         (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
+    let replies = inputs.keeps_replies.then(|| {
+        let mut replies = Replies::new(pair_keys.len());
+        for p in 0..pair_keys.len() {
+            match cache.get_text(&reply_key(&pair_keys.get(p))) {
+                Some(reply) => replies.set(p, &reply),
+                None => values[p] = None,
+            }
+        }
+        replies
+    });
     let mut todo: SpillVec<(usize, usize)> =
         table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
     benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
-    (values, todo)
+    Cached { values, replies, todo }
 }
 
 /// `todo` (unique images, in order) in batches of at most `size`; images shown together, whose
@@ -120,9 +161,16 @@ fn batches<'a>(todo: &'a [usize], size: usize, images: &'a dyn SourceList) -> im
     })
 }
 
+/// Every pair's score, and its reply where replies are kept.
+pub(crate) struct PairScores {
+    pub values: SpillVec<f32>,
+    pub replies: Option<Replies>,
+}
+
 /// A fusion model's score of every pair, through the cache (one value per pair, keyed by
-/// both inputs' keys). Missing pairs are scored grouped by image: `batch` images are
-/// encoded at a time, once each, and all their missing pairs scored in batches of `batch`.
+/// both inputs' keys; and its reply, where kept). Missing pairs are scored grouped by image:
+/// `batch` images are encoded at a time, once each, and all their missing pairs scored in
+/// batches of `batch`.
 pub(crate) fn score_pairs_through_cache(
     model: Option<&dyn FusionEncoder>,
     table: &PairTable,
@@ -130,9 +178,9 @@ pub(crate) fn score_pairs_through_cache(
     batch: usize,
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
-) -> Result<SpillVec<f32>> {
-    let PairInputs { images, texts, pair_keys } = *inputs;
-    let (mut values, todo) = missing_pairs(table, pair_keys, cache);
+) -> Result<PairScores> {
+    let PairInputs { images, texts, pair_keys, .. } = *inputs;
+    let Cached { mut values, mut replies, todo } = missing_pairs(table, inputs, cache);
     counts.pairs_cached += values.len() - todo.len();
     let todo_images: SpillVec<usize> =
         todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();
@@ -175,6 +223,19 @@ pub(crate) fn score_pairs_through_cache(
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
+            if let Some(replies) = &mut replies {
+                let generated = model
+                    .replies(&pair_states, &pair_texts)?
+                    .ok_or_else(|| Error::new(ErrorKind::Compute, "keep the generated replies: the model gave none"))?;
+                let keys: Vec<cache::Key> = chunk.iter().map(|&(_, p)| reply_key(&pair_keys.get(p))).collect();
+                let entries: Vec<(cache::Key, &str)> =
+                    keys.iter().copied().zip(generated.iter().map(String::as_str)).collect();
+                // The reply before its score: a pair cached is a pair whose reply is too.
+                cache.append_texts(&entries)?;
+                for (&(_, p), reply) in chunk.iter().zip(&generated) {
+                    replies.set(p, reply);
+                }
+            }
             let entries: Vec<(cache::Key, &[f32])> =
                 chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys.get(p), std::slice::from_ref(v))).collect();
             cache.append(&entries)?;
@@ -186,8 +247,9 @@ pub(crate) fn score_pairs_through_cache(
         }
     }
     bar.finish_and_clear();
-    values
+    let values = values
         .iter()
         .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(PairScores { values, replies })
 }

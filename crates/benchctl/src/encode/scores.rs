@@ -14,24 +14,26 @@ use candle_core::{DType, Tensor};
 
 use crate::cache::{self, Keys};
 use crate::encode::asks::ask_pairs_through_cache;
-use crate::encode::pairs::{score_pairs_through_cache, PairInputs, PairTable};
+use crate::encode::pairs::{reply_key, score_pairs_through_cache, PairInputs, PairScores, PairTable};
 use crate::encode::stream::{with_stream, EmbeddingPlan, EmbeddingStream};
 use crate::encode::{encode_captions, encode_pixels, prepare_images, prepare_texts, Encoder};
 use crate::inputs::{ItemInputs, SuiteInputs};
 use crate::model::Head;
+use crate::replies::ItemReplies;
 use crate::session::Session;
 use crate::{Error, ErrorKind, Result};
 
-/// The scores of every item `inputs` holds (a shard's, or the whole suite's).
-pub(crate) fn item_scores(session: &mut Session, inputs: &SuiteInputs) -> Result<ScoreTensor> {
+/// The scores of every item `inputs` holds (a shard's, or the whole suite's), and the replies
+/// they were read from where the model generated them.
+pub(crate) fn item_scores(session: &mut Session, inputs: &SuiteInputs) -> Result<(ScoreTensor, Option<ItemReplies>)> {
     let items = inputs.items();
-    let scores = if session.model.is_fusion() {
+    let (scores, replies) = if session.model.is_fusion() {
         score_pairs(session, &items, inputs)?
     } else {
-        score_embeddings(session, &items, inputs)?
+        (score_embeddings(session, &items, inputs)?, None)
     };
     session.run.model.score_kind = Some(scores.kind().name().to_string());
-    Ok(scores)
+    Ok((scores, replies))
 }
 
 fn head_mismatch() -> Error {
@@ -39,19 +41,34 @@ fn head_mismatch() -> Error {
 }
 
 /// A fusion model's scores: each unique pair once, through the cache.
-fn score_pairs(session: &mut Session, inputs: &ItemInputs, unique: &SuiteInputs) -> Result<ScoreTensor> {
+fn score_pairs(
+    session: &mut Session,
+    inputs: &ItemInputs,
+    unique: &SuiteInputs,
+) -> Result<(ScoreTensor, Option<ItemReplies>)> {
     let pairs = PairTable::of_items(inputs);
     let pair_keys = Keys::from(pairs.keys(&unique.image_keys, &unique.text_keys()));
-    let pair_inputs = PairInputs { images: unique.images, texts: &unique.texts, pair_keys: &pair_keys };
+    let keeps_replies = session.model.generates_replies();
+    let pair_inputs = PairInputs { images: unique.images, texts: &unique.texts, pair_keys: &pair_keys, keeps_replies };
+    let with_replies = |scores: PairScores, kind| -> Result<_> {
+        let replies = scores.replies.as_ref().map(|replies| pairs.item_replies(inputs.suite, replies));
+        Ok((pairs.score_tensor(inputs.suite, &scores.values, kind)?, replies))
+    };
     if let Some(server) = session.model.endpoint() {
         let started = Instant::now();
-        let values =
+        let scores =
             ask_pairs_through_cache(server, &pairs, &pair_inputs, &mut session.run.counts, &mut session.cache)?;
         session.run.timings.score_s += started.elapsed().as_secs_f64();
-        return pairs.score_tensor(inputs.suite, &values, ScoreKind::LogProbability);
+        return with_replies(scores, ScoreKind::LogProbability);
     }
-    // A re-run that finds everything in the cache scores without reading the weights.
-    let (loaded, head) = session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, None)])?;
+    // A re-run that finds everything in the cache scores without reading the weights (a reply
+    // the cache lacks is generated again).
+    let replies_cached =
+        !keeps_replies || (0..pair_keys.len()).all(|p| session.cache.dim(&reply_key(&pair_keys.get(p))).is_some());
+    let (loaded, head) = match replies_cached {
+        true => session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, None)])?,
+        false => session.model.load_with_head(&mut session.cache)?,
+    };
     session.run.timings.load_model_s = loaded.as_ref().map_or(0.0, |l| l.load_s);
     let Head::Fusion(kind) = head else { return Err(head_mismatch()) };
     let fusion = match loaded.as_ref().map(|l| &l.model) {
@@ -60,11 +77,11 @@ fn score_pairs(session: &mut Session, inputs: &ItemInputs, unique: &SuiteInputs)
     };
     let started = Instant::now();
     let batch = session.batch();
-    let values =
+    let scores =
         score_pairs_through_cache(fusion, &pairs, &pair_inputs, batch, &mut session.run.counts, &mut session.cache)?;
-    let scores = pairs.score_tensor(inputs.suite, &values, kind)?;
+    let scored = with_replies(scores, kind)?;
     session.run.timings.score_s += started.elapsed().as_secs_f64();
-    Ok(scores)
+    Ok(scored)
 }
 
 /// A dual encoder's scores: the embeddings streamed through the cache (images decoded ahead)

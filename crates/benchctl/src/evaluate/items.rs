@@ -19,11 +19,11 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
     let whole = load_suite(plan, ties)?;
     let mut session = Session::open(plan)?;
     let inputs = SuiteInputs::of(&whole, &mut session)?;
-    let scores = item_scores(&mut session, &inputs)?;
+    let (scores, replies) = item_scores(&mut session, &inputs)?;
     let fingerprints = [inputs.data_fingerprint.as_str(), inputs.image_fingerprint.as_str()];
     let run = session.run.finish_items(inputs.suite(), &whole, &scores, fingerprints, &|e| inputs.embedded_key(e))?;
     let suite = inputs.into_shard().unwrap_or(whole);
-    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores } })
+    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores, replies } })
 }
 
 /// The suite as the plan names it, its tie rule set, refused before any model work when it

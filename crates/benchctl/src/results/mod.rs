@@ -64,17 +64,21 @@ pub struct RunIdentity {
     /// `generate` where the answers were generated replies (here or by a server), not
     /// log-probabilities: another rule, so never the other's baseline.
     pub answer_rule: Option<String>,
+    /// How images were sized where a run chose it ([`ModelRecord::image_choice`]): another
+    /// preparation, so never the other's baseline.
+    pub images: Option<String>,
 }
 
 impl std::fmt::Display for RunIdentity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}{} [head {}{}{}, {}] on {} (ties {})",
+            "{}{} [head {}{}{}{}, {}] on {} (ties {})",
             self.model,
             if self.external { " (external)" } else { "" },
             self.head.as_deref().unwrap_or("-"),
             self.text_prep.as_deref().map(|p| format!(", {p} captions")).unwrap_or_default(),
+            self.images.as_deref().map(|i| format!(", images {i}")).unwrap_or_default(),
             self.answer_rule.as_deref().map(|r| format!(", answers by {r}")).unwrap_or_default(),
             self.dtype,
             self.suite,
@@ -91,6 +95,16 @@ pub const BOOTSTRAP_RESAMPLES: usize = 1000;
 pub const BOOTSTRAP_SEED: u64 = 0;
 
 impl ModelRecord {
+    /// How the run sized images where it chose to (`--max-patches`, `--min-pixels` and
+    /// `--max-pixels`): `576 patches`, `200704–1003520 pixels`; `None` for the checkpoint's
+    /// own sizing.
+    pub fn image_choice(&self) -> Option<String> {
+        let patches = self.max_patches.map(|n| format!("{n} patches"));
+        let pixels = self.processor_pixels.map(|[min, max]| format!("{min}–{max} pixels"));
+        let both: Vec<String> = patches.into_iter().chain(pixels).collect();
+        (!both.is_empty()).then(|| both.join(", "))
+    }
+
     /// What the recorded score head yields: probabilities for SigLIP's sigmoid and ITM.
     pub fn score_kind(&self) -> benchctl_scoring::ScoreKind {
         if let Some(kind) = self.score_kind.as_deref().and_then(benchctl_scoring::ScoreKind::from_name) {
@@ -147,6 +161,10 @@ pub struct ModelRecord {
     /// otherwise (the checkpoint's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_patches: Option<usize>,
+    /// The image processor's pixel bounds after `qwen_vl_utils`' resize, `[min, max]`, where a
+    /// run set them (`--min-pixels`, `--max-pixels`); absent otherwise (no second resize).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processor_pixels: Option<[usize; 2]>,
     /// `generate` where a generative model run here scored by replies it generated
     /// (`--answer-rule generate`), and how they were read (`first-found`, `label-in-reply`);
     /// absent for scoring by log-probabilities (a server's are in `endpoint`).
@@ -392,10 +410,13 @@ impl Run {
         if self.model.endpoint.is_some() {
             return format!("{} (server){replies}", self.model.id);
         }
-        let base = match self.model.score.as_deref() {
+        let mut base = match self.model.score.as_deref() {
             Some(head @ ("itm" | "itc")) => format!("{} ({head})", self.model.id),
             _ => self.model.id.clone(),
         };
+        if let Some(images) = self.model.image_choice() {
+            base = format!("{base} ({images})");
+        }
         match &self.model.text_prep {
             Some(prep) => format!("{base} ({prep} captions){replies}"),
             None => format!("{base}{replies}"),
@@ -438,6 +459,7 @@ impl Run {
             suite: self.suite.id.clone(),
             ties: self.suite.ties.clone(),
             answer_rule: self.answer_rule(),
+            images: self.model.image_choice(),
         }
     }
 
@@ -453,9 +475,14 @@ impl Run {
     }
 }
 
-/// The score dump of an item suite: one line per item with its id and K×L scores, and its
-/// L×L text–text scores (`text_scores`) where the run has them.
-pub fn item_dump<'a>(suite: &'a Suite, scores: &'a ScoreTensor) -> impl Iterator<Item = String> + 'a {
+/// The score dump of an item suite: one line per item with its id and K×L scores, its L×L
+/// text–text scores (`text_scores`) where the run has them, and its K×L generated replies
+/// (`replies`) where the run generated them.
+pub fn item_dump<'a>(
+    suite: &'a Suite,
+    scores: &'a ScoreTensor,
+    replies: Option<&'a crate::replies::ItemReplies>,
+) -> impl Iterator<Item = String> + 'a {
     // At the scores' own precision: f32 model scores print as they did, f64 external scores
     // keep every digit.
     let rows = |matrix: benchctl_scoring::ScoreMatrix<'_>| -> Vec<Vec<f64>> {
@@ -466,7 +493,15 @@ pub fn item_dump<'a>(suite: &'a Suite, scores: &'a ScoreTensor) -> impl Iterator
         if let Some(text) = scores.text_scores(i) {
             line["text_scores"] = serde_json::json!(rows(text));
         }
-        line.to_string()
+        let mut line = line.to_string();
+        // Kept as JSON text: spliced in, not parsed again.
+        if let Some(json) = replies.and_then(|r| r.json(i)) {
+            line.pop();
+            line.push_str(",\"replies\":");
+            line.push_str(json);
+            line.push('}');
+        }
+        line
     })
 }
 

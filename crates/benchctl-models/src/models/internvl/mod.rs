@@ -498,6 +498,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
+    processor_pixels: false,
     images_together: true,
     generates_replies: true,
 });

@@ -200,11 +200,13 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         Ok(CaptionLimit::never_cut(config.text_config.max_position_embeddings))
     },
     load: |choice, files, dtype, device| {
-        crate::vqascore::generate::load_vqa(choice, files, || load(files, dtype, device))
+        let load = || Ok(load(files, dtype, device)?.with_processor_pixels(choice.processor_pixels));
+        crate::vqascore::generate::load_vqa(choice, files, load)
     },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
+    processor_pixels: true,
     images_together: true,
     generates_replies: true,
 });

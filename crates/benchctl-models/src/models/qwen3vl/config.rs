@@ -206,7 +206,12 @@ impl Qwen3VlConfig {
 pub(crate) fn qwen_vl_utils_preprocessor(factor: usize, mean: [f32; 3], std: [f32; 3]) -> Preprocessor {
     Preprocessor {
         size: factor,
-        resize: Resize::Native { factor, min_pixels: 4 * factor * factor, max_pixels: 16_384 * factor * factor },
+        resize: Resize::Native {
+            factor,
+            min_pixels: 4 * factor * factor,
+            max_pixels: 16_384 * factor * factor,
+            processor: None,
+        },
         mean,
         std,
         pipeline: Pipeline::Transformers { rescale_factor: RESCALE_1_255 },

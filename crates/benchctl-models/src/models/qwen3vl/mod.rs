@@ -49,7 +49,7 @@ use super::weights::Weights;
 use crate::architecture::{Architecture, ArchitectureSpec, BenchTowers, CaptionLimit, ScoreHead, TextPrep};
 use crate::hub::ModelFiles;
 use crate::hub::HF_LAYOUT;
-use crate::preprocess::{ImageSettings, Preprocessor};
+use crate::preprocess::{ImageSettings, PixelBounds, Preprocessor, Resize};
 use crate::vqascore::local::{
     answer_ids, each_image, encode, encode_caption_prompt, load_tokenizer, LocalVqa, ReplyState, TowerMemo,
 };
@@ -98,6 +98,15 @@ pub struct Qwen3VlVqa {
 }
 
 impl Qwen3VlVqa {
+    /// The model with its image processor resizing again to `bounds` after `qwen_vl_utils`
+    /// (where given), as [`Resize::Native`]'s `processor` says.
+    pub fn with_processor_pixels(mut self, bounds: Option<PixelBounds>) -> Self {
+        if let Resize::Native { processor, .. } = &mut self.preprocessor.resize {
+            *processor = bounds;
+        }
+        self
+    }
+
     /// The prompt's ids before the image, the image's (`tokens` image pads), and after it up
     /// to `<|vision_end|>`.
     fn image_prompt(&self, tokens: usize) -> Vec<u32> {
@@ -341,11 +350,13 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         Ok(CaptionLimit::never_cut(Qwen3VlConfig::from_file(&files.config)?.text_config.max_position_embeddings))
     },
     load: |choice, files, dtype, device| {
-        crate::vqascore::generate::load_vqa(choice, files, || Qwen3VlVqa::load(files, dtype, device))
+        let load = || Ok(Qwen3VlVqa::load(files, dtype, device)?.with_processor_pixels(choice.processor_pixels));
+        crate::vqascore::generate::load_vqa(choice, files, load)
     },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
+    processor_pixels: true,
     images_together: true,
     generates_replies: true,
 });

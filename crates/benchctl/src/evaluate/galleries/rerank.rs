@@ -197,6 +197,8 @@ impl Shortlist {
             head,
             source: source.clone(),
             answer_rule: benchctl_models::vqascore::AnswerRule::Logprobs,
+            // The scored model's image processor bounds, not the shortlist's.
+            processor_pixels: None,
             ..plan.model.clone()
         };
         // The model's contrastive head: its default, or ITC for BLIP and FIBER.
