@@ -228,14 +228,9 @@ impl ResolvedModel {
         cache: &mut EmbeddingCache,
         needed: &[Needed],
     ) -> Result<(Option<LoadedModel>, Head)> {
-        match self.cached_head(cache, needed) {
-            Some(head) => Ok((None, head)),
-            None => self.load_with_head(cache),
+        if let Some(head) = self.cached_head(cache, needed) {
+            return Ok((None, head));
         }
-    }
-
-    /// [`ResolvedModel::load`], with the model's head.
-    pub(crate) fn load_with_head(&self, cache: &mut EmbeddingCache) -> Result<(Option<LoadedModel>, Head)> {
         let loaded = self.load(cache)?;
         let head = Head::of(&loaded.model);
         Ok((Some(loaded), head))

@@ -227,12 +227,9 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
     let suite = &shown.suite;
     let views = suite.item_views();
     let values = benchctl_scoring::metrics::per_item_values(&suite.summary, &shown.scores, &views)?;
-    let other_values = match against {
-        Some(o) => {
-            Some(benchctl_scoring::metrics::per_item_values(&o.suite.summary, &o.scores, &o.suite.item_views())?)
-        }
-        None => None,
-    };
+    let other_values = against
+        .map(|o| benchctl_scoring::metrics::per_item_values(&o.suite.summary, &o.scores, &o.suite.item_views()))
+        .transpose()?;
     let outcome = outcome_metric(suite, &values);
     // Outcome bits: bit m set when 0/1 metric m is 1 for the item.
     let bits = |metrics: &[PerItemMetric], i: usize| -> u32 {

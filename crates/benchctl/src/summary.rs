@@ -134,13 +134,20 @@ pub fn models_table() -> String {
     let mut table = table(header.iter().map(|h| h.to_string()).collect());
     for m in benchctl_models::registry::MODELS {
         let heads: Vec<&str> = m.architecture.heads().iter().map(|h| h.name()).collect();
-        let replies = if m.architecture.spec().generates_replies { " (or generated replies)" } else { "" };
+        let spec = m.architecture.spec();
+        let replies = if spec.generates_replies { " (or generated replies)" } else { "" };
+        // The run options that change how its images are sized.
+        let sizing = match (spec.patch_budget, spec.processor_pixels) {
+            (true, _) => "; another budget: --max-patches",
+            (_, true) => "; resized again by the processor: --min-pixels, --max-pixels",
+            _ => "",
+        };
         table.add_row([
             m.id.to_string(),
             format!("{}@{}", m.repo, m.revision_label()),
             m.architecture.name().to_string(),
             format!("{}{replies}", heads.join(", ")),
-            m.preprocessing.to_string(),
+            format!("{}{sizing}", m.preprocessing),
             m.activation.to_string(),
             m.tokenizer.to_string(),
         ]);

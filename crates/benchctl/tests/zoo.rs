@@ -183,6 +183,10 @@ fn the_model_listing_names_heads_activation_and_preprocessing() {
     // The generative families that generate replies here say so; CLIP-FlanT5 does not.
     let qwen = text.lines().find(|l| l.contains(" qwen2.5-vl-3b ")).unwrap();
     assert!(qwen.contains("vqascore (or generated replies)"), "{qwen}");
+    // So do the options that size images another way.
+    assert!(qwen.contains("--min-pixels, --max-pixels"), "{qwen}");
+    let naflex = text.lines().find(|l| l.contains(" siglip2-base-patch16-naflex ")).unwrap();
+    assert!(naflex.contains("--max-patches") && !naflex.contains("--min-pixels"), "{naflex}");
     let flant5 = text.lines().find(|l| l.contains(" clip-flant5-xl ")).unwrap();
     assert!(flant5.contains("vqascore") && !flant5.contains("generated replies"), "{flant5}");
     let siglip = text.lines().find(|l| l.contains(" siglip-base-patch16-224 ")).unwrap();

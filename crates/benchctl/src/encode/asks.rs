@@ -18,6 +18,7 @@ use super::progress;
 use crate::cache::EmbeddingCache;
 use crate::encode::pairs::{missing_pairs, reply_key, Cached, PairInputs, PairScores, PairTable};
 use crate::model::EndpointModel;
+use crate::replies::Replies;
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
 
@@ -76,20 +77,11 @@ pub(crate) fn ask_pairs_through_cache(
         // Every answer that arrives is kept, also after the first failure stops new requests.
         for (image, pair, asked) in answers {
             let stored = asked.and_then(|asked| {
-                let log_p = asked.reading.log_p() as f32;
-                if let Some(replies) = &mut replies {
-                    let reply = asked.reply.as_deref().ok_or_else(|| {
-                        Error::new(ErrorKind::Compute, "keep the generated replies: the server's answer gave none")
-                    })?;
-                    // The reply before its score: a pair cached is a pair whose reply is too.
-                    cache.append_texts(&[(reply_key(&pair_keys.get(pair)), reply)])?;
-                    replies.set(pair, reply);
-                }
-                cache.append(&[(pair_keys.get(pair), std::slice::from_ref(&log_p))])?;
+                values[pair] =
+                    Some(keep_answer(&asked, pair_keys.get(pair), replies.as_mut().map(|r| (r, pair)), cache)?);
                 counts.pairs_scored += 1;
                 counts.requests += asked.attempts as usize;
                 counts.answers_without_yes_or_no += usize::from(asked.reading == Reading::Neither);
-                values[pair] = Some(log_p);
                 bar.inc(1);
                 Ok(())
             });
@@ -133,6 +125,27 @@ pub(crate) fn ask_pairs_through_cache(
         .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "ask the server: a pair was neither cached nor asked")))
         .collect::<Result<_>>()?;
     Ok(PairScores { values, replies })
+}
+
+/// One pair's answer cached under `pair_key`, and its reply where replies are kept (`replies`,
+/// with the pair's index): its `log P(answer)`.
+fn keep_answer(
+    asked: &Asked,
+    pair_key: crate::cache::Key,
+    replies: Option<(&mut Replies, usize)>,
+    cache: &mut EmbeddingCache,
+) -> Result<f32> {
+    let log_p = asked.reading.log_p() as f32;
+    if let Some((replies, pair)) = replies {
+        let reply = asked.reply.as_deref().ok_or_else(|| {
+            Error::new(ErrorKind::Compute, "keep the generated replies: the server's answer gave none")
+        })?;
+        // The reply before its score: a score is never cached without its reply.
+        cache.append_texts(&[(reply_key(&pair_key), reply)])?;
+        replies.set(pair, reply);
+    }
+    cache.append(&[(pair_key, std::slice::from_ref(&log_p))])?;
+    Ok(log_p)
 }
 
 /// The pairs to ask, by request: the pairs of one image whose texts ask one question with

@@ -123,19 +123,26 @@ pub(crate) struct Cached {
     pub todo: SpillVec<(usize, usize)>,
 }
 
-/// Every pair's cached score, and reply where replies are kept (a pair whose reply the cache
-/// lacks is missing whole: its score is computed again with its reply).
+/// Every pair's cached score, and its reply where replies are kept. A score cached without its
+/// reply (by a benchctl that did not keep replies) is served, never asked or generated again,
+/// its reply left unknown (`null` in the dump) and counted in a warning.
 pub(crate) fn missing_pairs(table: &PairTable, inputs: &PairInputs, cache: &EmbeddingCache) -> Cached {
     let pair_keys = inputs.pair_keys;
-    let mut values: SpillVec<Option<f32>> =
+    let values: SpillVec<Option<f32>> =
         (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
     let replies = inputs.keeps_replies.then(|| {
         let mut replies = Replies::new(pair_keys.len());
-        for p in 0..pair_keys.len() {
+        let mut unknown = 0;
+        for p in (0..pair_keys.len()).filter(|&p| values[p].is_some()) {
             match cache.get_text(&reply_key(&pair_keys.get(p))) {
                 Some(reply) => replies.set(p, &reply),
-                None => values[p] = None,
+                None => unknown += 1,
             }
+        }
+        if unknown > 0 {
+            benchctl_base::stderr_line!(
+                "warning: {unknown} cached answer(s) have no reply kept (cached before benchctl kept replies): they are scored as cached and their replies are null in the dump; --no-cache, or another BENCHCTL_CACHE, asks for them again"
+            );
         }
         replies
     });
@@ -230,7 +237,7 @@ pub(crate) fn score_pairs_through_cache(
                 let keys: Vec<cache::Key> = chunk.iter().map(|&(_, p)| reply_key(&pair_keys.get(p))).collect();
                 let entries: Vec<(cache::Key, &str)> =
                     keys.iter().copied().zip(generated.iter().map(String::as_str)).collect();
-                // The reply before its score: a pair cached is a pair whose reply is too.
+                // The reply before its score: a score is never cached without its reply.
                 cache.append_texts(&entries)?;
                 for (&(_, p), reply) in chunk.iter().zip(&generated) {
                     replies.set(p, reply);
@@ -252,4 +259,44 @@ pub(crate) fn score_pairs_through_cache(
         .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
         .collect::<Result<_>>()?;
     Ok(PairScores { values, replies })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two image files, never read.
+    struct TwoImages;
+
+    impl SourceList for TwoImages {
+        fn len(&self) -> usize {
+            2
+        }
+
+        fn source(&self, i: usize) -> ImageSource {
+            ImageSource::File(format!("{i}.png").into())
+        }
+    }
+
+    /// A score cached with its reply is served with it; one cached without (by an earlier
+    /// benchctl) is served all the same, its reply unknown; an uncached pair is to do.
+    #[test]
+    fn a_score_cached_without_its_reply_is_served_and_its_reply_left_unknown() {
+        let root = tempfile::tempdir().unwrap();
+        let keys: Vec<cache::Key> = (0u8..3).map(|i| cache::key(&[&[i]])).collect();
+        let mut cache = EmbeddingCache::open(root.path(), "ns").unwrap();
+        cache.append(&[(keys[0], &[-0.5][..]), (keys[1], &[0.0][..])]).unwrap();
+        cache.append_texts(&[(reply_key(&keys[1]), "Yes, it is.")]).unwrap();
+        let cache = EmbeddingCache::open(root.path(), "ns").unwrap();
+        let table = PairTable { pairs: [(0, 0), (0, 1), (1, 0)].into_iter().collect(), item_pairs: SpillVec::new() };
+        let pair_keys = Keys::from(keys);
+        let inputs = PairInputs { images: &TwoImages, texts: &["a", "b"], pair_keys: &pair_keys, keeps_replies: true };
+        let cached = missing_pairs(&table, &inputs, &cache);
+        assert_eq!(cached.values.as_slice(), &[Some(-0.5), Some(0.0), None]);
+        let replies = cached.replies.unwrap();
+        assert_eq!((replies.get(0), replies.get(1), replies.get(2)), (None, Some("Yes, it is."), None));
+        assert_eq!(cached.todo.as_slice(), &[(1, 2)]);
+        let without = PairInputs { keeps_replies: false, ..inputs };
+        assert!(missing_pairs(&table, &without, &cache).replies.is_none());
+    }
 }

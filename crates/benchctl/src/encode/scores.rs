@@ -14,7 +14,7 @@ use candle_core::{DType, Tensor};
 
 use crate::cache::{self, Keys};
 use crate::encode::asks::ask_pairs_through_cache;
-use crate::encode::pairs::{reply_key, score_pairs_through_cache, PairInputs, PairScores, PairTable};
+use crate::encode::pairs::{score_pairs_through_cache, PairInputs, PairScores, PairTable};
 use crate::encode::stream::{with_stream, EmbeddingPlan, EmbeddingStream};
 use crate::encode::{encode_captions, encode_pixels, prepare_images, prepare_texts, Encoder};
 use crate::inputs::{ItemInputs, SuiteInputs};
@@ -61,14 +61,8 @@ fn score_pairs(
         session.run.timings.score_s += started.elapsed().as_secs_f64();
         return with_replies(scores, ScoreKind::LogProbability);
     }
-    // A re-run that finds everything in the cache scores without reading the weights (a reply
-    // the cache lacks is generated again).
-    let replies_cached =
-        !keeps_replies || (0..pair_keys.len()).all(|p| session.cache.dim(&reply_key(&pair_keys.get(p))).is_some());
-    let (loaded, head) = match replies_cached {
-        true => session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, None)])?,
-        false => session.model.load_with_head(&mut session.cache)?,
-    };
+    // A re-run that finds everything in the cache scores without reading the weights.
+    let (loaded, head) = session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, None)])?;
     session.run.timings.load_model_s = loaded.as_ref().map_or(0.0, |l| l.load_s);
     let Head::Fusion(kind) = head else { return Err(head_mismatch()) };
     let fusion = match loaded.as_ref().map(|l| &l.model) {
