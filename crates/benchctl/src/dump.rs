@@ -113,7 +113,7 @@ impl<'a> Matrices<'a> {
     }
 
     /// Item `item`'s generated replies, from its line's `replies`.
-    fn set_replies(&mut self, item: usize, line_replies: &Value, at: &str) -> Result<()> {
+    pub(crate) fn set_replies(&mut self, item: usize, line_replies: &Value, at: &str) -> Result<()> {
         let it = self.suite.items.item(item);
         let items = self.suite.items.len();
         let replies = self.replies.get_or_insert_with(|| ItemReplies::new(items));

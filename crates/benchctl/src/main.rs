@@ -192,10 +192,24 @@ fn compare_command(args: &cli::CompareArgs) -> Result<(), Error> {
     compare::verdict(&gate)
 }
 
-/// Writes the suite's official submission (EqBen's `prediction.npy`) beside the run file
-/// `run_path`, when the suite has one.
+/// Writes the suite's official submission (EqBen's `prediction.npy`; a run's generated replies
+/// as NaturalBench's output list) beside the run file `run_path`, when the suite has one.
 fn export_submission(evaluation: &Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
     let Some((suite, scores)) = evaluation.scored() else { return Ok(()) };
+    let outputs = evaluation.replies().and_then(|replies| benchctl::replies::official_outputs(suite, replies));
+    if let Some(outputs) = outputs {
+        let out = run_path.with_extension("submission").join(benchctl::replies::OUTPUTS_FILE);
+        let text =
+            serde_json::to_string_pretty(&outputs).map_err(|e| Error::results(format!("format replies: {e}")))?;
+        std::fs::create_dir_all(out.parent().unwrap_or(run_path))
+            .and_then(|_| std::fs::write(&out, text + "\n"))
+            .map_err(|e| Error::results(format!("write {}: {e}", out.display())))?;
+        print(&format!(
+            "wrote {} ({} replies, each question asked of each image, item by item: NaturalBench's output_file; `score --format naturalbench-outputs` reads it back)",
+            out.display(),
+            outputs.len()
+        ))?;
+    }
     let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
     let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);
     submission::write_npy_f32(&out, &ordered)?;

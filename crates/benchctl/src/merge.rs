@@ -137,5 +137,5 @@ pub fn run(args: &MergePlan) -> Result<Evaluation> {
         image_fingerprint: base.image_fingerprint.clone(),
         shard: None,
     };
-    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores, replies } })
+    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores, replies: replies.map(Box::new) } })
 }

@@ -26,7 +26,7 @@ pub enum Outcome {
     /// An item suite and its scores (and the replies they were read from, where generated):
     /// one dump line per item, made as it is written (a million items' lines are never held at
     /// once).
-    Items { suite: Box<Suite>, scores: ScoreTensor, replies: Option<ItemReplies> },
+    Items { suite: Box<Suite>, scores: ScoreTensor, replies: Option<Box<ItemReplies>> },
     /// A retrieval suite's per-query dump lines (RoCOCO: ranks against whole galleries).
     Queries { dump: Strings },
 }
@@ -40,10 +40,20 @@ impl Evaluation {
         }
     }
 
+    /// The replies the scores were read from, where the run generated them.
+    pub fn replies(&self) -> Option<&ItemReplies> {
+        match &self.outcome {
+            Outcome::Items { replies, .. } => replies.as_deref(),
+            Outcome::Queries { .. } => None,
+        }
+    }
+
     /// The score dump's lines, in order.
     pub fn dump_lines(&self) -> Box<dyn Iterator<Item = String> + '_> {
         match &self.outcome {
-            Outcome::Items { suite, scores, replies } => Box::new(results::item_dump(suite, scores, replies.as_ref())),
+            Outcome::Items { suite, scores, replies } => {
+                Box::new(results::item_dump(suite, scores, replies.as_deref()))
+            }
             Outcome::Queries { dump } => Box::new(dump.iter().map(str::to_string)),
         }
     }

@@ -9,8 +9,9 @@ use benchctl_base::spill::Strings;
 use benchctl_suites::paths::TextLines;
 use std::path::{Path, PathBuf};
 
+use benchctl_scoring::metrics::answers::split_asked;
 use benchctl_scoring::{Report, ScoreKind, ScoreTensor};
-use benchctl_suites::Suite;
+use benchctl_suites::{ReplyReading, Suite};
 use serde_json::Value;
 
 use crate::dump::{bad, lines, read_dump, Matrices, SCORE_FILE};
@@ -50,6 +51,10 @@ pub enum ScoreFormat {
     /// EqBen's submission vector `prediction.npy`: one score per entry of the flat annotation
     /// list, in its order.
     EqbenNpy,
+    /// NaturalBench's official output list of generated replies (`output_file`): a JSON list,
+    /// per item each question asked of each image ([`crate::replies::official_order`]), each
+    /// read as the suite's official code reads replies.
+    NaturalbenchOutputs,
 }
 
 /// What `score` computed: the suite's id and report, and what storing it as a run needs.
@@ -63,7 +68,7 @@ pub struct Scored {
 
 enum Detail {
     /// A K×L item suite and the scores read into it (and a dump's generated replies, kept).
-    Items { suite: Box<Suite>, scores: ScoreTensor, replies: Option<ItemReplies> },
+    Items { suite: Box<Suite>, scores: ScoreTensor, replies: Option<Box<ItemReplies>> },
     /// RoCOCO: the per-query dump (ranks against whole galleries), and the data directory named.
     Galleries { data_dir: PathBuf },
 }
@@ -108,9 +113,18 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
             read_eqben_npy(&args.scores, &suite, &mut matrices)?;
             "eqben-npy"
         }
+        ScoreFormat::NaturalbenchOutputs => {
+            read_official_outputs(&args.scores, &suite, info.reply_reading(), &mut matrices)?;
+            "naturalbench-outputs"
+        }
     };
-    let replies = matrices.take_replies();
-    let scores = matrices.finish(&args.scores, args.score_kind)?;
+    // Replies read by the official rule score as log-probabilities (0 or the log of zero).
+    let kind = match format {
+        ScoreFormat::NaturalbenchOutputs => ScoreKind::LogProbability,
+        _ => args.score_kind,
+    };
+    let replies = matrices.take_replies().map(Box::new);
+    let scores = matrices.finish(&args.scores, kind)?;
     let report = suite.evaluate(&scores)?;
     Ok(Scored {
         suite_id: suite.id.to_string(),
@@ -238,6 +252,9 @@ pub fn detect_format(path: &Path) -> Result<ScoreFormat> {
         .and_then(|mut lines| lines.find_map(|line| line.ok().filter(|(_, l)| !l.trim().is_empty())))
         .map(|(_, line)| line)
         .unwrap_or_default();
+    if first.trim_start().starts_with('[') {
+        return Ok(ScoreFormat::NaturalbenchOutputs);
+    }
     let labelled = serde_json::from_str::<Value>(&first).ok().is_some_and(|v| v.get("label").is_some());
     Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
 }
@@ -283,6 +300,59 @@ fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
             return Err(bad(format!("score {at}: the entry is not part of a readable item")));
         }
         m.set(slot.item as usize, usize::from(slot.image), usize::from(slot.text), value, &at)?;
+    }
+    Ok(())
+}
+
+/// The largest output list `score` reads (NaturalBench's 7,600 replies of 128 tokens are a few MB).
+const MAX_OUTPUTS_BYTES: u64 = 1 << 30;
+
+/// Reads an official output list into `m`: each reply read for each of its question's options as
+/// `reading` (the suite's official code's) reads replies (0 where it gives the option,
+/// [`LOG_ZERO`] where not), and kept as the cells' replies.
+///
+/// [`LOG_ZERO`]: benchctl_scoring::LOG_ZERO
+fn read_official_outputs(path: &Path, suite: &Suite, reading: ReplyReading, m: &mut Matrices) -> Result<()> {
+    let bad = |what: String| Error::new(ErrorKind::Data, format!("read {}: {what}", path.display()));
+    benchctl_suites::paths::require_regular_file(path)
+        .map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
+    let size = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?.len();
+    if size > MAX_OUTPUTS_BYTES {
+        return Err(bad(format!("it is {size} bytes, more than the {MAX_OUTPUTS_BYTES} an output list may be")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let outputs: Vec<Value> =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON list of replies ({e})")))?;
+    let orders: Vec<Vec<(usize, std::ops::Range<usize>)>> = suite
+        .items
+        .iter()
+        .map(|item| crate::replies::official_order(item).ok_or_else(|| bad(format!("item `{}` of {} is not questions with answer options asked of every image: it has no official output list", item.id(), suite.id))))
+        .collect::<Result<_>>()?;
+    let wanted: usize = orders.iter().map(Vec::len).sum();
+    if outputs.len() != wanted {
+        return Err(bad(format!(
+            "it holds {} replies; {} has {wanted} (each question asked of each image, item by item)",
+            outputs.len(),
+            suite.id
+        )));
+    }
+    let mut at = 0;
+    for (n, (item, order)) in suite.items.iter().zip(orders).enumerate() {
+        let mut rows = vec![vec![Value::Null; item.text_count()]; item.image_count()];
+        let texts: Vec<&str> = item.texts().collect();
+        for (image, question) in order {
+            let reply =
+                outputs[at].as_str().ok_or_else(|| bad(format!("entry {at} is not a string: {}", outputs[at])))?;
+            for t in question {
+                let option = split_asked(texts[t]).map_or("", |(_, option)| option);
+                let read = benchctl_models::vqascore::reply::names(reading, reply, option);
+                let score = if read { 0.0 } else { benchctl_scoring::LOG_ZERO };
+                m.set(n, image, t, score, &format!("{} entry {at}", path.display()))?;
+                rows[image][t] = Value::from(reply);
+            }
+            at += 1;
+        }
+        m.set_replies(n, &Value::from(rows), &format!("{} item `{}`", path.display(), item.id()))?;
     }
     Ok(())
 }

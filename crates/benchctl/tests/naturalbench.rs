@@ -206,6 +206,55 @@ fn a_server_reply_is_read_by_the_official_rule() {
     assert_eq!(stored_replies(&warm_path, &warm), kept);
 }
 
+/// NaturalBench's official output list (`output_file`: per item, each question asked of each
+/// image, question by question) of the fixture's official replies, read by `score`: each reply
+/// read by the official `extract_answer`, the metrics `get_scores`' of them, and with
+/// `--model-name` the replies kept in the stored run's dump; a list of another length, or with
+/// an entry that is not a string, is refused naming the file (exit 3) and nothing is stored.
+#[test]
+fn an_official_output_list_is_scored_as_the_official_code_scores_it() {
+    let official = json("official.json");
+    let replies = official["replies"].as_array().unwrap();
+    let outputs: Vec<&str> = replies
+        .iter()
+        .flat_map(|row| (0..2).flat_map(move |q| (0..2).map(move |k| row[k][q].as_str().unwrap())))
+        .collect();
+    let dir = scratch_dir("naturalbench-outputs");
+    let file = dir.join("Qwen_2_5_VL_72B.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&outputs).unwrap()).unwrap();
+    let data = fixture();
+    let score = |file: &std::path::Path, results: &std::path::Path| {
+        let args = ["score", "--suite", "naturalbench", "--data-dir", data.to_str().unwrap()];
+        let more =
+            ["--scores", file.to_str().unwrap(), "--model-name", "outputs", "--results-dir", results.to_str().unwrap()];
+        benchctl(&[&args[..], &more].concat(), &[])
+    };
+    let (run_path, run) = stored_run(&score(&file, &dir.join("results")));
+    assert_official(&run, &official["generated"]);
+    assert_eq!(run["model"]["external"]["scores_format"], "naturalbench-outputs", "detected from the file");
+    let kept = stored_replies(&run_path, &run);
+    for (r, rows) in kept.iter().enumerate() {
+        for (k, row) in rows.iter().enumerate() {
+            for (l, reply) in row.iter().enumerate() {
+                assert_eq!(reply.as_deref(), replies[r][k][l / 2].as_str(), "row {r} image {k} text {l}");
+            }
+        }
+    }
+    let short = dir.join("short.json");
+    std::fs::write(&short, serde_json::to_string(&outputs[1..]).unwrap()).unwrap();
+    let numbers = dir.join("numbers.json");
+    let mut with_number: Vec<serde_json::Value> = outputs.iter().map(|&o| o.into()).collect();
+    with_number[5] = 1.into();
+    std::fs::write(&numbers, serde_json::to_string(&with_number).unwrap()).unwrap();
+    for (bad, said) in [(&short, "it holds 47 replies; naturalbench has 48"), (&numbers, "entry 5 is not a string")] {
+        let results = dir.join("refused");
+        let out = score(bad, &results);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert!(stderr(&out).contains(bad.to_str().unwrap()) && stderr(&out).contains(said), "{}", stderr(&out));
+        assert!(!results.join("runs").exists(), "nothing stored");
+    }
+}
+
 /// Each dump line's `replies`, `[item][image][text]`, in dump order.
 fn stored_replies(run_path: &std::path::Path, run: &serde_json::Value) -> Vec<Vec<Vec<Option<String>>>> {
     let text = std::fs::read_to_string(dump_path(run_path, run)).unwrap();
@@ -264,6 +313,19 @@ fn a_local_model_generates_and_reads_replies_as_the_official_example_does() {
         std::fs::read(dump_path(&run_path, &run)).unwrap(),
         "the warm run's dump is the cold one's, byte for byte"
     );
+    // The replies as NaturalBench's output list, in the example's order, which `score` reads
+    // back to the run's metrics.
+    let outputs = run_path.with_extension("submission").join("outputs.json");
+    let listed: Vec<String> = serde_json::from_str(&std::fs::read_to_string(&outputs).unwrap()).unwrap();
+    let official: Vec<&str> = samples.iter().map(|s| s["reply"].as_str().unwrap()).collect();
+    assert_eq!(listed, official);
+    let data = fixture();
+    let score = ["score", "--suite", "naturalbench", "--data-dir", data.to_str().unwrap(), "--scores"];
+    let out = benchctl(&[&score[..], &[outputs.to_str().unwrap()]].concat(), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = common::stdout(&out);
+    let report: serde_json::Value = serde_json::from_str(&text[text.find("\n{").unwrap()..]).unwrap();
+    assert_eq!(report["metrics"], run["report"]["metrics"]);
     // The failure browser shows each cell's reply beside its scores.
     let page = scratch_dir("naturalbench-report");
     let out = benchctl(&["report", run_path.to_str().unwrap(), "--out", page.to_str().unwrap()], &[]);

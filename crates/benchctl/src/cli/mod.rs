@@ -264,6 +264,9 @@ pub enum ScoreFormat {
     /// EqBen's submission vector `prediction.npy`: one score per entry of the flat annotation
     /// list, in its order.
     EqbenNpy,
+    /// NaturalBench's output list of generated replies (`output_file` of its evaluation): per
+    /// item each question asked of each image, read by the official `extract_answer`.
+    NaturalbenchOutputs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -547,6 +550,7 @@ impl ScoreArgs {
                 ScoreFormat::Dump => score::ScoreFormat::Dump,
                 ScoreFormat::WinogroundJsonl => score::ScoreFormat::WinogroundJsonl,
                 ScoreFormat::EqbenNpy => score::ScoreFormat::EqbenNpy,
+                ScoreFormat::NaturalbenchOutputs => score::ScoreFormat::NaturalbenchOutputs,
             }),
             ties: self.ties.into(),
             bootstrap: self.bootstrap.into(),

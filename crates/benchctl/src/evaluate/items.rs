@@ -23,7 +23,7 @@ pub fn run(plan: &EvalPlan, ties: Ties) -> Result<Evaluation> {
     let fingerprints = [inputs.data_fingerprint.as_str(), inputs.image_fingerprint.as_str()];
     let run = session.run.finish_items(inputs.suite(), &whole, &scores, fingerprints, &|e| inputs.embedded_key(e))?;
     let suite = inputs.into_shard().unwrap_or(whole);
-    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores, replies } })
+    Ok(Evaluation { run, outcome: Outcome::Items { suite: Box::new(suite), scores, replies: replies.map(Box::new) } })
 }
 
 /// The suite as the plan names it, its tie rule set, refused before any model work when it
