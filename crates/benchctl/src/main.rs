@@ -197,7 +197,14 @@ fn compare_command(args: &cli::CompareArgs) -> Result<(), Error> {
 fn export_submission(evaluation: &Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
     let Some((suite, scores)) = evaluation.scored() else { return Ok(()) };
     let outputs = evaluation.replies().and_then(|replies| benchctl::replies::official_outputs(suite, replies));
-    if let Some(outputs) = outputs {
+    // The official code reads a reply of every entry: a list with gaps is not written.
+    let unknown = outputs.iter().flatten().filter(|o| o.is_none()).count();
+    if unknown > 0 {
+        benchctl_base::stderr_line!(
+            "note: the replies are not written as NaturalBench's output list: {unknown} of them were not kept by the cache"
+        );
+    }
+    if let Some(outputs) = outputs.filter(|_| unknown == 0) {
         let out = run_path.with_extension("submission").join(benchctl::replies::OUTPUTS_FILE);
         let text =
             serde_json::to_string_pretty(&outputs).map_err(|e| Error::results(format!("format replies: {e}")))?;

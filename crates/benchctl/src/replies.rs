@@ -60,7 +60,8 @@ impl Replies {
 }
 
 /// Each item's replies as its dump line's `replies`: K rows of L, a reply or `null` (a cell the
-/// item does not ask), kept as JSON text, by item in suite order.
+/// item does not ask, or a reply the cache did not keep), kept as JSON text, by item in suite
+/// order.
 pub struct ItemReplies {
     rows: Replies,
 }
@@ -138,14 +139,14 @@ pub fn official_order(item: ItemRef<'_>) -> Option<Vec<(usize, Range<usize>)>> {
     Some(cells)
 }
 
-/// A run's replies as the official output list (`null` for a reply the run does not hold), or
+/// A run's replies as the official output list (`None` for a reply the run does not hold), or
 /// `None` where the suite's items are not all questions asked of every image.
-pub fn official_outputs(suite: &Suite, replies: &ItemReplies) -> Option<Vec<Value>> {
+pub fn official_outputs(suite: &Suite, replies: &ItemReplies) -> Option<Vec<Option<String>>> {
     let mut outputs = Vec::new();
     for (n, item) in suite.items.iter().enumerate() {
         let rows: Value = replies.json(n).and_then(|json| serde_json::from_str(json).ok()).unwrap_or(Value::Null);
         for (image, question) in official_order(item)? {
-            outputs.push(rows[image][question.start].clone());
+            outputs.push(rows[image][question.start].as_str().map(str::to_string));
         }
     }
     Some(outputs)

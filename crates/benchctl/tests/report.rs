@@ -264,3 +264,40 @@ fn injected_markup_stays_text_in_a_real_browser() {
         assert!(dom.contains(&escaped), "{shown} is not shown as text");
     }
 }
+
+/// A run's generated replies show beside its scores, each cell's reply as text, markup and
+/// script in a reply staying text: NaturalBench's fixture scored from an output list of replies
+/// (`score --format naturalbench-outputs`), then its page in headless Chromium.
+#[test]
+fn generated_replies_show_as_text_beside_the_scores_in_a_real_browser() {
+    let Some(browser) = browser_or_skip() else { return };
+    let data = benchctl_testkit::workspace_root().join("crates/benchctl-suites/tests/fixtures/naturalbench");
+    let suite = benchctl_suites::find("naturalbench").unwrap().load(&data).unwrap();
+    let mut outputs: Vec<String> = (0..4 * suite.items.len()).map(|i| format!("Reply {i}: yes, it is A")).collect();
+    outputs[1] = format!("{} yes", INJECTIONS[1]);
+    outputs[2] = format!("{} A", INJECTIONS[3]);
+    let results = tempfile::tempdir().unwrap();
+    let file = results.path().join("outputs.json");
+    std::fs::write(&file, serde_json::to_string(&outputs).unwrap()).unwrap();
+    let args = ["score", "--suite", "naturalbench", "--data-dir", data.to_str().unwrap(), "--scores"];
+    let more = [file.to_str().unwrap(), "--model-name", "replier", "--results-dir", results.path().to_str().unwrap()];
+    let (run, _) = common::stored_run(&benchctl(&[&args[..], &more].concat(), &[]));
+    let out = benchctl(&["report", run.to_str().unwrap()], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dom = dump_dom(&browser, &run.with_extension("report").join("index.html"), "", None);
+    assert!(dom.contains("data-ready=\"1\""), "the page did not render: {dom}");
+    let tables = dom.matches("<caption>generated replies, replier (external)</caption>").count();
+    assert_eq!(tables, suite.items.len(), "one per item");
+    // Item 0: question 0 of image 0, of image 1 (its two options each), then question 1.
+    let first = dom.split("generated replies").nth(1).unwrap().split("</table>").next().unwrap().to_string();
+    let cells: Vec<&str> =
+        first.split("<td").skip(1).map(|c| &c[c.find('>').unwrap() + 1..c.find("</td>").unwrap()]).collect();
+    let escaped = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let (reply_0, reply_1, reply_2) = (escaped(&outputs[0]), escaped(&outputs[1]), escaped(&outputs[2]));
+    assert_eq!(
+        cells,
+        [&reply_0, &reply_0, &reply_2, &reply_2, &reply_1, &reply_1, &escaped(&outputs[3]), &escaped(&outputs[3])]
+    );
+    assert!(dom.contains("<title>benchctl report</title>") && !dom.contains("PWNED</title>"), "a script ran");
+    assert!(!dom.contains("<img src=\"x\"") && !dom.to_lowercase().contains("<script>document"), "{dom}");
+}

@@ -141,7 +141,7 @@ pub(crate) fn missing_pairs(table: &PairTable, inputs: &PairInputs, cache: &Embe
         }
         if unknown > 0 {
             benchctl_base::stderr_line!(
-                "warning: {unknown} cached answer(s) have no reply kept (cached before benchctl kept replies): they are scored as cached and their replies are null in the dump; --no-cache, or another BENCHCTL_CACHE, asks for them again"
+                "warning: {unknown} cached answer(s) have no reply kept (cached before benchctl kept replies): they are scored as cached and their replies are null in the dump; --no-cache, or another BENCHCTL_CACHE, scores them again"
             );
         }
         replies
