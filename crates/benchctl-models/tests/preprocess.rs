@@ -305,29 +305,32 @@ fn exif_orientation_is_left_as_image_open_leaves_it() {
 /// `qwen_vl_utils` (`--min-pixels`, `--max-pixels`: NaturalBench's Qwen2.5-VL example), against
 /// transformers' Pillow processor run so (`scripts/fixtures/gen_processor_pixels_fixture.py`):
 /// the same sizes and the same 8-bit pixels, bit for bit after normalising, on every PIL mode
-/// (a transparent colour made white between the two resizes), enlarged and shrunk.
+/// (a transparent colour made white between the two resizes), enlarged and shrunk; Qwen2.5-VL's
+/// (patches of 14) and Qwen3-VL's (patches of 16, its mean and std).
 #[test]
 fn qwen_images_resized_again_at_the_processors_bounds_match_its_pillow_backend() {
     use benchctl_models::preprocess::{PixelBounds, Resize};
+    use benchctl_models::vqascore::local::LocalVqa;
     let fixture = model_fixture("processor-pixels");
     let expected: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fixture.join("expected.json")).unwrap()).unwrap();
-    let model = benchctl_models::models::qwen25vl::load(
-        &benchctl_models::hub::from_dir(&model_fixture("qwen25vl-tiny")).unwrap(),
-        candle_core::DType::F32,
-        &Device::Cpu,
-    )
-    .unwrap();
+    let files = |name: &str| benchctl_models::hub::from_dir(&model_fixture(name)).unwrap();
+    let (f32, cpu) = (candle_core::DType::F32, Device::Cpu);
     let bounds = PixelBounds { min: 12_544, max: 15_680 };
-    let model = model.with_processor_pixels(Some(bounds));
-    let loaded = benchctl_models::FusionEncoder::preprocessor(&model).clone();
-    let Resize::Native { processor, .. } = loaded.resize else { panic!("a native resize: {:?}", loaded.resize) };
+    let qwen25 = benchctl_models::models::qwen25vl::load(&files("qwen25vl-tiny"), f32, &cpu).unwrap();
+    let qwen25 = benchctl_models::FusionEncoder::preprocessor(&qwen25.with_processor_pixels(Some(bounds))).clone();
+    let Resize::Native { processor, .. } = qwen25.resize else { panic!("a native resize: {:?}", qwen25.resize) };
     assert_eq!(processor, Some(bounds), "the model's preprocessing resizes again");
+    let qwen3 = benchctl_models::models::qwen3vl::Qwen3VlVqa::load(&files("qwen3vl-tiny"), f32, &cpu).unwrap();
+    let qwen3 = benchctl_models::FusionEncoder::preprocessor(&qwen3).clone();
     let cases = expected["cases"].as_array().unwrap();
     let mut resized_again = 0;
     for case in cases {
         let [min, max] = [0, 1].map(|i| case["bounds"][i].as_u64().unwrap() as usize);
-        let mut prep = loaded.clone();
+        let mut prep = match case["family"].as_str().unwrap() {
+            "qwen2.5-vl" => qwen25.clone(),
+            _ => qwen3.clone(),
+        };
         if let Resize::Native { processor, .. } = &mut prep.resize {
             *processor = Some(PixelBounds { min, max });
         }
@@ -346,5 +349,7 @@ fn qwen_images_resized_again_at_the_processors_bounds_match_its_pillow_backend()
         let differing = ours.iter().zip(&theirs).filter(|(a, b)| a != b).count();
         assert_eq!(differing, 0, "{} at {min}–{max} pixels: {differing} values differ", path.display());
     }
-    assert!(cases.len() >= 20 && resized_again + 1 >= cases.len(), "{resized_again} of {} resized again", cases.len());
+    let qwen3_cases = cases.iter().filter(|c| c["family"] == "qwen3-vl").count();
+    assert!(cases.len() >= 30 && qwen3_cases >= 10, "{} cases, {qwen3_cases} of Qwen3-VL", cases.len());
+    assert!(resized_again + 2 >= cases.len(), "{resized_again} of {} resized again", cases.len());
 }
