@@ -125,7 +125,13 @@ pub fn expand(path: &Path, defaults: &SpecDefaults) -> Result<Vec<EvalPlan>> {
         });
         let sources: Vec<ModelSource> = sources.map(Ok).chain(servers).collect::<Result<_>>()?;
         let max_patches = block.max_patches;
-        let processor_pixels = crate::plan::pixel_bounds(block.min_pixels, block.max_pixels)?;
+        let processor_pixels = crate::plan::pixel_bounds(block.min_pixels, block.max_pixels).map_err(|e| {
+            Error::caused_by(
+                ErrorKind::Usage,
+                format!("use run spec {}: runs[{b}].min_pixels and max_pixels: give both", path.display()),
+                e,
+            )
+        })?;
         let answer_rule = match block.answer_rule.as_deref() {
             None => Default::default(),
             Some(name) => name.parse().map_err(|e: benchctl_models::Error| {

@@ -468,6 +468,16 @@ fn texts_are_stored_whole_and_a_changed_one_is_a_miss() {
     let reopened = EmbeddingCache::open(root.path(), "ns").unwrap();
     assert_eq!(reopened.get_text(&keys[2]), None);
     assert_eq!(reopened.get_text(&keys[3]).as_deref(), Some(texts[3]), "the records after it still read");
+    // A text too long for a record (past 2^20 values) is not cached, and spoils nothing after it.
+    let long = "y".repeat(4 << 20);
+    let (long_key, after) = (key(&[b"long"]), key(&[b"after"]));
+    EmbeddingCache::open(root.path(), "ns")
+        .unwrap()
+        .append_texts(&[(long_key, long.as_str()), (after, "kept")])
+        .unwrap();
+    let reopened = EmbeddingCache::open(root.path(), "ns").unwrap();
+    assert_eq!((reopened.get_text(&long_key), reopened.get_text(&after).as_deref()), (None, Some("kept")));
+    assert_eq!(reopened.skipped, 1, "only the record changed above");
 }
 
 /// A cache written by many runs has many segments (one per process): opening it and reading

@@ -386,6 +386,36 @@ fn the_examples_processor_bounds_resize_again_and_replies_follow() {
         assert_eq!(kept[r][k][2 * q].as_deref(), sample["reply"].as_str(), "row {r} image {k} question {q}");
     }
     assert!(compared >= 36 && differing_from_default >= 24, "{compared} compared, {differing_from_default} changed");
+    // A run spec gives them as `min_pixels` and `max_pixels`, both or neither.
+    let spec = scratch_dir("naturalbench-example-spec").join("run.toml");
+    let block = |bounds: &str| {
+        format!(
+            "[[runs]]\nmodel_paths = [{:?}]\nsuites = [\"naturalbench\"]\ndata_dirs = {{ naturalbench = {:?} }}\nanswer_rule = \"generate\"\n{bounds}",
+            model.display().to_string(),
+            fixture().display().to_string()
+        )
+    };
+    let results = spec.with_file_name("out");
+    std::fs::write(
+        &spec,
+        format!(
+            "results_dir = {:?}\n{}",
+            results.display().to_string(),
+            block("min_pixels = 200704\nmax_pixels = 1003520\n")
+        ),
+    )
+    .unwrap();
+    let env = [("BENCHCTL_CACHE", cache.to_str().unwrap())];
+    let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (spec_path, spec_run) = stored_run(&out);
+    assert_eq!(spec_run["model"]["processor_pixels"], run["model"]["processor_pixels"]);
+    assert_eq!(spec_run["counts"]["pairs_scored"], 0, "served by the flags' run's cache");
+    assert_eq!(stored_replies(&spec_path, &spec_run), kept);
+    std::fs::write(&spec, block("min_pixels = 200704\n")).unwrap();
+    let out = benchctl(&["eval", "--config", spec.to_str().unwrap()], &env);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("runs[0].min_pixels and max_pixels: give both"), "{}", stderr(&out));
     let refused = eval(&["--model-path", &common::tiny_model(), "--min-pixels", "1", "--max-pixels", "2"], &[]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(stderr(&refused).contains("has no pixel bounds"), "{}", stderr(&refused));

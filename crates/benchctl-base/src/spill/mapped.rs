@@ -147,8 +147,9 @@ const IDLE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// spilled pages are counted) every [`WATCH_EVERY`], and [`trim`]s when they have grown by
 /// [`TRIM_BYTES`] since the last trim. The containers' users never count their reads: a pass
 /// over a million spilled items holds what the last few milliseconds touched. Where the
-/// process cannot read its own `statm` (not Linux), the watcher stops and the kernel alone
-/// reclaims the shared pages, as it does under memory pressure.
+/// process cannot read its own `statm` at all (not Linux), the watcher stops and the kernel
+/// alone reclaims the shared pages, as it does under memory pressure; a read that fails later
+/// (no descriptor left for a moment) only skips that look.
 fn watch_residency() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
@@ -157,7 +158,7 @@ fn watch_residency() {
             loop {
                 let spilled = !registry().is_empty();
                 std::thread::sleep(if spilled { WATCH_EVERY } else { IDLE_EVERY });
-                let Some(now) = resident_shared_bytes() else { return };
+                let Some(now) = resident_shared_bytes() else { continue };
                 if spilled && now > baseline + TRIM_BYTES {
                     trim();
                     baseline = resident_shared_bytes().unwrap_or(now);

@@ -529,24 +529,30 @@ mod tests {
     fn a_pass_over_spilled_values_leaves_them_trimmed_and_unchanged() {
         let _alone = mapping_alone();
         // 64 MiB written through the mapping and read whole, with no call from the pass: the
-        // watcher trims as the pages pile up, so far less than 64 MiB is resident after it
-        // (a few tries allow for a busy machine delaying the watcher).
+        // watcher trims the pages that pile up, without being asked, and the values are kept.
+        // How much a pass holds at its end depends on when the watcher ran (on a busy machine,
+        // not during a pass of a few milliseconds: `bench` measures that); here, that the
+        // watcher brings it below 40 MiB within a second, 500 of its looks.
         let n = 8 << 20;
         let mut v: SpillVec<u64> = SpillVec::in_a_file(n);
         for i in 0..n as u64 {
             v.push(i ^ 0x5555);
         }
         assert!(v.is_spilled());
-        let mut seen = Vec::new();
-        let bounded = (0..5).any(|_| {
+        let expected = (0..n as u64).fold(0u64, |s, i| s.wrapping_add(i ^ 0x5555));
+        for pass in 0..2 {
             let sum: u64 = v.iter().fold(0u64, |s, &x| s.wrapping_add(x));
-            let after_pass = resident_file_bytes().unwrap_or(usize::MAX);
-            trim();
-            assert_eq!(sum, (0..n as u64).fold(0u64, |s, i| s.wrapping_add(i ^ 0x5555)), "a trim keeps the values");
-            seen.push(after_pass >> 20);
-            after_pass < 40 << 20
-        });
-        assert!(bounded, "resident MiB after each 64 MiB pass: {seen:?}");
+            assert_eq!(sum, expected, "pass {pass}: the values are kept");
+            let started = std::time::Instant::now();
+            let mut resident = resident_file_bytes().unwrap_or(usize::MAX);
+            while resident >= 40 << 20 && started.elapsed() < std::time::Duration::from_secs(1) {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                resident = resident_file_bytes().unwrap_or(usize::MAX);
+            }
+            assert!(resident < 40 << 20, "pass {pass}: {} MiB still resident after a second", resident >> 20);
+        }
+        trim();
+        assert_eq!(v.iter().fold(0u64, |s, &x| s.wrapping_add(x)), expected, "a trim keeps the values");
     }
 
     #[test]

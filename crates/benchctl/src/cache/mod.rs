@@ -208,7 +208,7 @@ impl EmbeddingCache {
             let mut key: Key = [0; 32];
             key.copy_from_slice(&record_head[4..36]);
             let dim = u32::from_le_bytes(le4(&record_head[36..40]));
-            if dim == 0 || dim > 1 << 20 {
+            if dim == 0 || dim > MAX_RECORD_VALUES {
                 self.skipped += 1;
                 break;
             }
@@ -315,10 +315,12 @@ impl EmbeddingCache {
         self.append_raw(raw.collect())
     }
 
-    fn append_raw(&mut self, batch: Vec<(Key, Vec<u8>)>) -> Result<()> {
+    fn append_raw(&mut self, mut batch: Vec<(Key, Vec<u8>)>) -> Result<()> {
         if self.write_failed {
             return Ok(());
         }
+        // Too long to read back (a reply of more than 4 MiB): left uncached.
+        batch.retain(|(_, raw)| raw.len() / 4 <= MAX_RECORD_VALUES as usize);
         if let Err(e) = self.write(&batch) {
             self.write_failed = true;
             warn_unwritable(&format!("failed to {e}; the run goes on without storing in the embedding cache"));
@@ -326,8 +328,7 @@ impl EmbeddingCache {
         Ok(())
     }
 
-    /// Appends records of `raw` values (whole 4-byte values, at most 2^20 of them: a longer
-    /// record would be skipped as corrupt when read).
+    /// Appends records of `raw` values (whole 4-byte values, at most [`MAX_RECORD_VALUES`]).
     fn write(&mut self, batch: &[(Key, Vec<u8>)]) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         let mut buf = Vec::new();
@@ -358,6 +359,10 @@ impl EmbeddingCache {
         file.write_all(&buf).and_then(|_| file.flush()).map_err(write_error)
     }
 }
+
+/// The most values a record holds: a longer one is taken for a corrupt header when read (and
+/// ends its segment), so it is never written.
+const MAX_RECORD_VALUES: u32 = 1 << 20;
 
 /// A record's header: magic, key and dim.
 const RECORD_HEAD: usize = 4 + 32 + 4;
