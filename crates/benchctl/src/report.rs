@@ -278,8 +278,10 @@ fn write(shown: &Shown, against: Option<&Shown>, out: &Path, max_thumbnails: usi
             entry["text_scores"] = matrix_json(&texts);
         }
         // Checked when read from the dump: K rows of L strings or nulls.
-        if let Some(replies) = shown.replies.as_ref().and_then(|r| r.json(i)) {
-            entry["replies"] = serde_json::from_str(replies).unwrap_or(Value::Null);
+        for (key, run) in [("replies", Some(shown)), ("against_replies", against)] {
+            if let Some(replies) = run.and_then(|r| r.replies.as_ref()).and_then(|r| r.json(i)) {
+                entry[key] = serde_json::from_str(replies).unwrap_or(Value::Null);
+            }
         }
         chunk.push(entry);
         if chunk.len() == CHUNK || i + 1 == suite.items.len() {

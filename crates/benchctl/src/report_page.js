@@ -148,6 +148,7 @@ function card(i, item) {
   if (item.against) right.append(heat(item.against, item.truth, item.texts, I.against.label));
   if (item.text_scores) right.append(heat(item.text_scores, "", item.texts, "text–text, " + I.run.label, "text "));
   if (item.replies) right.append(replyTable(item.replies, item.truth, item.texts, "generated replies, " + I.run.label));
+  if (item.against_replies) right.append(replyTable(item.against_replies, item.truth, item.texts, "generated replies, " + I.against.label));
   return el("div", {class: "item " + (ok ? "pass" : "fail"), "data-item": I.ids[i]}, left, right);
 }
 function render() {

@@ -266,8 +266,9 @@ fn injected_markup_stays_text_in_a_real_browser() {
 }
 
 /// A run's generated replies show beside its scores, each cell's reply as text, markup and
-/// script in a reply staying text: NaturalBench's fixture scored from an output list of replies
-/// (`score --format naturalbench-outputs`), then its page in headless Chromium.
+/// script in a reply staying text, and with `--against` the other run's beside them:
+/// NaturalBench's fixture scored from two output lists of replies (`score --format
+/// naturalbench-outputs`), then the page in headless Chromium.
 #[test]
 fn generated_replies_show_as_text_beside_the_scores_in_a_real_browser() {
     let Some(browser) = browser_or_skip() else { return };
@@ -277,12 +278,17 @@ fn generated_replies_show_as_text_beside_the_scores_in_a_real_browser() {
     outputs[1] = format!("{} yes", INJECTIONS[1]);
     outputs[2] = format!("{} A", INJECTIONS[3]);
     let results = tempfile::tempdir().unwrap();
-    let file = results.path().join("outputs.json");
-    std::fs::write(&file, serde_json::to_string(&outputs).unwrap()).unwrap();
-    let args = ["score", "--suite", "naturalbench", "--data-dir", data.to_str().unwrap(), "--scores"];
-    let more = [file.to_str().unwrap(), "--model-name", "replier", "--results-dir", results.path().to_str().unwrap()];
-    let (run, _) = common::stored_run(&benchctl(&[&args[..], &more].concat(), &[]));
-    let out = benchctl(&["report", run.to_str().unwrap()], &[]);
+    let scored = |name: &str, outputs: &[String]| {
+        let file = results.path().join(format!("{name}.json"));
+        std::fs::write(&file, serde_json::to_string(outputs).unwrap()).unwrap();
+        let args = ["score", "--suite", "naturalbench", "--data-dir", data.to_str().unwrap(), "--scores"];
+        let more = [file.to_str().unwrap(), "--model-name", name, "--results-dir", results.path().to_str().unwrap()];
+        common::stored_run(&benchctl(&[&args[..], &more].concat(), &[])).0
+    };
+    let run = scored("replier", &outputs);
+    let other: Vec<String> = (0..outputs.len()).map(|i| format!("Other {i}: no, B")).collect();
+    let other_run = scored("other", &other);
+    let out = benchctl(&["report", run.to_str().unwrap(), "--against", other_run.to_str().unwrap()], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let dom = dump_dom(&browser, &run.with_extension("report").join("index.html"), "", None);
     assert!(dom.contains("data-ready=\"1\""), "the page did not render: {dom}");
@@ -300,4 +306,8 @@ fn generated_replies_show_as_text_beside_the_scores_in_a_real_browser() {
     );
     assert!(dom.contains("<title>benchctl report</title>") && !dom.contains("PWNED</title>"), "a script ran");
     assert!(!dom.contains("<img src=\"x\"") && !dom.to_lowercase().contains("<script>document"), "{dom}");
+    // The other run's replies, beside.
+    let theirs = dom.split("generated replies, other (external)").nth(1).unwrap().split("</table>").next().unwrap();
+    assert!(theirs.contains(">Other 0: no, B</td>") && theirs.contains(">Other 3: no, B</td>"), "{theirs}");
+    assert_eq!(dom.matches("<caption>generated replies, other (external)</caption>").count(), suite.items.len());
 }
