@@ -162,11 +162,11 @@ pub trait FusionEncoder {
     /// One score per pair `(image_states[i], texts[i])` → `(batch,)`.
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor>;
 
-    /// The reply generated for each pair that [`FusionEncoder::score_pairs`] read its scores
-    /// from, where the model scores by generated replies (`--answer-rule generate`); `None`
-    /// for a model that reads scores otherwise.
-    fn replies(&self, _image_states: &Tensor, _texts: &[&str]) -> Result<Option<Vec<String>>> {
-        Ok(None)
+    /// [`FusionEncoder::score_pairs`], with the reply generated for each pair that its score
+    /// was read from, where the model scores by generated replies (`--answer-rule generate`);
+    /// `None` for a model that reads scores otherwise.
+    fn score_pairs_with_replies(&self, image_states: &Tensor, texts: &[&str]) -> Result<(Tensor, Option<Vec<String>>)> {
+        Ok((self.score_pairs(image_states, texts)?, None))
     }
 
     fn score_kind(&self) -> ScoreKind;

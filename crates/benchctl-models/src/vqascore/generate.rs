@@ -340,6 +340,11 @@ impl<T: LocalVqa> FusionEncoder for Generating<T> {
     }
 
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        Ok(self.score_pairs_with_replies(image_states, texts)?.0)
+    }
+
+    /// Each pair's reply generated (or held) once, and its score read from it.
+    fn score_pairs_with_replies(&self, image_states: &Tensor, texts: &[&str]) -> Result<(Tensor, Option<Vec<String>>)> {
         let replies = self.replies(image_states, texts)?;
         let scores: Vec<f32> = texts
             .iter()
@@ -353,12 +358,9 @@ impl<T: LocalVqa> FusionEncoder for Generating<T> {
                 }
             })
             .collect();
-        Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))
-    }
-
-    /// Held from [`FusionEncoder::score_pairs`]'s generation, not generated again.
-    fn replies(&self, image_states: &Tensor, texts: &[&str]) -> Result<Option<Vec<String>>> {
-        Generating::replies(self, image_states, texts).map(Some)
+        let scores =
+            Tensor::from_vec(scores, texts.len(), self.device()).map_err(|e| Error::compute("collect scores", e))?;
+        Ok((scores, Some(replies)))
     }
 
     fn score_kind(&self) -> ScoreKind {

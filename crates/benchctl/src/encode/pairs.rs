@@ -225,14 +225,16 @@ pub(crate) fn score_pairs_through_cache(
             let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
             let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
             let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1]).collect();
-            let scores = model
-                .score_pairs(&pair_states, &pair_texts)?
+            let (scores, generated) = match replies {
+                Some(_) => model.score_pairs_with_replies(&pair_states, &pair_texts)?,
+                None => (model.score_pairs(&pair_states, &pair_texts)?, None),
+            };
+            let scores = scores
                 .to_dtype(DType::F32)
                 .and_then(|s| s.to_vec1::<f32>())
                 .map_err(|e| compute("read pair scores", e))?;
             if let Some(replies) = &mut replies {
-                let generated = model
-                    .replies(&pair_states, &pair_texts)?
+                let generated = generated
                     .ok_or_else(|| Error::new(ErrorKind::Compute, "keep the generated replies: the model gave none"))?;
                 let keys: Vec<cache::Key> = chunk.iter().map(|&(_, p)| reply_key(&pair_keys.get(p))).collect();
                 let entries: Vec<(cache::Key, &str)> =
