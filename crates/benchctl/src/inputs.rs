@@ -51,19 +51,10 @@ impl<'s> SuiteInputs<'s> {
             suite.items.iter().flat_map(|i| i.source_indices().iter().map(|&s| s as usize)).collect();
         let (text_slots, texts) = unique_by(suite.items.iter().flat_map(|i| i.texts()));
         // A shard keeps its slice of the items (and their slots); the unique inputs stay global.
-        let shard = match session.plan.options.shard {
-            None => None,
-            Some(_) if session.model.is_fusion() => {
-                return Err(Error::new(
-                    ErrorKind::Usage,
-                    "use --shard: it applies to dual encoders (CLIP, SigLIP, BLIP ITC)",
-                ))
-            }
-            Some(s) => {
-                let all = ItemInputs::new(suite, &image_slots, &text_slots);
-                Some(Shard::of(&all, s.index, s.count, images.len(), texts.len()))
-            }
-        };
+        let shard = session.plan.options.shard.map(|s| {
+            let all = ItemInputs::new(suite, &image_slots, &text_slots);
+            Shard::of(&all, s.index, s.count, images.len(), texts.len())
+        });
         session.run.counts.unique_images = images.len();
         session.run.counts.unique_texts = texts.len();
         check_question_form(session, suite, &texts)?;
@@ -99,6 +90,17 @@ impl<'s> SuiteInputs<'s> {
         self.shard.as_ref().map_or(self.full, |s| &s.suite)
     }
 
+    /// The whole suite's items with their slots (a fusion model's pairs are scheduled over
+    /// them, whatever the shard: [`crate::encode::pairs`]).
+    pub(crate) fn all_items(&self) -> ItemInputs<'_> {
+        ItemInputs::new(self.full, &self.image_slots, &self.text_slots)
+    }
+
+    /// Which of the whole suite's items the run scores.
+    pub(crate) fn scored_range(&self) -> std::ops::Range<usize> {
+        self.shard.as_ref().map_or(0..self.full.items.len(), |s| s.items.clone())
+    }
+
     /// The scored items with their slots.
     pub(crate) fn items(&self) -> ItemInputs<'_> {
         match &self.shard {
@@ -131,6 +133,8 @@ impl<'s> SuiteInputs<'s> {
 /// global unique inputs, and which of those inputs the slice needs.
 struct Shard {
     suite: Suite,
+    /// The slice, in the whole suite's items.
+    items: std::ops::Range<usize>,
     image_slots: SpillVec<usize>,
     text_slots: SpillVec<usize>,
     wanted_images: SpillVec<bool>,
@@ -150,6 +154,7 @@ impl Shard {
         text_slots.iter().for_each(|&s| wanted_texts[s] = true);
         Shard {
             suite: all.suite.with_items(all.suite.items.range(start..end)),
+            items: start..end,
             image_slots: image_slots.into(),
             text_slots: text_slots.into(),
             wanted_images,

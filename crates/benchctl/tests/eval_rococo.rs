@@ -221,3 +221,23 @@ fn r_mean_medr_and_rsum_follow_the_official_code() {
     let median = if n % 2 == 1 { ranks[n / 2] } else { (ranks[n / 2 - 1] + ranks[n / 2]) / 2.0 };
     assert_eq!(get("clean_t2i_medr"), median.floor() + 1.0);
 }
+
+/// A retrieval gallery ranks every query against the whole gallery: `--shard` is refused
+/// (exit 2) before any model work, not run whole under a shard's name.
+#[test]
+fn a_gallery_suite_refuses_shards() {
+    let data = tempfile::tempdir().unwrap();
+    benchctl_testkit::rococo_layout(data.path(), 4);
+    let (results, model) = (tempfile::tempdir().unwrap(), common::tiny_model());
+    let args = common::eval_args(
+        &model,
+        "rococo",
+        data.path().to_str().unwrap(),
+        results.path().to_str().unwrap(),
+        &["--shard", "0/2"],
+    );
+    let out = benchctl(&args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("use --shard on rococo: a retrieval gallery"), "{}", stderr(&out));
+    assert!(!results.path().join("runs").exists(), "nothing stored");
+}

@@ -144,6 +144,24 @@ fn scores_are_the_servers_log_probabilities_of_yes() {
     let out = eval(&url, &results, &cache, &[]);
     stored_run(&out);
     assert_eq!(server.seen().len(), 32);
+
+    // Two shards, each with its own cache, ask their own pairs only, and merge into this run.
+    let shards: Vec<String> = (0..2)
+        .map(|i| {
+            let shard_results = scratch_dir("endpoint-shard-results");
+            let out = eval(&url, &shard_results, &scratch_dir("endpoint-shard-cache"), &["--shard", &format!("{i}/2")]);
+            let (path, shard) = stored_run(&out);
+            assert_eq!(shard["counts"]["pairs_scored"], 16, "shard {i}/2 asks its 4 items' pairs");
+            path.display().to_string()
+        })
+        .collect();
+    assert_eq!(server.seen().len(), 64);
+    let merged = scratch_dir("endpoint-merged");
+    let mut args = vec!["merge"];
+    args.extend(shards.iter().map(String::as_str));
+    args.extend(["--results-dir", merged.to_str().unwrap()]);
+    let (merged_path, merged) = stored_run(&benchctl(&args, &[]));
+    assert_eq!(read_scores(&dump_path(&merged_path, &merged)).unwrap(), lines);
 }
 
 #[test]
@@ -546,6 +564,63 @@ fn local_generative_model(fixture: &str) {
         (Some(32), Some(0))
     );
     assert_eq!(again["timings"]["load_model_s"], 0.0);
+}
+
+/// A generative model's shards (`--shard i/n`), merged, and a run resumed from a cache that
+/// holds only some of an image's pairs, give the cold run's scores bit for bit. The suite's
+/// items share images across the shard boundary (item n shows item n mod 4's), so a shard
+/// wants only some of an image's pairs; a batch of 3 then splits them. A score depends in its
+/// last bits on the batch it was computed in (`--batch-size 1` and `3` differ here), so each
+/// run scores the cold run's batches whole.
+#[test]
+fn a_generative_models_shards_and_resumed_runs_give_the_cold_runs_bits() {
+    let data = scratch_dir("generative-shards");
+    common::copy_tree(&vqa_winoground().join("images"), &data.join("images"));
+    let base: Vec<serde_json::Value> = std::fs::read_to_string(vqa_winoground().join("examples.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let items: String = (0..10)
+        .map(|n| {
+            let (shown, said) = (&base[n % 4], &base[n % 7]);
+            let own = format!("{} number {n}", said["caption_1"].as_str().unwrap());
+            let item = serde_json::json!({
+                "id": n, "image_0": shown["image_0"], "image_1": shown["image_1"], "caption_0": said["caption_0"],
+                "caption_1": own, "tag": "t", "secondary_tag": "", "num_main_preds": 1, "collapsed_tag": "Object",
+            });
+            format!("{item}\n")
+        })
+        .collect();
+    std::fs::write(data.join("examples.jsonl"), items).unwrap();
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/gemma3-tiny");
+    let run = |cache: &std::path::Path, extra: &[&str]| {
+        let (results, model, data) =
+            (scratch_dir("generative-shard-results"), model.to_str().unwrap(), data.to_str().unwrap());
+        let args = common::eval_args(model, "winoground", data, results.to_str().unwrap(), extra);
+        stored_run(&benchctl(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]))
+    };
+    let scores = |(path, json): &(std::path::PathBuf, serde_json::Value)| read_scores(&dump_path(path, json)).unwrap();
+    let cold = run(&scratch_dir("generative-shard-cache"), &["--batch-size", "3"]);
+    let alone = run(&scratch_dir("generative-shard-cache"), &["--batch-size", "1"]);
+    assert_ne!(scores(&alone), scores(&cold), "scores depend on their batch here, or this test shows nothing");
+    let first_half = scratch_dir("generative-shard-cache");
+    let shards: Vec<String> = (0..2)
+        .map(|i| {
+            let cache = if i == 0 { first_half.clone() } else { scratch_dir("generative-shard-cache") };
+            run(&cache, &["--batch-size", "3", "--shard", &format!("{i}/2")]).0.display().to_string()
+        })
+        .collect();
+    let merged = scratch_dir("generative-merged");
+    let mut args = vec!["merge"];
+    args.extend(shards.iter().map(String::as_str));
+    args.extend(["--data-dir", data.to_str().unwrap(), "--results-dir", merged.to_str().unwrap()]);
+    let merged = stored_run(&benchctl(&args, &[]));
+    assert_eq!(scores(&merged), scores(&cold), "the merged shards' scores");
+    let resumed = run(&first_half, &["--batch-size", "3"]);
+    let counts = &resumed.1["counts"];
+    assert!(counts["pairs_cached"].as_u64().unwrap() > 0 && counts["pairs_scored"].as_u64().unwrap() > 0, "{counts}");
+    assert_eq!(scores(&resumed), scores(&cold), "the resumed run's scores");
 }
 
 /// Qwen3-VL through the runner: each image at its own size (one per batch), every pair's

@@ -352,6 +352,39 @@ fn a_local_model_generates_and_reads_replies_as_the_official_example_does() {
     assert_ne!(generated.identity(), logprobs.identity());
 }
 
+/// A generative model's shards (`--shard i/n`), merged, give the unsharded run's dump (scores
+/// and replies) and its official output list byte for byte: each shard generates the same
+/// batches as the unsharded run (a batch of 5 puts the shard boundary inside one).
+#[test]
+fn generated_replies_shard_and_merge_to_the_unsharded_run() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/qwen25vl-chat-tiny");
+    let args = ["--model-path", model.to_str().unwrap(), "--answer-rule", "generate", "--batch-size", "5"];
+    let fresh_cache = || scratch_dir("naturalbench-shard-cache");
+    let cache = fresh_cache();
+    let (whole_path, whole) = stored_run(&eval(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    let shards: Vec<String> = (0..2)
+        .map(|i| {
+            let shard = format!("{i}/2");
+            let cache = fresh_cache();
+            let out = eval(&[&args[..], &["--shard", &shard]].concat(), &[("BENCHCTL_CACHE", cache.to_str().unwrap())]);
+            let (path, run) = stored_run(&out);
+            assert_eq!(run["options"]["shard"], shard.as_str());
+            assert!(!path.with_extension("submission").exists(), "a shard writes no output list");
+            path.display().to_string()
+        })
+        .collect();
+    let merged = scratch_dir("naturalbench-merged");
+    let mut merge = vec!["merge"];
+    merge.extend(shards.iter().map(String::as_str));
+    merge.extend(["--results-dir", merged.to_str().unwrap()]);
+    let (merged_path, merged_run) = stored_run(&benchctl(&merge, &[]));
+    assert_eq!(merged_run["report"], whole["report"]);
+    let bytes = |p: PathBuf| std::fs::read(p).unwrap();
+    assert_eq!(bytes(dump_path(&merged_path, &merged_run)), bytes(dump_path(&whole_path, &whole)), "dumps");
+    let outputs = |p: &std::path::Path| bytes(p.with_extension("submission").join("outputs.json"));
+    assert_eq!(outputs(&merged_path), outputs(&whole_path), "the official output lists");
+}
+
 /// NaturalBench's Qwen2.5-VL example as it runs: its processor, loaded with `min_pixels=256·28·28`
 /// and `max_pixels=1280·28·28`, resizes each image again after `qwen_vl_utils` (here
 /// `--min-pixels 200704 --max-pixels 1003520`, enlarging the fixture's 56-pixel images to 448):

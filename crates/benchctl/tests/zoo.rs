@@ -62,6 +62,42 @@ fn itm_scores_every_pair_as_the_model_does_and_a_warm_rerun_scores_none() {
     assert_eq!(warm["timings"]["load_model_s"].as_f64(), Some(0.0), "every pair score was cached: no weights read");
 }
 
+/// A fusion model's shards, merged, give the unsharded run's dump bit for bit, and so does a
+/// run resumed from a cache that holds only some pairs: every run scores the same pair batches
+/// (a batch of 3 splits items' pairs across batches, so the boundaries fall inside batches).
+#[test]
+fn itm_shards_and_a_resumed_run_give_the_cold_runs_bits() {
+    let itm = ["--score", "itm", "--batch-size", "3"];
+    let (cold_path, cold) = eval("winoground", &demo_suite(), tempfile::tempdir().unwrap().path(), &itm);
+    let cold_dump = std::fs::read(dump_path(&cold_path, &cold)).unwrap();
+    let first_half = tempfile::tempdir().unwrap();
+    for n in [2usize, 3] {
+        let mut shard_files = Vec::new();
+        let mut asked = 0;
+        for i in 0..n {
+            // Shard 0 of 2 fills the cache the resumed run starts from.
+            let cache =
+                if (i, n) == (0, 2) { first_half.path().to_path_buf() } else { common::scratch_dir("itm-shard") };
+            let (path, run) =
+                eval("winoground", &demo_suite(), &cache, &[&itm[..], &["--shard", &format!("{i}/{n}")]].concat());
+            asked += run["counts"]["pairs_scored"].as_u64().unwrap();
+            shard_files.push(path.display().to_string());
+        }
+        assert!(asked >= 32, "{n} shards score every pair at least once ({asked})");
+        let merged = common::scratch_dir("itm-merged");
+        let mut args = vec!["merge"];
+        args.extend(shard_files.iter().map(String::as_str));
+        args.extend(["--results-dir", merged.to_str().unwrap()]);
+        let (path, json) = stored_run(&benchctl(&args, &[]));
+        assert_eq!(json["report"], cold["report"], "{n} shards");
+        assert_eq!(std::fs::read(dump_path(&path, &json)).unwrap(), cold_dump, "{n} shards' dump, bit for bit");
+    }
+    let (resumed_path, resumed) = eval("winoground", &demo_suite(), first_half.path(), &itm);
+    let c = &resumed["counts"];
+    assert!(c["pairs_cached"].as_u64().unwrap() >= 16, "the first half's pairs were served: {c}");
+    assert_eq!(std::fs::read(dump_path(&resumed_path, &resumed)).unwrap(), cold_dump, "the resumed run's dump");
+}
+
 #[test]
 fn itc_is_a_dual_encoder_of_cosines_and_the_default_head_is_itm() {
     let cache = tempfile::tempdir().unwrap();

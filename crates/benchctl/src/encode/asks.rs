@@ -35,8 +35,8 @@ pub(crate) fn ask_pairs_through_cache(
 ) -> Result<PairScores> {
     let PairInputs { images, texts, pair_keys, .. } = *inputs;
     // Missing pairs by image, so that an image's payload is made once for all its captions.
-    let Cached { mut values, mut replies, mut todo } = missing_pairs(table, inputs, cache);
-    counts.pairs_cached += values.len() - todo.len();
+    let Cached { mut values, cached, mut replies, mut todo } = missing_pairs(table, inputs, cache);
+    counts.pairs_cached += cached;
     let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
     todo.truncate(todo.len() - left_for_later);
 
@@ -120,11 +120,10 @@ pub(crate) fn ask_pairs_through_cache(
             ),
         ));
     }
-    let values = values
-        .iter()
-        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "ask the server: a pair was neither cached nor asked")))
-        .collect::<Result<_>>()?;
-    Ok(PairScores { values, replies })
+    Ok(PairScores {
+        values: table.asked_values(&values, "ask the server: a pair was neither cached nor asked")?,
+        replies,
+    })
 }
 
 /// One pair's answer cached under `pair_key`, and its reply where replies are kept (`replies`,

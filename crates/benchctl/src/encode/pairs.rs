@@ -15,27 +15,42 @@ use crate::replies::{ItemReplies, Replies};
 use crate::results::Counts;
 use crate::{Error, ErrorKind, Result};
 
-/// Every (image, text) pair a fusion model must score for a suite, each once, and where
-/// each item's K×L pairs are (spilled with the suite: a million items have millions of pairs).
+/// Every (image, text) pair a fusion model scores for a suite, each once, and where each
+/// item's K×L pairs are (spilled with the suite: a million items have millions of pairs).
+/// The table is the whole suite's, whatever the run's shard, so that every run schedules the
+/// same batches ([`score_pairs_through_cache`]); a shard's items ask only some of its pairs.
 pub(crate) struct PairTable {
     /// Unique pairs as (unique image index, unique text index).
     pub pairs: SpillVec<(usize, usize)>,
     /// Every item's pairs, row-major over K×L, one item after another, as indices into `pairs`
     /// ([`UNASKED`] for a cell its truth does not ask).
     item_pairs: SpillVec<usize>,
+    /// Where the scored items' cells start in `item_pairs`.
+    first_cell: usize,
+    /// The pairs the scored items ask (`None`: every pair, the whole suite is scored).
+    wanted: Option<SpillVec<bool>>,
 }
 
 /// The pair index of a cell no model is asked ([`benchctl_scoring::Truth::is_asked`]).
 const UNASKED: usize = usize::MAX;
 
 impl PairTable {
-    pub(crate) fn of_items(inputs: &ItemInputs) -> Self {
+    /// The pairs of `all` (the whole suite's items), of which items `scored` are scored.
+    pub(crate) fn of_items(all: &ItemInputs, scored: std::ops::Range<usize>) -> Self {
         let mut index = benchctl_base::spill::Index::default();
         let mut pairs: SpillVec<(usize, usize)> = SpillVec::new();
         let mut item_pairs = SpillVec::new();
-        for n in 0..inputs.suite.items.len() {
-            let (images, texts) = (inputs.images_of(n), inputs.texts_of(n));
-            let truth = inputs.suite.items.item(n).truth();
+        // The scored items' cells, as found.
+        let (mut first_cell, mut end_cell) = (None, None);
+        for n in 0..all.suite.items.len() {
+            if n == scored.start {
+                first_cell = Some(item_pairs.len());
+            }
+            if n == scored.end {
+                end_cell = Some(item_pairs.len());
+            }
+            let (images, texts) = (all.images_of(n), all.texts_of(n));
+            let truth = all.suite.items.item(n).truth();
             for (k, &image) in images.iter().enumerate() {
                 for (l, &text) in texts.iter().enumerate() {
                     if !truth.is_asked(k, l) {
@@ -54,7 +69,44 @@ impl PairTable {
                 }
             }
         }
-        Self { pairs, item_pairs }
+        let (first_cell, end_cell) = (first_cell.unwrap_or(item_pairs.len()), end_cell.unwrap_or(item_pairs.len()));
+        let mut table = Self { pairs, item_pairs, first_cell, wanted: None };
+        if scored != (0..all.suite.items.len()) {
+            let mut wanted = SpillVec::from_elem(false, table.pairs.len());
+            let these = &table.item_pairs[first_cell..end_cell];
+            these.iter().filter(|&&p| p != UNASKED).for_each(|&p| wanted[p] = true);
+            table.wanted = Some(wanted);
+        }
+        table
+    }
+
+    /// Every pair as `(unique image, pair)`, grouped by image in image order (sorted stably, in
+    /// bounded memory).
+    fn by_image(&self) -> SpillVec<(usize, usize)> {
+        let mut order: SpillVec<(usize, usize)> = self.pairs.iter().enumerate().map(|(p, &(i, _))| (i, p)).collect();
+        benchctl_base::spill::sort_by_key(&mut order, |&(i, _)| i);
+        order
+    }
+
+    /// The values of the pairs the run asks (`missing`, an error, where one lacks its value);
+    /// NaN for the others (a shard's neighbours' pairs, never read).
+    pub(crate) fn asked_values(&self, values: &[Option<f32>], missing: &str) -> Result<SpillVec<f32>> {
+        (values.iter().enumerate())
+            .map(|(p, v)| match (v, self.is_wanted(p)) {
+                (Some(v), _) => Ok(*v),
+                (None, false) => Ok(f32::NAN),
+                (None, true) => Err(Error::new(ErrorKind::Compute, missing.to_string())),
+            })
+            .collect()
+    }
+
+    /// Which pairs the scored items ask (`None`: all of them).
+    pub(crate) fn wanted(&self) -> Option<&[bool]> {
+        self.wanted.as_deref()
+    }
+
+    fn is_wanted(&self, pair: usize) -> bool {
+        self.wanted.as_ref().is_none_or(|w| w[pair])
     }
 
     /// Each pair's cache key, from its image's and text's.
@@ -65,7 +117,7 @@ impl PairTable {
     /// Each item's K×L cells' replies from the replies of its pairs.
     pub(crate) fn item_replies(&self, suite: &Suite, replies: &Replies) -> ItemReplies {
         let mut items = ItemReplies::new(suite.items.len());
-        let mut start = 0;
+        let mut start = self.first_cell;
         for (n, item) in suite.items.iter().enumerate() {
             let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
             start += these.len();
@@ -85,7 +137,7 @@ impl PairTable {
         kind: benchctl_scoring::ScoreKind,
     ) -> Result<ScoreTensor> {
         let mut tensor = ScoreTensor::of_kind(kind);
-        let mut start = 0;
+        let mut start = self.first_cell;
         for item in &suite.items {
             let these = &self.item_pairs[start..start + item.image_count() * item.text_count()];
             start += these.len();
@@ -114,12 +166,14 @@ pub(crate) fn reply_key(pair_key: &cache::Key) -> cache::Key {
 
 /// What the cache holds of a run's pairs, and what it lacks.
 pub(crate) struct Cached {
-    /// Every pair's score (`None` where the cache lacks it).
+    /// Every pair's score (`None` where the cache lacks it, or the run does not ask it).
     pub values: SpillVec<Option<f32>>,
+    /// How many of the pairs the run asks the cache holds.
+    pub cached: usize,
     /// Every pair's reply, where replies are kept.
     pub replies: Option<Replies>,
-    /// The missing pairs as `(unique image, pair)`, grouped by image in image order (sorted in
-    /// bounded memory), so that an image is read once for all its missing pairs.
+    /// The missing pairs the run asks, as `(unique image, pair)`, grouped by image in image
+    /// order (sorted in bounded memory), so that an image is read once for all its missing pairs.
     pub todo: SpillVec<(usize, usize)>,
 }
 
@@ -128,8 +182,10 @@ pub(crate) struct Cached {
 /// its reply left unknown (`null` in the dump) and counted in a warning.
 pub(crate) fn missing_pairs(table: &PairTable, inputs: &PairInputs, cache: &EmbeddingCache) -> Cached {
     let pair_keys = inputs.pair_keys;
-    let values: SpillVec<Option<f32>> =
-        (0..pair_keys.len()).map(|p| cache.get(&pair_keys.get(p)).and_then(|v| v.first().copied())).collect();
+    let values: SpillVec<Option<f32>> = (0..pair_keys.len())
+        .map(|p| table.is_wanted(p).then(|| cache.get(&pair_keys.get(p))?.first().copied()).flatten())
+        .collect();
+    let cached = values.iter().filter(|v| v.is_some()).count();
     let replies = inputs.keeps_replies.then(|| {
         let mut replies = Replies::new(pair_keys.len());
         let mut unknown = 0;
@@ -146,10 +202,11 @@ pub(crate) fn missing_pairs(table: &PairTable, inputs: &PairInputs, cache: &Embe
         }
         replies
     });
+    let lacking = |&(p, _): &(usize, &(usize, usize))| values[p].is_none() && table.is_wanted(p);
     let mut todo: SpillVec<(usize, usize)> =
-        table.pairs.iter().enumerate().filter(|&(p, _)| values[p].is_none()).map(|(p, &(i, _))| (i, p)).collect();
+        table.pairs.iter().enumerate().filter(lacking).map(|(p, &(i, _))| (i, p)).collect();
     benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
-    Cached { values, replies, todo }
+    Cached { values, cached, replies, todo }
 }
 
 /// `todo` (unique images, in order) in batches of at most `size`; images shown together, whose
@@ -174,10 +231,15 @@ pub(crate) struct PairScores {
     pub replies: Option<Replies>,
 }
 
-/// A fusion model's score of every pair, through the cache (one value per pair, keyed by
-/// both inputs' keys; and its reply, where kept). Missing pairs are scored grouped by image:
-/// `batch` images are encoded at a time, once each, and all their missing pairs scored in
-/// batches of `batch`.
+/// A fusion model's score of every pair the run asks, through the cache (one value per pair,
+/// keyed by both inputs' keys; and its reply, where kept).
+///
+/// Every run scores in one order, whatever its cache holds or its shard: the table's pairs
+/// grouped by image in image order, images encoded `batch` at a time (one at a time where
+/// they keep their own sizes), and each such image batch's pairs scored `batch` at a time. A
+/// run scores each of those pair batches that holds a pair it lacks, whole, because a score
+/// depends in its last bits on the batch it was computed in: so a resumed run, every shard
+/// and the cold run give the same bits.
 pub(crate) fn score_pairs_through_cache(
     model: Option<&dyn FusionEncoder>,
     table: &PairTable,
@@ -186,81 +248,136 @@ pub(crate) fn score_pairs_through_cache(
     counts: &mut Counts,
     cache: &mut EmbeddingCache,
 ) -> Result<PairScores> {
-    let PairInputs { images, texts, pair_keys, .. } = *inputs;
-    let Cached { mut values, mut replies, todo } = missing_pairs(table, inputs, cache);
-    counts.pairs_cached += values.len() - todo.len();
-    let todo_images: SpillVec<usize> =
-        todo.iter().enumerate().filter(|&(at, &(i, _))| at == 0 || todo[at - 1].0 != i).map(|(_, &(i, _))| i).collect();
+    let Cached { mut values, cached, mut replies, todo } = missing_pairs(table, inputs, cache);
+    counts.pairs_cached += cached;
     let bar = progress(todo.len(), "scoring pairs");
-    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
-    let mut next_todo = 0;
+    let schedule = if todo.is_empty() { SpillVec::new() } else { table.by_image() };
+    let schedule_images: SpillVec<usize> = (schedule.iter().enumerate())
+        .filter(|&(at, &(i, _))| at == 0 || schedule[at - 1].0 != i)
+        .map(|(_, &(i, _))| i)
+        .collect();
     let images_per_batch = model.map_or(batch.max(1), |m| m.preprocessor().images_per_batch(batch));
-    for image_chunk in batches(&todo_images, images_per_batch, images) {
+    let mut at = 0;
+    for image_batch in batches(&schedule_images, images_per_batch, inputs.images) {
+        let last = image_batch[image_batch.len() - 1];
+        let end = at + schedule[at..].iter().take_while(|&&(i, _)| i <= last).count();
+        let these = &schedule[at..end];
+        at = end;
+        let lacks = |pairs: &&[(usize, usize)]| pairs.iter().any(|&(_, p)| values[p].is_none() && table.is_wanted(p));
+        let lacking: Vec<&[(usize, usize)]> = these.chunks(batch.max(1)).filter(lacks).collect();
+        if lacking.is_empty() {
+            continue;
+        }
         let model = model.ok_or_else(|| {
             Error::new(ErrorKind::Compute, "score a pair missing from the cache: the model was not loaded")
         })?;
-        let sources: Vec<ImageSource> = image_chunk.iter().map(|&i| images.source(i)).collect();
-        let states = match sources.as_slice() {
-            // Each image loaded on its own: a model may resize each to about its own size.
-            [ImageSource::Together(shown)] => {
-                let each = |source: &ImageSource| {
-                    load_pixels(model.preprocessor(), std::slice::from_ref(source), model.device())
-                };
-                model.encode_shown_together(&shown.iter().map(each).collect::<Result<Vec<Tensor>>>()?)?
-            }
-            _ => model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?,
-        };
-        counts.images_encoded += image_chunk.len();
+        let states = encode_image_batch(model, image_batch, inputs.images)?;
+        counts.images_encoded += image_batch.len();
         counts.image_batches += 1;
-        // This chunk's images' missing pairs, as (row of the chunk, pair): the next run of `todo`.
-        let mut pairs: Vec<(usize, usize)> = Vec::new();
-        for (row, &i) in image_chunk.iter().enumerate() {
-            while next_todo < todo.len() && todo[next_todo].0 == i {
-                pairs.push((row, todo[next_todo].1));
-                next_todo += 1;
-            }
-        }
-        for chunk in pairs.chunks(batch.max(1)) {
-            let rows: Vec<u32> = chunk.iter().map(|&(row, _)| row as u32).collect();
-            let rows = Tensor::from_vec(rows, chunk.len(), model.device()).map_err(|e| compute("index pairs", e))?;
-            let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
-            let pair_texts: Vec<&str> = chunk.iter().map(|&(_, p)| texts[table.pairs[p].1]).collect();
-            let (scores, generated) = match replies {
-                Some(_) => model.score_pairs_with_replies(&pair_states, &pair_texts)?,
-                None => (model.score_pairs(&pair_states, &pair_texts)?, None),
-            };
-            let scores = scores
-                .to_dtype(DType::F32)
-                .and_then(|s| s.to_vec1::<f32>())
-                .map_err(|e| compute("read pair scores", e))?;
-            if let Some(replies) = &mut replies {
-                let generated = generated
-                    .ok_or_else(|| Error::new(ErrorKind::Compute, "keep the generated replies: the model gave none"))?;
-                let keys: Vec<cache::Key> = chunk.iter().map(|&(_, p)| reply_key(&pair_keys.get(p))).collect();
-                let entries: Vec<(cache::Key, &str)> =
-                    keys.iter().copied().zip(generated.iter().map(String::as_str)).collect();
-                // The reply before its score: a score is never cached without its reply.
-                cache.append_texts(&entries)?;
-                for (&(_, p), reply) in chunk.iter().zip(&generated) {
-                    replies.set(p, reply);
-                }
-            }
-            let entries: Vec<(cache::Key, &[f32])> =
-                chunk.iter().zip(&scores).map(|(&(_, p), v)| (pair_keys.get(p), std::slice::from_ref(v))).collect();
-            cache.append(&entries)?;
-            for (&(_, p), v) in chunk.iter().zip(scores) {
-                values[p] = Some(v);
-            }
-            counts.pairs_scored += chunk.len();
-            bar.inc(chunk.len() as u64);
+        for pairs in lacking {
+            let scored = score_batch(model, &states, image_batch, pairs, table, inputs.texts, replies.is_some())?;
+            let kept = keep(table, inputs.pair_keys, pairs, &scored, (&mut values, &mut replies), cache)?;
+            counts.pairs_scored += pairs.len();
+            bar.inc(kept as u64);
         }
     }
     bar.finish_and_clear();
-    let values = values
-        .iter()
-        .map(|v| v.ok_or_else(|| Error::new(ErrorKind::Compute, "score pairs: a pair was neither cached nor scored")))
-        .collect::<Result<_>>()?;
-    Ok(PairScores { values, replies })
+    Ok(PairScores {
+        values: table.asked_values(&values, "score pairs: a pair was neither cached nor scored")?,
+        replies,
+    })
+}
+
+/// The image states of one batch of unique images.
+fn encode_image_batch(model: &dyn FusionEncoder, image_batch: &[usize], images: &dyn SourceList) -> Result<Tensor> {
+    let sources: Vec<ImageSource> = image_batch.iter().map(|&i| images.source(i)).collect();
+    Ok(match sources.as_slice() {
+        // Each image loaded on its own: a model may resize each to about its own size.
+        [ImageSource::Together(shown)] => {
+            let each =
+                |source: &ImageSource| load_pixels(model.preprocessor(), std::slice::from_ref(source), model.device());
+            model.encode_shown_together(&shown.iter().map(each).collect::<Result<Vec<Tensor>>>()?)?
+        }
+        _ => model.encode_images(&load_pixels(model.preprocessor(), &sources, model.device())?)?,
+    })
+}
+
+/// One batch's scores, and its generated replies where asked for.
+struct ScoredBatch {
+    scores: Vec<f32>,
+    replies: Option<Vec<String>>,
+}
+
+/// Scores `pairs` (as `(unique image, pair)`, their images among `image_batch`, whose states
+/// are `states`) in one batch.
+fn score_batch(
+    model: &dyn FusionEncoder,
+    states: &Tensor,
+    image_batch: &[usize],
+    pairs: &[(usize, usize)],
+    table: &PairTable,
+    texts: &[&str],
+    with_replies: bool,
+) -> Result<ScoredBatch> {
+    let compute = |what: &str, e: candle_core::Error| Error::new(ErrorKind::Compute, format!("{what}: {e}"));
+    // `image_batch` is in image order: a pair's row of the states is where its image sorts.
+    let rows: Vec<u32> = pairs.iter().map(|&(i, _)| image_batch.partition_point(|&b| b < i) as u32).collect();
+    let rows = Tensor::from_vec(rows, pairs.len(), model.device()).map_err(|e| compute("index pairs", e))?;
+    let pair_states = states.index_select(&rows, 0).map_err(|e| compute("gather image states", e))?;
+    let pair_texts: Vec<&str> = pairs.iter().map(|&(_, p)| texts[table.pairs[p].1]).collect();
+    let (scores, replies) = match with_replies {
+        true => model.score_pairs_with_replies(&pair_states, &pair_texts)?,
+        false => (model.score_pairs(&pair_states, &pair_texts)?, None),
+    };
+    let scores =
+        scores.to_dtype(DType::F32).and_then(|s| s.to_vec1::<f32>()).map_err(|e| compute("read pair scores", e))?;
+    if with_replies && replies.is_none() {
+        return Err(Error::new(ErrorKind::Compute, "keep the generated replies: the model gave none"));
+    }
+    Ok(ScoredBatch { scores, replies })
+}
+
+/// Keeps a scored batch: each pair the run lacks in its values (and replies), each pair the
+/// cache lacks in the cache, its reply before its score (a score is never cached without its
+/// reply). A pair the run took from the cache keeps that value. Returns how many pairs the
+/// run lacked.
+fn keep(
+    table: &PairTable,
+    pair_keys: &Keys,
+    pairs: &[(usize, usize)],
+    scored: &ScoredBatch,
+    (values, replies): (&mut SpillVec<Option<f32>>, &mut Option<Replies>),
+    cache: &mut EmbeddingCache,
+) -> Result<usize> {
+    let new: Vec<usize> = (0..pairs.len())
+        .filter(|&at| {
+            let p = pairs[at].1;
+            match table.is_wanted(p) {
+                true => values[p].is_none(),
+                // A neighbour shard's pair, scored for its batch: cached unless already.
+                false => cache.get(&pair_keys.get(p)).is_none(),
+            }
+        })
+        .collect();
+    if let Some(generated) = &scored.replies {
+        let keys: Vec<cache::Key> = new.iter().map(|&at| reply_key(&pair_keys.get(pairs[at].1))).collect();
+        let entries: Vec<(cache::Key, &str)> =
+            keys.iter().zip(&new).map(|(&key, &at)| (key, generated[at].as_str())).collect();
+        cache.append_texts(&entries)?;
+    }
+    let entries: Vec<(cache::Key, &[f32])> =
+        new.iter().map(|&at| (pair_keys.get(pairs[at].1), std::slice::from_ref(&scored.scores[at]))).collect();
+    cache.append(&entries)?;
+    let mut lacked = 0;
+    for &at in new.iter().filter(|&&at| table.is_wanted(pairs[at].1)) {
+        let p = pairs[at].1;
+        values[p] = Some(scored.scores[at]);
+        if let (Some(replies), Some(generated)) = (replies.as_mut(), &scored.replies) {
+            replies.set(p, &generated[at]);
+        }
+        lacked += 1;
+    }
+    Ok(lacked)
 }
 
 #[cfg(test)]
@@ -290,7 +407,12 @@ mod tests {
         cache.append(&[(keys[0], &[-0.5][..]), (keys[1], &[0.0][..])]).unwrap();
         cache.append_texts(&[(reply_key(&keys[1]), "Yes, it is.")]).unwrap();
         let cache = EmbeddingCache::open(root.path(), "ns").unwrap();
-        let table = PairTable { pairs: [(0, 0), (0, 1), (1, 0)].into_iter().collect(), item_pairs: SpillVec::new() };
+        let table = PairTable {
+            pairs: [(0, 0), (0, 1), (1, 0)].into_iter().collect(),
+            item_pairs: SpillVec::new(),
+            first_cell: 0,
+            wanted: None,
+        };
         let pair_keys = Keys::from(keys);
         let inputs = PairInputs { images: &TwoImages, texts: &["a", "b"], pair_keys: &pair_keys, keeps_replies: true };
         let cached = missing_pairs(&table, &inputs, &cache);

@@ -46,7 +46,7 @@ fn score_pairs(
     inputs: &ItemInputs,
     unique: &SuiteInputs,
 ) -> Result<(ScoreTensor, Option<ItemReplies>)> {
-    let pairs = PairTable::of_items(inputs);
+    let pairs = PairTable::of_items(&unique.all_items(), unique.scored_range());
     let pair_keys = Keys::from(pairs.keys(&unique.image_keys, &unique.text_keys()));
     let keeps_replies = session.model.generates_replies();
     let pair_inputs = PairInputs { images: unique.images, texts: &unique.texts, pair_keys: &pair_keys, keeps_replies };
@@ -62,7 +62,7 @@ fn score_pairs(
         return with_replies(scores, ScoreKind::LogProbability);
     }
     // A re-run that finds everything in the cache scores without reading the weights.
-    let (loaded, head) = session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, None)])?;
+    let (loaded, head) = session.model.load_unless_cached(&mut session.cache, &[(&pair_keys, pairs.wanted())])?;
     session.run.timings.load_model_s = loaded.as_ref().map_or(0.0, |l| l.load_s);
     let Head::Fusion(kind) = head else { return Err(head_mismatch()) };
     let fusion = match loaded.as_ref().map(|l| &l.model) {

@@ -18,6 +18,13 @@ use crate::{Error, ErrorKind, Result};
 pub fn run(plan: &EvalPlan) -> Result<Evaluation> {
     let ties = tie_rule(&plan.suite, plan.options.ties.unwrap_or_else(|| official_ties(plan)))?;
     match plan.suite.kind {
+        benchctl_suites::SuiteKind::Galleries if plan.options.shard.is_some() => Err(Error::new(
+            ErrorKind::Usage,
+            format!(
+                "use --shard on {}: a retrieval gallery ranks every query against the whole gallery, so its items cannot be scored apart; run it unsharded",
+                plan.suite.id
+            ),
+        )),
         benchctl_suites::SuiteKind::Galleries => galleries::run(plan, ties),
         _ => items::run(plan, ties),
     }
