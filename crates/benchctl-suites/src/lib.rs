@@ -15,6 +15,7 @@ pub mod paths;
 pub mod pattern;
 pub mod rococo;
 pub mod spec;
+pub mod submission;
 pub mod valse;
 pub mod winoground;
 
@@ -70,6 +71,8 @@ pub struct Suite {
     pub pair_order: Option<PairOrder>,
     /// The manifest that describes the suite, for a suite read from one.
     pub manifest: Option<Arc<manifest::Manifest>>,
+    /// The benchmark's official submission format, if it defines one ([`SuiteInfo::submission`]).
+    pub submission: Option<submission::Submission>,
 }
 
 /// The official submission order of a suite's (image, text) pairs.
@@ -118,14 +121,25 @@ impl Suite {
             incomplete: Vec::new(),
             pair_order: None,
             manifest: None,
+            submission: None,
         }
     }
 
     /// This suite with other items (a shard's slice), without copying the suite's own.
     pub fn with_items(&self, items: Items) -> Self {
         // Destructured so that a new field must be decided on here.
-        let Suite { id, data_dir, summary, annotation_files, items: _, excluded, incomplete, pair_order, manifest } =
-            self;
+        let Suite {
+            id,
+            data_dir,
+            summary,
+            annotation_files,
+            items: _,
+            excluded,
+            incomplete,
+            pair_order,
+            manifest,
+            submission,
+        } = self;
         Suite {
             id: id.clone(),
             data_dir: data_dir.clone(),
@@ -136,6 +150,7 @@ impl Suite {
             incomplete: incomplete.clone(),
             pair_order: pair_order.clone(),
             manifest: manifest.clone(),
+            submission: *submission,
         }
     }
 
@@ -289,6 +304,9 @@ pub struct SuiteInfo {
     /// Where its data is by default under the data root (`datasets/`), where that is not the
     /// suite's id (the shipped demo's `demo/shapes`).
     pub data_dir: Option<&'static str>,
+    /// The file its benchmark's own scorer reads from a model, if it defines one
+    /// ([`submission`]): `eval` writes it beside each run, `score` reads one.
+    pub submission: Option<submission::Submission>,
 }
 
 /// How a suite is read.
@@ -391,7 +409,7 @@ impl SuiteInfo {
                 ))
             }
         };
-        Ok((suite, problems))
+        Ok((Suite { submission: self.submission, ..suite }, problems))
     }
 }
 

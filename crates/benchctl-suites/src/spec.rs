@@ -33,6 +33,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::First,
     kind: SuiteKind::Items { load, summary },
     data_dir: None,
+    submission: None,
 };
 
 pub const HOW_TO_GET: &str =

@@ -34,6 +34,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::Strict,
     kind: SuiteKind::Items { load, summary },
     data_dir: None,
+    submission: None,
 };
 
 pub const HOW_TO_GET: &str = "put the eleven piece files of the data/ folder of github.com/Heidelberg-NLP/VALSE here and extract each image source under images/ as it ships: train2014/, val2014/, val2017/ (COCO), VisualDialog_val2018/, images_512/ (SWiG), visual7w/ (see datasets/valse.md)";

@@ -40,6 +40,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::Strict,
     kind: SuiteKind::Items { load, summary },
     data_dir: None,
+    submission: None,
 };
 
 /// The demo that ships in the repository (`datasets/demo/shapes`, made by
@@ -57,6 +58,7 @@ pub const DEMO_INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::Strict,
     kind: SuiteKind::Items { load, summary },
     data_dir: Some("demo/shapes"),
+    submission: None,
 };
 
 pub const HOW_TO_GET: &str = "accept the terms of the gated dataset facebook/winoground on huggingface.co and set HF_TOKEN, then `benchctl fetch --suite winoground` (or download its data/test-*.parquet, or examples.jsonl and images/ from an earlier revision, into this directory)";

@@ -644,6 +644,10 @@ fn manifest_errors_name_the_key_and_the_line() {
         ("[metrics]", "[metrics]\nties = \"first\"", "`metrics.ties` (line"),
         ("[source]", "[source]\nrows = 3", "unknown field `rows`"),
         ("id = \"my-copy\"", "id = \"winoground\"", "`id` (line"),
+        // A submission format by name, one that fits the family's items, not EqBen's own.
+        ("id = \"my-copy\"", "id = \"my-copy\"\nsubmission = \"csv\"", "`submission` (line"),
+        ("id = \"my-copy\"", "id = \"my-copy\"\nsubmission = \"eqben-npy\"", "`submission` (line"),
+        ("id = \"my-copy\"", "id = \"my-copy\"\nsubmission = \"naturalbench-outputs\"", "`submission` (line"),
         // Images are read under `item.image_dir`: it must not lead out of the data directory.
         ("image_dir = \"images\"", "image_dir = \"../elsewhere\"", "`item.image_dir` (line"),
         ("image_dir = \"images\"", "image_dir = \"/etc\"", "`item.image_dir` (line"),

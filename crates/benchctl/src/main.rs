@@ -173,7 +173,9 @@ fn score_command(args: &cli::ScoreArgs) -> Result<(), Error> {
     if plan.model_name.is_none() {
         return Ok(());
     }
-    store(&scored.external_run(&plan)?, &args.results_dir).map(drop)
+    let evaluation = scored.external_run(&plan)?;
+    let path = store(&evaluation, &args.results_dir)?;
+    export_submission(&evaluation, &path)
 }
 
 /// `benchctl compare`: the table, the CI reports (written whatever the verdict), the verdict.
@@ -192,39 +194,12 @@ fn compare_command(args: &cli::CompareArgs) -> Result<(), Error> {
     compare::verdict(&gate)
 }
 
-/// Writes the suite's official submission (EqBen's `prediction.npy`; a run's generated replies
-/// as NaturalBench's output list) beside the run file `run_path`, when the suite has one.
+/// Writes the suite's official submission file (`benchctl::submission`) beside the run file
+/// `run_path`, when the suite has one.
 fn export_submission(evaluation: &Evaluation, run_path: &std::path::Path) -> Result<(), Error> {
     let Some((suite, scores)) = evaluation.scored() else { return Ok(()) };
-    let outputs = evaluation.replies().and_then(|replies| benchctl::replies::official_outputs(suite, replies));
-    // The official code reads a reply of every entry: a list with gaps is not written.
-    let unknown = outputs.iter().flatten().filter(|o| o.is_none()).count();
-    if unknown > 0 {
-        benchctl_base::stderr_line!(
-            "note: the replies are not written as NaturalBench's output list: {unknown} of them were not kept by the cache"
-        );
+    match submission::export(suite, scores, evaluation.replies(), run_path)? {
+        Some((out, about)) => print(&format!("wrote {} ({about})", out.display())),
+        None => Ok(()),
     }
-    if let Some(outputs) = outputs.filter(|_| unknown == 0) {
-        let out = run_path.with_extension("submission").join(benchctl::replies::OUTPUTS_FILE);
-        let text =
-            serde_json::to_string_pretty(&outputs).map_err(|e| Error::results(format!("format replies: {e}")))?;
-        std::fs::create_dir_all(out.parent().unwrap_or(run_path))
-            .and_then(|_| std::fs::write(&out, text + "\n"))
-            .map_err(|e| Error::results(format!("write {}: {e}", out.display())))?;
-        print(&format!(
-            "wrote {} ({} replies, each question asked of each image, item by item: NaturalBench's output_file; `score --format naturalbench-outputs` reads it back)",
-            out.display(),
-            outputs.len()
-        ))?;
-    }
-    let Some(ordered) = submission::ordered_scores(suite, scores)? else { return Ok(()) };
-    let out = run_path.with_extension("submission").join(submission::PREDICTION_FILE);
-    submission::write_npy_f32(&out, &ordered)?;
-    let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
-    print(&format!(
-        "wrote {} ({} scores in the order of {order}; the official scorer reads it as src_file/{})",
-        out.display(),
-        ordered.len(),
-        submission::PREDICTION_FILE
-    ))
 }

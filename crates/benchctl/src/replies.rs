@@ -3,23 +3,12 @@
 //! ([`Replies`] by pair), then each item's K×L cells' replies ([`ItemReplies`]), the score
 //! dump's `replies` (docs/results.md). Every option of one question about one image was read
 //! from one reply, so their cells hold the same text.
-//!
-//! NaturalBench's evaluation keeps its replies as one list, `output_file` of
-//! `naturalbench_vqa.py` (github.com/Baiqi-Li/NaturalBench): per item, each question asked of
-//! each image, question by question ([`official_order`]). `eval` writes a run's replies so
-//! ([`official_outputs`]), `score` reads such a list (`score::read_official_outputs`).
-
-use std::ops::Range;
+//! NaturalBench's list of them is a submission format (`crate::submission`).
 
 use benchctl_base::spill::{SpillVec, Strings};
-use benchctl_scoring::metrics::answers::split_asked;
-use benchctl_suites::{ItemRef, Suite};
 use serde_json::Value;
 
 use crate::{Error, ErrorKind, Result};
-
-/// The file a run's official output list is written to, in `<run>.submission/`.
-pub const OUTPUTS_FILE: &str = "outputs.json";
 
 /// Texts by index, each set once or not at all (spilled with the suite: a million items have
 /// millions of pairs).
@@ -108,48 +97,6 @@ impl ItemReplies {
     pub fn json(&self, item: usize) -> Option<&str> {
         self.rows.get(item)
     }
-}
-
-/// An item's replies in the official order: `(image, texts of the question)` for each question
-/// (its options' texts, consecutive) and each image, question by question; `None` for an item
-/// that is not questions with answer options asked of every image.
-pub fn official_order(item: ItemRef<'_>) -> Option<Vec<(usize, Range<usize>)>> {
-    let asked: Vec<(&str, &str)> = item.texts().map(split_asked).collect::<Option<_>>()?;
-    // A question's options are consecutive texts; the same question asked twice starts again
-    // at an option it already has.
-    let mut questions: Vec<Range<usize>> = Vec::new();
-    for (t, &(question, option)) in asked.iter().enumerate() {
-        match questions.last_mut() {
-            Some(last) if asked[last.start].0 == question && !asked[last.clone()].iter().any(|a| a.1 == option) => {
-                last.end = t + 1
-            }
-            _ => questions.push(t..t + 1),
-        }
-    }
-    let truth = item.truth();
-    let mut cells = Vec::new();
-    for question in questions {
-        for image in 0..item.image_count() {
-            if !truth.is_asked(image, question.start) {
-                return None;
-            }
-            cells.push((image, question.clone()));
-        }
-    }
-    Some(cells)
-}
-
-/// A run's replies as the official output list (`None` for a reply the run does not hold), or
-/// `None` where the suite's items are not all questions asked of every image.
-pub fn official_outputs(suite: &Suite, replies: &ItemReplies) -> Option<Vec<Option<String>>> {
-    let mut outputs = Vec::new();
-    for (n, item) in suite.items.iter().enumerate() {
-        let rows: Value = replies.json(n).and_then(|json| serde_json::from_str(json).ok()).unwrap_or(Value::Null);
-        for (image, question) in official_order(item)? {
-            outputs.push(rows[image][question.start].as_str().map(str::to_string));
-        }
-    }
-    Some(outputs)
 }
 
 #[cfg(test)]

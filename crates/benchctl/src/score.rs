@@ -9,16 +9,16 @@ use benchctl_base::spill::Strings;
 use benchctl_suites::paths::TextLines;
 use std::path::{Path, PathBuf};
 
-use benchctl_scoring::metrics::answers::split_asked;
 use benchctl_scoring::{Report, ScoreKind, ScoreTensor};
-use benchctl_suites::{ReplyReading, Suite};
+use benchctl_suites::Suite;
 use serde_json::Value;
 
 use crate::dump::{bad, lines, read_dump, Matrices, SCORE_FILE};
 use crate::record::{Evaluation, Outcome};
 use crate::replies::ItemReplies;
 use crate::results::{self, ExternalModel, ModelRecord, Run, SuiteRecord};
-use crate::{submission, Error, ErrorKind, Result};
+use crate::submission::{self, Submission};
+use crate::{Error, ErrorKind, Result};
 
 /// What `benchctl score` reads, and how it stores the result.
 #[derive(Debug, Clone)]
@@ -48,13 +48,33 @@ pub enum ScoreFormat {
     Dump,
     /// Winoground's published model scores: `{"label": "<id>_c<k>_i<j>", "score": s}` per line.
     WinogroundJsonl,
-    /// EqBen's submission vector `prediction.npy`: one score per entry of the flat annotation
-    /// list, in its order.
-    EqbenNpy,
-    /// NaturalBench's official output list of generated replies (`output_file`): a JSON list,
-    /// per item each question asked of each image ([`crate::replies::official_order`]), each
-    /// read as the suite's official code reads replies.
-    NaturalbenchOutputs,
+    /// A benchmark's official submission file ([`crate::submission`]), of the suite's format.
+    Submission(Submission),
+}
+
+impl ScoreFormat {
+    /// The format of a name `score --format` takes: `dump`, `winoground-jsonl` or a
+    /// submission format's.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "dump" => Some(ScoreFormat::Dump),
+            "winoground-jsonl" => Some(ScoreFormat::WinogroundJsonl),
+            _ => Submission::from_name(name).map(ScoreFormat::Submission),
+        }
+    }
+
+    /// Every name `score --format` takes.
+    pub fn names() -> Vec<&'static str> {
+        [&["dump", "winoground-jsonl"][..], &Submission::NAMES[..]].concat()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ScoreFormat::Dump => "dump",
+            ScoreFormat::WinogroundJsonl => "winoground-jsonl",
+            ScoreFormat::Submission(format) => format.name(),
+        }
+    }
 }
 
 /// What `score` computed: the suite's id and report, and what storing it as a run needs.
@@ -100,36 +120,22 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
         None => detect_format(&args.scores)?,
     };
     let mut matrices = Matrices::new(&suite);
-    let format_name = match format {
-        ScoreFormat::Dump => {
-            read_dump(&args.scores, &mut matrices)?;
-            "dump"
-        }
-        ScoreFormat::WinogroundJsonl => {
-            read_winoground(&args.scores, &mut matrices)?;
-            "winoground-jsonl"
-        }
-        ScoreFormat::EqbenNpy => {
-            read_eqben_npy(&args.scores, &suite, &mut matrices)?;
-            "eqben-npy"
-        }
-        ScoreFormat::NaturalbenchOutputs => {
-            read_official_outputs(&args.scores, &suite, info.reply_reading(), &mut matrices)?;
-            "naturalbench-outputs"
+    // What the values are, where the format decides it (replies and answers).
+    let fixed_kind = match format {
+        ScoreFormat::Dump => read_dump(&args.scores, &mut matrices).map(|()| None)?,
+        ScoreFormat::WinogroundJsonl => read_winoground(&args.scores, &mut matrices).map(|()| None)?,
+        ScoreFormat::Submission(submission) => {
+            submission::read(submission, &args.scores, &suite, info.reply_reading(), &mut matrices)?
         }
     };
-    // Replies read by the official rule score as log-probabilities (0 or the log of zero).
-    let kind = match format {
-        ScoreFormat::NaturalbenchOutputs => ScoreKind::LogProbability,
-        _ => args.score_kind,
-    };
+    let kind = fixed_kind.unwrap_or(args.score_kind);
     let replies = matrices.take_replies().map(Box::new);
     let scores = matrices.finish(&args.scores, kind)?;
     let report = suite.evaluate(&scores)?;
     Ok(Scored {
         suite_id: suite.id.to_string(),
         report,
-        format: format_name,
+        format: format.name(),
         detail: Detail::Items { suite: Box::new(suite), scores, replies },
     })
 }
@@ -242,18 +248,17 @@ impl Scored {
     }
 }
 
+/// A score file's layout from its name and first non-empty line: a submission format's
+/// (`submission::detect`), else Winoground's where the line has a `label`, else a dump.
 pub fn detect_format(path: &Path) -> Result<ScoreFormat> {
-    if path.extension().is_some_and(|e| e == "npy") {
-        return Ok(ScoreFormat::EqbenNpy);
-    }
     // The first line is enough; a file that cannot be read is named when it is read as a dump.
     let first = TextLines::open(path, SCORE_FILE)
         .ok()
         .and_then(|mut lines| lines.find_map(|line| line.ok().filter(|(_, l)| !l.trim().is_empty())))
         .map(|(_, line)| line)
         .unwrap_or_default();
-    if first.trim_start().starts_with('[') {
-        return Ok(ScoreFormat::NaturalbenchOutputs);
+    if let Some(format) = submission::detect(path, &first) {
+        return Ok(ScoreFormat::Submission(format));
     }
     let labelled = serde_json::from_str::<Value>(&first).ok().is_some_and(|v| v.get("label").is_some());
     Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
@@ -281,78 +286,6 @@ fn read_winoground(path: &Path, m: &mut Matrices) -> Result<()> {
             .and_then(Value::as_f64)
             .ok_or_else(|| bad(format!("parse {at}: `score` is not a number")))?;
         m.set(item, image, caption, score, &at)?;
-    }
-    Ok(())
-}
-
-/// EqBen's `prediction.npy`: one score per entry of the flat annotation list, in its order.
-fn read_eqben_npy(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
-    let order = suite.pair_order.as_ref().ok_or_else(|| {
-        Error::new(
-            ErrorKind::Usage,
-            format!("read {} as a prediction vector: {} has no official submission order", path.display(), suite.id),
-        )
-    })?;
-    let values = submission::read_prediction(path, order)?;
-    for (i, (slot, value)) in order.slots.iter().zip(values).enumerate() {
-        let at = format!("{} entry {i} (entry {i} of {})", path.display(), order.file.display());
-        if slot.is_missing() {
-            return Err(bad(format!("score {at}: the entry is not part of a readable item")));
-        }
-        m.set(slot.item as usize, usize::from(slot.image), usize::from(slot.text), value, &at)?;
-    }
-    Ok(())
-}
-
-/// The largest output list `score` reads (NaturalBench's 7,600 replies of 128 tokens are a few MB).
-const MAX_OUTPUTS_BYTES: u64 = 1 << 30;
-
-/// Reads an official output list into `m`: each reply read for each of its question's options as
-/// `reading` (the suite's official code's) reads replies (0 where it gives the option,
-/// [`LOG_ZERO`] where not), and kept as the cells' replies.
-///
-/// [`LOG_ZERO`]: benchctl_scoring::LOG_ZERO
-fn read_official_outputs(path: &Path, suite: &Suite, reading: ReplyReading, m: &mut Matrices) -> Result<()> {
-    let bad = |what: String| Error::new(ErrorKind::Data, format!("read {}: {what}", path.display()));
-    benchctl_suites::paths::require_regular_file(path)
-        .map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
-    let size = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?.len();
-    if size > MAX_OUTPUTS_BYTES {
-        return Err(bad(format!("it is {size} bytes, more than the {MAX_OUTPUTS_BYTES} an output list may be")));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-    let outputs: Vec<Value> =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON list of replies ({e})")))?;
-    let orders: Vec<Vec<(usize, std::ops::Range<usize>)>> = suite
-        .items
-        .iter()
-        .map(|item| crate::replies::official_order(item).ok_or_else(|| bad(format!("item `{}` of {} is not questions with answer options asked of every image: it has no official output list", item.id(), suite.id))))
-        .collect::<Result<_>>()?;
-    let wanted: usize = orders.iter().map(Vec::len).sum();
-    if outputs.len() != wanted {
-        return Err(bad(format!(
-            "it holds {} replies; {} has {wanted} (each question asked of each image, item by item)",
-            outputs.len(),
-            suite.id
-        )));
-    }
-    let mut at = 0;
-    for (n, (item, order)) in suite.items.iter().zip(orders).enumerate() {
-        let mut rows = vec![vec![Value::Null; item.text_count()]; item.image_count()];
-        let texts: Vec<&str> = item.texts().collect();
-        for (image, question) in order {
-            let reply =
-                outputs[at].as_str().ok_or_else(|| bad(format!("entry {at} is not a string: {}", outputs[at])))?;
-            for t in question {
-                let option = split_asked(texts[t]).map_or("", |(_, option)| option);
-                let read = benchctl_models::vqascore::reply::names(reading, reply, option);
-                let score = if read { 0.0 } else { benchctl_scoring::LOG_ZERO };
-                m.set(n, image, t, score, &format!("{} entry {at}", path.display()))?;
-                rows[image][t] = Value::from(reply);
-            }
-            at += 1;
-        }
-        m.set_replies(n, &Value::from(rows), &format!("{} item `{}`", path.display(), item.id()))?;
     }
     Ok(())
 }

@@ -115,7 +115,11 @@ pub fn bench_table(model: &str, results: &[PartResult], peak_rss_mib: Option<f64
 pub fn suites_list(statuses: &[crate::catalog::SuiteStatus]) -> String {
     let mut table = table(vec!["suite".into(), "what it is, and its data here".into()]);
     for s in statuses {
-        table.add_row([s.info.id.to_string(), format!("{}\ndata: {}", s.info.description, s.describe())]);
+        let submission = match s.info.submission {
+            Some(format) => format!("\nsubmission: {} (written beside each run; `score` reads one)", format.name()),
+            None => String::new(),
+        };
+        table.add_row([s.info.id.to_string(), format!("{}\ndata: {}{submission}", s.info.description, s.describe())]);
     }
     table.to_string()
 }

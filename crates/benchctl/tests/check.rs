@@ -115,6 +115,10 @@ fn suites_say_what_data_is_here_and_what_is_missing() {
     assert!(spec.starts_with("data: no readable annotations in") && spec.contains("wjpoom/SPEC"), "{spec}");
     let eqben = data_of("eqben");
     assert!(eqben.starts_with("data: not here") && eqben.contains("Wangt-CN/EqBen"), "{eqben}");
+    // Each suite's official submission file, after its data.
+    for format in ["eqben-npy", "naturalbench-outputs", "vismin-csv"] {
+        assert!(listing.contains(&format!("submission: {format} (written beside each run")), "{format}: {listing}");
+    }
 }
 
 /// Every bundled manifest is listed by `benchctl suites` with what is missing and how its

@@ -127,6 +127,14 @@ fn a_scoring_server_is_asked_each_question_with_its_images_and_scores_as_the_off
         check(&run["report"]["breakdowns"]["category"][category.as_str()], want, category);
     }
 
+    // The run's answers as VisMin-bench's submission CSV: byte for byte the file pandas writes
+    // for the choices of the same log-probabilities (gen_vismin_submission_fixture.py).
+    let csv = run_path.with_extension("submission").join("vismin.csv");
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap(),
+        std::fs::read_to_string(fixtures().join("vismin-vqa/submission.csv")).unwrap()
+    );
+
     // The stored dump scores again to the same metrics (`score`, from the run's own dump).
     let (data, dump) = (fixtures().join("vismin"), dump_path(&run_path, &run));
     let rescored = benchctl(
@@ -220,6 +228,12 @@ fn generated_replies_are_read_and_counted_as_the_official_code_does() {
         }
     }
 
+    // A reply naming both options answers both (10 of the fixture's, by the official
+    // `is_match_with_label`), which the submission CSV cannot say.
+    assert!(!run_path.with_extension("submission").exists());
+    let again = eval(&model, &results, &env);
+    assert!(stderr(&again).contains("not written as VisMin's submission CSV: 10 of them tie"), "{}", stderr(&again));
+
     // Strict ties: a reply naming both options (cached now, not asked again) is a miss.
     let mut strict_model = model.to_vec();
     strict_model.extend(["--ties", "strict"]);
@@ -310,4 +324,60 @@ fn check_counts_images_not_the_candidates_that_show_them_together() {
     let said = common::stdout(&out);
     assert!(said.contains("24 items, 48 images, 1 problem(s)"), "{said}{}", stderr(&out));
     assert!(said.contains("the official release has 2084 items, these annotations give 24"), "{said}");
+}
+
+/// A participant's submission CSV of answers (pandas' `to_csv`, empty where a tie chose
+/// nothing) scores as the official `compute_vqa_accuracy` scores it against the labels of
+/// `solutions/vqa_solution.csv`, overall and per category; an answer that is no option counts
+/// as wrong, with a warning naming it.
+#[test]
+fn a_submission_csv_of_answers_scores_as_the_official_metric() {
+    let data = fixtures().join("vismin");
+    let score = |csv: &std::path::Path| {
+        benchctl(
+            &[
+                "score",
+                "--suite",
+                "vismin-vqa",
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--scores",
+                csv.to_str().unwrap(),
+            ],
+            &[],
+        )
+    };
+    let out = score(&fixtures().join("vismin-vqa/submission.csv"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let report: serde_json::Value = serde_json::from_str(&printed[printed.find("\n{").unwrap()..]).unwrap();
+    let official = json("submission-official.json");
+    let check = |metrics: &serde_json::Value, want: &serde_json::Value, what: &str| {
+        for name in ["text_score", "image_score", "group_score"] {
+            let (got, want) = (metrics[name].as_f64().unwrap(), want["accuracy"][name].as_f64().unwrap());
+            assert!((got - want).abs() < 1e-9, "{what} {name}: {got} against the official {want}");
+        }
+    };
+    check(&report["metrics"], &official["overall"], "overall");
+    for (category, want) in official["categories"].as_object().unwrap() {
+        check(&report["breakdowns"]["category"][category.as_str()], want, category);
+    }
+
+    // "First" where the text question's options are A and B (item 4's text task, right in the
+    // file): wrong, as `==` finds it, and named.
+    let wrong = scratch_dir("vismin-vqa-csv").join("wrong-label.csv");
+    let text = std::fs::read_to_string(fixtures().join("vismin-vqa/submission.csv")).unwrap();
+    std::fs::write(&wrong, text.replacen("\n4,A,B,", "\n4,First,B,", 1)).unwrap();
+    let out = score(&wrong);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("1 answer(s) are none of their question's options and count as wrong"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("\"First\" (") && stderr(&out).contains("line 6 column Text_Q0"), "{}", stderr(&out));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let worse: serde_json::Value = serde_json::from_str(&printed[printed.find("\n{").unwrap()..]).unwrap();
+    let text_score = |r: &serde_json::Value| r["metrics"]["text_score"].as_f64().unwrap();
+    assert!(text_score(&worse) < text_score(&report), "item 4's text task was right, and is wrong now");
 }

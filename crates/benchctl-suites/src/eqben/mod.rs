@@ -58,6 +58,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::Strict,
     kind: SuiteKind::Items { load, summary },
     data_dir: None,
+    submission: Some(crate::submission::Submission::EqbenNpy),
 };
 
 pub const HOW_TO_GET: &str = "download EqBen's annotation (eqben_ann/ann_json_finegrained_random.json) and its images (eqben_image_full.tar.gz, or the light .jpg release) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, and extract both here";

@@ -29,6 +29,7 @@ pub const SUBSET_INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::Strict,
     kind: SuiteKind::Items { load: load_subset, summary },
     data_dir: None,
+    submission: None,
 };
 
 pub const SUBSET_HOW_TO_GET: &str = "download EqBen's 10 % subset annotation (eqben_subset/eqben_subset_10percent_final.json) and images (subset_image.tar.gz, which extracts to image_subset/) from the Google Drive links in the README of github.com/Wangt-CN/EqBen, here";

@@ -26,7 +26,7 @@ mod template;
 
 pub use answers::ReplyReading;
 pub use load::MAX_EXPANDED;
-pub use records::MAX_COLUMNS;
+pub use records::{delimited_rows, UnclosedQuote, MAX_COLUMNS};
 // Winoground's built-in loader reads its parquet form as a manifest's parquet is read.
 pub(crate) use cells::Blobs;
 pub(crate) use parquet::read as read_parquet;
@@ -40,6 +40,7 @@ use benchctl_scoring::metrics::{Summary, Ties};
 use toml::Spanned;
 
 use crate::hub::HubSource;
+use crate::submission::Submission;
 use crate::{Error, ErrorKind, Result, SuiteInfo, SuiteKind};
 use item::ItemSpec;
 use raw::RawManifest;
@@ -102,6 +103,8 @@ pub struct Manifest {
     official_ties: Ties,
     /// The dataset repo its files come from (`[hub]`).
     hub: Option<HubSource>,
+    /// The benchmark's official submission format (`submission`).
+    submission: Option<Submission>,
 }
 
 /// A value with the manifest key and line it came from, for messages.
@@ -221,6 +224,7 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         return Err(cx.bad("metrics.family", cx.line(raw.metrics.family.span()), what));
     }
     let hub = raw.hub.as_ref().map(|h| hub_source(h, &sources, &cx)).transpose()?;
+    let submission = raw.submission.as_ref().map(|s| submission(s, &metrics.summary, &cx)).transpose()?;
     let how_to_get = raw.how_to_get.clone().unwrap_or_else(|| default_how_to_get(&id, hub.as_ref(), &sources, origin));
     Ok(Manifest {
         id,
@@ -241,7 +245,34 @@ pub fn parse(text: &str, origin: &str, path: Option<PathBuf>) -> Result<Manifest
         expected_items: raw.expected_items,
         official_ties: metrics.official_ties,
         hub,
+        submission,
     })
+}
+
+/// The `submission` key: a format the suite's items can be written in.
+fn submission(name: &Spanned<String>, summary: &Summary, cx: &Context) -> Result<Submission> {
+    let line = cx.line(name.span());
+    let format = Submission::from_name(name.get_ref()).ok_or_else(|| {
+        cx.bad("submission", line, format!("`{}` is none of {}", name.get_ref(), Submission::NAMES.join(", ")))
+    })?;
+    let family = summary.family;
+    let fits = match format {
+        // Its order is the built-in loader's, read from EqBen's own annotation list.
+        Submission::EqbenNpy => false,
+        Submission::NaturalbenchOutputs => family.facts().asks_questions,
+        Submission::VisminCsv => {
+            use benchctl_scoring::metrics::{answered_group, group};
+            [group::FAMILY, answered_group::FAMILY].contains(&family)
+        }
+    };
+    if !fits {
+        let what = match format {
+            Submission::EqbenNpy => "`eqben-npy` is written in the order the built-in `eqben` suite reads".to_string(),
+            _ => format!("`{}` does not fit the `{}` family's items", format.name(), family.id()),
+        };
+        return Err(cx.bad("submission", line, what));
+    }
+    Ok(format)
 }
 
 /// How to get a manifest's data when it does not say: `fetch` for a hub release (unpacked into
@@ -433,6 +464,11 @@ impl Manifest {
         self.hub.as_ref()
     }
 
+    /// The benchmark's official submission format (`submission`).
+    pub fn submission(&self) -> Option<Submission> {
+        self.submission
+    }
+
     /// How a generated reply to its questions is read (`item.answers.reply`).
     pub fn reply_reading(&self) -> ReplyReading {
         self.item.reply_reading()
@@ -454,6 +490,7 @@ impl Manifest {
             official_ties: self.official_ties,
             kind: SuiteKind::Manifest(Arc::clone(self)),
             data_dir: None,
+            submission: self.submission,
         }
     }
 }

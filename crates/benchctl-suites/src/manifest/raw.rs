@@ -22,6 +22,9 @@ pub(super) struct RawManifest {
     /// The dataset repo on the Hugging Face hub the files come from.
     #[serde(default)]
     pub(super) hub: Option<RawHub>,
+    /// The benchmark's official submission format (a name of `Submission::NAMES`).
+    #[serde(default)]
+    pub(super) submission: Option<Spanned<String>>,
     pub(super) source: RawSource,
     pub(super) item: RawItem,
     pub(super) metrics: RawMetrics,

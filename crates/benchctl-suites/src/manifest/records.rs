@@ -126,7 +126,7 @@ pub const MAX_COLUMNS: usize = 10_000;
 
 /// A quoted field of delimited text that never closes, and the line it opens on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct UnclosedQuote {
+pub struct UnclosedQuote {
     line: usize,
 }
 
@@ -139,7 +139,7 @@ impl std::fmt::Display for UnclosedQuote {
 /// Rows of delimited text as Python's `csv` module reads them by default: fields in double
 /// quotes may hold the delimiter, line breaks and doubled quotes; each row with the line it
 /// starts on (from 1).
-fn delimited_rows(text: &str, delimiter: char) -> std::result::Result<Vec<(usize, Vec<String>)>, UnclosedQuote> {
+pub fn delimited_rows(text: &str, delimiter: char) -> std::result::Result<Vec<(usize, Vec<String>)>, UnclosedQuote> {
     let mut rows = Vec::new();
     let (mut fields, mut field) = (Vec::new(), String::new());
     let (mut line, mut row_line) = (1, 1);

@@ -36,6 +36,7 @@ pub const INFO: SuiteInfo = SuiteInfo {
     official_ties: Ties::First,
     kind: SuiteKind::Galleries,
     data_dir: None,
+    submission: None,
 };
 pub const HOW_TO_GET: &str =
     "put the annotations/ folder of github.com/pseulki/rococo here and the COCO val2014 images under images/val2014/";

@@ -254,21 +254,6 @@ pub struct EvalArgs {
     pub bootstrap: BootstrapArg,
 }
 
-/// Layouts of externally produced scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ScoreFormat {
-    /// benchctl's own per-item dump: `{"id", "scores": [[...]]}` per line, rows = images.
-    Dump,
-    /// Winoground's published model scores: `{"label": "<id>_c<k>_i<j>", "score": s}` per line.
-    WinogroundJsonl,
-    /// EqBen's submission vector `prediction.npy`: one score per entry of the flat annotation
-    /// list, in its order.
-    EqbenNpy,
-    /// NaturalBench's output list of generated replies (`output_file` of its evaluation): per
-    /// item each question asked of each image, read by the official `extract_answer`.
-    NaturalbenchOutputs,
-}
-
 #[derive(Debug, Clone, Args)]
 pub struct ScoreArgs {
     /// The suite id (see `benchctl suites`).
@@ -280,10 +265,12 @@ pub struct ScoreArgs {
     /// The scores.
     #[arg(long, value_name = "FILE")]
     pub scores: PathBuf,
-    /// Their layout [default: from the file name: .npy → eqben-npy, else dump unless the
-    /// first line has a `label`].
-    #[arg(long, value_enum)]
-    pub format: Option<ScoreFormat>,
+    /// Their layout: `dump` (benchctl's per-item dump), `winoground-jsonl` (Winoground's
+    /// published model scores), or the suite's official submission format (`benchctl suites`
+    /// names it) [default: from the file: a submission file by its name or first line, else
+    /// dump unless the first line has a `label`].
+    #[arg(long, value_name = "FORMAT", value_parser = parse_score_format)]
+    pub format: Option<score::ScoreFormat>,
     /// How a tie for the top score counts (see `eval --ties`).
     #[arg(long, value_enum, default_value_t = TiesArg::Strict)]
     pub ties: TiesArg,
@@ -421,6 +408,11 @@ pub struct ConvertArgs {
 }
 
 /// `i/n` with `i < n`.
+fn parse_score_format(text: &str) -> std::result::Result<score::ScoreFormat, String> {
+    score::ScoreFormat::from_name(text)
+        .ok_or_else(|| format!("`{text}` is none of {}", score::ScoreFormat::names().join(", ")))
+}
+
 fn parse_shard(text: &str) -> std::result::Result<Shard, benchctl::plan::ShardError> {
     Shard::parse(text)
 }
@@ -546,12 +538,7 @@ impl ScoreArgs {
             suite: self.suite.clone(),
             data_dir: self.data_dir.clone(),
             scores: self.scores.clone(),
-            format: self.format.map(|f| match f {
-                ScoreFormat::Dump => score::ScoreFormat::Dump,
-                ScoreFormat::WinogroundJsonl => score::ScoreFormat::WinogroundJsonl,
-                ScoreFormat::EqbenNpy => score::ScoreFormat::EqbenNpy,
-                ScoreFormat::NaturalbenchOutputs => score::ScoreFormat::NaturalbenchOutputs,
-            }),
+            format: self.format,
             ties: self.ties.into(),
             bootstrap: self.bootstrap.into(),
             score_kind: match self.score_kind {

@@ -1,24 +1,70 @@
-//! Scores in a benchmark's official submission layout.
+//! EqBen's `prediction.npy`.
 //!
 //! EqBen's official scorer (`evaluate_eqben_locally.py`, the one its CodaLab server ran)
-//! reads `prediction.npy`: one `<f4` score per entry of the flat annotation list
+//! reads one `<f4` score per entry of the flat annotation list
 //! (`eqben_ann/ann_json_finegrained_random.json`), in the list's order, shape
 //! `(4 × items,)` = (1,004,192,) for the full release. The loader keeps that order as the
-//! suite's [`PairOrder`]; `eval` writes the vector, `score` reads one back.
+//! suite's [`PairOrder`].
 
 use std::path::Path;
 
 use benchctl_scoring::ScoreTensor;
 use benchctl_suites::{PairOrder, Suite};
+use npyz::WriterBuilder;
 
+use super::Written;
+use crate::dump::{bad, Matrices};
 use crate::{Error, ErrorKind, Result};
 
 /// The file name the official scorer reads.
-pub const PREDICTION_FILE: &str = benchctl_suites::eqben::SUBMISSION_FILE;
+pub const FILE: &str = benchctl_suites::eqben::SUBMISSION_FILE;
+
+/// A run's scores as the vector the official scorer reads.
+pub(super) fn written(suite: &Suite, scores: &ScoreTensor) -> Result<Option<Written>> {
+    let Some(ordered) = ordered_scores(suite, scores)? else { return Ok(None) };
+    let order = suite.pair_order.as_ref().map(|o| o.file.display().to_string()).unwrap_or_default();
+    let npy = |e: std::io::Error| Error::results(format!("write {FILE}: {e}"));
+    let mut bytes = Vec::new();
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[ordered.len() as u64])
+        .writer(&mut bytes)
+        .begin_nd()
+        .map_err(npy)?;
+    writer.extend(ordered.iter().copied()).map_err(npy)?;
+    writer.finish().map_err(npy)?;
+    Ok(Some(Written {
+        file: FILE,
+        bytes,
+        about: format!(
+            "{} scores in the order of {order}; the official scorer reads it as src_file/{FILE}",
+            ordered.len()
+        ),
+    }))
+}
+
+/// Reads `prediction.npy` into `m`: one score per entry of the suite's pair order.
+pub(super) fn read(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<()> {
+    let order = suite.pair_order.as_ref().ok_or_else(|| {
+        Error::new(
+            ErrorKind::Usage,
+            format!("read {} as a prediction vector: {} has no official submission order", path.display(), suite.id),
+        )
+    })?;
+    let values = read_prediction(path, order)?;
+    for (i, (slot, value)) in order.slots.iter().zip(values).enumerate() {
+        let at = format!("{} entry {i} (entry {i} of {})", path.display(), order.file.display());
+        if slot.is_missing() {
+            return Err(bad(format!("score {at}: the entry is not part of a readable item")));
+        }
+        m.set(slot.item as usize, usize::from(slot.image), usize::from(slot.text), value, &at)?;
+    }
+    Ok(())
+}
 
 /// Every pair's score in the suite's official submission order, or `None` when the suite has
 /// no such order. Every entry must name a scored pair.
-pub fn ordered_scores(suite: &Suite, scores: &ScoreTensor) -> Result<Option<Vec<f32>>> {
+fn ordered_scores(suite: &Suite, scores: &ScoreTensor) -> Result<Option<Vec<f32>>> {
     let Some(order) = &suite.pair_order else { return Ok(None) };
     order
         .slots
@@ -39,17 +85,9 @@ pub fn ordered_scores(suite: &Suite, scores: &ScoreTensor) -> Result<Option<Vec<
         .map(Some)
 }
 
-/// Writes a float32 vector as a C-ordered 1-D `.npy` file (`<f4`), creating its folder.
-pub fn write_npy_f32(path: &Path, values: &[f32]) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::results(format!("create {}: {e}", parent.display())))?;
-    }
-    npyz::to_file_1d(path, values.iter().copied()).map_err(|e| Error::results(format!("write {}: {e}", path.display())))
-}
-
 /// Reads a submission vector as the official scorer would index it: a 1-D, C-ordered array
 /// of `<f4` (or `<f8`) with exactly one finite score per entry of `order`.
-pub fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
+fn read_prediction(path: &Path, order: &PairOrder) -> Result<Vec<f64>> {
     let bad = |what: String| Error::new(ErrorKind::Data, format!("read {}: {what}", path.display()));
     benchctl_suites::paths::require_regular_file(path)
         .map_err(|e| Error::caused_by(ErrorKind::Data, e.to_string(), e))?;
