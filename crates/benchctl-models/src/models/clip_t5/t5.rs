@@ -18,6 +18,7 @@ use candle_core::{DType, Device, Tensor, D};
 use super::super::transformer::Dense;
 use super::super::weights::Weights;
 use super::ClipT5Config;
+use crate::kernels::{Activation, Then};
 use crate::Result;
 
 /// The feed-forward block a config names (`feed_forward_proj`).
@@ -83,9 +84,15 @@ impl Attention {
         xs.reshape((b, s, self.heads, self.d_kv))?.transpose(1, 2)?.contiguous()
     }
 
-    /// `queries` `(b, s, d)` over `memory` `(b, t, d)`, `bias` `(1, heads, s, t)` added to the
-    /// logits (positions, and the causal mask as −∞).
-    fn forward(&self, queries: &Tensor, memory: &Tensor, bias: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    /// `residual` plus the attention of `queries` `(b, s, d)` over `memory` `(b, t, d)`, `bias`
+    /// `(1, heads, s, t)` added to the logits (positions, and the causal mask as −∞).
+    fn forward_onto(
+        &self,
+        queries: &Tensor,
+        memory: &Tensor,
+        bias: Option<&Tensor>,
+        residual: &Tensor,
+    ) -> candle_core::Result<Tensor> {
         let dtype = queries.dtype();
         let q = self.heads_of(&self.q.forward(queries)?)?;
         let k = self.heads_of(&self.k.forward(memory)?)?;
@@ -98,7 +105,7 @@ impl Attention {
         let weights = candle_nn::ops::softmax_last_dim(&logits)?.to_dtype(dtype)?;
         let (b, _, s, _) = q.dims4()?;
         let out = weights.matmul(&v)?.transpose(1, 2)?.reshape((b, s, self.heads * self.d_kv))?;
-        self.o.forward(&out)
+        self.o.forward_then(&out, Then::Add(residual))
     }
 }
 
@@ -126,12 +133,14 @@ impl Mlp {
         })
     }
 
-    fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+    /// `residual` plus the block's output (the sum taken as each output tile is finished,
+    /// on packed weights; the activation too).
+    fn forward_onto(&self, xs: &Tensor, residual: &Tensor) -> candle_core::Result<Tensor> {
         let hidden = match &self.gate {
-            Some(gate) => (self.input.forward(xs)?.gelu()? * gate.forward(xs)?)?,
+            Some(gate) => (self.input.forward_then(xs, Then::Activate(Activation::GeluTanh))? * gate.forward(xs)?)?,
             None => self.input.forward(xs)?.relu()?,
         };
-        self.output.forward(&hidden)
+        self.output.forward_then(&hidden, Then::Add(residual))
     }
 }
 
@@ -170,11 +179,11 @@ impl Block {
 
     fn forward(&self, xs: &Tensor, bias: &Tensor, encoded: Option<&Tensor>) -> candle_core::Result<Tensor> {
         let normed = self.self_norm.forward(xs)?;
-        let mut xs = (xs + self.self_attention.forward(&normed, &normed, Some(bias))?)?;
+        let mut xs = self.self_attention.forward_onto(&normed, &normed, Some(bias), xs)?;
         if let (Some((norm, attention)), Some(encoded)) = (&self.cross, encoded) {
-            xs = (&xs + attention.forward(&norm.forward(&xs)?, encoded, None)?)?;
+            xs = attention.forward_onto(&norm.forward(&xs)?, encoded, None, &xs)?;
         }
-        &xs + self.mlp.forward(&self.mlp_norm.forward(&xs)?)?
+        self.mlp.forward_onto(&self.mlp_norm.forward(&xs)?, &xs)
     }
 }
 
