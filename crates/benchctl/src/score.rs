@@ -117,7 +117,7 @@ pub fn run(args: &ScorePlan) -> Result<Scored> {
     args.bootstrap.apply(&mut suite.summary);
     let format = match args.format {
         Some(format) => format,
-        None => detect_format(&args.scores)?,
+        None => detect_format(&args.scores, suite.submission)?,
     };
     let mut matrices = Matrices::new(&suite);
     // What the values are, where the format decides it (replies and answers).
@@ -249,8 +249,10 @@ impl Scored {
 }
 
 /// A score file's layout from its name and first non-empty line: a submission format's
-/// (`submission::detect`), else Winoground's where the line has a `label`, else a dump.
-pub fn detect_format(path: &Path) -> Result<ScoreFormat> {
+/// (`submission::detect`); else Winoground's where the line has a `label`, a dump where it is
+/// a JSON object, and otherwise the suite's own submission format, if it has one (so that a
+/// file of neither kind is read, and its problem named, as the format the suite takes).
+pub fn detect_format(path: &Path, suites_own: Option<Submission>) -> Result<ScoreFormat> {
     // The first line is enough; a file that cannot be read is named when it is read as a dump.
     let first = TextLines::open(path, SCORE_FILE)
         .ok()
@@ -260,8 +262,14 @@ pub fn detect_format(path: &Path) -> Result<ScoreFormat> {
     if let Some(format) = submission::detect(path, &first) {
         return Ok(ScoreFormat::Submission(format));
     }
-    let labelled = serde_json::from_str::<Value>(&first).ok().is_some_and(|v| v.get("label").is_some());
-    Ok(if labelled { ScoreFormat::WinogroundJsonl } else { ScoreFormat::Dump })
+    let json = serde_json::from_str::<Value>(&first).ok();
+    if json.as_ref().is_some_and(|v| v.get("label").is_some()) {
+        return Ok(ScoreFormat::WinogroundJsonl);
+    }
+    Ok(match suites_own {
+        Some(format) if !first.trim_start().starts_with('{') => ScoreFormat::Submission(format),
+        _ => ScoreFormat::Dump,
+    })
 }
 
 /// `<id>_c<k>_i<j>`: caption k of item id with image j.

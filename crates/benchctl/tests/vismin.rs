@@ -101,6 +101,25 @@ fn a_bad_similarities_csv_is_named() {
         let error = score("vismin", &path, &["--format", "vismin-csv"]).unwrap_err();
         assert!(error.contains(&path.display().to_string()) && error.contains(want), "{name}: {error}");
     }
+    // Windows line ends and a byte-order mark (a spreadsheet's export) read as the same file.
+    let windows = dir.join("windows.csv");
+    std::fs::write(&windows, format!("\u{feff}{}", good.replace('\n', "\r\n"))).unwrap();
+    let submitted = |path: &std::path::Path| score("vismin", path, &[]).unwrap()["breakdowns"].clone();
+    assert_eq!(submitted(&windows), submitted(&fixtures().join("vismin/submission.csv")));
+    // A CSV of neither form is read as the suite's format, which names what it lacks.
+    let odd = dir.join("odd.csv");
+    std::fs::write(&odd, "idx,T0_I0,T1_I0\n0,1,2\n").unwrap();
+    let error = score("vismin", &odd, &[]).unwrap_err();
+    assert!(error.contains("its header is neither `id,T0_I0,T0_I1,T1_I0,T1_I1`"), "{error}");
+    // The other form's file: named, with the suite that reads it.
+    let answers = fixtures().join("vismin-vqa/submission.csv");
+    let error = score("vismin", &answers, &[]).unwrap_err();
+    assert!(
+        error.contains("it holds answers (VisMin's VQA form)") && error.contains("`vismin-vqa` the answers"),
+        "{error}"
+    );
+    let error = score("vismin-vqa", &fixtures().join("vismin/submission.csv"), &[]).unwrap_err();
+    assert!(error.contains("it holds similarities"), "{error}");
     let error = score("vismin", &fixtures().join("vismin/submission.csv"), &["--format", "eqben-npy"]).unwrap_err();
     assert!(
         error.contains("`eqben-npy`: that is not vismin's official submission format (its format: `vismin-csv`)"),

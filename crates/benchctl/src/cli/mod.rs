@@ -267,8 +267,9 @@ pub struct ScoreArgs {
     pub scores: PathBuf,
     /// Their layout: `dump` (benchctl's per-item dump), `winoground-jsonl` (Winoground's
     /// published model scores), or the suite's official submission format (`benchctl suites`
-    /// names it) [default: from the file: a submission file by its name or first line, else
-    /// dump unless the first line has a `label`].
+    /// names it) [default: from the file: a submission file by its name or first line,
+    /// winoground-jsonl where the first line has a `label`, dump where it is another JSON
+    /// object, else the suite's submission format].
     #[arg(long, value_name = "FORMAT", value_parser = parse_score_format)]
     pub format: Option<score::ScoreFormat>,
     /// How a tie for the top score counts (see `eval --ties`).

@@ -188,6 +188,17 @@ pub(super) fn read(path: &Path, suite: &Suite, m: &mut Matrices) -> Result<Optio
     let column = |name: &str| header.iter().position(|h| h == name).unwrap_or(0);
     let id_column = column("id");
     let asks = std::ptr::eq(form, &ANSWERS);
+    if asks != suite.summary.family.facts().asks_questions {
+        let (holds, wants) = match asks {
+            true => ("answers (VisMin's VQA form)", "similarities of 2 × 2 items"),
+            false => ("similarities (VisMin's 2 × 2 items)", "answers to its questions"),
+        };
+        return Err(bad(format!(
+            "read {}: it holds {holds}, and {} is scored from {wants} (`vismin` takes the similarities, `vismin-vqa` the answers)",
+            path.display(),
+            suite.id
+        )));
+    }
     let mut unknown: Vec<String> = Vec::new();
     for (line, fields) in rows {
         if fields.len() != header.len() {
