@@ -224,3 +224,59 @@ fn a_caption_holding_the_image_marker_is_refused() {
         assert!(model.caption_ids(caption).is_ok(), "{caption:?}");
     }
 }
+
+/// `--answer-rule generate`: each reply equals transformers' T5 `generate` on t2v_metrics' own
+/// spliced prompt embeddings, as `CLIPT5Model.generate` means it (greedy, `max_length` 20,
+/// decoded without special tokens and stripped: `scripts/fixtures/gen_clip_flant5_replies_fixture.py`),
+/// whatever batch asks it; and the option's score is read from the reply.
+#[test]
+fn replies_are_generated_as_t2v_metrics_means_them() {
+    use benchctl_models::architecture::LoadChoice;
+    use benchctl_models::vqascore::AnswerRule;
+    let (expected, fixture) = (fixture_expected(FIXTURE), fixture_model(FIXTURE));
+    let replies: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("replies.json")).unwrap()).unwrap();
+    let files = hub::from_dir(&fixture).unwrap();
+    let choice = LoadChoice {
+        answer_rule: AnswerRule::Generate,
+        ..LoadChoice::head(benchctl_models::architecture::ScoreHead::Vqa)
+    };
+    let load = || match benchctl_models::models::clip_t5::ARCHITECTURE.load(choice, &files, DType::F32, &test_device())
+    {
+        Ok(benchctl_models::Model::Fusion(generating)) => generating,
+        _ => panic!("a fusion model"),
+    };
+    let generating = load();
+    let scorer = model(DType::F32);
+    let states = generating.encode_images(&pixels(&scorer, &expected)).unwrap();
+    let files: Vec<&str> = expected["images"].as_array().unwrap().iter().map(|i| i["file"].as_str().unwrap()).collect();
+    let questions: Vec<&str> = replies["questions"].as_array().unwrap().iter().map(|q| q.as_str().unwrap()).collect();
+    // Every question of every image in one batch (three prompt lengths), each asked with its
+    // option "Yes" (the separator: what a suite's questions with answer options hold).
+    let pairs: Vec<&serde_json::Value> = (replies["pairs"].as_array().unwrap().iter())
+        .filter(|p| JPEG_EXACT || !p["image"].as_str().unwrap().ends_with(".jpg"))
+        .collect();
+    let rows: Vec<u32> =
+        pairs.iter().map(|p| files.iter().position(|&f| f == p["image"].as_str().unwrap()).unwrap() as u32).collect();
+    let texts: Vec<String> = pairs
+        .iter()
+        .map(|p| format!("{}{}Yes", questions[p["question"].as_u64().unwrap() as usize], '\u{1f}'))
+        .collect();
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let batch = states.index_select(&Tensor::new(rows.as_slice(), &test_device()).unwrap(), 0).unwrap();
+    let (scores, generated) = generating.score_pairs_with_replies(&batch, &texts).unwrap();
+    let generated = generated.expect("replies");
+    assert!(pairs.len() >= 18, "{} pairs", pairs.len());
+    for ((pair, reply), score) in pairs.iter().zip(&generated).zip(scores.to_vec1::<f32>().unwrap()) {
+        assert_eq!(reply, pair["reply"].as_str().unwrap(), "{} question {}", pair["image"], pair["question"]);
+        // The tiny model's replies never say "Yes": each option "Yes" reads as not given.
+        assert_eq!(score, -1000.0, "{reply:?}");
+    }
+    // One at a time, on a model that has generated nothing yet: the same replies.
+    let alone = load();
+    for (i, pair) in pairs.iter().enumerate().take(4) {
+        let one = batch.narrow(0, i, 1).unwrap();
+        let (_, reply) = alone.score_pairs_with_replies(&one, &texts[i..=i]).unwrap();
+        assert_eq!(reply.unwrap()[0], pair["reply"].as_str().unwrap());
+    }
+}

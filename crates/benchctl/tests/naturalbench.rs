@@ -454,8 +454,30 @@ fn the_examples_processor_bounds_resize_again_and_replies_follow() {
     assert!(stderr(&refused).contains("has no pixel bounds"), "{}", stderr(&refused));
 }
 
-/// Replies are generated only by the generative families that do it here: a contrastive model
-/// (and CLIP-FlanT5) asked to is refused before any work, naming the rule.
+/// CLIP-FlanT5 generates replies too (its replies against transformers' are in
+/// `benchctl-models/tests/clip_t5.rs`): every cell keeps one, the output list holds the 48, and a
+/// warm run generates nothing and keeps them.
+#[test]
+fn clip_flant5_generates_replies_through_the_runner() {
+    let model = benchctl_testkit::workspace_root().join("crates/benchctl-models/tests/fixtures/clip-flant5-tiny");
+    let cache = scratch_dir("naturalbench-clip-t5-cache");
+    let args = ["--model-path", model.to_str().unwrap(), "--answer-rule", "generate"];
+    let (run_path, run) = stored_run(&eval(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!(run["model"]["answer_rule"], "generate");
+    let kept = stored_replies(&run_path, &run);
+    assert!(kept.iter().flatten().flatten().all(Option::is_some), "every cell asked keeps its reply");
+    let listed: Vec<String> = serde_json::from_str(
+        &std::fs::read_to_string(run_path.with_extension("submission").join("outputs.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(listed.len(), 48);
+    let (warm_path, warm) = stored_run(&eval(&args, &[("BENCHCTL_CACHE", cache.to_str().unwrap())]));
+    assert_eq!(warm["counts"]["pairs_scored"], 0);
+    assert_eq!(stored_replies(&warm_path, &warm), kept);
+}
+
+/// Replies are generated only by the generative families: a contrastive model asked to is
+/// refused before any work, naming the rule.
 #[test]
 fn a_model_that_generates_no_replies_here_is_refused() {
     let out = eval(&["--model-path", &common::tiny_model(), "--answer-rule", "generate"], &[]);

@@ -1,6 +1,7 @@
 //! Replies generated here and read by a suite's official rule (`--answer-rule generate`): the
 //! scoring of NaturalBench's and VisMin's official evaluations, which generate an answer and
-//! search it, for every family that implements [`LocalVqa`].
+//! search it, for every family that implements [`LocalVqa`] (CLIP-FlanT5, an encoder-decoder,
+//! generates its own way in `models/clip_t5/replies.rs`, through the same `ReplyMemo`).
 //!
 //! - A reply is `transformers`' `generate` with the checkpoint's `generation_config.json`
 //!   ([`GenerationSettings`]) decoding greedily, at most [`GENERATED_TOKENS`] new tokens, up to
@@ -121,7 +122,7 @@ impl GenerationSettings {
 
     /// `logits` of one row after the repetition penalty over `seen` (its ids so far, in any
     /// order), as `transformers` applies it.
-    fn penalise<'a>(&self, logits: &mut [f32], seen: impl IntoIterator<Item = &'a u32>) {
+    pub(crate) fn penalise<'a>(&self, logits: &mut [f32], seen: impl IntoIterator<Item = &'a u32>) {
         if self.repetition_penalty == 1.0 {
             return;
         }
@@ -139,7 +140,7 @@ fn token_id(value: &serde_json::Value) -> Option<u32> {
 }
 
 /// The index of the first largest value (`torch.argmax`'s choice among equals); NaN never wins.
-fn first_argmax(values: &[f32]) -> u32 {
+pub(crate) fn first_argmax(values: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &v) in values.iter().enumerate() {
         if v > values[best] || values[best].is_nan() && !v.is_nan() {
@@ -220,18 +221,66 @@ pub struct Generating<T> {
     model: T,
     settings: GenerationSettings,
     reading: ReplyReading,
-    /// Replies already generated, by image state ([`digest`]) and prompt: the options of one
-    /// question asked in different batches read one reply (the same state and prompt in
-    /// another batch could round differently and give another).
-    replies: std::sync::Mutex<HashMap<(u64, Vec<u32>), String>>,
+    replies: ReplyMemo,
 }
+
+/// Replies already generated, by image state ([`digest`]) and prompt: the options of one
+/// question asked in different batches read one reply (the same state and prompt in another
+/// batch could round differently and give another).
+#[derive(Default)]
+pub(crate) struct ReplyMemo(std::sync::Mutex<HashMap<(u64, Vec<u32>), String>>);
 
 /// Replies kept for options asked later: a question's options are asked together.
 const REPLIES_HELD: usize = 4096;
 
+impl ReplyMemo {
+    /// Each pair's reply (pair `i`: `image_states` row `i` asked `prompts[i]`): held, or made by
+    /// `make` from the rows and prompts of the pairs whose (state, prompt) is not held, one pair
+    /// standing for each such key, and then held.
+    pub(crate) fn replies(
+        &self,
+        image_states: &Tensor,
+        prompts: &[Vec<u32>],
+        make: impl FnOnce(&Tensor, &[Vec<u32>]) -> Result<Vec<String>>,
+    ) -> Result<Vec<String>> {
+        let compute = |e| Error::compute("generate replies", e);
+        let keys: Vec<(u64, Vec<u32>)> = (0..prompts.len())
+            .map(|i| Ok((digest(&image_states.get(i)?)?, prompts[i].clone())))
+            .collect::<candle_core::Result<_>>()
+            .map_err(compute)?;
+        let held = |key: &(u64, Vec<u32>)| self.0.lock().ok().and_then(|r| r.get(key).cloned());
+        let mut todo: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            if held(key).is_none() && !todo.iter().any(|&j| keys[j] == *key) {
+                todo.push(i);
+            }
+        }
+        if !todo.is_empty() {
+            let rows = Tensor::new(todo.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())
+                .and_then(|rows| image_states.index_select(&rows, 0))
+                .map_err(compute)?;
+            let wanted: Vec<Vec<u32>> = todo.iter().map(|&i| prompts[i].clone()).collect();
+            let made = make(&rows, &wanted)?;
+            let mut replies =
+                self.0.lock().map_err(|_| Error::new(ErrorKind::Compute, "generate replies: a thread panicked"))?;
+            if replies.len() + made.len() > REPLIES_HELD {
+                replies.clear();
+            }
+            for (&i, text) in todo.iter().zip(made) {
+                replies.insert(keys[i].clone(), text);
+            }
+        }
+        keys.iter()
+            .map(|key| {
+                held(key).ok_or_else(|| Error::new(ErrorKind::Compute, "generate replies: a reply went missing"))
+            })
+            .collect()
+    }
+}
+
 impl<T: LocalVqa> Generating<T> {
     pub fn new(model: T, settings: GenerationSettings, reading: ReplyReading) -> Self {
-        Self { model, settings, reading, replies: Default::default() }
+        Self { model, settings, reading, replies: ReplyMemo::default() }
     }
 
     /// The generative model itself.
@@ -241,53 +290,25 @@ impl<T: LocalVqa> Generating<T> {
 
     /// Each pair's reply, generated once per (state, prompt).
     pub fn replies(&self, image_states: &Tensor, texts: &[&str]) -> Result<Vec<String>> {
-        let compute = |e| Error::compute("generate replies", e);
         let prompts: Vec<Vec<u32>> =
             texts.iter().map(|t| self.model.caption_ids(t).map(|(p, _)| p)).collect::<Result<_>>()?;
-        let keys: Vec<(u64, Vec<u32>)> = (0..texts.len())
-            .map(|i| Ok((digest(&image_states.get(i)?)?, prompts[i].clone())))
-            .collect::<candle_core::Result<_>>()
-            .map_err(compute)?;
-        let held = |key: &(u64, Vec<u32>)| self.replies.lock().ok().and_then(|r| r.get(key).cloned());
-        // One generation per distinct key not held, its first pair's row standing for all.
-        let mut todo: Vec<usize> = Vec::new();
-        for (i, key) in keys.iter().enumerate() {
-            if held(key).is_none() && !todo.iter().any(|&j| keys[j] == *key) {
-                todo.push(i);
-            }
-        }
-        if !todo.is_empty() {
+        self.replies.replies(image_states, &prompts, |rows, wanted| {
             // Only a repetition penalty reads them.
             let before = match self.settings.repetition_penalty == 1.0 {
                 true => Vec::new(),
                 false => self.model.ids_before_caption(1)?,
             };
-            let rows = Tensor::new(todo.iter().map(|&i| i as u32).collect::<Vec<_>>(), image_states.device())
-                .and_then(|rows| image_states.index_select(&rows, 0))
-                .map_err(compute)?;
-            let wanted: Vec<Vec<u32>> = todo.iter().map(|&i| prompts[i].clone()).collect();
-            let ids = generate(&self.model, &rows, &wanted, &before, &self.settings).map_err(compute)?;
-            let mut replies = self
-                .replies
-                .lock()
-                .map_err(|_| Error::new(ErrorKind::Compute, "generate replies: a thread panicked"))?;
-            if replies.len() + ids.len() > REPLIES_HELD {
-                replies.clear();
-            }
-            for (&i, ids) in todo.iter().zip(ids) {
-                let text = self
-                    .model
-                    .tokenizer()
-                    .decode(&ids, true)
-                    .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("decode the reply {ids:?}: {e}")))?;
-                replies.insert(keys[i].clone(), text);
-            }
-        }
-        keys.iter()
-            .map(|key| {
-                held(key).ok_or_else(|| Error::new(ErrorKind::Compute, "generate replies: a reply went missing"))
-            })
-            .collect()
+            let ids = generate(&self.model, rows, wanted, &before, &self.settings)
+                .map_err(|e| Error::compute("generate replies", e))?;
+            ids.iter()
+                .map(|ids| {
+                    self.model
+                        .tokenizer()
+                        .decode(ids, true)
+                        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("decode the reply {ids:?}: {e}")))
+                })
+                .collect()
+        })
     }
 }
 

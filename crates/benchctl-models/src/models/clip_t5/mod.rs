@@ -20,6 +20,7 @@
 //! The encoder attends both ways over image and caption, so nothing of the prompt can be
 //! computed once per image but the projected features: they are each image's state.
 
+mod replies;
 pub mod t5;
 
 use std::path::{Path, PathBuf};
@@ -249,6 +250,8 @@ pub struct ClipT5Vqa {
     preprocessor: Preprocessor,
     d_model: usize,
     device: Device,
+    /// Where scores are read from generated replies (`--answer-rule generate`).
+    replying: Option<replies::Replying>,
 }
 
 impl ClipT5Vqa {
@@ -329,6 +332,7 @@ impl ClipT5Vqa {
             preprocessor,
             d_model: d,
             device: device.clone(),
+            replying: None,
         })
     }
 
@@ -350,13 +354,22 @@ impl ClipT5Vqa {
         self.shared.index_select(&ids, 0)?.reshape((b, s, self.d_model))
     }
 
+    /// The encoder's output `(b, t, d)` for prompts of one length: each row's ids before the
+    /// image, its features `images` row, then `after` (its ids after the image).
+    fn encode_prompts(&self, images: &Tensor, after: &[Vec<u32>]) -> candle_core::Result<Tensor> {
+        let before = self.embed(&vec![self.prompt.before_image.clone(); after.len()])?;
+        let after = self.embed(after)?;
+        self.encoder.forward(&Tensor::cat(&[&before, &images.to_dtype(before.dtype())?, &after], 1)?, None)
+    }
+
+    /// The head's logits at the decoder's final hidden states `(…, d)`, in f32.
+    fn logits(&self, hidden: &Tensor) -> candle_core::Result<Tensor> {
+        (hidden * self.head_scale)?.broadcast_matmul(&self.lm_head.t()?)?.to_dtype(DType::F32)
+    }
+
     /// Pairs of one prompt and answer length: each row's mean log-probability of its answer.
     fn score_group(&self, images: &Tensor, ids: &[&(Vec<u32>, Vec<u32>)]) -> candle_core::Result<Vec<f32>> {
-        let b = ids.len();
-        let before = self.embed(&vec![self.prompt.before_image.clone(); b])?;
-        let after = self.embed(&ids.iter().map(|(after, _)| after.clone()).collect::<Vec<_>>())?;
-        let encoded =
-            self.encoder.forward(&Tensor::cat(&[&before, &images.to_dtype(before.dtype())?, &after], 1)?, None)?;
+        let encoded = self.encode_prompts(images, &ids.iter().map(|(after, _)| after.clone()).collect::<Vec<_>>())?;
         // Teacher forcing: the decoder starts from its start token and reads the answer but its
         // last token.
         let inputs: Vec<Vec<u32>> = ids
@@ -366,8 +379,7 @@ impl ClipT5Vqa {
             })
             .collect();
         let hidden = self.decoder.forward(&self.embed(&inputs)?, Some(&encoded))?;
-        let logits = (hidden * self.head_scale)?.broadcast_matmul(&self.lm_head.t()?)?.to_dtype(DType::F32)?;
-        let log_probs = candle_nn::ops::log_softmax(&logits, candle_core::D::Minus1)?;
+        let log_probs = candle_nn::ops::log_softmax(&self.logits(&hidden)?, candle_core::D::Minus1)?;
         let answers: Vec<&[u32]> = ids.iter().map(|(_, answer)| answer.as_slice()).collect();
         mean_answer_log_ps(&log_probs, &answers)
     }
@@ -473,6 +485,9 @@ impl FusionEncoder for ClipT5Vqa {
     }
 
     fn score_pairs(&self, image_states: &Tensor, texts: &[&str]) -> Result<Tensor> {
+        if self.replying.is_some() {
+            return Ok(self.score_pairs_with_replies(image_states, texts)?.0);
+        }
         let ids: Vec<(Vec<u32>, Vec<u32>)> = texts.iter().map(|t| self.caption_ids(t)).collect::<Result<_>>()?;
         let keys: Vec<(usize, usize)> = ids.iter().map(|(p, a)| (p.len(), a.len())).collect();
         let mut scores = vec![0.0f32; texts.len()];
@@ -487,6 +502,14 @@ impl FusionEncoder for ClipT5Vqa {
             group.iter().zip(got.map_err(compute)?).for_each(|(&i, score)| scores[i] = score);
         }
         Tensor::from_vec(scores, texts.len(), &self.device).map_err(compute)
+    }
+
+    /// Where replies are generated: each pair's reply and its score read from it.
+    fn score_pairs_with_replies(&self, image_states: &Tensor, texts: &[&str]) -> Result<(Tensor, Option<Vec<String>>)> {
+        match &self.replying {
+            Some(replying) => self.read_replies(replying, image_states, texts).map(|(s, r)| (s, Some(r))),
+            None => Ok((self.score_pairs(image_states, texts)?, None)),
+        }
     }
 
     fn score_kind(&self) -> ScoreKind {
@@ -559,11 +582,19 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
         let prompt = Prompt::new(load_tokenizer(&files.tokenizer)?)?;
         Ok(CaptionLimit::new(CONTEXT, move |caption| prompt.tokens_cut(caption)))
     },
-    load: |_, files, dtype, device| Ok(crate::Model::Fusion(Box::new(ClipT5Vqa::load(files, dtype, device)?))),
+    load: |choice, files, dtype, device| {
+        // Replies read before the weights: a checkpoint that cannot give them fails at once.
+        let replying = match choice.answer_rule {
+            crate::vqascore::AnswerRule::Generate => Some(replies::Replying::of(files, choice.reply_reading)?),
+            crate::vqascore::AnswerRule::Logprobs => None,
+        };
+        let model = ClipT5Vqa { replying, ..ClipT5Vqa::load(files, dtype, device)? };
+        Ok(crate::Model::Fusion(Box::new(model)))
+    },
     bench_towers: BenchTowers::None,
     pre_captions: false,
     patch_budget: false,
     processor_pixels: false,
     images_together: false,
-    generates_replies: false,
+    generates_replies: true,
 });

@@ -84,19 +84,22 @@ impl Attention {
         xs.reshape((b, s, self.heads, self.d_kv))?.transpose(1, 2)?.contiguous()
     }
 
-    /// `residual` plus the attention of `queries` `(b, s, d)` over `memory` `(b, t, d)`, `bias`
-    /// `(1, heads, s, t)` added to the logits (positions, and the causal mask as −∞).
-    fn forward_onto(
+    /// `memory` `(b, t, d)`'s keys and values, `(b, heads, t, d_kv)` each.
+    fn keys_values(&self, memory: &Tensor) -> candle_core::Result<KeysValues> {
+        Ok((self.heads_of(&self.k.forward(memory)?)?, self.heads_of(&self.v.forward(memory)?)?))
+    }
+
+    /// `residual` plus the attention of `queries` `(b, s, d)` over `memory`'s keys and values,
+    /// `bias` `(1, heads, s, t)` added to the logits (positions, and the causal mask as −∞).
+    fn attend_onto(
         &self,
         queries: &Tensor,
-        memory: &Tensor,
+        (k, v): &KeysValues,
         bias: Option<&Tensor>,
         residual: &Tensor,
     ) -> candle_core::Result<Tensor> {
         let dtype = queries.dtype();
         let q = self.heads_of(&self.q.forward(queries)?)?;
-        let k = self.heads_of(&self.k.forward(memory)?)?;
-        let v = self.heads_of(&self.v.forward(memory)?)?;
         let logits = q.matmul(&k.t()?)?.to_dtype(DType::F32)?;
         let logits = match bias {
             Some(bias) => logits.broadcast_add(bias)?,
@@ -104,10 +107,14 @@ impl Attention {
         };
         let weights = candle_nn::ops::softmax_last_dim(&logits)?.to_dtype(dtype)?;
         let (b, _, s, _) = q.dims4()?;
-        let out = weights.matmul(&v)?.transpose(1, 2)?.reshape((b, s, self.heads * self.d_kv))?;
+        let out = weights.matmul(v)?.transpose(1, 2)?.reshape((b, s, self.heads * self.d_kv))?;
         self.o.forward_then(&out, Then::Add(residual))
     }
 }
+
+/// An attention's keys and values over what it attends to, `(b, heads, t, d_kv)` each: the
+/// decoder's over the encoder's output are made once per prompt, for every step of a reply.
+pub type KeysValues = (Tensor, Tensor);
 
 #[derive(Debug, Clone)]
 struct Mlp {
@@ -177,11 +184,13 @@ impl Block {
         })
     }
 
-    fn forward(&self, xs: &Tensor, bias: &Tensor, encoded: Option<&Tensor>) -> candle_core::Result<Tensor> {
+    /// `xs` through the block, its cross-attention (the decoder's) over `memory`.
+    fn forward(&self, xs: &Tensor, bias: &Tensor, memory: Option<&KeysValues>) -> candle_core::Result<Tensor> {
         let normed = self.self_norm.forward(xs)?;
-        let mut xs = self.self_attention.forward_onto(&normed, &normed, Some(bias), xs)?;
-        if let (Some((norm, attention)), Some(encoded)) = (&self.cross, encoded) {
-            xs = attention.forward_onto(&norm.forward(&xs)?, encoded, None, &xs)?;
+        let own = self.self_attention.keys_values(&normed)?;
+        let mut xs = self.self_attention.attend_onto(&normed, &own, Some(bias), xs)?;
+        if let (Some((norm, attention)), Some(memory)) = (&self.cross, memory) {
+            xs = attention.attend_onto(&norm.forward(&xs)?, memory, None, &xs)?;
         }
         self.mlp.forward_onto(&self.mlp_norm.forward(&xs)?, &xs)
     }
@@ -225,9 +234,28 @@ impl Stack {
     /// `xs` `(b, s, d)` (embedded) through the stack, over `encoded` `(b, t, d)` for the decoder;
     /// the final norm applied.
     pub fn forward(&self, xs: &Tensor, encoded: Option<&Tensor>) -> candle_core::Result<Tensor> {
+        let memory = encoded.map(|encoded| self.memory(encoded)).transpose()?;
+        self.forward_over(xs, memory.as_deref())
+    }
+
+    /// The decoder's keys and values over `encoded` `(b, t, d)`, block by block: what every
+    /// step of a reply attends to ([`Stack::forward_over`]).
+    pub fn memory(&self, encoded: &Tensor) -> candle_core::Result<Vec<KeysValues>> {
+        (self.blocks.iter())
+            .map(|block| match &block.cross {
+                Some((_, attention)) => attention.keys_values(encoded),
+                None => candle_core::bail!("t5: only the decoder attends to the encoder's output"),
+            })
+            .collect()
+    }
+
+    /// [`Stack::forward`] over the decoder's keys and values of the encoder's output, made
+    /// once ([`Stack::memory`]).
+    pub fn forward_over(&self, xs: &Tensor, memory: Option<&[KeysValues]>) -> candle_core::Result<Tensor> {
         let s = xs.dim(1)?;
         let bias = self.bias(s, xs.device())?;
-        let xs = self.blocks.iter().try_fold(xs.clone(), |xs, block| block.forward(&xs, &bias, encoded))?;
+        let xs = (self.blocks.iter().enumerate())
+            .try_fold(xs.clone(), |xs, (i, block)| block.forward(&xs, &bias, memory.map(|m| &m[i])))?;
         self.final_norm.forward(&xs)
     }
 
