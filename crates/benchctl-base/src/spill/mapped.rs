@@ -147,25 +147,42 @@ const IDLE_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// spilled pages are counted) every [`WATCH_EVERY`], and [`trim`]s when they have grown by
 /// [`TRIM_BYTES`] since the last trim. The containers' users never count their reads: a pass
 /// over a million spilled items holds what the last few milliseconds touched. Where the
-/// process cannot read its own `statm` at all (not Linux), the watcher stops and the kernel
-/// alone reclaims the shared pages, as it does under memory pressure; a read that fails later
-/// (no descriptor left for a moment) only skips that look.
+/// process has no `statm` (not Linux), the watcher stops and the kernel alone reclaims the
+/// shared pages, as it does under memory pressure; a read that fails (no descriptor left for a
+/// moment), the first one included, only skips that look.
 fn watch_residency() {
     static STARTED: std::sync::Once = std::sync::Once::new();
     STARTED.call_once(|| {
         let spawned = std::thread::Builder::new().name("benchctl-spill-watch".into()).spawn(|| {
-            let Some(mut baseline) = resident_shared_bytes() else { return };
+            if !std::path::Path::new(STATM).exists() {
+                return;
+            }
+            let (mut baseline, mut spilled) = (None, true);
             loop {
-                let spilled = !registry().is_empty();
                 std::thread::sleep(if spilled { WATCH_EVERY } else { IDLE_EVERY });
                 let Some(now) = resident_shared_bytes() else { continue };
-                if spilled && now > baseline + TRIM_BYTES {
+                // Whether anything is spilled, asked after the reading: asked before, a vector
+                // made and filled during the sleep would count in a baseline taken as if
+                // nothing were (and a mapping dropped since the reading only raises the
+                // baseline until the next look brings it down).
+                spilled = !registry().is_empty();
+                // The first baseline holds no spilled page: taken after a trim, since the
+                // vector that started the watcher may have grown before this first look (a
+                // baseline that held it would let that much more pile up for good).
+                let baseline = match &mut baseline {
+                    Some(baseline) => baseline,
+                    None => {
+                        trim();
+                        baseline.insert(resident_shared_bytes().unwrap_or(now))
+                    }
+                };
+                if spilled && now > *baseline + TRIM_BYTES {
                     trim();
-                    baseline = resident_shared_bytes().unwrap_or(now);
-                } else if now < baseline || !spilled {
+                    *baseline = resident_shared_bytes().unwrap_or(now);
+                } else if now < *baseline || !spilled {
                     // Other shared pages come and go (the binary's, a model file's): the
                     // baseline follows them down, and up while nothing is spilled.
-                    baseline = now;
+                    *baseline = now;
                 }
             }
         });
@@ -177,12 +194,15 @@ fn watch_residency() {
     });
 }
 
+/// Where Linux says what the process has resident.
+const STATM: &str = "/proc/self/statm";
+
 /// The process's resident shared pages (file-backed and shared memory), in bytes.
 fn resident_shared_bytes() -> Option<usize> {
     static PAGE: OnceLock<usize> = OnceLock::new();
     // SAFETY: sysconf only reads a system setting.
     let page = *PAGE.get_or_init(|| usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096));
-    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let statm = std::fs::read_to_string(STATM).ok()?;
     let shared: usize = statm.split_whitespace().nth(2)?.parse().ok()?;
     Some(shared * page)
 }
