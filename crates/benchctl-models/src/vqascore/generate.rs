@@ -43,6 +43,9 @@ pub struct GenerationSettings {
     pub repetition_penalty: f32,
     /// The longest reply.
     pub max_new_tokens: usize,
+    /// The configuration's `max_length`, where it names one: the longest sequence a caller that
+    /// passes no `max_new_tokens` gets (an encoder-decoder's, the start token included).
+    pub max_length: Option<usize>,
 }
 
 /// Settings of `generation_config.json` that would change a greedy reply and are not applied
@@ -117,7 +120,17 @@ impl GenerationSettings {
                 .ok_or_else(|| bad("repetition_penalty", format!("{value} is not a positive number")))?
                 as f32,
         };
-        Ok(Self { stop, repetition_penalty, max_new_tokens: GENERATED_TOKENS as usize })
+        let max_length = match json.get("max_length").filter(|v| !v.is_null()) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .as_u64()
+                    .filter(|&n| n >= 1)
+                    .ok_or_else(|| bad("max_length", format!("{value} is not a positive length")))?
+                    as usize,
+            ),
+        };
+        Ok(Self { stop, repetition_penalty, max_new_tokens: GENERATED_TOKENS as usize, max_length })
     }
 
     /// `logits` of one row after the repetition penalty over `seen` (its ids so far, in any
@@ -399,7 +412,8 @@ mod tests {
 
     #[test]
     fn the_penalty_divides_what_is_seen_once_as_transformers_does() {
-        let settings = GenerationSettings { stop: vec![], repetition_penalty: 2.0, max_new_tokens: 1 };
+        let settings =
+            GenerationSettings { stop: vec![], repetition_penalty: 2.0, max_new_tokens: 1, max_length: None };
         let mut logits = vec![4.0, -1.0, 3.0, 0.5];
         settings.penalise(&mut logits, &[0, 1, 0, 7]);
         assert_eq!(logits, vec![2.0, -2.0, 3.0, 0.5]);

@@ -172,8 +172,8 @@ pub(crate) struct Cached {
     pub cached: usize,
     /// Every pair's reply, where replies are kept.
     pub replies: Option<Replies>,
-    /// The missing pairs the run asks, as `(unique image, pair)`, grouped by image in image
-    /// order (sorted in bounded memory), so that an image is read once for all its missing pairs.
+    /// The missing pairs the run asks, as `(unique image, pair)`, in pair order (a server's
+    /// asks group them by image; a local model scores the whole table's schedule instead).
     pub todo: SpillVec<(usize, usize)>,
 }
 
@@ -203,9 +203,8 @@ pub(crate) fn missing_pairs(table: &PairTable, inputs: &PairInputs, cache: &Embe
         replies
     });
     let lacking = |&(p, _): &(usize, &(usize, usize))| values[p].is_none() && table.is_wanted(p);
-    let mut todo: SpillVec<(usize, usize)> =
+    let todo: SpillVec<(usize, usize)> =
         table.pairs.iter().enumerate().filter(lacking).map(|(p, &(i, _))| (i, p)).collect();
-    benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
     Cached { values, cached, replies, todo }
 }
 

@@ -13,14 +13,14 @@
 use candle_core::Tensor;
 
 use super::ClipT5Vqa;
-use crate::hub::{GenerationFile, ModelFiles};
+use crate::hub::ModelFiles;
 use crate::vqascore::generate::{first_argmax, GenerationSettings, ReplyMemo};
 use crate::vqascore::local::groups_of;
 use crate::vqascore::reply::{self, ReplyReading};
 use crate::vqascore::LOG_ZERO;
 use crate::{Error, ErrorKind, Result};
 
-/// `transformers`' `max_length` where a checkpoint's generation config names none.
+/// `transformers`' `max_length` where a checkpoint's configuration names none.
 const DEFAULT_MAX_LENGTH: usize = 20;
 
 /// How replies are generated and read, and those generated so far.
@@ -35,30 +35,8 @@ impl Replying {
     /// `max_length`), replies read as `reading`.
     pub(super) fn of(files: &ModelFiles, reading: ReplyReading) -> Result<Self> {
         let mut settings = GenerationSettings::of(files)?;
-        settings.max_new_tokens = max_length(files)?.saturating_sub(1);
+        settings.max_new_tokens = settings.max_length.unwrap_or(DEFAULT_MAX_LENGTH).saturating_sub(1);
         Ok(Self { settings, reading, memo: ReplyMemo::default() })
-    }
-}
-
-/// `max_length` of the checkpoint's generation config (else its `config.json`, as
-/// `GenerationConfig.from_model_config` reads it), or `transformers`' default.
-fn max_length(files: &ModelFiles) -> Result<usize> {
-    let path = match &files.generation {
-        GenerationFile::Found(path) => path.as_path(),
-        _ => files.config.as_path(),
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("read {}: {e}", path.display()), e))?;
-    let json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::caused_by(ErrorKind::BadConfig, format!("parse {}: {e}", path.display()), e))?;
-    match json.get("max_length").filter(|v| !v.is_null()) {
-        None => Ok(DEFAULT_MAX_LENGTH),
-        Some(value) => value.as_u64().filter(|&n| n >= 1).map(|n| n as usize).ok_or_else(|| {
-            Error::new(
-                ErrorKind::BadConfig,
-                format!("read `max_length` of {}: {value} is not a positive length", path.display()),
-            )
-        }),
     }
 }
 
