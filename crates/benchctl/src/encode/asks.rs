@@ -36,8 +36,7 @@ pub(crate) fn ask_pairs_through_cache(
     let PairInputs { images, texts, pair_keys, .. } = *inputs;
     let Cached { mut values, cached, mut replies, mut todo } = missing_pairs(table, inputs, cache);
     counts.pairs_cached += cached;
-    // Grouped by image, in image order (sorted in bounded memory), so that an image's payload
-    // is made once for all its missing pairs.
+    // By image (sorted in bounded memory): an image's payload is made once for all its pairs.
     benchctl_base::spill::sort_by_key(&mut todo, |&(i, _)| i);
     let left_for_later = server.request_budget.map_or(0, |budget| todo.len().saturating_sub(budget));
     todo.truncate(todo.len() - left_for_later);
