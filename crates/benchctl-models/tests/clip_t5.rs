@@ -225,48 +225,62 @@ fn a_caption_holding_the_image_marker_is_refused() {
     }
 }
 
-/// `--answer-rule generate`: each reply equals transformers' T5 `generate` on t2v_metrics' own
-/// spliced prompt embeddings, as `CLIPT5Model.generate` means it (greedy, `max_length` 20,
-/// decoded without special tokens and stripped: `scripts/fixtures/gen_clip_flant5_replies_fixture.py`),
-/// whatever batch asks it; and the option's score is read from the reply.
-#[test]
-fn replies_are_generated_as_t2v_metrics_means_them() {
-    use benchctl_models::architecture::LoadChoice;
+/// The replies fixture (`scripts/fixtures/gen_clip_flant5_replies_fixture.py`).
+fn replies_fixture() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture_model(FIXTURE).join("replies.json")).unwrap()).unwrap()
+}
+
+/// The model of `dir` loaded to generate replies.
+fn generating(dir: &std::path::Path) -> benchctl_models::Result<Box<dyn FusionEncoder>> {
+    use benchctl_models::architecture::{LoadChoice, ScoreHead};
     use benchctl_models::vqascore::AnswerRule;
-    let (expected, fixture) = (fixture_expected(FIXTURE), fixture_model(FIXTURE));
-    let replies: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("replies.json")).unwrap()).unwrap();
-    let files = hub::from_dir(&fixture).unwrap();
-    let choice = LoadChoice {
-        answer_rule: AnswerRule::Generate,
-        ..LoadChoice::head(benchctl_models::architecture::ScoreHead::Vqa)
-    };
-    let load = || match benchctl_models::models::clip_t5::ARCHITECTURE.load(choice, &files, DType::F32, &test_device())
-    {
-        Ok(benchctl_models::Model::Fusion(generating)) => generating,
+    let choice = LoadChoice { answer_rule: AnswerRule::Generate, ..LoadChoice::head(ScoreHead::Vqa) };
+    let files = hub::from_dir(dir)?;
+    match benchctl_models::models::clip_t5::ARCHITECTURE.load(choice, &files, DType::F32, &test_device())? {
+        benchctl_models::Model::Fusion(generating) => Ok(generating),
         _ => panic!("a fusion model"),
-    };
-    let generating = load();
-    let scorer = model(DType::F32);
-    let states = generating.encode_images(&pixels(&scorer, &expected)).unwrap();
+    }
+}
+
+/// The fixture's pairs (those of the JPEG only where it decodes as Pillow's), each as the
+/// image state row and the text that asks it, with its option "Yes" (the separator: what a
+/// suite's questions with answer options hold).
+fn reply_pairs(
+    generating: &dyn FusionEncoder,
+    replies: &serde_json::Value,
+) -> (Vec<serde_json::Value>, Tensor, Vec<String>) {
+    let expected = fixture_expected(FIXTURE);
+    let states = generating.encode_images(&pixels(&model(DType::F32), &expected)).unwrap();
     let files: Vec<&str> = expected["images"].as_array().unwrap().iter().map(|i| i["file"].as_str().unwrap()).collect();
     let questions: Vec<&str> = replies["questions"].as_array().unwrap().iter().map(|q| q.as_str().unwrap()).collect();
-    // Every question of every image in one batch (three prompt lengths), each asked with its
-    // option "Yes" (the separator: what a suite's questions with answer options hold).
-    let pairs: Vec<&serde_json::Value> = (replies["pairs"].as_array().unwrap().iter())
+    let pairs: Vec<serde_json::Value> = (replies["pairs"].as_array().unwrap().iter())
         .filter(|p| JPEG_EXACT || !p["image"].as_str().unwrap().ends_with(".jpg"))
+        .cloned()
         .collect();
     let rows: Vec<u32> =
         pairs.iter().map(|p| files.iter().position(|&f| f == p["image"].as_str().unwrap()).unwrap() as u32).collect();
-    let texts: Vec<String> = pairs
+    let texts = pairs
         .iter()
         .map(|p| format!("{}{}Yes", questions[p["question"].as_u64().unwrap() as usize], '\u{1f}'))
         .collect();
-    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     let batch = states.index_select(&Tensor::new(rows.as_slice(), &test_device()).unwrap(), 0).unwrap();
+    (pairs, batch, texts)
+}
+
+/// `--answer-rule generate`: each reply equals transformers' T5 `generate` on t2v_metrics' own
+/// spliced prompt embeddings, as `CLIPT5Model.generate` means it (greedy, `max_length` 20,
+/// decoded without special tokens and stripped: `scripts/fixtures/gen_clip_flant5_replies_fixture.py`),
+/// whatever batch asks it (seven prompts, stress texts and an empty one among them); and the
+/// option's score is read from the reply.
+#[test]
+fn replies_are_generated_as_t2v_metrics_means_them() {
+    let replies = replies_fixture();
+    let generating = generating(&fixture_model(FIXTURE)).unwrap();
+    let (pairs, batch, texts) = reply_pairs(generating.as_ref(), &replies);
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     let (scores, generated) = generating.score_pairs_with_replies(&batch, &texts).unwrap();
     let generated = generated.expect("replies");
-    assert!(pairs.len() >= 18, "{} pairs", pairs.len());
+    assert!(pairs.len() >= 42, "{} pairs", pairs.len());
     assert!(pairs.iter().any(|p| !p["reply"].as_str().unwrap().contains("Yes")), "some replies do not give it");
     for ((pair, reply), score) in pairs.iter().zip(&generated).zip(scores.to_vec1::<f32>().unwrap()) {
         assert_eq!(reply, pair["reply"].as_str().unwrap(), "{} question {}", pair["image"], pair["question"]);
@@ -276,10 +290,84 @@ fn replies_are_generated_as_t2v_metrics_means_them() {
         assert_eq!(score, if gives { 0.0 } else { -1000.0 }, "{reply:?}");
     }
     // One at a time, on a model that has generated nothing yet: the same replies.
-    let alone = load();
+    let alone = self::generating(&fixture_model(FIXTURE)).unwrap();
     for (i, pair) in pairs.iter().enumerate().take(4) {
         let one = batch.narrow(0, i, 1).unwrap();
         let (_, reply) = alone.score_pairs_with_replies(&one, &texts[i..=i]).unwrap();
         assert_eq!(reply.unwrap()[0], pair["reply"].as_str().unwrap());
+    }
+}
+
+/// The fixture's model directory with `changes` made to its JSON settings files (`(file, key,
+/// value)`), the other files linked.
+fn fixture_with(changes: &[(&str, &str, serde_json::Value)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(fixture_model(FIXTURE)).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        let changed: Vec<_> = changes.iter().filter(|(file, _, _)| *file == name).collect();
+        if changed.is_empty() {
+            std::os::unix::fs::symlink(entry.path(), dir.path().join(&name)).unwrap();
+            continue;
+        }
+        let mut json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.path()).unwrap()).unwrap();
+        for (_, key, value) in changed {
+            json[*key] = value.clone();
+        }
+        std::fs::write(dir.path().join(&name), json.to_string()).unwrap();
+    }
+    dir
+}
+
+/// A generation config's `max_new_tokens` bounds a reply whatever its `max_length` (transformers'
+/// `generate` with `max_new_tokens` 4 set in the fixture's config), and a tokenizer config's
+/// `clean_up_tokenization_spaces` is read: a value that is not a flag is refused, naming it.
+#[test]
+fn replies_follow_the_generation_configs_max_new_tokens_and_the_tokenizers_clean_up() {
+    let replies = replies_fixture();
+    let short = replies["short_max_new_tokens"].clone();
+    let dir = fixture_with(&[
+        ("generation_config.json", "max_new_tokens", short),
+        ("generation_config.json", "max_length", 20.into()),
+    ]);
+    let generating = generating(dir.path()).unwrap();
+    let (pairs, batch, texts) = reply_pairs(generating.as_ref(), &replies);
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let (_, generated) = generating.score_pairs_with_replies(&batch, &texts).unwrap();
+    let mut shorter = 0;
+    for (pair, reply) in pairs.iter().zip(generated.unwrap()) {
+        assert_eq!(reply, pair["short"].as_str().unwrap(), "{} question {}", pair["image"], pair["question"]);
+        shorter += usize::from(reply.len() < pair["reply"].as_str().unwrap().len());
+    }
+    assert!(shorter > pairs.len() / 2, "most replies are cut: {shorter} of {}", pairs.len());
+
+    let on = fixture_with(&[("tokenizer_config.json", "clean_up_tokenization_spaces", true.into())]);
+    let files = hub::from_dir(on.path()).unwrap();
+    let settings = benchctl_models::vqascore::generate::GenerationSettings::of(&files).unwrap();
+    assert!(settings.decoding.clean_up_spaces);
+    let wrong = fixture_with(&[("tokenizer_config.json", "clean_up_tokenization_spaces", "yes".into())]);
+    let Err(error) = self::generating(wrong.path()) else { panic!("a clean-up setting of \"yes\" is refused") };
+    let message = error.to_string();
+    assert!(message.contains("clean_up_tokenization_spaces") && message.contains("tokenizer_config.json"), "{message}");
+}
+
+/// A reply's ids decode as t2v_metrics' tokenizer decodes them (transformers' slow
+/// `T5Tokenizer`, `skip_special_tokens=True`, stripped), with `clean_up_tokenization_spaces` off
+/// (the fixture's, transformers' default) and on: ids that hold every pattern the clean-up
+/// rewrites, special tokens among them.
+#[test]
+fn replies_decode_as_transformers_with_the_clean_up_off_and_on() {
+    use benchctl_models::vqascore::generate::ReplyDecoding;
+    let replies = replies_fixture();
+    let tokenizer = tokenizers::Tokenizer::from_file(fixture_model(FIXTURE).join("tokenizer.json")).unwrap();
+    let read = ReplyDecoding::of(&hub::from_dir(&fixture_model(FIXTURE)).unwrap()).unwrap();
+    assert!(!read.clean_up_spaces, "the fixture's tokenizer config sets it false");
+    let on = ReplyDecoding { clean_up_spaces: true, ..read.clone() };
+    for check in replies["decode_checks"].as_array().unwrap() {
+        let ids: Vec<u32> = json_numbers(&check["ids"]).iter().map(|&id| id as u32).collect();
+        let plain = read.decode(&tokenizer, &ids).unwrap();
+        assert_eq!(plain.trim(), check["plain"].as_str().unwrap(), "{ids:?}");
+        assert_eq!(on.decode(&tokenizer, &ids).unwrap().trim(), check["cleaned"].as_str().unwrap(), "{ids:?}");
     }
 }

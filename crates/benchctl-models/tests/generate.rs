@@ -275,3 +275,32 @@ fn generation_settings_are_read_as_transformers_reads_them_or_refused_by_key() {
     });
     assert!(GenerationSettings::of(&hub::from_dir(neutral.path()).unwrap()).is_ok());
 }
+
+/// A reply decodes as transformers 5 decodes it with a BPE tokenizer (the tiny Qwen2.5-VL's and
+/// Gemma's; `scripts/fixtures/gen_reply_decoding_fixture.py`): `clean_up_tokenization_spaces`
+/// set in its tokenizer config changes nothing, unless the config also forces it for BPE (the
+/// fixtures' configs set neither, which reads as off); and the tokens the config names special
+/// are skipped though `tokenizer.json` does not flag them (the tiny Gemma's "Yes" and "No").
+#[test]
+fn bpe_replies_are_cleaned_up_only_where_forced_as_transformers_5_does() {
+    use benchctl_models::vqascore::generate::ReplyDecoding;
+    let path = fixture_model("reply-decoding-bpe.json");
+    let fixture: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut skipped = 0;
+    for (name, cases) in fixture["tokenizers"].as_object().unwrap() {
+        let files = hub::from_dir(&fixture_model(name)).unwrap();
+        let read = GenerationSettings::of(&files).unwrap().decoding;
+        assert!(!read.clean_up_spaces && !read.clean_up_bpe, "{name}");
+        let on = ReplyDecoding { clean_up_spaces: true, ..read.clone() };
+        let forced = ReplyDecoding { clean_up_spaces: true, clean_up_bpe: true, ..read.clone() };
+        let tokenizer = tokenizers::Tokenizer::from_file(&files.tokenizer).unwrap();
+        for case in cases.as_array().unwrap() {
+            let ids: Vec<u32> = case["ids"].as_array().unwrap().iter().map(|id| id.as_u64().unwrap() as u32).collect();
+            skipped += usize::from(tokenizer.decode(&ids, true).unwrap() != case["off"].as_str().unwrap());
+            assert_eq!(read.decode(&tokenizer, &ids).unwrap(), case["off"], "{name}");
+            assert_eq!(on.decode(&tokenizer, &ids).unwrap(), case["on"], "{name}");
+            assert_eq!(forced.decode(&tokenizer, &ids).unwrap(), case["forced"], "{name}");
+        }
+    }
+    assert!(skipped > 0, "some case holds a token only the config names special");
+}

@@ -495,8 +495,9 @@ fn an_openclip_repo_without_safetensors_or_tokenizer_takes_open_clips_fallbacks(
 
 /// A CLIP-FlanT5 repo as zhiqiulin's are published: `config.json` and PyTorch shards behind
 /// `pytorch_model.bin.index.json`, no `tokenizer.json` (404). Every shard the index names is
-/// downloaded beside it, the tokenizer is google/flan-t5-xl's at its pinned commit, and an
-/// offline run resolves the same files from the cache.
+/// downloaded beside it, the tokenizer is google/flan-t5-xl's at its pinned commit (with that
+/// commit's `tokenizer_config.json`, which decodes replies), the repo's `generation_config.json`
+/// is read, and an offline run resolves the same files from the cache.
 #[test]
 fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
     let index = r#"{"metadata": {}, "weight_map": {"shared.weight": "pytorch_model-00001-of-00002.bin",
@@ -516,6 +517,7 @@ fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
     let stand_in = cache.path().join("models--google--flan-t5-xl").join("snapshots").join(flan.commit);
     std::fs::create_dir_all(&stand_in).unwrap();
     std::fs::write(stand_in.join(flan.file), "FlanT5's tokenizer").unwrap();
+    std::fs::write(stand_in.join("tokenizer_config.json"), "{}").unwrap();
     let clip = benchctl_models::models::clip_t5::CLIP_L14_336.file;
     let tower = cache.path().join("models--openai--clip-vit-large-patch14-336").join("snapshots").join(clip.commit);
     std::fs::create_dir_all(&tower).unwrap();
@@ -526,6 +528,8 @@ fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
     let snapshot = cache.path().join("models--zhiqiulin--clip-flant5-xl").join("snapshots").join(COMMIT);
     assert_eq!(files.weights, snapshot.join("pytorch_model.bin.index.json"));
     assert_eq!(files.tokenizer, stand_in.join(flan.file));
+    assert_eq!(files.tokenizer_settings, Some(stand_in.join("tokenizer_config.json")));
+    assert_eq!(files.generation, hub::GenerationFile::Found(snapshot.join("generation_config.json")));
     // The index names no tower tensor: the CLIP tower's weights come from OpenAI's repo.
     assert_eq!(files.companion, Some(tower.join(clip.file)));
     for shard in ["pytorch_model-00001-of-00002.bin", "pytorch_model-00002-of-00002.bin"] {
@@ -534,7 +538,10 @@ fn a_clip_flant5_repo_brings_its_pytorch_shards_and_flan_t5s_tokenizer() {
     let before = hub_server.seen().len();
     let offline = HubSettings { offline: true, ..online.clone() };
     let cached = hub::from_hub_with("zhiqiulin/clip-flant5-xl", "main", layout, &offline).unwrap();
-    assert_eq!((cached.weights, cached.tokenizer, cached.companion), (files.weights, files.tokenizer, files.companion));
+    assert_eq!(
+        (cached.weights, cached.tokenizer, cached.tokenizer_settings, cached.generation, cached.companion),
+        (files.weights, files.tokenizer, files.tokenizer_settings, files.generation, files.companion)
+    );
     assert_eq!(hub_server.seen().len(), before, "resolved from the cache, without a request");
 
     // An index that names the tower: nothing else is taken.

@@ -316,7 +316,9 @@ pub fn resolve_model(choice: &ModelChoice) -> Result<ResolvedModel> {
         preprocessor: files.preprocessor.as_deref().and_then(content_digest),
         jpeg_decoder: benchctl_suites::image::JPEG_DECODER.to_string(),
         text_prep: record.text_prep.clone(),
-        tokenizer_settings: files.tokenizer_settings.as_deref().filter(|_| transformers_prep).and_then(content_digest),
+        tokenizer_settings: (files.tokenizer_settings.as_deref())
+            .filter(|_| transformers_prep || generates)
+            .and_then(content_digest),
         max_patches,
         processor_pixels: record.processor_pixels,
         answer_rule: record.answer_rule.clone(),

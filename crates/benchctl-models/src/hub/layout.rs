@@ -21,6 +21,9 @@ pub struct Layout {
     pub tokenizer_instead: Option<FileElsewhere>,
     /// Whether the layout may carry image processor settings ([`IMAGE_SETTINGS_FILES`]).
     pub image_settings: bool,
+    /// Whether the layout's models may generate replies: their [`GENERATION_FILE`] is then
+    /// read, and their tokenizer's [`TOKENIZER_SETTINGS_FILE`] (how a reply is decoded).
+    pub generation: bool,
     /// A file of another repo the model needs where its own weights lack part of it.
     pub companion: Option<Companion>,
 }
@@ -85,6 +88,7 @@ pub const HF_LAYOUT: Layout = Layout {
     tokenizer: "tokenizer.json",
     tokenizer_instead: None,
     image_settings: true,
+    generation: true,
     companion: None,
 };
 
@@ -123,6 +127,7 @@ pub const OPEN_CLIP_LAYOUT: Layout = Layout {
     tokenizer: "tokenizer.json",
     tokenizer_instead: Some(OPENAI_CLIP_BPE),
     image_settings: false,
+    generation: false,
     companion: None,
 };
 

@@ -34,8 +34,9 @@ pub struct ModelFiles {
     /// them, in its `image_processor` section); `None` for OpenCLIP's layout, or a checkpoint
     /// with neither (the architecture's defaults then apply, and the run says so).
     pub preprocessor: Option<PathBuf>,
-    /// `tokenizer_config.json`, where the checkpoint has one: what `transformers`' tokenizer
-    /// class reads (its padding side, its class), for `--text-prep transformers`.
+    /// `tokenizer_config.json` beside the tokenizer read, where there is one: what
+    /// `transformers`' tokenizer class reads (its padding side, its class) for `--text-prep
+    /// transformers`, and how it decodes a generated reply.
     pub tokenizer_settings: Option<PathBuf>,
     /// The layout's [`Companion`] file, where the weights lack what it holds and it was
     /// fetched from its repo.
@@ -200,9 +201,10 @@ pub fn from_dir_with(dir: &Path, layout: Layout) -> Result<ModelFiles> {
             .image_settings
             .then(|| IMAGE_SETTINGS_FILES.iter().map(|f| dir.join(f)).find(|p| p.is_file()))
             .flatten(),
-        tokenizer_settings: Some(dir.join(TOKENIZER_SETTINGS_FILE)).filter(|p| layout.image_settings && p.is_file()),
+        tokenizer_settings: Some(dir.join(TOKENIZER_SETTINGS_FILE))
+            .filter(|p| (layout.image_settings || layout.generation) && p.is_file()),
         companion: None,
-        generation: if layout.image_settings { GenerationFile::in_dir(dir) } else { GenerationFile::Absent },
+        generation: if layout.generation { GenerationFile::in_dir(dir) } else { GenerationFile::Absent },
 
         origin: Origin::Directory(dir.to_path_buf()),
     })
@@ -301,10 +303,15 @@ pub fn from_hub_with(repo: &str, revision: &str, layout: Layout, settings: &HubS
     let commit = commit.unwrap_or_default();
     let preprocessor =
         if layout.image_settings { image_settings_file(repo, revision, &commit, settings)? } else { None };
-    let tokenizer_settings =
-        if layout.image_settings { tokenizer_settings_file(repo, revision, &commit, settings) } else { None };
+    // The settings beside the tokenizer read: the repo's own, or those of the repo the stand-in
+    // comes from, at its pinned commit.
+    let tokenizer_settings = match layout.tokenizer_instead {
+        _ if !(layout.image_settings || layout.generation) => None,
+        None => tokenizer_settings_file(repo, revision, &commit, settings),
+        Some(instead) => tokenizer_settings_file(instead.repo, instead.commit, instead.commit, settings),
+    };
     let generation =
-        if layout.image_settings { generation_file(repo, revision, &commit, settings) } else { GenerationFile::Absent };
+        if layout.generation { generation_file(repo, revision, &commit, settings) } else { GenerationFile::Absent };
     let companion = match layout.companion {
         Some(c) if !weights_hold(&paths[1], c.unless_tensor)? => {
             Some(model_file(c.file.repo, c.file.commit, c.file.file, settings)?)

@@ -38,8 +38,9 @@ impl GenerationFile {
 }
 
 /// The repo's `tokenizer_config.json`, where it has one: from the cache, else downloaded where
-/// the repo has it. Only `--text-prep transformers` needs it, and it says so when it is
-/// missing, so an offline cache without it, or a failed request, is no error here.
+/// the repo has it. `--text-prep transformers` needs it, and says so when it is missing; a
+/// reply's decoding without it is `transformers`' default; so an offline cache without it, or
+/// a failed request, is no error here.
 pub(super) fn tokenizer_settings_file(
     repo: &str,
     revision: &str,

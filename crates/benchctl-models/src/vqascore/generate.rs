@@ -15,7 +15,8 @@
 //!   over the keys and values kept so far ([`LocalVqa::start_reply`]), as `generate`'s cache
 //!   does; rows of one prompt length step as one batch, with no padding to change a result, and
 //!   a row leaves the batch when its reply ends.
-//! - The reply is decoded as the processors' `batch_decode(…, skip_special_tokens=True)` does and
+//! - The reply is decoded as the processors' `batch_decode(…, skip_special_tokens=True)` does
+//!   (with the tokenizer's own `clean_up_tokenization_spaces`, [`ReplyDecoding`]) and
 //!   read once for each answer option asked about it ([`super::reply::names`]): the options of
 //!   one question over one image share one generation.
 
@@ -46,6 +47,119 @@ pub struct GenerationSettings {
     /// The configuration's `max_length`, where it names one: the longest sequence a caller that
     /// passes no `max_new_tokens` gets (an encoder-decoder's, the start token included).
     pub max_length: Option<usize>,
+    /// The configuration's `max_new_tokens`, where it names one: the longest reply of a caller
+    /// that passes none, whatever `max_length` says.
+    pub config_max_new_tokens: Option<usize>,
+    /// How the checkpoint's tokenizer decodes a reply (its `tokenizer_config.json`).
+    pub decoding: ReplyDecoding,
+}
+
+/// How `transformers`' `decode(ids, skip_special_tokens=True)` differs from the tokenizer's own
+/// decoding, as the tokenizer's `tokenizer_config.json` sets it:
+/// - the special tokens it skips are also those the file names (`bos_token` and the other named
+///   ones, `additional_special_tokens` / `extra_special_tokens` / `model_specific_special_tokens`,
+///   `added_tokens_decoder` entries marked special), which `transformers` registers as special
+///   whatever `tokenizer.json` flags;
+/// - `clean_up_tokenization_spaces` removes the spaces before punctuation and in English
+///   contractions (`clean_up_tokenization`), except, since transformers 5, for a BPE tokenizer
+///   (where it would remove spaces the text has) unless
+///   `clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output` forces it. Where
+///   the file or the key is absent: off, transformers' default since 4.45.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplyDecoding {
+    pub clean_up_spaces: bool,
+    pub clean_up_bpe: bool,
+    /// The special tokens the settings file names, by their text.
+    pub special: Vec<String>,
+}
+
+/// The settings file's keys, in the order [`ReplyDecoding`]'s fields hold them.
+const CLEAN_UP_KEYS: [&str; 2] =
+    ["clean_up_tokenization_spaces", "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"];
+
+impl ReplyDecoding {
+    /// The settings of `files.tokenizer_settings`, where there is one.
+    pub fn of(files: &ModelFiles) -> Result<Self> {
+        let Some(path) = &files.tokenizer_settings else { return Ok(Self::default()) };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::caused_by(ErrorKind::MissingFile, format!("read {}: {e}", path.display()), e))?;
+        let json: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| Error::caused_by(ErrorKind::BadConfig, format!("parse {}: {e}", path.display()), e))?;
+        let [clean_up_spaces, clean_up_bpe] = CLEAN_UP_KEYS.map(|key| match json.get(key) {
+            None | Some(serde_json::Value::Null) => Ok(false),
+            Some(serde_json::Value::Bool(on)) => Ok(*on),
+            Some(other) => Err(Error::new(
+                ErrorKind::BadConfig,
+                format!("read `{key}` of {}: {other} is not true or false", path.display()),
+            )),
+        });
+        Ok(Self {
+            clean_up_spaces: clean_up_spaces?,
+            clean_up_bpe: clean_up_bpe?,
+            special: named_special_tokens(&json),
+        })
+    }
+
+    /// `ids` as `tokenizer.decode(ids, skip_special_tokens=True)` gives them.
+    pub fn decode(&self, tokenizer: &tokenizers::Tokenizer, ids: &[u32]) -> Result<String> {
+        let kept: Vec<u32> = (ids.iter().copied())
+            .filter(|&id| tokenizer.id_to_token(id).is_none_or(|token| !self.special.contains(&token)))
+            .collect();
+        let text = (tokenizer.decode(&kept, true))
+            .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("decode the reply {ids:?}: {e}")))?;
+        let bpe = matches!(tokenizer.get_model(), tokenizers::ModelWrapper::BPE(_));
+        Ok(if self.clean_up_spaces && (!bpe || self.clean_up_bpe) { clean_up_tokenization(&text) } else { text })
+    }
+}
+
+/// `transformers`' named special tokens (`SPECIAL_TOKENS_ATTRIBUTES`).
+const NAMED_SPECIAL_TOKENS: [&str; 7] =
+    ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
+
+/// The special tokens a `tokenizer_config.json` names, each given as its text or as an added
+/// token's object (`{"content": …}`).
+fn named_special_tokens(json: &serde_json::Value) -> Vec<String> {
+    let content = |value: &serde_json::Value| match value {
+        serde_json::Value::String(text) => Some(text.clone()),
+        other => other.get("content").and_then(|c| c.as_str()).map(str::to_string),
+    };
+    let Some(settings) = json.as_object() else { return Vec::new() };
+    let mut special = Vec::new();
+    for (key, value) in settings {
+        match key.as_str() {
+            "additional_special_tokens" | "extra_special_tokens" | "model_specific_special_tokens" => match value {
+                serde_json::Value::Array(tokens) => special.extend(tokens.iter().filter_map(content)),
+                // transformers 5 also takes a map of named extra tokens.
+                serde_json::Value::Object(named) => special.extend(named.values().filter_map(content)),
+                _ => {}
+            },
+            "added_tokens_decoder" => special.extend(
+                (value.as_object().into_iter().flat_map(|tokens| tokens.values()))
+                    .filter(|token| token.get("special").and_then(|s| s.as_bool()) == Some(true))
+                    .filter_map(content),
+            ),
+            key if NAMED_SPECIAL_TOKENS.contains(&key) => special.extend(content(value)),
+            _ => {}
+        }
+    }
+    special
+}
+
+/// `transformers`' `clean_up_tokenization`: each replacement over the whole text, in its order.
+pub fn clean_up_tokenization(text: &str) -> String {
+    const REPLACED: [(&str, &str); 10] = [
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ];
+    REPLACED.iter().fold(text.to_string(), |text, (from, to)| text.replace(from, to))
 }
 
 /// Settings of `generation_config.json` that would change a greedy reply and are not applied
@@ -120,17 +234,20 @@ impl GenerationSettings {
                 .ok_or_else(|| bad("repetition_penalty", format!("{value} is not a positive number")))?
                 as f32,
         };
-        let max_length = match json.get("max_length").filter(|v| !v.is_null()) {
-            None => None,
-            Some(value) => Some(
-                value
-                    .as_u64()
-                    .filter(|&n| n >= 1)
-                    .ok_or_else(|| bad("max_length", format!("{value} is not a positive length")))?
-                    as usize,
-            ),
+        let length = |key: &str| match json.get(key).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(value) => (value.as_u64().filter(|&n| n >= 1))
+                .map(|n| Some(n as usize))
+                .ok_or_else(|| bad(key, format!("{value} is not a positive length"))),
         };
-        Ok(Self { stop, repetition_penalty, max_new_tokens: GENERATED_TOKENS as usize, max_length })
+        Ok(Self {
+            stop,
+            repetition_penalty,
+            max_new_tokens: GENERATED_TOKENS as usize,
+            max_length: length("max_length")?,
+            config_max_new_tokens: length("max_new_tokens")?,
+            decoding: ReplyDecoding::of(files)?,
+        })
     }
 
     /// `logits` of one row after the repetition penalty over `seen` (its ids so far, in any
@@ -313,14 +430,7 @@ impl<T: LocalVqa> Generating<T> {
             };
             let ids = generate(&self.model, rows, wanted, &before, &self.settings)
                 .map_err(|e| Error::compute("generate replies", e))?;
-            ids.iter()
-                .map(|ids| {
-                    self.model
-                        .tokenizer()
-                        .decode(ids, true)
-                        .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("decode the reply {ids:?}: {e}")))
-                })
-                .collect()
+            ids.iter().map(|ids| self.settings.decoding.decode(self.model.tokenizer(), ids)).collect()
         })
     }
 }
@@ -412,8 +522,14 @@ mod tests {
 
     #[test]
     fn the_penalty_divides_what_is_seen_once_as_transformers_does() {
-        let settings =
-            GenerationSettings { stop: vec![], repetition_penalty: 2.0, max_new_tokens: 1, max_length: None };
+        let settings = GenerationSettings {
+            stop: vec![],
+            repetition_penalty: 2.0,
+            max_new_tokens: 1,
+            max_length: None,
+            config_max_new_tokens: None,
+            decoding: ReplyDecoding::default(),
+        };
         let mut logits = vec![4.0, -1.0, 3.0, 0.5];
         settings.penalise(&mut logits, &[0, 1, 0, 7]);
         assert_eq!(logits, vec![2.0, -2.0, 3.0, 0.5]);

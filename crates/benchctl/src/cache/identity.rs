@@ -51,9 +51,9 @@ pub struct ModelIdentity {
     pub preprocessor: Option<String>,
     /// The JPEG decoder (`zune-jpeg`, or libjpeg-turbo's): their pixels differ by a level.
     pub jpeg_decoder: String,
-    /// The caption preparation where it is not the authors' (`transformers`), and then the
-    /// digest of the `tokenizer_config.json` it reads; absent otherwise, so that the
-    /// namespaces of earlier runs stay as they were.
+    /// The caption preparation where it is not the authors' (`transformers`); the digest of
+    /// the `tokenizer_config.json` that it, or the decoding of generated replies, reads;
+    /// absent otherwise, so that the namespaces of earlier runs stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_prep: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -81,6 +81,7 @@ pub const LAYOUT: Layout = Layout {
     tokenizer: "tokenizer.json",
     tokenizer_instead: Some(FLAN_T5_TOKENIZER),
     image_settings: false,
+    generation: true,
     companion: Some(CLIP_L14_336),
 };
 

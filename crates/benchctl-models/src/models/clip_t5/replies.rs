@@ -2,8 +2,9 @@
 //! `CLIPT5Model.generate` splices the image into the prompt's embeddings and hands only those
 //! (and their mask) to `transformers`' T5 `generate`, dropping the sampling settings it is
 //! given, so a reply is greedy and at most the checkpoint's `max_length` decoder positions long
-//! (20 unless its generation_config.json says otherwise; the start token is one), decoded
-//! without special tokens and stripped. (That call fails as published under transformers 4.40
+//! (20 unless its generation_config.json says otherwise; the start token is one), or
+//! `max_new_tokens` tokens where the configuration sets that, decoded without special tokens
+//! (cleaned up where the tokenizer's `clean_up_tokenization_spaces` says so) and stripped. (That call fails as published under transformers 4.40
 //! and 4.46; `scripts/fixtures/gen_clip_flant5_replies_fixture.py` takes its two steps itself.)
 //!
 //! The encoder reads each prompt once and the decoder's keys and values over its output are
@@ -18,7 +19,7 @@ use crate::vqascore::generate::{first_argmax, GenerationSettings, ReplyMemo};
 use crate::vqascore::local::groups_of;
 use crate::vqascore::reply::{self, ReplyReading};
 use crate::vqascore::LOG_ZERO;
-use crate::{Error, ErrorKind, Result};
+use crate::{Error, Result};
 
 /// `transformers`' `max_length` where a checkpoint's configuration names none.
 const DEFAULT_MAX_LENGTH: usize = 20;
@@ -35,7 +36,8 @@ impl Replying {
     /// `max_length`), replies read as `reading`.
     pub(super) fn of(files: &ModelFiles, reading: ReplyReading) -> Result<Self> {
         let mut settings = GenerationSettings::of(files)?;
-        settings.max_new_tokens = settings.max_length.unwrap_or(DEFAULT_MAX_LENGTH).saturating_sub(1);
+        settings.max_new_tokens = (settings.config_max_new_tokens)
+            .unwrap_or_else(|| settings.max_length.unwrap_or(DEFAULT_MAX_LENGTH).saturating_sub(1));
         Ok(Self { settings, reading, memo: ReplyMemo::default() })
     }
 }
@@ -57,7 +59,7 @@ impl ClipT5Vqa {
                 .reshape((wanted.len(), (), self.d_model))
                 .and_then(|images| self.generate(&images, wanted, &replying.settings))
                 .map_err(compute)?;
-            ids.iter().map(|ids| self.decode(ids)).collect()
+            ids.iter().map(|ids| self.decode(&replying.settings, ids)).collect()
         })?;
         let mut scores = Vec::with_capacity(texts.len());
         for (text, reply) in texts.iter().zip(&replies) {
@@ -68,12 +70,10 @@ impl ClipT5Vqa {
         Ok((scores, replies))
     }
 
-    /// A reply as `CLIPT5Model.generate` returns it: decoded without special tokens, a
-    /// trailing space dropped, then stripped.
-    fn decode(&self, ids: &[u32]) -> Result<String> {
-        let decoded = (self.prompt.tokenizer.decode(ids, true))
-            .map_err(|e| Error::new(ErrorKind::Tokenizer, format!("decode the reply {ids:?}: {e}")))?;
-        Ok(decoded.trim().to_string())
+    /// A reply as `CLIPT5Model.generate` returns it: decoded without special tokens (and
+    /// cleaned up where the tokenizer says so), a trailing space dropped, then stripped.
+    fn decode(&self, settings: &GenerationSettings, ids: &[u32]) -> Result<String> {
+        Ok(settings.decoding.decode(&self.prompt.tokenizer, ids)?.trim().to_string())
     }
 
     /// Each row's reply ids, greedily, after `prompts[i]` (its ids after the image) over

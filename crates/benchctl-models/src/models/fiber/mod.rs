@@ -669,7 +669,7 @@ pub const ARCHITECTURE: Architecture = Architecture::declare(&ArchitectureSpec {
     name: "fiber",
     model_types: &["fiber"],
     // Its preprocessing is ALBEF's, fixed: no image settings are read.
-    layout: Layout { image_settings: false, ..HF_LAYOUT },
+    layout: Layout { image_settings: false, generation: false, ..HF_LAYOUT },
     timm_towers: &[],
     released_as_torch_checkpoint: true,
     heads: &[ScoreHead::Itm, ScoreHead::Itc],
