@@ -82,8 +82,14 @@ pub enum BenchTowers {
 pub struct Architecture(&'static ArchitectureSpec);
 
 impl Architecture {
-    /// The handle of a declaration (each model module's `ARCHITECTURE`).
+    /// The handle of a declaration (each model module's `ARCHITECTURE`). A family that
+    /// generates replies must read its generation settings: a declaration whose layout does not
+    /// ([`Layout::generation`]) fails to compile.
     pub const fn declare(spec: &'static ArchitectureSpec) -> Self {
+        assert!(
+            !spec.generates_replies || spec.layout.generation,
+            "an architecture that generates replies needs a layout that reads generation_config.json"
+        );
         Architecture(spec)
     }
 

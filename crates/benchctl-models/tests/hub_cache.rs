@@ -264,3 +264,40 @@ fn a_shard_index_naming_a_path_is_refused() {
     std::fs::write(&index, r#"{"weight_map": {}}"#).unwrap();
     assert!(hub::shard_names(&index).is_err());
 }
+
+/// A generative family whose layout reads no image settings (InternVL's `-hf` checkpoints, whose
+/// preprocessing is the architecture's own) still reads its `generation_config.json` (its stop
+/// tokens) and `tokenizer_config.json` (how replies decode) from the hub cache; an
+/// OpenCLIP checkpoint, which never generates, reads neither.
+#[test]
+fn a_generative_checkpoint_reads_its_generation_settings_from_the_cache() {
+    use benchctl_models::models::internvl;
+    let cache = tempfile::tempdir().unwrap();
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = cache.path().join("models--OpenGVLab--InternVL3-1B-hf").join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for file in
+        ["config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "tokenizer_config.json"]
+    {
+        std::fs::copy(fixture_model("internvl-tiny").join(file), snapshot.join(file)).unwrap();
+    }
+    let layout = internvl::ARCHITECTURE.layout();
+    assert!(!layout.image_settings);
+    let files = hub::from_hub_with("OpenGVLab/InternVL3-1B-hf", commit, layout, &offline(cache.path())).unwrap();
+    assert_eq!(files.generation, hub::GenerationFile::Found(snapshot.join("generation_config.json")));
+    assert_eq!(files.tokenizer_settings, Some(snapshot.join("tokenizer_config.json")));
+
+    let entry = registry::find("openclip-vit-b32-laion2b").unwrap();
+    let snapshot =
+        cache.path().join(format!("models--{}", entry.repo.replace('/', "--"))).join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for file in
+        entry.architecture.layout().files().into_iter().chain(["generation_config.json", "tokenizer_config.json"])
+    {
+        let from = fixture_model("openclip-tiny").join(file);
+        let from = if from.is_file() { from } else { fixture_model("internvl-tiny").join(file) };
+        std::fs::copy(from, snapshot.join(file)).unwrap();
+    }
+    let files = hub::from_hub_with(entry.repo, commit, entry.architecture.layout(), &offline(cache.path())).unwrap();
+    assert_eq!((files.generation, files.tokenizer_settings), (hub::GenerationFile::Absent, None));
+}
