@@ -242,9 +242,13 @@ fn generating(dir: &std::path::Path) -> benchctl_models::Result<Box<dyn FusionEn
     }
 }
 
-/// The fixture's pairs (those of the JPEG only where it decodes as Pillow's), each as the
-/// image state row and the text that asks it, with its option "Yes" (the separator: what a
-/// suite's questions with answer options hold).
+/// How close to a tie between a step's two best tokens a reply of the fixture may pass and still
+/// be compared: f32 sums in another order (another CPU tier) could flip a nearer one.
+const NEAR_TIE: f64 = 1e-3;
+
+/// The fixture's pairs (those of the JPEG only where it decodes as Pillow's, none that passes
+/// within [`NEAR_TIE`] of a tie), each as the image state row and the text that asks it, with
+/// its option "Yes" (the separator: what a suite's questions with answer options hold).
 fn reply_pairs(
     generating: &dyn FusionEncoder,
     replies: &serde_json::Value,
@@ -255,6 +259,7 @@ fn reply_pairs(
     let questions: Vec<&str> = replies["questions"].as_array().unwrap().iter().map(|q| q.as_str().unwrap()).collect();
     let pairs: Vec<serde_json::Value> = (replies["pairs"].as_array().unwrap().iter())
         .filter(|p| JPEG_EXACT || !p["image"].as_str().unwrap().ends_with(".jpg"))
+        .filter(|p| p["smallest_gap"].as_f64().unwrap() >= NEAR_TIE)
         .cloned()
         .collect();
     let rows: Vec<u32> =
@@ -280,7 +285,7 @@ fn replies_are_generated_as_t2v_metrics_means_them() {
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     let (scores, generated) = generating.score_pairs_with_replies(&batch, &texts).unwrap();
     let generated = generated.expect("replies");
-    assert!(pairs.len() >= 42, "{} pairs", pairs.len());
+    assert!(pairs.len() >= 37, "{} pairs", pairs.len());
     assert!(pairs.iter().any(|p| !p["reply"].as_str().unwrap().contains("Yes")), "some replies do not give it");
     for ((pair, reply), score) in pairs.iter().zip(&generated).zip(scores.to_vec1::<f32>().unwrap()) {
         assert_eq!(reply, pair["reply"].as_str().unwrap(), "{} question {}", pair["image"], pair["question"]);

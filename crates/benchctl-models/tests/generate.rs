@@ -260,12 +260,16 @@ fn generation_settings_are_read_as_transformers_reads_them_or_refused_by_key() {
         let err = GenerationSettings::of(&hub::from_dir(dir.path()).unwrap()).unwrap_err();
         assert!(err.to_string().contains("eos_token_id"), "{err}");
     }
-    let dir = with_generation_config(|c| {
-        c["repetition_penalty"] = 0.into();
-        true
-    });
-    let err = GenerationSettings::of(&hub::from_dir(dir.path()).unwrap()).unwrap_err();
-    assert!(err.to_string().contains("repetition_penalty"), "{err}");
+    for (key, bad) in
+        [("repetition_penalty", serde_json::json!(0)), ("max_new_tokens", "4".into()), ("max_length", 0.into())]
+    {
+        let dir = with_generation_config(|c| {
+            c[key] = bad.clone();
+            true
+        });
+        let err = GenerationSettings::of(&hub::from_dir(dir.path()).unwrap()).unwrap_err();
+        assert!(err.to_string().contains(key), "{err}");
+    }
     // Neutral values of those keys change nothing.
     let neutral = with_generation_config(|c| {
         c["num_beams"] = 1.into();

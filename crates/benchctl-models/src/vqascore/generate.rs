@@ -15,8 +15,9 @@
 //!   over the keys and values kept so far ([`LocalVqa::start_reply`]), as `generate`'s cache
 //!   does; rows of one prompt length step as one batch, with no padding to change a result, and
 //!   a row leaves the batch when its reply ends.
-//! - The reply is decoded as the processors' `batch_decode(…, skip_special_tokens=True)` does
-//!   (with the tokenizer's own `clean_up_tokenization_spaces`, [`ReplyDecoding`]) and
+//! - The reply is decoded as the processors' `batch_decode(…, skip_special_tokens=True)` does,
+//!   with the special tokens and `clean_up_tokenization_spaces` of the tokenizer's own settings
+//!   ([`ReplyDecoding`]), and
 //!   read once for each answer option asked about it ([`super::reply::names`]): the options of
 //!   one question over one image share one generation.
 
