@@ -281,6 +281,15 @@ impl std::fmt::Debug for Siglip2Tokenizer {
     }
 }
 
+/// The text of a token as `tokenizer_config.json` names one: the text itself, or an added
+/// token's object (`{"content": …}`).
+pub(crate) fn added_token_text(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(text) => Some(text.clone()),
+        other => other.get("content").and_then(|c| c.as_str()).map(str::to_string),
+    }
+}
+
 /// What transformers reads from `tokenizer_config.json` for the processor's call.
 #[derive(Debug, Default, serde::Deserialize)]
 struct TokenizerSettings {
@@ -354,11 +363,11 @@ impl Siglip2Tokenizer {
         };
         let pad_token = match &settings.pad_token {
             None => "<pad>".to_string(),
-            Some(serde_json::Value::String(t)) => t.clone(),
-            Some(serde_json::Value::Object(o)) => {
-                o.get("content").and_then(|c| c.as_str()).unwrap_or("<pad>").to_string()
-            }
-            Some(other) => return Err(fail(format!("`pad_token` is {other}, not a token"))),
+            Some(value) => match added_token_text(value) {
+                Some(text) => text,
+                None if value.is_object() => "<pad>".to_string(),
+                None => return Err(fail(format!("`pad_token` is {value}, not a token"))),
+            },
         };
         let pad_id = inner
             .token_to_id(&pad_token)

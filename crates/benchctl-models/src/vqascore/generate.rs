@@ -32,6 +32,7 @@ use super::{AnswerRule, GENERATED_TOKENS, LOG_ZERO};
 use crate::architecture::LoadChoice;
 use crate::hub::{GenerationFile, ModelFiles, GENERATION_FILE};
 use crate::preprocess::Preprocessor;
+use crate::tokenizer::added_token_text;
 use crate::{Error, ErrorKind, FusionEncoder, Result, ScoreKind};
 
 /// How `transformers`' `generate` decodes a checkpoint by default, as far as greedy decoding
@@ -117,29 +118,24 @@ impl ReplyDecoding {
 const NAMED_SPECIAL_TOKENS: [&str; 7] =
     ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"];
 
-/// The special tokens a `tokenizer_config.json` names, each given as its text or as an added
-/// token's object (`{"content": …}`).
+/// The special tokens a `tokenizer_config.json` names ([`added_token_text`]).
 fn named_special_tokens(json: &serde_json::Value) -> Vec<String> {
-    let content = |value: &serde_json::Value| match value {
-        serde_json::Value::String(text) => Some(text.clone()),
-        other => other.get("content").and_then(|c| c.as_str()).map(str::to_string),
-    };
     let Some(settings) = json.as_object() else { return Vec::new() };
     let mut special = Vec::new();
     for (key, value) in settings {
         match key.as_str() {
             "additional_special_tokens" | "extra_special_tokens" | "model_specific_special_tokens" => match value {
-                serde_json::Value::Array(tokens) => special.extend(tokens.iter().filter_map(content)),
+                serde_json::Value::Array(tokens) => special.extend(tokens.iter().filter_map(added_token_text)),
                 // transformers 5 also takes a map of named extra tokens.
-                serde_json::Value::Object(named) => special.extend(named.values().filter_map(content)),
+                serde_json::Value::Object(named) => special.extend(named.values().filter_map(added_token_text)),
                 _ => {}
             },
             "added_tokens_decoder" => special.extend(
                 (value.as_object().into_iter().flat_map(|tokens| tokens.values()))
                     .filter(|token| token.get("special").and_then(|s| s.as_bool()) == Some(true))
-                    .filter_map(content),
+                    .filter_map(added_token_text),
             ),
-            key if NAMED_SPECIAL_TOKENS.contains(&key) => special.extend(content(value)),
+            key if NAMED_SPECIAL_TOKENS.contains(&key) => special.extend(added_token_text(value)),
             _ => {}
         }
     }
